@@ -1,0 +1,198 @@
+"""The one interface every rating system implements.
+
+Why this shape
+--------------
+* A *belief* is a 1-D ``float64`` numpy array whose layout belongs to the system
+  (Elo-MMR: Gaussian term + logistic terms; Cowan: a windowed discrete distribution).
+  Plain arrays gather into structure-of-arrays kernel inputs with one
+  ``np.concatenate`` and pack into a compact binary value with ``tobytes`` (see
+  ``stream.state.codecs``), so no per-player Python objects sit on the hot path.
+* Systems are pure: no I/O, no asyncio, no global state. The same object serves the
+  embedded replay, the evaluation harness and the streaming worker, which is what makes
+  "streaming result == offline replay" testable bit for bit.
+* Two kinds of events: a *round* (many players ranked, ties share a rank) and a
+  *batch of matches* (1-v-1, score in [0, 1] for A, applied with exact sequential
+  meaning). A system that is naturally one kind gets the other from the defaults below.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+Belief = npt.NDArray[np.float64]
+"""A player's belief: a system-specific 1-D float64 array (never shared between players)."""
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class RatingError(ValueError):
+    """Invalid input to a rating system (duplicate player, non-finite number, ...).
+
+    The message names the offending player or field; callers add the file/line or
+    event id and send the event to the dead-letter topic.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Rating:
+    """What users see of a belief: the CONTRACT's output fields."""
+
+    rating: float  # the displayed (conservative) rating
+    mu: float
+    sigma: float
+    rounds: int  # events that changed this player
+
+
+@dataclass(frozen=True)
+class Params:
+    """Base of every system's parameter dataclass.
+
+    ``from_mapping`` turns CLI ``--param KEY=VALUE`` strings (or a pool's config) into
+    typed values and rejects unknown keys with a message naming them.
+    """
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None = None) -> Params:
+        values = dict(values or {})
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise RatingError(
+                f"unknown parameter(s) {', '.join(unknown)} for {cls.__qualname__}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        kwargs: dict[str, Any] = {}
+        for key, raw in values.items():
+            default = getattr(cls, key, None) if hasattr(cls, key) else None
+            kwargs[key] = _coerce(key, raw, default)
+        return cls(**kwargs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _coerce(key: str, raw: Any, default: Any) -> Any:
+    """Parse a string parameter into the type of its default (bool, int, float, tuple)."""
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    try:
+        if isinstance(default, bool):
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            value = float(text)
+            if math.isnan(value):
+                raise ValueError(text)
+            return value
+        if isinstance(default, tuple):
+            return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise RatingError(f"parameter {key}: cannot parse {raw!r}") from exc
+    return text
+
+
+class RatingSystem(ABC):
+    """A rating system: beliefs in, beliefs out, no I/O.
+
+    Subclasses set ``name`` (the CONTRACT's system name), ``params_type`` and implement
+    at least ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``.
+    """
+
+    name: ClassVar[str]
+    params_type: ClassVar[type[Params]]
+    #: which events the system is designed for ("rounds", "matches" or both)
+    native: ClassVar[frozenset[str]] = frozenset({"rounds", "matches"})
+
+    def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
+        if isinstance(params, Params):
+            self.params = params
+        else:
+            self.params = self.params_type.from_mapping(params)
+
+    # --- beliefs --------------------------------------------------------------------
+    @abstractmethod
+    def new_belief(self) -> Belief:
+        """The prior of a player never seen before (a fresh array each call)."""
+
+    @abstractmethod
+    def summary(self, belief: Belief) -> Rating:
+        """Displayed rating, raw mu/sigma and the number of rounds of a belief."""
+
+    # --- updates --------------------------------------------------------------------
+    def rate_round(
+        self,
+        beliefs: Sequence[Belief],
+        ranks: IntArray,
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+    ) -> list[Belief]:
+        """Apply one ranked round.
+
+        ``beliefs[i]`` is player i's current belief, ``ranks[i]`` its rank (1 = best,
+        equal ranks tie). Returns the new beliefs in the same order. A round with fewer
+        than two players, or where everybody ties, changes nothing (returns the inputs).
+        The default treats a two-player round as a match; multiplayer systems override.
+        """
+        if len(beliefs) != 2:
+            raise RatingError(f"{self.name} rates only two-player rounds")
+        ra, rb = int(ranks[0]), int(ranks[1])
+        score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
+        return self.rate_matches(
+            list(beliefs),
+            np.array([0], dtype=np.int64),
+            np.array([1], dtype=np.int64),
+            np.array([score]),
+            np.array([time_ms], dtype=np.int64),
+        )
+
+    def rate_matches(
+        self,
+        beliefs: Sequence[Belief],
+        a: IntArray,
+        b: IntArray,
+        scores: FloatArray,
+        times_ms: IntArray,
+    ) -> list[Belief]:
+        """Apply matches ``(a[m], b[m], scores[m])`` in order, exactly as if one at a time.
+
+        ``beliefs`` are the distinct players the batch touches; ``a``/``b`` index into
+        it; ``scores[m]`` is A's score (1 win, 0.5 draw, 0 loss). Returns every player's
+        final belief in the order of ``beliefs``. The default runs each match as a
+        two-player round; 1-v-1 systems override with a batched kernel.
+        """
+        out = list(beliefs)
+        for m in range(len(a)):
+            ia, ib = int(a[m]), int(b[m])
+            s = float(scores[m])
+            if s not in (0.0, 0.5, 1.0):
+                raise RatingError(f"{self.name} supports only scores 0, 0.5 and 1 (got {s})")
+            ranks = np.array([1, 1] if s == 0.5 else ([1, 2] if s == 1.0 else [2, 1]))
+            out[ia], out[ib] = self.rate_round([out[ia], out[ib]], ranks, int(times_ms[m]))
+        return out
+
+    # --- predictions ------------------------------------------------------------------
+    def win_probability(self, a: Belief, b: Belief) -> float:
+        """Expected score of A against B (P(A wins) + P(draw)/2) before they play."""
+        ra, rb = self.summary(a), self.summary(b)
+        # Logistic on the Elo scale as a generic fallback; systems override with their model.
+        return 1.0 / (1.0 + 10.0 ** ((rb.mu - ra.mu) / 400.0))
+
+    def ranking_score(self, belief: Belief) -> float:
+        """The number a predicted ranking sorts by (higher = better). Default: mu."""
+        return self.summary(belief).mu
