@@ -1,0 +1,1 @@
+"""Events: schemas and validation, decoding, input files, batching."""

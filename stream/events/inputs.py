@@ -1,0 +1,195 @@
+"""Reading history files: event JSONL, the Elo-MMR reference's contest JSONL, 1-v-1 CSV.
+
+Formats are detected by content (first non-empty line), compression by suffix
+(``.gz``, ``.xz``). Every record comes out with its location ("file:line") so a bad
+record is reported precisely and nothing after it is applied.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import lzma
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from stream.events.model import MAX_ID_LENGTH, MatchEvent, RoundEvent
+from stream.events.validate import InvalidEvent, decode_event
+
+
+class InputError(ValueError):
+    """A bad record in an input file: names the file, the line and the reason."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclass(frozen=True)
+class CsvMapping:
+    """Columns of a 1-v-1 CSV. Defaults fit the international football results file."""
+
+    a: str = "home_team"
+    b: str = "away_team"
+    score_a: str = "home_score"
+    score_b: str = "away_score"
+    time: str = "date"
+
+
+def open_text(path: str | Path) -> IO[str]:
+    p = str(path)
+    if p.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
+    if p.endswith(".xz"):
+        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8")
+    return open(p, encoding="utf-8")
+
+
+def detect_format(path: str | Path) -> str:
+    """'events', 'contests' or 'csv', from the first non-empty line."""
+    with open_text(path) as fh:
+        for line in fh:
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("{"):
+                try:
+                    obj = orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    return "events"  # reported with its line by the reader
+                if isinstance(obj, dict) and "type" not in obj and "standings" in obj:
+                    return "contests"
+                return "events"
+            return "csv"
+    return "events"
+
+
+def _check_id(value: Any, what: str, where: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+        raise InputError(where, f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+    return value
+
+
+def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEvent:
+    """One contest line of the reference format → RoundEvent (rank = lo + 1)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
+        raise InputError(where, "a contest needs a 'standings' list")
+    standings = obj["standings"]
+    n = len(standings)
+    players: list[str] = []
+    ranks = np.empty(n, dtype=np.int64)
+    for i, row in enumerate(standings):
+        if not isinstance(row, list) or len(row) != 3:
+            raise InputError(where, f"standings[{i}] must be [player, lo, hi]")
+        name, lo, hi = row
+        players.append(_check_id(name, f"standings[{i}] player", where))
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi < n):
+            raise InputError(where, f"standings[{i}]: bad rank range [{lo}, {hi}] for {n} players")
+        ranks[i] = lo + 1
+    if len(set(players)) != n:
+        seen: set[str] = set()
+        for p in players:
+            if p in seen:
+                raise InputError(where, f"player {p!r} appears twice in the contest")
+            seen.add(p)
+    name = obj.get("name", obj.get("id", line_no))
+    t = obj.get("time_seconds", 0)
+    weight = obj.get("weight", 1.0)
+    ceiling = obj.get("perf_ceiling", math.inf)
+    for what, v in (("time_seconds", t), ("weight", weight), ("perf_ceiling", ceiling)):
+        if not isinstance(v, int | float) or isinstance(v, bool) or (what != "perf_ceiling" and not math.isfinite(v)):
+            raise InputError(where, f"{what} must be a finite number")
+    if weight <= 0:
+        raise InputError(where, "weight must be positive")
+    round_id = str(obj.get("id", name))
+    return RoundEvent(
+        event_id=f"contest:{round_id}",
+        pool=pool,
+        round_id=round_id,
+        time=int(t * 1000),
+        players=players,
+        ranks=ranks,
+        weight=float(weight),
+        perf_ceiling=float(ceiling),
+    )
+
+
+def _parse_time(text: str, where: str) -> int:
+    text = text.strip()
+    try:
+        return int(float(text)) if text.replace(".", "", 1).isdigit() else int(
+            datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000
+        )
+    except ValueError:
+        raise InputError(where, f"cannot parse time {text!r}") from None
+
+
+def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, Any]]:
+    with open_text(path) as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
+                   if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{path}:1", f"missing CSV column(s) {', '.join(missing)}")
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            a = _check_id(row[mapping.a], mapping.a, where)
+            b = _check_id(row[mapping.b], mapping.b, where)
+            if a == b:
+                raise InputError(where, f"{a!r} cannot play themself")
+            try:
+                sa, sb = float(row[mapping.score_a]), float(row[mapping.score_b])
+            except ValueError:
+                raise InputError(where, "scores must be numbers") from None
+            if not (math.isfinite(sa) and math.isfinite(sb)):
+                raise InputError(where, "scores must be finite")
+            score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
+            t = _parse_time(row[mapping.time], where)
+            yield where, MatchEvent(f"{Path(path).name}:{reader.line_num}", pool, t, a, b, score)
+
+
+def read_records(
+    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None
+) -> Iterator[tuple[str, str, Any]]:
+    """Yield ``(where, type, value)`` for every record of one file, in file order.
+
+    ``type`` is 'round' (RoundEvent), 'match' (MatchEvent), 'match_batch' (list of
+    MatchEvent) or 'round_result'/'round_completed' (the validated dict). Raises
+    InputError at the first bad record.
+    """
+    p = str(path)
+    fmt = detect_format(p)
+    if fmt == "csv":
+        for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default"):
+            yield where, "match", m
+        return
+    with open_text(p) as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{p}:{line_no}"
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(where, f"bad JSON: {exc}") from None
+            if fmt == "contests":
+                yield where, "round", contest_to_round(obj, where, pool or "default", line_no)
+                continue
+            if not isinstance(obj, dict):
+                raise InputError(where, "an event must be a JSON object")
+            if pool is not None:
+                obj["pool"] = pool
+            try:
+                etype, value = decode_event(obj)
+            except InvalidEvent as exc:
+                raise InputError(where, str(exc)) from None
+            yield where, etype, value

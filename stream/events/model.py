@@ -1,0 +1,104 @@
+"""Decoded, validated events: what the engine consumes.
+
+Both the embedded replay (reading files) and the streaming worker (reading Kafka)
+turn raw input into these objects, so everything downstream is shared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stream.ratings.base import FloatArray, IntArray
+
+MAX_ID_LENGTH = 128
+
+
+@dataclass(slots=True)
+class RoundEvent:
+    """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie)."""
+
+    event_id: str
+    pool: str
+    round_id: str
+    time: int  # ms since epoch
+    players: list[str]
+    ranks: IntArray
+    weight: float = 1.0
+    perf_ceiling: float = math.inf
+
+
+@dataclass(slots=True)
+class MatchEvent:
+    """One 1-v-1 result: ``score`` is A's score (1 win, 0.5 draw, 0 loss)."""
+
+    event_id: str
+    pool: str
+    time: int
+    a: str
+    b: str
+    score: float
+
+
+@dataclass(slots=True)
+class MatchBatch:
+    """Consecutive matches of one pool, applied with exact sequential meaning."""
+
+    pool: str
+    event_ids: list[str] = field(default_factory=list)
+    a: list[str] = field(default_factory=list)
+    b: list[str] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+
+    def add(self, m: MatchEvent) -> None:
+        self.event_ids.append(m.event_id)
+        self.a.append(m.a)
+        self.b.append(m.b)
+        self.scores.append(m.score)
+        self.times.append(m.time)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def score_array(self) -> FloatArray:
+        return np.asarray(self.scores, dtype=np.float64)
+
+    def time_array(self) -> IntArray:
+        return np.asarray(self.times, dtype=np.int64)
+
+
+Event = RoundEvent | MatchEvent
+
+
+@dataclass(frozen=True, slots=True)
+class RatingOutput:
+    """The CONTRACT's output ``rating`` event (one per changed player per batch)."""
+
+    pool: str
+    player: str
+    rating: float
+    mu: float
+    sigma: float
+    rounds: int
+    version: int
+    event_id: str
+    time: int
+    system: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "type": "rating",
+            "pool": self.pool,
+            "player": self.player,
+            "rating": self.rating,
+            "mu": self.mu,
+            "sigma": self.sigma,
+            "rounds": self.rounds,
+            "version": self.version,
+            "event_id": self.event_id,
+            "time": self.time,
+            "system": self.system,
+        }
