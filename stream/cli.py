@@ -1,0 +1,55 @@
+"""``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
+and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+#: subcommand -> ("module", "attribute"); the attribute is a click command
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "synth": ("stream.tools.synth", "synth", "Generate synthetic rounds or matches from the papers' models."),
+    "replay": ("stream.tools.replay", "replay", "Replay a history embedded (final ratings) or into the service."),
+    "eval": ("stream.tools.evaluate", "evaluate", "Score a rating system's predictions on a history."),
+    "tune": ("stream.tools.tune", "tune", "Grid-search parameters on the first 10% and evaluate on the rest."),
+    "report": ("stream.tools.report", "report", "Write a Markdown/HTML report with plots comparing systems."),
+    "bench": ("stream.tools.bench", "bench", "Benchmarks: measured side by side in one run."),
+    "worker": ("stream.service.worker", "worker", "Run the streaming service (Faust worker)."),
+    "export": ("stream.service.export", "export", "Write the ratings held in Redis as JSONL."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        cmd: click.Command = getattr(importlib.import_module(module), attr)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mmr-stream")
+def main() -> None:
+    """mmr-stream: streaming skill ratings (Elo-MMR, Cowan, baselines) on Kafka + Redis."""
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` pairs → dict (values stay strings; systems parse them)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
+        out[key.strip()] = value
+    return out

@@ -1,0 +1,1 @@
+"""Tools on top of the pipeline: synth, replay, eval, tune, report, bench."""
