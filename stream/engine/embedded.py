@@ -112,8 +112,7 @@ class EmbeddedPipeline:
         for pool, player, raw in self.store.items():
             eng = self.engine(pool)
             r = eng.system.summary(eng.codec.decode(raw))
-            yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma,
-                   "rounds": r.rounds}
+            yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
 
     def system_for(self, pool: str) -> RatingSystem:
         return self.engine(pool).system

@@ -126,8 +126,10 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEven
 def _parse_time(text: str, where: str) -> int:
     text = text.strip()
     try:
-        return int(float(text)) if text.replace(".", "", 1).isdigit() else int(
-            datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000
+        return (
+            int(float(text))
+            if text.replace(".", "", 1).isdigit()
+            else int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
         )
     except ValueError:
         raise InputError(where, f"cannot parse time {text!r}") from None
@@ -136,8 +138,11 @@ def _parse_time(text: str, where: str) -> int:
 def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, Any]]:
     with open_text(path) as fh:
         reader = csv.DictReader(fh)
-        missing = [c for c in (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
-                   if c not in (reader.fieldnames or [])]
+        missing = [
+            c
+            for c in (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
+            if c not in (reader.fieldnames or [])
+        ]
         if missing:
             raise InputError(f"{path}:1", f"missing CSV column(s) {', '.join(missing)}")
         for row in reader:

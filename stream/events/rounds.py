@@ -93,8 +93,9 @@ class RoundAssembler:
             return None
         self._finish(key)
         if n > expected:
-            raise InvalidEvent(f"field participants: round {key[1]!r} got {n} results, expected {expected}",
-                               comp["event_id"])
+            raise InvalidEvent(
+                f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp["event_id"]
+            )
         players = list(pend.results)
         return RoundEvent(
             event_id=comp["event_id"],

@@ -66,8 +66,7 @@ class Params:
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise RatingError(
-                f"unknown parameter(s) {', '.join(unknown)} for {cls.__qualname__}; "
-                f"known: {', '.join(sorted(known))}"
+                f"unknown parameter(s) {', '.join(unknown)} for {cls.__qualname__}; known: {', '.join(sorted(known))}"
             )
         kwargs: dict[str, Any] = {}
         for key, raw in values.items():

@@ -73,12 +73,29 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
 @click.option("--broker", default=None, metavar="BOOTSTRAP", help="Publish to the service's topics instead.")
 @click.option("--rate", type=float, default=0.0, help="Broker: events per second (0 = as fast as possible).")
 @click.option("--speedup", type=float, default=0.0, help="Broker: time compression factor on event times.")
-@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True,
-              help="CSV input: A,B,A score,B score,time columns.")
+@click.option(
+    "--csv-columns",
+    default="home_team,away_team,home_score,away_score,date",
+    show_default=True,
+    help="CSV input: A,B,A score,B score,time columns.",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
-def replay(inputs: tuple[str, ...], system: str, params: tuple[str, ...], embedded: bool, out: str | None,
-           pool: str | None, top: int, batch_size: int, skip: int, broker: str | None, rate: float,
-           speedup: float, csv_columns: str, progress: bool) -> None:
+def replay(
+    inputs: tuple[str, ...],
+    system: str,
+    params: tuple[str, ...],
+    embedded: bool,
+    out: str | None,
+    pool: str | None,
+    top: int,
+    batch_size: int,
+    skip: int,
+    broker: str | None,
+    rate: float,
+    speedup: float,
+    csv_columns: str,
+    progress: bool,
+) -> None:
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
     With --embedded the service's pipeline runs in-process and --out gets the final
@@ -96,8 +113,17 @@ def replay(inputs: tuple[str, ...], system: str, params: tuple[str, ...], embedd
         if broker:
             from stream.tools.publish import publish_history
 
-            publish_history(inputs, broker, pool=pool, mapping=mapping, skip=skip, rate=rate,
-                            speedup=speedup, batch_size=batch_size, progress=progress)
+            publish_history(
+                inputs,
+                broker,
+                pool=pool,
+                mapping=mapping,
+                skip=skip,
+                rate=rate,
+                speedup=speedup,
+                batch_size=batch_size,
+                progress=progress,
+            )
             return
         from stream.engine.embedded import EmbeddedPipeline
 

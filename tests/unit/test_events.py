@@ -1,0 +1,167 @@
+"""Validation, decoding and input reading: bad input is rejected with a precise reason."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+from pathlib import Path
+
+import orjson
+import pytest
+
+from stream.events.inputs import InputError, contest_to_round, detect_format, read_records
+from stream.events.rounds import RoundAssembler
+from stream.events.validate import InvalidEvent, decode_event, parse_json
+
+
+def _round(**kw: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "type": "round",
+        "event_id": "r1",
+        "pool": "p",
+        "round_id": "1",
+        "time": 5,
+        "standings": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}, {"player": "c", "rank": 2}],
+    }
+    base.update(kw)
+    return base
+
+
+def test_round_decodes_with_ties() -> None:
+    etype, ev = decode_event(_round())
+    assert etype == "round"
+    assert ev.players == ["a", "b", "c"]
+    assert ev.ranks.tolist() == [1, 2, 2]
+    assert ev.weight == 1.0
+
+
+@pytest.mark.parametrize(
+    ("obj", "needle"),
+    [
+        (_round(standings=[{"player": "a", "rank": 1}, {"player": "a", "rank": 2}]), "appears twice"),
+        (_round(pool="x" * 129), "pool"),
+        (_round(standings=[{"player": "", "rank": 1}]), "standings"),
+        (_round(weight=0), "weight"),
+        (_round(time="soon"), "time"),
+        ({"type": "bogus", "event_id": "e"}, "unknown event type"),
+        ({"type": "match", "event_id": "m", "pool": "p", "time": 1, "a": "x", "b": "x", "score": 1}, "themself"),
+        ({"type": "match", "event_id": "m", "pool": "p", "time": 1, "a": "x", "b": "y", "score": 2}, "score"),
+        ({"type": "match", "event_id": "m", "pool": "p", "time": 1, "a": "x", "score": 1}, "b"),
+    ],
+)
+def test_invalid_events_name_the_field(obj: dict[str, object], needle: str) -> None:
+    with pytest.raises(InvalidEvent) as err:
+        decode_event(obj)
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("raw", [b'{"x": NaN}', b'{"x": 1e400}', b"[1, 2]", b"{not json"])
+def test_bad_json_and_non_finite_numbers_are_rejected(raw: bytes) -> None:
+    with pytest.raises(InvalidEvent):
+        parse_json(raw)
+
+
+def test_contest_line_becomes_round_with_tie_ranges() -> None:
+    ev = contest_to_round(
+        {"name": "c1", "time_seconds": 100, "standings": [["x", 0, 1], ["y", 0, 1], ["z", 2, 2]]}, "f:1", "d", 1
+    )
+    assert ev.ranks.tolist() == [1, 1, 3]
+    assert ev.time == 100_000
+    assert ev.pool == "d"
+
+
+@pytest.mark.parametrize(
+    ("obj", "needle"),
+    [
+        ({"standings": [["x", 0, 0], ["x", 1, 1]]}, "twice"),
+        ({"standings": [["x", 0, 5]]}, "rank range"),
+        ({"standings": [["x", 0, 0]], "weight": -1}, "weight"),
+        ({"standings": [[1, 0, 0]]}, "player"),
+    ],
+)
+def test_bad_contest_lines(obj: dict[str, object], needle: str) -> None:
+    with pytest.raises(InputError) as err:
+        contest_to_round(obj, "f.jsonl:3", "d", 3)
+    assert "f.jsonl:3" in str(err.value) and needle in str(err.value)
+
+
+def test_formats_detected_by_content_and_compression(tmp_path: Path) -> None:
+    contest = orjson.dumps({"name": "c", "time_seconds": 1, "standings": [["a", 0, 0], ["b", 1, 1]]}) + b"\n"
+    event = (
+        orjson.dumps({"type": "match", "event_id": "1", "pool": "p", "time": 1, "a": "a", "b": "b", "score": 0.5})
+        + b"\n"
+    )
+    (tmp_path / "c.jsonl.xz").write_bytes(lzma.compress(contest))
+    (tmp_path / "e.jsonl.gz").write_bytes(gzip.compress(event))
+    (tmp_path / "m.csv").write_text("date,home_team,away_team,home_score,away_score\n2000-01-02,A,B,2,2\n")
+    assert detect_format(tmp_path / "c.jsonl.xz") == "contests"
+    assert detect_format(tmp_path / "e.jsonl.gz") == "events"
+    assert detect_format(tmp_path / "m.csv") == "csv"
+    ((_, t, r),) = read_records(tmp_path / "c.jsonl.xz")
+    assert t == "round" and r.players == ["a", "b"]
+    ((_, t, m),) = read_records(tmp_path / "e.jsonl.gz")
+    assert t == "match" and m.score == 0.5
+    ((where, t, m),) = read_records(tmp_path / "m.csv")
+    assert where.endswith("m.csv:2") and m.a == "A" and m.score == 0.5 and m.time == 946771200000
+
+
+def test_bad_line_reports_file_and_line(tmp_path: Path) -> None:
+    p = tmp_path / "e.jsonl"
+    good = {"type": "match", "event_id": "1", "pool": "p", "time": 1, "a": "a", "b": "b", "score": 1}
+    p.write_bytes(orjson.dumps(good) + b"\n\n" + b'{"type": "match", "event_id": "2"}\n')
+    with pytest.raises(InputError) as err:
+        list(read_records(p))
+    assert f"{p}:3" in str(err.value)
+
+
+def _result(rid: str, player: str, rank: int, eid: str | None = None) -> dict[str, object]:
+    return {
+        "type": "round_result",
+        "event_id": eid or f"{rid}-{player}",
+        "pool": "p",
+        "round_id": rid,
+        "time": 1,
+        "player": player,
+        "rank": rank,
+    }
+
+
+def _completed(rid: str, n: int) -> dict[str, object]:
+    return {
+        "type": "round_completed",
+        "event_id": f"{rid}-done",
+        "pool": "p",
+        "round_id": rid,
+        "time": 9,
+        "participants": n,
+    }
+
+
+def test_round_assembly_waits_for_completion_and_all_results() -> None:
+    asm = RoundAssembler()
+    assert asm.add_result(_result("r", "a", 2), 0) is None
+    assert asm.add_completed(_completed("r", 2), 0) is None
+    assert asm.add_result(_result("r", "a", 2), 0) is None  # duplicate delivery ignored
+    ev = asm.add_result(_result("r", "b", 1), 0)
+    assert ev is not None and ev.event_id == "r-done" and ev.time == 9
+    assert dict(zip(ev.players, ev.ranks.tolist(), strict=True)) == {"a": 2, "b": 1}
+    with pytest.raises(InvalidEvent, match="already rated"):
+        asm.add_result(_result("r", "c", 3), 0)
+
+
+def test_round_assembly_rejects_double_player_and_too_many() -> None:
+    asm = RoundAssembler(max_participants=3)
+    asm.add_result(_result("r", "a", 1), 0)
+    with pytest.raises(InvalidEvent, match="already has a result"):
+        asm.add_result(_result("r", "a", 2, eid="other"), 0)
+    with pytest.raises(InvalidEvent, match="exceeds the maximum"):
+        asm.add_completed(_completed("q", 4), 0)
+
+
+def test_round_assembly_timeout() -> None:
+    asm = RoundAssembler()
+    asm.add_result(_result("r", "a", 1), now=0)
+    assert asm.expire(now=500, timeout_ms=1000) == []
+    expired = asm.expire(now=2000, timeout_ms=1000)
+    assert expired == [("p", "r", "round timed out with 1/? results")]
+    assert not asm.pending
