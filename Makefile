@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/mmr replay $(DEMO_DIR)/rounds.jsonl --system elo-mmr --embedded --out $(DEMO_DIR)/ratings.jsonl --top 20
 
 lint: $(STAMP)
-	$(BIN)/ruff check stream tests benchmarks
+	$(BIN)/ruff check stream tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy stream
