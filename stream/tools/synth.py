@@ -1,0 +1,153 @@
+"""``mmr synth``: synthetic histories drawn from the Elo-MMR paper's generative model.
+
+Why a generator at all: the evaluation harness, the demo and the tests need data whose
+ground truth is known (true skills) and that is reproducible bit for bit from a seed.
+The model is the one Elo-MMR is derived from:
+
+* every player has a latent skill, initially ``N(mu0, sigma0²)`` (defaults 1500, 350);
+* between rounds each skill takes a Gaussian random-walk step ``N(0, drift²)``;
+* in a round every participant draws a performance ``skill + noise`` with logistic
+  (Elo-MMR) or Gaussian (Elo-MMX / TrueSkill) noise of standard deviation ``beta``;
+  the standings sort performances, and performances that round to the same multiple
+  of ``--tie-step`` tie (so that readers and metrics see occasional ties);
+* matches (``--kind matches``) pair two random players of a period; A wins when her
+  performance is higher by more than ``--draw-margin``, a draw otherwise when within it.
+
+Rounds are written as contest JSONL of the Elo-MMR reference (0-based tie ranges, best
+first); matches as CONTRACT ``match`` events. Everything is vectorised with numpy so the
+demo's 2,000 players × 200 rounds takes well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import numpy as np
+import numpy.typing as npt
+
+from stream.tools.replay import write_jsonl_atomic
+
+#: 2020-01-01T00:00:00Z: synthetic time starts here, one round (period) per day
+EPOCH_S = 1_577_836_800
+DAY_S = 86_400
+
+
+def player_names(n: int) -> list[str]:
+    """Zero-padded ids so that lexical and numeric order agree."""
+    width = max(4, len(str(n - 1)))
+    return [f"p{i:0{width}d}" for i in range(n)]
+
+
+def _noise(rng: np.random.Generator, kind: str, beta: float, size: int) -> npt.NDArray[np.float64]:
+    """Performance noise with standard deviation ``beta`` (logistic scale β·√3/π)."""
+    if kind == "logistic":
+        return rng.logistic(0.0, beta * math.sqrt(3.0) / math.pi, size)
+    if kind == "gaussian":
+        return rng.normal(0.0, beta, size)
+    raise ValueError(f"unknown noise {kind!r}")
+
+
+def tie_ranges(perf: npt.NDArray[np.float64], tie_step: float) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Order players best first; equal ``floor(perf / tie_step)`` tie.
+
+    Returns ``(order, lo, hi)``: ``order[k]`` is the k-th best player and ``[lo[k], hi[k]]``
+    its 0-based tie range, as the reference's contest format wants.
+    """
+    score = np.floor(perf / tie_step) if tie_step > 0 else perf
+    order = np.lexsort((np.arange(len(perf)), -score))  # stable: ties by player index
+    s = score[order]
+    n = len(s)
+    new_group = np.ones(n, dtype=bool)
+    new_group[1:] = s[1:] != s[:-1]
+    starts = np.flatnonzero(new_group)
+    group = np.cumsum(new_group) - 1
+    ends = np.append(starts[1:], n) - 1
+    return order.astype(np.int64), starts[group].astype(np.int64), ends[group].astype(np.int64)
+
+
+def synth_rounds(players: int, rounds: int, participation: float, seed: int, noise: str = "logistic",
+                 beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
+                 tie_step: float = 0.1, min_players: int = 2) -> Iterator[dict[str, Any]]:
+    """Contest JSONL rows (see module docstring). Deterministic for a seed."""
+    rng = np.random.default_rng(seed)
+    names = player_names(players)
+    skill = rng.normal(mu0, sigma0, players)
+    for r in range(rounds):
+        if r:
+            skill += rng.normal(0.0, drift, players)
+        present = np.flatnonzero(rng.random(players) < participation)
+        if len(present) < min_players:
+            present = np.sort(rng.choice(players, size=min(min_players, players), replace=False))
+        perf = skill[present] + _noise(rng, noise, beta, len(present))
+        order, lo, hi = tie_ranges(perf, tie_step)
+        idx = present[order]
+        yield {
+            "name": f"synth-{r + 1}",
+            "time_seconds": EPOCH_S + r * DAY_S,
+            "standings": [[names[i], int(a), int(b)] for i, a, b in zip(idx.tolist(), lo.tolist(), hi.tolist(),
+                                                                        strict=True)],
+        }
+
+
+def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str = "logistic",
+                  beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
+                  draw_margin: float = 0.0, pool: str = "default") -> Iterator[dict[str, Any]]:
+    """CONTRACT ``match`` events: ``matches`` spread evenly over ``rounds`` periods."""
+    rng = np.random.default_rng(seed)
+    names = player_names(players)
+    skill = rng.normal(mu0, sigma0, players)
+    per = np.full(rounds, matches // rounds, dtype=np.int64)
+    per[: matches % rounds] += 1
+    k = 0
+    for r in range(rounds):
+        if r:
+            skill += rng.normal(0.0, drift, players)
+        m = int(per[r])
+        if m == 0:
+            continue
+        a = rng.integers(0, players, m)
+        b = (a + rng.integers(1, players, m)) % players  # never a == b
+        diff = skill[a] - skill[b] + _noise(rng, noise, beta, m) - _noise(rng, noise, beta, m)
+        score = np.where(diff > draw_margin, 1.0, np.where(diff < -draw_margin, 0.0, 0.5))
+        t0 = (EPOCH_S + r * DAY_S) * 1000
+        for j in range(m):
+            yield {"type": "match", "event_id": f"synth-m{k + 1}", "pool": pool, "time": t0 + j,
+                   "a": names[int(a[j])], "b": names[int(b[j])], "score": float(score[j])}
+            k += 1
+
+
+@click.command()
+@click.option("--players", type=click.IntRange(2), default=1000, show_default=True, help="Number of players.")
+@click.option("--rounds", type=click.IntRange(1), default=100, show_default=True,
+              help="Rounds (kind=rounds) or rating periods the matches are spread over (kind=matches).")
+@click.option("--participation", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.3, show_default=True,
+              help="Probability that a player takes part in a round.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same file).")
+@click.option("--noise", type=click.Choice(["logistic", "gaussian"]), default="logistic", show_default=True,
+              help="Performance noise: logistic (Elo-MMR) or Gaussian (Elo-MMX, TrueSkill).")
+@click.option("--kind", type=click.Choice(["rounds", "matches"]), default="rounds", show_default=True)
+@click.option("--matches", type=click.IntRange(1), default=10_000, show_default=True, help="kind=matches: count.")
+@click.option("--beta", type=float, default=200.0, show_default=True, help="Performance noise sd.")
+@click.option("--drift", type=float, default=35.0, show_default=True, help="Skill random-walk sd per round.")
+@click.option("--mu0", type=float, default=1500.0, show_default=True, help="Mean initial skill.")
+@click.option("--sigma0", type=float, default=350.0, show_default=True, help="Sd of initial skills.")
+@click.option("--tie-step", type=float, default=0.1, show_default=True,
+              help="kind=rounds: performances equal after flooring to this step tie (0 = no ties).")
+@click.option("--draw-margin", type=float, default=0.0, show_default=True,
+              help="kind=matches: |performance difference| at most this is a draw.")
+@click.option("--pool", default="default", show_default=True, help="kind=matches: pool of the events.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output JSONL file.")
+def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, matches: int,
+          beta: float, drift: float, mu0: float, sigma0: float, tie_step: float, draw_margin: float, pool: str,
+          out: str) -> None:
+    """Write synthetic rounds (contest JSONL) or matches (event JSONL) to --out."""
+    if kind == "rounds":
+        rows = synth_rounds(players, rounds, participation, seed, noise, beta, drift, mu0, sigma0, tie_step)
+    else:
+        rows = synth_matches(players, rounds, matches, seed, noise, beta, drift, mu0, sigma0, draw_margin, pool)
+    n = write_jsonl_atomic(out, rows)
+    click.echo(f"wrote {n} {'rounds' if kind == 'rounds' else 'matches'} to {out}", err=True)
