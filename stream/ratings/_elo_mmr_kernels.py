@@ -1,0 +1,438 @@
+"""numba kernels of one Elo-MMR / Elo-MMχ round over structure-of-arrays beliefs.
+
+Layout: ``flat`` is every player's belief concatenated, ``offsets[i]:offsets[i+1]`` is
+player i's slice (see ``stream.ratings.elo_mmr`` for the belief layout).
+
+Why the performance phase is not O(N²)
+--------------------------------------
+Player i's performance p solves ``f_g(p) = 0`` where g is i's tie group and, with
+``G_j`` / ``L_j`` / ``E_j`` the term of an opponent ranked worse / better / equal,
+
+    f_g(x) = Σ_j G_j(x) + Σ_{j better than g} (L_j − G_j)(x) + Σ_{j in g} (E_j − G_j)(x).
+
+All tied players share the equation, so there is one root per tie group. On a panel
+of the x axis we evaluate the three sums exactly at a few Chebyshev nodes — the first
+once per node, the second as a running prefix over the groups in rank order, the
+third per group — which is O(nodes · N) for *all* groups together, and then solve
+each group's equation on the barycentric interpolant of its node values. For the
+logistic model ``L_j − G_j = −2 w_j`` is a constant, so this is exactly the "one
+shared monotone T(p) plus a per-group constant" formulation; the Gaussian model has
+genuinely different functions, which the prefix handles at the same cost.
+
+Panels are ``2·h`` wide with ``h`` a fraction of the distance from the real axis to
+the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the Gaussian
+Mills ratios, s the smallest term scale), so a fixed number of nodes per panel gives
+near machine-precision interpolation regardless of the range of ratings. Node values
+at panel boundaries are computed exactly and decide which panel holds each root, so
+roots are bracketed exactly and stay ordered by rank.
+
+All kernels use ``cache=True`` and ``nogil=True``; the parallel ones must be called
+from one thread at a time (numba's default workqueue layer is not thread-safe).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+TANH_MULTIPLIER = math.pi / math.sqrt(3.0)
+MS_PER_DAY = 86_400_000.0
+HEADER = 6
+SQRT2 = math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+#: Chebyshev degree per panel and panel half-width as a fraction of the singularity distance
+PANEL_DEGREE = 36
+PANEL_FRACTION = 0.7
+
+_opts = {"cache": True, "nogil": True}
+
+
+# --------------------------------------------------------------------------------------
+# terms of the performance equation
+# --------------------------------------------------------------------------------------
+@nb.njit(**_opts)
+def _inv_mills(t: float) -> float:
+    """φ(t) / (1 − Φ(t)), stable for large t (asymptotic series once erfc underflows)."""
+    if t < 30.0:
+        return math.exp(-0.5 * t * t) * INV_SQRT_2PI / (0.5 * math.erfc(t / SQRT2))
+    t2 = 1.0 / (t * t)
+    r = (1.0 - t2 * (1.0 - t2 * (3.0 - t2 * (15.0 - 105.0 * t2)))) / t
+    return 1.0 / r
+
+
+@nb.njit(**_opts)
+def _term(x: float, mu: float, s: float, gaussian: bool, split: bool) -> tuple[float, float, float]:
+    """(G, L − G, E − G) of one opponent at x: worse, better-minus-worse, tied-minus-worse."""
+    if gaussian:
+        z = (x - mu) / s
+        g = _inv_mills(-z) / s  # φ/Φ(z): opponent ranked worse
+        lo = -_inv_mills(z) / s  # φ/(Φ(z) − 1): opponent ranked better
+        e = 0.5 * (g + lo) if split else -z / s
+        return g, lo - g, e - g
+    w = TANH_MULTIPLIER / s
+    v = -math.tanh((x - mu) * 0.5 * w) * w
+    g = v + w
+    e = v if split else 2.0 * v
+    return g, -2.0 * w, e - g
+
+
+@nb.njit(**_opts)
+def direct_f(x: float, grp: int, tmu, ts, order, gstart, gaussian: bool, split: bool) -> float:
+    """f_g(x) summed directly over every player (O(N); used to bracket the extremes)."""
+    total = 0.0
+    ngroups = gstart.shape[0] - 1
+    for g in range(ngroups):
+        for q in range(gstart[g], gstart[g + 1]):
+            j = order[q]
+            gv, dv, ev = _term(x, tmu[j], ts[j], gaussian, split)
+            total += gv
+            if g < grp:
+                total += dv
+            elif g == grp:
+                total += ev
+    return total
+
+
+# --------------------------------------------------------------------------------------
+# panels
+# --------------------------------------------------------------------------------------
+@nb.njit(**_opts)
+def _panel_nodes(a: float, b: float, n: int):
+    """Chebyshev points of the second kind on [a, b], node 0 = b and node n = a exactly."""
+    xs = np.empty(n + 1)
+    mid = 0.5 * (a + b)
+    h = 0.5 * (b - a)
+    for k in range(n + 1):
+        xs[k] = mid + h * math.cos(math.pi * k / n)
+    xs[0] = b
+    xs[n] = a
+    return xs
+
+
+@nb.njit(parallel=True, **_opts)
+def _panel_table(xs, tmu, ts, order, gstart, gaussian: bool, split: bool):
+    """tab[k, g] = f_g(xs[k]) for every node and group, O(len(xs) · N)."""
+    nk = xs.shape[0]
+    ngroups = gstart.shape[0] - 1
+    tab = np.empty((nk, ngroups))
+    for k in nb.prange(nk):
+        x = xs[k]
+        total = 0.0
+        prefix = 0.0
+        for g in range(ngroups):
+            own = 0.0
+            dsum = 0.0
+            for q in range(gstart[g], gstart[g + 1]):
+                j = order[q]
+                gv, dv, ev = _term(x, tmu[j], ts[j], gaussian, split)
+                total += gv
+                own += ev
+                dsum += dv
+            tab[k, g] = prefix + own
+            prefix += dsum
+        for g in range(ngroups):
+            tab[k, g] += total
+    return tab
+
+
+@nb.njit(**_opts)
+def _bary(x: float, xs, bw, tab, g: int) -> float:
+    """Barycentric interpolant of group g's node values at x."""
+    num = 0.0
+    den = 0.0
+    for k in range(xs.shape[0]):
+        d = x - xs[k]
+        if d == 0.0:
+            return tab[k, g]
+        t = bw[k] / d
+        num += t * tab[k, g]
+        den += t
+    return num / den
+
+
+@nb.njit(**_opts)
+def _illinois_panel(a: float, b: float, fa: float, fb: float, xs, bw, tab, g: int) -> float:
+    """Root of the decreasing interpolant on [a, b] with f(a) ≥ 0 > f(b)."""
+    if fa == 0.0:
+        return a
+    side = 0
+    tol = 1e-13 * max(1.0, abs(a) + abs(b))
+    for _ in range(200):
+        x = (a * fb - b * fa) / (fb - fa)
+        if not (a < x < b):
+            x = 0.5 * (a + b)
+        fx = _bary(x, xs, bw, tab, g)
+        if fx == 0.0:
+            return x
+        if fx > 0.0:
+            a, fa = x, fx
+            if side == 1:
+                fb *= 0.5
+            side = 1
+        else:
+            b, fb = x, fx
+            if side == -1:
+                fa *= 0.5
+            side = -1
+        if b - a <= tol:
+            break
+    return 0.5 * (a + b)
+
+
+@nb.njit(parallel=True, **_opts)
+def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
+    n = xs.shape[0] - 1
+    for g in nb.prange(tab.shape[1]):
+        fb = tab[0, g]
+        fa = tab[n, g]
+        if fa >= 0.0 and fb < 0.0:
+            perf_g[g] = _illinois_panel(a, b, fa, fb, xs, bw, tab, g)
+
+
+@nb.njit(**_opts)
+def solve_performances(tmu, ts, order, gstart, gaussian: bool, split: bool):
+    """Performance of every tie group (best group first)."""
+    ngroups = gstart.shape[0] - 1
+    smin = ts.min()
+    dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
+    h = PANEL_FRACTION * dist
+    width = 2.0 * h
+    hi = tmu.max()
+    steps = 0
+    while direct_f(hi, 0, tmu, ts, order, gstart, gaussian, split) >= 0.0:
+        hi += width
+        steps += 1
+        if steps > 100_000:
+            raise ValueError("performance bracket diverged")
+    lo = tmu.min()
+    while direct_f(lo, ngroups - 1, tmu, ts, order, gstart, gaussian, split) < 0.0:
+        lo -= width
+        steps += 1
+        if steps > 200_000:
+            raise ValueError("performance bracket diverged")
+    npanels = max(1, int(math.ceil((hi - lo) / width)))
+    n = PANEL_DEGREE
+    bw = np.empty(n + 1)
+    for k in range(n + 1):
+        bw[k] = 1.0 if k % 2 == 0 else -1.0
+    bw[0] *= 0.5
+    bw[n] *= 0.5
+    perf_g = np.full(ngroups, np.nan)
+    for p in range(npanels):
+        a = lo + p * width
+        b = lo + (p + 1) * width
+        xs = _panel_nodes(a, b, n)
+        tab = _panel_table(xs, tmu, ts, order, gstart, gaussian, split)
+        _solve_panel(a, b, xs, bw, tab, perf_g)
+    for g in range(ngroups):  # never expected: a root missed by rounding at a panel boundary
+        if math.isnan(perf_g[g]):
+            perf_g[g] = _bisect_direct(g, lo, lo + npanels * width, tmu, ts, order, gstart, gaussian, split)
+    return perf_g
+
+
+@nb.njit(**_opts)
+def _bisect_direct(g: int, a: float, b: float, tmu, ts, order, gstart, gaussian: bool, split: bool) -> float:
+    for _ in range(200):
+        m = 0.5 * (a + b)
+        if m == a or m == b:
+            break
+        if direct_f(m, g, tmu, ts, order, gstart, gaussian, split) >= 0.0:
+            a = m
+        else:
+            b = m
+    return 0.5 * (a + b)
+
+
+# --------------------------------------------------------------------------------------
+# the belief phases
+# --------------------------------------------------------------------------------------
+@nb.njit(parallel=True, **_opts)
+def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
+             sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
+    """Diffusion of every belief (Alg. 2 with transfer speed ρ) and its performance term."""
+    n = offsets.shape[0] - 1
+    pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
+    lim2 = sig_limit * sig_limit
+    for i in nb.prange(n):
+        o = offsets[i]
+        mu = flat[o]
+        sig = flat[o + 1]
+        nmu = flat[o + 2]
+        nw = flat[o + 3]
+        rounds = flat[o + 4]
+        w = weight_limit * weight
+        r = int(rounds)
+        if r < noob_delay.shape[0]:
+            w *= noob_delay[r]
+        days = 0.0
+        if rounds > 0:
+            days = max(0.0, (time_ms - flat[o + 5]) / MS_PER_DAY)
+        sig_perf = math.sqrt((1.0 + 1.0 / w) * lim2 + drift_per_day / w)
+        new_sig = math.sqrt(sig * sig + w * lim2 + drift_per_day * days)
+        factor = 0.0
+        if collapse:
+            nmu = mu
+            nw = 1.0 / (new_sig * new_sig)
+        else:
+            decay = (sig / new_sig) ** 2
+            transfer = decay**rho
+            tw = 0.0
+            for q in range(o + HEADER, offsets[i + 1], 3):
+                tw += flat[q + 1] * flat[q + 2]
+            tw *= 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
+            from_old = transfer * nw
+            from_transfers = (1.0 - transfer) * (nw + tw)
+            total = from_old + from_transfers
+            nmu = (from_old * nmu + from_transfers * mu) / total
+            nw = decay * total
+            factor = transfer * decay
+        pre[i, 0] = new_sig
+        pre[i, 1] = nmu
+        pre[i, 2] = nw
+        pre[i, 3] = sig_perf
+        pre[i, 4] = mu
+        pre[i, 5] = math.sqrt(new_sig * new_sig + sig_perf * sig_perf)
+        pre[i, 6] = factor
+    return pre
+
+
+@nb.njit(**_opts)
+def _robust_average(offset: float, slope: float, out, start: int, stop: int, guess: float) -> float:
+    """Zero of offset + slope·x + Σ w_out·tanh((x − c)·w_arg): safeguarded Newton."""
+    lo = -offset / slope
+    hi = lo
+    for q in range(start, stop, 3):
+        c = out[q]
+        lo = min(lo, c)
+        hi = max(hi, c)
+    if hi == lo:
+        return lo
+    x = min(max(guess, lo), hi)
+    for _ in range(100):
+        f = offset + slope * x
+        fp = slope
+        for q in range(start, stop, 3):
+            t = math.tanh((x - out[q]) * out[q + 1])
+            f += out[q + 2] * t
+            fp += out[q + 2] * out[q + 1] * (1.0 - t * t)
+        if f == 0.0:
+            return x
+        if f > 0.0:
+            hi = x
+        else:
+            lo = x
+        step = f / fp
+        nx = x - step
+        if not (lo < nx < hi):
+            nx = 0.5 * (lo + hi)
+        if abs(nx - x) <= 1e-13 * max(1.0, abs(x)) or hi - lo <= 1e-13 * max(1.0, abs(x)):
+            return nx
+        x = nx
+    return x
+
+
+@nb.njit(**_opts)
+def _new_lengths(offsets, collapse: bool, history_limit: int):
+    n = offsets.shape[0] - 1
+    lengths = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        m = 0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3
+        m += 1
+        if history_limit > 0 and m > history_limit:
+            m = history_limit
+        lengths[i] = HEADER + 3 * m
+    return lengths
+
+
+@nb.njit(parallel=True, **_opts)
+def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussian: bool,
+            collapse: bool, history_limit: int) -> None:
+    """Add the performance to each belief (Alg. 3: robust average) and write it out."""
+    n = offsets.shape[0] - 1
+    k2 = 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
+    for i in nb.prange(n):
+        o = offsets[i]
+        d = out_offsets[i]
+        new_sig, nmu, nw, sig_perf = pre[i, 0], pre[i, 1], pre[i, 2], pre[i, 3]
+        factor = pre[i, 6]
+        p = perfs[i]
+        wp = 1.0 / (sig_perf * sig_perf)
+        sig = 1.0 / math.sqrt(1.0 / (new_sig * new_sig) + wp)
+        q = d + HEADER
+        if gaussian:
+            nmu = (nw * nmu + wp * p) / (nw + wp)
+            nw = nw + wp
+            mu = nmu
+        else:
+            m_old = 0 if collapse else (offsets[i + 1] - o - HEADER) // 3
+            drop = 0
+            if history_limit > 0 and m_old + 1 > history_limit:
+                drop = m_old + 1 - history_limit
+            for t in range(m_old):
+                src = o + HEADER + 3 * t
+                c, wa, wo = flat[src], flat[src + 1], flat[src + 2] * factor
+                if t < drop:  # fold the oldest terms into the Gaussian, preserving weight
+                    wl = wa * wo * k2
+                    nmu = (nw * nmu + wl * c) / (nw + wl)
+                    nw = nw + wl
+                else:
+                    out[q] = c
+                    out[q + 1] = wa
+                    out[q + 2] = wo
+                    q += 3
+            wt = TANH_MULTIPLIER / sig_perf
+            out[q] = p
+            out[q + 1] = 0.5 * wt
+            out[q + 2] = wt
+            q += 3
+            mu = _robust_average(-nmu * nw, nw, out, d + HEADER, q, flat[o])
+        out[d] = mu
+        out[d + 1] = sig
+        out[d + 2] = nmu
+        out[d + 3] = nw
+        out[d + 4] = flat[o + 4] + 1.0
+        out[d + 5] = time_ms
+
+
+@nb.njit(**_opts)
+def _groups(ranks):
+    """Stable rank order and the start of each tie group in it (best group first)."""
+    order = np.argsort(ranks, kind="mergesort")
+    n = ranks.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    ng = 0
+    for q in range(n):
+        if q == 0 or ranks[order[q]] != ranks[order[q - 1]]:
+            starts[ng] = q
+            ng += 1
+    starts[ng] = n
+    return order, starts[: ng + 1].copy()
+
+
+@nb.njit(**_opts)
+def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ceiling: float,
+                    weight_limit: float, noob_delay, sig_limit: float, drift_per_day: float,
+                    rho: float, split: bool, gaussian: bool, history_limit: int):
+    """One whole round: returns (new flat beliefs, new offsets, performances)."""
+    collapse = gaussian or math.isinf(rho)
+    pre = _prepare(flat, offsets, time_ms, weight, weight_limit, noob_delay, sig_limit,
+                   drift_per_day, rho, collapse)
+    tmu = np.ascontiguousarray(pre[:, 4])
+    ts = np.ascontiguousarray(pre[:, 5])
+    order, gstart = _groups(ranks)
+    perf_g = solve_performances(tmu, ts, order, gstart, gaussian, split)
+    n = ranks.shape[0]
+    perfs = np.empty(n)
+    for g in range(gstart.shape[0] - 1):
+        for q in range(gstart[g], gstart[g + 1]):
+            perfs[order[q]] = min(perf_g[g], perf_ceiling)
+    lengths = _new_lengths(offsets, collapse, history_limit)
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    out_offsets[0] = 0
+    for i in range(n):
+        out_offsets[i + 1] = out_offsets[i] + lengths[i]
+    out = np.empty(out_offsets[n])
+    _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
+    return out, out_offsets, perfs
