@@ -1,0 +1,244 @@
+"""numba kernels shared by the baseline systems (Elo, Glicko, Codeforces, TopCoder, TrueSkill).
+
+Why numba: the multiplayer baselines compare every pair of a round's participants
+(O(N²) per round). On the Codeforces history that is Σ N² ≈ 1.9·10¹⁰ pair terms; numpy
+would need N×N temporaries (2 GB for the largest 16,783-player round) and many passes,
+while these loops keep one row in registers and run in parallel over players.
+All kernels are ``cache=True`` and ``nogil=True`` (see NOTES: numba in a service).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+LN10_400 = math.log(10.0) / 400.0
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def logistic_row_sums(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
+    """``out[i] = Σ_j 1 / (1 + 10^((q[i] − r[j]) / scale))``: expected number of the r's beating q[i].
+
+    ``q`` may be the same array as ``r`` (then the j = i term, 1/2, is included; callers
+    subtract it) or a grid of query ratings (Codeforces' seed function).
+    """
+    k = math.log(10.0) / scale
+    out = np.empty(q.shape[0])
+    for i in prange(q.shape[0]):
+        qi = q[i]
+        s = 0.0
+        for j in range(r.shape[0]):
+            s += 1.0 / (1.0 + math.exp(k * (qi - r[j])))
+        out[i] = s
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def glicko_row_sums(r: np.ndarray, rd: np.ndarray, score_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Glicko sums of one rating period where every participant played every other.
+
+    ``score_rank`` orders outcomes (lower = better; equal = draw). Returns, per player,
+    ``Σ_j g_j² E_ij (1 − E_ij)`` (the d⁻² sum without q²) and ``Σ_j g_j (s_ij − E_ij)``.
+    """
+    q = math.log(10.0) / 400.0
+    n = r.shape[0]
+    g = np.empty(n)
+    for j in range(n):
+        g[j] = 1.0 / math.sqrt(1.0 + 3.0 * q * q * rd[j] * rd[j] / (math.pi * math.pi))
+    dsum = np.empty(n)
+    vsum = np.empty(n)
+    for i in prange(n):
+        a = 0.0
+        b = 0.0
+        for j in range(n):
+            if j == i:
+                continue
+            e = 1.0 / (1.0 + math.exp(-g[j] * q * (r[i] - r[j])))
+            s = 1.0 if score_rank[i] < score_rank[j] else (0.0 if score_rank[i] > score_rank[j] else 0.5)
+            a += g[j] * g[j] * e * (1.0 - e)
+            b += g[j] * (s - e)
+        dsum[i] = a
+        vsum[i] = b
+    return dsum, vsum
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def topcoder_expected_ranks(r: np.ndarray, vol: np.ndarray) -> np.ndarray:
+    """TopCoder ``ERank_i = 0.5 + Σ_j WP(j beats i)``, ``WP = Φ((R_j − R_i)/√(V_i² + V_j²))``.
+
+    The j = i term contributes 1/2, as in the published formula (sum over all coders).
+    """
+    n = r.shape[0]
+    out = np.empty(n)
+    for i in prange(n):
+        s = 0.5
+        vi = vol[i] * vol[i]
+        for j in range(n):
+            s += 0.5 * (math.erf((r[j] - r[i]) / math.sqrt(2.0 * (vi + vol[j] * vol[j]))) + 1.0)
+        out[i] = s
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _phi(x: float) -> float:
+    return math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+@njit(cache=True, nogil=True)
+def _cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+@njit(cache=True, nogil=True)
+def _v_w_win(t: float, e: float) -> tuple[float, float]:
+    """Additive/multiplicative corrections of a Gaussian truncated to d > ε (TrueSkill's v, w)."""
+    x = t - e
+    den = _cdf(x)
+    v = -x if den < 2.2e-162 else _phi(x) / den
+    w = v * (v + x)
+    if w > 1.0:
+        w = 1.0
+    if w < 0.0:
+        w = 0.0
+    return v, w
+
+
+@njit(cache=True, nogil=True)
+def _v_w_draw(t: float, e: float) -> tuple[float, float]:
+    """Corrections of a Gaussian truncated to |d| ≤ ε (a draw)."""
+    at = abs(t)
+    den = _cdf(e - at) - _cdf(-e - at)
+    if den < 2.2e-162:
+        v = -at + e if at > 0 else 0.0
+        w = 1.0
+    else:
+        v = (_phi(-e - at) - _phi(e - at)) / den
+        w = v * v + ((e - at) * _phi(e - at) + (e + at) * _phi(e + at)) / den
+    if t < 0:
+        v = -v
+    if w > 1.0:
+        w = 1.0
+    if w < 0.0:
+        w = 0.0
+    return v, w
+
+
+@njit(cache=True, nogil=True)
+def trueskill_chain(
+    mu: np.ndarray, var: np.ndarray, tie: np.ndarray, eps: float, tol: float, max_iter: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Expectation propagation on TrueSkill's ranking chain of single-player teams.
+
+    Players come sorted best first: performance ``p_k ~ N(mu[k], var[k])`` (skill prior
+    plus β²), difference factors ``d_k = p_k − p_{k+1}`` truncated to ``d_k > ε`` or, when
+    ``tie[k]``, to ``|d_k| ≤ ε``. Sweeps forward then backward (the schedule of Herbrich
+    et al. and of the ``trueskill`` package) until no truncation message moves by more
+    than ``tol`` in precision-mean. Returns the natural parameters (π, τ) of the product
+    of the chain's messages into each performance, i.e. the likelihood each player's
+    skill receives through the β² factor.
+    """
+    n = mu.shape[0]
+    # messages from difference factor k to p_k (down) and to p_{k+1} (up), natural params
+    lo_pi = np.zeros(n)  # message from factor k−1 into p_k (player k is the loser side)
+    lo_tau = np.zeros(n)
+    hi_pi = np.zeros(n)  # message from factor k into p_k (player k is the winner side)
+    hi_tau = np.zeros(n)
+    tr_pi = np.zeros(max(n - 1, 0))  # truncation-factor messages into d_k
+    tr_tau = np.zeros(max(n - 1, 0))
+    prior_pi = 1.0 / var
+    prior_tau = mu / var
+    for _it in range(max_iter):
+        delta = 0.0
+        for sweep in range(2):
+            for kk in range(n - 1):
+                k = kk if sweep == 0 else n - 2 - kk
+                # cavities of p_k and p_{k+1} without factor k's messages
+                a_pi = prior_pi[k] + lo_pi[k]
+                a_tau = prior_tau[k] + lo_tau[k]
+                b_pi = prior_pi[k + 1] + hi_pi[k + 1]
+                b_tau = prior_tau[k + 1] + hi_tau[k + 1]
+                a_m, a_v = a_tau / a_pi, 1.0 / a_pi
+                b_m, b_v = b_tau / b_pi, 1.0 / b_pi
+                # sum factor → d_k
+                c_m = a_m - b_m
+                c_v = a_v + b_v
+                s = math.sqrt(c_v)
+                if tie[k]:
+                    v, w = _v_w_draw(c_m / s, eps / s)
+                else:
+                    v, w = _v_w_win(c_m / s, eps / s)
+                w = min(max(w, 0.0), 1.0 - 1e-12)
+                post_v = c_v * (1.0 - w)
+                post_m = c_m + s * v
+                new_pi = 1.0 / post_v - 1.0 / c_v
+                new_tau = post_m / post_v - c_m / c_v
+                change = abs(new_pi - tr_pi[k]) + abs(new_tau - tr_tau[k])
+                if change > delta:
+                    delta = change
+                tr_pi[k] = new_pi
+                tr_tau[k] = new_tau
+                if new_pi <= 0.0:
+                    continue
+                # d_k message back through the sum factor: p_k = d_k + p_{k+1}, p_{k+1} = p_k − d_k
+                d_m, d_v = new_tau / new_pi, 1.0 / new_pi
+                hv = d_v + b_v
+                hi_pi[k] = 1.0 / hv
+                hi_tau[k] = (d_m + b_m) / hv
+                lv = d_v + a_v
+                lo_pi[k + 1] = 1.0 / lv
+                lo_tau[k + 1] = (a_m - d_m) / lv
+        if delta < tol:
+            break
+    return lo_pi + hi_pi, lo_tau + hi_tau
+
+
+@njit(cache=True, nogil=True)
+def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+    """Pair inversions of one round in O(N log N) (Fenwick tree over predicted ranks).
+
+    ``actual``: outcome ranks (lower = better, equal = tie), sorted ascending;
+    ``pred``: dense predicted keys (higher = predicted better), integers 0..K−1, in the
+    same order. Returns ``(wrong, pairs)`` over pairs with different outcomes: a pair is
+    wrong when the player who finished worse was predicted strictly better, and half
+    wrong when both were predicted equal. Pairs that tied in the outcome count as correct
+    (the higher-rated player "won or tied"), so they add to ``pairs`` but never to
+    ``wrong``.
+    """
+    n = actual.shape[0]
+    k = 0
+    for i in range(n):
+        if pred[i] + 1 > k:
+            k = pred[i] + 1
+    tree = np.zeros(k + 1, dtype=np.int64)
+    wrong = 0.0
+    inserted = 0
+    start = 0
+    while start < n:
+        end = start
+        while end < n and actual[end] == actual[start]:
+            end += 1
+        for i in range(start, end):
+            # count inserted (strictly better finishers) with pred < pred[i] and pred == pred[i]
+            less = 0
+            x = pred[i]  # prefix [0, pred[i]) → indices 1..pred[i]
+            while x > 0:
+                less += tree[x]
+                x -= x & (-x)
+            leq = 0
+            x = pred[i] + 1
+            while x > 0:
+                leq += tree[x]
+                x -= x & (-x)
+            # better finisher j predicted below i: inserted with pred_j < pred_i → wrong
+            wrong += less + 0.5 * (leq - less)
+        for i in range(start, end):
+            x = pred[i] + 1
+            while x <= k:
+                tree[x] += 1
+                x += x & (-x)
+        inserted += end - start
+        start = end
+    pairs = n * (n - 1) / 2.0
+    return wrong, pairs
