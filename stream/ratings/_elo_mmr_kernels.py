@@ -43,8 +43,8 @@ HEADER = 6
 SQRT2 = math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: Chebyshev degree per panel and panel half-width as a fraction of the singularity distance
-PANEL_DEGREE = 36
-PANEL_FRACTION = 0.7
+PANEL_DEGREE = 42
+PANEL_FRACTION = 1.3
 
 _opts = {"cache": True, "nogil": True}
 
@@ -63,30 +63,38 @@ def _inv_mills(t: float) -> float:
 
 
 @nb.njit(**_opts)
-def _term(x: float, mu: float, s: float, gaussian: bool, split: bool) -> tuple[float, float, float]:
-    """(G, L − G, E − G) of one opponent at x: worse, better-minus-worse, tied-minus-worse."""
-    if gaussian:
-        z = (x - mu) / s
-        g = _inv_mills(-z) / s  # φ/Φ(z): opponent ranked worse
-        lo = -_inv_mills(z) / s  # φ/(Φ(z) − 1): opponent ranked better
-        e = 0.5 * (g + lo) if split else -z / s
-        return g, lo - g, e - g
-    w = TANH_MULTIPLIER / s
-    v = -math.tanh((x - mu) * 0.5 * w) * w
-    g = v + w
-    e = v if split else 2.0 * v
-    return g, -2.0 * w, e - g
+def _tanh(z: float) -> float:
+    """tanh via one exp (several times faster than libm's tanh; error ~1 ulp of 1)."""
+    return 1.0 - 2.0 / (1.0 + math.exp(2.0 * z))
 
 
 @nb.njit(**_opts)
-def direct_f(x: float, grp: int, tmu, ts, order, gstart, gaussian: bool, split: bool) -> float:
-    """f_g(x) summed directly over every player (O(N); used to bracket the extremes)."""
+def _gauss_term(x: float, mu: float, s: float, split: bool) -> tuple[float, float, float]:
+    """(G, L − G, E − G) of one Gaussian opponent at x: worse, better-minus-worse, tied-minus-worse."""
+    z = (x - mu) / s
+    g = _inv_mills(-z) / s  # φ/Φ(z): opponent ranked worse
+    lo = -_inv_mills(z) / s  # φ/(Φ(z) − 1): opponent ranked better
+    e = 0.5 * (g + lo) if split else -z / s
+    return g, lo - g, e - g
+
+
+@nb.njit(**_opts)
+def direct_f(x: float, grp: int, smu, ss, gstart, gaussian: bool, split: bool) -> float:
+    """f_g(x) summed directly over every player (O(N); used to bracket the extremes).
+
+    ``smu``/``ss`` are the performance terms' centres and scales in rank order.
+    """
     total = 0.0
     ngroups = gstart.shape[0] - 1
     for g in range(ngroups):
-        for q in range(gstart[g], gstart[g + 1]):
-            j = order[q]
-            gv, dv, ev = _term(x, tmu[j], ts[j], gaussian, split)
+        for j in range(gstart[g], gstart[g + 1]):
+            if gaussian:
+                gv, dv, ev = _gauss_term(x, smu[j], ss[j], split)
+            else:
+                w = TANH_MULTIPLIER / ss[j]
+                v = -_tanh((x - smu[j]) * 0.5 * w) * w
+                gv, dv = v + w, -2.0 * w
+                ev = -w if split else v - w
             total += gv
             if g < grp:
                 total += dv
@@ -112,8 +120,32 @@ def _panel_nodes(a: float, b: float, n: int):
 
 
 @nb.njit(parallel=True, **_opts)
-def _panel_table(xs, tmu, ts, order, gstart, gaussian: bool, split: bool):
-    """tab[k, g] = f_g(xs[k]) for every node and group, O(len(xs) · N)."""
+def _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split: bool):
+    """tab[k, g] = f_g(xs[k]) = Σ_j v_j + const_g (+ Σ_{j∈g} v_j unless split ties).
+
+    ``v_j = −w_j·tanh((x − μ_j)·w_j/2)``; ``const_g`` = weight ranked worse − weight
+    ranked better. O(len(xs) · N).
+    """
+    nk = xs.shape[0]
+    ngroups = gstart.shape[0] - 1
+    tab = np.empty((nk, ngroups))
+    for k in nb.prange(nk):
+        x = xs[k]
+        total = 0.0
+        for g in range(ngroups):
+            own = 0.0
+            for j in range(gstart[g], gstart[g + 1]):
+                own -= sw[j] * _tanh((x - smu[j]) * sarg[j])
+            total += own
+            tab[k, g] = const[g] + (0.0 if split else own)
+        for g in range(ngroups):
+            tab[k, g] += total
+    return tab
+
+
+@nb.njit(parallel=True, **_opts)
+def _panel_table_gauss(xs, smu, ss, gstart, split: bool):
+    """tab[k, g] = f_g(xs[k]) for the Gaussian model via a running prefix over groups."""
     nk = xs.shape[0]
     ngroups = gstart.shape[0] - 1
     tab = np.empty((nk, ngroups))
@@ -124,9 +156,8 @@ def _panel_table(xs, tmu, ts, order, gstart, gaussian: bool, split: bool):
         for g in range(ngroups):
             own = 0.0
             dsum = 0.0
-            for q in range(gstart[g], gstart[g + 1]):
-                j = order[q]
-                gv, dv, ev = _term(x, tmu[j], ts[j], gaussian, split)
+            for j in range(gstart[g], gstart[g + 1]):
+                gv, dv, ev = _gauss_term(x, smu[j], ss[j], split)
                 total += gv
                 own += ev
                 dsum += dv
@@ -192,27 +223,38 @@ def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
 
 
 @nb.njit(**_opts)
-def solve_performances(tmu, ts, order, gstart, gaussian: bool, split: bool):
-    """Performance of every tie group (best group first)."""
+def _group_constants(sw, gstart, split: bool):
+    """Logistic const_g = Σ w ranked worse − Σ w ranked better (same with split ties)."""
     ngroups = gstart.shape[0] - 1
-    smin = ts.min()
+    own = np.zeros(ngroups)
+    for g in range(ngroups):
+        for j in range(gstart[g], gstart[g + 1]):
+            own[g] += sw[j]
+    const = np.empty(ngroups)
+    better = 0.0
+    total = own.sum()
+    for g in range(ngroups):
+        worse = total - better - own[g]
+        const[g] = worse - better
+        better += own[g]
+    return const
+
+
+@nb.njit(**_opts)
+def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
+    """Performance of every tie group (best group first); smu/ss in rank order."""
+    ngroups = gstart.shape[0] - 1
+    sw = TANH_MULTIPLIER / ss
+    sarg = 0.5 * sw
+    const = _group_constants(sw, gstart, split)
+    smin = ss.min()
     dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
-    h = PANEL_FRACTION * dist
-    width = 2.0 * h
-    hi = tmu.max()
-    steps = 0
-    while direct_f(hi, 0, tmu, ts, order, gstart, gaussian, split) >= 0.0:
-        hi += width
-        steps += 1
-        if steps > 100_000:
-            raise ValueError("performance bracket diverged")
-    lo = tmu.min()
-    while direct_f(lo, ngroups - 1, tmu, ts, order, gstart, gaussian, split) < 0.0:
-        lo -= width
-        steps += 1
-        if steps > 200_000:
-            raise ValueError("performance bracket diverged")
-    npanels = max(1, int(math.ceil((hi - lo) / width)))
+    max_width = 2.0 * PANEL_FRACTION * dist
+    # tight bracket [lo, hi] of all roots: the extreme groups' roots, found directly
+    _, hi = _bracket_direct(0, smu.max(), max_width, smu, ss, gstart, gaussian, split)
+    lo, _ = _bracket_direct(ngroups - 1, smu.min(), max_width, smu, ss, gstart, gaussian, split)
+    npanels = max(1, int(math.ceil((hi - lo) / max_width)))
+    width = (hi - lo) / npanels
     n = PANEL_DEGREE
     bw = np.empty(n + 1)
     for k in range(n + 1):
@@ -222,23 +264,52 @@ def solve_performances(tmu, ts, order, gstart, gaussian: bool, split: bool):
     perf_g = np.full(ngroups, np.nan)
     for p in range(npanels):
         a = lo + p * width
-        b = lo + (p + 1) * width
+        b = lo + (p + 1) * width if p + 1 < npanels else hi
         xs = _panel_nodes(a, b, n)
-        tab = _panel_table(xs, tmu, ts, order, gstart, gaussian, split)
+        if gaussian:
+            tab = _panel_table_gauss(xs, smu, ss, gstart, split)
+        else:
+            tab = _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split)
         _solve_panel(a, b, xs, bw, tab, perf_g)
     for g in range(ngroups):  # never expected: a root missed by rounding at a panel boundary
         if math.isnan(perf_g[g]):
-            perf_g[g] = _bisect_direct(g, lo, lo + npanels * width, tmu, ts, order, gstart, gaussian, split)
+            perf_g[g] = _bisect_direct(g, lo, hi, smu, ss, gstart, gaussian, split)
     return perf_g
 
 
 @nb.njit(**_opts)
-def _bisect_direct(g: int, a: float, b: float, tmu, ts, order, gstart, gaussian: bool, split: bool) -> float:
+def _bracket_direct(g: int, x0: float, step: float, smu, ss, gstart, gaussian: bool, split: bool):
+    """(a, b) with f_g(a) ≥ 0 > f_g(b) and b − a ≤ step/32, by marching then bisecting."""
+    a = x0
+    b = x0
+    if direct_f(x0, g, smu, ss, gstart, gaussian, split) >= 0.0:
+        for _ in range(1_000_000):
+            b = a + step
+            if direct_f(b, g, smu, ss, gstart, gaussian, split) < 0.0:
+                break
+            a = b
+    else:
+        for _ in range(1_000_000):
+            a = b - step
+            if direct_f(a, g, smu, ss, gstart, gaussian, split) >= 0.0:
+                break
+            b = a
+    for _ in range(5):
+        m = 0.5 * (a + b)
+        if direct_f(m, g, smu, ss, gstart, gaussian, split) >= 0.0:
+            a = m
+        else:
+            b = m
+    return a, b
+
+
+@nb.njit(**_opts)
+def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, split: bool) -> float:
     for _ in range(200):
         m = 0.5 * (a + b)
         if m == a or m == b:
             break
-        if direct_f(m, g, tmu, ts, order, gstart, gaussian, split) >= 0.0:
+        if direct_f(m, g, smu, ss, gstart, gaussian, split) >= 0.0:
             a = m
         else:
             b = m
@@ -334,10 +405,13 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
 
 
 @nb.njit(**_opts)
-def _new_lengths(offsets, collapse: bool, history_limit: int):
+def _new_lengths(offsets, collapse: bool, gaussian: bool, history_limit: int):
     n = offsets.shape[0] - 1
     lengths = np.empty(n, dtype=np.int64)
     for i in range(n):
+        if gaussian:
+            lengths[i] = HEADER
+            continue
         m = 0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3
         m += 1
         if history_limit > 0 and m > history_limit:
@@ -419,16 +493,16 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
     collapse = gaussian or math.isinf(rho)
     pre = _prepare(flat, offsets, time_ms, weight, weight_limit, noob_delay, sig_limit,
                    drift_per_day, rho, collapse)
-    tmu = np.ascontiguousarray(pre[:, 4])
-    ts = np.ascontiguousarray(pre[:, 5])
     order, gstart = _groups(ranks)
-    perf_g = solve_performances(tmu, ts, order, gstart, gaussian, split)
+    smu = pre[:, 4][order]
+    ss = pre[:, 5][order]
+    perf_g = solve_performances(smu, ss, gstart, gaussian, split)
     n = ranks.shape[0]
     perfs = np.empty(n)
     for g in range(gstart.shape[0] - 1):
         for q in range(gstart[g], gstart[g + 1]):
             perfs[order[q]] = min(perf_g[g], perf_ceiling)
-    lengths = _new_lengths(offsets, collapse, history_limit)
+    lengths = _new_lengths(offsets, collapse, gaussian, history_limit)
     out_offsets = np.empty(n + 1, dtype=np.int64)
     out_offsets[0] = 0
     for i in range(n):
