@@ -1,0 +1,283 @@
+"""``mmr eval``: score a rating system's predictions on a history (CONTRACT surface).
+
+Why the harness drives the systems directly (beliefs in a dict per pool) instead of the
+embedded pipeline: a prediction must come from the state *before* each event, so every
+event is applied on its own (no match batching), and encoding every belief for the
+store (what the pipeline does for the service) would only add time to the runtime we
+report. The systems are the same objects the pipeline uses, and records come from the
+same reader (``stream.events.inputs.read_records``, rounds assembled from
+``round_result``/``round_completed`` by the same ``RoundAssembler``), so what we measure
+is what the service computes.
+
+Protocol (Elo-MMR paper §6.2): the first ``warmup`` fraction of events only update;
+afterwards a round is scored on its participants with at least ``min_history`` earlier
+events (pair inversion and rank deviation among them), and a two-player event (a match
+or a two-player round) when both players qualify (log loss, Brier, calibration).
+Aggregates are pooled: pair inversion = all wrong pairs / all pairs, rank deviation =
+mean over all scored participants; per-round means are reported alongside.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+import numpy as np
+
+from stream.cli import parse_params
+from stream.events.inputs import CsvMapping, InputError
+from stream.events.model import MatchEvent, RoundEvent
+from stream.events.rounds import RoundAssembler
+from stream.metrics import brier, calibration_table, log_loss, pair_inversions, rank_deviations
+from stream.ratings import make_system
+from stream.ratings.base import Belief, RatingError, RatingSystem
+
+Event = RoundEvent | MatchEvent
+
+
+def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapping | None = None,
+                progress: bool = False) -> list[Event]:
+    """All rounds and matches of the inputs, in file order (rounds assembled from results)."""
+    from stream.tools.replay import iter_records
+
+    assembler = RoundAssembler()
+    out: list[Event] = []
+    for where, etype, value in iter_records(tuple(inputs), pool, mapping or CsvMapping(), progress):
+        try:
+            if etype == "match":
+                out.append(value)
+            elif etype == "match_batch":
+                out.extend(value)
+            elif etype == "round":
+                out.append(value)
+            elif etype in ("round_result", "round_completed"):
+                add = assembler.add_result if etype == "round_result" else assembler.add_completed
+                ev = add(value, now=int(value["time"]))
+                if ev is not None:
+                    out.append(ev)
+        except (ValueError, KeyError) as exc:
+            raise InputError(where, str(exc)) from None
+    return out
+
+
+@dataclass
+class Trace:
+    """Per-prediction data kept for ``mmr report`` (two-player events only)."""
+
+    p: list[float] = field(default_factory=list)
+    s: list[float] = field(default_factory=list)
+    diff: list[float] = field(default_factory=list)  # displayed rating of A minus B
+    trajectories: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+class Evaluator:
+    """Applies events in order, scoring each from the state before it."""
+
+    def __init__(self, system: RatingSystem, score_from: int, min_history: int = 5, trace: bool = False,
+                 trajectories: bool = False) -> None:
+        self.system = system
+        self.score_from = score_from
+        self.min_history = min_history
+        self.beliefs: dict[str, dict[str, Belief]] = {}
+        self.history: dict[str, dict[str, int]] = {}
+        self.trace = Trace() if trace else None
+        self.trajectories = trajectories
+        self.n_events = 0
+        self.n_rounds = 0
+        self.n_matches = 0
+        self.scored_rounds = 0
+        self.wrong = 0.0
+        self.pairs = 0.0
+        self.round_pi: list[float] = []
+        self.devs: list[np.ndarray] = []
+        self.round_dev: list[float] = []
+        self.p2: list[float] = []
+        self.s2: list[float] = []
+        self.update_s = 0.0
+
+    def _get(self, pool: str, player: str) -> Belief:
+        b = self.beliefs.setdefault(pool, {}).get(player)
+        return b if b is not None else self.system.new_belief()
+
+    def _two_player(self, a: Belief, b: Belief, s: float) -> None:
+        p = self.system.win_probability(a, b)
+        self.p2.append(p)
+        self.s2.append(s)
+        if self.trace is not None:
+            self.trace.p.append(p)
+            self.trace.s.append(s)
+            self.trace.diff.append(self.system.summary(a).rating - self.system.summary(b).rating)
+
+    def _record(self, pool: str, players: list[str], new: list[Belief]) -> None:
+        store = self.beliefs.setdefault(pool, {})
+        hist = self.history.setdefault(pool, {})
+        for p, b in zip(players, new, strict=True):
+            store[p] = b
+            hist[p] = hist.get(p, 0) + 1
+            if self.trajectories and self.trace is not None:
+                self.trace.trajectories.setdefault(p, []).append((self.n_events, self.system.summary(b).rating))
+
+    def add(self, ev: Event) -> None:
+        scoring = self.n_events >= self.score_from
+        if isinstance(ev, MatchEvent):
+            self.n_matches += 1
+            a, b = self._get(ev.pool, ev.a), self._get(ev.pool, ev.b)
+            if scoring:
+                hist = self.history.get(ev.pool, {})
+                if min(hist.get(ev.a, 0), hist.get(ev.b, 0)) >= self.min_history:
+                    self._score_round(np.array([1, 2 if ev.score == 1.0 else 1 if ev.score == 0.5 else 0]),
+                                      [a, b], two_player_score=ev.score)
+            t0 = time.perf_counter()
+            new = self.system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([ev.score]),
+                                           np.array([ev.time], dtype=np.int64))
+            self.update_s += time.perf_counter() - t0
+            self._record(ev.pool, [ev.a, ev.b], new)
+        else:
+            self.n_rounds += 1
+            beliefs = [self._get(ev.pool, p) for p in ev.players]
+            if scoring:
+                hist = self.history.get(ev.pool, {})
+                mask = np.fromiter((hist.get(p, 0) >= self.min_history for p in ev.players), dtype=bool,
+                                   count=len(ev.players))
+                if mask.sum() >= 2:
+                    sub = [b for b, m in zip(beliefs, mask.tolist(), strict=True) if m]
+                    ranks = np.asarray(ev.ranks)[mask]
+                    s2 = None
+                    if len(ev.players) == 2:
+                        s2 = 1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5
+                    self._score_round(ranks, sub, two_player_score=s2)
+            t0 = time.perf_counter()
+            new = self.system.rate_round(beliefs, ev.ranks, ev.time, ev.weight, ev.perf_ceiling)
+            self.update_s += time.perf_counter() - t0
+            self._record(ev.pool, ev.players, new)
+        self.n_events += 1
+
+    def _score_round(self, ranks: np.ndarray, beliefs: list[Belief], two_player_score: float | None) -> None:
+        """Pair inversion and rank deviation of one scored event (plus the two-player scores)."""
+        score = np.fromiter((self.system.ranking_score(b) for b in beliefs), dtype=np.float64, count=len(beliefs))
+        wrong, pairs = pair_inversions(ranks, score)
+        dev = rank_deviations(ranks, score)
+        self.scored_rounds += 1
+        self.wrong += wrong
+        self.pairs += pairs
+        self.round_pi.append(wrong / pairs)
+        self.devs.append(dev)
+        self.round_dev.append(float(dev.mean()))
+        if two_player_score is not None:
+            self._two_player(beliefs[0], beliefs[1], two_player_score)
+
+    def result(self, bins: int = 10) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n_events": self.n_events,
+            "n_rounds": self.n_rounds,
+            "n_matches": self.n_matches,
+            "n_scored_events": self.scored_rounds,
+        }
+        if self.pairs > 0:
+            devs = np.concatenate(self.devs)
+            out["pair_inversion"] = 100.0 * self.wrong / self.pairs
+            out["rank_deviation"] = 100.0 * float(devs.mean())
+            out["pair_inversion_round_mean"] = 100.0 * float(np.mean(self.round_pi))
+            out["rank_deviation_round_mean"] = 100.0 * float(np.mean(self.round_dev))
+            out["n_scored_players"] = len(devs)
+        if self.p2:
+            p, s = np.asarray(self.p2), np.asarray(self.s2)
+            out["n_two_player"] = len(p)
+            out["log_loss"] = float(log_loss(p, s).mean())
+            out["brier"] = float(brier(p, s).mean())
+            decided = s != 0.5
+            if decided.any():
+                out["accuracy"] = float(np.mean((p[decided] > 0.5) == (s[decided] == 1.0)))
+            out["calibration"] = [
+                {"lo": c.lo, "hi": c.hi, "n": c.n, "mean_p": _nan_none(c.mean_p), "mean_s": _nan_none(c.mean_s)}
+                for c in calibration_table(p, s, bins)
+            ]
+        return out
+
+
+def _nan_none(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def evaluate_events(system: RatingSystem, events: list[Event], warmup: float = 0.1, min_history: int = 5,
+                    score_from: int | None = None, trace: bool = False, trajectories: bool = False,
+                    bins: int = 10) -> tuple[dict[str, Any], Evaluator]:
+    """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉)."""
+    start = math.ceil(warmup * len(events)) if score_from is None else score_from
+    ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories)
+    t0 = time.perf_counter()
+    for e in events:
+        ev.add(e)
+    res = ev.result(bins)
+    res["runtime_s"] = time.perf_counter() - t0
+    res["update_s"] = ev.update_s
+    return res, ev
+
+
+def describe(system: str, params: Mapping[str, Any], warmup: float, min_history: int) -> dict[str, Any]:
+    sys_obj = make_system(system, params)
+    return {"system": system, "params": sys_obj.params.as_dict(), "warmup": warmup, "min_history": min_history}
+
+
+def csv_mapping(columns: str) -> CsvMapping:
+    cols = [c.strip() for c in columns.split(",")]
+    if len(cols) != 5:
+        raise click.BadParameter("needs five column names", param_hint="--csv-columns")
+    return CsvMapping(*cols)
+
+
+def _human(res: dict[str, Any]) -> Iterator[str]:
+    for k, v in res.items():
+        if k == "calibration":
+            yield "calibration (bin: n, mean predicted, mean observed):"
+            for c in v:
+                if c["n"]:
+                    yield f"  [{c['lo']:.1f}, {c['hi']:.1f}): {c['n']:>7}  {c['mean_p']:.3f}  {c['mean_s']:.3f}"
+        elif isinstance(v, float):
+            yield f"{k:>28}: {v:.4f}"
+        else:
+            yield f"{k:>28}: {v}"
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--system", default="elo-mmr", show_default=True, help="Rating system name.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="System parameter (repeatable).")
+@click.option("--warmup", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1, show_default=True,
+              help="Fraction of the events that only update (not scored).")
+@click.option("--min-history", type=click.IntRange(0), default=5, show_default=True,
+              help="Score only players with at least this many earlier events.")
+@click.option("--bins", type=click.IntRange(1), default=10, show_default=True, help="Calibration bins.")
+@click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default').")
+@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True,
+              help="CSV input: A,B,A score,B score,time columns.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--progress/--no-progress", default=False, help="Progress bar while reading (stderr).")
+def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warmup: float, min_history: int,
+             bins: int, pool: str | None, csv_columns: str, as_json: bool, progress: bool) -> None:
+    """Score --system's predictions on INPUT files (each from the state before the event)."""
+    t0 = time.perf_counter()
+    try:
+        p = parse_params(params)
+        sys_obj = make_system(system, p)
+        events = load_events(inputs, pool, csv_mapping(csv_columns), progress)
+        res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins)
+    except (InputError, RatingError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    res["read_s"] = res.get("runtime_s", 0.0)
+    res["runtime_s"] = time.perf_counter() - t0
+    res["read_s"] = res["runtime_s"] - res["read_s"]
+    out = {"system": system, "params": sys_obj.params.as_dict(), "inputs": list(inputs), "warmup": warmup,
+           "min_history": min_history, **res}
+    if as_json:
+        click.echo(json.dumps(out, default=float))
+    else:
+        for line in _human(out):
+            click.echo(line)
