@@ -1,0 +1,168 @@
+"""The Faust application: one agent over the three input topics, publishing ratings and dead letters.
+
+Thin wiring around stream.service.processor. Settings follow /work/shared/NOTES.md:
+short rebalance/session timeouts (Faust's 60 s defaults make the first join wait ~30 s),
+no idempotent producer (Tansu answers InitProducerId with an error), at-least-once
+processing with the effectively-once step in Redis, memory:// store (state is in Redis).
+
+Order per take batch: Redis commit (inside ``Processor.process``) → publish ratings and
+dead letters and wait for the broker's acks → return, after which ``take_events`` acks
+the input events and the commit timer commits their offsets. A crash anywhere in between
+re-delivers the batch; the Redis step recognises its event ids and applies nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+import redis.exceptions
+
+from stream.service.config import Settings
+from stream.service.metrics import Metrics
+from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
+from stream.state.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    """Everything the agent, the timer and the HTTP server share."""
+
+    settings: Settings
+    app: faust.App
+    store: RedisStore
+    executor: ThreadPoolExecutor
+    metrics: Metrics
+    processor: Processor
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per input partition
+    started: float = field(default_factory=time.time)
+
+    async def publish(self, res: BatchResult) -> None:
+        """Send outputs and dead letters and wait until the broker has them (before the ack)."""
+        producer = self.app.producer
+        futs: list[Awaitable[Any]] = []
+        topic = self.settings.topic_ratings
+        for o in res.outputs:
+            value = _dumps(o.as_dict())
+            futs.append(await producer.send(topic, rating_key(o.pool, o.player), value, None, None, None))
+        await self.publish_dead(res.dead, futs)
+        if futs:
+            await asyncio.gather(*futs)
+
+    async def publish_dead(self, dead: list[DeadLetter], futs: list[Awaitable[Any]] | None = None) -> None:
+        own = futs is None
+        futs = [] if futs is None else futs
+        for d in dead:
+            futs.append(await self.app.producer.send(self.settings.topic_dead, d.key(), d.encode(), None, None, None))
+        if own and futs:
+            await asyncio.gather(*futs)
+
+    async def handle(self, msgs: list[Message]) -> None:
+        """Process one batch; never lets an input error escape (the worker must not die on input)."""
+        delay = 0.1
+        while True:
+            try:
+                res = await self.processor.process(msgs)
+                break
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                log.warning("Redis unavailable (%r); retrying the batch in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                if len(msgs) == 1:
+                    log.exception("internal error on %s/%s@%s; dead-lettered", msgs[0].topic, msgs[0].partition,
+                                  msgs[0].offset)
+                    m = msgs[0]
+                    res = BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
+                                                       m.offset, m.value)])
+                    break
+                log.exception("batch failed; retrying message by message")
+                for m in msgs:
+                    await self.handle([m])
+                return
+        await self.publish(res)
+        for m in msgs:
+            self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    def update_lag(self) -> None:
+        consumer = self.app.consumer
+        for tp in consumer.assignment():
+            hw = consumer.highwater(tp)
+            pos = self.positions.get((tp.topic, tp.partition))
+            if hw is not None and pos is not None:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    import orjson
+
+    return orjson.dumps(obj)
+
+
+def faust_kwargs(s: Settings) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(
+        broker=";".join(f"kafka://{h.strip()}" for h in s.kafka_bootstrap.split(",") if h.strip()),
+        store="memory://",
+        value_serializer="raw",
+        key_serializer="raw",
+        processing_guarantee="at_least_once",
+        broker_rebalance_timeout=4.0,
+        broker_session_timeout=6.0,
+        broker_heartbeat_interval=1.0,
+        broker_commit_interval=0.5,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_linger_ms=1,
+        topic_disable_leader=True,
+        topic_allow_declare=False,  # created up front by stream.service.topics
+        web_enabled=False,  # our own aiohttp server (stream.service.http)
+        stream_wait_empty=False,
+    )
+    ctx = s.ssl_context()
+    if "SASL" in s.security_protocol.upper():
+        kw["broker_credentials"] = faust.SASLCredentials(
+            username=s.sasl_username, password=s.sasl_password, ssl_context=ctx, mechanism=s.sasl_mechanism)
+    elif ctx is not None:
+        kw["broker_credentials"] = faust.SSLCredentials(ctx)
+    return kw
+
+
+def create_app(s: Settings) -> Service:
+    """Build the Faust app, its agent and timers around one Processor."""
+    app = faust.App(s.app_id, **faust_kwargs(s))
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba")  # see NOTES: one numba thread
+    metrics = Metrics()
+    svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))
+    inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
+
+    @app.agent(inputs, name="mmr-ratings-agent")
+    async def rate(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
+        async for events in stream.take_events(s.take_max, within=s.take_within):
+            msgs = [Message(e.message.topic, e.message.partition, e.message.offset, e.message.value or b"")
+                    for e in events]
+            await svc.handle(msgs)
+
+    @app.timer(interval=1.0)
+    async def housekeeping() -> None:
+        dead = await svc.processor.expire()
+        if dead:
+            await svc.publish_dead(dead)
+        svc.update_lag()
+
+    if s.http_port:
+        @app.task
+        async def http_server() -> None:
+            from stream.service.http import start_http
+
+            await start_http(svc)
+
+    return svc

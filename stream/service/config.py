@@ -1,0 +1,184 @@
+"""Service configuration: environment variables (12-factor) plus an optional pools file.
+
+Everything the worker, the publisher, the exporter and the benchmark need is read here,
+once, into a frozen dataclass, so tests can build a configuration without touching
+``os.environ`` and docs/service.md has one place to stay in sync with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROUNDS_SYSTEM = "elo-mmr"
+DEFAULT_MATCHES_SYSTEM = "cowan"
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    system: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    app_id: str = "mmr-stream"
+    topic_matches: str = "mmr-matches"
+    topic_rounds: str = "mmr-rounds"
+    topic_results: str = "mmr-round-results"
+    topic_ratings: str = "mmr-ratings"
+    topic_dead: str = "mmr-dead-letters"
+    partitions: int = 4
+    replication: int = 1
+    key_prefix: str = "mmr"
+    take_max: int = 4096  # messages per take batch
+    take_within: float = 0.05  # seconds a take batch waits for more messages
+    round_timeout_s: float = 300.0  # round_result assembly timeout
+    max_participants: int = 100_000
+    http_host: str = "0.0.0.0"
+    http_port: int = 6066  # 0 disables the HTTP server
+    rounds_system: str = DEFAULT_ROUNDS_SYSTEM
+    matches_system: str = DEFAULT_MATCHES_SYSTEM
+    default_params: dict[str, Any] = field(default_factory=dict)
+    pools: dict[str, PoolConfig] = field(default_factory=dict)
+    # Kafka security
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    sasl_mechanism: str = "PLAIN"  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    # Redis security (also possible in REDIS_URL: rediss://user:pass@host)
+    redis_username: str = ""
+    redis_password: str = ""
+    redis_ca_certs: str = ""
+    log_level: str = "info"
+
+    def with_default_system(self, name: str | None, params: Mapping[str, Any] | None) -> Settings:
+        """``mmr worker --system/--param``: the default for every pool without its own config."""
+        if not name and not params:
+            return self
+        return replace(
+            self,
+            rounds_system=name or self.rounds_system,
+            matches_system=name or self.matches_system,
+            default_params=dict(params or {}) if name or params else self.default_params,
+        )
+
+    def system_for(self, pool: str, kind: str) -> PoolConfig:
+        """Configured system of a pool; for an unconfigured pool the default of its first event kind."""
+        cfg = self.pools.get(pool)
+        if cfg is not None:
+            return cfg
+        name = self.rounds_system if kind == "rounds" else self.matches_system
+        return PoolConfig(name, dict(self.default_params))
+
+    def input_topics(self) -> tuple[str, str, str]:
+        return self.topic_matches, self.topic_rounds, self.topic_results
+
+    # --- client arguments --------------------------------------------------------------
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if "SSL" not in self.security_protocol.upper():
+            return None
+        ctx = ssl.create_default_context(cafile=self.ssl_cafile or None)
+        if self.ssl_certfile:
+            ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile or None)
+        return ctx
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        """Security arguments for aiokafka producers/consumers/admin clients."""
+        kw: dict[str, Any] = {"security_protocol": self.security_protocol.upper()}
+        ctx = self.ssl_context()
+        if ctx is not None:
+            kw["ssl_context"] = ctx
+        if "SASL" in kw["security_protocol"]:
+            kw.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
+                      sasl_plain_password=self.sasl_password)
+        return kw
+
+    def redis_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        if self.redis_username:
+            kw["username"] = self.redis_username
+        if self.redis_password:
+            kw["password"] = self.redis_password
+        if self.redis_ca_certs:
+            kw["ssl_ca_certs"] = self.redis_ca_certs
+        return kw
+
+
+def load_pools(path: str | Path) -> dict[str, PoolConfig]:
+    """A JSON or TOML file: ``{"pools": {"chess": {"system": "cowan", "params": {...}}}}``."""
+    p = Path(path)
+    data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else json.loads(p.read_text())
+    pools = data.get("pools", data)
+    out: dict[str, PoolConfig] = {}
+    for name, cfg in pools.items():
+        if not isinstance(cfg, dict) or "system" not in cfg:
+            raise ValueError(f"{path}: pool {name!r} needs a 'system'")
+        out[str(name)] = PoolConfig(str(cfg["system"]), dict(cfg.get("params", {})))
+    return out
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MMR_*`` (see docs/service.md)."""
+    e = dict(os.environ if env is None else env)
+
+    def get(name: str, default: Any) -> Any:
+        raw = e.get(name)
+        if raw is None or raw == "":
+            return default
+        if default is None:
+            return raw
+        return type(default)(raw) if not isinstance(default, bool) else raw.lower() in ("1", "true", "yes")
+
+    s = Settings()
+    default_params: dict[str, Any] = {}
+    raw_params = e.get("MMR_PARAMS", "")
+    for pair in filter(None, (x.strip() for x in raw_params.split(","))):
+        k, _, v = pair.partition("=")
+        default_params[k.strip()] = v.strip()
+    pools_file = e.get("MMR_POOLS_FILE", "")
+    return Settings(
+        kafka_bootstrap=get("KAFKA_BOOTSTRAP_SERVERS", s.kafka_bootstrap),
+        redis_url=get("REDIS_URL", s.redis_url),
+        app_id=get("MMR_APP_ID", s.app_id),
+        topic_matches=get("MMR_TOPIC_MATCHES", s.topic_matches),
+        topic_rounds=get("MMR_TOPIC_ROUNDS", s.topic_rounds),
+        topic_results=get("MMR_TOPIC_ROUND_RESULTS", s.topic_results),
+        topic_ratings=get("MMR_TOPIC_RATINGS", s.topic_ratings),
+        topic_dead=get("MMR_TOPIC_DEAD_LETTERS", s.topic_dead),
+        partitions=get("MMR_PARTITIONS", s.partitions),
+        replication=get("MMR_REPLICATION", s.replication),
+        key_prefix=get("MMR_KEY_PREFIX", s.key_prefix),
+        take_max=get("MMR_TAKE_MAX", s.take_max),
+        take_within=get("MMR_TAKE_WITHIN", s.take_within),
+        round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
+        max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
+        http_host=get("MMR_HTTP_HOST", s.http_host),
+        http_port=get("MMR_HTTP_PORT", s.http_port),
+        rounds_system=get("MMR_SYSTEM", None) or get("MMR_ROUNDS_SYSTEM", s.rounds_system),
+        matches_system=get("MMR_SYSTEM", None) or get("MMR_MATCHES_SYSTEM", s.matches_system),
+        default_params=default_params,
+        pools=load_pools(pools_file) if pools_file else {},
+        security_protocol=get("MMR_KAFKA_SECURITY_PROTOCOL", s.security_protocol),
+        sasl_mechanism=get("MMR_KAFKA_SASL_MECHANISM", s.sasl_mechanism),
+        sasl_username=get("MMR_KAFKA_SASL_USERNAME", s.sasl_username),
+        sasl_password=get("MMR_KAFKA_SASL_PASSWORD", s.sasl_password),
+        ssl_cafile=get("MMR_KAFKA_SSL_CAFILE", s.ssl_cafile),
+        ssl_certfile=get("MMR_KAFKA_SSL_CERTFILE", s.ssl_certfile),
+        ssl_keyfile=get("MMR_KAFKA_SSL_KEYFILE", s.ssl_keyfile),
+        redis_username=get("MMR_REDIS_USERNAME", s.redis_username),
+        redis_password=get("MMR_REDIS_PASSWORD", s.redis_password),
+        redis_ca_certs=get("MMR_REDIS_CA_CERTS", s.redis_ca_certs),
+        log_level=get("MMR_LOG_LEVEL", s.log_level),
+    )

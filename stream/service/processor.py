@@ -1,0 +1,416 @@
+"""The worker's logic without Faust: raw Kafka messages in; Redis commits, rating outputs and dead letters out.
+
+Why separate from the Faust agents: this is everything that must be right (validation,
+ordering, idempotence, the atomic step) and it is testable against a real Redis without a
+broker; the agents in stream.service.agents only move bytes between topics and here.
+
+Per take batch:
+1. every message is parsed and validated (``decode_event``); anything wrong becomes a
+   dead letter with the original bytes, reason and source topic/partition/offset;
+2. events are grouped per pool, keeping message order, into *ops*: a run of consecutive
+   matches is one MatchBatch, a round is one op, ``round_result``/``round_completed``
+   go through the RoundAssembler (its state mirrored in Redis) and become a round op
+   when complete;
+3. per pool: one pipelined read (commit token, which event ids were applied already,
+   beliefs), the rating math on the single numba thread, one atomic commit (Lua) that
+   writes beliefs + leaderboard + event ids, retried from the read on a conflict;
+4. the caller publishes the returned outputs and dead letters, and only then acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent
+from stream.events.rounds import RoundAssembler
+from stream.events.validate import InvalidEvent, decode_event, parse_json
+from stream.ratings import make_system
+from stream.ratings.base import Rating, RatingError
+from stream.service.config import PoolConfig, Settings
+from stream.service.metrics import Metrics, reason_label
+from stream.state.redis_store import Commit, Conflict, RedisStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 20
+
+
+@dataclass(slots=True)
+class Message:
+    """One input record: where it came from and its bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    reason: str
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+    original: bytes = b""
+    event_id: str | None = None
+    pool: str | None = None
+
+    def key(self) -> bytes | None:
+        return self.pool.encode() if self.pool else None
+
+    def encode(self) -> bytes:
+        """JSON envelope; the original bytes as text when they are UTF-8, always as base64."""
+        import base64
+
+        try:
+            text: str | None = self.original.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        return orjson.dumps({
+            "type": "dead_letter", "reason": self.reason, "topic": self.topic, "partition": self.partition,
+            "offset": self.offset, "event_id": self.event_id, "pool": self.pool, "original": text,
+            "original_b64": base64.b64encode(self.original).decode(), "time": int(time.time() * 1000),
+        })
+
+
+@dataclass(slots=True)
+class BatchResult:
+    outputs: list[RatingOutput] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _RoundOp:
+    event: RoundEvent
+    msg: Message
+    extra_ids: list[str] = field(default_factory=list)  # result ids of an assembled round
+    round_done: str | None = None  # round id to mark done (assembled rounds)
+
+
+@dataclass(slots=True)
+class _MatchOp:
+    batch: MatchBatch
+    msgs: list[Message]  # per match
+
+
+Op = _RoundOp | _MatchOp
+
+
+def rating_key(pool: str, player: str) -> bytes:
+    """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
+    return orjson.dumps([pool, player])
+
+
+class PoolRegistry:
+    """Which system rates which pool: Redis meta (fixed at first commit) > config > defaults."""
+
+    def __init__(self, settings: Settings, store: RedisStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.engines: dict[str, PoolEngine] = {}
+        self.unsaved: dict[str, dict[str, Any]] = {}  # pools whose meta is not in Redis yet
+
+    def allowed(self, pool: str) -> bool:
+        return not self.settings.pools or pool in self.settings.pools
+
+    async def engine(self, pool: str, kind: str) -> PoolEngine:
+        eng = self.engines.get(pool)
+        if eng is not None:
+            return eng
+        stored = await self.store.meta(pool)
+        if stored is not None:
+            cfg = PoolConfig(stored["system"], stored["params"])
+            wanted = self.settings.pools.get(pool)
+            if wanted is not None and (wanted.system, wanted.params) != (cfg.system, cfg.params):
+                log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, cfg.system,
+                            cfg.params, wanted.system, wanted.params)
+        else:
+            cfg = self.settings.system_for(pool, kind)
+            self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
+        eng = self.engines[pool] = PoolEngine(pool, make_system(cfg.system, cfg.params))
+        return eng
+
+
+class Processor:
+    """Stateless apart from the round assembler (mirrored in Redis) and caches."""
+
+    def __init__(self, settings: Settings, store: RedisStore, executor: Executor,
+                 metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.executor = executor
+        self.metrics = metrics or Metrics()
+        self.registry = PoolRegistry(settings, store)
+        self.assembler = RoundAssembler(max_participants=settings.max_participants)
+        self._loaded_rounds: set[tuple[str, str]] = set()
+        #: event ids accepted into each open round (recorded as applied when the round is rated)
+        self._round_ids: dict[tuple[str, str], list[str]] = {}
+        self._pool_locks: dict[str, asyncio.Lock] = {}
+
+    # --- decoding ------------------------------------------------------------------
+    def _decode(self, msg: Message) -> tuple[str, Any]:
+        obj = parse_json(msg.value)
+        etype, value = decode_event(obj)
+        pool = obj["pool"]
+        if not self.registry.allowed(pool):
+            raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
+        if etype == "round" and len(value.players) > self.settings.max_participants:
+            raise InvalidEvent(f"field standings: {len(value.players)} participants exceed the maximum "
+                               f"{self.settings.max_participants}", value.event_id)
+        if etype == "round_completed" and obj["participants"] > self.settings.max_participants:
+            raise InvalidEvent(f"field participants: {obj['participants']} exceed the maximum "
+                               f"{self.settings.max_participants}", obj["event_id"])
+        return etype, value
+
+    def _dead(self, msg: Message, reason: str, event_id: str | None = None, pool: str | None = None) -> DeadLetter:
+        self.metrics.dead_letters.labels(reason_label(reason)).inc()
+        return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, event_id, pool)
+
+    # --- the batch -----------------------------------------------------------------
+    async def process(self, msgs: Sequence[Message]) -> BatchResult:
+        """One take batch (any mix of input topics and pools)."""
+        t0 = time.perf_counter()
+        out = BatchResult()
+        ops: dict[str, list[Op]] = {}
+        results: dict[str, list[tuple[str, dict[str, Any], Message]]] = {}
+        for msg in msgs:
+            self.metrics.messages_in.labels(msg.topic).inc()
+            try:
+                etype, value = self._decode(msg)
+            except InvalidEvent as exc:
+                pool = _peek_pool(msg.value)
+                out.dead.append(self._dead(msg, exc.reason, exc.event_id, pool))
+                continue
+            self.metrics.events_in.labels(etype).inc()
+            if etype == "round":
+                ops.setdefault(value.pool, []).append(_RoundOp(value, msg))
+            elif etype in ("match", "match_batch"):
+                matches: list[MatchEvent] = [value] if etype == "match" else value
+                if etype == "match_batch":
+                    self.metrics.events_in.labels("match").inc(len(matches))
+                pool_ops = ops.setdefault(matches[0].pool, [])
+                last = pool_ops[-1] if pool_ops else None
+                if not isinstance(last, _MatchOp):
+                    last = _MatchOp(MatchBatch(matches[0].pool), [])
+                    pool_ops.append(last)
+                for m in matches:
+                    last.batch.add(m)
+                    last.msgs.append(msg)
+            else:
+                results.setdefault(value["pool"], []).append((etype, value, msg))
+        for pool, items in results.items():
+            await self._assemble(pool, items, ops.setdefault(pool, []), out)
+        await asyncio.gather(*(self._apply_pool(pool, pool_ops, out) for pool, pool_ops in ops.items() if pool_ops))
+        self.metrics.batch_latency.observe(time.perf_counter() - t0)
+        self.metrics.ratings_out.inc(len(out.outputs))
+        return out
+
+    # --- round assembly ----------------------------------------------------------------
+    async def _assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
+                        out: BatchResult) -> None:
+        """Feed round_result/round_completed to the assembler; its open state is persisted in Redis."""
+        ids = [v["event_id"] for _, v, _ in items]
+        snap = await self.store.snapshot(pool, (), ids)
+        fresh = [(t, v, m) for t, v, m in items if v["event_id"] not in snap.seen]
+        self.metrics.duplicates.inc(len(items) - len(fresh))
+        unknown = sorted({v["round_id"] for _, v, _ in fresh if (pool, v["round_id"]) not in self._loaded_rounds})
+        if unknown:
+            done, pend = await self.store.round_state(pool, unknown)
+            for rid in unknown:
+                key = (pool, rid)
+                self._loaded_rounds.add(key)
+                if rid in done:
+                    self.assembler._finish(key)
+                elif rid in pend:
+                    self._rehydrate(pool, rid, pend[rid])
+        now = int(time.time() * 1000)
+        to_save: dict[str, dict[str, bytes]] = {}
+        for etype, value, msg in fresh:
+            rid = value["round_id"]
+            try:
+                if etype == "round_result":
+                    ev = self.assembler.add_result(value, now)
+                else:
+                    ev = self.assembler.add_completed(value, now)
+            except InvalidEvent as exc:
+                out.dead.append(self._dead(msg, exc.reason, exc.event_id, pool))
+                if (pool, rid) in self.assembler.done and (pool, rid) in self._round_ids:
+                    to_save.pop(rid, None)  # the whole round was invalidated
+                    self._round_ids.pop((pool, rid), None)
+                    await self.store.expire_round(pool, rid)
+                continue
+            self._round_ids.setdefault((pool, rid), []).append(value["event_id"])
+            if ev is None:
+                to_save.setdefault(rid, {})[value["event_id"]] = orjson.dumps({"o": msg.offset, "e": value})
+            else:
+                to_save.pop(rid, None)
+                ops.append(_RoundOp(ev, msg, extra_ids=self._round_ids.pop((pool, rid), []), round_done=rid))
+        self.metrics.pending_rounds.set(len(self.assembler.pending))
+        await self.store.save_pending(pool, to_save, ())
+
+    def _rehydrate(self, pool: str, rid: str, entries: dict[str, bytes]) -> None:
+        """Replay the persisted entries of an open round into the assembler, in offset order."""
+        rows = sorted((orjson.loads(v) for v in entries.values()), key=lambda r: r["o"])
+        for row in rows:
+            value = row["e"]
+            try:
+                if value["type"] == "round_result":
+                    self.assembler.add_result(value, int(time.time() * 1000))
+                else:
+                    self.assembler.add_completed(value, int(time.time() * 1000))
+            except InvalidEvent:
+                continue
+            self._round_ids.setdefault((pool, rid), []).append(value["event_id"])
+
+    async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
+        """Dead-letter the rounds whose results waited longer than the timeout."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        dead = []
+        for pool, rid, reason in self.assembler.expire(now, int(self.settings.round_timeout_s * 1000)):
+            await self.store.expire_round(pool, rid)
+            self._round_ids.pop((pool, rid), None)
+            self.metrics.dead_letters.labels("round timeout").inc()
+            dead.append(DeadLetter(f"round {rid!r}: {reason}", pool=pool,
+                                   original=orjson.dumps({"pool": pool, "round_id": rid})))
+        self.metrics.pending_rounds.set(len(self.assembler.pending))
+        return dead
+
+    # --- the atomic step per pool --------------------------------------------------------
+    async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
+        kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
+        engine = await self.registry.engine(pool, kind)
+        ids: list[str] = []
+        players: dict[str, None] = {}
+        for op in ops:
+            if isinstance(op, _RoundOp):
+                ids.append(op.event.event_id)
+                players.update(dict.fromkeys(op.event.players))
+            else:
+                ids.extend(op.batch.event_ids)
+                players.update(dict.fromkeys(op.batch.a))
+                players.update(dict.fromkeys(op.batch.b))
+        lock = self._pool_locks.setdefault(pool, asyncio.Lock())
+        async with lock:
+            for attempt in range(MAX_ATTEMPTS):
+                snap = await self.store.snapshot(pool, list(players), ids)
+                loop = asyncio.get_running_loop()
+                commit, outputs, dead = await loop.run_in_executor(
+                    self.executor, _compute, engine, ops, snap.beliefs, snap.seen, self._dead)
+                if not commit.event_ids and not commit.done_rounds:
+                    out.dead.extend(dead)
+                    return
+                tail = ops[-1]
+                last = tail.msg if isinstance(tail, _RoundOp) else tail.msgs[-1]
+                commit.watermark = (f"{last.topic}/{last.partition}", last.offset)
+                meta = self.registry.unsaved.get(pool)
+                try:
+                    await self.store.commit(pool, snap.gen, commit, meta)
+                except Conflict:
+                    self.metrics.conflicts.inc()
+                    await asyncio.sleep(0.001 * attempt)
+                    continue
+                self.registry.unsaved.pop(pool, None)
+                self.metrics.duplicates.inc(len(snap.seen))
+                self.metrics.batches.labels(kind).inc()
+                out.outputs.extend(outputs)
+                out.dead.extend(dead)
+                return
+            raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+
+def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
+             dead_fn: Callable[..., DeadLetter]) -> tuple[Commit, list[RatingOutput], list[DeadLetter]]:
+    """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
+
+    Events already applied (``seen``) or repeated inside the batch are skipped, exactly
+    as the embedded pipeline skips them.
+    """
+    stored: dict[str, bytes | None] = dict(stored_in)
+    done_ids: set[str] = set(seen)
+    commit = Commit()
+    ratings: dict[str, Rating] = {}
+    cause: dict[str, tuple[str, int]] = {}
+    dead: list[DeadLetter] = []
+    system = engine.system.name
+    for op in ops:
+        if isinstance(op, _RoundOp):
+            ev = op.event
+            if ev.event_id in done_ids:
+                continue
+            try:
+                applied = engine.apply_round(ev, stored)
+            except RatingError as exc:
+                dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
+                continue
+            done_ids.add(ev.event_id)
+            commit.event_ids.append(ev.event_id)
+            commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
+            if op.round_done is not None:
+                commit.done_rounds.append(op.round_done)
+            stored.update(applied.updates)
+            commit.beliefs.update(applied.updates)
+            ratings.update(applied.ratings)
+            for p in applied.ratings:
+                cause[p] = (ev.event_id, ev.time)
+        else:
+            batch = MatchBatch(op.batch.pool)
+            msgs: list[Message] = []
+            for i in range(len(op.batch)):
+                eid = op.batch.event_ids[i]
+                if eid in done_ids:
+                    continue
+                done_ids.add(eid)
+                batch.add(MatchEvent(eid, batch.pool, op.batch.times[i], op.batch.a[i], op.batch.b[i],
+                                     op.batch.scores[i]))
+                msgs.append(op.msgs[i])
+            if not len(batch):
+                continue
+            try:
+                parts = [(batch, msgs, engine.apply_matches(batch, stored))]
+            except RatingError:
+                parts = []  # find the culprit(s): one match at a time is the same sequential meaning
+                for i in range(len(batch)):
+                    one = MatchBatch(batch.pool)
+                    one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
+                                       batch.scores[i]))
+                    try:
+                        res = engine.apply_matches(one, stored)
+                    except RatingError as exc:
+                        dead.append(dead_fn(msgs[i], f"rating: {exc}", batch.event_ids[i], batch.pool))
+                        continue
+                    stored.update(res.updates)
+                    parts.append((one, [msgs[i]], res))
+            for part, _, applied in parts:
+                stored.update(applied.updates)
+                commit.beliefs.update(applied.updates)
+                ratings.update(applied.ratings)
+                commit.event_ids.extend(part.event_ids)
+                for j in range(len(part)):
+                    c = (part.event_ids[j], part.times[j])
+                    cause[part.a[j]] = c
+                    cause[part.b[j]] = c
+    outputs = []
+    for p, r in ratings.items():
+        commit.scores[p] = r.rating
+        eid, t = cause[p]
+        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t, system))
+    return commit, outputs, dead
+
+
+def _peek_pool(raw: bytes) -> str | None:
+    """Best-effort pool of an invalid message (keys its dead letter)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    pool = obj.get("pool") if isinstance(obj, dict) else None
+    return pool if isinstance(pool, str) else None

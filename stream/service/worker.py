@@ -1,0 +1,66 @@
+"""``mmr worker``: run the streaming service (one Faust worker process).
+
+Start-up order: settings → fail fast on unknown systems/parameters → create topics →
+warm up the numba kernels on the dedicated thread (no compile latency on the first
+event) → Faust worker (joins the group, consumes, serves HTTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+
+import click
+
+from stream.cli import parse_params
+from stream.ratings import SYSTEMS, make_system
+from stream.service.config import Settings, from_env
+
+log = logging.getLogger(__name__)
+
+
+def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
+    out = [(s.rounds_system, s.default_params), (s.matches_system, s.default_params)]
+    out += [(p.system, p.params) for p in s.pools.values()]
+    return out
+
+
+def warmup(s: Settings) -> None:
+    """Build each configured system once and call its module's ``warmup()`` if it has one."""
+    seen: set[str] = set()
+    for name, params in systems_in_use(s):
+        make_system(name, params)
+        module = SYSTEMS[name].split(":")[0]
+        if module in seen:
+            continue
+        seen.add(module)
+        fn = getattr(importlib.import_module(module), "warmup", None)
+        if callable(fn):
+            fn()
+
+
+@click.command()
+@click.option("--system", default=None, help="Default system for pools without configuration "
+              "(default: elo-mmr for rounds, cowan for matches).")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Parameter of the default system.")
+@click.option("--loglevel", default=None, help="Log level (default MMR_LOG_LEVEL or info).")
+def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) -> None:
+    """Run the streaming worker (configuration from the environment, see docs/service.md)."""
+    import faust
+
+    from stream.service.app import create_app
+    from stream.service.topics import ensure_topics
+
+    settings = from_env().with_default_system(system, parse_params(params))
+    try:
+        for name, p in systems_in_use(settings):
+            make_system(name, p)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(ensure_topics(settings))
+    svc = create_app(settings)
+    svc.executor.submit(warmup, settings).result()
+    faust.Worker(svc.app, loglevel=loglevel or settings.log_level, loop=loop).execute_from_commandline()

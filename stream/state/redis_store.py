@@ -1,0 +1,228 @@
+"""Redis state of the service: encoded beliefs, leaderboards, and what makes re-delivery a no-op.
+
+Key layout (every key of a pool carries the hash tag ``{pool}`` so that everything one batch
+touches lives in one Redis Cluster slot and one Lua script can update it atomically)::
+
+    {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
+    {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard)
+    {prefix}:{<pool>}:seen            SET     event ids already applied (rounds, matches, round results)
+    {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
+    {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset applied (observability)
+    {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit
+    {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
+    {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
+    {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently)
+
+The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
+with the belief itself.
+
+Why a compare-and-set on ``gen`` rather than MULTI/WATCH: the read (GET gen, SMISMEMBER
+seen, MGET beliefs) is one pipeline round trip, the math runs outside Redis, and the commit
+is one EVALSHA that refuses to write when anything committed to the pool in between
+(a concurrent agent of this worker, or a second worker during a rebalance). The caller
+then re-reads and recomputes. Event ids are recorded in the same script as the beliefs,
+so a batch is either fully applied with its ids or not at all, and a re-delivered or
+re-published event is filtered out before any math.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+# KEYS: gen, seen, lb, done, wm, meta, player keys..., pend keys to delete...
+# ARGV: expected gen, n_players, n_ids, n_done, (unused), wm field, wm offset, meta JSON ("" = keep),
+#       then n_players values, n_players scores, n_players names, n_ids ids, n_done round ids
+_COMMIT_LUA = """
+local gen = redis.call('GET', KEYS[1]) or '0'
+if gen ~= ARGV[1] then return -1 end
+local np = tonumber(ARGV[2])
+local ni = tonumber(ARGV[3])
+local nd = tonumber(ARGV[4])
+local base = 8
+for i = 1, np do
+  redis.call('SET', KEYS[6 + i], ARGV[base + i])
+  redis.call('ZADD', KEYS[3], ARGV[base + np + i], ARGV[base + 2 * np + i])
+end
+local first = base + 3 * np + 1
+local i = 0
+while i < ni do
+  local j = math.min(i + 4000, ni)
+  redis.call('SADD', KEYS[2], unpack(ARGV, first + i, first + j - 1))
+  i = j
+end
+for k = 1, nd do
+  redis.call('DEL', KEYS[6 + np + k])
+  redis.call('SADD', KEYS[4], ARGV[first + ni + k - 1])
+end
+if ARGV[6] ~= '' then
+  local old = tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '-1')
+  if tonumber(ARGV[7]) > old then redis.call('HSET', KEYS[5], ARGV[6], ARGV[7]) end
+end
+if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 0 then
+  local m = cjson.decode(ARGV[8])
+  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'])
+end
+return redis.call('INCR', KEYS[1])
+"""
+
+
+class Conflict(RuntimeError):
+    """Someone committed to the pool between our read and our write: re-read and recompute."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """What one read pipeline returned for a pool."""
+
+    gen: str
+    beliefs: dict[str, bytes | None]
+    seen: set[str]
+
+
+@dataclass(slots=True)
+class Commit:
+    """One atomic step for one pool."""
+
+    beliefs: dict[str, bytes] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)  # leaderboard values
+    event_ids: list[str] = field(default_factory=list)
+    done_rounds: list[str] = field(default_factory=list)  # also deletes their pending hashes
+    watermark: tuple[str, int] | None = None  # ("topic/partition", offset)
+
+
+class RedisStore:
+    """Async access to the layout above (redis-py asyncio client, hiredis parser)."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "mmr") -> None:
+        self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
+        self.prefix = prefix
+        self._commit = client.register_script(_COMMIT_LUA)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "mmr", **kwargs: Any) -> RedisStore:
+        return cls(aioredis.Redis.from_url(url, **kwargs), prefix)
+
+    async def close(self) -> None:
+        await self.r.aclose()
+
+    # --- keys ------------------------------------------------------------------------
+    def key(self, pool: str, suffix: str) -> str:
+        return f"{self.prefix}:{{{pool}}}:{suffix}"
+
+    def player_key(self, pool: str, player: str) -> str:
+        return f"{self.prefix}:{{{pool}}}:p:{player}"
+
+    def pend_key(self, pool: str, round_id: str) -> str:
+        return f"{self.prefix}:{{{pool}}}:pend:{round_id}"
+
+    # --- reads -----------------------------------------------------------------------
+    async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str]) -> Snapshot:
+        """gen, then seen flags, then beliefs, in one round trip (order matters for the CAS)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.get(self.key(pool, "gen"))
+        if event_ids:
+            pipe.smismember(self.key(pool, "seen"), list(event_ids))
+        if players:
+            pipe.mget([self.player_key(pool, p) for p in players])
+        res = await pipe.execute()
+        gen = (res[0] or b"0").decode()
+        seen: set[str] = set()
+        i = 1
+        if event_ids:
+            seen = {e for e, flag in zip(event_ids, res[i], strict=True) if flag}
+            i += 1
+        beliefs: dict[str, bytes | None] = dict(zip(players, res[i], strict=True)) if players else {}
+        return Snapshot(gen, beliefs, seen)
+
+    async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
+        if not players:
+            return {}
+        vals = await self.r.mget([self.player_key(pool, p) for p in players])
+        return dict(zip(players, vals, strict=True))
+
+    async def meta(self, pool: str) -> dict[str, Any] | None:
+        raw = await self.r.hgetall(self.key(pool, "meta"))
+        if not raw:
+            return None
+        return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
+
+    async def pools(self) -> list[str]:
+        return sorted(p.decode() for p in await self.r.smembers(f"{self.prefix}:pools"))
+
+    async def top(self, pool: str, n: int) -> list[tuple[str, float]]:
+        rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
+        return [(p.decode(), float(s)) for p, s in rows]
+
+    async def scan_players(self, pool: str, count: int = 1000) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """Every stored belief of a pool, in chunks (SCAN + MGET; Cluster-safe by the hash tag)."""
+        prefix = self.player_key(pool, "")
+        cursor = 0
+        while True:
+            cursor, keys = await self.r.scan(cursor, match=_glob_escape(prefix) + "*", count=count)
+            if keys:
+                vals = await self.r.mget(keys)
+                yield [(k.decode()[len(prefix):], v) for k, v in zip(keys, vals, strict=True) if v is not None]
+            if cursor == 0:
+                break
+
+    # --- round assembly state -------------------------------------------------------
+    async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
+        """Which rounds are done, and the persisted pending entries of the others."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.smismember(self.key(pool, "done"), list(round_ids))
+        for rid in round_ids:
+            pipe.hgetall(self.pend_key(pool, rid))
+        res = await pipe.execute()
+        done = {rid for rid, flag in zip(round_ids, res[0], strict=True) if flag}
+        pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[1:], strict=True) if h}
+        return done, pend
+
+    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str]) -> None:
+        """Persist results/completions of rounds still open (idempotent: keyed by event id)."""
+        if not entries:
+            return
+        pipe = self.r.pipeline(transaction=True)
+        for rid, fields in entries.items():
+            pipe.hset(self.pend_key(pool, rid), mapping=fields)  # type: ignore[arg-type]
+        await pipe.execute()
+
+    async def expire_round(self, pool: str, round_id: str) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.delete(self.pend_key(pool, round_id))
+        pipe.sadd(self.key(pool, "done"), round_id)
+        await pipe.execute()
+
+    # --- the atomic step ------------------------------------------------------------
+    async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None) -> int:
+        """Apply one batch atomically; raises Conflict when ``gen`` moved since the snapshot."""
+        players = list(c.beliefs)
+        keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta")]
+        keys += [self.player_key(pool, p) for p in players]
+        keys += [self.pend_key(pool, rid) for rid in c.done_rounds]
+        meta_json = ""
+        if meta is not None:
+            params_json = orjson.dumps(meta["params"]).decode()
+            meta_json = orjson.dumps({"system": meta["system"], "params": params_json}).decode()
+        wm_field, wm_off = c.watermark if c.watermark else ("", 0)
+        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "",
+                           wm_field, wm_off, meta_json]
+        argv += [c.beliefs[p] for p in players]
+        argv += [repr(float(c.scores[p])) for p in players]
+        argv += players
+        argv += c.event_ids
+        argv += c.done_rounds
+        res = await self._commit(keys=keys, args=argv)
+        if int(res) < 0:
+            raise Conflict(pool)
+        if meta is not None:
+            await self.r.sadd(f"{self.prefix}:pools", pool)
+        return int(res)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

