@@ -14,7 +14,6 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -46,6 +45,7 @@ def env_for(s: Settings, **extra: str) -> dict[str, str]:
         "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_PARTITIONS": str(s.partitions),
         "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(s.http_port), "MMR_TAKE_MAX": str(s.take_max),
         "MMR_ROUND_TIMEOUT": str(s.round_timeout_s), "MMR_LOG_LEVEL": "warning",
+        "MMR_MAX_PARTICIPANTS": str(s.max_participants),
         "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system,
     })
     env.update(extra)
@@ -60,10 +60,12 @@ class WorkerProcess:
         self.log_path = log_path
         self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
+        self.extra_env: dict[str, str] = {}
 
     def start(self) -> WorkerProcess:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([str(MMR), "worker", *self.args], env=env_for(self.s), stdout=log,
+        env = env_for(self.s, **self.extra_env)
+        self.proc = subprocess.Popen([str(MMR), "worker", *self.args], env=env, stdout=log,
                                      stderr=subprocess.STDOUT, cwd=ROOT)
         log.close()
         return self
@@ -90,23 +92,20 @@ class WorkerProcess:
 
 async def _lag(s: Settings) -> int:
     """Sum over input partitions of (end offset − committed offset of the worker's group)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False)
-    admin = AIOKafkaAdminClient(bootstrap_servers=s.kafka_bootstrap)
+    # A consumer of the worker's group that never subscribes: it only asks for committed offsets
+    # (the admin client's OffsetFetch does not decode against Tansu 0.6).
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, group_id=s.app_id)
     await consumer.start()
-    await admin.start()
     try:
         tps = [TopicPartition(t, p) for t in s.input_topics() for p in range(s.partitions)]
         ends = await consumer.end_offsets(tps)
-        committed = await admin.list_consumer_group_offsets(s.app_id)
         lag = 0
         for tp in tps:
-            meta = committed.get(tp)
-            done = meta.offset if meta is not None and meta.offset >= 0 else 0
+            done = await consumer.committed(tp) or 0
             lag += max(ends[tp] - done, 0)
         return lag
     finally:
         await consumer.stop()
-        await admin.close()
 
 
 def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: float = 120.0) -> None:

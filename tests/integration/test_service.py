@@ -1,0 +1,205 @@
+"""The service end to end on a real broker (Tansu or KAFKA_BOOTSTRAP_SERVERS) and a real Redis.
+
+The worker runs as a subprocess (``mmr worker``) exactly as deployed; histories go in with
+``mmr replay --broker``'s publisher; the final Redis state is compared with the embedded
+replay bit for bit (floats compared with ==).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from service_utils import (
+    WorkerProcess,
+    embedded_state,
+    export_state,
+    make_settings,
+    produce_raw,
+    publish,
+    read_json_topic,
+    synth,
+    wait_caught_up,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+ROUNDS_SYSTEM = "elo-mmr"
+MATCHES_SYSTEM = "elo"  # TODO: cowan once it lands
+
+
+@pytest.fixture(scope="module")
+def histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("hist")
+    return {
+        "rounds": synth(d, "rounds.jsonl", "--players", "300", "--rounds", "40", "--participation", "0.3",
+                        "--seed", "11"),
+        "matches": synth(d, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "6000",
+                         "--pool", "m", "--seed", "12"),
+    }
+
+
+def _embedded(h: dict[str, Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    return embedded_state([h["rounds"], h["matches"]], ROUNDS_SYSTEM,
+                          pool_systems={"default": (ROUNDS_SYSTEM, {}), "m": (MATCHES_SYSTEM, {})})
+
+
+def _check_ratings_topic(outputs: list[dict[str, Any]], final: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Per player: versions never go backwards in partition order, a version always carries the same
+    numbers (re-published duplicates after a crash are identical), and the last one is the final state."""
+    by_player: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for o in outputs:
+        by_player[(o["pool"], o["player"])].append(o)
+    assert set(by_player) == set(final)
+    for key, msgs in by_player.items():
+        seen: dict[int, tuple[float, float, float]] = {}
+        for prev, cur in itertools.pairwise(msgs):
+            assert cur["version"] >= prev["version"], key
+        for m in msgs:
+            nums = (m["rating"], m["mu"], m["sigma"])
+            assert seen.setdefault(m["version"], nums) == nums, (key, m["version"])
+        last = msgs[-1]
+        f = final[key]
+        assert (last["rating"], last["mu"], last["sigma"], last["rounds"]) == (f["rating"], f["mu"], f["sigma"],
+                                                                                f["rounds"])
+        assert last["version"] == f["rounds"]
+
+
+def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: str, redis_url: str,
+                                                               histories: dict[str, Path], tmp_path: Path) -> None:
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    worker = WorkerProcess(s, tmp_path / "worker.log").start()
+    try:
+        paths = [histories["rounds"], histories["matches"]]
+        publish(paths, s, batch_size=500)
+        wait_caught_up(s, worker)
+        state = export_state(s)
+        assert state == _embedded(histories)  # every float bit for bit
+        outputs = read_json_topic(s, s.topic_ratings)
+        assert {o["system"] for o in outputs} == {ROUNDS_SYSTEM, MATCHES_SYSTEM}
+        _check_ratings_topic(outputs, state)
+
+        publish(paths, s, batch_size=700)  # same events, other message boundaries
+        wait_caught_up(s, worker)
+        assert export_state(s) == state
+        assert len(read_json_topic(s, s.topic_ratings)) == len(outputs)  # nothing re-rated
+        assert read_json_topic(s, s.topic_dead) == []
+    finally:
+        worker.stop()
+
+
+def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str,
+                                                      histories: dict[str, Path], tmp_path: Path) -> None:
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
+                      take_max=64)
+    rng = random.Random(5)
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(s, log).start()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            # ~15 s of streaming: rounds one by one, matches in messages of 50
+            publish([histories["rounds"], histories["matches"]], s, batch_size=50, rate=480.0)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    kills = 0
+    try:
+        while producer.is_alive() and kills < 4:
+            time.sleep(rng.uniform(1.5, 4.0))
+            worker.kill()
+            kills += 1
+            worker = WorkerProcess(s, log).start()
+        producer.join()
+        assert not errors, errors
+        assert kills >= 3
+        wait_caught_up(s, worker, timeout=180)
+        state = export_state(s)
+        assert state == _embedded(histories)  # no batch lost, none applied twice (rounds counters agree)
+        _check_ratings_topic(read_json_topic(s, s.topic_ratings), state)
+    finally:
+        worker.stop()
+
+
+def _round(eid: str, pool: str, players: list[str], **extra: Any) -> dict[str, Any]:
+    return {"type": "round", "event_id": eid, "pool": pool, "round_id": eid, "time": 1000,
+            "standings": [{"player": p, "rank": i + 1} for i, p in enumerate(players)], **extra}
+
+
+def _result(eid: str, rid: str, player: str, rank: int) -> bytes:
+    return orjson.dumps({"type": "round_result", "event_id": eid, "pool": "default", "round_id": rid, "time": 2000,
+                         "player": player, "rank": rank})
+
+
+def _completed(eid: str, rid: str, n: int) -> bytes:
+    return orjson.dumps({"type": "round_completed", "event_id": eid, "pool": "default", "round_id": rid,
+                         "time": 3000, "participants": n})
+
+
+def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
+    pools = tmp_path / "pools.json"
+    pools.write_text(json.dumps({"pools": {"default": {"system": ROUNDS_SYSTEM}, "m": {"system": MATCHES_SYSTEM}}}))
+    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, max_participants=5,
+                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
+    worker.start()
+    try:
+        bad = [
+            (b"bad-json", b"{not json"),
+            (b"schema", orjson.dumps({"type": "match", "event_id": "x1", "pool": "m", "time": 1, "a": "A"})),
+            (b"dup-player", orjson.dumps(_round("r-dup", "default", ["A", "B", "A"]))),
+            (b"long-id", orjson.dumps(_round("r-long", "default", ["A", "B" * 129]))),
+            (b"nan", b'{"type":"match","event_id":"x2","pool":"m","time":1,"a":"A","b":"B","score":NaN}'),
+            (b"too-many", orjson.dumps(_round("r-big", "default", [f"p{i}" for i in range(6)]))),
+            (b"unknown-pool", orjson.dumps(_round("r-pool", "elsewhere", ["A", "B"]))),
+            (b"self", orjson.dumps({"type": "match", "event_id": "x3", "pool": "m", "time": 1, "a": "A", "b": "A",
+                                    "score": 1})),
+        ]
+        good = [(b"ok", orjson.dumps(_round("r-ok", "default", ["A", "B", "C"])))]
+        produce_raw(s, s.topic_rounds, bad + good)
+        results = [
+            (b"default", _result("e1", "R1", "A", 1)),
+            (b"default", _result("e2", "R1", "B", 2)),
+            (b"default", _result("e2", "R1", "B", 2)),  # re-delivered duplicate: ignored
+            (b"default", _completed("c1", "R1", 3)),
+            (b"default", _result("e3", "R1", "C", 3)),  # completes R1
+            (b"default", _result("e4", "R1", "D", 4)),  # late: DLQ
+            (b"default", _result("e5", "R2", "A", 1)),  # R2 never completes: timeout
+        ]
+        produce_raw(s, s.topic_results, results)
+        wait_caught_up(s, worker)
+        deadline = time.monotonic() + 30
+        dead: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            dead = read_json_topic(s, s.topic_dead)
+            if any("timed out" in d["reason"] for d in dead):
+                break
+            time.sleep(0.5)
+        by_orig = {d["original"]: d for d in dead}
+        for key, value in bad:
+            d = by_orig.get(value.decode())
+            assert d is not None, (key, [x["reason"] for x in dead])
+            assert d["topic"] == s.topic_rounds and d["offset"] >= 0 and d["reason"]
+        reasons = " | ".join(d["reason"] for d in dead)
+        assert "bad JSON" in reasons and "appears twice" in reasons and "unknown pool" in reasons
+        assert "exceed the maximum" in reasons and "late event" in reasons and "timed out" in reasons
+        assert len(dead) == len(bad) + 2
+        state = export_state(s)
+        assert state[("default", "A")]["rounds"] == 2  # r-ok and the assembled R1
+        assert state[("default", "C")]["rounds"] == 2
+        assert ("default", "D") not in state
+        assert worker.alive()
+    finally:
+        worker.stop()
