@@ -1,0 +1,84 @@
+"""``mmr eval``: deterministic per system on seeded synthetic data; protocol details."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from stream.events.model import MatchEvent, RoundEvent
+from stream.ratings import make_system
+from stream.tools.evaluate import evaluate, evaluate_events
+from stream.tools.synth import synth
+
+TIMING = {"runtime_s", "update_s", "read_s"}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("eval")
+    runner = CliRunner()
+    rounds, matches = d / "rounds.jsonl", d / "matches.jsonl"
+    assert runner.invoke(synth, ["--players", "120", "--rounds", "30", "--participation", "0.4", "--seed", "11",
+                                 "--out", str(rounds)]).exit_code == 0
+    assert runner.invoke(synth, ["--kind", "matches", "--players", "40", "--rounds", "20", "--matches", "800",
+                                 "--seed", "11", "--draw-margin", "30", "--out", str(matches)]).exit_code == 0
+    return {"rounds": rounds, "matches": matches}
+
+
+def _eval(path: Path, system: str, *extra: str) -> dict[str, object]:
+    res = CliRunner().invoke(evaluate, [str(path), "--system", system, "--json", *extra])
+    assert res.exit_code == 0, res.output
+    out: dict[str, object] = json.loads(res.output)
+    return out
+
+
+@pytest.mark.parametrize("system", ["elo", "glicko", "trueskill", "codeforces", "topcoder"])
+def test_eval_rounds_deterministic(data: dict[str, Path], system: str) -> None:
+    one = _eval(data["rounds"], system)
+    two = _eval(data["rounds"], system)
+    assert {k: v for k, v in one.items() if k not in TIMING} == {k: v for k, v in two.items() if k not in TIMING}
+    assert one["n_events"] == 30
+    pi, rd = one["pair_inversion"], one["rank_deviation"]
+    assert isinstance(pi, float) and isinstance(rd, float)
+    # far better than chance (50 % inversions) on data drawn from the model
+    assert 5.0 < pi < 35.0
+    assert 0.0 < rd < 30.0
+    assert isinstance(one["runtime_s"], float)
+
+
+@pytest.mark.parametrize("system", ["elo", "glicko", "trueskill"])
+def test_eval_matches_deterministic(data: dict[str, Path], system: str) -> None:
+    one = _eval(data["matches"], system)
+    assert one == {**_eval(data["matches"], system), **{k: one[k] for k in TIMING}}
+    assert one["n_events"] == 800
+    ll, br = one["log_loss"], one["brier"]
+    assert isinstance(ll, float) and isinstance(br, float)
+    assert ll < 0.69 and br < 0.25  # better than a coin
+    cal = one["calibration"]
+    assert isinstance(cal, list) and sum(c["n"] for c in cal) == one["n_two_player"]
+
+
+def test_prediction_comes_before_update() -> None:
+    """A single scored match: the probability must be the prior 1/2, not the posterior."""
+    events = [MatchEvent(f"m{i}", "p", i, "a", "b", 1.0) for i in range(3)]
+    res, ev = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
+    assert ev.p2[0] == 0.5
+    assert ev.p2[1] < ev.p2[2] < 1.0  # grows as A keeps winning
+    assert res["n_two_player"] == 3
+
+
+def test_warmup_and_min_history() -> None:
+    ranks = np.array([1, 2, 3])
+    events = [RoundEvent(f"r{i}", "p", str(i), i, ["a", "b", "c"], ranks) for i in range(10)]
+    res, _ = evaluate_events(make_system("elo"), events, warmup=0.1, min_history=5)
+    # round 0 is warm-up; rounds 1..4 have players with < 5 earlier events
+    assert res["n_scored_events"] == 5
+    assert res["pair_inversion"] == 0.0  # the same order every time: learnt after one round
+    res, _ = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
+    # round 0 is predicted from equal ratings: 3 half-wrong pairs of 3
+    assert res["n_scored_events"] == 10
+    assert res["pair_inversion"] == pytest.approx(100.0 * 1.5 / 30.0)
