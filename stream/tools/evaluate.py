@@ -23,7 +23,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +205,7 @@ def _nan_none(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def evaluate_events(system: RatingSystem, events: list[Event], warmup: float = 0.1, min_history: int = 5,
+def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float = 0.1, min_history: int = 5,
                     score_from: int | None = None, trace: bool = False, trajectories: bool = False,
                     bins: int = 10) -> tuple[dict[str, Any], Evaluator]:
     """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉)."""

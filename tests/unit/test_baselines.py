@@ -10,8 +10,9 @@ from scipy.stats import norm
 
 from stream.ratings import make_system
 from stream.ratings.codeforces import Codeforces
-from stream.ratings.glicko import update_period
+from stream.ratings.glicko import Glicko, update_period
 from stream.ratings.topcoder import TopCoder
+from stream.ratings.trueskill import TrueSkill
 
 SYSTEMS = ["elo", "glicko", "trueskill", "codeforces", "topcoder"]
 
@@ -35,7 +36,7 @@ def test_glicko_round_is_one_period_against_everyone() -> None:
 
 
 def test_glicko_rd_grows_with_time() -> None:
-    g = make_system("glicko", {"c": "50", "period_days": "1"})
+    g = Glicko({"c": "50", "period_days": "1"})
     assert g._inflated(100.0, 0.0, 4 * 86_400_000) == pytest.approx(math.sqrt(100.0**2 + 4 * 50.0**2))
     assert g._inflated(340.0, 0.0, 400 * 86_400_000) == 350.0
 
@@ -85,7 +86,7 @@ def test_trueskill_matches_package_on_rounds_with_ties(n: int) -> None:
 def test_trueskill_1v1_matches_package(score: float) -> None:
     ts = pytest.importorskip("trueskill")
     env = ts.TrueSkill(**_ts_params())
-    ours = make_system("trueskill", _ts_params())
+    ours = TrueSkill(_ts_params())
     a, b = np.array([27.0, 6.0, 0.0]), np.array([22.0, 3.0, 0.0])
     na, nb = ours.rate_pair(a, b, score)
     ra, rb = ts.Rating(27.0, 6.0), ts.Rating(22.0, 3.0)
