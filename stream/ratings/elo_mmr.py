@@ -47,12 +47,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numba
 import numpy as np
 
 from stream.ratings import _elo_mmr_kernels as K
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
 
 HEADER = K.HEADER
+#: rounds smaller than this run the kernels on one thread: waking the pool costs more
+#: than it saves, and on a busy machine a descheduled worker stalls every parallel loop
+PARALLEL_MIN_PLAYERS = 4000
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
 
@@ -106,7 +110,8 @@ def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
         bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
         raise RatingError(f"belief of player #{bad} has an invalid length {int(lengths[bad])}")
     flat = np.concatenate(beliefs).astype(np.float64, copy=False)
-    if not np.isfinite(flat).all():
+    # one reduction instead of an N-sized boolean temporary; NaN/inf anywhere poisons it
+    if not math.isfinite(float(flat.sum())) and not np.isfinite(flat).all():
         bad = int(np.searchsorted(offsets, np.flatnonzero(~np.isfinite(flat))[0], side="right") - 1)
         raise RatingError(f"belief of player #{bad} holds a non-finite number")
     return flat, offsets
@@ -185,11 +190,18 @@ class EloMMR(RatingSystem):
             return RoundResult(list(beliefs), np.full(n, np.nan))
         flat, offsets = _gather(beliefs)
         p = self.params
-        out, out_offsets, perfs = K.rate_round_flat(
-            flat, offsets, rk.astype(np.float64), float(time_ms), float(weight), float(perf_ceiling),
-            p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
-            self.gaussian, int(p.history_limit),
-        )
+        threads = numba.get_num_threads()
+        if n < PARALLEL_MIN_PLAYERS and threads > 1:
+            numba.set_num_threads(1)
+        try:
+            out, out_offsets, perfs = K.rate_round_flat(
+                flat, offsets, rk.astype(np.float64), float(time_ms), float(weight), float(perf_ceiling),
+                p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
+                self.gaussian, int(p.history_limit),
+            )
+        finally:
+            if threads > 1:
+                numba.set_num_threads(threads)
         return RoundResult(_scatter(out, out_offsets), perfs)
 
     def performances(

@@ -1,0 +1,194 @@
+"""``mmr bench elo-mmr``: single rounds and the whole Codeforces history.
+
+Prints a table; numbers are recorded in BENCHMARKS.md (tests never assert timings).
+Peers: our plain O(N²) oracle, the Rust reference ``elo_mmr_py`` (``mmr`` exact,
+``mmr-fast`` subsampled) and openskill.py's Plackett-Luce, each on the same round.
+The whole-history run reads the xz JSONL itself (lzma + orjson) so that it measures
+the rating core end to end without depending on the engine/replay layer.
+"""
+
+from __future__ import annotations
+
+import lzma
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import orjson
+
+from stream.ratings.base import Belief
+from stream.ratings.elo_mmr import EloMMR, warmup
+
+DEFAULT_HISTORY = Path("/work/shared/data/codeforces/contests-2010-2020.jsonl.xz")
+ORACLE_MAX = 10_000
+
+
+def _round_setup(n: int, seed: int) -> tuple[EloMMR, list[Belief], np.ndarray]:
+    """A round of n players with some history (3 warm-up rounds) and random ranks with ties."""
+    rng = np.random.default_rng(seed)
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(n)]
+    skill = rng.normal(0, 1, n)
+    for r in range(3):
+        ranks = np.argsort(np.argsort(-(skill + rng.normal(0, 1, n)))) + 1
+        beliefs = system.rate_round(beliefs, ranks, r * 86_400_000)
+    ranks = (np.argsort(np.argsort(-(skill + rng.normal(0, 1, n)))) // 3) + 1  # triples tie
+    return system, beliefs, ranks
+
+
+def _best_of(fn: Callable[[], Any], repeat: int) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
+
+
+def _time_oracle(system: EloMMR, beliefs: list[Belief], ranks: np.ndarray) -> tuple[float, str]:
+    from stream.ratings._elo_mmr_naive import rate_round_naive
+
+    n = len(beliefs)
+    if n <= ORACLE_MAX:
+        return _best_of(lambda: rate_round_naive(beliefs, ranks, 4 * 86_400_000, system.params), 1), ""
+    # extrapolated: the oracle's cost is one O(N) equation solve per distinct rank
+    sub = max(1, n // 1000)
+    t = time.perf_counter()
+    from stream.ratings import _elo_mmr_naive as naive
+
+    mu = np.array([b[0] for b in beliefs])
+    s = np.array([math.hypot(b[1], 200.0) for b in beliefs])
+    for r in np.unique(ranks)[:sub]:
+        rel = np.sign(ranks - r).astype(np.float64)
+        naive.illinois(lambda x, rel=rel: naive._logistic_terms(x, mu, s, rel, False), -6000.0, 9000.0)
+    per = (time.perf_counter() - t) / sub
+    return per * len(np.unique(ranks)) * 1e3, " (extrapolated)"
+
+
+def _time_reference(beliefs_n: int, ranks: np.ndarray, system_name: str) -> float | None:
+    try:
+        import elo_mmr_py
+    except ImportError:
+        return None
+    standings = [(f"p{i}", int(r) - 1, int(r) - 1) for i, r in enumerate(ranks)]
+    standings = _reference_ties(standings)
+    contest = elo_mmr_py.Contest(standings=standings, name="bench", time_seconds=0)
+    return _best_of(lambda: elo_mmr_py.rate_latest([contest], system=system_name), 1)
+
+
+def _reference_ties(standings: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Sort by rank and convert to the reference's 0-based (lo, hi) position ranges."""
+    standings = sorted(standings, key=lambda s: s[1])
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(standings):
+        j = i
+        while j < len(standings) and standings[j][1] == standings[i][1]:
+            j += 1
+        out.extend((name, i, j - 1) for name, _, _ in standings[i:j])
+        i = j
+    return out
+
+
+def _time_openskill(ranks: np.ndarray) -> float | None:
+    try:
+        from openskill.models import PlackettLuce
+    except ImportError:
+        return None
+    model = PlackettLuce()
+    teams = [[model.rating()] for _ in range(len(ranks))]
+    rank_list = [float(r) for r in ranks]
+    return _best_of(lambda: model.rate(teams, ranks=rank_list), 1)
+
+
+def read_history(path: Path) -> Iterator[dict[str, Any]]:
+    """Contests of the reference's JSONL format (xz or plain)."""
+    opener = lzma.open if path.suffix == ".xz" else open
+    with opener(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                yield orjson.loads(line)
+
+
+def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, Belief]]:
+    """Whole history through ``rate_round``; returns (seconds, rounds, results, beliefs)."""
+    t = time.perf_counter()
+    beliefs: dict[str, Belief] = {}
+    new = system.new_belief
+    rounds = results = 0
+    for contest in read_history(path):
+        standings = contest["standings"]
+        names = [s[0] for s in standings]
+        ranks = np.fromiter((s[1] + 1 for s in standings), dtype=np.int64, count=len(standings))
+        get = beliefs.get
+        current = [get(name) if name in beliefs else new() for name in names]
+        out = system.rate_round(
+            current, ranks, int(contest["time_seconds"]) * 1000,
+            float(contest.get("weight", 1.0)), float(contest.get("perf_ceiling") or math.inf),
+        )
+        beliefs.update(zip(names, out, strict=True))
+        rounds += 1
+        results += len(names)
+    return time.perf_counter() - t, rounds, results, beliefs
+
+
+def run_reference_history(path: Path, system_name: str) -> float:
+    import elo_mmr_py
+
+    t = time.perf_counter()
+    contests = [
+        elo_mmr_py.Contest(
+            standings=[tuple(s) for s in c["standings"]], name=c.get("name"),
+            time_seconds=int(c["time_seconds"]), weight=float(c.get("weight", 1.0)),
+        )
+        for c in read_history(path)
+    ]
+    elo_mmr_py.rate_latest(contests, system=system_name)
+    return time.perf_counter() - t
+
+
+@click.command("elo-mmr")
+@click.option("--sizes", default="1000,10000,100000", show_default=True, help="round sizes (players)")
+@click.option("--history", "history", type=click.Path(path_type=Path), default=DEFAULT_HISTORY,
+              show_default=True, help="Codeforces contests JSONL (.xz); skipped if absent")
+@click.option("--reference-history/--no-reference-history", default=False, show_default=True,
+              help="also time elo_mmr_py mmr-fast and mmr on the whole history (slow)")
+@click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
+def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, peers: bool) -> None:
+    """One round of each size for us and the peers, then the whole Codeforces history."""
+    t = time.perf_counter()
+    warmup()
+    click.echo(f"warmup (compile or load cache): {time.perf_counter() - t:.2f} s")
+    header = f"{'players':>8} | {'ours ms':>9} | {'oracle ms':>22} | {'mmr ms':>9} | {'mmr-fast ms':>11} | " \
+             f"{'openskill PL ms':>15} | {'PL/ours':>8}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for n in (int(x) for x in sizes.split(",") if x.strip()):
+        system, beliefs, ranks = _round_setup(n, seed=n)
+        ours = _best_of(lambda: system.rate_round(beliefs, ranks, 4 * 86_400_000), 5)
+        cells = [f"{n:>8}", f"{ours:>9.2f}"]
+        if peers:
+            oracle, note = _time_oracle(system, beliefs, ranks)
+            ref = _time_reference(n, ranks, "mmr") if n <= ORACLE_MAX else None
+            fast = _time_reference(n, ranks, "mmr-fast")
+            ops = _time_openskill(ranks)
+            cells += [f"{oracle:>9.1f}{note:<13}", _fmt(ref, 9), _fmt(fast, 11), _fmt(ops, 15),
+                      _fmt(ops / ours if ops else None, 8, "x")]
+        click.echo(" | ".join(cells))
+    if history.exists():
+        secs, rounds, results, _ = run_history(history, EloMMR())
+        click.echo(f"whole history ours (elo-mmr, history_limit=100): {secs:.2f} s "
+                   f"({rounds} rounds, {results} results, incl. reading)")
+        if reference_history:
+            for name in ("mmr-fast", "mmr"):
+                click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")
+    else:
+        click.echo(f"history file {history} absent: whole-history run skipped")
+
+
+def _fmt(value: float | None, width: int, suffix: str = "") -> str:
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width - len(suffix)}.1f}{suffix}"
