@@ -82,3 +82,16 @@ def test_warmup_and_min_history() -> None:
     # round 0 is predicted from equal ratings: 3 half-wrong pairs of 3
     assert res["n_scored_events"] == 10
     assert res["pair_inversion"] == pytest.approx(100.0 * 1.5 / 30.0)
+
+
+def test_tune_picks_best_on_prefix_and_scores_the_rest(data: dict[str, Path]) -> None:
+    from stream.tools.tune import tune
+
+    res = CliRunner().invoke(tune, [str(data["matches"]), "--system", "elo", "--grid", "k=1,32", "--json",
+                                    "--min-history", "2"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["objective"] == "log_loss" and out["n_train"] == 80
+    assert [r["params"] for r in out["grid"]] == [{"k": "1"}, {"k": "32"}]
+    assert out["best_params"] == {"k": "32"}  # k=1 barely moves from 1500: near-coin predictions
+    assert out["test"]["n_scored_events"] <= 800 - 80
