@@ -1,0 +1,186 @@
+"""Elo-MMR / Elo-MMχ core: published values, edge cases, fast kernels vs the naive oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from stream.ratings import make_system
+from stream.ratings._elo_mmr_naive import rate_round_naive
+from stream.ratings.base import RatingError
+from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX
+from stream.state.codecs import Float64Codec
+
+DAY = 86_400_000
+
+
+def _history(system: EloMMR, n: int, rng: np.random.Generator, rounds: int = 3) -> list[np.ndarray]:
+    """n beliefs with a few rounds of varied history (some players never played)."""
+    beliefs = [system.new_belief() for _ in range(n)]
+    for r in range(rounds):
+        idx = rng.choice(n, size=max(2, n // 2), replace=False)
+        ranks = rng.integers(1, max(3, len(idx) // 3), size=len(idx))
+        out = system.rate_round([beliefs[i] for i in idx], ranks, r * DAY)
+        for i, b in zip(idx, out, strict=True):
+            beliefs[i] = b
+    return beliefs
+
+
+def _compare(system: EloMMR, beliefs: list[np.ndarray], ranks: np.ndarray, time_ms: int, **kw: float) -> None:
+    ranks = ranks.copy()
+    ranks[0] = ranks.max() + 1  # never a round where everybody ties (that one is skipped)
+    fast = system.rate_round_detailed(beliefs, ranks, time_ms, **kw)
+    slow, slow_perf = rate_round_naive(beliefs, ranks, time_ms, system.params, gaussian=system.gaussian, **kw)
+    np.testing.assert_allclose(fast.performances, slow_perf, rtol=0, atol=1e-6)
+    for a, b in zip(fast.beliefs, slow, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-6)
+    order = np.argsort(ranks, kind="stable")
+    assert np.all(np.diff(fast.performances[order]) <= 0), "performances must be ordered by rank"
+
+
+def test_three_newcomers_published_values() -> None:
+    system = EloMMR()
+    result = system.rate_round_detailed([system.new_belief() for _ in range(3)], np.array([1, 2, 3]), 0)
+    mus = [b[0] for b in result.beliefs]
+    assert mus == pytest.approx([1704.87, 1500.00, 1295.13], abs=0.01)
+    assert [b[1] for b in result.beliefs] == pytest.approx([171.20] * 3, abs=0.01)
+    assert result.performances.tolist() == pytest.approx([1743.92, 1500.00, 1256.08], abs=0.01)
+    assert [system.summary(b).rounds for b in result.beliefs] == [1, 1, 1]
+    top = system.summary(result.beliefs[0])
+    assert top.rating == pytest.approx(top.mu - 3 * (top.sigma - 80))
+
+
+def test_registry_builds_both_variants() -> None:
+    assert isinstance(make_system("elo-mmr"), EloMMR)
+    mmx = make_system("elo-mmx", {"split_ties": "true", "noob_delay": "0.5,0.75", "history_limit": "0"})
+    assert isinstance(mmx, EloMMX)
+    assert isinstance(mmx.params, EloMMRParams)
+    assert mmx.params.split_ties is True
+    assert mmx.params.noob_delay == (0.5, 0.75)
+    assert mmx.params.history_limit == 0
+
+
+@pytest.mark.parametrize("bad", [{"weight_limit": "0"}, {"sig_init": "-1"}, {"rho": "nan"}, {"nope": "1"}])
+def test_invalid_parameters_rejected(bad: dict[str, str]) -> None:
+    with pytest.raises(RatingError):
+        EloMMR(bad)
+
+
+def test_skipped_rounds_return_inputs() -> None:
+    system = EloMMR()
+    one = [system.new_belief()]
+    assert system.rate_round(one, np.array([1]), 0)[0] is one[0]
+    tied = [system.new_belief() for _ in range(4)]
+    out = system.rate_round(tied, np.array([2, 2, 2, 2]), 0)
+    assert all(a is b for a, b in zip(out, tied, strict=True))
+
+
+@pytest.mark.parametrize("field", [0, 1, 3])
+def test_non_finite_belief_raises(field: int) -> None:
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(3)]
+    beliefs[1][field] = math.nan if field != 3 else math.inf
+    with pytest.raises(RatingError, match="#1"):
+        system.rate_round(beliefs, np.array([1, 2, 3]), 0)
+
+
+def test_bad_round_arguments_raise() -> None:
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(3)]
+    with pytest.raises(RatingError):
+        system.rate_round(beliefs, np.array([1, 2]), 0)
+    with pytest.raises(RatingError):
+        system.rate_round(beliefs, np.array([1, 2, 3]), 0, weight=math.nan)
+    with pytest.raises(RatingError):
+        system.rate_round(beliefs, np.array([1, 2, 3]), 0, perf_ceiling=math.nan)
+    with pytest.raises(RatingError, match="length"):
+        system.rate_round([*beliefs[:2], np.zeros(7)], np.array([1, 2, 3]), 0)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("n", [2, 7, 300, 5000])
+def test_fast_matches_oracle_logistic(n: int, split: bool) -> None:
+    rng = np.random.default_rng(n + split)
+    system = EloMMR({"split_ties": split, "history_limit": 0})
+    beliefs = _history(system, n, rng)
+    ranks = rng.integers(1, max(3, n // 2), size=n)  # many ties
+    _compare(system, beliefs, ranks, 10 * DAY)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("n", [3, 40, 600])
+def test_fast_matches_oracle_gaussian(n: int, split: bool) -> None:
+    rng = np.random.default_rng(100 + n + split)
+    system = EloMMX({"split_ties": split})
+    beliefs = _history(system, n, rng)
+    ranks = rng.integers(1, max(3, n // 2), size=n)
+    _compare(system, beliefs, ranks, 10 * DAY)
+
+
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_fast_matches_oracle_with_all_options(gaussian: bool) -> None:
+    """noob_delay, drift, history folding, ρ ≠ 1, weights and a performance ceiling."""
+    rng = np.random.default_rng(7)
+    params = {"noob_delay": (0.4, 0.7), "drift_per_day": 25.0, "history_limit": 2, "rho": 0.5}
+    system = (EloMMX if gaussian else EloMMR)(params)
+    beliefs = _history(system, 80, rng, rounds=5)
+    ranks = rng.integers(1, 30, size=80)
+    _compare(system, beliefs, ranks, 40 * DAY, weight=1.7, perf_ceiling=1900.0)
+
+
+def test_rho_infinite_collapses_to_gaussian_term() -> None:
+    rng = np.random.default_rng(3)
+    system = EloMMR({"rho": math.inf})
+    beliefs = _history(system, 30, rng)
+    assert all(len(b) == 9 for b in beliefs if b[4] > 0)  # only this round's term is kept
+    _compare(system, beliefs, rng.integers(1, 10, size=30), 5 * DAY)
+
+
+def test_codec_roundtrip_is_bit_identical() -> None:
+    rng = np.random.default_rng(11)
+    system = EloMMR()
+    codec = Float64Codec()
+    plain = _history(system, 50, rng)
+    stored = [codec.decode(codec.encode(b)) for b in plain]
+    ranks = rng.integers(1, 20, size=50)
+    a = system.rate_round(plain, ranks, 9 * DAY)
+    b = system.rate_round(stored, ranks, 9 * DAY)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_outputs_are_independent_arrays() -> None:
+    system = EloMMR()
+    out = system.rate_round([system.new_belief() for _ in range(3)], np.array([1, 2, 3]), 0)
+    out[0][0] = 0.0
+    assert out[1][0] == pytest.approx(1500.0)
+    assert out[0].base is None
+
+
+@pytest.mark.parametrize("cls", [EloMMR, EloMMX])
+def test_win_probability(cls: type[EloMMR]) -> None:
+    system = cls()
+    strong, weak = system.new_belief(), system.new_belief()
+    strong[0] = 1800.0
+    p = system.win_probability(strong, weak)
+    assert 0.5 < p < 1.0
+    assert p + system.win_probability(weak, strong) == pytest.approx(1.0)
+    assert system.win_probability(weak, weak) == pytest.approx(0.5)
+    assert system.ranking_score(strong) == 1800.0
+
+
+def test_two_player_match_default_uses_rounds() -> None:
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(3)]
+    a = np.array([0, 1, 2])
+    b = np.array([1, 2, 0])
+    scores = np.array([1.0, 0.5, 0.0])
+    times = np.array([0, DAY, 2 * DAY])
+    got = system.rate_matches(beliefs, a, b, scores, times)
+    ref = list(beliefs)
+    ref[0], ref[1] = system.rate_round([ref[0], ref[1]], np.array([1, 2]), 0)
+    ref[1], ref[2] = system.rate_round([ref[1], ref[2]], np.array([1, 1]), DAY)
+    ref[2], ref[0] = system.rate_round([ref[2], ref[0]], np.array([2, 1]), 2 * DAY)
+    assert all(np.array_equal(x, y) for x, y in zip(got, ref, strict=True))
