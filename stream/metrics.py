@@ -7,7 +7,7 @@ Definitions (Elo-MMR paper §6.2 for rounds; proper scoring rules for two-player
   A pair that tied in the outcome counts as correct (whoever was rated higher "won or
   tied"); a pair predicted equal but with different outcomes counts half. Computed in
   O(N log N) by a sort plus a Fenwick-tree merge count, never over all N² pairs.
-* **rank deviation** of a participant: ``|predicted rank − actual rank| / N`` where the
+* **rank deviation** of a participant: ``|predicted rank − actual rank| / (N − 1)`` where the
   predicted rank is the place by rating (equal ratings share the middle of their range)
   and the actual rank of a tied player is the place of the tie range closest to the
   prediction (so the deviation is 0 whenever the prediction falls inside the range).
@@ -15,6 +15,13 @@ Definitions (Elo-MMR paper §6.2 for rounds; proper scoring rules for two-player
   player's score ``s`` (1, ½, 0): ``−[s·ln p + (1 − s)·ln(1 − p)]`` (a draw is s = ½);
   **Brier**: ``(p − s)²``; a **calibration table** bins ``p`` and compares it with the
   mean observed ``s``.
+
+Aggregation (paper §6.2) is per participant: ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|``. For pair
+inversion, player i's metric is the fraction of its N − 1 opponents predicted wrongly; the mean
+over a round's players equals the round's fraction of wrong pairs, so the aggregate is the
+participant-weighted mean of the per-round pair fractions. The paper tabulates the
+complement ("pair inv." = % predicted correctly, higher is better); we report the
+inversions (lower is better) and the complement as ``pair_correct``.
 
 All functions are pure and deterministic.
 """
@@ -72,12 +79,12 @@ def pair_inversions_naive(actual_ranks: ArrayLike, scores: ArrayLike) -> tuple[f
 
 
 def rank_deviations(actual_ranks: ArrayLike, scores: ArrayLike) -> FloatArray:
-    """Per-participant ``|predicted − actual rank| / N`` (fractions, not percent)."""
+    """Per-participant ``|predicted − actual rank| / (N − 1)`` (fractions, not percent)."""
     a = np.asarray(actual_ranks)
     s = np.asarray(scores, dtype=np.float64)
     n = len(a)
-    if n == 0:
-        return np.zeros(0)
+    if n < 2:
+        return np.zeros(n)
     sa = np.sort(a)
     lo = np.searchsorted(sa, a, side="left") + 1.0  # best place of the tie range
     hi = np.searchsorted(sa, a, side="right").astype(np.float64)  # worst place
@@ -86,7 +93,7 @@ def rank_deviations(actual_ranks: ArrayLike, scores: ArrayLike) -> FloatArray:
     last = np.searchsorted(ss, -s, side="right").astype(np.float64)
     pred = (first + last) / 2.0
     dev = np.maximum(0.0, np.maximum(lo - pred, pred - hi))
-    return dev / n
+    return dev / (n - 1)
 
 
 def log_loss(p: ArrayLike, s: ArrayLike) -> FloatArray:

@@ -13,8 +13,8 @@ Protocol (Elo-MMR paper §6.2): the first ``warmup`` fraction of events only upd
 afterwards a round is scored on its participants with at least ``min_history`` earlier
 events (pair inversion and rank deviation among them), and a two-player event (a match
 or a two-player round) when both players qualify (log loss, Brier, calibration).
-Aggregates are pooled: pair inversion = all wrong pairs / all pairs, rank deviation =
-mean over all scored participants; per-round means are reported alongside.
+Aggregates follow the paper: per participant, ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|`` (see
+``stream.metrics``); pooled-over-pairs and per-round means are reported alongside.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ class Evaluator:
         self.wrong = 0.0
         self.pairs = 0.0
         self.round_pi: list[float] = []
+        self.round_n: list[int] = []
         self.devs: list[np.ndarray] = []
         self.round_dev: list[float] = []
         self.p2: list[float] = []
@@ -167,6 +168,7 @@ class Evaluator:
         self.wrong += wrong
         self.pairs += pairs
         self.round_pi.append(wrong / pairs)
+        self.round_n.append(len(beliefs))
         self.devs.append(dev)
         self.round_dev.append(float(dev.mean()))
         if two_player_score is not None:
@@ -181,8 +183,11 @@ class Evaluator:
         }
         if self.pairs > 0:
             devs = np.concatenate(self.devs)
-            out["pair_inversion"] = 100.0 * self.wrong / self.pairs
+            weights = np.asarray(self.round_n, dtype=np.float64)
+            out["pair_inversion"] = 100.0 * float(np.dot(weights, self.round_pi) / weights.sum())
+            out["pair_correct"] = 100.0 - out["pair_inversion"]
             out["rank_deviation"] = 100.0 * float(devs.mean())
+            out["pair_inversion_pooled"] = 100.0 * self.wrong / self.pairs
             out["pair_inversion_round_mean"] = 100.0 * float(np.mean(self.round_pi))
             out["rank_deviation_round_mean"] = 100.0 * float(np.mean(self.round_dev))
             out["n_scored_players"] = len(devs)

@@ -95,3 +95,15 @@ def test_tune_picks_best_on_prefix_and_scores_the_rest(data: dict[str, Path]) ->
     assert [r["params"] for r in out["grid"]] == [{"k": "1"}, {"k": "32"}]
     assert out["best_params"] == {"k": "32"}  # k=1 barely moves from 1500: near-coin predictions
     assert out["test"]["n_scored_events"] <= 800 - 80
+
+
+def test_aggregation_is_per_participant() -> None:
+    """Paper §6.2: Σ_t Σ_i metric(i, t) / Σ_t |P_t| — not pooled over pairs, not a mean of rounds."""
+    events = [RoundEvent("r1", "p", "1", 0, ["a", "b"], np.array([1, 2])),
+              RoundEvent("r2", "p", "2", 1, ["b", "a", "c", "d"], np.array([1, 2, 3, 4]))]
+    res, _ = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
+    # round 1: equal ratings, 1 pair half wrong (0.5). Round 2: a > c = d > b predicted, b won:
+    # (b,a), (b,c), (b,d) wrong, (c,d) half → 3.5 of 6 pairs.
+    assert res["pair_inversion"] == pytest.approx(100.0 * (2 * 0.5 + 4 * 3.5 / 6) / 6)
+    assert res["pair_inversion_pooled"] == pytest.approx(100.0 * 4.0 / 7.0)
+    assert res["pair_inversion_round_mean"] == pytest.approx(100.0 * (0.5 + 3.5 / 6) / 2)

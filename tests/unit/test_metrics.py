@@ -46,10 +46,10 @@ def test_pair_inversions_matches_naive_random() -> None:
 def test_rank_deviation_by_hand() -> None:
     # predicted places: p0→1, p1→4, p2→2, p3→3; actual ranges [1,1], [2,3], [2,3], [4,4]
     dev = rank_deviations([1, 2, 2, 4], [40, 10, 30, 20])
-    assert dev.tolist() == [0.0, 0.25, 0.0, 0.25]
+    assert dev.tolist() == pytest.approx([0.0, 1 / 3, 0.0, 1 / 3])  # normalised by N − 1 (paper §6.2)
     # equal ratings share the middle of their predicted range: both predicted 1.5
     dev = rank_deviations([1, 2], [5, 5])
-    assert dev.tolist() == [0.25, 0.25]
+    assert dev.tolist() == [0.5, 0.5]
     # a tie in the outcome covering the prediction gives 0
     assert rank_deviations([1, 1, 1], [3, 2, 1]).tolist() == [0.0, 0.0, 0.0]
 
