@@ -93,11 +93,24 @@ def _cdf(x: float) -> float:
 
 @njit(cache=True, nogil=True)
 def _v_w_win(t: float, e: float) -> tuple[float, float]:
-    """Additive/multiplicative corrections of a Gaussian truncated to d > ε (TrueSkill's v, w)."""
+    """Additive/multiplicative corrections of a Gaussian truncated to d > ε (TrueSkill's v, w).
+
+    Deep in the lower tail (x = t − ε < −30) ``Φ(x)`` underflows and ``v + x`` cancels, so
+    the Mills-ratio series is used: with u = −x, ``Φ(−u) = φ(u)/u · (1 − a)``,
+    ``a = 1/u² − 3/u⁴ + 15/u⁶ − 105/u⁸``, hence ``v = u/(1 − a)``, ``v − u = u·a/(1 − a)``.
+    Without it, w collapses to 0 (no variance reduction) or 1 (infinite precision) and EP
+    on long chains (rounds of thousands of players) converges to garbage.
+    """
     x = t - e
-    den = _cdf(x)
-    v = -x if den < 2.2e-162 else _phi(x) / den
-    w = v * (v + x)
+    if x < -30.0:
+        u = -x
+        u2 = 1.0 / (u * u)
+        a = u2 * (1.0 - u2 * (3.0 - u2 * (15.0 - 105.0 * u2)))
+        v = u / (1.0 - a)
+        w = v * (u * a / (1.0 - a))
+    else:
+        v = _phi(x) / _cdf(x)
+        w = v * (v + x)
     if w > 1.0:
         w = 1.0
     if w < 0.0:
@@ -135,9 +148,9 @@ def trueskill_chain(
     plus β²), difference factors ``d_k = p_k − p_{k+1}`` truncated to ``d_k > ε`` or, when
     ``tie[k]``, to ``|d_k| ≤ ε``. Sweeps forward then backward (the schedule of Herbrich
     et al. and of the ``trueskill`` package) until no truncation message moves by more
-    than ``tol`` in precision-mean. Returns the natural parameters (π, τ) of the product
-    of the chain's messages into each performance, i.e. the likelihood each player's
-    skill receives through the β² factor.
+    than ``tol`` (scale-free: precision × cavity variance, precision-mean × cavity sd).
+    Returns the natural parameters (π, τ) of the product of the chain's messages into
+    each performance, i.e. the likelihood each player's skill receives through the β² factor.
     """
     n = mu.shape[0]
     # messages from difference factor k to p_k (down) and to p_{k+1} (up), natural params
@@ -174,7 +187,8 @@ def trueskill_chain(
                 post_m = c_m + s * v
                 new_pi = 1.0 / post_v - 1.0 / c_v
                 new_tau = post_m / post_v - c_m / c_v
-                change = abs(new_pi - tr_pi[k]) + abs(new_tau - tr_tau[k])
+                # scale-free change: precision in units of the cavity's, mean-precision in its sd
+                change = abs(new_pi - tr_pi[k]) * c_v + abs(new_tau - tr_tau[k]) * s
                 if change > delta:
                     delta = change
                 tr_pi[k] = new_pi

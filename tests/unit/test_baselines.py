@@ -182,3 +182,18 @@ def test_round_invariants(name: str) -> None:
     p = s.win_probability(out[0], out[5])
     assert 0.5 < p < 1.0
     assert p + s.win_probability(out[5], out[0]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("draw_probability", [0.1, 0.001])
+def test_trueskill_long_chain_is_symmetric(draw_probability: float) -> None:
+    """3,000 new players ranked 1..N: the exact posterior means are antisymmetric about μ0.
+
+    Guards the tail numerics of the truncation corrections: with Φ underflowing, EP on a
+    long chain used to converge to an asymmetric, non-monotone answer.
+    """
+    s = TrueSkill({"draw_probability": str(draw_probability)})
+    n = 3000
+    out = s.rate_round([s.new_belief() for _ in range(n)], np.arange(1, n + 1), 0)
+    mu = np.array([o[0] for o in out])
+    assert np.all(np.diff(mu) < 0)
+    assert np.max(np.abs(mu + mu[::-1] - 3000.0)) < 1e-6
