@@ -1,0 +1,333 @@
+"""numba kernels of Cowan's system on the uniform grid (the hot path of ``cowan.Cowan``).
+
+Why this layout
+---------------
+Beliefs live in a dense ``(players, n + 1)`` matrix plus per-player windows ``[lo, hi]``
+(inclusive grid indices): every cell outside the window is ignored, so an established
+player (~300 cells) costs far less than the full 1001-cell grid.
+
+One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)`` with ``g(d) = Λ(x_i, x_k)``
+depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4):
+
+* ``H(d) = a0 + β·[d > 0] + β/2·[d = 0]`` — the Heaviside part, a running sum (Alg. 4.3);
+* ``R(d) = −β·sign(d)·φ(|d|)`` — the smooth residual. ``φ`` is a short sum of
+  exponentials ``Σ_j c_j r_j^|d|`` (exact, one term, for the Laplace variant; a
+  least-squares fit for the logistic luck), so ``Σ_k ρ(k) R(i − k)`` is two O(n)
+  recursions (one forward, one backward sweep, all exponentials at once).
+
+Draws in the paper's form need ``Σ_k ρ(k) g(i−k)^θ g(k−i)^(1−θ)``, a kernel with no
+Heaviside jump and a branch point close to the real axis (no short exponential sum);
+they use a direct windowed sum over the cells that carry mass.
+
+Every kernel is ``cache=True, nogil=True``. The batch entry point ``run_waves`` is the
+only one that updates beliefs — also for a single match — so a batch and the same
+matches applied one at a time execute the same machine code and agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# residual modes
+RES_SOE = 0  # sum of exponentials (two sweeps)
+RES_DIRECT = 1  # direct windowed sum with the tabulated g
+# drift modes
+DRIFT_TAPS = 0  # short direct convolution with symmetric taps
+DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded support)
+# draw forms
+FORM_PAPER = 0
+FORM_BLATMMR = 1
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def win_lik(
+    rho: np.ndarray,
+    lo_o: int,
+    hi_o: int,
+    lo: int,
+    hi: int,
+    a0: float,
+    beta: float,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+    out: np.ndarray,
+) -> None:
+    """``out[i − lo] = Σ_k rho[k] g(i − k)`` for ``i ∈ [lo, hi]``, ``k ∈ [lo_o, hi_o]``.
+
+    ``rho`` is the opponent's full-grid row; ``gtab[d + n] = g(d)`` is used by the
+    direct mode only.
+    """
+    m = hi - lo + 1
+    if res_mode == RES_DIRECT:
+        n = (gtab.shape[0] - 1) // 2
+        for i in range(lo, hi + 1):
+            acc = 0.0
+            base = i + n
+            for k in range(lo_o, hi_o + 1):
+                acc += rho[k] * gtab[base - k]
+            out[i - lo] = acc
+        return
+    total = 0.0
+    for k in range(lo_o, hi_o + 1):
+        total += rho[k]
+    nj = coef.shape[0]
+    st = np.zeros(nj)
+    res = np.zeros(m)
+    # forward sweep: st_j(i) = Σ_{k<i} rho(k) r_j^(i−k); also the running sum C(i) = Σ_{k<i} rho(k)
+    start = min(lo, lo_o)
+    run = 0.0
+    for i in range(start, hi + 1):
+        r_i = rho[i] if lo_o <= i <= hi_o else 0.0
+        if i >= lo:
+            acc = 0.0
+            for j in range(nj):
+                acc += coef[j] * st[j]
+            res[i - lo] = a0 * total + beta * (run + 0.5 * r_i) - beta * acc
+        if r_i != 0.0:
+            run += r_i
+            for j in range(nj):
+                st[j] = rates[j] * (st[j] + r_i)
+        else:
+            for j in range(nj):
+                st[j] = rates[j] * st[j]
+    # backward sweep: st_j(i) = Σ_{k>i} rho(k) r_j^(k−i)
+    for j in range(nj):
+        st[j] = 0.0
+    stop = max(hi, hi_o)
+    for i in range(stop, lo - 1, -1):
+        r_i = rho[i] if lo_o <= i <= hi_o else 0.0
+        if i <= hi:
+            acc = 0.0
+            for j in range(nj):
+                acc += coef[j] * st[j]
+            res[i - lo] += beta * acc
+        for j in range(nj):
+            st[j] = rates[j] * (st[j] + r_i)
+    for t in range(m):
+        out[t] = res[t]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _drift_and_store(
+    post: np.ndarray,
+    lo: int,
+    hi: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+    row: np.ndarray,
+    bounds: np.ndarray,
+) -> None:
+    """Convolve the window ``post[0 : hi−lo+1]`` with the drift kernel, renormalise,
+    trim tails holding ≤ ``tail`` of the mass on each side, and write it to ``row``
+    (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``."""
+    n1 = row.shape[0]
+    m = hi - lo + 1
+    if drift_mode == DRIFT_TAPS:
+        half = (taps.shape[0] - 1) // 2
+        nlo = max(0, lo - half)
+        nhi = min(n1 - 1, hi + half)
+        buf = np.zeros(nhi - nlo + 1)
+        for t in range(m):
+            v = post[t]
+            if v == 0.0:
+                continue
+            c = lo + t
+            a = max(nlo, c - half)
+            b = min(nhi, c + half)
+            for x in range(a, b + 1):
+                buf[x - nlo] += v * taps[x - c + half]
+    else:
+        # Laplace kernel w(d) = w0 r^|d| on the whole grid: two sweeps
+        nlo = 0
+        nhi = n1 - 1
+        buf = np.zeros(n1)
+        w0 = taps[0]
+        r = drift_rate
+        s = 0.0
+        for x in range(0, n1):
+            v = post[x - lo] if lo <= x <= hi else 0.0
+            buf[x] = w0 * (s + v)
+            s = r * (s + v)
+        s = 0.0
+        for x in range(n1 - 1, -1, -1):
+            v = post[x - lo] if lo <= x <= hi else 0.0
+            buf[x] += w0 * s
+            s = r * (s + v)
+    total = 0.0
+    for x in range(buf.shape[0]):
+        total += buf[x]
+    # trim: drop outer cells while the dropped mass stays within tail·total
+    lim = tail * total
+    a = 0
+    cum = 0.0
+    while a < buf.shape[0] - 1 and cum + buf[a] <= lim:
+        cum += buf[a]
+        a += 1
+    b = buf.shape[0] - 1
+    cum = 0.0
+    while b > a and cum + buf[b] <= lim:
+        cum += buf[b]
+        b -= 1
+    kept = 0.0
+    for x in range(a, b + 1):
+        kept += buf[x]
+    inv = 1.0 / kept
+    old_lo = int(bounds[0])
+    old_hi = int(bounds[1])
+    for x in range(old_lo, old_hi + 1):
+        row[x] = 0.0
+    for x in range(a, b + 1):
+        row[nlo + x] = buf[x] * inv
+    bounds[0] = nlo + a
+    bounds[1] = nlo + b
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def update_pair(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    ia: int,
+    ib: int,
+    score: float,
+    a0: float,
+    beta: float,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    dtab: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+) -> None:
+    """One match: both posteriors from the pre-match beliefs, then drift, in place.
+
+    ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
+    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``).
+    """
+    rho_a = dens[ia]
+    rho_b = dens[ib]
+    la, ha = lohi[ia, 0], lohi[ia, 1]
+    lb, hb = lohi[ib, 0], lohi[ib, 1]
+    ma = ha - la + 1
+    mb = hb - lb + 1
+    fa = np.empty(ma)
+    fb = np.empty(mb)
+    partial = 0.0 < score < 1.0
+    if partial and form == FORM_PAPER:
+        # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
+        n = (dtab.shape[0] - 1) // 2
+        for i in range(la, ha + 1):
+            acc = 0.0
+            for k in range(lb, hb + 1):
+                acc += rho_b[k] * dtab[i - k + n]
+            fa[i - la] = acc
+        for k in range(lb, hb + 1):
+            acc = 0.0
+            for i in range(la, ha + 1):
+                acc += rho_a[i] * dtab[i - k + n]
+            fb[k - lb] = acc
+    else:
+        # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
+        win_lik(rho_b, lb, hb, la, ha, a0, beta, coef, rates, gtab, res_mode, fa)
+        win_lik(rho_a, la, ha, lb, hb, a0, beta, coef, rates, gtab, res_mode, fb)
+        if score == 1.0:
+            for t in range(mb):
+                fb[t] = 1.0 - fb[t]
+        elif score == 0.0:
+            for t in range(ma):
+                fa[t] = 1.0 - fa[t]
+        else:
+            for t in range(ma):
+                w = fa[t]
+                fa[t] = w**score * (1.0 - w) ** (1.0 - score)
+            for t in range(mb):
+                w = fb[t]
+                fb[t] = w ** (1.0 - score) * (1.0 - w) ** score
+    sa = 0.0
+    for t in range(ma):
+        v = rho_a[la + t] * fa[t]
+        fa[t] = v
+        sa += v
+    sb = 0.0
+    for t in range(mb):
+        v = rho_b[lb + t] * fb[t]
+        fb[t] = v
+        sb += v
+    ia_ = 1.0 / sa
+    for t in range(ma):
+        fa[t] *= ia_
+    ib_ = 1.0 / sb
+    for t in range(mb):
+        fb[t] *= ib_
+    _drift_and_store(fa, la, ha, taps, drift_mode, drift_rate, tail, rho_a, lohi[ia])
+    _drift_and_store(fb, lb, hb, taps, drift_mode, drift_rate, tail, rho_b, lohi[ib])
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def run_waves(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    order: np.ndarray,
+    wave_starts: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    scores: np.ndarray,
+    dtab_index: np.ndarray,
+    dtabs: np.ndarray,
+    a0: float,
+    beta: float,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+) -> None:
+    """Apply matches wave by wave; the matches of one wave touch distinct players and run
+    in parallel. ``order[wave_starts[w] : wave_starts[w+1]]`` are wave ``w``'s matches;
+    ``dtabs[dtab_index[m]]`` is the paper-form draw table for match ``m``'s score."""
+    nw = wave_starts.shape[0] - 1
+    for w in range(nw):
+        s0 = wave_starts[w]
+        cnt = wave_starts[w + 1] - s0
+        for q in prange(cnt):
+            m = order[s0 + q]
+            update_pair(
+                dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
+                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+            )
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def expected_score(
+    rho_a: np.ndarray,
+    la: int,
+    ha: int,
+    rho_b: np.ndarray,
+    lb: int,
+    hb: int,
+    a0: float,
+    beta: float,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+) -> float:
+    """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive)."""
+    fa = np.empty(ha - la + 1)
+    win_lik(rho_b, lb, hb, la, ha, a0, beta, coef, rates, gtab, res_mode, fa)
+    acc = 0.0
+    for t in range(ha - la + 1):
+        acc += rho_a[la + t] * fa[t]
+    return acc

@@ -1,0 +1,469 @@
+"""Cowan's paired-comparison system for games of chance (Models 2.1, 2.11, 2.16).
+
+Each player's skill is a discrete distribution on the grid ``x_k = −M + 2Mk/n``
+(k = 0..n). A match multiplies each player's pre-match distribution by the likelihood of
+the result under the luck function ``Λ(x, y) = (1−β)/2 + β/(1 + e^(y−x))`` averaged over
+the opponent's distribution, then convolves with a drift kernel (skill changes between
+games) and renormalises.
+
+Belief layout (1-D float64, see ``stream.ratings.base``)::
+
+    [lo, rounds, p_lo, p_lo+1, ..., p_hi]
+
+``lo`` is the grid index of the first stored cell (an integer held in a float), ``rounds``
+the number of matches that changed the player, and the rest the probabilities of the
+contiguous window ``[lo, hi]``; cells outside carry (numerically) no mass. A fresh player
+has the prior N(0, σ0²) sampled on the grid and normalised, minus negligible tails.
+
+Algorithms (``algorithm=``):
+
+* ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
+  (two O(n) sweeps) — agrees with the naive algorithm to ~1e-15 per cell; drift by a short
+  direct convolution. ``residual=direct`` replaces the sweeps by a windowed direct sum.
+* ``laplace``: a different model with Laplace luck ``Λ = (1−β)/2 + β·F_L(x−y)`` (scale
+  ``laplace_scale``, default π/√6 = the logistic's variance) and a Laplace drift kernel of
+  the same variance as the Gaussian one; both are single exponentials, so every step is an
+  exact O(n) sweep (paper Alg. 4.5/4.6).
+* ``naive``: the general algorithm of §4.1 (``posterior_naive``) on the windows, O(n²);
+  the test oracle.
+
+Draws (0 < score < 1): ``draw_form=paper`` (default) uses eq. (1),
+``ρ_A(x)·Σ_k ρ_B(x_k) Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``; ``draw_form=blatmmr`` raises the two sums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from stream.events.waves import schedule_waves
+from stream.ratings import _cowan_kernels as K
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
+
+ELO_SCALE = 400.0 / math.log(10.0)
+#: mass each update may drop from each tail of a distribution (keeps windows short)
+TAIL = 1e-17
+HEADER = 2  # belief[0] = lo, belief[1] = rounds
+
+Luck = Callable[[Any, Any], Any]
+
+
+# --------------------------------------------------------------------------- naive (§4.1)
+def posterior_naive(
+    xs_a: npt.ArrayLike,
+    p_a: npt.ArrayLike,
+    xs_b: npt.ArrayLike,
+    p_b: npt.ArrayLike,
+    luck: Luck,
+    score: float,
+    draw_form: str = "paper",
+) -> tuple[np.ndarray, np.ndarray]:
+    """The general algorithm on arbitrary finite supports: both posteriors, no drift.
+
+    ``luck(x, y)`` is the (vectorised) probability that a player of skill x beats one of
+    skill y; ``score`` is A's score in [0, 1]. Works on object arrays of ``Fraction`` too
+    (exact arithmetic for scores 0 and 1), which is how the paper's Example 4.1 is checked.
+    The joint table ``ρ_A(x_i) ρ_B(y_k) L(x_i, y_k)`` is formed explicitly: O(|A|·|B|).
+    """
+    xa = np.asarray(xs_a)
+    xb = np.asarray(xs_b)
+    pa = np.asarray(p_a)
+    pb = np.asarray(p_b)
+    if not 0.0 <= float(score) <= 1.0:
+        raise RatingError(f"score must lie in [0, 1] (got {score})")
+    if draw_form not in ("paper", "blatmmr"):
+        raise RatingError(f"draw_form must be 'paper' or 'blatmmr' (got {draw_form!r})")
+    win = luck(xa[:, None], xb[None, :])  # P(A beats B | x_i, y_k)
+    lose = luck(xb[None, :], xa[:, None])  # P(B beats A | x_i, y_k)
+    if score == 1:
+        table = win
+    elif score == 0:
+        table = lose
+    elif draw_form == "paper":
+        s = float(score)
+        table = np.asarray(win, dtype=float) ** s * np.asarray(lose, dtype=float) ** (1.0 - s)
+    else:
+        s = float(score)
+        w, lo = np.asarray(win, dtype=float), np.asarray(lose, dtype=float)
+        pa_f, pb_f = pa.astype(float), pb.astype(float)
+        like_a = (w @ pb_f) ** s * (lo @ pb_f) ** (1.0 - s)
+        like_b = (pa_f @ w) ** (1.0 - s) * (pa_f @ lo) ** s
+        post_a, post_b = pa_f * like_a, pb_f * like_b
+        return post_a / post_a.sum(), post_b / post_b.sum()
+    joint = pa[:, None] * pb[None, :] * table
+    rows = joint.sum(axis=1)
+    cols = joint.sum(axis=0)
+    return rows / rows.sum(), cols / cols.sum()
+
+
+# --------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class CowanParams(Params):
+    """CONTRACT defaults; ``algorithm``, ``draw_form``, ``residual`` and the Laplace and
+    sum-of-exponentials knobs are ours (documented in the module docstring)."""
+
+    n: int = 1000
+    M: float = 7.0
+    sigma0: float = 0.7
+    sigma_kernel: float = 0.03
+    beta: float = 0.8
+    draw_form: str = "paper"
+    algorithm: str = "fast"
+    residual: str = "soe"
+    soe_terms: int = 20
+    laplace_scale: float = 0.0  # 0 → π/√6 (the logistic's variance)
+
+    def __post_init__(self) -> None:
+        if self.n < 2 or self.M <= 0 or self.sigma0 <= 0 or self.sigma_kernel < 0:
+            raise RatingError("cowan: need n >= 2, M > 0, sigma0 > 0, sigma_kernel >= 0")
+        if not 0.0 <= self.beta <= 1.0:
+            raise RatingError(f"cowan: beta must lie in [0, 1] (got {self.beta})")
+        if self.draw_form not in ("paper", "blatmmr"):
+            raise RatingError(f"cowan: draw_form must be paper or blatmmr (got {self.draw_form!r})")
+        if self.algorithm not in ("fast", "laplace", "naive"):
+            raise RatingError(f"cowan: algorithm must be fast, laplace or naive (got {self.algorithm!r})")
+        if self.residual not in ("soe", "direct"):
+            raise RatingError(f"cowan: residual must be soe or direct (got {self.residual!r})")
+        if not 1 <= self.soe_terms <= 40:
+            raise RatingError("cowan: soe_terms must lie in 1..40")
+        if self.laplace_scale < 0:
+            raise RatingError("cowan: laplace_scale must be >= 0")
+
+
+def fit_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients ``c_j`` and rates ``r_j = e^(−j h)`` with ``Σ_j c_j r_j^d ≈ 1/(1+e^(dh))``
+    for d = 1..n (least squares; in u = e^(−dh) this is a polynomial fit of u/(1+u) on (0, 1),
+    whose nearest singularity u = −1 makes ~20 terms reach ~1e-13)."""
+    d = np.arange(1, n + 1, dtype=float)
+    u = np.exp(-d * h)
+    target = 1.0 / (1.0 + np.exp(d * h))
+    basis = u[:, None] ** np.arange(1, terms + 1)[None, :]
+    coef, *_ = np.linalg.lstsq(basis, target, rcond=None)
+    return coef.astype(np.float64), np.exp(-h * np.arange(1, terms + 1, dtype=float))
+
+
+@dataclass(frozen=True)
+class _Model:
+    """Everything the kernels need, precomputed once per parameter set."""
+
+    grid: np.ndarray
+    a0: float
+    beta: float
+    coef: np.ndarray
+    rates: np.ndarray
+    gtab: np.ndarray  # g(d), d = −n..n
+    res_mode: int
+    form: int
+    taps: np.ndarray  # drift taps (DRIFT_TAPS) or [w0] (DRIFT_EXP)
+    full_taps: np.ndarray  # the drift kernel on d = −n..n (naive path) or the short taps
+    drift_mode: int
+    drift_rate: float
+    soe_error: float  # max |fit − φ| over the grid distances (0 when exact)
+
+
+# --------------------------------------------------------------------------- the system
+class Cowan(RatingSystem):
+    """Cowan's system; see the module docstring for the model, layout and algorithms."""
+
+    name: ClassVar[str] = "cowan"
+    params_type: ClassVar[type[Params]] = CowanParams
+    native: ClassVar[frozenset[str]] = frozenset({"matches"})
+
+    def __init__(self, params: Params | dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self.p: CowanParams = self.params  # type: ignore[assignment]
+        self._dtabs: dict[float, np.ndarray] = {}
+
+    # ---- model -------------------------------------------------------------------
+    @property
+    def laplace(self) -> bool:
+        return self.p.algorithm == "laplace"
+
+    @property
+    def laplace_scale(self) -> float:
+        return self.p.laplace_scale or math.pi / math.sqrt(6.0)
+
+    def luck(self, x: Any, y: Any) -> Any:
+        """Λ(x, y): probability that skill x beats skill y (vectorised)."""
+        p = self.p
+        a0 = (1.0 - p.beta) / 2.0
+        d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+        if self.laplace:
+            s = self.laplace_scale
+            cdf = np.where(d >= 0, 1.0 - 0.5 * np.exp(-np.abs(d) / s), 0.5 * np.exp(-np.abs(d) / s))
+            return a0 + p.beta * cdf
+        return a0 + p.beta / (1.0 + np.exp(-d))
+
+    @cached_property
+    def model(self) -> _Model:
+        p = self.p
+        h = 2.0 * p.M / p.n
+        grid = -p.M + h * np.arange(p.n + 1, dtype=float)
+        d = np.arange(-p.n, p.n + 1, dtype=float) * h
+        gtab = np.ascontiguousarray(self.luck(d, 0.0), dtype=np.float64)
+        if self.laplace:
+            s = self.laplace_scale
+            coef, rates = np.array([0.5]), np.array([math.exp(-h / s)])
+            soe_error = 0.0
+            b = p.sigma_kernel / math.sqrt(2.0)
+            r = math.exp(-h / b) if b > 0 else 0.0
+            w0 = (1.0 - r) / (1.0 + r)
+            taps = np.array([w0])
+            full_taps = w0 * r ** np.abs(np.arange(-p.n, p.n + 1, dtype=float))
+            drift_mode, drift_rate = K.DRIFT_EXP, r
+        else:
+            coef, rates = fit_soe(p.n, h, p.soe_terms)
+            dd = np.arange(1, p.n + 1, dtype=float)
+            fit = (rates[None, :] ** dd[:, None]) @ coef
+            soe_error = float(np.max(np.abs(fit - 1.0 / (1.0 + np.exp(dd * h)))))
+            taps = _gauss_taps(p.sigma_kernel, h)
+            full_taps = taps
+            drift_mode, drift_rate = K.DRIFT_TAPS, 0.0
+        return _Model(
+            grid=grid,
+            a0=(1.0 - p.beta) / 2.0,
+            beta=p.beta,
+            coef=np.ascontiguousarray(coef, dtype=np.float64),
+            rates=np.ascontiguousarray(rates, dtype=np.float64),
+            gtab=gtab,
+            res_mode=K.RES_DIRECT if p.residual == "direct" else K.RES_SOE,
+            form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
+            taps=np.ascontiguousarray(taps, dtype=np.float64),
+            full_taps=np.ascontiguousarray(full_taps, dtype=np.float64),
+            drift_mode=drift_mode,
+            drift_rate=drift_rate,
+            soe_error=soe_error,
+        )
+
+    def _dtab(self, score: float) -> np.ndarray:
+        """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
+        tab = self._dtabs.get(score)
+        if tab is None:
+            g = self.model.gtab
+            tab = np.ascontiguousarray(g**score * g[::-1] ** (1.0 - score))
+            self._dtabs[score] = tab
+        return tab
+
+    # ---- beliefs -----------------------------------------------------------------
+    def new_belief(self) -> Belief:
+        grid = self.model.grid
+        p = np.exp(-0.5 * (grid / self.p.sigma0) ** 2)
+        p /= p.sum()
+        lo, hi = _trim_bounds(p, TAIL)
+        w = p[lo : hi + 1] / p[lo : hi + 1].sum()
+        return np.concatenate(([float(lo), 0.0], w))
+
+    def window(self, belief: Belief) -> tuple[int, np.ndarray]:
+        """``(lo, probabilities)`` of a belief, validated."""
+        if belief.ndim != 1 or belief.shape[0] <= HEADER:
+            raise RatingError("cowan: malformed belief (too short)")
+        lo = int(belief[0])
+        probs = belief[HEADER:]
+        if lo < 0 or lo + probs.shape[0] > self.p.n + 1:
+            raise RatingError(f"cowan: belief window [{lo}, {lo + probs.shape[0] - 1}] outside the grid")
+        return lo, probs
+
+    def full(self, belief: Belief) -> np.ndarray:
+        """The belief as a distribution on the whole grid (n + 1 cells)."""
+        lo, probs = self.window(belief)
+        out = np.zeros(self.p.n + 1)
+        out[lo : lo + probs.shape[0]] = probs
+        return out
+
+    def summary(self, belief: Belief) -> Rating:
+        lo, probs = self.window(belief)
+        x = self.model.grid[lo : lo + probs.shape[0]]
+        mean = float(probs @ x)
+        sd = math.sqrt(max(float(probs @ (x - mean) ** 2), 0.0))
+        return Rating(rating=ELO_SCALE * mean + 1500.0, mu=mean, sigma=ELO_SCALE * sd, rounds=int(belief[1]))
+
+    def ranking_score(self, belief: Belief) -> float:
+        lo, probs = self.window(belief)
+        return float(probs @ self.model.grid[lo : lo + probs.shape[0]])
+
+    def win_probability(self, a: Belief, b: Belief) -> float:
+        """Σ_i Σ_k ρ_A(x_i) Λ(x_i, x_k) ρ_B(x_k) — the model has no draws, so this is
+        also A's expected score."""
+        m = self.model
+        fa, fb = self.full(a), self.full(b)
+        la, pa = self.window(a)
+        lb, pb = self.window(b)
+        return float(
+            K.expected_score(
+                fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
+                m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode,
+            )
+        )
+
+    # ---- updates -----------------------------------------------------------------
+    def rate_round(
+        self,
+        beliefs: Sequence[Belief],
+        ranks: IntArray,
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+    ) -> list[Belief]:
+        """A two-player round is one match (rank 1 beats rank 2, equal ranks draw)."""
+        if len(beliefs) != 2:
+            raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
+        ra, rb = int(ranks[0]), int(ranks[1])
+        score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
+        return self.rate_matches(
+            list(beliefs), np.array([0]), np.array([1]), np.array([score]), np.array([time_ms])
+        )
+
+    def rate_matches(
+        self,
+        beliefs: Sequence[Belief],
+        a: IntArray,
+        b: IntArray,
+        scores: FloatArray,
+        times_ms: IntArray,
+    ) -> list[Belief]:
+        """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``)."""
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        nplayers = len(beliefs)
+        _validate(a, b, scores, nplayers)
+        if a.shape[0] == 0:
+            return list(beliefs)
+        if self.p.algorithm == "naive":
+            return self._rate_naive(beliefs, a, b, scores)
+        m = self.model
+        n1 = self.p.n + 1
+        dens = np.zeros((nplayers, n1))
+        lohi = np.empty((nplayers, 2), dtype=np.int64)
+        rounds = np.empty(nplayers)
+        for i, bel in enumerate(beliefs):
+            lo, probs = self.window(bel)
+            dens[i, lo : lo + probs.shape[0]] = probs
+            lohi[i, 0], lohi[i, 1] = lo, lo + probs.shape[0] - 1
+            rounds[i] = bel[1]
+        # paper-form draw tables, one per distinct partial score
+        partial = np.unique(scores[(scores > 0.0) & (scores < 1.0)]) if m.form == K.FORM_PAPER else []
+        tabs = [self._dtab(float(s)) for s in partial] or [m.gtab]
+        dtabs = np.ascontiguousarray(np.stack(tabs))
+        dtab_index = np.zeros(a.shape[0], dtype=np.int64)
+        for t, s in enumerate(partial):
+            dtab_index[scores == s] = t
+        _, order, starts = schedule_waves(a, b, nplayers)
+        K.run_waves(
+            dens, lohi, order, starts, a, b, scores, dtab_index, dtabs,
+            m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode, m.form,
+            m.taps, m.drift_mode, m.drift_rate, TAIL,
+        )
+        played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
+        out: list[Belief] = []
+        for i, bel in enumerate(beliefs):
+            if played[i] == 0:
+                out.append(bel)
+                continue
+            lo, hi = int(lohi[i, 0]), int(lohi[i, 1])
+            new = np.empty(HEADER + hi - lo + 1)
+            new[0] = lo
+            new[1] = rounds[i] + played[i]
+            new[HEADER:] = dens[i, lo : hi + 1]
+            out.append(new)
+        return out
+
+    # ---- the naive oracle ----------------------------------------------------------
+    def naive_update(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
+        """One match by the general algorithm (§4.1) on the windows, then the drift kernel
+        by ``np.convolve``: the oracle the fast kernels are tested against (same model,
+        same trimming rule, O(|A|·|B|) work and no shared code with the kernels)."""
+        grid = self.model.grid
+        la, pa = self.window(a)
+        lb, pb = self.window(b)
+        xa = grid[la : la + pa.shape[0]]
+        xb = grid[lb : lb + pb.shape[0]]
+        post_a, post_b = posterior_naive(xa, pa, xb, pb, self.luck, score, self.p.draw_form)
+        return self._naive_drift(la, post_a, a[1] + 1), self._naive_drift(lb, post_b, b[1] + 1)
+
+    def _naive_drift(self, lo: int, post: np.ndarray, rounds: float) -> Belief:
+        taps = self.model.full_taps
+        half = (taps.shape[0] - 1) // 2
+        conv = np.convolve(post, taps)  # cells lo − half .. hi + half
+        start = lo - half
+        n1 = self.p.n + 1
+        a, z = max(0, start), min(n1 - 1, start + conv.shape[0] - 1)
+        buf = conv[a - start : z - start + 1]
+        t0, t1 = _trim_bounds(buf, TAIL)
+        kept = buf[t0 : t1 + 1]
+        return np.concatenate(([float(a + t0), rounds], kept / kept.sum()))
+
+    def _rate_naive(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray) -> list[Belief]:
+        out = list(beliefs)
+        for m in range(a.shape[0]):
+            ia, ib = int(a[m]), int(b[m])
+            out[ia], out[ib] = self.naive_update(out[ia], out[ib], float(scores[m]))
+        return out
+
+
+# --------------------------------------------------------------------------- helpers
+def _gauss_taps(sd: float, h: float, rel: float = 1e-9) -> np.ndarray:
+    """Normal(0, sd²) drift kernel on the grid, trimmed where it falls below ``rel`` of its
+    peak, normalised (sd = 0.03, h = 0.014: 27 taps)."""
+    if sd == 0:
+        return np.ones(1)
+    half = 0
+    while math.exp(-0.5 * ((half + 1) * h / sd) ** 2) >= rel:
+        half += 1
+    d = np.arange(-half, half + 1, dtype=float) * h
+    w = np.exp(-0.5 * (d / sd) ** 2)
+    return w / w.sum()
+
+
+def _trim_bounds(p: np.ndarray, tail: float) -> tuple[int, int]:
+    """Outermost cells to keep so that each dropped tail holds ≤ ``tail`` of the mass
+    (the same rule as the kernels' ``_drift_and_store``)."""
+    total = float(p.sum())
+    lim = tail * total
+    a, cum = 0, 0.0
+    while a < p.shape[0] - 1 and cum + p[a] <= lim:
+        cum += p[a]
+        a += 1
+    z, cum = p.shape[0] - 1, 0.0
+    while z > a and cum + p[z] <= lim:
+        cum += p[z]
+        z -= 1
+    return a, z
+
+
+def _validate(a: np.ndarray, b: np.ndarray, scores: np.ndarray, nplayers: int) -> None:
+    if not (a.shape == b.shape == scores.shape) or a.ndim != 1:
+        raise RatingError("cowan: a, b and scores must be 1-D arrays of one length")
+    if a.shape[0] == 0:
+        return
+    if a.min() < 0 or b.min() < 0 or a.max() >= nplayers or b.max() >= nplayers:
+        raise RatingError("cowan: player index out of range")
+    bad = np.flatnonzero(a == b)
+    if bad.size:
+        raise RatingError(f"cowan: match {int(bad[0])} pits player {int(a[bad[0]])} against itself")
+    if not np.all(np.isfinite(scores)) or scores.min() < 0.0 or scores.max() > 1.0:
+        raise RatingError("cowan: scores must be finite and lie in [0, 1]")
+
+
+def warmup() -> None:
+    """Compile (or load from the numba cache) every kernel on a tiny batch, so that the
+    first real event does not pay for compilation."""
+    for algo in ("fast", "laplace"):
+        sys_ = Cowan({"algorithm": algo, "n": 40})
+        bel = [sys_.new_belief() for _ in range(3)]
+        out = sys_.rate_matches(
+            bel, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 0.0]), np.zeros(3, np.int64)
+        )
+        sys_.win_probability(out[0], out[1])
+        Cowan({"algorithm": algo, "n": 40, "residual": "direct"}).rate_matches(
+            bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64)
+        )
+
+
+__all__ = ["Cowan", "CowanParams", "fit_soe", "posterior_naive", "warmup"]
