@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import lzma
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from queue import Queue
 from typing import Any
 
 import click
@@ -114,22 +116,46 @@ def read_history(path: Path) -> Iterator[dict[str, Any]]:
                 yield orjson.loads(line)
 
 
+def _parsed_rounds(path: Path) -> Iterator[tuple[list[str], np.ndarray, int, float, float]]:
+    """(names, ranks, time_ms, weight, perf_ceiling) of every contest."""
+    for contest in read_history(path):
+        standings = contest["standings"]
+        names = [s[0] for s in standings]
+        ranks = np.fromiter((s[1] + 1 for s in standings), dtype=np.int64, count=len(standings))
+        ceiling = contest.get("perf_ceiling")
+        yield (names, ranks, int(contest["time_seconds"]) * 1000, float(contest.get("weight", 1.0)),
+               math.inf if ceiling is None else float(ceiling))
+
+
+def _prefetch(items: Iterator[Any], depth: int = 16) -> Iterator[Any]:
+    """Run a generator in a background thread: parsing overlaps the nogil kernels."""
+    queue: Queue[Any] = Queue(maxsize=depth)
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                queue.put(item)
+        finally:
+            queue.put(done)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    while (item := queue.get()) is not done:
+        yield item
+    thread.join()
+
+
 def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, Belief]]:
     """Whole history through ``rate_round``; returns (seconds, rounds, results, beliefs)."""
     t = time.perf_counter()
     beliefs: dict[str, Belief] = {}
     new = system.new_belief
     rounds = results = 0
-    for contest in read_history(path):
-        standings = contest["standings"]
-        names = [s[0] for s in standings]
-        ranks = np.fromiter((s[1] + 1 for s in standings), dtype=np.int64, count=len(standings))
+    for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
         get = beliefs.get
         current = [get(name) if name in beliefs else new() for name in names]
-        out = system.rate_round(
-            current, ranks, int(contest["time_seconds"]) * 1000,
-            float(contest.get("weight", 1.0)), float(contest.get("perf_ceiling") or math.inf),
-        )
+        out = system.rate_round(current, ranks, time_ms, weight, ceiling)
         beliefs.update(zip(names, out, strict=True))
         rounds += 1
         results += len(names)
