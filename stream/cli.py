@@ -53,3 +53,7 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
         out[key.strip()] = value
     return out
+
+
+if __name__ == "__main__":
+    main()

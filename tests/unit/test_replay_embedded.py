@@ -1,0 +1,146 @@
+"""The embedded pipeline and `mmr replay --embedded`: CONTRACT output, bad input, idempotence."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from stream.engine.embedded import EmbeddedPipeline
+from stream.events.inputs import InputError, read_records
+from stream.tools.replay import replay
+
+MMR = [sys.executable, "-m", "stream.cli"]
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def _contests() -> list[dict[str, object]]:
+    return [
+        {"name": "c1", "time_seconds": 1000, "standings": [["a", 0, 0], ["b", 1, 1], ["c", 2, 2]]},
+        {"name": "c2", "time_seconds": 2000, "standings": [["c", 0, 0], ["a", 1, 2], ["d", 1, 2]]},
+    ]
+
+
+def _run(paths: list[Path], system: str = "elo-mmr", **kw: object) -> dict[tuple[str, str], dict[str, object]]:
+    pipe = EmbeddedPipeline(system, **kw)  # type: ignore[arg-type]
+    for p in paths:
+        pipe.run(read_records(p))
+    pipe.flush()
+    return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
+
+
+def test_replay_writes_contract_jsonl(tmp_path: Path) -> None:
+    src = _write(tmp_path / "c.jsonl", _contests())
+    out = tmp_path / "ratings.jsonl"
+    res = CliRunner().invoke(
+        replay, [str(src), "--system", "elo-mmr", "--embedded", "--out", str(out), "--no-progress"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert {r["player"] for r in rows} == {"a", "b", "c", "d"}
+    for r in rows:
+        assert set(r) == {"pool", "player", "rating", "mu", "sigma", "rounds"}
+        assert r["pool"] == "default"
+    by = {r["player"]: r for r in rows}
+    assert by["a"]["rounds"] == 2 and by["b"]["rounds"] == 1
+    # the three-newcomer reference values of NOTES (first round only affects b)
+    assert by["b"]["mu"] == pytest.approx(1500.0, abs=0.01)
+
+
+def test_bad_input_exits_nonzero_names_file_and_line_and_writes_nothing(tmp_path: Path) -> None:
+    rows = _contests()
+    rows.append({"name": "bad", "time_seconds": 3000, "standings": [["a", 0, 0], ["a", 1, 1]]})
+    src = _write(tmp_path / "bad.jsonl", rows)
+    out = tmp_path / "ratings.jsonl"
+    proc = subprocess.run(
+        [*MMR, "replay", str(src), "--system", "elo-mmr", "--embedded", "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0
+    assert f"{src}:3" in proc.stderr and "twice" in proc.stderr
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [src]  # no temporary left behind either
+
+
+def test_unknown_system_and_parameter_are_errors(tmp_path: Path) -> None:
+    src = _write(tmp_path / "c.jsonl", _contests())
+    for args in (["--system", "nope"], ["--param", "bogus=1"]):
+        res = CliRunner().invoke(replay, [str(src), "--embedded", "--no-progress", *args])
+        assert res.exit_code != 0
+        assert "unknown" in res.output
+
+
+def _matches(n: int) -> list[dict[str, object]]:
+    players = ["p1", "p2", "p3", "p4", "p5"]
+    rows: list[dict[str, object]] = []
+    for i in range(n):
+        a, b = players[i % 5], players[(i * 3 + 1) % 5]
+        if a == b:
+            b = players[(i + 2) % 5]
+        rows.append(
+            {
+                "type": "match",
+                "event_id": f"m{i}",
+                "pool": "duel",
+                "time": 1000 * i,
+                "a": a,
+                "b": b,
+                "score": [1.0, 0.0, 0.5][i % 3],
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("system", ["cowan", "elo-mmr"])
+def test_batch_size_does_not_change_results(tmp_path: Path, system: str) -> None:
+    src = _write(tmp_path / "m.jsonl", _matches(60))
+    one = _run([src], system, batch_size=1)
+    many = _run([src], system, batch_size=4096)
+    assert one == many  # exact sequential meaning: bit-identical floats
+
+
+def test_replaying_the_same_events_twice_changes_nothing(tmp_path: Path) -> None:
+    src = _write(tmp_path / "m.jsonl", _matches(30))
+    assert _run([src, src], "cowan") == _run([src], "cowan")
+
+
+def test_round_from_results_equals_whole_round(tmp_path: Path) -> None:
+    whole = _write(
+        tmp_path / "w.jsonl",
+        [
+            {
+                "type": "round",
+                "event_id": "done",
+                "pool": "p",
+                "round_id": "r",
+                "time": 5,
+                "standings": [{"player": "a", "rank": 2}, {"player": "b", "rank": 1}, {"player": "c", "rank": 2}],
+            }
+        ],
+    )
+    parts = [
+        {"type": "round_result", "event_id": f"r-{p}", "pool": "p", "round_id": "r", "time": 1, "player": p, "rank": k}
+        for p, k in (("a", 2), ("b", 1), ("c", 2))
+    ]
+    parts.insert(
+        1, {"type": "round_completed", "event_id": "done", "pool": "p", "round_id": "r", "time": 5, "participants": 3}
+    )
+    pieces = _write(tmp_path / "r.jsonl", parts)
+    assert _run([pieces]) == _run([whole])
+
+
+def test_invalid_event_in_stream_is_reported_with_location(tmp_path: Path) -> None:
+    rows = _matches(3)
+    rows[2]["score"] = 7
+    src = _write(tmp_path / "m.jsonl", rows)
+    with pytest.raises(InputError, match=r"m\.jsonl:3: .*score"):
+        _run([src], "cowan")
