@@ -79,10 +79,10 @@ class EmbeddedPipeline:
             return
         eng = self.engine(event.pool)
         try:
-            applied = eng.apply_round(event, self.store.pool(event.pool))
+            changed = eng.rate_round(event, self.store.pool(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
-        self.store.commit(event.pool, applied, (event.event_id,))
+        self.store.commit(event.pool, changed, (event.event_id,))
 
     def flush(self, pool: str | None = None) -> None:
         """Apply the open match batch of one pool (or of all pools)."""
@@ -92,10 +92,10 @@ class EmbeddedPipeline:
             if not batch:
                 continue
             try:
-                applied = self.engine(p).apply_matches(batch, self.store.pool(p))
+                changed = self.engine(p).rate_matches(batch, self.store.pool(p))
             except RatingError as exc:
                 raise InvalidEvent(str(exc), batch.event_ids[0]) from None
-            self.store.commit(p, applied, batch.event_ids)
+            self.store.commit(p, changed, batch.event_ids)
 
     def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
         """Apply every record; a bad one raises InputError naming its file and line."""
@@ -109,9 +109,8 @@ class EmbeddedPipeline:
     # --- results -------------------------------------------------------------------
     def final_ratings(self) -> Iterator[dict[str, Any]]:
         """CONTRACT replay output rows, pools and players in first-seen order."""
-        for pool, player, raw in self.store.items():
-            eng = self.engine(pool)
-            r = eng.system.summary(eng.codec.decode(raw))
+        for pool, player, belief in self.store.items():
+            r = self.engine(pool).system.summary(belief)
             yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
 
     def system_for(self, pool: str) -> RatingSystem:

@@ -1,4 +1,14 @@
-"""Applying rounds and match batches of one pool to stored (encoded) beliefs."""
+"""Applying rounds and match batches of one pool to stored beliefs.
+
+Two entry points with one meaning:
+* ``rate_round`` / ``rate_matches`` work on decoded beliefs (the embedded store keeps
+  them decoded, so a long replay pays no codec cost per result);
+* ``apply_round`` / ``apply_matches`` work on encoded bytes (what Redis holds) and also
+  return the new ratings to publish.
+Every new belief passes through ``canonical`` — ``decode(encode(b))`` for a lossy
+codec, ``b`` itself for a lossless one — so the embedded store holds exactly what a
+round trip through Redis would give back, and both paths stay bit-identical.
+"""
 
 from __future__ import annotations
 
@@ -38,39 +48,52 @@ class PoolEngine:
         self.system = system
         self.codec = codec if codec is not None else codec_for(system.name)
 
-    def load(self, stored: Mapping[str, bytes | None], players: list[str]) -> list[Belief]:
-        decode, new = self.codec.decode, self.system.new_belief
-        out: list[Belief] = []
-        for p in players:
-            raw = stored.get(p)
-            out.append(decode(raw) if raw is not None else new())
-        return out
+    # --- decoded beliefs ------------------------------------------------------------
+    def canonical(self, belief: Belief) -> Belief:
+        """The belief as it comes back from the store."""
+        return belief if self.codec.lossless else self.codec.decode(self.codec.encode(belief))
 
-    def _collect(self, players: list[str], before: list[Belief], after: list[Belief]) -> Applied:
-        """Keep the players whose belief changed; encode them once."""
-        applied = Applied()
-        encode, summary = self.codec.encode, self.system.summary
-        for p, old, new in zip(players, before, after, strict=True):
-            if new is old:
-                continue
-            applied.updates[p] = encode(new)
-            applied.ratings[p] = summary(new)
-        return applied
+    def _changed(self, players: list[str], before: list[Belief], after: list[Belief]) -> dict[str, Belief]:
+        canonical = self.canonical
+        return {p: canonical(new) for p, old, new in zip(players, before, after, strict=True) if new is not old}
 
-    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
-        """Rate one round. Duplicate players were rejected by validation."""
-        before = self.load(stored, event.players)
+    def rate_round(self, event: RoundEvent, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
+        """New beliefs of the players the round changed (duplicates were rejected upstream)."""
+        new = self.system.new_belief
+        before = [b if (b := beliefs.get(p)) is not None else new() for p in event.players]
         after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
-        return self._collect(event.players, before, after)
+        return self._changed(event.players, before, after)
 
-    def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None]) -> Applied:
-        """Rate a batch of matches with exact sequential meaning."""
+    def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
+        """New beliefs after a batch of matches, with exact sequential meaning."""
         index: dict[str, int] = {}
         for p in (*batch.a, *batch.b):
             index.setdefault(p, len(index))
         players = list(index)
         a = np.fromiter((index[p] for p in batch.a), dtype=np.int64, count=len(batch))
         b = np.fromiter((index[p] for p in batch.b), dtype=np.int64, count=len(batch))
-        before = self.load(stored, players)
+        new = self.system.new_belief
+        before = [x if (x := beliefs.get(p)) is not None else new() for p in players]
         after = self.system.rate_matches(before, a, b, batch.score_array(), batch.time_array())
-        return self._collect(players, before, after)
+        return self._changed(players, before, after)
+
+    # --- encoded beliefs (the Redis path) -------------------------------------------
+    def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:
+        decode = self.codec.decode
+        return {p: decode(raw) for p in players if (raw := stored.get(p)) is not None}
+
+    def _encode(self, changed: dict[str, Belief]) -> Applied:
+        encode, summary = self.codec.encode, self.system.summary
+        return Applied(
+            updates={p: encode(b) for p, b in changed.items()},
+            ratings={p: summary(b) for p, b in changed.items()},
+        )
+
+    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
+        """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
+        return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
+
+    def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None]) -> Applied:
+        """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
+        players = list(dict.fromkeys((*batch.a, *batch.b)))
+        return self._encode(self.rate_matches(batch, self.decode_all(stored, players)))

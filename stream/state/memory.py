@@ -1,35 +1,35 @@
-"""The embedded store: encoded beliefs in a dict, same codec as Redis.
+"""The embedded store: decoded beliefs in a dict, plus the applied event ids.
 
-Keeping *encoded* bytes (not arrays) makes the embedded replay pass through exactly
-the codec the service uses, so both produce bit-identical ratings even for lossy
-codecs (Cowan's compressed distributions).
+It holds each belief exactly as a round trip through the pool's codec returns it
+(``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit
+for bit without paying an encode/decode per result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
-from stream.engine.pool import Applied
+from stream.ratings.base import Belief
 
 
 class MemoryStore:
-    """Per pool: player → encoded belief, the applied event ids, and last ratings."""
+    """Per pool: player → belief, and the set of applied event ids (idempotence)."""
 
     def __init__(self) -> None:
-        self.beliefs: dict[str, dict[str, bytes]] = {}
+        self.beliefs: dict[str, dict[str, Belief]] = {}
         self.seen: dict[str, set[str]] = {}
 
-    def pool(self, pool: str) -> dict[str, bytes]:
+    def pool(self, pool: str) -> dict[str, Belief]:
         return self.beliefs.setdefault(pool, {})
 
     def is_applied(self, pool: str, event_id: str) -> bool:
         return event_id in self.seen.get(pool, ())
 
-    def commit(self, pool: str, applied: Applied, event_ids: Iterable[str]) -> None:
-        self.pool(pool).update(applied.updates)
+    def commit(self, pool: str, changed: Mapping[str, Belief], event_ids: Iterable[str]) -> None:
+        self.pool(pool).update(changed)
         self.seen.setdefault(pool, set()).update(event_ids)
 
-    def items(self) -> Iterator[tuple[str, str, bytes]]:
+    def items(self) -> Iterator[tuple[str, str, Belief]]:
         for pool, players in self.beliefs.items():
-            for player, raw in players.items():
-                yield pool, player, raw
+            for player, belief in players.items():
+                yield pool, player, belief
