@@ -60,7 +60,6 @@ def win_lik(
     ``rho`` is the opponent's full-grid row; ``gtab[d + n] = g(d)`` is used by the
     direct mode only.
     """
-    m = hi - lo + 1
     if res_mode == RES_DIRECT:
         n = (gtab.shape[0] - 1) // 2
         for i in range(lo, hi + 1):
@@ -75,39 +74,35 @@ def win_lik(
         total += rho[k]
     nj = coef.shape[0]
     st = np.zeros(nj)
-    res = np.zeros(m)
+    # rho is zero outside [lo_o, hi_o], so the sweeps need no bounds checks.
     # forward sweep: st_j(i) = Σ_{k<i} rho(k) r_j^(i−k); also the running sum C(i) = Σ_{k<i} rho(k)
     start = min(lo, lo_o)
+    res = np.empty(hi - start + 1)
     run = 0.0
     for i in range(start, hi + 1):
-        r_i = rho[i] if lo_o <= i <= hi_o else 0.0
-        if i >= lo:
-            acc = 0.0
-            for j in range(nj):
-                acc += coef[j] * st[j]
-            res[i - lo] = a0 * total + beta * (run + 0.5 * r_i) - beta * acc
-        if r_i != 0.0:
-            run += r_i
-            for j in range(nj):
-                st[j] = rates[j] * (st[j] + r_i)
-        else:
-            for j in range(nj):
-                st[j] = rates[j] * st[j]
+        r_i = rho[i]
+        acc = 0.0
+        for j in range(nj):
+            acc += coef[j] * st[j]
+            st[j] = rates[j] * (st[j] + r_i)
+        res[i - start] = a0 * total + beta * (run + 0.5 * r_i - acc)
+        run += r_i
     # backward sweep: st_j(i) = Σ_{k>i} rho(k) r_j^(k−i)
     for j in range(nj):
         st[j] = 0.0
     stop = max(hi, hi_o)
-    for i in range(stop, lo - 1, -1):
-        r_i = rho[i] if lo_o <= i <= hi_o else 0.0
-        if i <= hi:
-            acc = 0.0
-            for j in range(nj):
-                acc += coef[j] * st[j]
-            res[i - lo] += beta * acc
+    for i in range(stop, hi, -1):
+        r_i = rho[i]
         for j in range(nj):
             st[j] = rates[j] * (st[j] + r_i)
-    for t in range(m):
-        out[t] = res[t]
+    off = lo - start
+    for i in range(hi, lo - 1, -1):
+        r_i = rho[i]
+        acc = 0.0
+        for j in range(nj):
+            acc += coef[j] * st[j]
+            st[j] = rates[j] * (st[j] + r_i)
+        out[i - lo] = res[i - lo + off] + beta * acc
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -131,16 +126,17 @@ def _drift_and_store(
         half = (taps.shape[0] - 1) // 2
         nlo = max(0, lo - half)
         nhi = min(n1 - 1, hi + half)
-        buf = np.zeros(nhi - nlo + 1)
+        # pad[t] = post cell (nlo − half + t); buf[x] = Σ_t taps[t] pad[x + t] (taps are symmetric)
+        width = nhi - nlo + 1
+        pad = np.zeros(width + 2 * half)
+        shift = lo - (nlo - half)
         for t in range(m):
-            v = post[t]
-            if v == 0.0:
-                continue
-            c = lo + t
-            a = max(nlo, c - half)
-            b = min(nhi, c + half)
-            for x in range(a, b + 1):
-                buf[x - nlo] += v * taps[x - c + half]
+            pad[shift + t] = post[t]
+        buf = np.zeros(width)
+        for t in range(taps.shape[0]):
+            w = taps[t]
+            for x in range(width):
+                buf[x] += w * pad[x + t]
     else:
         # Laplace kernel w(d) = w0 r^|d| on the whole grid: two sweeps
         nlo = 0
