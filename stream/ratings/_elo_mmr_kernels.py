@@ -222,6 +222,191 @@ def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
             perf_g[g] = _illinois_panel(a, b, fa, fb, xs, bw, tab, g)
 
 
+@nb.njit(parallel=True, **_opts)
+def _shared_t_values(xs, smu, sarg, sw):
+    """T(x_k) = −Σ_j w_j·tanh((x_k − μ_j)·w_j/2) at every node (the shared logistic sum)."""
+    nk = xs.shape[0]
+    vals = np.empty(nk)
+    for k in nb.prange(nk):
+        x = xs[k]
+        total = 0.0
+        for j in range(smu.shape[0]):
+            total -= sw[j] * _tanh((x - smu[j]) * sarg[j])
+        vals[k] = total
+    return vals
+
+
+@nb.njit(**_opts)
+def _cheb_coefficients(vals, cosines):
+    """Chebyshev coefficients from values at x_k = cos(πk/n) (a plain O(n²) DCT-I)."""
+    n = vals.shape[0] - 1
+    coef = np.empty(n + 1)
+    for j in range(n + 1):
+        acc = 0.5 * (vals[0] + vals[n] * (1.0 if j % 2 == 0 else -1.0))
+        for k in range(1, n):
+            acc += vals[k] * cosines[j, k]
+        coef[j] = 2.0 * acc / n
+    coef[0] *= 0.5
+    coef[n] *= 0.5
+    return coef
+
+
+@nb.njit(**_opts)
+def _cheb_derivative(coef):
+    """Coefficients of d/dt of a Chebyshev series (standard backward recurrence)."""
+    n = coef.shape[0] - 1
+    der = np.zeros(n + 1)
+    if n == 0:
+        return der
+    der[n - 1] = 2.0 * n * coef[n]
+    for j in range(n - 2, -1, -1):
+        der[j] = der[j + 2] + 2.0 * (j + 1) * coef[j + 1]
+    der[0] *= 0.5
+    return der
+
+
+@nb.njit(**_opts)
+def _clenshaw(coef, t: float) -> float:
+    b1 = 0.0
+    b2 = 0.0
+    for j in range(coef.shape[0] - 1, 0, -1):
+        b1, b2 = 2.0 * t * b1 - b2 + coef[j], b1
+    return t * b1 - b2 + coef[0]
+
+
+@nb.njit(**_opts)
+def _clenshaw2(coef, t: float) -> tuple[float, float]:
+    """Value and d/dt of a Chebyshev series in one pass (two interleaved recurrences)."""
+    b1 = 0.0
+    b2 = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for j in range(coef.shape[0] - 1, 0, -1):
+        d1, d2 = 2.0 * b1 + 2.0 * t * d1 - d2, d1
+        b1, b2 = 2.0 * t * b1 - b2 + coef[j], b1
+    return t * b1 - b2 + coef[0], b1 + t * d1 - d2
+
+
+@nb.njit(**_opts)
+def _own_sum(x: float, smu, sarg, sw, start: int, stop: int) -> tuple[float, float]:
+    """Σ_{j in the tie group} v_j(x) and its derivative, summed exactly."""
+    v = 0.0
+    d = 0.0
+    for j in range(start, stop):
+        t = _tanh((x - smu[j]) * sarg[j])
+        v -= sw[j] * t
+        d -= sw[j] * sarg[j] * (1.0 - t * t)
+    return v, d
+
+
+@nb.njit(parallel=True, **_opts)
+def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, const, split: bool, perf_g):
+    """Each group's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants.
+
+    ``bounds``/``bvals``: panel boundaries and exact T there (boundaries are nodes), so the
+    panel holding a root is found by binary search on exact values; Newton then runs on
+    the panel's Chebyshev series, safeguarded by bisection inside the bracket.
+    """
+    npanels = bounds.shape[0] - 1
+    ngroups = gstart.shape[0] - 1
+    for g in nb.prange(ngroups):
+        s0 = gstart[g]
+        s1 = gstart[g + 1]
+        c = const[g]
+        # f decreasing: f(bounds[0]) >= 0 > f(bounds[npanels]); find p with f(b_p) >= 0 > f(b_{p+1})
+        lo_i = 0
+        hi_i = npanels
+        while hi_i - lo_i > 1:
+            mid = (lo_i + hi_i) // 2
+            fm = bvals[mid] + c
+            if not split:
+                fm += _own_sum(bounds[mid], smu, sarg, sw, s0, s1)[0]
+            if fm >= 0.0:
+                lo_i = mid
+            else:
+                hi_i = mid
+        p = lo_i
+        a = bounds[p]
+        b = bounds[p + 1]
+        fa = bvals[p] + c
+        fb = bvals[p + 1] + c
+        if not split:
+            fa += _own_sum(a, smu, sarg, sw, s0, s1)[0]
+            fb += _own_sum(b, smu, sarg, sw, s0, s1)[0]
+        if fa == 0.0:
+            perf_g[g] = a
+            continue
+        mid_p = 0.5 * (a + b)
+        half = 0.5 * (b - a)
+        x = a + (b - a) * fa / (fa - fb)
+        tol = 1e-12 * max(1.0, abs(x))
+        for _ in range(100):
+            t = (x - mid_p) / half
+            f, fp = _clenshaw2(coefs[p], t)
+            f += c
+            fp /= half
+            if not split:
+                ov, od = _own_sum(x, smu, sarg, sw, s0, s1)
+                f += ov
+                fp += od
+            if f > 0.0:
+                a = x
+            elif f < 0.0:
+                b = x
+            else:
+                break
+            step = f / fp if fp < 0.0 else 0.0
+            nx = x - step
+            if step != 0.0 and abs(step) <= 1e-9:  # converged (the step may be below one ulp)
+                x = min(max(nx, a), b)
+                break
+            if step == 0.0 or not (a < nx < b):
+                nx = 0.5 * (a + b)
+            if b - a <= tol:
+                x = 0.5 * (a + b)
+                break
+            x = nx
+        perf_g[g] = x
+
+
+@nb.njit(**_opts)
+def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_width: float):
+    """Logistic performances via one shared T interpolated on panels over [lo, hi]."""
+    ngroups = gstart.shape[0] - 1
+    sw = TANH_MULTIPLIER / ss
+    sarg = 0.5 * sw
+    const = _group_constants(sw, gstart, split)
+    npanels = max(1, int(math.ceil((hi - lo) / max_width)))
+    width = (hi - lo) / npanels
+    # fewer nodes when the panels came out narrower than the widest accurate panel
+    n = min(PANEL_DEGREE, max(16, int(math.ceil(PANEL_DEGREE * width / max_width)) + 4))
+    cosines = np.empty((n + 1, n + 1))
+    for j in range(n + 1):
+        for k in range(n + 1):
+            cosines[j, k] = math.cos(math.pi * j * k / n)
+    bounds = np.empty(npanels + 1)
+    for p in range(npanels + 1):
+        bounds[p] = lo + p * width
+    bounds[npanels] = hi
+    xs_all = np.empty(npanels * (n + 1))
+    for p in range(npanels):
+        xs_all[p * (n + 1):(p + 1) * (n + 1)] = _panel_nodes(bounds[p], bounds[p + 1], n)
+    vals = _shared_t_values(xs_all, smu, sarg, sw)
+    coefs = np.empty((npanels, n + 1))
+    dcoefs = np.empty((npanels, n + 1))
+    bvals = np.empty(npanels + 1)
+    for p in range(npanels):
+        v = vals[p * (n + 1):(p + 1) * (n + 1)]
+        coefs[p] = _cheb_coefficients(v, cosines)
+        dcoefs[p] = _cheb_derivative(coefs[p])
+        bvals[p + 1] = v[0]  # node 0 is the panel's right end
+        if p == 0:
+            bvals[0] = v[n]
+    perf_g = np.empty(ngroups)
+    _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, const, split, perf_g)
+    return perf_g
+
+
 @nb.njit(**_opts)
 def _group_constants(sw, gstart, split: bool):
     """Logistic const_g = Σ w ranked worse − Σ w ranked better (same with split ties)."""
@@ -253,6 +438,8 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     # tight bracket [lo, hi] of all roots: the extreme groups' roots, found directly
     _, hi = _bracket_direct(0, smu.max(), max_width, smu, ss, gstart, gaussian, split)
     lo, _ = _bracket_direct(ngroups - 1, smu.min(), max_width, smu, ss, gstart, gaussian, split)
+    if not gaussian:
+        return _solve_logistic(smu, ss, gstart, split, lo, hi, max_width)
     npanels = max(1, int(math.ceil((hi - lo) / max_width)))
     width = (hi - lo) / npanels
     n = PANEL_DEGREE
@@ -279,7 +466,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
 
 @nb.njit(**_opts)
 def _bracket_direct(g: int, x0: float, step: float, smu, ss, gstart, gaussian: bool, split: bool):
-    """(a, b) with f_g(a) ≥ 0 > f_g(b) and b − a ≤ step/32, by marching then bisecting."""
+    """(a, b) with f_g(a) ≥ 0 > f_g(b) and b − a ≤ step/8, by marching then bisecting."""
     a = x0
     b = x0
     if direct_f(x0, g, smu, ss, gstart, gaussian, split) >= 0.0:
@@ -294,7 +481,7 @@ def _bracket_direct(g: int, x0: float, step: float, smu, ss, gstart, gaussian: b
             if direct_f(a, g, smu, ss, gstart, gaussian, split) >= 0.0:
                 break
             b = a
-    for _ in range(5):
+    for _ in range(3):
         m = 0.5 * (a + b)
         if direct_f(m, g, smu, ss, gstart, gaussian, split) >= 0.0:
             a = m
