@@ -93,13 +93,34 @@ def posterior_naive(
         w, lo = np.asarray(win, dtype=float), np.asarray(lose, dtype=float)
         pa_f, pb_f = pa.astype(float), pb.astype(float)
         like_a = (w @ pb_f) ** s * (lo @ pb_f) ** (1.0 - s)
-        like_b = (pa_f @ w) ** (1.0 - s) * (pa_f @ lo) ** s
+        like_b = (pa_f @ w) ** s * (pa_f @ lo) ** (1.0 - s)
         post_a, post_b = pa_f * like_a, pb_f * like_b
         return post_a / post_a.sum(), post_b / post_b.sum()
     joint = pa[:, None] * pb[None, :] * table
     rows = joint.sum(axis=1)
     cols = joint.sum(axis=0)
     return rows / rows.sum(), cols / cols.sum()
+
+
+def drift_naive(p: npt.ArrayLike, taps: npt.ArrayLike) -> np.ndarray:
+    """Convolve ``p`` (on consecutive support points) with the symmetric kernel ``taps``
+    (odd length, centred), drop what falls off the support, renormalise — the paper's
+    kernel step on a bounded support, by plain loops (works on ``Fraction`` arrays)."""
+    pa = np.asarray(p)
+    ta = np.asarray(taps)
+    half = (ta.shape[0] - 1) // 2
+    if pa.dtype != object and ta.dtype != object:
+        full = np.convolve(pa.astype(float), ta.astype(float))[half : half + pa.shape[0]]
+        return full / full.sum()
+    out = np.zeros(pa.shape[0], dtype=pa.dtype) * pa[:1].sum()
+    for i in range(pa.shape[0]):
+        if pa[i] == 0:
+            continue
+        for t in range(ta.shape[0]):
+            x = i + t - half
+            if 0 <= x < pa.shape[0]:
+                out[x] = out[x] + pa[i] * ta[t]
+    return out / out.sum()
 
 
 # --------------------------------------------------------------------------- parameters
@@ -391,11 +412,11 @@ class Cowan(RatingSystem):
     def _naive_drift(self, lo: int, post: np.ndarray, rounds: float) -> Belief:
         taps = self.model.full_taps
         half = (taps.shape[0] - 1) // 2
-        conv = np.convolve(post, taps)  # cells lo − half .. hi + half
-        start = lo - half
-        n1 = self.p.n + 1
-        a, z = max(0, start), min(n1 - 1, start + conv.shape[0] - 1)
-        buf = conv[a - start : z - start + 1]
+        a = max(0, lo - half)
+        z = min(self.p.n, lo + post.shape[0] - 1 + half)
+        padded = np.zeros(z - a + 1)
+        padded[lo - a : lo - a + post.shape[0]] = post
+        buf = drift_naive(padded, taps)
         t0, t1 = _trim_bounds(buf, TAIL)
         kept = buf[t0 : t1 + 1]
         return np.concatenate(([float(a + t0), rounds], kept / kept.sum()))
@@ -467,4 +488,4 @@ def warmup() -> None:
         )
 
 
-__all__ = ["Cowan", "CowanParams", "fit_soe", "posterior_naive", "warmup"]
+__all__ = ["Cowan", "CowanParams", "drift_naive", "fit_soe", "posterior_naive", "warmup"]
