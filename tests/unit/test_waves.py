@@ -12,7 +12,7 @@ def test_waves_basic() -> None:
     a = np.array([0, 2, 0, 1, 4])
     b = np.array([1, 3, 2, 3, 5])
     assert wave_index(a, b).tolist() == [0, 0, 1, 1, 0]
-    wave, order, starts = schedule_waves(a, b)
+    _wave, order, starts = schedule_waves(a, b)
     assert starts.tolist() == [0, 3, 5]
     assert order.tolist() == [0, 1, 4, 2, 3]
 
