@@ -506,19 +506,62 @@ def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, 
 # --------------------------------------------------------------------------------------
 # the belief phases
 # --------------------------------------------------------------------------------------
+@nb.njit(**_opts)
+def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: float, rho: float,
+               collapse: bool) -> tuple[float, float, float, float]:
+    """Pseudodiffusion (paper Alg. 2 / §4) of a belief by variance ``var``.
+
+    Returns (new σ, Gaussian-term centre, Gaussian-term weight, factor for every logistic
+    ``w_out``). Part ρ-dependent of every term's weight is transferred to the Gaussian
+    term centred on the current μ, then all weights shrink by σ²/(σ² + var): μ is
+    preserved exactly and σ² grows by var (Thm 4.1). ``collapse`` (ρ = ∞ or the Gaussian
+    model) replaces everything by one Gaussian term.
+    """
+    new_sig = math.sqrt(sig * sig + var)
+    if collapse:
+        return new_sig, mu, 1.0 / (new_sig * new_sig), 0.0
+    decay = (sig / new_sig) ** 2
+    transfer = decay**rho
+    from_old = transfer * nw
+    from_transfers = (1.0 - transfer) * (nw + tw)
+    total = from_old + from_transfers
+    return new_sig, (from_old * nmu + from_transfers * mu) / total, decay * total, transfer * decay
+
+
+@nb.njit(**_opts)
+def _terms_weight(flat, start: int, stop: int) -> float:
+    """Σ precision of the logistic terms in flat[start:stop] (2·w_arg·w_out·3/π² each)."""
+    tw = 0.0
+    for q in range(start, stop, 3):
+        tw += flat[q + 1] * flat[q + 2]
+    return tw * 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
+
+
+@nb.njit(**_opts)
+def diffuse_belief(belief, var: float, rho: float, collapse: bool):
+    """A diffused copy of one belief (used by ``EloMMR.diffuse`` and the property tests)."""
+    stop = belief.shape[0]
+    new_sig, nmu, nw, factor = _diffusion(belief[0], belief[1], belief[2], belief[3],
+                                          _terms_weight(belief, HEADER, stop), var, rho, collapse)
+    out = belief[:HEADER].copy() if collapse else belief.copy()
+    out[1] = new_sig
+    out[2] = nmu
+    out[3] = nw
+    if not collapse:
+        for q in range(HEADER, stop, 3):
+            out[q + 2] *= factor
+    return out
+
+
 @nb.njit(parallel=True, **_opts)
 def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
              sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
-    """Diffusion of every belief (Alg. 2 with transfer speed ρ) and its performance term."""
+    """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²))."""
     n = offsets.shape[0] - 1
     pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
     lim2 = sig_limit * sig_limit
     for i in nb.prange(n):
         o = offsets[i]
-        mu = flat[o]
-        sig = flat[o + 1]
-        nmu = flat[o + 2]
-        nw = flat[o + 3]
         rounds = flat[o + 4]
         w = weight_limit * weight
         r = int(rounds)
@@ -528,29 +571,14 @@ def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, 
         if rounds > 0:
             days = max(0.0, (time_ms - flat[o + 5]) / MS_PER_DAY)
         sig_perf = math.sqrt((1.0 + 1.0 / w) * lim2 + drift_per_day / w)
-        new_sig = math.sqrt(sig * sig + w * lim2 + drift_per_day * days)
-        factor = 0.0
-        if collapse:
-            nmu = mu
-            nw = 1.0 / (new_sig * new_sig)
-        else:
-            decay = (sig / new_sig) ** 2
-            transfer = decay**rho
-            tw = 0.0
-            for q in range(o + HEADER, offsets[i + 1], 3):
-                tw += flat[q + 1] * flat[q + 2]
-            tw *= 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
-            from_old = transfer * nw
-            from_transfers = (1.0 - transfer) * (nw + tw)
-            total = from_old + from_transfers
-            nmu = (from_old * nmu + from_transfers * mu) / total
-            nw = decay * total
-            factor = transfer * decay
+        tw = 0.0 if collapse else _terms_weight(flat, o + HEADER, offsets[i + 1])
+        new_sig, nmu, nw, factor = _diffusion(flat[o], flat[o + 1], flat[o + 2], flat[o + 3], tw,
+                                              w * lim2 + drift_per_day * days, rho, collapse)
         pre[i, 0] = new_sig
         pre[i, 1] = nmu
         pre[i, 2] = nw
         pre[i, 3] = sig_perf
-        pre[i, 4] = mu
+        pre[i, 4] = flat[o]
         pre[i, 5] = math.sqrt(new_sig * new_sig + sig_perf * sig_perf)
         pre[i, 6] = factor
     return pre

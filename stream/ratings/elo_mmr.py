@@ -224,6 +224,19 @@ class EloMMR(RatingSystem):
         """Each player's performance in a round (the value Alg. 1 solves for)."""
         return self.rate_round_detailed(beliefs, ranks, time_ms, weight, perf_ceiling).performances
 
+    def diffuse(self, belief: Belief, variance: float) -> Belief:
+        """The belief after a pseudodiffusion adding ``variance`` to σ² (μ unchanged).
+
+        The same kernel ``rate_round`` applies before every round (with variance
+        ``w·sig_limit² + drift_per_day·days``); exposed for tests and what-if tools.
+        """
+        if not (math.isfinite(variance) and variance >= 0):
+            raise RatingError(f"diffusion variance must be finite and >= 0 (got {variance})")
+        collapse = self.gaussian or math.isinf(self.params.rho)
+        out: Belief = K.diffuse_belief(np.asarray(belief, dtype=np.float64), float(variance),
+                                       float(self.params.rho), collapse)
+        return out
+
     # --- predictions ----------------------------------------------------------------
     def _perf_spread(self) -> float:
         """σ_perf of an established player in a weight-1 round."""
