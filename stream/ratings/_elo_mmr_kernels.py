@@ -46,13 +46,12 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 PANEL_DEGREE = 42
 PANEL_FRACTION = 1.3
 
-_opts = {"cache": True, "nogil": True}
 
 
 # --------------------------------------------------------------------------------------
 # terms of the performance equation
 # --------------------------------------------------------------------------------------
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _inv_mills(t: float) -> float:
     """φ(t) / (1 − Φ(t)), stable for large t (asymptotic series once erfc underflows)."""
     if t < 30.0:
@@ -62,13 +61,13 @@ def _inv_mills(t: float) -> float:
     return 1.0 / r
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _tanh(z: float) -> float:
     """tanh via one exp (several times faster than libm's tanh; error ~1 ulp of 1)."""
     return 1.0 - 2.0 / (1.0 + math.exp(2.0 * z))
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _gauss_term(x: float, mu: float, s: float, split: bool) -> tuple[float, float, float]:
     """(G, L − G, E − G) of one Gaussian opponent at x: worse, better-minus-worse, tied-minus-worse."""
     z = (x - mu) / s
@@ -78,7 +77,7 @@ def _gauss_term(x: float, mu: float, s: float, split: bool) -> tuple[float, floa
     return g, lo - g, e - g
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def direct_f(x: float, grp: int, smu, ss, gstart, gaussian: bool, split: bool) -> float:
     """f_g(x) summed directly over every player (O(N); used to bracket the extremes).
 
@@ -106,7 +105,7 @@ def direct_f(x: float, grp: int, smu, ss, gstart, gaussian: bool, split: bool) -
 # --------------------------------------------------------------------------------------
 # panels
 # --------------------------------------------------------------------------------------
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _panel_nodes(a: float, b: float, n: int):
     """Chebyshev points of the second kind on [a, b], node 0 = b and node n = a exactly."""
     xs = np.empty(n + 1)
@@ -119,7 +118,7 @@ def _panel_nodes(a: float, b: float, n: int):
     return xs
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split: bool):
     """tab[k, g] = f_g(xs[k]) = Σ_j v_j + const_g (+ Σ_{j∈g} v_j unless split ties).
 
@@ -143,7 +142,7 @@ def _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split: bool):
     return tab
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _panel_table_gauss(xs, smu, ss, gstart, split: bool):
     """tab[k, g] = f_g(xs[k]) for the Gaussian model via a running prefix over groups."""
     nk = xs.shape[0]
@@ -168,7 +167,7 @@ def _panel_table_gauss(xs, smu, ss, gstart, split: bool):
     return tab
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _bary(x: float, xs, bw, tab, g: int) -> float:
     """Barycentric interpolant of group g's node values at x."""
     num = 0.0
@@ -183,7 +182,7 @@ def _bary(x: float, xs, bw, tab, g: int) -> float:
     return num / den
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _illinois_panel(a: float, b: float, fa: float, fb: float, xs, bw, tab, g: int) -> float:
     """Root of the decreasing interpolant on [a, b] with f(a) ≥ 0 > f(b)."""
     if fa == 0.0:
@@ -212,7 +211,7 @@ def _illinois_panel(a: float, b: float, fa: float, fb: float, xs, bw, tab, g: in
     return 0.5 * (a + b)
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
     n = xs.shape[0] - 1
     for g in nb.prange(tab.shape[1]):
@@ -222,7 +221,7 @@ def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
             perf_g[g] = _illinois_panel(a, b, fa, fb, xs, bw, tab, g)
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _shared_t_values(xs, smu, sarg, sw):
     """T(x_k) = −Σ_j w_j·tanh((x_k − μ_j)·w_j/2) at every node (the shared logistic sum)."""
     nk = xs.shape[0]
@@ -236,7 +235,7 @@ def _shared_t_values(xs, smu, sarg, sw):
     return vals
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _cheb_coefficients(vals, cosines):
     """Chebyshev coefficients from values at x_k = cos(πk/n) (a plain O(n²) DCT-I)."""
     n = vals.shape[0] - 1
@@ -251,7 +250,7 @@ def _cheb_coefficients(vals, cosines):
     return coef
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _cheb_derivative(coef):
     """Coefficients of d/dt of a Chebyshev series (standard backward recurrence)."""
     n = coef.shape[0] - 1
@@ -265,7 +264,7 @@ def _cheb_derivative(coef):
     return der
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _clenshaw(coef, t: float) -> float:
     b1 = 0.0
     b2 = 0.0
@@ -274,7 +273,7 @@ def _clenshaw(coef, t: float) -> float:
     return t * b1 - b2 + coef[0]
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _clenshaw2(coef, t: float) -> tuple[float, float]:
     """Value and d/dt of a Chebyshev series in one pass (two interleaved recurrences)."""
     b1 = 0.0
@@ -287,7 +286,7 @@ def _clenshaw2(coef, t: float) -> tuple[float, float]:
     return t * b1 - b2 + coef[0], b1 + t * d1 - d2
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _own_sum(x: float, smu, sarg, sw, start: int, stop: int) -> tuple[float, float]:
     """Σ_{j in the tie group} v_j(x) and its derivative, summed exactly."""
     v = 0.0
@@ -299,7 +298,7 @@ def _own_sum(x: float, smu, sarg, sw, start: int, stop: int) -> tuple[float, flo
     return v, d
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, const, split: bool, perf_g):
     """Each group's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants.
 
@@ -369,17 +368,17 @@ def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, 
         perf_g[g] = x
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_width: float):
     """Logistic performances via one shared T interpolated on panels over [lo, hi]."""
     ngroups = gstart.shape[0] - 1
     sw = TANH_MULTIPLIER / ss
     sarg = 0.5 * sw
     const = _group_constants(sw, gstart, split)
-    npanels = max(1, int(math.ceil((hi - lo) / max_width)))
+    npanels = max(1, math.ceil((hi - lo) / max_width))
     width = (hi - lo) / npanels
     # fewer nodes when the panels came out narrower than the widest accurate panel
-    n = min(PANEL_DEGREE, max(16, int(math.ceil(PANEL_DEGREE * width / max_width)) + 4))
+    n = min(PANEL_DEGREE, max(16, math.ceil(PANEL_DEGREE * width / max_width) + 4))
     cosines = np.empty((n + 1, n + 1))
     for j in range(n + 1):
         for k in range(n + 1):
@@ -407,7 +406,7 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
     return perf_g
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _group_constants(sw, gstart, split: bool):
     """Logistic const_g = Σ w ranked worse − Σ w ranked better (same with split ties)."""
     ngroups = gstart.shape[0] - 1
@@ -425,7 +424,7 @@ def _group_constants(sw, gstart, split: bool):
     return const
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     """Performance of every tie group (best group first); smu/ss in rank order."""
     ngroups = gstart.shape[0] - 1
@@ -440,7 +439,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     lo, _ = _bracket_direct(ngroups - 1, smu.min(), max_width, smu, ss, gstart, gaussian, split)
     if not gaussian:
         return _solve_logistic(smu, ss, gstart, split, lo, hi, max_width)
-    npanels = max(1, int(math.ceil((hi - lo) / max_width)))
+    npanels = max(1, math.ceil((hi - lo) / max_width))
     width = (hi - lo) / npanels
     n = PANEL_DEGREE
     bw = np.empty(n + 1)
@@ -464,7 +463,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     return perf_g
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _bracket_direct(g: int, x0: float, step: float, smu, ss, gstart, gaussian: bool, split: bool):
     """(a, b) with f_g(a) ≥ 0 > f_g(b) and b − a ≤ step/8, by marching then bisecting."""
     a = x0
@@ -490,11 +489,11 @@ def _bracket_direct(g: int, x0: float, step: float, smu, ss, gstart, gaussian: b
     return a, b
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, split: bool) -> float:
     for _ in range(200):
         m = 0.5 * (a + b)
-        if m == a or m == b:
+        if not a < m < b:
             break
         if direct_f(m, g, smu, ss, gstart, gaussian, split) >= 0.0:
             a = m
@@ -506,7 +505,7 @@ def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, 
 # --------------------------------------------------------------------------------------
 # the belief phases
 # --------------------------------------------------------------------------------------
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: float, rho: float,
                collapse: bool) -> tuple[float, float, float, float]:
     """Pseudodiffusion (paper Alg. 2 / §4) of a belief by variance ``var``.
@@ -528,7 +527,7 @@ def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: flo
     return new_sig, (from_old * nmu + from_transfers * mu) / total, decay * total, transfer * decay
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _terms_weight(flat, start: int, stop: int) -> float:
     """Σ precision of the logistic terms in flat[start:stop] (2·w_arg·w_out·3/π² each)."""
     tw = 0.0
@@ -537,7 +536,7 @@ def _terms_weight(flat, start: int, stop: int) -> float:
     return tw * 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def diffuse_belief(belief, var: float, rho: float, collapse: bool):
     """A diffused copy of one belief (used by ``EloMMR.diffuse`` and the property tests)."""
     stop = belief.shape[0]
@@ -553,7 +552,7 @@ def diffuse_belief(belief, var: float, rho: float, collapse: bool):
     return out
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
              sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
     """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²))."""
@@ -584,7 +583,7 @@ def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, 
     return pre
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _robust_average(offset: float, slope: float, out, start: int, stop: int, guess: float) -> float:
     """Zero of offset + slope·x + Σ w_out·tanh((x − c)·w_arg): safeguarded Newton.
 
@@ -628,7 +627,7 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
     return x
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _new_lengths(offsets, collapse: bool, gaussian: bool, history_limit: int):
     n = offsets.shape[0] - 1
     lengths = np.empty(n, dtype=np.int64)
@@ -644,7 +643,7 @@ def _new_lengths(offsets, collapse: bool, gaussian: bool, history_limit: int):
     return lengths
 
 
-@nb.njit(parallel=True, **_opts)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussian: bool,
             collapse: bool, history_limit: int) -> None:
     """Add the performance to each belief (Alg. 3: robust average) and write it out."""
@@ -694,7 +693,7 @@ def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussia
         out[d + 5] = time_ms
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def _groups(ranks):
     """Stable rank order and the start of each tie group in it (best group first)."""
     order = np.argsort(ranks, kind="mergesort")
@@ -709,7 +708,7 @@ def _groups(ranks):
     return order, starts[: ng + 1].copy()
 
 
-@nb.njit(**_opts)
+@nb.njit(cache=True, nogil=True)
 def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ceiling: float,
                     weight_limit: float, noob_delay, sig_limit: float, drift_per_day: float,
                     rho: float, split: bool, gaussian: bool, history_limit: int):

@@ -104,7 +104,7 @@ def robust_average(offset: float, slope: float, terms: FloatArray) -> float:
 
 def rate_round_naive(
     beliefs: Sequence[FloatArray],
-    ranks: Sequence[int],
+    ranks: Sequence[int] | npt.NDArray[np.integer[Any]],
     time_ms: int,
     params: Any,
     gaussian: bool = False,

@@ -42,6 +42,7 @@ Intentional differences from the reference
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ class EloMMRParams(Params):
             "sig_init": self.sig_init > 0 and math.isfinite(self.sig_init),
             "drift_per_day": self.drift_per_day >= 0 and math.isfinite(self.drift_per_day),
             "history_limit": int(self.history_limit) == self.history_limit and self.history_limit >= 0,
-            "noob_delay": all(0 < float(x) and math.isfinite(float(x)) for x in self.noob_delay),
+            "noob_delay": all(float(x) > 0 and math.isfinite(float(x)) for x in self.noob_delay),
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -138,7 +139,7 @@ def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
     copy them, otherwise a round's buffer lives as long as any one of its players' views.
     """
     bounds = offsets.tolist()
-    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [flat[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 class EloMMR(RatingSystem):

@@ -9,6 +9,7 @@ the rating core end to end without depending on the engine/replay layer.
 
 from __future__ import annotations
 
+import functools
 import lzma
 import math
 import threading
@@ -52,26 +53,26 @@ def _best_of(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def _time_oracle(system: EloMMR, beliefs: list[Belief], ranks: np.ndarray) -> tuple[float, str]:
-    from stream.ratings._elo_mmr_naive import rate_round_naive
-
-    n = len(beliefs)
-    if n <= ORACLE_MAX:
-        return _best_of(lambda: rate_round_naive(beliefs, ranks, 4 * 86_400_000, system.params), 1), ""
-    # extrapolated: the oracle's cost is one O(N) equation solve per distinct rank
-    sub = max(1, n // 1000)
-    t = time.perf_counter()
+    """The naive oracle on the round, or above ORACLE_MAX its per-rank solve × ranks."""
     from stream.ratings import _elo_mmr_naive as naive
 
+    if len(beliefs) <= ORACLE_MAX:
+        run = functools.partial(naive.rate_round_naive, beliefs, ranks, 4 * 86_400_000, system.params)
+        return _best_of(run, 1), ""
     mu = np.array([b[0] for b in beliefs])
     s = np.array([math.hypot(b[1], 200.0) for b in beliefs])
-    for r in np.unique(ranks)[:sub]:
+    distinct = np.unique(ranks)
+    sample = distinct[:: max(1, distinct.size // 50)]
+    t = time.perf_counter()
+    for r in sample:
         rel = np.sign(ranks - r).astype(np.float64)
-        naive.illinois(lambda x, rel=rel: naive._logistic_terms(x, mu, s, rel, False), -6000.0, 9000.0)
-    per = (time.perf_counter() - t) / sub
-    return per * len(np.unique(ranks)) * 1e3, " (extrapolated)"
+        equation = functools.partial(naive._logistic_terms, mu=mu, s=s, rel=rel, split=False)
+        naive.illinois(equation, -6000.0, 9000.0)
+    per_rank = (time.perf_counter() - t) / sample.size
+    return per_rank * distinct.size * 1e3, " (extrapol.)"
 
 
-def _time_reference(beliefs_n: int, ranks: np.ndarray, system_name: str) -> float | None:
+def _time_reference(ranks: np.ndarray, system_name: Any) -> float | None:
     try:
         import elo_mmr_py
     except ImportError:
@@ -154,7 +155,7 @@ def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, 
     rounds = results = 0
     for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
         get = beliefs.get
-        current = [get(name) if name in beliefs else new() for name in names]
+        current = [b if (b := get(name)) is not None else new() for name in names]
         out = system.rate_round(current, ranks, time_ms, weight, ceiling)
         beliefs.update(zip(names, out, strict=True))
         rounds += 1
@@ -162,7 +163,7 @@ def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, 
     return time.perf_counter() - t, rounds, results, beliefs
 
 
-def run_reference_history(path: Path, system_name: str) -> float:
+def run_reference_history(path: Path, system_name: Any) -> float:
     import elo_mmr_py
 
     t = time.perf_counter()
@@ -195,12 +196,12 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, peers: boo
     click.echo("-" * len(header))
     for n in (int(x) for x in sizes.split(",") if x.strip()):
         system, beliefs, ranks = _round_setup(n, seed=n)
-        ours = _best_of(lambda: system.rate_round(beliefs, ranks, 4 * 86_400_000), 5)
+        ours = _best_of(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5)
         cells = [f"{n:>8}", f"{ours:>9.2f}"]
         if peers:
             oracle, note = _time_oracle(system, beliefs, ranks)
-            ref = _time_reference(n, ranks, "mmr") if n <= ORACLE_MAX else None
-            fast = _time_reference(n, ranks, "mmr-fast")
+            ref = _time_reference(ranks, "mmr") if n <= ORACLE_MAX else None
+            fast = _time_reference(ranks, "mmr-fast")
             ops = _time_openskill(ranks)
             cells += [f"{oracle:>9.1f}{note:<13}", _fmt(ref, 9), _fmt(fast, 11), _fmt(ops, 15),
                       _fmt(ops / ours if ops else None, 8, "x")]

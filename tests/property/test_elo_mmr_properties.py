@@ -111,10 +111,10 @@ def test_pseudodiffusion(seed: int, v1: float, v2: float, rho: float) -> None:
     twice = system.diffuse(once, v2)
     both = system.diffuse(belief, v1 + v2)
     np.testing.assert_allclose(twice, both, rtol=1e-9, atol=1e-12)
-    # the diffused belief's robust average is still μ: rating it with zero-weight change
-    # must keep μ; check via the robust-average equation directly
+    # μ is still the robust average of the diffused terms: its equation holds at μ
     terms = once[6:].reshape(-1, 3)
-    f = -once[2] * once[3] + once[3] * once[0] + float(np.sum(terms[:, 2] * np.tanh((once[0] - terms[:, 0]) * terms[:, 1])))
+    pull = float(np.sum(terms[:, 2] * np.tanh((once[0] - terms[:, 0]) * terms[:, 1])))
+    f = -once[2] * once[3] + once[3] * once[0] + pull
     assert abs(f) <= 1e-9 * (once[3] * max(1.0, abs(once[0])) + float(np.sum(terms[:, 2])))
 
 
