@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +46,8 @@ class Service:
     processor: Processor
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per input partition
     started: float = field(default_factory=time.time)
+    batches_done: int = 0
+    crash_after: int = field(default_factory=lambda: int(os.environ.get("MMR_FAULT_CRASH_AFTER_BATCHES", "0")))
 
     async def publish(self, res: BatchResult) -> None:
         """Send outputs and dead letters and wait until the broker has them (before the ack)."""
@@ -88,6 +92,11 @@ class Service:
                 for m in msgs:
                     await self.handle([m])
                 return
+        self.batches_done += 1
+        if self.crash_after and self.batches_done >= self.crash_after:
+            # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
+            # commit and before publishing/acking -- the worst moment for effectively-once
+            os.kill(os.getpid(), signal.SIGKILL)
         await self.publish(res)
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1

@@ -305,8 +305,10 @@ class Processor:
                 loop = asyncio.get_running_loop()
                 commit, outputs, dead = await loop.run_in_executor(
                     self.executor, _compute, engine, ops, snap.beliefs, snap.seen, self._dead)
-                if not commit.event_ids and not commit.done_rounds:
+                if not commit.event_ids and not commit.done_rounds:  # all re-delivered: nothing to write
+                    out.outputs.extend(outputs)
                     out.dead.extend(dead)
+                    self.metrics.duplicates.inc(len(snap.seen))
                     return
                 tail = ops[-1]
                 last = tail.msg if isinstance(tail, _RoundOp) else tail.msgs[-1]
@@ -340,11 +342,14 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ratings: dict[str, Rating] = {}
     cause: dict[str, tuple[str, int]] = {}
     dead: list[DeadLetter] = []
+    republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
     system = engine.system.name
     for op in ops:
         if isinstance(op, _RoundOp):
             ev = op.event
             if ev.event_id in done_ids:
+                if ev.event_id in seen:
+                    republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
             try:
                 applied = engine.apply_round(ev, stored)
@@ -367,6 +372,8 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             for i in range(len(op.batch)):
                 eid = op.batch.event_ids[i]
                 if eid in done_ids:
+                    if eid in seen:
+                        republish[op.batch.a[i]] = republish[op.batch.b[i]] = (eid, op.batch.times[i])
                     continue
                 done_ids.add(eid)
                 batch.add(MatchEvent(eid, batch.pool, op.batch.times[i], op.batch.a[i], op.batch.b[i],
@@ -399,6 +406,15 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     cause[part.a[j]] = c
                     cause[part.b[j]] = c
     outputs = []
+    # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
+    # may never have reached the topic, so publish the players' current ratings again
+    # (same versions as before, or newer; consumers keep the highest version).
+    for p, c in republish.items():
+        raw = stored.get(p)
+        if p in ratings or raw is None:
+            continue
+        r = engine.system.summary(engine.codec.decode(raw))
+        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))
     for p, r in ratings.items():
         commit.scores[p] = r.rating
         eid, t = cause[p]
