@@ -19,9 +19,12 @@ Draws in the paper's form need ``Σ_k ρ(k) g(i−k)^θ g(k−i)^(1−θ)``, a k
 Heaviside jump and a branch point close to the real axis (no short exponential sum);
 they use a direct windowed sum over the cells that carry mass.
 
-Every kernel is ``cache=True, nogil=True``. The batch entry point ``run_waves`` is the
-only one that updates beliefs — also for a single match — so a batch and the same
-matches applied one at a time execute the same machine code and agree bit for bit.
+Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
+reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
+match run on another thread (other heap addresses) came out different in the last bit.
+The batch entry points ``run_waves`` (parallel over the matches of a wave) and
+``run_serial`` share ``update_pair``; since no kernel allows reassociation, both give the
+same bits, and a batch agrees bit for bit with the same matches applied one at a time.
 """
 
 from __future__ import annotations
@@ -40,7 +43,22 @@ FORM_PAPER = 0
 FORM_BLATMMR = 1
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True, inline="always")
+def _soe_step(st: np.ndarray, coef: np.ndarray, rates: np.ndarray, r_i: float) -> float:
+    """``Σ_j coef_j st_j`` then ``st_j ← r_j (st_j + r_i)``.
+
+    A plain loop in a fixed order: the reduction chain is off the critical path (the next
+    step only needs ``st``), and without ``fastmath`` the result never depends on how the
+    compiler vectorised or on array alignment (variants with 4 partial sums, split loops or
+    a state matrix were not faster here)."""
+    acc = 0.0
+    for j in range(coef.shape[0]):
+        acc += coef[j] * st[j]
+        st[j] = rates[j] * (st[j] + r_i)
+    return acc
+
+
+@njit(cache=True, nogil=True)
 def win_lik(
     rho: np.ndarray,
     lo_o: int,
@@ -81,10 +99,7 @@ def win_lik(
     run = 0.0
     for i in range(start, hi + 1):
         r_i = rho[i]
-        acc = 0.0
-        for j in range(nj):
-            acc += coef[j] * st[j]
-            st[j] = rates[j] * (st[j] + r_i)
+        acc = _soe_step(st, coef, rates, r_i)
         res[i - start] = a0 * total + beta * (run + 0.5 * r_i - acc)
         run += r_i
     # backward sweep: st_j(i) = Σ_{k>i} rho(k) r_j^(k−i)
@@ -98,14 +113,11 @@ def win_lik(
     off = lo - start
     for i in range(hi, lo - 1, -1):
         r_i = rho[i]
-        acc = 0.0
-        for j in range(nj):
-            acc += coef[j] * st[j]
-            st[j] = rates[j] * (st[j] + r_i)
+        acc = _soe_step(st, coef, rates, r_i)
         out[i - lo] = res[i - lo + off] + beta * acc
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True)
 def _drift_and_store(
     post: np.ndarray,
     lo: int,
@@ -183,7 +195,7 @@ def _drift_and_store(
     bounds[1] = nlo + b
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True)
 def update_pair(
     dens: np.ndarray,
     lohi: np.ndarray,
@@ -267,7 +279,7 @@ def update_pair(
     _drift_and_store(fb, lb, hb, taps, drift_mode, drift_rate, tail, rho_b, lohi[ib])
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+@njit(cache=True, nogil=True, parallel=True)
 def run_waves(
     dens: np.ndarray,
     lohi: np.ndarray,
@@ -305,7 +317,44 @@ def run_waves(
             )
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True)
+def run_serial(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    order: np.ndarray,
+    wave_starts: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    scores: np.ndarray,
+    dtab_index: np.ndarray,
+    dtabs: np.ndarray,
+    a0: float,
+    beta: float,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+) -> None:
+    """``run_waves`` on one thread (no parallel launch per wave: small batches, single
+    matches). Same arithmetic, so the same bits: no ``fastmath`` anywhere."""
+    nw = wave_starts.shape[0] - 1
+    for w in range(nw):
+        s0 = wave_starts[w]
+        cnt = wave_starts[w + 1] - s0
+        for q in range(cnt):
+            m = order[s0 + q]
+            update_pair(
+                dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
+                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+            )
+
+
+@njit(cache=True, nogil=True)
 def expected_score(
     rho_a: np.ndarray,
     la: int,

@@ -201,6 +201,10 @@ class Cowan(RatingSystem):
         super().__init__(params)
         self.p: CowanParams = self.params  # type: ignore[assignment]
         self._dtabs: dict[float, np.ndarray] = {}
+        #: batches at least this long, with at least this many matches per wave on average,
+        #: run their waves in parallel (a parallel launch per wave costs more than a few matches)
+        self.parallel_min_batch = 256
+        self.parallel_min_width = 8
 
     # ---- model -------------------------------------------------------------------
     @property
@@ -370,14 +374,18 @@ class Cowan(RatingSystem):
             lohi[i, 0], lohi[i, 1] = lo, lo + probs.shape[0] - 1
             rounds[i] = bel[1]
         # paper-form draw tables, one per distinct partial score
-        partial = np.unique(scores[(scores > 0.0) & (scores < 1.0)]) if m.form == K.FORM_PAPER else []
-        tabs = [self._dtab(float(s)) for s in partial] or [m.gtab]
+        partial: list[float] = []
+        if m.form == K.FORM_PAPER:
+            partial = [float(s) for s in np.unique(scores[(scores > 0.0) & (scores < 1.0)])]
+        tabs = [self._dtab(s) for s in partial] or [m.gtab]
         dtabs = np.ascontiguousarray(np.stack(tabs))
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
         _, order, starts = schedule_waves(a, b, nplayers)
-        K.run_waves(
+        nwaves = starts.shape[0] - 1
+        wide = a.shape[0] >= self.parallel_min_batch and a.shape[0] >= self.parallel_min_width * nwaves
+        (K.run_waves if wide else K.run_serial)(
             dens, lohi, order, starts, a, b, scores, dtab_index, dtabs,
             m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode, m.form,
             m.taps, m.drift_mode, m.drift_rate, TAIL,

@@ -153,7 +153,7 @@ def _decode(buf: np.ndarray) -> np.ndarray:
         while True:
             if k >= end:
                 raise ValueError("truncated cowan belief")
-            nb = (np.int64(buf[k >> 1]) >> (4 * (k & 1))) & 15
+            nb = (int(buf[k >> 1]) >> (4 * (k & 1))) & 15
             k += 1
             zz |= (nb & 7) << shift
             shift += 3

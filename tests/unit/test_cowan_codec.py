@@ -18,7 +18,7 @@ def beliefs() -> dict[str, np.ndarray]:
     bel = [s.new_belief() for _ in range(P)]
     for _ in range(60):
         perm = rng.permutation(P).reshape(2, -1)
-        bel = s.rate_matches(bel, perm[0], perm[1], rng.choice([0.0, 0.5, 1.0], P // 2), np.zeros(P // 2))
+        bel = s.rate_matches(bel, perm[0], perm[1], rng.choice([0.0, 0.5, 1.0], P // 2), np.zeros(P // 2, np.int64))
     return {"new": s.new_belief(), "established": bel[0], "other": bel[1]}
 
 

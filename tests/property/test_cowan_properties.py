@@ -1,0 +1,82 @@
+"""Property tests of Cowan's system: batched waves == one at a time (bit for bit),
+fast == naive, codec bounds. Example counts stay small: the machine is shared."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream.ratings.cowan import Cowan
+from stream.state.cowan_codec import CowanCodec
+
+SYSTEMS = {
+    "fast": Cowan(),
+    "blatmmr": Cowan({"draw_form": "blatmmr"}),
+    "laplace": Cowan({"algorithm": "laplace"}),
+}
+for _s in SYSTEMS.values():
+    _s.parallel_min_batch = _s.parallel_min_width = 0  # batches: the parallel kernel
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+matches = st.lists(
+    st.tuples(st.integers(0, 7), st.integers(1, 7), st.sampled_from([0.0, 0.5, 1.0, 0.25])),
+    min_size=1,
+    max_size=30,
+)
+
+
+def _population(s: Cowan, seed: int, n: int = 8) -> list[np.ndarray]:
+    """Players with different histories (windows of different sizes and places)."""
+    rng = np.random.default_rng(seed)
+    bel = [s.new_belief() for _ in range(n)]
+    a = rng.integers(0, n, 3 * n)
+    b = (a + rng.integers(1, n, 3 * n)) % n
+    return s.rate_matches(bel, a, b, rng.choice([0.0, 1.0], 3 * n), np.zeros(3 * n, np.int64))
+
+
+@SETTINGS
+@given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3))
+def test_waves_equal_sequential_bit_for_bit(ms: list[tuple[int, int, float]], which: str, seed: int) -> None:
+    s = SYSTEMS[which]
+    bel = _population(s, seed)
+    a = np.array([m[0] for m in ms], dtype=np.int64)
+    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
+    sc = np.array([m[2] for m in ms])
+    batch = s.rate_matches(bel, a, b, sc, np.zeros(len(ms), np.int64))
+    s.parallel_min_batch = 10**9
+    try:
+        serial = s.rate_matches(bel, a, b, sc, np.zeros(len(ms), np.int64))
+    finally:
+        s.parallel_min_batch = 0
+    seq = list(bel)
+    for m in range(len(ms)):
+        i, j = int(a[m]), int(b[m])
+        one = s.rate_matches([seq[i], seq[j]], np.array([0]), np.array([1]), sc[m : m + 1], np.zeros(1, np.int64))
+        seq[i], seq[j] = one
+    for x, y, z in zip(batch, seq, serial, strict=True):
+        assert np.array_equal(x, y)
+        assert np.array_equal(x, z)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), score=st.sampled_from([0.0, 0.5, 1.0, 0.7]), which=st.sampled_from(sorted(SYSTEMS)))
+def test_fast_equals_naive(seed: int, score: float, which: str) -> None:
+    s = SYSTEMS[which]
+    bel = _population(s, seed, n=4)
+    fa, fb = s.rate_matches(bel[:2], np.array([0]), np.array([1]), np.array([score]), np.zeros(1, np.int64))
+    na, nb = s.naive_update(bel[0], bel[1], score)
+    assert np.max(np.abs(s.full(fa) - s.full(na))) < 1e-12
+    assert np.max(np.abs(s.full(fb) - s.full(nb))) < 1e-12
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), which=st.sampled_from(sorted(SYSTEMS)))
+def test_codec_round_trip(seed: int, which: str) -> None:
+    s, codec = SYSTEMS[which], CowanCodec()
+    for b in _population(s, seed, n=4):
+        data = codec.encode(b)
+        d = codec.decode(data)
+        assert 0.5 * np.abs(s.full(b) - s.full(d)).sum() <= 1e-6
+        assert codec.encode(d) == data
+        assert np.array_equal(codec.decode(data), d)
