@@ -197,14 +197,11 @@ class Processor:
                 matches: list[MatchEvent] = [value] if etype == "match" else value
                 if etype == "match_batch":
                     self.metrics.events_in.labels("match").inc(len(matches))
-                pool_ops = ops.setdefault(matches[0].pool, [])
-                last = pool_ops[-1] if pool_ops else None
-                if not isinstance(last, _MatchOp):
-                    last = _MatchOp(MatchBatch(matches[0].pool), [])
-                    pool_ops.append(last)
+                op = _MatchOp(MatchBatch(matches[0].pool), [])
                 for m in matches:
-                    last.batch.add(m)
-                    last.msgs.append(msg)
+                    op.batch.add(m)
+                    op.msgs.append(msg)
+                ops.setdefault(op.batch.pool, []).append(op)
             else:
                 results.setdefault(value["pool"], []).append((etype, value, msg))
         for pool, items in results.items():
@@ -288,6 +285,8 @@ class Processor:
     async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
         engine = await self.registry.engine(pool, kind)
+        if engine.codec.lossless:
+            ops = _merge_matches(ops)
         ids: list[str] = []
         players: dict[str, None] = {}
         for op in ops:
@@ -327,6 +326,31 @@ class Processor:
                 out.dead.extend(dead)
                 return
             raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+
+def _merge_matches(ops: list[Op]) -> list[Op]:
+    """Consecutive match messages of a pool as one batch (one kernel call, one encode per player).
+
+    Only for lossless codecs: with a lossy one (Cowan's) every encode quantises, so the
+    places where beliefs are encoded must not depend on how messages happened to be
+    grouped into take batches; there each message is its own batch, which is exactly what
+    ``mmr replay --embedded --batch-size N`` does for a file published with ``--batch-size N``.
+    """
+    out: list[Op] = []
+    for op in ops:
+        prev = out[-1] if out else None
+        if isinstance(op, _MatchOp) and isinstance(prev, _MatchOp):
+            merged = _MatchOp(MatchBatch(prev.batch.pool), [*prev.msgs, *op.msgs])
+            for src in (prev.batch, op.batch):
+                merged.batch.event_ids += src.event_ids
+                merged.batch.a += src.a
+                merged.batch.b += src.b
+                merged.batch.scores += src.scores
+                merged.batch.times += src.times
+            out[-1] = merged
+        else:
+            out.append(op)
+    return out
 
 
 def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],

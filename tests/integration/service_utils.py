@@ -185,10 +185,9 @@ def export_state(s: Settings) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["pool"], r["player"]): r for r in asyncio.run(_export(s))}
 
 
-def embedded_state(paths: list[Path], system: str,
-                   pool_systems: dict[str, tuple[str, dict[str, Any]]] | None = None) -> dict[tuple[str, str],
-                                                                                          dict[str, Any]]:
-    pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems)
+def embedded_state(paths: list[Path], system: str, pool_systems: dict[str, tuple[str, dict[str, Any]]] | None = None,
+                   batch_size: int = 4096) -> dict[tuple[str, str], dict[str, Any]]:
+    pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems, batch_size=batch_size)
     for p in paths:
         pipe.run(read_records(p))
     return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
