@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -55,9 +56,11 @@ from stream.ratings import _elo_mmr_kernels as K
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
 
 HEADER = K.HEADER
-#: rounds smaller than this run the kernels on one thread: waking the pool costs more
-#: than it saves, and on a busy machine a descheduled worker stalls every parallel loop
-PARALLEL_MIN_PLAYERS = 1500
+#: rounds smaller than this run the kernels on one thread (env ``MMR_ELO_PARALLEL_MIN``).
+#: Measured on the shared 2-core box: with other jobs running, numba's workqueue pool
+#: made the Codeforces history 1.8× slower in wall time and used 1.8× the CPU (a
+#: descheduled worker stalls every parallel loop), so only very large rounds use it.
+PARALLEL_MIN_PLAYERS = int(os.environ.get("MMR_ELO_PARALLEL_MIN", "20000"))
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
 
@@ -131,15 +134,16 @@ def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
 
 
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
-    """Split the kernel output into per-player arrays: views of one fresh buffer per round.
+    """Split the kernel output into independent per-player arrays (copies).
 
-    No element is shared between players and the buffer is never reused, so the views
-    behave as independent arrays; they cost a quarter of a copy each. A store that keeps
-    beliefs for long should encode them (``stream.state.codecs`` copies into bytes) or
-    copy them, otherwise a round's buffer lives as long as any one of its players' views.
+    Views would cost a quarter as much (~0.1 µs instead of ~0.4 µs per player) but keep
+    the whole round's buffer alive while any one of its players is not rated again; a
+    caller holding beliefs in memory over a long history (the evaluation harness) would
+    then retain nearly every buffer ever allocated (~2 GB for the Codeforces history
+    instead of ~0.3 GB).
     """
     bounds = offsets.tolist()
-    return [flat[a:b] for a, b in itertools.pairwise(bounds)]
+    return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]
 
 
 class EloMMR(RatingSystem):

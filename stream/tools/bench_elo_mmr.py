@@ -202,7 +202,7 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, peers: boo
             oracle, note = _time_oracle(system, beliefs, ranks)
             ref = _time_reference(ranks, "mmr") if n <= ORACLE_MAX else None
             fast = _time_reference(ranks, "mmr-fast")
-            ops = _time_openskill(ranks)
+            ops = _time_openskill(ranks) if n <= ORACLE_MAX else None
             cells += [f"{oracle:>9.1f}{note:<13}", _fmt(ref, 9), _fmt(fast, 11), _fmt(ops, 15),
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))

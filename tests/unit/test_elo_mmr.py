@@ -157,6 +157,7 @@ def test_outputs_are_independent_arrays() -> None:
     out[0][0] = 0.0
     assert out[1][0] == pytest.approx(1500.0)
     assert not np.shares_memory(out[0], out[1])
+    assert out[0].base is None  # copies: a kept belief must not pin the round's buffer
 
 
 @pytest.mark.parametrize("cls", [EloMMR, EloMMX])
