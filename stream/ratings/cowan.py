@@ -50,6 +50,8 @@ ELO_SCALE = 400.0 / math.log(10.0)
 #: mass each update may drop from each tail of a distribution (keeps windows short)
 TAIL = 1e-17
 HEADER = 2  # belief[0] = lo, belief[1] = rounds
+_ONE_ORDER = np.zeros(1, dtype=np.int64)
+_ONE_STARTS = np.array([0, 1], dtype=np.int64)
 
 Luck = Callable[[Any, Any], Any]
 
@@ -376,13 +378,18 @@ class Cowan(RatingSystem):
         # paper-form draw tables, one per distinct partial score
         partial: list[float] = []
         if m.form == K.FORM_PAPER:
-            partial = [float(s) for s in np.unique(scores[(scores > 0.0) & (scores < 1.0)])]
+            mid = scores[(scores > 0.0) & (scores < 1.0)]
+            if mid.size:
+                partial = [float(s) for s in np.unique(mid)]
         tabs = [self._dtab(s) for s in partial] or [m.gtab]
         dtabs = np.ascontiguousarray(np.stack(tabs))
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
-        _, order, starts = schedule_waves(a, b, nplayers)
+        if a.shape[0] == 1:  # the service's common case: skip the scheduler
+            order, starts = _ONE_ORDER, _ONE_STARTS
+        else:
+            _, order, starts = schedule_waves(a, b, nplayers)
         nwaves = starts.shape[0] - 1
         wide = a.shape[0] >= self.parallel_min_batch and a.shape[0] >= self.parallel_min_width * nwaves
         (K.run_waves if wide else K.run_serial)(

@@ -1,0 +1,157 @@
+"""``mmr bench cowan``: matches per second of Cowan's system and bytes per stored belief.
+
+Prints a table; numbers are recorded in BENCHMARKS.md (tests never assert timings).
+Rows: batches on one thread (per-core rate), batches on all numba threads, one match at a
+time through ``rate_matches`` (includes the Python overhead per call), the direct-sum
+residual, paper-form draws, the Laplace variant, and the naive oracle (on a few matches;
+the speed-up is fast/naive). Players are "established" by warm-up matches first, because
+window sizes (cells carrying mass) drive the cost.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import numba
+import numpy as np
+
+from stream.ratings.base import Belief
+from stream.ratings.cowan import Cowan, warmup
+from stream.state.cowan_codec import CowanCodec
+
+
+def _schedule(rng: np.random.Generator, players: int, matches: int) -> tuple[np.ndarray, np.ndarray]:
+    a = rng.integers(0, players, matches)
+    b = (a + rng.integers(1, players, matches)) % players
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def _established(system: Cowan, players: int, games: int, seed: int) -> list[Belief]:
+    """Every player ~``games`` matches of history (skill-driven results)."""
+    rng = np.random.default_rng(seed)
+    skill = rng.normal(0, 0.7, players)
+    beliefs = [system.new_belief() for _ in range(players)]
+    n = players * games // 2
+    a, b = _schedule(rng, players, n)
+    p = 0.1 + 0.8 / (1.0 + np.exp(skill[b] - skill[a]))
+    scores = (rng.random(n) < p).astype(float)
+    return system.rate_matches(beliefs, a, b, scores, np.zeros(n, np.int64))
+
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@click.command("cowan")
+@click.option("--players", default=2000, show_default=True, help="players in the batch")
+@click.option("--matches", default=10_000, show_default=True, help="matches per batch")
+@click.option("--history", default=40, show_default=True, help="warm-up matches per player")
+@click.option("--single", default=2000, show_default=True, help="matches timed one at a time")
+@click.option("--naive", "naive_n", default=10, show_default=True, help="matches timed with the oracle")
+@click.option("--repeat", default=3, show_default=True, help="best of N")
+@click.option("--seed", default=1, show_default=True)
+def bench_cowan(
+    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int
+) -> None:
+    """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief."""
+    t0 = time.perf_counter()
+    warmup()
+    click.echo(f"warm-up (compile or load cache): {time.perf_counter() - t0:.2f} s")
+    threads = numba.get_num_threads()
+    click.echo(
+        f"machine: {platform.machine()} {os.cpu_count()} cpus, numba threads {threads}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    fast = Cowan()
+    rng = np.random.default_rng(seed)
+    est = _established(fast, players, history, seed)
+    fresh = [fast.new_belief() for _ in range(players)]
+    a, b = _schedule(rng, players, matches)
+    wins = rng.integers(0, 2, matches).astype(float)
+    draws = np.full(matches, 0.5)
+    zeros = np.zeros(matches, np.int64)
+    cells_est = float(np.mean([len(x) - 2 for x in est]))
+    cells_new = float(len(fresh[0]) - 2)
+    rows: list[tuple[str, str, float, float]] = []
+
+    def batch(system: Cowan, beliefs: list[Belief], scores: np.ndarray, nthreads: int, label: str,
+              who: str, count: int = matches) -> float:
+        numba.set_num_threads(nthreads)
+        system.parallel_min_batch = 256 if nthreads > 1 else 10**12
+        secs = _best(lambda: system.rate_matches(beliefs, a[:count], b[:count], scores[:count], zeros[:count]),
+                     repeat)
+        numba.set_num_threads(threads)
+        rate = count / secs
+        rows.append((label, who, rate, rate / nthreads))
+        return rate
+
+    serial_est = batch(fast, est, wins, 1, "fast (SOE), batch, 1 thread", "established")
+    batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread", "new")
+    if threads > 1:
+        batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
+    batch(fast, est, draws, 1, "fast, paper-form draws (direct sum)", "established")
+    batch(Cowan({"draw_form": "blatmmr"}), est, draws, 1, "fast, blatmmr-form draws", "established")
+    direct = Cowan({"residual": "direct"})
+    count = min(matches, 1000)
+    batch(direct, est, wins, 1, "residual=direct, batch, 1 thread", "established", count)
+    lap = Cowan({"algorithm": "laplace"})
+    est_lap = _established(lap, players, history, seed)
+    batch(lap, est_lap, wins, 1, "laplace variant, batch, 1 thread", "established")
+
+    # one at a time through the public API (Python overhead included)
+    cur = list(est)
+    n1 = min(single, matches)
+    t = time.perf_counter()
+    for m in range(n1):
+        i, j = int(a[m]), int(b[m])
+        cur[i], cur[j] = fast.rate_matches([cur[i], cur[j]], a[:1] * 0, a[:1] * 0 + 1, wins[m : m + 1], zeros[:1])
+    rate = n1 / (time.perf_counter() - t)
+    rows.append(("fast, one match per rate_matches call", "established", rate, rate))
+
+    # naive oracle
+    t = time.perf_counter()
+    for m in range(naive_n):
+        fast.naive_update(est[int(a[m])], est[int(b[m])], float(wins[m]))
+    naive_rate = naive_n / (time.perf_counter() - t)
+    rows.append(("naive oracle (§4.1, O(|A|·|B|))", "established", naive_rate, naive_rate))
+
+    click.echo(f"grid n={fast.p.n}, cells carrying mass: new {cells_new:.0f}, established {cells_est:.0f} "
+               f"(after {history} matches/player); batch = {matches} matches among {players} players")
+    click.echo(f"{'path':44s} {'players':12s} {'matches/s':>12s} {'per core':>12s}")
+    for label, who, r, per in rows:
+        click.echo(f"{label:44s} {who:12s} {r:12,.0f} {per:12,.0f}")
+    click.echo(f"fast / naive speed-up (1 thread, established): {serial_est / naive_rate:,.0f}x")
+
+    codec = CowanCodec()
+    for who, beliefs in (("new", fresh), ("established", est)):
+        data = [codec.encode(x) for x in beliefs[:200]]
+        dec = [codec.decode(d) for d in data]
+        tv = max(0.5 * float(np.abs(fast.full(x) - fast.full(y)).sum()) for x, y in zip(beliefs, dec, strict=False))
+        sample = beliefs[:200]
+
+        def enc(sample: list[Belief] = sample) -> None:
+            for x in sample:
+                codec.encode(x)
+
+        def dec_all(data: list[bytes] = data) -> None:
+            for d in data:
+                codec.decode(d)
+
+        enc_us = _best(enc, repeat) / 200 * 1e6
+        dec_us = _best(dec_all, repeat) / 200 * 1e6
+        click.echo(
+            f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max {max(len(d) for d in data):5d} "
+            f"(float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}); max TV {tv:.1e}; "
+            f"encode {enc_us:5.1f} µs, decode {dec_us:5.1f} µs"
+        )
