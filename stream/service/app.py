@@ -98,6 +98,7 @@ class Service:
             # commit and before publishing/acking -- the worst moment for effectively-once
             os.kill(os.getpid(), signal.SIGKILL)
         await self.publish(res)
+        self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
 

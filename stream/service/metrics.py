@@ -23,6 +23,8 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)
         self.dead_letters = Counter("mmr_dead_letters", "Events sent to the dead-letter topic", ["reason"],
                                     registry=r)
+        self.messages_done = Counter("mmr_messages_done", "Input messages fully handled (committed, published)",
+                                     registry=r)
         self.ratings_out = Counter("mmr_ratings_out", "Rating messages published", registry=r)
         self.lag = Gauge("mmr_consumer_lag", "Highwater minus next offset to read", ["topic", "partition"],
                          registry=r)

