@@ -10,21 +10,31 @@ Player i's performance p solves ``f_g(p) = 0`` where g is i's tie group and, wit
 
     f_g(x) = Σ_j G_j(x) + Σ_{j better than g} (L_j − G_j)(x) + Σ_{j in g} (E_j − G_j)(x).
 
-All tied players share the equation, so there is one root per tie group. On a panel
-of the x axis we evaluate the three sums exactly at a few Chebyshev nodes — the first
-once per node, the second as a running prefix over the groups in rank order, the
-third per group — which is O(nodes · N) for *all* groups together, and then solve
-each group's equation on the barycentric interpolant of its node values. For the
-logistic model ``L_j − G_j = −2 w_j`` is a constant, so this is exactly the "one
-shared monotone T(p) plus a per-group constant" formulation; the Gaussian model has
-genuinely different functions, which the prefix handles at the same cost.
+All tied players share the equation, so there is one root per tie group, and the
+roots are ordered by rank (paper, aligned incentives). First the extreme groups' roots
+are bracketed with direct O(N) sums; [lo, hi] then holds every root and is cut into
+panels.
 
-Panels are ``2·h`` wide with ``h`` a fraction of the distance from the real axis to
-the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the Gaussian
-Mills ratios, s the smallest term scale), so a fixed number of nodes per panel gives
-near machine-precision interpolation regardless of the range of ratings. Node values
-at panel boundaries are computed exactly and decide which panel holds each root, so
-roots are bracketed exactly and stay ordered by rank.
+*Logistic (Elo-MMR).* ``L_j − G_j = −2 w_j`` is a constant, so
+``f_g(x) = T(x) + c_g (+ Σ_{j in g} v_j(x) unless ties are split)`` with ONE shared
+monotone ``T(x) = −Σ_j w_j·tanh((x − μ_j)·w_j/2)`` and ``c_g`` = weight ranked worse −
+weight ranked better (prefix sums). T is evaluated at the Chebyshev nodes of every panel
+(O(nodes · N), parallel over nodes), turned into Chebyshev coefficients by a small DCT,
+and each group solves its equation by Newton on the panel's series (Clenshaw for value
+and derivative), its own tie-group sum being added exactly; the panel holding a root is
+found by binary search on exact boundary values, and bisection guards every step.
+
+*Gaussian (Elo-MMχ).* ``L_j − G_j`` is a genuine function, so each panel tabulates
+``f_g`` at its nodes for all groups at once — ``Σ_j G_j`` per node, the better-ranked
+part as a running prefix over groups, the tie part per group: still O(nodes · N) — and
+each group's root is found by Illinois on the barycentric interpolant of its row.
+
+Panels are at most ``2·h`` wide with ``h = PANEL_FRACTION`` × the distance from the real
+axis to the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the
+Gaussian Mills ratios, s the smallest term scale). Measured on worst-case sums, 42 nodes
+per panel then interpolate to ~1e-16 of Σ w (1e-15 for narrower panels with fewer
+nodes), independent of the spread of ratings: about 40 nodes per 1,000 rating points.
+Performances agree with the naive oracle to ~1e-9 rating points.
 
 All kernels use ``cache=True`` and ``nogil=True``; the parallel ones must be called
 from one thread at a time (numba's default workqueue layer is not thread-safe).

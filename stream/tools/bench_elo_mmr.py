@@ -30,17 +30,23 @@ DEFAULT_HISTORY = Path("/work/shared/data/codeforces/contests-2010-2020.jsonl.xz
 ORACLE_MAX = 10_000
 
 
-def _round_setup(n: int, seed: int) -> tuple[EloMMR, list[Belief], np.ndarray]:
-    """A round of n players with some history (3 warm-up rounds) and random ranks with ties."""
+def _round_setup(n: int, seed: int) -> tuple[EloMMR, list[Belief], np.ndarray, list[np.ndarray]]:
+    """A round of n players after 3 warm-up rounds (so terms differ), ranks with ties.
+
+    Returns (system, beliefs before the round, the round's ranks, the warm-up ranks), so
+    that the reference can be given exactly the same history.
+    """
     rng = np.random.default_rng(seed)
     system = EloMMR()
     beliefs = [system.new_belief() for _ in range(n)]
     skill = rng.normal(0, 1, n)
+    warm = []
     for r in range(3):
         ranks = np.argsort(np.argsort(-(skill + rng.normal(0, 1, n)))) + 1
         beliefs = system.rate_round(beliefs, ranks, r * 86_400_000)
+        warm.append(ranks)
     ranks = (np.argsort(np.argsort(-(skill + rng.normal(0, 1, n)))) // 3) + 1  # triples tie
-    return system, beliefs, ranks
+    return system, beliefs, ranks, warm
 
 
 def _best_of(fn: Callable[[], Any], repeat: int) -> float:
@@ -72,15 +78,23 @@ def _time_oracle(system: EloMMR, beliefs: list[Belief], ranks: np.ndarray) -> tu
     return per_rank * distinct.size * 1e3, " (extrapol.)"
 
 
-def _time_reference(ranks: np.ndarray, system_name: Any) -> float | None:
+def _time_reference(warm: list[np.ndarray], ranks: np.ndarray, system_name: Any) -> float | None:
+    """The reference's time for the same round after the same warm-up rounds (untimed)."""
     try:
         import elo_mmr_py
     except ImportError:
         return None
-    standings = [(f"p{i}", int(r) - 1, int(r) - 1) for i, r in enumerate(ranks)]
-    standings = _reference_ties(standings)
-    contest = elo_mmr_py.Contest(standings=standings, name="bench", time_seconds=0)
-    return _best_of(lambda: elo_mmr_py.rate_latest([contest], system=system_name), 1)
+
+    def contest(r: np.ndarray, day: int) -> Any:
+        standings = _reference_ties([(f"p{i}", int(x) - 1, int(x) - 1) for i, x in enumerate(r)])
+        return elo_mmr_py.Contest(standings=standings, name=f"d{day}", time_seconds=day * 86_400)
+
+    rater = elo_mmr_py.Rater(system_name)
+    rater.extend([contest(r, d) for d, r in enumerate(warm)])
+    final = contest(ranks, 4)
+    t = time.perf_counter()
+    rater.add(final)
+    return (time.perf_counter() - t) * 1e3
 
 
 def _reference_ties(standings: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
@@ -183,9 +197,11 @@ def run_reference_history(path: Path, system_name: Any) -> float:
 @click.option("--history", "history", type=click.Path(path_type=Path), default=DEFAULT_HISTORY,
               show_default=True, help="Codeforces contests JSONL (.xz); skipped if absent")
 @click.option("--reference-history/--no-reference-history", default=False, show_default=True,
-              help="also time elo_mmr_py mmr-fast and mmr on the whole history (slow)")
+              help="also time elo_mmr_py mmr-fast on the whole history (slow: ~1-2 min)")
+@click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
+              help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, peers: bool) -> None:
+def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, reference_exact: bool, peers: bool) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()
@@ -195,23 +211,25 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, peers: boo
     click.echo(header)
     click.echo("-" * len(header))
     for n in (int(x) for x in sizes.split(",") if x.strip()):
-        system, beliefs, ranks = _round_setup(n, seed=n)
+        system, beliefs, ranks, warm = _round_setup(n, seed=n)
         ours = _best_of(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5)
         cells = [f"{n:>8}", f"{ours:>9.2f}"]
         if peers:
             oracle, note = _time_oracle(system, beliefs, ranks)
-            ref = _time_reference(ranks, "mmr") if n <= ORACLE_MAX else None
-            fast = _time_reference(ranks, "mmr-fast")
+            ref = _time_reference(warm, ranks, "mmr") if n <= ORACLE_MAX else None
+            fast = _time_reference(warm, ranks, "mmr-fast")
             ops = _time_openskill(ranks) if n <= ORACLE_MAX else None
             cells += [f"{oracle:>9.1f}{note:<13}", _fmt(ref, 9), _fmt(fast, 11), _fmt(ops, 15),
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))
     if history.exists():
+        cpu = time.process_time()
         secs, rounds, results, _ = run_history(history, EloMMR())
-        click.echo(f"whole history ours (elo-mmr, history_limit=100): {secs:.2f} s "
+        cpu = time.process_time() - cpu
+        click.echo(f"whole history ours (elo-mmr, history_limit=100): {secs:.2f} s wall, {cpu:.2f} s CPU "
                    f"({rounds} rounds, {results} results, incl. reading)")
         if reference_history:
-            for name in ("mmr-fast", "mmr"):
+            for name in ("mmr-fast", "mmr") if reference_exact else ("mmr-fast",):
                 click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")
     else:
         click.echo(f"history file {history} absent: whole-history run skipped")

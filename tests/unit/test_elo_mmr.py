@@ -10,7 +10,7 @@ import pytest
 from stream.ratings import make_system
 from stream.ratings._elo_mmr_naive import rate_round_naive
 from stream.ratings.base import RatingError
-from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX
+from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX, warmup
 from stream.state.codecs import Float64Codec
 
 DAY = 86_400_000
@@ -185,3 +185,33 @@ def test_two_player_match_default_uses_rounds() -> None:
     ref[1], ref[2] = system.rate_round([ref[1], ref[2]], np.array([1, 1]), DAY)
     ref[2], ref[0] = system.rate_round([ref[2], ref[0]], np.array([2, 1]), 2 * DAY)
     assert all(np.array_equal(x, y) for x, y in zip(got, ref, strict=True))
+
+
+def test_runs_in_an_executor_thread_like_the_service() -> None:
+    """The service calls the kernels from one executor thread; results are identical."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    warmup()
+    rng = np.random.default_rng(5)
+    system = EloMMR()
+    beliefs = _history(system, 200, rng)
+    ranks = rng.integers(1, 50, size=200)
+    here = system.rate_round(beliefs, ranks, 7 * DAY)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        there = pool.submit(system.rate_round, beliefs, ranks, 7 * DAY).result()
+    assert all(np.array_equal(a, b) for a, b in zip(here, there, strict=True))
+
+
+def test_parallel_and_serial_kernels_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above PARALLEL_MIN_PLAYERS the kernels run on numba's pool; results must not change."""
+    import stream.ratings.elo_mmr as module
+
+    rng = np.random.default_rng(9)
+    system = EloMMR()
+    beliefs = _history(system, 300, rng)
+    ranks = rng.integers(1, 80, size=300)
+    serial = system.rate_round(beliefs, ranks, 3 * DAY)
+    monkeypatch.setattr(module, "PARALLEL_MIN_PLAYERS", 2)
+    parallel = system.rate_round(beliefs, ranks, 3 * DAY)
+    for a, b in zip(serial, parallel, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
