@@ -13,6 +13,10 @@ touches lives in one Redis Cluster slot and one Lua script can update it atomica
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently)
 
+Player and pending-round keys are built inside the script from prefixes carrying the pool's
+hash tag, so they are in the slot of the declared keys (Redis Cluster executes scripts that
+touch undeclared keys of the same slot; it refuses only cross-slot access).
+
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
 
@@ -27,6 +31,7 @@ re-published event is filtered out before any math.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,30 +39,54 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-# KEYS: gen, seen, lb, done, wm, meta, player keys..., pend keys to delete...
-# ARGV: expected gen, n_players, n_ids, n_done, (unused), wm field, wm offset, meta JSON ("" = keep),
-#       then n_players values, n_players scores, n_players names, n_ids ids, n_done round ids
+# KEYS: gen, seen, lb, done, wm, meta (all in the pool's slot; player and pending-round keys are built
+#       in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
+# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 (unused), 6 wm field, 7 wm offset, 8 meta JSON
+#       ("" = keep), 9 player key prefix, 10 pending-round key prefix, 11 players blob, 12 ids blob,
+#       13 done-rounds blob. Blobs: per item little-endian u32 lengths then the bytes (players: name,
+#       value, score text) -- one argument instead of thousands: redis-py packs arguments one by one
+#       in Python, which cost ~80 ms for a round of 3,000 players.
 _COMMIT_LUA = """
 local gen = redis.call('GET', KEYS[1]) or '0'
 if gen ~= ARGV[1] then return -1 end
 local np = tonumber(ARGV[2])
 local ni = tonumber(ARGV[3])
 local nd = tonumber(ARGV[4])
-local base = 8
+local pkey = ARGV[9]
+local blob = ARGV[11]
+local pos = 1
 for i = 1, np do
-  redis.call('SET', KEYS[6 + i], ARGV[base + i])
-  redis.call('ZADD', KEYS[3], ARGV[base + np + i], ARGV[base + 2 * np + i])
+  local nl, vl, sl
+  nl, vl, sl, pos = struct.unpack('<I4I4I4', blob, pos)
+  local name = string.sub(blob, pos, pos + nl - 1)
+  pos = pos + nl
+  redis.call('SET', pkey .. name, string.sub(blob, pos, pos + vl - 1))
+  pos = pos + vl
+  redis.call('ZADD', KEYS[3], string.sub(blob, pos, pos + sl - 1), name)
+  pos = pos + sl
 end
-local first = base + 3 * np + 1
+local function items(b, n)
+  local out = {}
+  local p = 1
+  for i = 1, n do
+    local l
+    l, p = struct.unpack('<I4', b, p)
+    out[i] = string.sub(b, p, p + l - 1)
+    p = p + l
+  end
+  return out
+end
+local ids = items(ARGV[12], ni)
 local i = 0
 while i < ni do
   local j = math.min(i + 4000, ni)
-  redis.call('SADD', KEYS[2], unpack(ARGV, first + i, first + j - 1))
+  redis.call('SADD', KEYS[2], unpack(ids, i + 1, j))
   i = j
 end
+local done = items(ARGV[13], nd)
 for k = 1, nd do
-  redis.call('DEL', KEYS[6 + np + k])
-  redis.call('SADD', KEYS[4], ARGV[first + ni + k - 1])
+  redis.call('DEL', ARGV[10] .. done[k])
+  redis.call('SADD', KEYS[4], done[k])
 end
 if ARGV[6] ~= '' then
   local old = tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '-1')
@@ -202,26 +231,36 @@ class RedisStore:
         """Apply one batch atomically; raises Conflict when ``gen`` moved since the snapshot."""
         players = list(c.beliefs)
         keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta")]
-        keys += [self.player_key(pool, p) for p in players]
-        keys += [self.pend_key(pool, rid) for rid in c.done_rounds]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
             meta_json = orjson.dumps({"system": meta["system"], "params": params_json}).decode()
         wm_field, wm_off = c.watermark if c.watermark else ("", 0)
-        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "",
-                           wm_field, wm_off, meta_json]
-        argv += [c.beliefs[p] for p in players]
-        argv += [repr(float(c.scores[p])) for p in players]
-        argv += players
-        argv += c.event_ids
-        argv += c.done_rounds
+        parts: list[bytes] = []
+        for p in players:
+            name, value, score = p.encode(), c.beliefs[p], repr(float(c.scores[p])).encode()
+            parts += (_U32x3.pack(len(name), len(value), len(score)), name, value, score)
+        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "", wm_field, wm_off, meta_json,
+                           self.player_key(pool, ""), self.pend_key(pool, ""), b"".join(parts),
+                           _blob(c.event_ids), _blob(c.done_rounds)]
         res = await self._commit(keys=keys, args=argv)
         if int(res) < 0:
             raise Conflict(pool)
         if meta is not None:
             await self.r.sadd(f"{self.prefix}:pools", pool)
         return int(res)
+
+
+_U32 = struct.Struct("<I")
+_U32x3 = struct.Struct("<III")
+
+
+def _blob(items: Sequence[str]) -> bytes:
+    parts: list[bytes] = []
+    for it in items:
+        b = it.encode()
+        parts += (_U32.pack(len(b)), b)
+    return b"".join(parts)
 
 
 def _glob_escape(text: str) -> str:
