@@ -100,7 +100,7 @@ def bench_cowan(
     batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread", "new")
     if threads > 1:
         batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
-    batch(fast, est, draws, 1, "fast, paper-form draws (direct sum)", "established")
+    batch(fast, est, draws, 1, "fast, paper-form draws (FFT conv.)", "established")
     batch(Cowan({"draw_form": "blatmmr"}), est, draws, 1, "fast, blatmmr-form draws", "established")
     direct = Cowan({"residual": "direct"})
     count = min(matches, 1000)
