@@ -47,8 +47,9 @@ from stream.ratings import _cowan_kernels as K
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
 
 ELO_SCALE = 400.0 / math.log(10.0)
-#: mass each update may drop from each tail of a distribution (keeps windows short)
-TAIL = 1e-17
+#: mass each update may drop from each tail (keeps windows short: ±7.3σ instead of the
+#: grid; 1e-13 is far below the codec's 1e-12 window bound and its ~6e-8 quantisation)
+TAIL = 1e-13
 HEADER = 2  # belief[0] = lo, belief[1] = rounds
 _ONE_ORDER = np.zeros(1, dtype=np.int64)
 _ONE_STARTS = np.array([0, 1], dtype=np.int64)
