@@ -103,8 +103,13 @@ class Service:
             self.positions[(m.topic, m.partition)] = m.offset + 1
 
     def update_lag(self) -> None:
-        consumer = self.app.consumer
-        for tp in consumer.assignment():
+        """Consumer lag gauge: broker highwater minus the next offset we will handle."""
+        try:
+            consumer = self.app.consumer
+            assignment = consumer.assignment()
+        except Exception:  # not started / rebalancing: keep the last values
+            return
+        for tp in assignment:
             hw = consumer.highwater(tp)
             pos = self.positions.get((tp.topic, tp.partition))
             if hw is not None and pos is not None:

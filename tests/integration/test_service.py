@@ -12,12 +12,15 @@ import json
 import random
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from conftest import free_port
 from service_utils import (
     WorkerProcess,
     embedded_state,
@@ -161,7 +164,7 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
     pools = tmp_path / "pools.json"
     pools.write_text(json.dumps({"pools": {"default": {"system": ROUNDS_SYSTEM}, "m": {"system": MATCHES_SYSTEM}}}))
     s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, max_participants=5,
-                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM, http_port=free_port())
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
     worker.start()
@@ -211,5 +214,35 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
         assert state[("default", "C")]["rounds"] == 2
         assert ("default", "D") not in state
         assert worker.alive()
+        _check_http(s.http_port, state)
     finally:
         worker.stop()
+
+
+def _get(port: int, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            body = resp.read()
+            return resp.status, (orjson.loads(body) if resp.headers.get_content_type() == "application/json"
+                                 else body.decode())
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """The read-only API agrees with Redis; metrics count what happened."""
+    assert _get(port, "/healthz") == (200, {"status": "ok"})
+    code, row = _get(port, "/pools/default/players/A")
+    assert code == 200 and row["rating"] == state[("default", "A")]["rating"] and row["version"] == 2
+    assert _get(port, "/pools/default/players/nobody")[0] == 404
+    assert _get(port, "/pools/nowhere/leaderboard")[0] == 404
+    code, board = _get(port, "/pools/default/leaderboard?n=2")
+    ratings = sorted((r["rating"] for k, r in state.items() if k[0] == "default"), reverse=True)
+    assert code == 200 and [r["rating"] for r in board["top"]] == ratings[:2]
+    code, wp = _get(port, "/pools/default/win-probability?a=A&b=C")
+    assert code == 200 and 0.5 < wp["p_a"] < 1.0  # A beat C twice
+    code, text = _get(port, "/metrics")
+    assert code == 200
+    assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
+    assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
+    assert "mmr_consumer_lag{" in text
