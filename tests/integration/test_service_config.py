@@ -1,0 +1,58 @@
+"""Service pieces that need no broker and no Redis: configuration, publisher framing, dead letters."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from stream.events.model import MatchEvent, RoundEvent
+from stream.events.validate import decode_event
+from stream.service.config import from_env
+from stream.service.processor import DeadLetter, rating_key
+from stream.tools.publish import match_batch_json, messages, round_json
+
+
+def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
+    s = from_env({})
+    assert (s.kafka_bootstrap, s.redis_url) == ("127.0.0.1:9092", "redis://127.0.0.1:6379/0")
+    assert (s.rounds_system, s.matches_system) == ("elo-mmr", "cowan")
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.chess]\nsystem = "cowan"\nparams = { beta = 0.7 }\n')
+    s = from_env({"KAFKA_BOOTSTRAP_SERVERS": "k:1,k:2", "MMR_SYSTEM": "elo", "MMR_PARAMS": "k=20",
+                  "MMR_POOLS_FILE": str(pools), "MMR_TAKE_MAX": "10", "MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                  "MMR_KAFKA_SASL_USERNAME": "u", "MMR_KAFKA_SASL_PASSWORD": "p", "MMR_REDIS_PASSWORD": "rp"})
+    assert s.take_max == 10 and s.rounds_system == s.matches_system == "elo"
+    assert s.system_for("chess", "rounds").params == {"beta": 0.7}
+    assert s.system_for("other", "matches").system == "elo" and s.system_for("other", "rounds").params == {"k": "20"}
+    kw = s.aiokafka_kwargs()
+    assert kw["sasl_plain_username"] == "u" and kw["security_protocol"] == "SASL_PLAINTEXT"
+    assert s.redis_kwargs() == {"password": "rp"}
+    s2 = from_env({}).with_default_system("elo-mmx", {"rho": "0.5"})
+    assert (s2.rounds_system, s2.matches_system, s2.default_params) == ("elo-mmx", "elo-mmx", {"rho": "0.5"})
+
+
+def test_publisher_frames_round_trip_through_validation() -> None:
+    s = from_env({})
+    ev = RoundEvent("e1", "p", "r1", 5, ["a", "b", "c"], np.array([1, 2, 2]), weight=0.5)
+    etype, back = decode_event(orjson.loads(round_json(ev)))
+    assert etype == "round" and back.players == ev.players and back.ranks.tolist() == [1, 2, 2] and back.weight == 0.5
+    ms = [MatchEvent(f"m{i}", "p", i, "a", "b", 1.0) for i in range(5)]
+    etype, batch = decode_event(orjson.loads(match_batch_json("p", ms)))
+    assert etype == "match_batch" and [m.event_id for m in batch] == [m.event_id for m in ms]
+    # matches held per pool until batch_size or a round of the same pool; order kept per pool
+    records = [("f:1", "match", ms[0]), ("f:2", "match", ms[1]), ("f:3", "round", ev), ("f:4", "match", ms[2]),
+               ("f:5", "match", ms[3]), ("f:6", "match", ms[4])]
+    out = list(messages(records, s, batch_size=2))
+    assert [(t, n) for t, _, _, n, _ in out] == [(s.topic_matches, 2), (s.topic_rounds, 1), (s.topic_matches, 2),
+                                                 (s.topic_matches, 1)]
+
+
+def test_dead_letter_envelope_keeps_the_original_bytes() -> None:
+    d = DeadLetter("bad JSON: x", "t", 3, 42, b"\xff{oops", None, "p")
+    obj = orjson.loads(d.encode())
+    assert obj["original"] is None and base64.b64decode(obj["original_b64"]) == b"\xff{oops"
+    assert (obj["topic"], obj["partition"], obj["offset"], obj["reason"]) == ("t", 3, 42, "bad JSON: x")
+    assert rating_key("a:b", "c") != rating_key("a", "b:c")
