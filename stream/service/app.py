@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -140,6 +141,8 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
         topic_allow_declare=False,  # created up front by stream.service.topics
         web_enabled=False,  # our own aiohttp server (stream.service.http)
         stream_wait_empty=False,
+        # Faust wants a data directory even with memory:// stores; keep it out of the cwd
+        datadir=os.environ.get("MMR_DATA_DIR") or os.path.join(tempfile.gettempdir(), "mmr-faust", s.app_id),
     )
     ctx = s.ssl_context()
     if "SASL" in s.security_protocol.upper():
