@@ -72,7 +72,7 @@ class Trace:
 
     p: list[float] = field(default_factory=list)
     s: list[float] = field(default_factory=list)
-    diff: list[float] = field(default_factory=list)  # displayed rating of A minus B
+    diff: list[float] = field(default_factory=list)  # A minus B on the Elo scale (Evaluator._elo_scale)
     trajectories: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
@@ -113,7 +113,16 @@ class Evaluator:
         if self.trace is not None:
             self.trace.p.append(p)
             self.trace.s.append(s)
-            self.trace.diff.append(self.system.summary(a).rating - self.system.summary(b).rating)
+            self.trace.diff.append(self._elo_scale(a) - self._elo_scale(b))
+
+    def _elo_scale(self, belief: Belief) -> float:
+        """The belief's location on the Elo scale, for "log loss by rating difference".
+
+        μ for every system except Cowan's, whose μ is in natural units and whose displayed
+        rating is 400/ln10 · mean + 1500; conservative displays (μ − kσ) would mix in σ.
+        """
+        r = self.system.summary(belief)
+        return r.rating if self.system.name == "cowan" else r.mu
 
     def _record(self, pool: str, players: list[str], new: list[Belief]) -> None:
         store = self.beliefs.setdefault(pool, {})

@@ -7,8 +7,8 @@ not keep because they cost memory on big histories. Plots use matplotlib's Agg b
 
 * a metrics table (the ``mmr eval`` numbers, same protocol) with runtimes;
 * calibration curves per system (mean observed score per predicted-probability bin);
-* log loss by rating difference (as in Cowan's Fig. 5.1), binned on the displayed
-  ratings' difference before the event;
+* log loss by rating difference (as in Cowan's Fig. 5.1), binned on the difference of
+  the two players' μ (Elo scale; Cowan: its displayed mean rating) before the event;
 * rating trajectories of the top players (by the first system's final rating);
 * runtime per system (time spent in the systems' updates, and the whole replay).
 """
@@ -79,7 +79,7 @@ def _plot_logloss_by_diff(traces: dict[str, Trace], path: Path, width: float = 5
                 xs.append((b + 0.5) * width)
                 ys.append(float(ll[m].mean()))
         ax.plot(xs, ys, marker="o", ms=3, label=name)
-    ax.set_xlabel(f"|rating difference| before the event (bins of {width:.0f}; last bin open)")
+    ax.set_xlabel(f"|μ difference| before the event, Elo scale (bins of {width:.0f}; last bin open)")
     ax.set_ylabel("mean log loss")
     ax.set_title("Log loss by rating difference")
     ax.legend(fontsize=8)
