@@ -142,7 +142,7 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
         web_enabled=False,  # our own aiohttp server (stream.service.http)
         stream_wait_empty=False,
         # Faust wants a data directory even with memory:// stores; keep it out of the cwd
-        datadir=os.environ.get("MMR_DATA_DIR") or os.path.join(tempfile.gettempdir(), "mmr-faust", s.app_id),
+        datadir=os.environ.get("MMR_DATA_DIR") or os.path.join(tempfile.gettempdir(), f"mmr-faust-{s.app_id}"),
     )
     ctx = s.ssl_context()
     if "SASL" in s.security_protocol.upper():
