@@ -270,6 +270,11 @@ class Cowan(RatingSystem):
             soe_error=soe_error,
         )
 
+    @cached_property
+    def _no_dtabs(self) -> np.ndarray:
+        """Placeholder draw-table stack for batches without partial scores (never read)."""
+        return np.ascontiguousarray(self.model.gtab[None, :])
+
     def _dtab(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
         tab = self._dtabs.get(score)
@@ -382,8 +387,7 @@ class Cowan(RatingSystem):
             mid = scores[(scores > 0.0) & (scores < 1.0)]
             if mid.size:
                 partial = [float(s) for s in np.unique(mid)]
-        tabs = [self._dtab(s) for s in partial] or [m.gtab]
-        dtabs = np.ascontiguousarray(np.stack(tabs))
+        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else self._no_dtabs
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
@@ -479,6 +483,15 @@ def _validate(a: np.ndarray, b: np.ndarray, scores: np.ndarray, nplayers: int) -
     if not (a.shape == b.shape == scores.shape) or a.ndim != 1:
         raise RatingError("cowan: a, b and scores must be 1-D arrays of one length")
     if a.shape[0] == 0:
+        return
+    if a.shape[0] == 1:  # scalar checks: numpy reductions cost more than the rest of the call
+        ia, ib, sc = int(a[0]), int(b[0]), float(scores[0])
+        if not (0 <= ia < nplayers and 0 <= ib < nplayers):
+            raise RatingError("cowan: player index out of range")
+        if ia == ib:
+            raise RatingError(f"cowan: match 0 pits player {ia} against itself")
+        if not 0.0 <= sc <= 1.0:  # also rejects NaN
+            raise RatingError("cowan: scores must be finite and lie in [0, 1]")
         return
     if a.min() < 0 or b.min() < 0 or a.max() >= nplayers or b.max() >= nplayers:
         raise RatingError("cowan: player index out of range")
