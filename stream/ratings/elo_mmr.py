@@ -3,7 +3,8 @@
 Parametrised like the reference implementation (EbTech/Elo-MMR, pip ``Elo-MMR-Py``):
 ``w = weight_limit × round weight × noob_delay[rounds played]``, performance spread
 ``σ_perf² = (1 + 1/w)·sig_limit² + drift_per_day/w``, diffusion per round
-``γ² = w·sig_limit² + drift_per_day·days since the player's last round``, ties count as
+``γ² = w·sig_limit² + drift_per_day·days since the player's last round`` (0 days for a
+newcomer or a round dated before the player's last one), ties count as
 a win plus a loss (the player's own entry included) unless ``split_ties``; displayed
 rating ``μ − 3(σ − 80)``.
 
@@ -211,8 +212,8 @@ class EloMMR(RatingSystem):
             raise RatingError(f"{n} beliefs but {rk.size} ranks")
         if not (math.isfinite(weight) and weight > 0):
             raise RatingError(f"round weight must be finite and positive (got {weight})")
-        if math.isnan(perf_ceiling):
-            raise RatingError("perf_ceiling is NaN")
+        if math.isnan(perf_ceiling) or perf_ceiling == -math.inf:
+            raise RatingError(f"perf_ceiling must be a number or +inf (got {perf_ceiling})")
         if not math.isfinite(float(time_ms)):
             raise RatingError(f"time is not finite ({time_ms})")
         if rk.dtype.kind == "f" and not np.isfinite(rk).all():
