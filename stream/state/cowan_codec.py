@@ -60,6 +60,25 @@ def _put(buf: np.ndarray, pos: int, value: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _quantise(probs: np.ndarray, qmin: int, q: np.ndarray) -> bool:
+    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the
+    values are not finite, negative or all zero."""
+    pmax = 0.0
+    for p in probs:
+        if not (p >= 0.0 and p < math.inf):
+            return False
+        pmax = max(pmax, p)
+    if pmax <= 0.0:
+        return False
+    lmax = math.log(pmax)
+    inv = 1.0 / DELTA
+    for i in range(probs.shape[0]):
+        p = probs[i]
+        q[i] = np.int64(np.rint((math.log(p) - lmax) * inv)) if p > 0.0 else qmin - 1
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _predict(t: int, q1: int, q2: int, q3: int, q4: int) -> int:
     """Order-min(t, 4) polynomial extrapolation from the previous quantised values."""
     if t == 0:
@@ -183,22 +202,17 @@ def _decode(buf: np.ndarray) -> np.ndarray:
 class CowanCodec:
     """See the module docstring. Lossy (``lossless = False``), deterministic, idempotent."""
 
-    name = "cowan-q21"
+    name = "cowan-q24"
     lossless = False
 
     def encode(self, belief: Belief) -> bytes:
         b = np.asarray(belief, dtype=np.float64)
         if b.ndim != 1 or b.shape[0] < 3:
             raise ValueError("not a cowan belief")
-        probs = b[2:]
-        if not np.all(np.isfinite(probs)) or probs.min() < 0 or probs.max() <= 0:
+        q = np.empty(b.shape[0] - 2, dtype=np.int64)
+        if not _quantise(b[2:], _QMIN, q):
             raise ValueError("cowan belief must hold finite non-negative probabilities")
-        with np.errstate(divide="ignore"):
-            logs = np.log(probs)
-        rel = (logs - logs.max()) / DELTA
-        qmin = _QMIN
-        q = np.where(np.isfinite(rel), np.rint(rel), qmin - 1).astype(np.int64)
-        return bytes(_encode(int(b[0]), int(b[1]), q, qmin))
+        return bytes(_encode(int(b[0]), int(b[1]), q, _QMIN))
 
     def decode(self, data: bytes) -> Belief:
         if not data or data[0] != TAG:
