@@ -722,7 +722,15 @@ def _groups(ranks):
 def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ceiling: float,
                     weight_limit: float, noob_delay, sig_limit: float, drift_per_day: float,
                     rho: float, split: bool, gaussian: bool, history_limit: int):
-    """One whole round: returns (new flat beliefs, new offsets, performances)."""
+    """One whole round: returns (new flat beliefs, new offsets, performances, bad player).
+
+    ``bad`` is −1, or the index of the first player whose belief holds a non-finite
+    number (then nothing else is computed): checking here, while the data is read
+    anyway, saves a separate pass over every belief in Python.
+    """
+    bad = _first_non_finite(flat, offsets)
+    if bad >= 0:
+        return np.empty(0), np.zeros(1, dtype=np.int64), np.empty(0), bad
     collapse = gaussian or math.isinf(rho)
     pre = _prepare(flat, offsets, time_ms, weight, weight_limit, noob_delay, sig_limit,
                    drift_per_day, rho, collapse)
@@ -742,4 +750,19 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
         out_offsets[i + 1] = out_offsets[i] + lengths[i]
     out = np.empty(out_offsets[n])
     _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
-    return out, out_offsets, perfs
+    return out, out_offsets, perfs, -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _first_non_finite(flat, offsets) -> int:
+    """Index of the first player with a NaN/inf in its belief, or −1 (one fast pass)."""
+    total = 0.0
+    for q in range(flat.shape[0]):
+        total += flat[q] * 0.0  # stays 0.0 unless some value is NaN or ±inf
+    if total == 0.0:
+        return -1
+    for i in range(offsets.shape[0] - 1):
+        for q in range(offsets[i], offsets[i + 1]):
+            if not math.isfinite(flat[q]):
+                return i
+    return -1

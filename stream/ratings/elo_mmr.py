@@ -121,6 +121,8 @@ class RoundResult:
 def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
     """Concatenate beliefs into one flat array + offsets (the only per-player Python).
 
+    Non-finite values are detected by the kernel, which reads every value anyway.
+
     ``bytes.join`` over the arrays' buffers is about twice as fast as ``np.concatenate``
     for thousands of small arrays; a byte count that disagrees with the lengths (an
     array that is not float64 or not contiguous) falls back to ``np.concatenate``.
@@ -140,10 +142,6 @@ def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
         flat = np.frombuffer(raw, dtype=np.float64)
     else:
         flat = np.concatenate([np.asarray(b, dtype=np.float64) for b in beliefs])
-    # one reduction instead of an N-sized boolean temporary; NaN/inf anywhere poisons it
-    if not math.isfinite(float(flat.sum())) and not np.isfinite(flat).all():
-        bad = int(np.searchsorted(offsets, np.flatnonzero(~np.isfinite(flat))[0], side="right") - 1)
-        raise RatingError(f"belief of player #{bad} holds a non-finite number")
     return flat, offsets
 
 
@@ -226,7 +224,7 @@ class EloMMR(RatingSystem):
         if n < PARALLEL_MIN_PLAYERS and threads > 1:
             numba.set_num_threads(1)
         try:
-            out, out_offsets, perfs = K.rate_round_flat(
+            out, out_offsets, perfs, bad = K.rate_round_flat(
                 flat, offsets, rk.astype(np.float64), float(time_ms), float(weight), float(perf_ceiling),
                 p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
                 self.gaussian, int(p.history_limit),
@@ -234,6 +232,8 @@ class EloMMR(RatingSystem):
         finally:
             if threads > 1:
                 numba.set_num_threads(threads)
+        if bad >= 0:
+            raise RatingError(f"belief of player #{bad} holds a non-finite number")
         return RoundResult(_scatter(out, out_offsets), perfs)
 
     def performances(
