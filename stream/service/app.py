@@ -26,6 +26,7 @@ from typing import Any
 
 import faust
 import redis.exceptions
+from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
 from stream.service.metrics import Metrics
@@ -52,15 +53,44 @@ class Service:
 
     async def publish(self, res: BatchResult) -> None:
         """Send outputs and dead letters and wait until the broker has them (before the ack)."""
-        producer = self.app.producer
         futs: list[Awaitable[Any]] = []
-        topic = self.settings.topic_ratings
-        for o in res.outputs:
-            value = _dumps(o.as_dict())
-            futs.append(await producer.send(topic, rating_key(o.pool, o.player), value, None, None, None))
+        if res.outputs:
+            futs += await self._send_ratings(res)
         await self.publish_dead(res.dead, futs)
         if futs:
             await asyncio.gather(*futs)
+
+    async def _send_ratings(self, res: BatchResult) -> list[Awaitable[Any]]:
+        """Ratings as pre-built record batches, one per partition.
+
+        A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
+        ~20-30 µs of Python each, ``BatchBuilder.append`` a few. Partitions are chosen with
+        the Java-compatible murmur2 partitioner on the same key, so compaction and consumers
+        see exactly what per-message sends would give.
+        """
+        topic = self.settings.topic_ratings
+        try:
+            faust_producer: Any = self.app.producer
+            kp = faust_producer._ensure_producer()  # Faust's aiokafka producer (private API)
+            parts = sorted(await kp.partitions_for(topic))
+        except Exception:  # pragma: no cover - fall back to plain sends
+            return [await self.app.producer.send(topic, rating_key(o.pool, o.player), _dumps(o.as_dict()),
+                                                 None, None, None) for o in res.outputs]
+        futs: list[Awaitable[Any]] = []
+        batches: dict[int, Any] = {}
+        for o in res.outputs:
+            key, value = rating_key(o.pool, o.player), _dumps(o.as_dict())
+            p = _PARTITIONER(key, parts, parts)
+            b = batches.get(p)
+            if b is None:
+                b = batches[p] = kp.create_batch()
+            if b.append(key=key, value=value, timestamp=None) is None:  # full: ship it, start another
+                futs.append(await kp.send_batch(b, topic, partition=p))
+                b = batches[p] = kp.create_batch()
+                b.append(key=key, value=value, timestamp=None)
+        for p, b in batches.items():
+            futs.append(await kp.send_batch(b, topic, partition=p))
+        return futs
 
     async def publish_dead(self, dead: list[DeadLetter], futs: list[Awaitable[Any]] | None = None) -> None:
         own = futs is None
@@ -115,6 +145,9 @@ class Service:
             pos = self.positions.get((tp.topic, tp.partition))
             if hw is not None and pos is not None:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
+
+
+_PARTITIONER = DefaultPartitioner()
 
 
 def _dumps(obj: dict[str, Any]) -> bytes:

@@ -158,8 +158,9 @@ def _bare_main(bootstrap: str, topic: str, n: int) -> None:
 
 
 class _Worker:
-    def __init__(self, s: Settings, port: int, log: Path) -> None:
+    def __init__(self, s: Settings, port: int, log: Path, pools: Path) -> None:
         env = dict(os.environ)
+        env["MMR_POOLS_FILE"] = str(pools)
         env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
                     "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
                     "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
@@ -267,7 +268,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         asyncio.run(ensure_topics(s))
         click.echo("bare Faust take loop ...", err=True)
         res["bare_faust_msgs_per_s"] = bench_bare_faust(s, bare)
-        worker = _Worker(s, port, tmp / "worker.log")
+        pools = tmp / "pools.json"
+        pools.write_text(json.dumps({"pools": {
+            "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
+            "es": {"system": "elo"}, "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
+        worker = _Worker(s, port, tmp / "worker.log", pools)
         _wait_port(port, 60)
         rng = random.Random(1)
         # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
@@ -282,6 +287,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         items = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
                  for i in range(singles)]
         res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
+
+        click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
+        items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
+                 for i in range(singles)]
+        res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
 
         click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
         items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
@@ -301,7 +311,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
 
         half = res["single_match_msgs_per_s"] / 2
         click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
-        p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cl"))
+        p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cs"))  # established players
         res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
     finally:
         if worker is not None:
@@ -312,6 +322,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     click.echo(json.dumps(res, indent=2))
     click.echo(f"| bare Faust take loop (raw 100 B msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s |\n"
+               f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
                f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                f"({res['rounds_per_s']:.2f} rounds/s) |\n"
