@@ -30,6 +30,8 @@ same bits, and a batch agrees bit for bit with the same matches applied one at a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -241,21 +243,24 @@ def _drift_and_store(
             for x in range(width):
                 buf[x] += w * pad[x + t]
     else:
-        # Laplace kernel w(d) = w0 r^|d| on the whole grid: two sweeps
-        nlo = 0
-        nhi = n1 - 1
-        buf = np.zeros(n1)
-        w0 = taps[0]
+        # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
+        # beyond `reach` cells every value is < 1e-20 of the mass (the tail trim below drops
+        # far more), so the sweeps stop there.
         r = drift_rate
+        reach = n1 if r <= 0.0 or r >= 1.0 else math.ceil(math.log(1e-20) / math.log(r))
+        nlo = max(0, lo - reach)
+        nhi = min(n1 - 1, hi + reach)
+        buf = np.zeros(nhi - nlo + 1)
+        w0 = taps[0]
         s = 0.0
-        for x in range(0, n1):
+        for x in range(nlo, nhi + 1):
             v = post[x - lo] if lo <= x <= hi else 0.0
-            buf[x] = w0 * (s + v)
+            buf[x - nlo] = w0 * (s + v)
             s = r * (s + v)
         s = 0.0
-        for x in range(n1 - 1, -1, -1):
+        for x in range(nhi, nlo - 1, -1):
             v = post[x - lo] if lo <= x <= hi else 0.0
-            buf[x] += w0 * s
+            buf[x - nlo] += w0 * s
             s = r * (s + v)
     total = 0.0
     for x in range(buf.shape[0]):
