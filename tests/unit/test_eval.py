@@ -107,3 +107,39 @@ def test_aggregation_is_per_participant() -> None:
     assert res["pair_inversion"] == pytest.approx(100.0 * (2 * 0.5 + 4 * 3.5 / 6) / 6)
     assert res["pair_inversion_pooled"] == pytest.approx(100.0 * 4.0 / 7.0)
     assert res["pair_inversion_round_mean"] == pytest.approx(100.0 * (0.5 + 3.5 / 6) / 2)
+
+
+def test_eval_event_jsonl_assembles_rounds_and_reports_bad_lines(tmp_path: Path) -> None:
+    rows = []
+    for r in range(3):
+        for k, p in enumerate(["a", "b", "c"]):
+            rows.append({"type": "round_result", "event_id": f"r{r}{p}", "pool": "x", "round_id": f"R{r}",
+                         "time": 10 * r + k, "player": p, "rank": k + 1})
+        rows.append({"type": "round_completed", "event_id": f"c{r}", "pool": "x", "round_id": f"R{r}",
+                     "time": 10 * r + 5, "participants": 3})
+    good = tmp_path / "ev.jsonl"
+    good.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = _eval(good, "elo", "--warmup", "0", "--min-history", "1")
+    assert out["n_events"] == 3 and out["n_scored_events"] == 2
+    assert out["pair_inversion"] == 0.0  # same order every round: right after the first
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rows[0]) + "\n{oops\n")
+    res = CliRunner().invoke(evaluate, [str(bad), "--system", "elo", "--json"])
+    assert res.exit_code == 2
+    assert f"{bad}:2" in res.output
+
+
+def test_report_writes_markdown_and_plots(data: dict[str, Path], tmp_path: Path) -> None:
+    from stream.tools.report import report
+
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(report, [str(data["matches"]), "--system", "elo", "--system", "glicko",
+                                      "--param", "elo:k=20", "--out", str(out), "--top", "3"])
+    assert res.exit_code == 0, res.output
+    md = (out / "report.md").read_text()
+    assert "| elo |" in md and "| glicko |" in md
+    for png in ("calibration.png", "logloss_by_diff.png", "trajectories.png", "runtime.png"):
+        assert (out / png).stat().st_size > 1000
+        assert f"({png})" in md
+    results = json.loads((out / "results.json").read_text())
+    assert results["elo"]["params"]["k"] == 20.0
