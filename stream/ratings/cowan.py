@@ -39,7 +39,7 @@ windows at about ±7.3 sd and is what makes established players cheaper than new
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -205,7 +205,7 @@ class Cowan(RatingSystem):
     params_type: ClassVar[type[Params]] = CowanParams
     native: ClassVar[frozenset[str]] = frozenset({"matches"})
 
-    def __init__(self, params: Params | dict[str, Any] | None = None) -> None:
+    def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
         self.p: CowanParams = self.params  # type: ignore[assignment]
         self._dtabs: dict[float, np.ndarray] = {}
@@ -284,6 +284,8 @@ class Cowan(RatingSystem):
         """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
         tab = self._dtabs.get(score)
         if tab is None:
+            if len(self._dtabs) >= 64:  # arbitrary partial scores: keep the cache bounded
+                self._dtabs.clear()
             g = self.model.gtab
             tab = np.ascontiguousarray(g**score * g[::-1] ** (1.0 - score))
             self._dtabs[score] = tab
