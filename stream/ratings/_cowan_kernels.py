@@ -38,6 +38,7 @@ from numba import njit, prange
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
 RES_DIRECT = 1  # direct windowed sum with the tabulated g
+RES_FFT = 2  # FFT convolution with the tabulated g (for comparison)
 # drift modes
 DRIFT_TAPS = 0  # short direct convolution with symmetric taps
 DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded support)
@@ -179,6 +180,9 @@ def win_lik(
     """
     if res_mode == RES_DIRECT:
         _direct(rho, lo_o, hi_o, lo, hi, gtab, out)
+        return
+    if res_mode == RES_FFT:
+        _fft_conv(rho, lo_o, hi_o, lo, hi, gtab, out)
         return
     total = 0.0
     for k in range(lo_o, hi_o + 1):

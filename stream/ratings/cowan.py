@@ -19,8 +19,9 @@ Algorithms (``algorithm=``):
 
 * ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
   (two O(n) sweeps) — agrees with the naive algorithm to ~1e-16 per cell (tests: < 1e-12);
-  drift by a short direct convolution (27 taps). ``residual=direct`` replaces the sweeps
-  by a windowed direct sum (the slower alternative, kept for comparison).
+  drift by a short direct convolution (27 taps). ``residual=direct`` / ``residual=fft``
+  replace the sweeps by a windowed direct sum / an FFT convolution of the whole Λ (the
+  slower alternatives, kept for comparison; see BENCHMARKS.md).
 * ``laplace``: a different model with Laplace luck ``Λ = (1−β)/2 + β·F_L(x−y)`` (scale
   ``laplace_scale``, default π/√6 = the logistic's variance) and a Laplace drift kernel of
   the same variance as the Gaussian one; both are single exponentials, so every step is an
@@ -157,8 +158,8 @@ class CowanParams(Params):
             raise RatingError(f"cowan: draw_form must be paper or blatmmr (got {self.draw_form!r})")
         if self.algorithm not in ("fast", "laplace", "naive"):
             raise RatingError(f"cowan: algorithm must be fast, laplace or naive (got {self.algorithm!r})")
-        if self.residual not in ("soe", "direct"):
-            raise RatingError(f"cowan: residual must be soe or direct (got {self.residual!r})")
+        if self.residual not in ("soe", "direct", "fft"):
+            raise RatingError(f"cowan: residual must be soe, direct or fft (got {self.residual!r})")
         if not 1 <= self.soe_terms <= 40:
             raise RatingError("cowan: soe_terms must lie in 1..40")
         if self.laplace_scale < 0:
@@ -266,7 +267,7 @@ class Cowan(RatingSystem):
             coef=np.ascontiguousarray(coef, dtype=np.float64),
             rates=np.ascontiguousarray(rates, dtype=np.float64),
             gtab=gtab,
-            res_mode=K.RES_DIRECT if p.residual == "direct" else K.RES_SOE,
+            res_mode={"direct": K.RES_DIRECT, "fft": K.RES_FFT}.get(p.residual, K.RES_SOE),
             form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
             taps=np.ascontiguousarray(taps, dtype=np.float64),
             full_taps=np.ascontiguousarray(full_taps, dtype=np.float64),

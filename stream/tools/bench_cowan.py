@@ -105,6 +105,7 @@ def bench_cowan(
     direct = Cowan({"residual": "direct"})
     count = min(matches, 1000)
     batch(direct, est, wins, 1, "residual=direct, batch, 1 thread", "established", count)
+    batch(Cowan({"residual": "fft"}), est, wins, 1, "residual=fft, batch, 1 thread", "established", count)
     lap = Cowan({"algorithm": "laplace"})
     est_lap = _established(lap, players, history, seed)
     batch(lap, est_lap, wins, 1, "laplace variant, batch, 1 thread", "established")

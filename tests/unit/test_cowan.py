@@ -111,7 +111,7 @@ def _played(system: Cowan, seed: int, games: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("form", ["paper", "blatmmr"])
-@pytest.mark.parametrize("residual", ["soe", "direct"])
+@pytest.mark.parametrize("residual", ["soe", "direct", "fft"])
 @pytest.mark.parametrize("score", [1.0, 0.0, 0.5, 0.3])
 def test_fast_matches_naive(form: str, residual: str, score: float) -> None:
     fast = Cowan({"draw_form": form, "residual": residual})
