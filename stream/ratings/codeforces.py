@@ -14,9 +14,10 @@ against. The published algorithm, per round:
 
 Codeforces solves step 3 by integer bisection (13 probes of an O(N) sum per player,
 O(13·N²)); we use that ``seed(R)`` is one monotone function of R for the whole round:
-evaluate it on ``grid`` points spanning every needed rating (O(grid·N), numba) and invert
-by linear interpolation. With the default 2,048 points the interpolation error is far
-below Codeforces' own integer rounding. Ratings are kept continuous (no rounding).
+evaluate it exactly on ``grid`` points spanning every needed rating (O(grid·N), numba),
+refine by a cubic spline and invert. With the default 512 points the error is far below
+Codeforces' own integer rounding. Ratings are kept continuous (no rounding). The seeds
+themselves use the same smoothness (``logistic_sums``: exact up to 4M pairs, spline above).
 ``weight`` scales Δ (Codeforces' halving is ``k = 0.5``).
 
 Belief layout: ``[rating, rounds]``.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream.ratings._baseline_kernels import logistic_row_sums
+from stream.ratings._baseline_kernels import logistic_row_sums, logistic_sums
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
 
 
@@ -43,7 +44,7 @@ class CodeforcesParams(Params):
     init: float = 1500.0
     k: float = 0.5
     inflation_control: bool = True
-    grid: int = 2048
+    grid: int = 512
 
 
 def tie_last_place(ranks: IntArray) -> FloatArray:
@@ -62,8 +63,13 @@ def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
     hi = float(r.max()) + 400.0 * math.log10(max(n / (float(t.min()) - 1.0), 1.0 + 1e-12)) + 400.0
     xs = np.linspace(lo, hi, grid)
     seed = 1.0 + logistic_row_sums(r, xs, 400.0)
-    # np.interp needs increasing x: seed is decreasing in R
-    return np.interp(t, seed[::-1], xs[::-1])
+    # refine the smooth seed function with a cubic spline (O(grid)), then invert it by
+    # linear interpolation on the fine grid; np.interp needs increasing x: seed decreases in R
+    from scipy.interpolate import CubicSpline
+
+    fine = np.linspace(lo, hi, 32 * grid)
+    fine_seed = np.minimum.accumulate(CubicSpline(xs, seed)(fine))  # keep it monotone
+    return np.interp(t, fine_seed[::-1], fine[::-1])
 
 
 class Codeforces(RatingSystem):
@@ -81,7 +87,7 @@ class Codeforces(RatingSystem):
         """Rating changes of one round (steps 1–4 of the module docstring)."""
         p = self.params
         n = len(r)
-        seed = 1.0 + (logistic_row_sums(r, r, 400.0) - 0.5)  # Σ_{j≠i} P(j beats i)
+        seed = 1.0 + (logistic_sums(r, r, 400.0) - 0.5)  # Σ_{j≠i} P(j beats i)
         m = np.sqrt(seed * tie_last_place(ranks))
         need = solve_need(r, m, p.grid)
         delta = p.k * (need - r)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream.ratings._baseline_kernels import logistic_row_sums
+from stream.ratings._baseline_kernels import logistic_sums
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
 
 
@@ -66,8 +66,8 @@ class Elo(RatingSystem):
             return list(beliefs)
         p = self.params
         r = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
-        # expected wins against the others: Σ_j σ(r_i − r_j) = N − Σ_j σ(r_j − r_i) ... computed directly
-        expected = (n - 0.5) - logistic_row_sums(r, r, p.scale)  # own term (1/2) removed
+        # expected wins against the others: Σ_{j≠i} σ(r_i − r_j) = (N − ½) − Σ_j σ(r_j − r_i)
+        expected = (n - 0.5) - logistic_sums(r, r, p.scale)  # own term (1/2) removed
         grad = round_scores(ranks) - expected
         step = p.k * weight * grad / ((n - 1) if p.normalize else 1.0)
         new_r = r + step

@@ -197,3 +197,12 @@ def test_trueskill_long_chain_is_symmetric(draw_probability: float) -> None:
     mu = np.array([o[0] for o in out])
     assert np.all(np.diff(mu) < 0)
     assert np.max(np.abs(mu + mu[::-1] - 3000.0)) < 1e-6
+
+
+def test_logistic_sums_spline_matches_exact_on_big_rounds() -> None:
+    """The O(nodes·N) path for big rounds agrees with the exact pair sum."""
+    from stream.ratings._baseline_kernels import EXACT_PAIR_LIMIT, logistic_row_sums, logistic_sums
+
+    r = np.random.default_rng(9).normal(1500.0, 400.0, 5000)
+    assert len(r) ** 2 > EXACT_PAIR_LIMIT  # really the spline path
+    assert np.max(np.abs(logistic_sums(r, r, 400.0) - logistic_row_sums(r, r, 400.0))) < 1e-5
