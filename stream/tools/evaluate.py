@@ -141,8 +141,9 @@ class Evaluator:
             if scoring:
                 hist = self.history.get(ev.pool, {})
                 if min(hist.get(ev.a, 0), hist.get(ev.b, 0)) >= self.min_history:
-                    self._score_round(np.array([1, 2 if ev.score == 1.0 else 1 if ev.score == 0.5 else 0]),
-                                      [a, b], two_player_score=ev.score)
+                    # ranks for the pair metrics: a fractional score counts for whoever got more
+                    rank_b = 2 if ev.score > 0.5 else 1 if ev.score == 0.5 else 0
+                    self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score)
             t0 = time.perf_counter()
             new = self.system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([ev.score]),
                                            np.array([ev.time], dtype=np.int64))
