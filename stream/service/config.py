@@ -41,6 +41,7 @@ class Settings:
     key_prefix: str = "mmr"
     take_max: int = 4096  # messages per take batch
     take_within: float = 0.05  # seconds a take batch waits for more messages
+    fetch_max_wait_ms: int = 100  # consumer long-poll (Faust hard-codes 1500; see app.patch_fetch_wait)
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
     http_host: str = "0.0.0.0"
@@ -162,6 +163,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         key_prefix=get("MMR_KEY_PREFIX", s.key_prefix),
         take_max=get("MMR_TAKE_MAX", s.take_max),
         take_within=get("MMR_TAKE_WITHIN", s.take_within),
+        fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
         http_host=get("MMR_HTTP_HOST", s.http_host),

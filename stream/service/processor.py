@@ -251,6 +251,7 @@ class Processor:
             else:
                 to_save.pop(rid, None)
                 ops.append(_RoundOp(ev, msg, extra_ids=self._round_ids.pop((pool, rid), []), round_done=rid))
+                self._loaded_rounds.discard((pool, rid))  # late events re-read its done flag from Redis
         self.metrics.pending_rounds.set(len(self.assembler.pending))
         await self.store.save_pending(pool, to_save, ())
 
@@ -268,6 +269,19 @@ class Processor:
                 continue
             self._round_ids.setdefault((pool, rid), []).append(value["event_id"])
 
+    def forget_rounds(self) -> None:
+        """Drop the in-memory round assembly state (on partition revocation).
+
+        Another worker may take over the pools and continue their open rounds from Redis;
+        if they come back here, they are re-read from Redis too. Without this, a stale
+        in-memory round could time out here and expire a round another worker is filling.
+        """
+        self.assembler.pending.clear()
+        self.assembler.done.clear()
+        self._loaded_rounds.clear()
+        self._round_ids.clear()
+        self.metrics.pending_rounds.set(0)
+
     async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds whose results waited longer than the timeout."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -275,6 +289,7 @@ class Processor:
         for pool, rid, reason in self.assembler.expire(now, int(self.settings.round_timeout_s * 1000)):
             await self.store.expire_round(pool, rid)
             self._round_ids.pop((pool, rid), None)
+            self._loaded_rounds.discard((pool, rid))
             self.metrics.dead_letters.labels("round timeout").inc()
             dead.append(DeadLetter(f"round {rid!r}: {reason}", pool=pool,
                                    original=orjson.dumps({"pool": pool, "round_id": rid})))

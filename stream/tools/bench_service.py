@@ -138,6 +138,9 @@ def _bare_main(bootstrap: str, topic: str, n: int) -> None:
     from stream.service.app import faust_kwargs
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
+    from stream.service.app import patch_fetch_wait
+
+    patch_fetch_wait(s.fetch_max_wait_ms)
     app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
     t = app.topic(topic, key_type=bytes, value_type=bytes)
     state = {"n": 0, "t0": 0.0}
@@ -236,9 +239,10 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
 @click.option("--bare", default=100000, show_default=True, help="Raw messages for the bare Faust loop.")
 @click.option("--latency-seconds", default=10.0, show_default=True)
+@click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int, bare: int,
-                  latency_seconds: float, json_out: str | None) -> None:
+                  latency_seconds: float, latency_rate: float, json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     tansu = None
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bench-"))
@@ -309,7 +313,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
         res["round_results_per_s"] = 3000 * res["rounds_per_s"]
 
-        half = res["single_match_msgs_per_s"] / 2
+        half = latency_rate or res["single_match_msgs_per_s"] / 2
         click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
         p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cs"))  # established players
         res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
