@@ -37,13 +37,17 @@ DAY_MS = 86_400_000
 class GlickoParams(Params):
     """``c``: RD growth per period (34.6 takes RD from 50 back to 350 in 100 periods, Glickman's
     example); ``period_days``: length of a rating period; ``init``/``rd_init``: a new player's
-    rating and RD (also the RD cap); ``rd_min``: floor on RD so ratings never freeze."""
+    rating and RD (also the RD cap); ``rd_min``: floor on RD so ratings never freeze;
+    ``normalize``: a multiplayer round counts as ONE game's worth of evidence (both Glicko sums
+    divided by N − 1) instead of N − 1 independent games — without it a 3,000-player round
+    collapses every RD to ``rd_min`` at once and ratings jump (Glicko assumes independent games)."""
 
     init: float = 1500.0
     rd_init: float = 350.0
     c: float = 34.6
     period_days: float = 7.0
     rd_min: float = 30.0
+    normalize: bool = False
 
 
 def g(rd: float | FloatArray) -> float | FloatArray:
@@ -92,6 +96,8 @@ class Glicko(RatingSystem):
         rd = np.fromiter((self._inflated(float(b[1]), float(b[3]), time_ms) for b in beliefs), dtype=np.float64,
                          count=n)
         dsum, vsum = glicko_row_sums(r, rd, np.asarray(ranks, dtype=np.int64))
+        if p.normalize:
+            dsum, vsum = dsum / (n - 1), vsum / (n - 1)
         denom = 1.0 / (rd * rd) + Q * Q * dsum
         new_r = r + weight * Q / denom * vsum
         new_rd = np.maximum(np.sqrt(1.0 / denom), p.rd_min)

@@ -206,3 +206,17 @@ def test_logistic_sums_spline_matches_exact_on_big_rounds() -> None:
     r = np.random.default_rng(9).normal(1500.0, 400.0, 5000)
     assert len(r) ** 2 > EXACT_PAIR_LIMIT  # really the spline path
     assert np.max(np.abs(logistic_sums(r, r, 400.0) - logistic_row_sums(r, r, 400.0))) < 1e-5
+
+
+def test_glicko_normalized_round_is_one_game_of_evidence() -> None:
+    """normalize=true: a 2-player round equals one game; bigger rounds move less than N − 1 games."""
+    plain, norm_ = Glicko(), Glicko({"normalize": "true"})
+    two = [np.array([1500.0, 200.0, 0.0, np.nan]), np.array([1400.0, 30.0, 0.0, np.nan])]
+    a = plain.rate_round(two, np.array([1, 2]), 0)
+    b = norm_.rate_round(two, np.array([1, 2]), 0)
+    assert a[0][0] == pytest.approx(b[0][0]) and a[0][1] == pytest.approx(b[0][1])
+    many = [plain.new_belief() for _ in range(50)]
+    a = plain.rate_round(many, np.arange(1, 51), 0)
+    b = norm_.rate_round(many, np.arange(1, 51), 0)
+    assert 1500.0 < b[0][0] < a[0][0]
+    assert a[0][1] < b[0][1]
