@@ -349,7 +349,8 @@ def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, 
         half = 0.5 * (b - a)
         x = a + (b - a) * fa / (fa - fb)
         tol = 1e-12 * max(1.0, abs(x))
-        for _ in range(100):
+        prev_step = b - a
+        for _ in range(200):
             t = (x - mid_p) / half
             f, fp = _clenshaw2(coefs[p], t)
             f += c
@@ -369,8 +370,12 @@ def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, 
             if step != 0.0 and abs(step) <= 1e-9:  # converged (the step may be below one ulp)
                 x = min(max(nx, a), b)
                 break
-            if step == 0.0 or not (a < nx < b):
+            # bisect when Newton leaves the bracket or stops halving its steps (cycling)
+            if step == 0.0 or not (a < nx < b) or abs(2.0 * step) > abs(prev_step):
+                prev_step = 0.5 * (b - a)
                 nx = 0.5 * (a + b)
+            else:
+                prev_step = step
             if b - a <= tol:
                 x = 0.5 * (a + b)
                 break
@@ -612,7 +617,8 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
     if hi == lo:
         return lo
     x = min(max(guess, lo), hi)
-    for _ in range(100):
+    prev_step = hi - lo
+    for _ in range(200):
         f = offset + slope * x
         fp = slope
         for q in range(start, stop, 3):
@@ -627,10 +633,15 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
             lo = x
         step = f / fp
         nx = x - step
-        if not (lo <= nx <= hi):
+        # bisect when Newton leaves the bracket or does not at least halve its step every
+        # other iteration (Newton can cycle on tanh-shaped functions: rtsafe's rule)
+        if not (lo <= nx <= hi) or abs(2.0 * step) > abs(prev_step):
+            prev_step = 0.5 * (hi - lo)
             nx = 0.5 * (lo + hi)
-        elif abs(step) <= 1e-7:
-            return nx
+        else:
+            prev_step = step
+            if abs(step) <= 1e-7:
+                return nx
         if hi - lo <= 1e-12 * max(1.0, abs(x)):
             return nx
         x = nx

@@ -79,14 +79,25 @@ def _logistic_terms(x: float, mu: FloatArray, s: FloatArray, rel: FloatArray, sp
     return float(np.sum(val))
 
 
+def _inv_mills(t: FloatArray) -> FloatArray:
+    """φ(t)/(1 − Φ(t)) elementwise; past t = 30 (erfc underflows) the asymptotic series."""
+    safe = np.minimum(t, 30.0)
+    direct = np.exp(-0.5 * safe * safe) / math.sqrt(2.0 * math.pi) / (0.5 * _erfc(safe / math.sqrt(2.0)))
+    big = np.maximum(t, 30.0)
+    u = 1.0 / (big * big)
+    series = big / (1.0 - u + 3.0 * u**2 - 15.0 * u**3 + 105.0 * u**4)
+    return np.asarray(np.where(t < 30.0, direct, series), dtype=np.float64)
+
+
 def _gaussian_terms(x: float, mu: FloatArray, s: FloatArray, rel: FloatArray, split: bool) -> float:
-    """Σ_j of the Gaussian (Elo-MMχ) terms: d/dx log of P(outcome vs j | performance x)."""
+    """Σ_j of the Gaussian (Elo-MMχ) terms: d/dx log of P(outcome vs j | performance x).
+
+    Opponent ranked worse: φ(z)/Φ(z)/s; better: −φ(z)/(1 − Φ(z))/s; tied: −z/s (or the
+    mean of the two when ties are split), z = (x − μ_j)/s_j.
+    """
     z = (x - mu) / s
-    pdf = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi) / s
-    cdf = 0.5 * _erfc(-z / math.sqrt(2.0))
-    cdf_m1 = -0.5 * _erfc(z / math.sqrt(2.0))
-    less = pdf / cdf_m1
-    greater = pdf / cdf
+    greater = _inv_mills(-z) / s
+    less = -_inv_mills(z) / s
     equal = 0.5 * (less + greater) if split else -z / s
     return float(np.sum(np.where(rel < 0, less, np.where(rel > 0, greater, equal))))
 
