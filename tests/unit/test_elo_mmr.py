@@ -254,3 +254,17 @@ def test_extreme_configurations_match_oracle(seed: int) -> None:
                 assert a[0] == pytest.approx(b[0], abs=1e-4)
                 assert a[1] == pytest.approx(b[1], rel=1e-12)
             beliefs = fast.beliefs
+
+
+def test_robust_average_does_not_cycle() -> None:
+    """Regression (found by the fuzz above): plain Newton cycles on this sharp tanh term
+    plus a weak Gaussian term and stopped 85 points from the root after 100 iterations."""
+    from stream.ratings import _elo_mmr_kernels as kernels
+    from stream.ratings._elo_mmr_naive import robust_average
+
+    nmu, nw = -2542.12230, 4.17471236e-04
+    terms = np.array([[-593.362739, 4.13941178e-02, 5.72674070e-05],
+                      [-2379.19313, 4.13941178e-02, 8.27882355e-02]])
+    belief = np.concatenate([[0.0, 0.0, nmu, nw, 2.0, 0.0], terms.ravel()])
+    got = kernels._robust_average(-nmu * nw, nw, belief, 6, belief.size, -2541.985)
+    assert got == pytest.approx(robust_average(-nmu * nw, nw, terms), abs=1e-9)
