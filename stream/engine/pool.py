@@ -50,8 +50,11 @@ class PoolEngine:
 
     # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
-        """The belief as it comes back from the store."""
-        return belief if self.codec.lossless else self.codec.decode(self.codec.encode(belief))
+        """The belief as it comes back from the store (no round trip when the system's
+        beliefs are already fixed points of its codec: ``system.canonical_state``)."""
+        if self.codec.lossless or self.system.canonical_state:
+            return belief
+        return self.codec.decode(self.codec.encode(belief))
 
     def _changed(self, players: list[str], before: list[Belief], after: list[Belief]) -> dict[str, Belief]:
         canonical = self.canonical

@@ -26,6 +26,11 @@ match run on another thread (other heap addresses) came out different in the las
 The batch entry points ``run_waves`` (parallel over the matches of a wave) and
 ``run_serial`` share ``update_pair``; since no kernel allows reassociation, both give the
 same bits, and a batch agrees bit for bit with the same matches applied one at a time.
+
+The stored state is quantised (``stream.state.cowan_codec``); ``update_pair`` ends by
+quantising both new beliefs with the codec's own functions (``_cowan_quant``), so the
+belief after every match is exactly what a store round trip gives back, and the result of
+a sequence of matches does not depend on where batch (or store) boundaries fall.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import math
 
 import numpy as np
 from numba import njit, prange
+
+from stream.ratings._cowan_quant import canonicalise_row
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
@@ -314,11 +321,17 @@ def update_pair(
     drift_mode: int,
     drift_rate: float,
     tail: float,
+    quant: bool,
+    qmin: int,
+    status: np.ndarray,
 ) -> None:
     """One match: both posteriors from the pre-match beliefs, then drift, in place.
 
     ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
-    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``).
+    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
+    beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
+    own functions), so every intermediate belief is a fixed point of the codec;
+    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite).
     """
     rho_a = dens[ia]
     rho_b = dens[ib]
@@ -373,6 +386,11 @@ def update_pair(
         fb[t] *= ib_
     _drift_and_store(fa, la, ha, taps, drift_mode, drift_rate, tail, rho_a, lohi[ia])
     _drift_and_store(fb, lb, hb, taps, drift_mode, drift_rate, tail, rho_b, lohi[ib])
+    if quant:
+        if not canonicalise_row(rho_a, lohi[ia], qmin):
+            status[ia] = 1
+        if not canonicalise_row(rho_b, lohi[ib], qmin):
+            status[ib] = 1
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -397,10 +415,15 @@ def run_waves(
     drift_mode: int,
     drift_rate: float,
     tail: float,
+    quant: bool,
+    qmin: int,
+    status: np.ndarray,
 ) -> None:
     """Apply matches wave by wave; the matches of one wave touch distinct players and run
     in parallel. ``order[wave_starts[w] : wave_starts[w+1]]`` are wave ``w``'s matches;
-    ``dtabs[dtab_index[m]]`` is the paper-form draw table for match ``m``'s score."""
+    ``dtabs[dtab_index[m]]`` is the paper-form draw table for match ``m``'s score. A player
+    appears at most once per wave, so quantising inside ``update_pair`` is quantising the
+    touched beliefs after every wave (and after every match): batching cannot change bits."""
     nw = wave_starts.shape[0] - 1
     for w in range(nw):
         s0 = wave_starts[w]
@@ -409,7 +432,7 @@ def run_waves(
             m = order[s0 + q]
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
-                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, status,
             )
 
 
@@ -435,6 +458,9 @@ def run_serial(
     drift_mode: int,
     drift_rate: float,
     tail: float,
+    quant: bool,
+    qmin: int,
+    status: np.ndarray,
 ) -> None:
     """``run_waves`` on one thread (no parallel launch per wave: small batches, single
     matches). Same arithmetic, so the same bits: no ``fastmath`` anywhere."""
@@ -446,7 +472,7 @@ def run_serial(
             m = order[s0 + q]
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
-                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, status,
             )
 
 

@@ -116,6 +116,10 @@ class RatingSystem(ABC):
     params_type: ClassVar[type[Params]]
     #: which events the system is designed for ("rounds", "matches" or both)
     native: ClassVar[frozenset[str]] = frozenset({"rounds", "matches"})
+    #: beliefs returned by this system are already fixed points of its codec (the one
+    #: ``stream.state.codecs.codec_for(name)`` gives): ``decode(encode(b)) == b`` bit for
+    #: bit, so the pipeline need not round-trip them to match what the store gives back
+    canonical_state: ClassVar[bool] = False
 
     def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         if isinstance(params, Params):

@@ -35,6 +35,15 @@ no short exponential sum); ``draw_form=blatmmr`` raises the two win/loss sums in
 
 Windows: every update drops ≤ 1e-13 of the mass from each tail (``TAIL``), which keeps
 windows at about ±7.3 sd and is what makes established players cheaper than new ones.
+
+Quantised state: beliefs are stored by a lossy codec (``stream.state.cowan_codec``:
+log-density relative to the peak rounded to 2^−24, cells below ~2.4e-16 of the peak dropped
+from the window edges). The quantised belief is the state itself: the prior and the belief
+after *every* match are passed through the codec's own quantise/dequantise functions
+(``_cowan_quant``, inside the kernels), so every belief this class returns satisfies
+``decode(encode(b)) == b`` bit for bit (``canonical_state``) and results do not depend on
+how matches are batched. ``rate_matches(..., quantise=False)`` skips that step (the raw
+model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ import numpy.typing as npt
 
 from stream.events.waves import schedule_waves
 from stream.ratings import _cowan_kernels as K
+from stream.ratings._cowan_quant import QMIN, canonical
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
 
 ELO_SCALE = 400.0 / math.log(10.0)
@@ -205,6 +215,7 @@ class Cowan(RatingSystem):
     name: ClassVar[str] = "cowan"
     params_type: ClassVar[type[Params]] = CowanParams
     native: ClassVar[frozenset[str]] = frozenset({"matches"})
+    canonical_state: ClassVar[bool] = True
 
     def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
@@ -293,13 +304,18 @@ class Cowan(RatingSystem):
         return tab
 
     # ---- beliefs -----------------------------------------------------------------
-    def new_belief(self) -> Belief:
+    @cached_property
+    def _prior(self) -> Belief:
+        """N(0, σ0²) on the grid, tails trimmed, quantised (a codec fixed point)."""
         grid = self.model.grid
         p = np.exp(-0.5 * (grid / self.p.sigma0) ** 2)
         p /= p.sum()
         lo, hi = _trim_bounds(p, TAIL)
         w = p[lo : hi + 1] / p[lo : hi + 1].sum()
-        return np.concatenate(([float(lo), 0.0], w))
+        return canonical(np.concatenate(([float(lo), 0.0], w)))
+
+    def new_belief(self) -> Belief:
+        return self._prior.copy()
 
     def window(self, belief: Belief) -> tuple[int, np.ndarray]:
         """``(lo, probabilities)`` of a belief, validated."""
@@ -368,6 +384,8 @@ class Cowan(RatingSystem):
         b: IntArray,
         scores: FloatArray,
         times_ms: IntArray,
+        *,
+        quantise: bool = True,
     ) -> list[Belief]:
         """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``).
 
@@ -375,6 +393,11 @@ class Cowan(RatingSystem):
         by one kernel step per match, not per unit of time. Large batches with wide waves
         use the parallel kernel (``parallel_min_batch``/``parallel_min_width``), others the
         serial one; both give the same bits as applying the matches one at a time.
+
+        Every belief after every match is quantised by the codec's functions, so the
+        returned beliefs are codec fixed points and batching never changes a bit;
+        ``quantise=False`` returns the raw model instead (tests against the naive oracle,
+        benchmarks; such beliefs are *not* what the pipeline stores).
         """
         a = np.ascontiguousarray(a, dtype=np.int64)
         b = np.ascontiguousarray(b, dtype=np.int64)
@@ -384,7 +407,7 @@ class Cowan(RatingSystem):
         if a.shape[0] == 0:
             return list(beliefs)
         if self.p.algorithm == "naive":
-            return self._rate_naive(beliefs, a, b, scores)
+            return self._rate_naive(beliefs, a, b, scores, quantise)
         m = self.model
         n1 = self.p.n + 1
         dens = np.zeros((nplayers, n1))
@@ -411,11 +434,14 @@ class Cowan(RatingSystem):
             _, order, starts = schedule_waves(a, b, nplayers)
         nwaves = starts.shape[0] - 1
         wide = a.shape[0] >= self.parallel_min_batch and a.shape[0] >= self.parallel_min_width * nwaves
+        status = np.zeros(nplayers, dtype=np.uint8)
         (K.run_waves if wide else K.run_serial)(
             dens, lohi, order, starts, a, b, scores, dtab_index, dtabs,
             m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode, m.form,
-            m.taps, m.drift_mode, m.drift_rate, TAIL,
+            m.taps, m.drift_mode, m.drift_rate, TAIL, quantise, QMIN, status,
         )
+        if quantise and status.any():
+            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
         out: list[Belief] = []
         for i, bel in enumerate(beliefs):
@@ -455,11 +481,14 @@ class Cowan(RatingSystem):
         kept = buf[t0 : t1 + 1]
         return np.concatenate(([float(a + t0), rounds], kept / kept.sum()))
 
-    def _rate_naive(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray) -> list[Belief]:
+    def _rate_naive(
+        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
+    ) -> list[Belief]:
         out = list(beliefs)
         for m in range(a.shape[0]):
             ia, ib = int(a[m]), int(b[m])
-            out[ia], out[ib] = self.naive_update(out[ia], out[ib], float(scores[m]))
+            na, nb = self.naive_update(out[ia], out[ib], float(scores[m]))
+            out[ia], out[ib] = (canonical(na), canonical(nb)) if quantise else (na, nb)
         return out
 
 

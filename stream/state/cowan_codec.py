@@ -21,31 +21,25 @@ residuals as nibbles, low nibble first, padded with a zero nibble to a whole byt
 Decoding is ``exp(q·δ)`` normalised. Because the quantisation is anchored
 to the peak and the window rule works on the integers ``q``, re-encoding a decoded belief
 reproduces the same bytes: ``decode(encode(decode(encode(b)))) == decode(encode(b))``.
+
+The quantise / window / dequantise steps are ``stream.ratings._cowan_quant``'s njit
+functions, which Cowan's kernels also run after every match: beliefs the system returns
+are already ``decode(encode(b))`` bit for bit (``Cowan.canonical_state``).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
+from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
 from stream.ratings.base import Belief
 from stream.state.codecs import register_codec
 
 TAG = 0x43
-DELTA = 2.0**-24
-#: per-cell floor relative to the peak, for grids up to this many cells (n + 1)
-_MAX_CELLS = 4097
-
-
-def _floor_q(cells: int) -> int:
-    """The most negative q kept at a window edge: cells below τ·p_max, τ = 1e-12/cells."""
-    return -math.floor(math.log(cells / 1e-12) / DELTA)
-
-
-#: a fixed floor (not one derived from the belief) keeps re-encoding idempotent
-_QMIN = _floor_q(_MAX_CELLS)
+#: the quantisation core lives in ``stream.ratings._cowan_quant``: Cowan's kernels run the
+#: very same functions after every match, so beliefs are fixed points of this codec
+_QMIN = QMIN
 
 
 @njit(cache=True, nogil=True)
@@ -57,25 +51,6 @@ def _put(buf: np.ndarray, pos: int, value: int) -> int:
         pos += 1
     buf[pos] = v
     return pos + 1
-
-
-@njit(cache=True, nogil=True)
-def _quantise(probs: np.ndarray, qmin: int, q: np.ndarray) -> bool:
-    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the
-    values are not finite, negative or all zero."""
-    pmax = 0.0
-    for p in probs:
-        if not (p >= 0.0 and p < math.inf):
-            return False
-        pmax = max(pmax, p)
-    if pmax <= 0.0:
-        return False
-    lmax = math.log(pmax)
-    inv = 1.0 / DELTA
-    for i in range(probs.shape[0]):
-        p = probs[i]
-        q[i] = np.int64(np.rint((math.log(p) - lmax) * inv)) if p > 0.0 else qmin - 1
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -95,13 +70,7 @@ def _predict(t: int, q1: int, q2: int, q3: int, q4: int) -> int:
 @njit(cache=True, nogil=True)
 def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
     # window on the integers: outermost cells with q >= qmin
-    m = q.shape[0]
-    a = 0
-    while a < m - 1 and q[a] < qmin:
-        a += 1
-    z = m - 1
-    while z > a and q[z] < qmin:
-        z -= 1
+    a, z = qwindow(q, q.shape[0], qmin)
     cnt = z - a + 1
     # residuals as nibble varints: 3 data bits + a continuation bit per nibble
     nib = np.empty(24 * cnt + 2, dtype=np.uint8)
@@ -161,6 +130,7 @@ def _decode(buf: np.ndarray) -> np.ndarray:
     out = np.empty(2 + cnt)
     out[0] = lo
     out[1] = rounds
+    qs = np.empty(cnt, dtype=np.int64)
     q1 = 0
     q2 = 0
     q3 = 0
@@ -181,21 +151,14 @@ def _decode(buf: np.ndarray) -> np.ndarray:
                 break
         r = (zz >> 1) ^ -(zz & 1)
         v = _predict(t, q1, q2, q3, q4) + r
-        out[2 + t] = v * DELTA
+        qs[t] = v
         q4 = q3
         q3 = q2
         q2 = q1
         q1 = v
     if (k + 1) // 2 != buf.shape[0]:
         raise ValueError("trailing bytes in a cowan belief")
-    total = 0.0
-    for t in range(cnt):
-        e = math.exp(out[2 + t])
-        out[2 + t] = e
-        total += e
-    inv = 1.0 / total
-    for t in range(cnt):
-        out[2 + t] *= inv
+    dequantise(qs, 0, cnt, out[2:])
     return out
 
 
@@ -210,7 +173,7 @@ class CowanCodec:
         if b.ndim != 1 or b.shape[0] < 3:
             raise ValueError("not a cowan belief")
         q = np.empty(b.shape[0] - 2, dtype=np.int64)
-        if not _quantise(b[2:], _QMIN, q):
+        if not quantise(b[2:], _QMIN, q):
             raise ValueError("cowan belief must hold finite non-negative probabilities")
         return bytes(_encode(int(b[0]), int(b[1]), q, _QMIN))
 

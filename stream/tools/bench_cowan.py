@@ -6,8 +6,11 @@ threads): the per-core rate, which stays meaningful when other jobs share the co
 Rows: batches on one thread, batches on all numba threads, one match at a
 time through ``rate_matches`` (includes the Python overhead per call), the direct-sum
 residual, paper-form draws, the Laplace variant, and the naive oracle (on a few matches;
-the speed-up is fast/naive). Players are "established" by warm-up matches first, because
-window sizes (cells carrying mass) drive the cost.
+the speed-up is fast/naive). Every belief is quantised after every match (the codec's
+fixed point is the state, see ``stream.ratings._cowan_quant``); rows marked "raw" skip that
+step (``rate_matches(..., quantise=False)``) in the same run, so the difference is the
+cost of the quantisation; ``--no-quantise`` runs every row raw. Players are "established"
+by warm-up matches first, because window sizes (cells carrying mass) drive the cost.
 """
 
 from __future__ import annotations
@@ -75,8 +78,10 @@ def _best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 @click.option("--naive", "naive_n", default=10, show_default=True, help="matches timed with the oracle")
 @click.option("--repeat", default=3, show_default=True, help="best of N")
 @click.option("--seed", default=1, show_default=True)
+@click.option("--quantise/--no-quantise", default=True, show_default=True,
+              help="quantise beliefs after every match (the pipeline's state); raw rows are always added")
 def bench_cowan(
-    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int
+    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int, quantise: bool
 ) -> None:
     """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief."""
     t0 = time.perf_counter()
@@ -100,18 +105,23 @@ def bench_cowan(
     rows: list[tuple[str, str, float, float]] = []
 
     def batch(system: Cowan, beliefs: list[Belief], scores: np.ndarray, nthreads: int, label: str,
-              who: str, count: int = matches) -> float:
+              who: str, count: int = matches, q: bool = quantise) -> float:
         numba.set_num_threads(nthreads)
         system.parallel_min_batch = 256 if nthreads > 1 else 10**12
         wall, cpu = _best_cpu(
-            lambda: system.rate_matches(beliefs, a[:count], b[:count], scores[:count], zeros[:count]), repeat
+            lambda: system.rate_matches(
+                beliefs, a[:count], b[:count], scores[:count], zeros[:count], quantise=q
+            ),
+            repeat,
         )
         numba.set_num_threads(threads)
         rows.append((label, who, count / wall, count / cpu))
         return count / cpu
 
     serial_est = batch(fast, est, wins, 1, "fast (SOE), batch, 1 thread", "established")
-    batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread", "new")
+    raw_est = batch(fast, est, wins, 1, "fast (SOE), batch, 1 thread, raw", "established", q=False)
+    new_q = batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread", "new")
+    raw_new = batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread, raw", "new", q=False)
     if threads > 1:
         batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
     batch(fast, est, draws, 1, "fast, paper-form draws (FFT conv.)", "established")
@@ -128,14 +138,18 @@ def bench_cowan(
     n1 = min(single, matches)
     first, second = np.zeros(1, np.int64), np.ones(1, np.int64)
 
-    def one_at_a_time() -> None:
+    def one_at_a_time(q: bool) -> None:
         cur = list(est)
         for m in range(n1):
             i, j = int(a[m]), int(b[m])
-            cur[i], cur[j] = fast.rate_matches([cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1])
+            cur[i], cur[j] = fast.rate_matches(
+                [cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1], quantise=q
+            )
 
-    wall, cpu = _best_cpu(one_at_a_time, 1)
+    wall, cpu = _best_cpu(lambda: one_at_a_time(quantise), 1)
     rows.append(("fast, one match per rate_matches call", "established", n1 / wall, n1 / cpu))
+    wall, cpu = _best_cpu(lambda: one_at_a_time(False), 1)
+    rows.append(("fast, one match per rate_matches call, raw", "established", n1 / wall, n1 / cpu))
 
     def naive() -> None:
         for m in range(naive_n):
@@ -151,6 +165,12 @@ def bench_cowan(
     for label, who, r, per in rows:
         click.echo(f"{label:44s} {who:12s} {r:12,.0f} {per:12,.0f}")
     click.echo(f"fast / naive speed-up (CPU time, established): {serial_est / naive_rate:,.0f}x")
+    if quantise:
+        for who, q_rate, raw_rate in (("established", serial_est, raw_est), ("new", new_q, raw_new)):
+            click.echo(
+                f"quantisation after every match ({who}): {1e6 / q_rate - 1e6 / raw_rate:.1f} µs per match "
+                f"(CPU), {100.0 * (raw_rate / q_rate - 1.0):.0f}% more time than raw"
+            )
     click.echo("matches/s = wall clock (best of --repeat); per CPU-s = matches per second of process CPU")
     click.echo("time summed over threads, i.e. per core, robust to other load on a shared machine")
 

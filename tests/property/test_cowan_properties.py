@@ -1,5 +1,6 @@
-"""Property tests of Cowan's system: batched waves == one at a time (bit for bit),
-fast == naive, codec bounds. Example counts stay small: the machine is shared."""
+"""Property tests of Cowan's system: batched waves == one at a time == any other batching
+(bit for bit), returned beliefs are codec fixed points, fast == naive (unquantised), codec
+bounds. Example counts stay small: the machine is shared."""
 
 from __future__ import annotations
 
@@ -64,7 +65,9 @@ def test_waves_equal_sequential_bit_for_bit(ms: list[tuple[int, int, float]], wh
 def test_fast_equals_naive(seed: int, score: float, which: str) -> None:
     s = SYSTEMS[which]
     bel = _population(s, seed, n=4)
-    fa, fb = s.rate_matches(bel[:2], np.array([0]), np.array([1]), np.array([score]), np.zeros(1, np.int64))
+    fa, fb = s.rate_matches(
+        bel[:2], np.array([0]), np.array([1]), np.array([score]), np.zeros(1, np.int64), quantise=False
+    )
     na, nb = s.naive_update(bel[0], bel[1], score)
     assert np.max(np.abs(s.full(fa) - s.full(na))) < 1e-12
     assert np.max(np.abs(s.full(fb) - s.full(nb))) < 1e-12
@@ -80,3 +83,36 @@ def test_codec_round_trip(seed: int, which: str) -> None:
         assert 0.5 * np.abs(s.full(b) - s.full(d)).sum() <= 1e-6
         assert codec.encode(d) == data
         assert np.array_equal(codec.decode(data), d)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3))
+def test_returned_beliefs_are_codec_fixed_points(ms: list[tuple[int, int, float]], which: str, seed: int) -> None:
+    s, codec = SYSTEMS[which], CowanCodec()
+    bel = _population(s, seed)
+    a = np.array([m[0] for m in ms], dtype=np.int64)
+    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
+    sc = np.array([m[2] for m in ms])
+    for x in [*bel, *s.rate_matches(bel, a, b, sc, np.zeros(len(ms), np.int64))]:
+        assert np.array_equal(codec.decode(codec.encode(x)), x)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3), cut=st.integers(1, 29))
+def test_any_batching_gives_the_same_bits(ms: list[tuple[int, int, float]], which: str, seed: int, cut: int) -> None:
+    """Batches of 1, of 7, all at once and a random split point: one result."""
+    s = SYSTEMS[which]
+    bel = _population(s, seed)
+    a = np.array([m[0] for m in ms], dtype=np.int64)
+    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
+    sc = np.array([m[2] for m in ms])
+    results = []
+    for size in (1, 7, cut, len(ms)):
+        cur = list(bel)
+        for st0 in range(0, len(ms), size):
+            sl = slice(st0, st0 + size)
+            cur = s.rate_matches(cur, a[sl], b[sl], sc[sl], np.zeros(len(a[sl]), np.int64))
+        results.append(cur)
+    for other in results[1:]:
+        for x, y in zip(results[0], other, strict=True):
+            assert np.array_equal(x, y)

@@ -1,4 +1,5 @@
-"""Cowan's system: the paper's worked examples, NOTES reference values, fast == naive."""
+"""Cowan's system: the paper's worked examples, NOTES reference values, fast == naive,
+quantised state (codec fixed points, batching never changes a bit)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,29 @@ from fractions import Fraction as Fr
 import numpy as np
 import pytest
 
+from stream.engine.embedded import EmbeddedPipeline
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import cowan, make_system
+from stream.ratings._cowan_quant import canonical
 from stream.ratings.base import RatingError
 from stream.ratings.cowan import Cowan, drift_naive, posterior_naive
+from stream.state.cowan_codec import CowanCodec
 
 NAT = math.log(10.0) / 400.0  # Elo points -> natural units
 
 
-def _one(system: Cowan, a: np.ndarray, b: np.ndarray, score: float) -> tuple[np.ndarray, np.ndarray]:
-    out = system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([score]), np.array([0]))
+def _one(
+    system: Cowan, a: np.ndarray, b: np.ndarray, score: float, quantise: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    out = system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([score]), np.array([0]), quantise=quantise)
     return out[0], out[1]
+
+
+def _raw(system: Cowan, a: np.ndarray, b: np.ndarray, score: float) -> tuple[np.ndarray, np.ndarray]:
+    """One match by the unquantised kernels: what the naive oracle is compared with (the
+    quantisation is a separate step, tested on its own below)."""
+    return _one(system, a, b, score, quantise=False)
 
 
 def _maxdiff(system: Cowan, x: np.ndarray, y: np.ndarray) -> float:
@@ -59,8 +73,9 @@ def test_example_4_2_kernel_on_squares() -> None:
 
 
 # ---------------------------------------------------------------- NOTES reference values
-def test_reference_win(sys_: Cowan) -> None:
-    a, b = _one(sys_, sys_.new_belief(), sys_.new_belief(), 1.0)
+@pytest.mark.parametrize("quantise", [True, False])
+def test_reference_win(sys_: Cowan, quantise: bool) -> None:
+    a, b = _one(sys_, sys_.new_belief(), sys_.new_belief(), 1.0, quantise)
     ra, rb = sys_.summary(a), sys_.summary(b)
     assert ra.mu == pytest.approx(0.162483, abs=1e-6)
     assert ra.sigma * NAT == pytest.approx(0.681542, abs=1e-6)
@@ -70,20 +85,22 @@ def test_reference_win(sys_: Cowan) -> None:
     assert ra.rounds == rb.rounds == 1
 
 
+@pytest.mark.parametrize("quantise", [True, False])
 @pytest.mark.parametrize(("form", "sd"), [("paper", 0.683815), ("blatmmr", 0.682511)])
-def test_reference_draw(form: str, sd: float) -> None:
+def test_reference_draw(form: str, sd: float, quantise: bool) -> None:
     s = Cowan({"draw_form": form})
-    a, b = _one(s, s.new_belief(), s.new_belief(), 0.5)
+    a, b = _one(s, s.new_belief(), s.new_belief(), 0.5, quantise)
     for x in (a, b):
         r = s.summary(x)
         assert abs(r.mu) < 1e-12
         assert r.sigma * NAT == pytest.approx(sd, abs=1e-6)
 
 
-def test_reference_ten_wins(sys_: Cowan) -> None:
+@pytest.mark.parametrize("quantise", [True, False])
+def test_reference_ten_wins(sys_: Cowan, quantise: bool) -> None:
     x = sys_.new_belief()
     for _ in range(10):
-        x, _ = _one(sys_, x, sys_.new_belief(), 1.0)
+        x, _ = _one(sys_, x, sys_.new_belief(), 1.0, quantise)
     r = sys_.summary(x)
     assert r.mu == pytest.approx(1.079763, abs=1e-6)
     assert r.sigma * NAT == pytest.approx(0.559820, abs=1e-6)
@@ -121,7 +138,7 @@ def test_fast_matches_naive(form: str, residual: str, score: float) -> None:
         (_played(fast, 2, 25), _played(fast, 3, 6)),
     ]
     for a, b in pairs:
-        fa, fb = _one(fast, a, b, score)
+        fa, fb = _raw(fast, a, b, score)
         na, nb = fast.naive_update(a, b, score)
         assert _maxdiff(fast, fa, na) < 1e-12
         assert _maxdiff(fast, fb, nb) < 1e-12
@@ -131,16 +148,20 @@ def test_fast_matches_naive(form: str, residual: str, score: float) -> None:
 def test_naive_algorithm_option_is_the_oracle(sys_: Cowan) -> None:
     naive = Cowan({"algorithm": "naive"})
     a, b = _played(sys_, 4, 5), sys_.new_belief()
-    fa, fb = _one(sys_, a, b, 1.0)
-    na, nb = _one(naive, a, b, 1.0)
+    fa, fb = _raw(sys_, a, b, 1.0)
+    na, nb = _raw(naive, a, b, 1.0)
     assert _maxdiff(sys_, fa, na) < 1e-12 and _maxdiff(sys_, fb, nb) < 1e-12
+    # quantised, the naive algorithm returns codec fixed points too (within the quantum)
+    qa, _ = _one(naive, a, b, 1.0)
+    assert np.array_equal(qa, canonical(na))
+    assert _maxdiff(sys_, qa, _one(sys_, a, b, 1.0)[0]) < 1e-8
 
 
 @pytest.mark.parametrize("score", [1.0, 0.0, 0.5])
 def test_laplace_variant_matches_its_naive(score: float) -> None:
     lap = Cowan({"algorithm": "laplace"})
     a, b = _played(lap, 5, 8), lap.new_belief()
-    fa, fb = _one(lap, a, b, score)
+    fa, fb = _raw(lap, a, b, score)
     na, nb = lap.naive_update(a, b, score)
     assert _maxdiff(lap, fa, na) < 1e-12
     assert _maxdiff(lap, fb, nb) < 1e-12
@@ -167,7 +188,9 @@ def test_mirror_symmetry(sys_: Cowan) -> None:
         nz = np.flatnonzero(f)
         return np.concatenate(([float(nz[0]), x[1]], f[nz[0] : nz[-1] + 1]))
 
-    fa, fb = _one(sys_, flip(a), flip(b), 0.0)
+    # (on the raw model: a 1e-16 difference may round a quantum the other way)
+    wa, lb = _raw(sys_, a, b, 1.0)
+    fa, fb = _raw(sys_, flip(a), flip(b), 0.0)
     assert _maxdiff(sys_, fa, flip(wa)) < 1e-13 and _maxdiff(sys_, fb, flip(lb)) < 1e-13
 
 
@@ -186,6 +209,117 @@ def test_win_probability_complements(sys_: Cowan) -> None:
     fa, fb = sys_.full(a), sys_.full(b)
     direct = fa @ sys_.luck(grid[:, None], grid[None, :]) @ fb
     assert sys_.win_probability(a, b) == pytest.approx(direct, abs=1e-13)
+
+
+# ---------------------------------------------------------------- quantised state
+ALGOS = [{}, {"draw_form": "blatmmr"}, {"algorithm": "laplace"}, {"algorithm": "naive", "n": 120}]
+
+
+def _apply_in_batches(s: Cowan, bel: list[np.ndarray], a: np.ndarray, b: np.ndarray, sc: np.ndarray,
+                      size: int) -> list[np.ndarray]:
+    """The matches in consecutive batches of ``size``, each batch given only its players."""
+    cur = list(bel)
+    for st in range(0, len(a), size):
+        ba, bb = a[st : st + size], b[st : st + size]
+        idx = sorted(set(ba.tolist()) | set(bb.tolist()))
+        pos = {p: i for i, p in enumerate(idx)}
+        out = s.rate_matches(
+            [cur[i] for i in idx], np.array([pos[x] for x in ba]), np.array([pos[x] for x in bb]),
+            sc[st : st + size], np.zeros(len(ba), np.int64),
+        )
+        for i, o in zip(idx, out, strict=True):
+            cur[i] = o
+    return cur
+
+
+@pytest.mark.parametrize("params", ALGOS, ids=["fast", "blatmmr", "laplace", "naive"])
+def test_batch_size_never_changes_bits(params: dict[str, object]) -> None:
+    s = Cowan(params)
+    rng = np.random.default_rng(42)
+    players, n = 9, 40 if s.p.algorithm == "naive" else 150
+    bel = [s.new_belief() for _ in range(players)]
+    a = rng.integers(0, players, n)
+    b = (a + rng.integers(1, players, n)) % players
+    sc = rng.choice([0.0, 0.5, 1.0, 0.25], n)
+    codec = CowanCodec()
+    results = [_apply_in_batches(s, bel, a, b, sc, size) for size in (1, 7, n)]
+    s.parallel_min_batch = s.parallel_min_width = 0  # all at once on the parallel kernel too
+    results.append(_apply_in_batches(s, bel, a, b, sc, n))
+    for other in results[1:]:
+        for x, y in zip(results[0], other, strict=True):
+            assert np.array_equal(x, y)
+    for x in results[0]:
+        assert np.array_equal(codec.decode(codec.encode(x)), x)  # a codec fixed point
+    # without the quantisation step, batching is still exact but the state differs slightly
+    raw = s.rate_matches(bel, a, b, sc, np.zeros(n, np.int64), quantise=False)
+    assert 0.0 < max(_maxdiff(s, x, y) for x, y in zip(raw, results[0], strict=True)) < 1e-7
+
+
+@pytest.mark.parametrize("params", ALGOS, ids=["fast", "blatmmr", "laplace", "naive"])
+def test_prior_is_a_codec_fixed_point(params: dict[str, object]) -> None:
+    s, codec = Cowan(params), CowanCodec()
+    p = s.new_belief()
+    assert np.array_equal(codec.decode(codec.encode(p)), p)
+    assert np.array_equal(canonical(p), p)
+    assert p is not s.new_belief() and np.array_equal(p, s.new_belief())  # fresh arrays
+
+
+def test_canonical_is_the_codec_round_trip(sys_: Cowan) -> None:
+    """``canonical`` (the kernels' step) == decode(encode(·)) on raw, unquantised beliefs,
+    including windows with cells below the floor and zero cells."""
+    codec = CowanCodec()
+    x = sys_.rate_matches(
+        [_played(sys_, 11, 6), sys_.new_belief()], np.array([0]), np.array([1]), np.array([1.0]),
+        np.array([0]), quantise=False,
+    )[0]
+    y = x.copy()
+    y[2:6] = [0.0, 1e-300, 0.0, 1e-20]  # edge cells dropped
+    y[40] = 0.0  # an interior zero is clamped to the floor
+    for b in (x, y):
+        c = canonical(b)
+        assert np.array_equal(codec.decode(codec.encode(b)), c)
+        assert c[0] >= b[0] and c[1] == b[1]
+
+
+def test_engine_skips_the_round_trip() -> None:
+    eng = PoolEngine("duel", Cowan())
+    assert Cowan.canonical_state and eng.system.canonical_state
+    b = eng.system.new_belief()
+    assert eng.canonical(b) is b
+    # the Redis path (encode, decode) gives back exactly the embedded beliefs
+    batch = MatchBatch("duel")
+    for i, (pa, pb, sc) in enumerate([("x", "y", 1.0), ("y", "z", 0.5), ("z", "x", 0.0), ("x", "y", 0.3)]):
+        batch.add(MatchEvent(f"m{i}", "duel", i, pa, pb, sc))
+    embedded = eng.rate_matches(batch, {})
+    applied = eng.apply_matches(batch, {})
+    for p, belief in embedded.items():
+        assert np.array_equal(eng.codec.decode(applied.updates[p]), belief)
+
+
+def test_embedded_pipeline_batch_sizes_bit_identical() -> None:
+    rng = np.random.default_rng(5)
+    players = [f"p{i}" for i in range(7)]
+    events = []
+    for i in range(90):
+        pa, pb = rng.choice(players, 2, replace=False)
+        events.append(MatchEvent(f"m{i}", "duel", 1000 * i, str(pa), str(pb), float(rng.choice([0.0, 0.5, 1.0]))))
+    states = []
+    for size in (1, 7, 4096):
+        pipe = EmbeddedPipeline("cowan", batch_size=size)
+        for e in events:
+            pipe.add("match", e)
+        pipe.flush()
+        states.append({(pool, p): b for pool, p, b in pipe.store.items()})
+    for other in states[1:]:
+        assert other.keys() == states[0].keys()
+        assert all(np.array_equal(other[k], states[0][k]) for k in states[0])
+
+
+def test_non_finite_belief_is_rejected(sys_: Cowan) -> None:
+    bad = sys_.new_belief()
+    bad[10] = np.nan
+    with pytest.raises(RatingError):
+        _one(sys_, bad, sys_.new_belief(), 1.0)
 
 
 # ---------------------------------------------------------------- API surface
