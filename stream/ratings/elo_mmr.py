@@ -204,7 +204,52 @@ class EloMMR(RatingSystem):
         perf_ceiling: float = math.inf,
     ) -> RoundResult:
         """Like ``rate_round`` but also returns the performances (NaN when skipped)."""
+        rk = self._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
+        if rk is None:
+            return RoundResult(list(beliefs), np.full(len(beliefs), np.nan))
+        flat, offsets = _gather(beliefs)
+        out, out_offsets, perfs = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
+        return RoundResult(_scatter(out, out_offsets), perfs)
+
+    def rate_round_packed(
+        self,
+        beliefs: Sequence[bytes],
+        ranks: IntArray | Sequence[int],
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+    ) -> list[bytes]:
+        """``rate_round`` on packed beliefs: each one's raw float64 bytes (``belief.tobytes()``).
+
+        For stores that keep beliefs as bytes anyway (Redis, an in-memory replay): no numpy
+        object is created per player, which roughly halves the per-player Python cost of
+        gather/scatter. Results are bit-identical to ``rate_round``.
+        """
+        rk = self._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
+        if rk is None:
+            return list(beliefs)
         n = len(beliefs)
+        nbytes = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
+        lengths = nbytes // 8
+        if np.any(nbytes % 8) or lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
+            bad = int(np.flatnonzero((nbytes % 8 != 0) | (lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+            raise RatingError(f"packed belief of player #{bad} has an invalid size {int(nbytes[bad])} bytes")
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.frombuffer(b"".join(beliefs), dtype="<f8")
+        out, out_offsets, _ = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
+        raw = out.astype("<f8", copy=False).tobytes()
+        bounds = (out_offsets * 8).tolist()
+        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def new_packed_belief(self) -> bytes:
+        """``new_belief()`` packed for ``rate_round_packed``."""
+        return self.new_belief().astype("<f8").tobytes()
+
+    def _check_round(
+        self, n: int, ranks: IntArray | Sequence[int], time_ms: int, weight: float, perf_ceiling: float,
+    ) -> IntArray | None:
+        """Validated ranks, or None when the round changes nothing (< 2 players, all tied)."""
         rk = np.asarray(ranks)
         if rk.shape != (n,):
             raise RatingError(f"{n} beliefs but {rk.size} ranks")
@@ -217,11 +262,17 @@ class EloMMR(RatingSystem):
         if rk.dtype.kind == "f" and not np.isfinite(rk).all():
             raise RatingError("ranks contain a non-finite number")
         if n < 2 or rk.min() == rk.max():
-            return RoundResult(list(beliefs), np.full(n, np.nan))
-        flat, offsets = _gather(beliefs)
+            return None
+        return rk
+
+    def _rate_flat(
+        self, flat: FloatArray, offsets: IntArray, rk: IntArray, time_ms: int, weight: float,
+        perf_ceiling: float,
+    ) -> tuple[FloatArray, IntArray, FloatArray]:
+        """Run the round kernel on gathered beliefs (thread policy, non-finite check)."""
         p = self.params
         threads = numba.get_num_threads()
-        if n < PARALLEL_MIN_PLAYERS and threads > 1:
+        if len(rk) < PARALLEL_MIN_PLAYERS and threads > 1:
             numba.set_num_threads(1)
         try:
             out, out_offsets, perfs, bad = K.rate_round_flat(
@@ -234,7 +285,7 @@ class EloMMR(RatingSystem):
                 numba.set_num_threads(threads)
         if bad >= 0:
             raise RatingError(f"belief of player #{bad} holds a non-finite number")
-        return RoundResult(_scatter(out, out_offsets), perfs)
+        return out, out_offsets, perfs
 
     def performances(
         self, beliefs: Sequence[Belief], ranks: IntArray | Sequence[int], time_ms: int = 0,

@@ -162,7 +162,7 @@ def _prefetch(items: Iterator[Any], depth: int = 16) -> Iterator[Any]:
 
 
 def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, Belief]]:
-    """Whole history through ``rate_round``; returns (seconds, rounds, results, beliefs)."""
+    """Whole history through ``rate_round`` (arrays); returns (seconds, rounds, results, beliefs)."""
     t = time.perf_counter()
     beliefs: dict[str, Belief] = {}
     new = system.new_belief
@@ -171,6 +171,22 @@ def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, 
         get = beliefs.get
         current = [b if (b := get(name)) is not None else new() for name in names]
         out = system.rate_round(current, ranks, time_ms, weight, ceiling)
+        beliefs.update(zip(names, out, strict=True))
+        rounds += 1
+        results += len(names)
+    return time.perf_counter() - t, rounds, results, beliefs
+
+
+def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, bytes]]:
+    """Whole history through ``rate_round_packed``, beliefs kept as bytes like a store would."""
+    t = time.perf_counter()
+    beliefs: dict[str, bytes] = {}
+    new = system.new_packed_belief()
+    rounds = results = 0
+    for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
+        get = beliefs.get
+        current = [get(name, new) for name in names]
+        out = system.rate_round_packed(current, ranks, time_ms, weight, ceiling)
         beliefs.update(zip(names, out, strict=True))
         rounds += 1
         results += len(names)
@@ -223,11 +239,13 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, reference_
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))
     if history.exists():
-        cpu = time.process_time()
-        secs, rounds, results, _ = run_history(history, EloMMR())
-        cpu = time.process_time() - cpu
-        click.echo(f"whole history ours (elo-mmr, history_limit=100): {secs:.2f} s wall, {cpu:.2f} s CPU "
-                   f"({rounds} rounds, {results} results, incl. reading)")
+        for label, runner in (("packed bytes, rate_round_packed", run_history_packed),
+                              ("numpy arrays, rate_round", run_history)):
+            cpu = time.process_time()
+            secs, rounds, results, _ = runner(history, EloMMR())
+            cpu = time.process_time() - cpu
+            click.echo(f"whole history ours (elo-mmr, history_limit=100, {label}): {secs:.2f} s wall, "
+                       f"{cpu:.2f} s CPU ({rounds} rounds, {results} results, incl. reading)")
         if reference_history:
             for name in ("mmr-fast", "mmr") if reference_exact else ("mmr-fast",):
                 click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")

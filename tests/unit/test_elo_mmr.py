@@ -268,3 +268,18 @@ def test_robust_average_does_not_cycle() -> None:
     belief = np.concatenate([[0.0, 0.0, nmu, nw, 2.0, 0.0], terms.ravel()])
     got = kernels._robust_average(-nmu * nw, nw, belief, 6, belief.size, -2541.985)
     assert got == pytest.approx(robust_average(-nmu * nw, nw, terms), abs=1e-9)
+
+
+def test_packed_path_is_bit_identical() -> None:
+    rng = np.random.default_rng(21)
+    system = EloMMR()
+    beliefs = _history(system, 60, rng)
+    ranks = rng.integers(1, 20, size=60)
+    arrays = system.rate_round(beliefs, ranks, 8 * DAY)
+    packed = system.rate_round_packed([b.tobytes() for b in beliefs], ranks, 8 * DAY)
+    assert [a.tobytes() for a in arrays] == packed
+    assert system.new_packed_belief() == system.new_belief().tobytes()
+    with pytest.raises(RatingError, match="size"):
+        system.rate_round_packed([packed[0], packed[1][:-1]], np.array([1, 2]), 0)
+    tied = [system.new_packed_belief()] * 3
+    assert system.rate_round_packed(tied, np.array([1, 1, 1]), 0) == tied
