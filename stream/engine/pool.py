@@ -6,8 +6,10 @@ Two entry points with one meaning:
 * ``apply_round`` / ``apply_matches`` work on encoded bytes (what Redis holds) and also
   return the new ratings to publish.
 Every new belief passes through ``canonical`` — ``decode(encode(b))`` for a lossy
-codec, ``b`` itself for a lossless one — so the embedded store holds exactly what a
-round trip through Redis would give back, and both paths stay bit-identical.
+codec, ``b`` itself for a lossless one or for a system whose beliefs are already fixed
+points of its codec (Cowan quantises after every match, so batching never changes a
+result) — so the embedded store holds exactly what a round trip through Redis would
+give back, and both paths stay bit-identical.
 """
 
 from __future__ import annotations
