@@ -300,8 +300,7 @@ class Processor:
     async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
         engine = await self.registry.engine(pool, kind)
-        if engine.codec.lossless:
-            ops = _merge_matches(ops)
+        ops = _merge_matches(ops)
         ids: list[str] = []
         players: dict[str, None] = {}
         for op in ops:
@@ -346,10 +345,11 @@ class Processor:
 def _merge_matches(ops: list[Op]) -> list[Op]:
     """Consecutive match messages of a pool as one batch (one kernel call, one encode per player).
 
-    Only for lossless codecs: with a lossy one (Cowan's) every encode quantises, so the
-    places where beliefs are encoded must not depend on how messages happened to be
-    grouped into take batches; there each message is its own batch, which is exactly what
-    ``mmr replay --embedded --batch-size N`` does for a file published with ``--batch-size N``.
+    Safe because every system's ``rate_matches`` has exact sequential meaning *including*
+    its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
+    applied as a fixed point after every match; tests/unit/test_replay_embedded.py checks
+    batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
+    against the embedded replay with different batch sizes).
     """
     out: list[Op] = []
     for op in ops:
