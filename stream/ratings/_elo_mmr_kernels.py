@@ -34,7 +34,15 @@ axis to the nearest complex singularity of any term (√3·s for tanh, > 2.8·s 
 Gaussian Mills ratios, s the smallest term scale). Measured on worst-case sums, 42 nodes
 per panel then interpolate to ~1e-16 of Σ w (1e-15 for narrower panels with fewer
 nodes), independent of the spread of ratings: about 40 nodes per 1,000 rating points.
-Performances agree with the naive oracle to ~1e-9 rating points.
+Performances agree with the naive oracle to ~1e-9 rating points — except far outside
+the field (≳ 20 logistic scales beyond every opponent), where every term is saturated,
+f is flat to ~1e-15·Σw over hundreds of points and the root is ill-conditioned in
+double precision for any solver; there μ still agrees to ~1e-5 (the saturated term
+barely moves the robust average).
+
+Root solvers (group roots, robust averages) are Newton steps guarded by a bracket and by
+rtsafe's rule (bisect unless the step at least halves every other iteration): plain
+bracketed Newton cycles on tanh-shaped functions (found by the fuzz test).
 
 All kernels use ``cache=True`` and ``nogil=True``; the parallel ones must be called
 from one thread at a time (numba's default workqueue layer is not thread-safe).

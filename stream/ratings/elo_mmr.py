@@ -34,7 +34,9 @@ Public API
 ----------
 ``EloMMR`` / ``EloMMX`` (``RatingSystem``): ``rate_round`` (whole round in numba
 kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
-``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
+``rate_round_detailed`` (also returns performances), ``rate_round_packed`` /
+``new_packed_belief`` (the same on raw float64 bytes, for byte stores: no numpy object
+per player, bit-identical results), ``performances``, ``diffuse``
 (the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
 by σ² + σ_perf²), ``ranking_score`` (μ). ``EloMMRParams`` holds the parameters and
 ``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
