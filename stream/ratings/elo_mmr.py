@@ -345,6 +345,7 @@ def warmup() -> None:
             beliefs = system.rate_round(beliefs, np.array([1, 2, 2, 3]), 0)
         system_split = cls({"split_ties": True})
         system_split.rate_round(beliefs, np.array([1, 1, 2, 3]), 86_400_000)
+        system.diffuse(beliefs[0], 100.0)
 
 
 __all__ = ["EloMMR", "EloMMRParams", "EloMMX", "RoundResult", "warmup"]
