@@ -265,7 +265,10 @@ class EloMMR(RatingSystem):
             raise RatingError("ranks contain a non-finite number")
         if n < 2 or rk.min() == rk.max():
             return None
-        return rk
+        if rk.dtype.kind in "iu" and max(abs(int(rk.min())), abs(int(rk.max()))) <= 2**52:
+            return rk
+        # dense ranks keep ties exact when the values do not fit a float64 mantissa
+        return np.unique(rk, return_inverse=True)[1].reshape(n)
 
     def _rate_flat(
         self, flat: FloatArray, offsets: IntArray, rk: IntArray, time_ms: int, weight: float,

@@ -283,3 +283,16 @@ def test_packed_path_is_bit_identical() -> None:
         system.rate_round_packed([packed[0], packed[1][:-1]], np.array([1, 2]), 0)
     tied = [system.new_packed_belief()] * 3
     assert system.rate_round_packed(tied, np.array([1, 1, 1]), 0) == tied
+
+
+def test_rank_values_only_matter_by_order() -> None:
+    """Ranks are compared, never used as numbers: huge, negative or float ranks give the
+    same result as 1..k (ties included), even beyond float64's exact integers."""
+    system = EloMMR()
+    beliefs = _history(system, 6, np.random.default_rng(2))
+    base = system.rate_round(beliefs, np.array([1, 2, 2, 3, 4, 4]), DAY)
+    for ranks in (np.array([-5, 10, 10, 11, 2**60, 2**60]),
+                  np.array([2**60, 2**60 + 1, 2**60 + 1, 2**60 + 2, 2**60 + 3, 2**60 + 3]),
+                  np.array([0.5, 1.5, 1.5, 2.0, 9.0, 9.0])):
+        got = system.rate_round(beliefs, ranks, DAY)
+        assert all(np.array_equal(a, b) for a, b in zip(base, got, strict=True))
