@@ -54,6 +54,10 @@ Intentional differences from the reference
   subsample size); compare with ``history_limit=0``.
 * Performance roots are not clamped to the reference's Newton bounds [−6000, 9000].
 * Tied players share one performance equation, solved once per tie group.
+* Elo-MMχ terms use a stable inverse Mills ratio (the reference's pdf/cdf ratios turn
+  into NaN once an opponent is ~38 σ away; our naive oracle did the same until fixed).
+* A performance far outside the field (≳ 20 logistic scales beyond every opponent) is
+  ill-conditioned in double precision for any solver; μ is still stable (~1e-5 points).
 """
 
 from __future__ import annotations
@@ -333,7 +337,11 @@ class EloMMR(RatingSystem):
 
 
 class EloMMX(EloMMR):
-    """Elo-MMχ: Gaussian performance model (the reference's ``mmx``)."""
+    """Elo-MMχ: Gaussian performance model (the reference's ``mmx``).
+
+    Beliefs collapse to their Gaussian term at every diffusion, so ``rho`` and
+    ``history_limit`` have no effect; the update is the conjugate Gaussian one.
+    """
 
     name: ClassVar[str] = "elo-mmx"
     gaussian: ClassVar[bool] = True
