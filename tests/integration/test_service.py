@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import subprocess
 import threading
 import time
 import urllib.error
@@ -22,8 +23,10 @@ import orjson
 import pytest
 from conftest import free_port
 from service_utils import (
+    MMR,
     WorkerProcess,
     embedded_state,
+    env_for,
     export_state,
     make_settings,
     produce_raw,
@@ -96,6 +99,10 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         expected = _embedded(histories)
         assert state == expected, _diff(state, expected)  # every float bit for bit
         outputs = read_json_topic(s, s.topic_ratings)
+        out = tmp_path / "export.jsonl"
+        subprocess.run([str(MMR), "export", "--out", str(out)], env=env_for(s), check=True, capture_output=True)
+        rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+        assert {(r["pool"], r["player"]): r for r in rows} == state  # `mmr export` writes the same rows
         assert {o["system"] for o in outputs} == {ROUNDS_SYSTEM, MATCHES_SYSTEM}
         _check_ratings_topic(outputs, state)
 
@@ -253,3 +260,32 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
     assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
     assert "mmr_consumer_lag{" in text
+
+
+def test_open_round_survives_a_crash(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
+    """Results of a round still being assembled are mirrored in Redis: a SIGKILL between its
+    results loses nothing, and the round equals the same round sent whole (embedded)."""
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    players = [f"p{i}" for i in range(8)]
+    ranks = [1, 2, 2, 4, 5, 6, 7, 8]
+    results = [(b"default", _result(f"res{i}", "RX", p, r))
+               for i, (p, r) in enumerate(zip(players, ranks, strict=True))]
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(s, log).start()
+    try:
+        produce_raw(s, s.topic_results, results[:5])
+        wait_caught_up(s, worker)
+        worker.kill()
+        produce_raw(s, s.topic_results, [results[2], *results[5:], (b"default", _completed("cX", "RX", 8))])
+        worker = WorkerProcess(s, log).start()
+        wait_caught_up(s, worker)
+        state = export_state(s)
+    finally:
+        worker.stop()
+    whole = tmp_path / "whole.jsonl"
+    # the assembled round keeps the completion's id/time (3000) and the results' order
+    round_obj = {**_round("cX", "default", players), "round_id": "RX", "time": 3000,
+                 "standings": [{"player": p, "rank": r} for p, r in zip(players, ranks, strict=True)]}
+    whole.write_bytes(orjson.dumps(round_obj) + b"\n")
+    assert state == embedded_state([whole], ROUNDS_SYSTEM)
+    assert read_json_topic(s, s.topic_dead) == []
