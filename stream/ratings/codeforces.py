@@ -6,18 +6,19 @@ against. The published algorithm, per round:
 1. ``seed_i = 1 + Σ_{j≠i} P(j beats i)`` with ``P = 1/(1 + 10^((r_i − r_j)/400))``;
 2. ``m_i = √(seed_i · rank_i)`` (geometric mean of expected and actual place; tied
    contestants share the *last* place of their tie group, as in Codeforces' code);
-3. ``need_i`` is the rating whose seed against the round's field equals ``m_i``
-   (``seed(R) = 1 + Σ_j P(j beats R)`` over all contestants, the player included —
-   Codeforces' ``getSeed`` with an extra contestant), and ``Δ_i = (need_i − r_i)/2``;
+3. ``need_i`` is the rating whose seed against the other contestants equals ``m_i``
+   (``seed_i(R) = 1 + Σ_{j≠i} P(j beats R)``, searched in [1, 8000] like Codeforces'
+   ``getRatingToRank``), and ``Δ_i = (need_i − r_i)/2``;
 4. inflation control: every Δ gets ``−Σ Δ / n − 1``, then the top ``min(4√n, n)`` by
    rating share ``min(max(−Σ_top Δ / k, −10), 0)``.
 
 Codeforces solves step 3 by integer bisection (13 probes of an O(N) sum per player,
-O(13·N²)); we use that ``seed(R)`` is one monotone function of R for the whole round:
-evaluate it exactly on ``grid`` points spanning every needed rating (O(grid·N), numba),
-refine by a cubic spline and invert. With the default 512 points the error is far below
-Codeforces' own integer rounding. Ratings are kept continuous (no rounding). The seeds
-themselves use the same smoothness (``logistic_sums``: exact up to 4M pairs, spline above).
+O(13·N²)); we use that ``Σ_j P(j beats R)`` is one smooth function of R for the whole
+round: evaluated exactly on ``grid`` points (O(grid·N), numba), splined, and each player's
+equation (that function minus the player's own term) bisected on the spline. With the
+default 512 points the error is far below Codeforces' own integer rounding. Ratings are
+kept continuous (no rounding). The seeds use the same smoothness (``logistic_sums``:
+exact up to 4M pairs, spline above).
 ``weight`` scales Δ (Codeforces' halving is ``k = 0.5``).
 
 Belief layout: ``[rating, rounds]``.
@@ -53,23 +54,41 @@ def tie_last_place(ranks: IntArray) -> FloatArray:
     return np.searchsorted(np.sort(r), r, side="right").astype(np.float64)
 
 
+#: Codeforces' getRatingToRank bisects over integer ratings in [1, 8000]
+NEED_MIN, NEED_MAX = 1.0, 8000.0
+
+
 def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
-    """Ratings R with ``1 + Σ_j σ((r_j − R)/400) = target`` (decreasing in R), vectorised."""
-    n = len(r)
-    # seed(R) runs from 1 + n (R → −∞) down to 1 (R → +∞); targets lie in [1, n]
-    t = np.clip(target, 1.0 + 1e-9, n + 1.0 - 1e-9)
-    # bracket: the logistic tail gives seed(R) − 1 ≤ n·10^((max r − R)/400) etc.
-    lo = float(r.min()) - 400.0 * math.log10(max(n / (n + 1.0 - float(t.max())), 1.0 + 1e-12)) - 400.0
-    hi = float(r.max()) + 400.0 * math.log10(max(n / (float(t.min()) - 1.0), 1.0 + 1e-12)) + 400.0
-    xs = np.linspace(lo, hi, grid)
-    seed = 1.0 + logistic_row_sums(r, xs, 400.0)
-    # refine the smooth seed function with a cubic spline (O(grid)), then invert it by
-    # linear interpolation on the fine grid; np.interp needs increasing x: seed decreases in R
+    """Per player i, the rating R with ``1 + Σ_{j≠i} σ((r_j − R)/400) = target_i``.
+
+    The left side is the shared ``F(R) = Σ_j σ((r_j − R)/400)`` minus the player's own term,
+    so F is evaluated exactly on ``grid`` points (O(grid·N)), represented by a cubic spline,
+    and every player's equation is solved by a vectorised bisection on it (monotone in R).
+    The search range is Codeforces' [1, 8000], widened if ratings lie outside it; a
+    solution beyond the range is clamped to it, as Codeforces' bisection does.
+
+    Why the own term is excluded: including it (a literal reading of ``getSeed``) makes the
+    leader's target unreachable near its rating, and the needed rating then grows the
+    further ahead the leader is — a feedback we saw drive the top Codeforces player to
+    17,000 on the real history.
+    """
     from scipy.interpolate import CubicSpline
 
-    fine = np.linspace(lo, hi, 32 * grid)
-    fine_seed = np.minimum.accumulate(CubicSpline(xs, seed)(fine))  # keep it monotone
-    return np.interp(t, fine_seed[::-1], fine[::-1])
+    lo = min(NEED_MIN, float(r.min()) - 1000.0)
+    hi = max(NEED_MAX, float(r.max()) + 1000.0)
+    xs = np.linspace(lo, hi, grid)
+    spline = CubicSpline(xs, logistic_row_sums(r, xs, 400.0))
+    k = math.log(10.0) / 400.0
+    goal = target - 1.0
+    a = np.full(len(r), lo)
+    b = np.full(len(r), hi)
+    for _ in range(48):  # (hi − lo)/2^48: far below a rating point
+        mid = 0.5 * (a + b)
+        val = spline(mid) - 1.0 / (1.0 + np.exp(k * (mid - r)))
+        above = val > goal  # seed too high: the needed rating is larger
+        a = np.where(above, mid, a)
+        b = np.where(above, b, mid)
+    return np.asarray(0.5 * (a + b), dtype=np.float64)
 
 
 class Codeforces(RatingSystem):

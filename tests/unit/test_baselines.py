@@ -103,24 +103,25 @@ def test_trueskill_1v1_matches_package(score: float) -> None:
 
 
 def _codeforces_naive(r: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Codeforces' published algorithm, with its integer bisection and O(N²) loops."""
+    """Codeforces' published algorithm, with its integer bisection in [1, 8000] and O(N²) loops
+    (the needed rating's seed counts the other contestants only, see codeforces.solve_need)."""
     n = len(r)
 
     def p_win(ri: float, rj: float) -> float:  # P(i beats j)
         return 1.0 / (1.0 + 10.0 ** ((rj - ri) / 400.0))
 
-    def seed_of(rating: float) -> float:
-        return 1.0 + sum(p_win(rj, rating) for rj in r)
+    def seed_of(rating: float, me: int) -> float:
+        return 1.0 + sum(p_win(r[j], rating) for j in range(n) if j != me)
 
     place = [sum(1 for x in ranks if x <= ranks[i]) for i in range(n)]
     delta = np.zeros(n)
     for i in range(n):
         seed = 1.0 + sum(p_win(r[j], r[i]) for j in range(n) if j != i)
         m = math.sqrt(seed * place[i])
-        lo, hi = -4000, 8000
+        lo, hi = 1, 8000
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if seed_of(mid) < m:
+            if seed_of(mid, i) < m:
                 hi = mid
             else:
                 lo = mid
@@ -220,3 +221,17 @@ def test_glicko_normalized_round_is_one_game_of_evidence() -> None:
     b = norm_.rate_round(many, np.arange(1, 51), 0)
     assert 1500.0 < b[0][0] < a[0][0]
     assert a[0][1] < b[0][1]
+
+
+def test_codeforces_leader_does_not_run_away() -> None:
+    """A player far ahead who keeps winning gains less and less (no feedback to infinity)."""
+    cf = Codeforces()
+    field = [np.array([1500.0 + 5.0 * i, 10.0]) for i in range(200)]
+    leader = np.array([3000.0, 10.0])
+    gains = []
+    for _ in range(5):
+        out = cf.rate_round([leader, *field], np.arange(1, 202), 0)
+        gains.append(out[0][0] - leader[0])
+        leader = out[0]
+    assert all(0.0 < g < 150.0 for g in gains)
+    assert gains == sorted(gains, reverse=True)
