@@ -289,3 +289,43 @@ def test_open_round_survives_a_crash(kafka_bootstrap: str, redis_url: str, tmp_p
     whole.write_bytes(orjson.dumps(round_obj) + b"\n")
     assert state == embedded_state([whole], ROUNDS_SYSTEM)
     assert read_json_topic(s, s.topic_dead) == []
+
+
+def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: str, redis_url: str,
+                                                             histories: dict[str, Path], tmp_path: Path) -> None:
+    """Two workers of one group split the partitions; one is SIGKILLed and restarted mid-stream
+    (two rebalances, partitions moving between live workers): still exactly the embedded result."""
+    extra = [synth(tmp_path, f"m{k}.jsonl", "--kind", "matches", "--players", "100", "--matches", "1500",
+                   "--pool", f"pool{k}", "--seed", str(20 + k)) for k in range(3)]
+    paths = [histories["rounds"], *extra]
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
+                      take_max=64)
+    w1 = WorkerProcess(s, tmp_path / "w1.log").start()
+    w2 = WorkerProcess(s, tmp_path / "w2.log").start()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            publish(paths, s, batch_size=50, rate=300.0)  # ~15 s
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    try:
+        time.sleep(8)  # both joined
+        producer.start()
+        time.sleep(5)
+        w1.kill()
+        time.sleep(6)
+        w1 = WorkerProcess(s, tmp_path / "w1.log").start()
+        producer.join()
+        assert not errors, errors
+        wait_caught_up(s, w2, timeout=180)
+        state = export_state(s)
+        pools = {"default": (ROUNDS_SYSTEM, {}), **{f"pool{k}": (MATCHES_SYSTEM, {}) for k in range(3)}}
+        expected = embedded_state(paths, ROUNDS_SYSTEM, pool_systems=pools)
+        assert state == expected, _diff(state, expected)
+        _check_ratings_topic(read_json_topic(s, s.topic_ratings), state)
+    finally:
+        w1.stop()
+        w2.stop()
