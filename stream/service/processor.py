@@ -37,7 +37,7 @@ from stream.ratings import make_system
 from stream.ratings.base import Rating, RatingError
 from stream.service.config import PoolConfig, Settings
 from stream.service.metrics import Metrics, reason_label
-from stream.state.redis_store import Commit, Conflict, RedisStore
+from stream.state.redis_store import Commit, Conflict, MetaConflict, RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,10 @@ class PoolRegistry:
         self.store = store
         self.engines: dict[str, PoolEngine] = {}
         self.unsaved: dict[str, dict[str, Any]] = {}  # pools whose meta is not in Redis yet
+
+    def forget(self, pool: str) -> None:
+        self.engines.pop(pool, None)
+        self.unsaved.pop(pool, None)
 
     def allowed(self, pool: str) -> bool:
         return not self.settings.pools or pool in self.settings.pools
@@ -329,6 +333,10 @@ class Processor:
                 meta = self.registry.unsaved.get(pool)
                 try:
                     await self.store.commit(pool, snap.gen, commit, meta)
+                except MetaConflict:
+                    self.registry.forget(pool)
+                    engine = await self.registry.engine(pool, kind)
+                    continue
                 except Conflict:
                     self.metrics.conflicts.inc()
                     await asyncio.sleep(0.001 * attempt)

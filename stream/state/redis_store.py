@@ -49,6 +49,11 @@ import redis.asyncio as aioredis
 _COMMIT_LUA = """
 local gen = redis.call('GET', KEYS[1]) or '0'
 if gen ~= ARGV[1] then return -1 end
+if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
+  local m = cjson.decode(ARGV[8])
+  local cur = redis.call('HMGET', KEYS[6], 'system', 'params')
+  if cur[1] ~= m['system'] or cur[2] ~= m['params'] then return -2 end
+end
 local np = tonumber(ARGV[2])
 local ni = tonumber(ARGV[3])
 local nd = tonumber(ARGV[4])
@@ -102,6 +107,14 @@ return redis.call('INCR', KEYS[1])
 
 class Conflict(RuntimeError):
     """Someone committed to the pool between our read and our write: re-read and recompute."""
+
+
+class MetaConflict(Conflict):
+    """The pool was first committed (by another worker) with another system: reload and recompute.
+
+    Possible when a new pool's rounds and matches are consumed by two workers whose
+    defaults differ by event kind; the first commit fixes the pool's system.
+    """
 
 
 @dataclass(slots=True)
@@ -244,6 +257,8 @@ class RedisStore:
                            self.player_key(pool, ""), self.pend_key(pool, ""), b"".join(parts),
                            _blob(c.event_ids), _blob(c.done_rounds)]
         res = await self._commit(keys=keys, args=argv)
+        if int(res) == -2:
+            raise MetaConflict(pool)
         if int(res) < 0:
             raise Conflict(pool)
         if meta is not None:

@@ -11,7 +11,7 @@ import pytest
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
-from stream.state.redis_store import Commit, Conflict, RedisStore
+from stream.state.redis_store import Commit, Conflict, MetaConflict, RedisStore
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +34,11 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
         assert await store.top("p", 5) == [("a", 1.5)]
         assert await store.meta("p") == {"system": "elo", "params": {}}
         assert await store.pools() == ["p"]
+        # a writer that believes the pool is new but with another system is refused
+        with pytest.raises(MetaConflict):
+            await store.commit("p", "1", Commit(beliefs={"b": b"\x01z"}, scores={"b": 0.0}, event_ids=["e3"]),
+                               {"system": "cowan", "params": {}})
+        assert await store.commit("p", "1", Commit(event_ids=["e3"]), {"system": "elo", "params": {}}) == 2
         await store.close()
 
     asyncio.run(run())
