@@ -20,7 +20,7 @@ import fastjsonschema
 import numpy as np
 import orjson
 
-from stream.events.model import MatchEvent, RoundEvent
+from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 
 INPUT_TYPES = ("match", "match_batch", "round", "round_result", "round_completed")
 ALL_TYPES = (*INPUT_TYPES, "rating")
@@ -133,3 +133,46 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
     if etype == "match_batch":
         return etype, [to_match(m, obj["pool"]) for m in obj["matches"]]
     return etype, obj
+
+
+def _plain_match(m: Any) -> bool:
+    """True when ``m`` is certainly a valid match item: exact built-in types, bounds of the schema.
+
+    A strict subset of what the schema accepts (no bools, no integral floats for ``time``, no
+    subclasses), so a True here means the full validator would accept it too.
+    """
+    if type(m) is not dict:
+        return False
+    eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
+    return (type(eid) is str and 0 < len(eid) <= 256 and type(t) is int and t >= 0
+            and type(a) is str and 0 < len(a) <= 128 and type(b) is str and 0 < len(b) <= 128 and a != b
+            and (type(sc) is float or type(sc) is int) and 0 <= sc <= 1)
+
+
+def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
+    """A ``match`` or ``match_batch`` decoded straight into columns, or None: use ``decode_event``.
+
+    The hot path of the service (~1 µs per match instead of ~4 µs for fastjsonschema plus a
+    MatchEvent per match). It only accepts events every check of ``decode_event`` accepts, with
+    the same decoded values; anything unusual (including every invalid event) returns None and
+    goes through the full validator, so dead-letter reasons are unchanged.
+    """
+    etype = obj.get("type")
+    pool = obj.get("pool")
+    if type(pool) is not str or not 0 < len(pool) <= 128:
+        return None
+    if etype == "match":
+        if not _plain_match(obj):
+            return None
+        return MatchBatch(pool, [obj["event_id"]], [obj["a"]], [obj["b"]], [float(obj["score"])], [obj["time"]])
+    if etype != "match_batch":
+        return None
+    ms = obj.get("matches")
+    if type(ms) is not list or not ms:
+        return None
+    plain = _plain_match
+    for m in ms:
+        if not plain(m):
+            return None
+    return MatchBatch(pool, [m["event_id"] for m in ms], [m["a"] for m in ms], [m["b"] for m in ms],
+                      [float(m["score"]) for m in ms], [m["time"] for m in ms])

@@ -32,7 +32,7 @@ import orjson
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent
 from stream.events.rounds import RoundAssembler
-from stream.events.validate import InvalidEvent, decode_event, parse_json
+from stream.events.validate import InvalidEvent, decode_event, fast_matches, parse_json
 from stream.ratings import make_system
 from stream.ratings.base import Rating, RatingError
 from stream.service.config import PoolConfig, Settings
@@ -163,10 +163,20 @@ class Processor:
     # --- decoding ------------------------------------------------------------------
     def _decode(self, msg: Message) -> tuple[str, Any]:
         obj = parse_json(msg.value)
+        batch = fast_matches(obj)
+        if batch is not None:  # the hot path: a valid match/match_batch straight into columns
+            if not self.registry.allowed(batch.pool):
+                raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+            return obj["type"], batch
         etype, value = decode_event(obj)
         pool = obj["pool"]
         if not self.registry.allowed(pool):
             raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
+        if etype in ("match", "match_batch"):  # unusual but valid (e.g. an integral float time): same columns
+            batch = MatchBatch(pool)
+            for m in ([value] if etype == "match" else value):
+                batch.add(m)
+            return etype, batch
         if etype == "round" and len(value.players) > self.settings.max_participants:
             raise InvalidEvent(f"field standings: {len(value.players)} participants exceed the maximum "
                                f"{self.settings.max_participants}", value.event_id)
@@ -186,28 +196,42 @@ class Processor:
         out = BatchResult()
         ops: dict[str, list[Op]] = {}
         results: dict[str, list[tuple[str, dict[str, Any], Message]]] = {}
+        topics: dict[str, int] = {}
+        types: dict[str, int] = {}
         for msg in msgs:
-            self.metrics.messages_in.labels(msg.topic).inc()
+            topics[msg.topic] = topics.get(msg.topic, 0) + 1
             try:
                 etype, value = self._decode(msg)
             except InvalidEvent as exc:
                 pool = _peek_pool(msg.value)
                 out.dead.append(self._dead(msg, exc.reason, exc.event_id, pool))
                 continue
-            self.metrics.events_in.labels(etype).inc()
+            types[etype] = types.get(etype, 0) + 1
+            if etype == "match" or etype == "match_batch":
+                batch: MatchBatch = value
+                if etype == "match_batch":
+                    types["match"] = types.get("match", 0) + len(batch)
+                pool_ops = ops.setdefault(batch.pool, [])
+                prev = pool_ops[-1] if pool_ops else None
+                if isinstance(prev, _MatchOp):  # consecutive matches of a pool: one kernel call (see _merge_matches)
+                    pb = prev.batch
+                    pb.event_ids += batch.event_ids
+                    pb.a += batch.a
+                    pb.b += batch.b
+                    pb.scores += batch.scores
+                    pb.times += batch.times
+                    prev.msgs += [msg] * len(batch)
+                else:
+                    pool_ops.append(_MatchOp(batch, [msg] * len(batch)))
+                continue
             if etype == "round":
                 ops.setdefault(value.pool, []).append(_RoundOp(value, msg))
-            elif etype in ("match", "match_batch"):
-                matches: list[MatchEvent] = [value] if etype == "match" else value
-                if etype == "match_batch":
-                    self.metrics.events_in.labels("match").inc(len(matches))
-                op = _MatchOp(MatchBatch(matches[0].pool), [])
-                for m in matches:
-                    op.batch.add(m)
-                    op.msgs.append(msg)
-                ops.setdefault(op.batch.pool, []).append(op)
             else:
                 results.setdefault(value["pool"], []).append((etype, value, msg))
+        for topic, n in topics.items():  # one labelled inc per batch, not per message (~2 µs each)
+            self.metrics.messages_in.labels(topic).inc(n)
+        for etype, n in types.items():
+            self.metrics.events_in.labels(etype).inc(n)
         for pool, items in results.items():
             await self._assemble(pool, items, ops.setdefault(pool, []), out)
         await asyncio.gather(*(self._apply_pool(pool, pool_ops, out) for pool, pool_ops in ops.items() if pool_ops))
@@ -414,18 +438,13 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             for p in applied.ratings:
                 cause[p] = (ev.event_id, ev.time)
         else:
-            batch = MatchBatch(op.batch.pool)
-            msgs: list[Message] = []
-            for i in range(len(op.batch)):
-                eid = op.batch.event_ids[i]
-                if eid in done_ids:
-                    if eid in seen:
-                        republish[op.batch.a[i]] = republish[op.batch.b[i]] = (eid, op.batch.times[i])
-                    continue
-                done_ids.add(eid)
-                batch.add(MatchEvent(eid, batch.pool, op.batch.times[i], op.batch.a[i], op.batch.b[i],
-                                     op.batch.scores[i]))
-                msgs.append(op.msgs[i])
+            ids = op.batch.event_ids
+            fresh = set(ids)
+            if len(fresh) == len(ids) and done_ids.isdisjoint(fresh):  # the usual case: nothing seen before
+                done_ids |= fresh
+                batch, msgs = op.batch, op.msgs
+            else:
+                batch, msgs = _fresh_matches(op, done_ids, seen, republish)
             if not len(batch):
                 continue
             try:
@@ -467,6 +486,24 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         eid, t = cause[p]
         outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t, system))
     return commit, outputs, dead
+
+
+def _fresh_matches(op: _MatchOp, done_ids: set[str], seen: set[str],
+                   republish: dict[str, tuple[str, int]]) -> tuple[MatchBatch, list[Message]]:
+    """The matches of ``op`` not applied yet (in order); players of re-delivered ones to republish."""
+    batch = MatchBatch(op.batch.pool)
+    msgs: list[Message] = []
+    for i in range(len(op.batch)):
+        eid = op.batch.event_ids[i]
+        if eid in done_ids:
+            if eid in seen:
+                republish[op.batch.a[i]] = republish[op.batch.b[i]] = (eid, op.batch.times[i])
+            continue
+        done_ids.add(eid)
+        batch.add(MatchEvent(eid, batch.pool, op.batch.times[i], op.batch.a[i], op.batch.b[i],
+                             op.batch.scores[i]))
+        msgs.append(op.msgs[i])
+    return batch, msgs
 
 
 def _peek_pool(raw: bytes) -> str | None:

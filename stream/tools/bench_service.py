@@ -1,10 +1,12 @@
 """``mmr bench service``: one worker on a local broker + Redis, beside a bare Faust take loop.
 
 Measured in one run, on the same broker:
-* bare Faust: ``async for batch in stream.take(10000, within=0.2)`` over raw 100-byte
-  messages (the ceiling any Faust worker has per message);
-* the worker: single-``match`` messages/s, batched match results/s (``match_batch`` of
-  1,000), results/s in rounds of 3,000 players (Elo-MMR), and p50/p99 produce→rating
+* bare Faust: ``async for events in stream.take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``
+  doing nothing, over the very single-match messages the worker gets next, produced and
+  clocked the same way (the ceiling any Faust worker has per message);
+* the worker: single-``match`` messages/s (Cowan, and ``elo`` for the service's own cost),
+  batched match results/s (``match_batch`` of 1,000; Cowan, and ``elo`` for the pipeline's
+  own ceiling), results/s in rounds of 3,000 players (Elo-MMR), and p50/p99 produce→rating
   latency of single matches produced at half the measured single-match rate.
 
 Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
@@ -112,48 +114,64 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, A
             "score": rng.choice((0.0, 1.0))}
 
 
-def bench_bare_faust(s: Settings, n: int) -> float:
-    """msgs/s of a bare Faust take loop (subprocess) over ``n`` raw 100-byte messages."""
+def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]]) -> float:
+    """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
+
+    Same broker, same messages (the single-match payloads), same take settings
+    (``take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``) and the same clock as
+    ``_measure``: the loop is subscribed and warm, then the messages are produced
+    concurrently and the clock runs from the start of producing to the last one taken.
+    """
     from stream.service.topics import ensure_topics
 
     topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
     s2 = replace(s, topic_matches=topic)
     asyncio.run(ensure_topics(s2))
-    payload = b"x" * 100
-    asyncio.run(_produce(s2, topic, [(str(i % 8).encode(), payload) for i in range(n)]))
-    out = subprocess.run([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, topic, str(n)],
-                         capture_output=True, text=True, timeout=600)
-    import re
+    tmp = Path(tempfile.mkdtemp(prefix="mmr-bare-"))
+    state, log = tmp / "state", tmp / "bare.log"
+    proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, topic,
+                             str(len(items)), str(state)], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists():  # warm-up messages until the loop has joined and taken one
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise click.ClickException(f"bare Faust loop failed:\n{log.read_text()[-3000:]}")
+            asyncio.run(_produce(s2, topic, [(b"w", b"warm")]))
+            time.sleep(0.5)
+        time.sleep(0.5)
+        t0 = time.time()
+        asyncio.run(_produce(s2, topic, items))
+        proc.wait(600)
+        t_end = float(json.loads(state.read_text())["done"])
+        return len(items) / (t_end - t0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
-    found = re.findall(r'\{"rate": [^}]*\}', out.stdout + out.stderr)  # Faust logs our stdout
-    if not found:
-        raise click.ClickException(f"bare Faust loop failed:\n{out.stderr[-3000:]}")
-    return float(json.loads(found[-1])["rate"])
 
-
-def _bare_main(bootstrap: str, topic: str, n: int) -> None:
-    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC N``)."""
+def _bare_main(bootstrap: str, topic: str, n: int, state_path: str) -> None:
+    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC N STATE``)."""
     import faust
 
-    from stream.service.app import faust_kwargs
+    from stream.service.app import faust_kwargs, patch_fetch_wait
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
-    from stream.service.app import patch_fetch_wait
-
     patch_fetch_wait(s.fetch_max_wait_ms)
     app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
     t = app.topic(topic, key_type=bytes, value_type=bytes)
-    state = {"n": 0, "t0": 0.0}
+    state = {"n": 0}
+    path = Path(state_path)
 
     @app.agent(t)
     async def loop(stream: Any) -> None:
-        async for batch in stream.take(10000, within=0.2):
-            if state["n"] == 0:
-                state["t0"] = time.perf_counter()
-            state["n"] += len(batch)
+        async for events in stream.take_events(s.take_max, within=s.take_within):
+            for e in events:
+                if e.message.value != b"warm":
+                    state["n"] += 1
+            if not path.exists():
+                path.write_text(json.dumps({"ready": time.time()}))
             if state["n"] >= n:
-                dt = time.perf_counter() - state["t0"]
-                print(json.dumps({"rate": (n - len(batch)) / dt if dt > 0 else 0.0}), flush=True)
+                path.write_text(json.dumps({"done": time.time()}))
                 os._exit(0)
 
     sys.argv = [sys.argv[0], "worker", "-l", "warn"]
@@ -185,7 +203,11 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     rng = random.Random(3)
-    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, **s.aiokafka_kwargs())
+    # fetch_max_wait_ms: Tansu 0.6 answers a long-poll only when the wait expires, not when data
+    # arrives (measured: p50 delivery 133 ms at aiokafka's default 500 ms, 2 ms at 10 ms), so the
+    # measuring consumer's own default wait added ~130 ms to every sample
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5,
+                                **s.aiokafka_kwargs())
     await consumer.start()
     tps = [TopicPartition(s.topic_ratings, p) for p in range(s.partitions)]
     consumer.assign(tps)
@@ -202,7 +224,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     async def consume() -> None:
         deadline = time.monotonic() + seconds + 30
         while (len(lat) < n) and time.monotonic() < deadline:
-            got = await consumer.getmany(timeout_ms=200)
+            got = await consumer.getmany(timeout_ms=50)
             now = time.perf_counter()
             for records in got.values():
                 for r in records:
@@ -237,11 +259,10 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
 @click.option("--batched", default=100, show_default=True, help="match_batch messages of 1,000 matches.")
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
-@click.option("--bare", default=100000, show_default=True, help="Raw messages for the bare Faust loop.")
 @click.option("--latency-seconds", default=10.0, show_default=True)
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
-def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int, bare: int,
+def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int,
                   latency_seconds: float, latency_rate: float, json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     tansu = None
@@ -270,15 +291,18 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         from stream.service.topics import ensure_topics
 
         asyncio.run(ensure_topics(s))
+        rng = random.Random(1)
+        singles_cs = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
+                      for i in range(singles)]
         click.echo("bare Faust take loop ...", err=True)
-        res["bare_faust_msgs_per_s"] = bench_bare_faust(s, bare)
+        res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
-            "es": {"system": "elo"}, "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
+            "es": {"system": "elo"}, "eb": {"system": "elo"},
+            "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
         worker = _Worker(s, port, tmp / "worker.log", pools)
         _wait_port(port, 60)
-        rng = random.Random(1)
         # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
         warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
         asyncio.run(_produce(s, s.topic_matches, warm))
@@ -288,9 +312,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
 
         click.echo("single-match messages (cowan) ...", err=True)
-        items = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
-                 for i in range(singles)]
-        res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
+        res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
 
         click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
         items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
@@ -301,6 +323,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
             _match(k * 1000 + i, "cb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
         res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+        click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
+        items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
+            _match(k * 1000 + i, "eb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+        res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
         click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
         items = []
@@ -324,10 +351,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             tansu.terminate()
             tansu.wait(10)
     click.echo(json.dumps(res, indent=2))
-    click.echo(f"| bare Faust take loop (raw 100 B msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
+    click.echo(f"| bare Faust take loop (same single-match msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
+               f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |\n"
                f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                f"({res['rounds_per_s']:.2f} rounds/s) |\n"
                f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
@@ -337,4 +365,4 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
 
 
 if __name__ == "__main__":
-    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])

@@ -67,3 +67,24 @@ def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
         await store.close()
 
     asyncio.run(run())
+
+
+def test_bulk_commit_and_snapshot_blobs(redis_url: str) -> None:
+    """More players/ids than one MSET/ZADD/SMISMEMBER/MGET chunk, non-ASCII and binary values."""
+    async def run() -> None:
+        store = _store(redis_url)
+        names = [f"pl-{i}-ü€" for i in range(9001)]
+        values = {p: bytes([i % 256, 0, 255]) + p.encode() for i, p in enumerate(names)}
+        ids = [f"ev-{i}-ß" for i in range(8500)]
+        c = Commit(beliefs=values, scores={p: float(i) - 0.25 for i, p in enumerate(names)}, event_ids=ids)
+        assert await store.commit("pool ü", "0", c) == 1
+        asked = [*names[:4500], "nobody", *names[4500:]]
+        snap = await store.snapshot("pool ü", asked, [*ids[::2], "unknown"])
+        assert snap.gen == "1" and snap.seen == set(ids[::2])
+        assert snap.beliefs == {**values, "nobody": None} and list(snap.beliefs) == asked
+        assert await store.top("pool ü", 2) == [(names[-1], 8999.75), (names[-2], 8998.75)]
+        empty = await store.snapshot("pool ü", [], [])
+        assert empty.gen == "1" and empty.beliefs == {} and not empty.seen
+        await store.close()
+
+    asyncio.run(run())

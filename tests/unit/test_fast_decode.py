@@ -1,0 +1,59 @@
+"""The service's fast path for match events decodes exactly what the full validator does."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from stream.events.model import MatchBatch
+from stream.events.validate import InvalidEvent, decode_event, fast_matches
+
+
+def _full(obj: dict[str, Any]) -> MatchBatch:
+    etype, value = decode_event(copy.deepcopy(obj))
+    batch = MatchBatch(obj["pool"])
+    for m in [value] if etype == "match" else value:
+        batch.add(m)
+    return batch
+
+
+MATCH = {"type": "match", "event_id": "e1", "pool": "p", "time": 5, "a": "x", "b": "y", "score": 1}
+BATCH = {"type": "match_batch", "pool": "p", "extra": True, "matches": [
+    {"event_id": "e1", "time": 0, "a": "x", "b": "y", "score": 0.5, "more": [1]},
+    {"event_id": "é" * 256, "time": 2**40, "a": "y" * 128, "b": "x", "score": 0}]}
+
+
+@pytest.mark.parametrize("obj", [MATCH, BATCH])
+def test_same_columns_as_the_validator(obj: dict[str, Any]) -> None:
+    fast = fast_matches(obj)
+    assert fast is not None and fast == _full(obj)
+    assert all(type(s) is float for s in fast.scores) and all(type(t) is int for t in fast.times)
+
+
+@pytest.mark.parametrize("change", [
+    {"score": True}, {"score": 1.5}, {"score": -0.0001}, {"score": "1"}, {"time": 5.0}, {"time": -1},
+    {"time": False}, {"a": ""}, {"a": "z" * 129}, {"a": "same", "b": "same"}, {"event_id": "e" * 257}, {"event_id": 3},
+    {"pool": ""}, {"pool": "q" * 129}, {"pool": None}, {"type": "round"},
+])
+def test_anything_unusual_takes_the_full_path(change: dict[str, Any]) -> None:
+    """None means: use decode_event (which then accepts or rejects with its usual reason)."""
+    assert fast_matches({**MATCH, **change}) is None
+    items = [dict(BATCH["matches"][0]), {**BATCH["matches"][1], **{k: v for k, v in change.items()
+                                                                 if k not in ("pool", "type")}}]
+    if set(change) & {"pool", "type"}:
+        assert fast_matches({**BATCH, **change}) is None
+    else:
+        assert fast_matches({**BATCH, "matches": items}) is None
+
+
+def test_missing_fields_and_empty_batches() -> None:
+    for field in ("event_id", "time", "a", "b", "score"):
+        obj = {k: v for k, v in MATCH.items() if k != field}
+        assert fast_matches(obj) is None
+        with pytest.raises(InvalidEvent):
+            decode_event(obj)
+    assert fast_matches({**BATCH, "matches": []}) is None
+    assert fast_matches({**BATCH, "matches": [1]}) is None
+    assert fast_matches({**BATCH, "matches": "x"}) is None
