@@ -15,10 +15,13 @@ depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (pap
   least-squares fit for the logistic luck), so ``Σ_k ρ(k) R(i − k)`` is two O(n)
   recursions (one forward, one backward sweep, all exponentials at once).
 
-Draws in the paper's form need ``Σ_k ρ(k) g(i−k)^θ g(k−i)^(1−θ)``, a kernel with no
-Heaviside jump and a branch point close to the real axis (no short exponential sum: 24
-half-integer exponents still leave 1e-10); they use a convolution over the cells that
-carry mass — a radix-2 FFT for big windows, a direct sum for small ones.
+Draws in the paper's form need ``Σ_k ρ(k) D(i−k)``, ``D(d) = g(d)^θ g(−d)^(1−θ)``, a
+kernel with a branch point close to the real axis (no short exponential sum with the fixed
+rates ``e^(−jh)``: 24 half-integer exponents still leave 1e-10). With free *complex* rates
+(matrix pencil, ``cowan.fit_exp_sum``) each side ``D(±d) − D(±∞)`` is ~9 terms to ~5e-15,
+so ``draw_lik`` does it by two sweeps like ``win_lik``; the fallback (fit not good enough,
+or ``residual`` direct/fft) is a convolution over the cells that carry mass — a radix-2
+FFT for big windows, a direct sum for small ones.
 
 Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
 reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
@@ -222,6 +225,83 @@ def win_lik(
 
 
 @njit(cache=True, nogil=True)
+def draw_lik(
+    rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
+) -> None:
+    """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel ``D`` given as
+    a sum of complex exponentials (``ds``, see ``pack_draw_soe``), by two O(n) sweeps:
+
+    ``D(d) = t₊ + Re Σ_j c₊ⱼ z₊ⱼ^d`` for d ≥ 1, ``D(0) = t₀``,
+    ``D(−d) = t₋ + Re Σ_j c₋ⱼ z₋ⱼ^d`` for d ≥ 1;
+
+    ``swap`` uses ``D(−d)`` instead (the other player's side). The complex states are
+    updated as real pairs in a fixed order (no reassociation: same bits on any thread)."""
+    k = int(ds[4])
+    tp = ds[1]
+    tm = ds[2]
+    t0 = ds[3]
+    bp = 5
+    bm = 5 + 4 * k
+    if swap:
+        tp, tm = tm, tp
+        bp, bm = bm, bp
+    zr = ds[bp : bp + k]
+    zi = ds[bp + k : bp + 2 * k]
+    cr = ds[bp + 2 * k : bp + 3 * k]
+    ci = ds[bp + 3 * k : bp + 4 * k]
+    sr = np.zeros(k)
+    si = np.zeros(k)
+    # forward sweep: s_j(i) = Σ_{k<i} rho(k) z_j^(i−k), run = Σ_{k<i} rho(k)
+    start = min(lo, lo_o)
+    res = np.empty(hi - start + 1)
+    run = 0.0
+    for i in range(start, hi + 1):
+        r_i = rho[i]
+        acc = 0.0
+        for j in range(k):
+            a = sr[j]
+            b = si[j]
+            acc += cr[j] * a - ci[j] * b
+            t = a + r_i
+            sr[j] = zr[j] * t - zi[j] * b
+            si[j] = zr[j] * b + zi[j] * t
+        res[i - start] = tp * run + t0 * r_i + acc
+        run += r_i
+    # backward sweep: s_j(i) = Σ_{k>i} rho(k) z_j^(k−i), run = Σ_{k>i} rho(k)
+    zr = ds[bm : bm + k]
+    zi = ds[bm + k : bm + 2 * k]
+    cr = ds[bm + 2 * k : bm + 3 * k]
+    ci = ds[bm + 3 * k : bm + 4 * k]
+    for j in range(k):
+        sr[j] = 0.0
+        si[j] = 0.0
+    run = 0.0
+    stop = max(hi, hi_o)
+    for i in range(stop, hi, -1):
+        r_i = rho[i]
+        for j in range(k):
+            a = sr[j]
+            b = si[j]
+            t = a + r_i
+            sr[j] = zr[j] * t - zi[j] * b
+            si[j] = zr[j] * b + zi[j] * t
+        run += r_i
+    off = lo - start
+    for i in range(hi, lo - 1, -1):
+        r_i = rho[i]
+        acc = 0.0
+        for j in range(k):
+            a = sr[j]
+            b = si[j]
+            acc += cr[j] * a - ci[j] * b
+            t = a + r_i
+            sr[j] = zr[j] * t - zi[j] * b
+            si[j] = zr[j] * b + zi[j] * t
+        out[i - lo] = res[i - lo + off] + tm * run + acc
+        run += r_i
+
+
+@njit(cache=True, nogil=True)
 def _drift_and_store(
     post: np.ndarray,
     lo: int,
@@ -315,6 +395,7 @@ def update_pair(
     rates: np.ndarray,
     gtab: np.ndarray,
     dtab: np.ndarray,
+    dsoe: np.ndarray,
     res_mode: int,
     form: int,
     taps: np.ndarray,
@@ -344,11 +425,15 @@ def update_pair(
     partial = 0.0 < score < 1.0
     if partial and form == FORM_PAPER:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
-        flip = dtab[::-1].copy()
-        if ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
+        if res_mode == RES_SOE and dsoe[0] == 1.0:
+            draw_lik(rho_b, lb, hb, la, ha, dsoe, False, fa)
+            draw_lik(rho_a, la, ha, lb, hb, dsoe, True, fb)
+        elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
+            flip = dtab[::-1].copy()
             _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
             _fft_conv(rho_a, la, ha, lb, hb, flip, fb)
         else:
+            flip = dtab[::-1].copy()
             _direct(rho_b, lb, hb, la, ha, dtab, fa)
             _direct(rho_a, la, ha, lb, hb, flip, fb)
     else:
@@ -404,6 +489,7 @@ def run_waves(
     scores: np.ndarray,
     dtab_index: np.ndarray,
     dtabs: np.ndarray,
+    dsoes: np.ndarray,
     a0: float,
     beta: float,
     coef: np.ndarray,
@@ -432,7 +518,8 @@ def run_waves(
             m = order[s0 + q]
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
-                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, status,
+                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+                quant, qmin, status,
             )
 
 
@@ -447,6 +534,7 @@ def run_serial(
     scores: np.ndarray,
     dtab_index: np.ndarray,
     dtabs: np.ndarray,
+    dsoes: np.ndarray,
     a0: float,
     beta: float,
     coef: np.ndarray,
@@ -472,7 +560,8 @@ def run_serial(
             m = order[s0 + q]
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, coef, rates, gtab,
-                dtabs[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, status,
+                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
+                quant, qmin, status,
             )
 
 

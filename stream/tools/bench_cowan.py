@@ -124,7 +124,10 @@ def bench_cowan(
     raw_new = batch(fast, fresh, wins, 1, "fast (SOE), batch, 1 thread, raw", "new", q=False)
     if threads > 1:
         batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
-    batch(fast, est, draws, 1, "fast, paper-form draws (FFT conv.)", "established")
+    batch(fast, est, draws, 1, "fast, paper-form draws (complex SOE)", "established")
+    batch(fast, fresh, draws, 1, "fast, paper-form draws (complex SOE)", "new")
+    batch(Cowan({"residual": "fft"}), est, draws, 1, "paper-form draws, FFT conv. (residual=fft)",
+          "established")
     batch(Cowan({"draw_form": "blatmmr"}), est, draws, 1, "fast, blatmmr-form draws", "established")
     direct = Cowan({"residual": "direct"})
     count = min(matches, 1000)
