@@ -222,15 +222,16 @@ def patch_fetch_wait(ms: int) -> None:
 def set_numba_threads(n: int) -> None:
     """Threads of numba's parallel kernels called from *this* thread (the setting is per thread).
 
-    Default (0): one fewer than the cores, at least 1. Measured here (2 shared cores): with
-    numba's default of all cores, a parallel Cowan wave kernel competes with the event loop,
-    Faust's consumer thread and the broker for the same two cores, and single-match batches
-    ran at 5.0k matches/s through the processor against 8.0k with one thread.
+    0 keeps numba's default (all cores). Measured here (2 shared cores), one thread helped
+    mid-sized Cowan batches through the processor alone (300 matches: 5.0k → 8.0k matches/s)
+    but cost the worker 20-30 % on ``match_batch`` of 1,000 and on rounds, where the
+    parallel kernels have enough work per wave; batches under ``parallel_min_batch`` (the
+    usual single-match take batch) run the serial kernel either way.
     """
+    if n <= 0:
+        return
     import numba
 
-    if n <= 0:
-        n = max(1, (os.cpu_count() or 1) - 1)
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
 
@@ -239,7 +240,7 @@ def create_app(s: Settings) -> Service:
     patch_fetch_wait(s.fetch_max_wait_ms)
     app = faust.App(s.app_id, **faust_kwargs(s))
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
-    # see NOTES: one numba thread; its parallel kernels get cores - 1 threads by default
+    # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
     metrics = Metrics()

@@ -42,7 +42,7 @@ class Settings:
     take_max: int = 4096  # messages per take batch
     take_within: float = 0.02  # seconds a take batch waits for more messages
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see app.patch_fetch_wait)
-    numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: cores - 1
+    numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
     http_host: str = "0.0.0.0"

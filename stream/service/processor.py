@@ -11,7 +11,7 @@ Per take batch:
    matches is one MatchBatch, a round is one op, ``round_result``/``round_completed``
    go through the RoundAssembler (its state mirrored in Redis) and become a round op
    when complete;
-3. per pool: one pipelined read (commit token, which event ids were applied already,
+3. per pool: one read (a Lua script: commit token, which event ids were applied already,
    beliefs), the rating math on the single numba thread, one atomic commit (Lua) that
    writes beliefs + leaderboard + event ids, retried from the read on a conflict;
 4. the caller publishes the returned outputs and dead letters, and only then acks.

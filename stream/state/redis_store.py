@@ -21,7 +21,7 @@ The per-player version is the ``rounds`` counter inside the belief, so it moves 
 with the belief itself.
 
 Why a compare-and-set on ``gen`` rather than MULTI/WATCH: the read (GET gen, SMISMEMBER
-seen, MGET beliefs) is one pipeline round trip, the math runs outside Redis, and the commit
+seen, MGET beliefs) is one read script (one round trip), the math runs outside Redis, and the commit
 is one EVALSHA that refuses to write when anything committed to the pool in between
 (a concurrent agent of this worker, or a second worker during a rebalance). The caller
 then re-reads and recomputes. Event ids are recorded in the same script as the beliefs,
