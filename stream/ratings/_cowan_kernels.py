@@ -566,6 +566,64 @@ def run_serial(
 
 
 @njit(cache=True, nogil=True)
+def rate_pair(
+    bel_a: np.ndarray,
+    bel_b: np.ndarray,
+    score: float,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    coef: np.ndarray,
+    rates: np.ndarray,
+    gtab: np.ndarray,
+    taps: np.ndarray,
+    fpar: np.ndarray,
+    ipar: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
+    ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
+    entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
+    call with few arguments instead of the batch set-up, same arithmetic, same bits.
+    ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
+    qmin, n + 1]``; the int returned has bit 0 / bit 1 set if A's / B's belief came out
+    non-finite (quantised runs only)."""
+    n1 = ipar[5]
+    dens = np.zeros((2, n1))
+    lohi = np.empty((2, 2), dtype=np.int64)
+    la = int(bel_a[0])
+    lb = int(bel_b[0])
+    ma = bel_a.shape[0] - 2
+    mb = bel_b.shape[0] - 2
+    for t in range(ma):
+        dens[0, la + t] = bel_a[2 + t]
+    for t in range(mb):
+        dens[1, lb + t] = bel_b[2 + t]
+    lohi[0, 0] = la
+    lohi[0, 1] = la + ma - 1
+    lohi[1, 0] = lb
+    lohi[1, 1] = lb + mb - 1
+    status = np.zeros(2, dtype=np.uint8)
+    update_pair(
+        dens, lohi, 0, 1, score, fpar[0], fpar[1], coef, rates, gtab, dtab, dsoe,
+        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], status,
+    )
+    lo = lohi[0, 0]
+    hi = lohi[0, 1]
+    out_a = np.empty(hi - lo + 3)
+    out_a[0] = lo
+    out_a[1] = bel_a[1] + 1.0
+    for x in range(lo, hi + 1):
+        out_a[2 + x - lo] = dens[0, x]
+    lo = lohi[1, 0]
+    hi = lohi[1, 1]
+    out_b = np.empty(hi - lo + 3)
+    out_b[0] = lo
+    out_b[1] = bel_b[1] + 1.0
+    for x in range(lo, hi + 1):
+        out_b[2 + x - lo] = dens[1, x]
+    return out_a, out_b, int(status[0]) + 2 * int(status[1])
+
+
+@njit(cache=True, nogil=True)
 def expected_score(
     rho_a: np.ndarray,
     la: int,

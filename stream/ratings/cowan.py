@@ -514,6 +514,8 @@ class Cowan(RatingSystem):
             return list(beliefs)
         if self.p.algorithm == "naive":
             return self._rate_naive(beliefs, a, b, scores, quantise)
+        if a.shape[0] == 1:  # the service's common case: no batch set-up
+            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise)
         m = self.model
         n1 = self.p.n + 1
         dens = np.zeros((nplayers, n1))
@@ -561,6 +563,46 @@ class Cowan(RatingSystem):
             new[1] = rounds[i] + played[i]
             new[HEADER:] = dens[i, lo : hi + 1]
             out.append(new)
+        return out
+
+    @cached_property
+    def _pair_consts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(fpar, ipar with quant = 0, ipar with quant = 1)`` for ``K.rate_pair``."""
+        m = self.model
+        fpar = np.array([m.a0, m.beta, m.drift_rate, TAIL])
+        ipar = [m.res_mode, m.form, m.drift_mode, 0, QMIN, self.p.n + 1]
+        raw = np.array(ipar, dtype=np.int64)
+        ipar[3] = 1
+        return fpar, raw, np.array(ipar, dtype=np.int64)
+
+    def _belief_array(self, belief: Belief) -> np.ndarray:
+        """A belief as a validated contiguous float64 array (``window``'s checks)."""
+        bel = np.ascontiguousarray(belief, dtype=np.float64)
+        if bel.ndim != 1 or bel.shape[0] <= HEADER:
+            raise RatingError("cowan: malformed belief (too short)")
+        lo = int(bel[0])
+        if lo < 0 or lo + bel.shape[0] - HEADER > self.p.n + 1:
+            raise RatingError(f"cowan: belief window [{lo}, {lo + bel.shape[0] - HEADER - 1}] outside the grid")
+        return bel
+
+    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool) -> list[Belief]:
+        """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
+        without the dense batch matrix, wave schedule or per-batch tables."""
+        m = self.model
+        if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
+            dtab, dsoe = self._dtab(score), self._dsoe(score)
+        else:
+            dtab, dsoe = m.gtab, self._no_dsoes[0]
+        fpar, raw, quant = self._pair_consts
+        new_a, new_b, status = K.rate_pair(
+            self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
+            m.coef, m.rates, m.gtab, m.taps, fpar, quant if quantise else raw,
+        )
+        if quantise and status:
+            raise RatingError(f"cowan: non-finite belief for player {ia if status & 1 else ib}")
+        out = list(beliefs)
+        out[ia] = new_a
+        out[ib] = new_b
         return out
 
     # ---- the naive oracle ----------------------------------------------------------
