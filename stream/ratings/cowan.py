@@ -18,6 +18,7 @@ has the prior N(0, σ0²) sampled on the grid and normalised, minus negligible t
 Algorithms (``algorithm=``):
 
 * ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
+  (free complex rates fitted by matrix pencil, ``fit_exp_sum``: 8 terms, 4e-15)
   (two O(n) sweeps) — agrees with the naive algorithm to ~1e-16 per cell (tests: < 1e-12);
   drift by a short direct convolution (27 taps). ``residual=direct`` / ``residual=fft``
   replace the sweeps by a windowed direct sum / an FFT convolution of the whole Λ (the
@@ -56,7 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -242,23 +243,42 @@ def fit_exp_sum(
     return best
 
 
+@lru_cache(maxsize=16)
+def _residual_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
+    """``pack_soe`` of φ(d) = 1/(1 + e^(dh)), d = 1..n, and its max error: free (complex)
+    rates by matrix pencil (8 terms, 4e-15 on the default grid: 5 real, 3 complex) unless
+    the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. Cached: the SVD takes ~50 ms."""
+    dd = np.arange(1, n + 1, dtype=float)
+    target = 1.0 / (1.0 + np.exp(dd * h))
+    z, c, err = fit_exp_sum(target, max_terms=terms, tol=4e-15)
+    coef, rates = fit_soe(n, h, terms)
+    fixed_error = float(np.max(np.abs((rates[None, :] ** dd[:, None]) @ coef - target)))
+    if fixed_error < err:
+        z, c, err = rates.astype(complex), coef.astype(complex), fixed_error
+    soe = pack_soe(z, c)
+    return soe, err
+
+
+def pack_soe(z: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``Re Σ_j c_j z_j^d`` as the row the kernels read (``_cowan_kernels._soe_views``):
+    ``[R, C, real rates (R), their coefficients (R), Re z, Im z, Re c, Im c (C each)]`` —
+    real rates apart, since a real term costs a third of a complex one."""
+    z = np.asarray(z, dtype=complex)
+    c = np.asarray(c, dtype=complex)
+    real = z.imag == 0.0
+    zc, cc = z[~real], c[~real]
+    return np.concatenate(
+        ([float(real.sum()), float(zc.shape[0])], z[real].real, c[real].real, zc.real, zc.imag, cc.real, cc.imag)
+    )
+
+
 def pack_draw_soe(
     tp: float, tm: float, t0: float, plus: tuple[np.ndarray, np.ndarray], minus: tuple[np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """The row ``_cowan_kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, K, Re z₊, Im z₊, Re c₊,
-    Im c₊, Re z₋, Im z₋, Re c₋, Im c₋]`` (K entries each, the shorter side padded with
-    zero terms)."""
-    k = max(plus[0].shape[0], minus[0].shape[0])
-    row = np.zeros(5 + 8 * k)
-    row[:5] = (1.0, tp, tm, t0, float(k))
-    for side, (z, c) in enumerate((plus, minus)):
-        base = 5 + 4 * k * side
-        m = z.shape[0]
-        row[base : base + m] = z.real
-        row[base + k : base + k + m] = z.imag
-        row[base + 2 * k : base + 2 * k + m] = c.real
-        row[base + 3 * k : base + 3 * k + m] = c.imag
-    return row
+    """The row ``_cowan_kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, start of the minus
+    part, pack_soe(plus), pack_soe(minus)]``."""
+    p, m = pack_soe(*plus), pack_soe(*minus)
+    return np.concatenate(([1.0, tp, tm, t0, 5.0 + p.shape[0]], p, m))
 
 
 @dataclass(frozen=True)
@@ -268,8 +288,7 @@ class _Model:
     grid: np.ndarray
     a0: float
     beta: float
-    coef: np.ndarray
-    rates: np.ndarray
+    soe: np.ndarray  # pack_soe of φ (the residual's exponential sum)
     gtab: np.ndarray  # g(d), d = −n..n
     res_mode: int
     form: int
@@ -328,7 +347,7 @@ class Cowan(RatingSystem):
         gtab = np.ascontiguousarray(self.luck(d, 0.0), dtype=np.float64)
         if self.laplace:
             s = self.laplace_scale
-            coef, rates = np.array([0.5]), np.array([math.exp(-h / s)])
+            soe = pack_soe(np.array([math.exp(-h / s)]), np.array([0.5]))
             soe_error = 0.0
             b = p.sigma_kernel / math.sqrt(2.0)
             r = math.exp(-h / b) if b > 0 else 0.0
@@ -337,10 +356,8 @@ class Cowan(RatingSystem):
             full_taps = w0 * r ** np.abs(np.arange(-p.n, p.n + 1, dtype=float))
             drift_mode, drift_rate = K.DRIFT_EXP, r
         else:
-            coef, rates = fit_soe(p.n, h, p.soe_terms)
-            dd = np.arange(1, p.n + 1, dtype=float)
-            fit = (rates[None, :] ** dd[:, None]) @ coef
-            soe_error = float(np.max(np.abs(fit - 1.0 / (1.0 + np.exp(dd * h)))))
+            soe, soe_error = _residual_soe(p.n, h, p.soe_terms)
+            soe = soe.copy()  # the cached row stays unshared
             taps = _gauss_taps(p.sigma_kernel, h)
             full_taps = taps
             drift_mode, drift_rate = K.DRIFT_TAPS, 0.0
@@ -348,8 +365,7 @@ class Cowan(RatingSystem):
             grid=grid,
             a0=(1.0 - p.beta) / 2.0,
             beta=p.beta,
-            coef=np.ascontiguousarray(coef, dtype=np.float64),
-            rates=np.ascontiguousarray(rates, dtype=np.float64),
+            soe=np.ascontiguousarray(soe, dtype=np.float64),
             gtab=gtab,
             res_mode={"direct": K.RES_DIRECT, "fft": K.RES_FFT}.get(p.residual, K.RES_SOE),
             form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
@@ -461,7 +477,7 @@ class Cowan(RatingSystem):
         return float(
             K.expected_score(
                 fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
-                m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode,
+                m.a0, m.beta, m.soe, m.gtab, m.res_mode,
             )
         )
 
@@ -546,7 +562,7 @@ class Cowan(RatingSystem):
         status = np.zeros(nplayers, dtype=np.uint8)
         (K.run_waves if wide else K.run_serial)(
             dens, lohi, order, starts, a, b, scores, dtab_index, dtabs, dsoes,
-            m.a0, m.beta, m.coef, m.rates, m.gtab, m.res_mode, m.form,
+            m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form,
             m.taps, m.drift_mode, m.drift_rate, TAIL, quantise, QMIN, status,
         )
         if quantise and status.any():
@@ -596,7 +612,7 @@ class Cowan(RatingSystem):
         fpar, raw, quant = self._pair_consts
         new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
-            m.coef, m.rates, m.gtab, m.taps, fpar, quant if quantise else raw,
+            m.soe, m.gtab, m.taps, fpar, quant if quantise else raw,
         )
         if quantise and status:
             raise RatingError(f"cowan: non-finite belief for player {ia if status & 1 else ib}")
@@ -719,4 +735,4 @@ def warmup() -> None:
         )
 
 
-__all__ = ["Cowan", "CowanParams", "drift_naive", "fit_soe", "posterior_naive", "warmup"]
+__all__ = ["Cowan", "CowanParams", "drift_naive", "fit_exp_sum", "fit_soe", "pack_soe", "posterior_naive", "warmup"]

@@ -15,7 +15,7 @@ from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import cowan, make_system
 from stream.ratings._cowan_quant import canonical
 from stream.ratings.base import RatingError
-from stream.ratings.cowan import Cowan, drift_naive, posterior_naive
+from stream.ratings.cowan import Cowan, drift_naive, fit_exp_sum, posterior_naive
 from stream.state.cowan_codec import CowanCodec
 
 NAT = math.log(10.0) / 400.0  # Elo points -> natural units
@@ -172,8 +172,38 @@ def test_laplace_variant_matches_its_naive(score: float) -> None:
 
 
 def test_soe_fit_error(sys_: Cowan) -> None:
-    assert sys_.model.soe_error < 5e-13
+    # free (complex) rates: 8 terms, ~4e-15 (fixed rates e^(−jh): 16 terms, 3.7e-13)
+    assert sys_.model.soe_error < 1e-14
+    assert int(sys_.model.soe[0]) + int(sys_.model.soe[1]) <= 10
     assert len(sys_.model.taps) == 27
+
+
+@pytest.mark.parametrize("score", [0.5, 0.3])
+def test_paper_draws_use_the_exponential_sum(sys_: Cowan, score: float) -> None:
+    row = sys_._dsoe(score)
+    assert row[0] == 1.0  # the fit met DRAW_SOE_MAX_ERR: draws are two sweeps, not an FFT
+    n = sys_.p.n
+    tab = sys_._dtab(score)
+    d = np.arange(1, n + 1, dtype=float)
+    for start, t_inf, exact in ((5, row[1], tab[n + 1 :]), (int(row[4]), row[2], tab[n - 1 :: -1])):
+        nr, nc = int(row[start]), int(row[start + 1])
+        o = start + 2
+        rr, rc = row[o : o + nr], row[o + nr : o + 2 * nr]
+        o += 2 * nr
+        z = row[o : o + nc] + 1j * row[o + nc : o + 2 * nc]
+        c = row[o + 2 * nc : o + 3 * nc] + 1j * row[o + 3 * nc : o + 4 * nc]
+        fit = t_inf + (rr[None, :] ** d[:, None]) @ rc + ((z[None, :] ** d[:, None]) @ c).real
+        assert np.max(np.abs(fit - exact)) < 1e-13
+
+
+def test_fit_exp_sum_recovers_a_known_sum() -> None:
+    d = np.arange(1, 301, dtype=float)
+    y = 0.7 * 0.9**d + (0.2 * (0.8 * np.exp(0.3j)) ** d).real
+    z, c, err = fit_exp_sum(y)
+    assert err < 1e-14 and z.shape[0] == 2
+    order = np.argsort(np.abs(z))  # 0.8·e^(0.3i), then 0.9
+    assert np.allclose(z[order], [0.8 * np.exp(0.3j), 0.9], atol=1e-10)
+    assert np.allclose(c[order], [0.2, 0.7], atol=1e-10)
 
 
 # ---------------------------------------------------------------- symmetries
