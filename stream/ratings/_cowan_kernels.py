@@ -203,6 +203,66 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
         out[t] = pr[t + mo - 1] * inv
 
 
+#: the register-resident sweep ``_sweep_r5c3`` takes sums with at most this many real and
+#: complex terms (the default logistic fit has exactly 5 and 3)
+SWEEP_REAL = 5
+SWEEP_CPLX = 3
+
+
+@njit(cache=True, nogil=True)
+def _sweep_r5c3(
+    rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
+) -> None:
+    """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) with the
+    states in registers (scalars) instead of arrays: the same operations in the same order,
+    so the same bits as the generic loop (absent terms are zero slots: ``acc + 0.0``), but
+    no store-to-load round trip on each state's loop-carried chain (~1.7× faster).
+    ``acc_out[i − keep_lo] = acc(i)`` for the cells ``i ∈ [keep_lo, keep_hi]``."""
+    rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
+    r = np.zeros(SWEEP_REAL)
+    c = np.zeros(SWEEP_REAL)
+    r[: rr.shape[0]] = rr
+    c[: rr.shape[0]] = rc
+    q = np.zeros(4 * SWEEP_CPLX)
+    nc = zr.shape[0]
+    q[:nc] = zr
+    q[SWEEP_CPLX : SWEEP_CPLX + nc] = zi
+    q[2 * SWEEP_CPLX : 2 * SWEEP_CPLX + nc] = cr
+    q[3 * SWEEP_CPLX : 3 * SWEEP_CPLX + nc] = ci
+    r0, r1, r2, r3, r4 = r[0], r[1], r[2], r[3], r[4]
+    c0, c1, c2, c3, c4 = c[0], c[1], c[2], c[3], c[4]
+    zr0, zr1, zr2, zi0, zi1, zi2 = q[0], q[1], q[2], q[3], q[4], q[5]
+    cr0, cr1, cr2, ci0, ci1, ci2 = q[6], q[7], q[8], q[9], q[10], q[11]
+    s0 = s1 = s2 = s3 = s4 = 0.0
+    a0 = a1 = a2 = b0 = b1 = b2 = 0.0
+    i = first
+    for _ in range(count):
+        x = rho[i]
+        acc = 0.0
+        acc += c0 * s0
+        acc += c1 * s1
+        acc += c2 * s2
+        acc += c3 * s3
+        acc += c4 * s4
+        acc += cr0 * a0 - ci0 * b0
+        acc += cr1 * a1 - ci1 * b1
+        acc += cr2 * a2 - ci2 * b2
+        s0 = r0 * (s0 + x)
+        s1 = r1 * (s1 + x)
+        s2 = r2 * (s2 + x)
+        s3 = r3 * (s3 + x)
+        s4 = r4 * (s4 + x)
+        t = a0 + x
+        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
+        t = a1 + x
+        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
+        t = a2 + x
+        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
+        if keep_lo <= i <= keep_hi:
+            acc_out[i - keep_lo] = acc
+        i += step
+
+
 @njit(cache=True, nogil=True)
 def win_lik(
     rho: np.ndarray,
@@ -231,6 +291,21 @@ def win_lik(
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
+    if int(soe[0]) <= SWEEP_REAL and int(soe[1]) <= SWEEP_CPLX:
+        # the same sweeps as below, states in registers (same bits)
+        start = min(lo, lo_o)
+        stop = max(hi, hi_o)
+        fw = np.empty(hi - lo + 1)
+        _sweep_r5c3(rho, soe, start, 1, hi - start + 1, lo, hi, fw)
+        _sweep_r5c3(rho, soe, stop, -1, stop - lo + 1, lo, hi, out)
+        run = 0.0
+        for i in range(start, hi + 1):
+            r_i = rho[i]
+            if i >= lo:
+                t = i - lo
+                out[t] = a0 * total + beta * (run + 0.5 * r_i - fw[t]) + beta * out[t]
+            run += r_i
+        return
     rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
     st = np.zeros(rr.shape[0])
     sr = np.zeros(zr.shape[0])
