@@ -335,6 +335,69 @@ def win_lik(
 
 
 @njit(cache=True, nogil=True)
+def _sweep_r4c6(
+    rho: np.ndarray, soe: np.ndarray, base: int, first: int, step: int, count: int, keep_lo: int, keep_hi: int,
+    acc_out: np.ndarray,
+) -> None:
+    """``_sweep_r5c3`` for sums of ≤ 4 real and ≤ 6 complex terms packed at ``soe[base]``
+    (the paper-form draw fits; θ = ½ has exactly 4 and 6): same operations in the same
+    order as the generic loop of ``draw_lik``, states in registers."""
+    rr, rc, zr, zi, cr, ci = _soe_views(soe, base)
+    r = np.zeros(4)
+    c = np.zeros(4)
+    r[: rr.shape[0]] = rr
+    c[: rr.shape[0]] = rc
+    q = np.zeros(24)
+    nc = zr.shape[0]
+    q[:nc] = zr
+    q[6 : 6 + nc] = zi
+    q[12 : 12 + nc] = cr
+    q[18 : 18 + nc] = ci
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    c0, c1, c2, c3 = c[0], c[1], c[2], c[3]
+    zr0, zr1, zr2, zr3, zr4, zr5 = q[0], q[1], q[2], q[3], q[4], q[5]
+    zi0, zi1, zi2, zi3, zi4, zi5 = q[6], q[7], q[8], q[9], q[10], q[11]
+    cr0, cr1, cr2, cr3, cr4, cr5 = q[12], q[13], q[14], q[15], q[16], q[17]
+    ci0, ci1, ci2, ci3, ci4, ci5 = q[18], q[19], q[20], q[21], q[22], q[23]
+    s0 = s1 = s2 = s3 = 0.0
+    a0 = a1 = a2 = a3 = a4 = a5 = b0 = b1 = b2 = b3 = b4 = b5 = 0.0
+    i = first
+    for _ in range(count):
+        x = rho[i]
+        acc = 0.0
+        acc += c0 * s0
+        acc += c1 * s1
+        acc += c2 * s2
+        acc += c3 * s3
+        acc += cr0 * a0 - ci0 * b0
+        acc += cr1 * a1 - ci1 * b1
+        acc += cr2 * a2 - ci2 * b2
+        acc += cr3 * a3 - ci3 * b3
+        acc += cr4 * a4 - ci4 * b4
+        acc += cr5 * a5 - ci5 * b5
+        s0 = r0 * (s0 + x)
+        s1 = r1 * (s1 + x)
+        s2 = r2 * (s2 + x)
+        s3 = r3 * (s3 + x)
+        t = a0 + x
+        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
+        t = a1 + x
+        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
+        t = a2 + x
+        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
+        t = a3 + x
+        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
+        t = a4 + x
+        a4, b4 = zr4 * t - zi4 * b4, zr4 * b4 + zi4 * t
+        t = a5 + x
+        a5, b5 = zr5 * t - zi5 * b5, zr5 * b5 + zi5 * t
+        if keep_lo <= i <= keep_hi:
+            acc_out[i - keep_lo] = acc
+        i += step
+
+
+
+@njit(cache=True, nogil=True)
 def draw_lik(
     rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
 ) -> None:
@@ -350,6 +413,26 @@ def draw_lik(
     if swap:
         tp, tm = tm, tp
         bp, bm = bm, bp
+    if max(int(ds[bp]), int(ds[bm])) <= 4 and max(int(ds[bp + 1]), int(ds[bm + 1])) <= 6:
+        # the same sweeps as below, states in registers (same bits)
+        start = min(lo, lo_o)
+        stop = max(hi, hi_o)
+        fw = np.empty(hi - lo + 1)
+        _sweep_r4c6(rho, ds, bp, start, 1, hi - start + 1, lo, hi, fw)
+        _sweep_r4c6(rho, ds, bm, stop, -1, stop - lo + 1, lo, hi, out)
+        run = 0.0
+        for i in range(start, hi + 1):
+            r_i = rho[i]
+            if i >= lo:
+                fw[i - lo] = tp * run + t0 * r_i + fw[i - lo]
+            run += r_i
+        run = 0.0
+        for i in range(stop, lo - 1, -1):
+            r_i = rho[i]
+            if i <= hi:
+                out[i - lo] = fw[i - lo] + tm * run + out[i - lo]
+            run += r_i
+        return
     rr, rc, zr, zi, cr, ci = _soe_views(ds, bp)
     st = np.zeros(max(rr.shape[0], int(ds[bm])))
     sr = np.zeros(max(zr.shape[0], int(ds[bm + 1])))

@@ -410,3 +410,36 @@ def test_register_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan) -> None:
             kern.win_lik(row, ly, hy, lx, hx, m.a0, m.beta, soe, m.gtab, kern.RES_SOE, fast)
             kern.win_lik(row, ly, hy, lx, hx, m.a0, m.beta, generic, m.gtab, kern.RES_SOE, slow)
             assert np.array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("score", [0.5, 0.3])
+def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score: float) -> None:
+    """The same for ``draw_lik`` (≤ 4 real + ≤ 6 complex terms per side in registers):
+    three extra zero terms per side force the generic loop."""
+    from stream.ratings import _cowan_kernels as kern
+    from stream.ratings.cowan import pack_draw_soe
+
+    ds = sys_._dsoe(score)
+    sides = []
+    for base in (5, int(ds[4])):
+        nr, nc = int(ds[base]), int(ds[base + 1])
+        assert nr <= 4 and nc <= 6  # these fits take the fast path
+        o = base + 2 + 2 * nr
+        z = np.concatenate([ds[base + 2 : base + 2 + nr], np.zeros(3), ds[o : o + nc] + 1j * ds[o + nc : o + 2 * nc]])
+        c = np.concatenate(
+            [ds[base + 2 + nr : o], np.zeros(3), ds[o + 2 * nc : o + 3 * nc] + 1j * ds[o + 3 * nc : o + 4 * nc]]
+        )
+        sides.append((z, c))
+    generic = pack_draw_soe(ds[1], ds[2], ds[3], sides[0], sides[1])
+    players = [sys_.new_belief(), _played(sys_, 14, 9), _played(sys_, 15, 20)]
+    for x in players:
+        for y in players:
+            lx, px = sys_.window(x)
+            ly, py = sys_.window(y)
+            row = sys_.full(y)
+            hx, hy = lx + px.shape[0] - 1, ly + py.shape[0] - 1
+            for swap in (False, True):
+                fast, slow = np.empty(px.shape[0]), np.empty(px.shape[0])
+                kern.draw_lik(row, ly, hy, lx, hx, ds, swap, fast)
+                kern.draw_lik(row, ly, hy, lx, hx, generic, swap, slow)
+                assert np.array_equal(fast, slow)
