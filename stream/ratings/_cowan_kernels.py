@@ -291,8 +291,11 @@ def win_lik(
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
-    if int(soe[0]) <= SWEEP_REAL and int(soe[1]) <= SWEEP_CPLX:
-        # the same sweeps as below, states in registers (same bits)
+    nr = int(soe[0])
+    nc = int(soe[1])
+    if nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2:
+        # the same sweeps as below, states in registers (same bits); short sums (the
+        # Laplace variant's single term) stay below: zero slots would cost more than they save
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
