@@ -25,6 +25,14 @@ so ``draw_lik`` does it by two sweeps like ``win_lik``; the fallback (fit not go
 or ``residual`` direct/fft) is a convolution over the cells that carry mass — a radix-2
 FFT for big windows, a direct sum for small ones.
 
+The sweeps are bound by each state's loop-carried chain, not by the number of terms: with
+the states in arrays every step is store → load → add → mul → store. ``_sweep_r5c3``
+(wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
+in the same order, hence the same bits as the generic loops, ~1.5× faster.
+
+``rate_pair`` is the single-match entry point (the streaming service's common case): the
+same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
+
 Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
 reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
 match run on another thread (other heap addresses) came out different in the last bit.
