@@ -23,6 +23,7 @@ import orjson
 
 from stream.events.model import MAX_ID_LENGTH, MatchEvent, RoundEvent
 from stream.events.validate import InvalidEvent, decode_event
+from stream.ratings.base import IntArray
 
 
 class InputError(ValueError):
@@ -79,11 +80,33 @@ def _check_id(value: Any, what: str, where: str) -> str:
     return value
 
 
-def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEvent:
-    """One contest line of the reference format → RoundEvent (rank = lo + 1)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
-        raise InputError(where, "a contest needs a 'standings' list")
-    standings = obj["standings"]
+def _standings_columns(standings: list[Any]) -> tuple[list[str], IntArray] | None:
+    """Columns of well-formed standings with C-speed checks (3.1M rows cost ~0.1 s).
+
+    Returns None when anything is off; ``_standings_checked`` then finds the bad row
+    and reports it. Rows are exactly ``[str, int, int]`` with ``0 <= lo <= hi < n``.
+    """
+    n = len(standings)
+    if n == 0 or set(map(type, standings)) != {list} or sum(map(len, standings)) != 3 * n:
+        return None
+    cols = list(zip(*standings, strict=False))
+    if len(cols) != 3:
+        return None
+    names, los, his = cols
+    if set(map(type, names)) != {str} or set(map(type, los)) != {int} or set(map(type, his)) != {int}:
+        return None
+    lengths = list(map(len, names))
+    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+        return None
+    lo = np.array(los, dtype=np.int64)
+    hi = np.array(his, dtype=np.int64)
+    if lo.min() < 0 or hi.max() >= n or bool((lo > hi).any()):
+        return None
+    return list(names), lo + 1
+
+
+def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], IntArray]:
+    """Row-by-row validation with a precise message for the first bad row."""
     n = len(standings)
     players: list[str] = []
     ranks = np.empty(n, dtype=np.int64)
@@ -95,6 +118,20 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEven
         if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi < n):
             raise InputError(where, f"standings[{i}]: bad rank range [{lo}, {hi}] for {n} players")
         ranks[i] = lo + 1
+    return players, ranks
+
+
+def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEvent:
+    """One contest line of the reference format → RoundEvent (rank = lo + 1)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
+        raise InputError(where, "a contest needs a 'standings' list")
+    standings = obj["standings"]
+    n = len(standings)
+    fast = _standings_columns(standings)
+    if fast is not None:
+        players, ranks = fast
+    else:
+        players, ranks = _standings_checked(standings, where)
     if len(set(players)) != n:
         seen: set[str] = set()
         for p in players:
