@@ -21,7 +21,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from stream.events.model import MAX_ID_LENGTH, MatchEvent, RoundEvent
+from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchEvent, RoundEvent
 from stream.events.validate import InvalidEvent, decode_event
 from stream.ratings.base import IntArray
 
@@ -147,6 +147,8 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEven
             raise InputError(where, f"{what} must be a finite number")
     if weight <= 0:
         raise InputError(where, "weight must be positive")
+    if not MIN_INT64 <= int(t * 1000) <= MAX_INT64:
+        raise InputError(where, "time_seconds is out of range")
     round_id = str(obj.get("id", name))
     return RoundEvent(
         event_id=f"contest:{round_id}",
@@ -163,13 +165,16 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEven
 def _parse_time(text: str, where: str) -> int:
     text = text.strip()
     try:
-        return (
+        ms = (
             int(float(text))
             if text.replace(".", "", 1).isdigit()
             else int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
         )
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(where, f"cannot parse time {text!r}") from None
+    if not MIN_INT64 <= ms <= MAX_INT64:
+        raise InputError(where, f"time {text!r} is out of range")
+    return ms
 
 
 def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, Any]]:

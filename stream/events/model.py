@@ -14,6 +14,10 @@ import numpy as np
 from stream.ratings.base import FloatArray, IntArray
 
 MAX_ID_LENGTH = 128
+#: bounds of ``time`` (ms since the epoch, negative before 1970) and ``rank`` in the schemas:
+#: both are stored as int64
+MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ import fastjsonschema
 import numpy as np
 import orjson
 
-from stream.events.model import MatchBatch, MatchEvent, RoundEvent
+from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent
 
 INPUT_TYPES = ("match", "match_batch", "round", "round_result", "round_completed")
 ALL_TYPES = (*INPUT_TYPES, "rating")
@@ -144,7 +144,7 @@ def _plain_match(m: Any) -> bool:
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
-    return (type(eid) is str and 0 < len(eid) <= 256 and type(t) is int and t >= 0
+    return (type(eid) is str and 0 < len(eid) <= 256 and type(t) is int and MIN_INT64 <= t <= MAX_INT64
             and type(a) is str and 0 < len(a) <= 128 and type(b) is str and 0 < len(b) <= 128 and a != b
             and (type(sc) is float or type(sc) is int) and 0 <= sc <= 1)
 

@@ -77,6 +77,7 @@ def test_contest_line_becomes_round_with_tie_ranges() -> None:
         ({"standings": [["x", 0, 5]]}, "rank range"),
         ({"standings": [["x", 0, 0]], "weight": -1}, "weight"),
         ({"standings": [[1, 0, 0]]}, "player"),
+        ({"standings": [["x", 0, 0]], "time_seconds": 1e17}, "time_seconds"),
     ],
 )
 def test_bad_contest_lines(obj: dict[str, object], needle: str) -> None:
@@ -165,3 +166,44 @@ def test_round_assembly_timeout() -> None:
     expired = asm.expire(now=2000, timeout_ms=1000)
     assert expired == [("p", "r", "round timed out with 1/? results")]
     assert not asm.pending
+
+
+def test_times_and_ranks_beyond_int64_are_invalid_on_both_paths(tmp_path: Path) -> None:
+    """Larger values passed validation and then crashed the pipeline (OverflowError)."""
+    from stream.engine.embedded import EmbeddedPipeline
+    from stream.events.validate import fast_matches
+
+    big = 2**63
+    match = {"type": "match", "event_id": "e", "pool": "p", "time": big, "a": "x", "b": "y", "score": 1}
+    item = {k: match[k] for k in ("event_id", "time", "a", "b", "score")}
+    batch = {"type": "match_batch", "pool": "p", "matches": [item]}
+    for obj in (match, batch):
+        assert fast_matches(obj) is None
+        with pytest.raises(InvalidEvent, match=r"field .*time"):
+            decode_event(obj)
+    with pytest.raises(InvalidEvent, match="time"):
+        decode_event(_round(time=big))
+    with pytest.raises(InvalidEvent, match="rank"):
+        decode_event(_round(standings=[{"player": "a", "rank": 1}, {"player": "b", "rank": big}]))
+    result = {"type": "round_result", "event_id": "e", "pool": "p", "round_id": "r", "time": 1, "player": "a"}
+    with pytest.raises(InvalidEvent, match="rank"):
+        decode_event({**result, "rank": big})
+    # the largest allowed values still rate
+    path = tmp_path / "ok.jsonl"
+    path.write_bytes(orjson.dumps({**match, "time": big - 1}) + b"\n"
+                     + orjson.dumps(_round(time=big - 1, standings=[{"player": "a", "rank": 1},
+                                                                    {"player": "b", "rank": big - 1}])) + b"\n")
+    for system in ("elo-mmr", "cowan"):
+        pipe = EmbeddedPipeline(system)
+        records = [r for r in read_records(path) if system == "elo-mmr" or r[1] == "match"]
+        pipe.run(records)
+        assert len(list(pipe.final_ratings())) >= 2
+
+
+def test_csv_time_beyond_int64_is_reported_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text("date,home_team,away_team,home_score,away_score\n"
+                    "2000-01-01,a,b,1,0\n" + "9" * 20 + ",a,b,1,0\n")
+    with pytest.raises(InputError) as err:
+        list(read_records(path))
+    assert f"{path}:3" in str(err.value) and "time" in str(err.value)

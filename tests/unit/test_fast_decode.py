@@ -33,7 +33,8 @@ def test_same_columns_as_the_validator(obj: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("change", [
-    {"score": True}, {"score": 1.5}, {"score": -0.0001}, {"score": "1"}, {"time": 5.0}, {"time": -1},
+    {"score": True}, {"score": 1.5}, {"score": -0.0001}, {"score": "1"}, {"time": 5.0},
+    {"time": 2**63}, {"time": -(2**63) - 1},
     {"time": False}, {"a": ""}, {"a": "z" * 129}, {"a": "same", "b": "same"}, {"event_id": "e" * 257}, {"event_id": 3},
     {"pool": ""}, {"pool": "q" * 129}, {"pool": None}, {"type": "round"},
 ])
@@ -57,3 +58,24 @@ def test_missing_fields_and_empty_batches() -> None:
     assert fast_matches({**BATCH, "matches": []}) is None
     assert fast_matches({**BATCH, "matches": [1]}) is None
     assert fast_matches({**BATCH, "matches": "x"}) is None
+
+
+def test_published_history_before_1970_is_accepted_by_the_service(tmp_path: Any) -> None:
+    """`replay --broker` of a CSV from 1872 (the football file) published negative times the
+    schemas rejected, so the service dead-lettered what `replay --embedded` rated."""
+    import orjson
+
+    from stream.events.inputs import read_records
+    from stream.service.config import from_env
+    from stream.tools.publish import messages
+
+    path = tmp_path / "old.csv"
+    path.write_text("date,home_team,away_team,home_score,away_score\n"
+                    "1872-11-30,Scotland,England,0,0\n1873-03-08,England,Scotland,4,2\n")
+    msgs = list(messages(read_records(path), from_env(), batch_size=10))
+    assert msgs
+    for _topic, _pool, raw, _n, _t in msgs:
+        obj = orjson.loads(raw)
+        etype, value = decode_event(copy.deepcopy(obj))
+        assert etype == "match_batch" and value[0].time < 0
+        assert fast_matches(obj) == _full(obj)
