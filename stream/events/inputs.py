@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import lzma
 import math
@@ -121,8 +122,13 @@ def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], Int
     return players, ranks
 
 
-def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEvent:
-    """One contest line of the reference format → RoundEvent (rank = lo + 1)."""
+def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None) -> RoundEvent:
+    """One contest line of the reference format → RoundEvent (rank = lo + 1).
+
+    The event id is the contest's name plus a digest of its line (``raw``, or the parsed
+    object): re-reading a file gives the same ids (so replaying it twice changes nothing),
+    while two different contests that share a name are both rated.
+    """
     if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
         raise InputError(where, "a contest needs a 'standings' list")
     standings = obj["standings"]
@@ -150,8 +156,11 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int) -> RoundEven
     if not MIN_INT64 <= int(t * 1000) <= MAX_INT64:
         raise InputError(where, "time_seconds is out of range")
     round_id = str(obj.get("id", name))
+    if raw is None:
+        raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    digest = hashlib.blake2b(raw.encode() if isinstance(raw, str) else raw, digest_size=8).hexdigest()
     return RoundEvent(
-        event_id=f"contest:{round_id}",
+        event_id=f"contest:{round_id}:{digest}",
         pool=pool,
         round_id=round_id,
         time=int(t * 1000),
@@ -229,7 +238,7 @@ def read_records(
             except orjson.JSONDecodeError as exc:
                 raise InputError(where, f"bad JSON: {exc}") from None
             if fmt == "contests":
-                yield where, "round", contest_to_round(obj, where, pool or "default", line_no)
+                yield where, "round", contest_to_round(obj, where, pool or "default", line_no, line.strip())
                 continue
             if not isinstance(obj, dict):
                 raise InputError(where, "an event must be a JSON object")

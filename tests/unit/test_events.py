@@ -207,3 +207,18 @@ def test_csv_time_beyond_int64_is_reported_with_its_line(tmp_path: Path) -> None
     with pytest.raises(InputError) as err:
         list(read_records(path))
     assert f"{path}:3" in str(err.value) and "time" in str(err.value)
+
+
+def test_contests_sharing_a_name_are_all_rated(tmp_path: Path) -> None:
+    """The event id was ``contest:<name>``: a second contest of the same name was a 'duplicate'."""
+    from stream.engine.embedded import EmbeddedPipeline
+
+    one = tmp_path / "one.jsonl"
+    two = tmp_path / "two.jsonl"
+    one.write_bytes(orjson.dumps({"name": "R1", "time_seconds": 1, "standings": [["a", 0, 0], ["b", 1, 1]]}) + b"\n")
+    two.write_bytes(orjson.dumps({"name": "R1", "time_seconds": 2, "standings": [["c", 0, 0], ["d", 1, 1]]}) + b"\n")
+    pipe = EmbeddedPipeline("elo-mmr")
+    pipe.run([*read_records(one), *read_records(two), *read_records(one)])  # the same file again: no-op
+    rounds = {r["player"]: r["rounds"] for r in pipe.final_ratings()}
+    assert rounds == {"a": 1, "b": 1, "c": 1, "d": 1}
+    assert [r[2].event_id for r in read_records(one)] == [r[2].event_id for r in read_records(one)]
