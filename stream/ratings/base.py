@@ -152,6 +152,8 @@ class RatingSystem(ABC):
         than two players, or where everybody ties, changes nothing (returns the inputs).
         The default treats a two-player round as a match; multiplayer systems override.
         """
+        if len(beliefs) < 2:
+            return list(beliefs)
         if len(beliefs) != 2:
             raise RatingError(f"{self.name} rates only two-player rounds")
         ra, rb = int(ranks[0]), int(ranks[1])

@@ -490,7 +490,10 @@ class Cowan(RatingSystem):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
     ) -> list[Belief]:
-        """A two-player round is one match (rank 1 beats rank 2, equal ranks draw)."""
+        """A two-player round is one match (rank 1 beats rank 2, equal ranks draw); a round of
+        one player changes nothing."""
+        if len(beliefs) < 2:
+            return list(beliefs)
         if len(beliefs) != 2:
             raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
         ra, rb = int(ranks[0]), int(ranks[1])

@@ -370,8 +370,10 @@ def test_rate_round_and_validation(sys_: Cowan) -> None:
     assert np.array_equal(ra, fa) and np.array_equal(rb, fb)
     da, db = sys_.rate_round([a, b], np.array([1, 1]), 0)
     assert np.array_equal(da, db)
+    (solo,) = sys_.rate_round([a], np.array([1]), 0)  # fewer than two players: no change (base.py)
+    assert solo is a
     with pytest.raises(RatingError):
-        sys_.rate_round([a], np.array([1]), 0)
+        sys_.rate_round([a, b, a.copy()], np.array([1, 2, 3]), 0)
     with pytest.raises(RatingError):
         sys_.rate_matches([a, b], np.array([0]), np.array([0]), np.array([1.0]), np.array([0]))
     with pytest.raises(RatingError):

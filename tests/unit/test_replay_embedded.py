@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -144,3 +145,17 @@ def test_invalid_event_in_stream_is_reported_with_location(tmp_path: Path) -> No
     src = _write(tmp_path / "m.jsonl", rows)
     with pytest.raises(InputError, match=r"m\.jsonl:3: .*score"):
         _run([src], "cowan")
+
+
+@pytest.mark.parametrize(
+    "system", ["elo-mmr", "elo-mmx", "cowan", "elo", "glicko", "trueskill", "codeforces", "topcoder"]
+)
+def test_a_round_of_one_player_changes_nothing_in_every_system(system: str) -> None:
+    """Cowan raised 'rates only two-player rounds (got 1)' and stopped the replay (exit 2)."""
+    from stream.events.model import RoundEvent
+
+    solo = RoundEvent("r1", "p", "1", 0, ["solo"], np.array([1], dtype=np.int64))
+    pipe = EmbeddedPipeline(system)
+    pipe.add("round", solo)
+    pipe.flush()
+    assert [r["player"] for r in pipe.final_ratings() if r["rounds"] > 0] == []
