@@ -36,6 +36,9 @@ class EmbeddedPipeline:
         self.engines: dict[str, PoolEngine] = {}
         self.pending: dict[str, MatchBatch] = {}
         self.assembler = RoundAssembler()
+        #: event ids accepted into each open round, recorded as applied with the round (as the
+        #: service does), so a result or completion delivered again later is a duplicate
+        self.round_ids: dict[tuple[str, str], list[str]] = {}
         make_system(system, params)  # fail fast on a bad name / parameter
 
     def engine(self, pool: str) -> PoolEngine:
@@ -56,10 +59,14 @@ class EmbeddedPipeline:
         elif etype == "round":
             self._apply_round(value)
         elif etype in ("round_result", "round_completed"):
+            if self.store.is_applied(value["pool"], value["event_id"]):
+                return
             add = self.assembler.add_result if etype == "round_result" else self.assembler.add_completed
             event = add(value, now=int(value["time"]))
+            key = (value["pool"], value["round_id"])
+            self.round_ids.setdefault(key, []).append(value["event_id"])
             if event is not None:
-                self._apply_round(event)
+                self._apply_round(event, self.round_ids.pop(key))
         else:
             raise InvalidEvent(f"field type: unexpected {etype!r}")
 
@@ -73,7 +80,7 @@ class EmbeddedPipeline:
         if len(batch) >= self.batch_size:
             self.flush(m.pool)
 
-    def _apply_round(self, event: RoundEvent) -> None:
+    def _apply_round(self, event: RoundEvent, extra_ids: Iterable[str] = ()) -> None:
         self.flush(event.pool)
         if self.store.is_applied(event.pool, event.event_id):
             return
@@ -82,7 +89,7 @@ class EmbeddedPipeline:
             changed = eng.rate_round(event, self.store.pool(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
-        self.store.commit(event.pool, changed, (event.event_id,))
+        self.store.commit(event.pool, changed, (event.event_id, *extra_ids))
 
     def flush(self, pool: str | None = None) -> None:
         """Apply the open match batch of one pool (or of all pools)."""

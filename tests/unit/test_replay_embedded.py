@@ -159,3 +159,21 @@ def test_a_round_of_one_player_changes_nothing_in_every_system(system: str) -> N
     pipe.add("round", solo)
     pipe.flush()
     assert [r["player"] for r in pipe.final_ratings() if r["rounds"] > 0] == []
+
+
+def test_round_results_delivered_again_are_duplicates_like_in_the_service(tmp_path: Path) -> None:
+    """The service records a round's result ids as applied; the embedded replay called a
+    second copy of the same file a 'late event' and exited with status 2."""
+    parts = [
+        {"type": "round_result", "event_id": f"r-{p}", "pool": "p", "round_id": "r", "time": 1, "player": p, "rank": k}
+        for p, k in (("a", 2), ("b", 1), ("c", 2))
+    ]
+    parts.append({"type": "round_completed", "event_id": "done", "pool": "p", "round_id": "r", "time": 5,
+                  "participants": 3})
+    src = _write(tmp_path / "r.jsonl", parts)
+    once = _run([src])
+    assert _run([src, src]) == once and once[("p", "a")]["rounds"] == 1
+    # a different result for the rated round is still late (invalid)
+    late = _write(tmp_path / "late.jsonl", [{**parts[0], "event_id": "other", "player": "z"}])
+    with pytest.raises(InputError, match="late"):
+        _run([src, late])
