@@ -261,6 +261,12 @@ class EloMMR(RatingSystem):
             raise RatingError(f"{n} beliefs but {rk.size} ranks")
         if not (math.isfinite(weight) and weight > 0):
             raise RatingError(f"round weight must be finite and positive (got {weight})")
+        p = self.params
+        lim2 = p.sig_limit**2
+        for factor in (min(p.noob_delay, default=1.0), max(p.noob_delay, default=1.0), 1.0):
+            w = p.weight_limit * weight * factor
+            if not (w > 0 and math.isfinite(w * lim2 + p.drift_per_day) and math.isfinite((1 + 1 / w) * lim2)):
+                raise RatingError(f"round weight {weight} is out of range (the update would overflow)")
         if math.isnan(perf_ceiling) or perf_ceiling == -math.inf:
             raise RatingError(f"perf_ceiling must be a number or +inf (got {perf_ceiling})")
         if not math.isfinite(float(time_ms)):
@@ -294,6 +300,10 @@ class EloMMR(RatingSystem):
                 numba.set_num_threads(threads)
         if bad >= 0:
             raise RatingError(f"belief of player #{bad} holds a non-finite number")
+        # an extreme round weight (e.g. 1e308 or 1e-320) overflows the update: reject the round
+        # rather than store beliefs that would make every later round of these players fail
+        if not math.isfinite(float(np.sum(out))):  # one pass, no temporary (NaN/inf propagate)
+            raise RatingError(f"round weight {weight} gives non-finite ratings")
         return out, out_offsets, perfs
 
     def performances(

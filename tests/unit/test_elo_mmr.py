@@ -296,3 +296,15 @@ def test_rank_values_only_matter_by_order() -> None:
                   np.array([0.5, 1.5, 1.5, 2.0, 9.0, 9.0])):
         got = system.rate_round(beliefs, ranks, DAY)
         assert all(np.array_equal(a, b) for a, b in zip(base, got, strict=True))
+
+
+@pytest.mark.parametrize("cls", [EloMMR, EloMMX])
+@pytest.mark.parametrize("weight", [1e308, 1e-320])
+def test_extreme_round_weight_is_rejected_not_stored(cls: type[EloMMR], weight: float) -> None:
+    """The update overflowed into NaN/inf beliefs, after which every round of the players failed."""
+    system = cls({})
+    beliefs = [system.new_belief(), system.new_belief()]
+    with pytest.raises(RatingError, match="weight"):
+        system.rate_round(beliefs, np.array([1, 2]), 0, weight)
+    with pytest.raises(RatingError, match="weight"):
+        system.rate_round_packed([b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
