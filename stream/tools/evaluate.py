@@ -48,17 +48,28 @@ def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapp
 
     assembler = RoundAssembler()
     out: list[Event] = []
+    seen: set[tuple[str, str]] = set()  # (pool, event_id): duplicates are ignored, as the pipeline does
+
+    def fresh(pool: str, event_id: str) -> bool:
+        key = (pool, event_id)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     for where, etype, value in iter_records(tuple(inputs), pool, mapping or CsvMapping(), progress):
         try:
-            if etype == "match":
-                out.append(value)
+            if etype == "match" or etype == "round":
+                if fresh(value.pool, value.event_id):
+                    out.append(value)
             elif etype == "match_batch":
-                out.extend(value)
-            elif etype == "round":
-                out.append(value)
+                out.extend(m for m in value if fresh(m.pool, m.event_id))
             elif etype in ("round_result", "round_completed"):
+                if (value["pool"], value["event_id"]) in seen:
+                    continue
                 add = assembler.add_result if etype == "round_result" else assembler.add_completed
                 ev = add(value, now=int(value["time"]))
+                seen.add((value["pool"], value["event_id"]))
                 if ev is not None:
                     out.append(ev)
         except (ValueError, KeyError) as exc:

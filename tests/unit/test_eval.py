@@ -143,3 +143,15 @@ def test_report_writes_markdown_and_plots(data: dict[str, Path], tmp_path: Path)
         assert f"({png})" in md
     results = json.loads((out / "results.json").read_text())
     assert results["elo"]["params"]["k"] == 20.0
+
+
+@pytest.mark.parametrize(("kind", "system"), [("matches", "elo"), ("rounds", "elo-mmr")])
+def test_eval_ignores_duplicate_events_like_the_pipeline(data: dict[str, Path], kind: str, system: str) -> None:
+    """Events delivered twice (same pool and event_id) were rated and scored twice by eval,
+    while replay and the service ignore them."""
+    res = CliRunner().invoke(evaluate, [str(data[kind]), str(data[kind]), "--system", system, "--json"])
+    assert res.exit_code == 0, res.output
+    twice = json.loads(res.output)
+    once = _eval(data[kind], system)
+    assert {k: v for k, v in twice.items() if k not in (*TIMING, "inputs")} == \
+        {k: v for k, v in once.items() if k not in (*TIMING, "inputs")}
