@@ -35,6 +35,7 @@ class EmbeddedPipeline:
         self.store = MemoryStore()
         self.engines: dict[str, PoolEngine] = {}
         self.pending: dict[str, MatchBatch] = {}
+        self.pending_ids: dict[str, set[str]] = {}  # event ids of the open batches (O(1) dedup)
         self.assembler = RoundAssembler()
         #: event ids accepted into each open round, recorded as applied with the round (as the
         #: service does), so a result or completion delivered again later is a duplicate
@@ -74,8 +75,10 @@ class EmbeddedPipeline:
         if self.store.is_applied(m.pool, m.event_id):
             return
         batch = self.pending.setdefault(m.pool, MatchBatch(m.pool))
-        if m.event_id in batch.event_ids:  # duplicate inside the open batch
+        open_ids = self.pending_ids.setdefault(m.pool, set())
+        if m.event_id in open_ids:  # duplicate inside the open batch
             return
+        open_ids.add(m.event_id)
         batch.add(m)
         if len(batch) >= self.batch_size:
             self.flush(m.pool)
@@ -96,6 +99,7 @@ class EmbeddedPipeline:
         pools = [pool] if pool is not None else list(self.pending)
         for p in pools:
             batch = self.pending.pop(p, None)
+            self.pending_ids.pop(p, None)
             if not batch:
                 continue
             try:

@@ -50,10 +50,10 @@ class CsvMapping:
 def open_text(path: str | Path) -> IO[str]:
     p = str(path)
     if p.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig")
     if p.endswith(".xz"):
-        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8")
-    return open(p, encoding="utf-8")
+        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8-sig")
+    return open(p, encoding="utf-8-sig")
 
 
 def detect_format(path: str | Path) -> str:

@@ -190,9 +190,12 @@ def test_times_and_ranks_beyond_int64_are_invalid_on_both_paths(tmp_path: Path) 
         decode_event({**result, "rank": big})
     # the largest allowed values still rate
     path = tmp_path / "ok.jsonl"
-    path.write_bytes(orjson.dumps({**match, "time": big - 1}) + b"\n"
-                     + orjson.dumps(_round(time=big - 1, standings=[{"player": "a", "rank": 1},
-                                                                    {"player": "b", "rank": big - 1}])) + b"\n")
+    path.write_bytes(
+        orjson.dumps({**match, "time": big - 1})
+        + b"\n"
+        + orjson.dumps(_round(time=big - 1, standings=[{"player": "a", "rank": 1}, {"player": "b", "rank": big - 1}]))
+        + b"\n"
+    )
     for system in ("elo-mmr", "cowan"):
         pipe = EmbeddedPipeline(system)
         records = [r for r in read_records(path) if system == "elo-mmr" or r[1] == "match"]
@@ -202,8 +205,7 @@ def test_times_and_ranks_beyond_int64_are_invalid_on_both_paths(tmp_path: Path) 
 
 def test_csv_time_beyond_int64_is_reported_with_its_line(tmp_path: Path) -> None:
     path = tmp_path / "m.csv"
-    path.write_text("date,home_team,away_team,home_score,away_score\n"
-                    "2000-01-01,a,b,1,0\n" + "9" * 20 + ",a,b,1,0\n")
+    path.write_text("date,home_team,away_team,home_score,away_score\n2000-01-01,a,b,1,0\n" + "9" * 20 + ",a,b,1,0\n")
     with pytest.raises(InputError) as err:
         list(read_records(path))
     assert f"{path}:3" in str(err.value) and "time" in str(err.value)
@@ -222,3 +224,10 @@ def test_contests_sharing_a_name_are_all_rated(tmp_path: Path) -> None:
     rounds = {r["player"]: r["rounds"] for r in pipe.final_ratings()}
     assert rounds == {"a": 1, "b": 1, "c": 1, "d": 1}
     assert [r[2].event_id for r in read_records(one)] == [r[2].event_id for r in read_records(one)]
+
+
+def test_csv_with_utf8_byte_order_mark(tmp_path: Path) -> None:
+    p = tmp_path / "bom.csv"
+    p.write_bytes(b"\xef\xbb\xbfdate,home_team,away_team,home_score,away_score\n2001-05-06,A,B,0,1\n")
+    ((_, t, m),) = read_records(p)
+    assert t == "match" and m.a == "A" and m.score == 0.0
