@@ -719,7 +719,8 @@ def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussia
         out[d + 2] = nmu
         out[d + 3] = nw
         out[d + 4] = flat[o + 4] + 1.0
-        out[d + 5] = time_ms
+        # the latest round seen: an out-of-order round must not make later drift count twice
+        out[d + 5] = max(time_ms, flat[o + 5]) if flat[o + 4] > 0.0 else time_ms
 
 
 @nb.njit(cache=True, nogil=True)

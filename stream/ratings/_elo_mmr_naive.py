@@ -183,6 +183,6 @@ def rate_round_naive(
             terms = np.vstack([terms, [[p, 0.5 * wt, wt]]])
             mu = robust_average(-nmu * nw, nw, terms)
         sig = (new_sig**-2 + wp) ** -0.5
-        head = [mu, sig, nmu, nw, rounds + 1, float(time_ms)]
+        head = [mu, sig, nmu, nw, rounds + 1, max(float(time_ms), last) if rounds > 0 else float(time_ms)]
         out.append(np.concatenate([np.array(head), terms.reshape(-1)]))
     return out, perfs

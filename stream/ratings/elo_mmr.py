@@ -16,7 +16,8 @@ Belief layout (one float64 array per player, lossless through ``Float64Codec``)
  [2]  centre of the Gaussian (prior) term
  [3]  weight (precision, 1/σ²) of the Gaussian term
  [4]  number of rated rounds
- [5]  time of the last rated round (ms since epoch; ignored while [4] == 0)
+ [5]  time of the latest rated round (ms since epoch; an out-of-order round does not
+      move it back, so drift is never counted twice; ignored while [4] == 0)
  [6:] logistic terms, three floats each, oldest first: centre (a past performance),
       ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay)
 ====  ======================================================================

@@ -229,7 +229,8 @@ def test_extreme_configurations_match_oracle(seed: int) -> None:
     for it in range(12):
         cls = EloMMX if it % 3 == 0 else EloMMR
         params = {
-            "split_ties": bool(rng.integers(2)), "history_limit": int(rng.integers(0, 4)),
+            "split_ties": bool(rng.integers(2)),
+            "history_limit": int(rng.integers(0, 4)),
             "rho": float(rng.choice([0.0, 0.5, 1.0, 3.0, math.inf])),
             "weight_limit": float(rng.choice([0.05, 0.2, 1.0, 5.0])),
             "sig_limit": float(rng.choice([20.0, 80.0, 300.0])),
@@ -247,8 +248,9 @@ def test_extreme_configurations_match_oracle(seed: int) -> None:
             ranks[0] = n + 3
             weight = float(rng.choice([0.01, 1.0, 30.0]))
             fast = system.rate_round_detailed(beliefs, ranks, r * 7 * DAY, weight=weight)
-            slow, _ = rate_round_naive(beliefs, ranks, r * 7 * DAY, system.params,
-                                       gaussian=system.gaussian, weight=weight)
+            slow, _ = rate_round_naive(
+                beliefs, ranks, r * 7 * DAY, system.params, gaussian=system.gaussian, weight=weight
+            )
             for a, b in zip(fast.beliefs, slow, strict=True):
                 assert np.isfinite(a).all()
                 assert a[0] == pytest.approx(b[0], abs=1e-4)
@@ -263,8 +265,7 @@ def test_robust_average_does_not_cycle() -> None:
     from stream.ratings._elo_mmr_naive import robust_average
 
     nmu, nw = -2542.12230, 4.17471236e-04
-    terms = np.array([[-593.362739, 4.13941178e-02, 5.72674070e-05],
-                      [-2379.19313, 4.13941178e-02, 8.27882355e-02]])
+    terms = np.array([[-593.362739, 4.13941178e-02, 5.72674070e-05], [-2379.19313, 4.13941178e-02, 8.27882355e-02]])
     belief = np.concatenate([[0.0, 0.0, nmu, nw, 2.0, 0.0], terms.ravel()])
     got = kernels._robust_average(-nmu * nw, nw, belief, 6, belief.size, -2541.985)
     assert got == pytest.approx(robust_average(-nmu * nw, nw, terms), abs=1e-9)
@@ -291,9 +292,11 @@ def test_rank_values_only_matter_by_order() -> None:
     system = EloMMR()
     beliefs = _history(system, 6, np.random.default_rng(2))
     base = system.rate_round(beliefs, np.array([1, 2, 2, 3, 4, 4]), DAY)
-    for ranks in (np.array([-5, 10, 10, 11, 2**60, 2**60]),
-                  np.array([2**60, 2**60 + 1, 2**60 + 1, 2**60 + 2, 2**60 + 3, 2**60 + 3]),
-                  np.array([0.5, 1.5, 1.5, 2.0, 9.0, 9.0])):
+    for ranks in (
+        np.array([-5, 10, 10, 11, 2**60, 2**60]),
+        np.array([2**60, 2**60 + 1, 2**60 + 1, 2**60 + 2, 2**60 + 3, 2**60 + 3]),
+        np.array([0.5, 1.5, 1.5, 2.0, 9.0, 9.0]),
+    ):
         got = system.rate_round(beliefs, ranks, DAY)
         assert all(np.array_equal(a, b) for a, b in zip(base, got, strict=True))
 
@@ -308,3 +311,23 @@ def test_extreme_round_weight_is_rejected_not_stored(cls: type[EloMMR], weight: 
         system.rate_round(beliefs, np.array([1, 2]), 0, weight)
     with pytest.raises(RatingError, match="weight"):
         system.rate_round_packed([b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
+
+
+def test_out_of_order_round_does_not_count_drift_twice() -> None:
+    """Drift days are counted from the latest round seen, not from the last one applied.
+
+    A round dated before the players' last one gets no drift (days clamp at 0), so it must
+    act exactly like the same round dated at the latest time, before and after it.
+    """
+    day = 86_400_000
+    system = EloMMR({"drift_per_day": 100.0})
+
+    def history(second_round_day: int) -> list[np.ndarray]:
+        a, b = system.rate_round([system.new_belief(), system.new_belief()], np.array([1, 2]), 10 * day)
+        a, b = system.rate_round([a, b], np.array([2, 1]), second_round_day * day)
+        return system.rate_round([a, b], np.array([1, 2]), 12 * day)
+
+    backwards, in_order = history(5), history(10)
+    for x, y in zip(backwards, in_order, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert backwards[0][5] == 12 * day
