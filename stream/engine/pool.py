@@ -59,8 +59,11 @@ class PoolEngine:
         return self.codec.decode(self.codec.encode(belief))
 
     def _changed(self, players: list[str], before: list[Belief], after: list[Belief]) -> dict[str, Belief]:
+        pairs = zip(players, before, after, strict=True)
+        if self.codec.lossless or self.system.canonical_state:  # the hot path: no call per player
+            return {p: new for p, old, new in pairs if new is not old}
         canonical = self.canonical
-        return {p: canonical(new) for p, old, new in zip(players, before, after, strict=True) if new is not old}
+        return {p: canonical(new) for p, old, new in pairs if new is not old}
 
     def rate_round(self, event: RoundEvent, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
         """New beliefs of the players the round changed (duplicates were rejected upstream)."""
