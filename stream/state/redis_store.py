@@ -47,7 +47,21 @@ import redis.asyncio as aioredis
 #       lengths per player -- name, value, score text -- then the three strings per player). One
 #       argument instead of thousands: redis-py packs arguments one by one in Python, which cost
 #       ~80 ms for a round of 3,000 players.
-_COMMIT_LUA = """
+# A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
+_ITEMS_LUA = """
+local function items(b, n)
+  local out = {}
+  local p = 4 * n + 1
+  for i = 1, n do
+    local l = struct.unpack('<I4', b, 4 * i - 3)
+    out[i] = string.sub(b, p, p + l - 1)
+    p = p + l
+  end
+  return out
+end
+"""
+
+_COMMIT_LUA = _ITEMS_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
 if gen ~= ARGV[1] then return -1 end
 if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
@@ -84,16 +98,6 @@ for i = 1, np do
   if #kv >= 4000 then flush() end
 end
 flush()
-local function items(b, n)
-  local out = {}
-  local p = 4 * n + 1
-  for i = 1, n do
-    local l = struct.unpack('<I4', b, 4 * i - 3)
-    out[i] = string.sub(b, p, p + l - 1)
-    p = p + l
-  end
-  return out
-end
 local ids = items(ARGV[12], ni)
 local i = 0
 while i < ni do
@@ -121,17 +125,7 @@ return redis.call('INCR', KEYS[1])
 # The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
 # blobs): KEYS gen, seen; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players blob.
 # Returns {gen, seen flags (0/1 per id), beliefs (false = none)}.
-_SNAPSHOT_LUA = """
-local function items(b, n)
-  local out = {}
-  local p = 4 * n + 1
-  for i = 1, n do
-    local l = struct.unpack('<I4', b, 4 * i - 3)
-    out[i] = string.sub(b, p, p + l - 1)
-    p = p + l
-  end
-  return out
-end
+_SNAPSHOT_LUA = _ITEMS_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
 local ni = tonumber(ARGV[2])
 local np = tonumber(ARGV[4])
