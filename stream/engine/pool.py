@@ -10,6 +10,10 @@ codec, ``b`` itself for a lossless one or for a system whose beliefs are already
 points of its codec (Cowan quantises after every match, so batching never changes a
 result) — so the embedded store holds exactly what a round trip through Redis would
 give back, and both paths stay bit-identical.
+
+The per-player work around the kernels (decoding what the store holds, encoding the new
+beliefs, their summaries) runs as one batched call each (``decode_many`` /
+``encode_many`` / ``summary_many``), which give exactly the per-player results.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from stream.events.model import MatchBatch, RatingOutput, RoundEvent
 from stream.ratings.base import Belief, Rating, RatingSystem
-from stream.state.codecs import Codec, codec_for
+from stream.state.codecs import Codec, codec_for, decode_many, encode_many
 
 
 @dataclass(slots=True)
@@ -62,8 +66,10 @@ class PoolEngine:
         pairs = zip(players, before, after, strict=True)
         if self.codec.lossless or self.system.canonical_state:  # the hot path: no call per player
             return {p: new for p, old, new in pairs if new is not old}
-        canonical = self.canonical
-        return {p: canonical(new) for p, old, new in pairs if new is not old}
+        moved = [(p, new) for p, old, new in pairs if new is not old]
+        codec = self.codec
+        back = decode_many(codec, encode_many(codec, [new for _, new in moved]))
+        return {p: b for (p, _), b in zip(moved, back, strict=True)}
 
     def rate_round(self, event: RoundEvent, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
         """New beliefs of the players the round changed (duplicates were rejected upstream)."""
@@ -87,14 +93,17 @@ class PoolEngine:
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:
-        decode = self.codec.decode
-        return {p: decode(raw) for p in players if (raw := stored.get(p)) is not None}
+        """The stored beliefs of ``players`` (absent ones left out), decoded in one batch."""
+        present = [(p, raw) for p in players if (raw := stored.get(p)) is not None]
+        beliefs = decode_many(self.codec, [raw for _, raw in present])
+        return {p: b for (p, _), b in zip(present, beliefs, strict=True)}
 
     def _encode(self, changed: dict[str, Belief]) -> Applied:
-        encode, summary = self.codec.encode, self.system.summary
+        players = list(changed)
+        beliefs = list(changed.values())
         return Applied(
-            updates={p: encode(b) for p, b in changed.items()},
-            ratings={p: summary(b) for p, b in changed.items()},
+            updates=dict(zip(players, encode_many(self.codec, beliefs), strict=True)),
+            ratings=dict(zip(players, self.system.summary_many(beliefs), strict=True)),
         )
 
     def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:

@@ -17,6 +17,7 @@ Why this shape
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -105,6 +106,40 @@ def _coerce(key: str, raw: Any, default: Any) -> Any:
     return text
 
 
+def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
+    """``out[j, i] = beliefs[i][cols[j]]`` in one pass, for ``summary_many``; None when
+    the per-item path must run instead (not all 1-D float64, or too short: it raises)."""
+    n = len(beliefs)
+    if n == 0:
+        return None
+    try:
+        # casting="no": every belief must already be float64, so no value changes type
+        flat = np.concatenate(beliefs, dtype=np.float64, casting="no")
+    except (ValueError, TypeError):
+        return None
+    if flat.ndim != 1:
+        return None
+    lens = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
+    if int(lens.min()) <= max(cols):
+        return None
+    starts = np.cumsum(lens) - lens
+    out: FloatArray = flat[starts[None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
+    return out
+
+
+def ratings_from_columns(
+    rating: FloatArray, mu: FloatArray, sigma: FloatArray | float, rounds: FloatArray
+) -> list[Rating] | None:
+    """``Rating(float(rating[i]), float(mu[i]), float(sigma[i]), int(rounds[i]))`` for
+    every i (``sigma`` may be one number for all); None if a ``rounds`` value is not a
+    finite float64 well inside int64 (``int`` would raise or overflow: per-item path)."""
+    if not bool((np.abs(rounds) < 2.0**62).all()):  # also False for NaN
+        return None
+    sig = itertools.repeat(float(sigma)) if isinstance(sigma, float) else sigma.tolist()
+    # astype(int64) truncates toward zero like int() on these values
+    return list(map(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
+
+
 class RatingSystem(ABC):
     """A rating system: beliefs in, beliefs out, no I/O.
 
@@ -135,6 +170,12 @@ class RatingSystem(ABC):
     @abstractmethod
     def summary(self, belief: Belief) -> Rating:
         """Displayed rating, raw mu/sigma and the number of rounds of a belief."""
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """``[summary(b) for b in beliefs]``, field for field (systems override it with one
+        vectorised pass doing the same floating-point operations)."""
+        summary = self.summary
+        return [summary(b) for b in beliefs]
 
     # --- updates --------------------------------------------------------------------
     def rate_round(

@@ -33,7 +33,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import logistic_row_sums, logistic_sums
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
+from stream.ratings.base import (
+    Belief,
+    FloatArray,
+    IntArray,
+    Params,
+    Rating,
+    RatingSystem,
+    gather_columns,
+    ratings_from_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,12 @@ class Codeforces(RatingSystem):
 
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0]), float(belief[0]), 0.0, int(belief[1]))
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
+        cols = gather_columns(beliefs, (0, 1))
+        out = None if cols is None else ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
+        return out if out is not None else super().summary_many(beliefs)
 
     def deltas(self, r: FloatArray, ranks: IntArray) -> FloatArray:
         """Rating changes of one round (steps 1–4 of the module docstring)."""

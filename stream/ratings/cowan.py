@@ -62,6 +62,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from stream.events.waves import schedule_waves
 from stream.ratings import _cowan_kernels as K
@@ -69,10 +70,76 @@ from stream.ratings._cowan_quant import QMIN, canonical
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
 
 ELO_SCALE = 400.0 / math.log(10.0)
+
 #: mass each update may drop from each tail (keeps windows short: ±7.3σ instead of the
 #: grid; 1e-13 is far below the codec's 1e-12 window bound and its ~6e-8 quantisation)
 TAIL = 1e-13
 HEADER = 2  # belief[0] = lo, belief[1] = rounds
+
+
+@njit(cache=True, nogil=True)
+def _moments(probs: np.ndarray, grid: np.ndarray, lo: int) -> tuple[float, float]:
+    """``(mean, sd)`` of a window on ``grid[lo:]``. The sums run in a fixed order (four
+    interleaved partial sums — cells ≡ 0..3 mod 4 — added as ``(s0 + s1) + (s2 + s3)``;
+    no fastmath), so ``summary`` and ``summary_many``, which both call this, give the
+    same bits."""
+    m = probs.shape[0]
+    top = m - m % 4
+    s0 = s1 = s2 = s3 = 0.0
+    for i in range(0, top, 4):
+        s0 += probs[i] * grid[lo + i]
+        s1 += probs[i + 1] * grid[lo + i + 1]
+        s2 += probs[i + 2] * grid[lo + i + 2]
+        s3 += probs[i + 3] * grid[lo + i + 3]
+    for i in range(top, m):
+        s0 += probs[i] * grid[lo + i]
+    mean = (s0 + s1) + (s2 + s3)
+    s0 = s1 = s2 = s3 = 0.0
+    for i in range(0, top, 4):
+        d0 = grid[lo + i] - mean
+        d1 = grid[lo + i + 1] - mean
+        d2 = grid[lo + i + 2] - mean
+        d3 = grid[lo + i + 3] - mean
+        s0 += probs[i] * (d0 * d0)
+        s1 += probs[i + 1] * (d1 * d1)
+        s2 += probs[i + 2] * (d2 * d2)
+        s3 += probs[i + 3] * (d3 * d3)
+    for i in range(top, m):
+        d0 = grid[lo + i] - mean
+        s0 += probs[i] * (d0 * d0)
+    var = (s0 + s1) + (s2 + s3)
+    return mean, math.sqrt(max(var, 0.0))
+
+
+@njit(cache=True, nogil=True)
+def _moments_many(
+    flat: np.ndarray, offsets: np.ndarray, grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``_moments`` and rounds of every belief ``flat[offsets[i]:offsets[i + 1]]``:
+    ``(means, sds, rounds, -1)``, or ``(..., i)`` for the first one ``window`` (or
+    ``int``) would reject."""
+    n = offsets.shape[0] - 1
+    means = np.empty(n)
+    sds = np.empty(n)
+    rounds = np.empty(n, dtype=np.int64)
+    cells = grid.shape[0]
+    for i in range(n):
+        o = offsets[i]
+        m = offsets[i + 1] - o - HEADER
+        if m <= 0:
+            return means, sds, rounds, i
+        lo_f = flat[o]
+        r_f = flat[o + 1]
+        if not (abs(lo_f) < 2.0**62 and abs(r_f) < 2.0**62):  # NaN/inf: int() raises
+            return means, sds, rounds, i
+        lo = int(lo_f)
+        if lo < 0 or lo + m > cells:
+            return means, sds, rounds, i
+        means[i], sds[i] = _moments(flat[o + HEADER : o + HEADER + m], grid, lo)
+        rounds[i] = int(r_f)
+    return means, sds, rounds, -1
+
+
 _ONE_ORDER = np.zeros(1, dtype=np.int64)
 _ONE_STARTS = np.array([0, 1], dtype=np.int64)
 
@@ -458,14 +525,37 @@ class Cowan(RatingSystem):
 
     def summary(self, belief: Belief) -> Rating:
         lo, probs = self.window(belief)
-        x = self.model.grid[lo : lo + probs.shape[0]]
-        mean = float(probs @ x)
-        sd = math.sqrt(max(float(probs @ (x - mean) ** 2), 0.0))
+        mean, sd = _moments(probs, self.model.grid, lo)
         return Rating(rating=ELO_SCALE * mean + 1500.0, mu=mean, sigma=ELO_SCALE * sd, rounds=int(belief[1]))
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """One njit call for the whole batch: exactly ``[summary(b) for b in beliefs]``
+        (the same ``_moments`` per belief; a malformed one lets ``summary`` raise)."""
+        n = len(beliefs)
+        if n < 2:
+            return [self.summary(b) for b in beliefs]
+        try:
+            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+        except (ValueError, TypeError):
+            return super().summary_many(beliefs)
+        if flat.ndim != 1:
+            return super().summary_many(beliefs)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        means, sds, rounds, bad = _moments_many(flat, offsets, self.model.grid)
+        if bad >= 0:
+            return super().summary_many(beliefs)
+        return [
+            Rating(rating=r, mu=m, sigma=s, rounds=k)
+            for r, m, s, k in zip(
+                (ELO_SCALE * means + 1500.0).tolist(), means.tolist(), (ELO_SCALE * sds).tolist(), rounds.tolist(),
+                strict=True,
+            )
+        ]
 
     def ranking_score(self, belief: Belief) -> float:
         lo, probs = self.window(belief)
-        return float(probs @ self.model.grid[lo : lo + probs.shape[0]])
+        return _moments(probs, self.model.grid, lo)[0]
 
     def win_probability(self, a: Belief, b: Belief) -> float:
         """Σ_i Σ_k ρ_A(x_i) Λ(x_i, x_k) ρ_B(x_k) — the model has no draws, so this is

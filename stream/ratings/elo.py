@@ -19,7 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import logistic_sums
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
+from stream.ratings.base import (
+    Belief,
+    FloatArray,
+    IntArray,
+    Params,
+    Rating,
+    RatingSystem,
+    gather_columns,
+    ratings_from_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,12 @@ class Elo(RatingSystem):
 
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0]), float(belief[0]), 0.0, int(belief[1]))
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
+        cols = gather_columns(beliefs, (0, 1))
+        out = None if cols is None else ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
+        return out if out is not None else super().summary_many(beliefs)
 
     def rate_round(self, beliefs: Sequence[Belief], ranks: IntArray, time_ms: int, weight: float = 1.0,
                    perf_ceiling: float = math.inf) -> list[Belief]:

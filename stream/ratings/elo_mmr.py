@@ -74,7 +74,17 @@ import numba
 import numpy as np
 
 from stream.ratings import _elo_mmr_kernels as K
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
+from stream.ratings.base import (
+    Belief,
+    FloatArray,
+    IntArray,
+    Params,
+    Rating,
+    RatingError,
+    RatingSystem,
+    gather_columns,
+    ratings_from_columns,
+)
 
 HEADER = K.HEADER
 #: rounds smaller than this run the kernels on one thread (env ``MMR_ELO_PARALLEL_MIN``).
@@ -189,6 +199,14 @@ class EloMMR(RatingSystem):
     def summary(self, belief: Belief) -> Rating:
         mu, sig = float(belief[0]), float(belief[1])
         return Rating(rating=mu - 3.0 * (sig - DISPLAY_SIG), mu=mu, sigma=sig, rounds=int(belief[4]))
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
+        cols = gather_columns(beliefs, (0, 1, 4))
+        if cols is None:
+            return super().summary_many(beliefs)
+        out = ratings_from_columns(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], cols[2])
+        return out if out is not None else super().summary_many(beliefs)
 
     # --- updates ------------------------------------------------------------------
     def rate_round(

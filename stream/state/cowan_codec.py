@@ -29,12 +29,15 @@ are already ``decode(encode(b))`` bit for bit (``Cowan.canonical_state``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
+
 import numpy as np
 from numba import njit
 
 from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
 from stream.ratings.base import Belief
-from stream.state.codecs import register_codec
+from stream.state.codecs import CodecBase, register_codec, split
 
 TAG = 0x43
 #: the quantisation core lives in ``stream.ratings._cowan_quant``: Cowan's kernels run the
@@ -68,12 +71,13 @@ def _predict(t: int, q1: int, q2: int, q3: int, q4: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
+def _encode_into(lo: int, rounds: int, q: np.ndarray, qmin: int, nib: np.ndarray, buf: np.ndarray, pos: int) -> int:
+    """Write one encoded belief at ``buf[pos:]``; returns the end. ``nib`` is scratch of
+    at least ``24·len(q) + 2`` nibbles, ``buf`` has room for ``16 + 12·len(q) + 1`` bytes."""
     # window on the integers: outermost cells with q >= qmin
     a, z = qwindow(q, q.shape[0], qmin)
     cnt = z - a + 1
     # residuals as nibble varints: 3 data bits + a continuation bit per nibble
-    nib = np.empty(24 * cnt + 2, dtype=np.uint8)
     k = 0
     q1 = 0
     q2 = 0
@@ -98,22 +102,71 @@ def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
     if k & 1:
         nib[k] = 0
         k += 1
-    buf = np.empty(16 + k // 2, dtype=np.uint8)
-    buf[0] = TAG
-    pos = _put(buf, 1, lo + a)
+    buf[pos] = TAG
+    pos = _put(buf, pos + 1, lo + a)
     pos = _put(buf, pos, cnt)
     pos = _put(buf, pos, rounds)
     for t in range(0, k, 2):
         buf[pos] = nib[t] | (nib[t + 1] << 4)
         pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
+    cnt = q.shape[0]
+    nib = np.empty(24 * cnt + 2, dtype=np.uint8)
+    buf = np.empty(16 + 12 * cnt + 1, dtype=np.uint8)
+    pos = _encode_into(lo, rounds, q, qmin, nib, buf, 0)
     return buf[:pos]
 
 
 @njit(cache=True, nogil=True)
-def _get(buf: np.ndarray, pos: int) -> tuple[int, int]:
+def _encode_many(flat: np.ndarray, offsets: np.ndarray, qmin: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every belief ``flat[offsets[i]:offsets[i + 1]]`` encoded back to back:
+    ``(bytes, byte offsets, -1)``, or ``(_, _, i)`` for the first belief ``encode``
+    would reject (the caller lets ``encode`` raise). Same operations as ``encode``."""
+    n = offsets.shape[0] - 1
+    ends = np.zeros(n + 1, dtype=np.int64)
+    widest = 0
+    for i in range(n):
+        m = offsets[i + 1] - offsets[i]
+        if m < 3:
+            return np.empty(0, dtype=np.uint8), ends, i
+        widest = max(widest, m - 2)
+    q = np.empty(widest, dtype=np.int64)
+    nib = np.empty(24 * widest + 2, dtype=np.uint8)
+    room = 16 + 12 * widest + 1  # the most one belief can take
+    cap = max(2 * room, 4 * (offsets[n] - offsets[0]))
+    buf = np.empty(cap, dtype=np.uint8)
+    pos = 0
+    for i in range(n):
+        o = offsets[i]
+        m = offsets[i + 1] - o - 2
+        lo = flat[o]
+        rounds = flat[o + 1]
+        if not (abs(lo) < 2.0**62 and abs(rounds) < 2.0**62):
+            return buf, ends, i  # NaN/inf (int() raises) or out of int64: per-item path
+        if not quantise(flat[o + 2 : o + 2 + m], qmin, q[:m]):
+            return buf, ends, i
+        if pos + room > cap:
+            cap = max(2 * cap, pos + room)
+            grown = np.empty(cap, dtype=np.uint8)
+            grown[:pos] = buf[:pos]
+            buf = grown
+        pos = _encode_into(int(lo), int(rounds), q[:m], qmin, nib, buf, pos)
+        ends[i + 1] = pos
+    return buf[:pos], ends, -1
+
+
+@njit(cache=True, nogil=True)
+def _get(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """A LEB128 varint at ``buf[pos:end]``: ``(value, next pos)``, next pos −1 if truncated."""
     v = 0
     shift = 0
     while True:
+        if pos >= end or shift > 56:
+            return 0, -1
         byte = int(buf[pos])
         pos += 1
         v |= (byte & 0x7F) << shift
@@ -123,26 +176,35 @@ def _get(buf: np.ndarray, pos: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf: np.ndarray) -> np.ndarray:
-    lo, pos = _get(buf, 1)
-    cnt, pos = _get(buf, pos)
-    rounds, pos = _get(buf, pos)
-    out = np.empty(2 + cnt)
-    out[0] = lo
-    out[1] = rounds
-    qs = np.empty(cnt, dtype=np.int64)
+def _header(buf: np.ndarray, start: int, end: int) -> tuple[int, int, int, int]:
+    """``(lo, cells, rounds, pos of the first residual)`` of the belief at ``buf[start:end]``
+    (after its tag); pos is −1 if the header is truncated."""
+    lo, pos = _get(buf, start + 1, end)
+    if pos < 0:
+        return 0, 0, 0, -1
+    cnt, pos = _get(buf, pos, end)
+    if pos < 0:
+        return 0, 0, 0, -1
+    rounds, pos = _get(buf, pos, end)
+    return lo, cnt, rounds, pos
+
+
+@njit(cache=True, nogil=True)
+def _decode_into(buf: np.ndarray, pos: int, end: int, cnt: int, qs: np.ndarray, out: np.ndarray) -> int:
+    """Decode ``cnt`` residuals from ``buf[pos:end]`` into ``out`` (``cnt`` cells; ``qs``
+    scratch of ≥ ``cnt``): 0, or 1 if truncated, 2 if bytes are left over."""
     q1 = 0
     q2 = 0
     q3 = 0
     q4 = 0
     k = 2 * pos  # nibble cursor
-    end = 2 * buf.shape[0]
+    stop = 2 * end
     for t in range(cnt):
         zz = 0
         shift = 0
         while True:
-            if k >= end:
-                raise ValueError("truncated cowan belief")
+            if k >= stop:
+                return 1
             nb = (int(buf[k >> 1]) >> (4 * (k & 1))) & 15
             k += 1
             zz |= (nb & 7) << shift
@@ -156,13 +218,60 @@ def _decode(buf: np.ndarray) -> np.ndarray:
         q3 = q2
         q2 = q1
         q1 = v
-    if (k + 1) // 2 != buf.shape[0]:
-        raise ValueError("trailing bytes in a cowan belief")
-    dequantise(qs, 0, cnt, out[2:])
-    return out
+    if (k + 1) // 2 != end:
+        return 2
+    dequantise(qs, 0, cnt, out)
+    return 0
 
 
-class CowanCodec:
+@njit(cache=True, nogil=True)
+def _decode(buf: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(belief, 0)``, or ``(_, status)``: 1 truncated, 2 trailing bytes."""
+    end = buf.shape[0]
+    lo, cnt, rounds, pos = _header(buf, 0, end)
+    if pos < 0 or cnt > 2 * end:  # every cell takes at least one nibble
+        return np.empty(0), 1
+    out = np.empty(2 + cnt)
+    out[0] = lo
+    out[1] = rounds
+    qs = np.empty(cnt, dtype=np.int64)
+    status = _decode_into(buf, pos, end, cnt, qs, out[2:])
+    return out, status
+
+
+@njit(cache=True, nogil=True)
+def _decode_many(buf: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every belief at ``buf[offsets[i]:offsets[i + 1]]`` decoded back to back:
+    ``(values, value offsets, -1)``, or ``(_, _, i)`` for the first one ``decode`` would
+    reject (the caller lets ``decode`` raise). Same operations as ``decode``."""
+    n = offsets.shape[0] - 1
+    ends = np.zeros(n + 1, dtype=np.int64)
+    widest = 0
+    for i in range(n):
+        s = offsets[i]
+        e = offsets[i + 1]
+        if e <= s or buf[s] != TAG:
+            return np.empty(0), ends, i
+        lo, cnt, rounds, pos = _header(buf, s, e)
+        if pos < 0 or cnt > 2 * (e - s):
+            return np.empty(0), ends, i
+        ends[i + 1] = ends[i] + 2 + cnt
+        widest = max(widest, cnt)
+    out = np.empty(ends[n])
+    qs = np.empty(widest, dtype=np.int64)
+    for i in range(n):
+        s = offsets[i]
+        e = offsets[i + 1]
+        lo, cnt, rounds, pos = _header(buf, s, e)
+        o = ends[i]
+        out[o] = lo
+        out[o + 1] = rounds
+        if _decode_into(buf, pos, e, cnt, qs, out[o + 2 : o + 2 + cnt]) != 0:
+            return out, ends, i
+    return out, ends, -1
+
+
+class CowanCodec(CodecBase):
     """See the module docstring. Lossy (``lossless = False``), deterministic, idempotent."""
 
     name = "cowan-q24"
@@ -180,7 +289,44 @@ class CowanCodec:
     def decode(self, data: bytes) -> Belief:
         if not data or data[0] != TAG:
             raise ValueError(f"not a cowan belief (tag {data[:1]!r})")
-        return np.asarray(_decode(np.frombuffer(data, dtype=np.uint8)))
+        out, status = _decode(np.frombuffer(data, dtype=np.uint8))
+        if status:
+            raise ValueError("truncated cowan belief" if status == 1 else "trailing bytes in a cowan belief")
+        return np.asarray(out)
+
+    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
+        """One njit call for the whole batch; byte for byte ``[encode(b) for b in beliefs]``."""
+        n = len(beliefs)
+        if n < 2:
+            return [self.encode(b) for b in beliefs]
+        try:
+            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+        except (ValueError, TypeError):
+            return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
+        if flat.ndim != 1:
+            return super().encode_many(beliefs)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        buf, ends, bad = _encode_many(flat, offsets, _QMIN)
+        if bad >= 0:
+            return super().encode_many(beliefs)  # raises encode's own error
+        blob = buf.tobytes()
+        bounds = ends.tolist()
+        return [blob[s:e] for s, e in pairwise(bounds)]
+
+    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        """One njit call for the whole batch; bit for bit ``[decode(d) for d in datas]``
+        (the arrays are non-overlapping views of one buffer)."""
+        n = len(datas)
+        if n < 2:
+            return [self.decode(d) for d in datas]
+        buf = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=n), out=offsets[1:])
+        out, ends, bad = _decode_many(buf, offsets)
+        if bad >= 0:
+            return super().decode_many(datas)  # raises decode's own error
+        return split(out, ends)
 
 
 register_codec("cowan", CowanCodec)

@@ -1,0 +1,280 @@
+"""Batched codec and summary calls give exactly the per-item results, for every system.
+
+``decode_many`` / ``encode_many`` (codecs) and ``summary_many`` (systems) are what the
+worker and ``PoolEngine`` call; the per-item ``decode`` / ``encode`` / ``summary`` stay the
+reference. Everything is compared bit for bit: bytes, float64 bit patterns, Rating fields.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch
+from stream.ratings import SYSTEMS, make_system
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.cowan import ELO_SCALE, Cowan
+from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.state.cowan_codec import CowanCodec
+
+NAMES = sorted(SYSTEMS)
+DAY_MS = 86_400_000
+
+
+@cache
+def population(name: str) -> tuple[RatingSystem, tuple[Belief, ...]]:
+    """Beliefs produced by actually rating random matches and rounds (plus a new player)."""
+    s = make_system(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    n = 24
+    bel = [s.new_belief() for _ in range(n)]
+    for step in range(8):
+        t = step * DAY_MS
+        if "matches" in s.native:
+            perm = rng.permutation(n).reshape(2, -1)
+            scores = rng.choice([0.0, 0.5, 1.0], n // 2)
+            bel = s.rate_matches(bel, perm[0], perm[1], scores, np.full(n // 2, t, dtype=np.int64))
+        if "rounds" in s.native:
+            idx = rng.choice(n, 6, replace=False)
+            ranks = rng.integers(1, 4, 6).astype(np.int64)
+            out = s.rate_round([bel[i] for i in idx], ranks, t + 1)
+            for i, b in zip(idx.tolist(), out, strict=True):
+                bel[i] = b
+    return s, (s.new_belief(), *bel)
+
+
+def _bits(x: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return str(x.dtype), x.shape, np.ascontiguousarray(x).tobytes()
+
+
+def _rbits(r: Rating) -> tuple[str, str, str, int, type]:
+    return (float(r.rating).hex(), float(r.mu).hex(), float(r.sigma).hex(), r.rounds, type(r.rounds))
+
+
+def check_same(name: str, idx: Sequence[int]) -> None:
+    s, pop = population(name)
+    codec = codec_for(name)
+    beliefs = [pop[i] for i in idx]
+    datas = [codec.encode(b) for b in beliefs]
+    # encode
+    many = codec.encode_many(beliefs)
+    assert isinstance(many, list) and len(many) == len(beliefs)
+    assert all(type(d) is bytes for d in many)
+    assert many == datas
+    # decode
+    one = [codec.decode(d) for d in datas]
+    dec = codec.decode_many(datas)
+    assert isinstance(dec, list) and len(dec) == len(datas)
+    assert [_bits(x) for x in dec] == [_bits(x) for x in one]
+    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(dec, one, strict=True))
+    # summary, of the original and of the decoded beliefs
+    for bs in (beliefs, one):
+        ratings = s.summary_many(bs)
+        assert isinstance(ratings, list)
+        assert ratings == [s.summary(b) for b in bs]
+        assert [_rbits(r) for r in ratings] == [_rbits(s.summary(b)) for b in bs]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_single_all(name: str) -> None:
+    _, pop = population(name)
+    check_same(name, [])
+    for i in range(len(pop)):
+        check_same(name, [i])
+    check_same(name, list(range(len(pop))))
+    check_same(name, [3, 3, 0, 3])  # the same belief (and bytes) more than once
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_subsets(name: str, data: st.DataObject) -> None:
+    _, pop = population(name)
+    idx = data.draw(st.lists(st.integers(0, len(pop) - 1), max_size=40))
+    check_same(name, idx)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decoded_views_are_independent(name: str) -> None:
+    """decode_many may return views of one buffer; they must not overlap or be read-only."""
+    _, pop = population(name)
+    codec = codec_for(name)
+    datas = codec.encode_many(list(pop[:5]))
+    dec = codec.decode_many(datas)
+    before = [x.copy() for x in dec]
+    dec[1][:] = -7.0
+    for i in (0, 2, 3, 4):
+        assert _bits(dec[i]) == _bits(before[i])
+    assert _bits(codec.decode(datas[1])) == _bits(before[1])
+
+
+def test_every_codec_and_system_has_batch_methods() -> None:
+    for name in NAMES:
+        codec = codec_for(name)
+        assert callable(codec.encode_many) and callable(codec.decode_many)
+        assert callable(make_system(name).summary_many)
+    assert isinstance(codec_for("cowan"), CowanCodec)
+    assert isinstance(codec_for("elo"), Float64Codec)
+
+
+# --- errors: the batch raises what the per-item call raises --------------------------------
+
+
+def _raises_same(call_many: object, call_one: object, items: list[object], bad: object) -> None:
+    with pytest.raises(Exception) as one:
+        call_one(bad)  # type: ignore[operator]
+    with pytest.raises(type(one.value)) as many:
+        call_many([*items, bad, *items])  # type: ignore[operator]
+    assert str(many.value) == str(one.value)
+
+
+@pytest.mark.parametrize("name", ["cowan", "elo", "elo-mmr"])
+def test_decode_errors(name: str) -> None:
+    codec = codec_for(name)
+    _, pop = population(name)
+    good = codec.encode_many(list(pop[:3]))
+    bads = [b"", b"\x07abc", good[1][:-1], good[1][:2]]
+    if name == "cowan":
+        bads += [good[1] + b"\x00", good[1][:1], good[1][:3], good[1][:1] + b"\xff" * 12]
+    else:
+        bads += [good[1] + b"\x00" * 3]
+        # a tag alone is a valid (empty) f64 belief
+        assert [_bits(x) for x in codec.decode_many([*good, b"\x01"])] == [
+            _bits(codec.decode(d)) for d in [*good, b"\x01"]
+        ]
+    for bad in bads:
+        _raises_same(codec.decode_many, codec.decode, list(good), bad)
+
+
+def test_cowan_encode_errors() -> None:
+    codec = CowanCodec()
+    _, pop = population("cowan")
+    good = list(pop[:3])
+    nan = pop[2].copy()
+    nan[5] = math.nan
+    for bad in (np.array([1.0, 2.0]), nan, np.zeros(10), -pop[2]):
+        _raises_same(codec.encode_many, codec.encode, good, bad)
+
+
+def test_cowan_summary_errors() -> None:
+    s, pop = population("cowan")
+    good = list(pop[:3])
+    for bad in (np.array([5000.0, 0.0, 1.0]), np.array([-1.0, 0.0, 1.0]), np.array([1.0, 0.0])):
+        _raises_same(s.summary_many, s.summary, good, bad)
+    with pytest.raises(RatingError):
+        s.summary_many([*good, np.array([5000.0, 0.0, 1.0])])
+
+
+@pytest.mark.parametrize("name", ["elo", "glicko", "trueskill", "elo-mmr"])
+def test_summary_many_odd_inputs_fall_back(name: str) -> None:
+    """Not float64, too short, or non-finite rounds: the per-item path decides."""
+    s, pop = population(name)
+    good = list(pop[:3])
+    f32 = pop[1].astype(np.float32)
+    assert [_rbits(r) for r in s.summary_many([*good, f32])] == [_rbits(s.summary(b)) for b in [*good, f32]]
+    _raises_same(s.summary_many, s.summary, good, np.array([1.0]))
+    nan_rounds = pop[1].copy()
+    nan_rounds[{"elo": 1, "elo-mmr": 4}.get(name, 2)] = math.nan
+    _raises_same(s.summary_many, s.summary, good, nan_rounds)
+
+
+def test_cowan_summary_close_to_the_dense_formula() -> None:
+    """The njit moments (fixed summation order) agree with numpy's dot products."""
+    s, pop = population("cowan")
+    assert isinstance(s, Cowan)
+    for b in pop:
+        lo, probs = s.window(b)
+        x = s.model.grid[lo : lo + probs.shape[0]]
+        mean = float(probs @ x)
+        sd = math.sqrt(max(float(probs @ (x - mean) ** 2), 0.0))
+        r = s.summary(b)
+        assert r.mu == pytest.approx(mean, rel=1e-12, abs=1e-13)
+        assert r.sigma == pytest.approx(ELO_SCALE * sd, rel=1e-12)
+        assert s.ranking_score(b) == r.mu
+
+
+# --- PoolEngine uses them -------------------------------------------------------------
+
+
+class _PlainCodec:
+    """A codec written against the old protocol (no batch methods)."""
+
+    def __init__(self, inner: Codec) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.lossless = inner.lossless
+
+    def encode(self, belief: Belief) -> bytes:
+        return self.inner.encode(belief)
+
+    def decode(self, data: bytes) -> Belief:
+        return self.inner.decode(data)
+
+
+def _batch(rng: np.random.Generator, n_players: int, n_matches: int, t0: int) -> MatchBatch:
+    mb = MatchBatch("p")
+    for m in range(n_matches):
+        a, b = rng.choice(n_players, 2, replace=False).tolist()
+        mb.event_ids.append(f"e{t0}-{m}")
+        mb.a.append(f"u{a}")
+        mb.b.append(f"u{b}")
+        mb.scores.append(float(rng.integers(0, 2)))
+        mb.times.append(t0 + m)
+    return mb
+
+
+@pytest.mark.parametrize("name", ["cowan", "elo", "glicko", "elo-mmr"])
+def test_pool_engine_batched_equals_per_item(name: str) -> None:
+    system = make_system(name)
+    fast = PoolEngine("p", system)
+    plain = PoolEngine("p", system, _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    rng = np.random.default_rng(5)
+    stored: dict[str, bytes | None] = {"ghost": None}
+    for step in range(4):
+        mb = _batch(rng, 30, 20, step * 100)
+        a, b = fast.apply_matches(mb, stored), plain.apply_matches(mb, stored)
+        assert a.updates == b.updates
+        assert [_rbits(r) for r in a.ratings.values()] == [_rbits(r) for r in b.ratings.values()]
+        assert list(a.ratings) == list(b.ratings) == list(a.updates)
+        # and exactly what the per-player calls give
+        players = list(dict.fromkeys((*mb.a, *mb.b)))
+        dec = fast.decode_all(stored, players)
+        assert list(dec) == [p for p in players if stored.get(p) is not None]
+        for p, x in dec.items():
+            raw = stored[p]
+            assert raw is not None
+            assert _bits(x) == _bits(fast.codec.decode(raw))
+        changed = fast.rate_matches(mb, dec)
+        assert a.updates == {p: fast.codec.encode(x) for p, x in changed.items()}
+        assert a.ratings == {p: system.summary(x) for p, x in changed.items()}
+        stored.update(a.updates)
+
+
+def test_helpers_fall_back_for_plain_codecs() -> None:
+    _, pop = population("cowan")
+    plain = _PlainCodec(CowanCodec())
+    datas = encode_many(plain, list(pop[:4]))  # type: ignore[arg-type]
+    assert datas == [CowanCodec().encode(b) for b in pop[:4]]
+    dec = decode_many(plain, datas)  # type: ignore[arg-type]
+    assert [_bits(x) for x in dec] == [_bits(CowanCodec().decode(d)) for d in datas]
+
+
+@settings(max_examples=40, deadline=None)
+@given(lens=st.lists(st.integers(0, 200), max_size=12), seed=st.integers(0, 2**32 - 1))
+def test_f64_any_lengths(lens: list[int], seed: int) -> None:
+    """Short and long (per-item path) beliefs, including empty ones, -0.0, inf and NaN."""
+    rng = np.random.default_rng(seed)
+    special = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308])
+    beliefs = [np.where(rng.random(k) < 0.2, rng.choice(special, k), rng.normal(0, 1e3, k)) for k in lens]
+    codec = Float64Codec()
+    datas = codec.encode_many(beliefs)
+    assert datas == [codec.encode(b) for b in beliefs]
+    assert all(type(d) is bytes for d in datas)
+    assert [_bits(x) for x in codec.decode_many(datas)] == [_bits(codec.decode(d)) for d in datas]
