@@ -31,6 +31,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
 from stream.service.metrics import Metrics
+from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
 from stream.state.redis_store import RedisStore
 
@@ -53,15 +54,19 @@ class Service:
     crash_after: int = field(default_factory=lambda: int(os.environ.get("MMR_FAULT_CRASH_AFTER_BATCHES", "0")))
     _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
     _cache_parts: list[int] = field(default_factory=list)
+    pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
 
-    async def publish(self, res: BatchResult) -> None:
-        """Send outputs and dead letters and wait until the broker has them (before the ack)."""
+    def __post_init__(self) -> None:
+        self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
+                                      max_merge=self.settings.take_max, on_error=self.app.crash)
+
+    async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
+        """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
         futs: list[Awaitable[Any]] = []
         if res.outputs:
             futs += await self._send_ratings(res)
         await self.publish_dead(res.dead, futs)
-        if futs:
-            await asyncio.gather(*futs)
+        return futs
 
     async def _send_ratings(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Ratings as pre-built record batches, one per partition.
@@ -113,13 +118,31 @@ class Service:
         if own and futs:
             await asyncio.gather(*futs)
 
-    async def handle(self, msgs: list[Message]) -> None:
+    async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
+        """The pipeline's first stage: commit one batch to Redis, then enqueue its outputs."""
+        res = await self.process_safely(msgs)
+        self.batches_done += 1
+        if self.crash_after and self.batches_done >= self.crash_after:
+            # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
+            # commit and before publishing/acking -- the worst moment for effectively-once
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await self.send(res)
+
+    def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
+        """The pipeline's last stage, after the broker acked the outputs: ack the input events."""
+        for events in tokens:
+            for event in events:
+                event.ack()  # the final ack (see the agent's incref): Faust may commit the offset
+        self.metrics.messages_done.inc(len(msgs))
+        for m in msgs:
+            self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    async def process_safely(self, msgs: list[Message]) -> BatchResult:
         """Process one batch; never lets an input error escape (the worker must not die on input)."""
         delay = 0.1
         while True:
             try:
-                res = await self.processor.process(msgs)
-                break
+                return await self.processor.process(msgs)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
                 log.warning("Redis unavailable (%r); retrying the batch in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
@@ -129,22 +152,15 @@ class Service:
                     log.exception("internal error on %s/%s@%s; dead-lettered", msgs[0].topic, msgs[0].partition,
                                   msgs[0].offset)
                     m = msgs[0]
-                    res = BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
-                                                       m.offset, m.value)])
-                    break
+                    return BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
+                                                        m.offset, m.value)])
                 log.exception("batch failed; retrying message by message")
+                total = BatchResult()
                 for m in msgs:
-                    await self.handle([m])
-                return
-        self.batches_done += 1
-        if self.crash_after and self.batches_done >= self.crash_after:
-            # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
-            # commit and before publishing/acking -- the worst moment for effectively-once
-            os.kill(os.getpid(), signal.SIGKILL)
-        await self.publish(res)
-        self.metrics.messages_done.inc(len(msgs))
-        for m in msgs:
-            self.positions[(m.topic, m.partition)] = m.offset + 1
+                    one = await self.process_safely([m])
+                    total.outputs += one.outputs
+                    total.dead += one.dead
+                return total
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""
@@ -250,11 +266,17 @@ def create_app(s: Settings) -> Service:
     @app.agent(inputs, name="mmr-ratings-agent")
     async def rate(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
         async for events in stream.take_events(s.take_max, within=s.take_within):
-            msgs = [Message(e.message.topic, e.message.partition, e.message.offset, e.message.value or b"")
-                    for e in events]
-            await svc.handle(msgs)
+            msgs = []
+            for e in events:
+                # one more reference: take_events' own ack (when this body returns) is then not
+                # the final one; the pipeline acks after the outputs reached the broker
+                e.message.incref()
+                msgs.append(Message(e.message.topic, e.message.partition, e.message.offset,
+                                    e.message.value or b""))
+            await svc.pipeline.submit(msgs, list(events))
 
-    def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+    async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+        await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
         svc.processor.forget_rounds()
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call

@@ -41,6 +41,7 @@ class Settings:
     key_prefix: str = "mmr"
     take_max: int = 4096  # messages per take batch
     take_within: float = 0.02  # seconds a take batch waits for more messages
+    max_inflight: int = 16384  # messages taken but not yet acked (back-pressure of the batch pipeline)
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see app.patch_fetch_wait)
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     round_timeout_s: float = 300.0  # round_result assembly timeout
@@ -164,6 +165,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         key_prefix=get("MMR_KEY_PREFIX", s.key_prefix),
         take_max=get("MMR_TAKE_MAX", s.take_max),
         take_within=get("MMR_TAKE_WITHIN", s.take_within),
+        max_inflight=get("MMR_MAX_INFLIGHT", s.max_inflight),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),

@@ -1,0 +1,119 @@
+"""Two-stage batch pipeline: rate batch N+1 while the broker acknowledges batch N.
+
+Why: a worker that handles one take batch at a time (decode → Redis read → rate → Redis
+commit → publish → *wait for the broker's acks* → ack the input → take the next batch)
+keeps less than one core busy and pays the broker's round trip on every batch. Here the
+Faust agent only hands batches over; two tasks do the rest:
+
+* **rate** (one task, strictly in submission order): merges whatever batches are queued
+  (up to ``max_merge`` messages: one Redis read, one kernel call, one commit for all of
+  them), runs ``work(msgs)`` — which commits to Redis and *enqueues* the outputs at the
+  producer, returning their delivery futures — and passes the futures on;
+* **ack** (one task, same order): waits for those futures, then calls ``done(tokens)``,
+  which acks the input messages so their offsets may be committed.
+
+So each batch still goes Redis commit → publish (acknowledged by the broker) → input ack,
+and rating outputs reach the producer in input order (``work`` runs strictly in order).
+A crash anywhere re-delivers the unacked input; the Redis step recognises it.
+
+Back-pressure: ``submit`` waits while more than ``max_inflight`` messages are submitted
+but not yet done, so the consumer stops taking (and Kafka keeps the backlog).
+A failure in either stage is fatal for the worker (``on_error``): it must not keep
+consuming while nothing is acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M")  # a message
+T = TypeVar("T")  # what ``done`` needs to ack a submitted batch (e.g. Faust events)
+
+Work = Callable[[list[M]], Awaitable[Sequence[Awaitable[Any]]]]
+
+
+class BatchPipeline(Generic[M, T]):
+    """See the module docstring."""
+
+    def __init__(self, work: Work[M], done: Callable[[list[T], list[M]], Any], *,
+                 max_inflight: int = 16384, max_merge: int = 8192,
+                 on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> None:
+        self.work = work
+        self.done = done
+        self.max_inflight = max_inflight
+        self.max_merge = max_merge
+        self.on_error = on_error
+        self._queue: asyncio.Queue[tuple[list[M], T]] = asyncio.Queue()
+        self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
+        self._inflight = 0  # messages submitted and not done
+        self._changed = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.merged_batches = 0  # batches that were merged into an earlier one (observability)
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._guard(self._rate_loop())),
+                           asyncio.create_task(self._guard(self._ack_loop()))]
+
+    async def submit(self, msgs: list[M], token: T) -> None:
+        """Queue one batch (in order); waits while too many messages are in flight."""
+        self.start()
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._inflight < self.max_inflight)
+            self._inflight += len(msgs)
+        self._queue.put_nowait((msgs, token))
+
+    async def drain(self) -> None:
+        """Wait until everything submitted so far is done (e.g. before giving up partitions)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._inflight == 0)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _guard(self, coro: Awaitable[None]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a stage died: nothing more would ever be acked
+            log.exception("batch pipeline failed")
+            if self.on_error is not None:
+                await self.on_error(exc)
+            raise
+
+    async def _rate_loop(self) -> None:
+        while True:
+            msgs, token = await self._queue.get()
+            tokens = [token]
+            if not self._queue.empty() and len(msgs) < self.max_merge:
+                msgs = list(msgs)
+                while not self._queue.empty() and len(msgs) < self.max_merge:
+                    more, tok = self._queue.get_nowait()
+                    msgs += more
+                    tokens.append(tok)
+                    self.merged_batches += 1
+            futs = await self.work(msgs)
+            self._acks.put_nowait((futs, tokens, msgs))
+
+    async def _ack_loop(self) -> None:
+        while True:
+            futs, tokens, msgs = await self._acks.get()
+            if futs:
+                await asyncio.gather(*futs)
+            self.done(tokens, msgs)
+            async with self._changed:
+                self._inflight -= len(msgs)
+                self._changed.notify_all()
