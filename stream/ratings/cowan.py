@@ -313,11 +313,14 @@ def fit_exp_sum(
 @lru_cache(maxsize=16)
 def _residual_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
     """``pack_soe`` of φ(d) = 1/(1 + e^(dh)), d = 1..n, and its max error: free (complex)
-    rates by matrix pencil (8 terms, 4e-15 on the default grid: 5 real, 3 complex) unless
+    rates by matrix pencil (8 terms, 4e-15–8e-15 on the default grid: 5 real, 3 complex) unless
     the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. Cached: the SVD takes ~50 ms."""
     dd = np.arange(1, n + 1, dtype=float)
     target = 1.0 / (1.0 + np.exp(dd * h))
-    z, c, err = fit_exp_sum(target, max_terms=terms, tol=4e-15)
+    # 1e-14: float64 rounding noise of the sum itself. The error of the same fit differs by CPU
+    # (LAPACK's code path): 8 terms gave 4e-15 on an Intel Xeon and 7.5e-15 on an AMD EPYC, where a
+    # 4e-15 tolerance took a ninth (spurious, negative real) term and left the fast sweep
+    z, c, err = fit_exp_sum(target, max_terms=terms, tol=1e-14)
     coef, rates = fit_soe(n, h, terms)
     fixed_error = float(np.max(np.abs((rates[None, :] ** dd[:, None]) @ coef - target)))
     if fixed_error < err:
