@@ -120,6 +120,7 @@ class Service:
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
         """The pipeline's first stage: commit one batch to Redis, then enqueue its outputs."""
+        self.metrics.inflight.set(self.pipeline.inflight)
         res = await self.process_safely(msgs)
         self.batches_done += 1
         if self.crash_after and self.batches_done >= self.crash_after:

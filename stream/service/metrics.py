@@ -21,6 +21,11 @@ class Metrics:
         self.batch_latency = Histogram(
             "mmr_batch_seconds", "Take batch processing time (decode, read, rate, commit, publish)",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)
+        self.batch_messages = Histogram(
+            "mmr_batch_messages", "Input messages per processed batch (take batches merged while the worker was busy)",
+            buckets=(1, 4, 16, 64, 256, 1024, 4096, 16384), registry=r)
+        self.inflight = Gauge("mmr_inflight_messages", "Messages taken from Kafka and not yet acknowledged",
+                              registry=r)
         self.dead_letters = Counter("mmr_dead_letters", "Events sent to the dead-letter topic", ["reason"],
                                     registry=r)
         self.messages_done = Counter("mmr_messages_done", "Input messages fully handled (committed, published)",

@@ -236,6 +236,7 @@ class Processor:
             await self._assemble(pool, items, ops.setdefault(pool, []), out)
         await asyncio.gather(*(self._apply_pool(pool, pool_ops, out) for pool, pool_ops in ops.items() if pool_ops))
         self.metrics.batch_latency.observe(time.perf_counter() - t0)
+        self.metrics.batch_messages.observe(len(msgs))
         self.metrics.ratings_out.inc(len(out.outputs))
         return out
 

@@ -8,13 +8,18 @@ event) → Faust worker (joins the group, consumes, serves HTTP).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 
 import click
+import numpy as np
 
 from stream.cli import parse_params
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.ratings import SYSTEMS, make_system
+from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,26 @@ def warmup(s: Settings) -> None:
         fn = getattr(importlib.import_module(module), "warmup", None)
         if callable(fn):
             fn()
+    for name, params in systems_in_use(s):
+        warm_encoded_path(name, params)
+
+
+def warm_encoded_path(name: str, params: dict[str, object]) -> None:
+    """Rate a few matches and a round on *stored bytes*, twice, so the codec's batch
+    decode/encode and ``summary_many`` (njit, loaded from numba's cache on first use:
+    ~0.1-0.5 s) are ready before the first event instead of inside its latency."""
+    engine = PoolEngine("warmup", make_system(name, params))
+    stored: dict[str, bytes | None] = {}
+    players = [f"w{i}" for i in range(4)]
+    for k in range(2):
+        batch = MatchBatch("warmup")
+        for i in range(3):
+            batch.add(MatchEvent(f"m{k}-{i}", "warmup", k, players[i], players[i + 1], 1.0))
+        round_ = RoundEvent(f"r{k}", "warmup", f"r{k}", k, players, np.arange(1, 5, dtype=np.int64))
+        with contextlib.suppress(RatingError, NotImplementedError):  # a system without matches
+            stored.update(engine.apply_matches(batch, stored).updates)
+        with contextlib.suppress(RatingError, NotImplementedError):  # a system without rounds
+            stored.update(engine.apply_round(round_, stored).updates)
 
 
 @click.command()

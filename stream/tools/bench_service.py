@@ -84,11 +84,17 @@ def _measure(port: int, s: Settings, topic: str, items: list[tuple[bytes, bytes]
 
     name = "mmr_messages_done_total"
     target = _metric(port, name) + len(items)
-    th = threading.Thread(target=lambda: asyncio.run(_produce(s, topic, items)), daemon=True)
+    b0, m0 = _metric(port, "mmr_batch_messages_count"), _metric(port, "mmr_batch_messages_sum")
+    produced: list[float] = []
+    th = threading.Thread(target=lambda: produced.append(asyncio.run(_produce(s, topic, items))), daemon=True)
     t0 = time.perf_counter()
     th.start()
     t_end = _wait_metric(port, name, target, timeout)
     th.join()
+    batches = _metric(port, "mmr_batch_messages_count") - b0
+    per = (_metric(port, "mmr_batch_messages_sum") - m0) / max(batches, 1)
+    click.echo(f"  produced in {produced[0]:.2f} s, handled in {t_end - t0:.2f} s, {batches:.0f} batches of "
+               f"{per:,.0f} messages on average", err=True)
     return len(items) / (t_end - t0)
 
 
