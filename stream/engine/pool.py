@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -80,12 +81,10 @@ class PoolEngine:
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
         """New beliefs after a batch of matches, with exact sequential meaning."""
-        index: dict[str, int] = {}
-        for p in (*batch.a, *batch.b):
-            index.setdefault(p, len(index))
-        players = list(index)
-        a = np.fromiter((index[p] for p in batch.a), dtype=np.int64, count=len(batch))
-        b = np.fromiter((index[p] for p in batch.b), dtype=np.int64, count=len(batch))
+        players = list(dict.fromkeys(chain(batch.a, batch.b)))  # first appearance order, at C speed
+        index = dict(zip(players, range(len(players)), strict=True))
+        a = np.fromiter(map(index.__getitem__, batch.a), dtype=np.int64, count=len(batch))
+        b = np.fromiter(map(index.__getitem__, batch.b), dtype=np.int64, count=len(batch))
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in players]
         after = self.system.rate_matches(before, a, b, batch.score_array(), batch.time_array())

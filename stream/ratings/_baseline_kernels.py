@@ -281,3 +281,19 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
         start = end
     pairs = n * (n - 1) / 2.0
     return wrong, pairs
+
+
+@njit(cache=True, nogil=True)
+def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
+                    k: float, scale: float) -> None:
+    """Sequential Elo steps over a batch of matches, in place (``Elo.rate_matches_naive`` is the
+    oracle: same operations in the same order, no fastmath, so the same bits)."""
+    for j in range(a.shape[0]):
+        ia = a[j]
+        ib = b[j]
+        e = 1.0 / (1.0 + 10.0 ** ((r[ib] - r[ia]) / scale))
+        d = k * (scores[j] - e)
+        r[ia] += d
+        r[ib] -= d
+        cnt[ia] += 1.0
+        cnt[ib] += 1.0

@@ -19,7 +19,7 @@ A crash anywhere re-delivers the unacked input; the Redis step recognises it.
 Back-pressure: ``submit`` waits while more than ``max_inflight`` messages are submitted
 but not yet done, so the consumer stops taking (and Kafka keeps the backlog).
 A failure in either stage is fatal for the worker (``on_error``): it must not keep
-consuming while nothing is acknowledged.
+consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ class BatchPipeline(Generic[M, T]):
         self._queue: asyncio.Queue[tuple[list[M], T]] = asyncio.Queue()
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
         self._inflight = 0  # messages submitted and not done
+        self._batches = 0  # batches submitted and not done (an empty batch counts too)
+        self._failed: BaseException | None = None
         self._changed = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self.merged_batches = 0  # batches that were merged into an earlier one (observability)
@@ -68,14 +70,21 @@ class BatchPipeline(Generic[M, T]):
         """Queue one batch (in order); waits while too many messages are in flight."""
         self.start()
         async with self._changed:
-            await self._changed.wait_for(lambda: self._inflight < self.max_inflight)
+            await self._changed.wait_for(lambda: self._inflight < self.max_inflight or self._failed is not None)
+            self._raise_if_failed()
             self._inflight += len(msgs)
+            self._batches += 1
         self._queue.put_nowait((msgs, token))
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is done (e.g. before giving up partitions)."""
         async with self._changed:
-            await self._changed.wait_for(lambda: self._inflight == 0)
+            await self._changed.wait_for(lambda: self._batches == 0 or self._failed is not None)
+            self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._failed is not None:
+            raise RuntimeError("the batch pipeline failed; nothing more is acknowledged") from self._failed
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -86,13 +95,23 @@ class BatchPipeline(Generic[M, T]):
     async def _guard(self, coro: Awaitable[None]) -> None:
         try:
             await coro
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # stop(): this stage itself is cancelled
+                raise
+            await self._fail(exc)  # e.g. a delivery future cancelled under us: a failure, not a stop
             raise
         except BaseException as exc:  # a stage died: nothing more would ever be acked
-            log.exception("batch pipeline failed")
-            if self.on_error is not None:
-                await self.on_error(exc)
+            await self._fail(exc)
             raise
+
+    async def _fail(self, exc: BaseException) -> None:
+        log.error("batch pipeline failed: %r", exc, exc_info=exc)
+        async with self._changed:
+            self._failed = exc
+            self._changed.notify_all()  # submit() and drain() waiters raise instead of hanging
+        if self.on_error is not None:
+            await self.on_error(exc)
 
     async def _rate_loop(self) -> None:
         while True:
@@ -116,4 +135,5 @@ class BatchPipeline(Generic[M, T]):
             self.done(tokens, msgs)
             async with self._changed:
                 self._inflight -= len(msgs)
+                self._batches -= len(tokens)
                 self._changed.notify_all()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib
 import logging
 
@@ -65,6 +66,20 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
             stored.update(engine.apply_round(round_, stored).updates)
 
 
+def tune_gc() -> None:
+    """Freeze what start-up allocated and collect the young generation less often.
+
+    Why: a batch allocates tens of thousands of short-lived objects (decoded events, beliefs,
+    outputs) next to long-lived ones (Faust, numba, caches); with CPython's default threshold
+    (700) the collector ran many times per batch and rescanned the long-lived heap: measured
+    on a 50,000-match ``elo`` batch, the rating step took 0.19 s with the defaults and 0.12 s
+    with the collector off. Reference cycles are still collected, just in larger steps.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 @click.command()
 @click.option("--system", default=None, help="Default system for pools without configuration "
               "(default: elo-mmr for rounds, cowan for matches).")
@@ -88,4 +103,5 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     loop.run_until_complete(ensure_topics(settings))
     svc = create_app(settings)
     svc.executor.submit(warmup, settings).result()
+    tune_gc()
     faust.Worker(svc.app, loglevel=loglevel or settings.log_level, loop=loop).execute_from_commandline()

@@ -447,7 +447,8 @@ def test_exception_in_done_calls_on_error() -> None:
         await spin()
         await p.submit([1], "1")
         await asyncio.wait_for(failed.wait(), 1)
-        await p.submit([2], "2")
+        with pytest.raises(RuntimeError, match="pipeline failed"):  # no more input once acks stopped
+            await p.submit([2], "2")
         await spin(100)
         assert errors == [boom]
         assert acked == [["0"], ["1"]]
@@ -456,11 +457,6 @@ def test_exception_in_done_calls_on_error() -> None:
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: _guard re-raises every CancelledError as if the stage itself were being stopped. A delivery "
-    "future that is *cancelled* (or a CancelledError out of work, e.g. a cancelled executor future) makes "
-    "asyncio.gather raise CancelledError inside _ack_loop, so the ack task ends silently: on_error is never "
-    "called, nothing is acked any more, submit() keeps accepting until max_inflight and drain() hangs."))
 def test_cancelled_delivery_future_calls_on_error() -> None:
     async def scenario() -> None:
         errors: list[BaseException] = []
@@ -481,10 +477,6 @@ def test_cancelled_delivery_future_calls_on_error() -> None:
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "drain() never returns after a stage failed: the failed (and later) batches are never done, so "
-    "inflight never reaches 0 and the waiter (the app's on_partitions_revoked handler) hangs instead of "
-    "seeing the error."))
 def test_drain_does_not_hang_after_a_stage_failure() -> None:
     async def scenario() -> None:
         async def work(msgs: list[int]) -> list[Awaitable[Any]]:
@@ -506,9 +498,6 @@ def test_drain_does_not_hang_after_a_stage_failure() -> None:
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an empty batch adds 0 to inflight, so drain() can return before that batch's done(tokens) ran "
-    "(unreachable from app.py, whose take_events batches are never empty)"))
 def test_drain_waits_for_an_empty_batch_too() -> None:
     async def scenario() -> None:
         rec = Recorder(auto=True)
