@@ -113,6 +113,26 @@ async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) ->
     return time.perf_counter() - t0
 
 
+async def _delete_prefix(s: Settings) -> int:
+    """Remove everything this run wrote to Redis (its keys all start with its own prefix)."""
+    from stream.state.redis_store import RedisStore
+
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+    n = 0
+    try:
+        batch: list[bytes] = []
+        async for k in store.r.scan_iter(match=f"{s.key_prefix}:*", count=10_000):
+            batch.append(k)
+            if len(batch) >= 5_000:
+                n += await store.r.unlink(*batch)
+                batch = []
+        if batch:
+            n += await store.r.unlink(*batch)
+    finally:
+        await store.close()
+    return n
+
+
 def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, Any]:
     a = rng.randrange(n_players)
     b = (a + 1 + rng.randrange(n_players - 1)) % n_players
@@ -356,6 +376,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         if tansu is not None:
             tansu.terminate()
             tansu.wait(10)
+        n_deleted = asyncio.run(_delete_prefix(s))
+        click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
     click.echo(json.dumps(res, indent=2))
     click.echo(f"| bare Faust take loop (same single-match msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
                f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s |\n"
