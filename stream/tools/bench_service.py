@@ -224,6 +224,12 @@ class _Worker:
             self.proc.kill()
 
 
+#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
+#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
+#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores
+LATENCY_LINGER_MS = 5
+
+
 async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str) -> tuple[float, float, int]:
     """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -240,7 +246,8 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     await consumer.seek_to_end(*tps)
     for tp in tps:
         await consumer.position(tp)
-    producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=0, enable_idempotence=False,
+    producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=LATENCY_LINGER_MS,
+                                enable_idempotence=False,
                                 **s.aiokafka_kwargs())
     await producer.start()
     sent: dict[str, float] = {}
