@@ -140,22 +140,25 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, A
             "score": rng.choice((0.0, 1.0))}
 
 
-def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]]) -> float:
+def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False) -> float:
     """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
 
     Same broker, same messages (the single-match payloads), same take settings
     (``take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``) and the same clock as
     ``_measure``: the loop is subscribed and warm, then the messages are produced
     concurrently and the clock runs from the start of producing to the last one taken.
+    ``idle_topics``: also subscribe to two empty topics, as the worker is subscribed to its
+    rounds and round-results topics besides the matches topic.
     """
     from stream.service.topics import ensure_topics
 
     topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
-    s2 = replace(s, topic_matches=topic)
+    s2 = replace(s, topic_matches=topic, topic_rounds=f"{topic}-rounds", topic_results=f"{topic}-results")
+    subscribed = ",".join(s2.input_topics() if idle_topics else [topic])
     asyncio.run(ensure_topics(s2))
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bare-"))
     state, log = tmp / "state", tmp / "bare.log"
-    proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, topic,
+    proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, subscribed,
                              str(len(items)), str(state)], stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -175,8 +178,8 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]]) -> float:
             proc.kill()
 
 
-def _bare_main(bootstrap: str, topic: str, n: int, state_path: str) -> None:
-    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC N STATE``)."""
+def _bare_main(bootstrap: str, topics: str, n: int, state_path: str) -> None:
+    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE``)."""
     import faust
 
     from stream.service.app import faust_kwargs, patch_fetch_wait
@@ -184,7 +187,7 @@ def _bare_main(bootstrap: str, topic: str, n: int, state_path: str) -> None:
     s = replace(from_env(), kafka_bootstrap=bootstrap)
     patch_fetch_wait(s.fetch_max_wait_ms)
     app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
-    t = app.topic(topic, key_type=bytes, value_type=bytes)
+    t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
     state = {"n": 0}
     path = Path(state_path)
 
@@ -329,6 +332,9 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                       for i in range(singles)]
         click.echo("bare Faust take loop ...", err=True)
         res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
+        click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
+        res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
+                                                                idle_topics=True)
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
@@ -386,9 +392,17 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         n_deleted = asyncio.run(_delete_prefix(s))
         click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
     click.echo(json.dumps(res, indent=2))
-    click.echo(f"| bare Faust take loop (same single-match msgs) | {res['bare_faust_msgs_per_s']:,.0f} msgs/s |\n"
-               f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s |\n"
-               f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s |\n"
+    bare, bare3 = res["bare_faust_msgs_per_s"], res["bare_faust_3topics_msgs_per_s"]
+
+    def pct(x: float) -> str:
+        return f"{100 * x / bare:.0f} % / {100 * x / bare3:.0f} % of bare"
+
+    click.echo(f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |\n"
+               f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |\n"
+               f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s "
+               f"({pct(res['single_match_msgs_per_s'])}) |\n"
+               f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s "
+               f"({pct(res['single_match_elo_msgs_per_s'])}) |\n"
                f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
                f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |\n"
                f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
