@@ -58,7 +58,8 @@ class Service:
 
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
-                                      max_merge=self.settings.take_max, on_error=self.app.crash)
+                                      max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
+                                      size=_message_size, on_error=self.app.crash)
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
@@ -178,6 +179,10 @@ class Service:
 
 
 _PARTITIONER = DefaultPartitioner()
+
+
+def _message_size(m: Message) -> int:
+    return len(m.value)
 
 
 _dumps = orjson.dumps

@@ -6,7 +6,7 @@ keeps less than one core busy and pays the broker's round trip on every batch. H
 Faust agent only hands batches over; two tasks do the rest:
 
 * **rate** (one task, strictly in submission order): merges whatever batches are queued
-  (up to ``max_merge`` messages: one Redis read, one kernel call, one commit for all of
+  (up to ``max_merge`` messages and ``max_merge_bytes``: one Redis read, one kernel call, one commit for all of
   them), runs ``work(msgs)`` — which commits to Redis and *enqueues* the outputs at the
   producer, returning their delivery futures — and passes the futures on;
 * **ack** (one task, same order): waits for those futures, then calls ``done(tokens)``,
@@ -41,12 +41,17 @@ class BatchPipeline(Generic[M, T]):
     """See the module docstring."""
 
     def __init__(self, work: Work[M], done: Callable[[list[T], list[M]], Any], *,
-                 max_inflight: int = 16384, max_merge: int = 8192,
+                 max_inflight: int = 16384, max_merge: int = 8192, max_merge_bytes: int = 0,
+                 size: Callable[[M], int] | None = None,
                  on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> None:
         self.work = work
         self.done = done
         self.max_inflight = max_inflight
         self.max_merge = max_merge
+        #: merging also stops at this many bytes (``size`` of each message; 0: no limit), so
+        #: one merged batch never becomes one huge Redis script that blocks Redis for seconds
+        self.max_merge_bytes = max_merge_bytes
+        self.size = size
         self.on_error = on_error
         self._queue: asyncio.Queue[tuple[list[M], T]] = asyncio.Queue()
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
@@ -119,10 +124,14 @@ class BatchPipeline(Generic[M, T]):
             tokens = [token]
             if not self._queue.empty() and len(msgs) < self.max_merge:
                 msgs = list(msgs)
-                while not self._queue.empty() and len(msgs) < self.max_merge:
+                size, limit = self.size, self.max_merge_bytes
+                nbytes = sum(map(size, msgs)) if size is not None and limit else 0
+                while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
                     more, tok = self._queue.get_nowait()
                     msgs += more
                     tokens.append(tok)
+                    if size is not None and limit:
+                        nbytes += sum(map(size, more))
                     self.merged_batches += 1
             futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))

@@ -260,6 +260,27 @@ def test_merge_stops_at_max_merge_and_never_takes_more_than_one_extra_batch() ->
     run(scenario)
 
 
+def test_merge_also_stops_at_max_merge_bytes() -> None:
+    """Message sizes (here: the int itself) bound a merge too, so one merged batch stays small."""
+    async def scenario() -> None:
+        rec = Recorder(auto=True)
+        rec.gate = asyncio.Event()
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=100, max_merge_bytes=10,
+                                                   size=lambda m: m)
+        await p.submit([0], "first")
+        await asyncio.wait_for(rec.entered.wait(), 1)
+        for i, batch in enumerate(([4], [5], [3], [9], [1], [1], [20], [2])):
+            await p.submit(batch, f"b{i}")
+        rec.gate.set()
+        await p.drain()
+        # 4+5=9 <10 takes 3 -> 12; 9 alone reaches 9 <10 takes 1 -> 10; 1+20 -> 21; 2
+        assert rec.work_calls == [[0], [4, 5, 3], [9, 1], [1, 20], [2]]
+        assert rec.done_tokens == ["first"] + [f"b{i}" for i in range(8)]
+        await p.stop()
+
+    run(scenario)
+
+
 # ----------------------------------------------------------------------- (4) back-pressure
 
 
