@@ -5,7 +5,7 @@
   stopped at the end of the session.
 * Redis: ``REDIS_URL`` if set, else redis://127.0.0.1:6379 if something answers there,
   else ``redis-server`` from PATH on a free port (no persistence). Tests use DB index 13
-  (``MMR_TEST_REDIS_DB``) and unique key prefixes, and flush that DB at the start.
+  (``MMR_TEST_REDIS_DB``) and unique key prefixes, and flush that DB at the start and at the end.
 
 Both are started lazily: unit tests that do not ask for them never pay for them.
 """
@@ -109,6 +109,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield url
     finally:
+        client = redis.Redis.from_url(url)
+        client.flushdb()  # leave the shared Redis as we found it (the test DB empty)
+        client.close()
         if proc is not None:
             proc.terminate()
             proc.wait(10)
