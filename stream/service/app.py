@@ -5,10 +5,12 @@ short rebalance/session timeouts (Faust's 60 s defaults make the first join wait
 no idempotent producer (Tansu answers InitProducerId with an error), at-least-once
 processing with the effectively-once step in Redis, memory:// store (state is in Redis).
 
-Order per take batch: Redis commit (inside ``Processor.process``) → publish ratings and
-dead letters and wait for the broker's acks → return, after which ``take_events`` acks
-the input events and the commit timer commits their offsets. A crash anywhere in between
-re-delivers the batch; the Redis step recognises its event ids and applies nothing twice.
+Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated
+while batch N's ratings travel): Redis commit (inside ``Processor.process``) → ratings and
+dead letters handed to the producer → the broker acks them → the final ack of the input
+events (the agent holds one extra reference, so ``take_events``' own ack is not final), after
+which the commit timer commits their offsets. A crash anywhere in between re-delivers the
+batch; the Redis step recognises its event ids and applies nothing twice.
 """
 
 from __future__ import annotations
@@ -270,7 +272,7 @@ def create_app(s: Settings) -> Service:
     inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
 
     @app.agent(inputs, name="mmr-ratings-agent")
-    async def rate(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
+    async def consume(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
         async for events in stream.take_events(s.take_max, within=s.take_within):
             msgs = []
             for e in events:

@@ -44,8 +44,12 @@ def warmup(s: Settings) -> None:
         fn = getattr(importlib.import_module(module), "warmup", None)
         if callable(fn):
             fn()
-    for name, params in systems_in_use(s):
-        warm_encoded_path(name, params)
+    warmed: set[tuple[str, str]] = set()
+    for name, params in systems_in_use(s):  # each configuration once (pools often share one)
+        key = (name, repr(sorted(params.items())))
+        if key not in warmed:
+            warmed.add(key)
+            warm_encoded_path(name, params)
 
 
 def warm_encoded_path(name: str, params: dict[str, object]) -> None:
