@@ -26,6 +26,26 @@ from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchEvent,
 from stream.events.validate import InvalidEvent, decode_event
 from stream.ratings.base import IntArray
 
+#: ``maxLength`` of ``event_id`` and ``round_id`` in ``schemas/`` (player ids and pools: MAX_ID_LENGTH).
+#: Ids this reader derives from names must fit, or the service dead-letters what the embedded
+#: replay accepted (tests/unit/test_events.py checks these against the schemas).
+MAX_EVENT_ID_LENGTH = 256
+MAX_ROUND_ID_LENGTH = 256
+_ID_DIGEST_CHARS = 16  # blake2b, 8 bytes, hex
+
+
+def bounded_id(text: str, limit: int) -> str:
+    """``text`` itself when it fits in ``limit`` characters, else a readable prefix + ``~`` + a digest.
+
+    Deterministic (re-reading a file gives the same ids, so a replay or a re-publish stays a
+    no-op) and distinct for distinct texts (the digest is of the whole text, so long names that
+    share a prefix differ). Texts that fit are returned unchanged so existing ids never move.
+    """
+    if len(text) <= limit:
+        return text
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_ID_DIGEST_CHARS // 2).hexdigest()
+    return f"{text[: limit - len(digest) - 1]}~{digest}"
+
 
 class InputError(ValueError):
     """A bad record in an input file: names the file, the line and the reason."""
@@ -127,7 +147,9 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
 
     The event id is the contest's name plus a digest of its line (``raw``, or the parsed
     object): re-reading a file gives the same ids (so replaying it twice changes nothing),
-    while two different contests that share a name are both rated.
+    while two different contests that share a name are both rated. Names too long for the
+    schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
+    ids of names that fit are unchanged.
     """
     if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
         raise InputError(where, "a contest needs a 'standings' list")
@@ -155,12 +177,16 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
         raise InputError(where, "weight must be positive")
     if not MIN_INT64 <= int(t * 1000) <= MAX_INT64:
         raise InputError(where, "time_seconds is out of range")
-    round_id = str(obj.get("id", name))
+    full_id = str(obj.get("id", name))
+    round_id = bounded_id(full_id, MAX_ROUND_ID_LENGTH)
     if raw is None:
         raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.blake2b(raw.encode() if isinstance(raw, str) else raw, digest_size=8).hexdigest()
+    digest = hashlib.blake2b(
+        raw.encode() if isinstance(raw, str) else raw, digest_size=_ID_DIGEST_CHARS // 2
+    ).hexdigest()
+    prefix = bounded_id(full_id, MAX_EVENT_ID_LENGTH - len("contest:") - 1 - len(digest))
     return RoundEvent(
-        event_id=f"contest:{round_id}:{digest}",
+        event_id=f"contest:{prefix}:{digest}",
         pool=pool,
         round_id=round_id,
         time=int(t * 1000),
@@ -210,7 +236,8 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
                 raise InputError(where, "scores must be finite")
             score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
             t = _parse_time(row[mapping.time], where)
-            yield where, MatchEvent(f"{Path(path).name}:{reader.line_num}", pool, t, a, b, score)
+            eid = bounded_id(f"{Path(path).name}:{reader.line_num}", MAX_EVENT_ID_LENGTH)
+            yield where, MatchEvent(eid, pool, t, a, b, score)
 
 
 def read_records(

@@ -231,3 +231,100 @@ def test_csv_with_utf8_byte_order_mark(tmp_path: Path) -> None:
     p.write_bytes(b"\xef\xbb\xbfdate,home_team,away_team,home_score,away_score\n2001-05-06,A,B,0,1\n")
     ((_, t, m),) = read_records(p)
     assert t == "match" and m.a == "A" and m.score == 0.0
+
+
+def _contest(name: str, players: tuple[str, str] = ("a", "b")) -> dict[str, object]:
+    return {"name": name, "time_seconds": 1, "standings": [[players[0], 0, 0], [players[1], 1, 1]]}
+
+
+def _wire_round(ev: object) -> dict[str, object]:
+    """The ``round`` message ``mmr replay --broker`` publishes for a contest (stream.tools.publish)."""
+    from stream.events.model import RoundEvent
+
+    assert isinstance(ev, RoundEvent)
+    return {"type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
+            "standings": [{"player": p, "rank": int(r)} for p, r in zip(ev.players, ev.ranks.tolist(), strict=True)]}
+
+
+def test_long_contest_names_give_ids_within_the_schema_limits() -> None:
+    """A contest name over ~231 characters made ``contest:<name>:<digest>`` longer than the
+    schemas' 256-character event_id (and, over 256, the round_id): the service dead-lettered it."""
+    MAX_EVENT_ID_LENGTH = MAX_ROUND_ID_LENGTH = 256  # maxLength in schemas/round.json
+
+    long_name = "Codeforces Round " + "x" * 283
+    assert len(long_name) == 300
+    ev = contest_to_round(_contest(long_name), "f:1", "d", 1)
+    assert len(ev.event_id) <= MAX_EVENT_ID_LENGTH and len(ev.round_id) <= MAX_ROUND_ID_LENGTH
+    assert ev.round_id.startswith("Codeforces Round xxx") and ev.event_id.startswith("contest:Codeforces Round xxx")
+    assert decode_event(_wire_round(ev))[1].event_id == ev.event_id  # the service accepts it
+    # deterministic: the same line gives the same ids
+    again = contest_to_round(_contest(long_name), "g:7", "d", 7)
+    assert (again.event_id, again.round_id) == (ev.event_id, ev.round_id)
+    # two long names sharing their first 280 characters stay distinct
+    other = contest_to_round(_contest(long_name[:-1] + "y"), "f:2", "d", 2)
+    assert other.round_id != ev.round_id and other.event_id != ev.event_id
+    assert len(other.event_id) <= MAX_EVENT_ID_LENGTH and len(other.round_id) <= MAX_ROUND_ID_LENGTH
+    # an explicit "id" is bounded the same way
+    by_id = contest_to_round({**_contest("short"), "id": "i" * 400}, "f:3", "d", 3)
+    assert len(by_id.round_id) <= MAX_ROUND_ID_LENGTH and len(by_id.event_id) <= MAX_EVENT_ID_LENGTH
+
+
+@pytest.mark.parametrize("length", [1, 200, 231, 232, 256, 257])
+def test_contest_ids_that_fit_are_unchanged_and_every_length_is_accepted(length: int) -> None:
+    """Ids of names that already fit are exactly what they were (``contest:<name>:<digest of the
+    line>``, round id = name), so re-publishing an old history is still recognised as duplicates."""
+    import hashlib
+
+    from stream.events.inputs import MAX_EVENT_ID_LENGTH, MAX_ROUND_ID_LENGTH
+
+    name = "n" * length
+    line = orjson.dumps(_contest(name)).decode()
+    ev = contest_to_round(orjson.loads(line), "f:1", "d", 1, line)
+    digest = hashlib.blake2b(line.encode(), digest_size=8).hexdigest()
+    if length <= MAX_EVENT_ID_LENGTH - len("contest:") - 1 - len(digest):  # 231
+        assert ev.event_id == f"contest:{name}:{digest}"
+    if length <= MAX_ROUND_ID_LENGTH:
+        assert ev.round_id == name
+    assert len(ev.event_id) <= MAX_EVENT_ID_LENGTH and len(ev.round_id) <= MAX_ROUND_ID_LENGTH
+    decode_event(_wire_round(ev))
+
+
+def test_id_limits_of_the_reader_are_the_schemas() -> None:
+    from stream.events.inputs import MAX_EVENT_ID_LENGTH, MAX_ROUND_ID_LENGTH
+    from stream.events.validate import schema_dir
+
+    for kind in ("round", "round_result", "round_completed", "match"):
+        props = orjson.loads((schema_dir() / f"{kind}.json").read_bytes())["properties"]
+        assert props["event_id"]["maxLength"] == MAX_EVENT_ID_LENGTH
+        if "round_id" in props:
+            assert props["round_id"]["maxLength"] == MAX_ROUND_ID_LENGTH
+
+
+def test_long_contest_names_are_rated_as_distinct_rounds(tmp_path: Path) -> None:
+    from stream.engine.embedded import EmbeddedPipeline
+
+    prefix = "z" * 290
+    src = tmp_path / "long.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(_contest(prefix + s, pl)) + b"\n"
+                             for s, pl in (("-A", ("a", "b")), ("-B", ("c", "d")))))
+    rounds = [r[2] for r in read_records(src)]
+    assert len({r.round_id for r in rounds}) == 2 and len({r.event_id for r in rounds}) == 2
+    pipe = EmbeddedPipeline("elo-mmr")
+    pipe.run(read_records(src))
+    assert {r["player"]: r["rounds"] for r in pipe.final_ratings()} == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+def test_csv_match_ids_stay_within_the_limit_for_long_file_names(tmp_path: Path) -> None:
+    """CSV match ids are ``<file name>:<line>``; a file name near the file system's 255 bytes
+    made them longer than the schema's event_id."""
+    MAX_EVENT_ID_LENGTH = 256  # maxLength in schemas/match.json
+
+    body = "date,home_team,away_team,home_score,away_score\n2000-01-02,A,B,2,2\n2000-01-03,A,B,1,2\n"
+    long = tmp_path / ("m" * 251 + ".csv")  # 255 characters, the usual NAME_MAX
+    long.write_text(body)
+    ids = [m.event_id for _, _, m in read_records(long)]
+    assert len(set(ids)) == 2 and all(len(i) <= MAX_EVENT_ID_LENGTH for i in ids)
+    assert all(i.startswith("mmmm") for i in ids)
+    short = tmp_path / "s.csv"
+    short.write_text(body)
+    assert [m.event_id for _, _, m in read_records(short)] == ["s.csv:2", "s.csv:3"]  # unchanged
