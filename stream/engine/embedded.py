@@ -2,11 +2,17 @@
 
 ``mmr replay --embedded`` and the tests use it; the worker runs the same PoolEngine
 on Kafka batches and Redis, so given the same events both end in the same state.
+
+One difference is inherent: the service expires a round assembled from ``round_result``
+events once it stayed incomplete for ``MMR_ROUND_TIMEOUT`` and dead-letters it, while a
+replay has no clock to wait on. What is still open after the last record is therefore
+listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from stream.engine.pool import PoolEngine
@@ -17,6 +23,30 @@ from stream.events.validate import InvalidEvent
 from stream.ratings import make_system
 from stream.ratings.base import RatingError, RatingSystem
 from stream.state.memory import MemoryStore
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteRound:
+    """A round still being assembled when the input ended: never rated, its results dropped.
+
+    ``expected`` is the completion's ``participants``, None when no ``round_completed``
+    came; ``where`` is the "file:line" of the round's first event ("" if fed without one).
+    """
+
+    pool: str
+    round_id: str
+    results: int
+    expected: int | None
+    where: str
+
+    def describe(self) -> str:
+        """One line for stderr: the counts of the service's dead-letter reason (k/n results) and the origin."""
+        want = "?" if self.expected is None else str(self.expected)
+        origin = f"{self.where}: " if self.where else ""
+        return (
+            f"{origin}round {self.round_id!r} of pool {self.pool!r} incomplete at end of input "
+            f"({self.results}/{want} results), not rated"
+        )
 
 
 class EmbeddedPipeline:
@@ -40,6 +70,8 @@ class EmbeddedPipeline:
         #: event ids accepted into each open round, recorded as applied with the round (as the
         #: service does), so a result or completion delivered again later is a duplicate
         self.round_ids: dict[tuple[str, str], list[str]] = {}
+        #: "file:line" of the first event of each open round, to name it if it stays incomplete
+        self.round_where: dict[tuple[str, str], str] = {}
         make_system(system, params)  # fail fast on a bad name / parameter
 
     def engine(self, pool: str) -> PoolEngine:
@@ -50,8 +82,8 @@ class EmbeddedPipeline:
         return eng
 
     # --- feeding -------------------------------------------------------------------
-    def add(self, etype: str, value: Any) -> None:
-        """One decoded record (see stream.events.inputs.read_records)."""
+    def add(self, etype: str, value: Any, where: str = "") -> None:
+        """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
         if etype == "match":
             self._add_match(value)
         elif etype == "match_batch":
@@ -66,7 +98,9 @@ class EmbeddedPipeline:
             event = add(value, now=int(value["time"]))
             key = (value["pool"], value["round_id"])
             self.round_ids.setdefault(key, []).append(value["event_id"])
+            self.round_where.setdefault(key, where)
             if event is not None:
+                self.round_where.pop(key, None)
                 self._apply_round(event, self.round_ids.pop(key))
         else:
             raise InvalidEvent(f"field type: unexpected {etype!r}")
@@ -112,12 +146,25 @@ class EmbeddedPipeline:
         """Apply every record; a bad one raises InputError naming its file and line."""
         for where, etype, value in records:
             try:
-                self.add(etype, value)
+                self.add(etype, value, where)
             except InvalidEvent as exc:
                 raise InputError(where, str(exc)) from None
         self.flush()
 
     # --- results -------------------------------------------------------------------
+    def incomplete_rounds(self) -> list[IncompleteRound]:
+        """Rounds still open (first-seen order): what the service would time out and dead-letter.
+
+        Not an error: the input itself is valid, it just ends before the round does (a cut
+        history, ``--skip`` into a round). Rounds are only listed, not closed, so feeding more
+        records (the next file of the same replay) can still complete them.
+        """
+        out = []
+        for key, pend in self.assembler.pending.items():
+            expected = int(pend.completed["participants"]) if pend.completed is not None else None
+            out.append(IncompleteRound(key[0], key[1], len(pend.results), expected, self.round_where.get(key, "")))
+        return out
+
     def final_ratings(self) -> Iterator[dict[str, Any]]:
         """CONTRACT replay output rows, pools and players in first-seen order."""
         for pool, player, belief in self.store.items():

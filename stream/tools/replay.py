@@ -100,6 +100,15 @@ def replay(
 
     With --embedded the service's pipeline runs in-process and --out gets the final
     rating of every player; with --broker the events are published to the service.
+
+    Bad input (malformed or invalid record) stops the replay with exit status 2, a
+    message naming the file and line, and no output file. With --embedded, a round
+    assembled from round_result events that is still incomplete when the input ends (its
+    round_completed never came, or fewer results than it expects) is not bad input:
+    it is not rated, as in the service, which dead-letters it after MMR_ROUND_TIMEOUT.
+    Each such round gets a "warning:" line on stderr (pool, round id, results k/n, the
+    file:line of its first event); the exit status stays 0 and the ratings are as if
+    its events were absent.
     """
     cols = [c.strip() for c in csv_columns.split(",")]
     if len(cols) != 5:
@@ -129,6 +138,9 @@ def replay(
 
         pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
         pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+        # after the last record of all inputs: a round may span files of one replay
+        for open_round in pipeline.incomplete_rounds():
+            click.echo(f"warning: {open_round.describe()}", err=True)
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

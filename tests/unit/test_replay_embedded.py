@@ -177,3 +177,67 @@ def test_round_results_delivered_again_are_duplicates_like_in_the_service(tmp_pa
     late = _write(tmp_path / "late.jsonl", [{**parts[0], "event_id": "other", "player": "z"}])
     with pytest.raises(InputError, match="late"):
         _run([src, late])
+
+
+def test_rounds_incomplete_at_end_of_input_are_reported_not_dropped_silently(tmp_path: Path) -> None:
+    """The service dead-letters such rounds (``round timed out with k/n results``); the embedded
+    replay dropped them without a word. Now each is named on stderr with its counts and the
+    location of its first event, the exit code stays 0 and the ratings are unchanged."""
+    rated = [
+        {"type": "round", "event_id": "w1", "pool": "p", "round_id": "whole", "time": 1,
+         "standings": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]},
+    ]
+    base = _write(tmp_path / "base.jsonl", rated)
+    dangling = [
+        *rated,
+        # results whose round_completed never comes (line 2 is its first event)
+        {"type": "round_result", "event_id": "x-a", "pool": "p", "round_id": "no-completion", "time": 2,
+         "player": "a", "rank": 1},
+        {"type": "round_result", "event_id": "x-c", "pool": "p", "round_id": "no-completion", "time": 3,
+         "player": "c", "rank": 2},
+        # a completion expecting 3 results of which 1 arrives (line 4 is its first event)
+        {"type": "round_completed", "event_id": "y-done", "pool": "q", "round_id": "short", "time": 4,
+         "participants": 3},
+        {"type": "round_result", "event_id": "y-a", "pool": "q", "round_id": "short", "time": 5,
+         "player": "a", "rank": 1},
+    ]
+    src = _write(tmp_path / "dangling.jsonl", dangling)
+    runner = CliRunner()
+    args = ["--system", "elo-mmr", "--embedded", "--no-progress", "--top", "5"]
+    ok = runner.invoke(replay, [str(base), "--out", str(tmp_path / "base.out"), *args])
+    res = runner.invoke(replay, [str(src), "--out", str(tmp_path / "dangling.out"), *args])
+    assert ok.exit_code == 0 and res.exit_code == 0, res.output
+    assert res.stdout == ok.stdout  # the leaderboard is unchanged
+    assert (tmp_path / "dangling.out").read_bytes() == (tmp_path / "base.out").read_bytes()
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == 2, res.stderr
+    assert f"{src}:2" in lines[0] and "'p'" in lines[0] and "'no-completion'" in lines[0]
+    assert "2/? results" in lines[0]  # the expected count is unknown without a round_completed
+    assert f"{src}:4" in lines[1] and "'q'" in lines[1] and "'short'" in lines[1] and "1/3 results" in lines[1]
+    assert all("incomplete" in ln for ln in lines)
+    assert "warning:" not in ok.stderr
+
+
+def test_incomplete_rounds_of_the_pipeline_and_rounds_spanning_files(tmp_path: Path) -> None:
+    """A round whose results and completion are in different files of one replay is rated, not
+    reported; only what is still open after the last record is."""
+    parts = [
+        {"type": "round_result", "event_id": f"r-{p}", "pool": "p", "round_id": "r", "time": 1, "player": p, "rank": k}
+        for p, k in (("a", 1), ("b", 2))
+    ]
+    first = _write(tmp_path / "first.jsonl", parts)
+    last = _write(tmp_path / "last.jsonl", [{"type": "round_completed", "event_id": "done", "pool": "p",
+                                             "round_id": "r", "time": 5, "participants": 2}])
+    pipe = EmbeddedPipeline("elo-mmr")
+    pipe.run(read_records(first))
+    (open_round,) = pipe.incomplete_rounds()
+    assert (open_round.pool, open_round.round_id, open_round.results, open_round.expected) == ("p", "r", 2, None)
+    assert open_round.where == f"{first}:1"
+    pipe.run(read_records(last))
+    assert pipe.incomplete_rounds() == []
+    assert {r["player"]: r["rounds"] for r in pipe.final_ratings()} == {"a": 1, "b": 1}
+
+
+def test_replay_help_documents_incomplete_rounds() -> None:
+    res = CliRunner().invoke(replay, ["--help"])
+    assert res.exit_code == 0 and "incomplete" in res.output
