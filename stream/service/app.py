@@ -286,6 +286,7 @@ def create_app(s: Settings) -> Service:
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
         svc.processor.forget_rounds()
+        svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 

@@ -38,7 +38,8 @@ from stream.ratings import make_system
 from stream.ratings.base import Rating, RatingError
 from stream.service.config import PoolConfig, Settings
 from stream.service.metrics import Metrics, reason_label
-from stream.state.redis_store import Commit, Conflict, MetaConflict, RedisStore
+from stream.state.cache import BeliefCache
+from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,8 @@ class Processor:
         #: event ids accepted into each open round (recorded as applied when the round is rated)
         self._round_ids: dict[tuple[str, str], list[str]] = {}
         self._pool_locks: dict[str, asyncio.Lock] = {}
+        #: beliefs as last read or committed (exact while the pool's gen is unchanged; see stream.state.cache)
+        self.cache = BeliefCache(settings.belief_cache_mb << 20)
 
     # --- decoding ------------------------------------------------------------------
     def _decode(self, msg: Message) -> tuple[str, Any]:
@@ -343,37 +346,67 @@ class Processor:
                 players.update(dict.fromkeys(op.batch.b))
         lock = self._pool_locks.setdefault(pool, asyncio.Lock())
         async with lock:
+            optimistic = True
             for attempt in range(MAX_ATTEMPTS):
-                snap = await self.store.snapshot(pool, list(players), ids)
+                gen, stored, seen, checked = await self._read(pool, players, ids, optimistic)
                 loop = asyncio.get_running_loop()
                 commit, outputs, dead = await loop.run_in_executor(
-                    self.executor, _compute, engine, ops, snap.beliefs, snap.seen, self._dead)
+                    self.executor, _compute, engine, ops, stored, seen, self._dead)
                 if not commit.event_ids and not commit.done_rounds:  # all re-delivered: nothing to write
                     out.outputs.extend(outputs)
                     out.dead.extend(dead)
-                    self.metrics.duplicates.inc(len(snap.seen))
+                    self.metrics.duplicates.inc(len(seen))
                     return
                 tail = ops[-1]
                 last = tail.msg if isinstance(tail, _RoundOp) else tail.msgs[-1]
                 commit.watermark = (f"{last.topic}/{last.partition}", last.offset)
                 meta = self.registry.unsaved.get(pool)
                 try:
-                    await self.store.commit(pool, snap.gen, commit, meta)
+                    new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
+                except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
+                    optimistic = False
+                    continue
                 except MetaConflict:
+                    self.cache.drop(pool)
                     self.registry.forget(pool)
                     engine = await self.registry.engine(pool, kind)
                     continue
                 except Conflict:
+                    self.cache.drop(pool)
                     self.metrics.conflicts.inc()
                     await asyncio.sleep(0.001 * attempt)
                     continue
+                self.cache.committed(pool, gen, new_gen, commit.beliefs)
                 self.registry.unsaved.pop(pool, None)
-                self.metrics.duplicates.inc(len(snap.seen))
+                self.metrics.duplicates.inc(len(seen))
                 self.metrics.batches.labels(kind).inc()
                 out.outputs.extend(outputs)
                 out.dead.extend(dead)
                 return
             raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+    async def _read(self, pool: str, players: dict[str, None], ids: list[str],
+                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], bool]:
+        """What a batch of ``pool`` starts from: (gen, stored beliefs, applied event ids, ids checked).
+
+        When every player is cached (and ``optimistic``), nothing is read: the commit then
+        checks the event ids itself (``check_ids``) and its compare-and-set on ``gen``
+        proves the cached beliefs current. Otherwise one snapshot reads the event ids and
+        the players not cached; a snapshot at another ``gen`` than the cache's replaces it.
+        """
+        cache = self.cache
+        entry = cache.pool(pool)
+        missing = entry.missing(players)
+        if optimistic and entry.gen is not None and not missing:
+            return entry.gen, entry.get_many(players), set(), False
+        snap = await self.store.snapshot(pool, missing, ids)
+        if entry.gen is not None and snap.gen != entry.gen:  # someone else wrote the pool: read everything
+            cache.drop(pool)
+            snap = await self.store.snapshot(pool, list(players), ids)
+        if not cache.enabled:
+            return snap.gen, snap.beliefs, snap.seen, True
+        entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
+        return snap.gen, entry.get_many(players), snap.seen, True
 
 
 def _merge_matches(ops: list[Op]) -> list[Op]:

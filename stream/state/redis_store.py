@@ -41,12 +41,12 @@ import redis.asyncio as aioredis
 
 # KEYS: gen, seen, lb, done, wm, meta (all in the pool's slot; player and pending-round keys are built
 #       in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
-# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 (unused), 6 wm field, 7 wm offset, 8 meta JSON
-#       ("" = keep), 9 player key prefix, 10 pending-round key prefix, 11 players blob, 12 ids blob,
-#       13 done-rounds blob. Blobs: all little-endian u32 lengths first, then the bytes (players: three
-#       lengths per player -- name, value, score text -- then the three strings per player). One
-#       argument instead of thousands: redis-py packs arguments one by one in Python, which cost
-#       ~80 ms for a round of 3,000 players.
+# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 '1' = check the ids first (else ''), 6 wm field,
+#       7 wm offset, 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round key prefix,
+#       11 players blob, 12 ids blob, 13 done-rounds blob. Blobs: all little-endian u32 lengths
+#       first, then the bytes (players: three lengths per player -- name, value, score text -- then
+#       the three strings per player). One argument instead of thousands: redis-py packs arguments
+#       one by one in Python, which cost ~80 ms for a round of 3,000 players.
 # A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
 _ITEMS_LUA = """
 local function items(b, n)
@@ -72,6 +72,19 @@ end
 local np = tonumber(ARGV[2])
 local ni = tonumber(ARGV[3])
 local nd = tonumber(ARGV[4])
+local ids = items(ARGV[12], ni)
+if ARGV[5] == '1' then
+  -- optimistic commit (no read before it): refuse if any event id was applied already
+  local i = 0
+  while i < ni do
+    local j = math.min(i + 4000, ni)
+    local f = redis.call('SMISMEMBER', KEYS[2], unpack(ids, i + 1, j))
+    for k = 1, #f do
+      if f[k] == 1 then return -3 end
+    end
+    i = j
+  end
+end
 local pkey = ARGV[9]
 local blob = ARGV[11]
 local pos = 12 * np + 1
@@ -98,7 +111,6 @@ for i = 1, np do
   if #kv >= 4000 then flush() end
 end
 flush()
-local ids = items(ARGV[12], ni)
 local i = 0
 while i < ni do
   local j = math.min(i + 4000, ni)
@@ -156,6 +168,14 @@ return {gen, flags, vals}
 
 class Conflict(RuntimeError):
     """Someone committed to the pool between our read and our write: re-read and recompute."""
+
+
+class AlreadyApplied(Conflict):
+    """An optimistic commit (``check_ids``) found one of its event ids applied already.
+
+    The caller re-reads with the event ids (the snapshot) and recomputes without them:
+    a re-delivered batch is rare, so the usual batch skips the read entirely.
+    """
 
 
 class MetaConflict(Conflict):
@@ -289,8 +309,15 @@ class RedisStore:
         await pipe.execute()
 
     # --- the atomic step ------------------------------------------------------------
-    async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None) -> int:
-        """Apply one batch atomically; raises Conflict when ``gen`` moved since the snapshot."""
+    async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
+                     check_ids: bool = False) -> int:
+        """Apply one batch atomically; returns the pool's new ``gen``.
+
+        Raises Conflict when ``gen`` moved since the snapshot (MetaConflict: the pool was
+        first committed with another system). ``check_ids``: the caller did not read which
+        event ids were applied already, so the script checks them first and raises
+        AlreadyApplied (writing nothing) if any was.
+        """
         players = list(c.beliefs)
         keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta")]
         meta_json = ""
@@ -304,12 +331,15 @@ class RedisStore:
         triples = list(zip(names, values, scores, strict=True))
         players_blob = (struct.pack(f"<{3 * len(players)}I", *[len(x) for t in triples for x in t])
                         + b"".join([x for t in triples for x in t]))
-        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "", wm_field, wm_off, meta_json,
+        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "1" if check_ids else "",
+                           wm_field, wm_off, meta_json,
                            self.player_key(pool, ""), self.pend_key(pool, ""), players_blob,
                            _blob(c.event_ids), _blob(c.done_rounds)]
         res = await self._commit(keys=keys, args=argv)
         if int(res) == -2:
             raise MetaConflict(pool)
+        if int(res) == -3:
+            raise AlreadyApplied(pool)
         if int(res) < 0:
             raise Conflict(pool)
         if meta is not None:

@@ -341,7 +341,9 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             "es": {"system": "elo"}, "eb": {"system": "elo"},
             "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
         worker = _Worker(s, port, tmp / "worker.log", pools)
-        _wait_port(port, 60)
+        click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
+                   err=True)
+        _wait_port(port, 600)
         # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
         warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
         asyncio.run(_produce(s, s.topic_matches, warm))

@@ -11,7 +11,7 @@ import pytest
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
-from stream.state.redis_store import Commit, Conflict, MetaConflict, RedisStore
+from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 
 pytestmark = pytest.mark.integration
 
@@ -86,5 +86,77 @@ def test_bulk_commit_and_snapshot_blobs(redis_url: str) -> None:
         empty = await store.snapshot("pool ü", [], [])
         assert empty.gen == "1" and empty.beliefs == {} and not empty.seen
         await store.close()
+
+    asyncio.run(run())
+
+
+def test_optimistic_commit_refuses_applied_ids(redis_url: str) -> None:
+    """``check_ids``: one applied id anywhere (here past the first 4,000-id chunk) refuses the whole commit."""
+    async def run() -> None:
+        store = _store(redis_url)
+        assert await store.commit("p", "0", Commit(beliefs={"a": b"\x01a"}, scores={"a": 1.0}, event_ids=["old"])) == 1
+        ids = [f"e{i}" for i in range(4500)] + ["old"]
+        c = Commit(beliefs={"a": b"\x01b", "b": b"\x01c"}, scores={"a": 2.0, "b": 3.0}, event_ids=ids)
+        with pytest.raises(AlreadyApplied):
+            await store.commit("p", "1", c, check_ids=True)
+        snap = await store.snapshot("p", ["a", "b"], ids)
+        assert snap.gen == "1" and snap.beliefs == {"a": b"\x01a", "b": None} and snap.seen == {"old"}
+        c.event_ids = ids[:-1]
+        assert await store.commit("p", "1", c, check_ids=True) == 2
+        assert (await store.snapshot("p", ["b"], [])).beliefs == {"b": b"\x01c"}
+        await store.close()
+
+    asyncio.run(run())
+
+
+def _match_msgs(n: int, per_msg: int, players: int, seed: int = 5) -> list[Message]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for k in range(0, n, per_msg):
+        ms = [{"event_id": f"m{i}", "time": i, "a": f"p{(a := rng.randrange(players))}",
+               "b": f"p{(a + 1 + rng.randrange(players - 1)) % players}", "score": rng.choice((0.0, 0.5, 1.0))}
+              for i in range(k, min(n, k + per_msg))]
+        out.append(Message("in", 0, k, orjson.dumps({"type": "match_batch", "pool": "x", "matches": ms})))
+    return out
+
+
+async def _state(store: RedisStore) -> dict[str, bytes]:
+    return {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
+
+
+@pytest.mark.parametrize("system", ["elo", "cowan"])
+def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str) -> None:
+    """Two processors (two workers during a rebalance) alternate on one pool, with the belief
+    cache disabled, tiny (pools dropped all the time) and default: every run ends in the
+    bytes one processor alone writes, with each match applied once."""
+    from stream.state.cache import BeliefCache
+
+    msgs = _match_msgs(300, 20, 12)
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            ref_store = _store(redis_url)
+            ref = Processor(Settings(matches_system=system), ref_store, ex)
+            for m in msgs:
+                await ref.process([m])
+            want = await _state(ref_store)
+            assert len(want) == 12
+            for budget in (0, 2000, 256 << 20):
+                store = _store(redis_url)
+                other = RedisStore(store.r, store.prefix)
+                procs = [Processor(Settings(matches_system=system), s, ex) for s in (store, other)]
+                for p in procs:
+                    p.cache = BeliefCache(budget)
+                for i, m in enumerate(msgs):
+                    await procs[(i // 3) % 2].process([m])
+                    if i % 7 == 0:  # a re-delivery to the other one (its cache is stale): a no-op
+                        await procs[1 - (i // 3) % 2].process([m])
+                assert await _state(store) == want, budget
+                seen = await store.r.scard(store.key("x", "seen"))
+                assert seen == 300
+                await store.close()
+            await ref_store.close()
 
     asyncio.run(run())

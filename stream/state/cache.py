@@ -1,0 +1,126 @@
+"""The worker's copy of the encoded beliefs it last read or committed, per pool.
+
+Why: a worker that owns a pool's partitions is usually the only writer of that pool, so
+re-reading every player's belief from Redis before each batch (one Lua script that
+returns thousands of blobs) mostly returns what this worker itself just wrote. Measured
+on a 50k-match ``match_batch`` merge: the read was ~25 % of the batch.
+
+Why it is exact, not a heuristic: every write of a pool's beliefs goes through the commit
+script, which compares and increments the pool's ``gen`` counter
+(stream.state.redis_store). The cached bytes of a pool are therefore exactly Redis's
+bytes while Redis's ``gen`` equals the cached ``gen``:
+
+* after our own commit returned ``g``, Redis held our bytes at ``g``;
+* a read at ``g`` returns Redis's bytes at ``g`` and may fill the gaps;
+* any other writer moves ``gen``: our next commit fails its compare-and-set (or our next
+  read sees another ``gen``), and the pool's entries are dropped and read again.
+
+A player cached as ``None`` is known to have no stored belief at that ``gen``.
+The cache is bounded by an approximate byte budget; over it, whole pools are dropped,
+the others before the one being filled (a dropped pool only costs one full read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+#: rough per-entry overhead of a dict slot plus the key and value objects (CPython, 64-bit)
+_ENTRY_OVERHEAD = 120
+
+
+@dataclass(slots=True)
+class PoolCache:
+    """One pool's entries, valid at ``gen`` (None: nothing known)."""
+
+    gen: str | None = None
+    values: dict[str, bytes | None] = field(default_factory=dict)
+    nbytes: int = 0
+
+    def missing(self, players: Iterable[str]) -> list[str]:
+        """The players whose stored belief must still be read (all of them when ``gen`` is unknown)."""
+        if self.gen is None:
+            return list(players)
+        vals = self.values
+        return [p for p in players if p not in vals]
+
+    def get_many(self, players: Iterable[str]) -> dict[str, bytes | None]:
+        vals = self.values
+        return {p: vals[p] for p in players}
+
+
+class BeliefCache:
+    """Per-pool caches under one byte budget (``max_bytes`` 0 disables caching)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.pools: dict[str, PoolCache] = {}
+        self.nbytes = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def pool(self, pool: str) -> PoolCache:
+        entry = self.pools.get(pool)
+        if entry is None:
+            entry = self.pools[pool] = PoolCache()
+        return entry
+
+    def drop(self, pool: str) -> None:
+        """Forget a pool (a conflict: someone else wrote it; or its partitions were revoked)."""
+        entry = self.pools.pop(pool, None)
+        if entry is not None:
+            self.nbytes -= entry.nbytes
+
+    def clear(self) -> None:
+        self.pools.clear()
+        self.nbytes = 0
+
+    def fill(self, pool: str, gen: str, read: Mapping[str, bytes | None]) -> PoolCache:
+        """Record a read at ``gen``; a read at another ``gen`` than the cached one replaces the pool."""
+        entry = self.pool(pool)
+        if entry.gen != gen:
+            self.drop(pool)
+            entry = self.pool(pool)
+            entry.gen = gen
+        self._put(pool, entry, read)
+        return entry
+
+    def committed(self, pool: str, old_gen: str, new_gen: int, written: Mapping[str, bytes]) -> None:
+        """Our commit moved ``gen`` from ``old_gen`` to ``new_gen`` writing ``written``."""
+        entry = self.pool(pool)
+        if entry.gen != old_gen:  # the entries are of another gen: nothing known of the others
+            self.drop(pool)
+            entry = self.pool(pool)
+        entry.gen = str(new_gen)
+        self._put(pool, entry, written)
+
+    def _put(self, pool: str, entry: PoolCache, items: Mapping[str, bytes | None]) -> None:
+        """Store ``items``; the byte count is an upper bound (a replaced entry counts again),
+        recounted exactly only when it passes the budget, so a batch pays no per-entry loop."""
+        entry.values.update(items)  # the caller may still use ``entry`` (complete) after a drop
+        if not self.enabled:
+            self.drop(pool)
+            return
+        added = _size(items)
+        entry.nbytes += added
+        self.nbytes += added
+        if self.nbytes <= self.max_bytes:
+            return
+        for e in self.pools.values():
+            e.nbytes = _size(e.values)
+        self.nbytes = sum(e.nbytes for e in self.pools.values())
+        # keep a quarter of the budget free, so recounts stay rare: other pools go first
+        for other in [k for k in self.pools if k != pool]:
+            if self.nbytes <= self.max_bytes * 3 // 4:
+                return
+            self.drop(other)
+        if self.nbytes > self.max_bytes * 3 // 4:
+            self.drop(pool)
+
+
+def _size(items: Mapping[str, bytes | None]) -> int:
+    """Approximate memory of the entries: key and value lengths plus a fixed overhead each."""
+    return (sum(map(len, items)) + sum(len(v) for v in items.values() if v is not None)
+            + _ENTRY_OVERHEAD * len(items))
