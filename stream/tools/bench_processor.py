@@ -52,6 +52,9 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str) -> floa
     msgs = [Message("t", 0, i, v) for i, v in enumerate(vals)]
     warm = orjson.dumps({"type": "match", "pool": "x", **_match(10**9, 2000, rng)})
     await proc.process([Message("t", 0, -1, warm)])  # compile/caches outside the clock
+    from stream.service.worker import tune_gc
+
+    tune_gc()  # as the worker does after its warm-up
     t0 = time.perf_counter()
     for i in range(0, len(msgs), take):
         res = await proc.process(msgs[i:i + take])
