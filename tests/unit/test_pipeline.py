@@ -209,16 +209,23 @@ def test_done_with_futures_resolving_after_real_delays_in_reverse_order() -> Non
     run(scenario)
 
 
+async def blocked_on_first(first: list[int], token: str, **kw: Any) -> tuple[Recorder, BatchPipeline[int, str]]:
+    """A pipeline whose rate stage is inside ``work`` on ``first`` and blocked there
+    (``rec.gate`` not set yet): what is submitted next queues up, to be merged when it opens."""
+    rec = Recorder(auto=True)
+    rec.gate = asyncio.Event()
+    p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, **kw)
+    await p.submit(first, token)
+    await asyncio.wait_for(rec.entered.wait(), 1)
+    return rec, p
+
+
 # --------------------------------------------------------------------------- (3) merging
 
 
 def test_batches_queued_while_work_is_blocked_are_merged_in_order() -> None:
     async def scenario() -> None:
-        rec = Recorder(auto=True)
-        rec.gate = asyncio.Event()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=5)
-        await p.submit([0, 1], "A")
-        await asyncio.wait_for(rec.entered.wait(), 1)
+        rec, p = await blocked_on_first([0, 1], "A", max_merge=5)
         b = [2, 3]
         await p.submit(b, "B")
         await p.submit([4, 5, 6], "C")
@@ -241,11 +248,7 @@ def test_batches_queued_while_work_is_blocked_are_merged_in_order() -> None:
 
 def test_merge_stops_at_max_merge_and_never_takes_more_than_one_extra_batch() -> None:
     async def scenario() -> None:
-        rec = Recorder(auto=True)
-        rec.gate = asyncio.Event()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=4)
-        await p.submit([0], "first")
-        await asyncio.wait_for(rec.entered.wait(), 1)
+        rec, p = await blocked_on_first([0], "first", max_merge=4)
         await p.submit(list(range(1, 7)), "big")  # 6 >= max_merge: goes alone
         for i in range(7, 17):  # ten singles: 4 + 4 + 2
             await p.submit([i], f"s{i}")
@@ -263,12 +266,7 @@ def test_merge_stops_at_max_merge_and_never_takes_more_than_one_extra_batch() ->
 def test_merge_also_stops_at_max_merge_bytes() -> None:
     """Message sizes (here: the int itself) bound a merge too, so one merged batch stays small."""
     async def scenario() -> None:
-        rec = Recorder(auto=True)
-        rec.gate = asyncio.Event()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=100, max_merge_bytes=10,
-                                                   size=lambda m: m)
-        await p.submit([0], "first")
-        await asyncio.wait_for(rec.entered.wait(), 1)
+        rec, p = await blocked_on_first([0], "first", max_merge=100, max_merge_bytes=10, size=lambda m: m)
         for i, batch in enumerate(([4], [5], [3], [9], [1], [1], [20], [2])):
             await p.submit(batch, f"b{i}")
         rec.gate.set()
