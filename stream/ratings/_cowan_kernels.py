@@ -26,7 +26,7 @@ or ``residual`` direct/fft) is a convolution over the cells that carry mass — 
 FFT for big windows, a direct sum for small ones.
 
 The sweeps are bound by each state's loop-carried chain, not by the number of terms: with
-the states in arrays every step is store → load → add → mul → store. ``_sweep_r5c3``
+the states in arrays every step is store → load → add → mul → store. ``_sweep_r3c4``
 (wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
 in the same order, hence the same bits as the generic loops, ~1.5× faster.
 
@@ -211,14 +211,14 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
         out[t] = pr[t + mo - 1] * inv
 
 
-#: the register-resident sweep ``_sweep_r5c3`` takes sums with at most this many real and
-#: complex terms (the default logistic fit has exactly 5 and 3)
-SWEEP_REAL = 5
-SWEEP_CPLX = 3
+#: the register-resident sweep ``_sweep_r3c4`` takes sums with at most this many real and
+#: complex terms (the default logistic fit, frozen in ``cowan._FROZEN_RESIDUALS``, has exactly 3 and 4)
+SWEEP_REAL = 3
+SWEEP_CPLX = 4
 
 
 @njit(cache=True, nogil=True)
-def _sweep_r5c3(
+def _sweep_r3c4(
     rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
 ) -> None:
     """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) with the
@@ -237,12 +237,12 @@ def _sweep_r5c3(
     q[SWEEP_CPLX : SWEEP_CPLX + nc] = zi
     q[2 * SWEEP_CPLX : 2 * SWEEP_CPLX + nc] = cr
     q[3 * SWEEP_CPLX : 3 * SWEEP_CPLX + nc] = ci
-    r0, r1, r2, r3, r4 = r[0], r[1], r[2], r[3], r[4]
-    c0, c1, c2, c3, c4 = c[0], c[1], c[2], c[3], c[4]
-    zr0, zr1, zr2, zi0, zi1, zi2 = q[0], q[1], q[2], q[3], q[4], q[5]
-    cr0, cr1, cr2, ci0, ci1, ci2 = q[6], q[7], q[8], q[9], q[10], q[11]
-    s0 = s1 = s2 = s3 = s4 = 0.0
-    a0 = a1 = a2 = b0 = b1 = b2 = 0.0
+    r0, r1, r2 = r[0], r[1], r[2]
+    c0, c1, c2 = c[0], c[1], c[2]
+    zr0, zr1, zr2, zr3, zi0, zi1, zi2, zi3 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+    cr0, cr1, cr2, cr3, ci0, ci1, ci2, ci3 = q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]
+    s0 = s1 = s2 = 0.0
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0.0
     i = first
     for _ in range(count):
         x = rho[i]
@@ -250,22 +250,21 @@ def _sweep_r5c3(
         acc += c0 * s0
         acc += c1 * s1
         acc += c2 * s2
-        acc += c3 * s3
-        acc += c4 * s4
         acc += cr0 * a0 - ci0 * b0
         acc += cr1 * a1 - ci1 * b1
         acc += cr2 * a2 - ci2 * b2
+        acc += cr3 * a3 - ci3 * b3
         s0 = r0 * (s0 + x)
         s1 = r1 * (s1 + x)
         s2 = r2 * (s2 + x)
-        s3 = r3 * (s3 + x)
-        s4 = r4 * (s4 + x)
         t = a0 + x
         a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
         t = a1 + x
         a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
         t = a2 + x
         a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
+        t = a3 + x
+        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
         if keep_lo <= i <= keep_hi:
             acc_out[i - keep_lo] = acc
         i += step
@@ -307,8 +306,8 @@ def win_lik(
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
-        _sweep_r5c3(rho, soe, start, 1, hi - start + 1, lo, hi, fw)
-        _sweep_r5c3(rho, soe, stop, -1, stop - lo + 1, lo, hi, out)
+        _sweep_r3c4(rho, soe, start, 1, hi - start + 1, lo, hi, fw)
+        _sweep_r3c4(rho, soe, stop, -1, stop - lo + 1, lo, hi, out)
         run = 0.0
         for i in range(start, hi + 1):
             r_i = rho[i]
@@ -350,7 +349,7 @@ def _sweep_r4c6(
     rho: np.ndarray, soe: np.ndarray, base: int, first: int, step: int, count: int, keep_lo: int, keep_hi: int,
     acc_out: np.ndarray,
 ) -> None:
-    """``_sweep_r5c3`` for sums of ≤ 4 real and ≤ 6 complex terms packed at ``soe[base]``
+    """``_sweep_r3c4`` for sums of ≤ 4 real and ≤ 6 complex terms packed at ``soe[base]``
     (the paper-form draw fits; θ = ½ has exactly 4 and 6): same operations in the same
     order as the generic loop of ``draw_lik``, states in registers."""
     rr, rc, zr, zi, cr, ci = _soe_views(soe, base)

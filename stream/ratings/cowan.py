@@ -18,7 +18,8 @@ has the prior N(0, σ0²) sampled on the grid and normalised, minus negligible t
 Algorithms (``algorithm=``):
 
 * ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
-  (free complex rates fitted by matrix pencil, ``fit_exp_sum``: 8 terms, 4e-15)
+  (free complex rates fitted by matrix pencil, ``fit_exp_sum``: 7 terms, 2e-15; the default
+  grid's fit is frozen bit for bit, ``_FROZEN_RESIDUALS``, so every CPU rates alike)
   (two O(n) sweeps) — agrees with the naive algorithm to ~1e-16 per cell (tests: < 1e-12);
   drift by a short direct convolution (27 taps). ``residual=direct`` / ``residual=fft``
   replace the sweeps by a windowed direct sum / an FFT convolution of the whole Λ (the
@@ -310,13 +311,63 @@ def fit_exp_sum(
     return best
 
 
+#: The residual fit of the default grid (n = 1000, M = 7: h = 0.014; 16 terms allowed), frozen
+#: bit for bit as ``pack_soe`` rows (``float.hex``). Why: the matrix pencil's eigenvalues come
+#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits -- even its split
+#: into real and complex rates: 5 real + 3 complex terms (4e-15) on an Intel Xeon and on an
+#: earlier AMD EPYC, 3 real + 4 complex (2.05e-15) on another AMD EPYC. Without this, workers
+#: on different CPUs rated the same Cowan pool differently in the last bits, and the default fit
+#: missed the register sweep on some machines. Printed by ``_fit_residual(1000, 0.014, 16)`` on
+#: the AMD EPYC giving 3 + 4 (``[float(x).hex() for x in soe]``); ``_residual_soe`` checks it
+#: against the local target before use. Other grids are fitted at start (CPU-dependent bits).
+_FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
+    (1000, 0.014, 16): (
+        "0x1.8000000000000p+1", "0x1.0000000000000p+2", "0x1.f8e1c6fe8d896p-1", "0x1.f1dce3391a530p-1",
+        "0x1.eaf16ef1eef8fp-1", "0x1.fffffffda2481p-1", "-0x1.00001f5357c22p+0", "0x1.ff2dd67379e72p-1",
+        "0x1.e2ebeed326d6cp-1", "0x1.de51b97a0d54cp-1", "0x1.d9d8424503016p-1", "0x1.d47eb0937824ep-1",
+        "0x1.6075eddc7ee40p-11", "0x1.021dd01caa6c1p-6", "0x1.0db967d7c8963p-5", "0x1.cdd9cdfb77294p-5",
+        "-0x1.17af047d0d4c6p-1", "0x1.9083a6a829558p-5", "-0x1.0e023a0540280p-10", "0x1.9b29059fc0000p-20",
+        "0x1.b5a1f679ca9d6p+2", "-0x1.1ceed02acc09cp-5", "-0x1.0652392e54880p-11", "0x1.38c3b3e29c000p-18",
+    ),
+}
+
+#: a frozen fit is used only if it fits this machine's target within this (it fits to ~2e-15)
+_FROZEN_MAX_ERR = 1e-14
+
+
+def soe_values(soe: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``Re Σ_j c_j z_j^d`` of a ``pack_soe`` row at the distances ``d`` (for checking fits)."""
+    nr, nc = int(soe[0]), int(soe[1])
+    o = 2 + 2 * nr
+    z = np.concatenate([soe[2 : 2 + nr], soe[o : o + nc] + 1j * soe[o + nc : o + 2 * nc]])
+    c = np.concatenate([soe[2 + nr : o], soe[o + 2 * nc : o + 3 * nc] + 1j * soe[o + 3 * nc : o + 4 * nc]])
+    return np.asarray(((z[None, :] ** d[:, None]) @ c).real)
+
+
+def _residual_target(n: int, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """φ(d) = 1/(1 + e^(dh)) at d = 1..n, and d."""
+    dd = np.arange(1, n + 1, dtype=float)
+    return 1.0 / (1.0 + np.exp(dd * h)), dd
+
+
 @lru_cache(maxsize=16)
 def _residual_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
-    """``pack_soe`` of φ(d) = 1/(1 + e^(dh)), d = 1..n, and its max error: free (complex)
-    rates by matrix pencil (8 terms, 4e-15–8e-15 on the default grid: 5 real, 3 complex) unless
-    the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. Cached: the SVD takes ~50 ms."""
-    dd = np.arange(1, n + 1, dtype=float)
-    target = 1.0 / (1.0 + np.exp(dd * h))
+    """``pack_soe`` of φ(d) = 1/(1 + e^(dh)), d = 1..n, and its max error: the frozen fit of
+    the default grid (``_FROZEN_RESIDUALS``) when it fits here, else ``_fit_residual``."""
+    frozen = _FROZEN_RESIDUALS.get((n, h, terms))
+    if frozen is not None:
+        soe = np.array([float.fromhex(x) for x in frozen])
+        target, dd = _residual_target(n, h)
+        err = float(np.max(np.abs(soe_values(soe, dd) - target)))
+        if err <= _FROZEN_MAX_ERR:
+            return soe, err
+    return _fit_residual(n, h, terms)
+
+
+def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
+    """Free (complex) rates by matrix pencil (7-8 terms, 2e-15–8e-15 on the default grid)
+    unless the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. The SVD takes ~50 ms."""
+    target, dd = _residual_target(n, h)
     # 1e-14: float64 rounding noise of the sum itself. The error of the same fit differs by CPU
     # (LAPACK's code path): 8 terms gave 4e-15 on an Intel Xeon and 7.5e-15 on an AMD EPYC, where a
     # 4e-15 tolerance took a ninth (spurious, negative real) term and left the fast sweep

@@ -445,3 +445,28 @@ def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score
                 kern.draw_lik(row, ly, hy, lx, hx, ds, swap, fast)
                 kern.draw_lik(row, ly, hy, lx, hx, generic, swap, slow)
                 assert np.array_equal(fast, slow)
+
+
+def test_default_residual_fit_is_frozen_and_fits_here() -> None:
+    """The default grid's residual fit is the frozen one (the same bits on every CPU), it fits
+    φ on this machine as well as a fresh fit does, and a wrong frozen row would be refused."""
+    from stream.ratings import cowan as cw
+
+    key = (1000, 0.014, 16)
+    soe, err = cw._residual_soe(*key)
+    assert [float(x).hex() for x in soe] == [float.fromhex(x).hex() for x in cw._FROZEN_RESIDUALS[key]]
+    assert err <= cw._FROZEN_MAX_ERR
+    fresh, fresh_err = cw._fit_residual(*key)
+    assert fresh_err <= 1e-14
+    target, dd = cw._residual_target(1000, 0.014)
+    assert np.max(np.abs(cw.soe_values(soe, dd) - cw.soe_values(fresh, dd))) <= 2e-14
+    assert np.max(np.abs(cw.soe_values(soe, dd) - target)) == err
+    broken = np.array(soe)
+    broken[-1] *= 1.5
+    try:
+        cw._FROZEN_RESIDUALS[(1000, 0.014, 17)] = tuple(float(x).hex() for x in broken)
+        refit, refit_err = cw._residual_soe(1000, 0.014, 17)
+        assert refit_err <= 1e-14 and not np.array_equal(refit, broken)
+    finally:
+        del cw._FROZEN_RESIDUALS[(1000, 0.014, 17)]
+        cw._residual_soe.cache_clear()
