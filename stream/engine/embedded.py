@@ -19,7 +19,7 @@ from stream.engine.pool import PoolEngine
 from stream.events.inputs import InputError
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
-from stream.events.validate import InvalidEvent
+from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
 from stream.ratings.base import RatingError, RatingSystem
 from stream.state.memory import MemoryStore
@@ -86,7 +86,7 @@ class EmbeddedPipeline:
         """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
         if etype == "match":
             self._add_match(value)
-        elif etype == "match_batch":
+        elif etype in MATCH_LISTS:
             for m in value:
                 self._add_match(m)
         elif etype == "round":

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 
-import numpy as np
-
-from stream.events.model import MatchBatch, RatingOutput, RoundEvent
+from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, RoundEvent, index_players
 from stream.ratings.base import Belief, Rating, RatingSystem
 from stream.state.codecs import Codec, codec_for, decode_many, encode_many
 
@@ -79,16 +76,16 @@ class PoolEngine:
         after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
         return self._changed(event.players, before, after)
 
-    def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
-        """New beliefs after a batch of matches, with exact sequential meaning."""
-        players = list(dict.fromkeys(chain(batch.a, batch.b)))  # first appearance order, at C speed
-        index = dict(zip(players, range(len(players)), strict=True))
-        a = np.fromiter(map(index.__getitem__, batch.a), dtype=np.int64, count=len(batch))
-        b = np.fromiter(map(index.__getitem__, batch.b), dtype=np.int64, count=len(batch))
+    def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
+                     index: PlayerIndex | None = None) -> dict[str, Belief]:
+        """New beliefs after a batch of matches, with exact sequential meaning.
+
+        ``index``: the batch's ``index_players``, when the caller built it already."""
+        idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
-        before = [x if (x := beliefs.get(p)) is not None else new() for p in players]
-        after = self.system.rate_matches(before, a, b, batch.score_array(), batch.time_array())
-        return self._changed(players, before, after)
+        before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
+        after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
+        return self._changed(idx.players, before, after)
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:
@@ -109,7 +106,8 @@ class PoolEngine:
         """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
         return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
 
-    def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None]) -> Applied:
+    def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
+                      index: PlayerIndex | None = None) -> Applied:
         """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
-        players = list(dict.fromkeys((*batch.a, *batch.b)))
-        return self._encode(self.rate_matches(batch, self.decode_all(stored, players)))
+        idx = index if index is not None else index_players(batch)
+        return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))

@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable
 from functools import cache
+from operator import eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,11 @@ import orjson
 
 from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent
 
-INPUT_TYPES = ("match", "match_batch", "round", "round_result", "round_completed")
+INPUT_TYPES = ("match", "match_batch", "match_columns", "round", "round_result", "round_completed")
+#: event types that carry many matches (decoded to a list of MatchEvent)
+MATCH_LISTS = ("match_batch", "match_columns")
+#: the five columns of a ``match_columns`` event, in the order of MatchBatch.add's fields
+COLUMNS = ("event_id", "time", "a", "b", "score")
 ALL_TYPES = (*INPUT_TYPES, "rating")
 
 
@@ -122,8 +127,8 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
     """Validate one parsed event and decode what can be decoded on its own.
 
     Returns ``(type, value)``: a RoundEvent, a MatchEvent, a list of MatchEvent for a
-    ``match_batch``, or the validated dict for ``round_result``/``round_completed``
-    (those are assembled into rounds by ``stream.events.rounds``).
+    ``match_batch`` or ``match_columns``, or the validated dict for ``round_result``/
+    ``round_completed`` (those are assembled into rounds by ``stream.events.rounds``).
     """
     etype = check_schema(obj)
     if etype == "round":
@@ -132,6 +137,13 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
         return etype, to_match(obj)
     if etype == "match_batch":
         return etype, [to_match(m, obj["pool"]) for m in obj["matches"]]
+    if etype == "match_columns":
+        n = len(obj["event_id"])
+        for col in COLUMNS[1:]:
+            if len(obj[col]) != n:
+                raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}", None)
+        rows = zip(*(obj[col] for col in COLUMNS), strict=True)
+        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"]) for row in rows]
     return etype, obj
 
 
@@ -150,12 +162,15 @@ def _plain_match(m: Any) -> bool:
 
 
 def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
-    """A ``match`` or ``match_batch`` decoded straight into columns, or None: use ``decode_event``.
+    """A ``match``, ``match_batch`` or ``match_columns`` decoded straight into columns, or None:
+    use ``decode_event``.
 
-    The hot path of the service (~1 µs per match instead of ~4 µs for fastjsonschema plus a
-    MatchEvent per match). It only accepts events every check of ``decode_event`` accepts, with
-    the same decoded values; anything unusual (including every invalid event) returns None and
-    goes through the full validator, so dead-letter reasons are unchanged.
+    The hot path of the service. It only accepts events every check of ``decode_event``
+    accepts, with the same decoded values; anything unusual (including every invalid event)
+    returns None and goes through the full validator, so dead-letter reasons are unchanged.
+    Checked column by column (``_plain_columns``): C-level ``map`` passes instead of a
+    Python call per match (``match_batch``: ~0.7 µs a match instead of ~0.9 µs; ``match_columns``,
+    which has no object per match to parse or pick apart: ~0.4 µs).
     """
     etype = obj.get("type")
     pool = obj.get("pool")
@@ -165,14 +180,50 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
         if not _plain_match(obj):
             return None
         return MatchBatch(pool, [obj["event_id"]], [obj["a"]], [obj["b"]], [float(obj["score"])], [obj["time"]])
-    if etype != "match_batch":
-        return None
-    ms = obj.get("matches")
-    if type(ms) is not list or not ms:
-        return None
-    plain = _plain_match
-    for m in ms:
-        if not plain(m):
+    cols: list[Any] | None
+    if etype == "match_columns":
+        cols = [obj.get(k) for k in COLUMNS]
+        if set(map(type, cols)) != _LIST or not cols[0] or len(set(map(len, cols))) != 1:
             return None
-    return MatchBatch(pool, [m["event_id"] for m in ms], [m["a"] for m in ms], [m["b"] for m in ms],
-                      [float(m["score"]) for m in ms], [m["time"] for m in ms])
+    elif etype == "match_batch":
+        cols = _rows_to_columns(obj.get("matches"))
+        if cols is None:
+            return None
+    else:
+        return None
+    ids, times, a, b, scores = cols
+    if not _plain_columns(ids, times, a, b, scores):
+        return None
+    floats = scores if set(map(type, scores)) == _FLOAT else list(map(float, scores))
+    return MatchBatch(pool, ids, a, b, floats, times)
+
+
+def _rows_to_columns(ms: Any) -> list[Any] | None:
+    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them)."""
+    if type(ms) is not list or not ms or set(map(type, ms)) != _DICT:
+        return None
+    try:
+        return [list(map(itemgetter(k), ms)) for k in COLUMNS]
+    except KeyError:
+        return None
+
+
+_STR = {str}
+_LIST = {list}
+_DICT = {dict}
+_FLOAT = {float}
+_INT = {int}
+_NUMBER = ({float}, {int}, {float, int})
+
+
+def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any], scores: list[Any]) -> bool:
+    """``_plain_match`` of every item, on columns: exact types first (so ``len`` and the
+    comparisons below only meet str, int and float), then the schema's bounds."""
+    if set(map(type, ids)) != _STR or set(map(type, a)) != _STR or set(map(type, b)) != _STR:
+        return False
+    if set(map(type, times)) != _INT or set(map(type, scores)) not in _NUMBER:
+        return False
+    id_lens, a_lens, b_lens = list(map(len, ids)), list(map(len, a)), list(map(len, b))
+    return (min(id_lens) > 0 and max(id_lens) <= 256 and min(a_lens) > 0 and max(a_lens) <= 128
+            and min(b_lens) > 0 and max(b_lens) <= 128 and min(times) >= MIN_INT64 and max(times) <= MAX_INT64
+            and min(scores) >= 0 and max(scores) <= 1 and not any(map(eq, a, b)))

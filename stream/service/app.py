@@ -281,6 +281,7 @@ def create_app(s: Settings) -> Service:
                 e.message.incref()
                 msgs.append(Message(e.message.topic, e.message.partition, e.message.offset,
                                     e.message.value or b""))
+            svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
             await svc.pipeline.submit(msgs, list(events))
 
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:

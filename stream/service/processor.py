@@ -25,15 +25,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 import orjson
 
 from stream.engine.pool import PoolEngine
-from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent
+from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
-from stream.events.validate import InvalidEvent, decode_event, fast_matches, parse_json
+from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, parse_json
 from stream.ratings import make_system
 from stream.ratings.base import Rating, RatingError
 from stream.service.config import PoolConfig, Settings
@@ -48,12 +47,16 @@ MAX_ATTEMPTS = 20
 
 @dataclass(slots=True)
 class Message:
-    """One input record: where it came from and its bytes."""
+    """One input record: where it came from and its bytes.
+
+    ``decoded``: what ``Processor.predecode`` made of it (``(type, value)`` or the
+    InvalidEvent), so that ``process`` need not decode it again."""
 
     topic: str
     partition: int
     offset: int
     value: bytes
+    decoded: tuple[str, Any] | InvalidEvent | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +105,7 @@ class _RoundOp:
 class _MatchOp:
     batch: MatchBatch
     msgs: list[Message]  # per match
+    index: PlayerIndex | None = None  # built once the batch is final (after merging)
 
 
 Op = _RoundOp | _MatchOp
@@ -176,9 +180,9 @@ class Processor:
         pool = obj["pool"]
         if not self.registry.allowed(pool):
             raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
-        if etype in ("match", "match_batch"):  # unusual but valid (e.g. an integral float time): same columns
+        if etype == "match" or etype in MATCH_LISTS:  # unusual but valid (e.g. an integral float time): same columns
             batch = MatchBatch(pool)
-            for m in ([value] if etype == "match" else value):
+            for m in [value] if etype == "match" else value:
                 batch.add(m)
             return etype, batch
         if etype == "round" and len(value.players) > self.settings.max_participants:
@@ -188,6 +192,22 @@ class Processor:
             raise InvalidEvent(f"field participants: {obj['participants']} exceed the maximum "
                                f"{self.settings.max_participants}", obj["event_id"])
         return etype, value
+
+    def predecode(self, msgs: Sequence[Message]) -> None:
+        """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
+
+        Why: the worker calls this as it takes messages, while the previous batch waits on
+        the numba thread or on Redis -- decoding needs no state, so it need not wait its
+        turn in the batch pipeline (~1.5 µs a match of ``match_batch``, ~0.6 µs of
+        ``match_columns``). Never raises: anything unexpected is left to ``process``.
+        """
+        for msg in msgs:
+            try:
+                msg.decoded = self._decode(msg)
+            except InvalidEvent as exc:
+                msg.decoded = exc
+            except Exception:  # process() decodes it again and handles the error
+                msg.decoded = None
 
     def _dead(self, msg: Message, reason: str, event_id: str | None = None, pool: str | None = None) -> DeadLetter:
         self.metrics.dead_letters.labels(reason_label(reason)).inc()
@@ -204,16 +224,21 @@ class Processor:
         types: dict[str, int] = {}
         for msg in msgs:
             topics[msg.topic] = topics.get(msg.topic, 0) + 1
+            decoded, msg.decoded = msg.decoded, None  # consumed: a retry decodes again
             try:
-                etype, value = self._decode(msg)
+                if decoded is None:
+                    decoded = self._decode(msg)
+                elif isinstance(decoded, InvalidEvent):
+                    raise decoded
+                etype, value = decoded
             except InvalidEvent as exc:
                 pool = _peek_pool(msg.value)
                 out.dead.append(self._dead(msg, exc.reason, exc.event_id, pool))
                 continue
             types[etype] = types.get(etype, 0) + 1
-            if etype == "match" or etype == "match_batch":
+            if etype == "match" or etype in MATCH_LISTS:
                 batch: MatchBatch = value
-                if etype == "match_batch":
+                if etype != "match":
                     types["match"] = types.get("match", 0) + len(batch)
                 pool_ops = ops.setdefault(batch.pool, [])
                 prev = pool_ops[-1] if pool_ops else None
@@ -342,8 +367,8 @@ class Processor:
                 players.update(dict.fromkeys(op.event.players))
             else:
                 ids.extend(op.batch.event_ids)
-                players.update(dict.fromkeys(op.batch.a))
-                players.update(dict.fromkeys(op.batch.b))
+                op.index = index_players(op.batch)
+                players.update(dict.fromkeys(op.index.players))
         lock = self._pool_locks.setdefault(pool, asyncio.Lock())
         async with lock:
             optimistic = True
@@ -483,7 +508,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             if not len(batch):
                 continue
             try:
-                parts = [(batch, msgs, engine.apply_matches(batch, stored))]
+                parts = [(batch, msgs, engine.apply_matches(batch, stored, op.index if batch is op.batch else None))]
             except RatingError:
                 parts = []  # find the culprit(s): one match at a time is the same sequential meaning
                 for i in range(len(batch)):
@@ -502,7 +527,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 commit.beliefs.update(applied.updates)
                 ratings.update(applied.ratings)
                 commit.event_ids.extend(part.event_ids)
-                cause.update(_last_match_per_player(part))
+                cause.update(_last_match_per_player(part, op.index if part is op.batch else None))
     outputs = []
     # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
     # may never have reached the topic, so publish the players' current ratings again
@@ -520,17 +545,13 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     return commit, outputs, dead
 
 
-def _last_match_per_player(batch: MatchBatch) -> dict[str, tuple[str, int]]:
-    """Each player's last match in the batch as (event id, time): what their output cites.
-
-    Built at C speed: ``dict`` keeps the last value of a repeated key, and the players are
-    fed in match order (a, b, a, b, ...), so a player's entry is their last match."""
-    n = len(batch)
-    idx = range(n)
-    last = dict(zip(chain.from_iterable(zip(batch.a, batch.b, strict=True)),
-                    chain.from_iterable(zip(idx, idx, strict=True)), strict=True))
+def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
+    """Each player's last match in the batch as (event id, time): what their output cites."""
+    idx = index if index is not None else index_players(batch)
+    last = idx.last_match().tolist()
     ids, times = batch.event_ids, batch.times
-    return {p: (ids[j], times[j]) for p, j in last.items()}
+    cited = zip(map(ids.__getitem__, last), map(times.__getitem__, last), strict=True)
+    return dict(zip(idx.players, cited, strict=True))
 
 
 def _fresh_matches(op: _MatchOp, done_ids: set[str], seen: set[str],

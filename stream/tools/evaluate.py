@@ -34,6 +34,7 @@ from stream.cli import parse_params
 from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
+from stream.events.validate import MATCH_LISTS
 from stream.metrics import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 from stream.ratings import make_system
 from stream.ratings.base import Belief, RatingError, RatingSystem
@@ -62,7 +63,7 @@ def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapp
             if etype == "match" or etype == "round":
                 if fresh(value.pool, value.event_id):
                     out.append(value)
-            elif etype == "match_batch":
+            elif etype in MATCH_LISTS:
                 out.extend(m for m in value if fresh(m.pool, m.event_id))
             elif etype in ("round_result", "round_completed"):
                 if (value["pool"], value["event_id"]) in seen:

@@ -1,7 +1,8 @@
 """``mmr replay INPUT --broker URL``: publish a history to the service's input topics.
 
 Rounds go out as whole ``round`` events (topic MMR_TOPIC_ROUNDS), 1-v-1 results as
-``match_batch`` messages of up to ``batch_size`` consecutive matches of one pool (topic
+``match_columns`` messages (the compact column form of ``match_batch``) of up to
+``batch_size`` consecutive matches of one pool (topic
 MMR_TOPIC_MATCHES; Faust costs ~75 µs per *message*, so carrying many matches per message
 is where throughput comes from), ``round_result``/``round_completed`` unchanged (topic
 MMR_TOPIC_ROUND_RESULTS). Every message is keyed by its pool, so a pool's events stay in
@@ -26,6 +27,7 @@ from aiokafka import AIOKafkaProducer
 
 from stream.events.inputs import CsvMapping
 from stream.events.model import MatchEvent, RoundEvent
+from stream.events.validate import MATCH_LISTS
 from stream.service.config import Settings, from_env
 
 
@@ -42,8 +44,17 @@ def round_json(ev: RoundEvent) -> bytes:
 
 
 def match_batch_json(pool: str, matches: list[MatchEvent]) -> bytes:
+    """The row form: one JSON object per match."""
     return orjson.dumps({"type": "match_batch", "pool": pool, "matches": [
         {"event_id": m.event_id, "time": m.time, "a": m.a, "b": m.b, "score": m.score} for m in matches]})
+
+
+def match_columns_json(pool: str, matches: list[MatchEvent]) -> bytes:
+    """The compact column form (what ``messages`` publishes): about half the bytes of
+    ``match_batch_json`` and a third of the worker's decoding cost."""
+    return orjson.dumps({"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
+                         "time": [m.time for m in matches], "a": [m.a for m in matches],
+                         "b": [m.b for m in matches], "score": [m.score for m in matches]})
 
 
 def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
@@ -58,10 +69,10 @@ def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
     def flush(pool: str) -> Iterator[tuple[str, str, bytes, int, int]]:
         ms = pending.pop(pool, None)
         if ms:
-            yield s.topic_matches, pool, match_batch_json(pool, ms), len(ms), ms[-1].time
+            yield s.topic_matches, pool, match_columns_json(pool, ms), len(ms), ms[-1].time
 
     for _where, etype, value in records:
-        if etype in ("match", "match_batch"):
+        if etype == "match" or etype in MATCH_LISTS:
             for m in [value] if etype == "match" else value:
                 batch = pending.setdefault(m.pool, [])
                 batch.append(m)

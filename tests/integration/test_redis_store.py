@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import orjson
 import pytest
@@ -158,5 +159,40 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                 assert seen == 300
                 await store.close()
             await ref_store.close()
+
+    asyncio.run(run())
+
+
+def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
+    """``predecode`` (the worker decodes as it takes) changes nothing: the same Redis state,
+    outputs and dead letters as decoding inside ``process``, for valid, invalid and unusual input."""
+    matches = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 7}", "b": f"p{(i + 3) % 7}", "score": (i % 3) / 2}
+               for i in range(60)]
+    cols = {k: [m[k] for m in matches[40:]] for k in ("event_id", "time", "a", "b", "score")}
+    raw = [orjson.dumps({"type": "match_batch", "pool": "x", "matches": matches[:20]}),
+           orjson.dumps({"type": "match", "pool": "x", **{**matches[20], "time": 20.0}}),  # valid, not plain
+           b"garbage", orjson.dumps({"type": "match", "pool": "x", **matches[21], "b": matches[21]["a"]}),
+           orjson.dumps({"type": "match_batch", "pool": "x", "matches": matches[22:40]}),
+           orjson.dumps({"type": "match_columns", "pool": "x", **cols})]
+
+    async def state(predecode: bool, prefix: str) -> tuple[dict[str, bytes], list[Any], list[str]]:
+        store = RedisStore.from_url(redis_url, prefix=prefix)
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(matches_system="elo"), store, ex)
+            msgs = [Message("in", 0, k, v) for k, v in enumerate(raw)]
+            if predecode:
+                proc.predecode(msgs)
+                assert all(m.decoded is not None for m in msgs)
+            res = await proc.process(msgs)
+        beliefs = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
+        keys = [k async for k in store.r.scan_iter(match=f"{prefix}:*")]
+        await store.r.delete(*keys)
+        await store.close()
+        return beliefs, res.outputs, [d.reason for d in res.dead]
+
+    async def run() -> None:
+        plain = await state(False, "t-plain")
+        pre = await state(True, "t-pre")
+        assert plain == pre and len(plain[0]) == 7 and len(plain[2]) == 2
 
     asyncio.run(run())

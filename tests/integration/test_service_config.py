@@ -12,7 +12,7 @@ from stream.events.model import MatchEvent, RoundEvent
 from stream.events.validate import decode_event
 from stream.service.config import from_env
 from stream.service.processor import DeadLetter, rating_key
-from stream.tools.publish import match_batch_json, messages, round_json
+from stream.tools.publish import match_batch_json, match_columns_json, messages, round_json
 
 
 def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
@@ -40,8 +40,9 @@ def test_publisher_frames_round_trip_through_validation() -> None:
     etype, back = decode_event(orjson.loads(round_json(ev)))
     assert etype == "round" and back.players == ev.players and back.ranks.tolist() == [1, 2, 2] and back.weight == 0.5
     ms = [MatchEvent(f"m{i}", "p", i, "a", "b", 1.0) for i in range(5)]
-    etype, batch = decode_event(orjson.loads(match_batch_json("p", ms)))
-    assert etype == "match_batch" and [m.event_id for m in batch] == [m.event_id for m in ms]
+    for form, to_json in (("match_batch", match_batch_json), ("match_columns", match_columns_json)):
+        etype, batch = decode_event(orjson.loads(to_json("p", ms)))
+        assert etype == form and batch == ms
     # matches held per pool until batch_size or a round of the same pool; order kept per pool
     records = [("f:1", "match", ms[0]), ("f:2", "match", ms[1]), ("f:3", "round", ev), ("f:4", "match", ms[2]),
                ("f:5", "match", ms[3]), ("f:6", "match", ms[4])]

@@ -77,5 +77,45 @@ def test_published_history_before_1970_is_accepted_by_the_service(tmp_path: Any)
     for _topic, _pool, raw, _n, _t in msgs:
         obj = orjson.loads(raw)
         etype, value = decode_event(copy.deepcopy(obj))
-        assert etype == "match_batch" and value[0].time < 0
+        assert etype == "match_columns" and value[0].time < 0
         assert fast_matches(obj) == _full(obj)
+
+
+def _columns(obj: dict[str, Any]) -> dict[str, Any]:
+    """The ``match_columns`` form of a ``match_batch`` dict."""
+    ms = obj["matches"]
+    return {"type": "match_columns", "pool": obj["pool"],
+            **{k: [m[k] for m in ms] for k in ("event_id", "time", "a", "b", "score")}}
+
+
+def test_columns_decode_like_rows() -> None:
+    cols = _columns(BATCH)
+    fast = fast_matches(cols)
+    assert fast is not None and fast == _full(BATCH) == _full(cols)
+    assert all(type(s) is float for s in fast.scores)
+
+
+@pytest.mark.parametrize("change", [
+    {"score": [True, 1]}, {"score": [0.5, 1.5]}, {"time": [0, 2**63]}, {"a": ["x", ""]},
+    {"a": ["x", "x"]}, {"event_id": ["e1", 3]}, {"event_id": "e1"}, {"b": ["y"]}, {"score": None},
+])
+def test_unusual_columns_take_the_full_path(change: dict[str, Any]) -> None:
+    obj = {**_columns(BATCH), **change}
+    assert fast_matches(obj) is None
+    with pytest.raises(InvalidEvent):
+        decode_event(copy.deepcopy(obj))
+
+
+def test_integral_float_time_in_columns_is_valid_but_not_plain() -> None:
+    obj = {**_columns(BATCH), "time": [0, 5.0]}
+    assert fast_matches(obj) is None
+    etype, value = decode_event(copy.deepcopy(obj))
+    assert etype == "match_columns" and value[1].time == 5 and type(value[1].time) is int
+
+
+def test_columns_of_different_lengths_name_the_field() -> None:
+    obj = {**_columns(BATCH), "b": ["y", "x", "z"]}
+    with pytest.raises(InvalidEvent, match="field b: 3 items, but event_id has 2"):
+        decode_event(obj)
+    with pytest.raises(InvalidEvent, match="field event_id"):
+        decode_event({**_columns(BATCH), "event_id": [], "time": [], "a": [], "b": [], "score": []})
