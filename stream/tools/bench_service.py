@@ -6,8 +6,9 @@ Measured in one run, on the same broker:
   clocked the same way (the ceiling any Faust worker has per message);
 * the worker: single-``match`` messages/s (Cowan, and ``elo`` for the service's own cost),
   batched match results/s (``match_batch`` of 1,000; Cowan, and ``elo`` for the pipeline's
-  own ceiling), results/s in rounds of 3,000 players (Elo-MMR), and p50/p99 produce→rating
-  latency of single matches produced at half the measured single-match rate.
+  own ceiling, also as ``match_columns``, the compact form), results/s in rounds of 3,000
+  players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
+  the measured single-match rate.
 
 Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
 messages committed to Redis *and* published): the messages are produced as fast as possible
@@ -68,12 +69,17 @@ def _metric(port: int, name: str) -> float:
     return total
 
 
+#: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
+#: event loop ~1 ms: at 20 Hz that was ~4 % of its main thread in py-spy)
+POLL_S = 0.1
+
+
 def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _metric(port, name) >= target:
             return time.perf_counter()
-        time.sleep(0.05)
+        time.sleep(POLL_S)
     raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
 
 
@@ -293,7 +299,8 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--broker", default=None, help="Bootstrap servers (default: start Tansu on a free port).")
 @click.option("--redis-url", default=None, help="Redis (default REDIS_URL or redis://127.0.0.1:6379/14).")
 @click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
-@click.option("--batched", default=100, show_default=True, help="match_batch messages of 1,000 matches.")
+@click.option("--batched", default=300, show_default=True,
+              help="match_batch (and match_columns) messages of 1,000 matches, per batched run.")
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
 @click.option("--latency-seconds", default=10.0, show_default=True)
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
@@ -338,7 +345,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
-            "es": {"system": "elo"}, "eb": {"system": "elo"},
+            "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
             "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
         worker = _Worker(s, port, tmp / "worker.log", pools)
         click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
@@ -369,6 +376,16 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
             _match(k * 1000 + i, "eb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
         res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+        click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
+                   err=True)
+        items = []
+        for k in range(batched):
+            ms = [_match(k * 1000 + i, "ec", 10000, rng) for i in range(1000)]
+            items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
+                                               **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
+                                                                                  "score")}})))
+        res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
         click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
         items = []
@@ -407,6 +424,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                f"({pct(res['single_match_elo_msgs_per_s'])}) |\n"
                f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
                f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |\n"
+               f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
+               f"results/s |\n"
                f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                f"({res['rounds_per_s']:.2f} rounds/s) |\n"
                f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
