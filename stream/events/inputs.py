@@ -245,8 +245,8 @@ def read_records(
 ) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(where, type, value)`` for every record of one file, in file order.
 
-    ``type`` is 'round' (RoundEvent), 'match' (MatchEvent), 'match_batch' or
-    'match_columns' (list of MatchEvent) or 'round_result'/'round_completed' (the validated dict). Raises
+    ``type`` is 'round' (RoundEvent), 'match' (MatchEvent), 'match_batch' or 'match_columns'
+    (list of MatchEvent), or 'round_result'/'round_completed' (the validated dict). Raises
     InputError at the first bad record.
     """
     p = str(path)

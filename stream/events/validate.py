@@ -141,7 +141,7 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
         n = len(obj["event_id"])
         for col in COLUMNS[1:]:
             if len(obj[col]) != n:
-                raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}", None)
+                raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}")
         rows = zip(*(obj[col] for col in COLUMNS), strict=True)
         return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"]) for row in rows]
     return etype, obj
@@ -192,9 +192,10 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     else:
         return None
     ids, times, a, b, scores = cols
-    if not _plain_columns(ids, times, a, b, scores):
+    score_types = set(map(type, scores))
+    if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
         return None
-    floats = scores if set(map(type, scores)) == _FLOAT else list(map(float, scores))
+    floats = scores if score_types == _FLOAT else list(map(float, scores))
     return MatchBatch(pool, ids, a, b, floats, times)
 
 
@@ -217,11 +218,12 @@ _NUMBER = ({float}, {int}, {float, int})
 
 
 def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any], scores: list[Any]) -> bool:
-    """``_plain_match`` of every item, on columns: exact types first (so ``len`` and the
-    comparisons below only meet str, int and float), then the schema's bounds."""
+    """``_plain_match`` of every item, on columns (the caller checked that every score is an
+    exact float or int): exact types first (so ``len`` and the comparisons below only meet
+    str, int and float), then the schema's bounds."""
     if set(map(type, ids)) != _STR or set(map(type, a)) != _STR or set(map(type, b)) != _STR:
         return False
-    if set(map(type, times)) != _INT or set(map(type, scores)) not in _NUMBER:
+    if set(map(type, times)) != _INT:
         return False
     id_lens, a_lens, b_lens = list(map(len, ids)), list(map(len, a)), list(map(len, b))
     return (min(id_lens) > 0 and max(id_lens) <= 256 and min(a_lens) > 0 and max(a_lens) <= 128
