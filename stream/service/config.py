@@ -18,6 +18,7 @@ from typing import Any
 
 DEFAULT_ROUNDS_SYSTEM = "elo-mmr"
 DEFAULT_MATCHES_SYSTEM = "cowan"
+DEDUP_MODES = ("ids", "offsets")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class Settings:
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
+    #: how re-delivered matches are recognised: "ids" (every event id is recorded; also catches a
+    #: producer that sends an event twice) or "offsets" (the pool's highest applied offset per
+    #: topic/partition; bounded state and ~1 µs less Redis CPU per match, but an event sent twice
+    #: at two offsets is applied twice). Rounds and round results are always recognised by id.
+    dedup: str = "ids"
     http_host: str = "0.0.0.0"
     http_port: int = 6066  # 0 disables the HTTP server
     rounds_system: str = DEFAULT_ROUNDS_SYSTEM
@@ -67,6 +73,10 @@ class Settings:
     redis_password: str = ""
     redis_ca_certs: str = ""
     log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if self.dedup not in DEDUP_MODES:
+            raise ValueError(f"MMR_DEDUP={self.dedup!r}: expected one of {', '.join(DEDUP_MODES)}")
 
     def with_default_system(self, name: str | None, params: Mapping[str, Any] | None) -> Settings:
         """``mmr worker --system/--param``: the default for every pool without its own config."""
@@ -174,6 +184,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
+        dedup=get("MMR_DEDUP", s.dedup),
         http_host=get("MMR_HTTP_HOST", s.http_host),
         http_port=get("MMR_HTTP_PORT", s.http_port),
         rounds_system=get("MMR_SYSTEM", None) or get("MMR_ROUNDS_SYSTEM", s.rounds_system),
@@ -192,3 +203,4 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         redis_ca_certs=get("MMR_REDIS_CA_CERTS", s.redis_ca_certs),
         log_level=get("MMR_LOG_LEVEL", s.log_level),
     )
+

@@ -105,6 +105,7 @@ class _RoundOp:
 class _MatchOp:
     batch: MatchBatch
     msgs: list[Message]  # per match
+    sources: list[Message]  # the distinct messages, in order
     index: PlayerIndex | None = None  # built once the batch is final (after merging)
 
 
@@ -250,8 +251,9 @@ class Processor:
                     pb.scores += batch.scores
                     pb.times += batch.times
                     prev.msgs += [msg] * len(batch)
+                    prev.sources.append(msg)
                 else:
-                    pool_ops.append(_MatchOp(batch, [msg] * len(batch)))
+                    pool_ops.append(_MatchOp(batch, [msg] * len(batch), [msg]))
                 continue
             if etype == "round":
                 ops.setdefault(value.pool, []).append(_RoundOp(value, msg))
@@ -359,32 +361,37 @@ class Processor:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
         engine = await self.registry.engine(pool, kind)
         ops = _merge_matches(ops)
+        by_offsets = self.settings.dedup == "offsets"
         ids: list[str] = []
         players: dict[str, None] = {}
+        offsets: dict[str, tuple[int | None, int]] = {}
         for op in ops:
             if isinstance(op, _RoundOp):
                 ids.append(op.event.event_id)
                 players.update(dict.fromkeys(op.event.players))
+                _note_offset(offsets, op.msg, False)
             else:
-                ids.extend(op.batch.event_ids)
+                if not by_offsets:
+                    ids.extend(op.batch.event_ids)
                 op.index = index_players(op.batch)
                 players.update(dict.fromkeys(op.index.players))
+                for msg in op.sources:
+                    _note_offset(offsets, msg, by_offsets)
+        checked_offsets = [tp for tp, (first, _) in offsets.items() if first is not None]
         lock = self._pool_locks.setdefault(pool, asyncio.Lock())
         async with lock:
             optimistic = True
             for attempt in range(MAX_ATTEMPTS):
-                gen, stored, seen, checked = await self._read(pool, players, ids, optimistic)
+                gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
                 loop = asyncio.get_running_loop()
-                commit, outputs, dead = await loop.run_in_executor(
-                    self.executor, _compute, engine, ops, stored, seen, self._dead)
-                if not commit.event_ids and not commit.done_rounds:  # all re-delivered: nothing to write
+                commit, outputs, dead, stats = await loop.run_in_executor(
+                    self.executor, _compute, engine, ops, stored, seen, upto if by_offsets else None, self._dead)
+                if not stats.applied:  # all re-delivered (or dead): nothing to write
                     out.outputs.extend(outputs)
                     out.dead.extend(dead)
-                    self.metrics.duplicates.inc(len(seen))
+                    self.metrics.duplicates.inc(stats.repeated)
                     return
-                tail = ops[-1]
-                last = tail.msg if isinstance(tail, _RoundOp) else tail.msgs[-1]
-                commit.watermark = (f"{last.topic}/{last.partition}", last.offset)
+                commit.offsets = offsets
                 meta = self.registry.unsaved.get(pool)
                 try:
                     new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
@@ -403,35 +410,37 @@ class Processor:
                     continue
                 self.cache.committed(pool, gen, new_gen, commit.beliefs)
                 self.registry.unsaved.pop(pool, None)
-                self.metrics.duplicates.inc(len(seen))
+                self.metrics.duplicates.inc(stats.repeated)
                 self.metrics.batches.labels(kind).inc()
                 out.outputs.extend(outputs)
                 out.dead.extend(dead)
                 return
             raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 
-    async def _read(self, pool: str, players: dict[str, None], ids: list[str],
-                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], bool]:
-        """What a batch of ``pool`` starts from: (gen, stored beliefs, applied event ids, ids checked).
+    async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
+                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
+        """What a batch of ``pool`` starts from: (gen, stored beliefs, applied event ids,
+        applied offsets of ``watermarks`` (topic/partition fields), whether those were read).
 
         When every player is cached (and ``optimistic``), nothing is read: the commit then
-        checks the event ids itself (``check_ids``) and its compare-and-set on ``gen``
-        proves the cached beliefs current. Otherwise one snapshot reads the event ids and
-        the players not cached; a snapshot at another ``gen`` than the cache's replaces it.
+        checks the event ids and offsets itself (``check_ids``) and its compare-and-set on
+        ``gen`` proves the cached beliefs current. Otherwise one snapshot reads the event ids,
+        watermarks and the players not cached; a snapshot at another ``gen`` than the cache's
+        replaces it.
         """
         cache = self.cache
         entry = cache.pool(pool)
         missing = entry.missing(players)
         if optimistic and entry.gen is not None and not missing:
-            return entry.gen, entry.get_many(players), set(), False
-        snap = await self.store.snapshot(pool, missing, ids)
+            return entry.gen, entry.get_many(players), set(), {}, False
+        snap = await self.store.snapshot(pool, missing, ids, watermarks)
         if entry.gen is not None and snap.gen != entry.gen:  # someone else wrote the pool: read everything
             cache.drop(pool)
-            snap = await self.store.snapshot(pool, list(players), ids)
+            snap = await self.store.snapshot(pool, list(players), ids, watermarks)
         if not cache.enabled:
-            return snap.gen, snap.beliefs, snap.seen, True
+            return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True
         entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
-        return snap.gen, entry.get_many(players), snap.seen, True
+        return snap.gen, entry.get_many(players), snap.seen, snap.watermarks, True
 
 
 def _merge_matches(ops: list[Op]) -> list[Op]:
@@ -447,7 +456,7 @@ def _merge_matches(ops: list[Op]) -> list[Op]:
     for op in ops:
         prev = out[-1] if out else None
         if isinstance(op, _MatchOp) and isinstance(prev, _MatchOp):
-            merged = _MatchOp(MatchBatch(prev.batch.pool), [*prev.msgs, *op.msgs])
+            merged = _MatchOp(MatchBatch(prev.batch.pool), [*prev.msgs, *op.msgs], [*prev.sources, *op.sources])
             for src in (prev.batch, op.batch):
                 merged.batch.event_ids += src.event_ids
                 merged.batch.a += src.a
@@ -460,15 +469,25 @@ def _merge_matches(ops: list[Op]) -> list[Op]:
     return out
 
 
+@dataclass(slots=True)
+class _Counts:
+    applied: int = 0  # events rated in this batch
+    repeated: int = 0  # events skipped as applied before (re-deliveries)
+
+
 def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             dead_fn: Callable[..., DeadLetter]) -> tuple[Commit, list[RatingOutput], list[DeadLetter]]:
+             upto: dict[str, int] | None, dead_fn: Callable[..., DeadLetter],
+             ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], _Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
-    as the embedded pipeline skips them.
+    as the embedded pipeline skips them. With ``upto`` (MMR_DEDUP=offsets: the pool's
+    applied offset per "topic/partition"), matches are skipped by their message's offset
+    instead, and their ids are neither checked nor recorded.
     """
     stored: dict[str, bytes | None] = dict(stored_in)
     done_ids: set[str] = set(seen)
+    counts = _Counts()
     commit = Commit()
     ratings: dict[str, Rating] = {}
     cause: dict[str, tuple[str, int]] = {}
@@ -480,6 +499,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             ev = op.event
             if ev.event_id in done_ids:
                 if ev.event_id in seen:
+                    counts.repeated += 1
                     republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
             try:
@@ -488,6 +508,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
                 continue
             done_ids.add(ev.event_id)
+            counts.applied += 1
             commit.event_ids.append(ev.event_id)
             commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
             if op.round_done is not None:
@@ -498,13 +519,27 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             for p in applied.ratings:
                 cause[p] = (ev.event_id, ev.time)
         else:
-            ids = op.batch.event_ids
-            fresh = set(ids)
-            if len(fresh) == len(ids) and done_ids.isdisjoint(fresh):  # the usual case: nothing seen before
-                done_ids |= fresh
-                batch, msgs = op.batch, op.msgs
+            if upto is not None:
+                stale = [m.offset <= upto.get(f"{m.topic}/{m.partition}", m.offset - 1) for m in op.sources]
+                if not any(stale):  # the usual case: no message applied before
+                    batch, msgs = op.batch, op.msgs
+                else:
+                    old = {id(m) for m, st in zip(op.sources, stale, strict=True) if st}
+                    batch, msgs = _keep_matches(op, [id(m) not in old for m in op.msgs], republish)
+                    counts.repeated += len(op.batch) - len(batch)
             else:
-                batch, msgs = _fresh_matches(op, done_ids, seen, republish)
+                ids = op.batch.event_ids
+                fresh = set(ids)
+                if len(fresh) == len(ids) and done_ids.isdisjoint(fresh):  # the usual case: nothing seen before
+                    done_ids |= fresh
+                    batch, msgs = op.batch, op.msgs
+                else:
+                    counts.repeated += sum(1 for e in ids if e in seen)
+                    keep = []
+                    for e in ids:
+                        keep.append(e not in done_ids)
+                        done_ids.add(e)
+                    batch, msgs = _keep_matches(op, keep, republish, seen)
             if not len(batch):
                 continue
             try:
@@ -526,7 +561,9 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 stored.update(applied.updates)
                 commit.beliefs.update(applied.updates)
                 ratings.update(applied.ratings)
-                commit.event_ids.extend(part.event_ids)
+                counts.applied += len(part)
+                if upto is None:
+                    commit.event_ids.extend(part.event_ids)
                 cause.update(_last_match_per_player(part, op.index if part is op.batch else None))
     outputs = []
     # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
@@ -542,7 +579,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         commit.scores[p] = r.rating
         eid, t = cause[p]
         outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t, system))
-    return commit, outputs, dead
+    return commit, outputs, dead, counts
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
@@ -554,22 +591,34 @@ def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) 
     return dict(zip(idx.players, cited, strict=True))
 
 
-def _fresh_matches(op: _MatchOp, done_ids: set[str], seen: set[str],
-                   republish: dict[str, tuple[str, int]]) -> tuple[MatchBatch, list[Message]]:
-    """The matches of ``op`` not applied yet (in order); players of re-delivered ones to republish."""
-    batch = MatchBatch(op.batch.pool)
+def _keep_matches(op: _MatchOp, keep: list[bool], republish: dict[str, tuple[str, int]],
+                  seen: set[str] | None = None) -> tuple[MatchBatch, list[Message]]:
+    """The matches of ``op`` marked in ``keep`` (in order); the players of the others go to
+    ``republish`` -- all of them, or with ``seen`` only those of events applied before this
+    batch (a repeat inside the batch is not a re-delivery)."""
+    src = op.batch
+    batch = MatchBatch(src.pool)
     msgs: list[Message] = []
-    for i in range(len(op.batch)):
-        eid = op.batch.event_ids[i]
-        if eid in done_ids:
-            if eid in seen:
-                republish[op.batch.a[i]] = republish[op.batch.b[i]] = (eid, op.batch.times[i])
+    for i, k in enumerate(keep):
+        eid = src.event_ids[i]
+        if not k:
+            if seen is None or eid in seen:
+                republish[src.a[i]] = republish[src.b[i]] = (eid, src.times[i])
             continue
-        done_ids.add(eid)
-        batch.add(MatchEvent(eid, batch.pool, op.batch.times[i], op.batch.a[i], op.batch.b[i],
-                             op.batch.scores[i]))
+        batch.add(MatchEvent(eid, batch.pool, src.times[i], src.a[i], src.b[i], src.scores[i]))
         msgs.append(op.msgs[i])
     return batch, msgs
+
+
+def _note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:
+    """Record ``msg`` in the batch's offsets per topic/partition (see Commit.offsets).
+
+    Messages of one partition arrive in offset order, so the first checked one is the lowest."""
+    tp = f"{msg.topic}/{msg.partition}"
+    first, last = offsets.get(tp, (None, msg.offset))
+    if check and first is None:
+        first = msg.offset
+    offsets[tp] = (first, max(last, msg.offset))
 
 
 def _peek_pool(raw: bytes) -> str | None:

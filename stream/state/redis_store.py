@@ -7,7 +7,7 @@ touches lives in one Redis Cluster slot and one Lua script can update it atomica
     {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard)
     {prefix}:{<pool>}:seen            SET     event ids already applied (rounds, matches, round results)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
-    {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset applied (observability)
+    {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
@@ -27,6 +27,11 @@ is one EVALSHA that refuses to write when anything committed to the pool in betw
 then re-reads and recomputes. Event ids are recorded in the same script as the beliefs,
 so a batch is either fully applied with its ids or not at all, and a re-delivered or
 re-published event is filtered out before any math.
+
+With ``MMR_DEDUP=offsets`` (stream.service.config) matches are not recorded by event id:
+a pool's events of one topic/partition are applied strictly in offset order, so the pool's
+highest applied offset there (``:wm``) tells a re-delivered message from a new one. The
+commit then checks and advances those watermarks instead of adding ids to ``:seen``.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ import redis.asyncio as aioredis
 
 # KEYS: gen, seen, lb, done, wm, meta (all in the pool's slot; player and pending-round keys are built
 #       in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
-# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 '1' = check the ids first (else ''), 6 wm field,
-#       7 wm offset, 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round key prefix,
-#       11 players blob, 12 ids blob, 13 done-rounds blob. Blobs: all little-endian u32 lengths
+# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 '1' = check the ids and offsets first (else ''),
+#       6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first offset to check
+#       ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round key
+#       prefix, 11 players blob, 12 ids blob, 13 done-rounds blob. Blobs: all little-endian u32 lengths
 #       first, then the bytes (players: three lengths per player -- name, value, score text -- then
 #       the three strings per player). One argument instead of thousands: redis-py packs arguments
 #       one by one in Python, which cost ~80 ms for a round of 3,000 players.
@@ -73,8 +79,15 @@ local np = tonumber(ARGV[2])
 local ni = tonumber(ARGV[3])
 local nd = tonumber(ARGV[4])
 local ids = items(ARGV[12], ni)
+local offs = items(ARGV[7], 3 * tonumber(ARGV[6]))
 if ARGV[5] == '1' then
-  -- optimistic commit (no read before it): refuse if any event id was applied already
+  -- optimistic commit (no read before it): refuse if any message or event id was applied already
+  for k = 1, #offs, 3 do
+    if offs[k + 1] ~= '' then
+      local wm = redis.call('HGET', KEYS[5], offs[k])
+      if wm and tonumber(wm) >= tonumber(offs[k + 1]) then return -3 end
+    end
+  end
   local i = 0
   while i < ni do
     local j = math.min(i + 4000, ni)
@@ -122,9 +135,9 @@ for k = 1, nd do
   redis.call('DEL', ARGV[10] .. done[k])
   redis.call('SADD', KEYS[4], done[k])
 end
-if ARGV[6] ~= '' then
-  local old = tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '-1')
-  if tonumber(ARGV[7]) > old then redis.call('HSET', KEYS[5], ARGV[6], ARGV[7]) end
+for k = 1, #offs, 3 do
+  local old = redis.call('HGET', KEYS[5], offs[k])
+  if not old or tonumber(offs[k + 2]) > tonumber(old) then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
 end
 if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 0 then
   local m = cjson.decode(ARGV[8])
@@ -135,8 +148,9 @@ return redis.call('INCR', KEYS[1])
 
 
 # The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
-# blobs): KEYS gen, seen; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players blob.
-# Returns {gen, seen flags (0/1 per id), beliefs (false = none)}.
+# blobs): KEYS gen, seen, wm; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players
+# blob, 6 n_wm, 7 blob of watermark fields ("topic/partition").
+# Returns {gen, seen flags (0/1 per id), beliefs (false = none), watermarks (false = none)}.
 _SNAPSHOT_LUA = _ITEMS_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
 local ni = tonumber(ARGV[2])
@@ -162,7 +176,10 @@ while i < np do
   for k = 1, #keys do vals[#vals + 1] = v[k] end
   i = j
 end
-return {gen, flags, vals}
+local nw = tonumber(ARGV[6])
+local wms = {}
+if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
+return {gen, flags, vals, wms}
 """
 
 
@@ -193,6 +210,7 @@ class Snapshot:
     gen: str
     beliefs: dict[str, bytes | None]
     seen: set[str]
+    watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> highest offset applied
 
 
 @dataclass(slots=True)
@@ -203,7 +221,10 @@ class Commit:
     scores: dict[str, float] = field(default_factory=dict)  # leaderboard values
     event_ids: list[str] = field(default_factory=list)
     done_rounds: list[str] = field(default_factory=list)  # also deletes their pending hashes
-    watermark: tuple[str, int] | None = None  # ("topic/partition", offset)
+    #: "topic/partition" -> (first offset to check or None, last offset): the pool's messages of the
+    #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
+    #: offset is at or below the stored watermark (the offset dedup of MMR_DEDUP=offsets).
+    offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
 
 
 class RedisStore:
@@ -233,8 +254,9 @@ class RedisStore:
         return f"{self.prefix}:{{{pool}}}:pend:{round_id}"
 
     # --- reads -----------------------------------------------------------------------
-    async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str]) -> Snapshot:
-        """gen, seen flags and beliefs, in one atomic round trip (one Lua script).
+    async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
+                       watermarks: Sequence[str] = ()) -> Snapshot:
+        """gen, seen flags, beliefs and the watermarks asked for, in one atomic round trip (one Lua script).
 
         The names go as two length-prefixed blobs: redis-py packs every argument in Python
         (~1.5 µs each), which made the read of a 1,000-match batch (2,000 keys, 1,000 ids) cost
@@ -242,13 +264,15 @@ class RedisStore:
         """
         players = list(players)
         event_ids = list(event_ids)
-        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "seen")],
+        fields = list(watermarks)
+        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "seen"), self.key(pool, "wm")],
                                    args=[self.player_key(pool, ""), len(event_ids), _blob(event_ids),
-                                         len(players), _blob(players)])
+                                         len(players), _blob(players), len(fields), _blob(fields)])
         gen = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
         seen = {e for e, flag in zip(event_ids, res[1], strict=True) if flag}
         beliefs: dict[str, bytes | None] = dict(zip(players, res[2], strict=True))
-        return Snapshot(gen, beliefs, seen)
+        wms = {f: int(v) for f, v in zip(fields, res[3], strict=True) if v}
+        return Snapshot(gen, beliefs, seen, wms)
 
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         if not players:
@@ -315,8 +339,9 @@ class RedisStore:
 
         Raises Conflict when ``gen`` moved since the snapshot (MetaConflict: the pool was
         first committed with another system). ``check_ids``: the caller did not read which
-        event ids were applied already, so the script checks them first and raises
-        AlreadyApplied (writing nothing) if any was.
+        event ids (or, for the offsets with a first offset, which messages) were applied
+        already, so the script checks them first and raises AlreadyApplied (writing nothing)
+        if any was.
         """
         players = list(c.beliefs)
         keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta")]
@@ -324,7 +349,8 @@ class RedisStore:
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
             meta_json = orjson.dumps({"system": meta["system"], "params": params_json}).decode()
-        wm_field, wm_off = c.watermark if c.watermark else ("", 0)
+        offsets = [str(x) for tp, (first, last) in c.offsets.items()
+                   for x in (tp, "" if first is None else first, last)]
         names = [p.encode() for p in players]
         values = [c.beliefs[p] for p in players]
         scores = [repr(float(c.scores[p])).encode() for p in players]
@@ -332,7 +358,7 @@ class RedisStore:
         players_blob = (struct.pack(f"<{3 * len(players)}I", *[len(x) for t in triples for x in t])
                         + b"".join([x for t in triples for x in t]))
         argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "1" if check_ids else "",
-                           wm_field, wm_off, meta_json,
+                           len(c.offsets), _blob(offsets), meta_json,
                            self.player_key(pool, ""), self.pend_key(pool, ""), players_blob,
                            _blob(c.event_ids), _blob(c.done_rounds)]
         res = await self._commit(keys=keys, args=argv)

@@ -46,7 +46,7 @@ def env_for(s: Settings, **extra: str) -> dict[str, str]:
         "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(s.http_port), "MMR_TAKE_MAX": str(s.take_max),
         "MMR_ROUND_TIMEOUT": str(s.round_timeout_s), "MMR_LOG_LEVEL": "warning",
         "MMR_MAX_PARTICIPANTS": str(s.max_participants),
-        "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system,
+        "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system, "MMR_DEDUP": s.dedup,
     })
     env.update(extra)
     return env

@@ -26,7 +26,7 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
         store = _store(redis_url)
         snap = await store.snapshot("p", ["a"], ["e1"])
         assert snap.gen == "0" and snap.beliefs == {"a": None} and not snap.seen
-        c = Commit(beliefs={"a": b"\x01x"}, scores={"a": 1.5}, event_ids=["e1"], watermark=("t/0", 7))
+        c = Commit(beliefs={"a": b"\x01x"}, scores={"a": 1.5}, event_ids=["e1"], offsets={"t/0": (None, 7)})
         assert await store.commit("p", snap.gen, c, {"system": "elo", "params": {}}) == 1
         with pytest.raises(Conflict):  # a second writer with the old token writes nothing
             await store.commit("p", snap.gen, Commit(beliefs={"a": b"\x01y"}, scores={"a": 2.0}, event_ids=["e2"]))
@@ -45,7 +45,8 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
     asyncio.run(run())
 
 
-def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
+@pytest.mark.parametrize("dedup", ["ids", "offsets"])
+def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
     matches = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 7}", "b": f"p{(i + 3) % 7}", "score": (i % 3) / 2}
                for i in range(200)]
     msgs = [Message("in", 0, k, orjson.dumps({"type": "match_batch", "pool": "x", "matches": matches[k::4]}))
@@ -55,13 +56,15 @@ def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(matches_system="elo", dedup=dedup), store, ex)
             first = await proc.process(msgs)
             before = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
             again = await proc.process(msgs[1:])  # re-delivered from offset 1
         after = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
         assert before == after and len(after) == 7
         assert len(first.dead) == len(again.dead) == 1 and first.dead[0].offset == 4
+        assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
+        assert await store.r.scard(store.key("x", "seen")) == (200 if dedup == "ids" else 0)
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
@@ -110,6 +113,27 @@ def test_optimistic_commit_refuses_applied_ids(redis_url: str) -> None:
     asyncio.run(run())
 
 
+def test_optimistic_commit_refuses_applied_offsets(redis_url: str) -> None:
+    """``check_ids`` with offsets: a first offset at or below the stored watermark refuses the
+    commit; offsets without a first one only advance the watermark, which never moves back."""
+    async def run() -> None:
+        store = _store(redis_url)
+        assert await store.commit("p", "0", Commit(beliefs={"a": b"1"}, scores={"a": 1.0},
+                                                   offsets={"m/0": (5, 9), "r/1": (None, 3)})) == 1
+        for offsets in ({"m/0": (9, 12)}, {"m/1": (0, 1), "m/0": (3, 12)}):
+            with pytest.raises(AlreadyApplied):
+                await store.commit("p", "1", Commit(beliefs={"a": b"2"}, scores={"a": 2.0}, offsets=offsets),
+                                   check_ids=True)
+        snap = await store.snapshot("p", ["a"], [], ["m/0", "r/1", "m/7"])
+        assert snap.gen == "1" and snap.beliefs == {"a": b"1"} and snap.watermarks == {"m/0": 9, "r/1": 3}
+        c = Commit(beliefs={"a": b"3"}, scores={"a": 3.0}, offsets={"m/0": (10, 11), "r/1": (None, 2)})
+        assert await store.commit("p", "1", c, check_ids=True) == 2
+        assert (await store.snapshot("p", [], [], ["m/0", "r/1"])).watermarks == {"m/0": 11, "r/1": 3}
+        await store.close()
+
+    asyncio.run(run())
+
+
 def _match_msgs(n: int, per_msg: int, players: int, seed: int = 5) -> list[Message]:
     import random
 
@@ -127,11 +151,12 @@ async def _state(store: RedisStore) -> dict[str, bytes]:
     return {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
 
 
-@pytest.mark.parametrize("system", ["elo", "cowan"])
-def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str) -> None:
+@pytest.mark.parametrize(("system", "dedup"), [("elo", "ids"), ("cowan", "ids"), ("elo", "offsets")])
+def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str, dedup: str) -> None:
     """Two processors (two workers during a rebalance) alternate on one pool, with the belief
     cache disabled, tiny (pools dropped all the time) and default: every run ends in the
-    bytes one processor alone writes, with each match applied once."""
+    bytes one processor alone writes, with each match applied once -- recognised by event id
+    or by offset (MMR_DEDUP)."""
     from stream.state.cache import BeliefCache
 
     msgs = _match_msgs(300, 20, 12)
@@ -147,7 +172,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
             for budget in (0, 2000, 256 << 20):
                 store = _store(redis_url)
                 other = RedisStore(store.r, store.prefix)
-                procs = [Processor(Settings(matches_system=system), s, ex) for s in (store, other)]
+                procs = [Processor(Settings(matches_system=system, dedup=dedup), s, ex) for s in (store, other)]
                 for p in procs:
                     p.cache = BeliefCache(budget)
                 for i, m in enumerate(msgs):
@@ -156,7 +181,8 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                         await procs[1 - (i // 3) % 2].process([m])
                 assert await _state(store) == want, budget
                 seen = await store.r.scard(store.key("x", "seen"))
-                assert seen == 300
+                assert seen == (300 if dedup == "ids" else 0)
+                assert await store.r.hget(store.key("x", "wm"), "in/0") == b"280"
                 await store.close()
             await ref_store.close()
 

@@ -116,10 +116,12 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         worker.stop()
 
 
+@pytest.mark.parametrize("dedup", ["ids", "offsets"])
 def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str,
-                                                      histories: dict[str, Path], tmp_path: Path) -> None:
+                                                      histories: dict[str, Path], tmp_path: Path, dedup: str) -> None:
+    """Re-delivered batches are recognised by event id or, with MMR_DEDUP=offsets, by offset."""
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
-                      take_max=64)
+                      take_max=64, dedup=dedup)
     rng = random.Random(5)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 from stream.events.model import MatchEvent, RoundEvent
 from stream.events.validate import decode_event
@@ -32,6 +33,9 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     assert s.redis_kwargs() == {"password": "rp"}
     s2 = from_env({}).with_default_system("elo-mmx", {"rho": "0.5"})
     assert (s2.rounds_system, s2.matches_system, s2.default_params) == ("elo-mmx", "elo-mmx", {"rho": "0.5"})
+    assert from_env({}).dedup == "ids" and from_env({"MMR_DEDUP": "offsets"}).dedup == "offsets"
+    with pytest.raises(ValueError, match="MMR_DEDUP='offset': expected one of ids, offsets"):
+        from_env({"MMR_DEDUP": "offset"})
 
 
 def test_publisher_frames_round_trip_through_validation() -> None:
