@@ -39,6 +39,8 @@ import orjson
 
 from stream.service.config import Settings, from_env
 
+PHASES = ("bare", "singles", "batched", "columns", "rounds", "latency")
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -217,6 +219,7 @@ class _Worker:
     def __init__(self, s: Settings, port: int, log: Path, pools: Path) -> None:
         env = dict(os.environ)
         env["MMR_POOLS_FILE"] = str(pools)
+        env["MMR_DEDUP"] = s.dedup
         env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
                     "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
                     "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
@@ -304,10 +307,18 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
 @click.option("--latency-seconds", default=10.0, show_default=True)
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
+@click.option("--dedup", type=click.Choice(["ids", "offsets"]), default="ids", show_default=True,
+              help="The worker's MMR_DEDUP: how re-delivered matches are recognised.")
+@click.option("--only", "only", multiple=True, type=click.Choice(PHASES),
+              help="Run only these phases (repeatable; default all). `latency` without `singles` needs --latency-rate.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int,
-                  latency_seconds: float, latency_rate: float, json_out: str | None) -> None:
+                  latency_seconds: float, latency_rate: float, dedup: str, only: tuple[str, ...],
+                  json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
+    phases = set(only or PHASES)
+    if "latency" in phases and "singles" not in phases and not latency_rate:
+        raise click.UsageError("--only latency without singles needs --latency-rate")
     tansu = None
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bench-"))
     if broker is None:
@@ -325,10 +336,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 redis_url=redis_url or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14"),
                 app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
                 topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
-                topic_dead=f"b{tag}-dead", partitions=1)
+                topic_dead=f"b{tag}-dead", partitions=1, dedup=dedup)
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                                      f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker}
+                                      f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
+                           "dedup": dedup}
     worker = None
     try:
         from stream.service.topics import ensure_topics
@@ -337,11 +349,12 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         rng = random.Random(1)
         singles_cs = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
                       for i in range(singles)]
-        click.echo("bare Faust take loop ...", err=True)
-        res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
-        click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
-        res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                idle_topics=True)
+        if "bare" in phases:
+            click.echo("bare Faust take loop ...", err=True)
+            res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
+            click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
+            res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
+                                                                    idle_topics=True)
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
@@ -359,49 +372,54 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
         _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
 
-        click.echo("single-match messages (cowan) ...", err=True)
-        res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
+        if "singles" in phases:
+            click.echo("single-match messages (cowan) ...", err=True)
+            res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
 
-        click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
-        items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
-                 for i in range(singles)]
-        res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
+            click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
+            items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
+                     for i in range(singles)]
+            res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
 
-        click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
-        items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
-            _match(k * 1000 + i, "cb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
-        res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+        if "batched" in phases:
+            click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
+            items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
+                _match(k * 1000 + i, "cb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+            res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
-        click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
-        items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
-            _match(k * 1000 + i, "eb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
-        res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+            click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
+            items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
+                _match(k * 1000 + i, "eb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+            res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
-        click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
-                   err=True)
-        items = []
-        for k in range(batched):
-            ms = [_match(k * 1000 + i, "ec", 10000, rng) for i in range(1000)]
-            items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
-                                               **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
-                                                                                  "score")}})))
-        res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+        if "columns" in phases:
+            click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
+                       err=True)
+            items = []
+            for k in range(batched):
+                ms = [_match(k * 1000 + i, "ec", 10000, rng) for i in range(1000)]
+                items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
+                                                   **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
+                                                                                      "score")}})))
+            res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
-        click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
-        items = []
-        for k in range(rounds):
-            players = rng.sample(range(10000), 3000)
-            items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er", "round_id": f"{k}",
-                                               "time": 1_700_000_000_000 + k * 3_600_000,
-                                               "standings": [{"player": f"p{p}", "rank": i + 1}
-                                                             for i, p in enumerate(players)]})))
-        res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
-        res["round_results_per_s"] = 3000 * res["rounds_per_s"]
+        if "rounds" in phases:
+            click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
+            items = []
+            for k in range(rounds):
+                players = rng.sample(range(10000), 3000)
+                items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er",
+                                                   "round_id": f"{k}", "time": 1_700_000_000_000 + k * 3_600_000,
+                                                   "standings": [{"player": f"p{p}", "rank": i + 1}
+                                                                 for i, p in enumerate(players)]})))
+            res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
+            res["round_results_per_s"] = 3000 * res["rounds_per_s"]
 
-        half = latency_rate or res["single_match_msgs_per_s"] / 2
-        click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
-        p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cs"))  # established players
-        res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
+        if "latency" in phases:
+            half = latency_rate or res["single_match_msgs_per_s"] / 2
+            click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
+            p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cs"))  # established players
+            res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
     finally:
         if worker is not None:
             worker.stop()
@@ -410,26 +428,39 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             tansu.wait(10)
         n_deleted = asyncio.run(_delete_prefix(s))
         click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
+    _report(res, json_out)
+
+
+def _report(res: dict[str, Any], json_out: str | None) -> None:
+    """The JSON and a markdown table of what was measured (phases left out by --only are omitted)."""
     click.echo(json.dumps(res, indent=2))
-    bare, bare3 = res["bare_faust_msgs_per_s"], res["bare_faust_3topics_msgs_per_s"]
+    bare, bare3 = res.get("bare_faust_msgs_per_s"), res.get("bare_faust_3topics_msgs_per_s")
 
     def pct(x: float) -> str:
-        return f"{100 * x / bare:.0f} % / {100 * x / bare3:.0f} % of bare"
+        return f" ({100 * x / bare:.0f} % / {100 * x / bare3:.0f} % of bare)" if bare and bare3 else ""
 
-    click.echo(f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |\n"
-               f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |\n"
-               f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s "
-               f"({pct(res['single_match_msgs_per_s'])}) |\n"
-               f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s "
-               f"({pct(res['single_match_elo_msgs_per_s'])}) |\n"
-               f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |\n"
-               f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |\n"
-               f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
-               f"results/s |\n"
-               f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
-               f"({res['rounds_per_s']:.2f} rounds/s) |\n"
-               f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
-               f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |")
+    rows = []
+    if bare is not None:
+        rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
+                 f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |"]
+    if "single_match_msgs_per_s" in res:
+        rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
+                 f"{pct(res['single_match_msgs_per_s'])} |",
+                 f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s"
+                 f"{pct(res['single_match_elo_msgs_per_s'])} |"]
+    if "batched_match_results_per_s" in res:
+        rows += [f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |",
+                 f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |"]
+    if "batched_columns_elo_results_per_s" in res:
+        rows.append(f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
+                    f"results/s |")
+    if "rounds_per_s" in res:
+        rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
+                    f"({res['rounds_per_s']:.2f} rounds/s) |")
+    if "latency_p99_ms" in res:
+        rows.append(f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
+                    f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |")
+    click.echo(f"(MMR_DEDUP={res['dedup']})\n" + "\n".join(rows))
     if json_out:
         Path(json_out).write_text(json.dumps(res, indent=2))
 
