@@ -43,7 +43,8 @@ class Settings:
     take_max: int = 4096  # messages per take batch
     take_within: float = 0.02  # seconds a take batch waits for more messages
     max_inflight: int = 16384  # messages taken but not yet acked (back-pressure of the batch pipeline)
-    max_merge_bytes: int = 4 << 20  # queued take batches are merged up to this many input bytes
+    max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
+    max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
     belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see app.patch_fetch_wait)
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
@@ -178,6 +179,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         take_max=get("MMR_TAKE_MAX", s.take_max),
         take_within=get("MMR_TAKE_WITHIN", s.take_within),
         max_inflight=get("MMR_MAX_INFLIGHT", s.max_inflight),
+        max_inflight_bytes=get("MMR_MAX_INFLIGHT_BYTES", s.max_inflight_bytes),
         max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),

@@ -302,7 +302,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--broker", default=None, help="Bootstrap servers (default: start Tansu on a free port).")
 @click.option("--redis-url", default=None, help="Redis (default REDIS_URL or redis://127.0.0.1:6379/14).")
 @click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
-@click.option("--batched", default=300, show_default=True,
+@click.option("--batched", default=1000, show_default=True,
               help="match_batch (and match_columns) messages of 1,000 matches, per batched run.")
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
 @click.option("--latency-seconds", default=10.0, show_default=True)

@@ -315,6 +315,42 @@ def test_submit_blocks_at_max_inflight_and_resumes_after_done() -> None:
     run(scenario)
 
 
+def test_submit_also_blocks_at_max_inflight_bytes_but_admits_anything_when_idle() -> None:
+    """The byte bound (``size`` of each message, here the int itself) holds back a batch while
+    enough bytes are in flight; a batch larger than the bound still goes when nothing is in flight."""
+    async def scenario() -> None:
+        rec = Recorder()
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1,
+                                                   max_inflight_bytes=10, size=lambda m: m)
+        await asyncio.wait_for(p.submit([50], "huge"), 1)  # nothing in flight: admitted
+        blocked = asyncio.create_task(p.submit([1], "a"))
+        await spin()
+        assert not blocked.done() and p.inflight == 1
+        rec.futs[0][0].set_result(None)
+        await asyncio.wait_for(blocked, 1)
+        await asyncio.wait_for(p.submit([4], "b"), 1)  # 1 + 4 bytes < 10
+        await asyncio.wait_for(p.submit([5], "c"), 1)  # 5 < 10: admitted, now 10
+        blocked = asyncio.create_task(p.submit([1], "d"))
+        await spin()
+        assert not blocked.done() and p.inflight == 3
+        rec.futs[1][0].set_result(None)  # a done: 9 bytes in flight
+        await asyncio.wait_for(blocked, 1)
+        for fs in rec.futs[2:]:
+            for f in fs:
+                f.set_result(None)
+        await spin()
+        for fs in rec.futs[2:]:
+            for f in fs:
+                if not f.done():
+                    f.set_result(None)
+        await asyncio.wait_for(p.drain(), 1)
+        assert p.inflight == 0 and p._inflight_bytes == 0
+        assert rec.done_tokens == ["huge", "a", "b", "c", "d"]
+        await p.stop()
+
+    run(scenario)
+
+
 def test_inflight_is_zero_after_drain_with_backpressure_under_load() -> None:
     async def scenario() -> None:
         rec = Recorder(auto=True, rng=random.Random(3), futs_per_call=2)
