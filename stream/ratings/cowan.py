@@ -141,6 +141,68 @@ def _moments_many(
     return means, sds, rounds, -1
 
 
+@njit(cache=True, nogil=True)
+def _load_dense(
+    flat: np.ndarray, offsets: np.ndarray, cells: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The batch matrices of ``rate_matches`` from the beliefs ``flat[offsets[i]:offsets[i + 1]]``:
+    ``(dens, lohi, rounds, -1)``, or ``(..., i)`` for the first belief ``window`` would reject.
+    Copies only (no arithmetic), so it is bit for bit the per-player Python loop it replaces."""
+    n = offsets.shape[0] - 1
+    dens = np.zeros((n, cells))
+    lohi = np.empty((n, 2), dtype=np.int64)
+    rounds = np.empty(n)
+    for i in range(n):
+        o = offsets[i]
+        m = offsets[i + 1] - o - HEADER
+        if m <= 0:
+            return dens, lohi, rounds, i
+        lo_f = flat[o]
+        if not abs(lo_f) < 2.0**62:  # NaN/inf: int() raises
+            return dens, lohi, rounds, i
+        lo = int(lo_f)
+        if lo < 0 or lo + m > cells:
+            return dens, lohi, rounds, i
+        dens[i, lo : lo + m] = flat[o + HEADER : o + HEADER + m]
+        lohi[i, 0] = lo
+        lohi[i, 1] = lo + m - 1
+        rounds[i] = flat[o + 1]
+    return dens, lohi, rounds, -1
+
+
+@njit(cache=True, nogil=True)
+def _store_dense(
+    dens: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, played: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The new beliefs of the players who played, back to back: ``(flat, offsets, players)``
+    with belief k = ``flat[offsets[k]:offsets[k + 1]]`` of player ``players[k]``."""
+    n = played.shape[0]
+    k = 0
+    size = 0
+    for i in range(n):
+        if played[i] > 0:
+            k += 1
+            size += HEADER + lohi[i, 1] - lohi[i, 0] + 1
+    flat = np.empty(size)
+    offsets = np.empty(k + 1, dtype=np.int64)
+    players = np.empty(k, dtype=np.int64)
+    offsets[0] = 0
+    j = 0
+    pos = 0
+    for i in range(n):
+        if played[i] == 0:
+            continue
+        lo, hi = lohi[i, 0], lohi[i, 1]
+        flat[pos] = lo
+        flat[pos + 1] = rounds[i] + played[i]
+        flat[pos + HEADER : pos + HEADER + hi - lo + 1] = dens[i, lo : hi + 1]
+        pos += HEADER + hi - lo + 1
+        players[j] = i
+        j += 1
+        offsets[j] = pos
+    return flat, offsets, players
+
+
 _ONE_ORDER = np.zeros(1, dtype=np.int64)
 _ONE_STARTS = np.array([0, 1], dtype=np.int64)
 
@@ -680,15 +742,7 @@ class Cowan(RatingSystem):
         if a.shape[0] == 1:  # the service's common case: no batch set-up
             return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise)
         m = self.model
-        n1 = self.p.n + 1
-        dens = np.zeros((nplayers, n1))
-        lohi = np.empty((nplayers, 2), dtype=np.int64)
-        rounds = np.empty(nplayers)
-        for i, bel in enumerate(beliefs):
-            lo, probs = self.window(bel)
-            dens[i, lo : lo + probs.shape[0]] = probs
-            lohi[i, 0], lohi[i, 1] = lo, lo + probs.shape[0] - 1
-            rounds[i] = bel[1]
+        dens, lohi, rounds = self._dense(beliefs)
         # paper-form draw tables, one per distinct partial score
         partial: list[float] = []
         if m.form == K.FORM_PAPER:
@@ -715,18 +769,42 @@ class Cowan(RatingSystem):
         if quantise and status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
-        out: list[Belief] = []
-        for i, bel in enumerate(beliefs):
-            if played[i] == 0:
-                out.append(bel)
-                continue
-            lo, hi = int(lohi[i, 0]), int(lohi[i, 1])
-            new = np.empty(HEADER + hi - lo + 1)
-            new[0] = lo
-            new[1] = rounds[i] + played[i]
-            new[HEADER:] = dens[i, lo : hi + 1]
-            out.append(new)
+        flat, offs, who = _store_dense(dens, lohi, rounds, played)
+        out: list[Belief] = list(beliefs)
+        for i, s, e in zip(who.tolist(), offs[:-1].tolist(), offs[1:].tolist(), strict=True):
+            out[i] = flat[s:e]  # views of one new buffer: beliefs are never written in place
         return out
+
+    def _dense(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(dens, lohi, rounds)`` of a batch: every belief on the whole grid, its window
+        ``[lo, hi]`` and its match count. One njit call (``_load_dense``); a belief it
+        rejects is reported by ``_dense_plain``, the per-player loop it replaces."""
+        n = len(beliefs)
+        try:
+            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+        except (ValueError, TypeError):
+            return self._dense_plain(beliefs)
+        if flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
+            return self._dense_plain(beliefs)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        dens, lohi, rounds, bad = _load_dense(flat, offsets, self.p.n + 1)
+        if bad >= 0:
+            return self._dense_plain(beliefs)
+        return dens, lohi, rounds
+
+    def _dense_plain(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``_dense`` one player at a time, with ``window``'s errors."""
+        nplayers = len(beliefs)
+        dens = np.zeros((nplayers, self.p.n + 1))
+        lohi = np.empty((nplayers, 2), dtype=np.int64)
+        rounds = np.empty(nplayers)
+        for i, bel in enumerate(beliefs):
+            lo, probs = self.window(bel)
+            dens[i, lo : lo + probs.shape[0]] = probs
+            lohi[i, 0], lohi[i, 1] = lo, lo + probs.shape[0] - 1
+            rounds[i] = bel[1]
+        return dens, lohi, rounds
 
     @cached_property
     def _pair_consts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -352,6 +352,34 @@ def test_non_finite_belief_is_rejected(sys_: Cowan) -> None:
         _one(sys_, bad, sys_.new_belief(), 1.0)
 
 
+def test_dense_batch_matrices_equal_the_per_player_loop(sys_: Cowan) -> None:
+    """``_load_dense`` (one njit call) == ``_dense_plain`` bit for bit, and malformed beliefs
+    still get ``window``'s errors; ``_store_dense`` == building each new belief by hand."""
+    rng = np.random.default_rng(4)
+    n = 30
+    a = rng.integers(0, n, 200)
+    b = (a + 1 + rng.integers(0, n - 1, 200)) % n
+    beliefs = sys_.rate_matches([sys_.new_belief() for _ in range(n)], a, b, rng.choice([0.0, 0.5, 1.0], 200),
+                                np.zeros(200, dtype=np.int64))
+    fast, plain = sys_._dense(beliefs), sys_._dense_plain(beliefs)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(fast, plain, strict=True))
+    dens, lohi, rounds = fast
+    played = rng.integers(0, 3, n)
+    flat, offs, who = cowan._store_dense(dens, lohi, rounds, played)
+    want = {i: np.concatenate(([lohi[i, 0], rounds[i] + played[i]], dens[i, lohi[i, 0]:lohi[i, 1] + 1]))
+            for i in range(n) if played[i]}
+    assert who.tolist() == sorted(want)
+    for k, i in enumerate(who.tolist()):
+        assert flat[offs[k]:offs[k + 1]].tobytes() == want[i].tobytes()
+    for broken, message in ((np.array([0.0]), "too short"), (np.array([np.nan, 0.0, 1.0]), "NaN"),
+                            (np.array([1000.0, 0.0, 0.5, 0.5]), "outside the grid"),
+                            (np.array([-1.0, 0.0, 1.0]), "outside the grid")):
+        with pytest.raises((RatingError, ValueError), match=message):
+            sys_._dense([*beliefs[:3], broken, *beliefs[3:]])
+        with pytest.raises((RatingError, ValueError), match=message):
+            sys_._dense_plain([*beliefs[:3], broken, *beliefs[3:]])
+
+
 # ---------------------------------------------------------------- API surface
 def test_registry_and_params() -> None:
     s = make_system("cowan", {"beta": "0.7", "draw_form": "blatmmr"})
