@@ -112,6 +112,23 @@ def _moments(probs: np.ndarray, grid: np.ndarray, lo: int) -> tuple[float, float
     return mean, math.sqrt(max(var, 0.0))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _window_at(flat: np.ndarray, offsets: np.ndarray, i: int, cells: int) -> tuple[int, int]:
+    """``(lo, cells in the window)`` of belief ``flat[offsets[i]:offsets[i + 1]]``, or
+    ``(-1, 0)`` where ``window`` (or ``int``) would reject it."""
+    o = offsets[i]
+    m = offsets[i + 1] - o - HEADER
+    if m <= 0:
+        return -1, 0
+    lo_f = flat[o]
+    if not abs(lo_f) < 2.0**62:  # NaN/inf: int() raises
+        return -1, 0
+    lo = int(lo_f)
+    if lo < 0 or lo + m > cells:
+        return -1, 0
+    return lo, m
+
+
 @njit(cache=True, nogil=True)
 def _moments_many(
     flat: np.ndarray, offsets: np.ndarray, grid: np.ndarray
@@ -125,16 +142,12 @@ def _moments_many(
     rounds = np.empty(n, dtype=np.int64)
     cells = grid.shape[0]
     for i in range(n):
+        lo, m = _window_at(flat, offsets, i, cells)
+        if lo < 0:
+            return means, sds, rounds, i
         o = offsets[i]
-        m = offsets[i + 1] - o - HEADER
-        if m <= 0:
-            return means, sds, rounds, i
-        lo_f = flat[o]
         r_f = flat[o + 1]
-        if not (abs(lo_f) < 2.0**62 and abs(r_f) < 2.0**62):  # NaN/inf: int() raises
-            return means, sds, rounds, i
-        lo = int(lo_f)
-        if lo < 0 or lo + m > cells:
+        if not abs(r_f) < 2.0**62:  # NaN/inf: int() raises
             return means, sds, rounds, i
         means[i], sds[i] = _moments(flat[o + HEADER : o + HEADER + m], grid, lo)
         rounds[i] = int(r_f)
@@ -153,16 +166,10 @@ def _load_dense(
     lohi = np.empty((n, 2), dtype=np.int64)
     rounds = np.empty(n)
     for i in range(n):
+        lo, m = _window_at(flat, offsets, i, cells)
+        if lo < 0:
+            return dens, lohi, rounds, i
         o = offsets[i]
-        m = offsets[i + 1] - o - HEADER
-        if m <= 0:
-            return dens, lohi, rounds, i
-        lo_f = flat[o]
-        if not abs(lo_f) < 2.0**62:  # NaN/inf: int() raises
-            return dens, lohi, rounds, i
-        lo = int(lo_f)
-        if lo < 0 or lo + m > cells:
-            return dens, lohi, rounds, i
         dens[i, lo : lo + m] = flat[o + HEADER : o + HEADER + m]
         lohi[i, 0] = lo
         lohi[i, 1] = lo + m - 1
