@@ -12,6 +12,7 @@ import pytest
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
+from stream.state.cache import BeliefCache
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 
 pytestmark = pytest.mark.integration
@@ -69,6 +70,34 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
         for o in again.outputs:  # re-published with the versions already reached
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
         await store.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("dedup", ["ids", "offsets"])
+def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str, dedup: str) -> None:
+    """A take batch that starts with messages applied before (a consumer restarting from an
+    older committed offset) and goes on with new ones ends in the state of one clean pass,
+    through the optimistic commit (refused) and the re-read; with cache and without."""
+    msgs = _match_msgs(240, 20, 9)
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            ref_store = _store(redis_url)
+            await Processor(Settings(matches_system="elo", dedup=dedup), ref_store, ex).process(msgs)
+            want = await _state(ref_store)
+            for budget in (0, 256 << 20):
+                store = _store(redis_url)
+                proc = Processor(Settings(matches_system="elo", dedup=dedup), store, ex)
+                proc.cache = BeliefCache(budget)
+                await proc.process(msgs[:5])
+                again = await proc.process(msgs[3:9])  # 3, 4 applied before; 5..8 new
+                await proc.process(msgs[9:])
+                assert await _state(store) == want, budget
+                cited = {o.event_id for o in again.outputs}
+                assert cited <= {f"m{i}" for i in range(60, 180)} and len(again.outputs) == 9
+                await store.close()
+            await ref_store.close()
 
     asyncio.run(run())
 
