@@ -704,7 +704,9 @@ class Cowan(RatingSystem):
         perf_ceiling: float = math.inf,
     ) -> list[Belief]:
         """A two-player round is one match (rank 1 beats rank 2, equal ranks draw); a round of
-        one player changes nothing."""
+        one player changes nothing. ``weight`` is ignored: the paper's update has no weight
+        (every match is one full update and one drift step), and a tempered likelihood would
+        need its own sum-of-exponentials tables per weight."""
         if len(beliefs) < 2:
             return list(beliefs)
         if len(beliefs) != 2:
