@@ -55,6 +55,7 @@ model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -528,13 +529,22 @@ class Cowan(RatingSystem):
             return a0 + p.beta * cdf
         return a0 + p.beta / (1.0 + np.exp(-d))
 
+    def _luck_table(self, d: np.ndarray) -> np.ndarray:
+        """Λ(d, 0) as ``luck`` computes it, with ``exp_exact``: the same bits on every CPU."""
+        p = self.p
+        a0 = (1.0 - p.beta) / 2.0
+        if self.laplace:
+            e = exp_exact(-np.abs(d) / self.laplace_scale)
+            return a0 + p.beta * np.where(d >= 0, 1.0 - 0.5 * e, 0.5 * e)
+        return a0 + p.beta / (1.0 + exp_exact(-d))
+
     @cached_property
     def model(self) -> _Model:
         p = self.p
         h = 2.0 * p.M / p.n
         grid = -p.M + h * np.arange(p.n + 1, dtype=float)
         d = np.arange(-p.n, p.n + 1, dtype=float) * h
-        gtab = np.ascontiguousarray(self.luck(d, 0.0), dtype=np.float64)
+        gtab = np.ascontiguousarray(self._luck_table(d), dtype=np.float64)
         if self.laplace:
             s = self.laplace_scale
             soe = pack_soe(np.array([math.exp(-h / s)]), np.array([0.5]))
@@ -620,10 +630,10 @@ class Cowan(RatingSystem):
     def _prior(self) -> Belief:
         """N(0, σ0²) on the grid, tails trimmed, quantised (a codec fixed point)."""
         grid = self.model.grid
-        p = np.exp(-0.5 * (grid / self.p.sigma0) ** 2)
-        p /= p.sum()
+        p = exp_exact(-0.5 * (grid / self.p.sigma0) ** 2)
+        p /= math.fsum(p)
         lo, hi = _trim_bounds(p, TAIL)
-        w = p[lo : hi + 1] / p[lo : hi + 1].sum()
+        w = p[lo : hi + 1] / math.fsum(p[lo : hi + 1])
         return canonical(np.concatenate(([float(lo), 0.0], w)))
 
     def new_belief(self) -> Belief:
@@ -892,6 +902,28 @@ class Cowan(RatingSystem):
 
 
 # --------------------------------------------------------------------------- helpers
+def exp_exact(x: Any) -> np.ndarray:
+    """``exp`` of every element, correctly rounded (40-digit ``decimal``, then to float64).
+
+    Why not ``np.exp``: numpy picks its exp code by CPU (AVX2 or AVX-512 loops), and the
+    loops differ in the last bit. On this project's AMD EPYC (AVX2) ``np.exp`` of the 2,001
+    luck-table arguments differs from the correctly rounded value in one place, so tables
+    built with it could differ between two workers' CPUs and so could their ratings. The
+    model tables (luck table, drift taps, prior) are built once per grid (cached), so the
+    ~15 µs an element costs here does not matter; sums of them use ``math.fsum`` for the same reason.
+    """
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    return np.frombuffer(_exp_exact_bytes(arr.tobytes()), dtype=np.float64).reshape(arr.shape).copy()
+
+
+@lru_cache(maxsize=64)
+def _exp_exact_bytes(raw: bytes) -> bytes:
+    """``exp_exact`` on float64 bytes (cached: systems with the same grid share their tables)."""
+    ctx = decimal.Context(prec=40)
+    out = [float(ctx.exp(decimal.Decimal(v))) for v in np.frombuffer(raw, dtype=np.float64).tolist()]
+    return np.array(out, dtype=np.float64).tobytes()
+
+
 def _gauss_taps(sd: float, h: float, rel: float = 1e-9) -> np.ndarray:
     """Normal(0, sd²) drift kernel on the grid, trimmed where it falls below ``rel`` of its
     peak, normalised (sd = 0.03, h = 0.014: 27 taps)."""
@@ -901,8 +933,8 @@ def _gauss_taps(sd: float, h: float, rel: float = 1e-9) -> np.ndarray:
     while math.exp(-0.5 * ((half + 1) * h / sd) ** 2) >= rel:
         half += 1
     d = np.arange(-half, half + 1, dtype=float) * h
-    w = np.exp(-0.5 * (d / sd) ** 2)
-    return w / w.sum()
+    w = exp_exact(-0.5 * (d / sd) ** 2)
+    return w / math.fsum(w)
 
 
 def _trim_bounds(p: np.ndarray, tail: float) -> tuple[int, int]:

@@ -380,6 +380,30 @@ def test_dense_batch_matrices_equal_the_per_player_loop(sys_: Cowan) -> None:
             sys_._dense_plain([*beliefs[:3], broken, *beliefs[3:]])
 
 
+def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:
+    """The luck table, drift taps and prior come from ``exp_exact`` and ``math.fsum`` (the
+    same bits on every CPU; numpy's exp depends on the CPU's SIMD loops): checked against
+    ``fractions``-exact arithmetic on the decimal results, and ``exp_exact`` against exp's
+    exactly known values and within half an ulp of ``math.exp``'s neighbours."""
+    from decimal import Context, Decimal
+
+    x = np.linspace(-30.0, 30.0, 601)
+    got = cowan.exp_exact(x)
+    ctx = Context(prec=60)
+    for v, g in zip(x.tolist(), got.tolist(), strict=True):
+        exact = ctx.exp(Decimal(v))
+        assert abs(Decimal(g) - exact) <= abs(Decimal(math.nextafter(g, math.inf)) - Decimal(g)) / 2
+    assert cowan.exp_exact(np.zeros((2, 3))).tolist() == [[1.0] * 3] * 2
+    m, p = sys_.model, sys_.p
+    h = 2.0 * p.M / p.n
+    d = np.arange(-p.n, p.n + 1, dtype=float) * h
+    a0 = (1.0 - p.beta) / 2.0
+    want = a0 + p.beta / (1.0 + np.array([float(Context(prec=40).exp(Decimal(float(-v)))) for v in d]))
+    assert m.gtab.tobytes() == want.tobytes()
+    assert np.max(np.abs(m.gtab - sys_.luck(d, 0.0))) < 1e-15  # the vectorised ``luck`` agrees to rounding
+    assert math.fsum(m.taps) == pytest.approx(1.0, abs=1e-15)
+
+
 # ---------------------------------------------------------------- API surface
 def test_registry_and_params() -> None:
     s = make_system("cowan", {"beta": "0.7", "draw_form": "blatmmr"})
