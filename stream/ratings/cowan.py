@@ -404,6 +404,25 @@ _FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
 #: a frozen fit is used only if it fits this machine's target within this (it fits to ~2e-15)
 _FROZEN_MAX_ERR = 1e-14
 
+#: The paper-form draw fit of the default model at score ½ (n = 1000, M = 7, β = 0.8, logistic
+#: luck), frozen for the same reason as ``_FROZEN_RESIDUALS``: ``pack_soe`` of the one-sided
+#: kernel ``D(d) − t₊``, d = 1..n (symmetric at ½, so one row serves both sides). Printed by
+#: ``[x.hex() for x in Cowan()._dsoe(0.5)[5:5 + int(Cowan()._dsoe(0.5)[4]) - 5]]`` before freezing.
+_FROZEN_DRAW_FITS: dict[tuple[int, float, float, float], tuple[str, ...]] = {
+    (1000, 7.0, 0.8, 0.5): (
+        "0x1.0000000000000p+1", "0x1.8000000000000p+2", "0x1.f8e1c6fe1a1c7p-1", "0x1.f1dd24b6bea2fp-1",
+        "0x1.111111fadbf36p+0", "-0x1.01813b5b080cbp+2", "0x1.eb9302485295bp-1", "0x1.e9c1e242abd04p-1",
+        "0x1.e858a35164340p-1", "0x1.e72ecadeb4b54p-1", "0x1.e642070e2bf12p-1", "0x1.e61c3f37728aep-1",
+        "0x1.cc117bb85a5adp-9", "0x1.c1818f42facdcp-7", "0x1.a8c29d1950966p-6", "0x1.4b5f0b654a34cp-5",
+        "0x1.d9461fc9c230ap-5", "0x1.4b9158859d97bp-4", "0x1.1a06878c56226p+2", "-0x1.56c2ef758cec8p+0",
+        "0x1.763bb618466a8p-4", "-0x1.2b3dd49174b00p-9", "0x1.c5a2509d50000p-16", "-0x1.18704c8e00000p-23",
+        "-0x1.31c86de8a857ap+3", "0x1.08af7dcd3dbaep-1", "0x1.57197083e74b8p-5", "-0x1.7f31bea29b900p-9",
+        "0x1.fe1d7f630c000p-15", "-0x1.7757ae5800000p-23",
+    ),
+}
+#: ... used only if it fits this machine's target within this (it fits to ~1.8e-14)
+_FROZEN_DRAW_MAX_ERR = 5e-14
+
 
 def soe_values(soe: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``Re Σ_j c_j z_j^d`` of a ``pack_soe`` row at the distances ``d`` (for checking fits)."""
@@ -598,10 +617,17 @@ class Cowan(RatingSystem):
             tab = self._dtab(score)
             # g(+∞) = a0 + β, g(−∞) = a0 (logistic and Laplace luck alike)
             hi, lo = self.model.a0 + self.model.beta, self.model.a0
-            tp = hi**score * lo ** (1.0 - score)
-            tm = lo**score * hi ** (1.0 - score)
+            pw = _pow_exact(np.array([hi, lo]), score)
+            qw = _pow_exact(np.array([hi, lo]), 1.0 - score)
+            tp = float(pw[0] * qw[1])  # hi^s lo^(1−s)
+            tm = float(pw[1] * qw[0])  # lo^s hi^(1−s)
             yp = tab[n + 1 :] - tp
             ym = tab[n - 1 :: -1] - tm
+            frozen = self._frozen_draw_fit(score, yp, ym)
+            if frozen is not None:
+                row = np.concatenate(([1.0, tp, tm, float(tab[n]), 5.0 + frozen.shape[0]], frozen, frozen))
+                self._dsoe_rows[score] = row
+                return row
             zp, cp, ep = fit_exp_sum(yp)
             if np.array_equal(yp, ym):
                 zm, cm, em = zp, cp, ep
@@ -614,6 +640,19 @@ class Cowan(RatingSystem):
             self._dsoe_rows[score] = row
         return row
 
+    def _frozen_draw_fit(self, score: float, yp: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
+        """The ``pack_soe`` row of ``_FROZEN_DRAW_FITS`` for this model and score, if there is
+        one, the kernel is symmetric (``yp == ym``) and the row fits this machine's ``yp``."""
+        p = self.p
+        if self.laplace:
+            return None
+        hexes = _FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score)))
+        if hexes is None or not np.array_equal(yp, ym):
+            return None
+        soe = np.array([float.fromhex(x) for x in hexes])
+        err = float(np.max(np.abs(soe_values(soe, np.arange(1, yp.shape[0] + 1, dtype=float)) - yp)))
+        return soe if err <= _FROZEN_DRAW_MAX_ERR else None
+
     def _dtab(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
         tab = self._dtabs.get(score)
@@ -621,7 +660,7 @@ class Cowan(RatingSystem):
             if len(self._dtabs) >= 64:  # arbitrary partial scores: keep the cache bounded
                 self._dtabs.clear()
             g = self.model.gtab
-            tab = np.ascontiguousarray(g**score * g[::-1] ** (1.0 - score))
+            tab = np.ascontiguousarray(_pow_exact(g, score) * _pow_exact(g[::-1], 1.0 - score))
             self._dtabs[score] = tab
         return tab
 
@@ -921,6 +960,28 @@ def _exp_exact_bytes(raw: bytes) -> bytes:
     """``exp_exact`` on float64 bytes (cached: systems with the same grid share their tables)."""
     ctx = decimal.Context(prec=40)
     out = [float(ctx.exp(decimal.Decimal(v))) for v in np.frombuffer(raw, dtype=np.float64).tolist()]
+    return np.array(out, dtype=np.float64).tobytes()
+
+
+def _pow_exact(x: np.ndarray, e: float) -> np.ndarray:
+    """``x ** e`` with the same bits on every CPU (numpy's power, like its exp, picks its
+    code by CPU): ``sqrt`` (IEEE, correctly rounded) for ½, 0 and 1 exactly, else 40-digit
+    ``decimal`` (cached per table)."""
+    if e == 0.5:
+        return np.sqrt(x)
+    if e == 1.0:
+        return np.array(x, dtype=np.float64)
+    if e == 0.0:
+        return np.ones_like(x, dtype=np.float64)
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    return np.frombuffer(_pow_exact_bytes(arr.tobytes(), e), dtype=np.float64).reshape(arr.shape).copy()
+
+
+@lru_cache(maxsize=64)
+def _pow_exact_bytes(raw: bytes, e: float) -> bytes:
+    ctx = decimal.Context(prec=40)
+    de = decimal.Decimal(e)
+    out = [float(ctx.power(decimal.Decimal(v), de)) for v in np.frombuffer(raw, dtype=np.float64).tolist()]
     return np.array(out, dtype=np.float64).tobytes()
 
 

@@ -522,3 +522,41 @@ def test_default_residual_fit_is_frozen_and_fits_here() -> None:
     finally:
         del cw._FROZEN_RESIDUALS[(1000, 0.014, 17)]
         cw._residual_soe.cache_clear()
+
+
+def test_default_draw_fit_is_frozen_and_fits_here() -> None:
+    """The default model's draw fit at score ½ is the frozen one (the same bits on every CPU),
+    it fits this machine's draw kernel, and a frozen row that does not fit is refused."""
+    from stream.ratings import cowan as cw
+
+    key = (1000, 7.0, 0.8, 0.5)
+    system = Cowan()
+    row = system._dsoe(0.5)
+    b = int(row[4])
+    frozen = [float.fromhex(x) for x in cw._FROZEN_DRAW_FITS[key]]
+    assert row[5:b].tolist() == frozen and row[b:].tolist() == frozen
+    n = system.p.n
+    tab = system._dtab(0.5)
+    yp = tab[n + 1:] - row[1]
+    assert np.max(np.abs(cw.soe_values(row[5:b], np.arange(1, n + 1, dtype=float)) - yp)) <= cw._FROZEN_DRAW_MAX_ERR
+    broken = np.array(frozen)
+    broken[-1] *= 1.5
+    try:
+        cw._FROZEN_DRAW_FITS[key] = tuple(float(x).hex() for x in broken)
+        refit = Cowan()._dsoe(0.5)
+        assert refit[0] == 1.0 and refit[5:int(refit[4])].tolist() != broken.tolist()
+    finally:
+        cw._FROZEN_DRAW_FITS[key] = tuple(float(x).hex() for x in frozen)
+
+
+def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
+    from decimal import Context, Decimal
+
+    x = np.linspace(0.1, 0.9, 41)
+    assert cowan._pow_exact(x, 0.5).tobytes() == np.sqrt(x).tobytes()
+    assert cowan._pow_exact(x, 1.0).tobytes() == x.tobytes()
+    assert cowan._pow_exact(x, 0.0).tolist() == [1.0] * 41
+    got = cowan._pow_exact(x, 0.25)
+    ctx = Context(prec=40)
+    assert got.tolist() == [float(ctx.power(Decimal(v), Decimal("0.25"))) for v in x.tolist()]
+    assert np.max(np.abs(got - x**0.25)) <= 1e-16
