@@ -626,17 +626,16 @@ class Cowan(RatingSystem):
             frozen = self._frozen_draw_fit(score, yp, ym)
             if frozen is not None:
                 row = np.concatenate(([1.0, tp, tm, float(tab[n]), 5.0 + frozen.shape[0]], frozen, frozen))
-                self._dsoe_rows[score] = row
-                return row
-            zp, cp, ep = fit_exp_sum(yp)
-            if np.array_equal(yp, ym):
-                zm, cm, em = zp, cp, ep
             else:
-                zm, cm, em = fit_exp_sum(ym)
-            if max(ep, em) <= DRAW_SOE_MAX_ERR:
-                row = pack_draw_soe(tp, tm, float(tab[n]), (zp, cp), (zm, cm))
-            else:
-                row = np.zeros(5)
+                zp, cp, ep = fit_exp_sum(yp)
+                if np.array_equal(yp, ym):
+                    zm, cm, em = zp, cp, ep
+                else:
+                    zm, cm, em = fit_exp_sum(ym)
+                if max(ep, em) <= DRAW_SOE_MAX_ERR:
+                    row = pack_draw_soe(tp, tm, float(tab[n]), (zp, cp), (zm, cm))
+                else:
+                    row = np.zeros(5)
             self._dsoe_rows[score] = row
         return row
 
@@ -951,37 +950,38 @@ def exp_exact(x: Any) -> np.ndarray:
     model tables (luck table, drift taps, prior) are built once per grid (cached), so the
     ~15 µs an element costs here does not matter; sums of them use ``math.fsum`` for the same reason.
     """
-    arr = np.ascontiguousarray(x, dtype=np.float64)
-    return np.frombuffer(_exp_exact_bytes(arr.tobytes()), dtype=np.float64).reshape(arr.shape).copy()
-
-
-@lru_cache(maxsize=64)
-def _exp_exact_bytes(raw: bytes) -> bytes:
-    """``exp_exact`` on float64 bytes (cached: systems with the same grid share their tables)."""
-    ctx = decimal.Context(prec=40)
-    out = [float(ctx.exp(decimal.Decimal(v))) for v in np.frombuffer(raw, dtype=np.float64).tolist()]
-    return np.array(out, dtype=np.float64).tobytes()
+    return _decimal_map(x, "exp")
 
 
 def _pow_exact(x: np.ndarray, e: float) -> np.ndarray:
-    """``x ** e`` with the same bits on every CPU (numpy's power, like its exp, picks its
-    code by CPU): ``sqrt`` (IEEE, correctly rounded) for ½, 0 and 1 exactly, else 40-digit
-    ``decimal`` (cached per table)."""
+    """``x ** e`` with the same bits on every CPU (numpy's power, like its exp, picks its code
+    by CPU): ``sqrt`` (IEEE, correctly rounded) when e = ½, exact shortcuts for 0 and 1, else
+    40-digit ``decimal``."""
     if e == 0.5:
         return np.sqrt(x)
     if e == 1.0:
         return np.array(x, dtype=np.float64)
     if e == 0.0:
         return np.ones_like(x, dtype=np.float64)
+    return _decimal_map(x, "power", e)
+
+
+def _decimal_map(x: Any, op: str, e: float = 0.0) -> np.ndarray:
+    """``op`` ("exp", or "power" with exponent ``e``) of every element in 40-digit ``decimal``."""
     arr = np.ascontiguousarray(x, dtype=np.float64)
-    return np.frombuffer(_pow_exact_bytes(arr.tobytes(), e), dtype=np.float64).reshape(arr.shape).copy()
+    return np.frombuffer(_decimal_map_bytes(arr.tobytes(), op, e), dtype=np.float64).reshape(arr.shape).copy()
 
 
 @lru_cache(maxsize=64)
-def _pow_exact_bytes(raw: bytes, e: float) -> bytes:
+def _decimal_map_bytes(raw: bytes, op: str, e: float) -> bytes:
+    """``_decimal_map`` on float64 bytes (cached: systems with the same grid share their tables)."""
     ctx = decimal.Context(prec=40)
-    de = decimal.Decimal(e)
-    out = [float(ctx.power(decimal.Decimal(v), de)) for v in np.frombuffer(raw, dtype=np.float64).tolist()]
+    values = np.frombuffer(raw, dtype=np.float64).tolist()
+    if op == "exp":
+        out = [float(ctx.exp(decimal.Decimal(v))) for v in values]
+    else:
+        de = decimal.Decimal(e)
+        out = [float(ctx.power(decimal.Decimal(v), de)) for v in values]
     return np.array(out, dtype=np.float64).tobytes()
 
 
