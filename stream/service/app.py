@@ -28,7 +28,6 @@ from typing import Any
 
 import faust
 import orjson
-import redis.exceptions
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
@@ -57,6 +56,7 @@ class Service:
     _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
+    _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
 
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
@@ -123,15 +123,34 @@ class Service:
             await asyncio.gather(*futs)
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
-        """The pipeline's first stage: commit one batch to Redis, then enqueue its outputs."""
+        """The pipeline's first stage: start the batch (rated now or after the batches before
+        it); its outputs are handed to the producer once it is committed, in input order."""
         self.metrics.inflight.set(self.pipeline.inflight)
-        res = await self.process_safely(msgs)
-        self.batches_done += 1
-        if self.crash_after and self.batches_done >= self.crash_after:
-            # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
-            # commit and before publishing/acking -- the worst moment for effectively-once
-            os.kill(os.getpid(), signal.SIGKILL)
-        return await self.send(res)
+        committed = await self.processor.start(msgs, safe=True)
+        prev, self._handed = self._handed, asyncio.get_running_loop().create_future()
+        return [asyncio.ensure_future(self._publish(committed, prev, self._handed))]
+
+    async def _publish(self, committed: asyncio.Future[BatchResult], prev: asyncio.Future[None] | None,
+                       handed: asyncio.Future[None]) -> None:
+        """Hand one batch's outputs to the producer after its commit and after the batch
+        before it handed its own (so ratings reach the topic in input order); resolves on the
+        broker's acks."""
+        futs: list[Awaitable[Any]] = []
+        try:
+            res = await committed
+            self.batches_done += 1
+            if self.crash_after and self.batches_done >= self.crash_after:
+                # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
+                # commit and before publishing/acking -- the worst moment for effectively-once
+                os.kill(os.getpid(), signal.SIGKILL)
+            if prev is not None:
+                await prev
+            futs = await self.send(res)
+        finally:
+            if not handed.done():
+                handed.set_result(None)
+        if futs:
+            await asyncio.gather(*futs)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
         """The pipeline's last stage, after the broker acked the outputs: ack the input events."""
@@ -141,31 +160,6 @@ class Service:
         self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
-
-    async def process_safely(self, msgs: list[Message]) -> BatchResult:
-        """Process one batch; never lets an input error escape (the worker must not die on input)."""
-        delay = 0.1
-        while True:
-            try:
-                return await self.processor.process(msgs)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-                log.warning("Redis unavailable (%r); retrying the batch in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            except Exception:
-                if len(msgs) == 1:
-                    log.exception("internal error on %s/%s@%s; dead-lettered", msgs[0].topic, msgs[0].partition,
-                                  msgs[0].offset)
-                    m = msgs[0]
-                    return BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
-                                                        m.offset, m.value)])
-                log.exception("batch failed; retrying message by message")
-                total = BatchResult()
-                for m in msgs:
-                    one = await self.process_safely([m])
-                    total.outputs += one.outputs
-                    total.dead += one.dead
-                return total
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""

@@ -55,6 +55,10 @@ class Settings:
     #: topic/partition; bounded state and ~1.3 µs less Redis CPU per match, but an event sent twice
     #: at two offsets is applied twice). Rounds and round results are always recognised by id.
     dedup: str = "ids"
+    #: rate a match-only batch while the previous batch's Redis commit is in flight (from the
+    #: beliefs that commit writes; recomputed when it does not land as computed). See
+    #: stream.service.processor ("Overlapped commits").
+    overlap_commits: bool = True
     http_host: str = "0.0.0.0"
     http_port: int = 6066  # 0 disables the HTTP server
     rounds_system: str = DEFAULT_ROUNDS_SYSTEM
@@ -187,6 +191,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
         dedup=get("MMR_DEDUP", s.dedup),
+        overlap_commits=get("MMR_OVERLAP_COMMITS", s.overlap_commits),
         http_host=get("MMR_HTTP_HOST", s.http_host),
         http_port=get("MMR_HTTP_PORT", s.http_port),
         rounds_system=get("MMR_SYSTEM", None) or get("MMR_ROUNDS_SYSTEM", s.rounds_system),

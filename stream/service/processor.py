@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import redis.exceptions
 
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, RoundEvent, index_players
@@ -112,6 +113,47 @@ class _MatchOp:
 Op = _RoundOp | _MatchOp
 
 
+@dataclass(slots=True)
+class _Plan:
+    """One take batch decoded and grouped (``Processor._plan``)."""
+
+    t0: float
+    n_msgs: int
+    out: BatchResult = field(default_factory=BatchResult)
+    ops: dict[str, list[Op]] = field(default_factory=dict)
+    results: dict[str, list[tuple[str, dict[str, Any], Message]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _Ahead:
+    """One pool's batch rated ahead of its commit (``Processor._speculate``).
+
+    ``base``: the ``gen`` it was rated at, or the batch ahead of it whose beliefs it was
+    rated from; ``new_gen`` is set once it landed exactly as rated."""
+
+    pool: str
+    ops: list[Op]
+    base: str | _Ahead
+    commit: Commit
+    outputs: list[RatingOutput]
+    dead: list[DeadLetter]
+    stats: _Counts
+    new_gen: int | None = None
+
+
+@dataclass(slots=True)
+class _Chain:
+    """A pool's batches rated ahead and not yet settled: the last one, and the beliefs they
+    write (what the next batch of the pool is rated from, over the cache)."""
+
+    last: _Ahead | None = None
+    overlay: dict[str, bytes] = field(default_factory=dict)
+    broken: bool = False  # one did not land as rated: until the chain drains, batches wait their turn
+
+
+_ABSENT: Any = object()
+
+
 def rating_key(pool: str, player: str) -> bytes:
     """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
     return orjson.dumps([pool, player])
@@ -168,6 +210,9 @@ class Processor:
         self._pool_locks: dict[str, asyncio.Lock] = {}
         #: beliefs as last read or committed (exact while the pool's gen is unchanged; see stream.state.cache)
         self.cache = BeliefCache(settings.belief_cache_mb << 20)
+        self._tail: asyncio.Future[BatchResult] | None = None  # the batch started last
+        self._starting = asyncio.Lock()
+        self._chains: dict[str, _Chain] = {}  # per pool: batches rated ahead of their commit
 
     # --- decoding ------------------------------------------------------------------
     def _decode(self, msg: Message) -> tuple[str, Any]:
@@ -216,11 +261,90 @@ class Processor:
 
     # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
-        """One take batch (any mix of input topics and pools)."""
-        t0 = time.perf_counter()
-        out = BatchResult()
-        ops: dict[str, list[Op]] = {}
-        results: dict[str, list[tuple[str, dict[str, Any], Message]]] = {}
+        """One take batch (any mix of input topics and pools), committed when this returns.
+
+        Runs after every batch started before it; errors propagate (the worker uses
+        ``start(..., safe=True)``, which retries and dead-letters instead)."""
+        return await (await self.start(msgs, safe=False))
+
+    async def start(self, msgs: Sequence[Message], safe: bool = True) -> asyncio.Future[BatchResult]:
+        """Begin one take batch; the returned future resolves once it is committed.
+
+        Batches are committed strictly in the order they were started. A match-only batch
+        whose pools and players are all cached is rated *now*, from the beliefs the batches
+        still committing will write, and its commit waits for theirs (see "Overlapped
+        commits" in the class docstring); any other batch first waits for every batch before
+        it and is then rated and committed as one step. With ``safe``, the future never
+        fails on input or Redis errors (``process_safely``).
+        """
+        msgs = list(msgs)
+        async with self._starting:  # one at a time, so that ``_tail`` is the order of starts
+            prev = self._tail
+            plan: _Plan | None = self._plan(msgs)
+            ahead = None
+            if self.settings.overlap_commits and plan is not None:
+                try:
+                    ahead = await self._speculate(plan)
+                except Exception:
+                    if not safe:
+                        raise
+                    log.exception("rating the batch ahead failed; retrying it after the batches before it")
+                    plan = None
+            if ahead is not None and plan is not None:
+                task = asyncio.ensure_future(self._land(prev, ahead, plan, msgs, safe))
+                self._tail = task
+                return task
+            task = asyncio.ensure_future(self._after(prev, plan, msgs, safe))
+            self._tail = task
+            await asyncio.wait([task])  # a barrier: the next batch starts from this one's state
+            return task
+
+    async def _after(self, prev: asyncio.Future[BatchResult] | None, plan: _Plan | None, msgs: list[Message],
+                     safe: bool) -> BatchResult:
+        """Rate and commit ``plan`` once every batch started before it is committed."""
+        await _settled(prev)
+        if plan is None:
+            return await self.process_safely(msgs)
+        try:
+            return await self._apply_plan(plan)
+        except Exception:
+            if not safe:
+                raise
+            return await self.process_safely(msgs)
+
+    async def process_safely(self, msgs: Sequence[Message]) -> BatchResult:
+        """Process one batch now; never lets an input error escape (the worker must not die on input).
+
+        Redis being unreachable is retried with back-off; any other error is retried message
+        by message, and a message that still fails is dead-lettered. Called only from inside
+        the chain of started batches (it does not wait for the others)."""
+        delay = 0.1
+        while True:
+            try:
+                return await self._apply_plan(self._plan(msgs))
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                log.warning("Redis unavailable (%r); retrying the batch in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                if len(msgs) == 1:
+                    m = msgs[0]
+                    log.exception("internal error on %s/%s@%s; dead-lettered", m.topic, m.partition, m.offset)
+                    return BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
+                                                        m.offset, m.value)])
+                log.exception("batch failed; retrying message by message")
+                total = BatchResult()
+                for m in msgs:
+                    one = await self.process_safely([m])
+                    total.outputs += one.outputs
+                    total.dead += one.dead
+                return total
+
+    def _plan(self, msgs: Sequence[Message]) -> _Plan:
+        """Decode and group one take batch: ops per pool (message order kept), round results
+        per pool, and the dead letters of invalid messages."""
+        plan = _Plan(time.perf_counter(), len(msgs))
+        out, ops, results = plan.out, plan.ops, plan.results
         topics: dict[str, int] = {}
         types: dict[str, int] = {}
         for msg in msgs:
@@ -263,13 +387,131 @@ class Processor:
             self.metrics.messages_in.labels(topic).inc(n)
         for etype, n in types.items():
             self.metrics.events_in.labels(etype).inc(n)
-        for pool, items in results.items():
+        return plan
+
+    async def _apply_plan(self, plan: _Plan) -> BatchResult:
+        """Assemble rounds, then the atomic step per pool (all pools at once)."""
+        out, ops = plan.out, plan.ops
+        for pool, items in plan.results.items():
             await self._assemble(pool, items, ops.setdefault(pool, []), out)
         await asyncio.gather(*(self._apply_pool(pool, pool_ops, out) for pool, pool_ops in ops.items() if pool_ops))
-        self.metrics.batch_latency.observe(time.perf_counter() - t0)
-        self.metrics.batch_messages.observe(len(msgs))
-        self.metrics.ratings_out.inc(len(out.outputs))
-        return out
+        return self._finished(plan)
+
+    def _finished(self, plan: _Plan) -> BatchResult:
+        self.metrics.batch_latency.observe(time.perf_counter() - plan.t0)
+        self.metrics.batch_messages.observe(plan.n_msgs)
+        self.metrics.ratings_out.inc(len(plan.out.outputs))
+        return plan.out
+
+    # --- overlapped commits ------------------------------------------------------------
+    async def _speculate(self, plan: _Plan) -> list[_Ahead] | None:
+        """Rate a match-only batch now, on top of the batches still committing; None when
+        it cannot be (rounds or round results, a pool not loaded yet or whose last batch
+        ahead did not land, a player not cached): the batch then waits its turn."""
+        if plan.results or not self.cache.enabled:
+            return None
+        todo = []
+        for pool, pool_ops in plan.ops.items():
+            ops = _merge_matches(pool_ops)
+            engine = self.registry.engines.get(pool)
+            chain = self._chains.get(pool)
+            if len(ops) != 1 or not isinstance(ops[0], _MatchOp) or engine is None or (chain and chain.broken):
+                return None
+            op = ops[0]
+            op.index = index_players(op.batch)
+            entry = self.cache.pool(pool)
+            base: str | _Ahead
+            overlay: dict[str, bytes]
+            if chain is not None and chain.last is not None:
+                base, overlay = chain.last, chain.overlay
+            elif entry.gen is not None:
+                base, overlay = entry.gen, {}
+            else:
+                return None
+            cached = entry.values
+            stored: dict[str, bytes | None] = {}
+            for p in op.index.players:
+                v = overlay.get(p, _ABSENT)
+                if v is _ABSENT:
+                    v = cached.get(p, _ABSENT)
+                    if v is _ABSENT:
+                        return None
+                stored[p] = v
+            todo.append((pool, engine, ops, stored, base))
+        by_offsets = self.settings.dedup == "offsets"
+        loop = asyncio.get_running_loop()
+        ahead = []
+        for pool, engine, ops, stored, base in todo:
+            commit, outputs, dead, stats = await loop.run_in_executor(
+                self.executor, _compute, engine, ops, stored, set(), {} if by_offsets else None, self._dead)
+            offsets: dict[str, tuple[int | None, int]] = {}
+            for msg in ops[0].sources:  # type: ignore[union-attr]  # match ops only (checked above)
+                _note_offset(offsets, msg, by_offsets)
+            commit.offsets = offsets
+            ahead.append(_Ahead(pool, ops, base, commit, outputs, dead, stats))
+        for a in ahead:  # only once every pool is rated: a failure above leaves no trace
+            chain = self._chains.setdefault(a.pool, _Chain())
+            chain.last = a
+            chain.overlay.update(a.commit.beliefs)
+        return ahead
+
+    async def _land(self, prev: asyncio.Future[BatchResult] | None, ahead: list[_Ahead], plan: _Plan,
+                    msgs: list[Message], safe: bool) -> BatchResult:
+        """Commit a batch rated ahead, once every batch started before it is committed."""
+        await _settled(prev)
+        try:
+            try:
+                await asyncio.gather(*(self._land_pool(a, plan.out) for a in ahead))
+            finally:
+                for a in ahead:
+                    self._landed(a)
+            return self._finished(plan)
+        except Exception:
+            if not safe:
+                raise
+            return await self.process_safely(msgs)  # pools that landed: recognised as applied
+
+    async def _land_pool(self, a: _Ahead, out: BatchResult) -> None:
+        """Commit one pool's batch rated ahead, if what it was rated from is what Redis holds
+        (else rate it again from a read, like any batch)."""
+        base = a.base if isinstance(a.base, str) else (str(a.base.new_gen) if a.base.new_gen is not None else None)
+        async with self._pool_locks.setdefault(a.pool, asyncio.Lock()):
+            if base is not None and not a.stats.applied:  # all dead letters: nothing to write
+                a.new_gen = int(base)
+            elif base is not None:
+                try:
+                    new_gen = await self.store.commit(a.pool, base, a.commit, self.registry.unsaved.get(a.pool),
+                                                      check_ids=True)
+                except Conflict:  # re-delivered, another writer, or another system: the usual path sorts it out
+                    pass
+                else:
+                    a.new_gen = new_gen
+                    self.cache.committed(a.pool, base, new_gen, a.commit.beliefs)
+                    self.registry.unsaved.pop(a.pool, None)
+                    self.metrics.duplicates.inc(a.stats.repeated)
+                    self.metrics.batches.labels("matches").inc()
+            if a.new_gen is not None:
+                out.outputs.extend(a.outputs)
+                out.dead.extend(a.dead)
+                return
+            chain = self._chains.get(a.pool)
+            if chain is not None:
+                chain.broken = True  # later batches rated ahead on this one: rated again too
+        self.metrics.recomputed.inc()
+        await self._apply_pool(a.pool, a.ops, out)
+
+    def _landed(self, a: _Ahead) -> None:
+        """``a`` is settled: its beliefs leave the overlay (the cache has them if it landed)."""
+        chain = self._chains.get(a.pool)
+        if chain is None:
+            return
+        if chain.last is a:  # nothing of this pool is in flight any more
+            del self._chains[a.pool]
+            return
+        overlay = chain.overlay
+        for p, v in a.commit.beliefs.items():
+            if overlay.get(p) is v:
+                del overlay[p]
 
     # --- round assembly ----------------------------------------------------------------
     async def _assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
@@ -619,6 +861,12 @@ def _note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check
     if check and first is None:
         first = msg.offset
     offsets[tp] = (first, max(last, msg.offset))
+
+
+async def _settled(fut: asyncio.Future[Any] | None) -> None:
+    """Wait until ``fut`` is done, whatever its outcome (its owner reads the result)."""
+    if fut is not None and not fut.done():
+        await asyncio.wait([fut])
 
 
 def _peek_pool(raw: bytes) -> str | None:

@@ -251,3 +251,90 @@ def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
         assert plain == pre and len(plain[0]) == 7 and len(plain[2]) == 2
 
     asyncio.run(run())
+
+
+class _GatedStore(RedisStore):
+    """A real store whose commits wait for ``gate``: holds batches 'in flight' for as long as a test needs."""
+
+    gate: asyncio.Event | None = None
+
+    async def commit(self, *args: Any, **kwargs: Any) -> int:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().commit(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("system", "dedup"), [("elo", "ids"), ("cowan", "ids"), ("elo", "offsets")])
+def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, system: str, dedup: str) -> None:
+    """Batches rated while the commits before them are still in flight (MMR_OVERLAP_COMMITS)
+    end in the bytes and outputs of one-at-a-time processing, also when a commit they were
+    rated on does not land as rated: another writer moves the pool's gen under a chain of
+    five, a batch is re-delivered inside a chain, and a second pool and an invalid message
+    are mixed in. (A batch that cannot be rated ahead -- a pool not loaded yet -- would wait
+    for the gate inside ``start``, so every pool is loaded first.)"""
+    from stream.service.processor import _Ahead
+
+    msgs = _match_msgs(400, 20, 12)
+    ymsgs = [Message("in", 1, k, orjson.dumps({"type": "match", "pool": "y", "event_id": f"y{k}", "time": k,
+                                               "a": f"q{k % 3}", "b": f"q{(k + 1) % 3}", "score": 1.0}))
+             for k in range(4)]
+    garbage = Message("in", 1, 9, b"{not json")
+    # (who, batch): "a" = the overlapping processor, "o" = another writer of the same pool
+    steps = [("a", [msgs[0], ymsgs[0], ymsgs[1]]), ("a", [msgs[1]]), ("a", [msgs[2], ymsgs[2]]),
+             ("a", [msgs[3], garbage]), ("a", [msgs[4]]), ("a", [ymsgs[3], msgs[5]]),  # five ahead
+             ("a", [msgs[6]]), ("a", [msgs[7]]), ("o", [msgs[8]]), ("a", [msgs[9]]),  # "o" lands under it
+             ("a", [msgs[10]]), ("a", [msgs[11], msgs[12]]), ("a", [msgs[11]]), ("a", [msgs[13]]),  # re-delivery
+             ("a", msgs[14:20])]
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            ref_store = _store(redis_url)
+            ref = Processor(Settings(matches_system=system, dedup=dedup, overlap_commits=False), ref_store, ex)
+            landed = [0, 1, 2, 3, 4, 5, 8, 6, 7, *range(9, 15)]  # the other writer's batch lands before 6 and 7
+            want = {i: await ref.process(steps[i][1]) for i in landed}
+            want_state = await _state(ref_store)
+            want_y = {p: v for chunk in [x async for x in ref_store.scan_players("y")] for p, v in chunk}
+
+            base = _store(redis_url)
+            store = _GatedStore(base.r, base.prefix)
+            proc = Processor(Settings(matches_system=system, dedup=dedup), store, ex)
+            other = Processor(Settings(matches_system=system, dedup=dedup), RedisStore(base.r, base.prefix), ex)
+            got = [await proc.process(steps[0][1])]
+            assert len(proc.cache.pool("x").values) == 12 and len(proc.cache.pool("y").values) == 3
+
+            async def ahead(first: int, last: int) -> list[asyncio.Future[Any]]:
+                store.gate = asyncio.Event()
+                # a start that waits for the gate is a batch that could not be rated ahead
+                futs = [await asyncio.wait_for(proc.start(steps[i][1], safe=False), 10) for i in range(first, last)]
+                chain = proc._chains["x"]
+                assert chain.last is not None and isinstance(chain.last.base, _Ahead)  # rated on a batch ahead
+                return futs
+
+            futs = await ahead(1, 6)
+            assert store.gate is not None and not any(f.done() for f in futs)
+            store.gate.set()
+            got += [await f for f in futs]
+            futs = await ahead(6, 8)
+            got.append(await other.process(steps[8][1]))  # lands first: the two ahead are rated again
+            assert store.gate is not None
+            store.gate.set()
+            got[6:6] = [await f for f in futs]  # in step order
+            recomputed_before = proc.metrics.recomputed._value.get()
+            assert recomputed_before >= 1
+            futs = await ahead(9, 14)
+            store.gate.set()
+            got += [await f for f in futs]
+            got.append(await proc.process(steps[14][1]))
+            assert not proc._chains  # settled: nothing left in flight
+            assert await _state(store) == want_state
+            assert {p: v for chunk in [x async for x in store.scan_players("y")] for p, v in chunk} == want_y
+            for i, g in enumerate(got):
+                w = want[i]
+                # the pools of one batch commit concurrently: their outputs may come in either order
+                assert sorted((o.pool, o.player, o.rating, o.version, o.event_id) for o in g.outputs) == \
+                    sorted((o.pool, o.player, o.rating, o.version, o.event_id) for o in w.outputs), i
+                assert [(d.reason, d.offset) for d in g.dead] == [(d.reason, d.offset) for d in w.dead], i
+            await ref_store.close()
+            await base.close()
+
+    asyncio.run(run())
