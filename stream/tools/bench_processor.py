@@ -1,9 +1,10 @@
 """The worker's processor alone: real Redis, no broker (``python -m stream.tools.bench_processor``).
 
-``Processor.process`` on pre-built input messages in take batches, plus the serialisation
-the publisher does per rating; prints results/s. Shows the pipeline's own cost without
-Faust and Tansu (see BENCHMARKS.md, "Service"). Keys go under a fresh prefix, deleted at the
-end. Never asserted in tests.
+The worker's processor on pre-built input messages in take batches (started one after the
+other as the worker's pipeline does, so a batch's commit overlaps the next one's rating unless
+``MMR_OVERLAP_COMMITS=0``), plus the serialisation the publisher does per rating; prints
+results/s. Shows the pipeline's own cost without Faust and Tansu (see BENCHMARKS.md,
+"Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
 
     python -m stream.tools.bench_processor single elo 20000 4096   # kind system n take_batch
     python -m stream.tools.bench_processor batch elo 50 5          # n match_batch messages of 1,000
@@ -19,6 +20,7 @@ import random
 import sys
 import time
 import uuid
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -51,7 +53,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     tenants move the wall clock by ±30 % between identical runs, the CPU spent much less."""
     tag = uuid.uuid4().hex[:6]
     s = replace(Settings(), redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
-                dedup=dedup)
+                dedup=dedup, overlap_commits=os.environ.get("MMR_OVERLAP_COMMITS", "1") != "0")
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
@@ -76,11 +78,15 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     r0 = await _redis_cpu(store)
     c0 = time.process_time()
     t0 = time.perf_counter()
-    for i in range(0, len(msgs), take):
-        res = await proc.process(msgs[i:i + take])
-        for o in res.outputs:
-            rating_key(o.pool, o.player)
-            orjson.dumps(o.as_dict())
+    pending: deque[asyncio.Future[Any]] = deque()
+    for i in range(0, len(msgs) + take, take):
+        if i < len(msgs):
+            pending.append(await proc.start(msgs[i:i + take], safe=False))
+        while pending and (len(pending) > 1 or i >= len(msgs)):  # publish in order, one batch behind
+            res = await pending.popleft()
+            for o in res.outputs:
+                rating_key(o.pool, o.player)
+                orjson.dumps(o.as_dict())
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     redis_cpu = await _redis_cpu(store) - r0
