@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -224,6 +225,11 @@ class Processor:
         #: beliefs as last read or committed (exact while the pool's gen is unchanged; see stream.state.cache)
         self.cache = BeliefCache(settings.belief_cache_mb << 20)
         self._tail: asyncio.Future[BatchResult] | None = None  # the batch started last
+        self._started: deque[asyncio.Future[BatchResult]] = deque()  # batches rated ahead, maybe not committed
+        #: batches rated ahead that may be committing while the next one is rated. Measured
+        #: (BENCHMARKS.md, "Service", seventh session): unbounded, the rate stage no longer
+        #: waited for Redis, merged less, and ``match_columns`` got slower
+        self.max_ahead = 1
         self._starting = asyncio.Lock()
         self._chains: dict[str, _Chain] = {}  # per pool: batches rated ahead of their commit
 
@@ -292,20 +298,27 @@ class Processor:
         """
         msgs = list(msgs)
         async with self._starting:  # one at a time, so that ``_tail`` is the order of starts
+            # at most ``max_ahead`` batches commit while the next is rated: waiting here lets the
+            # pipeline merge what queued meanwhile (a bigger batch writes each player once)
+            started = self._started
+            while started and (started[0].done() or len(started) > self.max_ahead):
+                await _settled(started.popleft())
             prev = self._tail
-            plan: _Plan | None = self._plan(msgs)
+            plan: _Plan | None = None
             ahead = None
-            if self.settings.overlap_commits and plan is not None:
-                try:
+            try:
+                plan = self._plan(msgs)
+                if self.settings.overlap_commits:
                     ahead = await self._speculate(plan)
-                except Exception:
-                    if not safe:
-                        raise
-                    log.exception("rating the batch ahead failed; retrying it after the batches before it")
-                    plan = None
+            except Exception:
+                if not safe:
+                    raise
+                log.exception("preparing the batch failed; retrying it after the batches before it")
+                plan, ahead = None, None
             if ahead is not None and plan is not None:
                 task = asyncio.ensure_future(self._land(prev, ahead, plan, msgs, safe))
                 self._tail = task
+                started.append(task)
                 return task
             task = asyncio.ensure_future(self._after(prev, plan, msgs, safe))
             self._tail = task

@@ -300,6 +300,7 @@ def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, syst
             proc = Processor(Settings(matches_system=system, dedup=dedup), store, ex)
             other = Processor(Settings(matches_system=system, dedup=dedup), RedisStore(base.r, base.prefix), ex)
             got = [await proc.process(steps[0][1])]
+            proc.max_ahead = 5  # the worker lets one batch commit while the next is rated; chains of five here
             assert len(proc.cache.pool("x").values) == 12 and len(proc.cache.pool("y").values) == 3
 
             async def ahead(first: int, last: int) -> list[asyncio.Future[Any]]:
@@ -334,6 +335,37 @@ def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, syst
                 assert sorted((o.pool, o.player, o.rating, o.version, o.event_id) for o in g.outputs) == \
                     sorted((o.pool, o.player, o.rating, o.version, o.event_id) for o in w.outputs), i
                 assert [(d.reason, d.offset) for d in g.dead] == [(d.reason, d.offset) for d in w.dead], i
+            await ref_store.close()
+            await base.close()
+
+    asyncio.run(run())
+
+
+def test_one_batch_commits_while_the_next_is_rated(redis_url: str) -> None:
+    """By default only one batch is committing while the next is rated: a third batch waits
+    in ``start`` (so the worker's pipeline merges what queues meanwhile)."""
+    msgs = _match_msgs(100, 20, 6)
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            ref_store = _store(redis_url)
+            ref = Processor(Settings(matches_system="elo"), ref_store, ex)
+            for m in msgs:
+                await ref.process([m])
+            base = _store(redis_url)
+            store = _GatedStore(base.r, base.prefix)
+            proc = Processor(Settings(matches_system="elo"), store, ex)
+            await proc.process(msgs[:2])
+            store.gate = asyncio.Event()
+            first = await asyncio.wait_for(proc.start(msgs[2:3]), 10)
+            second = await asyncio.wait_for(proc.start(msgs[3:4]), 10)  # rated while the first commits
+            third = asyncio.ensure_future(proc.start(msgs[4:5]))
+            await asyncio.sleep(0.3)
+            assert not first.done() and not second.done() and not third.done()
+            store.gate.set()
+            for fut in (first, second, await third):
+                assert (await fut).outputs
+            assert await _state(store) == await _state(ref_store)
             await ref_store.close()
             await base.close()
 
