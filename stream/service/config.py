@@ -56,9 +56,10 @@ class Settings:
     #: at two offsets is applied twice). Rounds and round results are always recognised by id.
     dedup: str = "ids"
     #: rate a match-only batch while the previous batch's Redis commit is in flight (from the
-    #: beliefs that commit writes; recomputed when it does not land as computed). See
-    #: stream.service.processor ("Overlapped commits").
-    overlap_commits: bool = True
+    #: beliefs that commit writes; recomputed when it does not land as computed). Opt-in: on
+    #: this machine it made the worker slower, because batches merge less (see
+    #: stream.service.processor, "Overlapped commits", and BENCHMARKS.md).
+    overlap_commits: bool = False
     http_host: str = "0.0.0.0"
     http_port: int = 6066  # 0 disables the HTTP server
     rounds_system: str = DEFAULT_ROUNDS_SYSTEM

@@ -208,6 +208,13 @@ class Processor:
     batch rated on top of it. Redis therefore only ever holds states of one-at-a-time
     processing, and batches commit, publish and ack in input order. Anything else (rounds,
     round results, an unknown player) waits until every batch before it is committed.
+
+    Opt-in, because measured in the worker on 2 vCPUs (BENCHMARKS.md, "Service", seventh
+    session) it was slower: most of a batch's work holds the GIL, so only Redis's own time
+    overlaps, and since the rate stage no longer waits for the commit, fewer take batches
+    queue and merge meanwhile; smaller batches write each player more often per match (with
+    10,000 players, a 50k-match batch writes each once). It can pay where per-batch work does
+    not shrink with batch size or a commit's round trip is long (a remote Redis); measure.
     """
 
     def __init__(self, settings: Settings, store: RedisStore, executor: Executor,

@@ -289,7 +289,7 @@ def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, syst
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             ref_store = _store(redis_url)
-            ref = Processor(Settings(matches_system=system, dedup=dedup, overlap_commits=False), ref_store, ex)
+            ref = Processor(Settings(matches_system=system, dedup=dedup), ref_store, ex)
             landed = [0, 1, 2, 3, 4, 5, 8, 6, 7, *range(9, 15)]  # the other writer's batch lands before 6 and 7
             want = {i: await ref.process(steps[i][1]) for i in landed}
             want_state = await _state(ref_store)
@@ -297,7 +297,7 @@ def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, syst
 
             base = _store(redis_url)
             store = _GatedStore(base.r, base.prefix)
-            proc = Processor(Settings(matches_system=system, dedup=dedup), store, ex)
+            proc = Processor(Settings(matches_system=system, dedup=dedup, overlap_commits=True), store, ex)
             other = Processor(Settings(matches_system=system, dedup=dedup), RedisStore(base.r, base.prefix), ex)
             got = [await proc.process(steps[0][1])]
             proc.max_ahead = 5  # the worker lets one batch commit while the next is rated; chains of five here
@@ -342,7 +342,7 @@ def test_batches_rated_ahead_of_commits_equal_one_at_a_time(redis_url: str, syst
 
 
 def test_one_batch_commits_while_the_next_is_rated(redis_url: str) -> None:
-    """By default only one batch is committing while the next is rated: a third batch waits
+    """By default (``max_ahead``) only one batch commits while the next is rated: a third batch waits
     in ``start`` (so the worker's pipeline merges what queues meanwhile)."""
     msgs = _match_msgs(100, 20, 6)
 
@@ -354,7 +354,7 @@ def test_one_batch_commits_while_the_next_is_rated(redis_url: str) -> None:
                 await ref.process([m])
             base = _store(redis_url)
             store = _GatedStore(base.r, base.prefix)
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(matches_system="elo", overlap_commits=True), store, ex)
             await proc.process(msgs[:2])
             store.gate = asyncio.Event()
             first = await asyncio.wait_for(proc.start(msgs[2:3]), 10)
