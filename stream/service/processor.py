@@ -535,6 +535,7 @@ class Processor:
 
     def _landed(self, a: _Ahead) -> None:
         """``a`` is settled: its beliefs leave the overlay (the cache has them if it landed)."""
+        a.base = ""  # the batch after it needs only ``new_gen``: no chain of every batch rated ahead in memory
         chain = self._chains.get(a.pool)
         if chain is None:
             return
