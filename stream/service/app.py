@@ -6,8 +6,8 @@ no idempotent producer (Tansu answers InitProducerId with an error), at-least-on
 processing with the effectively-once step in Redis, memory:// store (state is in Redis).
 
 Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated
-while batch N commits and its ratings travel; see "Overlapped commits" in
-``Processor``): Redis commit (the future ``Processor.start`` returns) → ratings and
+while batch N's ratings travel, and with MMR_OVERLAP_COMMITS=1 while it commits; see
+"Overlapped commits" in ``Processor``): Redis commit (the future ``Processor.start`` returns) → ratings and
 dead letters handed to the producer → the broker acks them → the final ack of the input
 events (the agent holds one extra reference, so ``take_events``' own ack is not final), after
 which the commit timer commits their offsets. A crash anywhere in between re-delivers the
