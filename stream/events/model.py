@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -113,9 +114,10 @@ def index_players(batch: MatchBatch) -> PlayerIndex:
 Event = RoundEvent | MatchEvent
 
 
-@dataclass(frozen=True, slots=True)
-class RatingOutput:
-    """The CONTRACT's output ``rating`` event (one per changed player per batch)."""
+class RatingOutput(NamedTuple):
+    """The CONTRACT's output ``rating`` event (one per changed player per batch).
+
+    A NamedTuple for the same reason as ``Rating``: ~0.4 µs to build instead of ~2 µs."""
 
     pool: str
     player: str

@@ -61,6 +61,7 @@ class Elo(RatingSystem):
     name = "elo"
     params_type = EloParams
     params: EloParams
+    belief_width = 2
 
     def new_belief(self) -> Belief:
         return np.array([self.params.init, 0.0])
@@ -106,6 +107,21 @@ class Elo(RatingSystem):
         for i in np.flatnonzero(touched).tolist():
             out[i] = np.array([r[i], cnt[i]])
         return out
+
+    def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
+                             times_ms: IntArray) -> None:
+        """``rate_matches`` on the (players × 2) matrix, in place: the same kernel on the
+        same columns, so the same bits."""
+        p = self.params
+        r = np.ascontiguousarray(state[:, 0])
+        cnt = np.ascontiguousarray(state[:, 1])
+        elo_match_steps(r, cnt, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
+                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale))
+        state[:, 0] = r
+        state[:, 1] = cnt
+
+    def summary_columns(self, state: FloatArray) -> list[Rating] | None:
+        return ratings_from_columns(state[:, 0], state[:, 0], 0.0, state[:, 1])
 
     def rate_matches_naive(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
                            times_ms: IntArray) -> list[Belief]:

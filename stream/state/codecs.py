@@ -133,6 +133,32 @@ class Float64Codec(CodecBase):
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
 
 
+    # --- the matrix form (systems with a fixed ``belief_width``) ------------------------
+    def encode_rows(self, state: np.ndarray) -> list[bytes]:
+        """``[encode(row) for row in state]``, byte for byte, without an array per row: one
+        (rows × (1 + 8·width)) byte matrix, then one ``bytes`` slice per row."""
+        n, width = state.shape
+        size = 1 + 8 * width
+        out = np.empty((n, size), dtype=np.uint8)
+        out[:, 0] = self._TAG[0]
+        out[:, 1:] = np.ascontiguousarray(state, dtype="<f8").view(np.uint8).reshape(n, 8 * width)
+        blob = out.tobytes()
+        return [blob[s : s + size] for s in range(0, n * size, size)]
+
+    def decode_rows(self, datas: Sequence[bytes], width: int) -> np.ndarray | None:
+        """The (len(datas) × width) float64 matrix of ``decode(d)`` for each d, bit for bit;
+        None if any item is not an f64 belief of exactly ``width`` values (the per-item
+        path then decodes, or raises its own error)."""
+        n = len(datas)
+        size = 1 + 8 * width
+        if n == 0 or set(map(len, datas)) != {size}:
+            return None
+        raw = np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(n, size)
+        if not bool((raw[:, 0] == self._TAG[0]).all()):
+            return None
+        return np.ascontiguousarray(raw[:, 1:]).view("<f8").astype(np.float64, copy=False)
+
+
 #: Float64Codec.decode_many batches only when the mean encoded belief is at most this long
 _F64_BATCH_MAX_BYTES = 513
 

@@ -10,6 +10,12 @@ results/s. Shows the pipeline's own cost without Faust and Tansu (see BENCHMARKS
     python -m stream.tools.bench_processor batch elo 50 5          # n match_batch messages of 1,000
     python -m stream.tools.bench_processor columns elo 50 5        # the same as match_columns
     python -m stream.tools.bench_processor columns elo 50 5 offsets  # matches recognised by offset (MMR_DEDUP)
+    python -m stream.tools.bench_processor columns elo 50 5 ids 1000000  # players in the pool (default 10,000)
+
+With 10,000 players a batch of many thousand matches touches every player once, so the cost
+per *player* (decode, encode, summaries, one rating message each) is spread over ~10 matches;
+with a million players nearly every match brings two players the batch has not touched yet,
+as in a large live pool.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ async def _redis_cpu(store: RedisStore) -> float:
 
 
 async def run(kind: str, system: str, n: int, take: int, redis_url: str,
-              dedup: str = "ids") -> tuple[float, float, float]:
+              dedup: str = "ids", players: int = 10_000) -> tuple[float, float, float]:
     """(results/s by the wall clock, this process's CPU µs per result, Redis's CPU µs per result).
 
     The CPU times are what to compare on a shared, noisy machine: stolen time and other
@@ -61,7 +67,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
         vals = [orjson.dumps({"type": "match", "pool": "x", **_match(i, 2000, rng)}) for i in range(n)]
         results = n
     else:
-        batches = [[_match(k * 1000 + i, 10000, rng) for i in range(1000)] for k in range(n)]
+        batches = [[_match(k * 1000 + i, players, rng) for i in range(1000)] for k in range(n)]
         if kind == "columns":
             vals = [orjson.dumps({"type": "match_columns", "pool": "x",
                                   **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b", "score")}})
@@ -100,10 +106,11 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
 def main() -> None:
     kind, system, n, take = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     dedup = sys.argv[5] if len(sys.argv) > 5 else "ids"
+    players = int(sys.argv[6]) if len(sys.argv) > 6 else 10_000
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
-    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup))
-    print(f"{kind} {system} n={n} take={take} dedup={dedup}: {rate:,.0f} results/s; CPU per result: "
-          f"{cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis")
+    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup, players))
+    print(f"{kind} {system} n={n} take={take} dedup={dedup} players={players:,}: {rate:,.0f} results/s; "
+          f"CPU per result: {cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis")
 
 
 if __name__ == "__main__":

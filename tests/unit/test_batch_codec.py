@@ -278,3 +278,58 @@ def test_f64_any_lengths(lens: list[int], seed: int) -> None:
     assert datas == [codec.encode(b) for b in beliefs]
     assert all(type(d) is bytes for d in datas)
     assert [_bits(x) for x in codec.decode_many(datas)] == [_bits(codec.decode(d)) for d in datas]
+
+
+_ODD = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308, 2.0**62, -(2.0**63), 0.5]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
+    """``PoolEngine._apply_matrix`` (a system with ``belief_width``, stored as float64) gives
+    the per-belief path's bytes and ratings bit for bit, for any stored values (odd floats,
+    rounds too large for an int) -- or declines (None) where that path must decide: a stored
+    value of another length or tag, a ``rounds`` the summary cannot turn into an int."""
+    system = make_system("elo")
+    assert system.belief_width == 2
+    fast = PoolEngine("p", system)
+    plain = PoolEngine("p", system, _PlainCodec(codec_for("elo")))  # type: ignore[arg-type]
+    n = data.draw(st.integers(2, 8))
+    kinds = data.draw(st.sampled_from([["absent", "normal"], ["absent", "normal", "odd"],
+                                       ["absent", "normal", "odd", "short", "tag"]]))
+    stored: dict[str, bytes | None] = {}
+    for i in range(n):
+        kind = data.draw(st.sampled_from(kinds))
+        if kind == "absent":
+            continue
+        if kind == "normal":
+            vals = [data.draw(st.floats(-1e4, 1e4)), float(data.draw(st.integers(0, 1000)))]
+        else:
+            vals = [data.draw(st.sampled_from(_ODD)), data.draw(st.sampled_from(_ODD))]
+        raw = Float64Codec().encode(np.array(vals))
+        stored[f"u{i}"] = raw[:-1] if kind == "short" else (b"\x07" + raw[1:] if kind == "tag" else raw)
+    m = data.draw(st.integers(1, 12))
+    mb = MatchBatch("p")
+    for j in range(m):
+        a = data.draw(st.integers(0, n - 1))
+        b = (a + data.draw(st.integers(1, n - 1))) % n
+        mb.event_ids.append(f"e{j}")
+        mb.a.append(f"u{a}")
+        mb.b.append(f"u{b}")
+        mb.scores.append(data.draw(st.sampled_from([0.0, 0.5, 1.0, 0.25])))
+        mb.times.append(j)
+    from stream.events.model import index_players
+
+    got = fast._apply_matrix(mb, stored, index_players(mb))
+    try:
+        want = plain.apply_matches(mb, stored)
+    except (ValueError, OverflowError):
+        assert got is None  # the per-belief path rejects it: the matrix path must not decide
+        return
+    if got is None:  # declined: then it is something the summary or codec needed per item
+        assert any(r is not None and (len(r) != 17 or r[0] != 1) for r in stored.values()) or any(
+            not abs(r.rounds) < 2**62 for r in want.ratings.values())
+        return
+    assert got.updates == want.updates
+    assert list(got.ratings) == list(want.ratings) == list(got.updates)
+    assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
