@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -851,10 +852,13 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             continue
         r = engine.system.summary(engine.codec.decode(raw))
         outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))
-    for p, r in ratings.items():
-        commit.scores[p] = r.rating
-        eid, t = cause[p]
-        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t, system))
+    if ratings:  # one output per changed player, built by columns (C-level zip/map, no loop body per player)
+        players = list(ratings)
+        rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
+        commit.scores.update(zip(players, rating, strict=True))
+        eids, times = zip(*map(cause.__getitem__, players), strict=True)
+        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
+                           repeat(system)))
     return commit, outputs, dead, counts
 
 

@@ -1,0 +1,34 @@
+"""The commit's players blob, built by columns, is byte for byte the plain per-player form."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream.state.redis_store import _players_blob
+
+
+def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
+    """The oracle: one (name, value, score text) triple per player, lengths first."""
+    triples = [(p.encode(), v, repr(float(s)).encode()) for p, v, s in zip(players, values, scores, strict=True)]
+    return (struct.pack(f"<{3 * len(triples)}I", *[len(x) for t in triples for x in t])
+            + b"".join(x for t in triples for x in t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20), st.binary(max_size=40),
+                          st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, math.pi])),
+                max_size=30))
+def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]]) -> None:
+    players = [p for p, _, _ in rows]
+    values = [v for _, v, _ in rows]
+    scores = [s for _, _, s in rows]
+    assert _players_blob(players, values, scores) == _plain(players, values, scores)
+
+
+def test_players_blob_counts_encoded_bytes_not_characters() -> None:
+    blob = _players_blob(["é名"], [b"\x01"], [1500.25])
+    assert struct.unpack("<3I", blob[:12]) == (len("é名".encode()), 1, len(b"1500.25"))
