@@ -22,7 +22,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -110,6 +110,30 @@ def _coerce(key: str, raw: Any, default: Any) -> Any:
     return text
 
 
+def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = "same_kind") -> FloatArray:
+    """``np.concatenate(beliefs, dtype=np.float64, casting=casting)``, value for value (and
+    its errors), copied while holding the GIL.
+
+    Why: ``np.concatenate`` releases the GIL for every input array of more than a few
+    hundred values and must win it back after each one. On the worker's numba thread, while
+    the event loop's thread is busy, every win-back waits up to Python's switch interval
+    (5 ms): concatenating 2,000 Cowan beliefs (~700 values each) of a merged batch of
+    single matches took ~1.4 s there instead of a few ms (py-spy, BENCHMARKS.md, "Service",
+    eighth session). One ``bytearray.join`` over the arrays' buffers copies everything in one
+    go (a mutable buffer, so the result is writable like ``concatenate``'s). Anything but
+    1-D float64 arrays takes ``np.concatenate`` itself.
+    """
+    if len(beliefs) and all(type(b) is np.ndarray and b.dtype == np.float64 and b.ndim == 1 for b in beliefs):
+        try:
+            raw = bytearray().join(beliefs)  # type: ignore[arg-type]
+        except (TypeError, BufferError):  # not C-contiguous
+            raw = None
+        if raw is not None:
+            return np.frombuffer(raw, dtype=np.float64)
+    out: FloatArray = np.concatenate(beliefs, dtype=np.float64, casting=casting)
+    return out
+
+
 def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
     """``out[j, i] = beliefs[i][cols[j]]`` in one pass, for ``summary_many``; None when
     the per-item path must run instead (not all 1-D float64, or too short: it raises)."""
@@ -118,7 +142,7 @@ def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray
         return None
     try:
         # casting="no": every belief must already be float64, so no value changes type
-        flat = np.concatenate(beliefs, dtype=np.float64, casting="no")
+        flat = concat_f64(beliefs, casting="no")
     except (ValueError, TypeError):
         return None
     if flat.ndim != 1:

@@ -69,7 +69,16 @@ from numba import njit
 from stream.events.waves import schedule_waves
 from stream.ratings import _cowan_kernels as K
 from stream.ratings._cowan_quant import QMIN, canonical
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem
+from stream.ratings.base import (
+    Belief,
+    FloatArray,
+    IntArray,
+    Params,
+    Rating,
+    RatingError,
+    RatingSystem,
+    concat_f64,
+)
 
 ELO_SCALE = 400.0 / math.log(10.0)
 
@@ -706,7 +715,7 @@ class Cowan(RatingSystem):
         if n < 2:
             return [self.summary(b) for b in beliefs]
         try:
-            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+            flat = concat_f64(beliefs)
         except (ValueError, TypeError):
             return super().summary_many(beliefs)
         if flat.ndim != 1:
@@ -838,7 +847,7 @@ class Cowan(RatingSystem):
         rejects is reported by ``_dense_plain``, the per-player loop it replaces."""
         n = len(beliefs)
         try:
-            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+            flat = concat_f64(beliefs)
         except (ValueError, TypeError):
             return self._dense_plain(beliefs)
         if flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)

@@ -14,6 +14,7 @@ per-item loop; codecs with a cheaper batched form override it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Protocol
@@ -21,7 +22,9 @@ from typing import Protocol
 import numpy as np
 from numba import njit
 
-from stream.ratings.base import Belief
+from stream.ratings.base import Belief, concat_f64
+
+_LITTLE = sys.byteorder == "little"
 
 
 class Codec(Protocol):
@@ -106,7 +109,8 @@ class Float64Codec(CodecBase):
         if n < 2:
             return [self.encode(b) for b in beliefs]
         try:
-            flat = np.concatenate(beliefs, dtype="<f8", casting="same_kind")
+            # little-endian hosts: "<f8" is float64 itself, so concat_f64 (one GIL-held copy) applies
+            flat = concat_f64(beliefs) if _LITTLE else np.concatenate(beliefs, dtype="<f8", casting="same_kind")
         except (ValueError, TypeError):
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
         if flat.ndim != 1:

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
-from stream.ratings.base import Belief
+from stream.ratings.base import Belief, concat_f64
 from stream.state.codecs import CodecBase, register_codec, split
 
 TAG = 0x43
@@ -300,7 +300,7 @@ class CowanCodec(CodecBase):
         if n < 2:
             return [self.encode(b) for b in beliefs]
         try:
-            flat = np.concatenate(beliefs, dtype=np.float64, casting="same_kind")
+            flat = concat_f64(beliefs)
         except (ValueError, TypeError):
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
         if flat.ndim != 1:

@@ -304,6 +304,10 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
 @click.option("--batched", default=1000, show_default=True,
               help="match_batch (and match_columns) messages of 1,000 matches, per batched run.")
+@click.option("--pool-players", default=10000, show_default=True,
+              help="Players in the pools of the batched runs. With 10,000 a batch of many thousand matches touches "
+                   "each player once; with 1,000,000 most matches bring two players the batch has not touched, "
+                   "as in a large live pool (each costs a read, a write and a leaderboard entry).")
 @click.option("--rounds", default=20, show_default=True, help="Rounds of 3,000 players (10,000 in the pool).")
 @click.option("--latency-seconds", default=10.0, show_default=True)
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
@@ -312,8 +316,8 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 @click.option("--only", "only", multiple=True, type=click.Choice(PHASES),
               help="Run only these phases (repeatable; default all). `latency` without `singles` needs --latency-rate.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
-def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, rounds: int,
-                  latency_seconds: float, latency_rate: float, dedup: str, only: tuple[str, ...],
+def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
+                  rounds: int, latency_seconds: float, latency_rate: float, dedup: str, only: tuple[str, ...],
                   json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     phases = set(only or PHASES)
@@ -340,7 +344,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
-                           "dedup": dedup}
+                           "dedup": dedup, "pool_players": pool_players}
     worker = None
     try:
         from stream.service.topics import ensure_topics
@@ -384,12 +388,12 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         if "batched" in phases:
             click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
             items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
-                _match(k * 1000 + i, "cb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+                _match(k * 1000 + i, "cb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
             res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
             click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
             items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
-                _match(k * 1000 + i, "eb", 10000, rng) for i in range(1000)]})) for k in range(batched)]
+                _match(k * 1000 + i, "eb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
             res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
         if "columns" in phases:
@@ -397,7 +401,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                        err=True)
             items = []
             for k in range(batched):
-                ms = [_match(k * 1000 + i, "ec", 10000, rng) for i in range(1000)]
+                ms = [_match(k * 1000 + i, "ec", pool_players, rng) for i in range(1000)]
                 items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
                                                    **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
                                                                                       "score")}})))
@@ -460,7 +464,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     if "latency_p99_ms" in res:
         rows.append(f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
                     f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |")
-    click.echo(f"(MMR_DEDUP={res['dedup']})\n" + "\n".join(rows))
+    click.echo(f"(MMR_DEDUP={res['dedup']}, {res['pool_players']:,} players in the batched runs' pools)\n"
+               + "\n".join(rows))
     if json_out:
         Path(json_out).write_text(json.dumps(res, indent=2))
 

@@ -333,3 +333,38 @@ def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
     assert got.updates == want.updates
     assert list(got.ratings) == list(want.ratings) == list(got.updates)
     assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
+
+
+def _concat_inputs(kind: str, rng: np.random.Generator, k: int) -> list[object]:
+    """Inputs ``concat_f64`` copies itself (1-D float64) or hands to ``np.concatenate``."""
+    if kind == "f64":
+        return [rng.normal(size=int(rng.integers(0, 900))) for _ in range(k)]
+    if kind == "views":  # contiguous slices of one buffer and strided ones
+        base = rng.normal(size=4000)
+        return [base[i * 50 : i * 50 + 40] if i % 2 else base[i : i + 300 : 3] for i in range(k)]
+    if kind == "mixed":
+        return [rng.normal(size=5).astype(np.float32), rng.normal(size=700), [1.0, 2.0]][: max(k, 1)]
+    if kind == "ints":
+        return [np.arange(5), rng.normal(size=3)]
+    if kind == "2d":
+        return [rng.normal(size=(2, 3)), rng.normal(size=(1, 3))]
+    return [np.float64(1.0), rng.normal(size=3)]  # 0-d
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(["f64", "views", "mixed", "ints", "2d", "0d"]), k=st.integers(0, 12),
+       seed=st.integers(0, 2**32 - 1), casting=st.sampled_from(["no", "same_kind"]))
+def test_concat_f64_is_np_concatenate(kind: str, k: int, seed: int, casting: str) -> None:
+    """Same values, dtype, shape and writability as ``np.concatenate`` -- or the same error."""
+    from stream.ratings.base import concat_f64
+
+    items = _concat_inputs(kind, np.random.default_rng(seed), k)
+    try:
+        want = np.concatenate(items, dtype=np.float64, casting=casting)  # type: ignore[call-overload]
+    except Exception as exc:  # whatever it raises, concat_f64 raises too
+        with pytest.raises(type(exc)):
+            concat_f64(items, casting=casting)  # type: ignore[arg-type]
+        return
+    got = concat_f64(items, casting=casting)  # type: ignore[arg-type]
+    assert got.dtype == want.dtype and got.shape == want.shape and got.flags.writeable
+    assert got.tobytes() == want.tobytes()
