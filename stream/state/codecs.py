@@ -136,7 +136,6 @@ class Float64Codec(CodecBase):
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
 
-
     # --- the matrix form (systems with a fixed ``belief_width``) ------------------------
     def encode_rows(self, state: np.ndarray) -> list[bytes]:
         """``[encode(row) for row in state]``, byte for byte, without an array per row: one

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream.engine.pool import PoolEngine
-from stream.events.model import MatchBatch
+from stream.events.model import MatchBatch, index_players
 from stream.ratings import SYSTEMS, make_system
-from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.cowan import ELO_SCALE, Cowan
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.state.cowan_codec import CowanCodec
@@ -318,8 +318,6 @@ def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
         mb.b.append(f"u{b}")
         mb.scores.append(data.draw(st.sampled_from([0.0, 0.5, 1.0, 0.25])))
         mb.times.append(j)
-    from stream.events.model import index_players
-
     got = fast._apply_matrix(mb, stored, index_players(mb))
     try:
         want = plain.apply_matches(mb, stored)
@@ -356,8 +354,6 @@ def _concat_inputs(kind: str, rng: np.random.Generator, k: int) -> list[object]:
        seed=st.integers(0, 2**32 - 1), casting=st.sampled_from(["no", "same_kind"]))
 def test_concat_f64_is_np_concatenate(kind: str, k: int, seed: int, casting: str) -> None:
     """Same values, dtype, shape and writability as ``np.concatenate`` -- or the same error."""
-    from stream.ratings.base import concat_f64
-
     items = _concat_inputs(kind, np.random.default_rng(seed), k)
     try:
         want = np.concatenate(items, dtype=np.float64, casting=casting)  # type: ignore[call-overload]
