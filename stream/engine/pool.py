@@ -34,6 +34,8 @@ class Applied:
 
     ``ratings[player]`` is the Rating after the batch; its ``rounds`` doubles as the
     per-player output version (it grows by one for every event that changes the player).
+    A player with ``rounds`` 0 was only registered by an event that changed nothing (see
+    ``PoolEngine._changed``): stored and on the leaderboard, but not published.
     """
 
     updates: dict[str, bytes] = field(default_factory=dict)
@@ -42,7 +44,7 @@ class Applied:
     def outputs(self, pool: str, system: str, event_id: str, time: int) -> list[RatingOutput]:
         return [
             RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, event_id, time, system)
-            for p, r in self.ratings.items()
+            for p, r in self.ratings.items() if r.rounds
         ]
 
 
@@ -62,11 +64,17 @@ class PoolEngine:
             return belief
         return self.codec.decode(self.codec.encode(belief))
 
-    def _changed(self, players: list[str], before: list[Belief], after: list[Belief]) -> dict[str, Belief]:
+    def _changed(self, players: list[str], before: list[Belief], after: list[Belief],
+                 known: Mapping[str, Belief]) -> dict[str, Belief]:
+        """The players whose belief the event changed, plus the players ``known`` (the store)
+        did not hold yet: an event that changes nothing (a round of one player, or all tied)
+        still makes its players part of the pool, stored at their prior with ``rounds`` 0,
+        so that the final ratings list every player who took part (CONTRACT: "the final
+        rating of every player"). No rating is published for them: nothing changed."""
         pairs = zip(players, before, after, strict=True)
         if self.codec.lossless or self.system.canonical_state:  # the hot path: no call per player
-            return {p: new for p, old, new in pairs if new is not old}
-        moved = [(p, new) for p, old, new in pairs if new is not old]
+            return {p: new for p, old, new in pairs if new is not old or p not in known}
+        moved = [(p, new) for p, old, new in pairs if new is not old or p not in known]
         codec = self.codec
         back = decode_many(codec, encode_many(codec, [new for _, new in moved]))
         return {p: b for (p, _), b in zip(moved, back, strict=True)}
@@ -76,7 +84,7 @@ class PoolEngine:
         new = self.system.new_belief
         before = [b if (b := beliefs.get(p)) is not None else new() for p in event.players]
         after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
-        return self._changed(event.players, before, after)
+        return self._changed(event.players, before, after, beliefs)
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                      index: PlayerIndex | None = None) -> dict[str, Belief]:
@@ -87,7 +95,7 @@ class PoolEngine:
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
         after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
-        return self._changed(idx.players, before, after)
+        return self._changed(idx.players, before, after, beliefs)
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:

@@ -770,6 +770,7 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     cause: dict[str, tuple[str, int]] = {}
     dead: list[DeadLetter] = []
     republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
+    registered = False  # a round stored a newcomer at the prior (rounds 0): not published
     system = engine.system.name
     for op in ops:
         if isinstance(op, _RoundOp):
@@ -793,8 +794,9 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             stored.update(applied.updates)
             commit.beliefs.update(applied.updates)
             ratings.update(applied.ratings)
-            for p in applied.ratings:
+            for p, r in applied.ratings.items():
                 cause[p] = (ev.event_id, ev.time)
+                registered |= not r.rounds
         else:
             if upto is not None:
                 stale = [m.offset <= upto.get(f"{m.topic}/{m.partition}", m.offset - 1) for m in op.sources]
@@ -851,14 +853,21 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         if p in ratings or raw is None:
             continue
         r = engine.system.summary(engine.codec.decode(raw))
+        if not r.rounds:  # only registered (see PoolEngine._changed): never published
+            continue
         outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))
     if ratings:  # one output per changed player, built by columns (C-level zip/map, no loop body per player)
         players = list(ratings)
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
-        eids, times = zip(*map(cause.__getitem__, players), strict=True)
-        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
-                           repeat(system)))
+        if registered and 0 in rounds:  # players stored at their prior by a round that changed nothing
+            published = [(p, r) for p, r in ratings.items() if r.rounds]
+            players = [p for p, _ in published]
+            rating, mu, sigma, rounds = zip(*(r for _, r in published), strict=True) if published else ((),) * 4
+        if players:
+            eids, times = zip(*map(cause.__getitem__, players), strict=True)
+            outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids,
+                               times, repeat(system)))
     return commit, outputs, dead, counts
 
 

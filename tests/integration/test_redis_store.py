@@ -7,6 +7,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -69,6 +70,54 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
+        await store.close()
+
+    asyncio.run(run())
+
+
+def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(redis_url: str) -> None:
+    """A round of one player, or of players all tied, changes no belief. Its newcomers are stored
+    at the prior (rounds 0, on the leaderboard), so the pool's state lists every player who took
+    part, as ``replay --out`` does; no rating is published for them (the rating schema's version
+    starts at 1), neither at once nor when the round is re-delivered; the same bytes as the
+    embedded pipeline."""
+    from stream.engine.embedded import EmbeddedPipeline
+    from stream.events.model import RoundEvent
+    from stream.ratings import make_system
+    from stream.state.codecs import codec_for
+
+    def rnd(eid: str, t: int, ranks: dict[str, int]) -> Message:
+        standings = [{"player": p, "rank": r} for p, r in ranks.items()]
+        return Message("in", 0, t, orjson.dumps({"type": "round", "event_id": eid, "pool": "x", "round_id": eid,
+                                                 "time": t, "standings": standings}))
+
+    msgs = [rnd("r0", 0, {"solo": 1}), rnd("r1", 1, {"t1": 1, "t2": 1}), rnd("r2", 2, {"solo": 1, "t1": 2, "y": 3})]
+    system = make_system("elo-mmr")
+    prior = system.summary(system.new_belief())
+
+    async def run() -> None:
+        store = _store(redis_url)
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            first = await proc.process(msgs[:2])
+            assert first.outputs == [] and first.dead == []
+            assert sorted(await store.top("x", 10)) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
+            assert (await proc.process(msgs[:2])).outputs == []  # re-delivered: still nothing to publish
+            second = await proc.process(msgs[2:])
+            assert sorted((o.player, o.version) for o in second.outputs) == [("solo", 1), ("t1", 1), ("y", 1)]
+            again = await proc.process(msgs)  # re-delivered after the rating: republished at version 1 only
+        assert {o.version for o in again.outputs} == {1}
+        assert {o.player for o in again.outputs} == {"solo", "t1", "y"}
+        pipe = EmbeddedPipeline("elo-mmr")
+        for m in msgs:
+            d = orjson.loads(m.value)
+            players = [x["player"] for x in d["standings"]]
+            ranks = np.array([x["rank"] for x in d["standings"]], dtype=np.int64)
+            pipe.add("round", RoundEvent(d["event_id"], "x", d["round_id"], d["time"], players, ranks))
+        pipe.flush()
+        codec = codec_for("elo-mmr")
+        want = {p: codec.encode(b) for _, p, b in pipe.store.items()}
+        assert await _state(store) == want and len(want) == 4
         await store.close()
 
     asyncio.run(run())

@@ -150,15 +150,37 @@ def test_invalid_event_in_stream_is_reported_with_location(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     "system", ["elo-mmr", "elo-mmx", "cowan", "elo", "glicko", "trueskill", "codeforces", "topcoder"]
 )
-def test_a_round_of_one_player_changes_nothing_in_every_system(system: str) -> None:
-    """Cowan raised 'rates only two-player rounds (got 1)' and stopped the replay (exit 2)."""
+def test_a_round_that_changes_nothing_still_lists_its_players_in_every_system(system: str) -> None:
+    """A round of one player (Cowan raised 'rates only two-player rounds (got 1)' and stopped
+    the replay) or of players all tied changes no belief, but CONTRACT's ``--out`` lists
+    "the final rating of every player": newcomers are listed at the prior with rounds 0, and a
+    player already rated keeps the rating unchanged."""
     from stream.events.model import RoundEvent
+    from stream.ratings import make_system
 
-    solo = RoundEvent("r1", "p", "1", 0, ["solo"], np.array([1], dtype=np.int64))
+    def rnd(eid: str, t: int, players: list[str], ranks: list[int]) -> RoundEvent:
+        return RoundEvent(eid, "p", eid, t, players, np.array(ranks, dtype=np.int64))
+
     pipe = EmbeddedPipeline(system)
-    pipe.add("round", solo)
+    pipe.add("round", rnd("r1", 0, ["solo"], [1]))
     pipe.flush()
-    assert [r["player"] for r in pipe.final_ratings() if r["rounds"] > 0] == []
+    sysm = make_system(system)
+    prior = sysm.summary(sysm.new_belief())
+    want = {"pool": "p", "player": "solo", "rating": prior.rating, "mu": prior.mu, "sigma": prior.sigma, "rounds": 0}
+    assert list(pipe.final_ratings()) == [want]
+    if system == "cowan":  # rates two-player rounds only
+        pipe.add("round", rnd("r2", 1, ["solo", "x"], [1, 2]))
+    else:
+        pipe.add("round", rnd("r2", 1, ["solo", "x", "y"], [1, 2, 3]))
+    pipe.flush()
+    rated = {r["player"]: r for r in pipe.final_ratings()}
+    assert rated["solo"]["rounds"] == 1
+    if system == "cowan":  # a tie of two is a draw, which Cowan rates
+        return
+    pipe.add("round", rnd("r3", 2, ["solo", "x", "tied"], [1, 1, 1]))
+    pipe.flush()
+    final = {r["player"]: r for r in pipe.final_ratings()}
+    assert final == {**rated, "tied": {**want, "player": "tied"}}
 
 
 def test_round_results_delivered_again_are_duplicates_like_in_the_service(tmp_path: Path) -> None:
