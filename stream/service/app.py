@@ -259,7 +259,7 @@ def create_app(s: Settings) -> Service:
     """Build the Faust app, its agent and timers around one Processor."""
     patch_fetch_wait(s.fetch_max_wait_ms)
     app = faust.App(s.app_id, **faust_kwargs(s))
-    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, **s.redis_kwargs())
     # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))

@@ -55,6 +55,10 @@ class Settings:
     #: topic/partition; bounded state and ~1.3 µs less Redis CPU per match, but an event sent twice
     #: at two offsets is applied twice). Rounds and round results are always recognised by id.
     dedup: str = "ids"
+    #: bound of a pool's recorded event ids (``:seen`` kept in two generations of this many; see
+    #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
+    #: 0: every id is kept for ever (exact, unbounded memory)
+    seen_max_ids: int = 0
     #: rate a match-only batch while the previous batch's Redis commit is in flight (from the
     #: beliefs that commit writes; recomputed when it does not land as computed). Opt-in: on
     #: this machine it made the worker slower, because batches merge less (see
@@ -83,6 +87,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.dedup not in DEDUP_MODES:
             raise ValueError(f"MMR_DEDUP={self.dedup!r}: expected one of {', '.join(DEDUP_MODES)}")
+        if self.seen_max_ids < 0:
+            raise ValueError(f"MMR_SEEN_MAX_IDS={self.seen_max_ids}: expected 0 (unbounded) or a positive count")
 
     def with_default_system(self, name: str | None, params: Mapping[str, Any] | None) -> Settings:
         """``mmr worker --system/--param``: the default for every pool without its own config."""
@@ -192,6 +198,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
         dedup=get("MMR_DEDUP", s.dedup),
+        seen_max_ids=get("MMR_SEEN_MAX_IDS", s.seen_max_ids),
         overlap_commits=get("MMR_OVERLAP_COMMITS", s.overlap_commits),
         http_host=get("MMR_HTTP_HOST", s.http_host),
         http_port=get("MMR_HTTP_PORT", s.http_port),

@@ -6,6 +6,7 @@ touches lives in one Redis Cluster slot and one Lua script can update it atomica
     {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
     {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard)
     {prefix}:{<pool>}:seen            SET     event ids already applied (rounds, matches, round results)
+    {prefix}:{<pool>}:seen:old        SET     the previous generation of ``:seen`` (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
     {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit
@@ -32,6 +33,13 @@ With ``MMR_DEDUP=offsets`` (stream.service.config) matches are not recorded by e
 a pool's events of one topic/partition are applied strictly in offset order, so the pool's
 highest applied offset there (``:wm``) tells a re-delivered message from a new one. The
 commit then checks and advances those watermarks instead of adding ids to ``:seen``.
+
+``:seen`` grows by one id per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
+in two generations: once ``:seen`` holds that many ids, the commit that filled it renames it
+to ``:seen:old`` (the generation before is unlinked: freed in Redis's background thread) and
+starts an empty ``:seen``; both are checked. So a pool keeps at most twice that many ids
+plus one batch, and an event is recognised as long as fewer than ``seen_max_ids`` ids were
+recorded after it; one re-sent later than that is applied again.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
-# KEYS: gen, seen, lb, done, wm, meta (all in the pool's slot; player and pending-round keys are built
+# KEYS: gen, seen, lb, done, wm, meta, seen:old (all in the pool's slot; player and pending-round keys are built
 #       in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
 # ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 '1' = check the ids and offsets first (else ''),
 #       6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first offset to check
@@ -54,7 +62,8 @@ import redis.asyncio as aioredis
 #       prefix, 11 players blob, 12 ids blob, 13 done-rounds blob. Blobs: all little-endian u32 lengths
 #       first, then the bytes (players: three lengths per player -- name, value, score text -- then
 #       the three strings per player). One argument instead of thousands: redis-py packs arguments
-#       one by one in Python, which cost ~80 ms for a round of 3,000 players.
+#       one by one in Python, which cost ~80 ms for a round of 3,000 players. 14: seen_max_ids
+#       ('0' = unbounded; see the module docstring).
 # A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
 _ITEMS_LUA = """
 local function items(b, n)
@@ -66,6 +75,19 @@ local function items(b, n)
     p = p + l
   end
   return out
+end
+-- 1 if any of ids[1..n] is a member of the set at key (SMISMEMBER in chunks of 4,000)
+local function any_member(key, ids, n)
+  local i = 0
+  while i < n do
+    local j = math.min(i + 4000, n)
+    local f = redis.call('SMISMEMBER', key, unpack(ids, i + 1, j))
+    for k = 1, #f do
+      if f[k] == 1 then return true end
+    end
+    i = j
+  end
+  return false
 end
 """
 
@@ -90,15 +112,8 @@ if ARGV[5] == '1' then
       if wm and tonumber(wm) >= tonumber(offs[k + 1]) then return -3 end
     end
   end
-  local i = 0
-  while i < ni do
-    local j = math.min(i + 4000, ni)
-    local f = redis.call('SMISMEMBER', KEYS[2], unpack(ids, i + 1, j))
-    for k = 1, #f do
-      if f[k] == 1 then return -3 end
-    end
-    i = j
-  end
+  if any_member(KEYS[2], ids, ni) then return -3 end
+  if ni > 0 and redis.call('EXISTS', KEYS[7]) == 1 and any_member(KEYS[7], ids, ni) then return -3 end
 end
 local pkey = ARGV[9]
 local blob = ARGV[11]
@@ -132,6 +147,11 @@ while i < ni do
   redis.call('SADD', KEYS[2], unpack(ids, i + 1, j))
   i = j
 end
+local cap = tonumber(ARGV[14])
+if cap > 0 and ni > 0 and redis.call('SCARD', KEYS[2]) >= cap then
+  redis.call('UNLINK', KEYS[7])
+  redis.call('RENAME', KEYS[2], KEYS[7])
+end
 local done = items(ARGV[13], nd)
 for k = 1, nd do
   redis.call('DEL', ARGV[10] .. done[k])
@@ -150,7 +170,7 @@ return redis.call('INCR', KEYS[1])
 
 
 # The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
-# blobs): KEYS gen, seen, wm; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players
+# blobs): KEYS gen, seen, wm, seen:old; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players
 # blob, 6 n_wm, 7 blob of watermark fields ("topic/partition").
 # Returns {gen, seen flags (0/1 per id), beliefs (false = none), watermarks (false = none)}.
 _SNAPSHOT_LUA = _ITEMS_LUA + """
@@ -158,12 +178,14 @@ local gen = redis.call('GET', KEYS[1]) or '0'
 local ni = tonumber(ARGV[2])
 local np = tonumber(ARGV[4])
 local ids = items(ARGV[3], ni)
+local old = ni > 0 and redis.call('EXISTS', KEYS[4]) == 1
 local flags = {}
 local i = 0
 while i < ni do
   local j = math.min(i + 4000, ni)
   local f = redis.call('SMISMEMBER', KEYS[2], unpack(ids, i + 1, j))
-  for k = 1, #f do flags[#flags + 1] = f[k] end
+  local g = old and redis.call('SMISMEMBER', KEYS[4], unpack(ids, i + 1, j))
+  for k = 1, #f do flags[#flags + 1] = (g and g[k] == 1) and 1 or f[k] end
   i = j
 end
 local names = items(ARGV[5], np)
@@ -232,15 +254,17 @@ class Commit:
 class RedisStore:
     """Async access to the layout above (redis-py asyncio client, hiredis parser)."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "mmr") -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str = "mmr", seen_max_ids: int = 0) -> None:
         self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
         self.prefix = prefix
+        #: ``:seen`` rotates into ``:seen:old`` at this many ids (0: one set, unbounded; module docstring)
+        self.seen_max_ids = seen_max_ids
         self._commit = client.register_script(_COMMIT_LUA)
         self._snapshot = client.register_script(_SNAPSHOT_LUA)
 
     @classmethod
-    def from_url(cls, url: str, prefix: str = "mmr", **kwargs: Any) -> RedisStore:
-        return cls(aioredis.Redis.from_url(url, **kwargs), prefix)
+    def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, **kwargs: Any) -> RedisStore:
+        return cls(aioredis.Redis.from_url(url, **kwargs), prefix, seen_max_ids)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -267,7 +291,8 @@ class RedisStore:
         players = list(players)
         event_ids = list(event_ids)
         fields = list(watermarks)
-        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "seen"), self.key(pool, "wm")],
+        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "seen"), self.key(pool, "wm"),
+                                         self.key(pool, "seen:old")],
                                    args=[self.player_key(pool, ""), len(event_ids), _blob(event_ids),
                                          len(players), _blob(players), len(fields), _blob(fields)])
         gen = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
@@ -346,7 +371,7 @@ class RedisStore:
         if any was.
         """
         players = list(c.beliefs)
-        keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta")]
+        keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta", "seen:old")]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
@@ -358,7 +383,7 @@ class RedisStore:
         argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "1" if check_ids else "",
                            len(c.offsets), _blob(offsets), meta_json,
                            self.player_key(pool, ""), self.pend_key(pool, ""), players_blob,
-                           _blob(c.event_ids), _blob(c.done_rounds)]
+                           _blob(c.event_ids), _blob(c.done_rounds), self.seen_max_ids]
         res = await self._commit(keys=keys, args=argv)
         if int(res) == -2:
             raise MetaConflict(pool)

@@ -2,7 +2,7 @@
 
 The worker's processor on pre-built input messages in take batches (started one after the
 other as the worker's pipeline does; with ``MMR_OVERLAP_COMMITS=1`` a batch's commit overlaps
-the next one's rating), plus the serialisation the publisher does per rating; prints
+the next one's rating; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus the serialisation the publisher does per rating; prints
 results/s. Shows the pipeline's own cost without Faust and Tansu (see BENCHMARKS.md,
 "Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
 
@@ -60,7 +60,8 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     tag = uuid.uuid4().hex[:6]
     s = replace(Settings(), redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
                 dedup=dedup, overlap_commits=os.environ.get("MMR_OVERLAP_COMMITS", "0") == "1")
-    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix,
+                                seen_max_ids=int(os.environ.get("MMR_SEEN_MAX_IDS", "0")))
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
     if kind == "single":

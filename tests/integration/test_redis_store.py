@@ -47,6 +47,41 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
     asyncio.run(run())
 
 
+def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> None:
+    """With ``seen_max_ids`` N, after any sequence of commits (random batch sizes): every id among
+    the last N recorded is recognised, by the snapshot and by an optimistic commit, and the pool
+    holds at most 2N + one batch of ids; an id older than both generations is forgotten."""
+    import random
+
+    n = 7
+    rng = random.Random(1)
+
+    async def run() -> None:
+        store = _store(redis_url)
+        store.seen_max_ids = n
+        seen_k, old_k = store.key("p", "seen"), store.key("p", "seen:old")
+        gen, recorded = "0", []
+        for k in range(60):
+            ids = [f"e{len(recorded) + i}" for i in range(rng.randrange(0, 5))]
+            gen = str(await store.commit("p", gen, Commit(event_ids=ids), check_ids=True))
+            recorded += ids
+            held = await store.r.scard(seen_k) + await store.r.scard(old_k)
+            assert held <= 2 * n + 4
+            snap = await store.snapshot("p", [], recorded)
+            assert snap.gen == gen and snap.seen >= set(recorded[-n:]), k
+            assert len(snap.seen) == held
+        assert await store.r.exists(old_k)  # it did rotate
+        forgotten = [e for e in recorded if e not in snap.seen]
+        assert forgotten == recorded[:len(forgotten)] and forgotten  # the oldest ones, in order
+        for e in (recorded[-1], recorded[-n]):
+            with pytest.raises(AlreadyApplied):
+                await store.commit("p", gen, Commit(event_ids=["fresh", e]), check_ids=True)
+        assert int(await store.commit("p", gen, Commit(event_ids=[forgotten[-1]]), check_ids=True)) == int(gen) + 1
+        await store.close()
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("dedup", ["ids", "offsets"])
 def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
     matches = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 7}", "b": f"p{(i + 3) % 7}", "score": (i % 3) / 2}

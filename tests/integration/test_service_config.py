@@ -36,6 +36,17 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     assert from_env({}).dedup == "ids" and from_env({"MMR_DEDUP": "offsets"}).dedup == "offsets"
     with pytest.raises(ValueError, match="MMR_DEDUP='offset': expected one of ids, offsets"):
         from_env({"MMR_DEDUP": "offset"})
+    assert from_env({}).seen_max_ids == 0 and from_env({"MMR_SEEN_MAX_IDS": "5000"}).seen_max_ids == 5000
+    with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
+        from_env({"MMR_SEEN_MAX_IDS": "-1"})
+
+
+def test_the_worker_hands_its_settings_to_the_store() -> None:
+    """Building the app connects to nothing (redis-py connects lazily)."""
+    from stream.service.app import create_app
+
+    svc = create_app(from_env({"MMR_SEEN_MAX_IDS": "123", "MMR_KEY_PREFIX": "kp", "MMR_HTTP_PORT": "0"}))
+    assert (svc.store.seen_max_ids, svc.store.prefix) == (123, "kp")
 
 
 def test_publisher_frames_round_trip_through_validation() -> None:
