@@ -82,6 +82,7 @@ from stream.ratings.base import (
     Rating,
     RatingError,
     RatingSystem,
+    concat_f64,
     gather_columns,
     ratings_from_columns,
 )
@@ -138,11 +139,9 @@ class RoundResult:
 def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
     """Concatenate beliefs into one flat array + offsets (the only per-player Python).
 
-    Non-finite values are detected by the kernel, which reads every value anyway.
-
-    ``bytes.join`` over the arrays' buffers is about twice as fast as ``np.concatenate``
-    for thousands of small arrays; a byte count that disagrees with the lengths (an
-    array that is not float64 or not contiguous) falls back to ``np.concatenate``.
+    Non-finite values are detected by the kernel, which reads every value anyway. The copy
+    is ``concat_f64``'s (one ``bytearray.join`` while holding the GIL, and every belief's
+    dtype checked, so an integer array is converted rather than its bytes reinterpreted).
     """
     n = len(beliefs)
     lengths = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
@@ -151,15 +150,7 @@ def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
     if lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
         bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
         raise RatingError(f"belief of player #{bad} has an invalid length {int(lengths[bad])}")
-    try:
-        raw = b"".join(beliefs)  # type: ignore[arg-type]
-    except (TypeError, BufferError):
-        raw = b""
-    if len(raw) == 8 * int(offsets[-1]) and all(b.dtype == np.float64 for b in beliefs[:1]):
-        flat = np.frombuffer(raw, dtype=np.float64)
-    else:
-        flat = np.concatenate([np.asarray(b, dtype=np.float64) for b in beliefs])
-    return flat, offsets
+    return concat_f64(beliefs), offsets
 
 
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
@@ -261,7 +252,8 @@ class EloMMR(RatingSystem):
             raise RatingError(f"packed belief of player #{bad} has an invalid size {int(nbytes[bad])} bytes")
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        flat = np.frombuffer(b"".join(beliefs), dtype="<f8")
+        # writable, like concat_f64's: the kernels then have one numba signature, compiled once
+        flat = np.frombuffer(bytearray().join(beliefs), dtype="<f8")
         out, out_offsets, _ = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         raw = out.astype("<f8", copy=False).tobytes()
         bounds = (out_offsets * 8).tolist()
@@ -314,6 +306,16 @@ class EloMMR(RatingSystem):
                 p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
                 self.gaussian, int(p.history_limit),
             )
+        except (ZeroDivisionError, SystemError) as exc:
+            # a zero σ or weight in a belief: the kernels' Python error model raises
+            # ZeroDivisionError, which numba re-raises from a cached kernel as a SystemError
+            # (a worker would crash on it; a RatingError dead-letters the event instead)
+            cause: BaseException | None = exc
+            while cause is not None and not isinstance(cause, ZeroDivisionError):
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            raise RatingError("a belief holds a zero σ or weight (division by zero in the round kernel)") from exc
         finally:
             if threads > 1:
                 numba.set_num_threads(threads)

@@ -2,8 +2,9 @@
 
 The worker's processor on pre-built input messages in take batches (started one after the
 other as the worker's pipeline does; with ``MMR_OVERLAP_COMMITS=1`` a batch's commit overlaps
-the next one's rating; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus the serialisation the publisher does per rating; prints
-results/s. Shows the pipeline's own cost without Faust and Tansu (see BENCHMARKS.md,
+the next one's rating; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus
+the serialisation the publisher does per rating; prints results/s. Shows the pipeline's own
+cost without Faust and Tansu (see BENCHMARKS.md,
 "Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
 
     python -m stream.tools.bench_processor single elo 20000 4096   # kind system n take_batch

@@ -87,6 +87,30 @@ def test_non_finite_belief_raises(field: int) -> None:
         system.rate_round(beliefs, np.array([1, 2, 3]), 0)
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_beliefs_of_another_dtype_are_converted_not_reinterpreted(dtype: type) -> None:
+    """The gather checked only the first belief's dtype: an int64 belief later in the list
+    had its bytes read as float64 (the kernel then failed with numba's SystemError)."""
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(3)]
+    beliefs[1] = np.array([1500.0, 350.0, 1500.0, 1.0, 0.0, 0.0])
+    other = [beliefs[0], beliefs[1].astype(dtype), beliefs[2]]
+    want = system.rate_round(beliefs, np.array([1, 2, 3]), 0)
+    got = system.rate_round(other, np.array([1, 2, 3]), 0)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_a_zero_weight_in_a_belief_is_a_rating_error() -> None:
+    """Division by zero in the kernel came out of numba as a SystemError, which a worker does
+    not catch (it would crash on every event of that player); a RatingError dead-letters it."""
+    system = EloMMR()
+    beliefs = [system.new_belief() for _ in range(3)]
+    system.rate_round(beliefs, np.array([1, 2, 3]), 0)  # the kernels compiled or loaded first
+    beliefs[1] = np.array([1500.0, 350.0, 1500.0, 0.0, 0.0, 0.0])
+    with pytest.raises(RatingError):
+        system.rate_round(beliefs, np.array([1, 2, 3]), 0)
+
+
 def test_bad_round_arguments_raise() -> None:
     system = EloMMR()
     beliefs = [system.new_belief() for _ in range(3)]
