@@ -21,7 +21,7 @@ from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
-from stream.ratings.base import RatingError, RatingSystem
+from stream.ratings.base import Belief, RatingError, RatingSystem
 from stream.state.memory import MemoryStore
 
 
@@ -123,7 +123,7 @@ class EmbeddedPipeline:
             return
         eng = self.engine(event.pool)
         try:
-            changed = eng.rate_round(event, self.store.pool(event.pool))
+            changed = eng.store_round(event, self.store.pool(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
         self.store.commit(event.pool, changed, (event.event_id, *extra_ids))
@@ -137,7 +137,7 @@ class EmbeddedPipeline:
             if not batch:
                 continue
             try:
-                changed = self.engine(p).rate_matches(batch, self.store.pool(p))
+                changed = self.engine(p).store_matches(batch, self.store.pool(p))
             except RatingError as exc:
                 raise InvalidEvent(str(exc), batch.event_ids[0]) from None
             self.store.commit(p, changed, batch.event_ids)
@@ -167,9 +167,14 @@ class EmbeddedPipeline:
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:
         """CONTRACT replay output rows, pools and players in first-seen order."""
-        for pool, player, belief in self.store.items():
+        for pool, player, belief in self.beliefs():
             r = self.engine(pool).system.summary(belief)
             yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
+
+    def beliefs(self) -> Iterator[tuple[str, str, Belief]]:
+        """(pool, player, belief as an array) of every player, in first-seen order."""
+        for pool, player, held in self.store.items():
+            yield pool, player, self.engine(pool).unpack(held)
 
     def system_for(self, pool: str) -> RatingSystem:
         return self.engine(pool).system

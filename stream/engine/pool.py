@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, RoundEvent, index_players
+from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings.base import Belief, Rating, RatingSystem
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.state.memory import Held
 
 
 @dataclass(slots=True)
@@ -41,12 +43,6 @@ class Applied:
     updates: dict[str, bytes] = field(default_factory=dict)
     ratings: dict[str, Rating] = field(default_factory=dict)
 
-    def outputs(self, pool: str, system: str, event_id: str, time: int) -> list[RatingOutput]:
-        return [
-            RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, event_id, time, system)
-            for p, r in self.ratings.items() if r.rounds
-        ]
-
 
 class PoolEngine:
     """One pool's rating system plus its codec; pure (no I/O)."""
@@ -55,6 +51,11 @@ class PoolEngine:
         self.pool = pool
         self.system = system
         self.codec = codec if codec is not None else codec_for(system.name)
+        #: the embedded store holds this pool's beliefs *packed* (each one's raw float64 bytes)
+        #: when the system rates rounds on packed beliefs and its codec keeps every bit: no
+        #: numpy array is made or freed per player and round (Elo-MMR over the Codeforces
+        #: history: BENCHMARKS.md, "Elo-MMR"); ``store_round`` / ``store_matches`` / ``unpack``
+        self.packed = system.packed_rounds and (self.codec.lossless or system.canonical_state)
 
     # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
@@ -96,6 +97,33 @@ class PoolEngine:
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
         after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
         return self._changed(idx.players, before, after, beliefs)
+
+    # --- what the embedded store holds (packed bytes or arrays: ``packed``) ------------
+    def unpack(self, held: Held) -> Belief:
+        """A belief the embedded store holds, as an array."""
+        return np.frombuffer(held, dtype="<f8").astype(np.float64) if isinstance(held, bytes) else held
+
+    def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
+        """``rate_round`` on what the embedded store holds; returns what it should hold next."""
+        if not self.packed:
+            return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
+        system = self.system
+        new = system.new_packed_belief
+        before = [b if (b := held.get(p)) is not None else new() for p in event.players]
+        after = system.rate_round_packed(before, event.ranks, event.time, event.weight,  # type: ignore[arg-type]
+                                         event.perf_ceiling)
+        pairs = zip(event.players, before, after, strict=True)
+        return {p: b for p, old, b in pairs if b is not old or p not in held}  # as ``_changed``
+
+    def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
+        """``rate_matches`` on what the embedded store holds (matches of a packed pool go
+        through arrays: only rounds have a packed kernel)."""
+        if not self.packed:
+            return self.rate_matches(batch, cast("Mapping[str, Belief]", held))
+        idx = index_players(batch)
+        arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
+        changed = self.rate_matches(batch, arrays, idx)
+        return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:

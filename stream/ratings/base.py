@@ -188,6 +188,10 @@ class RatingSystem(ABC):
     #: pipeline then rates a batch on one (players × width) array, with no array object per
     #: player; None: only the per-belief methods
     belief_width: ClassVar[int | None] = None
+    #: rounds can also be rated on *packed* beliefs (each one's raw little-endian float64
+    #: bytes): ``new_packed_belief`` and ``rate_round_packed``, bit for bit ``rate_round``'s
+    #: results packed; the embedded store then keeps bytes, no array object per player
+    packed_rounds: ClassVar[bool] = False
 
     def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         if isinstance(params, Params):
@@ -276,6 +280,16 @@ class RatingSystem(ABC):
         """``summary_many(list(state))`` from the matrix form, field for field (None: use
         the per-belief path, e.g. a value the per-item path must reject)."""
         raise NotImplementedError(f"{self.name} has no matrix form (belief_width is None)")
+
+    def new_packed_belief(self) -> bytes:
+        """``new_belief()`` packed (see ``packed_rounds``)."""
+        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
+
+    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
+                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
+        """``rate_round`` on packed beliefs (see ``packed_rounds``); an unchanged player's
+        entry is the very object passed in, as in ``rate_round``."""
+        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
 
     # --- predictions ------------------------------------------------------------------
     def win_probability(self, a: Belief, b: Belief) -> float:

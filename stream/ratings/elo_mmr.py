@@ -172,6 +172,7 @@ class EloMMR(RatingSystem):
     name: ClassVar[str] = "elo-mmr"
     params_type: ClassVar[type[Params]] = EloMMRParams
     native: ClassVar[frozenset[str]] = frozenset({"rounds"})
+    packed_rounds: ClassVar[bool] = True
     gaussian: ClassVar[bool] = False
 
     params: EloMMRParams

@@ -2,7 +2,8 @@
 
 It holds each belief exactly as a round trip through the pool's codec returns it
 (``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit
-for bit without paying an encode/decode per result.
+for bit without paying an encode/decode per result: an array, or for a pool whose engine
+is ``packed`` the array's raw float64 bytes (``PoolEngine.unpack`` turns either into an array).
 """
 
 from __future__ import annotations
@@ -11,25 +12,27 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from stream.ratings.base import Belief
 
+Held = Belief | bytes  # what the store keeps per player (see the module docstring)
+
 
 class MemoryStore:
     """Per pool: player → belief, and the set of applied event ids (idempotence)."""
 
     def __init__(self) -> None:
-        self.beliefs: dict[str, dict[str, Belief]] = {}
+        self.beliefs: dict[str, dict[str, Held]] = {}
         self.seen: dict[str, set[str]] = {}
 
-    def pool(self, pool: str) -> dict[str, Belief]:
+    def pool(self, pool: str) -> dict[str, Held]:
         return self.beliefs.setdefault(pool, {})
 
     def is_applied(self, pool: str, event_id: str) -> bool:
         return event_id in self.seen.get(pool, ())
 
-    def commit(self, pool: str, changed: Mapping[str, Belief], event_ids: Iterable[str]) -> None:
+    def commit(self, pool: str, changed: Mapping[str, Held], event_ids: Iterable[str]) -> None:
         self.pool(pool).update(changed)
         self.seen.setdefault(pool, set()).update(event_ids)
 
-    def items(self) -> Iterator[tuple[str, str, Belief]]:
+    def items(self) -> Iterator[tuple[str, str, Held]]:
         for pool, players in self.beliefs.items():
             for player, belief in players.items():
                 yield pool, player, belief

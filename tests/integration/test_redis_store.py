@@ -151,7 +151,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
             pipe.add("round", RoundEvent(d["event_id"], "x", d["round_id"], d["time"], players, ranks))
         pipe.flush()
         codec = codec_for("elo-mmr")
-        want = {p: codec.encode(b) for _, p, b in pipe.store.items()}
+        want = {p: codec.encode(b) for _, p, b in pipe.beliefs()}
         assert await _state(store) == want and len(want) == 4
         await store.close()
 

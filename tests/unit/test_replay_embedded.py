@@ -109,6 +109,38 @@ def test_batch_size_does_not_change_results(tmp_path: Path, system: str) -> None
     assert one == many  # exact sequential meaning: bit-identical floats
 
 
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
+def test_packed_store_gives_the_bits_of_the_array_store(tmp_path: Path, system: str) -> None:
+    """The embedded store keeps Elo-MMR beliefs packed (raw float64 bytes; no array per player
+    and round); the same history through arrays gives the same bits. Rounds with ties, a round
+    that changes nothing, and matches of the same pool (rated through arrays) included."""
+    from stream.events.inputs import read_records
+    from stream.tools.synth import synth_rounds
+
+    contests = list(synth_rounds(40, 12, 0.5, seed=3))
+    contests.append({"name": "solo", "time_seconds": 1_700_000_000, "standings": [["lonely", 0, 0]]})
+    rounds = _write(tmp_path / "r.jsonl", contests)
+    duels = [{**m, "pool": "default", "a": f"P{m['a']}", "b": f"P{m['b']}"} for m in _matches(30)]
+    duels += [{**m, "event_id": f"x{i}", "b": contests[0]["standings"][i][0]}  # type: ignore[index]
+              for i, m in enumerate(duels[:5])]
+    matches = _write(tmp_path / "m.jsonl", duels)
+
+    def run(packed: bool) -> tuple[list[dict[str, object]], list[tuple[str, str, bytes]]]:
+        pipe = EmbeddedPipeline(system, batch_size=7)
+        assert pipe.engine("default").packed
+        pipe.engine("default").packed = packed
+        for path in (rounds, matches):
+            pipe.run(read_records(path))
+        pipe.flush()
+        held = {type(b) for _, _, b in pipe.store.items()}
+        assert held == ({bytes} if packed else {np.ndarray})
+        return list(pipe.final_ratings()), [(q, p, b.tobytes()) for q, p, b in pipe.beliefs()]
+
+    packed, arrays = run(True), run(False)
+    assert packed == arrays
+    assert {r["player"] for r in packed[0]} >= {"lonely", "Pp1", contests[0]["standings"][0][0]}  # type: ignore[index]
+
+
 def test_replaying_the_same_events_twice_changes_nothing(tmp_path: Path) -> None:
     src = _write(tmp_path / "m.jsonl", _matches(30))
     assert _run([src, src], "cowan") == _run([src], "cowan")
