@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -28,6 +28,15 @@ from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_playe
 from stream.ratings.base import Belief, Rating, RatingSystem
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.state.memory import Held
+
+_H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
+
+
+def _new_or_changed(players: list[str], before: list[_H], after: list[_H],
+                    known: Mapping[str, object]) -> dict[str, _H]:
+    """Players whose entry the system replaced (it returns an unchanged player's very object)
+    or that ``known`` did not hold yet (see ``PoolEngine._changed``), with their new entry."""
+    return {p: new for p, old, new in zip(players, before, after, strict=True) if new is not old or p not in known}
 
 
 @dataclass(slots=True)
@@ -72,13 +81,12 @@ class PoolEngine:
         still makes its players part of the pool, stored at their prior with ``rounds`` 0,
         so that the final ratings list every player who took part (CONTRACT: "the final
         rating of every player"). No rating is published for them: nothing changed."""
-        pairs = zip(players, before, after, strict=True)
+        moved = _new_or_changed(players, before, after, known)
         if self.codec.lossless or self.system.canonical_state:  # the hot path: no call per player
-            return {p: new for p, old, new in pairs if new is not old or p not in known}
-        moved = [(p, new) for p, old, new in pairs if new is not old or p not in known]
+            return moved
         codec = self.codec
-        back = decode_many(codec, encode_many(codec, [new for _, new in moved]))
-        return {p: b for (p, _), b in zip(moved, back, strict=True)}
+        back = decode_many(codec, encode_many(codec, list(moved.values())))
+        return dict(zip(moved, back, strict=True))
 
     def rate_round(self, event: RoundEvent, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
         """New beliefs of the players the round changed (duplicates were rejected upstream)."""
@@ -109,11 +117,9 @@ class PoolEngine:
             return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
         system = self.system
         new = system.new_packed_belief
-        before = [b if (b := held.get(p)) is not None else new() for p in event.players]
-        after = system.rate_round_packed(before, event.ranks, event.time, event.weight,  # type: ignore[arg-type]
-                                         event.perf_ceiling)
-        pairs = zip(event.players, before, after, strict=True)
-        return {p: b for p, old, b in pairs if b is not old or p not in held}  # as ``_changed``
+        before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
+        after = system.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        return _new_or_changed(event.players, before, after, held)  # packed: lossless, so no round trip
 
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_matches`` on what the embedded store holds (matches of a packed pool go

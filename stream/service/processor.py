@@ -860,14 +860,11 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         players = list(ratings)
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
-        if registered and 0 in rounds:  # players stored at their prior by a round that changed nothing
-            published = [(p, r) for p, r in ratings.items() if r.rounds]
-            players = [p for p, _ in published]
-            rating, mu, sigma, rounds = zip(*(r for _, r in published), strict=True) if published else ((),) * 4
-        if players:
-            eids, times = zip(*map(cause.__getitem__, players), strict=True)
-            outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids,
-                               times, repeat(system)))
+        eids, times = zip(*map(cause.__getitem__, players), strict=True)
+        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
+                           repeat(system)))
+        if registered:  # players a round only stored at their prior (rounds 0): not published
+            outputs = [o for o in outputs if o.rounds]
     return commit, outputs, dead, counts
 
 

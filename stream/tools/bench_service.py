@@ -234,6 +234,11 @@ class _Worker:
                     "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
         mmr = Path(sys.executable).parent / "mmr"
         self.proc = subprocess.Popen([str(mmr), "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        self.port = port
+
+    def ready(self) -> None:
+        """Wait until its HTTP port answers (a first start compiles the numba kernels: minutes)."""
+        _wait_port(self.port, 600)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -371,10 +376,10 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
             "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
             "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
-        worker = _Worker(s, port, tmp / "worker.log", pools)
         click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                    err=True)
-        _wait_port(port, 600)
+        worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
+        worker.ready()
         # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
         warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
         asyncio.run(_produce(s, s.topic_matches, warm))
@@ -436,7 +441,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 asyncio.run(ensure_topics(s))
                 click.echo("a worker on fresh topics for the latency run ...", err=True)
                 worker = _Worker(s, port, tmp / "worker-latency.log", pools)
-                _wait_port(port, 600)
+                worker.ready()
                 asyncio.run(_produce(s, s.topic_matches, warm))
                 _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
             click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
