@@ -14,22 +14,63 @@ give back, and both paths stay bit-identical.
 The per-player work around the kernels (decoding what the store holds, encoding the new
 beliefs, their summaries) runs as one batched call each (``decode_many`` /
 ``encode_many`` / ``summary_many``), which give exactly the per-player results.
+
+Stored state the engine cannot use (a value in Redis that is truncated, of another system,
+or holds zeros, NaN or huge numbers: corruption, or a key written by something else)
+raises ``RatingError`` from every entry point, whatever the codec or kernel raised
+(``ValueError``, ``IndexError``, ``ZeroDivisionError``, ``OverflowError``, numba's
+``SystemError``), and a rating that would come out non-finite is refused the same way.
+The service dead-letters the event with that reason and keeps rating every other
+player; before, the worker stopped on the same event after every restart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TypeVar, cast
 
 import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
-from stream.ratings.base import Belief, Rating, RatingSystem
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.state.memory import Held
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
+
+#: what codecs and kernels raise on a belief they cannot use (``RatingError`` is a ValueError:
+#: it passes through unchanged); numba re-raises a kernel's exception as ``SystemError``
+_BELIEF_FAULTS = (ArithmeticError, ValueError, IndexError, SystemError)
+
+
+@contextmanager
+def _belief_faults(system: str) -> Iterator[None]:
+    """Turn a codec's or kernel's failure on stored beliefs into ``RatingError``."""
+    try:
+        yield
+    except RatingError:
+        raise
+    except _BELIEF_FAULTS as exc:
+        raise RatingError(f"{system} cannot rate the stored beliefs ({type(exc).__name__}: {exc})") from exc
+
+
+_RATING, _SIGMA = itemgetter(0), itemgetter(2)  # Rating fields, read at C level
+
+
+def _check_finite(ratings: dict[str, Rating]) -> None:
+    """Refuse ratings that are not finite (a corrupt belief's NaN would be stored and then
+    published as JSON null). One C-level sum per field: NaN and inf propagate."""
+    values = ratings.values()
+    if math.isfinite(sum(map(_RATING, values)) + sum(map(_SIGMA, values))):
+        return
+    bad = next((p for p, r in ratings.items() if not (math.isfinite(r.rating) and math.isfinite(r.sigma))), None)
+    if bad is not None:  # else: finite values whose sum overflowed
+        raise RatingError(f"the new rating of player {bad!r} is not finite (a corrupt stored belief?)")
+
 
 
 def _new_or_changed(players: list[str], before: list[_H], after: list[_H],
@@ -113,6 +154,10 @@ class PoolEngine:
 
     def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_round`` on what the embedded store holds; returns what it should hold next."""
+        with _belief_faults(self.system.name):
+            return self._store_round(event, held)
+
+    def _store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
         if not self.packed:
             return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
         system = self.system
@@ -124,6 +169,10 @@ class PoolEngine:
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_matches`` on what the embedded store holds (matches of a packed pool go
         through arrays: only rounds have a packed kernel)."""
+        with _belief_faults(self.system.name):
+            return self._store_matches(batch, held)
+
+    def _store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         if not self.packed:
             return self.rate_matches(batch, cast("Mapping[str, Belief]", held))
         idx = index_players(batch)
@@ -135,29 +184,46 @@ class PoolEngine:
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:
         """The stored beliefs of ``players`` (absent ones left out), decoded in one batch."""
         present = [(p, raw) for p in players if (raw := stored.get(p)) is not None]
-        beliefs = decode_many(self.codec, [raw for _, raw in present])
+        try:
+            beliefs = decode_many(self.codec, [raw for _, raw in present])
+        except _BELIEF_FAULTS:
+            for p, raw in present:  # name the player whose stored value is not a belief
+                try:
+                    self.codec.decode(raw)
+                except _BELIEF_FAULTS as exc:
+                    raise RatingError(f"the stored value of player {p!r} is not a {self.system.name} belief "
+                                      f"({type(exc).__name__}: {exc})") from exc
+            raise
         return {p: b for (p, _), b in zip(present, beliefs, strict=True)}
 
     def _encode(self, changed: dict[str, Belief]) -> Applied:
         players = list(changed)
         beliefs = list(changed.values())
-        return Applied(
-            updates=dict(zip(players, encode_many(self.codec, beliefs), strict=True)),
-            ratings=dict(zip(players, self.system.summary_many(beliefs), strict=True)),
-        )
+        ratings = dict(zip(players, self.system.summary_many(beliefs), strict=True))
+        _check_finite(ratings)
+        return Applied(updates=dict(zip(players, encode_many(self.codec, beliefs), strict=True)), ratings=ratings)
 
     def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
         """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
-        return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
+        with _belief_faults(self.system.name):
+            return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:
         """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
         idx = index if index is not None else index_players(batch)
-        fast = self._apply_matrix(batch, stored, idx)
-        if fast is not None:
-            return fast
-        return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))
+        with _belief_faults(self.system.name):
+            fast = self._apply_matrix(batch, stored, idx)
+            if fast is not None:
+                return fast
+            return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))
+
+    def rating_of(self, player: str, raw: bytes) -> Rating:
+        """The rating the stored value of ``player`` holds (``RatingError`` when it is not a belief)."""
+        with _belief_faults(self.system.name):
+            r = self.system.summary(self.decode_all({player: raw}, [player])[player])
+            _check_finite({player: r})
+            return r
 
     def _apply_matrix(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       idx: PlayerIndex) -> Applied | None:
@@ -187,5 +253,6 @@ class PoolEngine:
         ratings = system.summary_columns(state)
         if ratings is None:
             return None
-        return Applied(updates=dict(zip(players, codec.encode_rows(state), strict=True)),
-                       ratings=dict(zip(players, ratings, strict=True)))
+        ratings_of = dict(zip(players, ratings, strict=True))
+        _check_finite(ratings_of)
+        return Applied(updates=dict(zip(players, codec.encode_rows(state), strict=True)), ratings=ratings_of)

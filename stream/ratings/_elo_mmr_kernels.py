@@ -63,6 +63,12 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: Chebyshev degree per panel and panel half-width as a fraction of the singularity distance
 PANEL_DEGREE = 42
 PANEL_FRACTION = 1.3
+#: more panels than this (performances spread over ~10⁷ rating points at the default
+#: parameters: never from beliefs that real rounds produce, but from a corrupt stored value
+#: such as μ = 10¹⁶) and every group's root is bisected instead: the panels' cost and memory
+#: grow with the spread, bisection's only with the round (a stored μ of 10¹⁶ made the kernel
+#: ask for terabytes)
+MAX_PANELS = 10_000
 
 
 
@@ -460,6 +466,11 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     # tight bracket [lo, hi] of all roots: the extreme groups' roots, found directly
     _, hi = _bracket_direct(0, smu.max(), max_width, smu, ss, gstart, gaussian, split)
     lo, _ = _bracket_direct(ngroups - 1, smu.min(), max_width, smu, ss, gstart, gaussian, split)
+    if not (hi - lo) / max_width <= MAX_PANELS:  # (also NaN)
+        perf_g = np.empty(ngroups)
+        for g in range(ngroups):
+            perf_g[g] = _bisect_direct(g, lo, hi, smu, ss, gstart, gaussian, split)
+        return perf_g
     if not gaussian:
         return _solve_logistic(smu, ss, gstart, split, lo, hi, max_width)
     npanels = max(1, math.ceil((hi - lo) / max_width))
@@ -587,7 +598,7 @@ def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, 
         rounds = flat[o + 4]
         w = weight_limit * weight
         r = int(rounds)
-        if r < noob_delay.shape[0]:
+        if 0 <= r < noob_delay.shape[0]:  # 0 <=: a corrupt negative count must not index out of bounds
             w *= noob_delay[r]
         days = 0.0
         if rounds > 0:

@@ -15,6 +15,7 @@ import click
 
 from stream.engine.pool import PoolEngine
 from stream.ratings import make_system
+from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env
 from stream.state.redis_store import RedisStore
 
@@ -31,7 +32,10 @@ async def export_rows(store: RedisStore, pools: Sequence[str] | None = None) -> 
         async for part in store.scan_players(pool):
             chunk.extend(part)
         for player, raw in sorted(chunk):
-            r = eng.system.summary(eng.codec.decode(raw))
+            try:
+                r = eng.rating_of(player, raw)
+            except RatingError as exc:
+                raise RatingError(f"pool {pool!r}: {exc}") from exc
             rows.append({"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma,
                          "rounds": r.rounds})
     return rows
@@ -52,6 +56,9 @@ def export(out: str, pools: tuple[str, ...]) -> None:
     """Write every player's rating held in Redis (REDIS_URL, MMR_KEY_PREFIX) as JSONL."""
     from stream.tools.replay import write_jsonl_atomic
 
-    rows = asyncio.run(_export(from_env(), list(pools) or None))
+    try:
+        rows = asyncio.run(_export(from_env(), list(pools) or None))
+    except RatingError as exc:  # a stored value that is not a belief: name it rather than trace back
+        raise click.ClickException(str(exc)) from exc
     n = write_jsonl_atomic(out, iter(rows))
     click.echo(f"wrote {n} ratings to {out}", err=True)

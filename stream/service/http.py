@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from stream.engine.pool import PoolEngine
+from stream.ratings.base import RatingError
 
 if TYPE_CHECKING:
     from stream.service.app import Service
@@ -34,7 +35,7 @@ async def _engine(svc: Service, pool: str) -> PoolEngine:
 
 
 def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
-    r = eng.system.summary(eng.codec.decode(raw))
+    r = eng.rating_of(player, raw)  # RatingError: a stored value that is not a belief (see the handlers)
     return {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds,
             "version": r.rounds, "system": eng.system.name}
 
@@ -62,7 +63,10 @@ def make_web_app(svc: Service) -> web.Application:
         raw = (await svc.store.beliefs(pool, [name]))[name]
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        return web.json_response(_row(pool, name, eng, raw))
+        try:
+            return web.json_response(_row(pool, name, eng, raw))
+        except RatingError as exc:
+            raise web.HTTPInternalServerError(text=str(exc)) from exc
 
     @routes.get("/pools/{pool}/leaderboard")
     async def leaderboard(request: web.Request) -> web.Response:
@@ -74,8 +78,19 @@ def make_web_app(svc: Service) -> web.Application:
         eng = await _engine(svc, pool)
         top = await svc.store.top(pool, n)
         raws = await svc.store.beliefs(pool, [p for p, _ in top])
-        rows = [_row(pool, p, eng, raw) for p, raw in raws.items() if raw is not None]
-        return web.json_response({"pool": pool, "top": rows})
+        rows, unreadable = [], []
+        for p, raw in raws.items():
+            if raw is None:
+                continue
+            try:
+                rows.append(_row(pool, p, eng, raw))
+            except RatingError as exc:  # one corrupt value does not take the leaderboard down
+                log.warning("pool %r leaderboard: %s", pool, exc)
+                unreadable.append(p)
+        body: dict[str, Any] = {"pool": pool, "top": rows}
+        if unreadable:
+            body["unreadable"] = unreadable
+        return web.json_response(body)
 
     @routes.get("/pools/{pool}/win-probability")
     async def win_probability(request: web.Request) -> web.Response:
@@ -86,8 +101,11 @@ def make_web_app(svc: Service) -> web.Application:
         eng = await _engine(svc, pool)
         raws = await svc.store.beliefs(pool, [a, b])
         ra, rb = raws[a], raws[b]
-        ba = eng.codec.decode(ra) if ra is not None else eng.system.new_belief()
-        bb = eng.codec.decode(rb) if rb is not None else eng.system.new_belief()
+        try:
+            ba = eng.decode_all({a: ra}, [a])[a] if ra is not None else eng.system.new_belief()
+            bb = eng.decode_all({b: rb}, [b])[b] if rb is not None else eng.system.new_belief()
+        except RatingError as exc:
+            raise web.HTTPInternalServerError(text=str(exc)) from exc
         p = await asyncio.get_running_loop().run_in_executor(svc.executor, eng.system.win_probability, ba, bb)
         return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
                                                                                       raws[b] is not None]})

@@ -852,7 +852,11 @@ def _compute(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         raw = stored.get(p)
         if p in ratings or raw is None:
             continue
-        r = engine.system.summary(engine.codec.decode(raw))
+        try:
+            r = engine.rating_of(p, raw)
+        except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
+            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
+            continue
         if not r.rounds:  # only registered (see PoolEngine._changed): never published
             continue
         outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))

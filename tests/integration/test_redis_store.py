@@ -454,3 +454,48 @@ def test_one_batch_commits_while_the_next_is_rated(redis_url: str) -> None:
             await base.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("system", ["elo", "cowan", "elo-mmr"])
+def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_url: str, system: str) -> None:
+    """A stored value that is not a belief (truncated here) makes the events of that player
+    dead letters naming the player; the other matches of the same message and batch are
+    applied, and the processor goes on (before, the codec's ValueError stopped the worker)."""
+
+    def msg(offset: int, body: dict[str, Any]) -> Message:
+        return Message("in", 0, offset, orjson.dumps({"pool": "x", **body}))
+
+    first = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 4}", "b": f"p{(i + 1) % 4}", "score": 1.0}
+             for i in range(4)]
+    later = [{"event_id": "n1", "time": 10, "a": "p1", "b": "p2", "score": 1.0},
+             {"event_id": "n2", "time": 11, "a": "p0", "b": "p3", "score": 1.0},
+             {"event_id": "n3", "time": 12, "a": "p2", "b": "p3", "score": 0.0}]
+    rnd = {"type": "round", "event_id": "r1", "round_id": "r1", "time": 13,
+           "standings": [{"player": "p0", "rank": 1}, {"player": "p1", "rank": 2}]}
+    rounds_system = system if system == "elo-mmr" else "elo-mmx"
+
+    async def run() -> None:
+        store = _store(redis_url)
+        with ThreadPoolExecutor(1) as ex:
+            settings = Settings(matches_system=system, rounds_system=rounds_system)
+            proc = Processor(settings, store, ex)
+            if system == "elo-mmr":  # a rounds pool: the same players, rated by a round first
+                standings = [{"player": f"p{i}", "rank": i + 1} for i in range(4)]
+                await proc.process([msg(0, {"type": "round", "event_id": "r0", "round_id": "r0", "time": 0,
+                                            "standings": standings})])
+            else:
+                await proc.process([msg(0, {"type": "match_batch", "matches": first})])
+            before = await _state(store)
+            await store.r.set(store.player_key("x", "p0"), before["p0"][:-5])
+            proc = Processor(settings, store, ex)  # a worker started after the damage (no cached copy)
+            res = await proc.process([msg(1, {"type": "match_batch", "matches": later}), msg(2, rnd)])
+            after = await _state(store)
+        reasons = {d.event_id: d.reason for d in res.dead}
+        assert set(reasons) == {"n2", "r1"}, reasons
+        assert all(r.startswith("rating: ") and "'p0'" in r for r in reasons.values()), reasons
+        assert {o.player for o in res.outputs} == {"p1", "p2", "p3"}
+        assert after["p0"] == before["p0"][:-5]  # left as it was, for the operator
+        assert all(after[p] != before[p] for p in ("p1", "p2", "p3"))
+        await store.close()
+
+    asyncio.run(run())
