@@ -36,6 +36,9 @@ from service_utils import (
     wait_caught_up,
 )
 
+from stream.ratings.base import RatingError
+from stream.service.config import Settings
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROUNDS_SYSTEM = "elo-mmr"
@@ -232,6 +235,18 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
         assert ("default", "D") not in state
         assert worker.alive()
         _check_http(s.http_port, state)
+        _check_http_on_a_corrupt_value(s)
+        produce_raw(s, s.topic_rounds, [(b"default", orjson.dumps(_round("r-z", "default", ["Z", "A"])))])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(d["event_id"] == "r-z" for d in dead):
+            dead = read_json_topic(s, s.topic_dead)
+            time.sleep(0.3)
+        reason = next(d["reason"] for d in dead if d["event_id"] == "r-z")
+        assert reason.startswith("rating: ") and "'Z'" in reason
+        assert _get(s.http_port, "/pools/default/players/A")[1]["rating"] == state[("default", "A")]["rating"]
+        with pytest.raises(RatingError, match=r"pool 'default'.*'Z'"):  # export names the value it cannot read
+            export_state(s)
+        assert worker.alive()  # before, the codec's ValueError stopped the worker on this round
     finally:
         worker.stop()
 
@@ -263,6 +278,23 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
     assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
     assert "mmr_consumer_lag{" in text
+
+
+def _check_http_on_a_corrupt_value(s: Settings) -> None:
+    """A stored value that is not a belief: 500 with the reason for the player and a pairing,
+    listed as unreadable by the leaderboard (which still answers)."""
+    import redis
+
+    r = redis.Redis.from_url(s.redis_url)
+    try:
+        r.set(f"{s.key_prefix}:{{default}}:p:Z", b"\x01broken")
+        r.zadd(f"{s.key_prefix}:{{default}}:lb", {"Z": 1e9})
+        assert _get(s.http_port, "/pools/default/players/Z")[0] == 500
+        assert _get(s.http_port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
+        code, board = _get(s.http_port, "/pools/default/leaderboard?n=2")
+        assert code == 200 and board["unreadable"] == ["Z"] and len(board["top"]) == 1
+    finally:
+        r.close()
 
 
 def test_open_round_survives_a_crash(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
