@@ -560,3 +560,21 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
     ctx = Context(prec=40)
     assert got.tolist() == [float(ctx.power(Decimal(v), Decimal("0.25"))) for v in x.tolist()]
     assert np.max(np.abs(got - x**0.25)) <= 1e-16
+
+
+def test_warmup_compiles_every_kernel_the_service_calls() -> None:
+    """After ``warmup()``, rating a default-grid batch small (serial kernel) and large (the
+    parallel one) adds no numba signature: nothing is compiled inside a worker's first batch."""
+    from stream.ratings import _cowan_kernels as kernels
+
+    cowan.warmup()
+    dispatchers = [kernels.run_serial, kernels.run_waves]
+    before = [len(d.signatures) for d in dispatchers]
+    assert all(before)
+    system = make_system("cowan")
+    for n in (3, 2 * system.parallel_min_batch):
+        rng = np.random.default_rng(n)
+        beliefs = [system.new_belief() for _ in range(2 * n)]
+        system.rate_matches(beliefs, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2),
+                            rng.choice([0.0, 0.5, 1.0], n), np.zeros(n, np.int64))
+    assert [len(d.signatures) for d in dispatchers] == before
