@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.engine.pool import PoolEngine
+from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, index_players
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, concat_f64
@@ -289,7 +289,8 @@ def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
     """``PoolEngine._apply_matrix`` (a system with ``belief_width``, stored as float64) gives
     the per-belief path's bytes and ratings bit for bit, for any stored values (odd floats,
     rounds too large for an int) -- or declines (None) where that path must decide: a stored
-    value of another length or tag, a ``rounds`` the summary cannot turn into an int."""
+    value of another length or tag, a ``rounds`` the summary cannot turn into an int -- or
+    refuses (RatingError) a rating that comes out non-finite, as the per-belief path does."""
     system = make_system("elo")
     assert system.belief_width == 2
     fast = PoolEngine("p", system)
@@ -318,12 +319,16 @@ def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
         mb.b.append(f"u{b}")
         mb.scores.append(data.draw(st.sampled_from([0.0, 0.5, 1.0, 0.25])))
         mb.times.append(j)
-    got = fast._apply_matrix(mb, stored, index_players(mb))
+    try:
+        got: Applied | RatingError | None = fast._apply_matrix(mb, stored, index_players(mb))
+    except RatingError as exc:  # a non-finite rating: refused, as the per-belief path must refuse it
+        got = exc
     try:
         want = plain.apply_matches(mb, stored)
-    except (ValueError, OverflowError):
-        assert got is None  # the per-belief path rejects it: the matrix path must not decide
+    except (ValueError, OverflowError):  # RatingError included
+        assert got is None or isinstance(got, RatingError)  # the matrix path may not accept it
         return
+    assert not isinstance(got, RatingError), got
     if got is None:  # declined: then it is something the summary or codec needed per item
         assert any(r is not None and (len(r) != 17 or r[0] != 1) for r in stored.values()) or any(
             not abs(r.rounds) < 2**62 for r in want.ratings.values())
