@@ -72,7 +72,6 @@ def _check_finite(ratings: dict[str, Rating]) -> None:
         raise RatingError(f"the new rating of player {bad!r} is not finite (a corrupt stored belief?)")
 
 
-
 def _new_or_changed(players: list[str], before: list[_H], after: list[_H],
                     known: Mapping[str, object]) -> dict[str, _H]:
     """Players whose entry the system replaced (it returns an unchanged player's very object)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -107,6 +108,8 @@ def make_web_app(svc: Service) -> web.Application:
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
         p = await asyncio.get_running_loop().run_in_executor(svc.executor, eng.system.win_probability, ba, bb)
+        if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
+            raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")
         return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
                                                                                       raws[b] is not None]})
 

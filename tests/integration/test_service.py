@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
+import struct
 import subprocess
 import threading
 import time
@@ -293,6 +295,11 @@ def _check_http_on_a_corrupt_value(s: Settings) -> None:
         assert _get(s.http_port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
         code, board = _get(s.http_port, "/pools/default/leaderboard?n=2")
         assert code == 200 and board["unreadable"] == ["Z"] and len(board["top"]) == 1
+        nan = b"\x01" + struct.pack("<2d", math.nan, math.nan) + bytes(8 * 4)  # decodes, but is no belief
+        r.set(f"{s.key_prefix}:{{default}}:p:W", nan)
+        assert _get(s.http_port, "/pools/default/players/W")[0] == 500
+        assert _get(s.http_port, "/pools/default/win-probability?a=A&b=W")[0] == 500
+        r.delete(f"{s.key_prefix}:{{default}}:p:W")
     finally:
         r.close()
 

@@ -355,3 +355,26 @@ def test_out_of_order_round_does_not_count_drift_twice() -> None:
     for x, y in zip(backwards, in_order, strict=True):
         np.testing.assert_array_equal(x, y)
     assert backwards[0][5] == 12 * day
+
+
+@pytest.mark.parametrize("cls", [EloMMR, EloMMX])
+def test_a_huge_rating_spread_is_solved_by_bisection_like_the_oracle(cls: type[EloMMR]) -> None:
+    """Performances spread over more than ``MAX_PANELS`` panels (here a player at μ = 5·10⁷, as
+    a corrupt stored value can hold) are bisected per tie group instead of interpolated on
+    panels, whose memory grows with the spread (μ = 10¹⁶ asked for terabytes): the round
+    stays finite, ordered by rank, and equal to the naive oracle (slow on such a spread:
+    ~4 s for Elo-MMχ here, so not 10¹⁶)."""
+    from stream.ratings import _elo_mmr_kernels as K
+
+    system = cls()
+    beliefs = [system.new_belief() for _ in range(4)]
+    beliefs[1] = beliefs[1].copy()
+    beliefs[1][[0, 2]] = 5e7  # μ and the Gaussian term's centre
+    ranks = np.array([2, 1, 3, 3])
+    p = system.params
+    # a newcomer's performance scale; σ grows by less than 10 in the diffusion before the round
+    widest_scale = math.hypot(p.sig_init + 10, math.sqrt(1 + 1 / p.weight_limit) * p.sig_limit)
+    widest_panel = 2 * K.PANEL_FRACTION * 2.8 * widest_scale  # the Gaussian variant's, the wider
+    assert 5e7 / widest_panel > K.MAX_PANELS  # so the fallback runs
+    _compare(system, beliefs, ranks, DAY)
+    assert all(np.isfinite(b).all() for b in system.rate_round(beliefs, ranks, DAY))
