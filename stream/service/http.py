@@ -101,12 +101,11 @@ def make_web_app(svc: Service) -> web.Application:
             raise web.HTTPBadRequest(text="query parameters a and b are required")
         eng = await _engine(svc, pool)
         raws = await svc.store.beliefs(pool, [a, b])
-        ra, rb = raws[a], raws[b]
         try:
-            ba = eng.decode_all({a: ra}, [a])[a] if ra is not None else eng.system.new_belief()
-            bb = eng.decode_all({b: rb}, [b])[b] if rb is not None else eng.system.new_belief()
+            known = eng.decode_all(raws, [a, b])  # players without a stored belief are left out
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
+        ba, bb = (known[x] if x in known else eng.system.new_belief() for x in (a, b))
         p = await asyncio.get_running_loop().run_in_executor(svc.executor, eng.system.win_probability, ba, bb)
         if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
             raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")
