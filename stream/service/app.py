@@ -32,6 +32,7 @@ import orjson
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
+from stream.service.faust_patches import patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -216,29 +217,6 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
     return kw
 
 
-def patch_fetch_wait(ms: int) -> None:
-    """Make Faust's consumer long-poll at most ``ms`` instead of its hard-coded 1,500 ms.
-
-    Measured here: Tansu 0.6 answers a fetch that spans several partitions, some of them
-    empty, only when ``fetch_max_wait_ms`` expires, even when another partition has data
-    (a single-partition fetch returns at once). Faust subscribes the worker to three input
-    topics, so every message waited up to 1.5 s: produce→rating p50 was ~0.6 s at 200
-    matches/s. On Kafka a short wait only costs a few more idle fetch requests.
-    """
-    from faust.transport.drivers import aiokafka as faust_aiokafka
-
-    cls: Any = faust_aiokafka.AIOKafkaConsumerThread
-    original = getattr(cls, "_mmr_original_create_worker_consumer", None) or cls._create_worker_consumer
-
-    def create(self: Any, transport: Any) -> Any:
-        consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = ms  # read by AIOKafkaConsumer.start() when it builds its Fetcher
-        return consumer
-
-    cls._mmr_original_create_worker_consumer = original
-    cls._create_worker_consumer = create
-
-
 def set_numba_threads(n: int) -> None:
     """Threads of numba's parallel kernels called from *this* thread (the setting is per thread).
 
@@ -258,6 +236,8 @@ def set_numba_threads(n: int) -> None:
 def create_app(s: Settings) -> Service:
     """Build the Faust app, its agent and timers around one Processor."""
     patch_fetch_wait(s.fetch_max_wait_ms)
+    if s.inline_delivery:
+        patch_inline_delivery()
     app = faust.App(s.app_id, **faust_kwargs(s))
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, **s.redis_kwargs())
     # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)

@@ -46,7 +46,9 @@ class Settings:
     max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
     max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
     belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
-    fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see app.patch_fetch_wait)
+    fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
+    #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
+    inline_delivery: bool = True
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
@@ -194,6 +196,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
+        inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),

@@ -197,7 +197,8 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str) -> None:
     """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE``)."""
     import faust
 
-    from stream.service.app import faust_kwargs, patch_fetch_wait
+    from stream.service.app import faust_kwargs
+    from stream.service.faust_patches import patch_fetch_wait
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
     patch_fetch_wait(s.fetch_max_wait_ms)

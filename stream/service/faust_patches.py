@@ -1,0 +1,121 @@
+"""Where the worker departs from Faust's consumer defaults, and why (each one measured here).
+
+Both patches are applied by ``create_app`` before the app is built, are idempotent, and touch
+Faust's aiokafka driver only (the bare take loop of ``mmr bench service`` applies the fetch
+wait too, so the two are compared on the same broker behaviour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Generator
+from types import CoroutineType
+from typing import Any
+
+
+def patch_fetch_wait(ms: int) -> None:
+    """Make Faust's consumer long-poll at most ``ms`` instead of its hard-coded 1,500 ms.
+
+    Measured here: Tansu 0.6 answers a fetch that spans several partitions, some of them
+    empty, only when ``fetch_max_wait_ms`` expires, even when another partition has data
+    (a single-partition fetch returns at once). Faust subscribes the worker to three input
+    topics, so every message waited up to 1.5 s: produce→rating p50 was ~0.6 s at 200
+    matches/s. On Kafka a short wait only costs a few more idle fetch requests.
+    """
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+
+    cls: Any = faust_aiokafka.AIOKafkaConsumerThread
+    original = getattr(cls, "_mmr_original_create_worker_consumer", None) or cls._create_worker_consumer
+
+    def create(self: Any, transport: Any) -> Any:
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = ms  # read by AIOKafkaConsumer.start() when it builds its Fetcher
+        return consumer
+
+    cls._mmr_original_create_worker_consumer = original
+    cls._create_worker_consumer = create
+
+
+class _Resumed:
+    """Awaitable that finishes a coroutine which already ran up to its first suspension.
+
+    ``first`` is what the coroutine yielded (a future to wait on, or ``None`` for a bare
+    yield); the task that awaits this object waits on it exactly as it would have, then
+    everything sent or thrown in (results, ``CancelledError``) is forwarded unchanged.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, signal = self.coro, self.first
+        while True:
+            try:
+                sent = yield signal
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # forwarded into the coroutine, not handled here
+                try:
+                    signal = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                signal = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+def _waits_on(coro: object, event: object) -> bool:
+    """Is ``coro`` an unstarted ``event.wait()``?"""
+    frame = getattr(coro, "cr_frame", None)
+    return frame is not None and frame.f_locals.get("self") is event
+
+
+def patch_inline_delivery() -> None:
+    """Hand each fetched message to the agent's stream inline, not through four tasks.
+
+    Why: Faust's fetch loop delivers every message with
+    ``await consumer.wait_first(on_message(message), suspend_flow.wait())`` so that a
+    rebalance (``suspend_flow`` set) abandons a delivery that is stuck on a full stream
+    buffer. ``wait_first`` wraps both coroutines and the service's ``stopped`` and
+    ``crashed`` events in four tasks and an ``asyncio.wait``, per message, on the event-loop
+    thread that also runs the agent. py-spy of the worker at 2,000 single matches/s
+    (tenth session): the event-loop thread held the GIL 58 % of the time, and this hand-over
+    was the largest single item of it (~13 %).
+
+    Almost always ``on_message`` finishes without suspending: the stream's queue has room,
+    the flow is not suspended and the subscription lock is free. So, when the flow is not
+    suspended and the consumer is neither stopping nor crashed, run its first step inline;
+    if it finishes, that is the whole delivery, no task made. If it suspends (a full buffer,
+    a held lock), the rest of it goes through Faust's own ``wait_first`` as before, so a
+    rebalance still abandons it. Any other call of ``wait_first`` is Faust's, unchanged.
+    The messages, their order and the offsets Faust records are the same either way.
+    """
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+    from mode.services import WaitResults
+
+    cls: Any = faust_aiokafka.Consumer
+    original = getattr(cls, "_mmr_original_wait_first", None) or cls.wait_first
+
+    async def wait_first(self: Any, *coros: Any, timeout: Any = None) -> Any:
+        if (len(coros) == 2 and timeout is None and type(coros[0]) is CoroutineType
+                and not (self.suspend_flow.is_set() or self._stopped.is_set() or self._crashed.is_set())
+                and _waits_on(coros[1], self.suspend_flow)):
+            delivery, flow_wait = coros
+            try:
+                pending = delivery.send(None)
+            except StopIteration as stop:
+                flow_wait.close()
+                return WaitResults([delivery], [stop.value], False)
+            except BaseException:
+                flow_wait.close()
+                raise
+            return await original(self, _Resumed(delivery, pending), flow_wait)
+        return await original(self, *coros, timeout=timeout)
+
+    cls._mmr_original_wait_first = original
+    cls.wait_first = wait_first

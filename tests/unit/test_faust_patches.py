@@ -1,0 +1,174 @@
+"""The inline hand-over of fetched messages (stream.service.faust_patches.patch_inline_delivery).
+
+The patched ``wait_first`` runs on a stand-in with the three events Faust's consumer has; it
+calls mode's real ``Service.wait_first`` for everything it does not handle inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import warnings
+from collections.abc import Callable, Coroutine
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from stream.service.faust_patches import _Resumed, patch_inline_delivery
+
+
+@pytest.fixture(scope="module")
+def patched() -> Any:
+    cls: Any = faust_aiokafka.Consumer
+    before = cls.wait_first
+    patch_inline_delivery()
+    patch_inline_delivery()  # idempotent: wraps Faust's method once
+    try:
+        yield cls.wait_first
+    finally:
+        cls.wait_first = before
+
+
+def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test body in a fresh event loop (the suite has no pytest-asyncio)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+def consumer() -> Any:
+    return SimpleNamespace(suspend_flow=asyncio.Event(), _stopped=asyncio.Event(), _crashed=asyncio.Event(),
+                           loop=asyncio.get_running_loop())
+
+
+def test_the_patch_wraps_faust_once(patched: Any) -> None:
+    cls: Any = faust_aiokafka.Consumer
+    assert cls._mmr_original_wait_first.__qualname__ == "Service.wait_first"
+
+
+@in_loop
+async def test_a_delivery_that_does_not_suspend_runs_inline_without_tasks(patched: Any) -> None:
+    c = consumer()
+    seen: list[str] = []
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    async def deliver(m: str) -> str:
+        seen.append(m)
+        ran_in.append(asyncio.current_task())
+        return m.upper()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "coroutine ... was never awaited" would be a leak
+        res = await patched(c, deliver("a"), c.suspend_flow.wait())
+    assert seen == ["a"] and res.results == ["A"] and not res.stopped
+    assert ran_in == [asyncio.current_task()]  # no task was made for it
+
+
+@in_loop
+async def test_a_delivery_that_suspends_is_finished_by_fausts_wait_first(patched: Any) -> None:
+    c = consumer()
+    gate = asyncio.get_running_loop().create_future()
+    steps: list[str] = []
+
+    async def deliver() -> str:
+        steps.append("before")
+        value = await gate
+        steps.append(f"after {value}")
+        return "done"
+
+    task = asyncio.ensure_future(patched(c, deliver(), c.suspend_flow.wait()))
+    await asyncio.sleep(0.01)
+    assert steps == ["before"] and not task.done()
+    gate.set_result(7)
+    res = await task
+    assert steps == ["before", "after 7"] and res.results == ["done"]
+
+
+@in_loop
+async def test_a_rebalance_abandons_a_suspended_delivery(patched: Any) -> None:
+    c = consumer()
+    gate = asyncio.get_running_loop().create_future()
+    steps: list[str] = []
+
+    async def deliver() -> None:
+        try:
+            await gate
+            steps.append("delivered")
+        except asyncio.CancelledError:
+            steps.append("cancelled")
+            raise
+
+    task = asyncio.ensure_future(patched(c, deliver(), c.suspend_flow.wait()))
+    await asyncio.sleep(0.01)
+    c.suspend_flow.set()  # what Faust's consumer does when partitions are revoked
+    await task
+    await asyncio.sleep(0)
+    assert steps == ["cancelled"]
+
+
+@in_loop
+async def test_while_the_flow_is_suspended_nothing_runs_inline(patched: Any) -> None:
+    c = consumer()
+    c.suspend_flow.set()
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    async def deliver() -> None:
+        ran_in.append(asyncio.current_task())
+
+    await patched(c, deliver(), c.suspend_flow.wait())
+    await asyncio.sleep(0.01)
+    assert asyncio.current_task() not in ran_in  # Faust's path: in a task of its own, if at all
+
+
+@in_loop
+async def test_an_error_in_the_delivery_propagates(patched: Any) -> None:
+    c = consumer()
+
+    async def deliver() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await patched(c, deliver(), c.suspend_flow.wait())
+
+
+@in_loop
+async def test_other_calls_are_fausts(patched: Any) -> None:
+    c = consumer()
+
+    async def work() -> int:
+        await asyncio.sleep(0)
+        return 3
+
+    res = await patched(c, work(), timeout=1.0)
+    assert res.results == [3]
+
+
+@in_loop
+async def test_resumed_forwards_values_and_exceptions() -> None:
+    loop = asyncio.get_running_loop()
+    fut1, fut2 = loop.create_future(), loop.create_future()
+    log: list[object] = []
+
+    async def body() -> str:
+        log.append(await fut1)
+        try:
+            await fut2
+        except ValueError as exc:
+            log.append(f"caught {exc}")
+        return "end"
+
+    coro = body()
+    first = coro.send(None)
+    assert first is fut1
+    task = asyncio.ensure_future(_Resumed(coro, first))
+    fut1.set_result(1)
+    await asyncio.sleep(0)
+    fut2.set_exception(ValueError("x"))
+    assert await task == "end"
+    assert log == [1, "caught x"]
