@@ -155,7 +155,8 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, A
             "score": rng.choice((0.0, 1.0))}
 
 
-def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False) -> float:
+def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
+                     inline_delivery: bool = False) -> float:
     """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
 
     Same broker, same messages (the single-match payloads), same take settings
@@ -163,7 +164,9 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
     ``_measure``: the loop is subscribed and warm, then the messages are produced
     concurrently and the clock runs from the start of producing to the last one taken.
     ``idle_topics``: also subscribe to two empty topics, as the worker is subscribed to its
-    rounds and round-results topics besides the matches topic.
+    rounds and round-results topics besides the matches topic. ``inline_delivery``: with the
+    worker's patch of Faust's message hand-over (``faust_patches.patch_inline_delivery``), so
+    the worker can also be compared with a loop that has the same Faust machinery it has.
     """
     from stream.service.topics import ensure_topics
 
@@ -174,7 +177,8 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bare-"))
     state, log = tmp / "state", tmp / "bare.log"
     proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, subscribed,
-                             str(len(items)), str(state)], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+                             str(len(items)), str(state), "inline" if inline_delivery else "faust"],
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while not state.exists():  # warm-up messages until the loop has joined and taken one
@@ -193,15 +197,18 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
             proc.kill()
 
 
-def _bare_main(bootstrap: str, topics: str, n: int, state_path: str) -> None:
-    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE``)."""
+def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, delivery: str) -> None:
+    """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE
+    faust|inline``)."""
     import faust
 
     from stream.service.app import faust_kwargs
-    from stream.service.faust_patches import patch_fetch_wait
+    from stream.service.faust_patches import patch_fetch_wait, patch_inline_delivery
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
     patch_fetch_wait(s.fetch_max_wait_ms)
+    if delivery == "inline":
+        patch_inline_delivery()
     app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
     t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
     state = {"n": 0}
@@ -372,6 +379,9 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
             res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
                                                                     idle_topics=True)
+            click.echo("bare Faust take loop as subscribed, with the worker's inline delivery ...", err=True)
+            res["bare_faust_inline_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
+                                                                   idle_topics=True, inline_delivery=True)
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
@@ -470,7 +480,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     rows = []
     if bare is not None:
         rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
-                 f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |"]
+                 f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |",
+                 f"| the same, with the worker's inline delivery (not Faust's own ceiling) | "
+                 f"{res['bare_faust_inline_msgs_per_s']:,.0f} msgs/s |"]
     if "single_match_msgs_per_s" in res:
         rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
                  f"{pct(res['single_match_msgs_per_s'])} |",
@@ -495,4 +507,4 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
 
 
 if __name__ == "__main__":
-    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
