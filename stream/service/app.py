@@ -32,7 +32,7 @@ import orjson
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
-from stream.service.faust_patches import patch_fetch_wait, patch_inline_delivery
+from stream.service.faust_patches import drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -239,6 +239,8 @@ def create_app(s: Settings) -> Service:
     if s.inline_delivery:
         patch_inline_delivery()
     app = faust.App(s.app_id, **faust_kwargs(s))
+    if not s.faust_monitor:
+        drop_monitor_hooks(app)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, **s.redis_kwargs())
     # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,

@@ -49,6 +49,8 @@ class Settings:
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = True
+    #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
+    faust_monitor: bool = False
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
@@ -197,6 +199,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
+        faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),

@@ -119,3 +119,27 @@ def patch_inline_delivery() -> None:
 
     cls._mmr_original_wait_first = original
     cls.wait_first = wait_first
+
+
+def drop_monitor_hooks(app: Any) -> None:
+    """Keep Faust's built-in ``Monitor`` out of the per-message sensor hooks of ``app``.
+
+    Why: Faust adds its ``Monitor`` to the app's sensors when the app starts, and every
+    message then runs four of its hooks on the event-loop thread (``on_message_in``,
+    ``on_stream_event_in`` / ``_out``, ``on_message_out``: counters per topic and stream,
+    ``str(stream)`` lookups, clock reads, a deque of run times). What it collects is served by
+    Faust's web UI, which the worker does not run (``web_enabled=False``; the worker's own
+    Prometheus metrics are in ``stream.service.metrics``). The ``Monitor`` object itself stays
+    (the consumer still reports offsets and commits to ``app.monitor`` directly); only the
+    per-message hooks go.
+    """
+    original = app.on_init_dependencies
+
+    def on_init_dependencies() -> Any:
+        deps = original()
+        sensors = app.sensors
+        if app.monitor in set(sensors):
+            sensors.remove(app.monitor)
+        return deps
+
+    app.on_init_dependencies = on_init_dependencies

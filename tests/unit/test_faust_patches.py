@@ -172,3 +172,23 @@ async def test_resumed_forwards_values_and_exceptions() -> None:
     fut2.set_exception(ValueError("x"))
     assert await task == "end"
     assert log == [1, "caught x"]
+
+
+def _sensors_after_init(drop: bool) -> tuple[Any, set[Any]]:
+    import faust
+
+    from stream.service.faust_patches import drop_monitor_hooks
+
+    app = faust.App("mmr-test-sensors", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    if drop:
+        drop_monitor_hooks(app)
+    list(app.on_init_dependencies())  # what mode calls when the app starts (no connection is made)
+    return app, set(app.sensors)
+
+
+def test_the_monitor_leaves_the_per_message_hooks_but_stays_on_the_app() -> None:
+    app, sensors = _sensors_after_init(drop=False)
+    assert app.monitor in sensors  # Faust's default: its Monitor runs on every message
+    app, sensors = _sensors_after_init(drop=True)
+    assert app.monitor not in sensors
+    assert app.monitor is not None  # the consumer still reports offsets to it directly
