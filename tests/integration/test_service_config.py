@@ -39,6 +39,9 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     assert from_env({}).seen_max_ids == 0 and from_env({"MMR_SEEN_MAX_IDS": "5000"}).seen_max_ids == 5000
     with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
         from_env({"MMR_SEEN_MAX_IDS": "-1"})
+    # the worker's Faust patches: on by default, each can be turned off
+    assert from_env({}).inline_delivery and not from_env({"MMR_INLINE_DELIVERY": "0"}).inline_delivery
+    assert not from_env({}).faust_monitor and from_env({"MMR_FAUST_MONITOR": "1"}).faust_monitor
 
 
 def test_the_worker_hands_its_settings_to_the_store() -> None:
@@ -47,6 +50,11 @@ def test_the_worker_hands_its_settings_to_the_store() -> None:
 
     svc = create_app(from_env({"MMR_SEEN_MAX_IDS": "123", "MMR_KEY_PREFIX": "kp", "MMR_HTTP_PORT": "0"}))
     assert (svc.store.seen_max_ids, svc.store.prefix) == (123, "kp")
+    list(svc.app.on_init_dependencies())  # what starting the app does first
+    assert svc.app.monitor not in set(svc.app.sensors)  # MMR_FAUST_MONITOR=0 (the default)
+    kept = create_app(from_env({"MMR_FAUST_MONITOR": "1", "MMR_HTTP_PORT": "0"}))
+    list(kept.app.on_init_dependencies())
+    assert kept.app.monitor in set(kept.app.sensors)
 
 
 def test_publisher_frames_round_trip_through_validation() -> None:
