@@ -1,8 +1,11 @@
-"""Where the worker departs from Faust's consumer defaults, and why (each one measured here).
+"""Where the worker departs from Faust's defaults, and why (each one measured here).
 
-Both patches are applied by ``create_app`` before the app is built, are idempotent, and touch
-Faust's aiokafka driver only (the bare take loop of ``mmr bench service`` applies the fetch
-wait too, so the two are compared on the same broker behaviour).
+``patch_fetch_wait`` and ``patch_inline_delivery`` are class-level patches of Faust's aiokafka
+driver: idempotent, and process-wide (every app the process builds after the call gets them;
+the worker builds one). ``drop_monitor_hooks`` is per app. ``create_app`` applies them as
+configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``, ``MMR_FAUST_MONITOR``).
+``mmr bench service`` runs its bare take loop with the fetch wait, and a second one with all
+three, so the worker is compared on the same broker behaviour and the same machinery.
 """
 
 from __future__ import annotations
