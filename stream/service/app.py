@@ -32,7 +32,7 @@ import orjson
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
-from stream.service.faust_patches import drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
+from stream.service.faust_patches import DeliveryStats, drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -246,6 +246,8 @@ def create_app(s: Settings) -> Service:
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
     metrics = Metrics()
+    metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent's stream had to "
+                       "wait (its buffer full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))
     inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
 

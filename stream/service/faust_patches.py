@@ -72,6 +72,14 @@ class _Resumed:
                 return stop.value
 
 
+class DeliveryStats:
+    """Process-wide count of hand-overs that could not finish inline (``patch_inline_delivery``):
+    the stream's buffer was full (the agent is behind: back-pressure) or its lock was held.
+    Served as ``mmr_deliveries_waited_total``."""
+
+    waited = 0
+
+
 def _waits_on(coro: object, event: object) -> bool:
     """Is ``coro`` an unstarted ``event.wait()``?"""
     frame = getattr(coro, "cr_frame", None)
@@ -117,6 +125,7 @@ def patch_inline_delivery() -> None:
             except BaseException:
                 flow_wait.close()
                 raise
+            DeliveryStats.waited += 1
             return await original(self, _Resumed(delivery, pending), flow_wait)
         return await original(self, *coros, timeout=timeout)
 

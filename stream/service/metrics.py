@@ -6,7 +6,11 @@ without "duplicated timeseries" errors from the global default registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 
 class Metrics:
@@ -38,6 +42,18 @@ class Metrics:
                          registry=r)
         self.pending_rounds = Gauge("mmr_pending_rounds", "Rounds being assembled from round_result events",
                                     registry=r)
+
+    def count_from(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """A counter kept elsewhere (read when scraped), e.g. by a process-wide patch of Faust."""
+        self.registry.register(_ReadCounter(name, doc, read))
+
+
+class _ReadCounter(Collector):
+    def __init__(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        self.name, self.doc, self.read = name, doc, read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.doc, value=self.read())
 
 
 def reason_label(reason: str) -> str:

@@ -121,6 +121,32 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         worker.stop()
 
 
+def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
+                                           tmp_path: Path) -> None:
+    """6,000 one-match messages against a worker that takes 64 at a time: the agent falls
+    behind, Faust's stream buffer fills, and hand-overs wait (``MMR_INLINE_DELIVERY``'s
+    fallback to Faust's own path, counted in ``mmr_deliveries_waited_total``); the result is
+    still the embedded replay's, bit for bit."""
+    port = free_port()
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
+                      http_port=port)
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_TAKE_MAX": "64", "MMR_MAX_INFLIGHT": "64"}
+    worker.start()
+    try:
+        publish([histories["rounds"], histories["matches"]], s, batch_size=1)
+        wait_caught_up(s, worker)
+        state = export_state(s)
+        expected = _embedded(histories)
+        assert state == expected, _diff(state, expected)
+        code, text = _get(port, "/metrics")
+        waited = [float(line.split()[-1]) for line in text.splitlines()
+                  if line.startswith("mmr_deliveries_waited_total ")]
+        assert code == 200 and waited and waited[0] > 0, "no hand-over waited: the test did not fill the buffer"
+    finally:
+        worker.stop()
+
+
 @pytest.mark.parametrize(("dedup", "overlap"), [("ids", False), ("offsets", False), ("ids", True)])
 def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
                                                       tmp_path: Path, dedup: str, overlap: bool) -> None:

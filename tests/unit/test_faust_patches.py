@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from stream.service.faust_patches import _Resumed, patch_inline_delivery
+from stream.service.faust_patches import DeliveryStats, _Resumed, patch_inline_delivery
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +62,12 @@ async def test_a_delivery_that_does_not_suspend_runs_inline_without_tasks(patche
         ran_in.append(asyncio.current_task())
         return m.upper()
 
+    waited = DeliveryStats.waited
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "coroutine ... was never awaited" would be a leak
         res = await patched(c, deliver("a"), c.suspend_flow.wait())
     assert seen == ["a"] and res.results == ["A"] and not res.stopped
+    assert DeliveryStats.waited == waited
     assert ran_in == [asyncio.current_task()]  # no task was made for it
 
 
@@ -81,9 +83,11 @@ async def test_a_delivery_that_suspends_is_finished_by_fausts_wait_first(patched
         steps.append(f"after {value}")
         return "done"
 
+    waited = DeliveryStats.waited
     task = asyncio.ensure_future(patched(c, deliver(), c.suspend_flow.wait()))
     await asyncio.sleep(0.01)
     assert steps == ["before"] and not task.done()
+    assert DeliveryStats.waited == waited + 1  # counted as a hand-over that had to wait
     gate.set_result(7)
     res = await task
     assert steps == ["before", "after 7"] and res.results == ["done"]
