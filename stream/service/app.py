@@ -233,14 +233,22 @@ def set_numba_threads(n: int) -> None:
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
 
+def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust.App:
+    """A Faust app with the worker's settings and, as configured, its changes to Faust's
+    per-message path (``stream.service.faust_patches``); without ``worker_patches`` only the
+    fetch wait, as Faust itself runs (the bare loop of ``mmr bench service``)."""
+    patch_fetch_wait(s.fetch_max_wait_ms)
+    if worker_patches and s.inline_delivery:
+        patch_inline_delivery()
+    app = faust.App(app_id, **faust_kwargs(s))
+    if worker_patches and not s.faust_monitor:
+        drop_monitor_hooks(app)
+    return app
+
+
 def create_app(s: Settings) -> Service:
     """Build the Faust app, its agent and timers around one Processor."""
-    patch_fetch_wait(s.fetch_max_wait_ms)
-    if s.inline_delivery:
-        patch_inline_delivery()
-    app = faust.App(s.app_id, **faust_kwargs(s))
-    if not s.faust_monitor:
-        drop_monitor_hooks(app)
+    app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, **s.redis_kwargs())
     # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,

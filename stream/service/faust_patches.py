@@ -2,7 +2,7 @@
 
 ``patch_fetch_wait`` and ``patch_inline_delivery`` are class-level patches of Faust's aiokafka
 driver: idempotent, and process-wide (every app the process builds after the call gets them;
-the worker builds one). ``drop_monitor_hooks`` is per app. ``create_app`` applies them as
+the worker builds one). ``drop_monitor_hooks`` is per app. ``app.faust_app`` applies them as
 configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``, ``MMR_FAUST_MONITOR``).
 ``mmr bench service`` runs its bare take loop with the fetch wait, and a second one with all
 three, so the worker is compared on the same broker behaviour and the same machinery.

@@ -198,21 +198,13 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
             proc.kill()
 
 
-def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, delivery: str) -> None:
+def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: str) -> None:
     """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE
     faust|worker``)."""
-    import faust
-
-    from stream.service.app import faust_kwargs
-    from stream.service.faust_patches import drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
+    from stream.service.app import faust_app
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
-    patch_fetch_wait(s.fetch_max_wait_ms)
-    if delivery == "worker":
-        patch_inline_delivery()
-    app = faust.App(f"bare-{uuid.uuid4().hex[:6]}", **faust_kwargs(s))
-    if delivery == "worker":
-        drop_monitor_hooks(app)
+    app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=patches == "worker")
     t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
     state = {"n": 0}
     path = Path(state_path)
