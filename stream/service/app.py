@@ -276,6 +276,7 @@ def create_app(s: Settings) -> Service:
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
         svc.processor.forget_rounds()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
+        svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 

@@ -22,6 +22,7 @@ from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env
+from stream.state import id_index
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,9 @@ def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
 
 
 def warmup(s: Settings) -> None:
-    """Build each configured system once and call its module's ``warmup()`` if it has one."""
+    """Build each configured system once and call its module's ``warmup()`` if it has one;
+    also the index of applied event ids (``stream.state.id_index``)."""
+    id_index.warmup()
     seen: set[str] = set()
     for name, params in systems_in_use(s):
         make_system(name, params)

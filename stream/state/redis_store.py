@@ -5,8 +5,10 @@ touches lives in one Redis Cluster slot and one Lua script can update it atomica
 
     {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
     {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard)
-    {prefix}:{<pool>}:seen            SET     event ids already applied (rounds, matches, round results)
-    {prefix}:{<pool>}:seen:old        SET     the previous generation of ``:seen`` (MMR_SEEN_MAX_IDS only)
+    {prefix}:{<pool>}:ids             STRING  event ids already applied (rounds, matches, round results):
+                                              their 16-byte digests, appended (stream.state.id_index)
+    {prefix}:{<pool>}:ids:old         STRING  the previous generation of ``:ids`` (MMR_SEEN_MAX_IDS only)
+    {prefix}:{<pool>}:ids:epoch       STRING  how many times ``:ids`` was rotated (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
     {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit
@@ -21,25 +23,33 @@ touch undeclared keys of the same slot; it refuses only cross-slot access).
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
 
-Why a compare-and-set on ``gen`` rather than MULTI/WATCH: the read (GET gen, SMISMEMBER
-seen, MGET beliefs) is one read script (one round trip), the math runs outside Redis, and the commit
+Why a compare-and-set on ``gen`` rather than MULTI/WATCH: the read (GET gen, the new tail of
+``:ids``, MGET beliefs) is one read script (one round trip), the math runs outside Redis, and the commit
 is one EVALSHA that refuses to write when anything committed to the pool in between
 (a concurrent agent of this worker, or a second worker during a rebalance). The caller
 then re-reads and recomputes. Event ids are recorded in the same script as the beliefs,
 so a batch is either fully applied with its ids or not at all, and a re-delivered or
 re-published event is filtered out before any math.
 
+Which ids were applied is answered by the worker's own index of the ``:ids`` log
+(``stream.state.id_index.PoolIds``, one per pool in ``RedisStore``), not by Redis: the read
+returns the bytes appended since the prefix the index holds, and the commit refuses (as
+``AlreadyApplied``: re-read) unless the log is still exactly that prefix, so no answer is
+acted on once it is stale. Recording an id is then an ``APPEND`` of 16 bytes instead of a
+``SADD`` (~1.2-2.4 µs of Redis an id, waited for by every batch).
+
 With ``MMR_DEDUP=offsets`` (stream.service.config) matches are not recorded by event id:
 a pool's events of one topic/partition are applied strictly in offset order, so the pool's
 highest applied offset there (``:wm``) tells a re-delivered message from a new one. The
 commit then checks and advances those watermarks instead of adding ids to ``:seen``.
 
-``:seen`` grows by one id per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
-in two generations: once ``:seen`` holds that many ids, the commit that filled it renames it
-to ``:seen:old`` (the generation before is unlinked: freed in Redis's background thread) and
-starts an empty ``:seen``; both are checked. So a pool keeps at most twice that many ids
-plus one batch, and an event is recognised as long as fewer than ``seen_max_ids`` ids were
-recorded after it; one re-sent later than that is applied again.
+``:ids`` grows by one digest per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
+in two generations: once ``:ids`` holds that many ids, the commit that filled it renames it
+to ``:ids:old`` (the generation before is unlinked: freed in Redis's background thread),
+starts an empty ``:ids`` and increments ``:ids:epoch``; both generations are checked. So a
+pool keeps at most twice that many ids plus one batch, and an event is recognised as long as
+fewer than ``seen_max_ids`` ids were recorded after it; one re-sent later than that is
+applied again.
 """
 
 from __future__ import annotations
@@ -54,16 +64,21 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
-# KEYS: gen, seen, lb, done, wm, meta, seen:old (all in the pool's slot; player and pending-round keys are built
-#       in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
-# ARGV: 1 expected gen, 2 n_players, 3 n_ids, 4 n_done, 5 '1' = check the ids and offsets first (else ''),
-#       6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first offset to check
-#       ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round key
-#       prefix, 11 players blob, 12 ids blob, 13 done-rounds blob. Blobs: all little-endian u32 lengths
-#       first, then the bytes (players: three lengths per player -- name, value, score text -- then
-#       the three strings per player). One argument instead of thousands: redis-py packs arguments
-#       one by one in Python, which cost ~80 ms for a round of 3,000 players. 14: seen_max_ids
-#       ('0' = unbounded; see the module docstring).
+from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
+
+# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch (all in the pool's slot; player and pending-round keys
+#       are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
+# ARGV: 1 expected gen, 2 n_players, 3 expected ids epoch ('' = do not check the log), 4 n_done, 5 '1' = check
+#       the offsets first (else ''), 6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first
+#       offset to check ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round
+#       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
+#       done-rounds blob, 14 seen_max_ids ('0' = unbounded; see the module docstring), 15 expected length of
+#       ``:ids`` in bytes (with ARGV[3]). Blobs: all little-endian u32 lengths first, then the bytes (players:
+#       three lengths per player -- name, value, score text -- then the three strings per player). One argument
+#       instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a round of
+#       3,000 players.
+# Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
+# against), or {new gen, ids epoch}.
 # A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
 _ITEMS_LUA = """
 local function items(b, n)
@@ -76,19 +91,6 @@ local function items(b, n)
   end
   return out
 end
--- 1 if any of ids[1..n] is a member of the set at key (SMISMEMBER in chunks of 4,000)
-local function any_member(key, ids, n)
-  local i = 0
-  while i < n do
-    local j = math.min(i + 4000, n)
-    local f = redis.call('SMISMEMBER', key, unpack(ids, i + 1, j))
-    for k = 1, #f do
-      if f[k] == 1 then return true end
-    end
-    i = j
-  end
-  return false
-end
 """
 
 _COMMIT_LUA = _ITEMS_LUA + """
@@ -99,21 +101,22 @@ if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
   local cur = redis.call('HMGET', KEYS[6], 'system', 'params')
   if cur[1] ~= m['system'] or cur[2] ~= m['params'] then return -2 end
 end
+if ARGV[3] ~= '' then
+  -- the caller's "not applied before" was answered from this prefix of the log: still all of it?
+  local ep = redis.call('GET', KEYS[8]) or '0'
+  if ep ~= ARGV[3] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[15]) then return -3 end
+end
 local np = tonumber(ARGV[2])
-local ni = tonumber(ARGV[3])
 local nd = tonumber(ARGV[4])
-local ids = items(ARGV[12], ni)
 local offs = items(ARGV[7], 3 * tonumber(ARGV[6]))
 if ARGV[5] == '1' then
-  -- optimistic commit (no read before it): refuse if any message or event id was applied already
+  -- optimistic commit (no read before it): refuse if any message was applied already
   for k = 1, #offs, 3 do
     if offs[k + 1] ~= '' then
       local wm = redis.call('HGET', KEYS[5], offs[k])
       if wm and tonumber(wm) >= tonumber(offs[k + 1]) then return -3 end
     end
   end
-  if any_member(KEYS[2], ids, ni) then return -3 end
-  if ni > 0 and redis.call('EXISTS', KEYS[7]) == 1 and any_member(KEYS[7], ids, ni) then return -3 end
 end
 local pkey = ARGV[9]
 local blob = ARGV[11]
@@ -141,16 +144,14 @@ for i = 1, np do
   if #kv >= 4000 then flush() end
 end
 flush()
-local i = 0
-while i < ni do
-  local j = math.min(i + 4000, ni)
-  redis.call('SADD', KEYS[2], unpack(ids, i + 1, j))
-  i = j
-end
 local cap = tonumber(ARGV[14])
-if cap > 0 and ni > 0 and redis.call('SCARD', KEYS[2]) >= cap then
-  redis.call('UNLINK', KEYS[7])
-  redis.call('RENAME', KEYS[2], KEYS[7])
+if #ARGV[12] > 0 then
+  local len = redis.call('APPEND', KEYS[2], ARGV[12])
+  if cap > 0 and len >= 16 * cap then
+    redis.call('UNLINK', KEYS[7])
+    redis.call('RENAME', KEYS[2], KEYS[7])
+    redis.call('INCR', KEYS[8])
+  end
 end
 local done = items(ARGV[13], nd)
 for k = 1, nd do
@@ -165,33 +166,35 @@ if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 0 then
   local m = cjson.decode(ARGV[8])
   redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'])
 end
-return redis.call('INCR', KEYS[1])
+return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
 """
 
 
 # The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
-# blobs): KEYS gen, seen, wm, seen:old; ARGV 1 player key prefix, 2 n_ids, 3 ids blob, 4 n_players, 5 players
-# blob, 6 n_wm, 7 blob of watermark fields ("topic/partition").
-# Returns {gen, seen flags (0/1 per id), beliefs (false = none), watermarks (false = none)}.
+# blobs): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix, 2 the ids epoch the caller's
+# index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 players blob, 6 n_wm, 7 blob
+# of watermark fields ("topic/partition").
+# Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
+# caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
+# none)}.
 _SNAPSHOT_LUA = _ITEMS_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
-local ni = tonumber(ARGV[2])
-local np = tonumber(ARGV[4])
-local ids = items(ARGV[3], ni)
-local old = ni > 0 and redis.call('EXISTS', KEYS[4]) == 1
-local flags = {}
-local i = 0
-while i < ni do
-  local j = math.min(i + 4000, ni)
-  local f = redis.call('SMISMEMBER', KEYS[2], unpack(ids, i + 1, j))
-  local g = old and redis.call('SMISMEMBER', KEYS[4], unpack(ids, i + 1, j))
-  for k = 1, #f do flags[#flags + 1] = (g and g[k] == 1) and 1 or f[k] end
-  i = j
+local ep = redis.call('GET', KEYS[5]) or '0'
+local len = redis.call('STRLEN', KEYS[2])
+local from = tonumber(ARGV[3])
+local full, cur, old = 0, '', ''
+if ep == ARGV[2] and from <= len then
+  if from < len then cur = redis.call('GETRANGE', KEYS[2], from, len - 1) end
+else
+  full = 1
+  cur = redis.call('GET', KEYS[2]) or ''
+  old = redis.call('GET', KEYS[4]) or ''
 end
+local np = tonumber(ARGV[4])
 local names = items(ARGV[5], np)
 local pkey = ARGV[1]
 local vals = {}
-i = 0
+local i = 0
 while i < np do
   local j = math.min(i + 4000, np)
   local keys = {}
@@ -203,7 +206,7 @@ end
 local nw = tonumber(ARGV[6])
 local wms = {}
 if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
-return {gen, flags, vals, wms}
+return {gen, ep, full, cur, old, vals, wms}
 """
 
 
@@ -257,10 +260,12 @@ class RedisStore:
     def __init__(self, client: aioredis.Redis, prefix: str = "mmr", seen_max_ids: int = 0) -> None:
         self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
         self.prefix = prefix
-        #: ``:seen`` rotates into ``:seen:old`` at this many ids (0: one set, unbounded; module docstring)
+        #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
         self._commit = client.register_script(_COMMIT_LUA)
         self._snapshot = client.register_script(_SNAPSHOT_LUA)
+        #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
+        self._ids: dict[str, PoolIds] = {}
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, **kwargs: Any) -> RedisStore:
@@ -282,24 +287,45 @@ class RedisStore:
     # --- reads -----------------------------------------------------------------------
     async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
                        watermarks: Sequence[str] = ()) -> Snapshot:
-        """gen, seen flags, beliefs and the watermarks asked for, in one atomic round trip (one Lua script).
+        """gen, which of ``event_ids`` were applied, beliefs and the watermarks asked for, in one
+        atomic round trip (one Lua script).
 
         The names go as two length-prefixed blobs: redis-py packs every argument in Python
         (~1.5 µs each), which made the read of a 1,000-match batch (2,000 keys, 1,000 ids) cost
-        as much as its rating math.
+        as much as its rating math. The ids are not sent: the script returns what the pool's
+        ``:ids`` log gained since this store's index of it, and the index answers.
         """
         players = list(players)
-        event_ids = list(event_ids)
         fields = list(watermarks)
-        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "seen"), self.key(pool, "wm"),
-                                         self.key(pool, "seen:old")],
-                                   args=[self.player_key(pool, ""), len(event_ids), _blob(event_ids),
+        idx = self._ids.get(pool)
+        held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
+        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
+                                         self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
+                                   args=[self.player_key(pool, ""), held[0], held[1],
                                          len(players), _blob(players), len(fields), _blob(fields)])
         gen = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
-        seen = {e for e, flag in zip(event_ids, res[1], strict=True) if flag}
-        beliefs: dict[str, bytes | None] = dict(zip(players, res[2], strict=True))
-        wms = {f: int(v) for f, v in zip(fields, res[3], strict=True) if v}
+        epoch = int(res[1])
+        if int(res[2]):  # both generations in full: the index starts again from them
+            idx = self._ids[pool] = PoolIds(epoch, res[3] or b"", res[4] or b"")
+        elif idx is not None and self._ids.get(pool) is idx and (str(idx.epoch), idx.length) == held:
+            idx.append(res[3] or b"")
+        else:  # the index changed while this read was under way: read again from what it holds now
+            return await self.snapshot(pool, players, event_ids, watermarks)
+        seen = _members(idx, event_ids)
+        beliefs: dict[str, bytes | None] = dict(zip(players, res[5], strict=True))
+        wms = {f: int(v) for f, v in zip(fields, res[6], strict=True) if v}
         return Snapshot(gen, beliefs, seen, wms)
+
+    def forget_ids(self) -> None:
+        """Drop every pool's index of applied ids (memory only: the next read of a pool reloads it)."""
+        self._ids.clear()
+
+    async def recorded_ids(self, pool: str) -> int:
+        """How many event ids the pool's logs hold (both generations)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.strlen(self.key(pool, "ids"))
+        pipe.strlen(self.key(pool, "ids:old"))
+        return sum(await pipe.execute()) // DIGEST
 
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         if not players:
@@ -367,11 +393,21 @@ class RedisStore:
         Raises Conflict when ``gen`` moved since the snapshot (MetaConflict: the pool was
         first committed with another system). ``check_ids``: the caller did not read which
         event ids (or, for the offsets with a first offset, which messages) were applied
-        already, so the script checks them first and raises AlreadyApplied (writing nothing)
-        if any was.
+        already, so they are checked first -- the ids against this store's index of the
+        pool's log, the offsets by the script -- and AlreadyApplied is raised (nothing
+        written) if any was. AlreadyApplied is also raised when the log is not the prefix
+        the index holds (another writer recorded ids): the caller re-reads.
         """
+        idx = self._ids.get(pool)
+        if idx is None and check_ids and c.event_ids:
+            await self.snapshot(pool, (), ())  # loads the index
+            idx = self._ids[pool]
+        digest_blob = digests(c.event_ids)
+        if check_ids and idx is not None and idx.contains(keys_of(digest_blob)).any():
+            raise AlreadyApplied(pool)
+        held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         players = list(c.beliefs)
-        keys = [self.key(pool, s) for s in ("gen", "seen", "lb", "done", "wm", "meta", "seen:old")]
+        keys = [self.key(pool, s) for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch")]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
@@ -380,22 +416,36 @@ class RedisStore:
                    for x in (tp, "" if first is None else first, last)]
         players_blob = _players_blob(players, [c.beliefs[p] for p in players],
                                      [c.scores[p] for p in players])
-        argv: list[Any] = [gen, len(players), len(c.event_ids), len(c.done_rounds), "1" if check_ids else "",
+        argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
                            len(c.offsets), _blob(offsets), meta_json,
                            self.player_key(pool, ""), self.pend_key(pool, ""), players_blob,
-                           _blob(c.event_ids), _blob(c.done_rounds), self.seen_max_ids]
+                           digest_blob, _blob(c.done_rounds), self.seen_max_ids, held[1]]
         res = await self._commit(keys=keys, args=argv)
-        if int(res) == -2:
-            raise MetaConflict(pool)
-        if int(res) == -3:
-            raise AlreadyApplied(pool)
-        if int(res) < 0:
+        if not isinstance(res, list):
+            if int(res) == -2:
+                raise MetaConflict(pool)
+            if int(res) == -3:
+                raise AlreadyApplied(pool)
             raise Conflict(pool)
+        new_gen, epoch = int(res[0]), int(res[1])
+        if idx is not None:
+            if self._ids.get(pool) is idx and (str(idx.epoch), idx.length) == held:
+                idx.append(digest_blob)  # the log is now exactly what the index holds
+                if epoch != idx.epoch:
+                    idx.rotate(epoch)
+            else:  # the index moved while this commit was under way: reload on the next read
+                self._ids.pop(pool, None)
         if meta is not None:
             await self.r.sadd(f"{self.prefix}:pools", pool)
-        return int(res)
+        return new_gen
 
 
+def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
+    """Which of ``event_ids`` the index holds."""
+    if not event_ids:
+        return set()
+    flags = idx.contains(keys_of(digests(event_ids)))
+    return {e for e, f in zip(event_ids, flags.tolist(), strict=True) if f}
 
 
 def _players_blob(players: list[str], values: list[bytes], scores: list[float]) -> bytes:

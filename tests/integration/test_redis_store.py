@@ -59,13 +59,13 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
     async def run() -> None:
         store = _store(redis_url)
         store.seen_max_ids = n
-        seen_k, old_k = store.key("p", "seen"), store.key("p", "seen:old")
+        old_k = store.key("p", "ids:old")
         gen, recorded = "0", []
         for k in range(60):
             ids = [f"e{len(recorded) + i}" for i in range(rng.randrange(0, 5))]
             gen = str(await store.commit("p", gen, Commit(event_ids=ids), check_ids=True))
             recorded += ids
-            held = await store.r.scard(seen_k) + await store.r.scard(old_k)
+            held = await store.recorded_ids("p")
             assert held <= 2 * n + 4
             snap = await store.snapshot("p", [], recorded)
             assert snap.gen == gen and snap.seen >= set(recorded[-n:]), k
@@ -78,6 +78,41 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
                 await store.commit("p", gen, Commit(event_ids=["fresh", e]), check_ids=True)
         assert int(await store.commit("p", gen, Commit(event_ids=[forgotten[-1]]), check_ids=True)) == int(gen) + 1
         await store.close()
+
+    asyncio.run(run())
+
+
+def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -> None:
+    """Each store answers "applied before?" from its own index of the pool's ``:ids`` log. When
+    another writer recorded ids meanwhile (even at the same ``gen``, as a store that missed them
+    would believe), the commit is refused as AlreadyApplied, and the next read brings the index
+    up to date: only the new bytes while the log's epoch is the same, both generations in full
+    after the other writer rotated it or the log vanished."""
+
+    async def run() -> None:
+        a = _store(redis_url)
+        a.seen_max_ids = 4
+        b = RedisStore(a.r, a.prefix, seen_max_ids=4)
+        gen = str(await a.commit("p", "0", Commit(event_ids=["e1", "e2"]), check_ids=True))
+        assert (await b.snapshot("p", [], ["e1", "e3"])).seen == {"e1"}
+        assert b._ids["p"].length == 32
+        gen = str(await a.commit("p", gen, Commit(event_ids=["e3"]), check_ids=True))
+        with pytest.raises(AlreadyApplied):  # b's index lacks e3: what b would conclude is stale
+            await b.commit("p", gen, Commit(event_ids=["e4"]), check_ids=True)
+        snap = await b.snapshot("p", [], ["e3", "e4"])
+        assert snap.seen == {"e3"} and b._ids["p"].length == 48  # the tail only
+        with pytest.raises(AlreadyApplied):  # now answered from b's own index
+            await b.commit("p", snap.gen, Commit(event_ids=["e4", "e3"]), check_ids=True)
+        gen = str(await b.commit("p", snap.gen, Commit(event_ids=["e4"]), check_ids=True))  # 4 ids: b rotates
+        assert b._ids["p"].epoch == 1 and b._ids["p"].length == 0
+        with pytest.raises(AlreadyApplied):  # a's index is of epoch 0
+            await a.commit("p", gen, Commit(event_ids=["e5"]), check_ids=True)
+        snap = await a.snapshot("p", [], ["e1", "e4", "e5"])
+        assert snap.seen == {"e1", "e4"} and a._ids["p"].epoch == 1
+        await a.r.delete(a.key("p", "ids"), a.key("p", "ids:old"), a.key("p", "ids:epoch"))
+        assert (await a.snapshot("p", [], ["e1"])).seen == set()  # the log is gone: so is the index
+        assert await a.recorded_ids("p") == 0
+        await a.close()
 
     asyncio.run(run())
 
@@ -101,7 +136,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
         assert before == after and len(after) == 7
         assert len(first.dead) == len(again.dead) == 1 and first.dead[0].offset == 4
         assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
-        assert await store.r.scard(store.key("x", "seen")) == (200 if dedup == "ids" else 0)
+        assert await store.recorded_ids("x") == (200 if dedup == "ids" else 0)
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
@@ -293,7 +328,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                     if i % 7 == 0:  # a re-delivery to the other one (its cache is stale): a no-op
                         await procs[1 - (i // 3) % 2].process([m])
                 assert await _state(store) == want, budget
-                seen = await store.r.scard(store.key("x", "seen"))
+                seen = await store.recorded_ids("x")
                 assert seen == (300 if dedup == "ids" else 0)
                 assert await store.r.hget(store.key("x", "wm"), "in/0") == b"280"
                 await store.close()
