@@ -59,7 +59,7 @@ class Settings:
     #: topic/partition; bounded state and ~1.3 µs less Redis CPU per match, but an event sent twice
     #: at two offsets is applied twice). Rounds and round results are always recognised by id.
     dedup: str = "ids"
-    #: bound of a pool's recorded event ids (``:seen`` kept in two generations of this many; see
+    #: bound of a pool's recorded event ids (``:ids`` kept in two generations of this many; see
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = 0

@@ -41,7 +41,7 @@ acted on once it is stale. Recording an id is then an ``APPEND`` of 16 bytes ins
 With ``MMR_DEDUP=offsets`` (stream.service.config) matches are not recorded by event id:
 a pool's events of one topic/partition are applied strictly in offset order, so the pool's
 highest applied offset there (``:wm``) tells a re-delivered message from a new one. The
-commit then checks and advances those watermarks instead of adding ids to ``:seen``.
+commit then checks and advances those watermarks instead of appending ids to ``:ids``.
 
 ``:ids`` grows by one digest per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
 in two generations: once ``:ids`` holds that many ids, the commit that filled it renames it

@@ -559,7 +559,9 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
     got = cowan._pow_exact(x, 0.25)
     ctx = Context(prec=40)
     assert got.tolist() == [float(ctx.power(Decimal(v), Decimal("0.25"))) for v in x.tolist()]
-    assert np.max(np.abs(got - x**0.25)) <= 1e-16
+    # numpy's own pow may be off by one ulp, depending on the CPU's vector path (1.1e-16 at
+    # 0.974 on an AMD EPYC): the correctly rounded value is within one ulp of it
+    assert (np.abs(got - x**0.25) <= np.spacing(got)).all()
 
 
 def test_warmup_compiles_every_kernel_the_service_calls() -> None:
