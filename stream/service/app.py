@@ -254,6 +254,7 @@ def create_app(s: Settings) -> Service:
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
     metrics = Metrics()
+    metrics.id_index_bytes.set_function(store.ids_nbytes)
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent's stream had to "
                        "wait (its buffer full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))

@@ -42,6 +42,8 @@ class Metrics:
                          registry=r)
         self.pending_rounds = Gauge("mmr_pending_rounds", "Rounds being assembled from round_result events",
                                     registry=r)
+        self.id_index_bytes = Gauge("mmr_applied_ids_index_bytes", "Memory of the worker's index of applied event "
+                                    "ids (the digests of its pools' :ids logs, stream.state.id_index)", registry=r)
 
     def count_from(self, name: str, doc: str, read: Callable[[], float]) -> None:
         """A counter kept elsewhere (read when scraped), e.g. by a process-wide patch of Faust."""

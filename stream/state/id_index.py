@@ -35,7 +35,7 @@ import xxhash
 
 DIGEST = 16  # bytes per recorded id
 MAX_LOAD = 0.7  # a table grows (doubles) before it is fuller than this
-_MIN_CAPACITY = 1024
+_MIN_CAPACITY = 64  # slots (16 bytes each): a pool with few ids costs little
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 
@@ -187,4 +187,4 @@ def warmup() -> None:
     k = keys_of(digests(["a", "b"]))
     s.add(k)
     s.contains(k)
-    s.add(keys_of(digests([str(i) for i in range(_MIN_CAPACITY)])))  # grows: _rehash
+    s.add(keys_of(digests([str(i) for i in range(2 * _MIN_CAPACITY)])))  # grows: _rehash

@@ -316,6 +316,10 @@ class RedisStore:
         wms = {f: int(v) for f, v in zip(fields, res[6], strict=True) if v}
         return Snapshot(gen, beliefs, seen, wms)
 
+    def ids_nbytes(self) -> int:
+        """Memory of the indexes of applied ids (all pools)."""
+        return sum(idx.nbytes for idx in list(self._ids.values()))
+
     def forget_ids(self) -> None:
         """Drop every pool's index of applied ids (memory only: the next read of a pool reloads it)."""
         self._ids.clear()

@@ -50,6 +50,11 @@ def test_the_worker_hands_its_settings_to_the_store() -> None:
 
     svc = create_app(from_env({"MMR_SEEN_MAX_IDS": "123", "MMR_KEY_PREFIX": "kp", "MMR_HTTP_PORT": "0"}))
     assert (svc.store.seen_max_ids, svc.store.prefix) == (123, "kp")
+    from stream.state.id_index import PoolIds, digests
+
+    assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == 0
+    svc.store._ids["p"] = PoolIds(0, digests(["a", "b"]))  # what a first read of pool p loads
+    assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == svc.store._ids["p"].nbytes > 0
     list(svc.app.on_init_dependencies())  # what starting the app does first
     assert svc.app.monitor not in set(svc.app.sensors)  # MMR_FAUST_MONITOR=0 (the default)
     kept = create_app(from_env({"MMR_FAUST_MONITOR": "1", "MMR_HTTP_PORT": "0"}))
