@@ -10,6 +10,7 @@ three, so the worker is compared on the same broker behaviour and the same machi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Generator
 from types import CoroutineType
 from typing import Any
@@ -105,6 +106,15 @@ def patch_inline_delivery() -> None:
     a held lock), the rest of it goes through Faust's own ``wait_first`` as before, so a
     rebalance still abandons it. Any other call of ``wait_first`` is Faust's, unchanged.
     The messages, their order and the offsets Faust records are the same either way.
+
+    After an inline delivery the fetch loop yields to the event loop once, as Faust's own
+    ``asyncio.wait`` did: the stream's consumer then takes each message as it comes. Without
+    that yield, Faust's fetch loop (which yields every 100 messages) filled the stream's
+    queue ahead of its consumer: in ``mmr bench service`` ~1,800 of 20,000 hand-overs then
+    waited on a full buffer (Faust's four tasks again), take batches came every ~70 ms
+    instead of every 20, and the patched bare loop ran at 6.3k msgs/s against 9.7k-10.5k
+    for Faust's own; with the yield, no hand-over waited and it ran at 11.3k-16.2k
+    (twelfth session, BENCHMARKS.md).
     """
     from faust.transport.drivers import aiokafka as faust_aiokafka
     from mode.services import WaitResults
@@ -121,6 +131,7 @@ def patch_inline_delivery() -> None:
                 pending = delivery.send(None)
             except StopIteration as stop:
                 flow_wait.close()
+                await asyncio.sleep(0)  # let the stream take it before the next one (see the docstring)
                 return WaitResults([delivery], [stop.value], False)
             except BaseException:
                 flow_wait.close()

@@ -72,6 +72,22 @@ async def test_a_delivery_that_does_not_suspend_runs_inline_without_tasks(patche
 
 
 @in_loop
+async def test_after_an_inline_delivery_the_loop_runs_what_is_ready(patched: Any) -> None:
+    """The fetch loop yields once per inline delivery, as Faust's own ``asyncio.wait`` did, so
+    the stream's consumer takes each message before the next is handed over."""
+    c = consumer()
+    order: list[str] = []
+
+    async def deliver() -> None:
+        asyncio.get_running_loop().call_soon(order.append, "the stream's consumer ran")
+        order.append("delivered")
+
+    await patched(c, deliver(), c.suspend_flow.wait())
+    order.append("wait_first returned")
+    assert order == ["delivered", "the stream's consumer ran", "wait_first returned"]
+
+
+@in_loop
 async def test_a_delivery_that_suspends_is_finished_by_fausts_wait_first(patched: Any) -> None:
     c = consumer()
     gate = asyncio.get_running_loop().create_future()
