@@ -60,8 +60,9 @@ def _belief_faults(system: str) -> Iterator[None]:
 
 _RATING, _SIGMA = itemgetter(0), itemgetter(2)  # Rating fields, read at C level
 
-#: bytes of decoded beliefs a PoolEngine keeps (``PoolEngine.decoded_budget``): ~10-25k Cowan players
-DECODED_BUDGET = 64 << 20
+#: bytes of decoded beliefs one PoolEngine (one pool) keeps (``PoolEngine.decoded_budget``): ~3-6k
+#: Cowan players, which covers the active players of a live pool between two of their matches
+DECODED_BUDGET = 16 << 20
 
 
 def _check_finite(ratings: dict[str, Rating]) -> None:
