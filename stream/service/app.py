@@ -130,13 +130,14 @@ class Service:
         self.metrics.inflight.set(self.pipeline.inflight)
         committed = await self.processor.start(msgs, safe=True)
         prev, self._handed = self._handed, asyncio.get_running_loop().create_future()
-        return [asyncio.ensure_future(self._publish(committed, prev, self._handed))]
+        produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
+        return [asyncio.ensure_future(self._publish(committed, prev, self._handed, produced))]
 
     async def _publish(self, committed: asyncio.Future[BatchResult], prev: asyncio.Future[None] | None,
-                       handed: asyncio.Future[None]) -> None:
+                       handed: asyncio.Future[None], produced: float | None = None) -> None:
         """Hand one batch's outputs to the producer after its commit and after the batch
         before it handed its own (so ratings reach the topic in input order); resolves on the
-        broker's acks."""
+        broker's acks. ``produced``: the record timestamp of the batch's oldest message."""
         futs: list[Awaitable[Any]] = []
         try:
             res = await committed
@@ -148,6 +149,8 @@ class Service:
             if prev is not None:
                 await prev
             futs = await self.send(res)
+            if produced is not None:  # clamped: the producer's clock may run ahead of ours
+                self.metrics.input_age.observe(max(0.0, time.time() - produced))
         finally:
             if not handed.done():
                 handed.set_result(None)
@@ -269,7 +272,7 @@ def create_app(s: Settings) -> Service:
                 # the final one; the pipeline acks after the outputs reached the broker
                 e.message.incref()
                 msgs.append(Message(e.message.topic, e.message.partition, e.message.offset,
-                                    e.message.value or b""))
+                                    e.message.value or b"", None, e.message.timestamp))
             svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
             await svc.pipeline.submit(msgs, list(events))
 

@@ -31,6 +31,11 @@ class Metrics:
         self.batch_messages = Histogram(
             "mmr_batch_messages", "Input messages per processed batch (take batches merged while the worker was busy)",
             buckets=(1, 4, 16, 64, 256, 1024, 4096, 16384), registry=r)
+        self.input_age = Histogram(
+            "mmr_input_age_seconds", "Age of each batch's oldest input message when the batch's ratings are handed "
+            "to the producer (now minus its Kafka record timestamp): how long after the game server produced an "
+            "event its ratings were published, including any backlog",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=r)
         self.inflight = Gauge("mmr_inflight_messages", "Messages taken from Kafka and not yet acknowledged",
                               registry=r)
         self.dead_letters = Counter("mmr_dead_letters", "Events sent to the dead-letter topic", ["reason"],

@@ -53,13 +53,16 @@ class Message:
     """One input record: where it came from and its bytes.
 
     ``decoded``: what ``Processor.predecode`` made of it (``(type, value)`` or the
-    InvalidEvent), so that ``process`` need not decode it again."""
+    InvalidEvent), so that ``process`` need not decode it again. ``timestamp``: the Kafka
+    record's timestamp (seconds since the epoch; the producer's clock unless the topic uses
+    LogAppendTime), for ``mmr_input_age_seconds``."""
 
     topic: str
     partition: int
     offset: int
     value: bytes
     decoded: tuple[str, Any] | InvalidEvent | None = None
+    timestamp: float | None = None
 
 
 @dataclass(slots=True)

@@ -17,6 +17,11 @@ records: p50 31 ms, p99 371 ms, BENCHMARKS.md "Service", ninth session), so run 
 batched phases on the same topics it measured the broker's storage, not the service. A
 production Kafka finds an offset through its index.
 
+The latency run also reports, from the same samples, the two legs split by the rating record's
+own timestamp (produce→published by the worker, published→received by a consumer), p50/p99 per
+second of the run, and the CPU each process used meanwhile (worker, broker, Redis, this load
+generator; ``stream.tools.cpu_meter``): on Tansu the broker's share grows as the run goes on.
+
 Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
 messages committed to Redis *and* published): the messages are produced as fast as possible
 (concurrently) and the clock runs from the start of producing until the last one is handled.
@@ -45,6 +50,7 @@ import click
 import orjson
 
 from stream.service.config import Settings, from_env
+from stream.tools.cpu_meter import CpuMeter
 
 PHASES = ("bare", "singles", "batched", "columns", "rounds", "latency")
 
@@ -251,14 +257,43 @@ class _Worker:
             self.proc.kill()
 
 
+def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | None) -> dict[str, int]:
+    """The processes that share this machine during the latency run (Redis only when local)."""
+    pids = {"load_generator": os.getpid()}
+    if worker is not None:
+        pids["worker"] = worker.proc.pid
+    if tansu is not None:
+        pids["broker"] = tansu.pid
+    from urllib.parse import urlparse
+
+    if urlparse(s.redis_url).hostname in ("127.0.0.1", "localhost", "::1"):
+        import redis
+
+        try:
+            client = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+            pids["redis"] = int(client.info("server")["process_id"])
+            client.close()
+        except Exception:  # only a figure of the report
+            pass
+    return pids
+
+
 #: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
 #: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
 #: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores
 LATENCY_LINGER_MS = 5
+#: the latency run ends this long after the last rating arrived, once everything is produced
+QUIET_S = 2.0
 
 
-async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str) -> tuple[float, float, int]:
-    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99)."""
+async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str) -> dict[str, Any]:
+    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99).
+
+    Also split in two by the rating record's own timestamp (set by the worker's producer when it
+    sends): produce→published (the broker's delivery to the worker, batching, rating, Redis) and
+    published→received (the worker's producer, the broker, the measuring consumer). Wall clocks of
+    one machine, millisecond resolution.
+    """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     rng = random.Random(3)
@@ -277,40 +312,70 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                                 enable_idempotence=False,
                                 **s.aiokafka_kwargs())
     await producer.start()
-    sent: dict[str, float] = {}
+    sent: dict[str, tuple[float, float]] = {}
     lat: list[float] = []
+    to_publish: list[float] = []
+    to_receive: list[float] = []
+    timeline: list[tuple[float, float]] = []  # (seconds into the run when produced, latency)
     n = int(rate * seconds)
 
+    produced = asyncio.Event()
+
     async def consume() -> None:
+        # a match has no sample when both its players played again in the same batch (one
+        # rating per changed player per batch, carrying the last event id): so stop once
+        # everything is produced and nothing new arrived for QUIET_S, not only at n samples
         deadline = time.monotonic() + seconds + 30
-        while (len(lat) < n) and time.monotonic() < deadline:
+        last = time.monotonic()
+        while len(lat) < n and time.monotonic() < deadline and not (
+                produced.is_set() and time.monotonic() - last > QUIET_S):
             got = await consumer.getmany(timeout_ms=50)
-            now = time.perf_counter()
+            if got:
+                last = time.monotonic()
+            now, wall = time.perf_counter(), time.time()
             for records in got.values():
                 for r in records:
                     eid = orjson.loads(r.value or b"{}").get("event_id")
                     t = sent.pop(eid, None)
                     if t is not None:
-                        lat.append(now - t)
+                        lat.append(now - t[0])
+                        timeline.append((t[0] - t0, now - t[0]))
+                        to_publish.append(r.timestamp / 1000 - t[1])
+                        to_receive.append(wall - r.timestamp / 1000)
 
-    task = asyncio.create_task(consume())
     t0 = time.perf_counter()
+    task = asyncio.create_task(consume())
     for i in range(n):
         wait = t0 + i / rate - time.perf_counter()
         if wait > 0:
             await asyncio.sleep(wait)
         m = _match(i, pool, 2000, rng)
         m.update(type="match", pool=pool, event_id=f"lat-{uuid.uuid4().hex[:8]}-{i}")
-        sent[m["event_id"]] = time.perf_counter()
+        sent[m["event_id"]] = (time.perf_counter(), time.time())
         await producer.send(s.topic_matches, orjson.dumps(m), key=pool.encode())
     await producer.flush()
+    produced.set()
     await task
     await producer.stop()
     await consumer.stop()
-    lat.sort()
-    if not lat:
-        return float("nan"), float("nan"), 0
-    return 1000 * lat[len(lat) // 2], 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))], len(lat)
+    out: dict[str, Any] = {"latency_samples": len(lat)}
+    for name, xs in (("latency", lat), ("latency_to_published", to_publish),
+                     ("latency_published_to_received", to_receive)):
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99(xs)
+    by_second: dict[int, list[float]] = {}
+    for at, x in timeline:
+        by_second.setdefault(int(at), []).append(x)
+    # how latency moves during the run (the test broker slows as its partitions fill)
+    out["latency_by_second_p50_p99_ms"] = [[round(v, 1) for v in _p50_p99(by_second[k])] for k in sorted(by_second)]
+    return out
+
+
+def _p50_p99(xs: list[float]) -> tuple[float, float]:
+    """Milliseconds; NaN when there are no samples."""
+    if not xs:
+        return float("nan"), float("nan")
+    xs = sorted(xs)
+    return 1000 * xs[len(xs) // 2], 1000 * xs[min(len(xs) - 1, int(len(xs) * 0.99))]
 
 
 @click.command("service")
@@ -451,8 +516,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 asyncio.run(_produce(s, s.topic_matches, warm))
                 _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
             click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
-            p50, p99, n = asyncio.run(_latency(s, port, half, latency_seconds, "cs"))  # established players
-            res.update(latency_rate_per_s=half, latency_p50_ms=p50, latency_p99_ms=p99, latency_samples=n)
+            res.update(latency_rate_per_s=half)
+            meter = CpuMeter(_pids(s, worker, tansu))
+            meter.start()
+            res.update(asyncio.run(_latency(s, port, half, latency_seconds, "cs")))  # established players
+            res["latency_cpu_cores"] = meter.stop()
     finally:
         if worker is not None:
             worker.stop()
@@ -493,8 +561,18 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")
     if "latency_p99_ms" in res:
-        rows.append(f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
-                    f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |")
+        rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
+                    f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",
+                    f"| of which produce→published (worker's send) | p50 {res['latency_to_published_p50_ms']:.1f} ms, "
+                    f"p99 {res['latency_to_published_p99_ms']:.1f} ms |",
+                    f"| of which published→received | p50 {res['latency_published_to_received_p50_ms']:.1f} ms, "
+                    f"p99 {res['latency_published_to_received_p99_ms']:.1f} ms |")
+        cpu = res.get("latency_cpu_cores") or {}
+        if cpu:
+            rows.append("| CPU during the latency run (cores) | " + ", ".join(
+                f"{k} {v:.2f}" for k, v in cpu.items() if k != "machine_busy_share")
+                + (f"; machine {100 * cpu['machine_busy_share']:.0f} % busy" if "machine_busy_share" in cpu else "")
+                + " |")
     click.echo(f"(MMR_DEDUP={res['dedup']}, {res['pool_players']:,} players in the batched runs' pools)\n"
                + "\n".join(rows))
     if json_out:

@@ -306,6 +306,11 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
     assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
     assert "mmr_consumer_lag{" in text
+    # every batch with ratings observed its oldest event's age: produced during this test
+    age = {line.split()[0]: float(line.split()[-1]) for line in text.splitlines()
+           if line.startswith(("mmr_input_age_seconds_count", "mmr_input_age_seconds_sum"))}
+    assert age["mmr_input_age_seconds_count"] >= 1
+    assert 0 <= age["mmr_input_age_seconds_sum"] / age["mmr_input_age_seconds_count"] < 300
 
 
 def _check_http_on_a_corrupt_value(s: Settings) -> None:

@@ -1,0 +1,33 @@
+"""stream.tools.cpu_meter: what it reports and what it leaves out (no timing is asserted)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from stream.tools.cpu_meter import CpuMeter
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+
+
+def test_reports_live_processes_and_leaves_out_gone_ones() -> None:
+    gone = 2**22 + 12345  # above the default pid_max: no such process
+    meter = CpuMeter({"me": os.getpid(), "gone": gone})
+    meter.start()
+    sum(i * i for i in range(200_000))  # some CPU of our own
+    out = meter.stop()
+    assert "gone" not in out
+    assert out["me"] >= 0
+    assert 0 <= out["machine_busy_share"] <= 1
+
+
+def test_a_process_that_ends_during_the_window_is_left_out() -> None:
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    meter = CpuMeter({"child": child.pid})
+    meter.start()
+    child.wait()
+    assert "child" not in meter.stop()
