@@ -11,6 +11,7 @@ listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,8 @@ class EmbeddedPipeline:
         self.engines: dict[str, PoolEngine] = {}
         self.pending: dict[str, MatchBatch] = {}
         self.pending_ids: dict[str, set[str]] = {}  # event ids of the open batches (O(1) dedup)
+        #: "file:line" of the first match of each open batch, to name it if the batch cannot be rated
+        self.pending_where: dict[str, str] = {}
         self.assembler = RoundAssembler()
         #: event ids accepted into each open round, recorded as applied with the round (as the
         #: service does), so a result or completion delivered again later is a duplicate
@@ -85,10 +88,10 @@ class EmbeddedPipeline:
     def add(self, etype: str, value: Any, where: str = "") -> None:
         """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
         if etype == "match":
-            self._add_match(value)
+            self._add_match(value, where)
         elif etype in MATCH_LISTS:
             for m in value:
-                self._add_match(m)
+                self._add_match(m, where)
         elif etype == "round":
             self._apply_round(value)
         elif etype in ("round_result", "round_completed"):
@@ -105,10 +108,12 @@ class EmbeddedPipeline:
         else:
             raise InvalidEvent(f"field type: unexpected {etype!r}")
 
-    def _add_match(self, m: MatchEvent) -> None:
+    def _add_match(self, m: MatchEvent, where: str = "") -> None:
         if self.store.is_applied(m.pool, m.event_id):
             return
         batch = self.pending.setdefault(m.pool, MatchBatch(m.pool))
+        if not batch:
+            self.pending_where[m.pool] = where
         open_ids = self.pending_ids.setdefault(m.pool, set())
         if m.event_id in open_ids:  # duplicate inside the open batch
             return
@@ -134,12 +139,16 @@ class EmbeddedPipeline:
         for p in pools:
             batch = self.pending.pop(p, None)
             self.pending_ids.pop(p, None)
+            where = self.pending_where.pop(p, "")
             if not batch:
                 continue
             try:
                 changed = self.engine(p).store_matches(batch, self.store.pool(p))
             except RatingError as exc:
-                raise InvalidEvent(str(exc), batch.event_ids[0]) from None
+                # named by the batch's first match: the batch is rated as one step (sequential
+                # meaning), so the culprit is that match or one after it in the same batch
+                reason = f"event {batch.event_ids[0]} (or a later match of its batch): {exc}"
+                raise InputError(where or "input", reason) from None
             self.store.commit(p, changed, batch.event_ids)
 
     def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
@@ -166,9 +175,18 @@ class EmbeddedPipeline:
         return out
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:
-        """CONTRACT replay output rows, pools and players in first-seen order."""
+        """CONTRACT replay output rows, pools and players in first-seen order.
+
+        A rating that is not finite raises ``RatingError`` naming the player: written out it
+        would be a JSON ``NaN`` or ``Infinity`` no reader accepts (the Redis path refuses such a
+        rating at the batch that makes it; the embedded store checks once here, off the hot path).
+        """
         for pool, player, belief in self.beliefs():
             r = self.engine(pool).system.summary(belief)
+            if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
+                raise RatingError(f"pool {pool!r}: the final rating of player {player!r} is not finite "
+                                  f"(rating {r.rating}, sigma {r.sigma}): the system's parameters or the input "
+                                  f"drove the belief out of range")
             yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
 
     def beliefs(self) -> Iterator[tuple[str, str, Belief]]:

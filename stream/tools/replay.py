@@ -141,13 +141,13 @@ def replay(
         # after the last record of all inputs: a round may span files of one replay
         for open_round in pipeline.incomplete_rounds():
             click.echo(f"warning: {open_round.describe()}", err=True)
+        rows = list(pipeline.final_ratings())
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except RatingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    rows = list(pipeline.final_ratings())
     if out:
         n = write_jsonl_atomic(out, iter(rows))
         click.echo(f"wrote {n} ratings to {out}", err=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import InputError, read_records
@@ -295,3 +295,25 @@ def test_incomplete_rounds_of_the_pipeline_and_rounds_spanning_files(tmp_path: P
 def test_replay_help_documents_incomplete_rounds() -> None:
     res = CliRunner().invoke(replay, ["--help"])
     assert res.exit_code == 0 and "incomplete" in res.output
+
+
+def test_ratings_driven_out_of_range_are_located_errors_not_tracebacks_or_nan(tmp_path: Path) -> None:
+    """Absurd parameters: ``elo`` with an infinite learning rate ends in NaN ratings (written out
+    they would be JSON null), TrueSkill with sigma 1e200 overflows inside its update (a RatingError
+    of the last batch, which escaped as a traceback, exit 1). Both are now errors that name the
+    player or the file and line, exit 2 and write nothing."""
+    src = _write(tmp_path / "m.jsonl", _matches(40))
+    out = tmp_path / "ratings.jsonl"
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(replay, [str(src), "--embedded", "--no-progress", "--out", str(out), *args])
+
+    res = run("--system", "elo", "--param", "k=inf")
+    assert res.exit_code == 2, res.output
+    assert "not finite" in res.output and "player 'p" in res.output
+    res = run("--system", "trueskill", "--param", "sigma=1e200")
+    assert res.exit_code == 2, res.output
+    assert f"{src}:1: event m0" in res.output and "trueskill cannot rate" in res.output
+    assert not out.exists()
+    res = run("--system", "elo")  # the same input with sane parameters
+    assert res.exit_code == 0, res.output
