@@ -178,8 +178,9 @@ class EmbeddedPipeline:
         """CONTRACT replay output rows, pools and players in first-seen order.
 
         A rating that is not finite raises ``RatingError`` naming the player: written out it
-        would be a JSON ``NaN`` or ``Infinity`` no reader accepts (the Redis path refuses such a
-        rating at the batch that makes it; the embedded store checks once here, off the hot path).
+        would be a JSON ``null`` (orjson's NaN/inf), not a rating. The Redis path refuses such a
+        rating at the batch that makes it (``pool._check_finite``); the embedded store checks
+        once here, off the per-batch path.
         """
         for pool, player, belief in self.beliefs():
             r = self.engine(pool).system.summary(belief)
