@@ -32,6 +32,7 @@ import orjson
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream.service.config import Settings
+from stream.service.delivery import BatchDelivery
 from stream.service.faust_patches import DeliveryStats, drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
@@ -59,6 +60,7 @@ class Service:
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
+    delivery: BatchDelivery | None = None  # with MMR_BATCH_DELIVERY (stream.service.delivery)
 
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
@@ -158,10 +160,12 @@ class Service:
             await asyncio.gather(*futs)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
-        """The pipeline's last stage, after the broker acked the outputs: ack the input events."""
-        for events in tokens:
-            for event in events:
-                event.ack()  # the final ack (see the agent's incref): Faust may commit the offset
+        """The pipeline's last stage, after the broker acked the outputs: ack the input records
+        (Faust messages), so Faust may commit their offsets."""
+        consumer = self.app.consumer
+        for records in tokens:
+            for record in records:
+                record.ack(consumer)  # the final ack (the per-event path holds one extra reference)
         self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
@@ -261,22 +265,46 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent's stream had to "
                        "wait (its buffer full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))
-    inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
 
-    @app.agent(inputs, name="mmr-ratings-agent")
-    async def consume(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
-        async for events in stream.take_events(s.take_max, within=s.take_within):
-            msgs = []
-            for e in events:
-                # one more reference: take_events' own ack (when this body returns) is then not
-                # the final one; the pipeline acks after the outputs reached the broker
-                e.message.incref()
-                msgs.append(Message(e.message.topic, e.message.partition, e.message.offset,
-                                    e.message.value or b"", None, e.message.timestamp))
-            svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
-            await svc.pipeline.submit(msgs, list(events))
+    async def take(records: list[Any]) -> None:
+        """One batch of Faust messages into the pipeline, which acks them when done."""
+        msgs = [Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp) for r in records]
+        svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
+        await svc.pipeline.submit(msgs, records)
+
+    delivery: BatchDelivery | None = None
+    if s.batch_delivery:  # one Faust event per batch (stream.service.delivery)
+        delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within)
+        delivery.install()
+        svc.delivery = delivery
+        metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
+                           "were revoked (Faust fetches them again from the committed offset)",
+                           lambda: delivery.dropped if delivery is not None else 0)
+
+        @app.agent(delivery.channel, name="mmr-ratings-agent")
+        async def consume_batches(stream: Any) -> None:
+            async for batch in stream:
+                records = delivery.current(batch)
+                if records:
+                    await take(records)
+
+        app.task(delivery.run_timer)
+    else:  # Faust's per-event delivery
+        inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
+
+        @app.agent(inputs, name="mmr-ratings-agent")
+        async def consume(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
+            async for events in stream.take_events(s.take_max, within=s.take_within):
+                records = [e.message for e in events]
+                for r in records:
+                    # one more reference: take_events' own ack (when this body returns) is then
+                    # not the final one; the pipeline acks after the outputs reached the broker
+                    r.incref()
+                await take(records)
 
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+        if delivery is not None:
+            delivery.clear()  # records not yet handed to the agent: Faust fetches them again
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
         svc.processor.forget_rounds()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory

@@ -49,6 +49,9 @@ class Settings:
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = True
+    #: hand the input topics' records to the agent as one event per batch instead of one per
+    #: record (stream.service.delivery); off: Faust's per-event stream and ``take_events``
+    batch_delivery: bool = True
     #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
     faust_monitor: bool = False
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
@@ -200,6 +203,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
         faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
+        batch_delivery=get("MMR_BATCH_DELIVERY", s.batch_delivery),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),

@@ -1,0 +1,116 @@
+"""Batch delivery: the input topics' records reach the Faust agent as one event per batch.
+
+Why: Faust hands every fetched record to an agent as its own event: the conductor decodes
+it into an ``Event`` and queues it on the agent's channel, the agent's ``Stream`` tracks it,
+runs its processors (``take_events`` is one) and acks it, and ``take_events`` re-collects
+the events into a batch. For the worker, which rates whole batches anyway, that is pure
+overhead: py-spy of the worker at 4,000-7,000 single matches/s (thirteenth and fourteenth
+sessions) put ~30 % of the event-loop thread's time there, on the thread that also runs the
+rating pipeline (BENCHMARKS.md, "Service").
+
+So the worker replaces the conductor's per-record callback (the one Faust's consumer calls
+for every fetched record) with ``BatchDelivery.on_message``: a record of an input topic is
+appended to the open batch; every ``within`` seconds after a batch's first record, or at
+``max_batch`` records, the batch is put as *one* value on an in-memory Faust channel, which
+the worker's agent iterates. Records of any other topic go through Faust's own callback,
+unchanged.
+
+What Faust still does: the consumer group, fetching, offsets and their commits, rebalances,
+flow control, the producer, timers; the agent is a Faust agent over a Faust channel.
+What changes: the agent acks each record itself (``Consumer.ack``) once its outputs are on
+the broker, as the per-event path did through ``Event.ack``.
+
+Rebalances keep Faust's meaning. Faust stops the flow and clears every agent's buffer when
+partitions are revoked (records it dropped are fetched again from the committed offset);
+``on_message`` waits while the flow is stopped, the channel's queue is one of the buffers
+Faust clears, ``clear()`` drops the open batch (the worker calls it on revocation), and a
+record fetched before the last rebalance (``generation_id``) is dropped as Faust's streams
+drop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+class BatchDelivery:
+    """See the module docstring. ``install`` before the app starts its consumer."""
+
+    def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 4) -> None:
+        self.app = app
+        self.topics = frozenset(topics)
+        self.max_batch = max(1, max_batch)
+        self.within = within
+        #: the in-memory channel the agent iterates: one value per batch (a list of Faust
+        #: messages); at most ``queue_batches`` wait in it, then ``on_message`` waits (and
+        #: with it Faust's fetch loop: back-pressure)
+        self.channel = app.channel(maxsize=queue_batches)
+        self._open: list[Any] = []
+        self._nonempty = asyncio.Event()
+        self._lock = asyncio.Lock()  # one flush at a time: batches reach the channel in order
+        self._faust_on_message: Callable[[Any], Awaitable[Any]] | None = None
+        self.batches = 0  # batches put on the channel (observability, tests)
+        self.dropped = 0  # records dropped by ``clear`` or as stale (re-fetched by Faust)
+
+    def install(self) -> None:
+        """Route the input topics' records here instead of through Faust's conductor.
+
+        Faust's consumer calls ``app.topics.on_message`` for every fetched record; the
+        conductor still subscribes the input topics (``aiter`` registers them, as an agent's
+        stream would), only its delivery of their records is bypassed."""
+        conductor = self.app.topics
+        if self._faust_on_message is None:
+            self._faust_on_message = conductor.on_message
+            conductor.on_message = self.on_message
+        for name in sorted(self.topics):
+            aiter(self.app.topic(name, key_type=bytes, value_type=bytes))  # subscribe
+
+    async def on_message(self, message: Any) -> None:
+        """Faust's per-record callback (runs on the event loop, in Faust's fetch loop)."""
+        if message.topic not in self.topics:
+            assert self._faust_on_message is not None
+            await self._faust_on_message(message)
+            return
+        flow = self.app.flow_control
+        if not flow.is_active():
+            await flow.acquire()  # a rebalance: wait as Faust's own delivery does
+        self._open.append(message)
+        if len(self._open) == 1:
+            self._nonempty.set()
+        if len(self._open) >= self.max_batch:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Put the open batch on the channel (waits while the channel is full)."""
+        async with self._lock:
+            batch, self._open = self._open, []
+            self._nonempty.clear()
+            if batch:
+                self.batches += 1
+                await self.channel.put(batch)
+
+    async def run_timer(self) -> None:
+        """Close each batch ``within`` seconds after its first record (a Faust app task)."""
+        while True:
+            await self._nonempty.wait()
+            if self.within > 0:
+                await asyncio.sleep(self.within)
+            await self.flush()
+
+    def clear(self) -> None:
+        """Drop the open batch (partitions revoked: Faust fetches those records again)."""
+        self.dropped += len(self._open)
+        self._open = []
+        self._nonempty.clear()
+
+    def current(self, batch: list[Any]) -> list[Any]:
+        """The records of ``batch`` fetched in the current consumer generation, none while a
+        rebalance stops the flow (Faust's streams drop the others the same way; they are
+        fetched again from the committed offsets after the rebalance)."""
+        gen = self.app.consumer_generation_id
+        active = self.app.flow_control.is_active()
+        fresh = [m for m in batch if m.generation_id == gen] if active else []
+        self.dropped += len(batch) - len(fresh)
+        return fresh

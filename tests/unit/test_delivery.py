@@ -1,0 +1,138 @@
+"""Batch delivery (stream.service.delivery): a real Faust app and channel, no broker.
+
+Faust's consumer would call ``on_message`` for each fetched record; here the tests do, with
+Faust's own ``Message`` objects, and read the batches from the channel as the agent does.
+The worker on a real broker is covered by tests/integration/test_service.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import faust
+from faust.types.tuples import Message as FaustMessage
+
+from stream.service.delivery import BatchDelivery
+
+
+def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 4) -> tuple[Any, BatchDelivery, Any, list[Any]]:
+    """An app (not started), the delivery installed on it, the agent's side of the channel,
+    and what reached Faust's own per-record callback."""
+    app = faust.App(f"test-delivery-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
+    app.flow_control.resume()
+    faust_saw: list[Any] = []
+
+    async def faust_on_message(message: Any) -> None:
+        faust_saw.append(message)
+
+    app.topics.on_message = faust_on_message
+    d = BatchDelivery(app, {"in-a", "in-b"}, max_batch=max_batch, within=within, queue_batches=queue_batches)
+    d.install()
+    return app, d, aiter(d.channel), faust_saw
+
+
+def record(topic: str, offset: int, generation_id: int = 0) -> Any:
+    return FaustMessage(topic, 0, offset, 1.0, 0, [], b"k", b"v%d" % offset, None, generation_id=generation_id)
+
+
+def offsets(batch: list[Any]) -> list[tuple[str, int]]:
+    return [(m.topic, m.offset) for m in batch]
+
+
+@in_loop
+async def test_records_arrive_in_order_in_batches_of_at_most_max_batch() -> None:
+    _app, d, agent_side, faust_saw = make(max_batch=3, within=10.0)  # only the size closes batches
+    for i in range(7):
+        await d.on_message(record("in-a" if i % 2 else "in-b", i))
+    first, second = await agent_side.__anext__(), await agent_side.__anext__()
+    assert offsets(first) == [("in-b", 0), ("in-a", 1), ("in-b", 2)]
+    assert offsets(second) == [("in-a", 3), ("in-b", 4), ("in-a", 5)]
+    await d.flush()  # the rest (the timer's job)
+    assert offsets(await agent_side.__anext__()) == [("in-b", 6)]
+    assert faust_saw == [] and d.batches == 3
+
+
+@in_loop
+async def test_the_timer_closes_a_batch_within_its_window() -> None:
+    _app, d, agent_side, _ = make(max_batch=1000, within=0.02)
+    timer = asyncio.create_task(d.run_timer())
+    try:
+        t0 = asyncio.get_running_loop().time()
+        await d.on_message(record("in-a", 0))
+        await d.on_message(record("in-a", 1))
+        batch = await asyncio.wait_for(agent_side.__anext__(), 2.0)
+        waited = asyncio.get_running_loop().time() - t0
+        assert offsets(batch) == [("in-a", 0), ("in-a", 1)]
+        assert waited >= 0.02  # the window was waited, not skipped
+        await d.on_message(record("in-a", 2))  # the next batch opens a new window
+        assert offsets(await asyncio.wait_for(agent_side.__anext__(), 2.0)) == [("in-a", 2)]
+    finally:
+        timer.cancel()
+
+
+@in_loop
+async def test_other_topics_go_through_faust() -> None:
+    _app, d, _agent_side, faust_saw = make()
+    other = record("somewhere-else", 5)
+    await d.on_message(other)
+    assert faust_saw == [other] and d._open == []
+
+
+@in_loop
+async def test_a_full_channel_holds_the_fetch_loop_back_and_loses_nothing() -> None:
+    _app, d, agent_side, _ = make(max_batch=2, within=10.0, queue_batches=1)
+
+    async def fetch_loop() -> None:  # Faust's drain loop awaits each callback in turn
+        for i in range(8):
+            await d.on_message(record("in-a", i))
+
+    feeding = asyncio.create_task(fetch_loop())
+    await asyncio.sleep(0.05)
+    assert not feeding.done()  # one batch queued, one waiting to be put: the loop waits
+    got: list[tuple[str, int]] = []
+    while len(got) < 8:
+        got += offsets(await asyncio.wait_for(agent_side.__anext__(), 2.0))
+    await feeding
+    assert got == [("in-a", i) for i in range(8)]
+
+
+@in_loop
+async def test_revocation_drops_the_open_batch_and_stale_records() -> None:
+    app, d, agent_side, _ = make(max_batch=100, within=10.0)
+    await d.on_message(record("in-a", 0))
+    d.clear()  # partitions revoked: Faust fetches these again from the committed offset
+    assert d._open == [] and d.dropped == 1
+    await d.on_message(record("in-a", 1))
+    await d.flush()
+    assert offsets(await agent_side.__anext__()) == [("in-a", 1)]  # the cleared record is not in it
+
+    gen = app.consumer_generation_id
+    batch = [record("in-a", 2, generation_id=gen), record("in-a", 3, generation_id=gen + 1)]
+    assert offsets(d.current(batch)) == [("in-a", 2)]  # fetched before the last rebalance: dropped
+    app.flow_control.suspend()
+    assert d.current(batch) == []  # a rebalance is under way: nothing is handed on
+    assert d.dropped == 4
+
+
+@in_loop
+async def test_on_message_waits_while_the_flow_is_suspended() -> None:
+    app, d, agent_side, _ = make(max_batch=10, within=10.0)
+    app.flow_control.suspend()
+    waiting = asyncio.create_task(d.on_message(record("in-a", 0)))
+    await asyncio.sleep(0.02)
+    assert not waiting.done() and d._open == []  # not even in the open batch
+    app.flow_control.resume()
+    await asyncio.wait_for(waiting, 2.0)
+    await d.flush()
+    assert offsets(await agent_side.__anext__()) == [("in-a", 0)]
