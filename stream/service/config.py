@@ -46,6 +46,11 @@ class Settings:
     max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
     max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
     belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
+    #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
+    #: 16 KiB by default). aiokafka keeps one batch per partition waiting and sends one request
+    #: per broker at a time, so 16 KiB (~80 ratings) per partition per round trip capped the
+    #: worker near 16k ratings/s on Tansu. Keep it below the broker's ``message.max.bytes``
+    producer_batch_bytes: int = 256 * 1024
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = True
@@ -201,6 +206,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
+        producer_batch_bytes=get("MMR_PRODUCER_BATCH_BYTES", s.producer_batch_bytes),
         inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
         faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
         batch_delivery=get("MMR_BATCH_DELIVERY", s.batch_delivery),

@@ -162,7 +162,7 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, A
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
-                     worker_patches: bool = False) -> float:
+                     worker_patches: bool = False, batch_delivery: bool = False) -> float:
     """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
 
     Same broker, same messages (the single-match payloads), same take settings
@@ -173,7 +173,8 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
     rounds and round-results topics besides the matches topic. ``worker_patches``: with the
     worker's changes to Faust's per-message path (``stream.service.faust_patches``: inline
     delivery, no Monitor hooks), so the worker can also be compared with a loop that runs the
-    same Faust machinery it runs.
+    same Faust machinery it runs. ``batch_delivery``: also with the worker's batch delivery
+    (``stream.service.delivery``): the loop iterates batches of records instead of taking events.
     """
     from stream.service.topics import ensure_topics
 
@@ -184,7 +185,8 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bare-"))
     state, log = tmp / "state", tmp / "bare.log"
     proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench_service", s.kafka_bootstrap, subscribed,
-                             str(len(items)), str(state), "worker" if worker_patches else "faust"],
+                             str(len(items)), str(state),
+                             "batch" if batch_delivery else "worker" if worker_patches else "faust"],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -206,26 +208,41 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
 
 def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: str) -> None:
     """The bare take loop (``python -m stream.tools.bench_service BOOTSTRAP TOPIC[,TOPIC...] N STATE
-    faust|worker``)."""
+    faust|worker|batch``)."""
     from stream.service.app import faust_app
+    from stream.service.delivery import BatchDelivery
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
-    app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=patches == "worker")
-    t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
+    app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=patches != "faust")
     state = {"n": 0}
     path = Path(state_path)
 
-    @app.agent(t)
-    async def loop(stream: Any) -> None:
-        async for events in stream.take_events(s.take_max, within=s.take_within):
-            for e in events:
-                if e.message.value != b"warm":
-                    state["n"] += 1
-            if not path.exists():
-                path.write_text(json.dumps({"ready": time.time()}))
-            if state["n"] >= n:
-                path.write_text(json.dumps({"done": time.time()}))
-                os._exit(0)
+    def count(records: Any) -> None:
+        for r in records:
+            if r.value != b"warm":
+                state["n"] += 1
+        if not path.exists():
+            path.write_text(json.dumps({"ready": time.time()}))
+        if state["n"] >= n:
+            path.write_text(json.dumps({"done": time.time()}))
+            os._exit(0)
+
+    if patches == "batch":
+        delivery = BatchDelivery(app, set(topics.split(",")), max_batch=s.take_max, within=s.take_within)
+        delivery.install()
+        app.task(delivery.run_timer)
+
+        @app.agent(delivery.channel)
+        async def batches(stream: Any) -> None:
+            async for batch in stream:
+                count(delivery.current(batch))
+    else:
+        t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
+
+        @app.agent(t)
+        async def loop(stream: Any) -> None:
+            async for events in stream.take_events(s.take_max, within=s.take_within):
+                count([e.message for e in events])
 
     sys.argv = [sys.argv[0], "worker", "-l", "warn"]
     app.main()
@@ -462,6 +479,10 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             click.echo("bare Faust take loop as subscribed, with the worker's Faust patches ...", err=True)
             res["bare_faust_patched_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
                                                                     idle_topics=True, worker_patches=True)
+            click.echo("... and with the worker's batch delivery ...", err=True)
+            res["bare_batch_delivery_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
+                                                                     idle_topics=True, worker_patches=True,
+                                                                     batch_delivery=True)
         pools = tmp / "pools.json"
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
@@ -566,7 +587,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
                  f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |",
                  f"| the same, with the worker's Faust patches (inline delivery, no Monitor hooks) | "
-                 f"{res['bare_faust_patched_msgs_per_s']:,.0f} msgs/s |"]
+                 f"{res['bare_faust_patched_msgs_per_s']:,.0f} msgs/s |",
+                 f"| the same, with the worker's batch delivery (one Faust event per batch) | "
+                 f"{res['bare_batch_delivery_msgs_per_s']:,.0f} msgs/s |"]
     if "single_match_msgs_per_s" in res:
         rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
                  f"{pct(res['single_match_msgs_per_s'])} |",
