@@ -82,6 +82,18 @@ class Params:
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def require(self, checks: Mapping[str, bool]) -> None:
+        """Raise ``RatingError`` naming every parameter whose check failed, with its value.
+
+        Why: a parameter like ``k=inf`` or ``sigma=-1`` parses as a float, and the system
+        would then rate every event into NaN or infinity, which the service only notices when
+        it refuses to store the result (every batch of the pool dead-lettered). Rejected here,
+        the worker refuses the pool's configuration at start and ``mmr replay`` exits 2."""
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            shown = ", ".join(f"{k}={getattr(self, k, '?')!r}" for k in bad)
+            raise RatingError(f"invalid {type(self).__qualname__} parameter(s): {shown}")
+
 
 def _coerce(key: str, raw: Any, default: Any) -> Any:
     """Parse a string parameter into the type of its default (bool, int, float, tuple)."""

@@ -56,6 +56,10 @@ class CodeforcesParams(Params):
     inflation_control: bool = True
     grid: int = 512
 
+    def __post_init__(self) -> None:
+        self.require({"init": math.isfinite(self.init), "k": math.isfinite(self.k) and self.k > 0,
+                      "grid": self.grid >= 2})
+
 
 def tie_last_place(ranks: IntArray) -> FloatArray:
     """1-based place of the last member of each player's tie group."""

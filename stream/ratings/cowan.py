@@ -313,8 +313,9 @@ class CowanParams(Params):
     laplace_scale: float = 0.0  # 0 → π/√6 (the logistic's variance)
 
     def __post_init__(self) -> None:
-        if self.n < 2 or self.M <= 0 or self.sigma0 <= 0 or self.sigma_kernel < 0:
-            raise RatingError("cowan: need n >= 2, M > 0, sigma0 > 0, sigma_kernel >= 0")
+        finite = all(math.isfinite(x) for x in (self.M, self.sigma0, self.sigma_kernel, self.laplace_scale))
+        if self.n < 2 or not finite or self.M <= 0 or self.sigma0 <= 0 or self.sigma_kernel < 0:
+            raise RatingError("cowan: need n >= 2, M > 0, sigma0 > 0, sigma_kernel >= 0, all finite")
         if not 0.0 <= self.beta <= 1.0:
             raise RatingError(f"cowan: beta must lie in [0, 1] (got {self.beta})")
         if self.draw_form not in ("paper", "blatmmr"):

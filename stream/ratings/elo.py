@@ -42,6 +42,11 @@ class EloParams(Params):
     init: float = 1500.0
     normalize: bool = True
 
+    def __post_init__(self) -> None:
+        fin = math.isfinite
+        self.require({"k": fin(self.k) and self.k >= 0, "scale": fin(self.scale) and self.scale > 0,
+                      "init": fin(self.init)})
+
 
 def expected_score(ra: float, rb: float, scale: float = 400.0) -> float:
     """σ(ra − rb): A's expected score under the Elo (logistic) model."""

@@ -58,6 +58,12 @@ class GlickoParams(Params):
     rd_min: float = 30.0
     normalize: bool = False
 
+    def __post_init__(self) -> None:
+        fin = math.isfinite
+        self.require({"init": fin(self.init), "rd_init": fin(self.rd_init) and self.rd_init > 0,
+                      "c": fin(self.c) and self.c >= 0, "period_days": fin(self.period_days) and self.period_days > 0,
+                      "rd_min": fin(self.rd_min) and 0 < self.rd_min <= self.rd_init})
+
 
 def g(rd: float | FloatArray) -> float | FloatArray:
     """Glicko's attenuation of an opponent's rating difference by the opponent's RD."""

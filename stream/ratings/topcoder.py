@@ -50,6 +50,11 @@ class TopCoderParams(Params):
     vol_init: float = 535.0
     weight_scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        fin = math.isfinite
+        self.require({"init": fin(self.init), "vol_init": fin(self.vol_init) and self.vol_init > 0,
+                      "weight_scale": fin(self.weight_scale) and self.weight_scale > 0})
+
 
 def average_rank(ranks: IntArray) -> FloatArray:
     """1-based actual rank, tied players sharing the average of their places."""

@@ -54,6 +54,13 @@ class TrueSkillParams(Params):
     tol: float = 1e-6
     max_iter: int = 50
 
+    def __post_init__(self) -> None:
+        fin = math.isfinite
+        self.require({"mu": fin(self.mu), "sigma": fin(self.sigma) and self.sigma > 0,
+                      "beta": fin(self.beta) and self.beta > 0, "tau": fin(self.tau) and self.tau >= 0,
+                      "draw_probability": 0 <= self.draw_probability < 1, "tol": fin(self.tol) and self.tol > 0,
+                      "max_iter": self.max_iter >= 1})
+
 
 class TrueSkill(RatingSystem):
     name = "trueskill"

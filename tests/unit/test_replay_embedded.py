@@ -298,19 +298,23 @@ def test_replay_help_documents_incomplete_rounds() -> None:
 
 
 def test_ratings_driven_out_of_range_are_located_errors_not_tracebacks_or_nan(tmp_path: Path) -> None:
-    """Absurd parameters: ``elo`` with an infinite learning rate ends in NaN ratings (written out
-    they would be JSON null), TrueSkill with sigma 1e200 overflows inside its update (a RatingError
-    of the last batch, which escaped as a traceback, exit 1). Both are now errors that name the
-    player or the file and line, exit 2 and write nothing."""
+    """Absurd parameters: ``elo`` with a learning rate and start rating of 1e308 ends in infinite
+    and NaN ratings (written out they would be JSON null), TrueSkill with sigma 1e200 overflows
+    inside its update (a RatingError of the last batch, which escaped as a traceback, exit 1).
+    Both are errors that name the player or the file and line, exit 2 and write nothing. A
+    parameter that is not finite (``k=inf``) is refused before anything is rated."""
     src = _write(tmp_path / "m.jsonl", _matches(40))
     out = tmp_path / "ratings.jsonl"
 
     def run(*args: str) -> Result:
         return CliRunner().invoke(replay, [str(src), "--embedded", "--no-progress", "--out", str(out), *args])
 
-    res = run("--system", "elo", "--param", "k=inf")
+    res = run("--system", "elo", "--param", "k=1e308", "--param", "init=1e308")  # finite, but they overflow
     assert res.exit_code == 2, res.output
     assert "not finite" in res.output and "player 'p" in res.output
+    res = run("--system", "elo", "--param", "k=inf")  # refused before anything is rated
+    assert res.exit_code == 2, res.output
+    assert "invalid EloParams parameter(s): k=inf" in res.output
     res = run("--system", "trueskill", "--param", "sigma=1e200")
     assert res.exit_code == 2, res.output
     assert f"{src}:1: event m0" in res.output and "trueskill cannot rate" in res.output
