@@ -37,3 +37,13 @@ def test_every_system_builds_with_its_defaults(system: str) -> None:
 def test_elo_mmr_keeps_rho_infinite() -> None:
     """ρ = ∞ is a variant of the paper (no robust weighting): finite checks must not refuse it."""
     assert make_system("elo-mmr", {"rho": "inf"}).params.rho == float("inf")  # type: ignore[attr-defined]
+
+
+def test_the_worker_refuses_such_parameters_before_it_connects() -> None:
+    from click.testing import CliRunner
+
+    from stream.service.worker import worker
+
+    res = CliRunner().invoke(worker, ["--system", "elo", "--param", "k=inf"])
+    assert res.exit_code == 2, res.output
+    assert "invalid EloParams parameter(s): k=inf" in res.output
