@@ -1,7 +1,9 @@
 """The Faust application: one agent over the three input topics, publishing ratings and dead letters.
 
-Thin wiring around stream.service.processor. Settings follow /work/shared/NOTES.md:
-short rebalance/session timeouts (Faust's 60 s defaults make the first join wait ~30 s),
+Thin wiring around stream.service.processor. By default the agent iterates batches of the input
+topics' records, one Faust event per batch (``stream.service.delivery``, MMR_BATCH_DELIVERY); with
+MMR_BATCH_DELIVERY=0 it iterates the topics themselves and collects records with ``take_events``.
+Settings follow /work/shared/NOTES.md: short rebalance/session timeouts (Faust's 60 s defaults make the first join wait ~30 s),
 no idempotent producer (Tansu answers InitProducerId with an error), at-least-once
 processing with the effectively-once step in Redis, memory:// store (state is in Redis).
 
@@ -9,8 +11,8 @@ Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 
 while batch N's ratings travel, and with MMR_OVERLAP_COMMITS=1 while it commits; see
 "Overlapped commits" in ``Processor``): Redis commit (the future ``Processor.start`` returns) → ratings and
 dead letters handed to the producer → the broker acks them → the final ack of the input
-events (the agent holds one extra reference, so ``take_events``' own ack is not final), after
-which the commit timer commits their offsets. A crash anywhere in between re-delivers the
+records (with ``take_events`` the agent holds one extra reference, so its own ack is not
+final), after which the commit timer commits their offsets. A crash anywhere in between re-delivers the
 batch; the Redis step recognises its event ids and applies nothing twice.
 """
 
