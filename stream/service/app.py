@@ -4,8 +4,8 @@ Thin wiring around stream.service.processor. By default the agent iterates batch
 topics' records, one Faust event per batch (``stream.service.delivery``, MMR_BATCH_DELIVERY); with
 MMR_BATCH_DELIVERY=0 it iterates the topics themselves and collects records with ``take_events``.
 Settings follow /work/shared/NOTES.md: short rebalance/session timeouts (Faust's 60 s
-defaults make the first join wait ~30 s), no idempotent producer (Tansu answers InitProducerId with an error), at-least-once
-processing with the effectively-once step in Redis, memory:// store (state is in Redis).
+defaults make the first join wait ~30 s), no idempotent producer (Tansu answers InitProducerId
+with an error), at-least-once processing with the effectively-once step in Redis, memory:// store (state is in Redis).
 
 Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated
 while batch N's ratings travel, and with MMR_OVERLAP_COMMITS=1 while it commits; see
