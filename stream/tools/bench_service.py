@@ -31,6 +31,7 @@ Never asserted in tests.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -370,19 +371,28 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                         to_publish.append(r.timestamp / 1000 - t[1])
                         to_receive.append(wall - r.timestamp / 1000)
 
-    t0 = time.perf_counter()
-    task = asyncio.create_task(consume())
-    for i in range(n):
-        wait = t0 + i / rate - time.perf_counter()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        m = _match(i, pool, 2000, rng)
-        m.update(type="match", pool=pool, event_id=f"lat-{uuid.uuid4().hex[:8]}-{i}")
-        sent[m["event_id"]] = (time.perf_counter(), time.time())
-        await producer.send(s.topic_matches, orjson.dumps(m), key=pool.encode())
-    await producer.flush()
-    produced.set()
-    await task
+    # The load generator's own pauses would count as the service's latency: its sends wait and
+    # its receipts are stamped late. With everything the earlier phases left in this process,
+    # a full collection of Python's cyclic GC took 30-60 ms, every ~5 s of the run (fourteenth
+    # session); frozen, the collections only look at what the run itself allocates.
+    gc.collect()
+    gc.freeze()
+    try:
+        t0 = time.perf_counter()
+        task = asyncio.create_task(consume())
+        for i in range(n):
+            wait = t0 + i / rate - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            m = _match(i, pool, 2000, rng)
+            m.update(type="match", pool=pool, event_id=f"lat-{uuid.uuid4().hex[:8]}-{i}")
+            sent[m["event_id"]] = (time.perf_counter(), time.time())
+            await producer.send(s.topic_matches, orjson.dumps(m), key=pool.encode())
+        await producer.flush()
+        produced.set()
+        await task
+    finally:
+        gc.unfreeze()
     await producer.stop()
     await consumer.stop()
     out: dict[str, Any] = {"latency_samples": len(lat), "latency_warmup_s": warmup}
