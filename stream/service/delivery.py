@@ -38,15 +38,20 @@ from typing import Any
 class BatchDelivery:
     """See the module docstring. ``install`` before the app starts its consumer."""
 
-    def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 4) -> None:
+    def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 1) -> None:
         self.app = app
         self.topics = frozenset(topics)
         self.max_batch = max(1, max_batch)
         self.within = within
         #: the in-memory channel the agent iterates: one value per batch (a list of Faust
-        #: messages); at most ``queue_batches`` wait in it, then ``on_message`` waits (and
-        #: with it Faust's fetch loop: back-pressure)
-        self.channel = app.channel(maxsize=queue_batches)
+        #: messages). While ``queue_batches`` of them wait there, the open batch is not closed
+        #: but keeps growing (the agent is behind, so it takes a bigger batch next), up to
+        #: ``max_batch``, where ``on_message`` waits (and with it Faust's fetch loop:
+        #: back-pressure)
+        self.channel = app.channel(maxsize=queue_batches + 1)
+        self.queue_batches = max(1, queue_batches)
+        self._queued = 0  # batches put on the channel that the agent has not taken yet
+        self._room = asyncio.Event()
         self._open: list[Any] = []
         self._nonempty = asyncio.Event()
         self._lock = asyncio.Lock()  # one flush at a time: batches reach the channel in order
@@ -83,12 +88,22 @@ class BatchDelivery:
             await self.flush()
 
     async def flush(self) -> None:
-        """Put the open batch on the channel (waits while the channel is full)."""
+        """Put the open batch on the channel once the agent has room for it.
+
+        Why wait before taking the batch, not after: with large messages the agent is often
+        behind (the pipeline holds ``MMR_MAX_INFLIGHT_BYTES``). Closing a batch every
+        ``within`` regardless queued small batches that the pipeline then rated one by one;
+        Faust's own ``take_events`` hands over everything buffered meanwhile. Measured on
+        ``match_columns``/``match_batch`` of 1,000 (fourteenth session, BENCHMARKS.md)."""
         async with self._lock:
+            while self._queued >= self.queue_batches:
+                self._room.clear()
+                await self._room.wait()
             batch, self._open = self._open, []
             self._nonempty.clear()
             if batch:
                 self.batches += 1
+                self._queued += 1
                 await self.channel.put(batch)
 
     async def run_timer(self) -> None:
@@ -100,15 +115,24 @@ class BatchDelivery:
             await self.flush()
 
     def clear(self) -> None:
-        """Drop the open batch (partitions revoked: Faust fetches those records again)."""
+        """Drop the open batch (partitions revoked: Faust fetches those records again).
+
+        Faust has cleared the channel's queue by then (``flow_control.clear``), so nothing
+        waits there any more."""
         self.dropped += len(self._open)
         self._open = []
         self._nonempty.clear()
+        self._queued = 0
+        self._room.set()
 
     def current(self, batch: list[Any]) -> list[Any]:
-        """The records of ``batch`` fetched in the current consumer generation, none while a
+        """Called by the agent for each batch it takes (which makes room for the next one).
+
+        The records of ``batch`` fetched in the current consumer generation, none while a
         rebalance stops the flow (Faust's streams drop the others the same way; they are
         fetched again from the committed offsets after the rebalance)."""
+        self._queued = max(0, self._queued - 1)  # the agent took one: room for the next
+        self._room.set()
         gen = self.app.consumer_generation_id
         active = self.app.flow_control.is_active()
         fresh = [m for m in batch if m.generation_id == gen] if active else []

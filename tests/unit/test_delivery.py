@@ -26,7 +26,7 @@ def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]
     return run
 
 
-def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 4) -> tuple[Any, BatchDelivery, Any, list[Any]]:
+def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1) -> tuple[Any, BatchDelivery, Any, list[Any]]:
     """An app (not started), the delivery installed on it, the agent's side of the channel,
     and what reached Faust's own per-record callback."""
     app = faust.App(f"test-delivery-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
@@ -50,16 +50,21 @@ def offsets(batch: list[Any]) -> list[tuple[str, int]]:
     return [(m.topic, m.offset) for m in batch]
 
 
+async def take(d: BatchDelivery, agent_side: Any) -> list[Any]:
+    """What the worker's agent does with each batch: take it, keep the current records."""
+    return d.current(await asyncio.wait_for(agent_side.__anext__(), 2.0))
+
+
 @in_loop
 async def test_records_arrive_in_order_in_batches_of_at_most_max_batch() -> None:
-    _app, d, agent_side, faust_saw = make(max_batch=3, within=10.0)  # only the size closes batches
+    _app, d, agent_side, faust_saw = make(max_batch=3, within=10.0, queue_batches=4)  # size closes them
     for i in range(7):
         await d.on_message(record("in-a" if i % 2 else "in-b", i))
-    first, second = await agent_side.__anext__(), await agent_side.__anext__()
+    first, second = await take(d, agent_side), await take(d, agent_side)
     assert offsets(first) == [("in-b", 0), ("in-a", 1), ("in-b", 2)]
     assert offsets(second) == [("in-a", 3), ("in-b", 4), ("in-a", 5)]
     await d.flush()  # the rest (the timer's job)
-    assert offsets(await agent_side.__anext__()) == [("in-b", 6)]
+    assert offsets(await take(d, agent_side)) == [("in-b", 6)]
     assert faust_saw == [] and d.batches == 3
 
 
@@ -71,12 +76,12 @@ async def test_the_timer_closes_a_batch_within_its_window() -> None:
         t0 = asyncio.get_running_loop().time()
         await d.on_message(record("in-a", 0))
         await d.on_message(record("in-a", 1))
-        batch = await asyncio.wait_for(agent_side.__anext__(), 2.0)
+        batch = await take(d, agent_side)
         waited = asyncio.get_running_loop().time() - t0
         assert offsets(batch) == [("in-a", 0), ("in-a", 1)]
         assert waited >= 0.02  # the window was waited, not skipped
         await d.on_message(record("in-a", 2))  # the next batch opens a new window
-        assert offsets(await asyncio.wait_for(agent_side.__anext__(), 2.0)) == [("in-a", 2)]
+        assert offsets(await take(d, agent_side)) == [("in-a", 2)]
     finally:
         timer.cancel()
 
@@ -102,7 +107,7 @@ async def test_a_full_channel_holds_the_fetch_loop_back_and_loses_nothing() -> N
     assert not feeding.done()  # one batch queued, one waiting to be put: the loop waits
     got: list[tuple[str, int]] = []
     while len(got) < 8:
-        got += offsets(await asyncio.wait_for(agent_side.__anext__(), 2.0))
+        got += offsets(await take(d, agent_side))
     await feeding
     assert got == [("in-a", i) for i in range(8)]
 
@@ -115,7 +120,7 @@ async def test_revocation_drops_the_open_batch_and_stale_records() -> None:
     assert d._open == [] and d.dropped == 1
     await d.on_message(record("in-a", 1))
     await d.flush()
-    assert offsets(await agent_side.__anext__()) == [("in-a", 1)]  # the cleared record is not in it
+    assert offsets(await take(d, agent_side)) == [("in-a", 1)]  # the cleared record is not in it
 
     gen = app.consumer_generation_id
     batch = [record("in-a", 2, generation_id=gen), record("in-a", 3, generation_id=gen + 1)]
@@ -135,4 +140,24 @@ async def test_on_message_waits_while_the_flow_is_suspended() -> None:
     app.flow_control.resume()
     await asyncio.wait_for(waiting, 2.0)
     await d.flush()
-    assert offsets(await agent_side.__anext__()) == [("in-a", 0)]
+    assert offsets(await take(d, agent_side)) == [("in-a", 0)]
+
+
+@in_loop
+async def test_while_the_agent_is_behind_the_open_batch_grows_instead_of_queueing() -> None:
+    """One batch waits for the agent; records arriving meanwhile join the *next* batch, which
+    closes only when the agent took the waiting one (as Faust's take_events hands over all it
+    buffered), not once per window: the pipeline then rates one big batch, not many small."""
+    _app, d, agent_side, _ = make(max_batch=1000, within=0.005, queue_batches=1)
+    timer = asyncio.create_task(d.run_timer())
+    try:
+        await d.on_message(record("in-a", 0))
+        await asyncio.sleep(0.03)  # the window closed: batch [0] waits on the channel
+        for i in range(1, 6):  # the agent is busy for several windows
+            await d.on_message(record("in-a", i))
+            await asyncio.sleep(0.01)
+        assert d.batches == 1 and len(d._open) == 5
+        assert offsets(await take(d, agent_side)) == [("in-a", 0)]
+        assert offsets(await take(d, agent_side)) == [("in-a", i) for i in range(1, 6)]  # one batch
+    finally:
+        timer.cancel()
