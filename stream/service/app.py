@@ -62,7 +62,6 @@ class Service:
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
-    delivery: BatchDelivery | None = None  # with MMR_BATCH_DELIVERY (stream.service.delivery)
 
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
@@ -275,23 +274,14 @@ def create_app(s: Settings) -> Service:
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
-    delivery: BatchDelivery | None = None
-    if s.batch_delivery:  # one Faust event per batch (stream.service.delivery)
-        delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within)
-        delivery.install()
-        svc.delivery = delivery
+    delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max,
+                             within=s.take_within) if s.batch_delivery else None
+    if delivery is not None:  # one Faust event per batch (stream.service.delivery)
+        delivery.serve(take, name="mmr-ratings-agent")
+        dropped = delivery  # a non-Optional name for the closure
         metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
                            "were revoked (Faust fetches them again from the committed offset)",
-                           lambda: delivery.dropped if delivery is not None else 0)
-
-        @app.agent(delivery.channel, name="mmr-ratings-agent")
-        async def consume_batches(stream: Any) -> None:
-            async for batch in stream:
-                records = delivery.current(batch)
-                if records:
-                    await take(records)
-
-        app.task(delivery.run_timer)
+                           lambda: dropped.dropped)
     else:  # Faust's per-event delivery
         inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
 

@@ -59,6 +59,21 @@ class BatchDelivery:
         self.batches = 0  # batches put on the channel (observability, tests)
         self.dropped = 0  # records dropped by ``clear`` or as stale (re-fetched by Faust)
 
+    def serve(self, on_batch: Callable[[list[Any]], Awaitable[None]], name: str | None = None) -> None:
+        """Everything the app needs, in one place: ``install``, the window timer as an app
+        task, and the agent over ``channel`` that hands each batch's current records (see
+        ``current``) to ``on_batch``. Call it while building the app, before it starts."""
+        self.install()
+        self.app.task(self.run_timer)
+
+        async def agent(stream: Any) -> None:
+            async for batch in stream:
+                records = self.current(batch)
+                if records:
+                    await on_batch(records)
+
+        self.app.agent(self.channel, name=name)(agent)
+
     def install(self) -> None:
         """Route the input topics' records here instead of through Faust's conductor.
 

@@ -229,14 +229,10 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: st
             os._exit(0)
 
     if patches == "batch":
-        delivery = BatchDelivery(app, set(topics.split(",")), max_batch=s.take_max, within=s.take_within)
-        delivery.install()
-        app.task(delivery.run_timer)
+        async def counted(records: list[Any]) -> None:
+            count(records)
 
-        @app.agent(delivery.channel)
-        async def batches(stream: Any) -> None:
-            async for batch in stream:
-                count(delivery.current(batch))
+        BatchDelivery(app, set(topics.split(",")), max_batch=s.take_max, within=s.take_within).serve(counted)
     else:
         t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
 
