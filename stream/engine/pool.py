@@ -97,8 +97,29 @@ class Applied:
     ratings: dict[str, Rating] = field(default_factory=dict)
 
 
+class PoolConfigError(RatingError):
+    """A pool's system, as fixed in its stored meta, cannot be built by this version.
+
+    Written by another version: a system or parameter this one does not know, or a value
+    its checks now refuse. The worker dead-letters the pool's events with this reason
+    (``pool config: ...``) and rates its other pools; ``mmr export`` names it and stops."""
+
+
 class PoolEngine:
     """One pool's rating system plus its codec; pure (no I/O)."""
+
+    @classmethod
+    def from_meta(cls, pool: str, system: str, params: Mapping[str, object]) -> PoolEngine:
+        """The engine of a pool whose system was fixed in stored meta (``PoolConfigError`` if refused)."""
+        from stream.ratings import make_system
+
+        try:
+            built = make_system(system, params)
+        except (ValueError, TypeError) as exc:  # RatingError is a ValueError
+            shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            raise PoolConfigError(f"pool {pool!r}: its stored system {system} ({shown or 'defaults'}) is "
+                                  f"refused by this version: {exc}") from exc
+        return cls(pool, built)
 
     def __init__(self, pool: str, system: RatingSystem, codec: Codec | None = None) -> None:
         self.pool = pool

@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from stream.engine.pool import PoolEngine
-from stream.ratings import make_system
 from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env
 from stream.state.redis_store import RedisStore
@@ -27,7 +26,7 @@ async def export_rows(store: RedisStore, pools: Sequence[str] | None = None) -> 
         meta = await store.meta(pool)
         if meta is None:
             continue
-        eng = PoolEngine(pool, make_system(meta["system"], meta["params"]))
+        eng = PoolEngine.from_meta(pool, meta["system"], meta["params"])
         chunk: list[tuple[str, bytes]] = []
         async for part in store.scan_players(pool):
             chunk.extend(part)
@@ -58,7 +57,7 @@ def export(out: str, pools: tuple[str, ...]) -> None:
 
     try:
         rows = asyncio.run(_export(from_env(), list(pools) or None))
-    except RatingError as exc:  # a stored value that is not a belief: name it rather than trace back
+    except RatingError as exc:  # a stored value that is not a belief, a refused pool meta: name it
         raise click.ClickException(str(exc)) from exc
     n = write_jsonl_atomic(out, iter(rows))
     click.echo(f"wrote {n} ratings to {out}", err=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from stream.engine.pool import PoolEngine
+from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.ratings.base import RatingError
 
 if TYPE_CHECKING:
@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 async def _engine(svc: Service, pool: str) -> PoolEngine:
     if await svc.store.meta(pool) is None:
         raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
-    return await svc.processor.registry.engine(pool, "rounds")
+    try:
+        return await svc.processor.registry.engine(pool, "rounds")
+    except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
+        raise web.HTTPInternalServerError(text=str(exc)) from exc
 
 
 def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:

@@ -66,4 +66,5 @@ class _ReadCounter(Collector):
 def reason_label(reason: str) -> str:
     """A low-cardinality label for a dead-letter reason ("field rank", "bad JSON", ...)."""
     head = reason.split(":", 1)[0].strip()
-    return head[:40] if head.startswith(("field", "bad JSON", "unknown pool", "round", "rating")) else "other"
+    known = ("field", "bad JSON", "unknown pool", "pool config", "round", "rating")
+    return head[:40] if head.startswith(known) else "other"

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 import redis.exceptions
 
-from stream.engine.pool import PoolEngine
+from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, parse_json
@@ -185,16 +185,17 @@ class PoolRegistry:
         if eng is not None:
             return eng
         stored = await self.store.meta(pool)
-        if stored is not None:
-            cfg = PoolConfig(stored["system"], stored["params"])
-            wanted = self.settings.pools.get(pool)
-            if wanted is not None and (wanted.system, wanted.params) != (cfg.system, cfg.params):
-                log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, cfg.system,
-                            cfg.params, wanted.system, wanted.params)
-        else:
-            cfg = self.settings.system_for(pool, kind)
+        if stored is None:
+            cfg = self.settings.system_for(pool, kind)  # checked when the worker started
+            eng = self.engines[pool] = PoolEngine(pool, make_system(cfg.system, cfg.params))
             self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
-        eng = self.engines[pool] = PoolEngine(pool, make_system(cfg.system, cfg.params))
+            return eng
+        cfg = PoolConfig(stored["system"], stored["params"])
+        wanted = self.settings.pools.get(pool)
+        if wanted is not None and (wanted.system, wanted.params) != (cfg.system, cfg.params):
+            log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, cfg.system,
+                        cfg.params, wanted.system, wanted.params)
+        eng = self.engines[pool] = PoolEngine.from_meta(pool, cfg.system, cfg.params)
         return eng
 
 
@@ -288,6 +289,23 @@ class Processor:
     def _dead(self, msg: Message, reason: str, event_id: str | None = None, pool: str | None = None) -> DeadLetter:
         self.metrics.dead_letters.labels(reason_label(reason)).inc()
         return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, event_id, pool)
+
+    async def _refuse(self, pool: str, ops: list[Op], exc: PoolConfigError) -> list[DeadLetter]:
+        """Dead letters for ``ops`` of a pool whose stored system this version cannot build:
+        one per source message (each carries its original bytes). Assembled rounds are marked
+        done, as a timed-out round is, so that their late results are not collected again."""
+        msgs: dict[tuple[str, int, int], tuple[Message, str | None]] = {}
+        for op in ops:
+            if isinstance(op, _RoundOp):
+                if op.round_done is not None:
+                    await self.store.expire_round(pool, op.round_done)
+                    self._loaded_rounds.discard((pool, op.round_done))
+                msgs.setdefault((op.msg.topic, op.msg.partition, op.msg.offset), (op.msg, op.event.event_id))
+            else:
+                for m in op.sources:
+                    msgs.setdefault((m.topic, m.partition, m.offset), (m, None))
+        log.error("%s; dead-lettering %d message(s)", exc, len(msgs))
+        return [self._dead(m, f"pool config: {exc}", eid, pool) for m, eid in msgs.values()]
 
     # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
@@ -639,7 +657,11 @@ class Processor:
     # --- the atomic step per pool --------------------------------------------------------
     async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
-        engine = await self.registry.engine(pool, kind)
+        try:
+            engine = await self.registry.engine(pool, kind)
+        except PoolConfigError as exc:
+            out.dead.extend(await self._refuse(pool, ops, exc))
+            return
         ops = _merge_matches(ops)
         by_offsets = self.settings.dedup == "offsets"
         ids: list[str] = []
@@ -678,10 +700,14 @@ class Processor:
                 except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
                     optimistic = False
                     continue
-                except MetaConflict:
+                except MetaConflict:  # another worker fixed the pool's system first: rate with that one
                     self.cache.drop(pool)
                     self.registry.forget(pool)
-                    engine = await self.registry.engine(pool, kind)
+                    try:
+                        engine = await self.registry.engine(pool, kind)
+                    except PoolConfigError as exc:
+                        out.dead.extend(await self._refuse(pool, ops, exc))
+                        return
                     continue
                 except Conflict:
                     self.cache.drop(pool)

@@ -11,7 +11,9 @@ import numpy as np
 import orjson
 import pytest
 
+from stream.engine.pool import PoolConfigError
 from stream.service.config import Settings
+from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.cache import BeliefCache
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
@@ -531,6 +533,64 @@ def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_
         assert {o.player for o in res.outputs} == {"p1", "p2", "p3"}
         assert after["p0"] == before["p0"][:-5]  # left as it was, for the operator
         assert all(after[p] != before[p] for p in ("p1", "p2", "p3"))
+        await store.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("meta", [{"system": "elo", "params": {"k": "inf"}},  # a value the checks now refuse
+                                  {"system": "elo-2030", "params": {}},  # a system this version does not know
+                                  {"system": "elo", "params": {"kappa": "3"}}])  # a parameter it does not know
+def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redis_url: str,
+                                                                           meta: dict[str, Any]) -> None:
+    """A pool meta written by another version that this one cannot build: every event of
+    that pool (matches, whole rounds, assembled rounds) is a dead letter whose reason names
+    the pool and the refused setting; the other pool of the same batch is rated, and the
+    meta is left for the operator. Before, each such batch failed as a whole, was retried
+    message by message and ended as "internal error"."""
+
+    def msg(offset: int, pool: str, body: dict[str, Any]) -> Message:
+        return Message("in", 0, offset, orjson.dumps({"pool": pool, **body}))
+
+    def match(pool: str, eid: str) -> dict[str, Any]:
+        return {"type": "match", "event_id": eid, "time": 1, "a": "p0", "b": "p1", "score": 1.0}
+
+    standings = [{"player": "p0", "rank": 1}, {"player": "p1", "rank": 2}]
+    batch = [msg(0, "x", match("x", "x1")), msg(1, "y", match("y", "y1")),
+             msg(2, "x", {"type": "round", "event_id": "xr", "round_id": "R0", "time": 2, "standings": standings}),
+             msg(3, "x", {"type": "round_result", "event_id": "xa", "round_id": "R1", "time": 3, "player": "p0",
+                          "rank": 1}),
+             msg(4, "x", {"type": "round_completed", "event_id": "xc", "round_id": "R1", "time": 3,
+                          "participants": 1}),
+             msg(5, "y", match("y", "y2"))]
+
+    async def run() -> None:
+        store = _store(redis_url)
+        await store.r.hset(store.key("x", "meta"),
+                           mapping={"system": meta["system"], "params": orjson.dumps(meta["params"])})
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(matches_system="elo", rounds_system="elo-mmr"), store, ex)
+            res = await proc.process(batch)
+            again = await proc.process([msg(6, "x", match("x", "x2")),
+                                        msg(7, "x", {"type": "round_result", "event_id": "xb", "round_id": "R1",
+                                                     "time": 4, "player": "p1", "rank": 2})])
+            labels = proc.metrics.registry.get_sample_value("mmr_dead_letters_total", {"reason": "pool config"})
+        dead = sorted((d.offset, d.event_id) for d in res.dead)
+        assert dead == [(0, None), (2, "xr"), (4, "xc")], res.dead
+        refused = meta["system"] if meta["system"] != "elo" else next(iter(meta["params"]))
+        for d in res.dead:
+            assert d.reason.startswith("pool config: pool 'x'") and refused in d.reason, d.reason
+            assert d.pool == "x" and d.original == batch[d.offset].value
+        assert sorted((o.pool, o.player, o.version) for o in res.outputs) == [("y", "p0", 2), ("y", "p1", 2)]
+        # the next batch is refused the same way; the round's late result is not collected again
+        late = {d.offset: d.reason for d in again.dead}
+        assert sorted(late) == [6, 7] and not again.outputs
+        assert late[6].startswith("pool config: ") and "already rated (late event)" in late[7], late
+        assert labels == 4
+        assert await store.meta("x") == meta
+        assert await store.pools() == ["y"]
+        with pytest.raises(PoolConfigError, match=f"pool 'x': .*{refused}"):  # mmr export names it too
+            await export_rows(store, ["x"])
         await store.close()
 
     asyncio.run(run())

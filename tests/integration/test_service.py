@@ -333,6 +333,11 @@ def _check_http_on_a_corrupt_value(s: Settings) -> None:
         assert _get(s.http_port, "/pools/default/players/W")[0] == 500
         assert _get(s.http_port, "/pools/default/win-probability?a=A&b=W")[0] == 500
         r.delete(f"{s.key_prefix}:{{default}}:p:W")
+        # a pool whose stored system this version refuses (written by another version)
+        r.hset(f"{s.key_prefix}:{{old}}:meta", mapping={"system": "elo", "params": b'{"k":"inf"}'})
+        assert _get(s.http_port, "/pools/old/players/A")[0] == 500
+        assert _get(s.http_port, "/pools/old/leaderboard")[0] == 500
+        r.delete(f"{s.key_prefix}:{{old}}:meta")
     finally:
         r.close()
 
