@@ -67,7 +67,8 @@ class Service:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
-                                      size=_message_size, on_error=self.app.crash)
+                                      size=_message_size, on_error=self.app.crash,
+                                      on_queued=self.metrics.stage.labels("queued").observe)
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
@@ -131,19 +132,23 @@ class Service:
         """The pipeline's first stage: start the batch (rated now or after the batches before
         it); its outputs are handed to the producer once it is committed, in input order."""
         self.metrics.inflight.set(self.pipeline.inflight)
+        started = time.perf_counter()
         committed = await self.processor.start(msgs, safe=True)
         prev, self._handed = self._handed, asyncio.get_running_loop().create_future()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
-        return [asyncio.ensure_future(self._publish(committed, prev, self._handed, produced))]
+        return [asyncio.ensure_future(self._publish(committed, prev, self._handed, produced, started))]
 
     async def _publish(self, committed: asyncio.Future[BatchResult], prev: asyncio.Future[None] | None,
-                       handed: asyncio.Future[None], produced: float | None = None) -> None:
+                       handed: asyncio.Future[None], produced: float | None, started: float) -> None:
         """Hand one batch's outputs to the producer after its commit and after the batch
         before it handed its own (so ratings reach the topic in input order); resolves on the
-        broker's acks. ``produced``: the record timestamp of the batch's oldest message."""
+        broker's acks. ``produced``: the record timestamp of the batch's oldest message;
+        ``started``: when the pipeline began the batch (``perf_counter``)."""
         futs: list[Awaitable[Any]] = []
         try:
             res = await committed
+            done_at = time.perf_counter()
+            self.metrics.stage.labels("rated").observe(done_at - started)
             self.batches_done += 1
             if self.crash_after and self.batches_done >= self.crash_after:
                 # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
@@ -159,6 +164,7 @@ class Service:
                 handed.set_result(None)
         if futs:
             await asyncio.gather(*futs)
+        self.metrics.stage.labels("published").observe(time.perf_counter() - done_at)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
         """The pipeline's last stage, after the broker acked the outputs: ack the input records
@@ -268,9 +274,14 @@ def create_app(s: Settings) -> Service:
                        "wait (its buffer full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))
 
+    fetched = metrics.stage.labels("fetched")
+
     async def take(records: list[Any]) -> None:
         """One batch of Faust messages into the pipeline, which acks them when done."""
         msgs = [Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp) for r in records]
+        oldest = min((m.timestamp for m in msgs if m.timestamp), default=None)
+        if oldest is not None:  # clamped: the producer's clock may run ahead of ours
+            fetched.observe(max(0.0, time.time() - oldest))
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 

@@ -36,6 +36,13 @@ class Metrics:
             "to the producer (now minus its Kafka record timestamp): how long after the game server produced an "
             "event its ratings were published, including any backlog",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=r)
+        self.stage = Histogram(
+            "mmr_stage_seconds", "Per take batch, the time spent in each stage of the worker, in order: fetched "
+            "(its oldest record's Kafka timestamp to the agent: producer batching, the broker, the consumer's fetch, "
+            "the take window), queued (waiting for the batches before it), rated (decode, Redis read, rating, Redis "
+            "commit), published (ratings handed to the producer in input order, until the broker acked them)",
+            ["stage"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5,
+                                5, 10), registry=r)
         self.inflight = Gauge("mmr_inflight_messages", "Messages taken from Kafka and not yet acknowledged",
                               registry=r)
         self.dead_letters = Counter("mmr_dead_letters", "Events sent to the dead-letter topic", ["reason"],

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -47,7 +48,8 @@ class BatchPipeline(Generic[M, T]):
     def __init__(self, work: Work[M], done: Callable[[list[T], list[M]], Any], *,
                  max_inflight: int = 16384, max_merge: int = 8192, max_merge_bytes: int = 0,
                  max_inflight_bytes: int = 0, size: Callable[[M], int] | None = None,
-                 on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> None:
+                 on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+                 on_queued: Callable[[float], Any] | None = None) -> None:
         self.work = work
         self.done = done
         self.max_inflight = max_inflight
@@ -60,7 +62,9 @@ class BatchPipeline(Generic[M, T]):
         self.max_inflight_bytes = max_inflight_bytes if size is not None else 0
         self.size = size
         self.on_error = on_error
-        self._queue: asyncio.Queue[tuple[list[M], T]] = asyncio.Queue()
+        #: called with the seconds the oldest batch of each merged group waited in the queue
+        self.on_queued = on_queued
+        self._queue: asyncio.Queue[tuple[list[M], T, float]] = asyncio.Queue()
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
         self._inflight = 0  # messages submitted and not done
         self._inflight_bytes = 0  # their ``size`` (when max_inflight_bytes is set)
@@ -89,7 +93,7 @@ class BatchPipeline(Generic[M, T]):
             if self.max_inflight_bytes and self.size is not None:
                 self._inflight_bytes += sum(map(self.size, msgs))
             self._batches += 1
-        self._queue.put_nowait((msgs, token))
+        self._queue.put_nowait((msgs, token, time.perf_counter()))
 
     def _admits(self) -> bool:
         if self._failed is not None or self._inflight == 0:
@@ -136,19 +140,21 @@ class BatchPipeline(Generic[M, T]):
 
     async def _rate_loop(self) -> None:
         while True:
-            msgs, token = await self._queue.get()
+            msgs, token, queued_at = await self._queue.get()
             tokens = [token]
             if not self._queue.empty() and len(msgs) < self.max_merge:
                 msgs = list(msgs)
                 size, limit = self.size, self.max_merge_bytes
                 nbytes = sum(map(size, msgs)) if size is not None and limit else 0
                 while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
-                    more, tok = self._queue.get_nowait()
+                    more, tok, _ = self._queue.get_nowait()
                     msgs += more
                     tokens.append(tok)
                     if size is not None and limit:
                         nbytes += sum(map(size, more))
                     self.merged_batches += 1
+            if self.on_queued is not None:
+                self.on_queued(time.perf_counter() - queued_at)
             futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import math
 import os
 import platform
 import random
@@ -83,6 +84,43 @@ def _metric(port: int, name: str) -> float:
             if sample.name == name:
                 total += sample.value
     return total
+
+
+def _stage_totals(port: int) -> dict[str, dict[str, float]]:
+    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
+    count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(body):
+        if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
+            continue
+        for sample in fam.samples:
+            key = sample.labels.get("stage", "messages")
+            field = sample.name.rsplit("_", 1)[1]  # sum, count, bucket (created: ignored)
+            if field == "bucket":
+                out.setdefault(key, {})[sample.labels["le"]] = sample.value
+            elif field in ("sum", "count"):
+                out.setdefault(key, {})[field] = sample.value
+    return out
+
+
+def _stage_means(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+    """Per batch between two ``_stage_totals``: [mean, p99] of each stage in ms (the p99 as the
+    upper bound of its histogram bucket), and of "messages" as counts."""
+    out = {}
+    for key, now in after.items():
+        was = before.get(key, {})
+        n = now.get("count", 0.0) - was.get("count", 0.0)
+        if n <= 0:
+            continue
+        scale = 1.0 if key == "messages" else 1000.0
+        mean = (now.get("sum", 0.0) - was.get("sum", 0.0)) / n
+        bounds = sorted((float(le), c - was.get(le, 0.0)) for le, c in now.items() if le not in ("sum", "count"))
+        p99 = next((le for le, c in bounds if c >= 0.99 * n), math.inf)
+        out[key] = [round(scale * mean, 1), round(scale * p99, 1)]
+    return out
 
 
 #: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
@@ -373,10 +411,13 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     # session); frozen, the collections only look at what the run itself allocates.
     gc.collect()
     gc.freeze()
+    marks: list[asyncio.Task[dict[str, dict[str, float]]]] = []
     try:
         t0 = time.perf_counter()
         task = asyncio.create_task(consume())
         for i in range(n):
+            if i == n_warm:  # the worker's per-stage totals at the end of the warm-up (read off the loop)
+                marks.append(asyncio.create_task(asyncio.to_thread(_stage_totals, port)))
             wait = t0 + i / rate - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -392,6 +433,9 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     await producer.stop()
     await consumer.stop()
     out: dict[str, Any] = {"latency_samples": len(lat), "latency_warmup_s": warmup}
+    if marks:
+        # where a batch's time goes in the worker (mmr_stage_seconds): means per batch, ms
+        out["latency_worker_stage_means_ms"] = _stage_means(await marks[0], _stage_totals(port))
     if warmup:
         out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99(warm)
     for name, xs in (("latency", lat), ("latency_to_published", to_publish),
@@ -621,6 +665,12 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
             rows.append(f"| the {res['latency_warmup_s']:g} s of the same load before it (the worker's cold start "
                         f"on the pool; not in the figures above) | p50 {res['latency_warmup_p50_ms']:.1f} ms, "
                         f"p99 {res['latency_warmup_p99_ms']:.1f} ms |")
+        st = res.get("latency_worker_stage_means_ms") or {}
+        if st:
+            size = st.get("messages", [0.0, 0.0])
+            rows.append(f"| the worker's stages per batch of {size[0]:.0f} messages (p99 ≤ {size[1]:g}): mean "
+                        "(p99 ≤ bucket) | " + ", ".join(f"{k} {v[0]:.1f} ms ({v[1]:g})" for k, v in st.items()
+                                                        if k != "messages") + " |")
         cpu = res.get("latency_cpu_cores") or {}
         if cpu:
             rows.append("| CPU during the latency run and its warm-up (cores) | " + ", ".join(

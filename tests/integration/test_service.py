@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import random
+import re
 import struct
 import subprocess
 import threading
@@ -308,6 +309,9 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
     assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
     assert "mmr_consumer_lag{" in text
+    for stage in ("fetched", "queued", "rated", "published"):  # every batch passed each stage once
+        count = re.search(rf'^mmr_stage_seconds_count{{stage="{stage}"}} (\S+)$', text, re.M)
+        assert count is not None and float(count.group(1)) >= 1, stage
     # every batch with ratings observed its oldest event's age: produced during this test
     age = {line.split()[0]: float(line.split()[-1]) for line in text.splitlines()
            if line.startswith(("mmr_input_age_seconds_count", "mmr_input_age_seconds_sum"))}

@@ -107,8 +107,9 @@ def test_order_and_exactly_once(sizes: list[int], max_merge: int, max_inflight: 
 
     async def scenario() -> None:
         rec = Recorder(futs_per_call=futs_per_call, auto=True, rng=rng)
+        waits: list[float] = []
         p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=max_inflight,
-                                                   max_merge=max_merge)
+                                                   max_merge=max_merge, on_queued=waits.append)
         for b, t in zip(batches, tokens, strict=True):
             await p.submit(b, t)
             if rng.random() < 0.3:
@@ -131,6 +132,8 @@ def test_order_and_exactly_once(sizes: list[int], max_merge: int, max_inflight: 
             # merging never goes more than one batch beyond max_merge
             assert sum(len(batch_of[t]) for t in toks[:-1]) < max_merge or len(toks) == 1
         assert p.merged_batches == len(tokens) - len(rec.done_calls)
+        # the queue wait (mmr_stage_seconds{stage="queued"}): once per work call, of its oldest batch
+        assert len(waits) == len(rec.work_calls) and all(w >= 0 for w in waits)
 
     run(scenario, timeout=2.0)  # a hang fails fast, even while hypothesis shrinks
 
