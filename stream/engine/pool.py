@@ -214,9 +214,14 @@ class PoolEngine:
         return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
-    def decode_all(self, stored: Mapping[str, bytes | None], players: list[str]) -> dict[str, Belief]:
+    def decode_all(self, stored: Mapping[str, bytes | None], players: list[str],
+                   remember: bool = True) -> dict[str, Belief]:
         """The stored beliefs of ``players`` (absent ones left out), decoded in one batch
-        (players whose bytes are the ones last seen come from ``_decoded``)."""
+        (players whose bytes are the ones last seen come from ``_decoded``).
+
+        ``remember=False`` only reads ``_decoded``: for callers on another thread than the
+        worker's numba thread (the HTTP API), whose updates would race with the batches'
+        (``_remember``'s byte count is a read-modify-write)."""
         present = [(p, raw) for p in players if (raw := stored.get(p)) is not None]
         if not self.decoded_budget:
             return self._decode_present(present)
@@ -231,7 +236,8 @@ class PoolEngine:
                 todo.append((p, raw))
         if todo:
             fresh = self._decode_present(todo)
-            self._remember(zip(fresh, [raw for _, raw in todo], fresh.values(), strict=True))
+            if remember:
+                self._remember(zip(fresh, [raw for _, raw in todo], fresh.values(), strict=True))
             out.update(fresh)
         return out
 
@@ -291,7 +297,7 @@ class PoolEngine:
     def rating_of(self, player: str, raw: bytes) -> Rating:
         """The rating the stored value of ``player`` holds (``RatingError`` when it is not a belief)."""
         with _belief_faults(self.system.name):
-            r = self.system.summary(self.decode_all({player: raw}, [player])[player])
+            r = self.system.summary(self.decode_all({player: raw}, [player], remember=False)[player])
             _check_finite({player: r})
             return r
 

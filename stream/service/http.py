@@ -105,7 +105,7 @@ def make_web_app(svc: Service) -> web.Application:
         eng = await _engine(svc, pool)
         raws = await svc.store.beliefs(pool, [a, b])
         try:
-            known = eng.decode_all(raws, [a, b])  # players without a stored belief are left out
+            known = eng.decode_all(raws, [a, b], remember=False)  # players without a stored belief are left out
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
         ba, bb = (known[x] if x in known else eng.system.new_belief() for x in (a, b))

@@ -63,3 +63,19 @@ def test_only_systems_whose_beliefs_are_codec_fixed_points_keep_them() -> None:
     assert PoolEngine("x", make_system("cowan")).decoded_budget > 0
     for name in ("elo-mmr", "elo", "glicko", "trueskill"):
         assert PoolEngine("x", make_system(name)).decoded_budget == 0, name
+
+
+def test_reads_for_the_http_api_leave_the_decoded_beliefs_alone() -> None:
+    """``rating_of`` and ``decode_all(remember=False)`` run on the event loop thread (HTTP)
+    while batches run on the numba thread: they read ``_decoded`` but never update it, so
+    ``_remember``'s byte count has a single writer."""
+    eng = PoolEngine("x", make_system("cowan"))
+    stored: dict[str, bytes | None] = {}
+    _run(eng, _batches(2, 5, 6), stored)
+    before = (dict(eng._decoded), eng._decoded_bytes)
+    outsider = eng.codec.encode(eng.system.new_belief())  # bytes the engine has not seen
+    assert eng.rating_of("new", outsider).rounds == 0
+    assert set(eng.decode_all({"new": outsider, **stored}, ["new", *stored], remember=False)) == {"new", *stored}
+    assert (dict(eng._decoded), eng._decoded_bytes) == before
+    eng.decode_all({"new": outsider}, ["new"])  # the batches' own path still remembers
+    assert "new" in eng._decoded
