@@ -37,7 +37,7 @@ import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
@@ -174,11 +174,20 @@ class PoolEngine:
         """New beliefs after a batch of matches, with exact sequential meaning.
 
         ``index``: the batch's ``index_players``, when the caller built it already."""
+        return self._rate_matches_coded(batch, beliefs, index)[0]
+
+    def _rate_matches_coded(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
+                            index: PlayerIndex | None = None) -> tuple[dict[str, Belief], dict[str, np.ndarray]]:
+        """``rate_matches`` and the codes the system returned with the new beliefs, by player
+        (``RatingSystem.rate_matches_coded``: what the codec stores them from)."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
-        after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
-        return self._changed(idx.players, before, after, beliefs)
+        after, codes = self.system.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
+        changed = self._changed(idx.players, before, after, beliefs)
+        if not (self.codec.lossless or self.system.canonical_state):  # round-tripped by _changed
+            return changed, {}
+        return changed, {p: c for p, c in zip(idx.players, codes, strict=True) if c is not None}
 
     # --- what the embedded store holds (packed bytes or arrays: ``packed``) ------------
     def unpack(self, held: Held) -> Belief:
@@ -269,12 +278,15 @@ class PoolEngine:
             size = 0
         self._decoded_bytes = size
 
-    def _encode(self, changed: dict[str, Belief]) -> Applied:
+    def _encode(self, changed: dict[str, Belief], codes: Mapping[str, np.ndarray] | None = None) -> Applied:
         players = list(changed)
         beliefs = list(changed.values())
         ratings = dict(zip(players, self.system.summary_many(beliefs), strict=True))
         _check_finite(ratings)
-        encoded = encode_many(self.codec, beliefs)
+        if codes:
+            encoded = encode_coded(self.codec, beliefs, list(map(codes.get, players)))
+        else:
+            encoded = encode_many(self.codec, beliefs)
         if self.decoded_budget:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
@@ -292,7 +304,7 @@ class PoolEngine:
             fast = self._apply_matrix(batch, stored, idx)
             if fast is not None:
                 return fast
-            return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))
+            return self._encode(*self._rate_matches_coded(batch, self.decode_all(stored, idx.players), idx))
 
     def rating_of(self, player: str, raw: bytes) -> Rating:
         """The rating the stored value of ``player`` holds (``RatingError`` when it is not a belief)."""

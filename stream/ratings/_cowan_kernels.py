@@ -577,6 +577,7 @@ def update_pair(
     tail: float,
     quant: bool,
     qmin: int,
+    codes: np.ndarray,
     status: np.ndarray,
 ) -> None:
     """One match: both posteriors from the pre-match beliefs, then drift, in place.
@@ -585,7 +586,9 @@ def update_pair(
     (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
     beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
     own functions), so every intermediate belief is a fixed point of the codec;
-    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite).
+    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite), and
+    ``codes[i]`` (a matrix like ``dens``, int64) receives the quantised values of row i's
+    window (see ``canonicalise_row``).
     """
     rho_a = dens[ia]
     rho_b = dens[ib]
@@ -645,9 +648,9 @@ def update_pair(
     _drift_and_store(fa, la, ha, taps, drift_mode, drift_rate, tail, rho_a, lohi[ia])
     _drift_and_store(fb, lb, hb, taps, drift_mode, drift_rate, tail, rho_b, lohi[ib])
     if quant:
-        if not canonicalise_row(rho_a, lohi[ia], qmin):
+        if not canonicalise_row(rho_a, lohi[ia], qmin, codes[ia]):
             status[ia] = 1
-        if not canonicalise_row(rho_b, lohi[ib], qmin):
+        if not canonicalise_row(rho_b, lohi[ib], qmin, codes[ib]):
             status[ib] = 1
 
 
@@ -675,6 +678,7 @@ def run_waves(
     tail: float,
     quant: bool,
     qmin: int,
+    codes: np.ndarray,
     status: np.ndarray,
 ) -> None:
     """Apply matches wave by wave; the matches of one wave touch distinct players and run
@@ -691,7 +695,7 @@ def run_waves(
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
                 dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, status,
+                quant, qmin, codes, status,
             )
 
 
@@ -719,6 +723,7 @@ def run_serial(
     tail: float,
     quant: bool,
     qmin: int,
+    codes: np.ndarray,
     status: np.ndarray,
 ) -> None:
     """``run_waves`` on one thread (no parallel launch per wave: small batches, single
@@ -732,7 +737,7 @@ def run_serial(
             update_pair(
                 dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
                 dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, status,
+                quant, qmin, codes, status,
             )
 
 
@@ -748,16 +753,18 @@ def rate_pair(
     taps: np.ndarray,
     fpar: np.ndarray,
     ipar: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
     ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
     entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
     call with few arguments instead of the batch set-up, same arithmetic, same bits.
     ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
     qmin, n + 1]``; the int returned has bit 0 / bit 1 set if A's / B's belief came out
-    non-finite (quantised runs only)."""
+    non-finite (quantised runs only). Also returns the quantised values of both new
+    windows (see ``canonicalise_row``; meaningless when not quantised)."""
     n1 = ipar[5]
     dens = np.zeros((2, n1))
+    codes = np.empty((2, n1), dtype=np.int64)
     lohi = np.empty((2, 2), dtype=np.int64)
     la = int(bel_a[0])
     lb = int(bel_b[0])
@@ -774,7 +781,7 @@ def rate_pair(
     status = np.zeros(2, dtype=np.uint8)
     update_pair(
         dens, lohi, 0, 1, score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
-        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], status,
+        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status,
     )
     lo = lohi[0, 0]
     hi = lohi[0, 1]
@@ -783,6 +790,7 @@ def rate_pair(
     out_a[1] = bel_a[1] + 1.0
     for x in range(lo, hi + 1):
         out_a[2 + x - lo] = dens[0, x]
+    q_a = codes[0, lo : hi + 1].copy()
     lo = lohi[1, 0]
     hi = lohi[1, 1]
     out_b = np.empty(hi - lo + 3)
@@ -790,7 +798,8 @@ def rate_pair(
     out_b[1] = bel_b[1] + 1.0
     for x in range(lo, hi + 1):
         out_b[2 + x - lo] = dens[1, x]
-    return out_a, out_b, int(status[0]) + 2 * int(status[1])
+    q_b = codes[1, lo : hi + 1].copy()
+    return out_a, out_b, q_a, q_b, int(status[0]) + 2 * int(status[1])
 
 
 @njit(cache=True, nogil=True)

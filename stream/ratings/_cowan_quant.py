@@ -87,15 +87,20 @@ def dequantise(q: np.ndarray, a: int, cnt: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True, nogil=True)
-def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int) -> bool:
+def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.ndarray) -> bool:
     """Replace the window ``row[bounds[0] : bounds[1] + 1]`` by ``decode(encode(·))`` in
     place: quantise, drop edge cells below the floor (zeroing them), clamp interior ones to
     it, dequantise; ``bounds`` receives the new window. False (row untouched) if the window
-    holds non-finite, negative or only zero values — what ``encode`` rejects."""
+    holds non-finite, negative or only zero values — what ``encode`` rejects.
+
+    ``codes`` (int64, as long as ``row``) is the scratch for the quantised values; on True
+    ``codes[bounds[0] : bounds[1] + 1]`` holds the new window's, exactly the ``q`` that
+    ``encode`` would compute again from the new row (``CowanCodec.encode_coded`` writes the
+    bytes from them: no logarithm per cell a second time)."""
     lo = int(bounds[0])
     hi = int(bounds[1])
     m = hi - lo + 1
-    q = np.empty(m, dtype=np.int64)
+    q = codes[lo : hi + 1]
     if not quantise(row[lo : hi + 1], qmin, q):
         return False
     a, z = qwindow(q, m, qmin)

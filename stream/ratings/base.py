@@ -281,6 +281,20 @@ class RatingSystem(ABC):
             out[ia], out[ib] = self.rate_round([out[ia], out[ib]], ranks, int(times_ms[m]))
         return out
 
+    def rate_matches_coded(
+        self,
+        beliefs: Sequence[Belief],
+        a: IntArray,
+        b: IntArray,
+        scores: FloatArray,
+        times_ms: IntArray,
+    ) -> tuple[list[Belief], list[np.ndarray | None]]:
+        """``rate_matches`` plus, per returned belief, what its codec can store it from without
+        computing it again (``Codec.encode_coded``; Cowan: the quantised log-densities its
+        kernels computed to quantise it). None where there is nothing: here, everywhere."""
+        out = self.rate_matches(beliefs, a, b, scores, times_ms)
+        return out, [None] * len(out)
+
     def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
                              times_ms: IntArray) -> None:
         """``rate_matches`` on ``state[i] = beliefs[i]`` (shape (players, ``belief_width``)),

@@ -797,17 +797,38 @@ class Cowan(RatingSystem):
         ``quantise=False`` returns the raw model instead (tests against the naive oracle,
         benchmarks; such beliefs are *not* what the pipeline stores).
         """
+        return self._rate(beliefs, a, b, scores, quantise)[0]
+
+    def rate_matches_coded(
+        self,
+        beliefs: Sequence[Belief],
+        a: IntArray,
+        b: IntArray,
+        scores: FloatArray,
+        times_ms: IntArray,
+    ) -> tuple[list[Belief], list[np.ndarray | None]]:
+        """``rate_matches`` and, for each new belief, the quantised log-densities of its
+        window (int64, one per probability), which the kernels computed to quantise it:
+        ``CowanCodec.encode_coded`` writes its bytes from them, where ``encode`` would take
+        the logarithm of every cell again (~15 % of the worker's rating thread, fifteenth
+        session). None for a belief the batch did not change."""
+        return self._rate(beliefs, a, b, scores, True)
+
+    def _rate(
+        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
+    ) -> tuple[list[Belief], list[np.ndarray | None]]:
         a = np.ascontiguousarray(a, dtype=np.int64)
         b = np.ascontiguousarray(b, dtype=np.int64)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         nplayers = len(beliefs)
         _validate(a, b, scores, nplayers)
+        codes: list[np.ndarray | None] = [None] * nplayers
         if a.shape[0] == 0:
-            return list(beliefs)
+            return list(beliefs), codes
         if self.p.algorithm == "naive":
-            return self._rate_naive(beliefs, a, b, scores, quantise)
+            return self._rate_naive(beliefs, a, b, scores, quantise), codes
         if a.shape[0] == 1:  # the service's common case: no batch set-up
-            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise)
+            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise, codes)
         m = self.model
         dens, lohi, rounds = self._dense(beliefs)
         # paper-form draw tables, one per distinct partial score
@@ -828,10 +849,11 @@ class Cowan(RatingSystem):
         nwaves = starts.shape[0] - 1
         wide = a.shape[0] >= self.parallel_min_batch and a.shape[0] >= self.parallel_min_width * nwaves
         status = np.zeros(nplayers, dtype=np.uint8)
+        qrows = np.empty(dens.shape if quantise else (1, 1), dtype=np.int64)  # filled where rated
         (K.run_waves if wide else K.run_serial)(
             dens, lohi, order, starts, a, b, scores, dtab_index, dtabs, dsoes,
             m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form,
-            m.taps, m.drift_mode, m.drift_rate, TAIL, quantise, QMIN, status,
+            m.taps, m.drift_mode, m.drift_rate, TAIL, quantise, QMIN, qrows, status,
         )
         if quantise and status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
@@ -840,7 +862,10 @@ class Cowan(RatingSystem):
         out: list[Belief] = list(beliefs)
         for i, s, e in zip(who.tolist(), offs[:-1].tolist(), offs[1:].tolist(), strict=True):
             out[i] = flat[s:e]  # views of one new buffer: beliefs are never written in place
-        return out
+            if quantise:
+                lo = int(lohi[i, 0])
+                codes[i] = qrows[i, lo : lo + e - s - HEADER]
+        return out, codes
 
     def _dense(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(dens, lohi, rounds)`` of a batch: every belief on the whole grid, its window
@@ -893,7 +918,8 @@ class Cowan(RatingSystem):
             raise RatingError(f"cowan: belief window [{lo}, {lo + bel.shape[0] - HEADER - 1}] outside the grid")
         return bel
 
-    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool) -> list[Belief]:
+    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
+                  codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
         """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
         without the dense batch matrix, wave schedule or per-batch tables."""
         m = self.model
@@ -902,7 +928,7 @@ class Cowan(RatingSystem):
         else:
             dtab, dsoe = m.gtab, self._no_dsoes[0]
         fpar, raw, quant = self._pair_consts
-        new_a, new_b, status = K.rate_pair(
+        new_a, new_b, q_a, q_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
             m.soe, m.gtab, m.taps, fpar, quant if quantise else raw,
         )
@@ -911,7 +937,10 @@ class Cowan(RatingSystem):
         out = list(beliefs)
         out[ia] = new_a
         out[ib] = new_b
-        return out
+        if quantise:
+            codes[ia] = q_a
+            codes[ib] = q_b
+        return out, codes
 
     # ---- the naive oracle ----------------------------------------------------------
     def naive_update(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:

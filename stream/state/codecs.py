@@ -65,6 +65,16 @@ class CodecBase:
         return [decode(d) for d in datas]
 
 
+def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object | None]) -> list[bytes]:
+    """``encode_many``, from what ``RatingSystem.rate_matches_coded`` returned with the
+    beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
+    coded = getattr(codec, "encode_coded", None)
+    if coded is not None and any(c is not None for c in codes):
+        out: list[bytes] = coded(beliefs, codes)
+        return out
+    return encode_many(codec, beliefs)
+
+
 def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:
     """``codec.encode_many`` or, for a codec written without it, the per-item loop."""
     many = getattr(codec, "encode_many", None)

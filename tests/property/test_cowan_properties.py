@@ -4,12 +4,15 @@ bounds. Example counts stay small: the machine is shared."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stream.ratings._cowan_quant import QMIN
 from stream.ratings.cowan import Cowan
-from stream.state.cowan_codec import CowanCodec
+from stream.state.cowan_codec import CowanCodec, _encode_many_coded
 
 SYSTEMS = {
     "fast": Cowan(),
@@ -116,3 +119,41 @@ def test_any_batching_gives_the_same_bits(ms: list[tuple[int, int, float]], whic
     for other in results[1:]:
         for x, y in zip(results[0], other, strict=True):
             assert np.array_equal(x, y)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3),
+       path=st.sampled_from(["parallel", "serial", "single"]))
+def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
+        ms: list[tuple[int, int, float]], which: str, seed: int, path: str) -> None:
+    """``rate_matches_coded``'s codes are the quantised windows ``encode`` computes again:
+    ``encode_coded`` writes the very bytes of ``encode_many``, from every kernel path (the
+    parallel and serial batch kernels, the single-match one), and the beliefs are
+    ``rate_matches``' own. A player the batch did not touch has no code."""
+    s, codec = SYSTEMS[which], CowanCodec()
+    bel = _population(s, seed)
+    a = np.array([m[0] for m in ms], dtype=np.int64)
+    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
+    sc = np.array([m[2] for m in ms])
+    if path == "single":
+        a, b, sc = a[:1], b[:1], sc[:1]
+    t = np.zeros(len(a), np.int64)
+    s.parallel_min_batch = 10**9 if path == "serial" else 0
+    try:
+        out, codes = s.rate_matches_coded(bel, a, b, sc, t)
+        plain = s.rate_matches(bel, a, b, sc, t)
+    finally:
+        s.parallel_min_batch = 0
+    touched = set(a.tolist()) | set(b.tolist())
+    assert {i for i, c in enumerate(codes) if c is not None} == touched
+    assert all(np.array_equal(x, y) for x, y in zip(out, plain, strict=True))
+    assert codec.encode_coded(out, codes) == codec.encode_many(out)
+    rated = sorted(touched)
+    assert codec.encode_coded([out[i] for i in rated], [codes[i] for i in rated]) == [codec.encode(out[i])
+                                                                                     for i in rated]
+    # ... written from the codes indeed, not by the fallback to encoding the beliefs
+    heads = np.array([(out[i][0], out[i][1]) for i in rated])
+    qoffs = np.cumsum([0] + [len(codes[i]) for i in rated]).astype(np.int64)
+    buf, ends, bad = _encode_many_coded(heads, np.concatenate([codes[i] for i in rated]), qoffs, QMIN)
+    assert bad == -1
+    assert [bytes(buf[x:y]) for x, y in pairwise(ends.tolist())] == [codec.encode(out[i]) for i in rated]
