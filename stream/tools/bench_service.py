@@ -375,6 +375,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     to_publish: list[float] = []
     to_receive: list[float] = []
     timeline: list[tuple[float, float, float]] = []  # (s into the run when produced, latency, to published)
+    warm_timeline: list[tuple[float, float]] = []  # (s into the warm-up when produced, latency)
     warm: list[float] = []  # latencies of what was produced during the warm-up
     n_warm = int(rate * warmup)
     n = n_warm + int(rate * seconds)
@@ -399,6 +400,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                     t = sent.pop(eid, None)
                     if t is not None and t[0] - t0 < warmup:
                         warm.append(now - t[0])
+                        warm_timeline.append((t[0] - t0, now - t[0]))
                     elif t is not None:
                         lat.append(now - t[0])
                         timeline.append((t[0] - t0, now - t[0], r.timestamp / 1000 - t[1]))
@@ -442,6 +444,11 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                      ("latency_published_to_received", to_receive)):
         out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99(xs)
     by_second: dict[int, tuple[list[float], list[float]]] = {}
+    if warm_timeline:  # how the cold start fades: p50 and p99 per second of the warm-up
+        per: dict[int, list[float]] = {}
+        for at, x in warm_timeline:
+            per.setdefault(int(at), []).append(x)
+        out["latency_warmup_by_second_p50_p99_ms"] = [[round(v, 1) for v in _p50_p99(per[k])] for k in sorted(per)]
     for at, x, pub in timeline:  # seconds after the warm-up
         total, published = by_second.setdefault(int(at - warmup), ([], []))
         total.append(x)
