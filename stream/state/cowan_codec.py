@@ -114,6 +114,17 @@ def _encode_into(lo: int, rounds: int, q: np.ndarray, qmin: int, nib: np.ndarray
 
 
 @njit(cache=True, nogil=True)
+def _with_room(buf: np.ndarray, pos: int, room: int) -> np.ndarray:
+    """``buf`` if it has ``room`` bytes after ``pos``, else a copy of ``buf[:pos]`` in one at
+    least twice as large."""
+    if pos + room <= buf.shape[0]:
+        return buf
+    grown = np.empty(max(2 * buf.shape[0], pos + room), dtype=np.uint8)
+    grown[:pos] = buf[:pos]
+    return grown
+
+
+@njit(cache=True, nogil=True)
 def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
     cnt = q.shape[0]
     nib = np.empty(24 * cnt + 2, dtype=np.uint8)
@@ -138,8 +149,7 @@ def _encode_many(flat: np.ndarray, offsets: np.ndarray, qmin: int) -> tuple[np.n
     q = np.empty(widest, dtype=np.int64)
     nib = np.empty(24 * widest + 2, dtype=np.uint8)
     room = 16 + 12 * widest + 1  # the most one belief can take
-    cap = max(2 * room, 4 * (offsets[n] - offsets[0]))
-    buf = np.empty(cap, dtype=np.uint8)
+    buf = np.empty(max(2 * room, 4 * (offsets[n] - offsets[0])), dtype=np.uint8)
     pos = 0
     for i in range(n):
         o = offsets[i]
@@ -150,11 +160,7 @@ def _encode_many(flat: np.ndarray, offsets: np.ndarray, qmin: int) -> tuple[np.n
             return buf, ends, i  # NaN/inf (int() raises) or out of int64: per-item path
         if not quantise(flat[o + 2 : o + 2 + m], qmin, q[:m]):
             return buf, ends, i
-        if pos + room > cap:
-            cap = max(2 * cap, pos + room)
-            grown = np.empty(cap, dtype=np.uint8)
-            grown[:pos] = buf[:pos]
-            buf = grown
+        buf = _with_room(buf, pos, room)
         pos = _encode_into(int(lo), int(rounds), q[:m], qmin, nib, buf, pos)
         ends[i + 1] = pos
     return buf[:pos], ends, -1
@@ -174,8 +180,7 @@ def _encode_many_coded(heads: np.ndarray, qflat: np.ndarray, qoffs: np.ndarray,
         widest = max(widest, qoffs[i + 1] - qoffs[i])
     nib = np.empty(24 * widest + 2, dtype=np.uint8)
     room = 16 + 12 * widest + 1
-    cap = max(2 * room, 4 * (qoffs[n] - qoffs[0]))
-    buf = np.empty(cap, dtype=np.uint8)
+    buf = np.empty(max(2 * room, 4 * (qoffs[n] - qoffs[0])), dtype=np.uint8)
     pos = 0
     for i in range(n):
         q = qflat[qoffs[i] : qoffs[i + 1]]
@@ -186,11 +191,7 @@ def _encode_many_coded(heads: np.ndarray, qflat: np.ndarray, qoffs: np.ndarray,
         a, z = qwindow(q, q.shape[0], qmin)
         if a != 0 or z != q.shape[0] - 1:  # not a canonical window (its edges are >= qmin)
             return buf, ends, i
-        if pos + room > cap:
-            cap = max(2 * cap, pos + room)
-            grown = np.empty(cap, dtype=np.uint8)
-            grown[:pos] = buf[:pos]
-            buf = grown
+        buf = _with_room(buf, pos, room)
         pos = _encode_into(int(lo), int(rounds), q, qmin, nib, buf, pos)
         ends[i + 1] = pos
     return buf[:pos], ends, -1
