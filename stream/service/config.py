@@ -60,6 +60,9 @@ class Settings:
     #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
     faust_monitor: bool = False
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
+    #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
+    #: default of 5). See ``stream.service.worker.tune_gil``
+    gil_switch_ms: float = 1.0
     round_timeout_s: float = 300.0  # round_result assembly timeout
     max_participants: int = 100_000
     #: how re-delivered matches are recognised: "ids" (every event id is recorded; also catches a
@@ -101,6 +104,9 @@ class Settings:
             raise ValueError(f"MMR_DEDUP={self.dedup!r}: expected one of {', '.join(DEDUP_MODES)}")
         if self.seen_max_ids < 0:
             raise ValueError(f"MMR_SEEN_MAX_IDS={self.seen_max_ids}: expected 0 (unbounded) or a positive count")
+        if not 0 <= self.gil_switch_ms < 1000:
+            raise ValueError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
+                             "number of milliseconds below 1000")
 
     def with_default_system(self, name: str | None, params: Mapping[str, Any] | None) -> Settings:
         """``mmr worker --system/--param``: the default for every pool without its own config."""
@@ -211,6 +217,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
         batch_delivery=get("MMR_BATCH_DELIVERY", s.batch_delivery),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
+        gil_switch_ms=get("MMR_GIL_SWITCH_MS", s.gil_switch_ms),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
         max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
         dedup=get("MMR_DEDUP", s.dedup),

@@ -37,11 +37,30 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="MMR_DEDUP='offset': expected one of ids, offsets"):
         from_env({"MMR_DEDUP": "offset"})
     assert from_env({}).seen_max_ids == 0 and from_env({"MMR_SEEN_MAX_IDS": "5000"}).seen_max_ids == 5000
+    assert from_env({}).gil_switch_ms == 1.0 and from_env({"MMR_GIL_SWITCH_MS": "0.5"}).gil_switch_ms == 0.5
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(ValueError, match=f"MMR_GIL_SWITCH_MS={bad}"):
+            from_env({"MMR_GIL_SWITCH_MS": bad})
     with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
         from_env({"MMR_SEEN_MAX_IDS": "-1"})
     # the worker's Faust patches: on by default, each can be turned off
     assert from_env({}).inline_delivery and not from_env({"MMR_INLINE_DELIVERY": "0"}).inline_delivery
     assert not from_env({}).faust_monitor and from_env({"MMR_FAUST_MONITOR": "1"}).faust_monitor
+
+
+def test_the_worker_sets_the_gil_switch_interval() -> None:
+    import sys
+
+    from stream.service.worker import tune_gil
+
+    before = sys.getswitchinterval()
+    try:
+        tune_gil(from_env({}).gil_switch_ms)
+        assert sys.getswitchinterval() == 0.001
+        tune_gil(0)  # 0: left as it is
+        assert sys.getswitchinterval() == 0.001
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_the_worker_hands_its_settings_to_the_store() -> None:
