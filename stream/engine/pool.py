@@ -36,6 +36,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
+from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
@@ -111,8 +112,6 @@ class PoolEngine:
     @classmethod
     def from_meta(cls, pool: str, system: str, params: Mapping[str, object]) -> PoolEngine:
         """The engine of a pool whose system was fixed in stored meta (``PoolConfigError`` if refused)."""
-        from stream.ratings import make_system
-
         try:
             built = make_system(system, params)
         except (ValueError, TypeError) as exc:  # RatingError is a ValueError

@@ -69,10 +69,10 @@ def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object
     """``encode_many``, from what ``RatingSystem.rate_matches_coded`` returned with the
     beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
     coded = getattr(codec, "encode_coded", None)
-    if coded is not None and any(c is not None for c in codes):
-        out: list[bytes] = coded(beliefs, codes)
-        return out
-    return encode_many(codec, beliefs)
+    if coded is None:
+        return encode_many(codec, beliefs)
+    out: list[bytes] = coded(beliefs, codes)  # falls back to encoding the beliefs itself
+    return out
 
 
 def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:

@@ -44,6 +44,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,17 @@ def _wait_port(port: int, timeout: float = 20) -> None:
     raise click.ClickException(f"nothing listens on {port}")
 
 
-def _metric(port: int, name: str) -> float:
+def _families(port: int) -> Iterable[Any]:
+    """The worker's /metrics, parsed (prometheus_client's metric families)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return text_string_to_metric_families(body)
+
+
+def _metric(port: int, name: str) -> float:
     total = 0.0
-    for fam in text_string_to_metric_families(body):
+    for fam in _families(port):
         for sample in fam.samples:
             if sample.name == name:
                 total += sample.value
@@ -89,11 +95,8 @@ def _metric(port: int, name: str) -> float:
 def _stage_totals(port: int) -> dict[str, dict[str, float]]:
     """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
     count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     out: dict[str, dict[str, float]] = {}
-    for fam in text_string_to_metric_families(body):
+    for fam in _families(port):
         if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
             continue
         for sample in fam.samples:
@@ -106,7 +109,7 @@ def _stage_totals(port: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def _stage_means(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+def _stage_summary(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, list[float]]:
     """Per batch between two ``_stage_totals``: [mean, p99] of each stage in ms (the p99 as the
     upper bound of its histogram bucket), and of "messages" as counts."""
     out = {}
@@ -437,7 +440,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     out: dict[str, Any] = {"latency_samples": len(lat), "latency_warmup_s": warmup}
     if marks:
         # where a batch's time goes in the worker (mmr_stage_seconds): means per batch, ms
-        out["latency_worker_stage_means_ms"] = _stage_means(await marks[0], _stage_totals(port))
+        out["latency_worker_stage_means_ms"] = _stage_summary(await marks[0], _stage_totals(port))
     if warmup:
         out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99(warm)
     for name, xs in (("latency", lat), ("latency_to_published", to_publish),
