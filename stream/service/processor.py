@@ -307,6 +307,15 @@ class Processor:
         log.error("%s; dead-lettering %d message(s)", exc, len(msgs))
         return [self._dead(m, f"pool config: {exc}", eid, pool) for m, eid in msgs.values()]
 
+    async def _engine_or_refuse(self, pool: str, kind: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
+        """The pool's engine, or None once ``ops`` are dead-lettered because its stored
+        system cannot be built by this version (``_refuse``)."""
+        try:
+            return await self.registry.engine(pool, kind)
+        except PoolConfigError as exc:
+            out.dead.extend(await self._refuse(pool, ops, exc))
+            return None
+
     # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
         """One take batch (any mix of input topics and pools), committed when this returns.
@@ -657,10 +666,8 @@ class Processor:
     # --- the atomic step per pool --------------------------------------------------------
     async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
-        try:
-            engine = await self.registry.engine(pool, kind)
-        except PoolConfigError as exc:
-            out.dead.extend(await self._refuse(pool, ops, exc))
+        engine = await self._engine_or_refuse(pool, kind, ops, out)
+        if engine is None:
             return
         ops = _merge_matches(ops)
         by_offsets = self.settings.dedup == "offsets"
@@ -703,10 +710,8 @@ class Processor:
                 except MetaConflict:  # another worker fixed the pool's system first: rate with that one
                     self.cache.drop(pool)
                     self.registry.forget(pool)
-                    try:
-                        engine = await self.registry.engine(pool, kind)
-                    except PoolConfigError as exc:
-                        out.dead.extend(await self._refuse(pool, ops, exc))
+                    engine = await self._engine_or_refuse(pool, kind, ops, out)
+                    if engine is None:
                         return
                     continue
                 except Conflict:
