@@ -293,7 +293,46 @@ class PoolEngine:
     def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
         """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
         with _belief_faults(self.system.name):
+            fast = self._apply_round_packed(event, stored)
+            if fast is not None:
+                return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
+
+    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied | None:
+        """``apply_round`` on the stored bytes themselves, for a system that rates rounds
+        packed (``packed_rounds``) stored by the float64 codec, whose value is a tag byte and
+        the packed belief: the kernel reads the stored values past their tags, and each new
+        value is written from the kernel's output with one copy. No array, decode or encode
+        per player: those were ~30 % of the worker's time on the Codeforces history.
+
+        The same bits as the per-belief path, which runs instead (None) for anything it must
+        decide, including every error it would report (a stored value that is not a belief,
+        a round it refuses): it then names the cause as it always did."""
+        codec, system = self.codec, self.system
+        if not (self.packed and isinstance(codec, Float64Codec)):
+            return None
+        players = event.players
+        raws = list(map(stored.get, players))
+        views = codec.packed_views([raw for raw in raws if raw is not None])
+        if views is None:
+            return None
+        prior = system.new_packed_belief()
+        known = iter(views)
+        before = [prior if raw is None else next(known) for raw in raws]
+        try:
+            flat = system.rate_round_flat(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        except RatingError:
+            return None
+        if flat is None:  # a round that changes nothing (rare): the per-belief path still
+            return None  # checks that every stored value is a belief, and stores newcomers
+        values, offsets = flat
+        ratings = system.summary_flat(values, offsets)
+        if ratings is None:
+            return None
+        ratings_of = dict(zip(players, ratings, strict=True))
+        _check_finite(ratings_of)
+        return Applied(updates=dict(zip(players, codec.encode_flat(values, offsets), strict=True)),
+                       ratings=ratings_of)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

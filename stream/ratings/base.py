@@ -307,6 +307,19 @@ class RatingSystem(ABC):
         the per-belief path, e.g. a value the per-item path must reject)."""
         raise NotImplementedError(f"{self.name} has no matrix form (belief_width is None)")
 
+    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
+        caller's per-belief path must decide, as with ``summary_columns``)."""
+        bounds = offsets.tolist()
+        return self.summary_many([values[a:b] for a, b in itertools.pairwise(bounds)])
+
+    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
+                        time_ms: int, weight: float = 1.0,
+                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        """``rate_round_packed`` as (the new beliefs' float64 values one after another, their
+        offsets), or None when the round changes nothing (see ``packed_rounds``)."""
+        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
+
     def new_packed_belief(self) -> bytes:
         """``new_belief()`` packed (see ``packed_rounds``)."""
         raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")

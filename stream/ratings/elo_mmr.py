@@ -242,9 +242,32 @@ class EloMMR(RatingSystem):
         object is created per player, which roughly halves the per-player Python cost of
         gather/scatter. Results are bit-identical to ``rate_round``.
         """
+        flat = self.rate_round_flat(beliefs, ranks, time_ms, weight, perf_ceiling)
+        if flat is None:
+            return list(beliefs)
+        out, out_offsets = flat
+        raw = out.astype("<f8", copy=False).tobytes()
+        bounds = (out_offsets * 8).tolist()
+        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def rate_round_flat(
+        self,
+        beliefs: Sequence[bytes | memoryview],
+        ranks: IntArray | Sequence[int],
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+    ) -> tuple[FloatArray, IntArray] | None:
+        """``rate_round_packed`` before its cut into one bytes object per player: the new
+        beliefs' float64 values one after another and their offsets (player i's belief is
+        ``values[offsets[i] : offsets[i + 1]]``), or None when the round changes nothing.
+
+        For stores that frame each belief themselves (the Redis codec's tag byte,
+        ``Float64Codec.encode_flat``): the packed inputs may be views past the frame.
+        """
         rk = self._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
         if rk is None:
-            return list(beliefs)
+            return None
         n = len(beliefs)
         nbytes = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
         lengths = nbytes // 8
@@ -256,9 +279,16 @@ class EloMMR(RatingSystem):
         # writable, like concat_f64's: the kernels then have one numba signature, compiled once
         flat = np.frombuffer(bytearray().join(beliefs), dtype="<f8")
         out, out_offsets, _ = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
-        raw = out.astype("<f8", copy=False).tobytes()
-        bounds = (out_offsets * 8).tolist()
-        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
+        return out, out_offsets
+
+    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (as
+        ``rate_round_flat`` returns them), field for field, from three columns."""
+        starts = offsets[:-1]
+        if len(starts) == 0 or int(np.diff(offsets).min()) < HEADER:
+            return super().summary_flat(values, offsets)
+        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
+        return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
 
     def new_packed_belief(self) -> bytes:
         """``new_belief()`` packed for ``rate_round_packed``."""

@@ -130,6 +130,22 @@ class Float64Codec(CodecBase):
         tag = self._TAG
         return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
 
+    def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
+        """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
+        copied): the packed beliefs of ``RatingSystem.rate_round_flat``. None if a value is
+        not this codec's (``decode`` says why)."""
+        tag = self._TAG
+        if not all(d[:1] == tag for d in datas):
+            return None
+        return [memoryview(d)[1:] for d in datas]
+
+    def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
+        byte, written from the one array (``RatingSystem.rate_round_flat``'s): one copy each."""
+        raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
+        tag = self._TAG
+        return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
+
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
         n = len(datas)
         if n < 2:

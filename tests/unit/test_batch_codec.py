@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream.engine.pool import Applied, PoolEngine
-from stream.events.model import MatchBatch, index_players
+from stream.events.model import MatchBatch, RoundEvent, index_players
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.cowan import ELO_SCALE, Cowan
@@ -332,6 +332,74 @@ def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
     if got is None:  # declined: then it is something the summary or codec needed per item
         assert any(r is not None and (len(r) != 17 or r[0] != 1) for r in stored.values()) or any(
             not abs(r.rounds) < 2**62 for r in want.ratings.values())
+        return
+    assert got.updates == want.updates
+    assert list(got.ratings) == list(want.ratings) == list(got.updates)
+    assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
+
+
+@cache
+def _round_beliefs(name: str) -> list[bytes]:
+    """Stored Elo-MMR beliefs of players with 1 to 4 rounds behind them (histories of
+    several lengths), made by the per-belief path."""
+    eng = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    stored: dict[str, bytes | None] = {}
+    for k in range(4):
+        players = [f"h{i}" for i in range(k, 8)]
+        event = RoundEvent(f"w{k}", "p", f"w{k}", 86_400_000 * k, players, np.arange(len(players)) % 3)
+        stored.update(eng.apply_round(event, stored).updates)
+    return [raw for raw in stored.values() if raw is not None]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(["elo-mmr", "elo-mmx"]))
+def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str) -> None:
+    """``PoolEngine._apply_round_packed`` (rounds rated on the stored bytes past their tags)
+    gives the per-belief path's bytes and ratings bit for bit, newcomers included -- or
+    declines (None) where that path must decide and name the cause: a value of another tag
+    or size, a round it refuses (an odd weight, non-finite stored values), a round that
+    changes nothing (whose stored values that path still checks) -- or refuses
+    (RatingError) a rating that comes out non-finite, as that path does."""
+    fast = PoolEngine("p", make_system(name))
+    plain = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    good = _round_beliefs(name)
+    n = data.draw(st.integers(1, 9))
+    kinds = data.draw(st.sampled_from([["absent", "normal"], ["absent", "normal", "odd", "short", "tag", "len"]]))
+    stored: dict[str, bytes | None] = {}
+    drawn = set()
+    for i in range(n):
+        kind = data.draw(st.sampled_from(kinds))
+        drawn.add(kind)
+        if kind == "absent":
+            continue
+        raw = data.draw(st.sampled_from(good))
+        if kind == "odd":  # a value of the right size holding odd floats
+            k = (len(raw) - 1) // 8
+            raw = raw[:1] + np.array([data.draw(st.sampled_from(_ODD)) for _ in range(k)], dtype="<f8").tobytes()
+        elif kind == "short":
+            raw = raw[:-1]
+        elif kind == "tag":
+            raw = b"\x07" + raw[1:]
+        elif kind == "len":  # whole float64s, but not a header plus terms of three
+            raw = raw + np.zeros(1, dtype="<f8").tobytes()
+        stored[f"u{i}"] = raw
+    players = [f"u{i}" for i in range(n)]
+    ranks = np.array(data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)))
+    weight = data.draw(st.sampled_from([1.0, 1.0, 0.25, 1e300]))
+    event = RoundEvent("r", "p", "r", 86_400_000 * 10, players, ranks, weight)
+    try:
+        got: Applied | RatingError | None = fast._apply_round_packed(event, stored)
+    except RatingError as exc:
+        got = exc
+    try:
+        want = plain.apply_round(event, stored)
+    except RatingError:
+        assert got is None or isinstance(got, RatingError)
+        return
+    assert not isinstance(got, RatingError), got
+    if got is None:
+        # plain values and rounds that change something take the packed path
+        assert drawn - {"absent", "normal"} or weight == 1e300 or n < 2 or len(set(ranks.tolist())) < 2
         return
     assert got.updates == want.updates
     assert list(got.ratings) == list(want.ratings) == list(got.updates)
