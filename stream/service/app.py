@@ -66,7 +66,7 @@ class Service:
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
-                                      max_merge=self.settings.take_max, max_batch_bytes=self.settings.max_batch_bytes,
+                                      max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
 

@@ -44,9 +44,7 @@ class Settings:
     take_within: float = 0.02  # seconds a take batch waits for more messages
     max_inflight: int = 16384  # messages taken but not yet acked (back-pressure of the batch pipeline)
     max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
-    #: input bytes of one rated batch (one Redis read and commit): queued take batches are merged
-    #: up to it, a larger take batch is cut into pieces of it (stream.service.pipeline)
-    max_batch_bytes: int = 2 << 20
+    max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
     belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
     #: 16 KiB by default). aiokafka keeps one batch per partition waiting and sends one request
@@ -211,8 +209,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         take_within=get("MMR_TAKE_WITHIN", s.take_within),
         max_inflight=get("MMR_MAX_INFLIGHT", s.max_inflight),
         max_inflight_bytes=get("MMR_MAX_INFLIGHT_BYTES", s.max_inflight_bytes),
-        # MMR_MAX_MERGE_BYTES: its name until it also cut large take batches
-        max_batch_bytes=get("MMR_MAX_BATCH_BYTES", get("MMR_MAX_MERGE_BYTES", s.max_batch_bytes)),
+        max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         producer_batch_bytes=get("MMR_PRODUCER_BATCH_BYTES", s.producer_batch_bytes),

@@ -6,9 +6,8 @@ keeps less than one core busy and pays the broker's round trip on every batch. H
 Faust agent only hands batches over; two tasks do the rest:
 
 * **rate** (one task, strictly in submission order): merges whatever batches are queued
-  (up to ``max_merge`` messages and ``max_batch_bytes``: one Redis read, one kernel call, one commit for all of
-  them), cuts a batch larger than ``max_batch_bytes`` into pieces of that size, runs
-  ``work(piece)`` for each in order — which commits to Redis and *enqueues* the outputs at the
+  (up to ``max_merge`` messages and ``max_merge_bytes``: one Redis read, one kernel call, one commit for all of
+  them), runs ``work(msgs)`` — which commits to Redis and *enqueues* the outputs at the
   producer, returning their delivery futures — and passes the futures on;
 * **ack** (one task, same order): waits for those futures, then calls ``done(tokens)``,
   which acks the input messages so their offsets may be committed.
@@ -47,7 +46,7 @@ class BatchPipeline(Generic[M, T]):
     """See the module docstring."""
 
     def __init__(self, work: Work[M], done: Callable[[list[T], list[M]], Any], *,
-                 max_inflight: int = 16384, max_merge: int = 8192, max_batch_bytes: int = 0,
+                 max_inflight: int = 16384, max_merge: int = 8192, max_merge_bytes: int = 0,
                  max_inflight_bytes: int = 0, size: Callable[[M], int] | None = None,
                  on_error: Callable[[BaseException], Awaitable[None]] | None = None,
                  on_queued: Callable[[float], Any] | None = None) -> None:
@@ -55,13 +54,9 @@ class BatchPipeline(Generic[M, T]):
         self.done = done
         self.max_inflight = max_inflight
         self.max_merge = max_merge
-        #: the input bytes (``size`` of each message; 0: no limit) of one ``work`` call: merging
-        #: stops at this many, and a larger batch (one take of big messages: whole rounds of a
-        #: replay) is cut into pieces of this many, each its own ``work`` call, so that one batch
-        #: never becomes one huge Redis script that blocks Redis for seconds (measured: a take of
-        #: 361 Codeforces rounds, 191k players, was one 73 MB commit that held Redis 1.7 s). A
-        #: piece, like a merge, stops at the message that reaches the bound (so it is never empty)
-        self.max_batch_bytes = max_batch_bytes
+        #: merging also stops at this many bytes (``size`` of each message; 0: no limit), so
+        #: one merged batch never becomes one huge Redis script that blocks Redis for seconds
+        self.max_merge_bytes = max_merge_bytes
         #: ``submit`` also waits while this many bytes are in flight (0: no limit); a batch is
         #: always admitted when nothing is in flight, however large
         self.max_inflight_bytes = max_inflight_bytes if size is not None else 0
@@ -149,7 +144,7 @@ class BatchPipeline(Generic[M, T]):
             tokens = [token]
             if not self._queue.empty() and len(msgs) < self.max_merge:
                 msgs = list(msgs)
-                size, limit = self.size, self.max_batch_bytes
+                size, limit = self.size, self.max_merge_bytes
                 nbytes = sum(map(size, msgs)) if size is not None and limit else 0
                 while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
                     more, tok, _ = self._queue.get_nowait()
@@ -160,28 +155,8 @@ class BatchPipeline(Generic[M, T]):
                     self.merged_batches += 1
             if self.on_queued is not None:
                 self.on_queued(time.perf_counter() - queued_at)
-            futs: list[Awaitable[Any]] = []
-            for piece in self._pieces(msgs):
-                futs += await self.work(piece)
+            futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))
-
-    def _pieces(self, msgs: list[M]) -> list[list[M]]:
-        """``msgs`` cut where the input bytes reach ``max_batch_bytes`` (see there)."""
-        size, limit = self.size, self.max_batch_bytes
-        if size is None or not limit or len(msgs) < 2:
-            return [msgs]
-        sizes = list(map(size, msgs))
-        if sum(sizes) <= limit:
-            return [msgs]
-        pieces, start, nbytes = [], 0, 0
-        for i, n in enumerate(sizes):
-            nbytes += n
-            if nbytes >= limit:
-                pieces.append(msgs[start : i + 1])
-                start, nbytes = i + 1, 0
-        if start < len(msgs):
-            pieces.append(msgs[start:])
-        return pieces
 
     async def _ack_loop(self) -> None:
         while True:

@@ -266,10 +266,10 @@ def test_merge_stops_at_max_merge_and_never_takes_more_than_one_extra_batch() ->
     run(scenario)
 
 
-def test_merge_also_stops_at_max_batch_bytes() -> None:
+def test_merge_also_stops_at_max_merge_bytes() -> None:
     """Message sizes (here: the int itself) bound a merge too, so one merged batch stays small."""
     async def scenario() -> None:
-        rec, p = await blocked_on_first([0], "first", max_merge=100, max_batch_bytes=10, size=lambda m: m)
+        rec, p = await blocked_on_first([0], "first", max_merge=100, max_merge_bytes=10, size=lambda m: m)
         for i, batch in enumerate(([4], [5], [3], [9], [1], [1], [20], [2])):
             await p.submit(batch, f"b{i}")
         rec.gate.set()
@@ -277,34 +277,6 @@ def test_merge_also_stops_at_max_batch_bytes() -> None:
         # 4+5=9 <10 takes 3 -> 12; 9 alone reaches 9 <10 takes 1 -> 10; 1+20 -> 21; 2
         assert rec.work_calls == [[0], [4, 5, 3], [9, 1], [1, 20], [2]]
         assert rec.done_tokens == ["first"] + [f"b{i}" for i in range(8)]
-        await p.stop()
-
-    run(scenario)
-
-
-def test_a_batch_over_max_batch_bytes_is_cut_into_pieces_acked_together() -> None:
-    """One take of big messages (a replay's whole rounds) becomes one ``work`` call per piece of
-    at most ``max_batch_bytes`` (a piece ends at the message that reaches it), in order; the
-    take is acked once, after every piece's outputs were delivered."""
-    async def scenario() -> None:
-        rec = Recorder()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_batch_bytes=10, size=lambda m: m)
-        await p.submit([4, 5, 3, 9, 1, 1, 20, 2], "big")
-        await spin()
-        assert rec.work_calls == [[4, 5, 3], [9, 1], [1, 20], [2]]
-        for futs in rec.futs[:-1]:
-            futs[0].set_result(None)
-        await spin()
-        assert rec.done_calls == []  # the last piece's outputs are not delivered yet
-        rec.futs[-1][0].set_result(None)
-        await p.drain()
-        assert rec.done_calls == [(["big"], [4, 5, 3, 9, 1, 1, 20, 2])]
-        await p.submit([6, 4], "fits")  # exactly the bound: not cut
-        await spin()
-        rec.futs[-1][0].set_result(None)
-        await p.drain()
-        assert rec.work_calls[-1] == [6, 4]
-        assert rec.violations == []
         await p.stop()
 
     run(scenario)
