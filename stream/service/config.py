@@ -45,6 +45,9 @@ class Settings:
     max_inflight: int = 16384  # messages taken but not yet acked (back-pressure of the batch pipeline)
     max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
     max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
+    #: distinct players of one Redis step: a batch touching more is applied as several steps
+    #: (stream.service.processor._steps); 0: no limit
+    max_step_players: int = 50_000
     belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
     #: 16 KiB by default). aiokafka keeps one batch per partition waiting and sends one request
@@ -104,6 +107,8 @@ class Settings:
             raise ValueError(f"MMR_DEDUP={self.dedup!r}: expected one of {', '.join(DEDUP_MODES)}")
         if self.seen_max_ids < 0:
             raise ValueError(f"MMR_SEEN_MAX_IDS={self.seen_max_ids}: expected 0 (unbounded) or a positive count")
+        if self.max_step_players < 0:
+            raise ValueError(f"MMR_MAX_STEP_PLAYERS={self.max_step_players}: expected 0 (no limit) or a positive count")
         if not 0 <= self.gil_switch_ms < 1000:
             raise ValueError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
                              "number of milliseconds below 1000")
@@ -210,6 +215,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_inflight=get("MMR_MAX_INFLIGHT", s.max_inflight),
         max_inflight_bytes=get("MMR_MAX_INFLIGHT_BYTES", s.max_inflight_bytes),
         max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
+        max_step_players=get("MMR_MAX_STEP_PLAYERS", s.max_step_players),
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         producer_batch_bytes=get("MMR_PRODUCER_BATCH_BYTES", s.producer_batch_bytes),

@@ -665,6 +665,12 @@ class Processor:
 
     # --- the atomic step per pool --------------------------------------------------------
     async def _apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
+        """A pool's ops as atomic steps in order: one, or several when together they touch
+        more than ``max_step_players`` players (``_steps``)."""
+        for step in _steps(ops, self.settings.max_step_players):
+            await self._apply_step(pool, step, out)
+
+    async def _apply_step(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         kind = "rounds" if isinstance(ops[0], _RoundOp) else "matches"
         engine = await self._engine_or_refuse(pool, kind, ops, out)
         if engine is None:
@@ -752,6 +758,32 @@ class Processor:
             return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True
         entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
         return snap.gen, entry.get_many(players), snap.seen, snap.watermarks, True
+
+
+def _steps(ops: list[Op], max_players: int) -> list[list[Op]]:
+    """``ops`` cut into runs that each touch at most ``max_players`` distinct players
+    (a run ends before the op that would pass it; one op alone may pass it).
+
+    Why: a Redis step reads and writes every player it touches, and Redis runs nothing
+    else meanwhile. A replay's take of whole rounds made one step of 191k Codeforces
+    players, a 73 MB script that held Redis 1.7 s (BENCHMARKS.md, "Service"). Players,
+    not input bytes, are the cost: in a pool of 10k players a take of 500k matches still
+    writes 10k (cutting takes by input bytes halved ``match_batch`` throughput).
+    The usual batch is counted without a set: its ops name fewer player slots than that."""
+    if max_players <= 0 or sum(len(op.event.players) if isinstance(op, _RoundOp) else 2 * len(op.batch)
+                                for op in ops) <= max_players:
+        return [ops]
+    steps: list[list[Op]] = [[]]
+    seen: set[str] = set()
+    for op in ops:
+        names = set(op.event.players) if isinstance(op, _RoundOp) else {*op.batch.a, *op.batch.b}
+        fresh = names - seen
+        if steps[-1] and len(seen) + len(fresh) > max_players:
+            steps.append([])
+            seen, fresh = set(), names
+        seen |= fresh
+        steps[-1].append(op)
+    return steps
 
 
 def _merge_matches(ops: list[Op]) -> list[Op]:

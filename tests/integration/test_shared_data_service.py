@@ -5,16 +5,21 @@ football history holds 49,520 matches of 337 teams from 1872 to 2026 (long gaps,
 draws, teams that played once); the first 100 Codeforces rounds hold 52,195 results of 8,657
 contestants, up to 1,657 in a round, with ties. Both go the whole way (``mmr replay
 --broker``'s publisher, Kafka, the worker, Redis), and the final state must equal the
-embedded replay bit for bit, as on synthetic data.
+embedded replay bit for bit, as on synthetic data. The worker's Redis steps are bounded to
+500 players (``MMR_MAX_STEP_PLAYERS``), so most takes are applied as several steps: where
+a take is cut changes nothing either.
 """
 
 from __future__ import annotations
 
 import lzma
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port
 from service_utils import WorkerProcess, export_state, make_settings, publish, read_json_topic, wait_caught_up
 
 from stream.engine.embedded import EmbeddedPipeline
@@ -42,7 +47,8 @@ def test_real_histories_through_the_service_equal_the_embedded_replay(kafka_boot
         pipe.run(read_records(path, pool))
     expected: dict[tuple[str, str], dict[str, Any]] = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
 
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system="elo-mmr", matches_system="cowan")
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system="elo-mmr", matches_system="cowan",
+                      max_step_players=500, http_port=free_port())
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
         for path, pool, _ in inputs:
@@ -50,8 +56,11 @@ def test_real_histories_through_the_service_equal_the_embedded_replay(kafka_boot
         wait_caught_up(s, worker, timeout=400)
         state = export_state(s)
         assert read_json_topic(s, s.topic_dead) == []
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/metrics", timeout=10).read().decode()
     finally:
         worker.stop()
+    steps = {kind: float(n) for kind, n in re.findall(r'^mmr_batches_total\{kind="(\w+)"\} (\S+)$', metrics, re.M)}
+    assert steps["rounds"] >= 50, steps  # 100 rounds of 5-1,657 players, most of them alone in a step
     assert {k[0] for k in state} == {"cf", "football"}
     assert len(state) == len(expected)
     differ = sorted(k for k in expected if state.get(k) != expected[k])
