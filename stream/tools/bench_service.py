@@ -53,6 +53,7 @@ import click
 import orjson
 
 from stream.service.config import Settings, from_env
+from stream.tools.bench_history import POOL, compare_with_embedded, history_messages, slowest_command_ms
 from stream.tools.cpu_meter import CpuMeter
 
 PHASES = ("bare", "singles", "batched", "columns", "rounds", "latency")
@@ -489,17 +490,27 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
 @click.option("--dedup", type=click.Choice(["ids", "offsets"]), default="ids", show_default=True,
               help="The worker's MMR_DEDUP: how re-delivered matches are recognised.")
-@click.option("--only", "only", multiple=True, type=click.Choice(PHASES),
-              help="Run only these phases (repeatable; default all). `latency` without `singles` needs --latency-rate.")
+@click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history"]),
+              help="Run only these phases (repeatable; default all, and `history` when --history is given). "
+                   "`latency` without `singles` needs --latency-rate.")
+@click.option("--history", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Also publish this history file (any `mmr replay` input of one kind of event) into the worker "
+                   "as `mmr replay --broker` would, e.g. ../shared/data/codeforces/contests-2010-2020.jsonl.xz "
+                   "(stream/tools/bench_history.py).")
+@click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
+@click.option("--history-check/--no-history-check", default=True, show_default=True,
+              help="Compare the history's final state with `mmr replay --embedded` on the same file.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
-                  only: tuple[str, ...],
+                  only: tuple[str, ...], history: str | None, history_system: str, history_check: bool,
                   json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
-    phases = set(only or PHASES)
+    phases = set(only or PHASES) | ({"history"} if history and not only else set())
     if "latency" in phases and "singles" not in phases and not latency_rate:
         raise click.UsageError("--only latency without singles needs --latency-rate")
+    if "history" in phases and not history:
+        raise click.UsageError("--only history needs --history FILE")
     tansu = None
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bench-"))
     if broker is None:
@@ -547,7 +558,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         pools.write_text(json.dumps({"pools": {
             "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
             "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
-            "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}}}))
+            "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system}}}))
         click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                    err=True)
         worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
@@ -602,6 +613,19 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                                                                  for i, p in enumerate(players)]})))
             res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
             res["round_results_per_s"] = 3000 * res["rounds_per_s"]
+
+        if "history" in phases and history:
+            click.echo(f"the history {history} through the worker (pool {POOL!r}, {history_system}) ...", err=True)
+            topic, items, results = history_messages(history, s)
+            since = time.time()
+            per_s = _measure(port, s, topic, items, 3600)
+            res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
+                              "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
+                              "redis_slowest_command_ms": slowest_command_ms(s, since)}
+            if history_check:
+                click.echo("... and the same file through the embedded replay, to compare ...", err=True)
+                res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
+                    history, s, history_system)
 
         if "latency" in phases:
             half = latency_rate or res["single_match_msgs_per_s"] / 2
@@ -664,6 +688,16 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     if "rounds_per_s" in res:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")
+    if "history" in res:
+        h = res["history"]
+        slow = h["redis_slowest_command_ms"]
+        rows.append(f"| worker: the history `{Path(h['path']).name}` ({h['system']}; {h['results']:,} results in "
+                    f"{h['messages']:,} messages) | {h['seconds']:.1f} s, {h['results_per_s']:,.0f} results/s; longest "
+                    f"Redis command {'under the slow log threshold' if slow is None else f'{slow:,.0f} ms'} |")
+        if "players" in h:
+            rows.append("| the same history's final state against `mmr replay --embedded` | "
+                        + ("equal bit for bit" if not h["players_differing"] else
+                           f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
     if "latency_p99_ms" in res:
         rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
                     f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",
