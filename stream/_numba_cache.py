@@ -1,0 +1,62 @@
+"""Where numba keeps compiled kernels: a directory per version of this package's sources.
+
+Why
+---
+numba's on-disk cache (``cache=True``) re-checks only the file of the function it compiled.
+A kernel that calls an ``njit`` function of *another* module keeps the callee's old
+machine code after that module changes. Here that is not a harmless slowdown: the codec
+(``stream.state.cowan_codec``) and Cowan's kernels must run bit-identical quantisation
+(``stream.ratings._cowan_quant``), and after an edit of that module alone a checkout with
+an older cache decoded with the old code and encoded with the new (seen: beliefs stopped
+being codec fixed points). Installing a release rewrites every file, so this bites working
+checkouts, benchmarks against older trees and editable installs — but silently.
+
+So the cache directory is named by a digest of every module of the package that compiles
+with numba (their sources, not their modification times): any change to any of them starts
+a fresh cache (numba still keeps each source directory apart inside it). It lives under
+``NUMBA_CACHE_DIR`` when that is set (the Docker image sets it), else under the user's cache
+directory. Importing ``stream`` sets it, before any kernel is defined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def sources_digest(root: Path = _PACKAGE) -> str:
+    """A digest of the modules under ``root`` that import numba (path and content)."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes()
+        if b"numba" in text:
+            h.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
+    return h.hexdigest()[:16]
+
+
+def cache_dir(env: dict[str, str] | None = None) -> Path:
+    """``<NUMBA_CACHE_DIR or ~/.cache/mmr-stream/numba>/<sources digest>``."""
+    env = dict(os.environ) if env is None else env
+    base = env.get("NUMBA_CACHE_DIR") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "mmr-stream", "numba")
+    return Path(base) / sources_digest()
+
+
+def configure() -> None:
+    """Point numba's cache at ``cache_dir()`` (before any ``@njit(cache=True)`` is defined).
+
+    Leaves numba's own choice (``__pycache__`` beside each module) when the directory
+    cannot be created, and does nothing if ``MMR_NUMBA_CACHE=0``."""
+    if os.environ.get("MMR_NUMBA_CACHE", "1") == "0":
+        return
+    target = cache_dir()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    import numba
+
+    setattr(numba.config, "CACHE_DIR", str(target))  # noqa: B010 (untyped module attribute)
