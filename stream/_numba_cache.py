@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -38,18 +39,22 @@ def sources_digest(root: Path = _PACKAGE) -> str:
 
 
 def cache_dir(env: dict[str, str] | None = None) -> Path:
-    """``<NUMBA_CACHE_DIR or ~/.cache/mmr-stream/numba>/<sources digest>``."""
+    """``<NUMBA_CACHE_DIR or ~/.cache/mmr-stream/numba>/<sources digest>`` (a ``NUMBA_CACHE_DIR``
+    that already ends in the digest, as a child process inherits it, is kept as it is)."""
     env = dict(os.environ) if env is None else env
+    digest = sources_digest()
     base = env.get("NUMBA_CACHE_DIR") or os.path.join(
         env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "mmr-stream", "numba")
-    return Path(base) / sources_digest()
+    return Path(base) if Path(base).name == digest else Path(base) / digest
 
 
 def configure() -> None:
-    """Point numba's cache at ``cache_dir()`` (before any ``@njit(cache=True)`` is defined).
+    """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined.
 
-    Leaves numba's own choice (``__pycache__`` beside each module) when the directory
-    cannot be created, and does nothing if ``MMR_NUMBA_CACHE=0``."""
+    Through ``NUMBA_CACHE_DIR``, which numba reads when it is imported (so commands that never
+    compile do not pay for importing it here) and child processes inherit; numba's config
+    too if it is imported already. Leaves numba's own choice (``__pycache__`` beside each
+    module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
     if os.environ.get("MMR_NUMBA_CACHE", "1") == "0":
         return
     target = cache_dir()
@@ -57,6 +62,7 @@ def configure() -> None:
         target.mkdir(parents=True, exist_ok=True)
     except OSError:
         return
-    import numba
-
-    setattr(numba.config, "CACHE_DIR", str(target))  # noqa: B010 (untyped module attribute)
+    os.environ["NUMBA_CACHE_DIR"] = str(target)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        setattr(numba.config, "CACHE_DIR", str(target))  # noqa: B010 (untyped module attribute)

@@ -39,6 +39,18 @@ def test_importing_stream_points_numba_there(tmp_path: Path) -> None:
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / _numba_cache.sources_digest())
+    first = subprocess.run([sys.executable, "-c", "import numba, stream; print(numba.config.CACHE_DIR)"], env=env,
+                           capture_output=True, text=True, check=True)  # numba imported before stream
+    assert first.stdout.strip() == str(tmp_path / _numba_cache.sources_digest())
     off = subprocess.run([sys.executable, "-c", code], env={**env, "MMR_NUMBA_CACHE": "0"},
                          capture_output=True, text=True, check=True)
     assert off.stdout.strip() == str(tmp_path)  # numba's own reading of NUMBA_CACHE_DIR
+
+
+def test_a_child_process_keeps_the_directory_it_inherits(tmp_path: Path) -> None:
+    inherited = tmp_path / _numba_cache.sources_digest()
+    assert _numba_cache.cache_dir({"NUMBA_CACHE_DIR": str(inherited)}) == inherited
+    code = "import numba, stream; print(numba.config.CACHE_DIR)"  # numba imported first
+    env = {"NUMBA_CACHE_DIR": str(inherited), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(inherited)
