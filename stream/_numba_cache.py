@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 
 
+_IMPORTS_NUMBA = re.compile(rb"^\s*(?:from numba[ .]|import numba\b)", re.MULTILINE)
+
+
 def sources_digest(root: Path = _PACKAGE) -> str:
-    """A digest of the modules under ``root`` that import numba (path and content)."""
+    """A digest of the modules under ``root`` that import numba (path and content): only
+    they can hold or call compiled code, and an edit elsewhere keeps the cache."""
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         text = path.read_bytes()
-        if b"numba" in text:
+        if _IMPORTS_NUMBA.search(text):
             h.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return h.hexdigest()[:16]
 
