@@ -59,11 +59,17 @@ def warmup(s: Settings) -> None:
 def warm_encoded_path(name: str, params: dict[str, object]) -> None:
     """Rate a few matches and a round on *stored bytes*, twice, so the codec's batch
     decode/encode and ``summary_many`` (njit, loaded from numba's cache on first use:
-    ~0.1-0.5 s) are ready before the first event instead of inside its latency."""
-    engine = PoolEngine("warmup", make_system(name, params))
+    ~0.1-0.5 s) are ready before the first event instead of inside its latency.
+
+    Each pass gets a fresh engine, so the second one decodes what the first stored (one
+    engine would serve it from its decoded-belief cache, and the decoder would first run,
+    and without a cache be compiled, ~1 s, in the middle of the worker's first busy
+    seconds: seen as a p99 of 1 s there); a single player's read (the HTTP API's) too."""
+    system = make_system(name, params)
     stored: dict[str, bytes | None] = {}
     players = [f"w{i}" for i in range(4)]
     for k in range(2):
+        engine = PoolEngine("warmup", system)
         batch = MatchBatch("warmup")
         for i in range(3):
             batch.add(MatchEvent(f"m{k}-{i}", "warmup", k, players[i], players[i + 1], 1.0))
@@ -72,6 +78,7 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
             stored.update(engine.apply_matches(batch, stored).updates)
         with contextlib.suppress(RatingError, NotImplementedError):  # a system without rounds
             stored.update(engine.apply_round(round_, stored).updates)
+    PoolEngine("warmup", system).decode_all(stored, players[:1])
 
 
 def tune_gc() -> None:

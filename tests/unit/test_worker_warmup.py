@@ -1,0 +1,46 @@
+"""The worker's warm-up leaves nothing for its first batches to compile (``warm_encoded_path``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+# In a fresh process: in this one, other tests have run the decoders already.
+_PROBE = """
+import numba
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch, MatchEvent
+from stream.ratings import make_system
+from stream.service.worker import warm_encoded_path
+from stream.state import codecs, cowan_codec
+from stream.ratings import _cowan_quant
+
+def signatures():
+    out = {}
+    for mod in (codecs, cowan_codec, _cowan_quant):
+        for name, obj in vars(mod).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher):
+                out[f"{mod.__name__}.{name}"] = len(obj.signatures)
+    return out
+
+warm_encoded_path("cowan", {})
+before = signatures()
+system = make_system("cowan")
+writer = PoolEngine("p", system)
+batch = MatchBatch("p")
+for i in range(40):
+    batch.add(MatchEvent(f"m{i}", "p", i, f"a{i % 7}", f"b{i % 5}", 1.0))
+stored = dict(writer.apply_matches(batch, {}).updates)
+reader = PoolEngine("p", system)  # a worker that did not write them: decodes what Redis holds
+reader.apply_matches(batch, stored)
+PoolEngine("p", system).decode_all(stored, ["a0"])  # one player's read (HTTP)
+after = signatures()
+new = {k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 0)}
+print("compiled after warm-up:", new)
+assert not new
+"""
+
+
+def test_warm_encoded_path_covers_the_decoders() -> None:
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
