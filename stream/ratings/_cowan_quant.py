@@ -24,7 +24,7 @@ window cell (~500 cells): with the C library's ``log``/``exp``, called once per 
 was ~38 % of a match. ``log_det`` and ``exp_det`` are written in plain IEEE arithmetic
 (bit casts, a range reduction, a polynomial), so
 
-* loops over cells vectorise (the C library's scalar calls do not): 3–4× less time each;
+* loops over cells vectorise (the C library's scalar calls do not): about 3× less time each;
 * the bits are the same on every CPU and C library (no ``libm``, no ``fastmath``, no FMA
   contraction), which the C library's functions do not promise;
 * both stay within ~1 ulp of the true value (abs. error ≤ 9e-16 for ``log``, rel. ≤ 2.3e-16
