@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import given, settings
@@ -16,20 +17,19 @@ TINY = 5e-324
 MIN_NORMAL = 2.2250738585072014e-308
 
 
-@njit(error_model="numpy")
-def _logs(x: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
-        out[i] = log_det(x[i])
-    return out
+def _elementwise(fn: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
+    """``fn`` over an array, compiled as the kernels call it (numpy's error model)."""
+    @njit(error_model="numpy")
+    def apply(x: np.ndarray) -> np.ndarray:
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+        return out
+    return apply
 
 
-@njit(error_model="numpy")
-def _exps(x: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
-        out[i] = exp_det(x[i])
-    return out
+_logs = _elementwise(log_det)
+_exps = _elementwise(exp_det)
 
 
 positive = st.floats(min_value=TINY, max_value=1.7976931348623157e308, allow_nan=False, allow_infinity=False)
