@@ -53,7 +53,7 @@ async def _export(s: Settings, pools: Sequence[str] | None) -> list[dict[str, An
 @click.option("--pool", "pools", multiple=True, help="Only this pool (repeatable; default: all).")
 def export(out: str, pools: tuple[str, ...]) -> None:
     """Write every player's rating held in Redis (REDIS_URL, MMR_KEY_PREFIX) as JSONL."""
-    from stream.tools.replay import write_jsonl_atomic
+    from stream.files import write_jsonl_atomic
 
     try:
         rows = asyncio.run(_export(from_env(), list(pools) or None))

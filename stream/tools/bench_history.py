@@ -26,11 +26,11 @@ import redis
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import CsvMapping, read_records
+from stream.files import iter_records
 from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.state.redis_store import RedisStore
 from stream.tools.publish import messages
-from stream.tools.replay import iter_records
 
 POOL = "hist"
 #: matches per ``match_columns`` message, as ``mmr replay --broker``'s default batch

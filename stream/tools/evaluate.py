@@ -14,7 +14,7 @@ afterwards a round is scored on its participants with at least ``min_history`` e
 events (pair inversion and rank deviation among them), and a two-player event (a match
 or a two-player round) when both players qualify (log loss, Brier, calibration).
 Aggregates follow the paper: per participant, ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|`` (see
-``stream.metrics``); pooled-over-pairs and per-round means are reported alongside.
+``stream.scoring``); pooled-over-pairs and per-round means are reported alongside.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
-from stream.metrics import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 from stream.ratings import make_system
 from stream.ratings.base import Belief, RatingError, RatingSystem
+from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 
 Event = RoundEvent | MatchEvent
 
@@ -45,7 +45,7 @@ Event = RoundEvent | MatchEvent
 def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapping | None = None,
                 progress: bool = False) -> list[Event]:
     """All rounds and matches of the inputs, in file order (rounds assembled from results)."""
-    from stream.tools.replay import iter_records
+    from stream.files import iter_records
 
     assembler = RoundAssembler()
     out: list[Event] = []

@@ -136,7 +136,7 @@ def publish_history(inputs: tuple[str, ...], broker: str, *, pool: str | None = 
     """Entry point of ``mmr replay --broker`` (topic names and security from the environment)."""
     from dataclasses import replace
 
-    from stream.tools.replay import iter_records
+    from stream.files import iter_records
 
     s = replace(settings or from_env(), kafka_bootstrap=broker)
     records = iter_records(inputs, pool, mapping or CsvMapping(), progress, skip)

@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-import itertools
-import os
 import sys
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
-import orjson
-from tqdm import tqdm
 
 from stream.cli import parse_params
-from stream.events.inputs import CsvMapping, InputError, read_records
+from stream.events.inputs import CsvMapping, InputError
+from stream.files import iter_records, write_jsonl_atomic
 from stream.ratings.base import RatingError
-
-
-def iter_records(
-    paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0
-) -> Iterator[tuple[str, str, Any]]:
-    """All records of all inputs in order, with a progress bar (records) on stderr."""
-    records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
-        read_records(p, pool, mapping) for p in paths
-    )
-    if skip:
-        records = itertools.islice(records, skip, None)
-    bar = tqdm(records, unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5)
-    yield from bar
-
-
-def write_jsonl_atomic(path: str, rows: Iterator[dict[str, Any]]) -> int:
-    """Write rows to a temporary file beside ``path`` and rename: never a partial output."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for row in rows:
-                fh.write(orjson.dumps(row) + b"\n")
-                n += 1
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
 
 
 def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:

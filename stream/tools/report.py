@@ -25,9 +25,9 @@ import click
 import numpy as np
 
 from stream.events.inputs import InputError
-from stream.metrics import calibration_table, log_loss
 from stream.ratings import make_system
 from stream.ratings.base import RatingError
+from stream.scoring import calibration_table, log_loss
 from stream.tools.evaluate import Trace, csv_mapping, evaluate_events, load_events
 
 

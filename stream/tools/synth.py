@@ -28,7 +28,7 @@ import click
 import numpy as np
 import numpy.typing as npt
 
-from stream.tools.replay import write_jsonl_atomic
+from stream.files import write_jsonl_atomic
 
 #: 2020-01-01T00:00:00Z: synthetic time starts here, one round (period) per day
 EPOCH_S = 1_577_836_800

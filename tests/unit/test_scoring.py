@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from stream.metrics import (
+from stream.scoring import (
     brier,
     calibration_table,
     log_loss,
