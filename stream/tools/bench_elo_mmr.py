@@ -26,7 +26,6 @@ import orjson
 from stream.ratings.base import Belief
 from stream.ratings.elo_mmr import EloMMR, warmup
 
-DEFAULT_HISTORY = Path("/work/shared/data/codeforces/contests-2010-2020.jsonl.xz")
 ORACLE_MAX = 10_000
 
 
@@ -210,14 +209,15 @@ def run_reference_history(path: Path, system_name: Any) -> float:
 
 @click.command("elo-mmr")
 @click.option("--sizes", default="1000,10000,100000", show_default=True, help="round sizes (players)")
-@click.option("--history", "history", type=click.Path(path_type=Path), default=DEFAULT_HISTORY,
-              show_default=True, help="Codeforces contests JSONL (.xz); skipped if absent")
+@click.option("--history", "history", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="contest JSONL (.xz) of the Elo-MMR reference, e.g. path/to/contests-2010-2020.jsonl.xz; "
+                   "without it the whole-history run is skipped")
 @click.option("--reference-history/--no-reference-history", default=False, show_default=True,
               help="also time elo_mmr_py mmr-fast on the whole history (slow: ~1-2 min)")
 @click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
               help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, reference_exact: bool, peers: bool) -> None:
+def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, reference_exact: bool, peers: bool) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()
@@ -238,7 +238,7 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, reference_
             cells += [f"{oracle:>9.1f}{note:<13}", _fmt(ref, 9), _fmt(fast, 11), _fmt(ops, 15),
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))
-    if history.exists():
+    if history is not None:
         for label, runner in (("packed bytes, rate_round_packed", run_history_packed),
                               ("numpy arrays, rate_round", run_history)):
             cpu = time.process_time()
@@ -250,7 +250,7 @@ def bench_elo_mmr(sizes: str, history: Path, reference_history: bool, reference_
             for name in ("mmr-fast", "mmr") if reference_exact else ("mmr-fast",):
                 click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")
     else:
-        click.echo(f"history file {history} absent: whole-history run skipped")
+        click.echo("no --history FILE: whole-history run skipped")
 
 
 def _fmt(value: float | None, width: int, suffix: str = "") -> str:

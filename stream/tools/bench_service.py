@@ -495,7 +495,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
                    "`latency` without `singles` needs --latency-rate.")
 @click.option("--history", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Also publish this history file (any `mmr replay` input of one kind of event) into the worker "
-                   "as `mmr replay --broker` would, e.g. ../shared/data/codeforces/contests-2010-2020.jsonl.xz "
+                   "as `mmr replay --broker` would, e.g. path/to/contests-2010-2020.jsonl.xz "
                    "(stream/tools/bench_history.py).")
 @click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
 @click.option("--history-check/--no-history-check", default=True, show_default=True,

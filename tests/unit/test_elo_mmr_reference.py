@@ -18,9 +18,8 @@ from stream.ratings.elo_mmr import EloMMR, EloMMX
 
 elo_mmr_py = pytest.importorskip("elo_mmr_py", reason="elo_mmr_py (the reference) is not installed")
 
-CODEFORCES = Path(__file__).resolve().parents[3] / "shared/data/codeforces/contests-2010-2020.jsonl.xz"
-if not CODEFORCES.exists():
-    CODEFORCES = Path("/work/shared/data/codeforces/contests-2010-2020.jsonl.xz")
+# The shared data folder sits beside the repository (../shared/data); tests needing it skip without it.
+CODEFORCES = Path(__file__).resolve().parents[2].parent / "shared/data/codeforces/contests-2010-2020.jsonl.xz"
 
 Contest = dict[str, Any]
 
@@ -96,7 +95,7 @@ def test_synthetic_options_match_reference(split: bool) -> None:
 
 
 @pytest.mark.data
-@pytest.mark.skipif(not CODEFORCES.exists(), reason=f"Codeforces history absent ({CODEFORCES})")
+@pytest.mark.skipif(not CODEFORCES.exists(), reason=f"shared data absent: {CODEFORCES} (needs ../shared/data)")
 @pytest.mark.parametrize(("cls", "name"), [(EloMMR, "mmr"), (EloMMX, "mmx")])
 def test_codeforces_first_contests_match_reference(cls: type[EloMMR], name: str) -> None:
     contests = _codeforces(30)
