@@ -13,7 +13,7 @@ Measured in one run, on the same broker:
 The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
 (the test broker) fetches more slowly the more records a partition holds (a fresh topic:
 p50 2.3 ms produce→consume; the ratings partition after the batched runs, millions of
-records: p50 31 ms, p99 371 ms, BENCHMARKS.md "Service", ninth session), so run after the
+records: p50 31 ms, p99 371 ms; BENCHMARKS.md, "Service", entry 363c557), so run after the
 batched phases on the same topics it measured the broker's storage, not the service. A
 production Kafka finds an offset through its index.
 
@@ -413,8 +413,8 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 
     # The load generator's own pauses would count as the service's latency: its sends wait and
     # its receipts are stamped late. With everything the earlier phases left in this process,
-    # a full collection of Python's cyclic GC took 30-60 ms, every ~5 s of the run (fourteenth
-    # session); frozen, the collections only look at what the run itself allocates.
+    # a full collection of Python's cyclic GC took 30-60 ms, every ~5 s of the run (BENCHMARKS.md,
+    # entry 621de15); frozen, the collections only look at what the run itself allocates.
     gc.collect()
     gc.freeze()
     marks: list[asyncio.Task[dict[str, dict[str, float]]]] = []

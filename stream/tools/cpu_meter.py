@@ -3,7 +3,7 @@
 Why: on one small machine the worker shares its cores with the broker, Redis and the load
 generator, so a latency measured there says little without how busy each of them was. The
 test broker's (Tansu's in-memory storage) own CPU grows with the records its partitions hold
-(BENCHMARKS.md, "Service", thirteenth session). Reads ``/proc/<pid>/stat`` (utime + stime,
+(BENCHMARKS.md, "Service", entry 05fc931). Reads ``/proc/<pid>/stat`` (utime + stime,
 children not included) and ``/proc/stat``; where they are missing (not Linux, a process that
 is gone) the figure is left out rather than guessed.
 """
