@@ -217,7 +217,9 @@ def run_reference_history(path: Path, system_name: Any) -> float:
 @click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
               help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, reference_exact: bool, peers: bool) -> None:
+def bench_elo_mmr(
+    sizes: str, history: Path | None, reference_history: bool, reference_exact: bool, peers: bool
+) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()
