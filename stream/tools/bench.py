@@ -16,18 +16,30 @@ BENCHES: dict[str, tuple[str, str]] = {
 }
 
 
+def _load(name: str) -> click.Command:
+    module, attr = BENCHES[name]
+    cmd: click.Command = getattr(importlib.import_module(module), attr)
+    return cmd
+
+
+@click.command("all")
+def bench_all() -> None:
+    """Every benchmark with its defaults, one after the other (`make bench`)."""
+    for name in sorted(BENCHES):
+        click.echo(f"== mmr bench {name}")
+        _load(name).main([], prog_name=f"mmr bench {name}", standalone_mode=False)
+
+
 class _LazyBench(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BENCHES)
+        return ["all", *sorted(BENCHES)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in BENCHES:
-            return None
-        module, attr = BENCHES[name]
-        cmd: click.Command = getattr(importlib.import_module(module), attr)
-        return cmd
+        if name == "all":
+            return bench_all
+        return _load(name) if name in BENCHES else None
 
 
 @click.group(cls=_LazyBench)
 def bench() -> None:
-    """Benchmarks (elo-mmr, cowan, service); see BENCHMARKS.md for recorded runs."""
+    """Benchmarks (all, elo-mmr, cowan, service); see BENCHMARKS.md for recorded runs."""
