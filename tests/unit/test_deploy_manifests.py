@@ -132,6 +132,13 @@ def test_every_service_has_its_own_health_check_and_waits_for_healthy_dependenci
         assert json.dumps(services[name]["healthcheck"].get("test")) != worker_check, name
 
 
+def test_every_service_of_the_project_image_can_build_it() -> None:
+    """A service naming a local tag without ``build`` makes compose pull it from a registry."""
+    for name, svc in compose()["services"].items():
+        if str(svc.get("image", "")).startswith("mmr-stream"):
+            assert svc.get("build", {}).get("dockerfile") == "deploy/Dockerfile", name
+
+
 def test_the_worker_listens_where_its_check_and_port_mapping_look() -> None:
     worker = compose()["services"]["worker"]
     env = _env(worker)
