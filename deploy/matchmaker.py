@@ -87,12 +87,16 @@ def make_consumer(s: Settings) -> AIOKafkaConsumer:
                             auto_offset_reset="earliest", **s.aiokafka_kwargs())
 
 
+class TopicMissing(RuntimeError):
+    pass
+
+
 async def assign_all(consumer: AIOKafkaConsumer, topic: str) -> set[TopicPartition]:
     """Assign every partition of ``topic`` (again, when partitions were added); returns the new ones."""
     await consumer.topics()  # refreshes the metadata
     parts = consumer.partitions_for_topic(topic)
     if not parts:
-        raise RuntimeError(f"topic {topic!r} does not exist (the worker creates it on start)")
+        raise TopicMissing(f"topic {topic!r} does not exist (the worker creates it on start)")
     tps = {TopicPartition(topic, p) for p in parts}
     new = tps - consumer.assignment()
     if new:
@@ -120,6 +124,19 @@ async def rebuild(consumer: AIOKafkaConsumer, topic: str, table: RatingTable, he
                 table.apply_records(records)
             if heartbeat is not None:
                 heartbeat.touch()
+
+
+async def wait_for_topic(consumer: AIOKafkaConsumer, topic: str, heartbeat: Path | None) -> None:
+    """Started before any worker: wait (alive) until the topic exists."""
+    while True:
+        try:
+            await assign_all(consumer, topic)
+            return
+        except TopicMissing as exc:
+            log.info("%s; waiting", exc)
+            if heartbeat is not None:
+                heartbeat.touch()
+            await asyncio.sleep(5)
 
 
 async def poll(consumer: AIOKafkaConsumer, table: RatingTable, timeout_ms: int = 500) -> None:
@@ -182,6 +199,7 @@ async def main() -> None:
     await consumer.start()
     table = RatingTable()
     try:
+        await wait_for_topic(consumer, s.topic_ratings, heartbeat)
         started = time.monotonic()
         await rebuild(consumer, s.topic_ratings, table, heartbeat)
         log.info("rebuilt %d players in %d pools from %s in %.1f s", sum(map(len, table.pools.values())),

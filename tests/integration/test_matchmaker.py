@@ -119,5 +119,5 @@ def test_an_empty_ratings_topic_rebuilds_an_empty_table(settings: Settings) -> N
 
 
 def test_a_missing_ratings_topic_is_reported(settings: Settings) -> None:
-    with pytest.raises(RuntimeError, match="does not exist"):
+    with pytest.raises(mm.TopicMissing, match="does not exist"):
         asyncio.run(_rebuilt(replace(settings, topic_ratings=settings.topic_ratings + "-absent")))
