@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
-from service_utils import ROOT, make_settings
+from service_utils import ROOT, env_for, make_settings
 
 from stream.service.config import Settings
 from stream.service.topics import ensure_topics
@@ -121,3 +123,27 @@ def test_an_empty_ratings_topic_rebuilds_an_empty_table(settings: Settings) -> N
 def test_a_missing_ratings_topic_is_reported(settings: Settings) -> None:
     with pytest.raises(mm.TopicMissing, match="does not exist"):
         asyncio.run(_rebuilt(replace(settings, topic_ratings=settings.topic_ratings + "-absent")))
+
+
+def test_the_script_rebuilds_then_keeps_its_heartbeat_fresh(settings: Settings, tmp_path: Path) -> None:
+    """``python deploy/matchmaker.py`` as deployed: configuration from the environment."""
+    asyncio.run(_produce(settings, HISTORY))
+    beat = tmp_path / "alive"
+    log_path = tmp_path / "matchmaker.log"
+    env = env_for(settings, MMR_MATCHMAKER_HEARTBEAT=str(beat), MMR_API="http://127.0.0.1:1")
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "deploy" / "matchmaker.py")], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "rebuilt" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "rebuilt 3 players in 2 pools" in log_path.read_text(), log_path.read_text()
+        first = beat.stat().st_mtime
+        deadline = time.monotonic() + 30
+        while beat.stat().st_mtime == first and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert beat.stat().st_mtime > first and proc.poll() is None, log_path.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(10)
