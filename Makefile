@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR := build/demo
 
-.PHONY: demo test lint typecheck unit integration bench clean install
+.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q -rs tests/integration
+
+## docker-compose.yml, deploy/Dockerfile and deploy/k8s against their schemas, offline (deploy/README.md).
+validate-deploy: $(STAMP)
+	$(BIN)/ruff check deploy
+	$(BIN)/mypy deploy/matchmaker.py
+	$(BIN)/python -m pytest -q -rs tests/unit/test_deploy_manifests.py
 
 bench: $(STAMP)
 	$(BIN)/mmr bench all

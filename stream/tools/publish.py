@@ -129,19 +129,22 @@ def _collect(metas: list[Any], last: dict[tuple[str, int], int]) -> None:
         last[key] = max(last.get(key, -1), md.offset)
 
 
-def publish_history(inputs: tuple[str, ...], broker: str, *, pool: str | None = None,
+def publish_history(inputs: tuple[str, ...], broker: str | None, *, pool: str | None = None,
                     mapping: CsvMapping | None = None, skip: int = 0, rate: float = 0.0, speedup: float = 0.0,
                     batch_size: int = 4096, progress: bool = True,
                     settings: Settings | None = None) -> dict[tuple[str, int], int]:
-    """Entry point of ``mmr replay --broker`` (topic names and security from the environment)."""
+    """Entry point of ``mmr replay --broker`` (topic names and security from the environment;
+    ``broker`` None: the settings' bootstrap servers, i.e. KAFKA_BOOTSTRAP_SERVERS)."""
     from dataclasses import replace
 
     from stream.files import iter_records
 
-    s = replace(settings or from_env(), kafka_bootstrap=broker)
+    s = settings or from_env()
+    if broker is not None:
+        s = replace(s, kafka_bootstrap=broker)
     records = iter_records(inputs, pool, mapping or CsvMapping(), progress, skip)
     last = asyncio.run(publish_async(records, s, batch_size, rate, speedup))
     if progress:
-        print(f"published to {broker}: " + ", ".join(f"{t}/{p}@{o}" for (t, p), o in sorted(last.items())),
+        print(f"published to {s.kafka_bootstrap}: " + ", ".join(f"{t}/{p}@{o}" for (t, p), o in sorted(last.items())),
               file=sys.stderr)
     return last

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from stream.cli import parse_params
 from stream.events.inputs import CsvMapping, InputError
@@ -23,6 +24,36 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
         )
 
 
+#: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
+BROKER_FROM_ENV = "\0from-env"
+EMBEDDED_ONLY = ("system", "params", "out", "top")
+BROKER_ONLY = ("rate", "speedup")
+
+
+def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -> None:
+    """Refuse options that the chosen mode would ignore (``--broker`` or in-process)."""
+
+    def given(names: tuple[str, ...]) -> list[str]:
+        opts = {p.name: p.opts[0] for p in ctx.command.params}
+        return [opts[n] for n in names if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT)]
+
+    if broker is None:
+        if stray := given(BROKER_ONLY):
+            raise click.UsageError(f"{', '.join(stray)} applies only with --broker")
+        return
+    if broker == "":
+        raise click.BadParameter("empty; give BOOTSTRAP, or --broker alone for KAFKA_BOOTSTRAP_SERVERS",
+                                 param_hint="--broker")
+    if broker != BROKER_FROM_ENV and Path(broker).is_file():
+        raise click.BadParameter(f"{broker!r} is a file, not a bootstrap address: put the inputs before --broker "
+                                 "or write --broker=BOOTSTRAP", param_hint="--broker")
+    if embedded:
+        raise click.UsageError("choose --embedded or --broker, not both")
+    if stray := given(EMBEDDED_ONLY):
+        raise click.UsageError(f"{', '.join(stray)} does not apply with --broker: the worker's configuration "
+                               "chooses each pool's system, and its ratings are read with `mmr export`")
+
+
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--system", default="elo-mmr", show_default=True, help="Rating system name.")
@@ -33,7 +64,14 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
 @click.option("--top", type=int, default=0, help="Embedded: print the top-N leaderboard.")
 @click.option("--batch-size", type=int, default=4096, show_default=True, help="Matches per batch.")
 @click.option("--skip", type=int, default=0, help="Skip the first K events (resume a replay).")
-@click.option("--broker", default=None, metavar="BOOTSTRAP", help="Publish to the service's topics instead.")
+@click.option(
+    "--broker",
+    is_flag=False,
+    flag_value=BROKER_FROM_ENV,
+    default=None,
+    metavar="[BOOTSTRAP]",
+    help="Publish to the service's topics instead: to BOOTSTRAP, or to KAFKA_BOOTSTRAP_SERVERS without a value.",
+)
 @click.option("--rate", type=float, default=0.0, help="Broker: events per second (0 = as fast as possible).")
 @click.option("--speedup", type=float, default=0.0, help="Broker: time compression factor on event times.")
 @click.option(
@@ -43,7 +81,9 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
     help="CSV input: A,B,A score,B score,time columns.",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@click.pass_context
 def replay(
+    ctx: click.Context,
     inputs: tuple[str, ...],
     system: str,
     params: tuple[str, ...],
@@ -62,7 +102,10 @@ def replay(
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
     With --embedded the service's pipeline runs in-process and --out gets the final
-    rating of every player; with --broker the events are published to the service.
+    rating of every player; with --broker the events are published to the service
+    (``--broker`` alone: to KAFKA_BOOTSTRAP_SERVERS). Options of the other mode are
+    refused: --system, --param, --out and --top apply in-process only (the worker's
+    configuration chooses each pool's system), --rate and --speedup only to publishing.
 
     Bad input (malformed or invalid record) stops the replay with exit status 2, a
     message naming the file and line, and no output file. With --embedded, a round
@@ -77,17 +120,14 @@ def replay(
     if len(cols) != 5:
         raise click.BadParameter("needs five column names", param_hint="--csv-columns")
     mapping = CsvMapping(*cols)
-    if broker and embedded:
-        raise click.UsageError("choose --embedded or --broker, not both")
-    if not broker and not embedded:
-        embedded = True
+    check_mode_options(ctx, broker, embedded)
     try:
-        if broker:
+        if broker is not None:
             from stream.tools.publish import publish_history
 
             publish_history(
                 inputs,
-                broker,
+                None if broker == BROKER_FROM_ENV else broker,
                 pool=pool,
                 mapping=mapping,
                 skip=skip,
