@@ -14,8 +14,8 @@ import click
 import orjson
 from tqdm import tqdm
 
-from stream.cli import parse_params
 from stream.events.inputs import CsvMapping, InputError, read_records
+from stream.params import parse_params
 from stream.ratings.base import RatingError
 
 
