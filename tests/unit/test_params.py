@@ -25,7 +25,7 @@ BAD = [
 def test_parameters_that_cannot_rate_are_refused_by_name(system: str, params: dict[str, str]) -> None:
     with pytest.raises(RatingError) as err:
         make_system(system, params)
-    if system not in ("cowan", "elo-mmr"):  # those two keep their own (older) messages
+    if system not in ("cowan", "elo-mmr"):  # those two word their refusals their own way
         assert f"{next(iter(params))}=" in str(err.value)
 
 
