@@ -265,7 +265,7 @@ def warn_unknown(env: Mapping[str, str] | None = None) -> list[str]:
         if name in _reported:
             continue
         _reported.add(name)
-        close = difflib.get_close_matches(name, sorted(known), n=1)
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
         log.warning("%s is not a setting of mmr-stream and is ignored%s (see docs/service.md)", name, hint)
     return unknown
