@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR := build/demo
 
-.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy
+.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy wheel constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,5 +46,16 @@ validate-deploy: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/mmr bench all
 
+## The wheel (schemas included as package data) in dist/.
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
+
+## Pin the versions of the current .venv (after changing dependencies in pyproject.toml).
+constraints: $(STAMP)
+	{ echo "# Versions the project is tested with (pip constraints: pins only what a requirement asks for)."; \
+	  echo "# make install and deploy/Dockerfile install with -c constraints.txt. Regenerate after changing"; \
+	  echo "# dependencies: make constraints"; \
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+
 clean:
-	rm -rf build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,8 @@ import re
 import sys
 from pathlib import Path
 
+from stream.config import engine_settings
+
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -60,7 +62,7 @@ def configure() -> None:
     compile do not pay for importing it here) and child processes inherit; numba's config
     too if it is imported already. Leaves numba's own choice (``__pycache__`` beside each
     module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
-    if os.environ.get("MMR_NUMBA_CACHE", "1") == "0":
+    if not engine_settings().numba_cache:
         return
     target = cache_dir()
     try:

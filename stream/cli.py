@@ -1,5 +1,6 @@
 """``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
-and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust)."""
+and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust).
+``mmr --version`` is the installed package's version (its metadata)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import importlib
 from typing import Any
 
 import click
+
+from stream.config import SettingError
+from stream.params import ParamError
 
 #: subcommand -> ("module", "attribute"); the attribute is a click command
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -19,6 +23,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "worker": ("stream.service.worker", "worker", "Run the streaming service (Faust worker)."),
     "export": ("stream.service.export", "export", "Write the ratings held in Redis as JSONL."),
 }
+
+
+class ConfigurationError(click.ClickException):
+    """A setting of the environment that cannot be used: a message, no traceback."""
+
+    exit_code = 2
 
 
 class LazyGroup(click.Group):
@@ -37,22 +47,23 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; bad parameters and settings end it as usage errors (exit 2)."""
+        from stream.service.config import warn_unknown
+
+        warn_unknown()
+        try:
+            return super().invoke(ctx)
+        except ParamError as exc:
+            raise click.BadParameter(exc.reason, param_hint=exc.source) from None
+        except SettingError as exc:
+            raise ConfigurationError(str(exc)) from None
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mmr-stream")
 def main() -> None:
     """mmr-stream: streaming skill ratings (Elo-MMR, Cowan, baselines) on Kafka + Redis."""
-
-
-def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``--param KEY=VALUE`` pairs → dict (values stay strings; systems parse them)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
-        out[key.strip()] = value
-    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Schema validation and decoding of incoming events.
 
-The JSON Schemas in ``schemas/`` are the wire contract; they are compiled once
+The JSON Schemas in ``stream/schemas/`` (package data; ``schemas/`` at the top of the
+repository points there) are the wire contract; they are compiled once
 (fastjsonschema generates Python code per schema, ~10x faster than interpreting) and
 every event, from a file or from Kafka, goes through ``decode_event``. Rules a schema
 cannot express (a player twice in one round, a player playing themself) are checked
@@ -10,11 +11,10 @@ here too, so a bad event is rejected *before* anything is applied.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from functools import cache
+from importlib import resources
 from operator import eq, itemgetter
-from pathlib import Path
 from typing import Any
 
 import fastjsonschema
@@ -40,19 +40,17 @@ class InvalidEvent(ValueError):
         super().__init__(f"event {event_id}: {reason}" if event_id else reason)
 
 
-def schema_dir() -> Path:
-    """``schemas/`` of the source tree (editable install), or ``MMR_SCHEMA_DIR``."""
-    env = os.environ.get("MMR_SCHEMA_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "schemas"
+def schema(event_type: str) -> dict[str, Any]:
+    """The JSON Schema of one event type, read from the installed package."""
+    text = resources.files("stream").joinpath("schemas", f"{event_type}.json").read_bytes()
+    loaded: dict[str, Any] = orjson.loads(text)
+    return loaded
 
 
 @cache
 def validator(event_type: str) -> Callable[[Any], Any]:
     """The compiled validator of one event type."""
-    path = schema_dir() / f"{event_type}.json"
-    return fastjsonschema.compile(orjson.loads(path.read_bytes()))
+    return fastjsonschema.compile(schema(event_type))
 
 
 def parse_json(raw: bytes | str) -> dict[str, Any]:

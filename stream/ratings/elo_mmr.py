@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -73,6 +72,7 @@ from typing import Any, ClassVar
 import numba
 import numpy as np
 
+from stream.config import engine_settings
 from stream.ratings import _elo_mmr_kernels as K
 from stream.ratings.base import (
     Belief,
@@ -92,7 +92,7 @@ HEADER = K.HEADER
 #: Measured on the shared 2-core box: with other jobs running, numba's workqueue pool
 #: made the Codeforces history 1.8× slower in wall time and used 1.8× the CPU (a
 #: descheduled worker stalls every parallel loop), so only very large rounds use it.
-PARALLEL_MIN_PLAYERS = int(os.environ.get("MMR_ELO_PARALLEL_MIN", "20000"))
+PARALLEL_MIN_PLAYERS = engine_settings().elo_parallel_min
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
 

@@ -22,7 +22,6 @@ import asyncio
 import logging
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +56,6 @@ class Service:
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per input partition
     started: float = field(default_factory=time.time)
     batches_done: int = 0
-    crash_after: int = field(default_factory=lambda: int(os.environ.get("MMR_FAULT_CRASH_AFTER_BATCHES", "0")))
     _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
@@ -150,8 +148,8 @@ class Service:
             done_at = time.perf_counter()
             self.metrics.stage.labels("rated").observe(done_at - started)
             self.batches_done += 1
-            if self.crash_after and self.batches_done >= self.crash_after:
-                # fault injection (MMR_FAULT_CRASH_AFTER_BATCHES, tests only): die after the Redis
+            if 0 < self.settings.test_fault_crash_after_batches <= self.batches_done:
+                # fault injection (MMR_TEST_FAULT_CRASH_AFTER_BATCHES): die after the Redis
                 # commit and before publishing/acking -- the worst moment for effectively-once
                 os.kill(os.getpid(), signal.SIGKILL)
             if prev is not None:
@@ -221,12 +219,13 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
         web_enabled=False,  # our own aiohttp server (stream.service.http)
         stream_wait_empty=False,
         # Faust wants a data directory even with memory:// stores; keep it out of the cwd
-        datadir=os.environ.get("MMR_DATA_DIR") or os.path.join(tempfile.gettempdir(), f"mmr-faust-{s.app_id}"),
+        datadir=s.faust_state_dir(),
     )
     ctx = s.ssl_context()
     if "SASL" in s.security_protocol.upper():
         kw["broker_credentials"] = faust.SASLCredentials(
-            username=s.sasl_username, password=s.sasl_password, ssl_context=ctx, mechanism=s.sasl_mechanism)
+            username=s.sasl_username, password=s.sasl_password.get_secret_value(), ssl_context=ctx,
+            mechanism=s.sasl_mechanism)
     elif ctx is not None:
         kw["broker_credentials"] = faust.SSLCredentials(ctx)
     return kw

@@ -1,24 +1,47 @@
 """Service configuration: environment variables (12-factor) plus an optional pools file.
 
-Everything the worker, the publisher, the exporter and the benchmark need is read here,
-once, into a frozen dataclass, so tests can build a configuration without touching
-``os.environ`` and docs/service.md has one place to stay in sync with.
+Everything the worker, the publisher, the exporter and the benchmarks need is a field of
+``Settings``, declared once together with the variable it is read from and parsed by the
+grammar of ``stream.config``. Tests and tools build Settings in code (``Settings(...)``,
+``settings.with_(...)``) without touching ``os.environ``; docs/service.md documents each
+variable.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import ssl
+import tempfile
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
 
+from stream.config import EngineSettings, Secret, SettingError, check_fields, env_names, load, setting
+from stream.params import ParamError, parse_param_list
+
+log = logging.getLogger(__name__)
+
+#: the Redis database of the benchmarks unless REDIS_URL names one (keeps them off the service's)
+BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
 DEFAULT_ROUNDS_SYSTEM = "elo-mmr"
 DEFAULT_MATCHES_SYSTEM = "cowan"
-DEDUP_MODES = ("ids", "offsets")
+
+DedupMode = Literal["ids", "offsets"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+DEDUP_MODES: tuple[str, ...] = get_args(DedupMode)
+
+#: variables ``from_env`` reads beyond the fields' own: they fill several fields or a dict
+COMPOSITE_NAMES = ("MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE")
+#: ``MMR_*`` variables read outside the package: the test harness (tests/conftest.py) and
+#: the example matchmaker (deploy/matchmaker.py)
+OUTSIDE_NAMES = ("MMR_TEST_REDIS_DB", "MMR_API")
 
 
 @dataclass(frozen=True)
@@ -29,89 +52,106 @@ class PoolConfig:
 
 @dataclass(frozen=True)
 class Settings:
-    kafka_bootstrap: str = "127.0.0.1:9092"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    app_id: str = "mmr-stream"
-    topic_matches: str = "mmr-matches"
-    topic_rounds: str = "mmr-rounds"
-    topic_results: str = "mmr-round-results"
-    topic_ratings: str = "mmr-ratings"
-    topic_dead: str = "mmr-dead-letters"
-    partitions: int = 4
-    replication: int = 1
-    key_prefix: str = "mmr"
-    take_max: int = 4096  # messages per take batch
-    take_within: float = 0.02  # seconds a take batch waits for more messages
-    max_inflight: int = 16384  # messages taken but not yet acked (back-pressure of the batch pipeline)
-    max_inflight_bytes: int = 4 << 20  # ... and their bytes (see stream.service.pipeline)
-    max_merge_bytes: int = 2 << 20  # queued take batches are merged up to this many input bytes
-    #: distinct players of one Redis step: a batch touching more is applied as several steps
-    #: (stream.service.processor._steps); 0: no limit
-    max_step_players: int = 50_000
-    belief_cache_mb: int = 256  # worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
+    kafka_bootstrap: str = setting("127.0.0.1:9092", "KAFKA_BOOTSTRAP_SERVERS")
+    redis_url: str = setting("redis://127.0.0.1:6379/0", "REDIS_URL")
+    app_id: str = setting("mmr-stream", "MMR_APP_ID")
+    topic_matches: str = setting("mmr-matches", "MMR_TOPIC_MATCHES")
+    topic_rounds: str = setting("mmr-rounds", "MMR_TOPIC_ROUNDS")
+    topic_results: str = setting("mmr-round-results", "MMR_TOPIC_ROUND_RESULTS")
+    topic_ratings: str = setting("mmr-ratings", "MMR_TOPIC_RATINGS")
+    topic_dead: str = setting("mmr-dead-letters", "MMR_TOPIC_DEAD_LETTERS")
+    partitions: int = setting(4, "MMR_PARTITIONS")
+    replication: int = setting(1, "MMR_REPLICATION")
+    key_prefix: str = setting("mmr", "MMR_KEY_PREFIX")
+    #: messages per take batch
+    take_max: int = setting(4096, "MMR_TAKE_MAX")
+    #: seconds a take batch waits for more messages
+    take_within: float = setting(0.02, "MMR_TAKE_WITHIN")
+    #: messages taken but not yet acked (back-pressure of the batch pipeline) ...
+    max_inflight: int = setting(16384, "MMR_MAX_INFLIGHT")
+    #: ... and their bytes (see stream.service.pipeline)
+    max_inflight_bytes: int = setting(4 << 20, "MMR_MAX_INFLIGHT_BYTES")
+    #: queued take batches are merged up to this many input bytes
+    max_merge_bytes: int = setting(2 << 20, "MMR_MAX_MERGE_BYTES")
+    #: distinct players of one Redis step: a batch touching more is applied as several steps; 0: no limit
+    max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
+    #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
+    belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
     #: 16 KiB by default). aiokafka keeps one batch per partition waiting and sends one request
-    #: per broker at a time, so 16 KiB (~80 ratings) per partition per round trip capped the
-    #: worker near 16k ratings/s on Tansu. Keep it below the broker's ``message.max.bytes``
-    producer_batch_bytes: int = 256 * 1024
-    fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
+    #: per broker at a time, so the batch size bounds the ratings published per round trip.
+    #: Keep it below the broker's ``message.max.bytes``
+    producer_batch_bytes: int = setting(256 * 1024, "MMR_PRODUCER_BATCH_BYTES")
+    #: consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
+    fetch_max_wait_ms: int = setting(10, "MMR_FETCH_MAX_WAIT_MS")
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
-    inline_delivery: bool = True
+    inline_delivery: bool = setting(True, "MMR_INLINE_DELIVERY")
     #: hand the input topics' records to the agent as one event per batch instead of one per
     #: record (stream.service.delivery); off: Faust's per-event stream and ``take_events``
-    batch_delivery: bool = True
+    batch_delivery: bool = setting(True, "MMR_BATCH_DELIVERY")
     #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
-    faust_monitor: bool = False
-    numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
+    faust_monitor: bool = setting(False, "MMR_FAUST_MONITOR")
+    #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
+    numba_threads: int = setting(0, "MMR_NUMBA_THREADS")
     #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
     #: default of 5). See ``stream.service.worker.tune_gil``
-    gil_switch_ms: float = 1.0
-    round_timeout_s: float = 300.0  # round_result assembly timeout
-    max_participants: int = 100_000
+    gil_switch_ms: float = setting(1.0, "MMR_GIL_SWITCH_MS")
+    #: seconds a round assembled from round_result events may stay incomplete
+    round_timeout_s: float = setting(300.0, "MMR_ROUND_TIMEOUT")
+    max_participants: int = setting(100_000, "MMR_MAX_PARTICIPANTS")
     #: how re-delivered matches are recognised: "ids" (every event id is recorded; also catches a
     #: producer that sends an event twice) or "offsets" (the pool's highest applied offset per
-    #: topic/partition; bounded state and ~1.3 µs less Redis CPU per match, but an event sent twice
+    #: topic/partition; bounded state and less Redis CPU per match, but an event sent twice
     #: at two offsets is applied twice). Rounds and round results are always recognised by id.
-    dedup: str = "ids"
+    dedup: DedupMode = setting("ids", "MMR_DEDUP")
     #: bound of a pool's recorded event ids (``:ids`` kept in two generations of this many; see
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
-    seen_max_ids: int = 0
-    #: rate a match-only batch while the previous batch's Redis commit is in flight (from the
-    #: beliefs that commit writes; recomputed when it does not land as computed). Opt-in: on
-    #: this machine it made the worker slower, because batches merge less (see
-    #: stream.service.processor, "Overlapped commits", and BENCHMARKS.md).
-    overlap_commits: bool = False
-    http_host: str = "0.0.0.0"
-    http_port: int = 6066  # 0 disables the HTTP server
-    rounds_system: str = DEFAULT_ROUNDS_SYSTEM
-    matches_system: str = DEFAULT_MATCHES_SYSTEM
+    seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
+    #: the worker's HTTP API; port 0: any free port (the log says which)
+    http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
+    http_port: int = setting(0, "MMR_HTTP_PORT")
+    rounds_system: str = setting(DEFAULT_ROUNDS_SYSTEM, "MMR_ROUNDS_SYSTEM")
+    matches_system: str = setting(DEFAULT_MATCHES_SYSTEM, "MMR_MATCHES_SYSTEM")
+    #: parameters of the default system (``MMR_PARAMS``, see ``from_env``)
     default_params: dict[str, Any] = field(default_factory=dict)
+    #: per-pool systems (``MMR_POOLS_FILE``, see ``load_pools``)
     pools: dict[str, PoolConfig] = field(default_factory=dict)
-    # Kafka security
-    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
-    sasl_mechanism: str = "PLAIN"  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
-    sasl_username: str = ""
-    sasl_password: str = ""
-    ssl_cafile: str = ""
-    ssl_certfile: str = ""
-    ssl_keyfile: str = ""
-    # Redis security (also possible in REDIS_URL: rediss://user:pass@host)
-    redis_username: str = ""
-    redis_password: str = ""
-    redis_ca_certs: str = ""
-    log_level: str = "info"
+    security_protocol: SecurityProtocol = setting("PLAINTEXT", "MMR_KAFKA_SECURITY_PROTOCOL")
+    sasl_mechanism: SaslMechanism = setting("PLAIN", "MMR_KAFKA_SASL_MECHANISM")
+    sasl_username: str = setting("", "MMR_KAFKA_SASL_USERNAME")
+    sasl_password: Secret = setting(Secret(), "MMR_KAFKA_SASL_PASSWORD")
+    ssl_cafile: str = setting("", "MMR_KAFKA_SSL_CAFILE")
+    ssl_certfile: str = setting("", "MMR_KAFKA_SSL_CERTFILE")
+    ssl_keyfile: str = setting("", "MMR_KAFKA_SSL_KEYFILE")
+    #: Redis credentials (also possible in REDIS_URL: rediss://user:pass@host)
+    redis_username: str = setting("", "MMR_REDIS_USERNAME")
+    redis_password: Secret = setting(Secret(), "MMR_REDIS_PASSWORD")
+    redis_ca_certs: str = setting("", "MMR_REDIS_CA_CERTS")
+    log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
+    #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
+    state_dir: str = setting("", "MMR_STATE_DIR")
+    #: tests only: the worker SIGKILLs itself after this many Redis commits, before publishing
+    test_fault_crash_after_batches: int = setting(0, "MMR_TEST_FAULT_CRASH_AFTER_BATCHES")
 
     def __post_init__(self) -> None:
-        if self.dedup not in DEDUP_MODES:
-            raise ValueError(f"MMR_DEDUP={self.dedup!r}: expected one of {', '.join(DEDUP_MODES)}")
-        if self.seen_max_ids < 0:
-            raise ValueError(f"MMR_SEEN_MAX_IDS={self.seen_max_ids}: expected 0 (unbounded) or a positive count")
-        if self.max_step_players < 0:
-            raise ValueError(f"MMR_MAX_STEP_PLAYERS={self.max_step_players}: expected 0 (no limit) or a positive count")
+        check_fields(self)
+        for name, value in (("MMR_SEEN_MAX_IDS", self.seen_max_ids), ("MMR_MAX_STEP_PLAYERS", self.max_step_players)):
+            if value < 0:
+                raise SettingError(f"{name}={value}: expected 0 (no limit) or a positive count")
         if not 0 <= self.gil_switch_ms < 1000:
-            raise ValueError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
-                             "number of milliseconds below 1000")
+            raise SettingError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
+                               "number of milliseconds below 1000")
+        if not 0 <= self.http_port <= 65535:
+            raise SettingError(f"MMR_HTTP_PORT={self.http_port}: expected 0 (any free port) to 65535")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "redis_url")
+        return f"Settings(redis_url={_without_password(self.redis_url)!r}, {shown})"
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with ``changes``, checked as a new Settings is."""
+        return replace(self, **changes)
 
     def with_default_system(self, name: str | None, params: Mapping[str, Any] | None) -> Settings:
         """``mmr worker --system/--param``: the default for every pool without its own config."""
@@ -121,7 +161,7 @@ class Settings:
             self,
             rounds_system=name or self.rounds_system,
             matches_system=name or self.matches_system,
-            default_params=dict(params or {}) if name or params else self.default_params,
+            default_params=dict(params or {}),
         )
 
     def system_for(self, pool: str, kind: str) -> PoolConfig:
@@ -135,9 +175,26 @@ class Settings:
     def input_topics(self) -> tuple[str, str, str]:
         return self.topic_matches, self.topic_rounds, self.topic_results
 
+    def faust_state_dir(self) -> str:
+        return self.state_dir or os.path.join(tempfile.gettempdir(), f"mmr-faust-{self.app_id}")
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that make ``from_env`` build these settings (for a worker subprocess).
+
+        ``pools`` has no variable of its own (``MMR_POOLS_FILE`` names a file): write one."""
+        env: dict[str, str] = {}
+        for attr, name in env_names(Settings).items():
+            value = getattr(self, attr)
+            if isinstance(value, Secret):
+                value = value.get_secret_value()
+            env[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        if self.default_params:
+            env["MMR_PARAMS"] = ",".join(f"{k}={v}" for k, v in self.default_params.items())
+        return env
+
     # --- client arguments --------------------------------------------------------------
     def ssl_context(self) -> ssl.SSLContext | None:
-        if "SSL" not in self.security_protocol.upper():
+        if "SSL" not in self.security_protocol:
             return None
         ctx = ssl.create_default_context(cafile=self.ssl_cafile or None)
         if self.ssl_certfile:
@@ -146,13 +203,13 @@ class Settings:
 
     def aiokafka_kwargs(self) -> dict[str, Any]:
         """Security arguments for aiokafka producers/consumers/admin clients."""
-        kw: dict[str, Any] = {"security_protocol": self.security_protocol.upper()}
+        kw: dict[str, Any] = {"security_protocol": self.security_protocol}
         ctx = self.ssl_context()
         if ctx is not None:
             kw["ssl_context"] = ctx
-        if "SASL" in kw["security_protocol"]:
+        if "SASL" in self.security_protocol:
             kw.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
-                      sasl_plain_password=self.sasl_password)
+                      sasl_plain_password=self.sasl_password.get_secret_value())
         return kw
 
     def redis_kwargs(self) -> dict[str, Any]:
@@ -160,10 +217,19 @@ class Settings:
         if self.redis_username:
             kw["username"] = self.redis_username
         if self.redis_password:
-            kw["password"] = self.redis_password
+            kw["password"] = self.redis_password.get_secret_value()
         if self.redis_ca_certs:
             kw["ssl_ca_certs"] = self.redis_ca_certs
         return kw
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    return urlunsplit(parts._replace(netloc=f"{user}**********@{parts.hostname}"
+                                            + (f":{parts.port}" if parts.port else "")))
 
 
 def load_pools(path: str | Path) -> dict[str, PoolConfig]:
@@ -174,77 +240,53 @@ def load_pools(path: str | Path) -> dict[str, PoolConfig]:
     out: dict[str, PoolConfig] = {}
     for name, cfg in pools.items():
         if not isinstance(cfg, dict) or "system" not in cfg:
-            raise ValueError(f"{path}: pool {name!r} needs a 'system'")
+            raise SettingError(f"{path}: pool {name!r} needs a 'system'")
         out[str(name)] = PoolConfig(str(cfg["system"]), dict(cfg.get("params", {})))
     return out
 
 
-def from_env(env: Mapping[str, str] | None = None) -> Settings:
-    """Settings from ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MMR_*`` (see docs/service.md)."""
-    e = dict(os.environ if env is None else env)
+def known_names() -> set[str]:
+    """Every ``MMR_*`` (and other) variable the package or its harness reads."""
+    return {*env_names(Settings).values(), *env_names(EngineSettings).values(), *COMPOSITE_NAMES, *OUTSIDE_NAMES}
 
-    def get(name: str, default: Any) -> Any:
-        raw = e.get(name)
-        if raw is None or raw == "":
-            return default
-        if default is None:
-            return raw
-        return type(default)(raw) if not isinstance(default, bool) else raw.lower() in ("1", "true", "yes")
 
-    s = Settings()
-    default_params: dict[str, Any] = {}
-    raw_params = e.get("MMR_PARAMS", "")
-    for pair in filter(None, (x.strip() for x in raw_params.split(","))):
-        k, _, v = pair.partition("=")
-        default_params[k.strip()] = v.strip()
-    pools_file = e.get("MMR_POOLS_FILE", "")
-    return Settings(
-        kafka_bootstrap=get("KAFKA_BOOTSTRAP_SERVERS", s.kafka_bootstrap),
-        redis_url=get("REDIS_URL", s.redis_url),
-        app_id=get("MMR_APP_ID", s.app_id),
-        topic_matches=get("MMR_TOPIC_MATCHES", s.topic_matches),
-        topic_rounds=get("MMR_TOPIC_ROUNDS", s.topic_rounds),
-        topic_results=get("MMR_TOPIC_ROUND_RESULTS", s.topic_results),
-        topic_ratings=get("MMR_TOPIC_RATINGS", s.topic_ratings),
-        topic_dead=get("MMR_TOPIC_DEAD_LETTERS", s.topic_dead),
-        partitions=get("MMR_PARTITIONS", s.partitions),
-        replication=get("MMR_REPLICATION", s.replication),
-        key_prefix=get("MMR_KEY_PREFIX", s.key_prefix),
-        take_max=get("MMR_TAKE_MAX", s.take_max),
-        take_within=get("MMR_TAKE_WITHIN", s.take_within),
-        max_inflight=get("MMR_MAX_INFLIGHT", s.max_inflight),
-        max_inflight_bytes=get("MMR_MAX_INFLIGHT_BYTES", s.max_inflight_bytes),
-        max_merge_bytes=get("MMR_MAX_MERGE_BYTES", s.max_merge_bytes),
-        max_step_players=get("MMR_MAX_STEP_PLAYERS", s.max_step_players),
-        belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
-        fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
-        producer_batch_bytes=get("MMR_PRODUCER_BATCH_BYTES", s.producer_batch_bytes),
-        inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
-        faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
-        batch_delivery=get("MMR_BATCH_DELIVERY", s.batch_delivery),
-        numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
-        gil_switch_ms=get("MMR_GIL_SWITCH_MS", s.gil_switch_ms),
-        round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
-        max_participants=get("MMR_MAX_PARTICIPANTS", s.max_participants),
-        dedup=get("MMR_DEDUP", s.dedup),
-        seen_max_ids=get("MMR_SEEN_MAX_IDS", s.seen_max_ids),
-        overlap_commits=get("MMR_OVERLAP_COMMITS", s.overlap_commits),
-        http_host=get("MMR_HTTP_HOST", s.http_host),
-        http_port=get("MMR_HTTP_PORT", s.http_port),
-        rounds_system=get("MMR_SYSTEM", None) or get("MMR_ROUNDS_SYSTEM", s.rounds_system),
-        matches_system=get("MMR_SYSTEM", None) or get("MMR_MATCHES_SYSTEM", s.matches_system),
-        default_params=default_params,
-        pools=load_pools(pools_file) if pools_file else {},
-        security_protocol=get("MMR_KAFKA_SECURITY_PROTOCOL", s.security_protocol),
-        sasl_mechanism=get("MMR_KAFKA_SASL_MECHANISM", s.sasl_mechanism),
-        sasl_username=get("MMR_KAFKA_SASL_USERNAME", s.sasl_username),
-        sasl_password=get("MMR_KAFKA_SASL_PASSWORD", s.sasl_password),
-        ssl_cafile=get("MMR_KAFKA_SSL_CAFILE", s.ssl_cafile),
-        ssl_certfile=get("MMR_KAFKA_SSL_CERTFILE", s.ssl_certfile),
-        ssl_keyfile=get("MMR_KAFKA_SSL_KEYFILE", s.ssl_keyfile),
-        redis_username=get("MMR_REDIS_USERNAME", s.redis_username),
-        redis_password=get("MMR_REDIS_PASSWORD", s.redis_password),
-        redis_ca_certs=get("MMR_REDIS_CA_CERTS", s.redis_ca_certs),
-        log_level=get("MMR_LOG_LEVEL", s.log_level),
-    )
+_reported: set[str] = set()
 
+
+def warn_unknown(env: Mapping[str, str] | None = None) -> list[str]:
+    """Log a warning for each ``MMR_*`` variable that no setting reads (once per process).
+
+    A misspelt name would otherwise be ignored in silence; returns the unknown names."""
+    import difflib
+
+    known = known_names()
+    unknown = sorted(n for n in (os.environ if env is None else env) if n.startswith("MMR_") and n not in known)
+    for name in unknown:
+        if name in _reported:
+            continue
+        _reported.add(name)
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        log.warning("%s is not a setting of mmr-stream and is ignored%s (see docs/service.md)", name, hint)
+    return unknown
+
+
+def from_env(env: Mapping[str, str] | None = None, **defaults: Any) -> Settings:
+    """Settings from ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MMR_*`` (see docs/service.md).
+
+    ``defaults`` replace the built-in default of a setting whose variable is not set (a
+    benchmark's own Redis database, say)."""
+    e = os.environ if env is None else env
+    warn_unknown(e)
+    values = {**defaults, **load(Settings, e)}
+    system = e.get("MMR_SYSTEM", "").strip()
+    if system:
+        values["rounds_system"] = values["matches_system"] = system
+    try:
+        if e.get("MMR_PARAMS", "").strip():
+            values["default_params"] = parse_param_list(e["MMR_PARAMS"])
+    except ParamError as exc:
+        raise SettingError(str(exc)) from None
+    if e.get("MMR_POOLS_FILE", "").strip():
+        values["pools"] = load_pools(e["MMR_POOLS_FILE"].strip())
+    return Settings(**values)

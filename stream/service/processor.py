@@ -346,8 +346,6 @@ class Processor:
             ahead = None
             try:
                 plan = self._plan(msgs)
-                if self.settings.overlap_commits:
-                    ahead = await self._speculate(plan)
             except Exception:
                 if not safe:
                     raise

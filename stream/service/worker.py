@@ -17,9 +17,9 @@ import sys
 import click
 import numpy as np
 
-from stream.cli import parse_params
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
+from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env

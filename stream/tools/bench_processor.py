@@ -1,8 +1,8 @@
 """The worker's processor alone: real Redis, no broker (``python -m stream.tools.bench_processor``).
 
 The worker's processor on pre-built input messages in take batches (started one after the
-other as the worker's pipeline does; with ``MMR_OVERLAP_COMMITS=1`` a batch's commit overlaps
-the next one's rating; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus
+other as the worker's pipeline does; the worker's settings apply, ``MMR_SEEN_MAX_IDS`` bounding
+the recorded ids as in the worker), plus
 the serialisation the publisher does per rating; prints results/s. Shows the pipeline's own
 cost without Faust and Tansu (see BENCHMARKS.md,
 "Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
@@ -22,19 +22,17 @@ as in a large live pool.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sys
 import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from stream.service.config import PoolConfig, Settings
+from stream.service.config import BENCH_REDIS_URL, PoolConfig, from_env
 from stream.service.metrics import Metrics
 from stream.service.processor import Message, Processor, rating_key
 from stream.state.redis_store import RedisStore
@@ -59,10 +57,9 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     The CPU times are what to compare on a shared, noisy machine: stolen time and other
     tenants move the wall clock by ±30 % between identical runs, the CPU spent much less."""
     tag = uuid.uuid4().hex[:6]
-    s = replace(Settings(), redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
-                dedup=dedup, overlap_commits=os.environ.get("MMR_OVERLAP_COMMITS", "0") == "1")
-    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix,
-                                seen_max_ids=int(os.environ.get("MMR_SEEN_MAX_IDS", "0")))
+    s = from_env().with_(redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
+                         dedup=dedup)
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids)
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
     if kind == "single":
@@ -109,7 +106,7 @@ def main() -> None:
     kind, system, n, take = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     dedup = sys.argv[5] if len(sys.argv) > 5 else "ids"
     players = int(sys.argv[6]) if len(sys.argv) > 6 else 10_000
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
+    url = from_env(redis_url=BENCH_REDIS_URL).redis_url
     rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup, players))
     print(f"{kind} {system} n={n} take={take} dedup={dedup} players={players:,}: {rate:,.0f} results/s; "
           f"CPU per result: {cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis")

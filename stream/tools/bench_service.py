@@ -52,7 +52,7 @@ from typing import Any
 import click
 import orjson
 
-from stream.service.config import Settings, from_env
+from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools.bench_history import POOL, compare_with_embedded, history_messages, slowest_command_ms
 from stream.tools.cpu_meter import CpuMeter
 
@@ -524,11 +524,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
         _wait_port(bport)
         broker = f"127.0.0.1:{bport}"
     tag = uuid.uuid4().hex[:6]
-    s = replace(from_env(), kafka_bootstrap=broker,
-                redis_url=redis_url or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14"),
-                app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
-                topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
-                topic_dead=f"b{tag}-dead", partitions=1, dedup=dedup)
+    base = from_env(redis_url=BENCH_REDIS_URL)
+    s = base.with_(kafka_bootstrap=broker, redis_url=redis_url or base.redis_url,
+                   app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
+                   topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
+                   topic_dead=f"b{tag}-dead", partitions=1, dedup=dedup)
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,

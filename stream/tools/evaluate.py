@@ -30,11 +30,11 @@ from typing import Any
 import click
 import numpy as np
 
-from stream.cli import parse_params
 from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
+from stream.params import parse_params
 from stream.ratings import make_system
 from stream.ratings.base import Belief, RatingError, RatingSystem
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations

@@ -9,9 +9,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from stream.cli import parse_params
 from stream.events.inputs import CsvMapping, InputError
 from stream.files import iter_records, write_jsonl_atomic
+from stream.params import parse_params
 from stream.ratings.base import RatingError
 
 

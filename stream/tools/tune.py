@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from stream.cli import parse_params
 from stream.events.inputs import InputError
+from stream.params import parse_params
 from stream.ratings import make_system
 from stream.ratings.base import RatingError
 from stream.tools.evaluate import csv_mapping, evaluate_events, load_events

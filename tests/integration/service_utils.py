@@ -8,7 +8,6 @@ import signal
 import subprocess
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,26 +30,14 @@ def make_settings(kafka: str, redis_url: str, **over: Any) -> Settings:
     s = Settings(
         kafka_bootstrap=kafka, redis_url=redis_url, app_id=f"mmr-test-{tag}", topic_matches=f"t{tag}-matches",
         topic_rounds=f"t{tag}-rounds", topic_results=f"t{tag}-results", topic_ratings=f"t{tag}-ratings",
-        topic_dead=f"t{tag}-dead", partitions=2, key_prefix=f"mmr-{tag}", http_port=0,
+        topic_dead=f"t{tag}-dead", partitions=2, key_prefix=f"mmr-{tag}", http_port=0, log_level="warning",
     )
-    return replace(s, **over)
+    return s.with_(**over)
 
 
 def env_for(s: Settings, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
-        "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
-        "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
-        "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_PARTITIONS": str(s.partitions),
-        "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(s.http_port), "MMR_TAKE_MAX": str(s.take_max),
-        "MMR_ROUND_TIMEOUT": str(s.round_timeout_s), "MMR_LOG_LEVEL": "warning",
-        "MMR_MAX_PARTICIPANTS": str(s.max_participants),
-        "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system, "MMR_DEDUP": s.dedup,
-        "MMR_OVERLAP_COMMITS": "1" if s.overlap_commits else "0", "MMR_MAX_STEP_PLAYERS": str(s.max_step_players),
-    })
-    env.update(extra)
-    return env
+    """The environment of an ``mmr`` subprocess that runs with ``s`` (plus ``extra``)."""
+    return {**os.environ, **s.to_env(), **extra}
 
 
 class WorkerProcess:

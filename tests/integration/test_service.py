@@ -160,7 +160,7 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
     rng = random.Random(5)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log)
-    worker.extra_env = {"MMR_FAULT_CRASH_AFTER_BATCHES": "3"}  # first: die between Redis commit and publish
+    worker.extra_env = {"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}  # first: die between Redis commit and publish
     worker.start()
     errors: list[BaseException] = []
 

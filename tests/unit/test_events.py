@@ -291,10 +291,10 @@ def test_contest_ids_that_fit_are_unchanged_and_every_length_is_accepted(length:
 
 def test_id_limits_of_the_reader_are_the_schemas() -> None:
     from stream.events.inputs import MAX_EVENT_ID_LENGTH, MAX_ROUND_ID_LENGTH
-    from stream.events.validate import schema_dir
+    from stream.events.validate import schema
 
     for kind in ("round", "round_result", "round_completed", "match"):
-        props = orjson.loads((schema_dir() / f"{kind}.json").read_bytes())["properties"]
+        props = schema(kind)["properties"]
         assert props["event_id"]["maxLength"] == MAX_EVENT_ID_LENGTH
         if "round_id" in props:
             assert props["round_id"]["maxLength"] == MAX_ROUND_ID_LENGTH

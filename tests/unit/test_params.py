@@ -25,7 +25,7 @@ BAD = [
 def test_parameters_that_cannot_rate_are_refused_by_name(system: str, params: dict[str, str]) -> None:
     with pytest.raises(RatingError) as err:
         make_system(system, params)
-    if system not in ("cowan", "elo-mmr"):  # those two keep their own (older) messages
+    if system not in ("cowan", "elo-mmr"):  # those two word their refusals their own way
         assert f"{next(iter(params))}=" in str(err.value)
 
 
@@ -47,3 +47,28 @@ def test_the_worker_refuses_such_parameters_before_it_connects() -> None:
     res = CliRunner().invoke(worker, ["--system", "elo", "--param", "k=inf"])
     assert res.exit_code == 2, res.output
     assert "invalid EloParams parameter(s): k=inf" in res.output
+
+
+def test_param_pairs_parse_to_a_dict_of_strings() -> None:
+    from stream.params import parse_params
+
+    assert parse_params(["k=20", " scale = 400 ", "k=32", "name=a=b", "empty="]) == {
+        "k": "32", "scale": "400", "name": "a=b", "empty": ""}
+    assert parse_params([]) == {}
+
+
+@pytest.mark.parametrize("pair", ["k", "=5", " =5", ""])
+def test_a_param_that_is_not_key_value_is_refused_naming_its_source(pair: str) -> None:
+    from stream.params import ParamError, parse_params
+
+    with pytest.raises(ParamError) as err:
+        parse_params([pair], source="--param")
+    assert (err.value.source, err.value.reason) == ("--param", f"expected KEY=VALUE, got {pair!r}")
+
+
+def test_the_environment_list_is_the_same_pairs_comma_separated() -> None:
+    from stream.params import ParamError, parse_param_list, parse_params
+
+    assert parse_param_list("k=20, scale=400,,") == parse_params(["k=20", "scale=400"])
+    with pytest.raises(ParamError, match="MMR_PARAMS: expected KEY=VALUE, got 'scale'"):
+        parse_param_list("k=20,scale")

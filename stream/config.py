@@ -1,0 +1,177 @@
+"""The environment grammar of mmr-stream, and the engine's own switches.
+
+Every environment variable the package reads is a field of a frozen dataclass — the
+service's ``Settings`` (``stream.service.config``) or ``EngineSettings`` below — declared
+once with ``setting(default, "NAME")`` and parsed by ``load``, so all of them share one
+grammar:
+
+- booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is
+  refused, so a typo never silently reads as false;
+- ``Literal`` choices (matched without regard to case), integers, numbers, strings;
+- ``Secret`` for passwords: the value never appears in a ``repr``;
+- an empty variable means "not set" (the default).
+
+A value that does not parse raises ``SettingError`` naming the variable. The engine's
+switches live here, below every package, because the modules that use them read them at
+import time (numba's cache directory, Elo-MMR's parallel threshold), before any service
+settings exist.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+T = TypeVar("T")
+
+#: dataclass field metadata key naming the environment variable of a setting
+ENV = "env"
+
+BOOLEAN_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+                 "0": False, "false": False, "no": False, "off": False}
+
+
+class SettingError(ValueError):
+    """A setting whose value cannot be used; the message names the variable."""
+
+
+class Secret:
+    """A password or token: compared and used like its value, shown as ``**********``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str = "") -> None:
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('**********')" if self._value else "Secret('')"
+
+    def __str__(self) -> str:
+        return "**********" if self._value else ""
+
+
+def setting(default: T, env: str) -> T:
+    """A dataclass field read from the environment variable ``env`` by ``load``."""
+    return field(default=default, metadata={ENV: env})  # type: ignore[no-any-return]
+
+
+def env_name(f: Field[Any]) -> str | None:
+    name: str | None = f.metadata.get(ENV)
+    return name
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    return hints
+
+
+def env_names(cls: type) -> dict[str, str]:
+    """``{field name: variable}`` of every setting of a settings class."""
+    return {f.name: name for f in fields(cls) if (name := env_name(f)) is not None}
+
+
+def parse(name: str, raw: str, hint: Any) -> Any:
+    """The value of variable ``name`` (its text ``raw``) as the type ``hint``."""
+    text = raw.strip()
+    if hint is bool:
+        try:
+            return BOOLEAN_WORDS[text.lower()]
+        except KeyError:
+            raise SettingError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off") from None
+    if hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise SettingError(f"{name}={raw!r}: expected an integer") from None
+    if hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise SettingError(f"{name}={raw!r}: expected a number") from None
+    if hint is Secret:
+        return Secret(raw)
+    if get_origin(hint) is Literal:
+        for choice in get_args(hint):
+            if choice.lower() == text.lower():
+                return choice
+        raise SettingError(f"{name}={raw!r}: expected one of {', '.join(get_args(hint))}")
+    if hint is str:
+        return raw
+    raise TypeError(f"{name}: no parser for {hint!r}")
+
+
+def load(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
+    """Keyword arguments of ``cls`` for the variables of its settings that ``env`` sets."""
+    hints = _hints(cls)
+    out: dict[str, Any] = {}
+    for attr, name in env_names(cls).items():
+        raw = env.get(name)
+        if raw:
+            out[attr] = parse(name, raw, hints[attr])
+    return out
+
+
+def check_fields(obj: Any) -> None:
+    """Types and choices of a settings object however it was built (``load``, code, ``with_``).
+
+    Called from ``__post_init__``: a ``str`` given for a ``Secret`` becomes one, an ``int``
+    for a ``float`` a float; anything else of the wrong type or outside its choices is
+    refused, named by its variable."""
+    hints = _hints(type(obj))
+    for f in fields(obj):
+        hint, value = hints[f.name], getattr(obj, f.name)
+        label = env_name(f) or f.name
+        origin = get_origin(hint)
+        if origin is Literal:
+            if value not in get_args(hint):
+                raise SettingError(f"{label}={value!r}: expected one of {', '.join(get_args(hint))}")
+        elif hint is Secret and isinstance(value, str):
+            object.__setattr__(obj, f.name, Secret(value))
+        elif hint is float and isinstance(value, int) and not isinstance(value, bool):
+            object.__setattr__(obj, f.name, float(value))
+        elif isinstance(hint, type) and (not isinstance(value, hint) or (hint is int and isinstance(value, bool))):
+            raise SettingError(f"{label}={value!r}: expected {hint.__name__}")
+        elif origin is not None and isinstance(origin, type) and not isinstance(value, origin):
+            raise SettingError(f"{label}={value!r}: expected {origin.__name__}")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Switches of the rating engine, read where they are used (see the module docstring)."""
+
+    #: keep numba's compiled kernels in a directory per version of the sources
+    #: (``stream._numba_cache``); off: numba's own choice, beside each module
+    numba_cache: bool = setting(True, "MMR_NUMBA_CACHE")
+    #: Elo-MMR rounds with fewer players run their kernels on one thread
+    #: (``stream.ratings.elo_mmr.PARALLEL_MIN_PLAYERS``)
+    elo_parallel_min: int = setting(20_000, "MMR_ELO_PARALLEL_MIN")
+    #: folder of the public data sets (contest histories) that evaluations and benchmarks read
+    data_dir: str = setting("", "MMR_DATA_DIR")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.elo_parallel_min < 0:
+            raise SettingError(f"MMR_ELO_PARALLEL_MIN={self.elo_parallel_min}: expected a count of players ≥ 0")
+
+
+def engine_settings(env: Mapping[str, str] | None = None) -> EngineSettings:
+    return EngineSettings(**load(EngineSettings, os.environ if env is None else env))

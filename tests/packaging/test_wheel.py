@@ -1,0 +1,113 @@
+"""The wheel installs and runs on its own: built from the tracked files, installed into a fresh
+venv outside the checkout, driven from an empty folder.
+
+The venv borrows the third-party dependencies from the project's venv through a path entry
+(a ``.pth`` line: the dependencies' own ``.pth`` hooks, among them the editable install's
+import hook for the checkout, are not run), so nothing of ``stream`` can come from anywhere
+but the wheel — the test checks that too — and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from stream.events.validate import ALL_TYPES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _tracked_copy(dest: Path) -> Path:
+    """The checkout's tracked and new (not ignored) files, symlinks kept as symlinks."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src, dst = ROOT / name, dest / name
+        if not src.is_symlink() and not src.exists():  # deleted in the working tree
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+    return dest
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """(the fresh venv's bin folder, an environment that names nothing of the checkout)"""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = _tracked_copy(tmp / "src")
+    dist = tmp / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
+                    str(src)], check=True, capture_output=True)
+    (wheel,) = dist.glob("mmr_stream-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert {f"stream/schemas/{t}.json" for t in ALL_TYPES} <= names
+    assert not any(n.startswith(("schemas/", "tests/")) for n in names)
+
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    bindir = venv / "bin"
+    purelib = subprocess.run([str(bindir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "project_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "--no-deps",
+                    "--no-index", "-q", str(wheel)], check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items()
+           if k in ("HOME", "LANG", "LC_ALL", "TMPDIR", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env["PATH"] = f"{bindir}{os.pathsep}/usr/bin:/bin"
+    return bindir, env
+
+
+def test_the_installed_package_is_the_wheel_and_reports_its_version(
+        installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    bindir, env = installed
+    where = _run([str(bindir / "python"), "-c", "import stream; print(stream.__file__)"], tmp_path, env)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(bindir.parent), where.stdout
+    version = _run([str(bindir / "mmr"), "--version"], tmp_path, env)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == f"mmr, version {importlib.metadata.version('mmr-stream')}"
+
+
+def test_replay_from_an_empty_folder_rates_a_good_file_and_names_the_bad_line(
+        installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    bindir, env = installed
+    work = tmp_path / "empty"
+    work.mkdir()
+    good = [{"type": "match", "event_id": f"m{i}", "pool": "p", "time": i, "a": a, "b": b, "score": s}
+            for i, (a, b, s) in enumerate([("ann", "bob", 1.0), ("bob", "cy", 0.5), ("cy", "ann", 0.0)])]
+    (work / "good.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in good))
+    bad = [good[0], {**good[1], "score": 2}, good[2]]
+    (work / "bad.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in bad))
+
+    ok = _run([str(bindir / "mmr"), "replay", "good.jsonl", "--system", "cowan", "--embedded", "--out", "x",
+               "--no-progress"], work, env)
+    assert ok.returncode == 0, ok.stderr
+    rows = [orjson.loads(line) for line in (work / "x").read_bytes().splitlines()]
+    assert sorted(r["player"] for r in rows) == ["ann", "bob", "cy"]
+    assert all(set(r) >= {"pool", "player", "rating", "mu", "sigma", "rounds"} for r in rows)
+
+    refused = _run([str(bindir / "mmr"), "replay", "bad.jsonl", "--system", "cowan", "--embedded", "--out", "y",
+                    "--no-progress"], work, env)
+    assert refused.returncode != 0
+    assert "bad.jsonl:2" in refused.stderr, refused.stderr
+    assert "score" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (work / "y").exists()

@@ -1,0 +1,250 @@
+"""Configuration: the environment grammar, Settings, and the one place the package reads the environment."""
+
+from __future__ import annotations
+
+import ast
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from stream.cli import main
+from stream.config import EngineSettings, Secret, SettingError, engine_settings
+from stream.service.config import Settings, from_env, known_names, warn_unknown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
+    s = from_env({})
+    assert (s.kafka_bootstrap, s.redis_url) == ("127.0.0.1:9092", "redis://127.0.0.1:6379/0")
+    assert (s.rounds_system, s.matches_system) == ("elo-mmr", "cowan")
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.chess]\nsystem = "cowan"\nparams = { beta = 0.7 }\n')
+    s = from_env({"KAFKA_BOOTSTRAP_SERVERS": "k:1,k:2", "MMR_SYSTEM": "elo", "MMR_PARAMS": "k=20",
+                  "MMR_POOLS_FILE": str(pools), "MMR_TAKE_MAX": "10", "MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                  "MMR_KAFKA_SASL_USERNAME": "u", "MMR_KAFKA_SASL_PASSWORD": "p", "MMR_REDIS_PASSWORD": "rp"})
+    assert s.take_max == 10 and s.rounds_system == s.matches_system == "elo"
+    assert s.system_for("chess", "rounds").params == {"beta": 0.7}
+    assert s.system_for("other", "matches").system == "elo" and s.system_for("other", "rounds").params == {"k": "20"}
+    kw = s.aiokafka_kwargs()
+    assert kw["sasl_plain_username"] == "u" and kw["security_protocol"] == "SASL_PLAINTEXT"
+    assert s.redis_kwargs() == {"password": "rp"}
+    s2 = from_env({}).with_default_system("elo-mmx", {"rho": "0.5"})
+    assert (s2.rounds_system, s2.matches_system, s2.default_params) == ("elo-mmx", "elo-mmx", {"rho": "0.5"})
+    assert from_env({}).dedup == "ids" and from_env({"MMR_DEDUP": "offsets"}).dedup == "offsets"
+    with pytest.raises(ValueError, match="MMR_DEDUP='offset': expected one of ids, offsets"):
+        from_env({"MMR_DEDUP": "offset"})
+    assert from_env({}).seen_max_ids == 0 and from_env({"MMR_SEEN_MAX_IDS": "5000"}).seen_max_ids == 5000
+    assert from_env({}).gil_switch_ms == 1.0 and from_env({"MMR_GIL_SWITCH_MS": "0.5"}).gil_switch_ms == 0.5
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(ValueError, match=f"MMR_GIL_SWITCH_MS={bad}"):
+            from_env({"MMR_GIL_SWITCH_MS": bad})
+    with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
+        from_env({"MMR_SEEN_MAX_IDS": "-1"})
+    # the worker's Faust patches: on by default, each can be turned off
+    assert from_env({}).inline_delivery and not from_env({"MMR_INLINE_DELIVERY": "0"}).inline_delivery
+    assert not from_env({}).faust_monitor and from_env({"MMR_FAUST_MONITOR": "1"}).faust_monitor
+
+
+def test_the_worker_sets_the_gil_switch_interval() -> None:
+    import sys
+
+    from stream.service.worker import tune_gil
+
+    before = sys.getswitchinterval()
+    try:
+        tune_gil(from_env({}).gil_switch_ms)
+        assert sys.getswitchinterval() == 0.001
+        tune_gil(0)  # 0: left as it is
+        assert sys.getswitchinterval() == 0.001
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_the_worker_hands_its_settings_to_the_store() -> None:
+    """Building the app connects to nothing (redis-py connects lazily)."""
+    from stream.service.app import create_app
+
+    svc = create_app(from_env({"MMR_SEEN_MAX_IDS": "123", "MMR_KEY_PREFIX": "kp", "MMR_HTTP_PORT": "0"}))
+    assert (svc.store.seen_max_ids, svc.store.prefix) == (123, "kp")
+    from stream.state.id_index import PoolIds, digests
+
+    assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == 0
+    svc.store._ids["p"] = PoolIds(0, digests(["a", "b"]))  # what a first read of pool p loads
+    assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == svc.store._ids["p"].nbytes > 0
+    list(svc.app.on_init_dependencies())  # what starting the app does first
+    assert svc.app.monitor not in set(svc.app.sensors)  # MMR_FAUST_MONITOR=0 (the default)
+    kept = create_app(from_env({"MMR_FAUST_MONITOR": "1", "MMR_HTTP_PORT": "0"}))
+    list(kept.app.on_init_dependencies())
+    assert kept.app.monitor in set(kept.app.sensors)
+
+
+@pytest.mark.parametrize(("word", "value"), [("1", True), ("true", True), ("Yes", True), ("ON", True), ("on", True),
+                                             ("0", False), ("FALSE", False), ("no", False), ("off", False)])
+def test_one_boolean_grammar_for_every_switch(word: str, value: bool) -> None:
+    s = from_env({"MMR_INLINE_DELIVERY": word, "MMR_FAUST_MONITOR": word, "MMR_BATCH_DELIVERY": word})
+    assert s.inline_delivery is s.faust_monitor is s.batch_delivery is value
+    assert engine_settings({"MMR_NUMBA_CACHE": word}).numba_cache is value
+
+
+@pytest.mark.parametrize("word", ["2", "enabled", "nope", "tru"])
+def test_a_boolean_that_is_no_word_of_the_grammar_is_refused(word: str) -> None:
+    with pytest.raises(SettingError, match=f"MMR_FAUST_MONITOR='{word}': expected one of 1/0, true/false"):
+        from_env({"MMR_FAUST_MONITOR": word})
+
+
+def test_numbers_and_choices_are_checked_by_name() -> None:
+    with pytest.raises(SettingError, match="MMR_TAKE_MAX='ten': expected an integer"):
+        from_env({"MMR_TAKE_MAX": "ten"})
+    with pytest.raises(SettingError, match="MMR_TAKE_WITHIN='soon': expected a number"):
+        from_env({"MMR_TAKE_WITHIN": "soon"})
+    with pytest.raises(SettingError, match="MMR_KAFKA_SECURITY_PROTOCOL='TLS': expected one of PLAINTEXT, SSL, "):
+        from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "TLS"})
+    with pytest.raises(SettingError, match="MMR_LOG_LEVEL='loud'"):
+        from_env({"MMR_LOG_LEVEL": "loud"})
+    with pytest.raises(SettingError, match="MMR_HTTP_PORT=70000"):
+        from_env({"MMR_HTTP_PORT": "70000"})
+    with pytest.raises(SettingError, match="MMR_ELO_PARALLEL_MIN='many': expected an integer"):
+        engine_settings({"MMR_ELO_PARALLEL_MIN": "many"})
+    # choices are matched without regard to case and kept in their canonical spelling
+    s = from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl", "MMR_LOG_LEVEL": "WARNING", "MMR_DEDUP": "Offsets"})
+    assert (s.security_protocol, s.log_level, s.dedup) == ("SASL_SSL", "warning", "offsets")
+    assert from_env({"MMR_TAKE_MAX": ""}).take_max == Settings().take_max  # empty: not set
+
+
+def test_the_http_server_listens_on_the_loopback_and_any_free_port_by_default() -> None:
+    s = from_env({})
+    assert (s.http_host, s.http_port) == ("127.0.0.1", 0)
+    s = from_env({"MMR_HTTP_HOST": "0.0.0.0", "MMR_HTTP_PORT": "6066"})
+    assert (s.http_host, s.http_port) == ("0.0.0.0", 6066)
+
+
+def test_passwords_never_show_in_a_repr() -> None:
+    s = from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "MMR_KAFKA_SASL_USERNAME": "u",
+                  "MMR_KAFKA_SASL_PASSWORD": "kafka-pw", "MMR_REDIS_PASSWORD": "redis-pw",
+                  "REDIS_URL": "redis://user:url-pw@redis.example:6380/2"})
+    shown = repr(s) + str(s)
+    for secret in ("kafka-pw", "redis-pw", "url-pw"):
+        assert secret not in shown
+    assert "redis://user:**********@redis.example:6380/2" in shown
+    assert s.aiokafka_kwargs()["sasl_plain_password"] == "kafka-pw"
+    assert s.redis_kwargs()["password"] == "redis-pw"
+    assert s.redis_url == "redis://user:url-pw@redis.example:6380/2"  # the client gets it whole
+    assert Settings(sasl_password="p").sasl_password == Secret("p")  # type: ignore[arg-type]
+
+
+def test_unknown_mmr_variables_are_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="stream.service.config"):
+        s = from_env({"MMR_TAKEMAX": "10", "MMR_TAKE_WITHIN": "0.01", "HOME": "/root", "MMR_TEST_REDIS_DB": "3"})
+    assert s.take_max == Settings().take_max
+    assert [r.getMessage() for r in caplog.records] == [
+        "MMR_TAKEMAX is not a setting of mmr-stream and is ignored; did you mean MMR_TAKE_MAX? (see docs/service.md)"]
+    assert warn_unknown({"MMR_NO_SUCH_THING": "1", "MMR_DEDUP": "ids"}) == ["MMR_NO_SUCH_THING"]
+    assert {"MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE", "MMR_ELO_PARALLEL_MIN", "MMR_STATE_DIR",
+            "MMR_TEST_FAULT_CRASH_AFTER_BATCHES", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"} <= known_names()
+
+
+def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
+    s = Settings()
+    assert s.with_(take_max=5).take_max == 5 and s.take_max == 4096
+    assert s.with_(take_within=1).take_within == 1.0
+    with pytest.raises(SettingError, match="MMR_DEDUP='offset'"):
+        s.with_(dedup="offset")
+    with pytest.raises(SettingError, match="MMR_TAKE_MAX='5': expected int"):
+        s.with_(take_max="5")
+    with pytest.raises(SettingError, match="MMR_INLINE_DELIVERY=1: expected bool"):
+        s.with_(inline_delivery=1)
+    with pytest.raises(TypeError):
+        s.with_(overlap_commits=True)
+
+
+def test_to_env_round_trips_through_from_env() -> None:
+    s = Settings(app_id="x", take_max=7, take_within=0.5, inline_delivery=False, dedup="offsets", http_port=1234,
+                 rounds_system="elo", default_params={"k": "20", "scale": "400"}, security_protocol="SASL_SSL",
+                 sasl_password=Secret("pw"), log_level="error", state_dir="/tmp/st", test_fault_crash_after_batches=3)
+    assert from_env(s.to_env()) == s
+    assert from_env(Settings().to_env()) == Settings()
+
+
+def test_from_env_defaults_apply_only_where_the_variable_is_unset() -> None:
+    bench = "redis://127.0.0.1:6379/14"
+    assert from_env({}, redis_url=bench).redis_url == bench
+    assert from_env({"REDIS_URL": "redis://h:1/2"}, redis_url=bench).redis_url == "redis://h:1/2"
+
+
+def test_mmr_params_is_parsed_as_param_options_are() -> None:
+    assert from_env({"MMR_PARAMS": "k=20, scale = 400,"}).default_params == {"k": "20", "scale": "400"}
+    with pytest.raises(SettingError, match="MMR_PARAMS: expected KEY=VALUE, got 'k'"):
+        from_env({"MMR_PARAMS": "k"})
+
+
+def test_the_state_directory_and_the_fault_switch() -> None:
+    from stream.service.app import faust_kwargs
+
+    assert faust_kwargs(from_env({"MMR_STATE_DIR": "/var/lib/mmr"}))["datadir"] == "/var/lib/mmr"
+    assert faust_kwargs(from_env({"MMR_APP_ID": "a1"}))["datadir"].endswith("mmr-faust-a1")
+    assert from_env({"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}).test_fault_crash_after_batches == 3
+
+
+def test_elo_mmr_reads_its_parallel_threshold_through_the_settings() -> None:
+    code = "from stream.ratings import elo_mmr; print(elo_mmr.PARALLEL_MIN_PLAYERS)"
+    out = subprocess.run([sys.executable, "-c", code], env={"MMR_ELO_PARALLEL_MIN": "1234", "PATH": ""},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1234"
+    assert EngineSettings().elo_parallel_min == 20_000
+
+
+def test_the_cli_reports_a_bad_setting_without_a_traceback(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["export", "--out", str(tmp_path / "x.jsonl")], env={"MMR_DEDUP": "sometimes"})
+    assert res.exit_code == 2, res.output
+    assert "MMR_DEDUP='sometimes': expected one of ids, offsets" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_the_cli_refuses_a_param_that_is_not_key_value(tmp_path: Path) -> None:
+    good = tmp_path / "m.jsonl"
+    good.write_text('{"type":"match","event_id":"e1","pool":"p","time":1,"a":"x","b":"y","score":1}\n')
+    res = CliRunner().invoke(main, ["replay", str(good), "--system", "elo", "--param", "k", "--embedded",
+                                    "--out", str(tmp_path / "o.jsonl"), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert "Invalid value for --param: expected KEY=VALUE, got 'k'" in res.output
+
+
+#: modules that read the environment: the two settings modules, and numba's own variables
+#: (NUMBA_CACHE_DIR, XDG_CACHE_HOME) in stream/_numba_cache.py
+ENV_READERS = {"stream/config.py", "stream/service/config.py", "stream/_numba_cache.py"}
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name) \
+        and node.value.id == "os"
+
+
+def _reads_environment(node: ast.AST) -> bool:
+    """``os.environ.get(...)``, ``os.getenv(...)``, ``os.environ[...]`` (read) or ``... in os.environ``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        f = node.func
+        return (f.attr == "get" and _is_environ(f.value)) or (
+            f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.ctx, ast.Load) and _is_environ(node.value)
+    return isinstance(node, ast.Compare) and any(_is_environ(c) for c in node.comparators)
+
+
+def _environment_reads(tree: ast.AST) -> list[int]:
+    return sorted(node.lineno for node in ast.walk(tree) if _reads_environment(node))
+
+
+def test_the_package_reads_the_environment_only_through_its_settings() -> None:
+    found = {}
+    for path in sorted((ROOT / "stream").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in ENV_READERS and (lines := _environment_reads(ast.parse(path.read_text()))):
+            found[rel] = lines
+    assert found == {}
+    assert _environment_reads(ast.parse('import os\nos.environ.get("X")\nos.getenv("Y")\nos.environ["Z"]\n'
+                                        '"W" in os.environ\nos.environ["V"] = "1"\n')) == [2, 3, 4, 5]
