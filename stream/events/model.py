@@ -66,6 +66,14 @@ class MatchBatch:
         self.scores.append(m.score)
         self.times.append(m.time)
 
+    def extend(self, other: MatchBatch) -> None:
+        """Append ``other``'s matches after these (same pool): one batch, the same sequential meaning."""
+        self.event_ids += other.event_ids
+        self.a += other.a
+        self.b += other.b
+        self.scores += other.scores
+        self.times += other.times
+
     def __len__(self) -> int:
         return len(self.a)
 

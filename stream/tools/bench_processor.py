@@ -1,8 +1,7 @@
 """The worker's processor alone: real Redis, no broker (``python -m stream.tools.bench_processor``).
 
 The worker's processor on pre-built input messages in take batches (started one after the
-other as the worker's pipeline does; with ``MMR_OVERLAP_COMMITS=1`` a batch's commit overlaps
-the next one's rating; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus
+other as the worker's pipeline does; ``MMR_SEEN_MAX_IDS`` bounds the recorded ids as in the worker), plus
 the serialisation the publisher does per rating; prints results/s. Shows the pipeline's own
 cost without Faust and Tansu (see BENCHMARKS.md,
 "Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
@@ -60,7 +59,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     tenants move the wall clock by ±30 % between identical runs, the CPU spent much less."""
     tag = uuid.uuid4().hex[:6]
     s = replace(Settings(), redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
-                dedup=dedup, overlap_commits=os.environ.get("MMR_OVERLAP_COMMITS", "0") == "1")
+                dedup=dedup)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix,
                                 seen_max_ids=int(os.environ.get("MMR_SEEN_MAX_IDS", "0")))
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())

@@ -47,7 +47,7 @@ def env_for(s: Settings, **extra: str) -> dict[str, str]:
         "MMR_ROUND_TIMEOUT": str(s.round_timeout_s), "MMR_LOG_LEVEL": "warning",
         "MMR_MAX_PARTICIPANTS": str(s.max_participants),
         "MMR_ROUNDS_SYSTEM": s.rounds_system, "MMR_MATCHES_SYSTEM": s.matches_system, "MMR_DEDUP": s.dedup,
-        "MMR_OVERLAP_COMMITS": "1" if s.overlap_commits else "0", "MMR_MAX_STEP_PLAYERS": str(s.max_step_players),
+        "MMR_MAX_STEP_PLAYERS": str(s.max_step_players),
     })
     env.update(extra)
     return env
