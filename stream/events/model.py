@@ -125,7 +125,7 @@ Event = RoundEvent | MatchEvent
 class RatingOutput(NamedTuple):
     """The CONTRACT's output ``rating`` event (one per changed player per batch).
 
-    A NamedTuple for the same reason as ``Rating``: ~0.4 µs to build instead of ~2 µs."""
+    A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass."""
 
     pool: str
     player: str

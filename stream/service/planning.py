@@ -132,7 +132,7 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics, dead: 
             ops.setdefault(value.pool, []).append(RoundOp(value, msg))
         else:
             results.setdefault(value["pool"], []).append((etype, value, msg))
-    for topic, n in topics.items():  # one labelled inc per batch, not per message (~2 µs each)
+    for topic, n in topics.items():  # one labelled inc per batch, not per message (a labelled inc is slow)
         metrics.messages_in.labels(topic).inc(n)
     for etype, n in types.items():
         metrics.events_in.labels(etype).inc(n)
@@ -144,10 +144,10 @@ def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
     (a run ends before the op that would pass it; one op alone may pass it).
 
     Why: a Redis step reads and writes every player it touches, and Redis runs nothing
-    else meanwhile. A replay's take of whole rounds made one step of 191k Codeforces
-    players, a 73 MB script that held Redis 1.7 s (BENCHMARKS.md, "Service"). Players,
-    not input bytes, are the cost: in a pool of 10k players a take of 500k matches still
-    writes 10k (cutting takes by input bytes halved ``match_batch`` throughput).
+    else meanwhile, so a take of whole rounds of a large pool would hold Redis for seconds
+    in one script (BENCHMARKS.md, "Service"). Players, not input bytes, are the cost: a take
+    of many matches among few players still writes each player once, so cutting takes by
+    input bytes would only make more, smaller steps.
     The usual batch is counted without a set: its ops name fewer player slots than that."""
     if max_players <= 0 or sum(len(op.event.players) if isinstance(op, RoundOp) else 2 * len(op.batch)
                                 for op in ops) <= max_players:

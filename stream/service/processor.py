@@ -66,8 +66,7 @@ class Processor:
 
         Why: the worker calls this as it takes messages, while the previous batch waits on
         the numba thread or on Redis -- decoding needs no state, so it need not wait its
-        turn in the batch pipeline (~1.2 µs a match of ``match_batch``, ~0.6 µs of
-        ``match_columns``). Never raises: anything unexpected is left to ``process``.
+        turn in the batch pipeline. Never raises: anything unexpected is left to ``process``.
         """
         for msg in msgs:
             try:
