@@ -102,6 +102,7 @@ class Processor:
                 fut.set_result(await self._apply_plan(self._plan(msgs), committed))
             except Exception as exc:
                 if not safe:
+                    self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
                     fut.set_exception(exc)
                     return fut
                 log.warning("batch failed (%r); retrying it", exc)
