@@ -36,18 +36,18 @@ class MatchOp:
     sources: list[Message]  # the distinct messages, in order
     index: PlayerIndex | None = None  # built once the batch is final (after merging)
 
-    def extend(self, other: MatchOp) -> None:
-        """Append ``other``'s matches: consecutive match messages of a pool as one kernel call.
+    def add(self, batch: MatchBatch, msg: Message) -> None:
+        """Append the matches of one more message: consecutive match messages of a pool are
+        one kernel call and one encode per player.
 
         Safe because every system's ``rate_matches`` has exact sequential meaning *including*
         its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
         applied as a fixed point after every match; tests/unit/test_replay_embedded.py checks
         batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
         against the embedded replay with different batch sizes)."""
-        self.batch.extend(other.batch)
-        self.msgs += other.msgs
-        self.sources += other.sources
-        self.index = None
+        self.batch.extend(batch)
+        self.msgs += [msg] * len(batch)
+        self.sources.append(msg)
 
 
 Op = RoundOp | MatchOp
@@ -122,12 +122,11 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics, dead: 
             if etype != "match":
                 types["match"] = types.get("match", 0) + len(batch)
             pool_ops = ops.setdefault(batch.pool, [])
-            op = MatchOp(batch, [msg] * len(batch), [msg])
             prev = pool_ops[-1] if pool_ops else None
             if isinstance(prev, MatchOp):
-                prev.extend(op)
+                prev.add(batch, msg)
             else:
-                pool_ops.append(op)
+                pool_ops.append(MatchOp(batch, [msg] * len(batch), [msg]))
         elif etype == "round":
             ops.setdefault(value.pool, []).append(RoundOp(value, msg))
         else:
