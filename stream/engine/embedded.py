@@ -169,9 +169,9 @@ class EmbeddedPipeline:
         records (the next file of the same replay) can still complete them.
         """
         out = []
-        for key, pend in self.assembler.pending.items():
-            expected = int(pend.completed["participants"]) if pend.completed is not None else None
-            out.append(IncompleteRound(key[0], key[1], len(pend.results), expected, self.round_where.get(key, "")))
+        for r in self.assembler.open_rounds():
+            out.append(IncompleteRound(r.pool, r.round_id, r.results, r.expected,
+                                       self.round_where.get((r.pool, r.round_id), "")))
         return out
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:

@@ -66,6 +66,14 @@ class MatchBatch:
         self.scores.append(m.score)
         self.times.append(m.time)
 
+    def extend(self, other: MatchBatch) -> None:
+        """Append ``other``'s matches after these (same pool): one batch, the same sequential meaning."""
+        self.event_ids += other.event_ids
+        self.a += other.a
+        self.b += other.b
+        self.scores += other.scores
+        self.times += other.times
+
     def __len__(self) -> int:
         return len(self.a)
 
@@ -117,7 +125,7 @@ Event = RoundEvent | MatchEvent
 class RatingOutput(NamedTuple):
     """The CONTRACT's output ``rating`` event (one per changed player per batch).
 
-    A NamedTuple for the same reason as ``Rating``: ~0.4 µs to build instead of ~2 µs."""
+    A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass."""
 
     pool: str
     player: str

@@ -8,7 +8,8 @@ Semantics (documented in the README):
 * A second result for the same player under another ``event_id`` is invalid (DLQ).
 * More results than ``participants`` makes the round invalid (DLQ); it is dropped.
 * A result or completion for a round already dispatched is *late*: invalid (DLQ),
-  never re-rates the round. The assembler remembers the last ``remember`` rounds.
+  never re-rates the round. The assembler remembers the last ``remember`` rounds; the
+  worker also keeps a round's done flag in Redis, written with the round's rating.
 * A round whose completion (or last result) has waited longer than the timeout is
   expired by ``expire(now)``: the caller dead-letters it; its results are dropped.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,21 +35,55 @@ class _Pending:
     first_seen: int = 0
 
 
-class RoundAssembler:
-    """Pure state machine; the worker feeds it in partition order."""
+class OpenRound(NamedTuple):
+    """A round still being assembled: ``expected`` is None until its completion arrived."""
 
-    def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000) -> None:
+    pool: str
+    round_id: str
+    results: int
+    expected: int | None
+    first_seen: int
+
+
+class RoundAssembler:
+    """Pure state machine; the worker feeds it in partition order.
+
+    A round leaves the open set when it is dispatched (returned by ``add_result`` /
+    ``add_completed``), expired or found invalid; from then on its events are late. With
+    ``close_on_dispatch`` false a dispatched round is only *held* until the caller either
+    ``close``s it (its rating is durable) or ``forget``s it (the rating failed: the caller
+    feeds its events again), so that a rating that fails after dispatch does not leave the
+    round marked as rated.
+    """
+
+    def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000,
+                 close_on_dispatch: bool = True) -> None:
         self.max_participants = max_participants
         self.remember = remember
-        self.pending: dict[tuple[str, str], _Pending] = {}
-        self.done: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.close_on_dispatch = close_on_dispatch
+        self._open: dict[tuple[str, str], _Pending] = {}
+        self._held: set[tuple[str, str]] = set()  # dispatched, neither closed nor forgotten yet
+        self._closed: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Rounds being assembled."""
+        return len(self._open)
+
+    def open_rounds(self) -> list[OpenRound]:
+        """The rounds being assembled, in first-seen order."""
+        return [OpenRound(key[0], key[1], len(p.results),
+                          int(p.completed["participants"]) if p.completed is not None else None, p.first_seen)
+                for key, p in self._open.items()]
+
+    def is_closed(self, pool: str, round_id: str) -> bool:
+        return (pool, round_id) in self._closed
 
     def _get(self, key: tuple[str, str], now: int, event_id: str) -> _Pending:
-        if key in self.done:
+        if key in self._closed or key in self._held:
             raise InvalidEvent(f"field round_id: round {key[1]!r} was already rated (late event)", event_id)
-        pend = self.pending.get(key)
+        pend = self._open.get(key)
         if pend is None:
-            pend = self.pending[key] = _Pending(first_seen=now)
+            pend = self._open[key] = _Pending(first_seen=now)
         return pend
 
     def add_result(self, obj: dict[str, Any], now: int) -> RoundEvent | None:
@@ -73,7 +108,7 @@ class RoundAssembler:
                 return None
             raise InvalidEvent(f"field round_id: round {key[1]!r} completed twice", eid)
         if obj["participants"] > self.max_participants:
-            self.pending.pop(key, None)
+            self._open.pop(key, None)
             raise InvalidEvent(
                 f"field participants: {obj['participants']} exceeds the maximum {self.max_participants}", eid
             )
@@ -85,17 +120,22 @@ class RoundAssembler:
         n = len(pend.results)
         if comp is None:
             if n > self.max_participants:
-                self._finish(key)
+                self.close(*key)
                 raise InvalidEvent(f"round {key[1]!r} has more results than the maximum {self.max_participants}")
             return None
         expected = int(comp["participants"])
         if n < expected:
             return None
-        self._finish(key)
         if n > expected:
+            self.close(*key)
             raise InvalidEvent(
                 f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp["event_id"]
             )
+        if self.close_on_dispatch:
+            self.close(*key)
+        else:
+            self._open.pop(key, None)
+            self._held.add(key)
         players = list(pend.results)
         return RoundEvent(
             event_id=comp["event_id"],
@@ -108,19 +148,34 @@ class RoundAssembler:
             perf_ceiling=float(comp.get("perf_ceiling", math.inf)),
         )
 
-    def _finish(self, key: tuple[str, str]) -> None:
-        self.pending.pop(key, None)
-        self.done[key] = None
-        while len(self.done) > self.remember:
-            self.done.popitem(last=False)
+    def close(self, pool: str, round_id: str) -> None:
+        """The round is finished (rated durably, expired or invalid): its later events are late."""
+        key = (pool, round_id)
+        self._open.pop(key, None)
+        self._held.discard(key)
+        self._closed[key] = None
+        while len(self._closed) > self.remember:
+            self._closed.popitem(last=False)
+
+    def forget(self, pool: str, round_id: str) -> None:
+        """Drop everything known of the round (its events may be fed again)."""
+        key = (pool, round_id)
+        self._open.pop(key, None)
+        self._held.discard(key)
+        self._closed.pop(key, None)
+
+    def clear(self) -> None:
+        self._open.clear()
+        self._held.clear()
+        self._closed.clear()
 
     def expire(self, now: int, timeout_ms: int) -> list[tuple[str, str, str]]:
-        """Drop rounds pending longer than ``timeout_ms``: ``[(pool, round_id, reason)]``."""
+        """Close the rounds open longer than ``timeout_ms``: ``[(pool, round_id, reason)]``."""
         out = []
-        for key, pend in list(self.pending.items()):
+        for key, pend in list(self._open.items()):
             if now - pend.first_seen > timeout_ms:
                 have = len(pend.results)
                 want = pend.completed["participants"] if pend.completed else "?"
-                self._finish(key)
+                self.close(*key)
                 out.append((key[0], key[1], f"round timed out with {have}/{want} results"))
         return out

@@ -18,10 +18,10 @@ A crash anywhere re-delivers the unacked input; the Redis step recognises it.
 
 Back-pressure: ``submit`` waits while more than ``max_inflight`` messages or
 ``max_inflight_bytes`` bytes are submitted but not yet done, so the consumer stops taking
-(and Kafka keeps the backlog). The byte bound matters for large messages: 16,384
-``match_columns`` messages of 1,000 matches held ~700 MB of decoded events, and a worker
-with 128 such messages in flight rated ~30 % more per second than one with 16,384 (the
-same messages; BENCHMARKS.md, "Service").
+(and Kafka keeps the backlog). The byte bound matters for large messages: with the message
+bound alone, thousands of ``match_columns`` messages of 1,000 matches each are held decoded
+in memory at once, and a worker with fewer of them in flight rates more per second
+(BENCHMARKS.md, "Service").
 A failure in either stage is fatal for the worker (``on_error``): it must not keep
 consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
 """

@@ -55,7 +55,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     """(results/s by the wall clock, this process's CPU µs per result, Redis's CPU µs per result).
 
     The CPU times are what to compare on a shared, noisy machine: stolen time and other
-    tenants move the wall clock by ±30 % between identical runs, the CPU spent much less."""
+    tenants move the wall clock between identical runs much more than the CPU spent."""
     tag = uuid.uuid4().hex[:6]
     s = from_env().with_(redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
                          dedup=dedup)

@@ -150,13 +150,12 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
         worker.stop()
 
 
-@pytest.mark.parametrize(("dedup", "overlap"), [("ids", False), ("offsets", False), ("ids", True)])
+@pytest.mark.parametrize("dedup", ["ids", "offsets"])
 def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
-                                                      tmp_path: Path, dedup: str, overlap: bool) -> None:
-    """Re-delivered batches are recognised by event id or, with MMR_DEDUP=offsets, by offset;
-    with MMR_OVERLAP_COMMITS=1 the kills also hit batches rated ahead of their commit."""
+                                                      tmp_path: Path, dedup: str) -> None:
+    """Re-delivered batches are recognised by event id or, with MMR_DEDUP=offsets, by offset."""
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
-                      take_max=64, dedup=dedup, overlap_commits=overlap)
+                      take_max=64, dedup=dedup)
     rng = random.Random(5)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log)

@@ -1,0 +1,98 @@
+"""What the processor takes and gives: input records, dead letters, a batch's results."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from stream.events.model import RatingOutput
+from stream.events.validate import InvalidEvent
+
+#: bytes of the original message a dead letter carries. The whole message stays in the input
+#: topic at the recorded offset; a prefix is enough to see what was wrong, and the envelope
+#: stays far below the producer's 1 MB message limit whatever arrived (a dead letter that
+#: cannot be published would stop the partition).
+ORIGINAL_PREFIX = 4096
+#: characters kept of the reason, event id and pool of a dead letter (they may come straight from the input)
+MAX_FIELD = 1024
+
+
+@dataclass(slots=True)
+class Message:
+    """One input record: where it came from and its bytes.
+
+    ``decoded``: what ``Processor.predecode`` made of it (``(type, value)`` or the
+    InvalidEvent), so that ``process`` need not decode it again. ``timestamp``: the Kafka
+    record's timestamp (seconds since the epoch; the producer's clock unless the topic uses
+    LogAppendTime), for ``mmr_input_age_seconds``."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+    decoded: tuple[str, Any] | InvalidEvent | None = None
+    timestamp: float | None = None
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    reason: str
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+    original: bytes = b""
+    event_id: str | None = None
+    pool: str | None = None
+
+    def key(self) -> bytes | None:
+        """The pool (so a pool's dead letters stay in order), unless it is too long to be a pool name."""
+        return self.pool.encode() if self.pool and len(self.pool) <= MAX_FIELD else None
+
+    def encode(self) -> bytes:
+        """JSON envelope with a bounded view of the original: its first ``ORIGINAL_PREFIX`` bytes
+        (as text when they are UTF-8, else base64), its size and its SHA-256."""
+        head = self.original[:ORIGINAL_PREFIX]
+        text = _utf8_prefix(head, whole=len(head) == len(self.original))
+        return orjson.dumps({
+            "type": "dead_letter", "reason": _clip(self.reason), "topic": self.topic, "partition": self.partition,
+            "offset": self.offset, "event_id": _clip(self.event_id), "pool": _clip(self.pool),
+            "original": text, "original_b64": None if text is not None else base64.b64encode(head).decode(),
+            "original_size": len(self.original), "original_truncated": len(head) < len(self.original),
+            "original_sha256": hashlib.sha256(self.original).hexdigest(), "time": int(time.time() * 1000),
+        })
+
+
+def _utf8_prefix(head: bytes, whole: bool) -> str | None:
+    """``head`` as text if it is UTF-8; a cut prefix may end inside a character (dropped)."""
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if whole or exc.reason != "unexpected end of data":
+            return None
+        return head[:exc.start].decode("utf-8")
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_FIELD:
+        return text
+    return f"{text[:MAX_FIELD]}... ({len(text)} characters)"
+
+
+@dataclass(slots=True)
+class BatchResult:
+    outputs: list[RatingOutput] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+    def add(self, other: BatchResult) -> None:
+        self.outputs += other.outputs
+        self.dead += other.dead
+
+
+def rating_key(pool: str, player: str) -> bytes:
+    """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
+    return orjson.dumps([pool, player])

@@ -1,0 +1,185 @@
+"""A take batch decoded and grouped: per pool, the ops to apply in message order.
+
+A run of consecutive match messages of a pool is one ``MatchOp`` (one kernel call), a round
+is one ``RoundOp``; ``round_result``/``round_completed`` are set aside for the round book
+(stream.service.round_book), which turns a completed round into a ``RoundOp``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
+from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, parse_json
+from stream.service.config import Settings
+from stream.service.messages import BatchResult, DeadLetter, Message
+from stream.service.metrics import Metrics
+
+
+@dataclass(slots=True)
+class RoundOp:
+    event: RoundEvent
+    msg: Message
+    extra_ids: list[str] = field(default_factory=list)  # result ids of an assembled round
+    round_done: str | None = None  # round id to mark done with the commit (assembled rounds)
+
+
+@dataclass(slots=True)
+class MatchOp:
+    batch: MatchBatch
+    msgs: list[Message]  # per match
+    sources: list[Message]  # the distinct messages, in order
+    index: PlayerIndex | None = None  # built once the batch is final (after merging)
+
+    def add(self, batch: MatchBatch, msg: Message) -> None:
+        """Append the matches of one more message: consecutive match messages of a pool are
+        one kernel call and one encode per player.
+
+        Safe because every system's ``rate_matches`` has exact sequential meaning *including*
+        its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
+        applied as a fixed point after every match; tests/unit/test_replay_embedded.py checks
+        batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
+        against the embedded replay with different batch sizes)."""
+        self.batch.extend(batch)
+        self.msgs += [msg] * len(batch)
+        self.sources.append(msg)
+
+
+Op = RoundOp | MatchOp
+DeadFn = Callable[..., DeadLetter]
+
+
+@dataclass(slots=True)
+class Plan:
+    """One take batch decoded and grouped (``plan_batch``)."""
+
+    t0: float
+    n_msgs: int
+    out: BatchResult = field(default_factory=BatchResult)  # dead letters of invalid messages
+    ops: dict[str, list[Op]] = field(default_factory=dict)
+    results: dict[str, list[tuple[str, dict[str, Any], Message]]] = field(default_factory=dict)
+
+
+def allowed(settings: Settings, pool: str) -> bool:
+    return not settings.pools or pool in settings.pools
+
+
+def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
+    """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
+    RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
+    obj = parse_json(msg.value)
+    batch = fast_matches(obj)
+    if batch is not None:  # the hot path: a valid match/match_batch straight into columns
+        if not allowed(settings, batch.pool):
+            raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+        return obj["type"], batch
+    etype, value = decode_event(obj)
+    pool = obj["pool"]
+    if not allowed(settings, pool):
+        raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
+    if etype == "match" or etype in MATCH_LISTS:  # unusual but valid (e.g. an integral float time): same columns
+        batch = MatchBatch(pool)
+        for m in [value] if etype == "match" else value:
+            batch.add(m)
+        return etype, batch
+    if etype == "round" and len(value.players) > settings.max_participants:
+        raise InvalidEvent(f"field standings: {len(value.players)} participants exceed the maximum "
+                           f"{settings.max_participants}", value.event_id)
+    if etype == "round_completed" and obj["participants"] > settings.max_participants:
+        raise InvalidEvent(f"field participants: {obj['participants']} exceed the maximum "
+                           f"{settings.max_participants}", obj["event_id"])
+    return etype, value
+
+
+def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics, dead: DeadFn) -> Plan:
+    """Decode and group one take batch: ops per pool (message order kept), round results per
+    pool, and the dead letters of invalid messages. A message's ``decoded`` is consumed (a
+    retry decodes it again)."""
+    plan = Plan(time.perf_counter(), len(msgs))
+    out, ops, results = plan.out, plan.ops, plan.results
+    topics: dict[str, int] = {}
+    types: dict[str, int] = {}
+    for msg in msgs:
+        topics[msg.topic] = topics.get(msg.topic, 0) + 1
+        decoded, msg.decoded = msg.decoded, None
+        try:
+            if decoded is None:
+                decoded = decode_message(msg, settings)
+            elif isinstance(decoded, InvalidEvent):
+                raise decoded
+            etype, value = decoded
+        except InvalidEvent as exc:
+            out.dead.append(dead(msg, exc.reason, exc.event_id, peek_pool(msg.value)))
+            continue
+        types[etype] = types.get(etype, 0) + 1
+        if etype == "match" or etype in MATCH_LISTS:
+            batch: MatchBatch = value
+            if etype != "match":
+                types["match"] = types.get("match", 0) + len(batch)
+            pool_ops = ops.setdefault(batch.pool, [])
+            prev = pool_ops[-1] if pool_ops else None
+            if isinstance(prev, MatchOp):
+                prev.add(batch, msg)
+            else:
+                pool_ops.append(MatchOp(batch, [msg] * len(batch), [msg]))
+        elif etype == "round":
+            ops.setdefault(value.pool, []).append(RoundOp(value, msg))
+        else:
+            results.setdefault(value["pool"], []).append((etype, value, msg))
+    for topic, n in topics.items():  # one labelled inc per batch, not per message (a labelled inc is slow)
+        metrics.messages_in.labels(topic).inc(n)
+    for etype, n in types.items():
+        metrics.events_in.labels(etype).inc(n)
+    return plan
+
+
+def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
+    """``ops`` cut into runs that each touch at most ``max_players`` distinct players
+    (a run ends before the op that would pass it; one op alone may pass it).
+
+    Why: a Redis step reads and writes every player it touches, and Redis runs nothing
+    else meanwhile, so a take of whole rounds of a large pool would hold Redis for seconds
+    in one script (BENCHMARKS.md, "Service"). Players, not input bytes, are the cost: a take
+    of many matches among few players still writes each player once, so cutting takes by
+    input bytes would only make more, smaller steps.
+    The usual batch is counted without a set: its ops name fewer player slots than that."""
+    if max_players <= 0 or sum(len(op.event.players) if isinstance(op, RoundOp) else 2 * len(op.batch)
+                                for op in ops) <= max_players:
+        return [ops]
+    steps: list[list[Op]] = [[]]
+    seen: set[str] = set()
+    for op in ops:
+        names = set(op.event.players) if isinstance(op, RoundOp) else {*op.batch.a, *op.batch.b}
+        fresh = names - seen
+        if steps[-1] and len(seen) + len(fresh) > max_players:
+            steps.append([])
+            seen, fresh = set(), names
+        seen |= fresh
+        steps[-1].append(op)
+    return steps
+
+
+def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:
+    """Record ``msg`` in the batch's offsets per topic/partition (see Commit.offsets).
+
+    Messages of one partition arrive in offset order, so the first checked one is the lowest."""
+    tp = f"{msg.topic}/{msg.partition}"
+    first, last = offsets.get(tp, (None, msg.offset))
+    if check and first is None:
+        first = msg.offset
+    offsets[tp] = (first, max(last, msg.offset))
+
+
+def peek_pool(raw: bytes) -> str | None:
+    """Best-effort pool of an invalid message (keys its dead letter)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    pool = obj.get("pool") if isinstance(obj, dict) else None
+    return pool if isinstance(pool, str) else None

@@ -1,0 +1,136 @@
+"""Rounds reported player by player: the assembler's state, mirrored in Redis.
+
+The results and the completion of an open round are saved in the pool's ``pend:<round id>``
+hash as they arrive (keyed by event id, so saving again is harmless), and a round is marked
+done in Redis by the same atomic commit that stores its ratings (or when it expires). So Redis
+always knows which rounds are open, with what, and which are done; the in-memory assembler is
+a cache of it. A dispatched round is closed in memory only once its commit returned
+(``committed``): until then a retry of the batch (after a Redis error, say) assembles and
+rates it again, and the ids of its events dedup whatever had landed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from stream.events.model import RoundEvent
+from stream.events.rounds import RoundAssembler
+from stream.events.validate import InvalidEvent
+from stream.service.config import Settings
+from stream.service.messages import BatchResult, DeadLetter, Message
+from stream.service.metrics import Metrics
+from stream.service.planning import DeadFn, Op, RoundOp
+from stream.state.redis_store import RedisStore
+
+RoundKey = tuple[str, str]  # (pool, round id)
+
+
+class RoundBook:
+    def __init__(self, settings: Settings, store: RedisStore, metrics: Metrics, dead: DeadFn) -> None:
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics
+        self.dead = dead
+        self.assembler = RoundAssembler(max_participants=settings.max_participants, close_on_dispatch=False)
+        #: rounds whose Redis state (done flag, saved entries) was read into the assembler
+        self._loaded: set[RoundKey] = set()
+        #: event ids accepted into each open round, in order (recorded as applied with the round)
+        self._ids: dict[RoundKey, dict[str, None]] = {}
+
+    async def assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
+                       out: BatchResult) -> None:
+        """Feed a batch's round_result/round_completed of ``pool`` to the assembler; a round they
+        complete is appended to ``ops`` (to be marked done by its commit); the others are saved."""
+        ids = [v["event_id"] for _, v, _ in items]
+        snap = await self.store.snapshot(pool, (), ids)
+        fresh = [(t, v, m) for t, v, m in items if v["event_id"] not in snap.seen]
+        self.metrics.duplicates.inc(len(items) - len(fresh))
+        unknown = sorted({v["round_id"] for _, v, _ in fresh if (pool, v["round_id"]) not in self._loaded})
+        if unknown:
+            done, pend = await self.store.round_state(pool, unknown)
+            for rid in unknown:
+                self._loaded.add((pool, rid))
+                if rid in done:
+                    self.assembler.close(pool, rid)
+                elif rid in pend:
+                    self._rehydrate(pool, rid, pend[rid])
+        now = int(time.time() * 1000)
+        to_save: dict[str, dict[str, bytes]] = {}
+        for etype, value, msg in fresh:
+            rid = value["round_id"]
+            key = (pool, rid)
+            try:
+                ev = self._feed(etype, value, now)
+            except InvalidEvent as exc:
+                out.dead.append(self.dead(msg, exc.reason, exc.event_id, pool))
+                if self.assembler.is_closed(pool, rid) and key in self._ids:  # the whole round was invalidated
+                    to_save.pop(rid, None)
+                    self._ids.pop(key, None)
+                    await self.store.expire_round(pool, rid)
+                continue
+            self._ids.setdefault(key, {})[value["event_id"]] = None
+            if ev is None:
+                to_save.setdefault(rid, {})[value["event_id"]] = orjson.dumps({"o": msg.offset, "e": value})
+            else:
+                to_save.pop(rid, None)
+                ops.append(RoundOp(ev, msg, extra_ids=list(self._ids.pop(key, ())), round_done=rid))
+        self.metrics.pending_rounds.set(len(self.assembler))
+        await self.store.save_pending(pool, to_save, ())
+
+    def _feed(self, etype: str, value: dict[str, Any], now: int) -> RoundEvent | None:
+        if etype == "round_result":
+            return self.assembler.add_result(value, now)
+        return self.assembler.add_completed(value, now)
+
+    def _rehydrate(self, pool: str, rid: str, entries: dict[str, bytes]) -> None:
+        """Replay the persisted entries of an open round into the assembler, in offset order."""
+        rows = sorted((orjson.loads(v) for v in entries.values()), key=lambda r: r["o"])
+        ids = self._ids.setdefault((pool, rid), {})
+        for row in rows:
+            value = row["e"]
+            try:
+                self._feed(value["type"], value, int(time.time() * 1000))
+            except InvalidEvent:
+                continue
+            ids[value["event_id"]] = None
+
+    def committed(self, pool: str, round_ids: list[str]) -> None:
+        """These dispatched rounds are done in Redis: later events of theirs are late."""
+        for rid in round_ids:
+            self.assembler.close(pool, rid)
+            self._loaded.discard((pool, rid))  # a late event re-reads the done flag if memory forgot it
+
+    async def refuse(self, pool: str, round_id: str) -> None:
+        """A dispatched round that will not be rated (its pool's system cannot be built):
+        done, as a timed-out round is, so that its late results are not collected again."""
+        await self.store.expire_round(pool, round_id)
+        self.committed(pool, [round_id])
+
+    def forget(self) -> None:
+        """Drop the in-memory state; every round is read from Redis again when next touched.
+
+        On partition revocation: another worker may take over the pools and continue their
+        open rounds from Redis (a stale round here could time out and expire a round another
+        worker is filling). After a failed batch: memory may be ahead of Redis (a round
+        dispatched whose commit did not land)."""
+        self.assembler.clear()
+        self._loaded.clear()
+        self._ids.clear()
+        self.metrics.pending_rounds.set(0)
+
+    async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
+        """Dead-letter the rounds whose results waited longer than the timeout."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        dead = []
+        for pool, rid, reason in self.assembler.expire(now, int(self.settings.round_timeout_s * 1000)):
+            await self.store.expire_round(pool, rid)
+            self._ids.pop((pool, rid), None)
+            self._loaded.discard((pool, rid))
+            self.metrics.dead_letters.labels("round timeout").inc()
+            dead.append(DeadLetter(f"round {rid!r}: {reason}", pool=pool,
+                                   original=orjson.dumps({"pool": pool, "round_id": rid})))
+        self.metrics.pending_rounds.set(len(self.assembler))
+        return dead

@@ -1,0 +1,327 @@
+"""The atomic step of one pool: read, rate (on the numba thread), commit; again on a conflict.
+
+Per pool and step: one read (a Lua script: the commit token ``gen``, which event ids were
+applied already, the beliefs not cached), the rating math on the single numba thread, and
+one atomic commit (Lua) that writes beliefs, leaderboard and event ids and marks assembled
+rounds done, refused when anything committed to the pool in between; the step then starts
+again from the read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from itertools import repeat
+
+from stream.engine.pool import PoolConfigError, PoolEngine
+from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
+from stream.ratings.base import Rating, RatingError
+from stream.service.config import Settings
+from stream.service.messages import BatchResult, DeadLetter, Message
+from stream.service.metrics import Metrics
+from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, note_offset, split_steps
+from stream.service.registry import PoolRegistry
+from stream.service.round_book import RoundBook
+from stream.state.cache import BeliefCache
+from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 20
+
+
+class PoolStep:
+    """Applies a pool's ops as atomic steps (see the module docstring)."""
+
+    def __init__(self, settings: Settings, store: RedisStore, executor: Executor, metrics: Metrics,
+                 registry: PoolRegistry, cache: BeliefCache, rounds: RoundBook, dead: DeadFn) -> None:
+        self.settings = settings
+        self.store = store
+        self.executor = executor
+        self.metrics = metrics
+        self.registry = registry
+        self.cache = cache
+        self.rounds = rounds
+        self.dead = dead
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
+        """A pool's ops as atomic steps in order: one, or several when together they touch
+        more than ``max_step_players`` players (``split_steps``)."""
+        if not ops:
+            return
+        for step in split_steps(ops, self.settings.max_step_players):
+            await self._apply_step(pool, step, out)
+
+    async def _apply_step(self, pool: str, ops: list[Op], out: BatchResult) -> None:
+        kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
+        engine = await self._engine_or_refuse(pool, kind, ops, out)
+        if engine is None:
+            return
+        by_offsets = self.settings.dedup == "offsets"
+        ids: list[str] = []
+        players: dict[str, None] = {}
+        offsets: dict[str, tuple[int | None, int]] = {}
+        for op in ops:
+            if isinstance(op, RoundOp):
+                ids.append(op.event.event_id)
+                players.update(dict.fromkeys(op.event.players))
+                note_offset(offsets, op.msg, False)
+            else:
+                if not by_offsets:
+                    ids.extend(op.batch.event_ids)
+                op.index = index_players(op.batch)
+                players.update(dict.fromkeys(op.index.players))
+                for msg in op.sources:
+                    note_offset(offsets, msg, by_offsets)
+        checked_offsets = [tp for tp, (first, _) in offsets.items() if first is not None]
+        rounds = [op.round_done for op in ops if isinstance(op, RoundOp) and op.round_done is not None]
+        loop = asyncio.get_running_loop()
+        async with self._locks.setdefault(pool, asyncio.Lock()):
+            optimistic = True
+            for attempt in range(MAX_ATTEMPTS):
+                gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
+                commit, outputs, dead, stats = await loop.run_in_executor(
+                    self.executor, rate_ops, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
+                if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
+                    self.rounds.committed(pool, rounds)
+                    out.outputs.extend(outputs)
+                    out.dead.extend(dead)
+                    self.metrics.duplicates.inc(stats.repeated)
+                    return
+                commit.offsets = offsets
+                meta = self.registry.unsaved.get(pool)
+                try:
+                    new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
+                except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
+                    optimistic = False
+                    continue
+                except MetaConflict:  # another worker fixed the pool's system first: rate with that one
+                    self.cache.drop(pool)
+                    self.registry.forget(pool)
+                    engine = await self._engine_or_refuse(pool, kind, ops, out)
+                    if engine is None:
+                        return
+                    continue
+                except Conflict:
+                    self.cache.drop(pool)
+                    self.metrics.conflicts.inc()
+                    await asyncio.sleep(0.001 * attempt)
+                    continue
+                self.rounds.committed(pool, rounds)
+                self.cache.committed(pool, gen, new_gen, commit.beliefs)
+                self.registry.unsaved.pop(pool, None)
+                self.metrics.duplicates.inc(stats.repeated)
+                self.metrics.batches.labels(kind).inc()
+                out.outputs.extend(outputs)
+                out.dead.extend(dead)
+                return
+            raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+    async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
+                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
+        """What a step of ``pool`` starts from: (gen, stored beliefs, applied event ids,
+        applied offsets of ``watermarks`` (topic/partition fields), whether those were read).
+
+        When every player is cached (and ``optimistic``), nothing is read: the commit then
+        checks the event ids and offsets itself (``check_ids``) and its compare-and-set on
+        ``gen`` proves the cached beliefs current. Otherwise one snapshot reads the event ids,
+        watermarks and the players not cached; a snapshot at another ``gen`` than the cache's
+        replaces it.
+        """
+        cache = self.cache
+        entry = cache.pool(pool)
+        missing = entry.missing(players)
+        if optimistic and entry.gen is not None and not missing:
+            return entry.gen, entry.get_many(players), set(), {}, False
+        snap = await self.store.snapshot(pool, missing, ids, watermarks)
+        if entry.gen is not None and snap.gen != entry.gen:  # someone else wrote the pool: read everything
+            cache.drop(pool)
+            snap = await self.store.snapshot(pool, list(players), ids, watermarks)
+        if not cache.enabled:
+            return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True
+        entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
+        return snap.gen, entry.get_many(players), snap.seen, snap.watermarks, True
+
+    async def _engine_or_refuse(self, pool: str, kind: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
+        """The pool's engine, or None once ``ops`` are dead-lettered because its stored
+        system cannot be built by this version (``_refuse``)."""
+        try:
+            return await self.registry.engine(pool, kind)
+        except PoolConfigError as exc:
+            out.dead.extend(await self._refuse(pool, ops, exc))
+            return None
+
+    async def _refuse(self, pool: str, ops: list[Op], exc: PoolConfigError) -> list[DeadLetter]:
+        """Dead letters for ``ops`` of a pool whose stored system this version cannot build:
+        one per source message (each carries its original bytes)."""
+        msgs: dict[tuple[str, int, int], tuple[Message, str | None]] = {}
+        for op in ops:
+            if isinstance(op, RoundOp):
+                if op.round_done is not None:
+                    await self.rounds.refuse(pool, op.round_done)
+                msgs.setdefault((op.msg.topic, op.msg.partition, op.msg.offset), (op.msg, op.event.event_id))
+            else:
+                for m in op.sources:
+                    msgs.setdefault((m.topic, m.partition, m.offset), (m, None))
+        log.error("%s; dead-lettering %d message(s)", exc, len(msgs))
+        return [self.dead(m, f"pool config: {exc}", eid, pool) for m, eid in msgs.values()]
+
+@dataclass(slots=True)
+class Counts:
+    applied: int = 0  # events rated in this batch
+    repeated: int = 0  # events skipped as applied before (re-deliveries)
+
+
+def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
+             upto: dict[str, int] | None, dead_fn: DeadFn,
+             ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+    """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
+
+    Events already applied (``seen``) or repeated inside the batch are skipped, exactly
+    as the embedded pipeline skips them. With ``upto`` (MMR_DEDUP=offsets: the pool's
+    applied offset per "topic/partition"), matches are skipped by their message's offset
+    instead, and their ids are neither checked nor recorded.
+    """
+    stored: dict[str, bytes | None] = dict(stored_in)
+    done_ids: set[str] = set(seen)
+    counts = Counts()
+    commit = Commit()
+    ratings: dict[str, Rating] = {}
+    cause: dict[str, tuple[str, int]] = {}
+    dead: list[DeadLetter] = []
+    republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
+    registered = False  # a round stored a newcomer at the prior (rounds 0): not published
+    system = engine.system.name
+    for op in ops:
+        if isinstance(op, RoundOp):
+            ev = op.event
+            if ev.event_id in done_ids:
+                if ev.event_id in seen:
+                    counts.repeated += 1
+                    republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
+                continue
+            try:
+                applied = engine.apply_round(ev, stored)
+            except RatingError as exc:
+                dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
+                if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
+                    commit.done_rounds.append(op.round_done)
+                continue
+            done_ids.add(ev.event_id)
+            counts.applied += 1
+            commit.event_ids.append(ev.event_id)
+            commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
+            if op.round_done is not None:
+                commit.done_rounds.append(op.round_done)
+            stored.update(applied.updates)
+            commit.beliefs.update(applied.updates)
+            ratings.update(applied.ratings)
+            for p, r in applied.ratings.items():
+                cause[p] = (ev.event_id, ev.time)
+                registered |= not r.rounds
+        else:
+            if upto is not None:
+                stale = [m.offset <= upto.get(f"{m.topic}/{m.partition}", m.offset - 1) for m in op.sources]
+                if not any(stale):  # the usual case: no message applied before
+                    batch, msgs = op.batch, op.msgs
+                else:
+                    old = {id(m) for m, st in zip(op.sources, stale, strict=True) if st}
+                    batch, msgs = _keep_matches(op, [id(m) not in old for m in op.msgs], republish)
+                    counts.repeated += len(op.batch) - len(batch)
+            else:
+                ids = op.batch.event_ids
+                fresh = set(ids)
+                if len(fresh) == len(ids) and done_ids.isdisjoint(fresh):  # the usual case: nothing seen before
+                    done_ids |= fresh
+                    batch, msgs = op.batch, op.msgs
+                else:
+                    counts.repeated += sum(1 for e in ids if e in seen)
+                    keep = []
+                    for e in ids:
+                        keep.append(e not in done_ids)
+                        done_ids.add(e)
+                    batch, msgs = _keep_matches(op, keep, republish, seen)
+            if not len(batch):
+                continue
+            try:
+                parts = [(batch, msgs, engine.apply_matches(batch, stored, op.index if batch is op.batch else None))]
+            except RatingError:
+                parts = []  # find the culprit(s): one match at a time is the same sequential meaning
+                for i in range(len(batch)):
+                    one = MatchBatch(batch.pool)
+                    one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
+                                       batch.scores[i]))
+                    try:
+                        res = engine.apply_matches(one, stored)
+                    except RatingError as exc:
+                        dead.append(dead_fn(msgs[i], f"rating: {exc}", batch.event_ids[i], batch.pool))
+                        continue
+                    stored.update(res.updates)
+                    parts.append((one, [msgs[i]], res))
+            for part, _, applied in parts:
+                stored.update(applied.updates)
+                commit.beliefs.update(applied.updates)
+                ratings.update(applied.ratings)
+                counts.applied += len(part)
+                if upto is None:
+                    commit.event_ids.extend(part.event_ids)
+                cause.update(_last_match_per_player(part, op.index if part is op.batch else None))
+    outputs = []
+    # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
+    # may never have reached the topic, so publish the players' current ratings again
+    # (same versions as before, or newer; consumers keep the highest version).
+    for p, c in republish.items():
+        raw = stored.get(p)
+        if p in ratings or raw is None:
+            continue
+        try:
+            r = engine.rating_of(p, raw)
+        except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
+            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
+            continue
+        if not r.rounds:  # only registered (see PoolEngine._changed): never published
+            continue
+        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))
+    if ratings:  # one output per changed player, built by columns (C-level zip/map, no loop body per player)
+        players = list(ratings)
+        rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
+        commit.scores.update(zip(players, rating, strict=True))
+        eids, times = zip(*map(cause.__getitem__, players), strict=True)
+        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
+                           repeat(system)))
+        if registered:  # players a round only stored at their prior (rounds 0): not published
+            outputs = [o for o in outputs if o.rounds]
+    return commit, outputs, dead, counts
+
+
+def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
+    """Each player's last match in the batch as (event id, time): what their output cites."""
+    idx = index if index is not None else index_players(batch)
+    last = idx.last_match().tolist()
+    ids, times = batch.event_ids, batch.times
+    cited = zip(map(ids.__getitem__, last), map(times.__getitem__, last), strict=True)
+    return dict(zip(idx.players, cited, strict=True))
+
+
+def _keep_matches(op: MatchOp, keep: list[bool], republish: dict[str, tuple[str, int]],
+                  seen: set[str] | None = None) -> tuple[MatchBatch, list[Message]]:
+    """The matches of ``op`` marked in ``keep`` (in order); the players of the others go to
+    ``republish`` -- all of them, or with ``seen`` only those of events applied before this
+    batch (a repeat inside the batch is not a re-delivery)."""
+    src = op.batch
+    batch = MatchBatch(src.pool)
+    msgs: list[Message] = []
+    for i, k in enumerate(keep):
+        eid = src.event_ids[i]
+        if not k:
+            if seen is None or eid in seen:
+                republish[src.a[i]] = republish[src.b[i]] = (eid, src.times[i])
+            continue
+        batch.add(MatchEvent(eid, batch.pool, src.times[i], src.a[i], src.b[i], src.scores[i]))
+        msgs.append(op.msgs[i])
+    return batch, msgs
+
+
