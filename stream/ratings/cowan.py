@@ -66,7 +66,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from stream.events.waves import schedule_waves
+from stream.ratings.waves import schedule_waves
 from stream.ratings import _cowan_kernels as K
 from stream.ratings._cowan_quant import QMIN, canonical
 from stream.ratings.base import (

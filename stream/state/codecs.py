@@ -14,8 +14,9 @@ per-item loop; codecs with a cheaper batched form override it.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Protocol
 
@@ -211,18 +212,19 @@ def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndar
     return out, ends, -1
 
 
-_FACTORIES: dict[str, Callable[[], Codec]] = {}
-
-
-def register_codec(system_name: str, factory: Callable[[], Codec]) -> None:
-    """Systems with a smarter encoding (e.g. Cowan's windowed distributions) register it."""
-    _FACTORIES[system_name] = factory
+#: CONTRACT system name -> "module:Class" of the codec its beliefs are stored with; every other
+#: system's beliefs are stored by ``Float64Codec``. Imported on first use, like
+#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels.
+CODECS: dict[str, str] = {
+    "cowan": "stream.state.cowan_codec:CowanCodec",
+}
 
 
 def codec_for(system_name: str) -> Codec:
-    """The codec a system's beliefs are stored with (lossless float64 unless registered)."""
-    if system_name == "cowan":
-        # imported lazily so that Elo-MMR users never import Cowan's kernels
-        import stream.state.cowan_codec  # noqa: F401
-    factory = _FACTORIES.get(system_name)
-    return factory() if factory is not None else Float64Codec()
+    """The codec a system's beliefs are stored with (lossless float64 unless ``CODECS`` names one)."""
+    target = CODECS.get(system_name)
+    if target is None:
+        return Float64Codec()
+    module_name, cls_name = target.split(":")
+    codec: Codec = getattr(importlib.import_module(module_name), cls_name)()
+    return codec

@@ -38,7 +38,7 @@ from numba import njit
 
 from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
 from stream.ratings.base import Belief, concat_f64
-from stream.state.codecs import CodecBase, register_codec, split
+from stream.state.codecs import CodecBase, split
 
 TAG = 0x43
 #: the quantisation core lives in ``stream.ratings._cowan_quant``: Cowan's kernels run the
@@ -389,7 +389,5 @@ class CowanCodec(CodecBase):
             return super().decode_many(datas)  # raises decode's own error
         return split(out, ends)
 
-
-register_codec("cowan", CowanCodec)
 
 __all__ = ["DELTA", "CowanCodec"]

@@ -8,6 +8,8 @@ reference. Everything is compared bit for bit: bytes, float64 bit patterns, Rati
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Sequence
 from functools import cache
 
@@ -122,6 +124,24 @@ def test_every_codec_and_system_has_batch_methods() -> None:
         assert callable(make_system(name).summary_many)
     assert isinstance(codec_for("cowan"), CowanCodec)
     assert isinstance(codec_for("elo"), Float64Codec)
+
+
+_FRESH_CODECS = """
+import sys
+from stream.state.codecs import CODECS, codec_for
+from stream.ratings import SYSTEMS
+assert set(CODECS) <= set(SYSTEMS), CODECS
+assert type(codec_for("elo-mmr")).__name__ == "Float64Codec"
+assert "stream.state.cowan_codec" not in sys.modules and "stream.ratings.cowan" not in sys.modules
+assert type(codec_for("cowan")).__name__ == "CowanCodec"
+"""
+
+
+def test_codec_table_is_lazy_and_complete() -> None:
+    """In a fresh process: ``codec_for`` finds Cowan's codec without anything importing it first,
+    and a float64 system's codec imports nothing of Cowan."""
+    out = subprocess.run([sys.executable, "-c", _FRESH_CODECS], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 # --- errors: the batch raises what the per-item call raises --------------------------------
