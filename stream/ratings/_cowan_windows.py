@@ -19,8 +19,8 @@ HEADER = 2  # belief[0] = lo, belief[1] = rounds
 def moments(probs: np.ndarray, grid: np.ndarray, lo: int) -> tuple[float, float]:
     """``(mean, sd)`` of a window on ``grid[lo:]``. The sums run in a fixed order (four
     interleaved partial sums — cells ≡ 0..3 mod 4 — added as ``(s0 + s1) + (s2 + s3)``;
-    no fastmath), so ``summary`` and ``summary_many``, which both call this, give the
-    same bits."""
+    no fastmath), so ``Cowan.summary`` and ``CowanFastPath.summary_many``, which both call
+    this, give the same bits."""
     m = probs.shape[0]
     top = m - m % 4
     s0 = s1 = s2 = s3 = 0.0

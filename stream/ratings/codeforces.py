@@ -80,7 +80,7 @@ def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
 
     Why the own term is excluded: including it (a literal reading of ``getSeed``) makes the
     leader's target unreachable near its rating, and the needed rating then grows the
-    further ahead the leader is — a feedback we saw drive the top Codeforces player to
+    further ahead the leader is — a feedback that drives the top Codeforces player to
     17,000 on the real history.
     """
     from scipy.interpolate import CubicSpline

@@ -596,9 +596,8 @@ def warmup() -> None:
     first real event does not pay for compilation.
 
     Both the serial kernel (3 matches) and the parallel one (one wave of
-    ``parallel_min_batch`` disjoint matches): without the latter, a new worker compiled it
-    inside its first large take batch (measured: the first ``mmr bench service`` on a fresh
-    install rated single matches at 1,231 msgs/s, the next run at 4,622)."""
+    ``parallel_min_batch`` disjoint matches): without the latter, a new worker compiles it
+    inside its first large take batch, and that batch's matches wait for the compiler."""
     for algo in ("fast", "laplace"):
         sys_ = Cowan({"algorithm": algo, "n": 40})
         bel = [sys_.new_belief() for _ in range(3)]
