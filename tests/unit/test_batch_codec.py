@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, RoundEvent, index_players
 from stream.ratings import SYSTEMS, make_system
-from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, concat_f64
+from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.cowan import ELO_SCALE, Cowan
-from stream.ratings.fastpath import MatrixMatches, fast_path
+from stream.ratings.fastpath import FAST_PATHS, FastPath, MatrixMatches, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.state.cowan_codec import CowanCodec
 
@@ -126,6 +126,28 @@ def test_every_codec_and_system_has_batch_methods() -> None:
     assert isinstance(codec_for("cowan"), CowanCodec)
     assert isinstance(codec_for("elo"), Float64Codec)
 
+
+
+class _NotElo(RatingSystem):
+    """Another class under a known name: must not get that name's fast path."""
+
+    name = "elo"
+    params_type = Params
+
+    def new_belief(self) -> Belief:
+        return np.zeros(2)
+
+    def summary(self, belief: Belief) -> Rating:
+        return Rating(0.0, 0.0, 0.0, 0)
+
+
+def test_every_system_has_its_fast_path() -> None:
+    """A typo in ``FAST_PATHS`` would silently give the generic (slow) path."""
+    assert set(FAST_PATHS) == set(SYSTEMS)
+    for name in NAMES:
+        path = fast_path(make_system(name))
+        assert type(path) is not FastPath and isinstance(path.system, path.system_type)
+    assert type(fast_path(_NotElo())) is FastPath
 
 _FRESH_CODECS = """
 import sys
