@@ -48,9 +48,9 @@ log-density relative to the peak rounded to 2^−24, cells below ~2.4e-16 of the
 from the window edges). The quantised belief is the state itself: the prior and the belief
 after *every* match are passed through the codec's own quantise/dequantise functions
 (``_cowan_quant``, inside the kernels), so every belief this class returns satisfies
-``decode(encode(b)) == b`` bit for bit (``CowanFastPath.canonical_state``) and results do not depend on
-how matches are batched. ``rate_matches(..., quantise=False)`` skips that step (the raw
-model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
+``decode(encode(b)) == b`` bit for bit (``CowanFastPath.canonical_state``) and results do not
+depend on how matches are batched. ``rate_matches(..., quantise=False)`` skips that step (the
+raw model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class CodecBase:
 
 
 def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object | None]) -> list[bytes]:
-    """``encode_many``, from what ``RatingSystem.rate_matches_coded`` returned with the
+    """``encode_many``, from what ``FastPath.rate_matches_coded`` returned with the
     beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
     coded = getattr(codec, "encode_coded", None)
     if coded is None:
@@ -133,7 +133,7 @@ class Float64Codec(CodecBase):
 
     def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
         """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
-        copied): the packed beliefs of ``RatingSystem.rate_round_flat``. None if a value is
+        copied): the packed beliefs of ``PackedRounds.rate_round_flat``. None if a value is
         not this codec's (``decode`` says why)."""
         tag = self._TAG
         if not all(d[:1] == tag for d in datas):
@@ -142,7 +142,7 @@ class Float64Codec(CodecBase):
 
     def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
         """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
-        byte, written from the one array (``RatingSystem.rate_round_flat``'s): one copy each."""
+        byte, written from the one array (``PackedRounds.rate_round_flat``'s): one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self._TAG
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
@@ -163,7 +163,7 @@ class Float64Codec(CodecBase):
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
 
-    # --- the matrix form (systems with a fixed ``belief_width``) ------------------------
+    # --- the matrix form (fast paths with ``MatrixMatches``) ----------------------------
     def encode_rows(self, state: np.ndarray) -> list[bytes]:
         """``[encode(row) for row in state]``, byte for byte, without an array per row: one
         (rows × (1 + 8·width)) byte matrix, then one ``bytes`` slice per row."""

@@ -24,7 +24,7 @@ reproduces the same bytes: ``decode(encode(decode(encode(b)))) == decode(encode(
 
 The quantise / window / dequantise steps are ``stream.ratings._cowan_quant``'s njit
 functions, which Cowan's kernels also run after every match: beliefs the system returns
-are already ``decode(encode(b))`` bit for bit (``Cowan.canonical_state``).
+are already ``decode(encode(b))`` bit for bit (``CowanFastPath.canonical_state``).
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ class CowanCodec(CodecBase):
 
     def encode_coded(self, beliefs: Sequence[Belief], codes: Sequence[np.ndarray | None]) -> list[bytes]:
         """``encode_many(beliefs)`` byte for byte, written from ``codes[i]``, the quantised
-        window that ``Cowan.rate_matches_coded`` returned with belief i, where there is one.
+        window that ``CowanFastPath.rate_matches_coded`` returned with belief i, where there is one.
 
         Why it is the same bytes: the kernels quantise every new belief with this codec's
         functions (``canonicalise_row``) and return ``exp(q·δ)`` normalised; quantising that
