@@ -21,7 +21,11 @@ raises ``RatingError`` from every entry point, whatever the codec or kernel rais
 (``ValueError``, ``IndexError``, ``ZeroDivisionError``, ``OverflowError``, numba's
 ``SystemError``), and a rating that would come out non-finite is refused the same way.
 The service dead-letters the event with that reason and keeps rating every other
-player; before, the worker stopped on the same event after every restart.
+player, instead of stopping on the same event after every restart.
+
+The engine reaches a system through its six-method interface and, for speed, through the
+system's fast path (``stream.ratings.fastpath``): batched summaries, rounds on packed bytes
+(Elo-MMR), matches on one matrix (Elo), the codes Cowan's codec writes from.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.fastpath import MatrixMatches, PackedRounds, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 
@@ -124,26 +129,30 @@ class PoolEngine:
         self.pool = pool
         self.system = system
         self.codec = codec if codec is not None else codec_for(system.name)
+        self.fast = fast = fast_path(system)
+        #: the system's beliefs come back from the store as they are (a lossless codec, or
+        #: beliefs that are fixed points of the codec): no round trip through the codec
+        self.exact_store = self.codec.lossless or fast.canonical_state
         #: the embedded store holds this pool's beliefs *packed* (each one's raw float64 bytes)
         #: when the system rates rounds on packed beliefs and its codec keeps every bit: no
         #: numpy array is made or freed per player and round (Elo-MMR over the Codeforces
         #: history: BENCHMARKS.md, "Elo-MMR"); ``store_round`` / ``store_matches`` / ``unpack``
-        self.packed = system.packed_rounds and (self.codec.lossless or system.canonical_state)
+        self.packed = isinstance(fast, PackedRounds) and self.exact_store
         #: the last stored bytes of recently rated players with their decoded beliefs, so a
         #: player who comes back is not decoded again (Cowan: ~6.5 µs a player of the ~130 µs
         #: a single match costs the worker). Only for systems whose beliefs are fixed points
         #: of their codec (``canonical_state``): the belief a batch returns *is* what its bytes
         #: decode to, bit for bit. Keyed by player, checked by the bytes themselves, so it can
         #: never answer for other bytes (a re-read after another writer, a failed commit).
-        self.decoded_budget = DECODED_BUDGET if system.canonical_state else 0
+        self.decoded_budget = DECODED_BUDGET if fast.canonical_state else 0
         self._decoded: dict[str, tuple[bytes, Belief]] = {}
         self._decoded_bytes = 0
 
     # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
         """The belief as it comes back from the store (no round trip when the system's
-        beliefs are already fixed points of its codec: ``system.canonical_state``)."""
-        if self.codec.lossless or self.system.canonical_state:
+        beliefs are already fixed points of its codec: ``exact_store``)."""
+        if self.exact_store:
             return belief
         return self.codec.decode(self.codec.encode(belief))
 
@@ -155,7 +164,7 @@ class PoolEngine:
         so that the final ratings list every player who took part (CONTRACT: "the final
         rating of every player"). No rating is published for them: nothing changed."""
         moved = _new_or_changed(players, before, after, known)
-        if self.codec.lossless or self.system.canonical_state:  # the hot path: no call per player
+        if self.exact_store:  # the hot path: no call per player
             return moved
         codec = self.codec
         back = decode_many(codec, encode_many(codec, list(moved.values())))
@@ -178,13 +187,13 @@ class PoolEngine:
     def _rate_matches_coded(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                             index: PlayerIndex | None = None) -> tuple[dict[str, Belief], dict[str, np.ndarray]]:
         """``rate_matches`` and the codes the system returned with the new beliefs, by player
-        (``RatingSystem.rate_matches_coded``: what the codec stores them from)."""
+        (``FastPath.rate_matches_coded``: what the codec stores them from)."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
-        after, codes = self.system.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
+        after, codes = self.fast.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
         changed = self._changed(idx.players, before, after, beliefs)
-        if not (self.codec.lossless or self.system.canonical_state):  # round-tripped by _changed
+        if not self.exact_store:  # round-tripped by _changed
             return changed, {}
         return changed, {p: c for p, c in zip(idx.players, codes, strict=True) if c is not None}
 
@@ -199,12 +208,12 @@ class PoolEngine:
             return self._store_round(event, held)
 
     def _store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
-        if not self.packed:
+        fast = self.fast
+        if not (self.packed and isinstance(fast, PackedRounds)):
             return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
-        system = self.system
-        new = system.new_packed_belief
+        new = fast.new_packed_belief
         before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
-        after = system.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        after = fast.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
         return _new_or_changed(event.players, before, after, held)  # packed: lossless, so no round trip
 
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
@@ -280,7 +289,7 @@ class PoolEngine:
     def _encode(self, changed: dict[str, Belief], codes: Mapping[str, np.ndarray] | None = None) -> Applied:
         players = list(changed)
         beliefs = list(changed.values())
-        ratings = dict(zip(players, self.system.summary_many(beliefs), strict=True))
+        ratings = dict(zip(players, self.fast.summary_many(beliefs), strict=True))
         _check_finite(ratings)
         if codes:
             encoded = encode_coded(self.codec, beliefs, list(map(codes.get, players)))
@@ -300,7 +309,7 @@ class PoolEngine:
 
     def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied | None:
         """``apply_round`` on the stored bytes themselves, for a system that rates rounds
-        packed (``packed_rounds``) stored by the float64 codec, whose value is a tag byte and
+        packed (``PackedRounds``) stored by the float64 codec, whose value is a tag byte and
         the packed belief: the kernel reads the stored values past their tags, and each new
         value is written from the kernel's output with one copy. No array, decode or encode
         per player: those were ~30 % of the worker's time on the Codeforces history.
@@ -308,25 +317,25 @@ class PoolEngine:
         The same bits as the per-belief path, which runs instead (None) for anything it must
         decide, including every error it would report (a stored value that is not a belief,
         a round it refuses): it then names the cause as it always did."""
-        codec, system = self.codec, self.system
-        if not (self.packed and isinstance(codec, Float64Codec)):
+        codec, fast = self.codec, self.fast
+        if not (self.packed and isinstance(fast, PackedRounds) and isinstance(codec, Float64Codec)):
             return None
         players = event.players
         raws = list(map(stored.get, players))
         views = codec.packed_views([raw for raw in raws if raw is not None])
         if views is None:
             return None
-        prior = system.new_packed_belief()
+        prior = fast.new_packed_belief()
         known = iter(views)
         before = [prior if raw is None else next(known) for raw in raws]
         try:
-            flat = system.rate_round_flat(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+            flat = fast.rate_round_flat(before, event.ranks, event.time, event.weight, event.perf_ceiling)
         except RatingError:
             return None
         if flat is None:  # a round that changes nothing (rare): the per-belief path still
             return None  # checks that every stored value is a belief, and stores newcomers
         values, offsets = flat
-        ratings = system.summary_flat(values, offsets)
+        ratings = fast.summary_flat(values, offsets)
         if ratings is None:
             return None
         ratings_of = dict(zip(players, ratings, strict=True))
@@ -353,15 +362,15 @@ class PoolEngine:
 
     def _apply_matrix(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       idx: PlayerIndex) -> Applied | None:
-        """``apply_matches`` on one (players × width) matrix, for a system with a fixed
-        ``belief_width`` stored as float64: no array, list or dict of beliefs per player
+        """``apply_matches`` on one (players × width) matrix, for a system whose fast path
+        rates ``MatrixMatches`` stored as float64: no array, list or dict of beliefs per player
         (in a large pool, where a batch brings ~2 players a match, that per-player work
         was most of the worker's time). The same bits as the per-belief path, which runs
         instead (None) for anything else, including every input it must reject."""
-        system, codec = self.system, self.codec
-        width = system.belief_width
-        if width is None or not isinstance(codec, Float64Codec):
+        system, fast, codec = self.system, self.fast, self.codec
+        if not (isinstance(fast, MatrixMatches) and isinstance(codec, Float64Codec)):
             return None
+        width = fast.belief_width
         players = idx.players
         raws = list(map(stored.get, players))
         state = np.empty((len(players), width), dtype=np.float64)
@@ -375,8 +384,8 @@ class PoolEngine:
             if rows is None:
                 return None
             state[[i for i, raw in enumerate(raws) if raw is not None]] = rows
-        system.rate_matches_columns(state, idx.a, idx.b, batch.score_array(), batch.time_array())
-        ratings = system.summary_columns(state)
+        fast.rate_matches_columns(state, idx.a, idx.b, batch.score_array(), batch.time_array())
+        ratings = fast.summary_columns(state)
         if ratings is None:
             return None
         ratings_of = dict(zip(players, ratings, strict=True))

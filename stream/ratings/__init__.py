@@ -3,6 +3,11 @@
 ``make_system(name, params)`` is the only way the rest of the project builds a system,
 so the CLI, the evaluation harness and the worker accept exactly the same names.
 Modules are imported lazily: ``mmr --help`` must not pay for numba compilation.
+
+Layout: ``base`` (the interface), one module per system (``elo_mmr``, ``cowan``, ``elo``,
+``glicko``, ``trueskill``, ``codeforces``, ``topcoder``), ``fastpath`` (the batched and packed
+forms the pipeline engine uses, per system, in the private ``_*_fastpath`` modules), and
+private numba kernels and model tables (``_*_kernels``, ``_cowan_*``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Why numba: the multiplayer baselines compare every pair of a round's participant
 (O(N²) per round). On the Codeforces history that is Σ N² ≈ 1.9·10¹⁰ pair terms; numpy
 would need N×N temporaries (2 GB for the largest 16,783-player round) and many passes,
 while these loops keep one row in registers and run in parallel over players.
-All kernels are ``cache=True`` and ``nogil=True`` (see NOTES: numba in a service).
+All kernels are ``cache=True`` and ``nogil=True`` (no compilation on a worker's first event, and
+kernels that run beside the event loop's thread).
 """
 
 from __future__ import annotations
@@ -286,8 +287,8 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
 @njit(cache=True, nogil=True)
 def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
                     k: float, scale: float) -> None:
-    """Sequential Elo steps over a batch of matches, in place (``Elo.rate_matches_naive`` is the
-    oracle: same operations in the same order, no fastmath, so the same bits)."""
+    """Sequential Elo steps over a batch of matches, in place (the plain loop of
+    tests/unit/test_baselines.py is the oracle: same operations in the same order, no fastmath, so the same bits)."""
     for j in range(a.shape[0]):
         ia = a[j]
         ib = b[j]

@@ -13,8 +13,8 @@ depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (pap
 * ``R(d) = −β·sign(d)·φ(|d|)`` — the smooth residual. ``φ`` is a short sum of
   exponentials ``Re Σ_j c_j z_j^|d|`` (exact, one real term, for the Laplace variant; for
   the logistic luck a matrix-pencil fit with free rates: 5 real + 3 complex terms, max
-  error 4e-15 — the former least-squares fit on the fixed rates e^(−jh) needed 16 terms
-  for 3.7e-13, at the same speed), so ``Σ_k ρ(k) R(i − k)`` is two O(n) recursions (one
+  error 4e-15, where a least-squares fit on the fixed rates e^(−jh) needs 16 terms for
+  3.7e-13 at the same speed), so ``Σ_k ρ(k) R(i − k)`` is two O(n) recursions (one
   forward, one backward sweep, all exponentials at once; complex terms as real pairs).
 
 Draws in the paper's form need ``Σ_k ρ(k) D(i−k)``, ``D(d) = g(d)^θ g(−d)^(1−θ)``, a

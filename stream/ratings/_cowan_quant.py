@@ -21,7 +21,7 @@ Why its own ``log`` and ``exp``
 -------------------------------
 Quantising runs on both players after every match, one logarithm and one exponential per
 window cell (~500 cells): with the C library's ``log``/``exp``, called once per cell, that
-was ~38 % of a match. ``log_det`` and ``exp_det`` are written in plain IEEE arithmetic
+is over a third of a match. ``log_det`` and ``exp_det`` are written in plain IEEE arithmetic
 (bit casts, a range reduction, a polynomial), so
 
 * loops over cells vectorise (the C library's scalar calls do not): about 3× less time each;
@@ -33,7 +33,7 @@ was ~38 % of a match. ``log_det`` and ``exp_det`` are written in plain IEEE arit
 
 The sum in ``dequantise`` is ``sum8``: 8 interleaved partial sums combined in a fixed order,
 as deterministic as one running sum, but vectorised. (The kernels' own sums over a window
-were tried the same way: no measurable gain, so they stay running sums.)
+stay running sums: interleaving them gains nothing measurable.)
 
 Nothing here uses ``fastmath``: results must not depend on vectorisation or alignment.
 Divisions are compiled with numpy's error model (no zero check, which would stop LLVM from

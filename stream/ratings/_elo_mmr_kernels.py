@@ -275,29 +275,6 @@ def _cheb_coefficients(vals, cosines):
 
 
 @nb.njit(cache=True, nogil=True)
-def _cheb_derivative(coef):
-    """Coefficients of d/dt of a Chebyshev series (standard backward recurrence)."""
-    n = coef.shape[0] - 1
-    der = np.zeros(n + 1)
-    if n == 0:
-        return der
-    der[n - 1] = 2.0 * n * coef[n]
-    for j in range(n - 2, -1, -1):
-        der[j] = der[j + 2] + 2.0 * (j + 1) * coef[j + 1]
-    der[0] *= 0.5
-    return der
-
-
-@nb.njit(cache=True, nogil=True)
-def _clenshaw(coef, t: float) -> float:
-    b1 = 0.0
-    b2 = 0.0
-    for j in range(coef.shape[0] - 1, 0, -1):
-        b1, b2 = 2.0 * t * b1 - b2 + coef[j], b1
-    return t * b1 - b2 + coef[0]
-
-
-@nb.njit(cache=True, nogil=True)
 def _clenshaw2(coef, t: float) -> tuple[float, float]:
     """Value and d/dt of a Chebyshev series in one pass (two interleaved recurrences)."""
     b1 = 0.0
@@ -323,7 +300,7 @@ def _own_sum(x: float, smu, sarg, sw, start: int, stop: int) -> tuple[float, flo
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, const, split: bool, perf_g):
+def _solve_logistic_groups(bounds, bvals, coefs, smu, sarg, sw, gstart, const, split: bool, perf_g):
     """Each group's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants.
 
     ``bounds``/``bvals``: panel boundaries and exact T there (boundaries are nodes), so the
@@ -421,17 +398,15 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
         xs_all[p * (n + 1):(p + 1) * (n + 1)] = _panel_nodes(bounds[p], bounds[p + 1], n)
     vals = _shared_t_values(xs_all, smu, sarg, sw)
     coefs = np.empty((npanels, n + 1))
-    dcoefs = np.empty((npanels, n + 1))
     bvals = np.empty(npanels + 1)
     for p in range(npanels):
         v = vals[p * (n + 1):(p + 1) * (n + 1)]
         coefs[p] = _cheb_coefficients(v, cosines)
-        dcoefs[p] = _cheb_derivative(coefs[p])
         bvals[p + 1] = v[0]  # node 0 is the panel's right end
         if p == 0:
             bvals[0] = v[n]
     perf_g = np.empty(ngroups)
-    _solve_logistic_groups(bounds, bvals, coefs, dcoefs, smu, sarg, sw, gstart, const, split, perf_g)
+    _solve_logistic_groups(bounds, bvals, coefs, smu, sarg, sw, gstart, const, split, perf_g)
     return perf_g
 
 

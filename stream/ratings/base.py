@@ -13,11 +13,14 @@ Why this shape
 * Two kinds of events: a *round* (many players ranked, ties share a rank) and a
   *batch of matches* (1-v-1, score in [0, 1] for A, applied with exact sequential
   meaning). A system that is naturally one kind gets the other from the defaults below.
+* Six methods: ``new_belief``, ``rate_round``, ``rate_matches``, ``summary``,
+  ``win_probability``, ``ranking_score``. The batched and packed forms the pipeline
+  engine uses for speed are not part of it: they live in ``stream.ratings.fastpath``,
+  per system, and give exactly what these six give.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -129,11 +132,11 @@ def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = 
     Why: ``np.concatenate`` releases the GIL for every input array of more than a few
     hundred values and must win it back after each one. On the worker's numba thread, while
     the event loop's thread is busy, every win-back waits up to Python's switch interval
-    (5 ms): concatenating 2,000 Cowan beliefs (~700 values each) of a merged batch of
-    single matches took ~1.4 s there instead of a few ms (py-spy, BENCHMARKS.md, "Service",
-    eighth session). One ``bytearray.join`` over the arrays' buffers copies everything in one
-    go (a mutable buffer, so the result is writable like ``concatenate``'s). Anything but
-    1-D float64 arrays takes ``np.concatenate`` itself.
+    (5 ms), so concatenating the thousands of Cowan beliefs of a merged batch of single
+    matches took seconds instead of milliseconds (BENCHMARKS.md, "Service"). One
+    ``bytearray.join`` over the arrays' buffers copies everything in one go (a mutable
+    buffer, so the result is writable like ``concatenate``'s). Anything but 1-D float64
+    arrays takes ``np.concatenate`` itself.
     """
     if len(beliefs) and all(type(b) is np.ndarray and b.dtype == np.float64 and b.ndim == 1 for b in beliefs):
         try:
@@ -144,40 +147,6 @@ def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = 
             return np.frombuffer(raw, dtype=np.float64)
     out: FloatArray = np.concatenate(beliefs, dtype=np.float64, casting=casting)
     return out
-
-
-def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
-    """``out[j, i] = beliefs[i][cols[j]]`` in one pass, for ``summary_many``; None when
-    the per-item path must run instead (not all 1-D float64, or too short: it raises)."""
-    n = len(beliefs)
-    if n == 0:
-        return None
-    try:
-        # casting="no": every belief must already be float64, so no value changes type
-        flat = concat_f64(beliefs, casting="no")
-    except (ValueError, TypeError):
-        return None
-    if flat.ndim != 1:
-        return None
-    lens = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-    if int(lens.min()) <= max(cols):
-        return None
-    starts = np.cumsum(lens) - lens
-    out: FloatArray = flat[starts[None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
-    return out
-
-
-def ratings_from_columns(
-    rating: FloatArray, mu: FloatArray, sigma: FloatArray | float, rounds: FloatArray
-) -> list[Rating] | None:
-    """``Rating(float(rating[i]), float(mu[i]), float(sigma[i]), int(rounds[i]))`` for
-    every i (``sigma`` may be one number for all); None if a ``rounds`` value is not a
-    finite float64 well inside int64 (``int`` would raise or overflow: per-item path)."""
-    if not bool((np.abs(rounds) < 2.0**62).all()):  # also False for NaN
-        return None
-    sig = itertools.repeat(float(sigma)) if isinstance(sigma, float) else sigma.tolist()
-    # astype(int64) truncates toward zero like int() on these values
-    return list(map(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
 
 
 class RatingSystem(ABC):
@@ -191,19 +160,6 @@ class RatingSystem(ABC):
     params_type: ClassVar[type[Params]]
     #: which events the system is designed for ("rounds", "matches" or both)
     native: ClassVar[frozenset[str]] = frozenset({"rounds", "matches"})
-    #: beliefs returned by this system are already fixed points of its codec (the one
-    #: ``stream.state.codecs.codec_for(name)`` gives): ``decode(encode(b)) == b`` bit for
-    #: bit, so the pipeline need not round-trip them to match what the store gives back
-    canonical_state: ClassVar[bool] = False
-    #: beliefs of this many float64 values each, with ``rate_matches_columns`` and
-    #: ``summary_columns`` (the matrix form of ``rate_matches`` / ``summary_many``): the
-    #: pipeline then rates a batch on one (players × width) array, with no array object per
-    #: player; None: only the per-belief methods
-    belief_width: ClassVar[int | None] = None
-    #: rounds can also be rated on *packed* beliefs (each one's raw little-endian float64
-    #: bytes): ``new_packed_belief`` and ``rate_round_packed``, bit for bit ``rate_round``'s
-    #: results packed; the embedded store then keeps bytes, no array object per player
-    packed_rounds: ClassVar[bool] = False
 
     def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         if isinstance(params, Params):
@@ -219,12 +175,6 @@ class RatingSystem(ABC):
     @abstractmethod
     def summary(self, belief: Belief) -> Rating:
         """Displayed rating, raw mu/sigma and the number of rounds of a belief."""
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """``[summary(b) for b in beliefs]``, field for field (systems override it with one
-        vectorised pass doing the same floating-point operations)."""
-        summary = self.summary
-        return [summary(b) for b in beliefs]
 
     # --- updates --------------------------------------------------------------------
     def rate_round(
@@ -280,55 +230,6 @@ class RatingSystem(ABC):
             ranks = np.array([1, 1] if s == 0.5 else ([1, 2] if s == 1.0 else [2, 1]))
             out[ia], out[ib] = self.rate_round([out[ia], out[ib]], ranks, int(times_ms[m]))
         return out
-
-    def rate_matches_coded(
-        self,
-        beliefs: Sequence[Belief],
-        a: IntArray,
-        b: IntArray,
-        scores: FloatArray,
-        times_ms: IntArray,
-    ) -> tuple[list[Belief], list[np.ndarray | None]]:
-        """``rate_matches`` plus, per returned belief, what its codec can store it from without
-        computing it again (``Codec.encode_coded``; Cowan: the quantised log-densities its
-        kernels computed to quantise it). None where there is nothing: here, everywhere."""
-        out = self.rate_matches(beliefs, a, b, scores, times_ms)
-        return out, [None] * len(out)
-
-    def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
-                             times_ms: IntArray) -> None:
-        """``rate_matches`` on ``state[i] = beliefs[i]`` (shape (players, ``belief_width``)),
-        in place, bit for bit: afterwards ``state[i]`` equals the i-th belief
-        ``rate_matches`` returns. Every row is a player of some match, so every row changes."""
-        raise NotImplementedError(f"{self.name} has no matrix form (belief_width is None)")
-
-    def summary_columns(self, state: FloatArray) -> list[Rating] | None:
-        """``summary_many(list(state))`` from the matrix form, field for field (None: use
-        the per-belief path, e.g. a value the per-item path must reject)."""
-        raise NotImplementedError(f"{self.name} has no matrix form (belief_width is None)")
-
-    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
-        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
-        caller's per-belief path must decide, as with ``summary_columns``)."""
-        bounds = offsets.tolist()
-        return self.summary_many([values[a:b] for a, b in itertools.pairwise(bounds)])
-
-    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
-                        time_ms: int, weight: float = 1.0,
-                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
-        """``rate_round_packed`` as (the new beliefs' float64 values one after another, their
-        offsets), or None when the round changes nothing (see ``packed_rounds``)."""
-        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
-
-    def new_packed_belief(self) -> bytes:
-        """``new_belief()`` packed (see ``packed_rounds``)."""
-        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
-
-    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
-                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
-        """``rate_round`` on packed beliefs (see ``packed_rounds``); an unchanged player's
-        entry is the very object passed in, as in ``rate_round``."""
-        raise NotImplementedError(f"{self.name} has no packed form (packed_rounds is False)")
 
     # --- predictions ------------------------------------------------------------------
     def win_probability(self, a: Belief, b: Belief) -> float:

@@ -40,8 +40,6 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
-    gather_columns,
-    ratings_from_columns,
 )
 
 
@@ -82,7 +80,7 @@ def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
 
     Why the own term is excluded: including it (a literal reading of ``getSeed``) makes the
     leader's target unreachable near its rating, and the needed rating then grows the
-    further ahead the leader is — a feedback we saw drive the top Codeforces player to
+    further ahead the leader is — a feedback that drives the top Codeforces player to
     17,000 on the real history.
     """
     from scipy.interpolate import CubicSpline
@@ -114,12 +112,6 @@ class Codeforces(RatingSystem):
 
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0]), float(belief[0]), 0.0, int(belief[1]))
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
-        cols = gather_columns(beliefs, (0, 1))
-        out = None if cols is None else ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
-        return out if out is not None else super().summary_many(beliefs)
 
     def deltas(self, r: FloatArray, ranks: IntArray) -> FloatArray:
         """Rating changes of one round (steps 1–4 of the module docstring)."""

@@ -26,8 +26,6 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
-    gather_columns,
-    ratings_from_columns,
 )
 
 
@@ -66,19 +64,12 @@ class Elo(RatingSystem):
     name = "elo"
     params_type = EloParams
     params: EloParams
-    belief_width = 2
 
     def new_belief(self) -> Belief:
         return np.array([self.params.init, 0.0])
 
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0]), float(belief[0]), 0.0, int(belief[1]))
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
-        cols = gather_columns(beliefs, (0, 1))
-        out = None if cols is None else ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
-        return out if out is not None else super().summary_many(beliefs)
 
     def rate_round(self, beliefs: Sequence[Belief], ranks: IntArray, time_ms: int, weight: float = 1.0,
                    perf_ceiling: float = math.inf) -> list[Belief]:
@@ -112,37 +103,6 @@ class Elo(RatingSystem):
         for i in np.flatnonzero(touched).tolist():
             out[i] = np.array([r[i], cnt[i]])
         return out
-
-    def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
-                             times_ms: IntArray) -> None:
-        """``rate_matches`` on the (players × 2) matrix, in place: the same kernel on the
-        same columns, so the same bits."""
-        p = self.params
-        r = np.ascontiguousarray(state[:, 0])
-        cnt = np.ascontiguousarray(state[:, 1])
-        elo_match_steps(r, cnt, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
-                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale))
-        state[:, 0] = r
-        state[:, 1] = cnt
-
-    def summary_columns(self, state: FloatArray) -> list[Rating] | None:
-        return ratings_from_columns(state[:, 0], state[:, 0], 0.0, state[:, 1])
-
-    def rate_matches_naive(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                           times_ms: IntArray) -> list[Belief]:
-        """The plain-Python oracle of ``rate_matches``."""
-        p = self.params
-        r = [float(x[0]) for x in beliefs]
-        cnt = [float(x[1]) for x in beliefs]
-        for ia, ib, s in zip(a.tolist(), b.tolist(), scores.tolist(), strict=True):
-            e = 1.0 / (1.0 + 10.0 ** ((r[ib] - r[ia]) / p.scale))
-            d = p.k * (s - e)
-            r[ia] += d
-            r[ib] -= d
-            cnt[ia] += 1.0
-            cnt[ib] += 1.0
-        touched = set(a.tolist()) | set(b.tolist())
-        return [np.array([r[i], cnt[i]]) if i in touched else beliefs[i] for i in range(len(beliefs))]
 
     def win_probability(self, a: Belief, b: Belief) -> float:
         return expected_score(float(a[0]), float(b[0]), self.params.scale)

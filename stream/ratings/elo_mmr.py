@@ -35,9 +35,7 @@ Public API
 ----------
 ``EloMMR`` / ``EloMMX`` (``RatingSystem``): ``rate_round`` (whole round in numba
 kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
-``rate_round_detailed`` (also returns performances), ``rate_round_packed`` /
-``new_packed_belief`` (the same on raw float64 bytes, for byte stores: no numpy object
-per player, bit-identical results), ``performances``, ``diffuse``
+``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
 (the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
 by σ² + σ_perf²), ``ranking_score`` (μ). ``EloMMRParams`` holds the parameters and
 ``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
@@ -56,7 +54,7 @@ Intentional differences from the reference
 * Performance roots are not clamped to the reference's Newton bounds [−6000, 9000].
 * Tied players share one performance equation, solved once per tie group.
 * Elo-MMχ terms use a stable inverse Mills ratio (the reference's pdf/cdf ratios turn
-  into NaN once an opponent is ~38 σ away; our naive oracle did the same until fixed).
+  into NaN once an opponent is ~38 σ away; so would a naive oracle written from them).
 * A performance far outside the field (≳ 20 logistic scales beyond every opponent) is
   ill-conditioned in double precision for any solver; μ is still stable (~1e-5 points).
 """
@@ -83,8 +81,6 @@ from stream.ratings.base import (
     RatingError,
     RatingSystem,
     concat_f64,
-    gather_columns,
-    ratings_from_columns,
 )
 
 HEADER = K.HEADER
@@ -172,7 +168,6 @@ class EloMMR(RatingSystem):
     name: ClassVar[str] = "elo-mmr"
     params_type: ClassVar[type[Params]] = EloMMRParams
     native: ClassVar[frozenset[str]] = frozenset({"rounds"})
-    packed_rounds: ClassVar[bool] = True
     gaussian: ClassVar[bool] = False
 
     params: EloMMRParams
@@ -191,14 +186,6 @@ class EloMMR(RatingSystem):
     def summary(self, belief: Belief) -> Rating:
         mu, sig = float(belief[0]), float(belief[1])
         return Rating(rating=mu - 3.0 * (sig - DISPLAY_SIG), mu=mu, sigma=sig, rounds=int(belief[4]))
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
-        cols = gather_columns(beliefs, (0, 1, 4))
-        if cols is None:
-            return super().summary_many(beliefs)
-        out = ratings_from_columns(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], cols[2])
-        return out if out is not None else super().summary_many(beliefs)
 
     # --- updates ------------------------------------------------------------------
     def rate_round(
@@ -227,72 +214,6 @@ class EloMMR(RatingSystem):
         flat, offsets = _gather(beliefs)
         out, out_offsets, perfs = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         return RoundResult(_scatter(out, out_offsets), perfs)
-
-    def rate_round_packed(
-        self,
-        beliefs: Sequence[bytes],
-        ranks: IntArray | Sequence[int],
-        time_ms: int,
-        weight: float = 1.0,
-        perf_ceiling: float = math.inf,
-    ) -> list[bytes]:
-        """``rate_round`` on packed beliefs: each one's raw float64 bytes (``belief.tobytes()``).
-
-        For stores that keep beliefs as bytes anyway (Redis, an in-memory replay): no numpy
-        object is created per player, which roughly halves the per-player Python cost of
-        gather/scatter. Results are bit-identical to ``rate_round``.
-        """
-        flat = self.rate_round_flat(beliefs, ranks, time_ms, weight, perf_ceiling)
-        if flat is None:
-            return list(beliefs)
-        out, out_offsets = flat
-        raw = out.astype("<f8", copy=False).tobytes()
-        bounds = (out_offsets * 8).tolist()
-        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
-
-    def rate_round_flat(
-        self,
-        beliefs: Sequence[bytes | memoryview],
-        ranks: IntArray | Sequence[int],
-        time_ms: int,
-        weight: float = 1.0,
-        perf_ceiling: float = math.inf,
-    ) -> tuple[FloatArray, IntArray] | None:
-        """``rate_round_packed`` before its cut into one bytes object per player: the new
-        beliefs' float64 values one after another and their offsets (player i's belief is
-        ``values[offsets[i] : offsets[i + 1]]``), or None when the round changes nothing.
-
-        For stores that frame each belief themselves (the Redis codec's tag byte,
-        ``Float64Codec.encode_flat``): the packed inputs may be views past the frame.
-        """
-        rk = self._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
-        if rk is None:
-            return None
-        n = len(beliefs)
-        nbytes = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-        lengths = nbytes // 8
-        if np.any(nbytes % 8) or lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
-            bad = int(np.flatnonzero((nbytes % 8 != 0) | (lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
-            raise RatingError(f"packed belief of player #{bad} has an invalid size {int(nbytes[bad])} bytes")
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        # writable, like concat_f64's: the kernels then have one numba signature, compiled once
-        flat = np.frombuffer(bytearray().join(beliefs), dtype="<f8")
-        out, out_offsets, _ = self._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
-        return out, out_offsets
-
-    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
-        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (as
-        ``rate_round_flat`` returns them), field for field, from three columns."""
-        starts = offsets[:-1]
-        if len(starts) == 0 or int(np.diff(offsets).min()) < HEADER:
-            return super().summary_flat(values, offsets)
-        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
-        return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
-
-    def new_packed_belief(self) -> bytes:
-        """``new_belief()`` packed for ``rate_round_packed``."""
-        return self.new_belief().astype("<f8").tobytes()
 
     def _check_round(
         self, n: int, ranks: IntArray | Sequence[int], time_ms: int, weight: float, perf_ceiling: float,

@@ -34,8 +34,6 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
-    gather_columns,
-    ratings_from_columns,
 )
 
 Q = math.log(10.0) / 400.0
@@ -92,12 +90,6 @@ class Glicko(RatingSystem):
     def summary(self, belief: Belief) -> Rating:
         # displayed: the conservative r − 2RD (Glickman's 95% lower bound)
         return Rating(float(belief[0] - 2.0 * belief[1]), float(belief[0]), float(belief[1]), int(belief[2]))
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
-        cols = gather_columns(beliefs, (0, 1, 2))
-        out = None if cols is None else ratings_from_columns(cols[0] - 2.0 * cols[1], cols[0], cols[1], cols[2])
-        return out if out is not None else super().summary_many(beliefs)
 
     def _inflated(self, rd: float, last: float, now: int) -> float:
         """RD after the periods elapsed since the player's last event (none for a new player)."""

@@ -35,8 +35,6 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
-    gather_columns,
-    ratings_from_columns,
 )
 
 
@@ -72,12 +70,6 @@ class TrueSkill(RatingSystem):
 
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0] - 3.0 * belief[1]), float(belief[0]), float(belief[1]), int(belief[2]))
-
-    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """Exactly ``[summary(b) for b in beliefs]``: the same float64 operations, on columns."""
-        cols = gather_columns(beliefs, (0, 1, 2))
-        out = None if cols is None else ratings_from_columns(cols[0] - 3.0 * cols[1], cols[0], cols[1], cols[2])
-        return out if out is not None else super().summary_many(beliefs)
 
     @property
     def draw_margin(self) -> float:

@@ -8,7 +8,6 @@ event) → Faust worker (joins the group, consumes, serves HTTP).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import importlib
 import logging
@@ -21,7 +20,6 @@ from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
-from stream.ratings.base import RatingError
 from stream.service.config import Settings, from_env
 from stream.state import id_index
 
@@ -73,11 +71,11 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
         batch = MatchBatch("warmup")
         for i in range(3):
             batch.add(MatchEvent(f"m{k}-{i}", "warmup", k, players[i], players[i + 1], 1.0))
-        round_ = RoundEvent(f"r{k}", "warmup", f"r{k}", k, players, np.arange(1, 5, dtype=np.int64))
-        with contextlib.suppress(RatingError, NotImplementedError):  # a system without matches
-            stored.update(engine.apply_matches(batch, stored).updates)
-        with contextlib.suppress(RatingError, NotImplementedError):  # a system without rounds
-            stored.update(engine.apply_round(round_, stored).updates)
+        # two players: every system rates such a round (Cowan rates only two-player rounds),
+        # so an error here is a real one and stops the start
+        round_ = RoundEvent(f"r{k}", "warmup", f"r{k}", k, players[:2], np.arange(1, 3, dtype=np.int64))
+        stored.update(engine.apply_matches(batch, stored).updates)
+        stored.update(engine.apply_round(round_, stored).updates)
     PoolEngine("warmup", system).decode_all(stored, players[:1])
 
 

@@ -2,8 +2,8 @@
 
 Why: a worker that owns a pool's partitions is usually the only writer of that pool, so
 re-reading every player's belief from Redis before each batch (one Lua script that
-returns thousands of blobs) mostly returns what this worker itself just wrote. Measured
-on a 50k-match ``match_batch`` merge: the read was ~25 % of the batch.
+returns thousands of blobs) mostly returns what this worker itself just wrote, and on a
+large merged batch that read is a good part of the batch's time.
 
 Why it is exact, not a heuristic: every write of a pool's beliefs goes through the commit
 script, which compares and increments the pool's ``gen`` counter

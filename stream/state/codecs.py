@@ -14,8 +14,9 @@ per-item loop; codecs with a cheaper batched form override it.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Protocol
 
@@ -66,7 +67,7 @@ class CodecBase:
 
 
 def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object | None]) -> list[bytes]:
-    """``encode_many``, from what ``RatingSystem.rate_matches_coded`` returned with the
+    """``encode_many``, from what ``FastPath.rate_matches_coded`` returned with the
     beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
     coded = getattr(codec, "encode_coded", None)
     if coded is None:
@@ -132,7 +133,7 @@ class Float64Codec(CodecBase):
 
     def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
         """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
-        copied): the packed beliefs of ``RatingSystem.rate_round_flat``. None if a value is
+        copied): the packed beliefs of ``PackedRounds.rate_round_flat``. None if a value is
         not this codec's (``decode`` says why)."""
         tag = self._TAG
         if not all(d[:1] == tag for d in datas):
@@ -141,7 +142,7 @@ class Float64Codec(CodecBase):
 
     def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
         """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
-        byte, written from the one array (``RatingSystem.rate_round_flat``'s): one copy each."""
+        byte, written from the one array (``PackedRounds.rate_round_flat``'s): one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self._TAG
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
@@ -162,7 +163,7 @@ class Float64Codec(CodecBase):
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
 
-    # --- the matrix form (systems with a fixed ``belief_width``) ------------------------
+    # --- the matrix form (fast paths with ``MatrixMatches``) ----------------------------
     def encode_rows(self, state: np.ndarray) -> list[bytes]:
         """``[encode(row) for row in state]``, byte for byte, without an array per row: one
         (rows × (1 + 8·width)) byte matrix, then one ``bytes`` slice per row."""
@@ -211,18 +212,19 @@ def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndar
     return out, ends, -1
 
 
-_FACTORIES: dict[str, Callable[[], Codec]] = {}
-
-
-def register_codec(system_name: str, factory: Callable[[], Codec]) -> None:
-    """Systems with a smarter encoding (e.g. Cowan's windowed distributions) register it."""
-    _FACTORIES[system_name] = factory
+#: CONTRACT system name -> "module:Class" of the codec its beliefs are stored with; every other
+#: system's beliefs are stored by ``Float64Codec``. Imported on first use, like
+#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels.
+CODECS: dict[str, str] = {
+    "cowan": "stream.state.cowan_codec:CowanCodec",
+}
 
 
 def codec_for(system_name: str) -> Codec:
-    """The codec a system's beliefs are stored with (lossless float64 unless registered)."""
-    if system_name == "cowan":
-        # imported lazily so that Elo-MMR users never import Cowan's kernels
-        import stream.state.cowan_codec  # noqa: F401
-    factory = _FACTORIES.get(system_name)
-    return factory() if factory is not None else Float64Codec()
+    """The codec a system's beliefs are stored with (lossless float64 unless ``CODECS`` names one)."""
+    target = CODECS.get(system_name)
+    if target is None:
+        return Float64Codec()
+    module_name, cls_name = target.split(":")
+    codec: Codec = getattr(importlib.import_module(module_name), cls_name)()
+    return codec

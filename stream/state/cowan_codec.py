@@ -24,7 +24,7 @@ reproduces the same bytes: ``decode(encode(decode(encode(b)))) == decode(encode(
 
 The quantise / window / dequantise steps are ``stream.ratings._cowan_quant``'s njit
 functions, which Cowan's kernels also run after every match: beliefs the system returns
-are already ``decode(encode(b))`` bit for bit (``Cowan.canonical_state``).
+are already ``decode(encode(b))`` bit for bit (``CowanFastPath.canonical_state``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from numba import njit
 
 from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
 from stream.ratings.base import Belief, concat_f64
-from stream.state.codecs import CodecBase, register_codec, split
+from stream.state.codecs import CodecBase, split
 
 TAG = 0x43
 #: the quantisation core lives in ``stream.ratings._cowan_quant``: Cowan's kernels run the
@@ -354,7 +354,7 @@ class CowanCodec(CodecBase):
 
     def encode_coded(self, beliefs: Sequence[Belief], codes: Sequence[np.ndarray | None]) -> list[bytes]:
         """``encode_many(beliefs)`` byte for byte, written from ``codes[i]``, the quantised
-        window that ``Cowan.rate_matches_coded`` returned with belief i, where there is one.
+        window that ``CowanFastPath.rate_matches_coded`` returned with belief i, where there is one.
 
         Why it is the same bytes: the kernels quantise every new belief with this codec's
         functions (``canonicalise_row``) and return ``exp(q·δ)`` normalised; quantising that
@@ -389,7 +389,5 @@ class CowanCodec(CodecBase):
             return super().decode_many(datas)  # raises decode's own error
         return split(out, ends)
 
-
-register_codec("cowan", CowanCodec)
 
 __all__ = ["DELTA", "CowanCodec"]

@@ -23,6 +23,7 @@ import click
 import numpy as np
 import orjson
 
+from stream.ratings._elo_mmr_fastpath import EloMMRFastPath
 from stream.ratings.base import Belief
 from stream.ratings.elo_mmr import EloMMR, warmup
 
@@ -180,12 +181,13 @@ def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, dic
     """Whole history through ``rate_round_packed``, beliefs kept as bytes like a store would."""
     t = time.perf_counter()
     beliefs: dict[str, bytes] = {}
-    new = system.new_packed_belief()
+    packed = EloMMRFastPath(system)
+    new = packed.new_packed_belief()
     rounds = results = 0
     for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
         get = beliefs.get
         current = [get(name, new) for name in names]
-        out = system.rate_round_packed(current, ranks, time_ms, weight, ceiling)
+        out = packed.rate_round_packed(current, ranks, time_ms, weight, ceiling)
         beliefs.update(zip(names, out, strict=True))
         rounds += 1
         results += len(names)

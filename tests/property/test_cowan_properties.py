@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stream.ratings._cowan_fastpath import CowanFastPath
 from stream.ratings._cowan_quant import QMIN
 from stream.ratings.cowan import Cowan
 from stream.state.cowan_codec import CowanCodec, _encode_many_coded
@@ -126,7 +127,7 @@ def test_any_batching_gives_the_same_bits(ms: list[tuple[int, int, float]], whic
        path=st.sampled_from(["parallel", "serial", "single"]))
 def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
         ms: list[tuple[int, int, float]], which: str, seed: int, path: str) -> None:
-    """``rate_matches_coded``'s codes are the quantised windows ``encode`` computes again:
+    """``CowanFastPath.rate_matches_coded``'s codes are the quantised windows ``encode`` computes again:
     ``encode_coded`` writes the very bytes of ``encode_many``, from every kernel path (the
     parallel and serial batch kernels, the single-match one), and the beliefs are
     ``rate_matches``' own. A player the batch did not touch has no code."""
@@ -140,7 +141,7 @@ def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
     t = np.zeros(len(a), np.int64)
     s.parallel_min_batch = 10**9 if path == "serial" else 0
     try:
-        out, codes = s.rate_matches_coded(bel, a, b, sc, t)
+        out, codes = CowanFastPath(s).rate_matches_coded(bel, a, b, sc, t)
         plain = s.rate_matches(bel, a, b, sc, t)
     finally:
         s.parallel_min_batch = 0

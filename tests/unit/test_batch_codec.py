@@ -1,6 +1,6 @@
 """Batched codec and summary calls give exactly the per-item results, for every system.
 
-``decode_many`` / ``encode_many`` (codecs) and ``summary_many`` (systems) are what the
+``decode_many`` / ``encode_many`` (codecs) and ``summary_many`` (systems' fast paths) are what the
 worker and ``PoolEngine`` call; the per-item ``decode`` / ``encode`` / ``summary`` stay the
 reference. Everything is compared bit for bit: bytes, float64 bit patterns, Rating fields.
 """
@@ -8,6 +8,8 @@ reference. Everything is compared bit for bit: bytes, float64 bit patterns, Rati
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Sequence
 from functools import cache
 
@@ -19,8 +21,9 @@ from hypothesis import strategies as st
 from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, RoundEvent, index_players
 from stream.ratings import SYSTEMS, make_system
-from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, concat_f64
+from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.cowan import ELO_SCALE, Cowan
+from stream.ratings.fastpath import FAST_PATHS, FastPath, MatrixMatches, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.state.cowan_codec import CowanCodec
 
@@ -76,7 +79,7 @@ def check_same(name: str, idx: Sequence[int]) -> None:
     assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(dec, one, strict=True))
     # summary, of the original and of the decoded beliefs
     for bs in (beliefs, one):
-        ratings = s.summary_many(bs)
+        ratings = fast_path(s).summary_many(bs)
         assert isinstance(ratings, list)
         assert ratings == [s.summary(b) for b in bs]
         assert [_rbits(r) for r in ratings] == [_rbits(s.summary(b)) for b in bs]
@@ -119,9 +122,49 @@ def test_every_codec_and_system_has_batch_methods() -> None:
     for name in NAMES:
         codec = codec_for(name)
         assert callable(codec.encode_many) and callable(codec.decode_many)
-        assert callable(make_system(name).summary_many)
+        assert callable(fast_path(make_system(name)).summary_many)
     assert isinstance(codec_for("cowan"), CowanCodec)
     assert isinstance(codec_for("elo"), Float64Codec)
+
+
+
+class _NotElo(RatingSystem):
+    """Another class under a known name: must not get that name's fast path."""
+
+    name = "elo"
+    params_type = Params
+
+    def new_belief(self) -> Belief:
+        return np.zeros(2)
+
+    def summary(self, belief: Belief) -> Rating:
+        return Rating(0.0, 0.0, 0.0, 0)
+
+
+def test_every_system_has_its_fast_path() -> None:
+    """A typo in ``FAST_PATHS`` would silently give the generic (slow) path."""
+    assert set(FAST_PATHS) == set(SYSTEMS)
+    for name in NAMES:
+        path = fast_path(make_system(name))
+        assert type(path) is not FastPath and isinstance(path.system, path.system_type)
+    assert type(fast_path(_NotElo())) is FastPath
+
+_FRESH_CODECS = """
+import sys
+from stream.state.codecs import CODECS, codec_for
+from stream.ratings import SYSTEMS
+assert set(CODECS) <= set(SYSTEMS), CODECS
+assert type(codec_for("elo-mmr")).__name__ == "Float64Codec"
+assert "stream.state.cowan_codec" not in sys.modules and "stream.ratings.cowan" not in sys.modules
+assert type(codec_for("cowan")).__name__ == "CowanCodec"
+"""
+
+
+def test_codec_table_is_lazy_and_complete() -> None:
+    """In a fresh process: ``codec_for`` finds Cowan's codec without anything importing it first,
+    and a float64 system's codec imports nothing of Cowan."""
+    out = subprocess.run([sys.executable, "-c", _FRESH_CODECS], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 # --- errors: the batch raises what the per-item call raises --------------------------------
@@ -167,9 +210,9 @@ def test_cowan_summary_errors() -> None:
     s, pop = population("cowan")
     good = list(pop[:3])
     for bad in (np.array([5000.0, 0.0, 1.0]), np.array([-1.0, 0.0, 1.0]), np.array([1.0, 0.0])):
-        _raises_same(s.summary_many, s.summary, good, bad)
+        _raises_same(fast_path(s).summary_many, s.summary, good, bad)
     with pytest.raises(RatingError):
-        s.summary_many([*good, np.array([5000.0, 0.0, 1.0])])
+        fast_path(s).summary_many([*good, np.array([5000.0, 0.0, 1.0])])
 
 
 @pytest.mark.parametrize("name", ["elo", "glicko", "trueskill", "elo-mmr"])
@@ -178,11 +221,11 @@ def test_summary_many_odd_inputs_fall_back(name: str) -> None:
     s, pop = population(name)
     good = list(pop[:3])
     f32 = pop[1].astype(np.float32)
-    assert [_rbits(r) for r in s.summary_many([*good, f32])] == [_rbits(s.summary(b)) for b in [*good, f32]]
-    _raises_same(s.summary_many, s.summary, good, np.array([1.0]))
+    assert [_rbits(r) for r in fast_path(s).summary_many([*good, f32])] == [_rbits(s.summary(b)) for b in [*good, f32]]
+    _raises_same(fast_path(s).summary_many, s.summary, good, np.array([1.0]))
     nan_rounds = pop[1].copy()
     nan_rounds[{"elo": 1, "elo-mmr": 4}.get(name, 2)] = math.nan
-    _raises_same(s.summary_many, s.summary, good, nan_rounds)
+    _raises_same(fast_path(s).summary_many, s.summary, good, nan_rounds)
 
 
 def test_cowan_summary_close_to_the_dense_formula() -> None:
@@ -286,13 +329,13 @@ _ODD = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308, 2.0**62, -(2.0*
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
-    """``PoolEngine._apply_matrix`` (a system with ``belief_width``, stored as float64) gives
+    """``PoolEngine._apply_matrix`` (a system with ``MatrixMatches``, stored as float64) gives
     the per-belief path's bytes and ratings bit for bit, for any stored values (odd floats,
     rounds too large for an int) -- or declines (None) where that path must decide: a stored
     value of another length or tag, a ``rounds`` the summary cannot turn into an int -- or
     refuses (RatingError) a rating that comes out non-finite, as the per-belief path does."""
     system = make_system("elo")
-    assert system.belief_width == 2
+    assert isinstance(fast_path(system), MatrixMatches)
     fast = PoolEngine("p", system)
     plain = PoolEngine("p", system, _PlainCodec(codec_for("elo")))  # type: ignore[arg-type]
     n = data.draw(st.integers(2, 8))

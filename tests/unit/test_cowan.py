@@ -13,7 +13,9 @@ from stream.engine.embedded import EmbeddedPipeline
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import cowan, make_system
+from stream.ratings._cowan_model import exp_exact, pow_exact
 from stream.ratings._cowan_quant import canonical
+from stream.ratings._cowan_windows import store_dense
 from stream.ratings.base import RatingError
 from stream.ratings.cowan import Cowan, drift_naive, fit_exp_sum, posterior_naive
 from stream.state.cowan_codec import CowanCodec
@@ -313,7 +315,7 @@ def test_canonical_is_the_codec_round_trip(sys_: Cowan) -> None:
 
 def test_engine_skips_the_round_trip() -> None:
     eng = PoolEngine("duel", Cowan())
-    assert Cowan.canonical_state and eng.system.canonical_state
+    assert eng.fast.canonical_state and eng.exact_store
     b = eng.system.new_belief()
     assert eng.canonical(b) is b
     # the Redis path (encode, decode) gives back exactly the embedded beliefs
@@ -365,7 +367,7 @@ def test_dense_batch_matrices_equal_the_per_player_loop(sys_: Cowan) -> None:
     assert all(x.tobytes() == y.tobytes() for x, y in zip(fast, plain, strict=True))
     dens, lohi, rounds = fast
     played = rng.integers(0, 3, n)
-    flat, offs, who = cowan._store_dense(dens, lohi, rounds, played)
+    flat, offs, who = store_dense(dens, lohi, rounds, played)
     want = {i: np.concatenate(([lohi[i, 0], rounds[i] + played[i]], dens[i, lohi[i, 0]:lohi[i, 1] + 1]))
             for i in range(n) if played[i]}
     assert who.tolist() == sorted(want)
@@ -388,12 +390,12 @@ def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:
     from decimal import Context, Decimal
 
     x = np.linspace(-30.0, 30.0, 601)
-    got = cowan.exp_exact(x)
+    got = exp_exact(x)
     ctx = Context(prec=60)
     for v, g in zip(x.tolist(), got.tolist(), strict=True):
         exact = ctx.exp(Decimal(v))
         assert abs(Decimal(g) - exact) <= abs(Decimal(math.nextafter(g, math.inf)) - Decimal(g)) / 2
-    assert cowan.exp_exact(np.zeros((2, 3))).tolist() == [[1.0] * 3] * 2
+    assert exp_exact(np.zeros((2, 3))).tolist() == [[1.0] * 3] * 2
     m, p = sys_.model, sys_.p
     h = 2.0 * p.M / p.n
     d = np.arange(-p.n, p.n + 1, dtype=float) * h
@@ -502,7 +504,7 @@ def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score
 def test_default_residual_fit_is_frozen_and_fits_here() -> None:
     """The default grid's residual fit is the frozen one (the same bits on every CPU), it fits
     φ on this machine as well as a fresh fit does, and a wrong frozen row would be refused."""
-    from stream.ratings import cowan as cw
+    from stream.ratings import _cowan_model as cw
 
     key = (1000, 0.014, 16)
     soe, err = cw._residual_soe(*key)
@@ -527,7 +529,7 @@ def test_default_residual_fit_is_frozen_and_fits_here() -> None:
 def test_default_draw_fit_is_frozen_and_fits_here() -> None:
     """The default model's draw fit at score ½ is the frozen one (the same bits on every CPU),
     it fits this machine's draw kernel, and a frozen row that does not fit is refused."""
-    from stream.ratings import cowan as cw
+    from stream.ratings import _cowan_model as cw
 
     key = (1000, 7.0, 0.8, 0.5)
     system = Cowan()
@@ -553,10 +555,10 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
     from decimal import Context, Decimal
 
     x = np.linspace(0.1, 0.9, 41)
-    assert cowan._pow_exact(x, 0.5).tobytes() == np.sqrt(x).tobytes()
-    assert cowan._pow_exact(x, 1.0).tobytes() == x.tobytes()
-    assert cowan._pow_exact(x, 0.0).tolist() == [1.0] * 41
-    got = cowan._pow_exact(x, 0.25)
+    assert pow_exact(x, 0.5).tobytes() == np.sqrt(x).tobytes()
+    assert pow_exact(x, 1.0).tobytes() == x.tobytes()
+    assert pow_exact(x, 0.0).tolist() == [1.0] * 41
+    got = pow_exact(x, 0.25)
     ctx = Context(prec=40)
     assert got.tolist() == [float(ctx.power(Decimal(v), Decimal("0.25"))) for v in x.tolist()]
     # numpy's own pow may be off by one ulp, depending on the CPU's vector path (1.1e-16 at

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from stream.ratings import make_system
+from stream.ratings._elo_mmr_fastpath import EloMMRFastPath
 from stream.ratings._elo_mmr_naive import rate_round_naive
 from stream.ratings.base import RatingError
 from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX, warmup
@@ -301,13 +302,14 @@ def test_packed_path_is_bit_identical() -> None:
     beliefs = _history(system, 60, rng)
     ranks = rng.integers(1, 20, size=60)
     arrays = system.rate_round(beliefs, ranks, 8 * DAY)
-    packed = system.rate_round_packed([b.tobytes() for b in beliefs], ranks, 8 * DAY)
+    fast = EloMMRFastPath(system)
+    packed = fast.rate_round_packed([b.tobytes() for b in beliefs], ranks, 8 * DAY)
     assert [a.tobytes() for a in arrays] == packed
-    assert system.new_packed_belief() == system.new_belief().tobytes()
+    assert fast.new_packed_belief() == system.new_belief().tobytes()
     with pytest.raises(RatingError, match="size"):
-        system.rate_round_packed([packed[0], packed[1][:-1]], np.array([1, 2]), 0)
-    tied = [system.new_packed_belief()] * 3
-    assert system.rate_round_packed(tied, np.array([1, 1, 1]), 0) == tied
+        fast.rate_round_packed([packed[0], packed[1][:-1]], np.array([1, 2]), 0)
+    tied = [fast.new_packed_belief()] * 3
+    assert fast.rate_round_packed(tied, np.array([1, 1, 1]), 0) == tied
 
 
 def test_rank_values_only_matter_by_order() -> None:
@@ -334,7 +336,7 @@ def test_extreme_round_weight_is_rejected_not_stored(cls: type[EloMMR], weight: 
     with pytest.raises(RatingError, match="weight"):
         system.rate_round(beliefs, np.array([1, 2]), 0, weight)
     with pytest.raises(RatingError, match="weight"):
-        system.rate_round_packed([b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
+        EloMMRFastPath(system).rate_round_packed([b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
 
 
 def test_out_of_order_round_does_not_count_drift_twice() -> None:

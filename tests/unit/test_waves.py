@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stream.events.waves import schedule_waves, wave_index
+from stream.ratings.waves import schedule_waves, wave_index
 
 
 def test_waves_basic() -> None:

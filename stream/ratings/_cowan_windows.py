@@ -1,0 +1,148 @@
+"""Cowan beliefs as windows on the grid: moments, and the dense batch matrices of a batch.
+
+numba functions over many beliefs at once (``flat[offsets[i]:offsets[i + 1]]`` is belief i,
+``[lo, rounds, p_lo, ..., p_hi]``): one call per batch instead of one per player, with the
+same operations as the per-belief code, so the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+HEADER = 2  # belief[0] = lo, belief[1] = rounds
+
+
+@njit(cache=True, nogil=True)
+def moments(probs: np.ndarray, grid: np.ndarray, lo: int) -> tuple[float, float]:
+    """``(mean, sd)`` of a window on ``grid[lo:]``. The sums run in a fixed order (four
+    interleaved partial sums — cells ≡ 0..3 mod 4 — added as ``(s0 + s1) + (s2 + s3)``;
+    no fastmath), so ``Cowan.summary`` and ``CowanFastPath.summary_many``, which both call
+    this, give the same bits."""
+    m = probs.shape[0]
+    top = m - m % 4
+    s0 = s1 = s2 = s3 = 0.0
+    for i in range(0, top, 4):
+        s0 += probs[i] * grid[lo + i]
+        s1 += probs[i + 1] * grid[lo + i + 1]
+        s2 += probs[i + 2] * grid[lo + i + 2]
+        s3 += probs[i + 3] * grid[lo + i + 3]
+    for i in range(top, m):
+        s0 += probs[i] * grid[lo + i]
+    mean = (s0 + s1) + (s2 + s3)
+    s0 = s1 = s2 = s3 = 0.0
+    for i in range(0, top, 4):
+        d0 = grid[lo + i] - mean
+        d1 = grid[lo + i + 1] - mean
+        d2 = grid[lo + i + 2] - mean
+        d3 = grid[lo + i + 3] - mean
+        s0 += probs[i] * (d0 * d0)
+        s1 += probs[i + 1] * (d1 * d1)
+        s2 += probs[i + 2] * (d2 * d2)
+        s3 += probs[i + 3] * (d3 * d3)
+    for i in range(top, m):
+        d0 = grid[lo + i] - mean
+        s0 += probs[i] * (d0 * d0)
+    var = (s0 + s1) + (s2 + s3)
+    return mean, math.sqrt(max(var, 0.0))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def window_at(flat: np.ndarray, offsets: np.ndarray, i: int, cells: int) -> tuple[int, int]:
+    """``(lo, cells in the window)`` of belief ``flat[offsets[i]:offsets[i + 1]]``, or
+    ``(-1, 0)`` where ``window`` (or ``int``) would reject it."""
+    o = offsets[i]
+    m = offsets[i + 1] - o - HEADER
+    if m <= 0:
+        return -1, 0
+    lo_f = flat[o]
+    if not abs(lo_f) < 2.0**62:  # NaN/inf: int() raises
+        return -1, 0
+    lo = int(lo_f)
+    if lo < 0 or lo + m > cells:
+        return -1, 0
+    return lo, m
+
+
+@njit(cache=True, nogil=True)
+def moments_many(
+    flat: np.ndarray, offsets: np.ndarray, grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``moments`` and rounds of every belief ``flat[offsets[i]:offsets[i + 1]]``:
+    ``(means, sds, rounds, -1)``, or ``(..., i)`` for the first one ``window`` (or
+    ``int``) would reject."""
+    n = offsets.shape[0] - 1
+    means = np.empty(n)
+    sds = np.empty(n)
+    rounds = np.empty(n, dtype=np.int64)
+    cells = grid.shape[0]
+    for i in range(n):
+        lo, m = window_at(flat, offsets, i, cells)
+        if lo < 0:
+            return means, sds, rounds, i
+        o = offsets[i]
+        r_f = flat[o + 1]
+        if not abs(r_f) < 2.0**62:  # NaN/inf: int() raises
+            return means, sds, rounds, i
+        means[i], sds[i] = moments(flat[o + HEADER : o + HEADER + m], grid, lo)
+        rounds[i] = int(r_f)
+    return means, sds, rounds, -1
+
+
+@njit(cache=True, nogil=True)
+def load_dense(
+    flat: np.ndarray, offsets: np.ndarray, cells: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The batch matrices of ``rate_matches`` from the beliefs ``flat[offsets[i]:offsets[i + 1]]``:
+    ``(dens, lohi, rounds, -1)``, or ``(..., i)`` for the first belief ``window`` would reject.
+    Copies only (no arithmetic), so it is bit for bit the per-player Python loop it replaces."""
+    n = offsets.shape[0] - 1
+    dens = np.zeros((n, cells))
+    lohi = np.empty((n, 2), dtype=np.int64)
+    rounds = np.empty(n)
+    for i in range(n):
+        lo, m = window_at(flat, offsets, i, cells)
+        if lo < 0:
+            return dens, lohi, rounds, i
+        o = offsets[i]
+        dens[i, lo : lo + m] = flat[o + HEADER : o + HEADER + m]
+        lohi[i, 0] = lo
+        lohi[i, 1] = lo + m - 1
+        rounds[i] = flat[o + 1]
+    return dens, lohi, rounds, -1
+
+
+@njit(cache=True, nogil=True)
+def store_dense(
+    dens: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, played: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The new beliefs of the players who played, back to back: ``(flat, offsets, players)``
+    with belief k = ``flat[offsets[k]:offsets[k + 1]]`` of player ``players[k]``."""
+    n = played.shape[0]
+    k = 0
+    size = 0
+    for i in range(n):
+        if played[i] > 0:
+            k += 1
+            size += HEADER + lohi[i, 1] - lohi[i, 0] + 1
+    flat = np.empty(size)
+    offsets = np.empty(k + 1, dtype=np.int64)
+    players = np.empty(k, dtype=np.int64)
+    offsets[0] = 0
+    j = 0
+    pos = 0
+    for i in range(n):
+        if played[i] == 0:
+            continue
+        lo, hi = lohi[i, 0], lohi[i, 1]
+        flat[pos] = lo
+        flat[pos + 1] = rounds[i] + played[i]
+        flat[pos + HEADER : pos + HEADER + hi - lo + 1] = dens[i, lo : hi + 1]
+        pos += HEADER + hi - lo + 1
+        players[j] = i
+        j += 1
+        offsets[j] = pos
+    return flat, offsets, players
+

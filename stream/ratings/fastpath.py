@@ -1,0 +1,182 @@
+"""The batched and packed forms of a rating system that the pipeline engine uses for speed.
+
+Why apart from ``base.RatingSystem``: a system is six methods on single beliefs and lists
+of them (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
+``ranking_score``), which is all a new system or the evaluation harness needs. The engine
+(``stream.engine.pool``) also wants forms that skip per-player Python objects: summaries of a
+whole batch at once, rounds rated on packed bytes, matches rated on one (players × width)
+matrix, the codes a codec can store new beliefs from. ``fast_path(system)`` gives the
+engine the system's ``FastPath``; a system without one gets this module's ``FastPath``,
+whose methods are the per-belief loops over the six. Every form gives bit for bit what the
+per-belief methods give (tests/unit/test_batch_codec.py checks each against them).
+
+Optional forms are separate abstract classes (``PackedRounds``, ``MatrixMatches``): the
+engine asks ``isinstance`` once per pool, so no method exists only to raise.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64
+
+
+class FastPath:
+    """The engine's view of one system: the per-belief methods, batched where a subclass can."""
+
+    #: beliefs this system returns are already fixed points of its codec (the one
+    #: ``stream.state.codecs.codec_for(name)`` gives): ``decode(encode(b)) == b`` bit for
+    #: bit, so the engine need not round-trip them to match what the store gives back
+    canonical_state: ClassVar[bool] = False
+    #: the class of system this path is written for (``fast_path`` checks it)
+    system_type: ClassVar[type] = RatingSystem
+
+    def __init__(self, system: RatingSystem) -> None:
+        self.system = system
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """``[system.summary(b) for b in beliefs]``, field for field, and its errors."""
+        summary = self.system.summary
+        return [summary(b) for b in beliefs]
+
+    def rate_matches_coded(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
+                           times_ms: IntArray) -> tuple[list[Belief], list[np.ndarray | None]]:
+        """``system.rate_matches`` plus, per returned belief, what its codec can store it from
+        without computing it again (``Codec.encode_coded``; Cowan: the quantised log-densities
+        its kernels computed to quantise it). None where there is nothing: here, everywhere."""
+        out = self.system.rate_matches(beliefs, a, b, scores, times_ms)
+        return out, [None] * len(out)
+
+
+class ColumnSummaries(FastPath, ABC):
+    """``summary_many`` of a system whose summary reads fixed positions of the belief."""
+
+    #: the belief positions ``ratings`` reads, in order
+    columns: ClassVar[tuple[int, ...]]
+
+    @abstractmethod
+    def ratings(self, cols: FloatArray) -> list[Rating] | None:
+        """The summaries from ``cols[j] = column columns[j]`` of every belief, with the same
+        float64 operations as ``summary`` (None: the per-belief path must decide)."""
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        cols = gather_columns(beliefs, self.columns)
+        out = None if cols is None else self.ratings(cols)
+        return out if out is not None else super().summary_many(beliefs)
+
+
+class PackedRounds(ABC):
+    """Rounds rated on *packed* beliefs: each one's raw little-endian float64 bytes
+    (``belief.tobytes()``), bit for bit ``rate_round``'s results packed. A store that keeps
+    bytes anyway (the embedded store, Redis past the codec's tag) then makes no array per player."""
+
+    @abstractmethod
+    def new_packed_belief(self) -> bytes:
+        """``new_belief()`` packed."""
+
+    @abstractmethod
+    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
+                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
+        """``rate_round`` on packed beliefs; an unchanged player's entry is the very object
+        passed in, as in ``rate_round``."""
+
+    @abstractmethod
+    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
+                        time_ms: int, weight: float = 1.0,
+                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        """``rate_round_packed`` before its cut into one bytes object per player: the new
+        beliefs' float64 values one after another and their offsets (player i's belief is
+        ``values[offsets[i] : offsets[i + 1]]``), or None when the round changes nothing.
+        The packed inputs may be views (past a codec's tag byte)."""
+
+    @abstractmethod
+    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
+        per-belief path must decide)."""
+
+
+class MatrixMatches(ABC):
+    """Matches rated on one (players × ``belief_width``) float64 matrix, for a system whose
+    beliefs all have that many values: no array object per player."""
+
+    belief_width: ClassVar[int]
+
+    @abstractmethod
+    def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
+                             times_ms: IntArray) -> None:
+        """``rate_matches`` on ``state[i] = beliefs[i]``, in place, bit for bit: afterwards
+        ``state[i]`` equals the i-th belief ``rate_matches`` returns. Every row is a player
+        of some match, so every row changes."""
+
+    @abstractmethod
+    def summary_columns(self, state: FloatArray) -> list[Rating] | None:
+        """``summary_many(list(state))``, field for field (None: the per-belief path must decide)."""
+
+
+#: CONTRACT system name -> "module:Class" of its fast path, imported on first use (like
+#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels)
+FAST_PATHS: dict[str, str] = {
+    "elo-mmr": "stream.ratings._elo_mmr_fastpath:EloMMRFastPath",
+    "elo-mmx": "stream.ratings._elo_mmr_fastpath:EloMMRFastPath",
+    "cowan": "stream.ratings._cowan_fastpath:CowanFastPath",
+    "elo": "stream.ratings._baseline_fastpath:EloFastPath",
+    "glicko": "stream.ratings._baseline_fastpath:GlickoFastPath",
+    "trueskill": "stream.ratings._baseline_fastpath:TrueSkillFastPath",
+    "codeforces": "stream.ratings._baseline_fastpath:CodeforcesFastPath",
+    "topcoder": "stream.ratings._baseline_fastpath:TopCoderFastPath",
+}
+
+
+def fast_path(system: RatingSystem) -> FastPath:
+    """The fast path written for ``system``'s class, or the generic one (a system this table
+    does not name, or another class under a known name)."""
+    target = FAST_PATHS.get(system.name)
+    if target is None:
+        return FastPath(system)
+    module_name, cls_name = target.split(":")
+    path_type: type[FastPath] = getattr(importlib.import_module(module_name), cls_name)
+    return path_type(system) if isinstance(system, path_type.system_type) else FastPath(system)
+
+
+def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
+    """``out[j, i] = beliefs[i][cols[j]]`` in one pass; None when the per-item path must run
+    instead (not all 1-D float64, or too short: it raises)."""
+    n = len(beliefs)
+    if n == 0:
+        return None
+    try:
+        # casting="no": every belief must already be float64, so no value changes type
+        flat = concat_f64(beliefs, casting="no")
+    except (ValueError, TypeError):
+        return None
+    if flat.ndim != 1:
+        return None
+    lens = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
+    if int(lens.min()) <= max(cols):
+        return None
+    starts = np.cumsum(lens) - lens
+    out: FloatArray = flat[starts[None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
+    return out
+
+
+def ratings_from_columns(
+    rating: FloatArray, mu: FloatArray, sigma: FloatArray | float, rounds: FloatArray
+) -> list[Rating] | None:
+    """``Rating(float(rating[i]), float(mu[i]), float(sigma[i]), int(rounds[i]))`` for
+    every i (``sigma`` may be one number for all); None if a ``rounds`` value is not a
+    finite float64 well inside int64 (``int`` would raise or overflow: per-item path)."""
+    if not bool((np.abs(rounds) < 2.0**62).all()):  # also False for NaN
+        return None
+    sig = itertools.repeat(float(sigma)) if isinstance(sigma, float) else sigma.tolist()
+    # astype(int64) truncates toward zero like int() on these values
+    return list(map(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
+
+
+__all__ = ["FAST_PATHS", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds", "fast_path"]
