@@ -574,7 +574,7 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
             again = await proc.process([msg(6, "x", match("x", "x2")),
                                         msg(7, "x", {"type": "round_result", "event_id": "xb", "round_id": "R1",
                                                      "time": 4, "player": "p1", "rank": 2})])
-            labels = proc.metrics.registry.get_sample_value("mmr_dead_letters_total", {"reason": "pool config"})
+            labels = proc.metrics.registry.get_sample_value("mmr_dead_letters_total", {"reason": "pool_config"})
         dead = sorted((d.offset, d.event_id) for d in res.dead)
         assert dead == [(0, None), (2, "xr"), (4, "xc")], res.dead
         refused = meta["system"] if meta["system"] != "elo" else next(iter(meta["params"]))
