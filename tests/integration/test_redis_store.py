@@ -594,3 +594,112 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
         await store.close()
 
     asyncio.run(run())
+
+
+def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
+    """Pool ``kc}:p:x``'s leaderboard was the key of pool ``kc``'s player ``x}:lb``: one match of that
+    player turned it into a string, and every later event of the other pool failed. Now each name
+    has its own keys: both pools are rated, both leaderboards stay sorted sets, export reads both."""
+    def match(offset: int, pool: str, a: str, b: str) -> Message:
+        return Message("in", 0, offset, orjson.dumps({"type": "match", "pool": pool, "event_id": f"e{offset}",
+                                                      "time": offset, "a": a, "b": b, "score": 1.0}))
+
+    msgs = [match(0, "kc}:p:x", "u", "v"), match(1, "kc", "x}:lb", "y"), match(2, "kc}:p:x", "v", "u"),
+            match(3, "kc", "y", "x}:gen"), match(4, "kc", "{kc}", "%7D"), match(5, "kc}:p:x", "w:1", "u")]
+
+    async def run() -> None:
+        store = _store(redis_url)
+        with ThreadPoolExecutor(1) as ex:
+            res = await Processor(Settings(matches_system="elo"), store, ex).process(msgs)
+        assert res.dead == []
+        assert await store.r.type(store.key("kc}:p:x", "lb")) == b"zset"
+        assert await store.r.type(store.key("kc", "lb")) == b"zset"
+        assert {p for p, _ in await store.top("kc", 10)} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
+        assert {p for p, _ in await store.top("kc}:p:x", 10)} == {"u", "v", "w:1"}
+        assert await store.pools() == ["kc", "kc}:p:x"]
+        rows = await export_rows(store, ["kc"])
+        assert sorted(r["player"] for r in rows) == ["%7D", "x}:gen", "x}:lb", "y", "{kc}"]
+        assert len(await export_rows(store)) == 8
+        assert set((await store.beliefs("kc", ["x}:lb", "%7D"])).values()) != {None}
+        await store.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("suffix", "plant"), [("lb", "string"), ("done", "string"), ("ids", "zset"),
+                                               ("wm", "bad offset"), ("gen", "not a number"), ("meta", "list")])
+def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, suffix: str, plant: str) -> None:
+    """The commit script checks every key before its first write: a key of another type (or a counter
+    or an offset that is no number) refuses the whole commit with StateError naming the key, and no
+    belief, leaderboard entry, id, offset or round mark is written (a failing command in the middle of
+    a script does not undo the ones before it)."""
+    from stream.state.redis_store import StateError
+
+    async def run() -> None:
+        store = _store(redis_url)
+        key = store.key("p", suffix)
+        if plant == "string":
+            await store.r.set(key, "x")
+        elif plant == "zset":
+            await store.r.zadd(key, {"x": 1.0})
+        elif plant == "list":
+            await store.r.rpush(key, "x")
+        elif plant == "bad offset":
+            await store.r.hset(key, "in/0", "soon")
+        else:
+            await store.r.set(key, "soon")
+        pool_keys = f"{store.prefix}:{{p}}:*"  # (the list of pools is written before, on its own)
+        before = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
+        c = Commit(beliefs={"a": b"\x01a", "b": b"\x01b"}, scores={"a": 1.0, "b": 2.0}, event_ids=["e1"],
+                   done_rounds=["r1"], offsets={"in/0": (None, 3)})
+        await store.r.hset(store.pend_key("p", "r1"), "e0", "{}")
+        before[store.pend_key("p", "r1").encode()] = await store.r.dump(store.pend_key("p", "r1"))
+        gen = "soon" if plant == "not a number" else "0"
+        with pytest.raises(StateError, match=key.replace("{", r"\{").replace("}", r"\}")):
+            await store.commit("p", gen, c, {"system": "elo", "params": {}})
+        after = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
+        assert after == before
+        await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
+    """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
+    keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
+    used to be, which moves too), marks the format, and the pool reads as before; a second
+    migration (another worker) changes nothing. A pool whose own name needs escaping was stored
+    under another hash tag: refused, not taken for a new pool."""
+    from stream.state.redis_store import StateError
+
+    async def run() -> None:
+        store = _store(redis_url)
+        legacy = f"{store.prefix}:{{old}}:"
+        players = {"a:b": b"\x01ab", "a%3Ab": b"\x01pct", "c": b"\x01c", "{x}": b"\x01x"}
+        for i, (p, v) in enumerate(players.items()):
+            await store.r.set(legacy + "p:" + p, v)
+            await store.r.zadd(legacy + "lb", {p: float(i)})
+        await store.r.hset(legacy + "pend:r:1", "e1", "{}")
+        await store.r.set(legacy + "gen", "3")
+        await store.r.hset(legacy + "meta", mapping={"system": "elo", "params": "{}"})
+        await store.r.sadd(f"{store.prefix}:pools", "old", "o:ld")
+        await store.r.hset(f"{store.prefix}:{{o:ld}}:meta", mapping={"system": "elo", "params": "{}"})
+        with pytest.raises(StateError):  # a new-format commit is refused until the pool is migrated
+            await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0}))
+        assert await store.meta("old") == {"system": "elo", "params": {}}
+        assert await store.r.hget(legacy + "meta", "keys") == b"2"
+        assert await store.beliefs("old", list(players)) == players
+        assert dict(chunk for part in [x async for x in store.scan_players("old")] for chunk in part) == players
+        _, pend = await store.round_state("old", ["r:1"])
+        assert pend == {"r:1": {"e1": b"{}"}}
+        snap = await store.snapshot("old", ["a:b"], [])
+        assert snap.gen == "3" and snap.beliefs == {"a:b": b"\x01ab"}
+        keys = sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")])
+        assert await store.meta("old") is not None  # again: nothing moves
+        assert sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")]) == keys
+        assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
+        with pytest.raises(StateError, match="before names were escaped"):
+            await store.meta("o:ld")
+        await store.close()
+
+    asyncio.run(run())
