@@ -69,7 +69,10 @@ def infrastructure_errors() -> Iterator[None]:
         raise
     except Exception as exc:
         if is_infrastructure_error(exc):
-            raise StoreUnavailable(f"Redis unavailable: {exc!r}") from exc
+            hint = ""
+            if isinstance(exc, rex.AskError):  # the cluster client follows these itself: a plain client met a cluster
+                hint = " (a slot of a Redis Cluster: is MMR_REDIS_CLUSTER=0 set for a cluster?)"
+            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}{hint}") from exc
         raise
 
 
@@ -83,10 +86,11 @@ def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:
     """Whether the server ``url`` names runs in cluster mode (``INFO cluster``), waiting up to
     ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server."""
     kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
+    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
     deadline = time.monotonic() + wait_s
     delay = 0.1
     while True:
-        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, **kw)
+        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, **kw)
         try:
             info = client.info("cluster")
             return bool(int(info.get("cluster_enabled", 0)))

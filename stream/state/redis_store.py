@@ -62,6 +62,8 @@ applied again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import struct
 from collections.abc import AsyncIterator, Sequence
@@ -364,6 +366,10 @@ class RedisStore:
         self._migrate = client.register_script(_MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
+        #: a cluster client learns the slot map before its first commands run concurrently (redis-py's
+        #: asyncio cluster client, 8.1, broke connections when dozens of first commands raced its setup)
+        self._cold = isinstance(client, RedisCluster)
+        self._warming: asyncio.Lock | None = None
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
@@ -371,6 +377,18 @@ class RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``)."""
         check_prefix(prefix)
         return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids)
+
+    @contextlib.asynccontextmanager
+    async def _io(self) -> AsyncIterator[None]:
+        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first."""
+        with infrastructure_errors():
+            if self._cold:
+                self._warming = self._warming or asyncio.Lock()
+                async with self._warming:
+                    if self._cold:
+                        await self.r.initialize()
+                        self._cold = False
+            yield
 
     @property
     def is_cluster(self) -> bool:
@@ -381,7 +399,7 @@ class RedisStore:
 
     async def ping(self) -> bool:
         """Whether Redis answers (every node of a cluster)."""
-        with infrastructure_errors():
+        async with self._io():
             return bool(await self.r.ping())
 
     # --- keys ------------------------------------------------------------------------
@@ -405,7 +423,7 @@ class RedisStore:
         as much as its rating math. The ids are not sent: the script returns what the pool's
         ``:ids`` log gained since this store's index of it, and the index answers.
         """
-        with infrastructure_errors():
+        async with self._io():
             return await self._read(pool, list(players), event_ids, list(watermarks))
 
     async def _read(self, pool: str, players: list[str], event_ids: Sequence[str], fields: list[str]) -> Snapshot:
@@ -444,7 +462,7 @@ class RedisStore:
 
     async def recorded_ids(self, pool: str) -> int:
         """How many event ids the pool's logs hold (both generations)."""
-        with infrastructure_errors():
+        async with self._io():
             pipe = self.r.pipeline(transaction=False)
             pipe.strlen(self.key(pool, "ids"))
             pipe.strlen(self.key(pool, "ids:old"))
@@ -453,7 +471,7 @@ class RedisStore:
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         if not players:
             return {}
-        with infrastructure_errors():
+        async with self._io():
             vals = await self.r.mget([self.player_key(pool, p) for p in players])
         return dict(zip(players, vals, strict=True))
 
@@ -465,7 +483,7 @@ class RedisStore:
         needs no escaping, the keys of its players and pending rounds whose names do are renamed
         (one script; idempotent, so two workers may both try). A pool whose own name needs escaping
         lives under another hash tag in the old format and is refused (StateError)."""
-        with infrastructure_errors():
+        async with self._io():
             try:
                 raw = await self.r.hgetall(self.key(pool, "meta"))
             except ResponseError as exc:
@@ -509,11 +527,11 @@ class RedisStore:
         log.info("pool %r: key format %s (%d keys renamed)", pool, KEY_FORMAT, int(moved))
 
     async def pools(self) -> list[str]:
-        with infrastructure_errors():
+        async with self._io():
             return sorted(p.decode() for p in await self.r.smembers(self.keys.pools_key()))
 
     async def top(self, pool: str, n: int) -> list[tuple[str, float]]:
-        with infrastructure_errors():
+        async with self._io():
             rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
         return [(p.decode(), float(s)) for p, s in rows]
 
@@ -525,7 +543,7 @@ class RedisStore:
         seen: set[str] = set()
         cursor = 0
         while True:
-            with infrastructure_errors():
+            async with self._io():
                 cursor, rows = await self.r.zscan(lb, cursor, count=count)
                 names = [n for n in (m.decode() for m, _ in rows) if n not in seen]
                 vals = await self.r.mget([self.player_key(pool, n) for n in names]) if names else []
@@ -539,7 +557,7 @@ class RedisStore:
     # --- round assembly state -------------------------------------------------------
     async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
         """Which rounds are done, and the persisted pending entries of the others."""
-        with infrastructure_errors():
+        async with self._io():
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
             for rid in round_ids:
@@ -553,14 +571,14 @@ class RedisStore:
         """Persist results/completions of rounds still open (idempotent: keyed by event id)."""
         if not entries:
             return
-        with infrastructure_errors():
+        async with self._io():
             pipe = self.r.pipeline(transaction=True)
             for rid, fields in entries.items():
                 pipe.hset(self.pend_key(pool, rid), mapping=fields)  # type: ignore[arg-type]
             await pipe.execute()
 
     async def expire_round(self, pool: str, round_id: str) -> None:
-        with infrastructure_errors():
+        async with self._io():
             try:
                 await self._expire(keys=[self.pend_key(pool, round_id), self.key(pool, "done")], args=[round_id])
             except ResponseError as exc:
@@ -580,7 +598,7 @@ class RedisStore:
         the index holds (another writer recorded ids): the caller re-reads. StateError: a key
         of the pool holds what the commit cannot write over (nothing written).
         """
-        with infrastructure_errors():
+        async with self._io():
             return await self._write(pool, gen, c, meta, check_ids)
 
     async def _write(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None, check_ids: bool) -> int:

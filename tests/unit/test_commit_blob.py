@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from stream.state.keys import escape
 from stream.state.redis_store import _players_blob
@@ -23,7 +22,8 @@ def _plain(players: list[str], values: list[bytes], scores: list[float]) -> byte
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=20) | st.sampled_from(["a:b", "%", "{x}", "}:lb"]), st.binary(max_size=40),
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20) | st.sampled_from(["a:b", "%", "{x}", "}:lb"]),
+                          st.binary(max_size=40),
                           st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, math.pi])),
                 max_size=30))
 def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]]) -> None:
