@@ -100,6 +100,8 @@ class Settings:
     redis_username: str = ""
     redis_password: str = ""
     redis_ca_certs: str = ""
+    #: REDIS_URL names a Redis Cluster node (True) or a single server (False); None: ask it (INFO cluster)
+    redis_cluster: bool | None = None
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -164,6 +166,18 @@ class Settings:
         if self.redis_ca_certs:
             kw["ssl_ca_certs"] = self.redis_ca_certs
         return kw
+
+
+def _tristate(name: str, raw: str) -> bool | None:
+    """``1``/``true``/``yes``, ``0``/``false``/``no``, or empty/``auto`` (None)."""
+    v = raw.strip().lower()
+    if v in ("", "auto"):
+        return None
+    if v in ("1", "true", "yes"):
+        return True
+    if v in ("0", "false", "no"):
+        return False
+    raise ValueError(f"{name}={raw!r}: expected 1, 0 or auto")
 
 
 def load_pools(path: str | Path) -> dict[str, PoolConfig]:
@@ -245,6 +259,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         redis_username=get("MMR_REDIS_USERNAME", s.redis_username),
         redis_password=get("MMR_REDIS_PASSWORD", s.redis_password),
         redis_ca_certs=get("MMR_REDIS_CA_CERTS", s.redis_ca_certs),
+        redis_cluster=_tristate("MMR_REDIS_CLUSTER", e.get("MMR_REDIS_CLUSTER", "")),
         log_level=get("MMR_LOG_LEVEL", s.log_level),
     )
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -58,11 +62,13 @@ def test_the_url_of_any_node_is_detected_as_a_cluster(redis_cluster: LocalCluste
         connect(redis_cluster.url + "/6")
 
 
-def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalCluster, redis_url: str) -> None:
+def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalCluster, redis_url: str,
+                                                         tmp_path: Path) -> None:
     """Pools spread over all three masters (each pool in its slot); the processor's snapshot and
     commit, the leaderboards and the export give exactly what a single Redis gives."""
     msgs = _msgs(POOLS, 0, 120)
     prefix = f"c{uuid.uuid4().hex[:6]}"
+    exported: list[dict[str, Any]] = []
 
     async def run() -> None:
         single = RedisStore.from_url(redis_url, prefix=prefix)
@@ -73,7 +79,8 @@ def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalClu
         assert got.dead == [] == want.dead
         assert sorted((o.pool, o.player, o.rating, o.version) for o in got.outputs) == \
             sorted((o.pool, o.player, o.rating, o.version) for o in want.outputs)
-        assert await _rows(store) == await _rows(single)
+        exported.extend(await _rows(store))
+        assert exported == await _rows(single)
         assert await store.pools() == sorted(POOLS)
         for pool in POOLS:
             assert await store.top(pool, 3) == await single.top(pool, 3)
@@ -86,6 +93,21 @@ def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalClu
         await single.close()
 
     asyncio.run(run())
+    # the command line, with REDIS_URL naming one node and nothing else said
+    out = tmp_path / "export.jsonl"
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_cluster.ports[2]}", "MMR_KEY_PREFIX": prefix}
+    env.pop("MMR_REDIS_CLUSTER", None)
+    subprocess.run([sys.executable, "-m", "stream.cli", "export", "--out", str(out)], env=env, check=True,
+                   capture_output=True, timeout=120)
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(rows) == len(exported) > 200 and rows == orjson.loads(orjson.dumps(exported))
+
+
+@pytest.mark.parametrize(("raw", "want"), [("", None), ("auto", None), ("1", True), ("yes", True), ("0", False)])
+def test_mmr_redis_cluster_setting(raw: str, want: bool | None) -> None:
+    from stream.service.config import from_env
+
+    assert from_env({"MMR_REDIS_CLUSTER": raw}).redis_cluster is want
 
 
 def test_a_moved_slot_and_a_slot_being_migrated_are_infrastructure_errors(redis_cluster: LocalCluster) -> None:
