@@ -162,7 +162,7 @@ if ARGV[5] == '1' then
     if offs[k + 1] ~= '' and wm and wm >= tonumber(offs[k + 1]) then return -3 end
   end
 end
--- writes: none of them can fail now (MSET overwrites a key of any type; a player key is only ever
+-- writes: none of them can fail past the checks above (MSET overwrites a key of any type; a player key is only ever
 -- written here, under a name no other key can have)
 local pkey = ARGV[9]
 local blob = ARGV[11]
@@ -228,7 +228,7 @@ return 1
 # name, new name, the type it must hold), 4 a key prefix of the pool for the keys in transit. A no-op
 # once the meta holds a key format (another worker migrated the pool; its later writes are in the new
 # format). Two passes, because one name's new key can be another name's old key (player ``a:b`` goes
-# to ``p:a%3Ab``, where player ``a%3Ab`` used to be): every old key is moved aside first.
+# to ``p:a%3Ab``, the old key of player ``a%3Ab``): every old key is moved aside first.
 _MIGRATE_LUA = _ITEMS_LUA + """
 if redis.call('HEXISTS', KEYS[1], 'keys') == 1 then return -1 end
 local it = items(ARGV[3], 3 * tonumber(ARGV[2]))
@@ -676,7 +676,7 @@ def _players_blob(players: list[str], values: list[bytes], scores: list[float]) 
     value, score text, name), then the four strings per player. The score text is ``repr``: the
     shortest string that parses back to the same double, so the leaderboard holds the exact score
     (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent).
-    Built by columns (``map`` passes, one numpy array of lengths): ~2 µs a player before."""
+    Built by columns (``map`` passes, one numpy array of lengths), not by a loop over players."""
     n = len(players)
     fscores = list(map(float, scores))
     if any(s != s for s in fscores):

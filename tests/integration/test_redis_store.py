@@ -497,7 +497,7 @@ def test_one_batch_commits_while_the_next_is_rated(redis_url: str) -> None:
 def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_url: str, system: str) -> None:
     """A stored value that is not a belief (truncated here) makes the events of that player
     dead letters naming the player; the other matches of the same message and batch are
-    applied, and the processor goes on (before, the codec's ValueError stopped the worker)."""
+    applied, and the processor goes on (the codec's ValueError must not stop the worker)."""
 
     def msg(offset: int, body: dict[str, Any]) -> Message:
         return Message("in", 0, offset, orjson.dumps({"pool": "x", **body}))
@@ -538,7 +538,7 @@ def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("meta", [{"system": "elo", "params": {"k": "inf"}},  # a value the checks now refuse
+@pytest.mark.parametrize("meta", [{"system": "elo", "params": {"k": "inf"}},  # a value the checks refuse
                                   {"system": "elo-2030", "params": {}},  # a system this version does not know
                                   {"system": "elo", "params": {"kappa": "3"}}])  # a parameter it does not know
 def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redis_url: str,
@@ -546,8 +546,8 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
     """A pool meta written by another version that this one cannot build: every event of
     that pool (matches, whole rounds, assembled rounds) is a dead letter whose reason names
     the pool and the refused setting; the other pool of the same batch is rated, and the
-    meta is left for the operator. Before, each such batch failed as a whole, was retried
-    message by message and ended as "internal error"."""
+    meta is left for the operator (not a batch that fails as a whole, is retried message by
+    message and ends as "internal error")."""
 
     def msg(offset: int, pool: str, body: dict[str, Any]) -> Message:
         return Message("in", 0, offset, orjson.dumps({"pool": pool, **body}))
@@ -667,7 +667,7 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
 def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
     """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
     keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
-    used to be, which moves too), marks the format, and the pool reads as before; a second
+    was, which moves too), marks the format, and the pool reads as it did; a second
     migration (another worker) changes nothing. A pool whose own name needs escaping was stored
     under another hash tag: refused, not taken for a new pool."""
     from stream.state.redis_store import StateError
