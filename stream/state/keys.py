@@ -27,7 +27,6 @@ import re
 KEY_FORMAT = "2"
 
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
-_TABLE = str.maketrans(_ESCAPES)
 _UNESCAPE = re.compile("%(25|7B|7D|3A)")
 _UNESCAPES = {v[1:]: k for k, v in _ESCAPES.items()}
 #: the suffixes of a pool's own keys (besides players and pending rounds)
@@ -35,8 +34,18 @@ POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "wm", "meta
 
 
 def escape(name: str) -> str:
-    """``name`` with ``%``, ``{``, ``}`` and ``:`` percent-encoded (injective; the identity on other names)."""
-    return name.translate(_TABLE)
+    """``name`` with ``%``, ``{``, ``}`` and ``:`` percent-encoded (injective; the identity on other names).
+    Four ``str.replace`` (``%`` first): ~4x faster than ``str.translate`` with a mapping."""
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D").replace(":", "%3A")
+
+
+def escape_all(names: list[str]) -> list[str]:
+    """``escape`` of each name; ``names`` itself when none needs it (one scan of their join: the
+    usual batch, whose ~3,000 names would otherwise cost ~0.3 µs each)."""
+    joined = "".join(names)
+    if "%" in joined or "{" in joined or "}" in joined or ":" in joined:
+        return list(map(escape, names))
+    return names
 
 
 def unescape(text: str) -> str:

@@ -77,7 +77,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
-from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, needs_escape
+from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.redis_client import AnyRedis, connect, infrastructure_errors
 
 log = logging.getLogger(__name__)
@@ -433,7 +433,7 @@ class RedisStore:
             res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
                                              self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
                                        args=[self.keys.player_prefix(pool), held[0], held[1],
-                                             len(players), _blob(list(map(escape, players))), len(fields),
+                                             len(players), _blob(escape_all(players)), len(fields),
                                              _blob(fields)])
         except ResponseError as exc:
             if not str(exc).startswith("WRONGTYPE"):
@@ -682,7 +682,8 @@ def _players_blob(players: list[str], values: list[bytes], scores: list[float]) 
     if any(s != s for s in fscores):
         raise ValueError("a leaderboard score is NaN")
     names = list(map(str.encode, players))
-    keys = list(map(str.encode, map(escape, players)))
+    escaped = escape_all(players)
+    keys = names if escaped is players else list(map(str.encode, escaped))
     texts = list(map(str.encode, map(repr, fscores)))
     lens = np.empty((n, 4), dtype="<u4")
     lens[:, 0] = np.fromiter(map(len, keys), dtype=np.int64, count=n)

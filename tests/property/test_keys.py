@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from stream.state.keys import POOL_SUFFIXES, KeySpace, escape, unescape
+from stream.state.keys import POOL_SUFFIXES, KeySpace, escape, escape_all, unescape
 
 # names built mostly from the characters that structure a key, so that collisions are likely if possible
 _tricky = st.text(alphabet=st.sampled_from(["{", "}", ":", "%", "p", "l", "b", "3", "A", "7", "D", "2", "5", "x"]),
@@ -46,6 +46,12 @@ def test_escape_is_invertible_and_leaves_no_structural_character(name: str) -> N
     e = escape(name)
     assert unescape(e) == name
     assert not set(e) & set("{}:")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(names, max_size=8) | st.lists(st.text(alphabet="abc-_1", max_size=5), max_size=8))
+def test_escape_all_is_escape_of_each(batch: list[str]) -> None:
+    assert escape_all(batch) == [escape(n) for n in batch]
 
 
 def test_the_adversarial_names_of_the_issue_have_separate_keys() -> None:
