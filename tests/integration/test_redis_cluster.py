@@ -191,3 +191,46 @@ def test_redis_unreachable_is_store_unavailable() -> None:
 
     asyncio.run(run())
 
+
+
+def test_rounds_assembled_from_results_on_a_cluster(redis_cluster: LocalCluster, redis_url: str) -> None:
+    """Round results of several pools, saved as pending (a transaction in the pool's slot), then
+    completed by a second processor (a worker restarted: it reads them back), and a round left
+    open and expired by it: the same ratings, rows and dead letters as on a single Redis."""
+    def ev(offset: int, pool: str, body: dict[str, Any]) -> Message:
+        return Message("r", 0, offset, orjson.dumps({"pool": pool, **body}))
+
+    pools = ["r:1", "r{2}", "plain"]
+    first, second = [], []
+    for k, pool in enumerate(pools):
+        for j in range(3):
+            first.append(ev(10 * k + j, pool, {"type": "round_result", "event_id": f"{pool}-res{j}", "round_id": "R:1",
+                                               "time": 5, "player": f"pl:{j}", "rank": j + 1}))
+        first.append(ev(10 * k + 5, pool, {"type": "round_result", "event_id": f"{pool}-open", "round_id": "open:1",
+                                           "time": 5, "player": "early", "rank": 1}))
+        second.append(ev(100 + 10 * k, pool, {"type": "round_completed", "event_id": f"{pool}-done",
+                                              "round_id": "R:1", "time": 6, "participants": 3}))
+        second.append(ev(101 + 10 * k, pool, {"type": "round_result", "event_id": f"{pool}-open2",
+                                              "round_id": "open:1", "time": 6, "player": "later", "rank": 2}))
+
+    async def run(url: str, prefix: str) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
+        store = RedisStore.from_url(url, prefix=prefix)
+        with ThreadPoolExecutor(1) as ex:
+            a = await Processor(Settings(rounds_system="elo-mmr"), store, ex).process(first)
+            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            b = await proc.process(second)
+            expired = await proc.expire(now_ms=2**62)
+        rows = await export_rows(store)
+        done = [await store.round_state(p, ["open:1", "R:1"]) for p in pools]
+        await store.close()
+        assert all(d == ({"open:1", "R:1"}, {}) for d in done), done
+        outs = sorted((o.pool, o.player, o.rating, o.version) for o in [*a.outputs, *b.outputs])
+        return outs, sorted((d.pool, d.reason) for d in [*a.dead, *b.dead, *expired]), rows
+
+    async def both() -> None:
+        prefix = f"r{uuid.uuid4().hex[:6]}"
+        got = await run(redis_cluster.url, prefix)
+        assert got == await run(redis_url, prefix)
+        assert len(got[0]) == 9 and len(got[1]) == 3 and len(got[2]) == 9
+
+    asyncio.run(both())
