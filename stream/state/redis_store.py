@@ -28,6 +28,16 @@ everything that could make one of its writes fail (the type of every declared ke
 it increments or compares) and only then writes: a pool whose keys hold something else is
 refused with ``StateError`` and left exactly as it was.
 
+A pool's meta records the key format (``keys``). A pool written before names were escaped has
+none: ``meta`` (which the worker, the exporter and the HTTP API call before touching a pool)
+renames the keys of its players and pending rounds whose names need escaping and records the
+format; the commit script refuses a pool whose meta has another format, so this version never
+writes into a pool not yet migrated. A pool whose own name needs escaping had another
+hash tag before and is refused (``StateError``); old workers must be stopped before new ones start.
+
+Errors of Redis itself (unreachable, timeouts, slot moves, failovers) are raised as
+``StoreUnavailable`` by every method (stream.state.redis_client): retry later, the input is fine.
+
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
 
