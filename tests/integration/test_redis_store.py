@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stream.engine.pool import PoolConfigError
 from stream.service.config import Settings
@@ -700,6 +702,54 @@ def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: st
         assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
         with pytest.raises(StateError, match="before names were escaped"):
             await store.meta("o:ld")
+        await store.close()
+
+    asyncio.run(run())
+
+
+_fuzz_names = st.text(min_size=1, max_size=8) | st.text(alphabet="{}:%p\\*?[]", min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=_fuzz_names,
+       steps=st.lists(st.tuples(st.dictionaries(_fuzz_names, st.tuples(st.binary(max_size=24),
+                                                                       st.floats(-1e12, 1e12)), max_size=6),
+                                st.lists(_fuzz_names, max_size=4, unique=True),
+                                st.lists(_fuzz_names, max_size=2, unique=True),
+                                st.dictionaries(st.sampled_from(["m/0", "r:1/2", "{x}/3"]),
+                                                st.integers(0, 2**40), max_size=2)),
+                      min_size=1, max_size=4))
+def test_fuzzed_commits_read_back_exactly(redis_url: str, pool: str, steps: list[Any]) -> None:
+    """Any names (the structural characters of keys and globs included), values, scores, ids,
+    rounds and offsets: what the scripts store reads back exactly -- beliefs by snapshot and by
+    scan, the leaderboard's scores, the applied ids, the finished rounds, the watermarks."""
+    async def run() -> None:
+        store = _store(redis_url)
+        beliefs: dict[str, bytes] = {}
+        scores: dict[str, float] = {}
+        ids: set[str] = set()
+        rounds: set[str] = set()
+        wms: dict[str, int] = {}
+        gen = "0"
+        for k, (vals, eids, done, offs) in enumerate(steps):
+            fresh = [f"{k}/{e}" for e in eids]
+            c = Commit(beliefs={p: v for p, (v, _) in vals.items()}, scores={p: s for p, (_, s) in vals.items()},
+                       event_ids=fresh, done_rounds=done, offsets={tp: (None, o) for tp, o in offs.items()})
+            gen = str(await store.commit(pool, gen, c, {"system": "elo", "params": {}} if k == 0 else None,
+                                         check_ids=True))
+            beliefs.update(c.beliefs)
+            scores.update(c.scores)
+            ids.update(fresh)
+            rounds.update(done)
+            for tp, o in offs.items():
+                wms[tp] = max(o, wms.get(tp, o))
+        snap = await store.snapshot(pool, [*beliefs, "absent"], [*ids, "never"], [*wms, "none/0"])
+        assert snap.gen == str(len(steps)) and snap.seen == ids and snap.watermarks == wms
+        assert snap.beliefs == {**beliefs, "absent": None}
+        assert dict(x for part in [y async for y in store.scan_players(pool)] for x in part) == beliefs
+        assert dict(await store.top(pool, 1000)) == scores
+        assert (await store.round_state(pool, [*rounds, "open"]))[0] == rounds
+        assert await store.pools() == [pool]
         await store.close()
 
     asyncio.run(run())
