@@ -101,7 +101,8 @@ log = logging.getLogger(__name__)
 #       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
 #       the module docstring), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16 the key format
 #       (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes (players: four
-#       lengths per player -- escaped name, value, score text, name -- then the four strings per player). One
+#       lengths per player -- escaped name, value, score text, name ('' when it is the escaped name) -- then the
+#       four strings per player). One
 #       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
 #       round of 3,000 players.
 # Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
@@ -189,13 +190,14 @@ local function flush()
 end
 for i = 1, np do
   local kl, vl, sl, nl = struct.unpack('<I4I4I4I4', blob, 16 * i - 15)
-  kv[#kv + 1] = pkey .. string.sub(blob, pos, pos + kl - 1)
+  local kname = string.sub(blob, pos, pos + kl - 1)
+  kv[#kv + 1] = pkey .. kname
   pos = pos + kl
   kv[#kv + 1] = string.sub(blob, pos, pos + vl - 1)
   pos = pos + vl
   zs[#zs + 1] = string.sub(blob, pos, pos + sl - 1)
   pos = pos + sl
-  zs[#zs + 1] = string.sub(blob, pos, pos + nl - 1)
+  if nl == 0 then zs[#zs + 1] = kname else zs[#zs + 1] = string.sub(blob, pos, pos + nl - 1) end
   pos = pos + nl
   if #kv >= 4000 then flush() end
 end
@@ -683,7 +685,8 @@ def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
 
 def _players_blob(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
     """The commit's players blob (see _COMMIT_LUA): four u32 lengths per player (escaped name,
-    value, score text, name), then the four strings per player. The score text is ``repr``: the
+    value, score text, name), then the four strings per player; the name is empty when escaping
+    left it as it was (the usual case: the script then takes the key's name). The score text is ``repr``: the
     shortest string that parses back to the same double, so the leaderboard holds the exact score
     (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent).
     Built by columns (``map`` passes, one numpy array of lengths), not by a loop over players."""
@@ -691,9 +694,10 @@ def _players_blob(players: list[str], values: list[bytes], scores: list[float]) 
     fscores = list(map(float, scores))
     if any(s != s for s in fscores):
         raise ValueError("a leaderboard score is NaN")
-    names = list(map(str.encode, players))
     escaped = escape_all(players)
-    keys = names if escaped is players else list(map(str.encode, escaped))
+    keys = list(map(str.encode, escaped))
+    names = [b""] * n if escaped is players else [b"" if e == p else p.encode()
+                                                   for p, e in zip(players, escaped, strict=True)]
     texts = list(map(str.encode, map(repr, fscores)))
     lens = np.empty((n, 4), dtype="<u4")
     lens[:, 0] = np.fromiter(map(len, keys), dtype=np.int64, count=n)

@@ -14,8 +14,9 @@ from stream.state.redis_store import _players_blob
 
 
 def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The oracle: one (key name, value, score text, name) quadruple per player, lengths first."""
-    rows = [(escape(p).encode(), v, repr(float(s)).encode(), p.encode())
+    """The oracle: one (key name, value, score text, name) quadruple per player, lengths first; the
+    name is empty when it is the key name."""
+    rows = [(escape(p).encode(), v, repr(float(s)).encode(), b"" if escape(p) == p else p.encode())
             for p, v, s in zip(players, values, scores, strict=True)]
     return (struct.pack(f"<{4 * len(rows)}I", *[len(x) for t in rows for x in t])
             + b"".join(x for t in rows for x in t))
@@ -34,9 +35,9 @@ def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]])
 
 
 def test_players_blob_counts_encoded_bytes_not_characters() -> None:
-    blob = _players_blob(["é名:"], [b"\x01"], [1500.25])
+    blob = _players_blob(["é名:", "é名"], [b"\x01", b""], [1500.25, 1.0])
     n = len("é名".encode())
-    assert struct.unpack("<4I", blob[:16]) == (n + 3, 1, len(b"1500.25"), n + 1)
+    assert struct.unpack("<8I", blob[:32]) == (n + 3, 1, len(b"1500.25"), n + 1, n, 0, len(b"1.0"), 0)
 
 
 def test_a_nan_score_is_refused_before_anything_is_sent() -> None:
