@@ -7,6 +7,7 @@ grammar:
 
 - booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is
   refused, so a typo never silently reads as false;
+  a switch typed ``bool | None`` also takes ``auto`` (None: detected at run time);
 - ``Literal`` choices (matched without regard to case), integers, numbers, strings;
 - ``Secret`` for passwords: the value never appears in a ``repr``;
 - an empty variable means "not set" (the default).
@@ -92,6 +93,8 @@ def env_names(cls: type) -> dict[str, str]:
 def parse(name: str, raw: str, hint: Any) -> Any:
     """The value of variable ``name`` (its text ``raw``) as the type ``hint``."""
     text = raw.strip()
+    if hint == bool | None:  # a switch that may be left to detection
+        return None if text.lower() == "auto" else parse(name, raw, bool)
     if hint is bool:
         try:
             return BOOLEAN_WORDS[text.lower()]
@@ -141,7 +144,10 @@ def check_fields(obj: Any) -> None:
         hint, value = hints[f.name], getattr(obj, f.name)
         label = env_name(f) or f.name
         origin = get_origin(hint)
-        if origin is Literal:
+        if hint == bool | None:
+            if value is not None and not isinstance(value, bool):
+                raise SettingError(f"{label}={value!r}: expected a boolean or auto")
+        elif origin is Literal:
             if value not in get_args(hint):
                 raise SettingError(f"{label}={value!r}: expected one of {', '.join(get_args(hint))}")
         elif hint is Secret and isinstance(value, str):

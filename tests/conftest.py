@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
+from cluster_utils import LocalCluster
+from cluster_utils import available as cluster_available
 
 TEST_DB = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
 
@@ -115,3 +117,12 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if proc is not None:
             proc.terminate()
             proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A real three-master Redis Cluster on free local ports (tests/cluster_utils.py), for one test module."""
+    if not cluster_available():
+        pytest.skip("redis-server / redis-cli not on PATH")
+    with LocalCluster(tmp_path_factory.mktemp("redis-cluster"), masters=3) as cluster:
+        yield cluster

@@ -128,6 +128,8 @@ class Settings:
     redis_username: str = setting("", "MMR_REDIS_USERNAME")
     redis_password: Secret = setting(Secret(), "MMR_REDIS_PASSWORD")
     redis_ca_certs: str = setting("", "MMR_REDIS_CA_CERTS")
+    #: REDIS_URL names a Redis Cluster node (True) or a single server (False); None ("auto"): ask it
+    redis_cluster: bool | None = setting(None, "MMR_REDIS_CLUSTER")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
     #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
@@ -187,6 +189,8 @@ class Settings:
             value = getattr(self, attr)
             if isinstance(value, Secret):
                 value = value.get_secret_value()
+            if value is None:
+                value = "auto"
             env[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
         if self.default_params:
             env["MMR_PARAMS"] = ",".join(f"{k}={v}" for k, v in self.default_params.items())

@@ -41,7 +41,7 @@ async def export_rows(store: RedisStore, pools: Sequence[str] | None = None) -> 
 
 
 async def _export(s: Settings, pools: Sequence[str] | None) -> list[dict[str, Any]]:
-    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=s.redis_cluster, **s.redis_kwargs())
     try:
         return await export_rows(store, pools)
     finally:

@@ -70,8 +70,18 @@ class _ReadCounter(Collector):
         yield CounterMetricFamily(self.name, self.doc, value=self.read())
 
 
+#: the kinds of dead-letter reasons, by the reason's first words: the ``reason`` label of
+#: ``mmr_dead_letters_total`` is one of these or "other", so the series stay few whatever the input
+#: (the reason itself, with its field path, pool or player, is in the dead letter)
+REASON_KINDS = (("bad JSON", "json"), ("an event must be a JSON object", "json"), ("field ", "field"),
+                ("unknown pool", "unknown_pool"), ("pool config", "pool_config"), ("rating", "rating"),
+                ("round ", "round"), ("too large", "too_large"), ("internal", "internal"))
+REASON_LABELS = frozenset(label for _, label in REASON_KINDS) | {"other"}
+
+
 def reason_label(reason: str) -> str:
-    """A low-cardinality label for a dead-letter reason ("field rank", "bad JSON", ...)."""
-    head = reason.split(":", 1)[0].strip()
-    known = ("field", "bad JSON", "unknown pool", "pool config", "round", "rating")
-    return head[:40] if head.startswith(known) else "other"
+    """The kind of a dead-letter reason ("field matches.1829.a: ..." -> "field"): one of ``REASON_LABELS``."""
+    for start, label in REASON_KINDS:
+        if reason.startswith(start):
+            return label
+    return "other"

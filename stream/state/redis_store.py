@@ -1,24 +1,42 @@
 """Redis state of the service: encoded beliefs, leaderboards, and what makes re-delivery a no-op.
 
 Key layout (every key of a pool carries the hash tag ``{pool}`` so that everything one batch
-touches lives in one Redis Cluster slot and one Lua script can update it atomically)::
+touches lives in one Redis Cluster slot and one Lua script can update it atomically; pool,
+player and round names are escaped so that no two names share a key: stream.state.keys)::
 
     {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
-    {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard)
+    {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard; members unescaped)
     {prefix}:{<pool>}:ids             STRING  event ids already applied (rounds, matches, round results):
                                               their 16-byte digests, appended (stream.state.id_index)
     {prefix}:{<pool>}:ids:old         STRING  the previous generation of ``:ids`` (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:ids:epoch       STRING  how many times ``:ids`` was rotated (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
     {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
-    {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit
+    {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit;
+                                              keys: the key format (stream.state.keys.KEY_FORMAT)
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
-    {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently)
+    {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
+                                              before the pool's first commit)
 
 Player and pending-round keys are built inside the script from prefixes carrying the pool's
 hash tag, so they are in the slot of the declared keys (Redis Cluster executes scripts that
 touch undeclared keys of the same slot; it refuses only cross-slot access).
+
+A script is not rolled back when a command in it fails, so the commit script first checks
+everything that could make one of its writes fail (the type of every declared key, the numbers
+it increments or compares) and only then writes: a pool whose keys hold something else is
+refused with ``StateError`` and left exactly as it was.
+
+A pool's meta records the key format (``keys``). A pool written before names were escaped has
+none: ``meta`` (which the worker, the exporter and the HTTP API call before touching a pool)
+renames the keys of its players and pending rounds whose names need escaping and records the
+format; the commit script refuses a pool whose meta has another format, so this version never
+writes into a pool not yet migrated. A pool whose own name needs escaping had another
+hash tag before and is refused (``StateError``); old workers must be stopped before new ones start.
+
+Errors of Redis itself (unreachable, timeouts, slot moves, failovers) are raised as
+``StoreUnavailable`` by every method (stream.state.redis_client): retry later, the input is fine.
 
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
@@ -54,17 +72,25 @@ applied again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import struct
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import orjson
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
+from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
+from stream.state.redis_client import AnyRedis, connect, infrastructure_errors
+
+log = logging.getLogger(__name__)
 
 # KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch (all in the pool's slot; player and pending-round keys
 #       are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
@@ -72,13 +98,16 @@ from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 #       the offsets first (else ''), 6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first
 #       offset to check ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round
 #       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
-#       done-rounds blob, 14 seen_max_ids ('0' = unbounded; see the module docstring), 15 expected length of
-#       ``:ids`` in bytes (with ARGV[3]). Blobs: all little-endian u32 lengths first, then the bytes (players:
-#       three lengths per player -- name, value, score text -- then the three strings per player). One argument
-#       instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a round of
-#       3,000 players.
+#       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
+#       the module docstring), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16 the key format
+#       (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes (players: four
+#       lengths per player -- escaped name, value, score text, name ('' when it is the escaped name) -- then the
+#       four strings per player). One
+#       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
+#       round of 3,000 players.
 # Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
-# against), or {new gen, ids epoch}.
+# against), -4 (the pool's keys are in another key format), or {new gen, ids epoch}; an error reply starting
+# with "MMRSTATE" when a key holds what this script cannot write over (nothing written).
 # A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
 _ITEMS_LUA = """
 local function items(b, n)
@@ -91,36 +120,64 @@ local function items(b, n)
   end
   return out
 end
+local function bad(key, what)
+  return redis.error_reply('MMRSTATE ' .. key .. ' ' .. what .. ' (nothing written)')
+end
+local function is_count(v)
+  return v == false or string.match(v, '^%d+$') ~= nil
+end
 """
 
 _COMMIT_LUA = _ITEMS_LUA + """
-local gen = redis.call('GET', KEYS[1]) or '0'
+-- every check first: a failing command would leave the writes before it applied
+local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string'}
+for i = 1, 8 do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
+end
+local graw = redis.call('GET', KEYS[1])
+if not is_count(graw) then return bad(KEYS[1], 'is not a commit counter') end
+local gen = graw or '0'
 if gen ~= ARGV[1] then return -1 end
-if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
-  local m = cjson.decode(ARGV[8])
-  local cur = redis.call('HMGET', KEYS[6], 'system', 'params')
-  if cur[1] ~= m['system'] or cur[2] ~= m['params'] then return -2 end
+local eraw = redis.call('GET', KEYS[8])
+if not is_count(eraw) then return bad(KEYS[8], 'is not a rotation counter') end
+local cur = redis.call('HMGET', KEYS[6], 'system', 'params', 'keys')
+local has_meta = cur[1] or cur[2] or cur[3]
+if has_meta and cur[3] ~= ARGV[16] then return -4 end
+local m = nil
+if ARGV[8] ~= '' then
+  m = cjson.decode(ARGV[8])
+  if has_meta and (cur[1] ~= m['system'] or cur[2] ~= m['params']) then return -2 end
 end
 if ARGV[3] ~= '' then
   -- the caller's "not applied before" was answered from this prefix of the log: still all of it?
-  local ep = redis.call('GET', KEYS[8]) or '0'
-  if ep ~= ARGV[3] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[15]) then return -3 end
+  if (eraw or '0') ~= ARGV[3] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[15]) then return -3 end
 end
 local np = tonumber(ARGV[2])
 local nd = tonumber(ARGV[4])
 local offs = items(ARGV[7], 3 * tonumber(ARGV[6]))
+local olds = {}
+if #offs > 0 then
+  local fields = {}
+  for k = 1, #offs, 3 do fields[#fields + 1] = offs[k] end
+  local v = redis.call('HMGET', KEYS[5], unpack(fields))
+  for k = 1, #v do
+    if v[k] and not tonumber(v[k]) then return bad(KEYS[5], 'field ' .. fields[k] .. ' is not an offset') end
+    olds[k] = v[k] and tonumber(v[k])
+  end
+end
 if ARGV[5] == '1' then
   -- optimistic commit (no read before it): refuse if any message was applied already
   for k = 1, #offs, 3 do
-    if offs[k + 1] ~= '' then
-      local wm = redis.call('HGET', KEYS[5], offs[k])
-      if wm and tonumber(wm) >= tonumber(offs[k + 1]) then return -3 end
-    end
+    local wm = olds[(k + 2) / 3]
+    if offs[k + 1] ~= '' and wm and wm >= tonumber(offs[k + 1]) then return -3 end
   end
 end
+-- writes: none of them can fail past the checks above (MSET overwrites a key of any type; a player key is only ever
+-- written here, under a name no other key can have)
 local pkey = ARGV[9]
 local blob = ARGV[11]
-local pos = 12 * np + 1
+local pos = 16 * np + 1
 -- beliefs and leaderboard entries in bulk: one MSET and one ZADD per ~2,000 players instead of a
 -- SET and a ZADD per player (each redis.call costs ~1-2 us of Lua/command dispatch)
 local kv, zs = {}, {}
@@ -132,15 +189,16 @@ local function flush()
   end
 end
 for i = 1, np do
-  local nl, vl, sl = struct.unpack('<I4I4I4', blob, 12 * i - 11)
-  local name = string.sub(blob, pos, pos + nl - 1)
-  pos = pos + nl
-  kv[#kv + 1] = pkey .. name
+  local kl, vl, sl, nl = struct.unpack('<I4I4I4I4', blob, 16 * i - 15)
+  local kname = string.sub(blob, pos, pos + kl - 1)
+  kv[#kv + 1] = pkey .. kname
+  pos = pos + kl
   kv[#kv + 1] = string.sub(blob, pos, pos + vl - 1)
   pos = pos + vl
   zs[#zs + 1] = string.sub(blob, pos, pos + sl - 1)
-  zs[#zs + 1] = name
   pos = pos + sl
+  if nl == 0 then zs[#zs + 1] = kname else zs[#zs + 1] = string.sub(blob, pos, pos + nl - 1) end
+  pos = pos + nl
   if #kv >= 4000 then flush() end
 end
 flush()
@@ -153,26 +211,63 @@ if #ARGV[12] > 0 then
     redis.call('INCR', KEYS[8])
   end
 end
-local done = items(ARGV[13], nd)
-for k = 1, nd do
-  redis.call('DEL', ARGV[10] .. done[k])
+local done = items(ARGV[13], 2 * nd)
+for k = 1, 2 * nd, 2 do
+  redis.call('DEL', ARGV[10] .. done[k + 1])
   redis.call('SADD', KEYS[4], done[k])
 end
 for k = 1, #offs, 3 do
-  local old = redis.call('HGET', KEYS[5], offs[k])
-  if not old or tonumber(offs[k + 2]) > tonumber(old) then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
+  local old = olds[(k + 2) / 3]
+  if not old or tonumber(offs[k + 2]) > old then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
 end
-if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[6]) == 0 then
-  local m = cjson.decode(ARGV[8])
-  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'])
+if m and not has_meta then
+  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'], 'keys', ARGV[16])
 end
 return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
+"""
+
+# Close a round without rating it: KEYS its pending hash, ``:done``; ARGV the round id. Checked first.
+_EXPIRE_LUA = _ITEMS_LUA + """
+local t = redis.call('TYPE', KEYS[2])['ok']
+if t ~= 'none' and t ~= 'set' then return bad(KEYS[2], 'holds a ' .. t .. ', not a set') end
+redis.call('DEL', KEYS[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+
+# A pool written before names were escaped, whose own name needs no escaping (so its hash tag is
+# unchanged): KEYS its meta; ARGV 1 the key format, 2 n, 3 blob of three strings per key to move (old
+# name, new name, the type it must hold), 4 a key prefix of the pool for the keys in transit. A no-op
+# once the meta holds a key format (another worker migrated the pool; its later writes are in the new
+# format). Two passes, because one name's new key can be another name's old key (player ``a:b`` goes
+# to ``p:a%3Ab``, the old key of player ``a%3Ab``): every old key is moved aside first.
+_MIGRATE_LUA = _ITEMS_LUA + """
+if redis.call('HEXISTS', KEYS[1], 'keys') == 1 then return -1 end
+local it = items(ARGV[3], 3 * tonumber(ARGV[2]))
+local aside = {}
+for k = 1, #it, 3 do
+  if redis.call('TYPE', it[k])['ok'] == it[k + 2] then
+    local tmp = ARGV[4] .. k
+    redis.call('RENAME', it[k], tmp)
+    aside[#aside + 1] = {tmp, it[k + 1]}
+  end
+end
+local moved = 0
+for _, m in ipairs(aside) do
+  if redis.call('EXISTS', m[2]) == 0 then
+    redis.call('RENAME', m[1], m[2])
+    moved = moved + 1
+  end
+end
+redis.call('HSET', KEYS[1], 'keys', ARGV[1])
+return moved
 """
 
 
 # The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
 # blobs): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix, 2 the ids epoch the caller's
-# index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 players blob, 6 n_wm, 7 blob
+# index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob of the players' escaped
+# names, 6 n_wm, 7 blob
 # of watermark fields ("topic/partition").
 # Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
 # caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
@@ -230,6 +325,16 @@ class MetaConflict(Conflict):
     """
 
 
+class StateError(RuntimeError):
+    """A pool's keys hold what this version cannot use (a key of another type, a counter that is no
+    number, a key format it cannot read): nothing was written; an operator must look at the pool.
+    Retrying does not help, and the events are not at fault."""
+
+    def __init__(self, pool: str, detail: str) -> None:
+        super().__init__(f"pool {pool!r}: {detail}")
+        self.pool = pool
+
+
 @dataclass(slots=True)
 class Snapshot:
     """What one read pipeline returned for a pool."""
@@ -255,34 +360,69 @@ class Commit:
 
 
 class RedisStore:
-    """Async access to the layout above (redis-py asyncio client, hiredis parser)."""
+    """Async access to the layout above (redis-py asyncio client, hiredis parser; a single server
+    or a Redis Cluster, see stream.state.redis_client).
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "mmr", seen_max_ids: int = 0) -> None:
+    Every method raises ``StoreUnavailable`` (stream.state.redis_client) when Redis fails rather than
+    the request: retry later. ``StateError``: the pool's stored keys are unusable (nothing written)."""
+
+    def __init__(self, client: AnyRedis, prefix: str = "mmr", seen_max_ids: int = 0) -> None:
         self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
+        self.keys = KeySpace(prefix)
         self.prefix = prefix
         #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
         self._commit = client.register_script(_COMMIT_LUA)
         self._snapshot = client.register_script(_SNAPSHOT_LUA)
+        self._expire = client.register_script(_EXPIRE_LUA)
+        self._migrate = client.register_script(_MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
+        #: a cluster client learns the slot map before its first commands run concurrently (redis-py's
+        #: asyncio cluster client, 8.1, broke connections when dozens of first commands raced its setup)
+        self._cold = isinstance(client, RedisCluster)
+        self._warming: asyncio.Lock | None = None
 
     @classmethod
-    def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, **kwargs: Any) -> RedisStore:
-        return cls(aioredis.Redis.from_url(url, **kwargs), prefix, seen_max_ids)
+    def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
+                 **kwargs: Any) -> RedisStore:
+        """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``)."""
+        check_prefix(prefix)
+        return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids)
+
+    @contextlib.asynccontextmanager
+    async def _io(self) -> AsyncIterator[None]:
+        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first."""
+        with infrastructure_errors():
+            if self._cold:
+                self._warming = self._warming or asyncio.Lock()
+                async with self._warming:
+                    if self._cold:
+                        await self.r.initialize()
+                        self._cold = False
+            yield
+
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self.r, RedisCluster)
 
     async def close(self) -> None:
         await self.r.aclose()
 
+    async def ping(self) -> bool:
+        """Whether Redis answers (every node of a cluster)."""
+        async with self._io():
+            return bool(await self.r.ping())
+
     # --- keys ------------------------------------------------------------------------
     def key(self, pool: str, suffix: str) -> str:
-        return f"{self.prefix}:{{{pool}}}:{suffix}"
+        return self.keys.key(pool, suffix)
 
     def player_key(self, pool: str, player: str) -> str:
-        return f"{self.prefix}:{{{pool}}}:p:{player}"
+        return self.keys.player_key(pool, player)
 
     def pend_key(self, pool: str, round_id: str) -> str:
-        return f"{self.prefix}:{{{pool}}}:pend:{round_id}"
+        return self.keys.pend_key(pool, round_id)
 
     # --- reads -----------------------------------------------------------------------
     async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
@@ -295,14 +435,22 @@ class RedisStore:
         as much as its rating math. The ids are not sent: the script returns what the pool's
         ``:ids`` log gained since this store's index of it, and the index answers.
         """
-        players = list(players)
-        fields = list(watermarks)
+        async with self._io():
+            return await self._read(pool, list(players), event_ids, list(watermarks))
+
+    async def _read(self, pool: str, players: list[str], event_ids: Sequence[str], fields: list[str]) -> Snapshot:
         idx = self._ids.get(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
-        res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
-                                         self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
-                                   args=[self.player_key(pool, ""), held[0], held[1],
-                                         len(players), _blob(players), len(fields), _blob(fields)])
+        try:
+            res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
+                                             self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
+                                       args=[self.keys.player_prefix(pool), held[0], held[1],
+                                             len(players), _blob(escape_all(players)), len(fields),
+                                             _blob(fields)])
+        except ResponseError as exc:
+            if not str(exc).startswith("WRONGTYPE"):
+                raise
+            raise StateError(pool, f"a key holds another type than the store writes: {exc}") from exc
         gen = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
         epoch = int(res[1])
         if int(res[2]):  # both generations in full: the index starts again from them
@@ -310,7 +458,7 @@ class RedisStore:
         elif idx is not None and self._ids.get(pool) is idx and (str(idx.epoch), idx.length) == held:
             idx.append(res[3] or b"")
         else:  # the index changed while this read was under way: read again from what it holds now
-            return await self.snapshot(pool, players, event_ids, watermarks)
+            return await self._read(pool, players, event_ids, fields)
         seen = _members(idx, event_ids)
         beliefs: dict[str, bytes | None] = dict(zip(players, res[5], strict=True))
         wms = {f: int(v) for f, v in zip(fields, res[6], strict=True) if v}
@@ -326,50 +474,107 @@ class RedisStore:
 
     async def recorded_ids(self, pool: str) -> int:
         """How many event ids the pool's logs hold (both generations)."""
-        pipe = self.r.pipeline(transaction=False)
-        pipe.strlen(self.key(pool, "ids"))
-        pipe.strlen(self.key(pool, "ids:old"))
-        return sum(await pipe.execute()) // DIGEST
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            pipe.strlen(self.key(pool, "ids"))
+            pipe.strlen(self.key(pool, "ids:old"))
+            return sum(await pipe.execute()) // DIGEST
 
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         if not players:
             return {}
-        vals = await self.r.mget([self.player_key(pool, p) for p in players])
+        async with self._io():
+            vals = await self.r.mget([self.player_key(pool, p) for p in players])
         return dict(zip(players, vals, strict=True))
 
     async def meta(self, pool: str) -> dict[str, Any] | None:
-        raw = await self.r.hgetall(self.key(pool, "meta"))
-        if not raw:
-            return None
+        """The pool's system and parameters (None: a new pool).
+
+        A pool written before names were escaped (its meta has no key format) is brought to the
+        current key format here, before anything reads or writes its players: when its own name
+        needs no escaping, the keys of its players and pending rounds whose names do are renamed
+        (one script; idempotent, so two workers may both try). A pool whose own name needs escaping
+        lives under another hash tag in the old format and is refused (StateError)."""
+        async with self._io():
+            try:
+                raw = await self.r.hgetall(self.key(pool, "meta"))
+            except ResponseError as exc:
+                _raise_state(pool, exc)
+            if not raw:
+                if needs_escape(pool) and await self._legacy_meta(pool):
+                    raise StateError(pool, "its keys were written before names were escaped, under another hash "
+                                     "tag: this version cannot read them (docs/service.md, Redis layout)")
+                return None
+            fmt = raw.get(b"keys")
+            if fmt is None:
+                if needs_escape(pool):  # the data of the pool whose name is this pool's escaped name
+                    raise StateError(pool, f"its meta key holds the meta of pool {escape(pool)!r} written before "
+                                     "names were escaped (docs/service.md, Redis layout)")
+                await self._migrate_keys(pool)
+            elif fmt.decode() != KEY_FORMAT:
+                raise StateError(pool, f"key format {fmt.decode()!r}, this version reads {KEY_FORMAT!r}")
         return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
 
+    async def _legacy_meta(self, pool: str) -> bool:
+        """Whether the pool's meta key of the layout before escaping holds a meta of that layout."""
+        try:
+            system, fmt = await self.r.hmget(self.keys.legacy_base(pool) + "meta", ["system", "keys"])
+        except ResponseError:  # another key under that name (the names collided in that layout)
+            return False
+        return system is not None and fmt is None
+
+    async def _migrate_keys(self, pool: str) -> None:
+        moves: list[str] = []
+        legacy = self.keys.legacy_base(pool)  # the pool's own name needs no escaping: the same hash tag
+        async for member, _ in self.r.zscan_iter(self.key(pool, "lb"), count=1000):
+            name = member.decode()
+            if needs_escape(name):
+                moves += [legacy + "p:" + name, self.player_key(pool, name), "string"]
+        async for k in self.r.scan_iter(match=_glob_escape(legacy + "pend:") + "*", count=1000):
+            rid = k.decode()[len(legacy) + 5:]
+            if needs_escape(rid):
+                moves += [k.decode(), self.pend_key(pool, rid), "hash"]
+        moved = await self._migrate(keys=[self.key(pool, "meta")],
+                                    args=[KEY_FORMAT, len(moves) // 3, _blob(moves), self.key(pool, "migrating:")])
+        log.info("pool %r: key format %s (%d keys renamed)", pool, KEY_FORMAT, int(moved))
+
     async def pools(self) -> list[str]:
-        return sorted(p.decode() for p in await self.r.smembers(f"{self.prefix}:pools"))
+        async with self._io():
+            return sorted(p.decode() for p in await self.r.smembers(self.keys.pools_key()))
 
     async def top(self, pool: str, n: int) -> list[tuple[str, float]]:
-        rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
+        async with self._io():
+            rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
         return [(p.decode(), float(s)) for p, s in rows]
 
     async def scan_players(self, pool: str, count: int = 1000) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """Every stored belief of a pool, in chunks (SCAN + MGET; Cluster-safe by the hash tag)."""
-        prefix = self.player_key(pool, "")
+        """Every stored belief of a pool, in chunks: the leaderboard's members (ZSCAN, each once)
+        and their values (MGET). Both commands name keys of the pool's slot, so this works the same
+        on a cluster, and costs the pool's size rather than the keyspace's (as a SCAN would)."""
+        lb = self.key(pool, "lb")
+        seen: set[str] = set()
         cursor = 0
         while True:
-            cursor, keys = await self.r.scan(cursor, match=_glob_escape(prefix) + "*", count=count)
-            if keys:
-                vals = await self.r.mget(keys)
-                yield [(k.decode()[len(prefix):], v) for k, v in zip(keys, vals, strict=True) if v is not None]
+            async with self._io():
+                cursor, rows = await self.r.zscan(lb, cursor, count=count)
+                names = [n for n in (m.decode() for m, _ in rows) if n not in seen]
+                vals = await self.r.mget([self.player_key(pool, n) for n in names]) if names else []
+            seen.update(names)
+            chunk = [(n, v) for n, v in zip(names, vals, strict=True) if v is not None]
+            if chunk:
+                yield chunk
             if cursor == 0:
                 break
 
     # --- round assembly state -------------------------------------------------------
     async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
         """Which rounds are done, and the persisted pending entries of the others."""
-        pipe = self.r.pipeline(transaction=False)
-        pipe.smismember(self.key(pool, "done"), list(round_ids))
-        for rid in round_ids:
-            pipe.hgetall(self.pend_key(pool, rid))
-        res = await pipe.execute()
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            pipe.smismember(self.key(pool, "done"), list(round_ids))
+            for rid in round_ids:
+                pipe.hgetall(self.pend_key(pool, rid))
+            res = await pipe.execute()
         done = {rid for rid, flag in zip(round_ids, res[0], strict=True) if flag}
         pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[1:], strict=True) if h}
         return done, pend
@@ -378,16 +583,18 @@ class RedisStore:
         """Persist results/completions of rounds still open (idempotent: keyed by event id)."""
         if not entries:
             return
-        pipe = self.r.pipeline(transaction=True)
-        for rid, fields in entries.items():
-            pipe.hset(self.pend_key(pool, rid), mapping=fields)  # type: ignore[arg-type]
-        await pipe.execute()
+        async with self._io():
+            pipe = self.r.pipeline(transaction=True)
+            for rid, fields in entries.items():
+                pipe.hset(self.pend_key(pool, rid), mapping=fields)  # type: ignore[arg-type]
+            await pipe.execute()
 
     async def expire_round(self, pool: str, round_id: str) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        pipe.delete(self.pend_key(pool, round_id))
-        pipe.sadd(self.key(pool, "done"), round_id)
-        await pipe.execute()
+        async with self._io():
+            try:
+                await self._expire(keys=[self.pend_key(pool, round_id), self.key(pool, "done")], args=[round_id])
+            except ResponseError as exc:
+                _raise_state(pool, exc)
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
@@ -400,11 +607,16 @@ class RedisStore:
         already, so they are checked first -- the ids against this store's index of the
         pool's log, the offsets by the script -- and AlreadyApplied is raised (nothing
         written) if any was. AlreadyApplied is also raised when the log is not the prefix
-        the index holds (another writer recorded ids): the caller re-reads.
+        the index holds (another writer recorded ids): the caller re-reads. StateError: a key
+        of the pool holds what the commit cannot write over (nothing written).
         """
+        async with self._io():
+            return await self._write(pool, gen, c, meta, check_ids)
+
+    async def _write(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None, check_ids: bool) -> int:
         idx = self._ids.get(pool)
         if idx is None and check_ids and c.event_ids:
-            await self.snapshot(pool, (), ())  # loads the index
+            await self._read(pool, [], (), [])  # loads the index
             idx = self._ids[pool]
         digest_blob = digests(c.event_ids)
         if check_ids and idx is not None and idx.contains(keys_of(digest_blob)).any():
@@ -416,20 +628,31 @@ class RedisStore:
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
             meta_json = orjson.dumps({"system": meta["system"], "params": params_json}).decode()
+            # listed before its first commit, by its own idempotent command (another slot than the pool's):
+            # a listed pool without meta is skipped by its readers, a committed pool is always listed
+            await self.r.sadd(self.keys.pools_key(), pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        players_blob = _players_blob(players, [c.beliefs[p] for p in players],
-                                     [c.scores[p] for p in players])
+        players_blob = _players_blob(players, [c.beliefs[p] for p in players], [c.scores[p] for p in players])
+        done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
                            len(c.offsets), _blob(offsets), meta_json,
-                           self.player_key(pool, ""), self.pend_key(pool, ""), players_blob,
-                           digest_blob, _blob(c.done_rounds), self.seen_max_ids, held[1]]
-        res = await self._commit(keys=keys, args=argv)
+                           self.keys.player_prefix(pool), self.keys.pend_prefix(pool), players_blob,
+                           digest_blob, _blob(done), self.seen_max_ids, held[1], KEY_FORMAT]
+        try:
+            res = await self._commit(keys=keys, args=argv)
+        except ResponseError as exc:
+            _raise_state(pool, exc)
         if not isinstance(res, list):
-            if int(res) == -2:
+            code = int(res)
+            if code == -2:
                 raise MetaConflict(pool)
-            if int(res) == -3:
+            if code == -3:
                 raise AlreadyApplied(pool)
+            if code == -4:
+                raise StateError(pool, f"its meta holds another key format than {KEY_FORMAT!r}: read it with "
+                                 "meta() first (which brings an older pool to this format), or use the version "
+                                 "that wrote it")
             raise Conflict(pool)
         new_gen, epoch = int(res[0]), int(res[1])
         if idx is not None:
@@ -439,9 +662,17 @@ class RedisStore:
                     idx.rotate(epoch)
             else:  # the index moved while this commit was under way: reload on the next read
                 self._ids.pop(pool, None)
-        if meta is not None:
-            await self.r.sadd(f"{self.prefix}:pools", pool)
         return new_gen
+
+
+def _raise_state(pool: str, exc: ResponseError) -> NoReturn:
+    """A script's "MMRSTATE" refusal (or a WRONGTYPE it could not foresee) as StateError; anything else as is."""
+    text = str(exc)
+    if "MMRSTATE" in text:
+        raise StateError(pool, text[text.index("MMRSTATE") + 9:]) from exc
+    if "WRONGTYPE" in text:
+        raise StateError(pool, text) from exc
+    raise exc
 
 
 def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
@@ -453,18 +684,27 @@ def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
 
 
 def _players_blob(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The commit's players blob (see _COMMIT_LUA): three u32 lengths per player (name, value,
-    score text), then the three strings per player. The score text is ``repr``: the shortest
-    string that parses back to the same double, so the leaderboard holds the exact score.
-    Built by columns (``map`` passes, one numpy array of lengths): ~2 µs a player before."""
+    """The commit's players blob (see _COMMIT_LUA): four u32 lengths per player (escaped name,
+    value, score text, name), then the four strings per player; the name is empty when escaping
+    left it as it was (the usual case: the script then takes the key's name). The score text is ``repr``: the
+    shortest string that parses back to the same double, so the leaderboard holds the exact score
+    (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent).
+    Built by columns (``map`` passes, one numpy array of lengths), not by a loop over players."""
     n = len(players)
-    names = list(map(str.encode, players))
-    texts = list(map(str.encode, map(repr, map(float, scores))))
-    lens = np.empty((n, 3), dtype="<u4")
-    lens[:, 0] = np.fromiter(map(len, names), dtype=np.int64, count=n)
+    fscores = list(map(float, scores))
+    if any(s != s for s in fscores):
+        raise ValueError("a leaderboard score is NaN")
+    escaped = escape_all(players)
+    keys = list(map(str.encode, escaped))
+    names = [b""] * n if escaped is players else [b"" if e == p else p.encode()
+                                                   for p, e in zip(players, escaped, strict=True)]
+    texts = list(map(str.encode, map(repr, fscores)))
+    lens = np.empty((n, 4), dtype="<u4")
+    lens[:, 0] = np.fromiter(map(len, keys), dtype=np.int64, count=n)
     lens[:, 1] = np.fromiter(map(len, values), dtype=np.int64, count=n)
     lens[:, 2] = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-    return lens.tobytes() + b"".join(chain.from_iterable(zip(names, values, texts, strict=True)))
+    lens[:, 3] = np.fromiter(map(len, names), dtype=np.int64, count=n)
+    return lens.tobytes() + b"".join(chain.from_iterable(zip(keys, values, texts, names, strict=True)))
 
 
 def _blob(items: Sequence[str]) -> bytes:

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stream.engine.pool import PoolConfigError
 from stream.service.config import Settings
@@ -378,7 +380,7 @@ def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
 def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_url: str, system: str) -> None:
     """A stored value that is not a belief (truncated here) makes the events of that player
     dead letters naming the player; the other matches of the same message and batch are
-    applied, and the processor goes on (before, the codec's ValueError stopped the worker)."""
+    applied, and the processor goes on (the codec's ValueError must not stop the worker)."""
 
     def msg(offset: int, body: dict[str, Any]) -> Message:
         return Message("in", 0, offset, orjson.dumps({"pool": "x", **body}))
@@ -419,7 +421,7 @@ def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("meta", [{"system": "elo", "params": {"k": "inf"}},  # a value the checks now refuse
+@pytest.mark.parametrize("meta", [{"system": "elo", "params": {"k": "inf"}},  # a value the checks refuse
                                   {"system": "elo-2030", "params": {}},  # a system this version does not know
                                   {"system": "elo", "params": {"kappa": "3"}}])  # a parameter it does not know
 def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redis_url: str,
@@ -427,8 +429,8 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
     """A pool meta written by another version that this one cannot build: every event of
     that pool (matches, whole rounds, assembled rounds) is a dead letter whose reason names
     the pool and the refused setting; the other pool of the same batch is rated, and the
-    meta is left for the operator. Before, each such batch failed as a whole, was retried
-    message by message and ended as "internal error"."""
+    meta is left for the operator (not a batch that fails as a whole, is retried message by
+    message and ends as "internal error")."""
 
     def msg(offset: int, pool: str, body: dict[str, Any]) -> Message:
         return Message("in", 0, offset, orjson.dumps({"pool": pool, **body}))
@@ -455,7 +457,7 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
             again = await proc.process([msg(6, "x", match("x", "x2")),
                                         msg(7, "x", {"type": "round_result", "event_id": "xb", "round_id": "R1",
                                                      "time": 4, "player": "p1", "rank": 2})])
-            labels = proc.metrics.registry.get_sample_value("mmr_dead_letters_total", {"reason": "pool config"})
+            labels = proc.metrics.registry.get_sample_value("mmr_dead_letters_total", {"reason": "pool_config"})
         dead = sorted((d.offset, d.event_id) for d in res.dead)
         assert dead == [(0, None), (2, "xr"), (4, "xc")], res.dead
         refused = meta["system"] if meta["system"] != "elo" else next(iter(meta["params"]))
@@ -472,6 +474,163 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
         assert await store.pools() == ["y"]
         with pytest.raises(PoolConfigError, match=f"pool 'x': .*{refused}"):  # mmr export names it too
             await export_rows(store, ["x"])
+        await store.close()
+
+    asyncio.run(run())
+
+
+def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
+    """Pool ``kc}:p:x``'s leaderboard was the key of pool ``kc``'s player ``x}:lb``: one match of that
+    player turned it into a string, and every later event of the other pool failed. Now each name
+    has its own keys: both pools are rated, both leaderboards stay sorted sets, export reads both."""
+    def match(offset: int, pool: str, a: str, b: str) -> Message:
+        return Message("in", 0, offset, orjson.dumps({"type": "match", "pool": pool, "event_id": f"e{offset}",
+                                                      "time": offset, "a": a, "b": b, "score": 1.0}))
+
+    msgs = [match(0, "kc}:p:x", "u", "v"), match(1, "kc", "x}:lb", "y"), match(2, "kc}:p:x", "v", "u"),
+            match(3, "kc", "y", "x}:gen"), match(4, "kc", "{kc}", "%7D"), match(5, "kc}:p:x", "w:1", "u")]
+
+    async def run() -> None:
+        store = _store(redis_url)
+        with ThreadPoolExecutor(1) as ex:
+            res = await Processor(Settings(matches_system="elo"), store, ex).process(msgs)
+        assert res.dead == []
+        assert await store.r.type(store.key("kc}:p:x", "lb")) == b"zset"
+        assert await store.r.type(store.key("kc", "lb")) == b"zset"
+        assert {p for p, _ in await store.top("kc", 10)} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
+        assert {p for p, _ in await store.top("kc}:p:x", 10)} == {"u", "v", "w:1"}
+        assert await store.pools() == ["kc", "kc}:p:x"]
+        rows = await export_rows(store, ["kc"])
+        assert sorted(r["player"] for r in rows) == ["%7D", "x}:gen", "x}:lb", "y", "{kc}"]
+        assert len(await export_rows(store)) == 8
+        assert set((await store.beliefs("kc", ["x}:lb", "%7D"])).values()) != {None}
+        await store.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("suffix", "plant"), [("lb", "string"), ("done", "string"), ("ids", "zset"),
+                                               ("wm", "bad offset"), ("gen", "not a number"), ("meta", "list")])
+def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, suffix: str, plant: str) -> None:
+    """The commit script checks every key before its first write: a key of another type (or a counter
+    or an offset that is no number) refuses the whole commit with StateError naming the key, and no
+    belief, leaderboard entry, id, offset or round mark is written (a failing command in the middle of
+    a script does not undo the ones before it)."""
+    from stream.state.redis_store import StateError
+
+    async def run() -> None:
+        store = _store(redis_url)
+        key = store.key("p", suffix)
+        if plant == "string":
+            await store.r.set(key, "x")
+        elif plant == "zset":
+            await store.r.zadd(key, {"x": 1.0})
+        elif plant == "list":
+            await store.r.rpush(key, "x")
+        elif plant == "bad offset":
+            await store.r.hset(key, "in/0", "soon")
+        else:
+            await store.r.set(key, "soon")
+        pool_keys = f"{store.prefix}:{{p}}:*"  # (the list of pools is written before, on its own)
+        before = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
+        c = Commit(beliefs={"a": b"\x01a", "b": b"\x01b"}, scores={"a": 1.0, "b": 2.0}, event_ids=["e1"],
+                   done_rounds=["r1"], offsets={"in/0": (None, 3)})
+        await store.r.hset(store.pend_key("p", "r1"), "e0", "{}")
+        before[store.pend_key("p", "r1").encode()] = await store.r.dump(store.pend_key("p", "r1"))
+        gen = "soon" if plant == "not a number" else "0"
+        with pytest.raises(StateError, match=key.replace("{", r"\{").replace("}", r"\}")):
+            await store.commit("p", gen, c, {"system": "elo", "params": {}})
+        after = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
+        assert after == before
+        await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
+    """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
+    keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
+    was, which moves too), marks the format, and the pool reads as it did; a second
+    migration (another worker) changes nothing. A pool whose own name needs escaping was stored
+    under another hash tag: refused, not taken for a new pool."""
+    from stream.state.redis_store import StateError
+
+    async def run() -> None:
+        store = _store(redis_url)
+        legacy = f"{store.prefix}:{{old}}:"
+        players = {"a:b": b"\x01ab", "a%3Ab": b"\x01pct", "c": b"\x01c", "{x}": b"\x01x"}
+        for i, (p, v) in enumerate(players.items()):
+            await store.r.set(legacy + "p:" + p, v)
+            await store.r.zadd(legacy + "lb", {p: float(i)})
+        await store.r.hset(legacy + "pend:r:1", "e1", "{}")
+        await store.r.set(legacy + "gen", "3")
+        await store.r.hset(legacy + "meta", mapping={"system": "elo", "params": "{}"})
+        await store.r.sadd(f"{store.prefix}:pools", "old", "o:ld")
+        await store.r.hset(f"{store.prefix}:{{o:ld}}:meta", mapping={"system": "elo", "params": "{}"})
+        with pytest.raises(StateError):  # a new-format commit is refused until the pool is migrated
+            await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0}))
+        assert await store.meta("old") == {"system": "elo", "params": {}}
+        assert await store.r.hget(legacy + "meta", "keys") == b"2"
+        assert await store.beliefs("old", list(players)) == players
+        assert dict(chunk for part in [x async for x in store.scan_players("old")] for chunk in part) == players
+        _, pend = await store.round_state("old", ["r:1"])
+        assert pend == {"r:1": {"e1": b"{}"}}
+        snap = await store.snapshot("old", ["a:b"], [])
+        assert snap.gen == "3" and snap.beliefs == {"a:b": b"\x01ab"}
+        keys = sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")])
+        assert await store.meta("old") is not None  # again: nothing moves
+        assert sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")]) == keys
+        assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
+        with pytest.raises(StateError, match="before names were escaped"):
+            await store.meta("o:ld")
+        await store.close()
+
+    asyncio.run(run())
+
+
+_fuzz_names = st.text(min_size=1, max_size=8) | st.text(alphabet="{}:%p\\*?[]", min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=_fuzz_names,
+       steps=st.lists(st.tuples(st.dictionaries(_fuzz_names, st.tuples(st.binary(max_size=24),
+                                                                       st.floats(-1e12, 1e12)), max_size=6),
+                                st.lists(_fuzz_names, max_size=4, unique=True),
+                                st.lists(_fuzz_names, max_size=2, unique=True),
+                                st.dictionaries(st.sampled_from(["m/0", "r:1/2", "{x}/3"]),
+                                                st.integers(0, 2**40), max_size=2)),
+                      min_size=1, max_size=4))
+def test_fuzzed_commits_read_back_exactly(redis_url: str, pool: str, steps: list[Any]) -> None:
+    """Any names (the structural characters of keys and globs included), values, scores, ids,
+    rounds and offsets: what the scripts store reads back exactly -- beliefs by snapshot and by
+    scan, the leaderboard's scores, the applied ids, the finished rounds, the watermarks."""
+    async def run() -> None:
+        store = _store(redis_url)
+        beliefs: dict[str, bytes] = {}
+        scores: dict[str, float] = {}
+        ids: set[str] = set()
+        rounds: set[str] = set()
+        wms: dict[str, int] = {}
+        gen = "0"
+        for k, (vals, eids, done, offs) in enumerate(steps):
+            fresh = [f"{k}/{e}" for e in eids]
+            c = Commit(beliefs={p: v for p, (v, _) in vals.items()}, scores={p: s for p, (_, s) in vals.items()},
+                       event_ids=fresh, done_rounds=done, offsets={tp: (None, o) for tp, o in offs.items()})
+            gen = str(await store.commit(pool, gen, c, {"system": "elo", "params": {}} if k == 0 else None,
+                                         check_ids=True))
+            beliefs.update(c.beliefs)
+            scores.update(c.scores)
+            ids.update(fresh)
+            rounds.update(done)
+            for tp, o in offs.items():
+                wms[tp] = max(o, wms.get(tp, o))
+        snap = await store.snapshot(pool, [*beliefs, "absent"], [*ids, "never"], [*wms, "none/0"])
+        assert snap.gen == str(len(steps)) and snap.seen == ids and snap.watermarks == wms
+        assert snap.beliefs == {**beliefs, "absent": None}
+        assert dict(x for part in [y async for y in store.scan_players(pool)] for x in part) == beliefs
+        assert dict(await store.top(pool, 1000)) == scores
+        assert (await store.round_state(pool, [*rounds, "open"]))[0] == rounds
+        assert await store.pools() == [pool]
         await store.close()
 
     asyncio.run(run())

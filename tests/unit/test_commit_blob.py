@@ -5,21 +5,26 @@ from __future__ import annotations
 import math
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream.state.keys import escape
 from stream.state.redis_store import _players_blob
 
 
 def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The oracle: one (name, value, score text) triple per player, lengths first."""
-    triples = [(p.encode(), v, repr(float(s)).encode()) for p, v, s in zip(players, values, scores, strict=True)]
-    return (struct.pack(f"<{3 * len(triples)}I", *[len(x) for t in triples for x in t])
-            + b"".join(x for t in triples for x in t))
+    """The oracle: one (key name, value, score text, name) quadruple per player, lengths first; the
+    name is empty when it is the key name."""
+    rows = [(escape(p).encode(), v, repr(float(s)).encode(), b"" if escape(p) == p else p.encode())
+            for p, v, s in zip(players, values, scores, strict=True)]
+    return (struct.pack(f"<{4 * len(rows)}I", *[len(x) for t in rows for x in t])
+            + b"".join(x for t in rows for x in t))
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=20), st.binary(max_size=40),
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20) | st.sampled_from(["a:b", "%", "{x}", "}:lb"]),
+                          st.binary(max_size=40),
                           st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, math.pi])),
                 max_size=30))
 def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]]) -> None:
@@ -30,5 +35,11 @@ def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]])
 
 
 def test_players_blob_counts_encoded_bytes_not_characters() -> None:
-    blob = _players_blob(["é名"], [b"\x01"], [1500.25])
-    assert struct.unpack("<3I", blob[:12]) == (len("é名".encode()), 1, len(b"1500.25"))
+    blob = _players_blob(["é名:", "é名"], [b"\x01", b""], [1500.25, 1.0])
+    n = len("é名".encode())
+    assert struct.unpack("<8I", blob[:32]) == (n + 3, 1, len(b"1500.25"), n + 1, n, 0, len(b"1.0"), 0)
+
+
+def test_a_nan_score_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        _players_blob(["a", "b"], [b"", b""], [1.0, float("nan")])

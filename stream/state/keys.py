@@ -1,0 +1,102 @@
+"""Redis key names of the service: one injective encoding of (pool, player) and of round ids.
+
+Pool, player and round names may hold any character the schemas allow, including the ``{``,
+``}`` and ``:`` that structure a key. Left as they are, two different names could spell one key
+(pool ``kc}:p:x``'s leaderboard ``mmr:{kc}:p:x}:lb`` is pool ``kc``'s player ``x}:lb``), and a name
+with a ``}`` would move its keys out of the pool's hash slot. So every name is escaped: ``%``,
+``{``, ``}`` and ``:`` become ``%25``, ``%7B``, ``%7D`` and ``%3A``. An escaped name holds none of
+the three structural characters, which makes a key parse back into exactly one (kind, pool, name):
+
+    <prefix>:{<pool>}:p:<player>     <prefix>:{<pool>}:pend:<round>     <prefix>:{<pool>}:<suffix>
+
+where the prefix holds no brace, the first ``{`` opens the pool, the first ``}`` after it closes
+it (so Redis Cluster's hash tag is exactly the escaped pool: every key of a pool is in one slot),
+and the rest is a fixed suffix or a fixed word and one escaped name with no ``:`` left in it.
+Names without those four characters keep their old keys.
+
+``KEY_FORMAT`` is recorded in each pool's meta; stream.state.redis_store migrates or refuses a
+pool written before names were escaped.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: version of the key layout, stored in each pool's meta as ``keys``; a pool whose meta lacks it was
+#: written before names were escaped
+KEY_FORMAT = "2"
+
+_ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
+_UNESCAPE = re.compile("%(25|7B|7D|3A)")
+_UNESCAPES = {v[1:]: k for k, v in _ESCAPES.items()}
+#: the suffixes of a pool's own keys (besides players and pending rounds)
+POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "wm", "meta")
+
+
+def escape(name: str) -> str:
+    """``name`` with ``%``, ``{``, ``}`` and ``:`` percent-encoded (injective; the identity on other names).
+    Four ``str.replace`` (``%`` first): ~4x faster than ``str.translate`` with a mapping."""
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D").replace(":", "%3A")
+
+
+def escape_all(names: list[str]) -> list[str]:
+    """``escape`` of each name; ``names`` itself when none needs it (one scan of their join: the
+    usual batch, whose ~3,000 names would otherwise cost ~0.3 µs each)."""
+    joined = "".join(names)
+    if "%" in joined or "{" in joined or "}" in joined or ":" in joined:
+        return list(map(escape, names))
+    return names
+
+
+def unescape(text: str) -> str:
+    """The inverse of ``escape``."""
+    return _UNESCAPE.sub(lambda m: _UNESCAPES[m.group(1)], text)
+
+
+def needs_escape(name: str) -> bool:
+    return any(ch in name for ch in _ESCAPES)
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix must not open or close a hash tag: the pool's braces must be the key's first."""
+    if "{" in prefix or "}" in prefix:
+        raise ValueError(f"key prefix {prefix!r}: must not contain '{{' or '}}' (they delimit the pool's hash tag)")
+    return prefix
+
+
+class KeySpace:
+    """The key names under one prefix."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = check_prefix(prefix)
+
+    def pool_base(self, pool: str) -> str:
+        """``<prefix>:{<escaped pool>}:``, the start of every key of the pool."""
+        if not pool:
+            raise ValueError("a pool name must not be empty (its hash tag would be empty)")
+        return f"{self.prefix}:{{{escape(pool)}}}:"
+
+    def key(self, pool: str, suffix: str) -> str:
+        return self.pool_base(pool) + suffix
+
+    def player_prefix(self, pool: str) -> str:
+        return self.pool_base(pool) + "p:"
+
+    def player_key(self, pool: str, player: str) -> str:
+        return self.pool_base(pool) + "p:" + escape(player)
+
+    def pend_prefix(self, pool: str) -> str:
+        return self.pool_base(pool) + "pend:"
+
+    def pend_key(self, pool: str, round_id: str) -> str:
+        return self.pool_base(pool) + "pend:" + escape(round_id)
+
+    def pools_key(self) -> str:
+        """The set of pool names: outside every pool's slot, written by its own idempotent command."""
+        return f"{self.prefix}:pools"
+
+    def legacy_base(self, pool: str) -> str:
+        """The start of the pool's keys in the layout before ``KEY_FORMAT`` 2 (names not escaped)."""
+        return f"{self.prefix}:{{{pool}}}:"

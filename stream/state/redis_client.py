@@ -1,0 +1,131 @@
+"""The one way the service connects to Redis: a single server or a Redis Cluster, from one URL.
+
+``REDIS_URL`` may name a single server or any node of a Redis Cluster. ``connect`` asks the node
+(``INFO cluster``: ``cluster_enabled:1``) unless told (``MMR_REDIS_CLUSTER``), and returns redis-py's
+asyncio client of that kind. Every multi-key command and script of the store stays inside one
+pool's hash slot (stream.state.keys), so the two clients run the same code.
+
+Errors of the infrastructure -- the server unreachable or timing out, a cluster slot moved or being
+migrated (MOVED/ASK/TRYAGAIN), the cluster down or a failover in progress (CLUSTERDOWN, a replica
+answering READONLY, MASTERDOWN), the server loading or out of memory -- say nothing about the input:
+redis-py retries what it can (the cluster client follows MOVED/ASK itself and refreshes its slot map)
+and ``infrastructure_errors`` turns the rest into one exception, ``StoreUnavailable``, that the
+worker retries with back-off instead of dead-lettering valid events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import redis
+import redis.asyncio as aioredis
+import redis.exceptions as rex
+from redis.asyncio.cluster import RedisCluster
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+log = logging.getLogger(__name__)
+
+AnyRedis = aioredis.Redis | RedisCluster
+
+
+class StoreUnavailable(rex.ConnectionError):
+    """Redis could not do the operation now (unreachable, timeout, slot moving, failover, loading,
+    out of memory): nothing is wrong with the input; retry the whole step later.
+
+    A ``redis.exceptions.ConnectionError`` so that code catching that keeps catching this."""
+
+
+#: reply prefixes of transient server states that redis-py reports as a plain ResponseError
+_TRANSIENT_REPLIES = ("LOADING", "BUSY ", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK ", "OOM ",
+                      "READONLY", "NOREPLICAS", "UNBLOCKED")
+
+_INFRASTRUCTURE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError, rex.AskError, rex.TryAgainError,
+                   rex.ReadOnlyError, rex.OutOfMemoryError, rex.RedisClusterException, OSError)
+
+
+def is_infrastructure_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis (or the way to it) failing rather than the request."""
+    if isinstance(exc, StoreUnavailable):
+        return True
+    if isinstance(exc, (rex.ClusterCrossSlotError, rex.CrossSlotTransactionError)):
+        return False  # a request that can never succeed: a bug, not an outage
+    if isinstance(exc, _INFRASTRUCTURE):
+        return True
+    return isinstance(exc, rex.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
+
+
+@contextlib.contextmanager
+def infrastructure_errors() -> Iterator[None]:
+    """Re-raise infrastructure errors (``is_infrastructure_error``) as ``StoreUnavailable``."""
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        if is_infrastructure_error(exc):
+            hint = ""
+            if isinstance(exc, rex.AskError):  # the cluster client follows these itself: a plain client met a cluster
+                hint = " (a slot of a Redis Cluster: is MMR_REDIS_CLUSTER=0 set for a cluster?)"
+            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}{hint}") from exc
+        raise
+
+
+def _retry() -> Retry:
+    # a few quick retries inside redis-py (a reconnect, a slot map refresh); longer outages are the
+    # caller's: StoreUnavailable, retried with its own back-off
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=3)
+
+
+def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:
+    """Whether the server ``url`` names runs in cluster mode (``INFO cluster``), waiting up to
+    ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server."""
+    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
+    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
+    deadline = time.monotonic() + wait_s
+    delay = 0.1
+    while True:
+        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, **kw)
+        try:
+            info = client.info("cluster")
+            return bool(int(info.get("cluster_enabled", 0)))
+        except rex.ResponseError as exc:
+            log.warning("INFO cluster refused (%s): taking %s for a single server; set MMR_REDIS_CLUSTER to "
+                        "say which", exc, _safe(url))
+            return False
+        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise StoreUnavailable(f"Redis at {_safe(url)} did not answer within {wait_s} s ({exc!r}); "
+                                       "set MMR_REDIS_CLUSTER=0 or 1 to start without asking it") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        finally:
+            client.close()
+
+
+def connect(url: str, cluster: bool | None = None, **kwargs: Any) -> AnyRedis:
+    """An asyncio client for ``url``: a ``RedisCluster`` when ``cluster`` (None: ask the server).
+
+    ``kwargs`` go to the client (credentials, TLS, timeouts). A cluster has only DB 0."""
+    if cluster is None:
+        cluster = is_cluster(url, **kwargs)
+    kwargs.setdefault("retry", _retry())
+    if not cluster:
+        return aioredis.Redis.from_url(url, **kwargs)
+    db = urlparse(url).path.strip("/")
+    if db not in ("", "0"):
+        raise ValueError(f"REDIS_URL {_safe(url)} names DB {db}: a Redis Cluster has only DB 0")
+    return RedisCluster.from_url(url, **kwargs)
+
+
+def _safe(url: str) -> str:
+    """``url`` without its password (for messages and logs)."""
+    u = urlparse(url)
+    if u.password is None:
+        return url
+    return u._replace(netloc=u.netloc.replace(f":{u.password}@", ":***@")).geturl()

@@ -1,0 +1,195 @@
+"""A real Redis Cluster on local ports for tests: ``redis-server --cluster-enabled yes`` per node,
+each in its own folder, joined with ``redis-cli --cluster create``, torn down after.
+
+    with LocalCluster(tmp_path, masters=3, replicas=0) as cluster:
+        cluster.url            # redis://127.0.0.1:<first node>: what REDIS_URL would name
+        cluster.masters()      # [(host, port, node id)] of the current masters
+        cluster.kill(i)        # SIGKILL node i (a failover test: with replicas, one is promoted)
+        cluster.move_slot(slot, dst_port)   # migrate one slot with its keys (MOVED afterwards)
+
+Every node gets its own ``--pidfile`` (the default is a shared system path) and a free cluster bus
+port (``--cluster-port``), so parallel test runs do not meet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def available() -> bool:
+    return shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None
+
+
+class LocalCluster:
+    def __init__(self, root: Path, masters: int = 3, replicas: int = 0, timeout: float = 20.0) -> None:
+        self.root = root
+        self.n_masters = masters
+        self.replicas = replicas
+        self.timeout = timeout
+        self.ports: list[int] = []
+        self.dirs: list[Path] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports[0]}"
+
+    def node(self, i: int) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.ports[i], socket_connect_timeout=2, socket_timeout=10,
+                           retry=Retry(NoBackoff(), 0))
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        for i in range(self.n_masters * (1 + self.replicas)):
+            d = self.root / f"node{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            port = _free_port()
+            subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                            "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(_free_port()),
+                            "--cluster-node-timeout", "2000", "--appendonly", "yes", "--save", "",
+                            "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
+                            "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+            self.ports.append(port)
+            self.dirs.append(d)
+        for i in range(len(self.ports)):
+            self._wait(lambda i=i: bool(self.node(i).ping()))
+        nodes = [f"127.0.0.1:{p}" for p in self.ports]
+        subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas)],
+                       input=b"yes\n", check=True, stdout=subprocess.DEVNULL, timeout=self.timeout)
+        self.wait_ok()
+
+    def wait_ok(self) -> None:
+        """Until every node that runs says ``cluster_state:ok`` and knows all masters."""
+        def ok() -> bool:
+            for i in self.running():
+                info = self.node(i).cluster("info")
+                if info.get("cluster_state") != "ok":
+                    return False
+            return True
+        self._wait(ok)
+
+    def running(self) -> list[int]:
+        return [i for i, d in enumerate(self.dirs) if _alive(d / "redis.pid")]
+
+    def masters(self) -> list[tuple[str, int, str]]:
+        """(host, port, node id) of the masters, as the first running node sees them."""
+        nodes = self.node(self.running()[0]).cluster("nodes")
+        return [(addr.split(":")[0], int(addr.split(":")[1].split("@")[0]), v["node_id"])
+                for addr, v in nodes.items() if "master" in v["flags"] and "fail" not in v["flags"]]
+
+    def node_id(self, i: int) -> str:
+        myid = self.node(i).execute_command("CLUSTER", "MYID")
+        return myid.decode() if isinstance(myid, bytes) else str(myid)
+
+    def move_slot(self, slot: int, dst: int, keys_first: int | None = None) -> None:
+        """Migrate ``slot`` with its keys to node index ``dst`` (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE).
+        ``keys_first``: move only that many keys and leave the slot half-migrated (``finish_move`` ends it)."""
+        src = self.slot_owner(slot)
+        s, t = self.node(src), self.node(dst)
+        t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(src))
+        s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_id(dst))
+        keys = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000)
+        if keys_first is not None:
+            keys = keys[:keys_first]
+        if keys:
+            s.execute_command("MIGRATE", "127.0.0.1", self.ports[dst], "", 0, 5000, "KEYS", *keys)
+        if keys_first is None:
+            self.finish_move(slot, src, dst)
+
+    def finish_move(self, slot: int, src: int, dst: int) -> None:
+        s = self.node(src)
+        keys = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000)
+        if keys:
+            s.execute_command("MIGRATE", "127.0.0.1", self.ports[dst], "", 0, 5000, "KEYS", *keys)
+        dst_id = self.node_id(dst)
+        for i in self.running():
+            with contextlib.suppress(redis.ResponseError):  # a replica refuses SETSLOT
+                self.node(i).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+    def slot_owner(self, slot: int) -> int:
+        """Index of the node serving ``slot``."""
+        for start, end, master, *_ in self.node(self.running()[0]).execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return self.ports.index(int(master[1]))
+        raise LookupError(slot)
+
+    def kill(self, i: int) -> None:
+        pid = int((self.dirs[i] / "redis.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        self._wait(lambda: not _pid_alive(pid))
+
+    def stop(self) -> None:
+        """SIGTERM every node by its pidfile (SIGKILL if it is still there after 5 s)."""
+        for d in self.dirs:
+            pidfile = d / "redis.pid"
+            if not _alive(pidfile):
+                continue
+            with contextlib.suppress(OSError, ValueError):  # SIGTERM: the server shuts down (nothing to save)
+                os.kill(int(pidfile.read_text()), signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while _alive(pidfile) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pidfile):
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+    def _wait(self, cond: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            try:
+                if cond():
+                    return
+            except (redis.RedisError, OSError) as exc:
+                last = exc
+            time.sleep(0.05)
+        raise TimeoutError(f"the local Redis Cluster in {self.root} did not get ready ({last!r})")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (our own child that exited) counts as gone
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _alive(pidfile: Path) -> bool:
+    try:
+        return _pid_alive(int(pidfile.read_text()))
+    except (OSError, ValueError):
+        return False
