@@ -1,4 +1,5 @@
-"""Cowan's system: the paper's worked examples, NOTES reference values, fast == naive,
+"""Cowan's system: the paper's worked examples, independently computed reference values,
+fast == naive,
 quantised state (codec fixed points, batching never changes a bit)."""
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def test_example_4_2_kernel_on_squares() -> None:
     assert all(v == Fr(1, 28) for v in nonzero)
 
 
-# ---------------------------------------------------------------- NOTES reference values
+# ------------------------------------------ reference values from an independent naive computation
 @pytest.mark.parametrize("quantise", [True, False])
 def test_reference_win(sys_: Cowan, quantise: bool) -> None:
     a, b = _one(sys_, sys_.new_belief(), sys_.new_belief(), 1.0, quantise)

@@ -52,7 +52,7 @@ def test_replay_writes_contract_jsonl(tmp_path: Path) -> None:
         assert r["pool"] == "default"
     by = {r["player"]: r for r in rows}
     assert by["a"]["rounds"] == 2 and by["b"]["rounds"] == 1
-    # the three-newcomer reference values of NOTES (first round only affects b)
+    # the three-newcomer reference values of the Elo-MMR reference implementation (first round only affects b)
     assert by["b"]["mu"] == pytest.approx(1500.0, abs=0.01)
 
 
