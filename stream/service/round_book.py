@@ -41,6 +41,9 @@ class RoundBook:
         self.dead = dead
         #: the rounds whose Redis state (done flag, saved entries) was read: those it ``knows``
         self.assembler = RoundAssembler(max_participants=settings.max_participants, close_on_dispatch=False)
+        #: (pool, round id) -> reason: rounds expired (closed in memory) whose done flag has not
+        #: reached Redis yet; written by the next ``expire``, and done for ``assemble`` meanwhile
+        self._expiring: dict[tuple[str, str], str] = {}
 
     async def assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
                        out: BatchResult) -> None:
@@ -54,7 +57,7 @@ class RoundBook:
         if unknown:
             done, pend = await self.store.round_state(pool, unknown)
             for rid in unknown:
-                if rid in done:
+                if rid in done or (pool, rid) in self._expiring:
                     self.assembler.close(pool, rid)
                 elif rid in pend:
                     self._rehydrate(pool, rid, pend[rid])
@@ -120,26 +123,26 @@ class RoundBook:
         ``EXPIRE_SLICE`` at a time (other tasks run between slices).
 
         A slice is closed in memory before it is marked done in Redis (so that a batch running
-        meanwhile finds its events late, as Redis will say); if that write fails, the slice is
-        forgotten instead (read from Redis again, still open, when next touched) and the error
-        propagates."""
+        meanwhile finds its events late, as Redis will say). If that write fails, the error
+        propagates and the next call writes the slice again first; its dead letters are
+        returned once it is written. ``forget`` keeps such a slice: its rounds did time out."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         timeout = int(self.settings.round_timeout_s * 1000)
         dead: list[DeadLetter] = []
         while True:
-            due = self.assembler.expire(now, timeout, EXPIRE_SLICE)
+            if not self._expiring:
+                self._expiring = {(pool, rid): reason
+                                  for pool, rid, reason in self.assembler.expire(now, timeout, EXPIRE_SLICE)}
+                self.metrics.pending_rounds.set(len(self.assembler))
+            due = self._expiring
             if not due:
                 break
-            try:
-                await self.store.expire_rounds([(pool, rid) for pool, rid, _ in due])
-            except BaseException:
-                for pool, rid, _ in due:
-                    self.assembler.forget(pool, rid)
-                self.metrics.pending_rounds.set(len(self.assembler))
-                raise
+            await self.store.expire_rounds(list(due))
+            self._expiring = {}
             self.metrics.dead_letters.labels("round timeout").inc(len(due))
             dead += [DeadLetter(f"round {rid!r}: {reason}", pool=pool,
-                                original=orjson.dumps({"pool": pool, "round_id": rid})) for pool, rid, reason in due]
+                                original=orjson.dumps({"pool": pool, "round_id": rid}))
+                     for (pool, rid), reason in due.items()]
             if len(due) < EXPIRE_SLICE:
                 break
             await asyncio.sleep(0)
