@@ -11,7 +11,7 @@ Per take batch:
    ``round_completed`` go through the round book (stream.service.round_book), which makes a
    completed round an op;
 3. per pool, the atomic step: read, rate on the single numba thread, commit; again from the
-   read on a conflict (stream.service.step);
+   read on a conflict (stream.service.step); ``MAX_CONCURRENT_STEPS`` pools at a time;
 4. the caller publishes the returned outputs and dead letters, and only then acks.
 """
 
@@ -45,11 +45,11 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, O
 
 #: pools of one batch stepped at once. A pool's step (and its round assembly) holds one Redis
 #: connection at a time, so this many steps never take more of the client's connection pool
-#: than that. Unbounded (one task per pool), a batch of thousands of pools asked redis-py's
-#: non-blocking pool (100 connections) for thousands: ``MaxConnectionsError`` on most of them,
-#: retried with back-off for minutes. Redis runs one command at a time, so a few dozen round
-#: trips in flight already keep it busy; the rest of the pool stays free for HTTP reads and
-#: round expiry.
+#: than that. One task per pool would ask redis-py's non-blocking pool (100 connections by
+#: default) for thousands of connections in a batch of thousands of pools: ``MaxConnectionsError``
+#: on most of them, the batch retried with back-off for minutes. Redis runs one command at a
+#: time and the client's own work is the worker's CPU, so a few dozen round trips in flight
+#: are as fast as more; the rest of the pool stays free for HTTP reads and round expiry.
 MAX_CONCURRENT_STEPS = 32
 
 
