@@ -10,15 +10,15 @@ Semantics (documented in the README):
 * A result or completion for a round already dispatched is *late*: invalid (DLQ),
   never re-rates the round. The assembler remembers the last ``remember`` rounds; the
   worker also keeps a round's done flag in Redis, written with the round's rating.
-* A round whose completion (or last result) has waited longer than the timeout is
-  expired by ``expire(now)``: the caller dead-letters it; its results are dropped.
+* A round still open longer than the timeout after its first event is expired by
+  ``expire(now)``: the caller dead-letters it; its results are dropped.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -26,13 +26,36 @@ import numpy as np
 from stream.events.model import RoundEvent
 from stream.events.validate import InvalidEvent
 
+RoundKey = tuple[str, str]  # (pool, round id)
 
-@dataclass(slots=True)
+#: bits of ``_Pending.ids``: what an accepted event id was accepted as
+RESULT, COMPLETION = 1, 2
+
+
+class _Completion(NamedTuple):
+    """The fields of a ``round_completed`` that the round takes (as they came; converted at
+    dispatch): kept instead of the whole decoded event."""
+
+    event_id: str
+    participants: Any
+    time: Any
+    weight: Any
+    perf_ceiling: Any
+
+
 class _Pending:
-    results: dict[str, int] = field(default_factory=dict)  # player -> rank
-    result_ids: set[str] = field(default_factory=set)
-    completed: dict[str, Any] | None = None
-    first_seen: int = 0
+    """An open round. Small on purpose: a worker may hold hundreds of thousands of rounds that
+    never complete until they time out, so each keeps only what dispatching it needs."""
+
+    __slots__ = ("completed", "first_seen", "ids", "results")
+
+    def __init__(self, first_seen: int) -> None:
+        self.results: dict[str, int] = {}  # player -> rank, in arrival order
+        #: accepted event ids (results and the completion) in arrival order -> RESULT | COMPLETION
+        #: bits: what a dispatched round records as applied, and what tells a repeated result
+        self.ids: dict[str, int] = {}
+        self.completed: _Completion | None = None
+        self.first_seen = first_seen
 
 
 class OpenRound(NamedTuple):
@@ -54,6 +77,11 @@ class RoundAssembler:
     ``close``s it (its rating is durable) or ``forget``s it (the rating failed: the caller
     feeds its events again), so that a rating that fails after dispatch does not leave the
     round marked as rated.
+
+    A round's ``first_seen`` is the latest ``now`` the assembler was given when the round
+    opened (a clock stepping back does not move it earlier), so the open rounds, kept in
+    opening order, are also in deadline order: ``expire`` looks at the oldest only, and stops
+    at the first that has not timed out.
     """
 
     def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000,
@@ -61,9 +89,10 @@ class RoundAssembler:
         self.max_participants = max_participants
         self.remember = remember
         self.close_on_dispatch = close_on_dispatch
-        self._open: dict[tuple[str, str], _Pending] = {}
-        self._held: set[tuple[str, str]] = set()  # dispatched, neither closed nor forgotten yet
-        self._closed: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._open: dict[RoundKey, _Pending] = {}  # in opening order (= first_seen order)
+        self._held: dict[RoundKey, list[str]] = {}  # dispatched, neither closed nor forgotten yet: its event ids
+        self._closed: OrderedDict[RoundKey, None] = OrderedDict()
+        self._clock = -(2**63)  # the latest ``now`` seen
 
     def __len__(self) -> int:
         """Rounds being assembled."""
@@ -72,31 +101,48 @@ class RoundAssembler:
     def open_rounds(self) -> list[OpenRound]:
         """The rounds being assembled, in first-seen order."""
         return [OpenRound(key[0], key[1], len(p.results),
-                          int(p.completed["participants"]) if p.completed is not None else None, p.first_seen)
+                          int(p.completed.participants) if p.completed is not None else None, p.first_seen)
                 for key, p in self._open.items()]
 
     def is_closed(self, pool: str, round_id: str) -> bool:
         return (pool, round_id) in self._closed
 
-    def _get(self, key: tuple[str, str], now: int, event_id: str) -> _Pending:
+    def is_open(self, pool: str, round_id: str) -> bool:
+        """Being assembled (some of its events accepted, not dispatched)."""
+        return (pool, round_id) in self._open
+
+    def knows(self, pool: str, round_id: str) -> bool:
+        """Open, held or (among the last ``remember``) closed: its state is in memory."""
+        key = (pool, round_id)
+        return key in self._open or key in self._held or key in self._closed
+
+    def dispatched_ids(self, pool: str, round_id: str) -> list[str]:
+        """The event ids (results and completion, in arrival order) of a held round."""
+        return list(self._held.get((pool, round_id), ()))
+
+    def _get(self, key: RoundKey, now: int, event_id: str) -> _Pending:
         if key in self._closed or key in self._held:
             raise InvalidEvent(f"field round_id: round {key[1]!r} was already rated (late event)", event_id)
         pend = self._open.get(key)
         if pend is None:
-            pend = self._open[key] = _Pending(first_seen=now)
+            self._clock = max(self._clock, now)
+            # one string per pool name, not one per open round (each decoded event has its own copy)
+            key = (sys.intern(key[0]), key[1])
+            pend = self._open[key] = _Pending(self._clock)
         return pend
 
     def add_result(self, obj: dict[str, Any], now: int) -> RoundEvent | None:
         key = (obj["pool"], obj["round_id"])
         eid = obj["event_id"]
         pend = self._get(key, now, eid)
-        if eid in pend.result_ids:
+        seen = pend.ids.get(eid, 0)
+        if seen & RESULT:
             return None  # duplicate delivery
         player = obj["player"]
         if player in pend.results:
             raise InvalidEvent(f"field player: {player!r} already has a result in round {key[1]!r}", eid)
         pend.results[player] = int(obj["rank"])
-        pend.result_ids.add(eid)
+        pend.ids[eid] = seen | RESULT
         return self._maybe_dispatch(key, pend)
 
     def add_completed(self, obj: dict[str, Any], now: int) -> RoundEvent | None:
@@ -104,7 +150,7 @@ class RoundAssembler:
         eid = obj["event_id"]
         pend = self._get(key, now, eid)
         if pend.completed is not None:
-            if pend.completed["event_id"] == eid:
+            if pend.completed.event_id == eid:
                 return None
             raise InvalidEvent(f"field round_id: round {key[1]!r} completed twice", eid)
         if obj["participants"] > self.max_participants:
@@ -112,10 +158,12 @@ class RoundAssembler:
             raise InvalidEvent(
                 f"field participants: {obj['participants']} exceeds the maximum {self.max_participants}", eid
             )
-        pend.completed = obj
+        pend.completed = _Completion(eid, obj["participants"], obj["time"], obj.get("weight", 1.0),
+                                     obj.get("perf_ceiling", math.inf))
+        pend.ids[eid] = pend.ids.get(eid, 0) | COMPLETION
         return self._maybe_dispatch(key, pend)
 
-    def _maybe_dispatch(self, key: tuple[str, str], pend: _Pending) -> RoundEvent | None:
+    def _maybe_dispatch(self, key: RoundKey, pend: _Pending) -> RoundEvent | None:
         comp = pend.completed
         n = len(pend.results)
         if comp is None:
@@ -123,36 +171,36 @@ class RoundAssembler:
                 self.close(*key)
                 raise InvalidEvent(f"round {key[1]!r} has more results than the maximum {self.max_participants}")
             return None
-        expected = int(comp["participants"])
+        expected = int(comp.participants)
         if n < expected:
             return None
         if n > expected:
             self.close(*key)
             raise InvalidEvent(
-                f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp["event_id"]
+                f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp.event_id
             )
         if self.close_on_dispatch:
             self.close(*key)
         else:
             self._open.pop(key, None)
-            self._held.add(key)
+            self._held[key] = list(pend.ids)
         players = list(pend.results)
         return RoundEvent(
-            event_id=comp["event_id"],
+            event_id=comp.event_id,
             pool=key[0],
             round_id=key[1],
-            time=int(comp["time"]),
+            time=int(comp.time),
             players=players,
             ranks=np.fromiter(pend.results.values(), dtype=np.int64, count=n),
-            weight=float(comp.get("weight", 1.0)),
-            perf_ceiling=float(comp.get("perf_ceiling", math.inf)),
+            weight=float(comp.weight),
+            perf_ceiling=float(comp.perf_ceiling),
         )
 
     def close(self, pool: str, round_id: str) -> None:
         """The round is finished (rated durably, expired or invalid): its later events are late."""
-        key = (pool, round_id)
+        key = (sys.intern(pool), round_id)
         self._open.pop(key, None)
-        self._held.discard(key)
+        self._held.pop(key, None)
         self._closed[key] = None
         while len(self._closed) > self.remember:
             self._closed.popitem(last=False)
@@ -161,7 +209,7 @@ class RoundAssembler:
         """Drop everything known of the round (its events may be fed again)."""
         key = (pool, round_id)
         self._open.pop(key, None)
-        self._held.discard(key)
+        self._held.pop(key, None)
         self._closed.pop(key, None)
 
     def clear(self) -> None:
@@ -169,13 +217,21 @@ class RoundAssembler:
         self._held.clear()
         self._closed.clear()
 
-    def expire(self, now: int, timeout_ms: int) -> list[tuple[str, str, str]]:
-        """Close the rounds open longer than ``timeout_ms``: ``[(pool, round_id, reason)]``."""
+    def expire(self, now: int, timeout_ms: int, limit: int | None = None) -> list[tuple[str, str, str]]:
+        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of
+        them: ``[(pool, round_id, reason)]`` (fewer than ``limit``: no other round is due).
+
+        Costs what it returns, not what is open: the rounds are in deadline order (class
+        docstring), so the walk ends at the first round not due."""
+        due: list[tuple[RoundKey, _Pending]] = []
+        for key, pend in self._open.items():
+            if now - pend.first_seen <= timeout_ms or (limit is not None and len(due) >= limit):
+                break
+            due.append((key, pend))
         out = []
-        for key, pend in list(self._open.items()):
-            if now - pend.first_seen > timeout_ms:
-                have = len(pend.results)
-                want = pend.completed["participants"] if pend.completed else "?"
-                self.close(*key)
-                out.append((key[0], key[1], f"round timed out with {have}/{want} results"))
+        for key, pend in due:
+            have = len(pend.results)
+            want = pend.completed.participants if pend.completed is not None else "?"
+            self.close(*key)
+            out.append((key[0], key[1], f"round timed out with {have}/{want} results"))
         return out

@@ -11,7 +11,7 @@ Per take batch:
    ``round_completed`` go through the round book (stream.service.round_book), which makes a
    completed round an op;
 3. per pool, the atomic step: read, rate on the single numba thread, commit; again from the
-   read on a conflict (stream.service.step);
+   read on a conflict (stream.service.step); ``MAX_CONCURRENT_STEPS`` pools at a time;
 4. the caller publishes the returned outputs and dead letters, and only then acks.
 """
 
@@ -43,6 +43,24 @@ log = logging.getLogger(__name__)
 #: what a failed Redis round trip raises; the batch is retried with back-off
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
+#: pools of one batch stepped at once. A pool's step (and its round assembly) holds one Redis
+#: connection at a time, so this many steps never take more of the client's connection pool
+#: than that. One task per pool would ask redis-py's non-blocking pool (100 connections by
+#: default) for thousands of connections in a batch of thousands of pools: ``MaxConnectionsError``
+#: on most of them, the batch retried with back-off for minutes. Redis runs one command at a
+#: time and the client's own work is the worker's CPU, so a few dozen round trips in flight
+#: are as fast as more; the rest of the pool stays free for HTTP reads and round expiry.
+MAX_CONCURRENT_STEPS = 32
+
+
+def step_concurrency(store: RedisStore) -> int:
+    """``MAX_CONCURRENT_STEPS``, or half the client's connection pool if that is smaller."""
+    pool = getattr(store.r, "connection_pool", None)
+    size = getattr(pool, "max_connections", None)
+    if not isinstance(size, int) or size <= 0:
+        return MAX_CONCURRENT_STEPS
+    return max(1, min(MAX_CONCURRENT_STEPS, size // 2))
+
 
 class Processor:
     """Stateless apart from the round book (mirrored in Redis) and caches."""
@@ -60,6 +78,8 @@ class Processor:
         self.step = PoolStep(settings, store, executor, self.metrics, self.registry, self.cache, self.rounds,
                              self._dead)
         self._starting = asyncio.Lock()
+        #: pools of a batch stepped at once (``step_concurrency``)
+        self.step_concurrency = step_concurrency(store)
 
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
@@ -143,7 +163,7 @@ class Processor:
                 return total
 
     async def _apply_plan(self, plan: Plan, committed: dict[str, BatchResult]) -> BatchResult:
-        """Assemble rounds, then the atomic step per pool (all pools at once).
+        """Per pool: assemble its rounds, then its atomic step; ``step_concurrency`` pools at a time.
 
         A pool in ``committed`` is skipped: an earlier attempt at this batch applied its ops,
         and its result is added once. When one pool fails, the others still finish (their
@@ -152,18 +172,25 @@ class Processor:
         todo = {pool: ops for pool, ops in plan.ops.items() if pool not in committed}
         todo.update((pool, []) for pool in plan.results if pool not in committed and pool not in todo)
         outs = {pool: BatchResult() for pool in todo}
-        for pool, items in plan.results.items():
-            if pool in todo:
-                await self.rounds.assemble(pool, items, todo[pool], outs[pool])
-        pools = list(todo)
-        results = await asyncio.gather(*(self.step.apply_pool(pool, todo[pool], outs[pool]) for pool in pools),
-                                       return_exceptions=True)
-        for pool, r in zip(pools, results, strict=True):
-            if not isinstance(r, BaseException):
-                committed[pool] = outs[pool]
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        failed: dict[str, Exception] = {}
+        queue = iter(todo)
+
+        async def work() -> None:  # takes the next pool until none is left
+            for pool in queue:
+                try:
+                    items = plan.results.get(pool)
+                    if items:
+                        await self.rounds.assemble(pool, items, todo[pool], outs[pool])
+                    await self.step.apply_pool(pool, todo[pool], outs[pool])
+                except Exception as exc:
+                    failed[pool] = exc
+                else:
+                    committed[pool] = outs[pool]
+
+        await asyncio.gather(*(work() for _ in range(min(self.step_concurrency, len(todo)))))
+        for pool in todo:
+            if pool in failed:
+                raise failed[pool]
         out = plan.out
         for pool in dict.fromkeys([*plan.ops, *plan.results]):
             out.add(committed[pool])

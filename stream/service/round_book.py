@@ -11,6 +11,7 @@ rates it again, and the ids of its events dedup whatever had landed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -25,7 +26,11 @@ from stream.service.metrics import Metrics
 from stream.service.planning import DeadFn, Op, RoundOp
 from stream.state.redis_store import RedisStore
 
-RoundKey = tuple[str, str]  # (pool, round id)
+#: rounds expired per slice: closed in memory, marked done in Redis in one round trip and
+#: dead-lettered, before the event loop runs anything else again. A tick that finds tens of
+#: thousands of rounds due (rounds that never complete) thus never holds a batch up for
+#: longer than one slice.
+EXPIRE_SLICE = 500
 
 
 class RoundBook:
@@ -34,11 +39,11 @@ class RoundBook:
         self.store = store
         self.metrics = metrics
         self.dead = dead
+        #: the rounds whose Redis state (done flag, saved entries) was read: those it ``knows``
         self.assembler = RoundAssembler(max_participants=settings.max_participants, close_on_dispatch=False)
-        #: rounds whose Redis state (done flag, saved entries) was read into the assembler
-        self._loaded: set[RoundKey] = set()
-        #: event ids accepted into each open round, in order (recorded as applied with the round)
-        self._ids: dict[RoundKey, dict[str, None]] = {}
+        #: (pool, round id) -> reason: rounds expired (closed in memory) whose done flag has not
+        #: reached Redis yet; written by the next ``expire``, and done for ``assemble`` meanwhile
+        self._expiring: dict[tuple[str, str], str] = {}
 
     async def assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
                        out: BatchResult) -> None:
@@ -48,12 +53,11 @@ class RoundBook:
         snap = await self.store.snapshot(pool, (), ids)
         fresh = [(t, v, m) for t, v, m in items if v["event_id"] not in snap.seen]
         self.metrics.duplicates.inc(len(items) - len(fresh))
-        unknown = sorted({v["round_id"] for _, v, _ in fresh if (pool, v["round_id"]) not in self._loaded})
+        unknown = sorted({v["round_id"] for _, v, _ in fresh if not self.assembler.knows(pool, v["round_id"])})
         if unknown:
             done, pend = await self.store.round_state(pool, unknown)
             for rid in unknown:
-                self._loaded.add((pool, rid))
-                if rid in done:
+                if rid in done or (pool, rid) in self._expiring:
                     self.assembler.close(pool, rid)
                 elif rid in pend:
                     self._rehydrate(pool, rid, pend[rid])
@@ -61,22 +65,20 @@ class RoundBook:
         to_save: dict[str, dict[str, bytes]] = {}
         for etype, value, msg in fresh:
             rid = value["round_id"]
-            key = (pool, rid)
+            was_open = self.assembler.is_open(pool, rid)
             try:
                 ev = self._feed(etype, value, now)
             except InvalidEvent as exc:
                 out.dead.append(self.dead(msg, exc.reason, exc.event_id, pool))
-                if self.assembler.is_closed(pool, rid) and key in self._ids:  # the whole round was invalidated
+                if was_open and self.assembler.is_closed(pool, rid):  # the whole round was invalidated
                     to_save.pop(rid, None)
-                    self._ids.pop(key, None)
                     await self.store.expire_round(pool, rid)
                 continue
-            self._ids.setdefault(key, {})[value["event_id"]] = None
             if ev is None:
                 to_save.setdefault(rid, {})[value["event_id"]] = orjson.dumps({"o": msg.offset, "e": value})
             else:
                 to_save.pop(rid, None)
-                ops.append(RoundOp(ev, msg, extra_ids=list(self._ids.pop(key, ())), round_done=rid))
+                ops.append(RoundOp(ev, msg, extra_ids=self.assembler.dispatched_ids(pool, rid), round_done=rid))
         self.metrics.pending_rounds.set(len(self.assembler))
         await self.store.save_pending(pool, to_save, ())
 
@@ -88,20 +90,17 @@ class RoundBook:
     def _rehydrate(self, pool: str, rid: str, entries: dict[str, bytes]) -> None:
         """Replay the persisted entries of an open round into the assembler, in offset order."""
         rows = sorted((orjson.loads(v) for v in entries.values()), key=lambda r: r["o"])
-        ids = self._ids.setdefault((pool, rid), {})
         for row in rows:
             value = row["e"]
             try:
                 self._feed(value["type"], value, int(time.time() * 1000))
             except InvalidEvent:
                 continue
-            ids[value["event_id"]] = None
 
     def committed(self, pool: str, round_ids: list[str]) -> None:
         """These dispatched rounds are done in Redis: later events of theirs are late."""
         for rid in round_ids:
-            self.assembler.close(pool, rid)
-            self._loaded.discard((pool, rid))  # a late event re-reads the done flag if memory forgot it
+            self.assembler.close(pool, rid)  # a late event re-reads the done flag once memory forgot it
 
     async def refuse(self, pool: str, round_id: str) -> None:
         """A dispatched round that will not be rated (its pool's system cannot be built):
@@ -117,20 +116,35 @@ class RoundBook:
         worker is filling). After a failed batch: memory may be ahead of Redis (a round
         dispatched whose commit did not land)."""
         self.assembler.clear()
-        self._loaded.clear()
-        self._ids.clear()
         self.metrics.pending_rounds.set(0)
 
     async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
-        """Dead-letter the rounds whose results waited longer than the timeout."""
+        """Dead-letter the rounds whose results waited longer than the timeout, oldest first,
+        ``EXPIRE_SLICE`` at a time (other tasks run between slices).
+
+        A slice is closed in memory before it is marked done in Redis (so that a batch running
+        meanwhile finds its events late, as Redis will say). If that write fails, the error
+        propagates and the next call writes the slice again first; its dead letters are
+        returned once it is written. ``forget`` keeps such a slice: its rounds did time out."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        dead = []
-        for pool, rid, reason in self.assembler.expire(now, int(self.settings.round_timeout_s * 1000)):
-            await self.store.expire_round(pool, rid)
-            self._ids.pop((pool, rid), None)
-            self._loaded.discard((pool, rid))
-            self.metrics.dead_letters.labels("round timeout").inc()
-            dead.append(DeadLetter(f"round {rid!r}: {reason}", pool=pool,
-                                   original=orjson.dumps({"pool": pool, "round_id": rid})))
+        timeout = int(self.settings.round_timeout_s * 1000)
+        dead: list[DeadLetter] = []
+        while True:
+            if not self._expiring:
+                self._expiring = {(pool, rid): reason
+                                  for pool, rid, reason in self.assembler.expire(now, timeout, EXPIRE_SLICE)}
+                self.metrics.pending_rounds.set(len(self.assembler))
+            due = self._expiring
+            if not due:
+                break
+            await self.store.expire_rounds(list(due))
+            self._expiring = {}
+            self.metrics.dead_letters.labels("round timeout").inc(len(due))
+            dead += [DeadLetter(f"round {rid!r}: {reason}", pool=pool,
+                                original=orjson.dumps({"pool": pool, "round_id": rid}))
+                     for (pool, rid), reason in due.items()]
+            if len(due) < EXPIRE_SLICE:
+                break
+            await asyncio.sleep(0)
         self.metrics.pending_rounds.set(len(self.assembler))
         return dead

@@ -596,6 +596,20 @@ class RedisStore:
             except ResponseError as exc:
                 _raise_state(pool, exc)
 
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
+        """``expire_round`` for many (pool, round id) in one round trip: two commands a pool
+        (its pending hashes share its slot). Not one transaction (the pools may be on different
+        nodes): a pool's rounds are marked done before their pending hashes are deleted, so a
+        failure in between leaves leftover hashes of done rounds, which ``round_state`` ignores."""
+        by_pool: dict[str, list[str]] = {}
+        for pool, round_id in rounds:
+            by_pool.setdefault(pool, []).append(round_id)
+        pipe = self.r.pipeline(transaction=False)
+        for pool, rids in by_pool.items():
+            pipe.sadd(self.key(pool, "done"), *rids)
+            pipe.delete(*[self.pend_key(pool, rid) for rid in rids])
+        await pipe.execute()
+
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
                      check_ids: bool = False) -> int:
