@@ -152,6 +152,7 @@ class Processor:
                 if len(msgs) == 1:
                     m = msgs[0]
                     log.exception("internal error on %s/%s@%s; dead-lettered", m.topic, m.partition, m.offset)
+                    self.metrics.dead_letters.labels(reason_label("internal error")).inc()
                     return BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
                                                         m.offset, m.value)])
                 log.exception("batch failed; retrying message by message")

@@ -22,7 +22,7 @@ from stream.events.rounds import RoundAssembler
 from stream.events.validate import InvalidEvent
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
-from stream.service.metrics import Metrics
+from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import DeadFn, Op, RoundOp
 from stream.state.redis_store import RedisStore
 
@@ -139,7 +139,7 @@ class RoundBook:
                 break
             await self.store.expire_rounds(list(due))
             self._expiring = {}
-            self.metrics.dead_letters.labels("round timeout").inc(len(due))
+            self.metrics.dead_letters.labels(reason_label("round timed out")).inc(len(due))
             dead += [DeadLetter(f"round {rid!r}: {reason}", pool=pool,
                                 original=orjson.dumps({"pool": pool, "round_id": rid}))
                      for (pool, rid), reason in due.items()]

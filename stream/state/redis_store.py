@@ -604,11 +604,12 @@ class RedisStore:
         by_pool: dict[str, list[str]] = {}
         for pool, round_id in rounds:
             by_pool.setdefault(pool, []).append(round_id)
-        pipe = self.r.pipeline(transaction=False)
-        for pool, rids in by_pool.items():
-            pipe.sadd(self.key(pool, "done"), *rids)
-            pipe.delete(*[self.pend_key(pool, rid) for rid in rids])
-        await pipe.execute()
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for pool, rids in by_pool.items():
+                pipe.sadd(self.key(pool, "done"), *rids)
+                pipe.delete(*[self.pend_key(pool, rid) for rid in rids])
+            await pipe.execute()
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
