@@ -140,16 +140,18 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
     )
 
 
-def to_match(obj: dict[str, Any], pool: str | None = None, time_field: str = "time") -> MatchEvent:
-    """A validated ``match`` (or an item of a ``match_batch``) → MatchEvent; ``time_field``
-    names its time in a reason."""
+def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", index: int = 0) -> MatchEvent:
+    """A validated ``match`` (or the ``index``-th match of a ``match_batch`` or ``match_columns``)
+    → MatchEvent. A reason names a field ``f`` as ``field.format(index, f)``: "matches.{0}.{1}"
+    in a batch, "{1}.{0}" in columns (formatted only then: this runs once per match)."""
     eid = obj["event_id"]
     if obj["a"] == obj["b"]:
-        raise InvalidEvent(f"field b: player {obj['a']!r} cannot play themself", eid)
+        raise InvalidEvent(f"field {field.format(index, 'b')}: player {obj['a']!r} cannot play themself", eid)
+    time = obj["time"]
     return MatchEvent(
         event_id=eid,
         pool=pool if pool is not None else obj["pool"],
-        time=exact_int(obj["time"], time_field, eid),
+        time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
         a=obj["a"],
         b=obj["b"],
         score=float(obj["score"]),
@@ -169,14 +171,14 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
     if etype == "match":
         return etype, to_match(obj)
     if etype == "match_batch":
-        return etype, [to_match(m, obj["pool"], f"matches.{i}.time") for i, m in enumerate(obj["matches"])]
+        return etype, [to_match(m, obj["pool"], "matches.{0}.{1}", i) for i, m in enumerate(obj["matches"])]
     if etype == "match_columns":
         n = len(obj["event_id"])
         for col in COLUMNS[1:]:
             if len(obj[col]) != n:
                 raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}")
         rows = zip(*(obj[col] for col in COLUMNS), strict=True)
-        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], f"time.{i}")
+        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], "{1}.{0}", i)
                        for i, row in enumerate(rows)]
     eid = obj["event_id"]
     exact = {k: exact_int(obj[k], k, eid) for k in ("time", "rank" if etype == "round_result" else "participants")}

@@ -78,3 +78,17 @@ def test_extra_fields_named_like_other_types_fields_are_ignored() -> None:
     _, res = _decode(b'{"type":"round_result","event_id":"e","pool":"p","round_id":"r","time":1,"player":"a",'
                      b'"rank":1,"participants":"many"}')
     assert res["participants"] == "many"  # type: ignore[index]
+
+
+def test_a_player_playing_themself_is_named_with_the_match() -> None:
+    """The reason said ``field b`` for any match of a batch: which of 50,000 was not said."""
+    rows = (b'{"type":"match_batch","pool":"p","matches":[{"event_id":"e","a":"x","b":"y","score":1,"time":1},'
+            b'{"event_id":"f","a":"x","b":"x","score":1,"time":1}]}')
+    with pytest.raises(InvalidEvent, match=r"^event f: field matches\.1\.b: player 'x' cannot play themself"):
+        _decode(rows)
+    columns = (b'{"type":"match_columns","pool":"p","event_id":["e","f"],"a":["x","z"],"b":["y","z"],'
+               b'"score":[1,1],"time":[1,1]}')
+    with pytest.raises(InvalidEvent, match=r"field b\.1: player 'z'"):
+        _decode(columns)
+    with pytest.raises(InvalidEvent, match=r"field b: player 'x'"):
+        _decode(MATCH.replace(b'"y"', b'"x"') % b"1")
