@@ -87,39 +87,35 @@ def open_text(path: str | Path) -> IO[str]:
     return open(p, encoding="utf-8-sig", errors="surrogateescape")
 
 
-def _reading(items: Iterable[_T], path: str, line: Callable[[], int]) -> Iterator[_T]:
-    """``items`` (read from ``path``), a read error raised as InputError at ``line()``: the
-    number of the line being read when it happened."""
+def _opened(path: str | Path) -> IO[str]:
+    """``open_text``, a failure to open raised as InputError naming the file."""
+    try:
+        return open_text(path)
+    except _READ_ERRORS as exc:
+        raise InputError(str(path), f"cannot read the file: {exc}") from None
+
+
+def _reading(items: Iterable[_T], path: str, line: Callable[[], int] | None = None) -> Iterator[_T]:
+    """``items`` (read from ``path``), a read error raised as InputError at ``line()``, the
+    number of the line being read; by default the number of items before it + 1 (the lines of
+    a text file)."""
     it = iter(items)
+    count = 0
     while True:
         try:
             item = next(it)
         except StopIteration:
             return
         except _READ_ERRORS as exc:
-            raise InputError(f"{path}:{line()}", f"cannot read the file: {exc}") from None
+            raise InputError(f"{path}:{line() if line else count + 1}", f"cannot read the file: {exc}") from None
+        count += 1
         yield item
-
-
-def _lines(fh: IO[str], path: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` of a text file, a read error raised as InputError at its line."""
-    line_no = 0
-    it = iter(fh)
-    while True:
-        line_no += 1
-        try:
-            line = next(it)
-        except StopIteration:
-            return
-        except _READ_ERRORS as exc:
-            raise InputError(f"{path}:{line_no}", f"cannot read the file: {exc}") from None
-        yield line_no, line
 
 
 def detect_format(path: str | Path) -> str:
     """'events', 'contests' or 'csv', from the first non-empty line."""
     with _opened(path) as fh:
-        for _, line in _lines(fh, str(path)):
+        for line in _reading(fh, str(path)):
             text = line.strip()
             if not text:
                 continue
@@ -133,14 +129,6 @@ def detect_format(path: str | Path) -> str:
                 return "events"
             return "csv"
     return "events"
-
-
-def _opened(path: str | Path) -> IO[str]:
-    """``open_text``, a failure to open raised as InputError naming the file."""
-    try:
-        return open_text(path)
-    except _READ_ERRORS as exc:
-        raise InputError(str(path), f"cannot read the file: {exc}") from None
 
 
 def _check_id(value: Any, what: str, where: str) -> str:
@@ -332,7 +320,7 @@ def read_records(
             yield where, "match", m
         return
     with _opened(p) as fh:
-        for line_no, line in _lines(fh, p):
+        for line_no, line in enumerate(_reading(fh, p), 1):
             if not line.strip():
                 continue
             where = f"{p}:{line_no}"
