@@ -194,8 +194,8 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
     ids of names that fit are unchanged.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
-        raise InputError(where, "a contest needs a 'standings' list")
+    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
+        raise InputError(where, "a contest needs a 'standings' list of at least one player")
     standings = obj["standings"]
     n = len(standings)
     fast = _standings_columns(standings)

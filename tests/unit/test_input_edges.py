@@ -125,3 +125,10 @@ def test_valid_pools_still_apply(tmp_path: Path) -> None:
     assert m.pool == "p" * 128
     ((_, _, m),) = read_records(path)
     assert m.pool == "default"
+
+
+def test_contests_without_players_are_reported() -> None:
+    """An empty ``standings`` was read as a round of no one: the replay took it, the service
+    (schema: at least one player) dead-lettered it."""
+    with pytest.raises(InputError, match="standings"):
+        contest_to_round({"name": "c", "standings": []}, "f:1", "d", 1)
