@@ -23,7 +23,7 @@ service accepts in the form ``mmr replay --broker`` publishes them, or raises ``
 naming the file and line.
 
 Bounded for CI: ``max_examples`` below add up to 3,450 messages and 150 files per run (plus the
-messages published from those files and ten 50,000-item messages), ~10 s of CPU; set
+messages published from those files and twelve 50,000-item messages), ~10 s of CPU; set
 ``MMR_FUZZ_SCALE=10`` (say) for a longer run.
 """
 
