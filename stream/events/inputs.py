@@ -2,7 +2,9 @@
 
 Formats are detected by content (first non-empty line), compression by suffix
 (``.gz``, ``.xz``). Every record comes out with its location ("file:line") so a bad
-record is reported precisely and nothing after it is applied.
+record is reported precisely and nothing after it is applied. Whatever a file holds, reading it
+either gives valid records or raises ``InputError`` naming the file and line: bytes that are
+not UTF-8, a damaged archive and CSV syntax included.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import hashlib
 import io
 import lzma
 import math
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 import orjson
@@ -32,6 +36,10 @@ from stream.ratings.base import IntArray
 MAX_EVENT_ID_LENGTH = 256
 MAX_ROUND_ID_LENGTH = 256
 _ID_DIGEST_CHARS = 16  # blake2b, 8 bytes, hex
+#: what reading a file can raise besides InputError: the file system, a damaged or cut ``.gz``/
+#: ``.xz``, and CSV syntax (a field over the csv module's size limit, say)
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, csv.Error)
+_T = TypeVar("_T")
 
 
 def bounded_id(text: str, limit: int) -> str:
@@ -68,18 +76,46 @@ class CsvMapping:
 
 
 def open_text(path: str | Path) -> IO[str]:
+    """The file's text. Bytes that are not UTF-8 come out as lone surrogates (``surrogateescape``)
+    instead of failing the whole read, so the record holding them is reported with its line:
+    the JSON parser refuses them, and so does ``_check_id`` in a CSV name."""
     p = str(path)
     if p.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig")
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig", errors="surrogateescape")
     if p.endswith(".xz"):
-        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8-sig")
-    return open(p, encoding="utf-8-sig")
+        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8-sig", errors="surrogateescape")
+    return open(p, encoding="utf-8-sig", errors="surrogateescape")
+
+
+def _opened(path: str | Path) -> IO[str]:
+    """``open_text``, a failure to open raised as InputError naming the file."""
+    try:
+        return open_text(path)
+    except _READ_ERRORS as exc:
+        raise InputError(str(path), f"cannot read the file: {exc}") from None
+
+
+def _reading(items: Iterable[_T], path: str, line: Callable[[], int] | None = None) -> Iterator[_T]:
+    """``items`` (read from ``path``), a read error raised as InputError at ``line()``, the
+    number of the line being read; by default the number of items before it + 1 (the lines of
+    a text file)."""
+    it = iter(items)
+    count = 0
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except _READ_ERRORS as exc:
+            raise InputError(f"{path}:{line() if line else count + 1}", f"cannot read the file: {exc}") from None
+        count += 1
+        yield item
 
 
 def detect_format(path: str | Path) -> str:
     """'events', 'contests' or 'csv', from the first non-empty line."""
-    with open_text(path) as fh:
-        for line in fh:
+    with _opened(path) as fh:
+        for line in _reading(fh, str(path)):
             text = line.strip()
             if not text:
                 continue
@@ -98,6 +134,11 @@ def detect_format(path: str | Path) -> str:
 def _check_id(value: Any, what: str, where: str) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
         raise InputError(where, f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # bytes that are not UTF-8 (see open_text)
+            raise InputError(where, f"{what} is not valid UTF-8") from None
     return value
 
 
@@ -119,9 +160,11 @@ def _standings_columns(standings: list[Any]) -> tuple[list[str], IntArray] | Non
     lengths = list(map(len, names))
     if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
         return None
+    if min(los) < 0 or max(his) >= n:  # before int64 arrays: a JSON integer may be up to 2^64 - 1
+        return None
     lo = np.array(los, dtype=np.int64)
     hi = np.array(his, dtype=np.int64)
-    if lo.min() < 0 or hi.max() >= n or bool((lo > hi).any()):
+    if bool((lo > hi).any()):
         return None
     return list(names), lo + 1
 
@@ -136,7 +179,7 @@ def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], Int
             raise InputError(where, f"standings[{i}] must be [player, lo, hi]")
         name, lo, hi = row
         players.append(_check_id(name, f"standings[{i}] player", where))
-        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi < n):
+        if not (type(lo) is int and type(hi) is int and 0 <= lo <= hi < n):
             raise InputError(where, f"standings[{i}]: bad rank range [{lo}, {hi}] for {n} players")
         ranks[i] = lo + 1
     return players, ranks
@@ -151,8 +194,8 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
     ids of names that fit are unchanged.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list):
-        raise InputError(where, "a contest needs a 'standings' list")
+    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
+        raise InputError(where, "a contest needs a 'standings' list of at least one player")
     standings = obj["standings"]
     n = len(standings)
     fast = _standings_columns(standings)
@@ -175,9 +218,12 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
             raise InputError(where, f"{what} must be a finite number")
     if weight <= 0:
         raise InputError(where, "weight must be positive")
-    if not MIN_INT64 <= int(t * 1000) <= MAX_INT64:
+    time_ms = _milliseconds(t)
+    if not MIN_INT64 <= time_ms <= MAX_INT64:
         raise InputError(where, "time_seconds is out of range")
     full_id = str(obj.get("id", name))
+    if not full_id:  # the round_id; the schemas (and so the service) refuse an empty one
+        raise InputError(where, "the contest's name (or id) must not be empty")
     round_id = bounded_id(full_id, MAX_ROUND_ID_LENGTH)
     if raw is None:
         raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
@@ -189,7 +235,7 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
         event_id=f"contest:{prefix}:{digest}",
         pool=pool,
         round_id=round_id,
-        time=int(t * 1000),
+        time=time_ms,
         players=players,
         ranks=ranks,
         weight=float(weight),
@@ -197,14 +243,27 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     )
 
 
+def _milliseconds(seconds: int | float) -> int:
+    """``seconds`` × 1000 toward zero, exact: a float is taken as the decimal it prints as
+    (``1.001`` s is 1001 ms, where ``int(1.001 * 1000)`` is 1000)."""
+    if isinstance(seconds, int):
+        return seconds * 1000
+    return int(Decimal(repr(seconds)) * 1000)
+
+
 def _parse_time(text: str, where: str) -> int:
+    """Milliseconds since the epoch: a number of them (the fraction dropped), or an ISO 8601
+    date or time, UTC unless it gives its offset."""
     text = text.strip()
+    whole, _, fraction = text.partition(".")
     try:
-        ms = (
-            int(float(text))
-            if text.replace(".", "", 1).isdigit()
-            else int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
-        )
+        if (whole + fraction).isdecimal():
+            ms = int(whole or "0")  # exact: through a float, 1234567890123456789 became ...768
+        else:
+            moment = datetime.fromisoformat(text)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            ms = int(moment.timestamp() * 1000)
     except (ValueError, OverflowError):
         raise InputError(where, f"cannot parse time {text!r}") from None
     if not MIN_INT64 <= ms <= MAX_INT64:
@@ -213,17 +272,20 @@ def _parse_time(text: str, where: str) -> int:
 
 
 def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, Any]]:
-    with open_text(path) as fh:
+    with _opened(path) as fh:
         reader = csv.DictReader(fh)
-        missing = [
-            c
-            for c in (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
-            if c not in (reader.fieldnames or [])
-        ]
+        columns = (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
+        try:
+            header = reader.fieldnames or []
+        except _READ_ERRORS as exc:
+            raise InputError(f"{path}:1", f"cannot read the file: {exc}") from None
+        missing = [c for c in columns if c not in header]
         if missing:
             raise InputError(f"{path}:1", f"missing CSV column(s) {', '.join(missing)}")
-        for row in reader:
+        for row in _reading(reader, path, lambda: reader.line_num + 1):
             where = f"{path}:{reader.line_num}"
+            if any(row[c] is None for c in columns):  # DictReader's filler for a short row
+                raise InputError(where, f"fewer fields than the header's {len(header)}")
             a = _check_id(row[mapping.a], mapping.a, where)
             b = _check_id(row[mapping.b], mapping.b, where)
             if a == b:
@@ -250,13 +312,15 @@ def read_records(
     InputError at the first bad record.
     """
     p = str(path)
+    if pool is not None:
+        _check_id(pool, "pool", p)
     fmt = detect_format(p)
     if fmt == "csv":
         for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default"):
             yield where, "match", m
         return
-    with open_text(p) as fh:
-        for line_no, line in enumerate(fh, 1):
+    with _opened(p) as fh:
+        for line_no, line in enumerate(_reading(fh, p), 1):
             if not line.strip():
                 continue
             where = f"{p}:{line_no}"

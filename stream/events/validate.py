@@ -29,6 +29,13 @@ MATCH_LISTS = ("match_batch", "match_columns")
 #: the five columns of a ``match_columns`` event, in the order of MatchBatch.add's fields
 COLUMNS = ("event_id", "time", "a", "b", "score")
 ALL_TYPES = (*INPUT_TYPES, "rating")
+#: ``maxLength`` of ``event_id`` in ``schemas/``
+MAX_EVENT_ID_LENGTH = 256
+#: integral floats are integers to JSON Schema, but exact only below 2^53 in magnitude; and orjson
+#: reads a JSON integer beyond 64 bits as a float (``-9223372036854775809`` arrives as -2^63)
+MAX_EXACT_FLOAT = 2**53
+#: how much of an unexpected value a reason quotes (reasons go into dead letters and logs)
+_QUOTE_CHARS = 40
 
 
 class InvalidEvent(ValueError):
@@ -64,18 +71,40 @@ def parse_json(raw: bytes | str) -> dict[str, Any]:
     return obj
 
 
+def _quote(value: Any) -> str:
+    """``repr(value)``, cut to ``_QUOTE_CHARS`` characters."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE_CHARS else f"{text[:_QUOTE_CHARS]}..."
+
+
+def _valid_event_id(obj: dict[str, Any]) -> str | None:
+    """The event's ``event_id`` when it is a valid one (what a reason may carry), else None."""
+    eid = obj.get("event_id")
+    return eid if type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH else None
+
+
 def check_schema(obj: dict[str, Any]) -> str:
     """Validate against the schema named by ``type``; returns the type."""
     etype = obj.get("type")
-    event_id = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None
+    event_id = _valid_event_id(obj)
     if etype not in INPUT_TYPES:
-        raise InvalidEvent(f"field type: unknown event type {etype!r}", event_id)
+        raise InvalidEvent(f"field type: unknown event type {_quote(etype)}", event_id)
     try:
         validator(etype)(obj)
     except fastjsonschema.JsonSchemaValueException as exc:
         field = ".".join(str(p) for p in exc.path[1:]) or "event"
         raise InvalidEvent(f"field {field}: {exc.message.replace('data.', '')}", event_id) from None
     return str(etype)
+
+
+def exact_int(value: int | float, what: str, event_id: str | None) -> int:
+    """A schema-valid ``integer`` as an int; rejects floats that may not be the number written."""
+    if type(value) is int:
+        return value
+    if not -MAX_EXACT_FLOAT < value < MAX_EXACT_FLOAT:
+        raise InvalidEvent(f"field {what}: {value!r} is not an exact integer (a float of magnitude 2^53 or "
+                           "more: an integer beyond 64 bits, or written with a fraction or an exponent)", event_id)
+    return int(value)
 
 
 def _finite(value: float, what: str, event_id: str) -> float:
@@ -93,12 +122,15 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
         seen: set[str] = set()
         dup = next(p for p in players if p in seen or seen.add(p))  # type: ignore[func-returns-value]
         raise InvalidEvent(f"field standings: player {dup!r} appears twice in the round", eid)
-    ranks = np.fromiter((s["rank"] for s in standings), dtype=np.int64, count=len(standings))
+    ranks_in = [s["rank"] for s in standings]
+    if set(map(type, ranks_in)) != _INT:
+        ranks_in = [exact_int(r, f"standings.{i}.rank", eid) for i, r in enumerate(ranks_in)]
+    ranks = np.array(ranks_in, dtype=np.int64)
     return RoundEvent(
         event_id=eid,
         pool=obj["pool"],
         round_id=obj["round_id"],
-        time=int(obj["time"]),
+        time=exact_int(obj["time"], "time", eid),
         players=players,
         ranks=ranks,
         weight=_finite(obj.get("weight", 1.0), "weight", eid),
@@ -106,15 +138,18 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
     )
 
 
-def to_match(obj: dict[str, Any], pool: str | None = None) -> MatchEvent:
-    """A validated ``match`` (or an item of a ``match_batch``) → MatchEvent."""
+def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", index: int = 0) -> MatchEvent:
+    """A validated ``match`` (or the ``index``-th match of a ``match_batch`` or ``match_columns``)
+    → MatchEvent. A reason names a field ``f`` as ``field.format(index, f)``: "matches.{0}.{1}"
+    in a batch, "{1}.{0}" in columns (formatted only then: this runs once per match)."""
     eid = obj["event_id"]
     if obj["a"] == obj["b"]:
-        raise InvalidEvent(f"field b: player {obj['a']!r} cannot play themself", eid)
+        raise InvalidEvent(f"field {field.format(index, 'b')}: player {obj['a']!r} cannot play themself", eid)
+    time = obj["time"]
     return MatchEvent(
         event_id=eid,
         pool=pool if pool is not None else obj["pool"],
-        time=int(obj["time"]),
+        time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
         a=obj["a"],
         b=obj["b"],
         score=float(obj["score"]),
@@ -134,15 +169,18 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
     if etype == "match":
         return etype, to_match(obj)
     if etype == "match_batch":
-        return etype, [to_match(m, obj["pool"]) for m in obj["matches"]]
+        return etype, [to_match(m, obj["pool"], "matches.{0}.{1}", i) for i, m in enumerate(obj["matches"])]
     if etype == "match_columns":
         n = len(obj["event_id"])
         for col in COLUMNS[1:]:
             if len(obj[col]) != n:
                 raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}")
         rows = zip(*(obj[col] for col in COLUMNS), strict=True)
-        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"]) for row in rows]
-    return etype, obj
+        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], "{1}.{0}", i)
+                       for i, row in enumerate(rows)]
+    eid = obj["event_id"]
+    exact = {k: exact_int(obj[k], k, eid) for k in ("time", "rank" if etype == "round_result" else "participants")}
+    return etype, {**obj, **exact}
 
 
 def _plain_match(m: Any) -> bool:
