@@ -82,8 +82,8 @@ class Settings:
     #: this machine it made the worker slower, because batches merge less (see
     #: stream.service.processor, "Overlapped commits", and BENCHMARKS.md).
     overlap_commits: bool = False
-    http_host: str = "0.0.0.0"
-    http_port: int = 6066  # 0 disables the HTTP server
+    http_host: str = "127.0.0.1"
+    http_port: int = 0  # 0: any free port (the bound port is logged and served by /healthz)
     rounds_system: str = DEFAULT_ROUNDS_SYSTEM
     matches_system: str = DEFAULT_MATCHES_SYSTEM
     default_params: dict[str, Any] = field(default_factory=dict)

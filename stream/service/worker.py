@@ -1,8 +1,8 @@
 """``mmr worker``: run the streaming service (one Faust worker process).
 
-Start-up order: settings → fail fast on unknown systems/parameters → create topics →
-warm up the numba kernels on the dedicated thread (no compile latency on the first
-event) → Faust worker (joins the group, consumes, serves HTTP).
+Start-up order: settings → fail fast on unknown systems/parameters and on a taken HTTP port →
+create topics → warm up the numba kernels on the dedicated thread (no compile latency on the
+first event) → Faust worker (joins the group, consumes, serves HTTP).
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     import faust
 
     from stream.service.app import create_app
+    from stream.service.http import HttpPortTaken
     from stream.service.topics import ensure_topics
 
     settings = from_env().with_default_system(system, parse_params(params))
@@ -128,8 +129,11 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         raise click.UsageError(str(exc)) from None
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    try:
+        svc = create_app(settings)
+    except HttpPortTaken as exc:
+        raise click.ClickException(str(exc)) from None
     loop.run_until_complete(ensure_topics(settings))
-    svc = create_app(settings)
     svc.executor.submit(warmup, settings).result()
     tune_gc()
     tune_gil(settings.gil_switch_ms)
