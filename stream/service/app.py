@@ -66,6 +66,9 @@ class Service:
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
     http_socket: Any = None
+    #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
+    running: bool = False
+    _http_runner: Any = None
     #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
     dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
 
@@ -88,7 +91,12 @@ class Service:
     def read_api(self) -> http.ReadApi:
         port = self.http_port
         return http.ReadApi(self.store, self.processor.registry, self.metrics.registry, self.executor,
-                            0 if port is None else port)
+                            0 if port is None else port, lambda: self.running)
+
+    async def serve_http(self) -> None:
+        """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
+        if self._http_runner is None:
+            self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
@@ -326,7 +334,6 @@ def create_app(s: Settings) -> Service:
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
-    log.info("HTTP API bound to %s:%s", s.http_host, http.bound_port(sock))
 
     fetched = metrics.stage.labels("fetched")
 
@@ -363,6 +370,7 @@ def create_app(s: Settings) -> Service:
 
     @app.task
     async def http_server() -> None:
-        await http.serve(svc.read_api(), sock)
+        svc.running = True
+        await svc.serve_http()
 
     return svc

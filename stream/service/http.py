@@ -4,12 +4,13 @@ Served by the worker itself so that reads see the same Redis and the same per-po
 systems (``win_probability`` needs the pool's rating model, not just two numbers). The module
 knows only what it reads (``ReadApi``), not the worker that builds it.
 
-The socket is bound when the worker starts (``bind``), before it joins the consumer group:
-a port that is taken stops the start with a clear message, and with port 0 (the default) the
-system picks a free one, so several workers run on one host with defaults. The bound port is
-logged, served by ``/healthz`` and exported as the gauge ``mmr_http_port``.
+The socket is bound and served when the worker starts (``bind``, ``serve``), before its warm-up
+and before it joins the consumer group: a port that is taken stops the start with a clear
+message, and with port 0 (the default) the system picks a free one, so several workers run on
+one host with defaults. The bound port is logged, served by ``/healthz`` and exported as the
+gauge ``mmr_http_port``.
 Routes:
-    GET /healthz                                   200 once Redis answers; {"status", "http_port"}
+    GET /healthz                                   200 once started and Redis answers; {"status", "http_port"}
     GET /metrics                                   Prometheus text format
     GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown)
     GET /pools/{pool}/leaderboard?n=20             top-N by displayed rating
@@ -23,6 +24,7 @@ import errno
 import logging
 import math
 import socket
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,6 +58,7 @@ class ReadApi:
     registry: CollectorRegistry
     executor: Executor
     port: int  # the bound port (served by /healthz)
+    running: Callable[[], bool]  # the worker has started (joined its consumer group or is joining it)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -99,6 +102,8 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def healthz(request: web.Request) -> web.Response:
         try:
             await api.store.r.ping()
+            if not api.running():
+                return web.json_response({"status": "starting", "http_port": api.port}, status=503)
         except Exception as exc:
             return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
         return web.json_response({"status": "ok", "http_port": api.port})

@@ -102,8 +102,8 @@ def tune_gil(switch_ms: float) -> None:
     the numba thread (the Python around the nogil kernels: summaries, encoding, outputs) and
     Faust's consumer thread. When the event loop wants the GIL while the numba thread holds
     it, it waits for the switch interval, and a batch's hand-over, commit and publish each
-    pay that. Measured at 6,000–8,000 single matches/s (BENCHMARKS.md, "Service", fifteenth
-    session): p99 lower in 5 of 6 alternating pairs at 1 ms, throughput unchanged."""
+    pay that. Measured at 6,000–8,000 single matches/s
+    (BENCHMARKS.md, "Service"): p99 lower in 5 of 6 alternating pairs at 1 ms, throughput unchanged."""
     if switch_ms > 0:
         sys.setswitchinterval(switch_ms / 1000)
 
@@ -133,8 +133,11 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         svc = create_app(settings)
     except HttpPortTaken as exc:
         raise click.ClickException(str(exc)) from None
+    loop.run_until_complete(svc.serve_http())  # answers /healthz ("starting") and /metrics from here on
+    # printed, not logged: Faust sets up logging (and its level) only when its worker starts
+    click.echo(f"mmr worker: HTTP API on http://{settings.http_host}:{svc.http_port}", err=True)
     loop.run_until_complete(ensure_topics(settings))
-    svc.executor.submit(warmup, settings).result()
+    loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
     faust.Worker(svc.app, loglevel=loglevel or settings.log_level, loop=loop).execute_from_commandline()
