@@ -276,6 +276,7 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
         producer_acks=-1,
         producer_linger_ms=1,
         producer_max_batch_size=s.producer_batch_bytes,
+        producer_max_request_size=s.producer_max_request_bytes,
         topic_disable_leader=True,
         topic_allow_declare=False,  # created up front by stream.service.topics
         web_enabled=False,  # our own aiohttp server (stream.service.http)

@@ -54,14 +54,12 @@ class Settings:
     #: per broker at a time, so 16 KiB (~80 ratings) per partition per round trip capped the
     #: worker near 16k ratings/s on Tansu. Keep it below the broker's ``message.max.bytes``
     producer_batch_bytes: int = 256 * 1024
+    #: largest request the producer sends (Faust's producer_max_request_size); a larger dead
+    #: letter is retried until it fits (never skipped: see stream.service.app.Service.deliver_dead)
+    producer_max_request_bytes: int = 1_000_000
     fetch_max_wait_ms: int = 10  # consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = True
-    #: hand the input topics' records to the agent as one event per batch instead of one per
-    #: record (stream.service.delivery); off: Faust's per-event stream and ``take_events``
-    batch_delivery: bool = True
-    #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
-    faust_monitor: bool = False
     numba_threads: int = 0  # threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
     #: default of 5). See ``stream.service.worker.tune_gil``
@@ -219,9 +217,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         belief_cache_mb=get("MMR_BELIEF_CACHE_MB", s.belief_cache_mb),
         fetch_max_wait_ms=get("MMR_FETCH_MAX_WAIT_MS", s.fetch_max_wait_ms),
         producer_batch_bytes=get("MMR_PRODUCER_BATCH_BYTES", s.producer_batch_bytes),
+        producer_max_request_bytes=get("MMR_PRODUCER_MAX_REQUEST_BYTES", s.producer_max_request_bytes),
         inline_delivery=get("MMR_INLINE_DELIVERY", s.inline_delivery),
-        faust_monitor=get("MMR_FAUST_MONITOR", s.faust_monitor),
-        batch_delivery=get("MMR_BATCH_DELIVERY", s.batch_delivery),
         numba_threads=get("MMR_NUMBA_THREADS", s.numba_threads),
         gil_switch_ms=get("MMR_GIL_SWITCH_MS", s.gil_switch_ms),
         round_timeout_s=get("MMR_ROUND_TIMEOUT", s.round_timeout_s),
