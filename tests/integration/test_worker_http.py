@@ -24,7 +24,7 @@ class DefaultHttpWorker(WorkerProcess):
     """A worker with neither MMR_HTTP_HOST nor MMR_HTTP_PORT in its environment."""
 
     def start(self) -> WorkerProcess:
-        env = env_for(self.s)
+        env = env_for(self.s, **self.extra_env)
         env.pop("MMR_HTTP_HOST", None)
         env.pop("MMR_HTTP_PORT", None)
         with self.log_path.open("ab") as log:
@@ -44,7 +44,7 @@ def _announced_port(worker: WorkerProcess, timeout: float = 120.0) -> int:
     raise AssertionError(f"no HTTP port announced:\n{worker.log_tail()}")
 
 
-def _healthz(port: int, timeout: float = 120.0) -> dict[str, object]:
+def _healthz(port: int, timeout: float = 240.0) -> dict[str, object]:
     """/healthz once it answers 200 (503 "starting" while the worker warms up and joins)."""
     deadline = time.monotonic() + timeout
     last: object = None
@@ -64,7 +64,9 @@ def test_two_workers_with_defaults_both_serve_on_loopback(kafka_bootstrap: str, 
     s = make_settings(kafka_bootstrap, redis_url)
     workers = []
     for i in range(2):
-        workers.append(DefaultHttpWorker(s, tmp_path / f"w{i}.log").start())
+        w = DefaultHttpWorker(s, tmp_path / f"w{i}.log")
+        w.extra_env = {"MMR_LOG_LEVEL": "info"}
+        workers.append(w.start())
     try:
         ports = [_announced_port(w) for w in workers]
         assert ports[0] != ports[1] and min(ports) > 0
