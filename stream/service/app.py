@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable
@@ -65,7 +66,7 @@ class Service:
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
-    http_socket: Any = None
+    http_socket: socket.socket | None = None
     #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
     running: bool = False
     _http_runner: Any = None
@@ -95,7 +96,7 @@ class Service:
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
-        if self._http_runner is None:
+        if self._http_runner is None and self.http_socket is not None:
             self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
@@ -112,7 +113,9 @@ class Service:
         A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
         ~20-30 µs of Python each, ``BatchBuilder.append`` a few. Partitions are chosen with
         the Java-compatible murmur2 partitioner on the same key, so compaction and consumers
-        see exactly what per-message sends would give.
+        see exactly what per-message sends would give. Faust has no public batch send, so this
+        reaches for the aiokafka producer Faust wraps (``_ensure_producer``; its upgrade guard is
+        in tests/unit/test_faust_patches.py).
         """
         topic = self.settings.topic_ratings
         kp = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka producer

@@ -252,3 +252,14 @@ async def test_an_event_wait_is_recognised_by_its_frame() -> None:
         assert _waits_on(wait, event) and not _waits_on(wait, other)
     finally:
         wait.close()
+
+
+def test_fausts_producer_still_hands_out_its_aiokafka_producer() -> None:
+    """``Service._send_ratings`` ships pre-built record batches through the aiokafka producer
+    Faust wraps (Faust has no public batch send)."""
+    from aiokafka import AIOKafkaProducer
+
+    assert "return self._producer" in inspect.getsource(faust_aiokafka.Producer._ensure_producer)
+    for name, params in (("create_batch", []), ("send_batch", ["batch", "topic", "partition"]),
+                         ("partitions_for", ["topic"])):
+        assert list(inspect.signature(getattr(AIOKafkaProducer, name)).parameters)[1:] == params, name
