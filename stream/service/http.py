@@ -7,8 +7,8 @@ knows only what it reads (``ReadApi``), not the worker that builds it.
 The socket is bound and served when the worker starts (``bind``, ``serve``), before its warm-up
 and before it joins the consumer group: a port that is taken stops the start with a clear
 message, and with port 0 (the default) the system picks a free one, so several workers run on
-one host with defaults. The bound port is logged, served by ``/healthz`` and exported as the
-gauge ``mmr_http_port``.
+one host with defaults. ``mmr worker`` prints the bound port at start; ``/healthz`` serves it
+and the gauge ``mmr_http_port`` exports it.
 Routes:
     GET /healthz                                   200 once started and Redis answers; {"status", "http_port"}
     GET /metrics                                   Prometheus text format
@@ -58,7 +58,7 @@ class ReadApi:
     registry: CollectorRegistry
     executor: Executor
     port: int  # the bound port (served by /healthz)
-    running: Callable[[], bool]  # the worker has started (joined its consumer group or is joining it)
+    running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
 
 
 def bind(host: str, port: int) -> socket.socket:

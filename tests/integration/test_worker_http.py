@@ -5,6 +5,7 @@ Real ``mmr worker`` subprocesses on the test broker and Redis.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import subprocess
@@ -103,3 +104,28 @@ def test_an_explicit_port_in_use_stops_the_start_with_a_clear_message(kafka_boot
         assert code != 0, out
         assert f"HTTP port 127.0.0.1:{port} is already in use" in out and "MMR_HTTP_PORT" in out, out
         assert "Traceback" not in out, out
+
+
+def test_healthz_says_starting_until_the_app_runs(redis_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aiohttp.test_utils import TestClient, TestServer
+    from prometheus_client import CollectorRegistry
+
+    from stream.service.http import ReadApi, make_web_app
+    from stream.state.redis_store import RedisStore
+
+    async def check() -> None:
+        store = RedisStore.from_url(redis_url, prefix="healthz")
+        running = [False]
+        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+                      lambda: running[0])
+        async with TestClient(TestServer(make_web_app(api))) as client:
+            resp = await client.get("/healthz")
+            assert (resp.status, await resp.json()) == (503, {"status": "starting", "http_port": 4321})
+            running[0] = True
+            resp = await client.get("/healthz")
+            assert (resp.status, await resp.json()) == (200, {"status": "ok", "http_port": 4321})
+        await store.close()
+
+    asyncio.run(check())
