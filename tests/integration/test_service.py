@@ -292,7 +292,7 @@ def _get(port: int, path: str) -> tuple[int, Any]:
 
 def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None:
     """The read-only API agrees with Redis; metrics count what happened."""
-    assert _get(port, "/healthz") == (200, {"status": "ok"})
+    assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
     code, row = _get(port, "/pools/default/players/A")
     assert code == 200 and row["rating"] == state[("default", "A")]["rating"] and row["version"] == 2
     assert _get(port, "/pools/default/players/nobody")[0] == 404
