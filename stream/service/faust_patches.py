@@ -98,7 +98,9 @@ def patch_inline_delivery() -> None:
     thread that also runs the agent. py-spy of the worker at 2,000 single matches/s: the
     event-loop thread held the GIL 58 % of the time, and this hand-over was the largest single
     item of it (~13 %). The batch delivery (``stream.service.delivery``) does not change that:
-    the fetch loop still calls ``wait_first`` once per record.
+    the fetch loop still calls ``wait_first`` once per record. ``mmr bench service --only bare``,
+    its batch-delivery loop, alternating: 66.6k-68.0k msgs/s with this patch, 21.1k-23.1k
+    without (``MMR_INLINE_DELIVERY=0``).
 
     Almost always ``on_message`` finishes without suspending: it appends the record to the
     open batch, or the batch channel has room for the closed one. So, when the flow is not
