@@ -1,19 +1,19 @@
-"""The Faust application: one agent over the three input topics, publishing ratings and dead letters.
+"""The Faust application: one agent over batches of the three input topics' records, publishing
+ratings and dead letters.
 
-Thin wiring around stream.service.processor. By default the agent iterates batches of the input
-topics' records, one Faust event per batch (``stream.service.delivery``, MMR_BATCH_DELIVERY); with
-MMR_BATCH_DELIVERY=0 it iterates the topics themselves and collects records with ``take_events``.
-Settings follow /work/shared/NOTES.md: short rebalance/session timeouts (Faust's 60 s
-defaults make the first join wait ~30 s), no idempotent producer (Tansu answers InitProducerId
-with an error), at-least-once processing with the effectively-once step in Redis, memory:// store (state is in Redis).
+Thin wiring around stream.service.processor. The agent iterates batches of the input topics'
+records, one Faust event per batch (``stream.service.delivery``). Faust settings: short
+rebalance/session timeouts (Faust's 60 s defaults make the first join wait ~30 s), no idempotent
+producer (Tansu answers InitProducerId with an error), at-least-once processing with the
+effectively-once step in Redis, memory:// store (state is in Redis).
 
-Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated
-while batch N's ratings travel, and with MMR_OVERLAP_COMMITS=1 while it commits; see
-"Overlapped commits" in ``Processor``): Redis commit (the future ``Processor.start`` returns) → ratings and
-dead letters handed to the producer → the broker acks them → the final ack of the input
-records (with ``take_events`` the agent holds one extra reference, so its own ack is not
-final), after which the commit timer commits their offsets. A crash anywhere in between re-delivers the
-batch; the Redis step recognises its event ids and applies nothing twice.
+Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated while
+batch N's ratings travel): Redis commit (the future ``Processor.start`` returns) → ratings and
+dead letters handed to the producer → the broker acks them → the ack of the input records, after
+which the commit timer commits their offsets. A crash anywhere in between re-delivers the batch;
+the Redis step recognises its event ids and applies nothing twice. A dead letter that cannot be
+published is retried with backoff (``Service.deliver_dead``); its batch, and every batch after it,
+stays unacknowledged until it is on the broker.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,10 +32,12 @@ from typing import Any
 import faust
 import orjson
 from aiokafka.partitioner import DefaultPartitioner
+from prometheus_client import Counter, Gauge
 
+from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
-from stream.service.faust_patches import DeliveryStats, drop_monitor_hooks, patch_fetch_wait, patch_inline_delivery
+from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -60,6 +63,13 @@ class Service:
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
+    #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
+    http_socket: socket.socket | None = None
+    #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
+    running: bool = False
+    _http_runner: Any = None
+    #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
+    dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
 
     def __post_init__(self) -> None:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
@@ -67,6 +77,25 @@ class Service:
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
+        self.dead_letter_failures = Counter(
+            "mmr_dead_letter_publish_failures", "Attempts to publish a dead letter that failed (too large, a broker "
+            "error); each is retried with backoff and its input batch is not acknowledged until it is published",
+            registry=self.metrics.registry)
+
+    @property
+    def http_port(self) -> int | None:
+        """The HTTP API's bound port (None before ``create_app`` bound it)."""
+        return None if self.http_socket is None else http.bound_port(self.http_socket)
+
+    def read_api(self) -> http.ReadApi:
+        port = self.http_port
+        return http.ReadApi(self.store, self.processor.registry, self.metrics.registry, self.executor,
+                            0 if port is None else port, lambda: self.running)
+
+    async def serve_http(self) -> None:
+        """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
+        if self._http_runner is None and self.http_socket is not None:
+            self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
@@ -82,16 +111,13 @@ class Service:
         A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
         ~20-30 µs of Python each, ``BatchBuilder.append`` a few. Partitions are chosen with
         the Java-compatible murmur2 partitioner on the same key, so compaction and consumers
-        see exactly what per-message sends would give.
+        see exactly what per-message sends would give. Faust has no public batch send, so this
+        reaches for the aiokafka producer Faust wraps (``_ensure_producer``; its upgrade guard is
+        in tests/unit/test_faust_patches.py).
         """
         topic = self.settings.topic_ratings
-        try:
-            faust_producer: Any = self.app.producer
-            kp = faust_producer._ensure_producer()  # Faust's aiokafka producer (private API)
-            parts = sorted(await kp.partitions_for(topic))
-        except Exception:  # pragma: no cover - fall back to plain sends
-            return [await self.app.producer.send(topic, rating_key(o.pool, o.player), _dumps(o.as_dict()),
-                                                 None, None, None) for o in res.outputs]
+        kp = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka producer
+        parts = sorted(await kp.partitions_for(topic))
         futs: list[Awaitable[Any]] = []
         batches: dict[int, Any] = {}
         single = parts[0] if len(parts) == 1 else None
@@ -119,12 +145,49 @@ class Service:
         return futs
 
     async def publish_dead(self, dead: list[DeadLetter], futs: list[Awaitable[Any]] | None = None) -> None:
+        """Hand ``dead`` to the producer in order. With ``futs``, append one future per dead letter
+        (resolved once it is on the broker, see ``deliver_dead``) and return; without, wait for them."""
         own = futs is None
         futs = [] if futs is None else futs
         for d in dead:
-            futs.append(await self.app.producer.send(self.settings.topic_dead, d.key(), d.encode(), None, None, None))
+            futs.append(asyncio.ensure_future(self.deliver_dead(d, await self._send_dead(d))))
         if own and futs:
             await asyncio.gather(*futs)
+
+    async def deliver_dead(self, d: DeadLetter, sent: Awaitable[Any] | None = None) -> None:
+        """Wait until dead letter ``d`` is on the broker (``sent``: the producer's future of a first
+        attempt, None if it failed), publishing it again with backoff as long as that fails.
+
+        A dead letter that cannot be published (larger than the producer's request limit, a broker
+        error) must neither stop the worker nor be skipped: the batch it came from is acknowledged
+        only after this returns, so its input offset is not committed, and a restarted worker
+        delivers it again."""
+        delay, most = self.dead_letter_backoff
+        while True:
+            if sent is not None:
+                try:
+                    await sent
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._dead_failed(d, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, most)
+            sent = await self._send_dead(d)
+
+    async def _send_dead(self, d: DeadLetter) -> Awaitable[Any] | None:
+        try:
+            return await self.app.producer.send(self.settings.topic_dead, d.key(), d.encode(), None, None, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # e.g. aiokafka's MessageSizeTooLargeError, raised before sending
+            self._dead_failed(d, exc)
+            return None
+
+    def _dead_failed(self, d: DeadLetter, exc: Exception) -> None:
+        self.dead_letter_failures.inc()
+        log.error("publishing the dead letter of %s:%s@%s failed; retrying: %r", d.topic, d.partition, d.offset, exc)
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
         """The pipeline's first stage: start the batch (rated now or after the batches before
@@ -170,7 +233,7 @@ class Service:
         consumer = self.app.consumer
         for records in tokens:
             for record in records:
-                record.ack(consumer)  # the final ack (the per-event path holds one extra reference)
+                record.ack(consumer)
         self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
@@ -214,6 +277,7 @@ def faust_kwargs(s: Settings) -> dict[str, Any]:
         producer_acks=-1,
         producer_linger_ms=1,
         producer_max_batch_size=s.producer_batch_bytes,
+        producer_max_request_size=s.producer_max_request_bytes,
         topic_disable_leader=True,
         topic_allow_declare=False,  # created up front by stream.service.topics
         web_enabled=False,  # our own aiohttp server (stream.service.http)
@@ -248,31 +312,32 @@ def set_numba_threads(n: int) -> None:
 
 
 def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust.App:
-    """A Faust app with the worker's settings and, as configured, its changes to Faust's
-    per-message path (``stream.service.faust_patches``); without ``worker_patches`` only the
-    fetch wait, as Faust itself runs (the bare loop of ``mmr bench service``)."""
+    """A Faust app with the worker's settings and its departures from Faust's per-message path
+    (``stream.service.faust_patches``); without ``worker_patches`` only the fetch wait, as Faust
+    itself runs (the bare loop of ``mmr bench service``)."""
     patch_fetch_wait(s.fetch_max_wait_ms)
     if worker_patches and s.inline_delivery:
         patch_inline_delivery()
-    app = faust.App(app_id, **faust_kwargs(s))
-    if worker_patches and not s.faust_monitor:
-        drop_monitor_hooks(app)
-    return app
+    return faust.App(app_id, **faust_kwargs(s))
 
 
 def create_app(s: Settings) -> Service:
-    """Build the Faust app, its agent and timers around one Processor."""
+    """Build the Faust app, its agent and timers around one Processor, and bind the HTTP API's
+    socket (``http.HttpPortTaken`` if the configured port is in use)."""
+    sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
                                **s.redis_kwargs())
-    # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
+    # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
     metrics = Metrics()
     metrics.id_index_bytes.set_function(store.ids_nbytes)
-    metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent's stream had to "
-                       "wait (its buffer full: the agent is behind)", lambda: DeliveryStats.waited)
-    svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics))
+    metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "
+                       "(the batch channel full: the agent is behind)", lambda: DeliveryStats.waited)
+    svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
+    Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
+          registry=metrics.registry).set(http.bound_port(sock))
 
     fetched = metrics.stage.labels("fetched")
 
@@ -285,30 +350,14 @@ def create_app(s: Settings) -> Service:
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
-    delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max,
-                             within=s.take_within) if s.batch_delivery else None
-    if delivery is not None:  # one Faust event per batch (stream.service.delivery)
-        delivery.serve(take, name="mmr-ratings-agent")
-        dropped = delivery  # a non-Optional name for the closure
-        metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
-                           "were revoked (Faust fetches them again from the committed offset)",
-                           lambda: dropped.dropped)
-    else:  # Faust's per-event delivery
-        inputs = app.topic(*s.input_topics(), key_type=bytes, value_type=bytes)
-
-        @app.agent(inputs, name="mmr-ratings-agent")
-        async def consume(stream: Any) -> None:  # faust.Stream (StreamT lacks take_events)
-            async for events in stream.take_events(s.take_max, within=s.take_within):
-                records = [e.message for e in events]
-                for r in records:
-                    # one more reference: take_events' own ack (when this body returns) is then
-                    # not the final one; the pipeline acks after the outputs reached the broker
-                    r.incref()
-                await take(records)
+    delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within)
+    delivery.serve(take, name="mmr-ratings-agent")
+    metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
+                       "were revoked (Faust fetches them again from the committed offset)",
+                       lambda: delivery.dropped)
 
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
-        if delivery is not None:
-            delivery.clear()  # records not yet handed to the agent: Faust fetches them again
+        delivery.clear()  # records not yet handed to the agent: Faust fetches them again
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
         svc.processor.forget_rounds()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
@@ -323,11 +372,9 @@ def create_app(s: Settings) -> Service:
             await svc.publish_dead(dead)
         svc.update_lag()
 
-    if s.http_port:
-        @app.task
-        async def http_server() -> None:
-            from stream.service.http import start_http
-
-            await start_http(svc)
+    @app.task
+    async def http_server() -> None:
+        svc.running = True
+        await svc.serve_http()
 
     return svc

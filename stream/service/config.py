@@ -82,15 +82,13 @@ class Settings:
     #: per broker at a time, so the batch size bounds the ratings published per round trip.
     #: Keep it below the broker's ``message.max.bytes``
     producer_batch_bytes: int = setting(256 * 1024, "MMR_PRODUCER_BATCH_BYTES")
+    #: largest request the producer sends (Faust's producer_max_request_size); a larger dead
+    #: letter is retried until it fits (never skipped: see stream.service.app.Service.deliver_dead)
+    producer_max_request_bytes: int = setting(1_000_000, "MMR_PRODUCER_MAX_REQUEST_BYTES")
     #: consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     fetch_max_wait_ms: int = setting(10, "MMR_FETCH_MAX_WAIT_MS")
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = setting(True, "MMR_INLINE_DELIVERY")
-    #: hand the input topics' records to the agent as one event per batch instead of one per
-    #: record (stream.service.delivery); off: Faust's per-event stream and ``take_events``
-    batch_delivery: bool = setting(True, "MMR_BATCH_DELIVERY")
-    #: keep Faust's built-in Monitor in the per-message sensor hooks (faust_patches.drop_monitor_hooks)
-    faust_monitor: bool = setting(False, "MMR_FAUST_MONITOR")
     #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     numba_threads: int = setting(0, "MMR_NUMBA_THREADS")
     #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
@@ -108,7 +106,7 @@ class Settings:
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
-    #: the worker's HTTP API; port 0: any free port (the log says which)
+    #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")
     rounds_system: str = setting(DEFAULT_ROUNDS_SYSTEM, "MMR_ROUNDS_SYSTEM")

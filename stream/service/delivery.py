@@ -4,9 +4,8 @@ Why: Faust hands every fetched record to an agent as its own event: the conducto
 it into an ``Event`` and queues it on the agent's channel, the agent's ``Stream`` tracks it,
 runs its processors (``take_events`` is one) and acks it, and ``take_events`` re-collects
 the events into a batch. For the worker, which rates whole batches anyway, that is pure
-overhead: py-spy of the worker at 4,000-7,000 single matches/s (thirteenth and fourteenth
-sessions) put ~30 % of the event-loop thread's time there, on the thread that also runs the
-rating pipeline (BENCHMARKS.md, "Service").
+overhead: py-spy of the worker at 4,000-7,000 single matches/s put ~30 % of the event-loop
+thread's time there, on the thread that also runs the rating pipeline (BENCHMARKS.md, "Service").
 
 So the worker replaces the conductor's per-record callback (the one Faust's consumer calls
 for every fetched record) with ``BatchDelivery.on_message``: a record of an input topic is
@@ -17,8 +16,8 @@ unchanged.
 
 What Faust still does: the consumer group, fetching, offsets and their commits, rebalances,
 flow control, the producer, timers; the agent is a Faust agent over a Faust channel.
-What changes: the agent acks each record itself (``Consumer.ack``) once its outputs are on
-the broker, as the per-event path did through ``Event.ack``.
+What changes: the agent acks each record itself (``Message.ack``) once its outputs are on
+the broker. Faust's per-record sensor hooks (its ``Monitor``) run once per batch, not per record.
 
 Rebalances keep Faust's meaning. Faust stops the flow and clears every agent's buffer when
 partitions are revoked (records it dropped are fetched again from the committed offset);
@@ -109,7 +108,7 @@ class BatchDelivery:
         behind (the pipeline holds ``MMR_MAX_INFLIGHT_BYTES``). Closing a batch every
         ``within`` regardless queued small batches that the pipeline then rated one by one;
         Faust's own ``take_events`` hands over everything buffered meanwhile. Measured on
-        ``match_columns``/``match_batch`` of 1,000 (fourteenth session, BENCHMARKS.md)."""
+        ``match_columns``/``match_batch`` of 1,000 (BENCHMARKS.md)."""
         async with self._lock:
             while self._queued >= self.queue_batches:
                 self._room.clear()

@@ -1,11 +1,11 @@
-"""Where the worker departs from Faust's defaults, and why (each one measured here).
+"""The two places where the worker changes Faust's private code, because no setting does it.
 
-``patch_fetch_wait`` and ``patch_inline_delivery`` are class-level patches of Faust's aiokafka
-driver: idempotent, and process-wide (every app the process builds after the call gets them;
-the worker builds one). ``drop_monitor_hooks`` is per app. ``app.faust_app`` applies them as
-configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``, ``MMR_FAUST_MONITOR``).
-``mmr bench service`` runs its bare take loop with the fetch wait, and a second one with all
-three, so the worker is compared on the same broker behaviour and the same machinery.
+Both are class-level patches of Faust's aiokafka driver: idempotent, and process-wide (every
+app the process builds after the call gets them; the worker builds one). ``app.faust_app``
+applies them as configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``). They were
+written against faust-streaming 0.15, mode-streaming 0.7 and aiokafka 0.14 (pinned in
+pyproject.toml); tests/unit/test_faust_patches.py checks that the code they replace is still
+there, so an upgrade that moves it fails those tests instead of silently undoing the patch.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class _Resumed:
 
 class DeliveryStats:
     """Process-wide count of hand-overs that could not finish inline (``patch_inline_delivery``):
-    the stream's buffer was full (the agent is behind: back-pressure) or its lock was held.
-    Served as ``mmr_deliveries_waited_total``."""
+    the batch channel was full (the agent is behind: back-pressure) or a rebalance stopped the
+    flow. Served as ``mmr_deliveries_waited_total``."""
 
     waited = 0
 
@@ -88,33 +88,35 @@ def _waits_on(coro: object, event: object) -> bool:
 
 
 def patch_inline_delivery() -> None:
-    """Hand each fetched message to the agent's stream inline, not through four tasks.
+    """Hand each fetched message to the agent inline, not through four tasks.
 
-    Why: Faust's fetch loop delivers every message with
+    Why: Faust's fetch loop (``Consumer._drain_messages``) delivers every message with
     ``await consumer.wait_first(on_message(message), suspend_flow.wait())`` so that a
-    rebalance (``suspend_flow`` set) abandons a delivery that is stuck on a full stream
-    buffer. ``wait_first`` wraps both coroutines and the service's ``stopped`` and
-    ``crashed`` events in four tasks and an ``asyncio.wait``, per message, on the event-loop
-    thread that also runs the agent. py-spy of the worker at 2,000 single matches/s
-    (tenth session): the event-loop thread held the GIL 58 % of the time, and this hand-over
-    was the largest single item of it (~13 %).
+    rebalance (``suspend_flow`` set) abandons a delivery that is stuck on a full buffer.
+    ``wait_first`` wraps both coroutines and the service's ``stopped`` and ``crashed`` events
+    in four tasks and an ``asyncio.wait``, per message, on the event-loop
+    thread that also runs the agent. py-spy of the worker at 2,000 single matches/s: the
+    event-loop thread held the GIL 58 % of the time, and this hand-over was the largest single
+    item of it (~13 %). The batch delivery (``stream.service.delivery``) does not change that:
+    the fetch loop still calls ``wait_first`` once per record. ``mmr bench service --only bare``,
+    its batch-delivery loop, alternating: 66.6k-68.0k msgs/s with this patch, 21.1k-23.1k
+    without (``MMR_INLINE_DELIVERY=0``).
 
-    Almost always ``on_message`` finishes without suspending: the stream's queue has room,
-    the flow is not suspended and the subscription lock is free. So, when the flow is not
+    Almost always ``on_message`` finishes without suspending: it appends the record to the
+    open batch, or the batch channel has room for the closed one. So, when the flow is not
     suspended and the consumer is neither stopping nor crashed, run its first step inline;
-    if it finishes, that is the whole delivery, no task made. If it suspends (a full buffer,
-    a held lock), the rest of it goes through Faust's own ``wait_first`` as before, so a
+    if it finishes, that is the whole delivery, no task made. If it suspends (a full channel,
+    a stopped flow), the rest of it goes through Faust's own ``wait_first`` as before, so a
     rebalance still abandons it. Any other call of ``wait_first`` is Faust's, unchanged.
     The messages, their order and the offsets Faust records are the same either way.
 
     After an inline delivery the fetch loop yields to the event loop once, as Faust's own
-    ``asyncio.wait`` did: the stream's consumer then takes each message as it comes. Without
-    that yield, Faust's fetch loop (which yields every 100 messages) filled the stream's
-    queue ahead of its consumer: in ``mmr bench service`` ~1,800 of 20,000 hand-overs then
-    waited on a full buffer (Faust's four tasks again), take batches came every ~70 ms
-    instead of every 20, and the patched bare loop ran at 6.3k msgs/s against 9.7k-10.5k
-    for Faust's own; with the yield, no hand-over waited and it ran at 11.3k-16.2k
-    (twelfth session, BENCHMARKS.md).
+    ``asyncio.wait`` did, so the agent and the batch timer run between records. Without that
+    yield, Faust's fetch loop (which yields every 100 messages) ran ahead of its consumer: in
+    ``mmr bench service`` with Faust's per-record streams ~1,800 of 20,000 hand-overs waited
+    on a full buffer (Faust's four tasks again) and the bare loop ran at 6.3k msgs/s against
+    9.7k-10.5k for Faust's own; with the yield, none waited and it ran at 11.3k-16.2k
+    (BENCHMARKS.md).
     """
     from faust.transport.drivers import aiokafka as faust_aiokafka
     from mode.services import WaitResults
@@ -142,27 +144,3 @@ def patch_inline_delivery() -> None:
 
     cls._mmr_original_wait_first = original
     cls.wait_first = wait_first
-
-
-def drop_monitor_hooks(app: Any) -> None:
-    """Keep Faust's built-in ``Monitor`` out of the per-message sensor hooks of ``app``.
-
-    Why: Faust adds its ``Monitor`` to the app's sensors when the app starts, and every
-    message then runs four of its hooks on the event-loop thread (``on_message_in``,
-    ``on_stream_event_in`` / ``_out``, ``on_message_out``: counters per topic and stream,
-    ``str(stream)`` lookups, clock reads, a deque of run times). What it collects is served by
-    Faust's web UI, which the worker does not run (``web_enabled=False``; the worker's own
-    Prometheus metrics are in ``stream.service.metrics``). The ``Monitor`` object itself stays
-    (the consumer still reports offsets and commits to ``app.monitor`` directly); only the
-    per-message hooks go.
-    """
-    original = app.on_init_dependencies
-
-    def on_init_dependencies() -> Any:
-        deps = original()
-        sensors = app.sensors
-        if app.monitor in set(sensors):
-            sensors.remove(app.monitor)
-        return deps
-
-    app.on_init_dependencies = on_init_dependencies

@@ -1,9 +1,16 @@
 """Read-only HTTP API of the worker (aiohttp): ratings, leaderboards, win probabilities, health, metrics.
 
 Served by the worker itself so that reads see the same Redis and the same per-pool
-systems (``win_probability`` needs the pool's rating model, not just two numbers).
+systems (``win_probability`` needs the pool's rating model, not just two numbers). The module
+knows only what it reads (``ReadApi``), not the worker that builds it.
+
+The socket is bound and served when the worker starts (``bind``, ``serve``), before its warm-up
+and before it joins the consumer group: a port that is taken stops the start with a clear
+message, and with port 0 (the default) the system picks a free one, so several workers run on
+one host with defaults. ``mmr worker`` prints the bound port at start; ``/healthz`` serves it
+and the gauge ``mmr_http_port`` exports it.
 Routes:
-    GET /healthz                                   200 once Redis answers
+    GET /healthz                                   200 once started and Redis answers; {"status", "http_port"}
     GET /metrics                                   Prometheus text format
     GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown)
     GET /pools/{pool}/leaderboard?n=20             top-N by displayed rating
@@ -13,27 +20,71 @@ Routes:
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+import socket
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.ratings.base import RatingError
-
-if TYPE_CHECKING:
-    from stream.service.app import Service
+from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
 
-async def _engine(svc: Service, pool: str) -> PoolEngine:
-    if await svc.store.meta(pool) is None:
+class HttpPortTaken(RuntimeError):
+    """The configured HTTP port is in use (another worker, another program)."""
+
+
+class Engines(Protocol):
+    """Where a pool's rating engine comes from (the worker's pool registry)."""
+
+    async def engine(self, pool: str, kind: str) -> PoolEngine: ...
+
+
+@dataclass(frozen=True)
+class ReadApi:
+    """What the HTTP API reads: Redis, the pools' engines, the metrics, a thread for the kernels."""
+
+    store: RedisStore
+    engines: Engines
+    registry: CollectorRegistry
+    executor: Executor
+    port: int  # the bound port (served by /healthz)
+    running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port).
+
+    Raises ``HttpPortTaken`` naming the port and the setting when it is in use."""
+    try:
+        sock = socket.create_server((host, port), backlog=128)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise HttpPortTaken(f"HTTP port {host}:{port} is already in use; set MMR_HTTP_PORT to a free port, "
+                                f"or to 0 for any free port") from exc
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def bound_port(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])
+
+
+async def _engine(api: ReadApi, pool: str) -> PoolEngine:
+    if await api.store.meta(pool) is None:
         raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
     try:
-        return await svc.processor.registry.engine(pool, "rounds")
+        return await api.engines.engine(pool, "rounds")
     except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
         raise web.HTTPInternalServerError(text=str(exc)) from exc
 
@@ -44,27 +95,29 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
             "version": r.rounds, "system": eng.system.name}
 
 
-def make_web_app(svc: Service) -> web.Application:
+def make_web_app(api: ReadApi) -> web.Application:
     routes = web.RouteTableDef()
 
     @routes.get("/healthz")
     async def healthz(request: web.Request) -> web.Response:
         try:
-            await svc.store.r.ping()
+            await api.store.r.ping()
+            if not api.running():
+                return web.json_response({"status": "starting", "http_port": api.port}, status=503)
         except Exception as exc:
-            return web.json_response({"status": "unhealthy", "redis": repr(exc)}, status=503)
-        return web.json_response({"status": "ok"})
+            return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
+        return web.json_response({"status": "ok", "http_port": api.port})
 
     @routes.get("/metrics")
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(svc.metrics.registry)
+        body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     @routes.get("/pools/{pool}/players/{player}")
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        eng = await _engine(svc, pool)
-        raw = (await svc.store.beliefs(pool, [name]))[name]
+        eng = await _engine(api, pool)
+        raw = (await api.store.beliefs(pool, [name]))[name]
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
         try:
@@ -79,9 +132,9 @@ def make_web_app(svc: Service) -> web.Application:
             n = min(max(int(request.query.get("n", "20")), 1), 1000)
         except ValueError:
             raise web.HTTPBadRequest(text="n must be an integer") from None
-        eng = await _engine(svc, pool)
-        top = await svc.store.top(pool, n)
-        raws = await svc.store.beliefs(pool, [p for p, _ in top])
+        eng = await _engine(api, pool)
+        top = await api.store.top(pool, n)
+        raws = await api.store.beliefs(pool, [p for p, _ in top])
         rows, unreadable = [], []
         for p, raw in raws.items():
             if raw is None:
@@ -102,14 +155,14 @@ def make_web_app(svc: Service) -> web.Application:
         a, b = request.query.get("a"), request.query.get("b")
         if not a or not b:
             raise web.HTTPBadRequest(text="query parameters a and b are required")
-        eng = await _engine(svc, pool)
-        raws = await svc.store.beliefs(pool, [a, b])
+        eng = await _engine(api, pool)
+        raws = await api.store.beliefs(pool, [a, b])
         try:
             known = eng.decode_all(raws, [a, b], remember=False)  # players without a stored belief are left out
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
         ba, bb = (known[x] if x in known else eng.system.new_belief() for x in (a, b))
-        p = await asyncio.get_running_loop().run_in_executor(svc.executor, eng.system.win_probability, ba, bb)
+        p = await asyncio.get_running_loop().run_in_executor(api.executor, eng.system.win_probability, ba, bb)
         if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
             raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")
         return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
@@ -120,10 +173,11 @@ def make_web_app(svc: Service) -> web.Application:
     return app
 
 
-async def start_http(svc: Service) -> web.AppRunner:
-    runner = web.AppRunner(make_web_app(svc), access_log=None)
+async def serve(api: ReadApi, sock: socket.socket) -> web.AppRunner:
+    """Serve the API on the socket ``bind`` returned."""
+    runner = web.AppRunner(make_web_app(api), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, svc.settings.http_host, svc.settings.http_port)
-    await site.start()
-    log.info("HTTP on %s:%s", svc.settings.http_host, svc.settings.http_port)
+    await web.SockSite(runner, sock).start()
+    host, port = sock.getsockname()[:2]
+    log.info("HTTP on %s:%s", host, port)
     return runner

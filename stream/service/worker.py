@@ -1,8 +1,8 @@
 """``mmr worker``: run the streaming service (one Faust worker process).
 
-Start-up order: settings → fail fast on unknown systems/parameters → create topics →
-warm up the numba kernels on the dedicated thread (no compile latency on the first
-event) → Faust worker (joins the group, consumes, serves HTTP).
+Start-up order: settings → fail fast on unknown systems/parameters and on a taken HTTP port →
+create topics → warm up the numba kernels on the dedicated thread (no compile latency on the
+first event) → Faust worker (joins the group, consumes, serves HTTP).
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def tune_gil(switch_ms: float) -> None:
     the numba thread (the Python around the nogil kernels: summaries, encoding, outputs) and
     Faust's consumer thread. When the event loop wants the GIL while the numba thread holds
     it, it waits for the switch interval, and a batch's hand-over, commit and publish each
-    pay that. Measured at 6,000–8,000 single matches/s (BENCHMARKS.md, "Service", fifteenth
-    session): p99 lower in 5 of 6 alternating pairs at 1 ms, throughput unchanged."""
+    pay that. Measured at 6,000–8,000 single matches/s
+    (BENCHMARKS.md, "Service"): p99 lower in 5 of 6 alternating pairs at 1 ms, throughput unchanged."""
     if switch_ms > 0:
         sys.setswitchinterval(switch_ms / 1000)
 
@@ -116,6 +116,7 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     import faust
 
     from stream.service.app import create_app
+    from stream.service.http import HttpPortTaken
     from stream.service.topics import ensure_topics
 
     settings = from_env().with_default_system(system, parse_params(params))
@@ -126,9 +127,15 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         raise click.UsageError(str(exc)) from None
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    try:
+        svc = create_app(settings)
+    except HttpPortTaken as exc:
+        raise click.ClickException(str(exc)) from None
+    loop.run_until_complete(svc.serve_http())  # answers /healthz ("starting") and /metrics from here on
+    # printed, not logged: Faust sets up logging (and its level) only when its worker starts
+    click.echo(f"mmr worker: HTTP API on http://{settings.http_host}:{svc.http_port}", err=True)
     loop.run_until_complete(ensure_topics(settings))
-    svc = create_app(settings)
-    svc.executor.submit(warmup, settings).result()
+    loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
     faust.Worker(svc.app, loglevel=loglevel or settings.log_level, loop=loop).execute_from_commandline()

@@ -122,19 +122,17 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         worker.stop()
 
 
-@pytest.mark.parametrize("batch_delivery", [True, False], ids=["batch-delivery", "faust-stream"])
 def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
-                                           tmp_path: Path, batch_delivery: bool) -> None:
+                                           tmp_path: Path) -> None:
     """6,000 one-match messages against a worker that takes 64 at a time: the agent falls
-    behind, its buffer fills (the batch channel, or with ``MMR_BATCH_DELIVERY=0`` Faust's
-    stream buffer), and hand-overs wait (``MMR_INLINE_DELIVERY``'s fallback to Faust's own
+    behind, its buffer (the batch channel) fills, and hand-overs wait (``MMR_INLINE_DELIVERY``'s fallback to Faust's own
     path, counted in ``mmr_deliveries_waited_total``); the result is still the embedded
     replay's, bit for bit."""
     port = free_port()
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
                       http_port=port)
     worker = WorkerProcess(s, tmp_path / "worker.log")
-    worker.extra_env = {"MMR_TAKE_MAX": "64", "MMR_MAX_INFLIGHT": "64", "MMR_BATCH_DELIVERY": str(int(batch_delivery))}
+    worker.extra_env = {"MMR_TAKE_MAX": "64", "MMR_MAX_INFLIGHT": "64"}
     worker.start()
     try:
         publish([histories["rounds"], histories["matches"]], s, batch_size=1)
@@ -293,7 +291,7 @@ def _get(port: int, path: str) -> tuple[int, Any]:
 
 def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None:
     """The read-only API agrees with Redis; metrics count what happened."""
-    assert _get(port, "/healthz") == (200, {"status": "ok"})
+    assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
     code, row = _get(port, "/pools/default/players/A")
     assert code == 200 and row["rating"] == state[("default", "A")]["rating"] and row["version"] == 2
     assert _get(port, "/pools/default/players/nobody")[0] == 404

@@ -47,7 +47,6 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
         from_env({"MMR_SEEN_MAX_IDS": "-1"})
     # the worker's Faust patches: on by default, each can be turned off
     assert from_env({}).inline_delivery and not from_env({"MMR_INLINE_DELIVERY": "0"}).inline_delivery
-    assert not from_env({}).faust_monitor and from_env({"MMR_FAUST_MONITOR": "1"}).faust_monitor
 
 
 def test_the_worker_sets_the_gil_switch_interval() -> None:
@@ -76,25 +75,20 @@ def test_the_worker_hands_its_settings_to_the_store() -> None:
     assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == 0
     svc.store._ids["p"] = PoolIds(0, digests(["a", "b"]))  # what a first read of pool p loads
     assert svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes") == svc.store._ids["p"].nbytes > 0
-    list(svc.app.on_init_dependencies())  # what starting the app does first
-    assert svc.app.monitor not in set(svc.app.sensors)  # MMR_FAUST_MONITOR=0 (the default)
-    kept = create_app(from_env({"MMR_FAUST_MONITOR": "1", "MMR_HTTP_PORT": "0"}))
-    list(kept.app.on_init_dependencies())
-    assert kept.app.monitor in set(kept.app.sensors)
 
 
 @pytest.mark.parametrize(("word", "value"), [("1", True), ("true", True), ("Yes", True), ("ON", True), ("on", True),
                                              ("0", False), ("FALSE", False), ("no", False), ("off", False)])
 def test_one_boolean_grammar_for_every_switch(word: str, value: bool) -> None:
-    s = from_env({"MMR_INLINE_DELIVERY": word, "MMR_FAUST_MONITOR": word, "MMR_BATCH_DELIVERY": word})
-    assert s.inline_delivery is s.faust_monitor is s.batch_delivery is value
+    s = from_env({"MMR_INLINE_DELIVERY": word, "MMR_REDIS_CLUSTER": word})
+    assert s.inline_delivery is s.redis_cluster is value
     assert engine_settings({"MMR_NUMBA_CACHE": word}).numba_cache is value
 
 
 @pytest.mark.parametrize("word", ["2", "enabled", "nope", "tru"])
 def test_a_boolean_that_is_no_word_of_the_grammar_is_refused(word: str) -> None:
-    with pytest.raises(SettingError, match=f"MMR_FAUST_MONITOR='{word}': expected one of 1/0, true/false"):
-        from_env({"MMR_FAUST_MONITOR": word})
+    with pytest.raises(SettingError, match=f"MMR_INLINE_DELIVERY='{word}': expected one of 1/0, true/false"):
+        from_env({"MMR_INLINE_DELIVERY": word})
 
 
 def test_numbers_and_choices_are_checked_by_name() -> None:

@@ -64,8 +64,8 @@ def test_a_small_message_is_carried_whole() -> None:
 def test_an_oversized_pool_name_is_clipped_and_not_used_as_key() -> None:
     """Fields that come from an invalid message (its pool, event id, a reason quoting it) are bounded too."""
     raw = orjson.dumps({"type": "match", "pool": "x" * (8 << 20), "event_id": "e" * (1 << 20)})
-    with ThreadPoolExecutor(1) as ex:
-        proc = Processor(Settings(), RedisStore.from_url("redis://127.0.0.1:1", cluster=False), ex)  # invalid input: no Redis
+    with ThreadPoolExecutor(1) as ex:  # invalid input: no Redis is asked
+        proc = Processor(Settings(), RedisStore.from_url("redis://127.0.0.1:1", cluster=False), ex)
         res = asyncio.run(proc.process([Message("in", 0, 5, raw)]))
     (d,) = res.dead
     assert d.key() is None

@@ -161,3 +161,12 @@ async def test_while_the_agent_is_behind_the_open_batch_grows_instead_of_queuein
         assert offsets(await take(d, agent_side)) == [("in-a", i) for i in range(1, 6)]  # one batch
     finally:
         timer.cancel()
+
+
+@in_loop
+async def test_the_consumer_faust_builds_calls_the_installed_delivery() -> None:
+    """Faust hands its consumer ``app.topics.on_message`` when it builds it (lazily, when the app
+    starts); ``install`` replaces that attribute first. An upgrade that binds the callback
+    elsewhere fails here instead of bypassing the batches."""
+    app, d, _agent_side, _faust_saw = make()
+    assert app.consumer.callback == d.on_message

@@ -1,13 +1,15 @@
-"""The inline hand-over of fetched messages (stream.service.faust_patches.patch_inline_delivery).
+"""The worker's patches of Faust (stream.service.faust_patches).
 
 The patched ``wait_first`` runs on a stand-in with the three events Faust's consumer has; it
-calls mode's real ``Service.wait_first`` for everything it does not handle inline.
+calls mode's real ``Service.wait_first`` for everything it does not handle inline. The last
+tests check that the Faust and aiokafka code the patches replace is still what they expect.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Coroutine
 from types import SimpleNamespace
@@ -194,21 +196,71 @@ async def test_resumed_forwards_values_and_exceptions() -> None:
     assert log == [1, "caught x"]
 
 
-def _sensors_after_init(drop: bool) -> tuple[Any, set[Any]]:
+# The code the patches replace or rely on is still where they were written against; an upgrade
+# of faust-streaming, mode-streaming or aiokafka that moves it fails here, not silently in production.
+
+
+def test_faust_still_hard_codes_the_fetch_wait_and_aiokafka_still_reads_the_attribute_set() -> None:
+    """``patch_fetch_wait`` sets ``_fetch_max_wait_ms`` on the consumer Faust builds, which
+    aiokafka reads when it starts. If Faust makes the wait a setting, use that instead."""
+    from aiokafka.consumer.consumer import AIOKafkaConsumer
+
+    cls = faust_aiokafka.AIOKafkaConsumerThread  # Faust's own method, whether or not a worker patched it
+    built = inspect.getsource(getattr(cls, "_mmr_original_create_worker_consumer", cls._create_worker_consumer))
+    assert "fetch_max_wait_ms=1500" in built
+    assert "self._fetch_max_wait_ms = fetch_max_wait_ms" in inspect.getsource(AIOKafkaConsumer.__init__)
+    assert "fetch_max_wait_ms=self._fetch_max_wait_ms" in inspect.getsource(AIOKafkaConsumer.start)
+
+
+@in_loop
+async def test_the_patched_consumer_long_polls_as_configured() -> None:
     import faust
 
-    from stream.service.faust_patches import drop_monitor_hooks
+    from stream.service.faust_patches import patch_fetch_wait
 
-    app = faust.App("mmr-test-sensors", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
-    if drop:
-        drop_monitor_hooks(app)
-    list(app.on_init_dependencies())  # what mode calls when the app starts (no connection is made)
-    return app, set(app.sensors)
+    cls: Any = faust_aiokafka.AIOKafkaConsumerThread
+    before = cls._create_worker_consumer
+    try:
+        patch_fetch_wait(7)
+        patch_fetch_wait(7)  # idempotent: wraps Faust's method once
+        app = faust.App(f"mmr-test-fetch-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
+        thread = cls(app.consumer)
+        built = thread._create_worker_consumer(app.transport)  # no connection is made
+        assert built._fetch_max_wait_ms == 7
+        assert cls._mmr_original_create_worker_consumer.__qualname__.endswith("._create_worker_consumer")
+    finally:
+        cls._create_worker_consumer = before
 
 
-def test_the_monitor_leaves_the_per_message_hooks_but_stays_on_the_app() -> None:
-    app, sensors = _sensors_after_init(drop=False)
-    assert app.monitor in sensors  # Faust's default: its Monitor runs on every message
-    app, sensors = _sensors_after_init(drop=True)
-    assert app.monitor not in sensors
-    assert app.monitor is not None  # the consumer still reports offsets to it directly
+def test_fausts_fetch_loop_still_delivers_through_wait_first() -> None:
+    """``patch_inline_delivery`` recognises exactly this call of ``wait_first``."""
+    drain = inspect.getsource(faust_aiokafka.Consumer._drain_messages)
+    assert "self.wait_first(" in drain and "callback(message), self.suspend_flow.wait()" in drain
+    params = inspect.signature(faust_aiokafka.Consumer.wait_first).parameters
+    assert [p.kind for p in params.values()][1] is inspect.Parameter.VAR_POSITIONAL and "timeout" in params
+    from mode.services import WaitResults
+
+    assert WaitResults._fields == ("done", "results", "stopped")
+
+
+@in_loop
+async def test_an_event_wait_is_recognised_by_its_frame() -> None:
+    from stream.service.faust_patches import _waits_on
+
+    event, other = asyncio.Event(), asyncio.Event()
+    wait = event.wait()
+    try:
+        assert _waits_on(wait, event) and not _waits_on(wait, other)
+    finally:
+        wait.close()
+
+
+def test_fausts_producer_still_hands_out_its_aiokafka_producer() -> None:
+    """``Service._send_ratings`` ships pre-built record batches through the aiokafka producer
+    Faust wraps (Faust has no public batch send)."""
+    from aiokafka import AIOKafkaProducer
+
+    assert "return self._producer" in inspect.getsource(faust_aiokafka.Producer._ensure_producer)
+    for name, params in (("create_batch", []), ("send_batch", ["batch", "topic", "partition"]),
+                         ("partitions_for", ["topic"])):
+        assert list(inspect.signature(getattr(AIOKafkaProducer, name)).parameters)[1:] == params, name
