@@ -179,7 +179,11 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
         return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], "{1}.{0}", i)
                        for i, row in enumerate(rows)]
     eid = obj["event_id"]
-    exact = {k: exact_int(obj[k], k, eid) for k in ("time", "rank" if etype == "round_result" else "participants")}
+    exact: dict[str, Any] = {k: exact_int(obj[k], k, eid)
+                             for k in ("time", "rank" if etype == "round_result" else "participants")}
+    # the completion's real-valued fields as the round will use them (an integer literal
+    # such as 2**63 - 1 is not carried on as an int that no float equals)
+    exact.update((k, float(obj[k])) for k in ("weight", "perf_ceiling") if k in obj)
     return etype, {**obj, **exact}
 
 

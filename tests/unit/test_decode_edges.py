@@ -92,3 +92,12 @@ def test_a_player_playing_themself_is_named_with_the_match() -> None:
         _decode(columns)
     with pytest.raises(InvalidEvent, match=r"field b: player 'x'"):
         _decode(MATCH.replace(b'"y"', b'"x"') % b"1")
+
+
+def test_a_completions_real_valued_fields_are_floats_whatever_literal_carried_them() -> None:
+    raw = (b'{"type": "round_completed", "event_id": "c", "pool": "p", "round_id": "r", "time": 0, '
+           b'"participants": 2, "weight": 1, "perf_ceiling": 9223372036854775807}')
+    etype, value = decode_event(parse_json(raw))
+    assert etype == "round_completed"
+    assert type(value["weight"]) is float and value["weight"] == 1.0
+    assert type(value["perf_ceiling"]) is float and value["perf_ceiling"] == float(2**63 - 1)
