@@ -5,7 +5,9 @@ Why
 A fresh install, or a new version of the kernels' sources (``stream._numba_cache`` names
 the cache by them), compiles every kernel a command needs at its first use: tens of
 seconds during which a replay would otherwise print nothing. Later runs load the machine
-code from numba's cache in well under a second.
+code from numba's cache in well under a second. A run that takes a path the earlier ones
+did not (Cowan's parallel waves on a large batch, another system) compiles that path then:
+``mmr warm`` compiles every path of every system ahead.
 
 How it knows
 ------------
@@ -27,6 +29,7 @@ import numba
 from numba.core import event
 
 PREFIX = "mmr: "
+WARM_HINT = "; `mmr warm` compiles them all ahead"
 
 
 def cache_location() -> str:
@@ -40,8 +43,9 @@ class CompileTimer(event.Listener):  # type: ignore[misc]
     event); announces the first one on ``out``. numba holds its compiler lock around each
     event, so the calls never overlap."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, hint: str = "") -> None:
         self.out = out
+        self.hint = hint
         self.kernels = 0
         self.seconds = 0.0
         self._depth = 0
@@ -50,8 +54,8 @@ class CompileTimer(event.Listener):  # type: ignore[misc]
     def on_start(self, ev: Any) -> None:
         if self._depth == 0:
             if self.kernels == 0:
-                print(f"{PREFIX}compiling rating kernels for this machine (first run only, can take ~20-40 s; "
-                      f"cached in {cache_location()})", file=self.out, flush=True)
+                print(f"{PREFIX}compiling rating kernels for this machine (once, ~20-40 s; cached in "
+                      f"{cache_location()}{self.hint})", file=self.out, flush=True)
             self._started = time.perf_counter()
         self._depth += 1
 
@@ -66,10 +70,11 @@ class CompileTimer(event.Listener):  # type: ignore[misc]
 
 
 @contextmanager
-def compile_notice(out: TextIO | None = None) -> Iterator[CompileTimer]:
-    """While inside: the first compilation prints a notice on ``out`` (stderr), and leaving
-    prints how long all of them took (nothing at all when every kernel came from the cache)."""
-    timer = CompileTimer(sys.stderr if out is None else out)
+def compile_notice(out: TextIO | None = None, hint: str = WARM_HINT) -> Iterator[CompileTimer]:
+    """While inside: the first compilation prints a notice on ``out`` (stderr), ending with
+    ``hint``, and leaving prints how long all of them took (nothing at all when every kernel
+    came from the cache)."""
+    timer = CompileTimer(sys.stderr if out is None else out, hint)
     event.register("numba:compile", timer)
     try:
         yield timer

@@ -50,7 +50,7 @@ def warm(systems: tuple[str, ...]) -> None:
 
     names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)
     t0 = time.perf_counter()
-    with compile_notice():
+    with compile_notice(hint=""):
         id_index.warmup()
         modules: set[str] = set()
         for i, name in enumerate(names, 1):

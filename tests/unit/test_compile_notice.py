@@ -64,6 +64,7 @@ def test_first_replay_announces_compilation_on_stderr_only_and_the_second_is_qui
     first = _mmr(replay, tmp_path / "cache")
     assert NOTICE in first.stderr and DONE in first.stderr
     assert str(tmp_path / "cache") in first.stderr  # where the kernels are kept
+    assert "`mmr warm` compiles them all ahead" in first.stderr
     assert "mmr:" not in first.stdout  # stdout carries the leaderboard only
     second = _mmr(replay, tmp_path / "cache")
     assert "mmr:" not in second.stderr
@@ -73,7 +74,7 @@ def test_first_replay_announces_compilation_on_stderr_only_and_the_second_is_qui
 def test_mmr_warm_leaves_nothing_to_compile(tmp_path: Path) -> None:
     warmed = _mmr(["warm", "--system", "elo"], tmp_path / "cache")
     assert NOTICE in warmed.stderr and "mmr warm: [1/1] elo:" in warmed.stderr
-    assert warmed.stdout == ""
+    assert warmed.stdout == "" and "`mmr warm`" not in warmed.stderr
     src = _rounds(tmp_path)
     replay = _mmr(["replay", str(src), "--system", "elo", "--embedded", "--out", str(tmp_path / "o.jsonl"),
                    "--no-progress"], tmp_path / "cache")
