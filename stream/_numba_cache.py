@@ -32,15 +32,23 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 _IMPORTS_NUMBA = re.compile(rb"^\s*(?:from numba[ .]|import numba\b)", re.MULTILINE)
+#: what a module that defines or calls compiled code names: numba's compiling decorators
+_COMPILES = re.compile(rb"\b(?:n?jit|vectorize|guvectorize|cfunc|stencil|jitclass|overload\w*)\b")
+
+
+def compiles_with_numba(source: bytes) -> bool:
+    """Imports numba *and* names one of its compilers: a module that only asks numba for its
+    threads or listens to its events holds no machine code, and editing it keeps the cache."""
+    return bool(_IMPORTS_NUMBA.search(source) and _COMPILES.search(source))
 
 
 def sources_digest(root: Path = _PACKAGE) -> str:
-    """A digest of the modules under ``root`` that import numba (path and content): only
-    they can hold or call compiled code, and an edit elsewhere keeps the cache."""
+    """A digest of the modules under ``root`` that compile with numba (path and content):
+    only they can hold or call compiled code, and an edit elsewhere keeps the cache."""
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         text = path.read_bytes()
-        if _IMPORTS_NUMBA.search(text):
+        if compiles_with_numba(text):
             h.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return h.hexdigest()[:16]
 

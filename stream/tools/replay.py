@@ -139,9 +139,11 @@ def replay(
             )
             return
         from stream.engine.embedded import EmbeddedPipeline
+        from stream.tools.compile_notice import compile_notice
 
         pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
-        pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+        with compile_notice():
+            pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
         # after the last record of all inputs: a round may span files of one replay
         for open_round in pipeline.incomplete_rounds():
             click.echo(f"warning: {open_round.describe()}", err=True)

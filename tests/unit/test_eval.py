@@ -32,7 +32,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _eval(path: Path, system: str, *extra: str) -> dict[str, object]:
     res = CliRunner().invoke(evaluate, [str(path), "--system", system, "--json", *extra])
     assert res.exit_code == 0, res.output
-    out: dict[str, object] = json.loads(res.output)
+    out: dict[str, object] = json.loads(res.stdout)
     return out
 
 
@@ -90,7 +90,7 @@ def test_tune_picks_best_on_prefix_and_scores_the_rest(data: dict[str, Path]) ->
     res = CliRunner().invoke(tune, [str(data["matches"]), "--system", "elo", "--grid", "k=1,32", "--json",
                                     "--min-history", "2"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["objective"] == "log_loss" and out["n_train"] == 80
     assert [r["params"] for r in out["grid"]] == [{"k": "1"}, {"k": "32"}]
     assert out["best_params"] == {"k": "32"}  # k=1 barely moves from 1500: near-coin predictions
@@ -151,7 +151,7 @@ def test_eval_ignores_duplicate_events_like_the_pipeline(data: dict[str, Path], 
     while replay and the service ignore them."""
     res = CliRunner().invoke(evaluate, [str(data[kind]), str(data[kind]), "--system", system, "--json"])
     assert res.exit_code == 0, res.output
-    twice = json.loads(res.output)
+    twice = json.loads(res.stdout)
     once = _eval(data[kind], system)
     assert {k: v for k, v in twice.items() if k not in (*TIMING, "inputs")} == \
         {k: v for k, v in once.items() if k not in (*TIMING, "inputs")}

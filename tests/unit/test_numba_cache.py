@@ -54,3 +54,13 @@ def test_a_child_process_keeps_the_directory_it_inherits(tmp_path: Path) -> None
     env = {"NUMBA_CACHE_DIR": str(inherited), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(inherited)
+
+
+def test_a_module_that_only_talks_to_numba_keeps_the_cache(tmp_path: Path) -> None:
+    """Listening to numba's events or setting its threads holds no machine code."""
+    tree = _tree(tmp_path / "a", "x + 1")
+    base = _numba_cache.sources_digest(tree)
+    (tree / "notice.py").write_text("import numba\nfrom numba.core import event\nevent.register\n")
+    assert _numba_cache.sources_digest(tree) == base
+    (tree / "kernels.py").write_text("import numba\n@numba.njit(cache=True)\ndef g(x):\n    return x\n")
+    assert _numba_cache.sources_digest(tree) != base

@@ -1,0 +1,61 @@
+"""``mmr warm``: compile the rating kernels into numba's cache before they are needed.
+
+Why
+---
+numba compiles a kernel at its first call and keeps the machine code in its cache
+(``stream._numba_cache``): the first run of a fresh install or of new kernel sources spends
+tens of seconds compiling, later runs load the cache in well under a second. Running this
+once, right after installing or while building an image, moves that wait out of the first
+replay and out of a worker's first events.
+
+It compiles what the service and the embedded replay use: each system's own warm-up
+(``warmup()`` of its module: every variant and code path of its kernels), its rating of
+stored bytes through the pool engine (the codecs, ``stream.service.worker.warm_encoded_path``),
+and the index of applied event ids.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+import click
+
+from stream.ratings import SYSTEMS
+
+
+def warm_system(name: str, warmed_modules: set[str]) -> None:
+    """Compile (or load) the kernels of system ``name``; its module's ``warmup()`` only once
+    per module (``elo-mmr`` and ``elo-mmx`` share theirs)."""
+    from stream.service.worker import warm_encoded_path
+
+    module = SYSTEMS[name].split(":")[0]
+    if module not in warmed_modules:
+        warmed_modules.add(module)
+        fn = getattr(importlib.import_module(module), "warmup", None)
+        if callable(fn):
+            fn()
+    warm_encoded_path(name, {})
+
+
+@click.command()
+@click.option("--system", "systems", multiple=True, type=click.Choice(sorted(SYSTEMS)),
+              help="A system to compile (repeatable; default: all).")
+def warm(systems: tuple[str, ...]) -> None:
+    """Compile the rating kernels into numba's cache (once per install and machine).
+
+    Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
+    from stream.state import id_index
+    from stream.tools.compile_notice import cache_location, compile_notice
+
+    names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)
+    t0 = time.perf_counter()
+    with compile_notice(hint=""):
+        id_index.warmup()
+        modules: set[str] = set()
+        for i, name in enumerate(names, 1):
+            t = time.perf_counter()
+            warm_system(name, modules)
+            click.echo(f"mmr warm: [{i}/{len(names)}] {name}: {time.perf_counter() - t:.1f} s", err=True)
+    click.echo(f"mmr warm: {len(names)} systems ready in {time.perf_counter() - t0:.1f} s; "
+               f"kernels cached in {cache_location()}", err=True)
