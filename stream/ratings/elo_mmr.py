@@ -72,7 +72,7 @@ import numpy as np
 
 from stream.config import engine_settings
 from stream.ratings import _elo_mmr_kernels as K
-from stream.ratings import _elo_mmx_teams as KT
+from stream.ratings import _elo_mmr_teams as KT
 from stream.ratings.base import (
     Belief,
     FloatArray,
@@ -325,8 +325,10 @@ class EloMMR(RatingSystem):
         perf_ceiling: float = math.inf,
         player_weights: FloatArray | None = None,
     ) -> list[Belief]:
-        """Elo-MMχ rates team rounds (docs/teams.md); the logistic Elo-MMR has no team model
-        yet (a sum of logistic performances is not logistic: the extension is open)."""
+        """A round ranked by teams (docs/teams.md): a team performs the sum of its members'
+        performances; the teams' performances are solved like players', and each member's
+        is their conditional expectation given their team's, then added as usual. Exact for
+        Elo-MMχ; for the logistic Elo-MMR the proposal of docs/teams.md (moment-matched)."""
         return self.rate_team_round_detailed(beliefs, team_of, team_ranks, time_ms, weight, perf_ceiling,
                                              player_weights).beliefs
 
@@ -342,8 +344,6 @@ class EloMMR(RatingSystem):
     ) -> TeamRoundResult:
         """Like ``rate_team_round`` but also returns the members' and teams' performances
         (NaN when the round changes nothing: fewer than two teams, or all teams tied)."""
-        if not self.gaussian:
-            raise RatingError(f"{self.name} does not rate team rounds (only elo-mmx has a team model)")
         n = len(beliefs)
         nteams = len(team_ranks)
         team_index = _check_teams(n, team_of, nteams)
@@ -360,7 +360,8 @@ class EloMMR(RatingSystem):
         out, out_offsets, perfs, team_perfs, bad = _call_kernel(
             n, KT.rate_team_round_flat,
             flat, offsets, team_index, rk.astype(np.float64), pw, float(time_ms), float(weight),
-            float(perf_ceiling), p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.split_ties,
+            float(perf_ceiling), p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
+            self.gaussian, int(p.history_limit),
         )
         _check_output(out, bad, weight)
         return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)

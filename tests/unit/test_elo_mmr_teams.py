@@ -1,4 +1,4 @@
-"""Elo-MMχ team rounds: the kernel against the dense-Gaussian oracle, and what is refused."""
+"""Team rounds of Elo-MMχ and Elo-MMR: the kernel against the dense-Gaussian oracle, and what is refused."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from stream.ratings import make_system
-from stream.ratings._elo_mmx_teams_naive import rate_team_round_naive
+from stream.ratings._elo_mmr_teams_naive import rate_team_round_naive
 from stream.ratings.base import RatingError
 from stream.ratings.elo_mmr import EloMMR, EloMMX
 
 DAY = 86_400_000
 
 
-def _beliefs(system: EloMMX, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """n beliefs with varied means, σ, round counts and last times (a Gaussian term only)."""
+def _beliefs(system: EloMMR, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """n beliefs with varied means, σ, round counts and last times (and logistic terms for Elo-MMR)."""
     out = []
     for _ in range(n):
         b = system.new_belief()
@@ -25,6 +25,9 @@ def _beliefs(system: EloMMX, n: int, rng: np.random.Generator) -> list[np.ndarra
         b[3] = b[1] ** -2
         b[4] = float(rng.integers(0, 6))
         b[5] = float(rng.integers(0, 5)) * DAY if b[4] else 0.0
+        if not system.gaussian:
+            terms = [(b[0] + 200.0 * rng.normal(), 0.004 * rng.random(), 0.01 * rng.random()) for _ in range(int(b[4]))]
+            b = np.concatenate([b, np.array(terms).reshape(-1)])
         out.append(b)
     return out
 
@@ -52,27 +55,31 @@ CASES = [
 
 @pytest.mark.parametrize(("params", "nteams", "size", "partial", "ceiling"), CASES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("cls", [EloMMX, EloMMR])
 def test_kernel_matches_dense_gaussian_oracle(params: dict, nteams: int, size: int, partial: bool,
-                                              ceiling: float, seed: int) -> None:
+                                              ceiling: float, seed: int, cls: type[EloMMR]) -> None:
     rng = np.random.default_rng(seed)
-    system = EloMMX(params)
+    system = cls({**params, "history_limit": 4} if cls is EloMMR and seed == 1 else params)
     team_of, ranks = _round(rng, nteams, size)
     beliefs = _beliefs(system, len(team_of), rng)
     weights = np.where(rng.random(len(team_of)) < 0.4, rng.uniform(0.2, 1.0, len(team_of)), 1.0) if partial else None
     got = system.rate_team_round_detailed(beliefs, team_of, ranks, 9 * DAY, 1.3, ceiling, weights)
-    want, perfs, team_perfs = rate_team_round_naive(beliefs, team_of, ranks, 9 * DAY, system.params, 1.3, ceiling,
-                                                    weights)
+    want, perfs, team_perfs = rate_team_round_naive(beliefs, team_of, ranks, 9 * DAY, system.params, system.gaussian,
+                                                    1.3, ceiling, weights)
     # both solvers stop at ~1e-12 relative (team performances are sums: thousands of points)
     np.testing.assert_allclose(got.team_performances, team_perfs, rtol=1e-12, atol=1e-9)
     # a member's performance carries the team's error times their share (≤ 1/ω)
     spread = 1e-12 * float(np.abs(team_perfs).max()) / (1.0 if weights is None else float(weights.min()))
     np.testing.assert_allclose(got.performances, perfs, rtol=1e-12, atol=1e-9 + spread)
-    np.testing.assert_allclose(np.array(got.beliefs), np.array(want), rtol=1e-12, atol=1e-9)
+    for a, b in zip(got.beliefs, want, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
-def test_teams_of_one_are_the_individual_round_bit_for_bit() -> None:
+@pytest.mark.parametrize("cls", [EloMMX, EloMMR])
+def test_teams_of_one_are_the_individual_round_bit_for_bit(cls: type[EloMMR]) -> None:
     rng = np.random.default_rng(5)
-    system = EloMMX({"drift_per_day": 10.0})
+    system = cls({"drift_per_day": 10.0})
     beliefs = _beliefs(system, 12, rng)
     ranks = rng.integers(1, 5, size=12)
     single = system.rate_round_detailed(beliefs, ranks, 9 * DAY, 0.7)
@@ -90,7 +97,7 @@ def test_a_round_of_one_team_or_all_tied_changes_nothing() -> None:
         assert np.isnan(out.performances).all()
 
 
-@pytest.mark.parametrize("name", ["elo-mmr", "glicko", "elo", "trueskill", "cowan"])
+@pytest.mark.parametrize("name", ["glicko", "elo", "trueskill", "cowan", "codeforces", "topcoder"])
 def test_systems_without_a_team_model_refuse_team_rounds(name: str) -> None:
     system = make_system(name, {})
     beliefs = [system.new_belief() for _ in range(4)]
@@ -112,9 +119,3 @@ def test_malformed_team_rounds_are_refused(team_of: list[int], ranks: list[int],
     beliefs = [system.new_belief() for _ in range(3)]
     with pytest.raises(RatingError, match=reason):
         system.rate_team_round(beliefs, np.array(team_of), np.array(ranks), 0, player_weights=weights)
-
-
-def test_logistic_elo_mmr_names_the_system_that_rates_teams() -> None:
-    system = EloMMR()
-    with pytest.raises(RatingError, match="only elo-mmx"):
-        system.rate_team_round([system.new_belief()] * 2, np.array([0, 1]), np.array([1, 2]), 0)

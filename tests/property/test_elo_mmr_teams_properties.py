@@ -1,4 +1,4 @@
-"""Properties of Elo-MMχ team rounds (docs/teams.md), checked with hypothesis.
+"""Properties of team rounds of Elo-MMχ and Elo-MMR (docs/teams.md), checked with hypothesis.
 
 Example counts are kept small: every example runs real rounds through the numba kernels.
 """
@@ -10,14 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.ratings.elo_mmr import EloMMX, warmup
+from stream.ratings.elo_mmr import EloMMR, EloMMX, warmup
 
 DAY = 86_400_000
 SETTINGS = settings(max_examples=25, deadline=None)
 warmup()
 
 
-def _beliefs(system: EloMMX, n: int, seed: int) -> list[np.ndarray]:
+def _system(gaussian: bool, split: bool, drift: bool) -> EloMMR:
+    return (EloMMX if gaussian else EloMMR)({"split_ties": split, "drift_per_day": 30.0 if drift else 0.0})
+
+
+def _beliefs(system: EloMMR, n: int, seed: int) -> list[np.ndarray]:
     """n beliefs with varied means, σ and round counts (all last rated on day 0)."""
     rng = np.random.default_rng(seed)
     out = []
@@ -28,6 +32,10 @@ def _beliefs(system: EloMMX, n: int, seed: int) -> list[np.ndarray]:
         b[3] = b[1] ** -2
         b[4] = float(rng.integers(0, 4))
         out.append(b)
+    if not system.gaussian:  # logistic histories of past performances, from real rounds (μ their robust average)
+        for r in range(3):
+            ranks = rng.permutation(n) + 1
+            out = system.rate_round(out, ranks, -DAY * (3 - r))
     return out
 
 
@@ -42,16 +50,12 @@ def team_rounds(draw: st.DrawFn, max_teams: int = 6, max_size: int = 4) -> tuple
     return team_of, ranks, draw(st.integers(0, 10_000))
 
 
-def _params(split: bool, drift: bool) -> dict[str, object]:
-    return {"split_ties": split, "drift_per_day": 30.0 if drift else 0.0}
-
-
 @SETTINGS
 @given(n=st.integers(2, 30), seed=st.integers(0, 10_000), split=st.booleans(), drift=st.booleans(),
-       weight=st.sampled_from([1.0, 0.4, 2.5]))
+       weight=st.sampled_from([1.0, 0.4, 2.5]), gaussian=st.booleans())
 def test_teams_of_one_are_the_individual_system_bit_for_bit(n: int, seed: int, split: bool, drift: bool,
-                                                            weight: float) -> None:
-    system = EloMMX(_params(split, drift))
+                                                            weight: float, gaussian: bool) -> None:
+    system = _system(gaussian, split, drift)
     beliefs = _beliefs(system, n, seed)
     ranks = np.random.default_rng(seed).integers(1, n + 1, size=n)
     single = system.rate_round_detailed(beliefs, ranks, 3 * DAY, weight)
@@ -61,13 +65,15 @@ def test_teams_of_one_are_the_individual_system_bit_for_bit(n: int, seed: int, s
 
 
 @SETTINGS
-@given(case=team_rounds(), order_seed=st.integers(0, 10_000), split=st.booleans(), partial=st.booleans())
+@given(case=team_rounds(), order_seed=st.integers(0, 10_000), split=st.booleans(), partial=st.booleans(),
+       gaussian=st.booleans())
 def test_the_order_of_teams_and_of_members_does_not_matter(case: tuple[list[int], list[int], int],
-                                                           order_seed: int, split: bool, partial: bool) -> None:
+                                                           order_seed: int, split: bool, partial: bool,
+                                                           gaussian: bool) -> None:
     """Listing the players (so the members of a team) and the teams in another order changes
     only the order of the sums: the same results to rounding."""
     team_of, ranks, seed = case
-    system = EloMMX(_params(split, False))
+    system = _system(gaussian, split, False)
     n = len(team_of)
     beliefs = _beliefs(system, n, seed)
     rng = np.random.default_rng(order_seed)
@@ -80,18 +86,19 @@ def test_the_order_of_teams_and_of_members_does_not_matter(case: tuple[list[int]
     new_ranks[teams] = ranks
     moved = system.rate_team_round_detailed([beliefs[i] for i in players], new_team_of, new_ranks, 2 * DAY,
                                             player_weights=weights[players])
-    np.testing.assert_allclose(np.array(moved.beliefs), np.array(base.beliefs)[players], rtol=1e-12, atol=1e-9)
+    for i, b in zip(players, moved.beliefs, strict=True):
+        np.testing.assert_allclose(b, base.beliefs[i], rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(moved.team_performances[teams], base.team_performances, rtol=1e-12, atol=1e-9)
 
 
 @SETTINGS
-@given(case=team_rounds(), split=st.booleans(), drift=st.booleans())
+@given(case=team_rounds(), split=st.booleans(), drift=st.booleans(), gaussian=st.booleans())
 def test_winning_never_lowers_a_member_and_losing_never_raises_one(case: tuple[list[int], list[int], int],
-                                                                   split: bool, drift: bool) -> None:
+                                                                   split: bool, drift: bool, gaussian: bool) -> None:
     """A team ranked alone at the top performs above its mean, so each member's performance
     is above theirs and every member's μ rises; alone at the bottom, symmetrically."""
     team_of, ranks, seed = case
-    system = EloMMX(_params(split, drift))
+    system = _system(gaussian, split, drift)
     beliefs = _beliefs(system, len(team_of), seed)
     ranks = list(ranks)
     ranks[0], ranks[-1] = 0, len(ranks) + 5  # team 0 wins alone, the last team loses alone
@@ -114,7 +121,7 @@ def test_shifts_follow_variance_shares_and_sum_to_the_team_shift(case: tuple[lis
     shifts ω_i·(p_i − μ_i) sum to the team's shift P_t − M_t; each member's μ moves by
     ω_i·σ_i'²/V_t · (P_t − M_t), so the member with the larger σ (and the same ω) moves more."""
     team_of, ranks, seed = case
-    system = EloMMX(_params(split, False))
+    system = _system(True, split, False)
     n = len(team_of)
     beliefs = _beliefs(system, n, seed)
     weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
@@ -142,14 +149,15 @@ def test_shifts_follow_variance_shares_and_sum_to_the_team_shift(case: tuple[lis
 
 
 @SETTINGS
-@given(case=team_rounds(max_teams=4, max_size=3), split=st.booleans())
-def test_a_member_who_barely_played_barely_moves(case: tuple[list[int], list[int], int], split: bool) -> None:
+@given(case=team_rounds(max_teams=4, max_size=3), split=st.booleans(), gaussian=st.booleans())
+def test_a_member_who_barely_played_barely_moves(case: tuple[list[int], list[int], int], split: bool,
+                                                 gaussian: bool) -> None:
     """Partial play: a member with ω → 0 contributes nothing to the team's sum and their round
     weight (ω times the round's) vanishes, so their belief stays where it was (but for the
     round count), while their teammates are rated as usual."""
     team_of, ranks, seed = case
     team_of = [0, *team_of]  # member 0 has at least one teammate
-    system = EloMMX(_params(split, False))
+    system = _system(gaussian, split, False)
     n = len(team_of)
     beliefs = _beliefs(system, n, seed)
     weights = np.ones(n)
@@ -159,4 +167,5 @@ def test_a_member_who_barely_played_barely_moves(case: tuple[list[int], list[int
     assert part.beliefs[0][0] == pytest.approx(beliefs[0][0], abs=1e-3)
     assert part.beliefs[0][1] == pytest.approx(beliefs[0][1], abs=1e-3)
     assert part.beliefs[0][4] == beliefs[0][4] + 1
-    np.testing.assert_allclose(np.array(part.beliefs[1:]), np.array(without.beliefs), rtol=1e-6, atol=1e-3)
+    for a, b in zip(part.beliefs[1:], without.beliefs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-3)
