@@ -18,7 +18,7 @@ Why this shape
   engine uses for speed are not part of it: they live in ``stream.ratings.fastpath``,
   per system, and give exactly what these six give.
 * Team rounds (players ranked as teams) are optional: ``rate_team_round`` refuses them
-  unless a system models teams (Elo-MMχ, docs/teams.md).
+  unless a system models teams (Elo-MMR and Elo-MMχ: docs/teams.md).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ Public API
 kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
 ``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
 (the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
-by σ² + σ_perf²), ``ranking_score`` (μ). ``EloMMRParams`` holds the parameters and
+by σ² + σ_perf²), ``ranking_score`` (μ), ``rate_team_round`` / ``rate_team_round_detailed``
+(rounds ranked by teams, ``_elo_mmr_teams``; docs/teams.md). ``EloMMRParams`` holds the parameters and
 ``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
 Kernels release the GIL; call them from one thread at a time (numba's workqueue pool is
 not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players (default 20,000) run
@@ -427,6 +428,8 @@ def warmup() -> None:
         system_split = cls({"split_ties": True})
         system_split.rate_round(beliefs, np.array([1, 1, 2, 3]), 86_400_000)
         system.diffuse(beliefs[0], 100.0)
+        system.rate_team_round(beliefs, np.array([0, 0, 1, 1]), np.array([1, 2]), 0,
+                               player_weights=np.array([1.0, 0.5, 1.0, 1.0]))
 
 
 __all__ = ["EloMMR", "EloMMRParams", "EloMMX", "RoundResult", "TeamRoundResult", "warmup"]
