@@ -25,7 +25,9 @@ player, instead of stopping on the same event after every restart.
 
 The engine reaches a system through its six-method interface and, for speed, through the
 system's fast path (``stream.ratings.fastpath``): batched summaries, rounds on packed bytes
-(Elo-MMR), matches on one matrix (Elo), the codes Cowan's codec writes from.
+(Elo-MMR), matches on one matrix (Elo), the codes Cowan's codec writes from. A team round
+(``RoundEvent.teams``) goes to the system's ``rate_team_round`` on decoded beliefs (there is
+no packed form of it); a system without a team model refuses it with a ``RatingError``.
 """
 
 from __future__ import annotations
@@ -174,7 +176,12 @@ class PoolEngine:
         """New beliefs of the players the round changed (duplicates were rejected upstream)."""
         new = self.system.new_belief
         before = [b if (b := beliefs.get(p)) is not None else new() for p in event.players]
-        after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        teams = event.teams
+        if teams is None:
+            after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        else:
+            after = self.system.rate_team_round(before, teams.team_of, teams.ranks, event.time, event.weight,
+                                                event.perf_ceiling, teams.weights)
         return self._changed(event.players, before, after, beliefs)
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
@@ -211,6 +218,10 @@ class PoolEngine:
         fast = self.fast
         if not (self.packed and isinstance(fast, PackedRounds)):
             return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
+        if event.teams is not None:  # team rounds have no packed kernel: through arrays, like matches
+            arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
+            changed = self.rate_round(event, arrays)
+            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
         new = fast.new_packed_belief
         before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
         after = fast.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
@@ -318,7 +329,8 @@ class PoolEngine:
         decide, including every error it would report (a stored value that is not a belief,
         a round it refuses): it then names the cause as it always did."""
         codec, fast = self.codec, self.fast
-        if not (self.packed and isinstance(fast, PackedRounds) and isinstance(codec, Float64Codec)):
+        if event.teams is not None or not (self.packed and isinstance(fast, PackedRounds)
+                                           and isinstance(codec, Float64Codec)):
             return None
         players = event.players
         raws = list(map(stored.get, players))

@@ -22,9 +22,25 @@ MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
 
 
+@dataclass(frozen=True, slots=True)
+class Teams:
+    """The teams of a team round, parallel to its ``players`` (listed team by team).
+
+    ``team_of[i]`` is the team (0-based, in the event's order) of ``players[i]``, ``ranks[t]``
+    the rank of team t (1 = best, equal = tie), ``weights[i]`` the part of the round
+    ``players[i]`` played, in (0, 1] (1.0 unless the event says otherwise)."""
+
+    team_of: IntArray
+    ranks: IntArray
+    weights: FloatArray
+
+
 @dataclass(slots=True)
 class RoundEvent:
-    """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie)."""
+    """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie).
+
+    A team round also carries ``teams``; ``ranks[i]`` is then the rank of ``players[i]``'s
+    team, and a rating system rates it with ``rate_team_round`` (never ``rate_round``)."""
 
     event_id: str
     pool: str
@@ -34,6 +50,7 @@ class RoundEvent:
     ranks: IntArray
     weight: float = 1.0
     perf_ceiling: float = math.inf
+    teams: Teams | None = None
 
 
 @dataclass(slots=True)

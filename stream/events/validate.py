@@ -21,7 +21,7 @@ import fastjsonschema
 import numpy as np
 import orjson
 
-from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent
+from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent, Teams
 
 INPUT_TYPES = ("match", "match_batch", "match_columns", "round", "round_result", "round_completed")
 #: event types that carry many matches (decoded to a list of MatchEvent)
@@ -89,6 +89,8 @@ def check_schema(obj: dict[str, Any]) -> str:
     event_id = _valid_event_id(obj)
     if etype not in INPUT_TYPES:
         raise InvalidEvent(f"field type: unknown event type {_quote(etype)}", event_id)
+    if etype == "round" and ("standings" in obj) == ("teams" in obj):
+        raise InvalidEvent("field standings: a round carries exactly one of standings or teams", event_id)
     try:
         validator(etype)(obj)
     except fastjsonschema.JsonSchemaValueException as exc:
@@ -113,15 +115,20 @@ def _finite(value: float, what: str, event_id: str) -> float:
     return float(value)
 
 
+def _first_repeat(players: list[str]) -> str:
+    seen: set[str] = set()
+    return next(p for p in players if p in seen or seen.add(p))  # type: ignore[func-returns-value]
+
+
 def to_round(obj: dict[str, Any]) -> RoundEvent:
     """A validated ``round`` dict → RoundEvent (rejects a player listed twice)."""
+    if "teams" in obj:
+        return to_team_round(obj)
     eid = obj["event_id"]
     standings = obj["standings"]
     players = [s["player"] for s in standings]
     if len(set(players)) != len(players):
-        seen: set[str] = set()
-        dup = next(p for p in players if p in seen or seen.add(p))  # type: ignore[func-returns-value]
-        raise InvalidEvent(f"field standings: player {dup!r} appears twice in the round", eid)
+        raise InvalidEvent(f"field standings: player {_first_repeat(players)!r} appears twice in the round", eid)
     ranks_in = [s["rank"] for s in standings]
     if set(map(type, ranks_in)) != _INT:
         ranks_in = [exact_int(r, f"standings.{i}.rank", eid) for i, r in enumerate(ranks_in)]
@@ -135,6 +142,48 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
         ranks=ranks,
         weight=_finite(obj.get("weight", 1.0), "weight", eid),
         perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
+    )
+
+
+def to_team_round(obj: dict[str, Any]) -> RoundEvent:
+    """A validated team ``round`` dict → RoundEvent with ``teams``: every member in ``players``
+    (team by team, members in the event's order), each with their team's rank.
+
+    Rejects a player in two teams (or twice in one) and ``weights`` not parallel to ``players``;
+    an empty team is refused by the schema (``minItems``)."""
+    eid = obj["event_id"]
+    teams = obj["teams"]
+    players: list[str] = []
+    team_of: list[int] = []
+    weights: list[float] = []
+    team_ranks: list[int] = []
+    for t, team in enumerate(teams):
+        members = team["players"]
+        players += members
+        team_of += [t] * len(members)
+        w = team.get("weights")
+        if w is None:
+            weights += [1.0] * len(members)
+        elif len(w) != len(members):
+            raise InvalidEvent(f"field teams.{t}.weights: {len(w)} weights for {len(members)} players", eid)
+        else:
+            weights += map(float, w)
+        team_ranks.append(exact_int(team["rank"], f"teams.{t}.rank", eid))
+    if len(set(players)) != len(players):
+        dup = _first_repeat(players)
+        raise InvalidEvent(f"field teams: player {dup!r} appears twice in the round", eid)
+    ranks = np.array(team_ranks, dtype=np.int64)
+    team_index = np.array(team_of, dtype=np.int64)
+    return RoundEvent(
+        event_id=eid,
+        pool=obj["pool"],
+        round_id=obj["round_id"],
+        time=exact_int(obj["time"], "time", eid),
+        players=players,
+        ranks=ranks[team_index],
+        weight=_finite(obj.get("weight", 1.0), "weight", eid),
+        perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
+        teams=Teams(team_index, ranks, np.array(weights, dtype=np.float64)),
     )
 
 

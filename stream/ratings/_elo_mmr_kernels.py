@@ -561,6 +561,30 @@ def diffuse_belief(belief, var: float, rho: float, collapse: bool):
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def _prepare_player(pre, i: int, flat, o: int, stop: int, time_ms: float, w: float, noob_delay, lim2: float,
+                    drift_per_day: float, rho: float, collapse: bool) -> None:
+    """``pre[i]`` of the belief ``flat[o:stop]`` in a round of weight ``w`` (before the noob delay)."""
+    rounds = flat[o + 4]
+    r = int(rounds)
+    if 0 <= r < noob_delay.shape[0]:  # 0 <=: a corrupt negative count must not index out of bounds
+        w *= noob_delay[r]
+    days = 0.0
+    if rounds > 0:
+        days = max(0.0, (time_ms - flat[o + 5]) / MS_PER_DAY)
+    sig_perf = math.sqrt((1.0 + 1.0 / w) * lim2 + drift_per_day / w)
+    tw = 0.0 if collapse else _terms_weight(flat, o + HEADER, stop)
+    new_sig, nmu, nw, factor = _diffusion(flat[o], flat[o + 1], flat[o + 2], flat[o + 3], tw,
+                                          w * lim2 + drift_per_day * days, rho, collapse)
+    pre[i, 0] = new_sig
+    pre[i, 1] = nmu
+    pre[i, 2] = nw
+    pre[i, 3] = sig_perf
+    pre[i, 4] = flat[o]
+    pre[i, 5] = math.sqrt(new_sig * new_sig + sig_perf * sig_perf)
+    pre[i, 6] = factor
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
              sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
@@ -569,26 +593,21 @@ def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, 
     pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
     lim2 = sig_limit * sig_limit
     for i in nb.prange(n):
-        o = offsets[i]
-        rounds = flat[o + 4]
-        w = weight_limit * weight
-        r = int(rounds)
-        if 0 <= r < noob_delay.shape[0]:  # 0 <=: a corrupt negative count must not index out of bounds
-            w *= noob_delay[r]
-        days = 0.0
-        if rounds > 0:
-            days = max(0.0, (time_ms - flat[o + 5]) / MS_PER_DAY)
-        sig_perf = math.sqrt((1.0 + 1.0 / w) * lim2 + drift_per_day / w)
-        tw = 0.0 if collapse else _terms_weight(flat, o + HEADER, offsets[i + 1])
-        new_sig, nmu, nw, factor = _diffusion(flat[o], flat[o + 1], flat[o + 2], flat[o + 3], tw,
-                                              w * lim2 + drift_per_day * days, rho, collapse)
-        pre[i, 0] = new_sig
-        pre[i, 1] = nmu
-        pre[i, 2] = nw
-        pre[i, 3] = sig_perf
-        pre[i, 4] = flat[o]
-        pre[i, 5] = math.sqrt(new_sig * new_sig + sig_perf * sig_perf)
-        pre[i, 6] = factor
+        _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms, weight_limit * weight, noob_delay,
+                        lim2, drift_per_day, rho, collapse)
+    return pre
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def prepare_weighted(flat, offsets, time_ms: float, weight: float, player_weights, weight_limit: float,
+                     noob_delay, sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
+    """``_prepare`` with each player's own round weight ``weight × player_weights[i]`` (partial play)."""
+    n = offsets.shape[0] - 1
+    pre = np.empty((n, 7))
+    lim2 = sig_limit * sig_limit
+    for i in nb.prange(n):
+        _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms,
+                        weight_limit * (weight * player_weights[i]), noob_delay, lim2, drift_per_day, rho, collapse)
     return pre
 
 

@@ -113,6 +113,75 @@ def robust_average(offset: float, slope: float, terms: FloatArray) -> float:
     return illinois(f, min(centres) - 1.0, max(centres) + 1.0)
 
 
+Diffused = tuple[float, float, float, float, FloatArray, float]
+"""A belief after the diffusion of a round: (σ, Gaussian centre, Gaussian weight, σ_perf, logistic terms, rounds)."""
+
+
+def diffuse_naive(b: FloatArray, time_ms: int, params: Any, gaussian: bool, weight: float) -> Diffused:
+    """One belief diffused for a round of weight ``weight`` (Alg. 2 / §4 of the paper)."""
+    lim2 = params.sig_limit**2
+    mu, sig, nmu, nw, rounds, last = (float(v) for v in b[:HEADER])
+    terms = np.array(b[HEADER:], dtype=np.float64).reshape(-1, 3)
+    w = _weight(params, weight, int(rounds))
+    days = max(0.0, (time_ms - last) / MS_PER_DAY) if rounds > 0 else 0.0
+    sig_perf = math.sqrt((1 + 1 / w) * lim2 + params.drift_per_day / w)
+    new_sig = math.sqrt(sig * sig + w * lim2 + params.drift_per_day * days)
+    if gaussian or math.isinf(params.rho):
+        nmu, nw, terms = mu, new_sig**-2, terms[:0]
+    else:
+        decay = (sig / new_sig) ** 2
+        transfer = decay**params.rho
+        tw = float(np.sum(terms[:, 1] * terms[:, 2])) * 2 / TANH_MULTIPLIER**2
+        from_old = transfer * nw
+        from_transfers = (1 - transfer) * (nw + tw)
+        total = from_old + from_transfers
+        nmu = (from_old * nmu + from_transfers * mu) / total
+        nw = decay * total
+        terms = terms.copy()
+        terms[:, 2] *= transfer * decay
+    return new_sig, nmu, nw, sig_perf, terms, rounds
+
+
+def update_naive(b: FloatArray, pre: Diffused, p: float, time_ms: int, params: Any, gaussian: bool) -> FloatArray:
+    """The belief ``b`` after a round where it performed ``p`` (``pre``: its diffusion; Alg. 3)."""
+    new_sig, nmu, nw, sig_perf, terms, rounds = pre
+    last = float(b[5])
+    wp = sig_perf**-2
+    if gaussian:
+        nmu = (nw * nmu + wp * p) / (nw + wp)
+        nw = nw + wp
+        mu = nmu
+    else:
+        limit = params.history_limit
+        while limit > 0 and len(terms) + 1 > limit:
+            c, wa, wo = terms[0]
+            wl = wa * wo * 2 / TANH_MULTIPLIER**2
+            nmu = (nw * nmu + wl * c) / (nw + wl)
+            nw = nw + wl
+            terms = terms[1:]
+        wt = TANH_MULTIPLIER / sig_perf
+        terms = np.vstack([terms, [[p, 0.5 * wt, wt]]])
+        mu = robust_average(-nmu * nw, nw, terms)
+    sig = (new_sig**-2 + wp) ** -0.5
+    head = [mu, sig, nmu, nw, rounds + 1, max(float(time_ms), last) if rounds > 0 else float(time_ms)]
+    return np.concatenate([np.array(head), terms.reshape(-1)])
+
+
+def solve_naive(term_mu: FloatArray, term_s: FloatArray, ranks: npt.NDArray[np.int64], gaussian: bool,
+                split: bool) -> dict[int, float]:
+    """The performance of each distinct rank, each equation summed term by term over everybody."""
+    perf_of_rank: dict[int, float] = {}
+    evaluate = _gaussian_terms if gaussian else _logistic_terms
+    for r in sorted(set(ranks.tolist())):
+        rel = np.sign(ranks - r).astype(np.float64)
+
+        def f(x: float, rel: FloatArray = rel) -> float:
+            return evaluate(x, term_mu, term_s, rel, split)
+
+        perf_of_rank[r] = illinois(f, -6000.0, 9000.0)
+    return perf_of_rank
+
+
 def rate_round_naive(
     beliefs: Sequence[FloatArray],
     ranks: Sequence[int] | npt.NDArray[np.integer[Any]],
@@ -123,66 +192,11 @@ def rate_round_naive(
     perf_ceiling: float = math.inf,
 ) -> tuple[list[FloatArray], FloatArray]:
     """One round; returns the new beliefs and every player's performance."""
-    n = len(beliefs)
     rk = np.asarray(ranks, dtype=np.int64)
-    lim2 = params.sig_limit**2
-    pre: list[tuple[float, float, float, float, FloatArray, float]] = []
-    term_mu = np.empty(n)
-    term_s = np.empty(n)
-    for i, b in enumerate(beliefs):
-        mu, sig, nmu, nw, rounds, last = (float(v) for v in b[:HEADER])
-        terms = np.array(b[HEADER:], dtype=np.float64).reshape(-1, 3)
-        w = _weight(params, weight, int(rounds))
-        days = max(0.0, (time_ms - last) / MS_PER_DAY) if rounds > 0 else 0.0
-        sig_perf = math.sqrt((1 + 1 / w) * lim2 + params.drift_per_day / w)
-        new_sig = math.sqrt(sig * sig + w * lim2 + params.drift_per_day * days)
-        if gaussian or math.isinf(params.rho):
-            nmu, nw, terms = mu, new_sig**-2, terms[:0]
-        else:
-            decay = (sig / new_sig) ** 2
-            transfer = decay**params.rho
-            tw = float(np.sum(terms[:, 1] * terms[:, 2])) * 2 / TANH_MULTIPLIER**2
-            from_old = transfer * nw
-            from_transfers = (1 - transfer) * (nw + tw)
-            total = from_old + from_transfers
-            nmu = (from_old * nmu + from_transfers * mu) / total
-            nw = decay * total
-            terms = terms.copy()
-            terms[:, 2] *= transfer * decay
-        pre.append((new_sig, nmu, nw, sig_perf, terms, rounds))
-        term_mu[i] = mu
-        term_s[i] = math.hypot(new_sig, sig_perf)
-    perf_of_rank: dict[int, float] = {}
-    evaluate = _gaussian_terms if gaussian else _logistic_terms
-    for r in sorted(set(rk.tolist())):
-        rel = np.sign(rk - r).astype(np.float64)
-
-        def f(x: float, rel: FloatArray = rel) -> float:
-            return evaluate(x, term_mu, term_s, rel, params.split_ties)
-
-        perf_of_rank[r] = illinois(f, -6000.0, 9000.0)
+    pre = [diffuse_naive(b, time_ms, params, gaussian, weight) for b in beliefs]
+    term_mu = np.array([float(b[0]) for b in beliefs])
+    term_s = np.array([math.hypot(d[0], d[3]) for d in pre])
+    perf_of_rank = solve_naive(term_mu, term_s, rk, gaussian, params.split_ties)
     perfs = np.array([min(perf_of_rank[int(r)], perf_ceiling) for r in rk])
-    out: list[FloatArray] = []
-    for i in range(n):
-        new_sig, nmu, nw, sig_perf, terms, rounds = pre[i]
-        p = float(perfs[i])
-        wp = sig_perf**-2
-        if gaussian:
-            nmu = (nw * nmu + wp * p) / (nw + wp)
-            nw = nw + wp
-            mu = nmu
-        else:
-            limit = params.history_limit
-            while limit > 0 and len(terms) + 1 > limit:
-                c, wa, wo = terms[0]
-                wl = wa * wo * 2 / TANH_MULTIPLIER**2
-                nmu = (nw * nmu + wl * c) / (nw + wl)
-                nw = nw + wl
-                terms = terms[1:]
-            wt = TANH_MULTIPLIER / sig_perf
-            terms = np.vstack([terms, [[p, 0.5 * wt, wt]]])
-            mu = robust_average(-nmu * nw, nw, terms)
-        sig = (new_sig**-2 + wp) ** -0.5
-        head = [mu, sig, nmu, nw, rounds + 1, max(float(time_ms), last) if rounds > 0 else float(time_ms)]
-        out.append(np.concatenate([np.array(head), terms.reshape(-1)]))
+    out = [update_naive(b, d, float(p), time_ms, params, gaussian) for b, d, p in zip(beliefs, pre, perfs, strict=True)]
     return out, perfs

@@ -17,6 +17,8 @@ Why this shape
   ``win_probability``, ``ranking_score``. The batched and packed forms the pipeline
   engine uses for speed are not part of it: they live in ``stream.ratings.fastpath``,
   per system, and give exactly what these six give.
+* Team rounds (players ranked as teams) are optional: ``rate_team_round`` refuses them
+  unless a system models teams (Elo-MMR and Elo-MMχ: docs/teams.md).
 """
 
 from __future__ import annotations
@@ -205,6 +207,25 @@ class RatingSystem(ABC):
             np.array([score]),
             np.array([time_ms], dtype=np.int64),
         )
+
+    def rate_team_round(
+        self,
+        beliefs: Sequence[Belief],
+        team_of: IntArray,
+        team_ranks: IntArray,
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+        player_weights: FloatArray | None = None,
+    ) -> list[Belief]:
+        """Apply one round ranked by teams.
+
+        ``beliefs[i]`` belongs to team ``team_of[i]`` (0-based), team t finished at
+        ``team_ranks[t]`` (1 = best, equal ranks tie); ``player_weights[i]`` in (0, 1] is the
+        part of the round player i played (all 1 when None). Returns the new beliefs in the
+        order of ``beliefs``. Systems without a team model refuse (this default).
+        """
+        raise RatingError(f"{self.name} does not rate team rounds (a round with teams)")
 
     def rate_matches(
         self,

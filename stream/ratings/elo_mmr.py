@@ -37,7 +37,8 @@ Public API
 kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
 ``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
 (the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
-by σ² + σ_perf²), ``ranking_score`` (μ). ``EloMMRParams`` holds the parameters and
+by σ² + σ_perf²), ``ranking_score`` (μ), ``rate_team_round`` / ``rate_team_round_detailed``
+(rounds ranked by teams, ``_elo_mmr_teams``; docs/teams.md). ``EloMMRParams`` holds the parameters and
 ``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
 Kernels release the GIL; call them from one thread at a time (numba's workqueue pool is
 not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players (default 20,000) run
@@ -72,6 +73,7 @@ import numpy as np
 
 from stream.config import engine_settings
 from stream.ratings import _elo_mmr_kernels as K
+from stream.ratings import _elo_mmr_teams as KT
 from stream.ratings.base import (
     Belief,
     FloatArray,
@@ -132,6 +134,15 @@ class RoundResult:
     performances: FloatArray
 
 
+@dataclass(frozen=True, slots=True)
+class TeamRoundResult:
+    """New beliefs of a team round, each member's performance and each team's."""
+
+    beliefs: list[Belief]
+    performances: FloatArray
+    team_performances: FloatArray
+
+
 def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
     """Concatenate beliefs into one flat array + offsets (the only per-player Python).
 
@@ -160,6 +171,52 @@ def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
     """
     bounds = offsets.tolist()
     return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]
+
+
+def _call_kernel(n: int, kernel: Any, *args: Any) -> Any:
+    """``kernel(*args)`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``n``), a zero σ
+    or weight in a belief reported as a RatingError."""
+    threads = numba.get_num_threads()
+    if n < PARALLEL_MIN_PLAYERS and threads > 1:
+        numba.set_num_threads(1)
+    try:
+        return kernel(*args)
+    except (ZeroDivisionError, SystemError) as exc:
+        # a zero σ or weight in a belief: the kernels' Python error model raises
+        # ZeroDivisionError, which numba re-raises from a cached kernel as a SystemError
+        # (a worker would crash on it; a RatingError dead-letters the event instead)
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ZeroDivisionError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise RatingError("a belief holds a zero σ or weight (division by zero in the round kernel)") from exc
+    finally:
+        if threads > 1:
+            numba.set_num_threads(threads)
+
+
+def _check_output(out: FloatArray, bad: int, weight: float) -> None:
+    """Refuse a round whose kernel found a non-finite belief or produced non-finite ratings."""
+    if bad >= 0:
+        raise RatingError(f"belief of player #{bad} holds a non-finite number")
+    # an extreme round weight (e.g. 1e308 or 1e-320) overflows the update: reject the round
+    # rather than store beliefs that would make every later round of these players fail
+    if not math.isfinite(float(np.sum(out))):  # one pass, no temporary (NaN/inf propagate)
+        raise RatingError(f"round weight {weight} gives non-finite ratings")
+
+
+def _check_teams(n: int, team_of: IntArray | Sequence[int], nteams: int) -> IntArray:
+    """``team_of`` as int64, checked: one team per player, every team index used."""
+    index = np.asarray(team_of)
+    if index.shape != (n,) or (n and index.dtype.kind not in "iu"):
+        raise RatingError(f"{n} beliefs but team indices of shape {index.shape}")
+    index = index.astype(np.int64)
+    if n and (int(index.min()) < 0 or int(index.max()) >= nteams):
+        raise RatingError(f"a team index is outside 0..{nteams - 1}")
+    if len(np.unique(index)) != nteams:
+        raise RatingError("every team needs at least one player")
+    return index
 
 
 class EloMMR(RatingSystem):
@@ -249,35 +306,66 @@ class EloMMR(RatingSystem):
     ) -> tuple[FloatArray, IntArray, FloatArray]:
         """Run the round kernel on gathered beliefs (thread policy, non-finite check)."""
         p = self.params
-        threads = numba.get_num_threads()
-        if len(rk) < PARALLEL_MIN_PLAYERS and threads > 1:
-            numba.set_num_threads(1)
-        try:
-            out, out_offsets, perfs, bad = K.rate_round_flat(
-                flat, offsets, rk.astype(np.float64), float(time_ms), float(weight), float(perf_ceiling),
-                p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
-                self.gaussian, int(p.history_limit),
-            )
-        except (ZeroDivisionError, SystemError) as exc:
-            # a zero σ or weight in a belief: the kernels' Python error model raises
-            # ZeroDivisionError, which numba re-raises from a cached kernel as a SystemError
-            # (a worker would crash on it; a RatingError dead-letters the event instead)
-            cause: BaseException | None = exc
-            while cause is not None and not isinstance(cause, ZeroDivisionError):
-                cause = cause.__cause__
-            if cause is None:
-                raise
-            raise RatingError("a belief holds a zero σ or weight (division by zero in the round kernel)") from exc
-        finally:
-            if threads > 1:
-                numba.set_num_threads(threads)
-        if bad >= 0:
-            raise RatingError(f"belief of player #{bad} holds a non-finite number")
-        # an extreme round weight (e.g. 1e308 or 1e-320) overflows the update: reject the round
-        # rather than store beliefs that would make every later round of these players fail
-        if not math.isfinite(float(np.sum(out))):  # one pass, no temporary (NaN/inf propagate)
-            raise RatingError(f"round weight {weight} gives non-finite ratings")
+        out, out_offsets, perfs, bad = _call_kernel(
+            len(rk), K.rate_round_flat,
+            flat, offsets, rk.astype(np.float64), float(time_ms), float(weight), float(perf_ceiling),
+            p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
+            self.gaussian, int(p.history_limit),
+        )
+        _check_output(out, bad, weight)
         return out, out_offsets, perfs
+
+    # --- team rounds ----------------------------------------------------------------
+    def rate_team_round(
+        self,
+        beliefs: Sequence[Belief],
+        team_of: IntArray,
+        team_ranks: IntArray,
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+        player_weights: FloatArray | None = None,
+    ) -> list[Belief]:
+        """A round ranked by teams (docs/teams.md): a team performs the sum of its members'
+        performances; the teams' performances are solved like players', and each member's
+        is their conditional expectation given their team's, then added as usual. Exact for
+        Elo-MMχ; for the logistic Elo-MMR the proposal of docs/teams.md (moment-matched)."""
+        return self.rate_team_round_detailed(beliefs, team_of, team_ranks, time_ms, weight, perf_ceiling,
+                                             player_weights).beliefs
+
+    def rate_team_round_detailed(
+        self,
+        beliefs: Sequence[Belief],
+        team_of: IntArray | Sequence[int],
+        team_ranks: IntArray | Sequence[int],
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+        player_weights: FloatArray | Sequence[float] | None = None,
+    ) -> TeamRoundResult:
+        """Like ``rate_team_round`` but also returns the members' and teams' performances
+        (NaN when the round changes nothing: fewer than two teams, or all teams tied)."""
+        n = len(beliefs)
+        nteams = len(team_ranks)
+        team_index = _check_teams(n, team_of, nteams)
+        pw = np.ones(n) if player_weights is None else np.asarray(player_weights, dtype=np.float64)
+        if pw.shape != (n,) or not bool(np.all((pw > 0) & (pw <= 1))):
+            raise RatingError("player weights must be one per player, each in (0, 1]")
+        rk = self._check_round(nteams, team_ranks, time_ms, weight, perf_ceiling)
+        if n and float(pw.min()) < 1.0:  # the smallest weight a player gets must not overflow either
+            self._check_round(nteams, team_ranks, time_ms, weight * float(pw.min()), perf_ceiling)
+        if rk is None:
+            return TeamRoundResult(list(beliefs), np.full(n, np.nan), np.full(nteams, np.nan))
+        flat, offsets = _gather(beliefs)
+        p = self.params
+        out, out_offsets, perfs, team_perfs, bad = _call_kernel(
+            n, KT.rate_team_round_flat,
+            flat, offsets, team_index, rk.astype(np.float64), pw, float(time_ms), float(weight),
+            float(perf_ceiling), p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
+            self.gaussian, int(p.history_limit),
+        )
+        _check_output(out, bad, weight)
+        return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)
 
     def performances(
         self, beliefs: Sequence[Belief], ranks: IntArray | Sequence[int], time_ms: int = 0,
@@ -340,6 +428,8 @@ def warmup() -> None:
         system_split = cls({"split_ties": True})
         system_split.rate_round(beliefs, np.array([1, 1, 2, 3]), 86_400_000)
         system.diffuse(beliefs[0], 100.0)
+        system.rate_team_round(beliefs, np.array([0, 0, 1, 1]), np.array([1, 2]), 0,
+                               player_weights=np.array([1.0, 0.5, 1.0, 1.0]))
 
 
-__all__ = ["EloMMR", "EloMMRParams", "EloMMX", "RoundResult", "warmup"]
+__all__ = ["EloMMR", "EloMMRParams", "EloMMX", "RoundResult", "TeamRoundResult", "warmup"]

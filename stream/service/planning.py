@@ -88,7 +88,8 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
             batch.add(m)
         return etype, batch
     if etype == "round" and len(value.players) > settings.max_participants:
-        raise InvalidEvent(f"field standings: {len(value.players)} participants exceed the maximum "
+        field = "standings" if value.teams is None else "teams"
+        raise InvalidEvent(f"field {field}: {len(value.players)} participants exceed the maximum "
                            f"{settings.max_participants}", value.event_id)
     if etype == "round_completed" and obj["participants"] > settings.max_participants:
         raise InvalidEvent(f"field participants: {obj['participants']} exceed the maximum "

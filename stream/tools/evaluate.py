@@ -162,6 +162,8 @@ class Evaluator:
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, [ev.a, ev.b], new)
         else:
+            if ev.teams is not None:  # scoring a team round needs team-level predictions
+                raise RatingError(f"event {ev.event_id}: mmr eval does not score team rounds")
             self.n_rounds += 1
             beliefs = [self._get(ev.pool, p) for p in ev.players]
             if scoring:

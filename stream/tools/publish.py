@@ -34,13 +34,30 @@ from stream.service.config import Settings, from_env
 def round_json(ev: RoundEvent) -> bytes:
     obj: dict[str, Any] = {
         "type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
-        "standings": [{"player": p, "rank": int(r)} for p, r in zip(ev.players, ev.ranks.tolist(), strict=True)],
     }
+    if ev.teams is None:
+        obj["standings"] = [{"player": p, "rank": int(r)} for p, r in zip(ev.players, ev.ranks.tolist(), strict=True)]
+    else:
+        obj["teams"] = _teams_json(ev)
     if ev.weight != 1.0:
         obj["weight"] = ev.weight
     if math.isfinite(ev.perf_ceiling):
         obj["perf_ceiling"] = ev.perf_ceiling
     return orjson.dumps(obj)
+
+
+def _teams_json(ev: RoundEvent) -> list[dict[str, Any]]:
+    """The ``teams`` of a team round as the schema writes them (``weights`` only where one is not 1)."""
+    assert ev.teams is not None
+    teams: list[dict[str, Any]] = [{"players": [], "rank": int(r)} for r in ev.teams.ranks.tolist()]
+    weights: list[list[float]] = [[] for _ in teams]
+    for p, t, w in zip(ev.players, ev.teams.team_of.tolist(), ev.teams.weights.tolist(), strict=True):
+        teams[t]["players"].append(p)
+        weights[t].append(w)
+    for team, w in zip(teams, weights, strict=True):
+        if any(x != 1.0 for x in w):
+            team["weights"] = w
+    return teams
 
 
 def match_batch_json(pool: str, matches: list[MatchEvent]) -> bytes:

@@ -410,3 +410,64 @@ def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: st
     finally:
         w1.stop()
         w2.stop()
+
+
+def _team_rounds(n_rounds: int, seed: int, pool: str) -> list[dict[str, Any]]:
+    """Team rounds: teams re-formed every round, ties and partial play included."""
+    rng = random.Random(seed)
+    players = [f"t{i}" for i in range(20)]
+    rows = []
+    for r in range(n_rounds):
+        nteams = rng.randint(2, 4)
+        who = rng.sample(players, nteams * rng.randint(1, 2))  # at most 8 players: max_participants
+        teams: list[dict[str, Any]] = []
+        for t in range(nteams):
+            team: dict[str, Any] = {"players": who[t::nteams], "rank": rng.randint(1, nteams)}
+            if rng.random() < 0.3:
+                team["weights"] = [0.5] + [1.0] * (len(team["players"]) - 1)
+            teams.append(team)
+        rows.append({"type": "round", "event_id": f"team-{r}", "pool": pool, "round_id": f"team-{r}",
+                     "time": 1000 + r * 3_600_000, "teams": teams})
+    return rows
+
+
+def test_team_rounds_through_the_worker_equal_the_embedded_replay(kafka_bootstrap: str, redis_url: str,
+                                                                  tmp_path: Path) -> None:
+    """Team rounds published by ``mmr replay --broker``'s publisher are rated by an elo-mmx and an
+    elo-mmr pool exactly as embedded; a team round in a pool whose system has no team model, a
+    player in two teams and too many players are dead-lettered with their reasons."""
+    systems = {"t": "elo-mmx", "u": "elo-mmr", "m": MATCHES_SYSTEM}
+    pools = tmp_path / "pools.json"
+    pools.write_text(json.dumps({"pools": {pool: {"system": name} for pool, name in systems.items()}}))
+    s = make_settings(kafka_bootstrap, redis_url, max_participants=8, rounds_system=ROUNDS_SYSTEM,
+                      matches_system=MATCHES_SYSTEM)
+    history = tmp_path / "teams.jsonl"
+    rows = [*_team_rounds(40, 7, "t"), *_team_rounds(30, 8, "u")]
+    history.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
+    worker.start()
+    try:
+        publish([history], s, batch_size=10)
+        two = [{"players": ["A", "B"], "rank": 1}, {"players": ["C", "D"], "rank": 2}]
+        bad = [
+            {"type": "round", "event_id": "team-cowan", "pool": "m", "round_id": "x", "time": 1, "teams": two},
+            {"type": "round", "event_id": "team-twice", "pool": "t", "round_id": "y", "time": 1,
+             "teams": [*two, {"players": ["A"], "rank": 3}]},
+            {"type": "round", "event_id": "team-big", "pool": "t", "round_id": "z", "time": 1,
+             "teams": [{"players": [f"x{k}-{i}" for i in range(5)], "rank": k} for k in (1, 2)]},
+        ]
+        produce_raw(s, s.topic_rounds, [(b"k", orjson.dumps(b)) for b in bad])
+        wait_caught_up(s, worker)
+        state = export_state(s)
+        expected = embedded_state([history], ROUNDS_SYSTEM, pool_systems={p: (n, {}) for p, n in systems.items()})
+        assert {pool for pool, _ in expected} == {"t", "u"}
+        assert state == expected, _diff(state, expected)
+        _check_ratings_topic(read_json_topic(s, s.topic_ratings), state)
+        reasons = {d["event_id"]: d["reason"] for d in read_json_topic(s, s.topic_dead)}
+        assert set(reasons) == {"team-cowan", "team-twice", "team-big"}, reasons
+        assert "does not rate team rounds" in reasons["team-cowan"]
+        assert "field teams" in reasons["team-twice"] and "appears twice" in reasons["team-twice"]
+        assert "field teams" in reasons["team-big"] and "exceed the maximum" in reasons["team-big"]
+    finally:
+        worker.stop()

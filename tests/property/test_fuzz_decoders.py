@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import itertools
 import json
 import lzma
 import math
@@ -159,15 +160,33 @@ def check_round(r: RoundEvent, src: dict[str, Any]) -> None:
     assert _name(r.pool) and r.pool == src["pool"]
     assert _name(r.round_id, 256) and r.round_id == src["round_id"]
     assert _same_int(r.time, src["time"])
-    assert r.players == [s["player"] for s in src["standings"]]
+    if "teams" in src:
+        assert "standings" not in src
+        check_teams(r, src["teams"])
+    else:
+        assert r.teams is None
+        assert r.players == [s["player"] for s in src["standings"]]
     assert r.players and all(map(_name, r.players)) and len(set(r.players)) == len(r.players)
     ranks = r.ranks.tolist()
-    assert r.ranks.dtype.name == "int64" and len(ranks) == len(src["standings"])
-    assert all(_same_int(rank, s["rank"]) and rank >= 1 for rank, s in zip(ranks, src["standings"], strict=True))
+    standings = src.get("standings") or [{"rank": t["rank"]} for t in src["teams"] for _ in t["players"]]
+    assert r.ranks.dtype.name == "int64" and len(ranks) == len(standings)
+    assert all(_same_int(rank, s["rank"]) and rank >= 1 for rank, s in zip(ranks, standings, strict=True))
     assert type(r.weight) is float and math.isfinite(r.weight) and r.weight > 0
     assert r.weight == float(src.get("weight", 1)) and _number(src.get("weight", 1))
     assert type(r.perf_ceiling) is float and not math.isnan(r.perf_ceiling)
     assert r.perf_ceiling == float(src.get("perf_ceiling", math.inf))
+
+
+def check_teams(r: RoundEvent, teams: list[dict[str, Any]]) -> None:
+    """A team round: its players team by team, each team's rank, the weights given or 1."""
+    assert r.teams is not None and teams
+    assert r.players == [p for t in teams for p in t["players"]]
+    assert r.teams.team_of.tolist() == [k for k, t in enumerate(teams) for _ in t["players"]]
+    assert all(_same_int(rank, t["rank"]) and rank >= 1 for rank, t in zip(r.teams.ranks.tolist(), teams, strict=True))
+    weights = [w for t in teams for w in t.get("weights", [1] * len(t["players"]))]
+    assert r.teams.weights.dtype.name == "float64" and len(weights) == len(r.players)
+    assert all(_number(w) and 0 < got == float(w) <= 1 for got, w in zip(r.teams.weights.tolist(), weights,
+                                                                          strict=True))
 
 
 def check_part(d: dict[str, Any], src: dict[str, Any], etype: str) -> None:
@@ -310,6 +329,16 @@ def valid_event(draw: st.DrawFn, kinds: tuple[str, ...] = ("match", "match_batch
         "weight": st.floats(1e-300, 1e300) | st.integers(1, 10), "perf_ceiling": st.floats(-1e300, 1e300)}))
     if kind == "round":
         players = draw(st.lists(names, min_size=1, max_size=5, unique=True))
+        if draw(st.booleans()):  # a team round: the players split into teams, weights or not
+            cuts = sorted(draw(st.lists(st.integers(1, len(players) - 1), max_size=2, unique=True))
+                          if len(players) > 1 else [])
+            teams = []
+            for lo, hi in itertools.pairwise([0, *cuts, len(players)]):
+                team: dict[str, Any] = {"players": players[lo:hi], "rank": draw(ranks), **draw(extras)}
+                if draw(st.booleans()):
+                    team["weights"] = [draw(st.floats(1e-300, 1.0) | st.just(1)) for _ in range(hi - lo)]
+                teams.append(team)
+            return {**common, "teams": teams, **optional, **draw(extras)}
         standings = [{"player": p, "rank": draw(ranks)} for p in players]
         return {**common, "standings": standings, **optional, **draw(extras)}
     if kind == "round_result":
@@ -343,7 +372,8 @@ literals = st.one_of(
                      "rating", "Match"]).map(_text),
 ).map(Raw)
 
-EVENT_FIELDS = ["type", "event_id", "pool", "time", "a", "b", "score", "matches", "round_id", "standings",
+EVENT_FIELDS = ["type", "event_id", "pool", "time", "a", "b", "score", "matches", "round_id", "standings", "teams",
+               "players", "weights",
                 "player", "rank", "weight", "perf_ceiling", "participants"]
 
 
@@ -389,6 +419,9 @@ def changed_event(draw: st.DrawFn) -> Changed:
     if how == "wrap":
         return Changed(Raw(draw(st.sampled_from(["[{}]", '"{}"', "{}"])).replace("{}", render(event))), how, set())
     if how == "same_player":
+        if event["type"] == "round" and "teams" in event:
+            event["teams"].append({"players": [event["teams"][0]["players"][0]], "rank": 1})
+            return Changed(event, how, {"teams"})
         if event["type"] == "round":
             event["standings"].append({"player": event["standings"][0]["player"], "rank": 1})
             return Changed(event, how, {"standings"})
@@ -404,6 +437,8 @@ def changed_event(draw: st.DrawFn) -> Changed:
         elif etype == "match_columns":
             for k in ("event_id", "time", "a", "b", "score"):
                 event[k] = (event[k] * n)[:n]
+        elif etype == "round" and "teams" in event:
+            event["teams"] = [{"players": [f"p{i}", f"q{i}"], "rank": i // 3 + 1} for i in range(n // 2)]
         elif etype == "round":
             event["standings"] = [{"player": f"p{i}", "rank": i // 3 + 1} for i in range(n)]
         how = "replace"  # and change one thing in it
