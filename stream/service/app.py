@@ -264,7 +264,7 @@ def create_app(s: Settings) -> Service:
     """Build the Faust app, its agent and timers around one Processor."""
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
-                               **s.redis_kwargs())
+                               **s.replication_kwargs(), **s.redis_kwargs())
     # see NOTES: one numba thread (its parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
