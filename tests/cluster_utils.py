@@ -84,8 +84,8 @@ class LocalCluster:
                             "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
             self.ports.append(port)
             self.dirs.append(d)
-        for i in range(len(self.ports)):
-            self._wait(lambda i=i: bool(self.node(i).ping()))
+        for node in map(self.node, range(len(self.ports))):
+            self._wait(lambda node=node: bool(node.ping()))  # type: ignore[misc]
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
         subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas)],
                        input=b"yes\n", check=True, stdout=subprocess.DEVNULL, timeout=self.timeout)

@@ -9,8 +9,7 @@ Each test starts its own cluster of three masters and three replicas (``cluster-
 from __future__ import annotations
 
 import asyncio
-import random
-import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +20,9 @@ import orjson
 import pytest
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
+from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, messages, replayed
 from redis.crc import key_slot
-from service_utils import embedded_state
 
-from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.redis_client import StoreUnavailable
@@ -32,14 +30,11 @@ from stream.state.redis_store import Commit, RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-SETTINGS = Settings(matches_system="elo", rounds_system="elo-mmr")
-
-
 @pytest.fixture
 def replicated(tmp_path: Path) -> Iterator[LocalCluster]:
     if not cluster_available():
         pytest.skip("redis-server / redis-cli not on PATH")
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1, node_timeout_ms=1000) as cluster:
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1, node_timeout_ms=1000, timeout=60) as cluster:
         yield cluster
 
 
@@ -132,31 +127,9 @@ def test_without_replicas_nothing_waits_unless_replicas_are_required(redis_clust
     asyncio.run(run())
 
 
-MATCH_POOLS = [f"m{i}" for i in range(16)]
-ROUND_POOLS = [f"r{i}" for i in range(8)]
-
-
-def _events(n_batches: int, per_batch: int, seed: int = 7) -> list[list[dict[str, Any]]]:
-    """Batches of matches and whole rounds over all pools, in time order."""
-    rng = random.Random(seed)
-    batches, t = [], 0
-    for _ in range(n_batches):
-        batch = []
-        for _ in range(per_batch):
-            t += 1
-            if rng.random() < 0.8:
-                pool = rng.choice(MATCH_POOLS)
-                a, b = rng.sample(range(12), 2)
-                batch.append({"type": "match", "event_id": f"{pool}-e{t}", "pool": pool, "time": t,
-                              "a": f"pl{a}", "b": f"pl{b}", "score": rng.choice([0.0, 0.5, 1.0])})
-            else:
-                pool = rng.choice(ROUND_POOLS)
-                players = rng.sample(range(10), 5)
-                batch.append({"type": "round", "event_id": f"{pool}-e{t}", "pool": pool, "round_id": f"R{t}",
-                              "time": t, "standings": [{"player": f"pl{p}", "rank": r + 1}
-                                                       for r, p in enumerate(players)]})
-        batches.append(batch)
-    return batches
+def _kill_soon(cluster: LocalCluster, i: int) -> None:
+    time.sleep(0.02)
+    cluster.kill(i)
 
 
 def test_a_master_killed_mid_stream_loses_nothing(replicated: LocalCluster, tmp_path: Path) -> None:
@@ -164,12 +137,9 @@ def test_a_master_killed_mid_stream_loses_nothing(replicated: LocalCluster, tmp_
     committed. The batches on its slots fail (StoreUnavailable) and are retried until its replica is
     promoted; at the end the exported state equals the embedded replay bit for bit and nothing was
     dead-lettered."""
-    batches = _events(40, 30)
+    batches = events(40, 30, seed=7)
     prefix = f"f{uuid.uuid4().hex[:6]}"
-    history = tmp_path / "history.jsonl"
-    history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
-    systems = {**{p: ("elo", {}) for p in MATCH_POOLS}, **{p: ("elo-mmr", {}) for p in ROUND_POOLS}}
-    want = embedded_state([history], "elo", pool_systems=systems)
+    want = replayed(batches, tmp_path)
 
     async def run() -> tuple[list[dict[str, Any]], list[Any], int]:
         store = RedisStore.from_url(replicated.url, prefix=prefix, wait_timeout_ms=500)
@@ -177,17 +147,15 @@ def test_a_master_killed_mid_stream_loses_nothing(replicated: LocalCluster, tmp_
         assert len(owners) == 3  # every master holds pools
         victim = replicated.slot_owner(key_slot(store.key("m0", "gen").encode()))
         dead: list[Any] = []
-        offset = 0
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(SETTINGS, store, ex)
-            for b, batch in enumerate(batches):
-                msgs = []
-                for ev in batch:
-                    msgs.append(Message("in", 0, offset, orjson.dumps(ev)))
-                    offset += 1
+            for b, msgs in enumerate(messages(batches)):
+                killing = None
                 if b == 15:  # SIGKILL while this batch is under way
-                    threading.Timer(0.02, replicated.kill, args=(victim,)).start()
+                    killing = asyncio.get_running_loop().run_in_executor(None, _kill_soon, replicated, victim)
                 res = await (await proc.start(msgs, safe=True))
+                if killing is not None:
+                    await killing
                 dead.extend(res.dead)
         rows = await export_rows(store)
         await store.close()
