@@ -54,5 +54,6 @@ def replayed(batches: list[list[dict[str, Any]]], tmp: Path) -> dict[tuple[str, 
     """The embedded replay of the batches: (pool, player) -> exported row."""
     history = tmp / "history.jsonl"
     history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
-    systems: dict[str, tuple[str, dict[str, Any]]] = {**{p: ("elo", {}) for p in MATCH_POOLS}, **{p: ("elo-mmr", {}) for p in ROUND_POOLS}}
+    systems: dict[str, tuple[str, dict[str, Any]]] = {p: ("elo", {}) for p in MATCH_POOLS}
+    systems.update((p, ("elo-mmr", {})) for p in ROUND_POOLS)
     return embedded_state([history], "elo", pool_systems=systems)
