@@ -5,6 +5,8 @@ each in its own folder, joined with ``redis-cli --cluster create``, torn down af
         cluster.url            # redis://127.0.0.1:<first node>: what REDIS_URL would name
         cluster.masters()      # [(host, port, node id)] of the current masters
         cluster.kill(i)        # SIGKILL node i (a failover test: with replicas, one is promoted)
+        cluster.pause(i) / cluster.resume(i)   # SIGSTOP / SIGCONT node i (a replica that falls behind)
+        cluster.replicas_of(i) # indexes of the replicas of master i
         cluster.move_slot(slot, dst_port)   # migrate one slot with its keys (MOVED afterwards)
 
 Every node gets its own ``--pidfile`` (the default is a shared system path) and a free cluster bus
@@ -40,8 +42,11 @@ def available() -> bool:
 
 
 class LocalCluster:
-    def __init__(self, root: Path, masters: int = 3, replicas: int = 0, timeout: float = 20.0) -> None:
+    def __init__(self, root: Path, masters: int = 3, replicas: int = 0, timeout: float = 20.0,
+                 node_timeout_ms: int = 2000) -> None:
         self.root = root
+        #: ``cluster-node-timeout``: how long a master is unreachable before its replica is promoted
+        self.node_timeout_ms = node_timeout_ms
         self.n_masters = masters
         self.replicas = replicas
         self.timeout = timeout
@@ -74,17 +79,28 @@ class LocalCluster:
             port = _free_port()
             subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                             "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(_free_port()),
-                            "--cluster-node-timeout", "2000", "--appendonly", "yes", "--save", "",
+                            "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
                             "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
                             "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
             self.ports.append(port)
             self.dirs.append(d)
-        for i in range(len(self.ports)):
-            self._wait(lambda i=i: bool(self.node(i).ping()))
+        for node in map(self.node, range(len(self.ports))):
+            self._wait(lambda node=node: bool(node.ping()))  # type: ignore[misc]
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
         subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas)],
                        input=b"yes\n", check=True, stdout=subprocess.DEVNULL, timeout=self.timeout)
         self.wait_ok()
+        self._wait(self._replicas_linked)
+
+    def _replicas_linked(self) -> bool:
+        """Every master has its replicas connected and every replica's link is up."""
+        for i in self.running():
+            info = self.node(i).info("replication")
+            if info["role"] == "master" and int(info.get("connected_slaves", 0)) < self.replicas:
+                return False
+            if info["role"] == "slave" and info.get("master_link_status") != "up":
+                return False
+        return True
 
     def wait_ok(self) -> None:
         """Until every node that runs says ``cluster_state:ok`` and knows all masters."""
@@ -140,6 +156,22 @@ class LocalCluster:
             if start <= slot <= end:
                 return self.ports.index(int(master[1]))
         raise LookupError(slot)
+
+    def replicas_of(self, i: int) -> list[int]:
+        """Indexes of the nodes that replicate node ``i``."""
+        master_id = self.node_id(i)
+        nodes = self.node(i).cluster("nodes")
+        return [self.ports.index(int(addr.split(":")[1].split("@")[0])) for addr, v in nodes.items()
+                if v.get("master_id") == master_id and "slave" in v["flags"]]
+
+    def pid(self, i: int) -> int:
+        return int((self.dirs[i] / "redis.pid").read_text())
+
+    def pause(self, i: int) -> None:
+        os.kill(self.pid(i), signal.SIGSTOP)
+
+    def resume(self, i: int) -> None:
+        os.kill(self.pid(i), signal.SIGCONT)
 
     def kill(self, i: int) -> None:
         pid = int((self.dirs[i] / "redis.pid").read_text())

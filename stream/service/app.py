@@ -327,7 +327,7 @@ def create_app(s: Settings) -> Service:
     sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
-                               **s.redis_kwargs())
+                               **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))

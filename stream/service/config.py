@@ -128,6 +128,11 @@ class Settings:
     redis_ca_certs: str = setting("", "MMR_REDIS_CA_CERTS")
     #: REDIS_URL names a Redis Cluster node (True) or a single server (False); None ("auto"): ask it
     redis_cluster: bool | None = setting(None, "MMR_REDIS_CLUSTER")
+    #: replicas that must confirm a commit (Redis ``WAIT``) before its batch is acked; -1 ("auto"): 1 when
+    #: the pool's master has a replica, else 0 (stream.state.redis_store)
+    redis_min_replicas: int = setting(-1, "MMR_REDIS_MIN_REPLICAS")
+    #: how long a commit waits for those replicas before the batch is retried
+    redis_wait_timeout_ms: int = setting(1000, "MMR_REDIS_WAIT_TIMEOUT_MS")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
     #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
@@ -142,6 +147,12 @@ class Settings:
         if not 0 <= self.gil_switch_ms < 1000:
             raise SettingError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
                                "number of milliseconds below 1000")
+        if self.redis_min_replicas < -1:
+            raise SettingError(f"MMR_REDIS_MIN_REPLICAS={self.redis_min_replicas}: expected -1 (auto: 1 when the "
+                               "master has a replica) or a count of replicas")
+        if self.redis_wait_timeout_ms <= 0:
+            raise SettingError(f"MMR_REDIS_WAIT_TIMEOUT_MS={self.redis_wait_timeout_ms}: expected a positive number "
+                               "of milliseconds")
         if not 0 <= self.http_port <= 65535:
             raise SettingError(f"MMR_HTTP_PORT={self.http_port}: expected 0 (any free port) to 65535")
 
@@ -213,6 +224,11 @@ class Settings:
             kw.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
                       sasl_plain_password=self.sasl_password.get_secret_value())
         return kw
+
+    def replication_kwargs(self) -> dict[str, Any]:
+        """RedisStore's ``min_replicas`` (None: auto) and ``wait_timeout_ms``."""
+        return {"min_replicas": None if self.redis_min_replicas < 0 else self.redis_min_replicas,
+                "wait_timeout_ms": self.redis_wait_timeout_ms}
 
     def redis_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}

@@ -38,6 +38,18 @@ hash tag before and is refused (``StateError``); old workers must be stopped bef
 Errors of Redis itself (unreachable, timeouts, slot moves, failovers) are raised as
 ``StoreUnavailable`` by every method (stream.state.redis_client): retry later, the input is fine.
 
+Replication is asynchronous: a master that dies right after a commit can take the commit with it,
+while the worker has already acked the batch to Kafka. So every write the worker acks on (the
+commit, the pool's listing, pending round results) goes in one pipeline with ``WAIT n timeout``
+on the same connection of the master that owns the slot (WAIT counts the replicas that hold
+everything that connection wrote), and the write counts as done only when ``n`` replicas
+confirmed it: ``min_replicas`` (MMR_REDIS_MIN_REPLICAS), or, by default, 1 when that master has
+a replica (``INFO replication``, asked again every ``REPLICAS_TTL_S`` and after any failure) and
+0 without one. Fewer within the timeout: ``StoreUnavailable`` (the batch is retried, never
+acked) and the pool is marked unconfirmed; the next use of the pool first sends a write that
+changes nothing (``INCRBY gen 0``) with a ``WAIT`` on one connection, which confirms everything
+the master holds, the unconfirmed commit included, before anything else is done or acked.
+
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
 
@@ -76,7 +88,8 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, NoReturn
@@ -84,13 +97,16 @@ from typing import Any, NoReturn
 import numpy as np
 import orjson
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ResponseError
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
-from stream.state.redis_client import AnyRedis, connect, infrastructure_errors
+from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors
 
 log = logging.getLogger(__name__)
+
+#: seconds a master's count of replicas (``INFO replication``) is trusted before it is asked again
+REPLICAS_TTL_S = 10.0
 
 # KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch (all in the pool's slot; player and pending-round keys
 #       are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
@@ -366,7 +382,8 @@ class RedisStore:
     Every method raises ``StoreUnavailable`` (stream.state.redis_client) when Redis fails rather than
     the request: retry later. ``StateError``: the pool's stored keys are unusable (nothing written)."""
 
-    def __init__(self, client: AnyRedis, prefix: str = "mmr", seen_max_ids: int = 0) -> None:
+    def __init__(self, client: AnyRedis, prefix: str = "mmr", seen_max_ids: int = 0,
+                 min_replicas: int | None = None, wait_timeout_ms: int = 1000) -> None:
         self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
         self.keys = KeySpace(prefix)
         self.prefix = prefix
@@ -382,13 +399,21 @@ class RedisStore:
         #: asyncio cluster client, 8.1, broke connections when dozens of first commands raced its setup)
         self._cold = isinstance(client, RedisCluster)
         self._warming: asyncio.Lock | None = None
+        #: replicas a write must reach before it counts as done (None: 1 if the master has one, else 0)
+        self.min_replicas = min_replicas
+        self.wait_timeout_ms = wait_timeout_ms
+        #: per master (node name; "" for a single server): (when asked, connected replicas)
+        self._replicas: dict[str, tuple[float, int]] = {}
+        #: pools with a write that may not have reached the replicas yet (see the module docstring)
+        self._unconfirmed: set[str] = set()
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
-                 **kwargs: Any) -> RedisStore:
-        """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``)."""
+                 min_replicas: int | None = None, wait_timeout_ms: int = 1000, **kwargs: Any) -> RedisStore:
+        """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
+        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica)."""
         check_prefix(prefix)
-        return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids)
+        return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids, min_replicas, wait_timeout_ms)
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:
@@ -439,6 +464,7 @@ class RedisStore:
             return await self._read(pool, list(players), event_ids, list(watermarks))
 
     async def _read(self, pool: str, players: list[str], event_ids: Sequence[str], fields: list[str]) -> Snapshot:
+        await self._confirm(pool)
         idx = self._ids.get(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         try:
@@ -570,6 +596,7 @@ class RedisStore:
     async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
         """Which rounds are done, and the persisted pending entries of the others."""
         async with self._io():
+            await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
             for rid in round_ids:
@@ -584,10 +611,10 @@ class RedisStore:
         if not entries:
             return
         async with self._io():
-            pipe = self.r.pipeline(transaction=True)
-            for rid, fields in entries.items():
-                pipe.hset(self.pend_key(pool, rid), mapping=fields)  # type: ignore[arg-type]
-            await pipe.execute()
+            await self._confirm(pool)
+            cmds = [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
+                    for rid, fields in entries.items()]  # idempotent, each written again by a retry
+            await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
 
     async def expire_round(self, pool: str, round_id: str) -> None:
         async with self._io():
@@ -629,6 +656,7 @@ class RedisStore:
             return await self._write(pool, gen, c, meta, check_ids)
 
     async def _write(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None, check_ids: bool) -> int:
+        await self._confirm(pool)
         idx = self._ids.get(pool)
         if idx is None and check_ids and c.event_ids:
             await self._read(pool, [], (), [])  # loads the index
@@ -645,7 +673,7 @@ class RedisStore:
             meta_json = orjson.dumps({"system": meta["system"], "params": params_json}).decode()
             # listed before its first commit, by its own idempotent command (another slot than the pool's):
             # a listed pool without meta is skipped by its readers, a committed pool is always listed
-            await self.r.sadd(self.keys.pools_key(), pool)
+            await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
         players_blob = _players_blob(players, [c.beliefs[p] for p in players], [c.scores[p] for p in players])
@@ -654,8 +682,13 @@ class RedisStore:
                            len(c.offsets), _blob(offsets), meta_json,
                            self.keys.player_prefix(pool), self.keys.pend_prefix(pool), players_blob,
                            digest_blob, _blob(done), self.seen_max_ids, held[1], KEY_FORMAT]
+        command = ("EVALSHA", self._commit.sha, len(keys), *keys, *argv)
         try:
-            res = await self._commit(keys=keys, args=argv)
+            try:
+                res = (await self._replicated(pool, keys[0], [command], wrote=_script_wrote))[0]
+            except NoScriptError:  # a promoted replica or a restarted server: load it there, once
+                await self._load_script(self._commit, keys[0])
+                res = (await self._replicated(pool, keys[0], [command], wrote=_script_wrote))[0]
         except ResponseError as exc:
             _raise_state(pool, exc)
         if not isinstance(res, list):
@@ -678,6 +711,113 @@ class RedisStore:
             else:  # the index moved while this commit was under way: reload on the next read
                 self._ids.pop(pool, None)
         return new_gen
+
+
+    # --- writes the replicas confirm (see the module docstring) --------------------------
+    async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]],
+                          wrote: Callable[[list[Any]], bool]) -> list[Any]:
+        """The replies of ``commands`` (all in ``key``'s slot), sent in one pipeline on one connection of
+        the slot's master and followed there by ``WAIT`` when replicas must confirm them. ``wrote``: whether
+        the replies say that the commands wrote (a WAIT after no write confirms older writes only).
+
+        The first error reply is raised (after MOVED: sent again to the slot's new master). ``StoreUnavailable`` when
+        fewer replicas than required confirmed within the timeout. ``mark`` (a pool) stays marked
+        unconfirmed until a WAIT after a write confirmed it."""
+        for redirected in range(3):
+            node = self.r.get_node_from_key(key) if self.is_cluster else None
+            need = await self._required(node)
+            if need:
+                self._unconfirmed.add(mark)
+            replies = await self._pipeline_on(node, commands, need)
+            out = replies[:len(commands)]
+            error = next((r for r in replies if isinstance(r, BaseException)), None)
+            if error is None:
+                break
+            self._replicas.pop("" if node is None else node.name, None)
+            if not isinstance(error, MovedError) or node is None or redirected == 2:
+                raise error
+            await self.r.nodes_manager.move_slot(error)  # the slot's new master, then again there
+        waited = int(replies[-1]) if need else 0
+        if not need:
+            self._unconfirmed.discard(mark)  # nothing to wait for (no replica, or MMR_REDIS_MIN_REPLICAS=0)
+        elif waited >= need:
+            if wrote(out):
+                self._unconfirmed.discard(mark)
+        else:
+            self._replicas.pop("" if node is None else node.name, None)
+            self._ids.pop(mark, None)  # the write may be lost with its master: the index reloads from Redis
+            raise StoreUnavailable(f"{mark!r}: a write reached {waited} of the {need} replicas required "
+                                   f"within {self.wait_timeout_ms} ms (MMR_REDIS_MIN_REPLICAS, "
+                                   "MMR_REDIS_WAIT_TIMEOUT_MS); retrying")
+        return out
+
+    async def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]], need: int) -> list[Any]:
+        """``commands`` and ``WAIT need`` (if ``need``) in one pipeline on one connection of ``node``
+        (None: the single server); replies and error replies, no redirect followed."""
+        if node is None:
+            pipe = self.r.pipeline(transaction=False)
+            for cmd in commands:
+                pipe.execute_command(*cmd)
+            if need:
+                pipe.execute_command("WAIT", need, self.wait_timeout_ms)
+            return list(await pipe.execute(raise_on_error=False))
+        pipe = self.r.pipeline()
+        for cmd in commands:
+            pipe.execute_command(*cmd, target_nodes=node)
+        if need:
+            pipe.execute_command("WAIT", need, self.wait_timeout_ms, target_nodes=node)
+        return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
+
+    async def _confirm(self, pool: str) -> None:
+        """For a pool marked unconfirmed: a write that changes nothing (``INCRBY gen 0``; an absent
+        ``gen`` reads as 0 too) and WAIT on its connection, which confirms everything its master
+        holds; ``StoreUnavailable`` until the replicas have it."""
+        if pool in self._unconfirmed:
+            await self._replicated(pool, self.key(pool, "gen"), [("INCRBY", self.key(pool, "gen"), 0)],
+                                   wrote=lambda _: True)
+
+    async def _list_pool(self, pool: str) -> None:
+        """Adds ``pool`` to the set of pools, confirmed by the replicas like a commit. A SADD of a member
+        already there writes nothing (WAIT would confirm older writes only): then the set is rewritten
+        as it is (SUNIONSTORE of itself), which does write -- only on a retry, or for a pool another
+        worker listed."""
+        key, mark = self.keys.pools_key(), f"{pool}\0listed"
+        added = (await self._replicated(mark, key, [("SADD", key, pool)], wrote=lambda r: bool(r[0])))[0]
+        if not added and mark in self._unconfirmed:
+            await self._replicated(mark, key, [("SUNIONSTORE", key, key)], wrote=lambda _: True)
+
+    async def _required(self, node: Any) -> int:
+        """Replicas that must confirm a write on ``node`` (None: the single server)."""
+        if self.min_replicas is not None:
+            return self.min_replicas
+        return 1 if await self._replicas_of(node) else 0
+
+    async def _replicas_of(self, node: Any) -> int:
+        """Connected replicas of ``node`` (``INFO replication``), asked at most every ``REPLICAS_TTL_S``."""
+        name = "" if node is None else node.name
+        now = time.monotonic()
+        known = self._replicas.get(name)
+        if known is not None and now - known[0] < REPLICAS_TTL_S:
+            return known[1]
+        if node is None:
+            info = await self.r.info("replication")
+        else:
+            info = await self.r.info("replication", target_nodes=node)
+        n = int(info.get("connected_slaves", 0))
+        self._replicas[name] = (now, n)
+        return n
+
+    async def _load_script(self, script: Any, key: str) -> None:
+        """Loads ``script`` on the master of ``key``'s slot (a promoted replica or a restarted server may lack it)."""
+        if self.is_cluster:
+            await self.r.execute_command("SCRIPT", "LOAD", script.script, target_nodes=self.r.get_node_from_key(key))
+        else:
+            await self.r.script_load(script.script)
+
+
+def _script_wrote(replies: list[Any]) -> bool:
+    """Whether the commit script wrote (it returns a list then; a refusal code otherwise)."""
+    return isinstance(replies[0], list)
 
 
 def _raise_state(pool: str, exc: ResponseError) -> NoReturn:

@@ -1,0 +1,59 @@
+"""A stream of matches and whole rounds over many pools, for the outage tests (a master killed, Redis
+restarted): the batches as the worker would take them and the state the embedded replay gives."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+from service_utils import embedded_state
+
+from stream.service.config import Settings
+from stream.service.processor import Message
+
+SETTINGS = Settings(matches_system="elo", rounds_system="elo-mmr")
+MATCH_POOLS = [f"m{i}" for i in range(16)]
+ROUND_POOLS = [f"r{i}" for i in range(8)]
+
+
+def events(n_batches: int, per_batch: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Batches of matches (80 %) and whole rounds over all pools, in time order."""
+    rng = random.Random(seed)
+    batches, t = [], 0
+    for _ in range(n_batches):
+        batch = []
+        for _ in range(per_batch):
+            t += 1
+            if rng.random() < 0.8:
+                pool = rng.choice(MATCH_POOLS)
+                a, b = rng.sample(range(12), 2)
+                batch.append({"type": "match", "event_id": f"{pool}-e{t}", "pool": pool, "time": t,
+                              "a": f"pl{a}", "b": f"pl{b}", "score": rng.choice([0.0, 0.5, 1.0])})
+            else:
+                pool = rng.choice(ROUND_POOLS)
+                players = rng.sample(range(10), 5)
+                batch.append({"type": "round", "event_id": f"{pool}-e{t}", "pool": pool, "round_id": f"R{t}",
+                              "time": t, "standings": [{"player": f"pl{p}", "rank": r + 1}
+                                                       for r, p in enumerate(players)]})
+        batches.append(batch)
+    return batches
+
+
+def messages(batches: list[list[dict[str, Any]]]) -> list[list[Message]]:
+    """The batches as Kafka messages of one partition, offsets in order."""
+    out, offset = [], 0
+    for batch in batches:
+        out.append([Message("in", 0, offset + i, orjson.dumps(ev)) for i, ev in enumerate(batch)])
+        offset += len(batch)
+    return out
+
+
+def replayed(batches: list[list[dict[str, Any]]], tmp: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The embedded replay of the batches: (pool, player) -> exported row."""
+    history = tmp / "history.jsonl"
+    history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
+    systems: dict[str, tuple[str, dict[str, Any]]] = {p: ("elo", {}) for p in MATCH_POOLS}
+    systems.update((p, ("elo-mmr", {})) for p in ROUND_POOLS)
+    return embedded_state([history], "elo", pool_systems=systems)
