@@ -102,224 +102,12 @@ from redis.exceptions import MovedError, NoScriptError, ResponseError
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors
+from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
 
 log = logging.getLogger(__name__)
 
 #: seconds a master's count of replicas (``INFO replication``) is trusted before it is asked again
 REPLICAS_TTL_S = 10.0
-
-# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch (all in the pool's slot; player and pending-round keys
-#       are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
-# ARGV: 1 expected gen, 2 n_players, 3 expected ids epoch ('' = do not check the log), 4 n_done, 5 '1' = check
-#       the offsets first (else ''), 6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first
-#       offset to check ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round
-#       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
-#       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
-#       the module docstring), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16 the key format
-#       (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes (players: four
-#       lengths per player -- escaped name, value, score text, name ('' when it is the escaped name) -- then the
-#       four strings per player). One
-#       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
-#       round of 3,000 players.
-# Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
-# against), -4 (the pool's keys are in another key format), or {new gen, ids epoch}; an error reply starting
-# with "MMRSTATE" when a key holds what this script cannot write over (nothing written).
-# A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
-_ITEMS_LUA = """
-local function items(b, n)
-  local out = {}
-  local p = 4 * n + 1
-  for i = 1, n do
-    local l = struct.unpack('<I4', b, 4 * i - 3)
-    out[i] = string.sub(b, p, p + l - 1)
-    p = p + l
-  end
-  return out
-end
-local function bad(key, what)
-  return redis.error_reply('MMRSTATE ' .. key .. ' ' .. what .. ' (nothing written)')
-end
-local function is_count(v)
-  return v == false or string.match(v, '^%d+$') ~= nil
-end
-"""
-
-_COMMIT_LUA = _ITEMS_LUA + """
--- every check first: a failing command would leave the writes before it applied
-local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string'}
-for i = 1, 8 do
-  local t = redis.call('TYPE', KEYS[i])['ok']
-  if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
-end
-local graw = redis.call('GET', KEYS[1])
-if not is_count(graw) then return bad(KEYS[1], 'is not a commit counter') end
-local gen = graw or '0'
-if gen ~= ARGV[1] then return -1 end
-local eraw = redis.call('GET', KEYS[8])
-if not is_count(eraw) then return bad(KEYS[8], 'is not a rotation counter') end
-local cur = redis.call('HMGET', KEYS[6], 'system', 'params', 'keys')
-local has_meta = cur[1] or cur[2] or cur[3]
-if has_meta and cur[3] ~= ARGV[16] then return -4 end
-local m = nil
-if ARGV[8] ~= '' then
-  m = cjson.decode(ARGV[8])
-  if has_meta and (cur[1] ~= m['system'] or cur[2] ~= m['params']) then return -2 end
-end
-if ARGV[3] ~= '' then
-  -- the caller's "not applied before" was answered from this prefix of the log: still all of it?
-  if (eraw or '0') ~= ARGV[3] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[15]) then return -3 end
-end
-local np = tonumber(ARGV[2])
-local nd = tonumber(ARGV[4])
-local offs = items(ARGV[7], 3 * tonumber(ARGV[6]))
-local olds = {}
-if #offs > 0 then
-  local fields = {}
-  for k = 1, #offs, 3 do fields[#fields + 1] = offs[k] end
-  local v = redis.call('HMGET', KEYS[5], unpack(fields))
-  for k = 1, #v do
-    if v[k] and not tonumber(v[k]) then return bad(KEYS[5], 'field ' .. fields[k] .. ' is not an offset') end
-    olds[k] = v[k] and tonumber(v[k])
-  end
-end
-if ARGV[5] == '1' then
-  -- optimistic commit (no read before it): refuse if any message was applied already
-  for k = 1, #offs, 3 do
-    local wm = olds[(k + 2) / 3]
-    if offs[k + 1] ~= '' and wm and wm >= tonumber(offs[k + 1]) then return -3 end
-  end
-end
--- writes: none of them can fail past the checks above (MSET overwrites a key of any type; a player key is only ever
--- written here, under a name no other key can have)
-local pkey = ARGV[9]
-local blob = ARGV[11]
-local pos = 16 * np + 1
--- beliefs and leaderboard entries in bulk: one MSET and one ZADD per ~2,000 players instead of a
--- SET and a ZADD per player (each redis.call costs ~1-2 us of Lua/command dispatch)
-local kv, zs = {}, {}
-local function flush()
-  if #kv > 0 then
-    redis.call('MSET', unpack(kv))
-    redis.call('ZADD', KEYS[3], unpack(zs))
-    kv, zs = {}, {}
-  end
-end
-for i = 1, np do
-  local kl, vl, sl, nl = struct.unpack('<I4I4I4I4', blob, 16 * i - 15)
-  local kname = string.sub(blob, pos, pos + kl - 1)
-  kv[#kv + 1] = pkey .. kname
-  pos = pos + kl
-  kv[#kv + 1] = string.sub(blob, pos, pos + vl - 1)
-  pos = pos + vl
-  zs[#zs + 1] = string.sub(blob, pos, pos + sl - 1)
-  pos = pos + sl
-  if nl == 0 then zs[#zs + 1] = kname else zs[#zs + 1] = string.sub(blob, pos, pos + nl - 1) end
-  pos = pos + nl
-  if #kv >= 4000 then flush() end
-end
-flush()
-local cap = tonumber(ARGV[14])
-if #ARGV[12] > 0 then
-  local len = redis.call('APPEND', KEYS[2], ARGV[12])
-  if cap > 0 and len >= 16 * cap then
-    redis.call('UNLINK', KEYS[7])
-    redis.call('RENAME', KEYS[2], KEYS[7])
-    redis.call('INCR', KEYS[8])
-  end
-end
-local done = items(ARGV[13], 2 * nd)
-for k = 1, 2 * nd, 2 do
-  redis.call('DEL', ARGV[10] .. done[k + 1])
-  redis.call('SADD', KEYS[4], done[k])
-end
-for k = 1, #offs, 3 do
-  local old = olds[(k + 2) / 3]
-  if not old or tonumber(offs[k + 2]) > old then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
-end
-if m and not has_meta then
-  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'], 'keys', ARGV[16])
-end
-return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
-"""
-
-# Close a round without rating it: KEYS its pending hash, ``:done``; ARGV the round id. Checked first.
-_EXPIRE_LUA = _ITEMS_LUA + """
-local t = redis.call('TYPE', KEYS[2])['ok']
-if t ~= 'none' and t ~= 'set' then return bad(KEYS[2], 'holds a ' .. t .. ', not a set') end
-redis.call('DEL', KEYS[1])
-redis.call('SADD', KEYS[2], ARGV[1])
-return 1
-"""
-
-# A pool written before names were escaped, whose own name needs no escaping (so its hash tag is
-# unchanged): KEYS its meta; ARGV 1 the key format, 2 n, 3 blob of three strings per key to move (old
-# name, new name, the type it must hold), 4 a key prefix of the pool for the keys in transit. A no-op
-# once the meta holds a key format (another worker migrated the pool; its later writes are in the new
-# format). Two passes, because one name's new key can be another name's old key (player ``a:b`` goes
-# to ``p:a%3Ab``, the old key of player ``a%3Ab``): every old key is moved aside first.
-_MIGRATE_LUA = _ITEMS_LUA + """
-if redis.call('HEXISTS', KEYS[1], 'keys') == 1 then return -1 end
-local it = items(ARGV[3], 3 * tonumber(ARGV[2]))
-local aside = {}
-for k = 1, #it, 3 do
-  if redis.call('TYPE', it[k])['ok'] == it[k + 2] then
-    local tmp = ARGV[4] .. k
-    redis.call('RENAME', it[k], tmp)
-    aside[#aside + 1] = {tmp, it[k + 1]}
-  end
-end
-local moved = 0
-for _, m in ipairs(aside) do
-  if redis.call('EXISTS', m[2]) == 0 then
-    redis.call('RENAME', m[1], m[2])
-    moved = moved + 1
-  end
-end
-redis.call('HSET', KEYS[1], 'keys', ARGV[1])
-return moved
-"""
-
-
-# The read half of a batch, atomically and with one argument per list (see _COMMIT_LUA on why
-# blobs): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix, 2 the ids epoch the caller's
-# index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob of the players' escaped
-# names, 6 n_wm, 7 blob
-# of watermark fields ("topic/partition").
-# Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
-# caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
-# none)}.
-_SNAPSHOT_LUA = _ITEMS_LUA + """
-local gen = redis.call('GET', KEYS[1]) or '0'
-local ep = redis.call('GET', KEYS[5]) or '0'
-local len = redis.call('STRLEN', KEYS[2])
-local from = tonumber(ARGV[3])
-local full, cur, old = 0, '', ''
-if ep == ARGV[2] and from <= len then
-  if from < len then cur = redis.call('GETRANGE', KEYS[2], from, len - 1) end
-else
-  full = 1
-  cur = redis.call('GET', KEYS[2]) or ''
-  old = redis.call('GET', KEYS[4]) or ''
-end
-local np = tonumber(ARGV[4])
-local names = items(ARGV[5], np)
-local pkey = ARGV[1]
-local vals = {}
-local i = 0
-while i < np do
-  local j = math.min(i + 4000, np)
-  local keys = {}
-  for k = i + 1, j do keys[#keys + 1] = pkey .. names[k] end
-  local v = redis.call('MGET', unpack(keys))
-  for k = 1, #keys do vals[#vals + 1] = v[k] end
-  i = j
-end
-local nw = tonumber(ARGV[6])
-local wms = {}
-if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
-return {gen, ep, full, cur, old, vals, wms}
-"""
-
 
 class Conflict(RuntimeError):
     """Someone committed to the pool between our read and our write: re-read and recompute."""
@@ -389,10 +177,10 @@ class RedisStore:
         self.prefix = prefix
         #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
-        self._commit = client.register_script(_COMMIT_LUA)
-        self._snapshot = client.register_script(_SNAPSHOT_LUA)
-        self._expire = client.register_script(_EXPIRE_LUA)
-        self._migrate = client.register_script(_MIGRATE_LUA)
+        self._commit = client.register_script(COMMIT_LUA)
+        self._snapshot = client.register_script(SNAPSHOT_LUA)
+        self._expire = client.register_script(EXPIRE_LUA)
+        self._migrate = client.register_script(MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
         #: a cluster client learns the slot map before its first commands run concurrently (redis-py's
@@ -839,7 +627,7 @@ def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
 
 
 def _players_blob(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The commit's players blob (see _COMMIT_LUA): four u32 lengths per player (escaped name,
+    """The commit's players blob (see redis_scripts.COMMIT_LUA): four u32 lengths per player (escaped name,
     value, score text, name), then the four strings per player; the name is empty when escaping
     left it as it was (the usual case: the script then takes the key's name). The score text is ``repr``: the
     shortest string that parses back to the same double, so the leaderboard holds the exact score
