@@ -10,6 +10,11 @@ Measured in one run, on the same broker:
   players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
   the measured single-match rate.
 
+``--only scale`` (not in the default run): N workers in one consumer group on topics of 12
+partitions, ``match_batch`` load over 48 pools; results/s per worker count, each run checked
+for every pool staying on one worker and for the final state equal to the embedded replay
+(``stream.tools.bench_scale``, docs/scaling.md).
+
 The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
 (the test broker) fetches more slowly the more records a partition holds (a fresh topic:
 p50 2.3 ms produce→consume; the ratings partition after the batched runs, millions of
