@@ -396,7 +396,9 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
                 "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
                 "load_average": [round(x, 2) for x in os.getloadavg()],
-                "partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
+                # one split of whole partitions explaining each worker's count (partitions carrying equal
+                # counts are interchangeable in it, so it need not be the broker's assignment)
+                "whole_partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
                 "players": players, "players_differing": differing}
     finally:
         for w in workers:
@@ -838,6 +840,17 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                 f"{k} {v:.2f}" for k, v in cpu.items() if k != "machine_busy_share")
                 + (f"; machine {100 * cpu['machine_busy_share']:.0f} % busy" if "machine_busy_share" in cpu else "")
                 + " |")
+    if "scale" in res:
+        sc = res["scale"]
+        for run in sc["runs"]:
+            cores = sum(v for k, v in run["cpu_cores"].items() if k.startswith("worker"))
+            rows.append(f"| {run['workers']} worker(s), {sc['partitions']} partitions, {sc['pools']} pools "
+                        f"(`match_batch` of 1,000, {sc['system']}) | {run['results_per_s']:,} results/s; workers "
+                        f"{cores:.2f} cores ({run['results_per_s'] / max(cores, 1e-9):,.0f} results per worker "
+                        f"CPU-s); messages per worker {run['messages_per_worker']}; load {run['load_average'][0]}; "
+                        + ("every pool on one worker" if run["every_pool_on_one_worker"] else "**a pool split**")
+                        + (", equal to the embedded replay" if not run["players_differing"] else
+                           f", **{run['players_differing']:,} players differ**") + " |")
     click.echo(f"(MMR_DEDUP={res['dedup']}, {res['pool_players']:,} players in the batched runs' pools)\n"
                + "\n".join(rows))
     if json_out:
