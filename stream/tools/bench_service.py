@@ -10,6 +10,11 @@ Measured in one run, on the same broker:
   players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
   the measured single-match rate.
 
+``--only scale`` (not in the default run): N workers in one consumer group on topics of 12
+partitions, ``match_batch`` load over 48 pools; results/s per worker count, each run checked
+for every pool staying on one worker and for the final state equal to the embedded replay
+(``stream.tools.bench_scale``, docs/scaling.md).
+
 The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
 (the test broker) fetches more slowly the more records a partition holds (a fresh topic:
 p50 2.3 ms produce→consume; the ratings partition after the batched runs, millions of
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import math
 import os
@@ -53,6 +59,7 @@ import click
 import orjson
 
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
+from stream.tools import bench_scale
 from stream.tools.bench_history import POOL, compare_with_embedded, history_messages, slowest_command_ms
 from stream.tools.cpu_meter import CpuMeter
 
@@ -334,6 +341,101 @@ def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | 
     return pids
 
 
+def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
+               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
+               pools: list[str]) -> dict[str, Any]:
+    """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
+    from stream.service.topics import ensure_topics
+
+    asyncio.run(ensure_topics(s))
+    workers: list[_Worker] = []
+    try:
+        for i in range(n):
+            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file))
+        for w in workers:
+            w.ready()
+        # warm-up, one match per partition, until every worker has handled some: all joined the group and
+        # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
+        warm_pools = bench_scale.one_pool_per_partition(s.partitions)
+        deadline = time.monotonic() + 300
+        for k in itertools.count():
+            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
+                    for p in warm_pools]
+            asyncio.run(_produce(s, s.topic_matches, warm))
+            time.sleep(2.0)
+            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+            if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
+                break
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
+        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
+                          **_pids(s, None, tansu)})
+        meter.start()
+        import threading
+
+        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
+        t0 = time.perf_counter()
+        th.start()
+        target = sum(before) + len(items)
+        deadline = time.monotonic() + 1800
+        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"{n} workers: not every message was handled")
+            time.sleep(POLL_S)
+        seconds = time.perf_counter() - t0
+        cpu = meter.stop()
+        th.join()
+        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
+        by_partition = bench_scale.pools_by_partition(pools, s.partitions)
+        split = bench_scale.split_by_partitions([sum(per_pool[p] for p in by_partition[q])
+                                                 for q in range(s.partitions)], handled)
+        players, differing = bench_scale.differing_players(workload, system, pools, s.redis_url, s.key_prefix,
+                                                           **s.redis_kwargs())
+        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
+        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
+                "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                # one split of whole partitions explaining each worker's count (partitions carrying equal
+                # counts are interchangeable in it, so it need not be the broker's assignment)
+                "whole_partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
+                "players": players, "players_differing": differing}
+    finally:
+        for w in workers:
+            w.stop()
+        asyncio.run(_delete_prefix(s))
+
+
+def _scale(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *, workers: tuple[int, ...], repeats: int,
+           pools: int, partitions: int, messages: int, system: str, players: int) -> dict[str, Any]:
+    """Results/s of 1, 2, 3 ... workers in one group (the scale phase; ``stream.tools.bench_scale``),
+    the worker counts alternated within each repetition, each run on fresh topics and keys."""
+    names = bench_scale.scale_pools(pools)
+    workload = tmp / "scale.jsonl"
+    items = bench_scale.write_workload(workload, names, messages, 1000, players)
+    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
+    spread = bench_scale.pools_by_partition(names, partitions)
+    pools_file = tmp / "scale-pools.json"
+    pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
+    out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
+                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
+                           "runs": []}
+    for r in range(repeats):
+        for n in workers:
+            tag = f"x{n}r{r}"
+            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
+                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
+                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
+                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
+            click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
+                       err=True)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names)
+            click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
+                       f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
+            out["runs"].append(run)
+    return out
+
+
 #: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
 #: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
 #: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores
@@ -490,8 +592,9 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
 @click.option("--dedup", type=click.Choice(["ids", "offsets"]), default="ids", show_default=True,
               help="The worker's MMR_DEDUP: how re-delivered matches are recognised.")
-@click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history"]),
-              help="Run only these phases (repeatable; default all, and `history` when --history is given). "
+@click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history", "scale"]),
+              help="Run only these phases (repeatable; default all but `scale`, and `history` when --history is "
+                   "given). "
                    "`latency` without `singles` needs --latency-rate.")
 @click.option("--history", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Also publish this history file (any `mmr replay` input of one kind of event) into the worker "
@@ -500,11 +603,22 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
 @click.option("--history-check/--no-history-check", default=True, show_default=True,
               help="Compare the history's final state with `mmr replay --embedded` on the same file.")
+@click.option("--workers", "scale_workers", default="1,2,3", show_default=True,
+              help="`--only scale`: the worker counts to compare, comma separated (alternated per repetition).")
+@click.option("--scale-repeats", default=2, show_default=True, help="`--only scale`: repetitions of each count.")
+@click.option("--pools", "scale_pools", default=48, show_default=True,
+              help="`--only scale`: pools the load spreads over.")
+@click.option("--partitions", "scale_partitions", default=12, show_default=True,
+              help="`--only scale`: partitions of the topics (MMR_PARTITIONS).")
+@click.option("--scale-messages", default=480, show_default=True,
+              help="`--only scale`: match_batch messages of 1,000 matches, the pools in turn.")
+@click.option("--scale-system", default="cowan", show_default=True, help="`--only scale`: the pools' system.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
                   only: tuple[str, ...], history: str | None, history_system: str, history_check: bool,
-                  json_out: str | None) -> None:
+                  scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
+                  scale_messages: int, scale_system: str, json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     phases = set(only or PHASES) | ({"history"} if history and not only else set())
     if "latency" in phases and "singles" not in phases and not latency_rate:
@@ -554,99 +668,104 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             res["bare_batch_delivery_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
                                                                      idle_topics=True, worker_patches=True,
                                                                      batch_delivery=True)
-        pools = tmp / "pools.json"
-        pools.write_text(json.dumps({"pools": {
-            "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
-            "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
-            "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system}}}))
-        click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
-                   err=True)
-        worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
-        worker.ready()
-        # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
-        warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
-        asyncio.run(_produce(s, s.topic_matches, warm))
-        warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
-                  "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
-        asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
-        _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
-
-        if "singles" in phases:
-            click.echo("single-match messages (cowan) ...", err=True)
-            res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
-
-            click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
-            items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
-                     for i in range(singles)]
-            res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
-
-        if "batched" in phases:
-            click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
-            items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
-                _match(k * 1000 + i, "cb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
-            res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-            click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
-            items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
-                _match(k * 1000 + i, "eb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
-            res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-        if "columns" in phases:
-            click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
+        if "scale" in phases:
+            res["scale"] = _scale(s, tmp, tansu, workers=tuple(int(x) for x in scale_workers.split(",")),
+                                  repeats=scale_repeats, pools=scale_pools, partitions=scale_partitions,
+                                  messages=scale_messages, system=scale_system, players=pool_players)
+        if phases - {"bare", "scale"}:  # the single worker's phases
+            pools = tmp / "pools.json"
+            pools.write_text(json.dumps({"pools": {
+                "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
+                "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
+                "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system}}}))
+            click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
-            items = []
-            for k in range(batched):
-                ms = [_match(k * 1000 + i, "ec", pool_players, rng) for i in range(1000)]
-                items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
-                                                   **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
-                                                                                      "score")}})))
-            res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+            worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
+            worker.ready()
+            # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
+            warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
+            asyncio.run(_produce(s, s.topic_matches, warm))
+            warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
+                      "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
+            asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
+            _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
 
-        if "rounds" in phases:
-            click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
-            items = []
-            for k in range(rounds):
-                players = rng.sample(range(10000), 3000)
-                items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er",
-                                                   "round_id": f"{k}", "time": 1_700_000_000_000 + k * 3_600_000,
-                                                   "standings": [{"player": f"p{p}", "rank": i + 1}
-                                                                 for i, p in enumerate(players)]})))
-            res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
-            res["round_results_per_s"] = 3000 * res["rounds_per_s"]
+            if "singles" in phases:
+                click.echo("single-match messages (cowan) ...", err=True)
+                res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
 
-        if "history" in phases and history:
-            click.echo(f"the history {history} through the worker (pool {POOL!r}, {history_system}) ...", err=True)
-            topic, items, results = history_messages(history, s)
-            since = time.time()
-            per_s = _measure(port, s, topic, items, 3600)
-            res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
-                              "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
-                              "redis_slowest_command_ms": slowest_command_ms(s, since)}
-            if history_check:
-                click.echo("... and the same file through the embedded replay, to compare ...", err=True)
-                res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
-                    history, s, history_system)
+                click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
+                items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
+                         for i in range(singles)]
+                res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
 
-        if "latency" in phases:
-            half = latency_rate or res["single_match_msgs_per_s"] / 2
-            if phases - {"bare", "latency"}:  # fresh topics (see the module docstring)
-                worker.stop()
-                s = replace(s, app_id=f"{s.app_id}-lat", topic_matches=f"{s.topic_matches}-lat",
-                            topic_rounds=f"{s.topic_rounds}-lat", topic_results=f"{s.topic_results}-lat",
-                            topic_ratings=f"{s.topic_ratings}-lat", topic_dead=f"{s.topic_dead}-lat")
-                asyncio.run(ensure_topics(s))
-                click.echo("a worker on fresh topics for the latency run ...", err=True)
-                worker = _Worker(s, port, tmp / "worker-latency.log", pools)
-                worker.ready()
-                asyncio.run(_produce(s, s.topic_matches, warm))
-                _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
-            click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
-            res.update(latency_rate_per_s=half)
-            meter = CpuMeter(_pids(s, worker, tansu))
-            meter.start()
-            res.update(asyncio.run(_latency(s, port, half, latency_seconds, "cs",  # established players
-                                            warmup=latency_warmup)))
-            res["latency_cpu_cores"] = meter.stop()
+            if "batched" in phases:
+                click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
+                items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
+                    _match(k * 1000 + i, "cb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
+                res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+                click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
+                items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
+                    _match(k * 1000 + i, "eb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
+                res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+            if "columns" in phases:
+                click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
+                           err=True)
+                items = []
+                for k in range(batched):
+                    ms = [_match(k * 1000 + i, "ec", pool_players, rng) for i in range(1000)]
+                    items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
+                                                       **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
+                                                                                          "score")}})))
+                res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+            if "rounds" in phases:
+                click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
+                items = []
+                for k in range(rounds):
+                    players = rng.sample(range(10000), 3000)
+                    items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er",
+                                                       "round_id": f"{k}", "time": 1_700_000_000_000 + k * 3_600_000,
+                                                       "standings": [{"player": f"p{p}", "rank": i + 1}
+                                                                     for i, p in enumerate(players)]})))
+                res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
+                res["round_results_per_s"] = 3000 * res["rounds_per_s"]
+
+            if "history" in phases and history:
+                click.echo(f"the history {history} through the worker (pool {POOL!r}, {history_system}) ...", err=True)
+                topic, items, results = history_messages(history, s)
+                since = time.time()
+                per_s = _measure(port, s, topic, items, 3600)
+                res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
+                                  "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
+                                  "redis_slowest_command_ms": slowest_command_ms(s, since)}
+                if history_check:
+                    click.echo("... and the same file through the embedded replay, to compare ...", err=True)
+                    res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
+                        history, s, history_system)
+
+            if "latency" in phases:
+                half = latency_rate or res["single_match_msgs_per_s"] / 2
+                if phases - {"bare", "latency"}:  # fresh topics (see the module docstring)
+                    worker.stop()
+                    s = replace(s, app_id=f"{s.app_id}-lat", topic_matches=f"{s.topic_matches}-lat",
+                                topic_rounds=f"{s.topic_rounds}-lat", topic_results=f"{s.topic_results}-lat",
+                                topic_ratings=f"{s.topic_ratings}-lat", topic_dead=f"{s.topic_dead}-lat")
+                    asyncio.run(ensure_topics(s))
+                    click.echo("a worker on fresh topics for the latency run ...", err=True)
+                    worker = _Worker(s, port, tmp / "worker-latency.log", pools)
+                    worker.ready()
+                    asyncio.run(_produce(s, s.topic_matches, warm))
+                    _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
+                click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
+                res.update(latency_rate_per_s=half)
+                meter = CpuMeter(_pids(s, worker, tansu))
+                meter.start()
+                res.update(asyncio.run(_latency(s, port, half, latency_seconds, "cs",  # established players
+                                                warmup=latency_warmup)))
+                res["latency_cpu_cores"] = meter.stop()
     finally:
         if worker is not None:
             worker.stop()
@@ -721,6 +840,17 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                 f"{k} {v:.2f}" for k, v in cpu.items() if k != "machine_busy_share")
                 + (f"; machine {100 * cpu['machine_busy_share']:.0f} % busy" if "machine_busy_share" in cpu else "")
                 + " |")
+    if "scale" in res:
+        sc = res["scale"]
+        for run in sc["runs"]:
+            cores = sum(v for k, v in run["cpu_cores"].items() if k.startswith("worker"))
+            rows.append(f"| {run['workers']} worker(s), {sc['partitions']} partitions, {sc['pools']} pools "
+                        f"(`match_batch` of 1,000, {sc['system']}) | {run['results_per_s']:,} results/s; workers "
+                        f"{cores:.2f} cores ({run['results_per_s'] / max(cores, 1e-9):,.0f} results per worker "
+                        f"CPU-s); messages per worker {run['messages_per_worker']}; load {run['load_average'][0]}; "
+                        + ("every pool on one worker" if run["every_pool_on_one_worker"] else "**a pool split**")
+                        + (", equal to the embedded replay" if not run["players_differing"] else
+                           f", **{run['players_differing']:,} players differ**") + " |")
     click.echo(f"(MMR_DEDUP={res['dedup']}, {res['pool_players']:,} players in the batched runs' pools)\n"
                + "\n".join(rows))
     if json_out:
