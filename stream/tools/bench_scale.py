@@ -1,12 +1,10 @@
-"""The pure parts of ``mmr bench service --only scale``: pools on partitions, the workload, the checks.
+"""``mmr bench service --only scale``: pools on partitions, the workload, the run, the checks.
 
 The phase (run by ``stream.tools.bench_service``) starts N workers in one consumer group on
 topics of ``--partitions`` partitions and publishes ``match_batch`` messages spread over
 ``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. What it checks besides
 results/s:
 
-* the group's assignment (DescribeGroups) gives every partition of the matches topic to exactly
-  one member, and is the same before and after the measured run (no rebalance in between);
 * each worker handled exactly the messages of the pools whose partition it was assigned, the
   partition computed here as Kafka's default partitioner does (``partition_of``): so every
   pool's events were handled by one worker, and the partitioner here is the producer's;
@@ -16,13 +14,25 @@ results/s:
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
+import os
 import random
+import subprocess
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import click
 import orjson
 from aiokafka.partitioner import murmur2
+
+from stream.service.config import Settings
+from stream.tools.bench_worker import POLL_S, _delete_prefix, _free_port, _match, _metric, _pids, _produce, _Worker
+from stream.tools.cpu_meter import CpuMeter
 
 
 def partition_of(pool: str, partitions: int) -> int:
@@ -130,3 +140,104 @@ def differing_players(path: Path, system: str, pools: Sequence[str], redis_url: 
 
     got = {(r["pool"], r["player"]): r for r in asyncio.run(stored())}
     return len(want), sum(1 for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+
+
+def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
+               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
+               pools: list[str]) -> dict[str, Any]:
+    """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
+    from stream.service.topics import ensure_topics
+
+    asyncio.run(ensure_topics(s))
+    workers: list[_Worker] = []
+    try:
+        for i in range(n):
+            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file))
+        for w in workers:
+            w.ready()
+        # warm-up, one match per partition, until every worker has handled some: all joined the group and
+        # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
+        warm_pools = one_pool_per_partition(s.partitions)
+        deadline = time.monotonic() + 300
+        for k in itertools.count():
+            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
+                    for p in warm_pools]
+            asyncio.run(_produce(s, s.topic_matches, warm))
+            time.sleep(2.0)
+            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+            if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
+                break
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
+        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
+                          **_pids(s, None, tansu)})
+        meter.start()
+        import threading
+
+        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
+        t0 = time.perf_counter()
+        th.start()
+        target = sum(before) + len(items)
+        deadline = time.monotonic() + 1800
+        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"{n} workers: not every message was handled")
+            time.sleep(POLL_S)
+        seconds = time.perf_counter() - t0
+        cpu = meter.stop()
+        th.join()
+        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
+        by_partition = pools_by_partition(pools, s.partitions)
+        split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
+                                                 for q in range(s.partitions)], handled)
+        players, differing = differing_players(workload, system, pools, s.redis_url, s.key_prefix,
+                                                           **s.redis_kwargs())
+        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
+        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
+                "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                # one split of whole partitions explaining each worker's count (partitions carrying equal
+                # counts are interchangeable in it, so it need not be the broker's assignment)
+                "whole_partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
+                "players": players, "players_differing": differing}
+    finally:
+        for w in workers:
+            w.stop()
+        asyncio.run(_delete_prefix(s))
+
+
+def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *, workers: tuple[int, ...],
+                repeats: int, pools: int, partitions: int, messages: int, system: str, players: int,
+                ) -> dict[str, Any]:
+    """Results/s of 1, 2, 3 ... workers in one group (the scale phase),
+    the worker counts alternated within each repetition, each run on fresh topics and keys."""
+    names = scale_pools(pools)
+    workload = tmp / "scale.jsonl"
+    items = write_workload(workload, names, messages, 1000, players)
+    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
+    spread = pools_by_partition(names, partitions)
+    pools_file = tmp / "scale-pools.json"
+    pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
+    out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
+                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
+                           "runs": []}
+    for r in range(repeats):
+        for n in workers:
+            tag = f"x{n}r{r}"
+            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
+                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
+                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
+                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
+            click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
+                       err=True)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names)
+            click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
+                       f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
+            out["runs"].append(run)
+    return out
+
+
+#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
+#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
+#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores

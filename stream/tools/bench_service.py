@@ -37,20 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import json
-import math
 import os
 import platform
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,154 +56,22 @@ import orjson
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools import bench_scale
 from stream.tools.bench_history import POOL, compare_with_embedded, history_messages, slowest_command_ms
+from stream.tools.bench_worker import (
+    _delete_prefix,
+    _free_port,
+    _match,
+    _measure,
+    _pids,
+    _produce,
+    _stage_summary,
+    _stage_totals,
+    _wait_metric,
+    _wait_port,
+    _Worker,
+)
 from stream.tools.cpu_meter import CpuMeter
 
 PHASES = ("bare", "singles", "batched", "columns", "rounds", "latency")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise click.ClickException(f"nothing listens on {port}")
-
-
-def _families(port: int) -> Iterable[Any]:
-    """The worker's /metrics, parsed (prometheus_client's metric families)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return text_string_to_metric_families(body)
-
-
-def _metric(port: int, name: str) -> float:
-    total = 0.0
-    for fam in _families(port):
-        for sample in fam.samples:
-            if sample.name == name:
-                total += sample.value
-    return total
-
-
-def _stage_totals(port: int) -> dict[str, dict[str, float]]:
-    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
-    count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
-    out: dict[str, dict[str, float]] = {}
-    for fam in _families(port):
-        if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
-            continue
-        for sample in fam.samples:
-            key = sample.labels.get("stage", "messages")
-            field = sample.name.rsplit("_", 1)[1]  # sum, count, bucket (created: ignored)
-            if field == "bucket":
-                out.setdefault(key, {})[sample.labels["le"]] = sample.value
-            elif field in ("sum", "count"):
-                out.setdefault(key, {})[field] = sample.value
-    return out
-
-
-def _stage_summary(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, list[float]]:
-    """Per batch between two ``_stage_totals``: [mean, p99] of each stage in ms (the p99 as the
-    upper bound of its histogram bucket), and of "messages" as counts."""
-    out = {}
-    for key, now in after.items():
-        was = before.get(key, {})
-        n = now.get("count", 0.0) - was.get("count", 0.0)
-        if n <= 0:
-            continue
-        scale = 1.0 if key == "messages" else 1000.0
-        mean = (now.get("sum", 0.0) - was.get("sum", 0.0)) / n
-        bounds = sorted((float(le), c - was.get(le, 0.0)) for le, c in now.items() if le not in ("sum", "count"))
-        p99 = next((le for le, c in bounds if c >= 0.99 * n), math.inf)
-        out[key] = [round(scale * mean, 1), round(scale * p99, 1)]
-    return out
-
-
-#: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
-#: event loop ~1 ms: at 20 Hz that was ~4 % of its main thread in py-spy)
-POLL_S = 0.1
-
-
-def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _metric(port, name) >= target:
-            return time.perf_counter()
-        time.sleep(POLL_S)
-    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
-
-
-def _measure(port: int, s: Settings, topic: str, items: list[tuple[bytes, bytes]], timeout: float) -> float:
-    """Produce ``items`` (in a thread) while polling ``mmr_messages_done``: messages/s handled,
-    from the start of producing to the last message committed and published (end to end)."""
-    import threading
-
-    name = "mmr_messages_done_total"
-    target = _metric(port, name) + len(items)
-    b0, m0 = _metric(port, "mmr_batch_messages_count"), _metric(port, "mmr_batch_messages_sum")
-    produced: list[float] = []
-    th = threading.Thread(target=lambda: produced.append(asyncio.run(_produce(s, topic, items))), daemon=True)
-    t0 = time.perf_counter()
-    th.start()
-    t_end = _wait_metric(port, name, target, timeout)
-    th.join()
-    batches = _metric(port, "mmr_batch_messages_count") - b0
-    per = (_metric(port, "mmr_batch_messages_sum") - m0) / max(batches, 1)
-    click.echo(f"  produced in {produced[0]:.2f} s, handled in {t_end - t0:.2f} s, {batches:.0f} batches of "
-               f"{per:,.0f} messages on average", err=True)
-    return len(items) / (t_end - t0)
-
-
-async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) -> float:
-    from aiokafka import AIOKafkaProducer
-
-    p = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=5, enable_idempotence=False,
-                         max_request_size=32 * 1024 * 1024, max_batch_size=1024 * 1024, **s.aiokafka_kwargs())
-    await p.start()
-    t0 = time.perf_counter()
-    try:
-        futs = [await p.send(topic, v, key=k) for k, v in items]
-        await asyncio.gather(*futs)
-    finally:
-        await p.stop()
-    return time.perf_counter() - t0
-
-
-async def _delete_prefix(s: Settings) -> int:
-    """Remove everything this run wrote to Redis (its keys all start with its own prefix)."""
-    from stream.state.redis_store import RedisStore
-
-    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
-    n = 0
-    try:
-        batch: list[bytes] = []
-        async for k in store.r.scan_iter(match=f"{s.key_prefix}:*", count=10_000):
-            batch.append(k)
-            if len(batch) >= 5_000:
-                n += await store.r.unlink(*batch)
-                batch = []
-        if batch:
-            n += await store.r.unlink(*batch)
-    finally:
-        await store.close()
-    return n
-
-
-def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, Any]:
-    a = rng.randrange(n_players)
-    b = (a + 1 + rng.randrange(n_players - 1)) % n_players
-    return {"event_id": f"{pool}-{i}", "time": 1_700_000_000_000 + i, "a": f"p{a}", "b": f"p{b}",
-            "score": rng.choice((0.0, 1.0))}
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
@@ -294,151 +157,6 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: st
     app.main()
 
 
-class _Worker:
-    def __init__(self, s: Settings, port: int, log: Path, pools: Path) -> None:
-        env = dict(os.environ)
-        env["MMR_POOLS_FILE"] = str(pools)
-        env["MMR_DEDUP"] = s.dedup
-        env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
-                    "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
-                    "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
-                    "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
-                    "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
-        mmr = Path(sys.executable).parent / "mmr"
-        self.proc = subprocess.Popen([str(mmr), "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        self.port = port
-
-    def ready(self) -> None:
-        """Wait until its HTTP port answers (a first start compiles the numba kernels: minutes)."""
-        _wait_port(self.port, 600)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | None) -> dict[str, int]:
-    """The processes that share this machine during the latency run (Redis only when local)."""
-    pids = {"load_generator": os.getpid()}
-    if worker is not None:
-        pids["worker"] = worker.proc.pid
-    if tansu is not None:
-        pids["broker"] = tansu.pid
-    from urllib.parse import urlparse
-
-    if urlparse(s.redis_url).hostname in ("127.0.0.1", "localhost", "::1"):
-        import redis
-
-        try:
-            client = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
-            pids["redis"] = int(client.info("server")["process_id"])
-            client.close()
-        except Exception:  # only a figure of the report
-            pass
-    return pids
-
-
-def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
-               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
-               pools: list[str]) -> dict[str, Any]:
-    """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
-    from stream.service.topics import ensure_topics
-
-    asyncio.run(ensure_topics(s))
-    workers: list[_Worker] = []
-    try:
-        for i in range(n):
-            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file))
-        for w in workers:
-            w.ready()
-        # warm-up, one match per partition, until every worker has handled some: all joined the group and
-        # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
-        warm_pools = bench_scale.one_pool_per_partition(s.partitions)
-        deadline = time.monotonic() + 300
-        for k in itertools.count():
-            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
-                    for p in warm_pools]
-            asyncio.run(_produce(s, s.topic_matches, warm))
-            time.sleep(2.0)
-            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
-            if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
-                break
-            if time.monotonic() > deadline:
-                raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
-        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
-        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
-                          **_pids(s, None, tansu)})
-        meter.start()
-        import threading
-
-        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
-        t0 = time.perf_counter()
-        th.start()
-        target = sum(before) + len(items)
-        deadline = time.monotonic() + 1800
-        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
-            if time.monotonic() > deadline:
-                raise click.ClickException(f"{n} workers: not every message was handled")
-            time.sleep(POLL_S)
-        seconds = time.perf_counter() - t0
-        cpu = meter.stop()
-        th.join()
-        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
-        by_partition = bench_scale.pools_by_partition(pools, s.partitions)
-        split = bench_scale.split_by_partitions([sum(per_pool[p] for p in by_partition[q])
-                                                 for q in range(s.partitions)], handled)
-        players, differing = bench_scale.differing_players(workload, system, pools, s.redis_url, s.key_prefix,
-                                                           **s.redis_kwargs())
-        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
-        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
-                "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
-                "load_average": [round(x, 2) for x in os.getloadavg()],
-                # one split of whole partitions explaining each worker's count (partitions carrying equal
-                # counts are interchangeable in it, so it need not be the broker's assignment)
-                "whole_partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
-                "players": players, "players_differing": differing}
-    finally:
-        for w in workers:
-            w.stop()
-        asyncio.run(_delete_prefix(s))
-
-
-def _scale(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *, workers: tuple[int, ...], repeats: int,
-           pools: int, partitions: int, messages: int, system: str, players: int) -> dict[str, Any]:
-    """Results/s of 1, 2, 3 ... workers in one group (the scale phase; ``stream.tools.bench_scale``),
-    the worker counts alternated within each repetition, each run on fresh topics and keys."""
-    names = bench_scale.scale_pools(pools)
-    workload = tmp / "scale.jsonl"
-    items = bench_scale.write_workload(workload, names, messages, 1000, players)
-    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
-    spread = bench_scale.pools_by_partition(names, partitions)
-    pools_file = tmp / "scale-pools.json"
-    pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
-    out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
-                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
-                           "runs": []}
-    for r in range(repeats):
-        for n in workers:
-            tag = f"x{n}r{r}"
-            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
-                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
-                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
-                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
-            click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
-                       err=True)
-            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names)
-            click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
-                       f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
-            out["runs"].append(run)
-    return out
-
-
-#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
-#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
-#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores
 LATENCY_LINGER_MS = 5
 #: the latency run ends this long after the last rating arrived, once everything is produced
 QUIET_S = 2.0
@@ -669,9 +387,10 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                                                                      idle_topics=True, worker_patches=True,
                                                                      batch_delivery=True)
         if "scale" in phases:
-            res["scale"] = _scale(s, tmp, tansu, workers=tuple(int(x) for x in scale_workers.split(",")),
-                                  repeats=scale_repeats, pools=scale_pools, partitions=scale_partitions,
-                                  messages=scale_messages, system=scale_system, players=pool_players)
+            counts = tuple(int(x) for x in scale_workers.split(","))
+            res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
+                                                   pools=scale_pools, partitions=scale_partitions,
+                                                   messages=scale_messages, system=scale_system, players=pool_players)
         if phases - {"bare", "scale"}:  # the single worker's phases
             pools = tmp / "pools.json"
             pools.write_text(json.dumps({"pools": {

@@ -1,0 +1,215 @@
+"""Driving ``mmr worker`` subprocesses for the service benchmarks: free ports, the worker's
+Prometheus metrics (its own ``mmr_messages_done`` is the clock), producing load, clearing a
+run's Redis keys and naming the processes whose CPU a run reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from stream.service.config import Settings
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise click.ClickException(f"nothing listens on {port}")
+
+
+def _families(port: int) -> Iterable[Any]:
+    """The worker's /metrics, parsed (prometheus_client's metric families)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return text_string_to_metric_families(body)
+
+
+def _metric(port: int, name: str) -> float:
+    total = 0.0
+    for fam in _families(port):
+        for sample in fam.samples:
+            if sample.name == name:
+                total += sample.value
+    return total
+
+
+def _stage_totals(port: int) -> dict[str, dict[str, float]]:
+    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
+    count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
+    out: dict[str, dict[str, float]] = {}
+    for fam in _families(port):
+        if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
+            continue
+        for sample in fam.samples:
+            key = sample.labels.get("stage", "messages")
+            field = sample.name.rsplit("_", 1)[1]  # sum, count, bucket (created: ignored)
+            if field == "bucket":
+                out.setdefault(key, {})[sample.labels["le"]] = sample.value
+            elif field in ("sum", "count"):
+                out.setdefault(key, {})[field] = sample.value
+    return out
+
+
+def _stage_summary(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+    """Per batch between two ``_stage_totals``: [mean, p99] of each stage in ms (the p99 as the
+    upper bound of its histogram bucket), and of "messages" as counts."""
+    out = {}
+    for key, now in after.items():
+        was = before.get(key, {})
+        n = now.get("count", 0.0) - was.get("count", 0.0)
+        if n <= 0:
+            continue
+        scale = 1.0 if key == "messages" else 1000.0
+        mean = (now.get("sum", 0.0) - was.get("sum", 0.0)) / n
+        bounds = sorted((float(le), c - was.get(le, 0.0)) for le, c in now.items() if le not in ("sum", "count"))
+        p99 = next((le for le, c in bounds if c >= 0.99 * n), math.inf)
+        out[key] = [round(scale * mean, 1), round(scale * p99, 1)]
+    return out
+
+
+#: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
+#: event loop ~1 ms: at 20 Hz that was ~4 % of its main thread in py-spy)
+POLL_S = 0.1
+
+
+def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _metric(port, name) >= target:
+            return time.perf_counter()
+        time.sleep(POLL_S)
+    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
+
+
+def _measure(port: int, s: Settings, topic: str, items: list[tuple[bytes, bytes]], timeout: float) -> float:
+    """Produce ``items`` (in a thread) while polling ``mmr_messages_done``: messages/s handled,
+    from the start of producing to the last message committed and published (end to end)."""
+    import threading
+
+    name = "mmr_messages_done_total"
+    target = _metric(port, name) + len(items)
+    b0, m0 = _metric(port, "mmr_batch_messages_count"), _metric(port, "mmr_batch_messages_sum")
+    produced: list[float] = []
+    th = threading.Thread(target=lambda: produced.append(asyncio.run(_produce(s, topic, items))), daemon=True)
+    t0 = time.perf_counter()
+    th.start()
+    t_end = _wait_metric(port, name, target, timeout)
+    th.join()
+    batches = _metric(port, "mmr_batch_messages_count") - b0
+    per = (_metric(port, "mmr_batch_messages_sum") - m0) / max(batches, 1)
+    click.echo(f"  produced in {produced[0]:.2f} s, handled in {t_end - t0:.2f} s, {batches:.0f} batches of "
+               f"{per:,.0f} messages on average", err=True)
+    return len(items) / (t_end - t0)
+
+
+async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) -> float:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=5, enable_idempotence=False,
+                         max_request_size=32 * 1024 * 1024, max_batch_size=1024 * 1024, **s.aiokafka_kwargs())
+    await p.start()
+    t0 = time.perf_counter()
+    try:
+        futs = [await p.send(topic, v, key=k) for k, v in items]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+    return time.perf_counter() - t0
+
+
+async def _delete_prefix(s: Settings) -> int:
+    """Remove everything this run wrote to Redis (its keys all start with its own prefix)."""
+    from stream.state.redis_store import RedisStore
+
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+    n = 0
+    try:
+        batch: list[bytes] = []
+        async for k in store.r.scan_iter(match=f"{s.key_prefix}:*", count=10_000):
+            batch.append(k)
+            if len(batch) >= 5_000:
+                n += await store.r.unlink(*batch)
+                batch = []
+        if batch:
+            n += await store.r.unlink(*batch)
+    finally:
+        await store.close()
+    return n
+
+
+def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, Any]:
+    a = rng.randrange(n_players)
+    b = (a + 1 + rng.randrange(n_players - 1)) % n_players
+    return {"event_id": f"{pool}-{i}", "time": 1_700_000_000_000 + i, "a": f"p{a}", "b": f"p{b}",
+            "score": rng.choice((0.0, 1.0))}
+
+
+class _Worker:
+    def __init__(self, s: Settings, port: int, log: Path, pools: Path) -> None:
+        env = dict(os.environ)
+        env["MMR_POOLS_FILE"] = str(pools)
+        env["MMR_DEDUP"] = s.dedup
+        env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
+                    "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
+                    "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
+                    "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
+                    "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
+        mmr = Path(sys.executable).parent / "mmr"
+        self.proc = subprocess.Popen([str(mmr), "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        self.port = port
+
+    def ready(self) -> None:
+        """Wait until its HTTP port answers (a first start compiles the numba kernels: minutes)."""
+        _wait_port(self.port, 600)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | None) -> dict[str, int]:
+    """The processes that share this machine during the latency run (Redis only when local)."""
+    pids = {"load_generator": os.getpid()}
+    if worker is not None:
+        pids["worker"] = worker.proc.pid
+    if tansu is not None:
+        pids["broker"] = tansu.pid
+    from urllib.parse import urlparse
+
+    if urlparse(s.redis_url).hostname in ("127.0.0.1", "localhost", "::1"):
+        import redis
+
+        try:
+            client = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+            pids["redis"] = int(client.info("server")["process_id"])
+            client.close()
+        except Exception:  # only a figure of the report
+            pass
+    return pids
