@@ -41,6 +41,7 @@ from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
+from stream.state.redis_client import AnyRedis, connect
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ class Service:
     #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
     running: bool = False
     _http_runner: Any = None
+    #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
+    http_store: RedisStore | None = None
+    http_health: AnyRedis | None = None
     #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
     dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
 
@@ -89,8 +93,9 @@ class Service:
 
     def read_api(self) -> http.ReadApi:
         port = self.http_port
-        return http.ReadApi(self.store, self.processor.registry, self.metrics.registry, self.executor,
-                            0 if port is None else port, lambda: self.running)
+        return http.ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
+                            self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
+                            health=self.http_health, concurrency=self.settings.http_redis_connections)
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
@@ -321,6 +326,17 @@ def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust
     return faust.App(app_id, **faust_kwargs(s))
 
 
+def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, AnyRedis]:
+    """The HTTP API's Redis clients, apart from the pipeline's so that a busy pipeline never starves
+    the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
+    (the API lets as many requests read at once), and one connection for the health probes' ping."""
+    reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster,
+                                max_connections=s.http_redis_connections, **s.redis_kwargs())
+    health = connect(s.redis_url, cluster, max_connections=1, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
+                     socket_timeout=http.HEALTH_TIMEOUT_S, **s.redis_kwargs())
+    return reads, health
+
+
 def create_app(s: Settings) -> Service:
     """Build the Faust app, its agent and timers around one Processor, and bind the HTTP API's
     socket (``http.HttpPortTaken`` if the configured port is in use)."""
@@ -336,6 +352,7 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "
                        "(the batch channel full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
+    svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
 

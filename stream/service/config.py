@@ -109,6 +109,9 @@ class Settings:
     #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")
+    #: Redis connections of the HTTP API's own read client (per node of a cluster), apart from the
+    #: pipeline's; as many requests read at once, more wait their turn (stream.service.http)
+    http_redis_connections: int = setting(16, "MMR_HTTP_REDIS_CONNECTIONS")
     rounds_system: str = setting(DEFAULT_ROUNDS_SYSTEM, "MMR_ROUNDS_SYSTEM")
     matches_system: str = setting(DEFAULT_MATCHES_SYSTEM, "MMR_MATCHES_SYSTEM")
     #: parameters of the default system (``MMR_PARAMS``, see ``from_env``)
@@ -155,6 +158,8 @@ class Settings:
                                "of milliseconds")
         if not 0 <= self.http_port <= 65535:
             raise SettingError(f"MMR_HTTP_PORT={self.http_port}: expected 0 (any free port) to 65535")
+        if self.http_redis_connections < 1:
+            raise SettingError(f"MMR_HTTP_REDIS_CONNECTIONS={self.http_redis_connections}: expected a positive count")
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "redis_url")

@@ -9,10 +9,20 @@ and before it joins the consumer group: a port that is taken stops the start wit
 message, and with port 0 (the default) the system picks a free one, so several workers run on
 one host with defaults. ``mmr worker`` prints the bound port at start; ``/healthz`` serves it
 and the gauge ``mmr_http_port`` exports it.
+
+Reads have a Redis client of their own (``ReadApi.store``), separate from the rating pipeline's, so
+that neither starves the other, and at most ``ReadApi.concurrency`` requests use it at once: more
+clients wait their turn instead of failing on an exhausted connection pool. The health probes ping
+Redis on a client of their own again (``ReadApi.health``), one ping at a time and bounded by
+``HEALTH_TIMEOUT_S``, so they answer promptly while every read connection is busy.
+
 Routes:
-    GET /healthz                                   200 once started and Redis answers; {"status", "http_port"}
+    GET /livez                                     200 while the process and its event loop answer (no Redis, no Kafka)
+    GET /readyz                                    200 once the app runs and Redis answers, else 503
+    GET /healthz                                   the same as /readyz; {"status", "http_port"}
     GET /metrics                                   Prometheus text format
-    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown)
+    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown); any
+                                                   player id, percent-encoded ({, }, /, %, ...)
     GET /pools/{pool}/leaderboard?n=20             top-N by displayed rating
     GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
 """
@@ -34,9 +44,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.ratings.base import RatingError
+from stream.state.redis_client import AnyRedis
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
+
+#: seconds a health probe waits for Redis' PONG before answering 503
+HEALTH_TIMEOUT_S = 2.0
 
 
 class HttpPortTaken(RuntimeError):
@@ -59,6 +73,8 @@ class ReadApi:
     executor: Executor
     port: int  # the bound port (served by /healthz)
     running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
+    health: AnyRedis | None = None  # the client the health probes ping (None: the store's)
+    concurrency: int = 16  # requests reading Redis at once (at most the read client's connections)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -97,23 +113,46 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
 
 def make_web_app(api: ReadApi) -> web.Application:
     routes = web.RouteTableDef()
+    reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
+    health = api.store.r if api.health is None else api.health
+    one_ping = asyncio.Lock()  # probes arriving together share the health client's connection in turn
+
+    @web.middleware
+    async def bounded(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        if not request.path.startswith("/pools/"):
+            return await handler(request)
+        async with reads:
+            return await handler(request)
+
+    async def ready() -> web.Response:
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                async with one_ping:
+                    await health.ping()
+        except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
+            return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
+        if not api.running():
+            return web.json_response({"status": "starting", "http_port": api.port}, status=503)
+        return web.json_response({"status": "ok", "http_port": api.port})
+
+    @routes.get("/livez")
+    async def livez(request: web.Request) -> web.Response:
+        return web.json_response({"status": "alive", "http_port": api.port})
+
+    @routes.get("/readyz")
+    async def readyz(request: web.Request) -> web.Response:
+        return await ready()
 
     @routes.get("/healthz")
     async def healthz(request: web.Request) -> web.Response:
-        try:
-            await api.store.r.ping()
-            if not api.running():
-                return web.json_response({"status": "starting", "http_port": api.port}, status=503)
-        except Exception as exc:
-            return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
-        return web.json_response({"status": "ok", "http_port": api.port})
+        return await ready()
 
     @routes.get("/metrics")
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    @routes.get("/pools/{pool}/players/{player}")
+    @routes.get("/pools/{pool}/players/{player:.+}")  # any id: the default pattern refuses { and }
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await _engine(api, pool)
@@ -168,7 +207,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
                                                                                       raws[b] is not None]})
 
-    app = web.Application()
+    app = web.Application(middlewares=[bounded])
     app.add_routes(routes)
     return app
 

@@ -1,0 +1,178 @@
+"""The worker's read API under load, for any player id, and its probes (/livez, /readyz, /healthz).
+
+The real aiohttp app (``make_web_app``) on a test server, reading a real Redis through the HTTP
+clients the worker builds (``http_clients``); the ratings are written by the real ``Processor``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import ClientSession, ClientTimeout, TCPConnector
+from aiohttp.test_utils import TestClient, TestServer
+from conftest import free_port
+from prometheus_client import CollectorRegistry
+
+from stream.service.app import http_clients
+from stream.service.config import Settings
+from stream.service.http import ReadApi, make_web_app
+from stream.service.processor import Message, Processor
+from stream.state.redis_store import RedisStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+#: ids the default route pattern refused ({ and }) or that need percent-encoding in a path
+ADVERSARIAL = ["x}:lb{", "{a}", "}", "a/b", "100%", "a b?c#d", "é:{ü}", "x" * 128]
+CLIENTS, REQUESTS = 200, 2000
+
+
+def _matches(pool: str, players: list[str]) -> list[Message]:
+    return [Message("in", 0, i, orjson.dumps({"type": "match", "event_id": f"e{i}", "pool": pool, "time": i,
+                                               "a": p, "b": "opponent", "score": 1.0}))
+            for i, p in enumerate(players)]
+
+
+def _path(pool: str, player: str) -> str:
+    return f"/pools/{pool}/players/{urllib.parse.quote(player, safe='')}"
+
+
+async def _rated(redis_url: str, players: list[str]) -> tuple[Settings, dict[str, float]]:
+    """Settings on a fresh prefix, and the ratings the processor wrote for ``players``."""
+    s = Settings(redis_url=redis_url, key_prefix=f"http{uuid.uuid4().hex[:6]}", matches_system="elo",
+                 redis_cluster=False, http_redis_connections=4)
+    store = RedisStore.from_url(redis_url, prefix=s.key_prefix)
+    try:
+        with ThreadPoolExecutor(1) as ex:
+            res = await Processor(s, store, ex).process(_matches("p", players))
+    finally:
+        await store.close()
+    assert res.dead == []
+    return s, {o.player: o.rating for o in res.outputs}
+
+
+def _api(s: Settings, running: bool = True) -> tuple[ReadApi, Processor, RedisStore]:
+    store, health = http_clients(s, cluster=False)
+    proc = Processor(s, store, ThreadPoolExecutor(1))
+    return (ReadApi(store, proc.registry, CollectorRegistry(), proc.executor, 4321, lambda: running, health=health,
+                    concurrency=s.http_redis_connections), proc, store)
+
+
+def test_every_player_id_is_reachable_percent_encoded(redis_url: str) -> None:
+    async def check() -> None:
+        s, ratings = await _rated(redis_url, ADVERSARIAL)
+        api, _, store = _api(s)
+        async with TestClient(TestServer(make_web_app(api))) as client:
+            for player in ADVERSARIAL:
+                resp = await client.get(_path("p", player))
+                assert resp.status == 200, (player, await resp.text())
+                row = await resp.json()
+                assert (row["player"], row["rating"]) == (player, ratings[player])
+            assert (await client.get(_path("p", "x}:lb"))).status == 404
+        await store.close()
+
+    asyncio.run(check())
+
+
+def test_200_concurrent_clients_all_answered_while_probes_stay_ready(redis_url: str) -> None:
+    """More clients than read connections (4): they wait their turn; the probes answer throughout."""
+    players = [f"pl{i}" for i in range(50)] + ["x}:lb{"]
+
+    async def check() -> None:
+        s, ratings = await _rated(redis_url, players)
+        api, _, store = _api(s)
+        async with TestClient(TestServer(make_web_app(api))) as client:
+            base = f"http://{client.host}:{client.port}"
+            statuses: list[int] = []
+            probes: list[int] = []
+            wrong: list[Any] = []
+            todo = iter(range(REQUESTS))
+            done = asyncio.Event()
+
+            async def reader(session: ClientSession) -> None:
+                for i in todo:
+                    player = players[i % len(players)]
+                    path = _path("p", player) if i % 3 else "/pools/p/leaderboard?n=20"
+                    async with session.get(base + path) as resp:
+                        statuses.append(resp.status)
+                        body = await resp.json()
+                        if i % 3 and body["rating"] != ratings[player]:
+                            wrong.append(body)
+
+            async def prober(session: ClientSession) -> None:
+                while not done.is_set():
+                    for route in ("/healthz", "/readyz", "/livez"):
+                        async with session.get(base + route) as resp:
+                            probes.append(resp.status)
+                    await asyncio.sleep(0.01)
+
+            conn = TCPConnector(limit=CLIENTS + 10)
+            async with ClientSession(connector=conn, timeout=ClientTimeout(total=120)) as session:
+                probe = asyncio.create_task(prober(session))
+                await asyncio.gather(*(reader(session) for _ in range(CLIENTS)))
+                done.set()
+                await probe
+        await store.close()
+        assert len(statuses) == REQUESTS and set(statuses) == {200}, sorted(set(statuses))
+        assert wrong == []
+        assert probes and set(probes) == {200}, probes
+
+    asyncio.run(check())
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A redis-server of this test's own, which the test may stop."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server not on PATH")
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        yield f"redis://127.0.0.1:{port}/0", proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_probes_livez_always_readyz_only_running_with_redis(private_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, server = private_redis
+    running = [False]
+
+    async def status(client: TestClient[Any, Any], route: str) -> tuple[int, str]:
+        resp = await client.get(route)
+        return resp.status, (await resp.json())["status"]
+
+    async def check() -> None:
+        s = Settings(redis_url=url, key_prefix="probes", redis_cluster=False)
+        store, health = http_clients(s, cluster=False)
+        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+                      lambda: running[0], health=health)
+        async with TestClient(TestServer(make_web_app(api))) as client:
+            for _ in range(100):  # the server starting
+                if (await status(client, "/readyz"))[1] == "starting":
+                    break
+                await asyncio.sleep(0.1)
+            assert await status(client, "/livez") == (200, "alive")
+            assert await status(client, "/readyz") == (503, "starting")
+            running[0] = True
+            assert await status(client, "/readyz") == (200, "ok")
+            assert await status(client, "/healthz") == (200, "ok")
+            server.kill()
+            server.wait()
+            assert await status(client, "/readyz") == (503, "unhealthy")
+            assert await status(client, "/healthz") == (503, "unhealthy")
+            assert await status(client, "/livez") == (200, "alive")
+        await store.close()
+
+    asyncio.run(check())
