@@ -383,7 +383,7 @@ def test_worker_liveness_does_not_depend_on_redis_and_readiness_does() -> None:
     routes = _http_routes()
     live, ready = worker["livenessProbe"]["httpGet"]["path"], worker["readinessProbe"]["httpGet"]["path"]
     assert live in routes and ready in routes
-    assert ready == "/healthz"  # 200 only while Redis answers (stream/service/http.py)
+    assert (live, ready) == ("/livez", "/readyz")  # readyz: 200 only while running and Redis answers
     assert live != ready
     http_py = (ROOT / "stream" / "service" / "http.py").read_text()
     handler = http_py[http_py.index(f'@routes.get("{live}")'):]
