@@ -176,3 +176,11 @@ def test_probes_livez_always_readyz_only_running_with_redis(private_redis: tuple
         await store.close()
 
     asyncio.run(check())
+
+
+def test_the_read_connections_are_a_positive_count() -> None:
+    from stream.service.config import SettingError, from_env
+
+    assert from_env({"MMR_HTTP_REDIS_CONNECTIONS": "3"}).http_redis_connections == 3
+    with pytest.raises(SettingError, match="MMR_HTTP_REDIS_CONNECTIONS=0"):
+        Settings(http_redis_connections=0)
