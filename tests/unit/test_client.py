@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
 
 from stream.client import InvalidEvent, Publisher, deterministic_id
-from stream.events.validate import decode_event
+from stream.events.validate import INPUT_TYPES, decode_event, validator
 from stream.service.config import from_env
 
 S = from_env({})
@@ -110,3 +112,17 @@ def test_topics_by_type() -> None:
     assert [pub.topic_for(t) for t in kinds] == [S.topic_matches] * 3 + [S.topic_rounds] + [S.topic_results] * 2
     assert pub.settings.kafka_bootstrap == "127.0.0.1:1"
     assert Publisher(settings=S).settings.kafka_bootstrap == S.kafka_bootstrap
+
+
+def test_every_example_payload_in_the_docs_is_valid() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "publishing.md").read_text()
+    examples = [orjson.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
+    kinds = []
+    for obj in examples:
+        if obj["type"] == "rating":
+            validator("rating")(obj)
+            kinds.append("rating")
+        else:
+            etype, ev = decode_event(obj)
+            kinds.append("team round" if etype == "round" and ev.teams is not None else etype)
+    assert sorted(kinds) == sorted([*INPUT_TYPES, "team round", "rating"])
