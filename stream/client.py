@@ -203,16 +203,18 @@ class Publisher:
         """``(type, event)`` with ids filled in, validated as the worker validates it (raises
         ``InvalidEvent`` naming the field); nothing is sent."""
         obj = dict(event)
-        if obj.get("type") == "match_columns" and "event_id" not in obj and isinstance(obj.get("a"), list):
-            rows = [{"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc}
-                    for t, a, b, sc in zip(obj["time"], obj["a"], obj["b"], obj["score"], strict=True)]
-            obj["event_id"] = [self._new_id(r) for r in rows]
-        elif obj.get("type") == "match_batch" and isinstance(obj.get("matches"), list):
-            obj["matches"] = [m if "event_id" in m else
-                              {"event_id": self._new_id({"type": "match", "pool": obj.get("pool"), **m}), **m}
-                              for m in map(dict, obj["matches"])]
-        elif obj.get("event_id") is None:
-            obj["event_id"] = self._new_id(obj)
+        try:
+            if obj.get("type") == "match_columns" and "event_id" not in obj:
+                ids = self._column_ids(obj)
+                if ids is not None:
+                    obj["event_id"] = ids
+            elif obj.get("type") == "match_batch" and isinstance(obj.get("matches"), list):
+                obj["matches"] = [self._with_id({"type": "match", "pool": obj.get("pool")}, m)
+                                  for m in obj["matches"]]
+            elif obj.get("event_id") is None:
+                obj["event_id"] = self._new_id(obj)
+        except orjson.JSONEncodeError as exc:
+            raise InvalidEvent(f"field event: not JSON ({exc})") from None
         etype, _decoded = decode_event(dict(obj))
         return etype, obj
 
@@ -293,6 +295,27 @@ class Publisher:
                                **_optional(weight, perf_ceiling)})
         assert isinstance(eid, str)
         return eid
+
+    def _column_ids(self, obj: Mapping[str, Any]) -> list[str] | None:
+        """The ids of a ``match_columns`` event that has none, one per match (left missing, for
+        the validator to report, when the columns are not lists)."""
+        names = ("time", "a", "b", "score")
+        if not all(isinstance(obj.get(k), list) for k in names):
+            return None
+        cols: list[list[Any]] = [obj[k] for k in names]
+        n = len(cols[1])
+        for name, col in zip(names, cols, strict=True):
+            if len(col) != n:
+                raise InvalidEvent(f"field {name}: {len(col)} items, but a has {n}")
+        return [self._new_id({"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc})
+                for t, a, b, sc in zip(*cols, strict=True)]
+
+    def _with_id(self, head: dict[str, Any], m: Any) -> Any:
+        """A ``match_batch`` item with its id filled in (anything but a dict is left to the validator)."""
+        if not isinstance(m, Mapping) or m.get("event_id") is not None:
+            return m
+        row = {k: v for k, v in m.items() if k != "event_id"}
+        return {"event_id": self._new_id({**head, **row}), **row}
 
     def _new_id(self, event: Mapping[str, Any]) -> str:
         return deterministic_id(event) if self.deterministic_ids else str(uuid.uuid4())

@@ -72,10 +72,14 @@ def test_batches_get_one_id_per_match_same_as_single_matches() -> None:
      "field teams.0.players"),
     ({"type": "round_completed", "pool": "p", "round_id": "r", "time": 1, "participants": 0}, "field participants"),
     ({"type": "rating", "pool": "p"}, "field type"),
+    ({"type": "match_columns", "pool": "p", "time": [1, 2], "a": ["x"], "b": ["y"], "score": [1]}, "field time"),
+    ({"type": "match_columns", "pool": "p", "time": 1, "a": ["x"], "b": ["y"], "score": [1]}, "field "),
+    ({"type": "match_batch", "pool": "p", "matches": ["x"]}, "field matches.0"),
+    ({"type": "match", "pool": "p", "time": object(), "a": "x", "b": "y", "score": 1}, "field event: not JSON"),
 ])
 def test_invalid_events_name_the_field(event: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidEvent) as exc:
-        publisher().prepare(event)
+        publisher(deterministic_ids=True).prepare(event)
     assert exc.value.reason.startswith(field), exc.value.reason
 
 
