@@ -4,11 +4,15 @@ its pool, in order, and as bytes the worker's validator accepts."""
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from service_utils import make_settings, read_topic
+from service_utils import ROOT, env_for, make_settings, read_topic
 
 from stream.client import Publisher
 from stream.events.validate import decode_event
@@ -66,3 +70,14 @@ def test_every_kind_reaches_its_topic_keyed_by_pool(kafka_bootstrap: str) -> Non
     assert [(pool, etype, ev["event_id"]) for pool, etype, ev in results] == [
         ("br", "round_result", ids["result"]), ("br", "round_completed", ids["completed"])]
     assert {t for t, _ in ids["offsets"]} == {s.topic_matches, s.topic_rounds, s.topic_results}
+
+
+def test_the_documented_example_runs(kafka_bootstrap: str, tmp_path: Path) -> None:
+    s = make_settings(kafka_bootstrap, "redis://127.0.0.1:1/0")
+    text = (ROOT / "docs" / "publishing.md").read_text()
+    script = tmp_path / "example.py"
+    script.write_text(re.findall(r"```python\n(.*?)```", text, re.DOTALL)[0])
+    done = subprocess.run([sys.executable, str(script)], env=env_for(s), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert len(read_topic(s, s.topic_matches)) == 3 and len(read_topic(s, s.topic_rounds)) == 2
+    assert len(read_topic(s, s.topic_results)) == 2
