@@ -1,7 +1,7 @@
 """Publishing events to the service: ``from stream.client import Publisher``.
 
 A game server needs only this module (it imports neither numba nor Faust). Every event is
-checked by the validator the worker runs (``stream.events.validate.decode_event``), so what
+checked by the validator the worker runs (``stream.service.planning.decode_message``), so what
 the client accepts the worker accepts, and a bad event raises ``InvalidEvent`` naming the
 field *before* anything is sent. Each message is keyed by its pool, so a pool's events stay
 in one partition and in order; topic names come from the settings (``MMR_TOPIC_*``).
@@ -30,8 +30,10 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from stream.events.model import MatchEvent, RoundEvent
-from stream.events.validate import InvalidEvent, decode_event
+from stream.events.validate import InvalidEvent
 from stream.service.config import Settings, from_env
+from stream.service.messages import Message
+from stream.service.planning import decode_message
 
 __all__ = ["InvalidEvent", "Publisher", "deterministic_id", "match_batch_json", "match_columns_json", "round_json"]
 
@@ -202,6 +204,14 @@ class Publisher:
     def prepare(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """``(type, event)`` with ids filled in, validated as the worker validates it (raises
         ``InvalidEvent`` naming the field); nothing is sent."""
+        etype, obj, _value, _decoded = self._prepare(event)
+        return etype, obj
+
+    def _prepare(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any], bytes, Any]:
+        """``(type, event, its bytes, what the worker decodes of them)``. The bytes go through the
+        worker's own ``decode_message`` (schema, the rules a schema cannot state, and the
+        settings' pool list and ``MMR_MAX_PARTICIPANTS``), so the client refuses what the worker
+        would dead-letter."""
         obj = dict(event)
         try:
             if obj.get("type") == "match_columns" and "event_id" not in obj:
@@ -213,16 +223,17 @@ class Publisher:
                                   for m in obj["matches"]]
             elif obj.get("event_id") is None:
                 obj["event_id"] = self._new_id(obj)
+            value = orjson.dumps(obj)
         except orjson.JSONEncodeError as exc:
             raise InvalidEvent(f"field event: not JSON ({exc})") from None
-        etype, _decoded = decode_event(dict(obj))
-        return etype, obj
+        etype, decoded = decode_message(Message("", -1, -1, value), self.settings)
+        return etype, obj, value, decoded
 
     async def send(self, event: Mapping[str, Any]) -> str | list[str]:
         """Validate any input event (a dict as the schemas write it), fill a missing id, and
         send it to its type's topic keyed by its pool. Returns its id (a list for batches)."""
-        etype, obj = self.prepare(event)
-        await self.send_frame(self.topic_for(etype), obj["pool"], orjson.dumps(obj))
+        etype, obj, value, _decoded = self._prepare(event)
+        await self.send_frame(self.topic_for(etype), obj["pool"], value)
         if etype == "match_batch":
             return [m["event_id"] for m in obj["matches"]]
         eid: str | list[str] = obj["event_id"]
@@ -240,15 +251,15 @@ class Publisher:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional
         ``event_id``). Sent as ``match_columns`` messages of at most ``batch`` matches and
         ``max_message_bytes`` bytes. Every match is validated before any is sent."""
-        rows = [{"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
-                 "a": m.get("a"), "b": m.get("b"), "score": m.get("score")} for m in matches]
         events: list[MatchEvent] = []
-        for i, row in enumerate(rows):
+        for i, m in enumerate(matches):
+            row = {"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
+                   "a": m.get("a"), "b": m.get("b"), "score": m.get("score")}
             try:
-                _etype, obj = self.prepare(row)
+                _etype, _obj, _value, one = self._prepare(row)
             except InvalidEvent as exc:
                 raise InvalidEvent(f"match {i}: {exc.reason}", exc.event_id) from None
-            events.append(MatchEvent(obj["event_id"], pool, obj["time"], obj["a"], obj["b"], float(obj["score"])))
+            events.append(MatchEvent(one.event_ids[0], pool, one.times[0], one.a[0], one.b[0], one.scores[0]))
         for start in range(0, len(events), self.batch):
             await self._send_columns(pool, events[start:start + self.batch])
         return [m.event_id for m in events]

@@ -14,7 +14,7 @@ import pytest
 
 from stream.client import InvalidEvent, Publisher, deterministic_id
 from stream.events.validate import INPUT_TYPES, decode_event, validator
-from stream.service.config import from_env
+from stream.service.config import PoolConfig, from_env
 
 S = from_env({})
 
@@ -130,3 +130,13 @@ def test_every_example_payload_in_the_docs_is_valid() -> None:
             etype, ev = decode_event(obj)
             kinds.append("team round" if etype == "round" and ev.teams is not None else etype)
     assert sorted(kinds) == sorted([*INPUT_TYPES, "team round", "rating"])
+
+
+def test_the_settings_limits_of_the_worker_apply() -> None:
+    small = Publisher("127.0.0.1:1", settings=S.with_(max_participants=2, pools={"chess": PoolConfig("elo-mmr", {})}))
+    with pytest.raises(InvalidEvent, match="field standings: 3 participants exceed the maximum 2"):
+        small.prepare({"type": "round", "pool": "chess", "round_id": "r", "time": 1,
+                       "standings": [{"player": p, "rank": r} for r, p in enumerate("xyz", 1)]})
+    with pytest.raises(InvalidEvent, match="unknown pool 'go'"):
+        small.prepare({"type": "match", "pool": "go", "time": 1, "a": "x", "b": "y", "score": 1})
+    assert small.prepare({"type": "match", "pool": "chess", "time": 1, "a": "x", "b": "y", "score": 1})[0] == "match"
