@@ -6,8 +6,9 @@ Rounds go out as whole ``round`` events (topic MMR_TOPIC_ROUNDS), 1-v-1 results 
 MMR_TOPIC_MATCHES; Faust costs ~75 µs per *message*, so carrying many matches per message
 is where throughput comes from), ``round_result``/``round_completed`` unchanged (topic
 MMR_TOPIC_ROUND_RESULTS). Every message is keyed by its pool, so a pool's events stay in
-one partition and in order. Event ids are kept (contest/CSV inputs get deterministic ids
-from the reader), so publishing the same file twice changes nothing in the service.
+one partition and in order (``stream.client.Publisher`` sends them). Event ids are kept
+(contest/CSV inputs get deterministic ids from the reader), so publishing the same file
+twice changes nothing in the service.
 
 ``--skip K`` skips the first K records (the progress bar counts records), which resumes
 an interrupted replay; re-publishing an overlap is harmless for the same reason.
@@ -16,62 +17,20 @@ an interrupted replay; re-publishing an overlap is harmless for the same reason.
 from __future__ import annotations
 
 import asyncio
-import math
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
+from stream.client import Publisher, match_batch_json, match_columns_json, round_json
 from stream.events.inputs import CsvMapping
-from stream.events.model import MatchEvent, RoundEvent
+from stream.events.model import MatchEvent
 from stream.events.validate import MATCH_LISTS
 from stream.service.config import Settings, from_env
 
-
-def round_json(ev: RoundEvent) -> bytes:
-    obj: dict[str, Any] = {
-        "type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
-    }
-    if ev.teams is None:
-        obj["standings"] = [{"player": p, "rank": int(r)} for p, r in zip(ev.players, ev.ranks.tolist(), strict=True)]
-    else:
-        obj["teams"] = _teams_json(ev)
-    if ev.weight != 1.0:
-        obj["weight"] = ev.weight
-    if math.isfinite(ev.perf_ceiling):
-        obj["perf_ceiling"] = ev.perf_ceiling
-    return orjson.dumps(obj)
-
-
-def _teams_json(ev: RoundEvent) -> list[dict[str, Any]]:
-    """The ``teams`` of a team round as the schema writes them (``weights`` only where one is not 1)."""
-    assert ev.teams is not None
-    teams: list[dict[str, Any]] = [{"players": [], "rank": int(r)} for r in ev.teams.ranks.tolist()]
-    weights: list[list[float]] = [[] for _ in teams]
-    for p, t, w in zip(ev.players, ev.teams.team_of.tolist(), ev.teams.weights.tolist(), strict=True):
-        teams[t]["players"].append(p)
-        weights[t].append(w)
-    for team, w in zip(teams, weights, strict=True):
-        if any(x != 1.0 for x in w):
-            team["weights"] = w
-    return teams
-
-
-def match_batch_json(pool: str, matches: list[MatchEvent]) -> bytes:
-    """The row form: one JSON object per match."""
-    return orjson.dumps({"type": "match_batch", "pool": pool, "matches": [
-        {"event_id": m.event_id, "time": m.time, "a": m.a, "b": m.b, "score": m.score} for m in matches]})
-
-
-def match_columns_json(pool: str, matches: list[MatchEvent]) -> bytes:
-    """The compact column form (what ``messages`` publishes): about half the bytes of
-    ``match_batch_json`` and a third of the worker's decoding cost."""
-    return orjson.dumps({"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
-                         "time": [m.time for m in matches], "a": [m.a for m in matches],
-                         "b": [m.b for m in matches], "score": [m.score for m in matches]})
+__all__ = ["match_batch_json", "match_columns_json", "messages", "publish_async", "publish_history", "round_json"]
 
 
 def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
@@ -106,19 +65,13 @@ def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
 
 async def publish_async(records: Iterable[tuple[str, str, Any]], s: Settings, batch_size: int = 4096,
                         rate: float = 0.0, speedup: float = 0.0) -> dict[tuple[str, int], int]:
-    """Publish; returns the last offset written per (topic, partition)."""
-    from stream.service.topics import ensure_topics
-
-    await ensure_topics(s)
-    producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=5, acks="all",
-                                max_request_size=16 * 1024 * 1024, enable_idempotence=False, **s.aiokafka_kwargs())
-    await producer.start()
-    last: dict[tuple[str, int], int] = {}
-    futs: list[asyncio.Future[Any]] = []
+    """Publish through a ``Publisher`` (topics created, messages keyed by pool); returns the
+    last offset written per (topic, partition). The frames come from decoded records, which
+    the reader validated, so they are sent as they are."""
     t0 = time.perf_counter()
     sent = 0
     first_time: int | None = None
-    try:
+    async with Publisher(settings=s) as pub:
         for topic, pool, value, n, etime in messages(records, s, batch_size if not rate else min(batch_size, 64)):
             if rate > 0:
                 wait = sent / rate - (time.perf_counter() - t0)
@@ -129,21 +82,9 @@ async def publish_async(records: Iterable[tuple[str, str, Any]], s: Settings, ba
                 wait = (etime - first_time) / 1000.0 / speedup - (time.perf_counter() - t0)
                 if wait > 0:
                     await asyncio.sleep(wait)
-            futs.append(await producer.send(topic, value, key=pool.encode()))
+            await pub.send_frame(topic, pool, value)
             sent += n
-            if len(futs) >= 1000:
-                _collect(await asyncio.gather(*futs), last)
-                futs.clear()
-        _collect(await asyncio.gather(*futs), last)
-    finally:
-        await producer.stop()
-    return last
-
-
-def _collect(metas: list[Any], last: dict[tuple[str, int], int]) -> None:
-    for md in metas:
-        key = (md.topic, md.partition)
-        last[key] = max(last.get(key, -1), md.offset)
+    return pub.offsets
 
 
 def publish_history(inputs: tuple[str, ...], broker: str | None, *, pool: str | None = None,
