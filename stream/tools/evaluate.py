@@ -296,7 +296,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         p = parse_params(params)
         sys_obj = make_system(system, p)
         events = load_events(inputs, pool, csv_mapping(csv_columns), progress)
-        from stream.tools.compile_notice import compile_notice
+        from stream.compile_notice import compile_notice
 
         with compile_notice():
             res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins)

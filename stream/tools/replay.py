@@ -138,8 +138,8 @@ def replay(
                 progress=progress,
             )
             return
+        from stream.compile_notice import compile_notice
         from stream.engine.embedded import EmbeddedPipeline
-        from stream.tools.compile_notice import compile_notice
 
         pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
         with compile_notice():

@@ -45,8 +45,8 @@ def warm(systems: tuple[str, ...]) -> None:
     """Compile the rating kernels into numba's cache (once per install and machine).
 
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
+    from stream.compile_notice import cache_location, compile_notice
     from stream.state import id_index
-    from stream.tools.compile_notice import cache_location, compile_notice
 
     names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)
     t0 = time.perf_counter()

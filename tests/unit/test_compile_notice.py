@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from stream.tools.compile_notice import compile_notice
+from stream.compile_notice import compile_notice
 
 MMR = [sys.executable, "-m", "stream.cli"]
 NOTICE = "mmr: compiling rating kernels for this machine"
@@ -81,3 +81,26 @@ def test_mmr_warm_leaves_nothing_to_compile(tmp_path: Path) -> None:
     assert "mmr:" not in replay.stderr
     again = _mmr(["warm", "--system", "elo"], tmp_path / "cache")
     assert NOTICE not in again.stderr
+
+
+def test_compilations_on_the_workers_numba_thread_are_announced() -> None:
+    """The worker compiles on its one numba thread while the notice is opened on the main one."""
+    import asyncio
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    @numba.njit  # no cache: compiled on every call of this test
+    def plus_one(x: int) -> int:
+        return x + 1
+
+    out = io.StringIO()
+    loop = asyncio.new_event_loop()
+    try:
+        with ThreadPoolExecutor(1) as ex, compile_notice(out, hint="") as timer:
+            assert loop.run_until_complete(loop.run_in_executor(ex, plus_one, 3)) == 4
+    finally:
+        loop.close()
+    assert timer.kernels == 1
+    assert "compiling rating kernels" in out.getvalue() and "done in" in out.getvalue()
