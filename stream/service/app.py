@@ -13,7 +13,8 @@ dead letters handed to the producer → the broker acks them → the ack of the 
 which the commit timer commits their offsets. A crash anywhere in between re-delivers the batch;
 the Redis step recognises its event ids and applies nothing twice. A dead letter that cannot be
 published is retried with backoff (``Service.deliver_dead``); its batch, and every batch after it,
-stays unacknowledged until it is on the broker.
+stays unacknowledged until it is on the broker. A partition halted by a bug in the rating step
+(stream.service.halts) is paused, and its records from the offending one on are never acked.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from typing import Any
 import faust
 import orjson
 from aiokafka.partitioner import DefaultPartitioner
+from faust.types import TP
 from prometheus_client import Counter, Gauge
 
 from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery
+from stream.service.halts import Halt
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -85,6 +88,7 @@ class Service:
             "mmr_dead_letter_publish_failures", "Attempts to publish a dead letter that failed (too large, a broker "
             "error); each is retried with backoff and its input batch is not acknowledged until it is published",
             registry=self.metrics.registry)
+        self.processor.halts.on_halt = self.pause
 
     @property
     def http_port(self) -> int | None:
@@ -95,7 +99,8 @@ class Service:
         port = self.http_port
         return http.ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
                             self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
-                            health=self.http_health, concurrency=self.settings.http_redis_connections)
+                            health=self.http_health, concurrency=self.settings.http_redis_connections,
+                            halted=self.processor.halts.listing)
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
@@ -234,14 +239,24 @@ class Service:
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
         """The pipeline's last stage, after the broker acked the outputs: ack the input records
-        (Faust messages), so Faust may commit their offsets."""
+        (Faust messages), so Faust may commit their offsets. Records of a halted partition from
+        its halt on are not acked: its committed offset stays at the offending message."""
         consumer = self.app.consumer
+        halts = self.processor.halts
+        if halts:
+            tokens = [[r for r in records if not halts.holds(r.topic, r.partition, r.offset)] for records in tokens]
+            msgs = [m for m in msgs if not halts.held(m)]
         for records in tokens:
             for record in records:
                 record.ack(consumer)
         self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    def pause(self, halt: Halt) -> None:
+        """Stop fetching a halted partition (records fetched already are held back by the processor).
+        Faust resumes it when the partition is revoked."""
+        self.app.consumer.pause_partitions([TP(halt.topic, halt.partition)])
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""
@@ -379,6 +394,9 @@ def create_app(s: Settings) -> Service:
         svc.processor.forget_rounds()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
         svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
+        # a halted partition's next owner (this worker again, or another) starts at its committed
+        # offset, the offending message, and halts there again if it runs the same code
+        svc.processor.halts.clear()
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 

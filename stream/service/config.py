@@ -35,6 +35,8 @@ DedupMode = Literal["ids", "offsets"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+#: what the worker does with a message whose rating step fails with a bug (stream.service.halts)
+OnRatingBug = Literal["halt", "dead-letter"]
 DEDUP_MODES: tuple[str, ...] = get_args(DedupMode)
 
 #: variables ``from_env`` reads beyond the fields' own: they fill several fields or a dict
@@ -139,8 +141,14 @@ class Settings:
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
     #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
+    #: a message whose rating step fails with a bug (neither bad input nor Redis unavailable):
+    #: "halt" stops its partition at that message and alerts; "dead-letter" dead-letters it with
+    #: the reason "internal error" and goes on (stream.service.halts)
+    on_rating_bug: OnRatingBug = setting("halt", "MMR_ON_RATING_BUG")
     #: tests only: the worker SIGKILLs itself after this many Redis commits, before publishing
     test_fault_crash_after_batches: int = setting(0, "MMR_TEST_FAULT_CRASH_AFTER_BATCHES")
+    #: tests only: the rating step of this pool raises (a bug in the rating step, on the numba thread)
+    test_fault_rating_bug_pool: str = setting("", "MMR_TEST_FAULT_RATING_BUG_POOL")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -13,6 +13,11 @@ Per take batch:
 3. per pool, the atomic step: read, rate on the single numba thread, commit; again from the
    read on a conflict (stream.service.step); ``MAX_CONCURRENT_STEPS`` pools at a time;
 4. the caller publishes the returned outputs and dead letters, and only then acks.
+
+An error that is neither the input's nor the infrastructure's -- a bug -- halts the input
+partition of the message it happened on (stream.service.halts): the batch is retried message by
+message to find that message; from it on, nothing of its partition is applied (``halts``), and
+the caller acks none of those messages.
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
-import redis.exceptions
-
 from stream.events.validate import InvalidEvent
+from stream.ratings.base import RatingError
 from stream.service.config import Settings
+from stream.service.halts import REDIS_DOWN, Halts, peek_event
 from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
 from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import Plan, decode_message, plan_batch
@@ -39,9 +44,6 @@ from stream.state.redis_store import RedisStore
 __all__ = ["BatchResult", "DeadLetter", "Message", "PoolRegistry", "Processor", "rating_key"]
 
 log = logging.getLogger(__name__)
-
-#: what a failed Redis round trip raises; the batch is retried with back-off
-REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 #: pools of one batch stepped at once. A pool's step (and its round assembly) holds one Redis
 #: connection at a time, so this many steps never take more of the client's connection pool
@@ -78,6 +80,8 @@ class Processor:
         self.step = PoolStep(settings, store, executor, self.metrics, self.registry, self.cache, self.rounds,
                              self._dead)
         self._starting = asyncio.Lock()
+        #: partitions halted by a bug in the rating step: their messages from the halt on are skipped
+        self.halts = Halts(self.metrics.registry)
         #: pools of a batch stepped at once (``step_concurrency``)
         self.step_concurrency = step_concurrency(store)
 
@@ -114,9 +118,9 @@ class Processor:
         """Process one take batch after every batch started before it; the returned future
         holds its result (or its error, without ``safe``). With ``safe`` it never fails on
         input or Redis errors (``process_safely``)."""
-        msgs = list(msgs)
         fut: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
         async with self._starting:
+            msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
             committed: dict[str, BatchResult] = {}
             try:
                 fut.set_result(await self._apply_plan(self._plan(msgs), committed))
@@ -131,11 +135,12 @@ class Processor:
 
     async def process_safely(self, msgs: Sequence[Message], committed: dict[str, BatchResult] | None = None,
                              ) -> BatchResult:
-        """Process one batch now; never lets an input error escape (the worker must not die on input).
+        """Process one batch now; never lets an error escape (the worker must not die on input nor on a bug).
 
         Redis being unreachable is retried with back-off; any other error is retried message
-        by message, and a message that still fails is dead-lettered. ``committed``: the
-        results of pools that an earlier attempt at this batch committed (not applied again).
+        by message, and a message that still fails halts its partition there (``_failed``); the
+        messages of a halted partition after it are skipped. ``committed``: the results of
+        pools that an earlier attempt at this batch committed (not applied again).
         Called only from ``start`` (it does not wait for other batches)."""
         committed = {} if committed is None else committed
         msgs = list(msgs)
@@ -145,23 +150,37 @@ class Processor:
             try:
                 return await self._apply_plan(self._plan(msgs), committed)
             except REDIS_DOWN as exc:
-                log.warning("Redis unavailable (%r); retrying the batch in %.1f s", exc, delay)
+                log.warning("Redis unavailable or contended (%r); retrying the batch in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except Exception:
+            except Exception as exc:
                 if len(msgs) == 1:
-                    m = msgs[0]
-                    log.exception("internal error on %s/%s@%s; dead-lettered", m.topic, m.partition, m.offset)
-                    self.metrics.dead_letters.labels(reason_label("internal error")).inc()
-                    return BatchResult(dead=[DeadLetter("internal error (see worker log)", m.topic, m.partition,
-                                                        m.offset, m.value)])
+                    self.rounds.forget()  # the failed attempt may have assembled ahead of Redis
+                    return self._failed(msgs[0], exc)
                 log.exception("batch failed; retrying message by message")
                 total = BatchResult()
                 for res in committed.values():
                     total.add(res)
                 for m in msgs:  # each alone, skipping the pools an attempt at the whole batch committed
+                    if self.halts and self.halts.held(m):  # its partition halted at an earlier message
+                        continue
                     total.add(await self.process_safely([m], {pool: BatchResult() for pool in committed}))
                 return total
+
+    def _failed(self, m: Message, exc: Exception) -> BatchResult:
+        """A message that fails alone, with an error that is not Redis being unavailable.
+
+        A rating system refusing its input is the input's fault: a dead letter with the reason.
+        Anything else is a bug (stream.service.halts): the message's partition halts at it, or,
+        with ``MMR_ON_RATING_BUG=dead-letter``, it is dead-lettered as an internal error."""
+        if isinstance(exc, RatingError):
+            pool, event_id = peek_event(m.value)
+            return BatchResult(dead=[self._dead(m, f"rating: {exc}", event_id, pool)])
+        if self.settings.on_rating_bug == "dead-letter":
+            pool, event_id = self.halts.dead_lettered(m, exc)
+            return BatchResult(dead=[self._dead(m, "internal error (see worker log)", event_id, pool)])
+        self.halts.halt(m, exc)
+        return BatchResult()
 
     async def _apply_plan(self, plan: Plan, committed: dict[str, BatchResult]) -> BatchResult:
         """Per pool: assemble its rounds, then its atomic step; ``step_concurrency`` pools at a time.

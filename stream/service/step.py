@@ -79,12 +79,14 @@ class PoolStep:
         checked_offsets = [tp for tp, (first, _) in offsets.items() if first is not None]
         rounds = [op.round_done for op in ops if isinstance(op, RoundOp) and op.round_done is not None]
         loop = asyncio.get_running_loop()
+        fault = self.settings.test_fault_rating_bug_pool
+        rate = _injected_bug if fault and pool == fault else rate_ops
         async with self._locks.setdefault(pool, asyncio.Lock()):
             optimistic = True
             for attempt in range(MAX_ATTEMPTS):
                 gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
                 commit, outputs, dead, stats = await loop.run_in_executor(
-                    self.executor, rate_ops, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
+                    self.executor, rate, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
                 if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                     self.rounds.committed(pool, rounds)
                     out.outputs.extend(outputs)
@@ -118,7 +120,8 @@ class PoolStep:
                 out.outputs.extend(outputs)
                 out.dead.extend(dead)
                 return
-            raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+            # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
+            raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 
     async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
                     optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
@@ -295,6 +298,13 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         if registered:  # players a round only stored at their prior (rounds 0): not published
             outputs = [o for o in outputs if o.rounds]
     return commit, outputs, dead, counts
+
+
+def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
+                  upto: dict[str, int] | None, dead_fn: DeadFn,
+                  ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+    """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
+    raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:

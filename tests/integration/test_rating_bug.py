@@ -1,0 +1,141 @@
+"""A bug in the rating step halts the partition of its message; it is neither dead-lettered nor a crash.
+
+The processor on a real Redis (no broker): the test setting ``test_fault_rating_bug_pool`` makes
+one pool's rating step raise on the numba thread, as a bug in a kernel would; a pool whose Redis
+key holds another type (``StateError``) is the other kind of error that is neither the input's
+nor the infrastructure's. The worker end to end (pause, acks, /healthz, restart with a fix) is
+tests/integration/test_rating_bug_worker.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+import pytest
+
+from stream.service.config import Settings
+from stream.service.processor import Message, Processor
+from stream.state.redis_store import RedisStore
+
+pytestmark = pytest.mark.integration
+
+SETTINGS = Settings(matches_system="elo", test_fault_rating_bug_pool="bug")
+
+
+def _match(offset: int, partition: int, pool: str, eid: str, a: str = "x", b: str = "y") -> Message:
+    return Message("in", partition, offset, orjson.dumps({"type": "match", "pool": pool, "event_id": eid,
+                                                           "time": offset, "a": a, "b": b, "score": 1.0}))
+
+
+def _sample(proc: Processor, name: str, labels: dict[str, str] | None = None) -> float | None:
+    return proc.metrics.registry.get_sample_value(name, labels or {})
+
+
+async def _rounds(store: RedisStore, pool: str) -> dict[str, int]:
+    from stream.service.export import export_rows
+
+    return {r["player"]: r["rounds"] for r in await export_rows(store) if r["pool"] == pool}
+
+
+def test_a_bug_halts_its_partition_at_its_message_and_the_rest_goes_on(redis_url: str) -> None:
+    # partition 0: pool a only; partition 1: pool c, then the bug's pool (offset 11), then more of both
+    first = [_match(0, 0, "a", "a0"), _match(10, 1, "c", "c0"), _match(11, 1, "bug", "b0"),
+             _match(1, 0, "a", "a1"), _match(12, 1, "bug", "b1")]
+    later = [_match(2, 0, "a", "a2"), _match(13, 1, "c", "c1"), _match(14, 1, "d", "d0")]
+
+    async def run() -> dict[str, Any]:
+        store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(SETTINGS, store, ex)
+            paused: list[tuple[str, int, int]] = []
+            proc.halts.on_halt = lambda h: paused.append((h.topic, h.partition, h.offset))
+            res = await (await proc.start(first))
+            res2 = await (await proc.start(later))
+            out = {"res": res, "res2": res2, "paused": paused, "halts": proc.halts.listing(),
+                   "held": [proc.halts.held(m) for m in first + later],
+                   "halted": _sample(proc, "mmr_partitions_halted"),
+                   "bugs": _sample(proc, "mmr_rating_bugs_total", {"kind": "bug", "action": "halted"}),
+                   "a": await _rounds(store, "a"), "c": await _rounds(store, "c"), "d": await _rounds(store, "d"),
+                   "bug": await _rounds(store, "bug")}
+        await store.close()
+        return out
+
+    out = asyncio.run(run())
+    assert out["res"].dead == [] and out["res2"].dead == []  # valid input: never a dead letter
+    assert out["paused"] == [("in", 1, 11)]
+    [halt] = out["halts"]
+    assert (halt["topic"], halt["partition"], halt["offset"], halt["pool"], halt["event_id"], halt["kind"]) == (
+        "in", 1, 11, "bug", "b0", "bug")
+    assert "injected bug" in halt["error"]
+    assert out["held"] == [False, False, True, False, True, False, True, True]
+    assert out["halted"] == 1 and out["bugs"] == 1
+    assert out["bug"] == {} and out["d"] == {}  # nothing of the halted partition from the bug's message on
+    assert out["c"] == {"x": 1, "y": 1}  # c0 (before it) applied, c1 (after it, a later batch) not
+    assert out["a"] == {"x": 3, "y": 3}  # the other partition goes on
+    assert {o.pool for o in out["res2"].outputs} == {"a"}
+
+
+def test_a_fixed_processor_resumes_at_the_halted_message_and_ends_as_without_the_bug(redis_url: str) -> None:
+    """What a restart with a fix does: the messages from the committed offset (the halted one) are
+    delivered again, together with the ones the halted processor had applied and not acked; the
+    end state is that of a processor that never had the bug, each event applied once."""
+    first = [_match(0, 1, "c", "c0"), _match(1, 1, "bug", "b0"), _match(2, 1, "c", "c1", "y", "z"),
+             _match(3, 1, "bug", "b1", "y", "x")]
+    redelivered = first[1:]
+
+    async def run() -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
+        halted = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        clean = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        with ThreadPoolExecutor(1) as ex:
+            buggy = Processor(SETTINGS, halted, ex)
+            await (await buggy.start(first))
+            assert buggy.halts.listing()[0]["offset"] == 1
+            fixed = Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), halted, ex)
+            res = await (await fixed.start(redelivered))
+            assert res.dead == []
+            await (await Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), clean, ex).start(first))
+        out = (await _rounds(halted, "c"), await _rounds(halted, "bug"), await _rounds(clean, "c"),
+               await _rounds(clean, "bug"))
+        await halted.close()
+        await clean.close()
+        return out
+
+    c, bug, c_clean, bug_clean = asyncio.run(run())
+    assert (c, bug) == (c_clean, bug_clean) == ({"x": 1, "y": 2, "z": 1}, {"x": 2, "y": 2})
+
+
+def test_dead_letter_mode_and_a_pool_whose_keys_are_unusable(redis_url: str) -> None:
+    """``MMR_ON_RATING_BUG=dead-letter``: the message is dead-lettered as an internal error (and
+    counted as a bug), its partition goes on. A pool whose leaderboard key holds a string
+    (``StateError``: the events are not at fault, an operator must look) halts like a bug, kind "state"."""
+    batch = [_match(0, 0, "bug", "b0"), _match(1, 0, "c", "c0"), _match(2, 0, "bug", "b1")]
+
+    async def run() -> tuple[Any, ...]:
+        store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(SETTINGS.with_(on_rating_bug="dead-letter"), store, ex)
+            res = await (await proc.start(batch))
+            dl = (res, proc.halts.listing(), _sample(proc, "mmr_rating_bugs_total",
+                                                     {"kind": "bug", "action": "dead_lettered"}),
+                  _sample(proc, "mmr_dead_letters_total", {"reason": "internal"}), await _rounds(store, "c"))
+            await store.r.set(store.key("broken", "lb"), b"not a sorted set")
+            proc2 = Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), store, ex)
+            res2 = await (await proc2.start([_match(5, 3, "c", "c1"), _match(6, 3, "broken", "k0"),
+                                             _match(7, 3, "c", "c2", "y", "z")]))
+            st = (res2, proc2.halts.listing(), _sample(proc2, "mmr_rating_bugs_total",
+                                                        {"kind": "state", "action": "halted"}))
+        await store.close()
+        return dl, st
+
+    (res, halts, bugs, internal, c), (res2, halts2, state_bugs) = asyncio.run(run())
+    assert [(d.offset, d.reason, d.pool, d.event_id) for d in res.dead] == [
+        (0, "internal error (see worker log)", "bug", "b0"), (2, "internal error (see worker log)", "bug", "b1")]
+    assert halts == [] and bugs == 2 and internal == 2 and c == {"x": 1, "y": 1}
+    assert res2.dead == []
+    [h] = halts2
+    assert (h["partition"], h["offset"], h["pool"], h["kind"]) == (3, 6, "broken", "state")
+    assert state_bugs == 1
