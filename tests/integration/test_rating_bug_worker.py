@@ -1,0 +1,168 @@
+"""A real ``mmr worker`` with a bug in one pool's rating step: that pool's partition halts at the
+offending message, the other partition goes on; a worker without the bug resumes there.
+
+Pools on both partitions of the matches topic; the worker is started with
+``MMR_TEST_FAULT_RATING_BUG_POOL`` (the rating step of that pool raises). After the halt is on
+``/healthz``, more events go to every pool: the other partition's pools end equal to the embedded
+replay of all their events, the halted partition's committed offset stays at the offending
+message and nothing of that partition from it on is applied, nothing is dead-lettered. Then the
+worker is stopped and one without the fault started: everything equals the embedded replay of
+all events (each applied once), still no dead letter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
+from conftest import free_port
+from service_utils import (
+    WorkerProcess,
+    embedded_state,
+    export_state,
+    make_settings,
+    produce_raw,
+    read_json_topic,
+    wait_caught_up,
+)
+
+from stream.service.config import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def _pools_by_partition(n: int) -> dict[int, list[str]]:
+    """Pool names spread over the two partitions by the producer's own partitioner (key = pool)."""
+    part = DefaultPartitioner()
+    out: dict[int, list[str]] = {0: [], 1: []}
+    i = 0
+    while min(len(v) for v in out.values()) < n:
+        name = f"pool{i}"
+        out[part(name.encode(), [0, 1], [0, 1])].append(name)
+        i += 1
+    return {p: v[:n] for p, v in out.items()}
+
+
+class Events:
+    """Match events in publishing order, also written as a history the embedded replay reads."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def add(self, pool: str, n: int) -> list[dict[str, Any]]:
+        new = []
+        for _ in range(n):
+            k = len(self.events)
+            ev = {"type": "match", "pool": pool, "event_id": f"{pool}-{k}", "time": 1_700_000_000_000 + k,
+                  "a": f"p{k % 5}", "b": f"p{(k * 3 + 1) % 5 if (k * 3 + 1) % 5 != k % 5 else (k + 2) % 5}",
+                  "score": (1.0, 0.0, 0.5)[k % 3]}
+            self.events.append(ev)
+            new.append(ev)
+        return new
+
+    def replay(self, path: Path, keep: Any = None) -> dict[tuple[str, str], dict[str, Any]]:
+        path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in self.events if keep is None or keep(e)))
+        return embedded_state([path], "cowan")
+
+
+def _publish(s: Settings, events: list[dict[str, Any]]) -> None:
+    produce_raw(s, s.topic_matches, [(e["pool"].encode(), orjson.dumps(e)) for e in events])
+
+
+def _get(port: int, path: str) -> tuple[int, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        body = resp.read().decode()
+        return resp.status, json.loads(body) if path != "/metrics" else body
+
+
+def _metric(port: int, line_start: str) -> float | None:
+    for line in _get(port, "/metrics")[1].splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[-1])
+    return None
+
+
+async def _offsets(s: Settings) -> dict[int, tuple[int, int]]:
+    """Per partition of the matches topic: (committed offset of the worker's group, end offset)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, group_id=s.app_id)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(s.topic_matches, p) for p in range(s.partitions)]
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: (await consumer.committed(tp) or 0, ends[tp]) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+def _wait(what: str, check: Any, worker: WorkerProcess, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert worker.alive(), worker.log_tail()
+        try:
+            got = check()
+        except OSError:  # the HTTP API not up yet
+            got = None
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s\n{worker.log_tail()}"
+        time.sleep(0.3)
+
+
+def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootstrap: str, redis_url: str,
+                                                                    tmp_path: Path) -> None:
+    pools = _pools_by_partition(2)
+    (a, b), (c, bug) = pools[0], pools[1]
+    d = _pools_by_partition(3)[1][2]  # a pool of the halted partition that starts after the halt
+    port = free_port()
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2, http_port=port)
+    ev = Events()
+    before = ev.add(a, 6) + ev.add(b, 6) + ev.add(c, 6)
+    offending = ev.add(bug, 3)  # the first is the offending message: offset 6 of partition 1
+    worker = WorkerProcess(s, tmp_path / "buggy.log")
+    worker.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
+    worker.start()
+    try:
+        _publish(s, before + offending)
+        health = _wait("a halt on /healthz", lambda: (h := _get(port, "/healthz")[1]).get("halted") and h, worker)
+        assert health["status"] == "degraded"
+        [halt] = health["halted"]
+        assert (halt["topic"], halt["partition"], halt["offset"], halt["pool"], halt["event_id"], halt["kind"]) == (
+            s.topic_matches, 1, 6, bug, offending[0]["event_id"], "bug")
+        assert _get(port, "/readyz")[0] == 200  # still ready: the other partitions are served
+
+        after = ev.add(a, 4) + ev.add(b, 4) + ev.add(c, 4) + ev.add(d, 4) + ev.add(bug, 2)
+        _publish(s, after)
+        ends = len([e for e in ev.events if e["pool"] in (a, b)])
+        _wait("partition 0 committed", lambda: asyncio.run(_offsets(s))[0] == (ends, ends), worker)
+        time.sleep(1.5)  # a few of Faust's commit intervals (0.5 s): partition 1 must not move
+        committed1, end1 = asyncio.run(_offsets(s))[1]
+        assert (committed1, end1) == (6, 6 + 3 + 4 + 4 + 2)
+        held = {e["event_id"] for e in offending} | {e["event_id"] for e in after if e["pool"] in (c, d, bug)}
+        state = export_state(s)
+        expected = ev.replay(tmp_path / "applied.jsonl", lambda e: e["event_id"] not in held)
+        assert state == expected  # partition 0 whole, partition 1 up to the offending message: bit for bit
+        assert _metric(port, "mmr_partitions_halted") == 1
+        assert (_metric(port, 'mmr_rating_bugs_total{action="halted",kind="bug"}') or 0) >= 1
+        assert read_json_topic(s, s.topic_dead) == []
+        assert "HALTED at offset 6" in worker.log_tail(200_000) and "injected bug" in worker.log_tail(200_000)
+    finally:
+        worker.stop()
+
+    fixed = WorkerProcess(s, tmp_path / "fixed.log").start()
+    try:
+        wait_caught_up(s, fixed)
+        state = export_state(s)
+        assert state == ev.replay(tmp_path / "all.jsonl")  # each event once, in order, bit for bit
+        assert {p for p, _ in state} == {a, b, c, d, bug}
+        assert read_json_topic(s, s.topic_dead) == []
+        assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
+    finally:
+        fixed.stop()
