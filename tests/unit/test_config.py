@@ -182,6 +182,15 @@ def test_the_state_directory_and_the_fault_switch() -> None:
     assert faust_kwargs(from_env({"MMR_STATE_DIR": "/var/lib/mmr"}))["datadir"] == "/var/lib/mmr"
     assert faust_kwargs(from_env({"MMR_APP_ID": "a1"}))["datadir"].endswith("mmr-faust-a1")
     assert from_env({"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}).test_fault_crash_after_batches == 3
+    assert from_env({"MMR_TEST_FAULT_RATING_BUG_POOL": "chess"}).test_fault_rating_bug_pool == "chess"
+    assert Settings().test_fault_rating_bug_pool == ""
+
+
+def test_what_a_bug_in_the_rating_step_does_is_a_choice() -> None:
+    assert Settings().on_rating_bug == "halt"
+    assert from_env({"MMR_ON_RATING_BUG": "Dead-Letter"}).on_rating_bug == "dead-letter"
+    with pytest.raises(SettingError, match="MMR_ON_RATING_BUG='crash': expected one of halt, dead-letter"):
+        from_env({"MMR_ON_RATING_BUG": "crash"})
 
 
 def test_elo_mmr_reads_its_parallel_threshold_through_the_settings() -> None:
