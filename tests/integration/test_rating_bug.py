@@ -139,3 +139,39 @@ def test_dead_letter_mode_and_a_pool_whose_keys_are_unusable(redis_url: str) -> 
     [h] = halts2
     assert (h["partition"], h["offset"], h["pool"], h["kind"]) == (3, 6, "broken", "state")
     assert state_bugs == 1
+
+
+def test_an_open_round_of_the_halted_partition_does_not_time_out_while_it_waits(redis_url: str) -> None:
+    """Round ``R`` of pool ``y`` is open (its results arrived) when a bug halts its partition; its
+    completion comes after the halt. However long the halt lasts, ``R`` is not expired (its
+    completion is held, not late); the fixed processor rates it once."""
+
+    def rr(offset: int, body: dict[str, Any]) -> Message:
+        return Message("res", 1, offset, orjson.dumps({"pool": "y", "round_id": "R", "time": 5, **body}))
+
+    results = [rr(0, {"type": "round_result", "event_id": "r1", "player": "p", "rank": 1}),
+               rr(1, {"type": "round_result", "event_id": "r2", "player": "q", "rank": 2})]
+    bug = Message("res", 1, 2, orjson.dumps({"type": "round", "pool": "bug", "event_id": "k", "round_id": "K",
+                                             "time": 6, "standings": [{"player": "p", "rank": 1},
+                                                                      {"player": "q", "rank": 2}]}))
+    completed = rr(3, {"type": "round_completed", "event_id": "rc", "participants": 2})
+    settings = SETTINGS.with_(rounds_system="elo-mmr")
+
+    async def run() -> tuple[Any, ...]:
+        store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(settings, store, ex)
+            await (await proc.start(results))
+            await (await proc.start([bug]))
+            held = await (await proc.start([completed]))
+            expired = await proc.expire(10**15 // 2)  # far in the future: any open round the worker holds is due
+            fixed = Processor(settings.with_(test_fault_rating_bug_pool=""), store, ex)
+            res = await (await fixed.start([bug, completed]))
+            out = (proc.halts.listing(), held, expired, res, await _rounds(store, "y"), await _rounds(store, "bug"))
+        await store.close()
+        return out
+
+    halts, held, expired, res, y, bug_pool = asyncio.run(run())
+    assert [(h["offset"], h["pool"]) for h in halts] == [(2, "bug")]
+    assert held.outputs == [] and held.dead == [] and expired == []
+    assert res.dead == [] and y == {"p": 1, "q": 1} and bug_pool == {"p": 1, "q": 1}
