@@ -19,7 +19,8 @@ import pytest
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
-from stream.state.redis_store import RedisStore
+from stream.service.step import MAX_ATTEMPTS
+from stream.state.redis_store import Commit, Conflict, RedisStore
 
 pytestmark = pytest.mark.integration
 
@@ -175,3 +176,34 @@ def test_an_open_round_of_the_halted_partition_does_not_time_out_while_it_waits(
     assert [(h["offset"], h["pool"]) for h in halts] == [(2, "bug")]
     assert held.outputs == [] and held.dead == [] and expired == []
     assert res.dead == [] and y == {"p": 1, "q": 1} and bug_pool == {"p": 1, "q": 1}
+
+
+class Contended(RedisStore):
+    """A real store whose commits another writer wins ``lost`` times first (as a second owner of the pool would)."""
+
+    lost = 0
+
+    async def commit(self, pool: str, gen: str, c: Commit, *args: Any, **kwargs: Any) -> int:
+        if self.lost > 0:
+            self.lost -= 1
+            raise Conflict(pool)
+        return await super().commit(pool, gen, c, *args, **kwargs)
+
+
+def test_a_pool_whose_commit_another_writer_keeps_winning_is_retried_not_halted(redis_url: str) -> None:
+    """Contention is the infrastructure's, not a bug: more conflicts in a row than one step tries
+    (``MAX_ATTEMPTS``) retry the batch later; nothing is halted or dead-lettered."""
+
+    async def run() -> tuple[Any, ...]:
+        store = Contended.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        store.lost = 3 * MAX_ATTEMPTS + 3  # more than the batch, its retry and each message alone would try
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(SETTINGS, store, ex)
+            res = await (await proc.start([_match(0, 0, "c", "c0"), _match(1, 0, "c", "c1", "y", "z")]))
+            out = (res, proc.halts.listing(), store.lost, await _rounds(store, "c"))
+        await store.close()
+        return out
+
+    res, halts, left, c = asyncio.run(run())
+    assert res.dead == [] and halts == [] and left == 0
+    assert c == {"x": 1, "y": 2, "z": 1}
