@@ -1,5 +1,6 @@
 """A real ``mmr worker`` with a bug in one pool's rating step: that pool's partition halts at the
-offending message, the other partition goes on; a worker without the bug resumes there.
+offending message, the other partition goes on; a worker without the bug resumes there; a
+rebalance while halted halts the partition again at the same message.
 
 Pools on both partitions of the matches topic; the worker is started with
 ``MMR_TEST_FAULT_RATING_BUG_POOL`` (the rating step of that pool raises). After the halt is on
@@ -166,3 +167,46 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
         assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
     finally:
         fixed.stop()
+
+
+def test_a_halted_partition_moved_by_a_rebalance_halts_again_at_the_same_message(kafka_bootstrap: str,
+                                                                                 redis_url: str,
+                                                                                 tmp_path: Path) -> None:
+    """A second worker (same code, same bug) joins while a partition is halted: the rebalance gives
+    every partition an owner again, the halted one starts at its committed offset and halts there
+    once more (on whichever worker owns it); the other partition goes on; nothing is dead-lettered."""
+    (a, b), (c, bug) = _pools_by_partition(2)[0], _pools_by_partition(2)[1]
+    ports = free_port(), free_port()
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2, http_port=ports[0])
+    ev = Events()
+    first = ev.add(a, 3) + ev.add(c, 3) + ev.add(bug, 2)  # the offending message: offset 3 of partition 1
+    workers = [WorkerProcess(s.with_(http_port=port), tmp_path / f"w{i}.log") for i, port in enumerate(ports)]
+    for w in workers:
+        w.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
+    workers[0].start()
+    try:
+        _publish(s, first)
+        _wait("the first halt", lambda: _get(ports[0], "/healthz")[1].get("halted"), workers[0])
+        workers[1].start()
+        _wait("the second worker running", lambda: _get(ports[1], "/healthz")[0] == 200, workers[1])
+
+        def bugs() -> float:
+            return sum(_metric(p, 'mmr_rating_bugs_total{action="halted",kind="bug"}') or 0 for p in ports)
+
+        _wait("the halt met again after the rebalance", lambda: bugs() >= 2, workers[1])
+        more = ev.add(a, 3) + ev.add(b, 3) + ev.add(c, 2)
+        _publish(s, more)
+        ends = len([e for e in ev.events if e["pool"] in (a, b)])
+        _wait("partition 0 committed", lambda: asyncio.run(_offsets(s))[0] == (ends, ends), workers[0])
+        time.sleep(1.5)  # a few of Faust's commit intervals (0.5 s)
+        assert asyncio.run(_offsets(s))[1] == (3, 3 + 2 + 2)
+        halts = [(h["partition"], h["offset"], h["pool"])
+                 for p in ports for h in _get(p, "/healthz")[1].get("halted", [])]
+        assert halts == [(1, 3, bug)]  # held by the partition's one owner
+        held = {e["event_id"] for e in ev.events if e["pool"] == bug} | {e["event_id"] for e in more if e["pool"] == c}
+        assert export_state(s) == ev.replay(tmp_path / "applied.jsonl", lambda e: e["event_id"] not in held)
+        assert read_json_topic(s, s.topic_dead) == []
+        assert all(w.alive() for w in workers)
+    finally:
+        for w in workers:
+            w.stop()
