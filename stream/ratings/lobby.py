@@ -66,6 +66,11 @@ MEAN_MODELS = frozenset({"elo", "codeforces", "glicko", "topcoder"})
 DRAW_MODELS = frozenset({"trueskill"})
 
 
+class LobbyRefused(RatingError):
+    """A lobby the system cannot predict (fewer than two teams, an empty team, teams for a 1-v-1
+    system): the request's fault, unlike a stored belief that gives a non-finite prediction."""
+
+
 @dataclass(frozen=True, slots=True)
 class LobbyPrediction:
     """See the module docstring. ``win`` and ``expected_rank`` are in the order of the teams."""
@@ -81,13 +86,13 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
     """The prediction of a match between ``teams`` (each a non-empty list of member beliefs)."""
     n = len(teams)
     if n < 2:
-        raise RatingError(f"a prediction needs at least two teams (got {n})")
+        raise LobbyRefused(f"a prediction needs at least two teams (got {n})")
     for t, members in enumerate(teams):
         if len(members) == 0:
-            raise RatingError(f"team {t} has no players")
+            raise LobbyRefused(f"team {t} has no players")
     name = system.name
     if name not in SUM_MODELS | MEAN_MODELS and (n > 2 or any(len(m) > 1 for m in teams)):
-        raise RatingError(f"{name} predicts only two single players: its model compares two players and has "
+        raise LobbyRefused(f"{name} predicts only two single players: its model compares two players and has "
                           "no team or multi-player form")
     virtual = [_team_belief(system, members) for members in teams]
     score = np.full((n, n), 0.5)  # score[t, u]: t's expected score against u (a draw counts one half)
@@ -215,4 +220,4 @@ def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)
 
 
-__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "predict"]
+__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "predict"]
