@@ -32,8 +32,9 @@ Routes:
     GET /openapi.json                              the OpenAPI document of these routes
 
 Every route is registered with its OpenAPI operation (``stream.service.openapi.ApiRoutes``), so
-the document served is that of the routes the app has. A request that is wrong answers 400 (413
-above a size limit: ``MAX_IDS`` players, ``MAX_TEAMS`` teams) with a text naming the field.
+the document served is that of the routes the app has. A request that is wrong answers 400 with a
+text naming the field, also above the size limits (``MAX_IDS`` players, ``MAX_TEAMS`` teams; a
+body over aiohttp's 1 MiB answers 413).
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ MAX_ID_LENGTH = 128
 _HEALTH = json_answer("Health")
 _NO_POOL = text_answer("unknown pool")
 _BAD = text_answer("a parameter or the body is wrong; the text names the field")
-_TOO_MANY = text_answer("more players or teams than one request may name")
 _STORED = text_answer("a stored value of the pool is not a belief, or the pool was stored by another version")
 
 
@@ -155,12 +155,11 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
 
 
 def _ids(value: Any, field: str) -> list[str]:
-    """A JSON list of player ids, checked (400 naming the field, 413 above ``MAX_IDS``)."""
+    """A JSON list of player ids, checked (400 naming the field, also above ``MAX_IDS``)."""
     if not isinstance(value, list):
         raise web.HTTPBadRequest(text=f"{field}: a list of player ids is required")
     if len(value) > MAX_IDS:
-        raise web.HTTPRequestEntityTooLarge(MAX_IDS, len(value),
-                                            text=f"{field}: {len(value)} ids, at most {MAX_IDS} per request")
+        raise web.HTTPBadRequest(text=f"{field}: {len(value)} ids, at most {MAX_IDS} per request")
     for i, x in enumerate(value):
         if not isinstance(x, str) or not 1 <= len(x) <= MAX_ID_LENGTH:
             raise web.HTTPBadRequest(text=f"{field}[{i}]: a player id is a string of 1 to {MAX_ID_LENGTH} characters")
@@ -175,13 +174,11 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
     if len(teams) < 2:
         raise web.HTTPBadRequest(text=f"teams: at least two teams are required (got {len(teams)})")
     if len(teams) > MAX_TEAMS:
-        raise web.HTTPRequestEntityTooLarge(MAX_TEAMS, len(teams),
-                                            text=f"teams: {len(teams)} teams, at most {MAX_TEAMS} per request")
+        raise web.HTTPBadRequest(text=f"teams: {len(teams)} teams, at most {MAX_TEAMS} per request")
     out = [_ids(team, f"teams[{t}]") for t, team in enumerate(teams)]
     total = sum(map(len, out))
     if total > MAX_IDS:
-        raise web.HTTPRequestEntityTooLarge(MAX_IDS, total,
-                                            text=f"teams: {total} players, at most {MAX_IDS} per request")
+        raise web.HTTPBadRequest(text=f"teams: {total} players, at most {MAX_IDS} per request")
     seen: dict[str, int] = {}
     for t, team in enumerate(out):
         if not team:
@@ -309,7 +306,7 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/players", operation(
         "Many players' ratings at once (unknown ids listed apart)",
-        {200: json_answer("Players"), 400: _BAD, 404: _NO_POOL, 413: _TOO_MANY, 500: _STORED},
+        {200: json_answer("Players"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
@@ -326,7 +323,7 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
-        {200: json_answer("Prediction"), 400: _BAD, 404: _NO_POOL, 413: _TOO_MANY, 500: _STORED},
+        {200: json_answer("Prediction"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
