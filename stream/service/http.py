@@ -337,8 +337,11 @@ def make_web_app(api: ReadApi) -> web.Application:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
         beliefs: list[list[Belief]] = [[known[p] if p in known else eng.system.new_belief() for p in team]
                                        for team in teams]
+        # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
+        # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
+        executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
         try:
-            pred = await asyncio.get_running_loop().run_in_executor(api.executor, lobby.predict, eng.system, beliefs)
+            pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
         except lobby.LobbyRefused as exc:
             raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
         except RatingError as exc:  # a stored value that decodes but gives no finite prediction
