@@ -79,6 +79,8 @@ MAX_IDS = 1000
 MAX_TEAMS = 64
 #: the CONTRACT's longest player id
 MAX_ID_LENGTH = 128
+#: the largest leaderboard offset (a safe JSON integer; Redis refuses indices past 2^63)
+MAX_OFFSET = 2**53
 
 _HEALTH = json_answer("Health")
 _NO_POOL = text_answer("unknown pool")
@@ -260,14 +262,15 @@ def make_web_app(api: ReadApi) -> web.Application:
         "A page of the leaderboard: players by displayed rating, best first",
         {200: json_answer("Leaderboard"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
         [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
-         query_param("offset", {"type": "integer", "minimum": 0}, "entries skipped (0 = from the best)",
+         query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+                     "entries skipped (0 = from the best)",
                      example=0)]))
     async def leaderboard(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
         n = min(max(_count(request, "n", 20), 1), 1000)
         offset = _count(request, "offset", 0)
-        if offset < 0:
-            raise web.HTTPBadRequest(text="offset must be 0 or more")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise web.HTTPBadRequest(text=f"offset must be 0 to {MAX_OFFSET}")
         eng = await _engine(api, pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])

@@ -375,8 +375,9 @@ class RedisStore:
         """``(rank, offset, score, total)`` of a player on the leaderboard (None: not on it).
 
         ``rank`` = 1 + players with a higher score (ties share it); ``offset`` = the player's place
-        in the order of ``page`` (ties by name, as ZREVRANGE orders them). Two round trips: a commit
-        in between can shift ``rank`` by the players it moved past the score read first."""
+        in the order of ``page`` (ties in reverse order of name, as ZREVRANGE orders them). Two
+        round trips: a commit in between can shift ``rank`` by the players it moved past the score
+        read first."""
         key = self.key(pool, "lb")
         async with self._io():
             pipe = self.r.pipeline(transaction=False)
