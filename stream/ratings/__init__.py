@@ -6,7 +6,8 @@ Modules are imported lazily: ``mmr --help`` must not pay for numba compilation.
 
 Layout: ``base`` (the interface), one module per system (``elo_mmr``, ``cowan``, ``elo``,
 ``glicko``, ``trueskill``, ``codeforces``, ``topcoder``), ``fastpath`` (the batched and packed
-forms the pipeline engine uses, per system, in the private ``_*_fastpath`` modules), and
+forms the pipeline engine uses, per system, in the private ``_*_fastpath`` modules), ``lobby``
+(predictions of a match of teams, for matchmakers), and
 private numba kernels and model tables (``_*_kernels``, ``_cowan_*``).
 """
 

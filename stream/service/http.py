@@ -24,8 +24,18 @@ Routes:
     GET /metrics                                   Prometheus text format
     GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown); any
                                                    player id, percent-encoded ({, }, /, %, ...)
-    GET /pools/{pool}/leaderboard?n=20             top-N by displayed rating
+    GET /pools/{pool}/leaderboard?n=20&offset=0    a page of the leaderboard by displayed rating
+    GET /pools/{pool}/leaderboard/rank/{player}    the player's rank and place on the leaderboard
     GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
+    POST /pools/{pool}/players                     {"players": [ids]}: many players' ratings at once
+    POST /pools/{pool}/predict                     {"teams": [[ids], ...]}: a lobby's prediction
+                                                   (stream.ratings.lobby)
+    GET /openapi.json                              the OpenAPI document of these routes
+
+Every route is registered with its OpenAPI operation (``stream.service.openapi.ApiRoutes``), so
+the document served is that of the routes the app has. A request that is wrong answers 400 with a
+text naming the field, also above the size limits (``MAX_IDS`` players, ``MAX_TEAMS`` teams; a
+body over aiohttp's 1 MiB answers 413).
 """
 
 from __future__ import annotations
@@ -40,11 +50,23 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from stream import __version__
 from stream.engine.pool import PoolConfigError, PoolEngine
-from stream.ratings.base import RatingError
+from stream.ratings import lobby
+from stream.ratings.base import Belief, RatingError
+from stream.service.openapi import (
+    PLAYER,
+    POOL,
+    ApiRoutes,
+    json_answer,
+    operation,
+    query_param,
+    text_answer,
+)
 from stream.state.redis_client import AnyRedis
 from stream.state.redis_store import RedisStore
 
@@ -52,6 +74,19 @@ log = logging.getLogger(__name__)
 
 #: seconds a health probe waits for Redis' PONG before answering 503
 HEALTH_TIMEOUT_S = 2.0
+#: players one request may name (POST /players, POST /predict), teams one lobby may have:
+#: one MGET and a prediction of bounded cost (the lobby's pairs and integrals grow with teams²)
+MAX_IDS = 1000
+MAX_TEAMS = 64
+#: the CONTRACT's longest player id
+MAX_ID_LENGTH = 128
+#: the largest leaderboard offset (a safe JSON integer; Redis refuses indices past 2^63)
+MAX_OFFSET = 2**53
+
+_HEALTH = json_answer("Health")
+_NO_POOL = text_answer("unknown pool")
+_BAD = text_answer("a parameter or the body is wrong; the text names the field")
+_STORED = text_answer("a stored value of the pool is not a belief, or the pool was stored by another version")
 
 
 class HttpPortTaken(RuntimeError):
@@ -114,8 +149,61 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
             "version": r.rounds, "system": eng.system.name}
 
 
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        raise web.HTTPBadRequest(text="body: not JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="body: a JSON object is required")
+    return body
+
+
+def _ids(value: Any, field: str) -> list[str]:
+    """A JSON list of player ids, checked (400 naming the field, also above ``MAX_IDS``)."""
+    if not isinstance(value, list):
+        raise web.HTTPBadRequest(text=f"{field}: a list of player ids is required")
+    if len(value) > MAX_IDS:
+        raise web.HTTPBadRequest(text=f"{field}: {len(value)} ids, at most {MAX_IDS} per request")
+    for i, x in enumerate(value):
+        if not isinstance(x, str) or not 1 <= len(x) <= MAX_ID_LENGTH:
+            raise web.HTTPBadRequest(text=f"{field}[{i}]: a player id is a string of 1 to {MAX_ID_LENGTH} characters")
+    return value
+
+
+def _teams(body: dict[str, Any]) -> list[list[str]]:
+    """``body["teams"]`` checked: 2 to ``MAX_TEAMS`` non-empty teams, each player in one team once."""
+    teams = body.get("teams")
+    if not isinstance(teams, list):
+        raise web.HTTPBadRequest(text="teams: a list of teams (lists of player ids) is required")
+    if len(teams) < 2:
+        raise web.HTTPBadRequest(text=f"teams: at least two teams are required (got {len(teams)})")
+    if len(teams) > MAX_TEAMS:
+        raise web.HTTPBadRequest(text=f"teams: {len(teams)} teams, at most {MAX_TEAMS} per request")
+    out = [_ids(team, f"teams[{t}]") for t, team in enumerate(teams)]
+    total = sum(map(len, out))
+    if total > MAX_IDS:
+        raise web.HTTPBadRequest(text=f"teams: {total} players, at most {MAX_IDS} per request")
+    seen: dict[str, int] = {}
+    for t, team in enumerate(out):
+        if not team:
+            raise web.HTTPBadRequest(text=f"teams[{t}]: a team needs at least one player")
+        for i, p in enumerate(team):
+            if p in seen:
+                raise web.HTTPBadRequest(text=f"teams[{t}][{i}]: player {p!r} is already in team {seen[p]}")
+            seen[p] = t
+    return out
+
+
+def _count(request: web.Request, name: str, default: int) -> int:
+    try:
+        return int(request.query.get(name, str(default)))
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be an integer") from None
+
+
 def make_web_app(api: ReadApi) -> web.Application:
-    routes = web.RouteTableDef()
+    routes = ApiRoutes()
     reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
     health = api.store.r if api.health is None else api.health
     one_ping = asyncio.Lock()  # probes arriving together share the health client's connection in turn
@@ -141,24 +229,30 @@ def make_web_app(api: ReadApi) -> web.Application:
             return web.json_response({"status": "degraded", "http_port": api.port, "halted": halted})
         return web.json_response({"status": "ok", "http_port": api.port})
 
-    @routes.get("/livez")
+    @routes.get("/livez", operation("Liveness: the process and its event loop answer (no Redis, no Kafka)",
+                                    {200: _HEALTH}))
     async def livez(request: web.Request) -> web.Response:
         return web.json_response({"status": "alive", "http_port": api.port})
 
-    @routes.get("/readyz")
+    @routes.get("/readyz", operation("Readiness: the app runs and Redis answers a PING within 2 s",
+                                     {200: _HEALTH, 503: json_answer("Health", "starting or unhealthy")}))
     async def readyz(request: web.Request) -> web.Response:
         return await ready()
 
-    @routes.get("/healthz")
+    @routes.get("/healthz", operation("The same as /readyz",
+                                      {200: _HEALTH, 503: json_answer("Health", "starting or unhealthy")}))
     async def healthz(request: web.Request) -> web.Response:
         return await ready()
 
-    @routes.get("/metrics")
+    @routes.get("/metrics", operation("Prometheus metrics", {200: text_answer("Prometheus text format")}))
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    @routes.get("/pools/{pool}/players/{player:.+}")  # any id: the default pattern refuses { and }
+    @routes.get("/pools/{pool}/players/{player:.+}",  # any id: the default pattern refuses { and }
+                operation("A player's current rating", {200: json_answer("Rating"),
+                                                        404: text_answer("unknown pool or player"),
+                                                        500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await _engine(api, pool)
@@ -170,31 +264,108 @@ def make_web_app(api: ReadApi) -> web.Application:
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
 
-    @routes.get("/pools/{pool}/leaderboard")
+    @routes.get("/pools/{pool}/leaderboard", operation(
+        "A page of the leaderboard: players by displayed rating, best first",
+        {200: json_answer("Leaderboard"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
+         query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+                     "entries skipped (0 = from the best)",
+                     example=0)]))
     async def leaderboard(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
-        try:
-            n = min(max(int(request.query.get("n", "20")), 1), 1000)
-        except ValueError:
-            raise web.HTTPBadRequest(text="n must be an integer") from None
+        n = min(max(_count(request, "n", 20), 1), 1000)
+        offset = _count(request, "offset", 0)
+        if not 0 <= offset <= MAX_OFFSET:
+            raise web.HTTPBadRequest(text=f"offset must be 0 to {MAX_OFFSET}")
         eng = await _engine(api, pool)
-        top = await api.store.top(pool, n)
-        raws = await api.store.beliefs(pool, [p for p, _ in top])
+        top, total = await api.store.page(pool, offset, n)
+        rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
+        body: dict[str, Any] = {"pool": pool, "top": rows, "offset": offset, "total": total}
+        if unreadable:
+            body["unreadable"] = unreadable
+        return web.json_response(body)
+
+    async def _rows(pool: str, eng: PoolEngine, players: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """The ratings of the stored players among ``players`` (in order) and the unreadable ones."""
+        raws = await api.store.beliefs(pool, players)
         rows, unreadable = [], []
         for p, raw in raws.items():
             if raw is None:
                 continue
             try:
                 rows.append(_row(pool, p, eng, raw))
-            except RatingError as exc:  # one corrupt value does not take the leaderboard down
-                log.warning("pool %r leaderboard: %s", pool, exc)
+            except RatingError as exc:  # one corrupt value does not take the whole answer down
+                log.warning("pool %r: %s", pool, exc)
                 unreadable.append(p)
-        body: dict[str, Any] = {"pool": pool, "top": rows}
+        return rows, unreadable
+
+    @routes.get("/pools/{pool}/leaderboard/rank/{player:.+}", operation(
+        "A player's rank on the leaderboard", {200: json_answer("LeaderboardRank"),
+                                               404: text_answer("unknown pool, or the player is not on it")},
+        [POOL, PLAYER]))
+    async def leaderboard_rank(request: web.Request) -> web.Response:
+        pool, name = request.match_info["pool"], request.match_info["player"]
+        await _engine(api, pool)
+        found = await api.store.rank(pool, name)
+        if found is None:
+            raise web.HTTPNotFound(text=f"player {name!r} is not on the leaderboard of pool {pool!r}")
+        rank, offset, score, total = found
+        return web.json_response({"pool": pool, "player": name, "rank": rank, "offset": offset, "rating": score,
+                                  "total": total})
+
+    @routes.post("/pools/{pool}/players", operation(
+        "Many players' ratings at once (unknown ids listed apart)",
+        {200: json_answer("Players"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        [POOL], body="PlayersRequest"))
+    async def players(request: web.Request) -> web.Response:
+        pool = request.match_info["pool"]
+        wanted = list(dict.fromkeys(_ids((await _json_object(request)).get("players"), "players")))
+        if not wanted:
+            raise web.HTTPBadRequest(text="players: at least one player id is required")
+        eng = await _engine(api, pool)
+        rows, unreadable = await _rows(pool, eng, wanted)
+        found = {r["player"] for r in rows} | set(unreadable)
+        body: dict[str, Any] = {"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found]}
         if unreadable:
             body["unreadable"] = unreadable
         return web.json_response(body)
 
-    @routes.get("/pools/{pool}/win-probability")
+    @routes.post("/pools/{pool}/predict", operation(
+        "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
+        {200: json_answer("Prediction"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        [POOL], body="PredictRequest"))
+    async def predict(request: web.Request) -> web.Response:
+        pool = request.match_info["pool"]
+        teams = _teams(await _json_object(request))
+        eng = await _engine(api, pool)
+        ids = [p for team in teams for p in team]
+        raws = await api.store.beliefs(pool, ids)
+        try:
+            known = eng.decode_all(raws, ids, remember=False)
+        except RatingError as exc:
+            raise web.HTTPInternalServerError(text=str(exc)) from exc
+        beliefs: list[list[Belief]] = [[known[p] if p in known else eng.system.new_belief() for p in team]
+                                       for team in teams]
+        # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
+        # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
+        executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
+        try:
+            pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
+        except lobby.LobbyRefused as exc:
+            raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
+        except RatingError as exc:  # a stored value that decodes but gives no finite prediction
+            raise web.HTTPInternalServerError(text=str(exc)) from exc
+        return web.json_response({
+            "pool": pool, "system": eng.system.name,
+            "teams": [{"players": team, "known": [p in known for p in team], "win": w, "expected_rank": r}
+                      for team, w, r in zip(teams, pred.win, pred.expected_rank, strict=True)],
+            "draw": pred.draw, "expected_score": pred.expected_score, "quality": pred.quality})
+
+    @routes.get("/pools/{pool}/win-probability", operation(
+        "Expected score of a against b (unknown players: the system's new-player belief)",
+        {200: json_answer("WinProbability"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
+         query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob")]))
     async def win_probability(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
         a, b = request.query.get("a"), request.query.get("b")
@@ -213,8 +384,12 @@ def make_web_app(api: ReadApi) -> web.Application:
         return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
                                                                                       raws[b] is not None]})
 
+    @routes.get("/openapi.json", operation("This API's OpenAPI document", {200: json_answer({"type": "object"})}))
+    async def openapi(request: web.Request) -> web.Response:
+        return web.json_response(routes.document(__version__))
+
     app = web.Application(middlewares=[bounded])
-    app.add_routes(routes)
+    app.add_routes(routes.table)
     return app
 
 

@@ -361,6 +361,35 @@ class RedisStore:
             rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
         return [(p.decode(), float(s)) for p, s in rows]
 
+    async def page(self, pool: str, offset: int, n: int) -> tuple[list[tuple[str, float]], int]:
+        """``n`` leaderboard entries from place ``offset`` on (0 = the best), and how many there are."""
+        key = self.key(pool, "lb")
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            pipe.zrevrange(key, offset, offset + max(n, 1) - 1, withscores=True)
+            pipe.zcard(key)
+            rows, total = await pipe.execute()
+        return [(p.decode(), float(s)) for p, s in rows], int(total)
+
+    async def rank(self, pool: str, player: str) -> tuple[int, int, float, int] | None:
+        """``(rank, offset, score, total)`` of a player on the leaderboard (None: not on it).
+
+        ``rank`` = 1 + players with a higher score (ties share it); ``offset`` = the player's place
+        in the order of ``page`` (ties in reverse order of name, as ZREVRANGE orders them). Two
+        round trips: a commit in between can shift ``rank`` by the players it moved past the score
+        read first."""
+        key = self.key(pool, "lb")
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            pipe.zscore(key, player)
+            pipe.zrevrank(key, player)
+            pipe.zcard(key)
+            score, offset, total = await pipe.execute()
+            if score is None or offset is None:
+                return None
+            higher = await self.r.zcount(key, f"({float(score)!r}", "+inf")
+        return min(int(higher), int(offset)) + 1, int(offset), float(score), int(total)
+
     async def scan_players(self, pool: str, count: int = 1000) -> AsyncIterator[list[tuple[str, bytes]]]:
         """Every stored belief of a pool, in chunks: the leaderboard's members (ZSCAN, each once)
         and their values (MGET). Both commands name keys of the pool's slot, so this works the same

@@ -75,6 +75,8 @@ def test_two_workers_with_defaults_both_serve_on_loopback(kafka_bootstrap: str, 
             assert _healthz(port) == {"status": "ok", "http_port": port}
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
                 assert f"mmr_http_port {float(port)}" in resp.read().decode()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=5) as resp:
+                assert {"/openapi.json", "/pools/{pool}/predict"} <= set(orjson.loads(resp.read())["paths"])
             assert w.alive()
         # on loopback only: no other local address reaches it
         outside = socket.gethostbyname(socket.gethostname())

@@ -1,0 +1,223 @@
+"""Lobby predictions for matchmakers: how a match of teams is expected to end, before it is played.
+
+``predict(system, teams)`` takes the beliefs of each team's members (a player alone is a team of
+one; a player never seen gets ``system.new_belief()`` from the caller) and returns each team's
+chance of finishing first, its expected rank, the draw probability where the system models draws,
+and a match-quality score. Pure math, no I/O: the worker's HTTP API (``POST /pools/{pool}/predict``)
+and any Python caller use the same function.
+
+Why each system gets its own team model rather than one generic formula: a prediction is only
+worth what the model that rates the pool says, and for two single players the answer must be
+exactly the system's own ``win_probability`` (the pairing prediction the API already serves).
+
+Team models (docs/teams.md, "Lobby predictions"):
+
+* ``elo-mmx``, ``elo-mmr`` (and ``trueskill``): a team performs the sum of its members'
+  performances, each ``N(μ_i, σ_i² + β²)`` (β: the system's performance spread), so a team
+  performs with mean ``Σ μ_i`` and variance ``Σ (σ_i² + β²)``; Gaussian for Elo-MMχ and
+  TrueSkill, a logistic of that variance for Elo-MMR (the moment matching of docs/teams.md).
+  This is the team model these systems rate team rounds with.
+* ``elo``, ``codeforces``, ``glicko``, ``topcoder`` (point ratings): a team plays as one player
+  whose rating is its members' mean (and whose deviation is the root mean square of theirs),
+  the team Elo of issue 26.
+* ``cowan``: its luck function compares two players on a grid and has no notion of a team or of
+  a third player, so it predicts two single players and refuses anything else (``RatingError``).
+  Any other system does the same, with its own ``win_probability``.
+
+What is computed:
+
+* two teams: ``win[t]`` = P(team t wins), ``draw`` = P(draw) for TrueSkill (the only system here
+  whose model has draws: a draw margin ε; with teams ε = Φ⁻¹((p_draw + 1)/2)·√(players)·β as
+  the trueskill package), None for the others (their performances are continuous, ties have
+  probability 0); ``expected_score`` = win[0] + draw/2 = the pairing prediction.
+* more teams: ``win[t]`` = P(team t finishes first): ``∫ f_t(x) Π_{u≠t} F_u(x) dx`` over the
+  team performance distributions (Gaussian or logistic, trapezoid rule on ±16 sd of team t's
+  density, 641 points: the integrand is smooth, so the rule converges fast; ~1e-11 from
+  adaptive quadrature, tested), or in closed form
+  for the logistic point ratings (Plackett–Luce: a Gumbel performance per team gives exactly the
+  logistic pairwise model: ``P(first) ∝ 10^(r_t/scale)``); ``draw`` is None.
+* ``expected_rank[t]`` = 1 + Σ_{u≠t} P(u ahead of t), a draw counting one half, from the
+  system's pairwise prediction of each pair of teams; the ranks add up to n(n+1)/2.
+* ``quality`` in [0, 1], 1 = perfectly balanced: two teams ``1 − |2·E − 1|`` with E the expected
+  score of the first team (0.5 → 1; 0 or 1 → 0); more teams ``n · min_t win[t]`` (1 when every
+  team has the same chance to finish first, near 0 when some team has next to none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import log_expit, log_ndtr, ndtri
+
+from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
+
+#: quadrature of P(first) for more than two teams: points and half-width in sd of a team's density
+GRID_POINTS = 641
+GRID_HALF_WIDTH = 16.0  # a logistic's tail beyond 16 sd holds ~1e-13
+
+#: systems whose team performs the sum of its members' performances (their own team model)
+SUM_MODELS = frozenset({"elo-mmr", "elo-mmx", "trueskill"})
+#: point-rating systems: a team plays as its members' mean
+MEAN_MODELS = frozenset({"elo", "codeforces", "glicko", "topcoder"})
+#: systems that model draws (a two-team prediction has a draw probability)
+DRAW_MODELS = frozenset({"trueskill"})
+
+
+class LobbyRefused(RatingError):
+    """A lobby the system cannot predict (fewer than two teams, an empty team, teams for a 1-v-1
+    system): the request's fault, unlike a stored belief that gives a non-finite prediction."""
+
+
+@dataclass(frozen=True, slots=True)
+class LobbyPrediction:
+    """See the module docstring. ``win`` and ``expected_rank`` are in the order of the teams."""
+
+    win: tuple[float, ...]
+    expected_rank: tuple[float, ...]
+    draw: float | None
+    expected_score: float | None  # two teams: the first team's expected score against the second
+    quality: float
+
+
+def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPrediction:
+    """The prediction of a match between ``teams`` (each a non-empty list of member beliefs)."""
+    n = len(teams)
+    if n < 2:
+        raise LobbyRefused(f"a prediction needs at least two teams (got {n})")
+    for t, members in enumerate(teams):
+        if len(members) == 0:
+            raise LobbyRefused(f"team {t} has no players")
+    name = system.name
+    if name not in SUM_MODELS | MEAN_MODELS and (n > 2 or any(len(m) > 1 for m in teams)):
+        raise LobbyRefused(f"{name} predicts only two single players: its model compares two players and has "
+                          "no team or multi-player form")
+    virtual = [_team_belief(system, members) for members in teams]
+    score = np.full((n, n), 0.5)  # score[t, u]: t's expected score against u (a draw counts one half)
+    outcome: tuple[float, float, float] = (0.5, 0.0, 0.5)
+    for t in range(n):
+        for u in range(t + 1, n):
+            outcome = _outcomes(system, virtual[t], virtual[u], len(teams[t]), len(teams[u]))
+            win, draw, _ = outcome
+            score[t, u] = win + 0.5 * draw
+            score[u, t] = 1.0 - score[t, u]
+    if not np.all(np.isfinite(score)):
+        raise RatingError("a belief of these players gives a non-finite prediction")
+    ranks = tuple(float(1.0 + np.sum(1.0 - np.delete(score[t], t))) for t in range(n))
+    if n == 2:
+        win, draw, loss = outcome
+        expected = float(score[0, 1])
+        return LobbyPrediction(win=(win, loss), expected_rank=ranks,
+                               draw=draw if name in DRAW_MODELS else None, expected_score=expected,
+                               quality=1.0 - abs(2.0 * expected - 1.0))
+    first = _first(system, teams, virtual)
+    return LobbyPrediction(win=tuple(float(x) for x in first), expected_rank=ranks, draw=None, expected_score=None,
+                           quality=float(n * first.min()))
+
+
+# --- the team as a virtual player of the system ------------------------------------------
+def _perf_var(system: RatingSystem) -> float:
+    """β² of the sum models: the variance a performance adds to the skill's."""
+    if system.name == "trueskill":
+        p = system.params
+        return float(p.beta**2 + p.tau**2)  # type: ignore[attr-defined]
+    spread: float = system._perf_spread()  # type: ignore[attr-defined]
+    return spread**2
+
+
+def _team_belief(system: RatingSystem, members: Sequence[Belief]) -> Belief:
+    """A belief of the system's layout whose pairwise prediction is the team's.
+
+    A team of one is its member's own belief, so that two single players get exactly the
+    system's ``win_probability``. Sum models: mean Σμ and a σ with σ² + β² = Σ(σ_i² + β²).
+    Mean models: every value the members' mean, the deviation (index 1) their root mean square."""
+    if len(members) == 1:
+        return np.asarray(members[0], dtype=np.float64)
+    stack = np.array([np.asarray(m, dtype=np.float64)[:2] for m in members])
+    if system.name in SUM_MODELS:
+        extra = (len(members) - 1) * _perf_var(system)
+        return np.array([float(stack[:, 0].sum()), math.sqrt(float(np.square(stack[:, 1]).sum()) + extra)])
+    belief = np.asarray(members[0], dtype=np.float64).copy()
+    belief[0] = float(stack[:, 0].mean())
+    if system.name in ("glicko", "topcoder"):  # the deviation: glicko's RD, topcoder's volatility
+        belief[1] = math.sqrt(float(np.square(stack[:, 1]).mean()))
+    return belief
+
+
+def _outcomes(system: RatingSystem, a: Belief, b: Belief, na: int, nb: int) -> tuple[float, float, float]:
+    """(P(a wins), P(draw), P(b wins)) of two teams given as virtual players of ``na``/``nb`` members."""
+    if system.name == "trueskill":
+        return _trueskill_outcomes(system, a, b, na, nb)
+    e = float(system.win_probability(a, b))
+    return e, 0.0, 1.0 - e
+
+
+def _trueskill_outcomes(system: RatingSystem, a: Belief, b: Belief, na: int, nb: int) -> tuple[float, float, float]:
+    """TrueSkill's two-team outcomes with the draw margin of ``na + nb`` players (the package's
+    ``calc_draw_margin``); for two single players the very arithmetic of ``win_probability``."""
+    p = system.params
+    beta, tau, p_draw = p.beta, p.tau, p.draw_probability  # type: ignore[attr-defined]
+    # a virtual σ already holds (n − 1)(β² + τ²), so two players' worth is added as for singles
+    c = math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2 + 2.0 * (beta**2 + tau**2))
+    dm = float(a[0] - b[0])
+    eps = float(ndtri((p_draw + 1.0) / 2.0)) * math.sqrt(float(na + nb)) * beta
+    p_win = 0.5 * math.erfc((eps - dm) / (c * math.sqrt(2.0)))
+    p_loss = 0.5 * math.erfc((eps + dm) / (c * math.sqrt(2.0)))
+    return p_win, 1.0 - p_win - p_loss, p_loss
+
+
+# --- more than two teams: the chance of finishing first ------------------------------------
+def _first(system: RatingSystem, teams: Sequence[Sequence[Belief]], virtual: list[Belief]) -> FloatArray:
+    mean = np.array([float(v[0]) for v in virtual])
+    name = system.name
+    if name in ("elo", "codeforces", "glicko"):
+        scale = float(getattr(system.params, "scale", 400.0))
+        slope = math.log(10.0) / scale
+        if name == "glicko":  # the attenuation of the mean pair: exact for two teams, the same for all
+            rd2 = float(np.mean([float(v[1]) ** 2 for v in virtual]))
+            slope *= 1.0 / math.sqrt(1.0 + 3.0 * slope**2 * 2.0 * rd2 / math.pi**2)
+        z = slope * (mean - mean.max())
+        w = np.exp(z)
+        return np.asarray(w / w.sum(), dtype=np.float64)
+    if name == "topcoder":
+        sd = np.array([float(v[1]) for v in virtual])
+        return _integrate(mean, sd, gaussian=True)
+    beta2 = _perf_var(system)
+    sd = np.sqrt(np.array([float(v[1]) ** 2 for v in virtual]) + beta2)
+    return _integrate(mean, sd, gaussian=name != "elo-mmr")
+
+
+def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
+    """P(performance t is the highest) for independent Gaussian or logistic performances."""
+    logcdf: Callable[[FloatArray], FloatArray]
+    if gaussian:
+        def logcdf(z: FloatArray) -> FloatArray:
+            return np.asarray(log_ndtr(z))
+
+        def pdf(z: FloatArray) -> FloatArray:
+            return np.asarray(np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi))
+        unit = 1.0
+    else:  # logistic of sd 1: scale √3/π
+        unit = math.sqrt(3.0) / math.pi
+
+        def logcdf(z: FloatArray) -> FloatArray:
+            return np.asarray(log_expit(z / unit))
+
+        def pdf(z: FloatArray) -> FloatArray:
+            return np.asarray(np.exp(log_expit(z / unit) + log_expit(-z / unit)) / unit)
+    n = len(mean)
+    zs = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID_POINTS)
+    out = np.empty(n)
+    for t in range(n):
+        x = mean[t] + sd[t] * zs
+        others = np.delete(np.arange(n), t)
+        log_rest = logcdf((x[None, :] - mean[others, None]) / sd[others, None]).sum(axis=0)
+        out[t] = np.trapezoid(pdf(zs) * np.exp(log_rest), zs)
+    if not np.all(np.isfinite(out)) or out.sum() <= 0:
+        raise RatingError("a belief of these players gives a non-finite prediction")
+    return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)
+
+
+__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "predict"]

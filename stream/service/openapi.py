@@ -1,0 +1,192 @@
+"""The OpenAPI 3.1 document of the worker's HTTP API, built from the routes themselves.
+
+Why it is built here and not written as a file: every route is registered through ``ApiRoutes``
+with its operation (parameters, body, answers), so a route cannot exist without its documented
+form, and ``GET /openapi.json`` serves the document of exactly the routes the app has
+(tests/integration/test_openapi.py checks both directions and runs schemathesis against the
+running server). The schemas describe what the handlers in ``stream.service.http`` answer; extra
+fields may be added to the answers (they are open objects), never removed.
+
+Errors answer ``text/plain`` with the reason, naming the field of the request that is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+Handler = Callable[[web.Request], Any]
+
+#: what the CONTRACT allows as a player id or a pool name
+NAME = {"type": "string", "minLength": 1, "maxLength": 128}
+TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+SCHEMAS: dict[str, Any] = {
+    "Health": {
+        "type": "object", "required": ["status", "http_port"],
+        "properties": {"status": {"type": "string", "enum": ["alive", "ok", "starting", "unhealthy"]},
+                       "http_port": {"type": "integer"},
+                       "redis": {"type": "string", "description": "why Redis did not answer"}},
+    },
+    "Rating": {
+        "type": "object", "required": ["pool", "player", "rating", "mu", "sigma", "rounds", "version", "system"],
+        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
+                       "rating": {"type": "number", "description": "the displayed (conservative) rating"},
+                       "mu": {"type": "number"}, "sigma": {"type": "number"},
+                       "rounds": {"type": "integer", "description": "events that changed this player"},
+                       "version": {"type": "integer"}, "system": {"type": "string"}},
+    },
+    "Leaderboard": {
+        "type": "object", "required": ["pool", "top", "offset", "total"],
+        "properties": {"pool": {"type": "string"},
+                       "top": {"type": "array", "items": {"$ref": "#/components/schemas/Rating"},
+                               "description": "players by displayed rating, best first, from `offset` on"},
+                       "offset": {"type": "integer", "minimum": 0},
+                       "total": {"type": "integer", "minimum": 0, "description": "players on the leaderboard"},
+                       "unreadable": {"type": "array", "items": {"type": "string"},
+                                      "description": "players whose stored value is not a belief (logged)"}},
+    },
+    "LeaderboardRank": {
+        "type": "object", "required": ["pool", "player", "rank", "offset", "rating", "total"],
+        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
+                       "rank": {"type": "integer", "minimum": 1,
+                                "description": "1 + players with a higher displayed rating (ties share a rank)"},
+                       "offset": {"type": "integer", "minimum": 0,
+                                  "description": "the player's place in the leaderboard's order (0 = first): "
+                                                 "the page `?offset=` this value starts with this player"},
+                       "rating": {"type": "number"}, "total": {"type": "integer", "minimum": 1}},
+    },
+    "Players": {
+        "type": "object", "required": ["pool", "players", "unknown"],
+        "properties": {"pool": {"type": "string"},
+                       "players": {"type": "array", "items": {"$ref": "#/components/schemas/Rating"},
+                                   "description": "the known players, in the order asked (each once)"},
+                       "unknown": {"type": "array", "items": {"type": "string"},
+                                   "description": "ids without a rating in the pool"},
+                       "unreadable": {"type": "array", "items": {"type": "string"}}},
+    },
+    "PlayersRequest": {
+        "type": "object", "required": ["players"],
+        "properties": {"players": {"type": "array", "minItems": 1, "maxItems": 1000, "items": NAME}},
+        "example": {"players": ["ann", "bob", "zed"]},
+    },
+    "WinProbability": {
+        "type": "object", "required": ["pool", "a", "b", "p_a", "known"],
+        "properties": {"pool": {"type": "string"}, "a": {"type": "string"}, "b": {"type": "string"},
+                       "p_a": {"type": "number", "minimum": 0, "maximum": 1,
+                               "description": "expected score of a against b (P(win) + P(draw)/2)"},
+                       "known": {"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2}},
+    },
+    "PredictRequest": {
+        "type": "object", "required": ["teams"],
+        "properties": {"teams": {"type": "array", "minItems": 2, "maxItems": 64,
+                                 "items": {"type": "array", "minItems": 1, "items": NAME, "uniqueItems": True},
+                                 "description": "teams of player ids (a player alone: a team of one); "
+                                                "each player in one team only; 1000 players at most"}},
+        "example": {"teams": [["ann", "bob"], ["cat", "dan"]]},
+    },
+    "Prediction": {
+        "type": "object", "required": ["pool", "system", "teams", "draw", "expected_score", "quality"],
+        "properties": {
+            "pool": {"type": "string"}, "system": {"type": "string"},
+            "teams": {"type": "array", "items": {
+                "type": "object", "required": ["players", "known", "win", "expected_rank"],
+                "properties": {
+                    "players": {"type": "array", "items": {"type": "string"}},
+                    "known": {"type": "array", "items": {"type": "boolean"},
+                              "description": "per player: rated in the pool (else the system's new-player belief)"},
+                    "win": {"type": "number", "minimum": 0, "maximum": 1,
+                            "description": "two teams: P(this team wins); more: P(it finishes first)"},
+                    "expected_rank": {"type": "number", "minimum": 1,
+                                      "description": "1 + Σ over the other teams of P(ahead of this one), "
+                                                     "a draw counting one half"}}}},
+            "draw": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
+                     "description": "two teams, systems that model draws (trueskill): P(draw); else null"},
+            "expected_score": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
+                               "description": "two teams: the first team's win + draw/2 (the pairing "
+                                              "prediction); more teams: null"},
+            "quality": {"type": "number", "minimum": 0, "maximum": 1,
+                        "description": "balance: two teams 1 − |2·expected_score − 1|; n teams n · min win"}},
+    },
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_answer(schema: str | dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": _ref(schema) if isinstance(schema, str) else schema}}}
+
+
+def text_answer(description: str) -> dict[str, Any]:
+    return {"description": description, "content": TEXT}
+
+
+def path_param(name: str, description: str, example: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description, "schema": NAME,
+            "example": example}
+
+
+def query_param(name: str, schema: dict[str, Any], description: str, required: bool = False,
+                example: Any = None) -> dict[str, Any]:
+    out = {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+    if example is not None:
+        out["example"] = example
+    return out
+
+
+POOL = path_param("pool", "the pool's name (percent-encoded)", "duos")
+PLAYER = path_param("player", "any player id, percent-encoded ({, }, /, %, spaces...)", "ann")
+
+
+def operation(summary: str, answers: Mapping[int, dict[str, Any]], params: list[dict[str, Any]] | None = None,
+              body: str | None = None) -> dict[str, Any]:
+    """An OpenAPI operation: ``answers`` by status, ``body`` the name of a JSON request schema."""
+    op: dict[str, Any] = {"summary": summary, "responses": {str(k): v for k, v in sorted(answers.items())}}
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    return op
+
+
+def openapi_path(path: str) -> str:
+    """aiohttp's ``{name:regex}`` as OpenAPI's ``{name}``."""
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
+class ApiRoutes:
+    """aiohttp's route table, each route registered with its OpenAPI operation."""
+
+    def __init__(self) -> None:
+        self.table = web.RouteTableDef()
+        self.paths: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def _add(self, method: str, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
+        entry = self.paths.setdefault(openapi_path(path), {})
+        if method.lower() in entry:
+            raise ValueError(f"{method} {path} registered twice")
+        entry[method.lower()] = op
+        register = self.table.get if method == "GET" else self.table.post
+        return register(path)
+
+    def get(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
+        return self._add("GET", path, op)
+
+    def post(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
+        return self._add("POST", path, op)
+
+    def document(self, version: str) -> dict[str, Any]:
+        return {
+            "openapi": "3.1.0",
+            "info": {"title": "mmr-stream worker HTTP API", "version": version,
+                     "description": "Ratings, leaderboards and predictions read from the worker's Redis "
+                                    "(docs/service.md, HTTP). Errors are text/plain and name the field."},
+            "paths": {p: self.paths[p] for p in sorted(self.paths)},
+            "components": {"schemas": SCHEMAS},
+        }
