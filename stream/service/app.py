@@ -37,11 +37,13 @@ from prometheus_client import Counter, Gauge
 from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
+from stream.service.durability import Durability
 from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
-from stream.state.redis_client import AnyRedis, connect
+from stream.state.fence import ServerFence, StoreRestarted
+from stream.state.redis_client import AnyRedis, StoreUnavailable, connect
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,10 @@ class Service:
     _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
+    #: batches done but not yet acknowledged to Kafka: their commits may not be on Redis's disk yet
+    durability: Durability[list[Any], Message] = field(init=False)
+    _rewinding: asyncio.Task[None] | None = None
+    rewinds: int = 0  # Redis restarts met (batches rated again from the last durable point)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
     http_socket: socket.socket | None = None
@@ -81,6 +87,9 @@ class Service:
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
+        self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
+        if self.store.fence is not None:
+            self.store.fence.on_trip.append(self.schedule_rewind)
         self.dead_letter_failures = Counter(
             "mmr_dead_letter_publish_failures", "Attempts to publish a dead letter that failed (too large, a broker "
             "error); each is retried with backoff and its input batch is not acknowledged until it is published",
@@ -233,15 +242,50 @@ class Service:
         self.metrics.stage.labels("published").observe(time.perf_counter() - done_at)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
-        """The pipeline's last stage, after the broker acked the outputs: ack the input records
-        (Faust messages), so Faust may commit their offsets."""
+        """The pipeline's last stage, after the broker acked the outputs: hold the input records until
+        their Redis commits are on disk (``stream.service.durability``), which acks them (Faust messages),
+        so Faust may commit their offsets."""
+        self.durability.hold(tokens, msgs)
+        self.metrics.messages_done.inc(len(msgs))
+        for m in msgs:
+            self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    def _ack(self, tokens: list[list[Any]]) -> None:
         consumer = self.app.consumer
         for records in tokens:
             for record in records:
                 record.ack(consumer)
-        self.metrics.messages_done.inc(len(msgs))
-        for m in msgs:
-            self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    async def _alive(self) -> None:
+        """Answers only when the server that took the held commits is still up (the fenced ``ping``)."""
+        await self.store.ping()
+        if self.store.fence is not None and self.store.fence.tripped:
+            raise StoreRestarted("Redis restarted")
+
+    def schedule_rewind(self) -> None:
+        """The fence tripped (Redis restarted): rewind once, as a task of its own."""
+        if self._rewinding is None or self._rewinding.done():
+            self._rewinding = asyncio.get_running_loop().create_task(self.rewind())
+
+    async def rewind(self) -> None:
+        """Redis restarted and may have lost commits it acknowledged: rate again, in their first order,
+        every batch not known to be on its disk -- those held (``durability``), then those still in the
+        pipeline -- before anything newer. The restarted Redis kept a prefix of the commits; the dedup
+        skips that prefix (and re-publishes its players' ratings) and the rest is applied again in order.
+        Nothing is sought on the broker: every record after the last acknowledged one is still here.
+        In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
+        systems) is dropped first and read again from the restarted server."""
+        held = self.durability.take()
+        pending = await self.pipeline.reset()
+        self.processor.reset()
+        self._handed = None
+        batches = [(msgs, tokens) for tokens, msgs in held] + pending
+        self.rewinds += 1
+        log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
+                    len(batches), sum(len(m) for m, _ in batches))
+        if self.store.fence is not None:
+            self.store.fence.accept()
+        await self.pipeline.resume(batches)
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""
@@ -258,6 +302,9 @@ class Service:
 
 
 _PARTITIONER = DefaultPartitioner()
+
+#: seconds between checks that held batches are on Redis's disk (stream.service.durability)
+DURABLE_TICK_S = 0.25
 
 
 def _message_size(m: Message) -> int:
@@ -343,7 +390,7 @@ def create_app(s: Settings) -> Service:
     sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
-                               **s.replication_kwargs(), **s.redis_kwargs())
+                               fence=ServerFence(), **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
@@ -379,15 +426,24 @@ def create_app(s: Settings) -> Service:
         svc.processor.forget_rounds()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
         svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
+        svc.durability.take()  # not acknowledged: whoever takes the partitions rates them again (dedup)
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:
-        dead = await svc.processor.expire()
+        try:
+            dead = await svc.processor.expire()
+        except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
+            log.warning("expiring rounds: %r; retrying", exc)
+            dead = []
         if dead:
             await svc.publish_dead(dead)
         svc.update_lag()
+
+    @app.timer(interval=DURABLE_TICK_S)
+    async def durable() -> None:
+        await svc.durability.tick()
 
     @app.task
     async def http_server() -> None:

@@ -201,6 +201,15 @@ class Processor:
         self.metrics.ratings_out.inc(len(out.outputs))
         return out
 
+    def reset(self) -> None:
+        """Drop everything held in memory that mirrors Redis (assembled rounds, beliefs, the index of
+        applied ids, pool systems): the server restarted and may hold less than they say."""
+        self.rounds.forget()
+        self.cache.clear()
+        self.store.forget_ids()
+        self.registry.engines.clear()
+        self.registry.unsaved.clear()
+
     # --- rounds ----------------------------------------------------------------------
     def forget_rounds(self) -> None:
         """Drop the in-memory round assembly state (on partition revocation; see ``RoundBook.forget``)."""

@@ -99,9 +99,10 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from stream.state.fence import ServerFence
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
-from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors
+from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
 
 log = logging.getLogger(__name__)
@@ -194,14 +195,30 @@ class RedisStore:
         self._replicas: dict[str, tuple[float, int]] = {}
         #: pools with a write that may not have reached the replicas yet (see the module docstring)
         self._unconfirmed: set[str] = set()
+        #: checks every new connection for a restarted server (stream.state.fence); None: not checked
+        self.fence: ServerFence | None = None
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
-                 min_replicas: int | None = None, wait_timeout_ms: int = 1000, **kwargs: Any) -> RedisStore:
+                 min_replicas: int | None = None, wait_timeout_ms: int = 1000, fence: ServerFence | None = None,
+                 **kwargs: Any) -> RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
-        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica)."""
+        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica).
+        ``fence``: every new connection checks that the server did not restart (stream.state.fence; a single
+        server only: redis-py's cluster client has no hook for its nodes' connections)."""
         check_prefix(prefix)
-        return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        if fence is not None:
+            if cluster is None:
+                cluster = is_cluster(url, **kwargs)
+            if not cluster:
+                kwargs["redis_connect_func"] = fence.on_connect
+            else:
+                log.warning("Redis Cluster: restarts of its nodes are not fenced (stream.state.fence); run its "
+                            "nodes with replicas and MMR_REDIS_MIN_REPLICAS, or appendfsync always")
+                fence = None
+        store = cls(connect(url, cluster, **kwargs), prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        store.fence = fence
+        return store
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:

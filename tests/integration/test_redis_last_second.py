@@ -1,0 +1,208 @@
+"""Redis losing its last second loses no event: a private ``redis-server`` with ``appendfsync everysec``
+is SIGKILLed under load and started again from an AOF that lacks its last second, twice -- once while
+the worker keeps running, once together with the worker -- and the final state equals the embedded
+replay bit for bit, nothing dead-lettered, every event id recorded exactly once.
+
+How the last second is lost: a SIGKILL alone loses nothing Redis had written to its AOF (the kernel
+still holds the file's pages), only what ``everysec`` left unsynced when the *host* fails. So the test
+does what a host crash does to the file: it cuts the AOF back to the size it had one second before the
+kill (sampled every 20 ms), i.e. to what the last fsync of ``everysec`` may have left on disk. It
+checks that commits the worker already had were lost (the pools' commit counters went back).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+from conftest import _wait_port, free_port
+from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
+from service_utils import WorkerProcess, export_state, make_settings, publish, read_topic, wait_caught_up
+
+from stream.state.id_index import DIGEST
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+LOST_S = 1.0  # how far back the AOF is cut at each kill (everysec: the last fsync was at most ~1 s ago)
+
+
+class EverysecRedis:
+    """A redis-server of this test alone (AOF, ``appendfsync everysec``) whose AOF size is sampled, so that
+    a kill can leave the file as a host crash would: without its last ``LOST_S`` seconds."""
+
+    def __init__(self, binary: str, data: Path) -> None:
+        self.binary, self.data, self.port = binary, data, free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.samples: list[tuple[float, Path, int]] = []
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "yes", "--appendfsync", "everysec",
+                                      "--auto-aof-rewrite-percentage", "0", "--dir", str(self.data)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_port("127.0.0.1", self.port, 10, self.proc)
+        self.samples = []
+        self._stop.clear()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _incr_file(self) -> Path | None:
+        manifest = self.data / "appendonlydir" / "appendonly.aof.manifest"
+        if not manifest.exists():
+            return None
+        incr = [line.split()[1] for line in manifest.read_text().splitlines() if line.endswith("type i")]
+        return self.data / "appendonlydir" / incr[-1] if incr else None
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            f = self._incr_file()
+            if f is not None and f.exists():
+                self.samples.append((time.monotonic(), f, f.stat().st_size))
+            time.sleep(0.02)
+
+    def crash(self) -> int:
+        """SIGKILL, then cut the AOF back to its size ``LOST_S`` ago; returns the bytes cut."""
+        assert self.proc is not None and self._sampler is not None
+        self.proc.kill()
+        self.proc.wait(10)
+        killed = time.monotonic()
+        self._stop.set()
+        self._sampler.join()
+        f = self._incr_file()
+        assert f is not None
+        before = [(t, p, n) for t, p, n in self.samples if t <= killed - LOST_S and p == f]
+        keep = before[-1][2] if before else 0
+        cut = f.stat().st_size - keep
+        os.truncate(f, keep)
+        return cut
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def everysec_redis(tmp_path: Path) -> Iterator[EverysecRedis]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no redis-server on PATH")
+    (tmp_path / "redis").mkdir()
+    server = EverysecRedis(binary, tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _commits(url: str, prefix: str) -> int:
+    """The pools' commit counters, summed: how many commits Redis holds."""
+    r = redis.Redis.from_url(url)
+    try:
+        return sum(int(r.get(k) or 0) for k in r.scan_iter(match=f"{prefix}:*:gen", count=1000))
+    finally:
+        r.close()
+
+
+def _recorded_ids(url: str, prefix: str) -> dict[str, list[bytes]]:
+    r = redis.Redis.from_url(url)
+    try:
+        out = {}
+        for k in r.scan_iter(match=f"{prefix}:*:ids", count=1000):
+            log = r.get(k) or b""
+            out[k.decode()] = [log[i:i + DIGEST] for i in range(0, len(log), DIGEST)]
+        return out
+    finally:
+        r.close()
+
+
+def _wait_commits(url: str, prefix: str, more_than: int, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (n := _commits(url, prefix)) <= more_than:
+        assert time.monotonic() < deadline, f"no commits beyond {more_than}"
+        time.sleep(0.05)
+    return n
+
+
+def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str, everysec_redis: EverysecRedis,
+                                                            tmp_path: Path) -> None:
+    batches = events(60, 50, seed=23)
+    want = replayed(batches, tmp_path)
+    s = make_settings(kafka_bootstrap, everysec_redis.url, matches_system="elo", rounds_system="elo-mmr",
+                      take_max=64)
+    warmup, history = tmp_path / "warmup.jsonl", tmp_path / "history.jsonl"
+    warmup.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for b in batches[:2] for ev in b))
+    history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for b in batches[2:] for ev in b))
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(s, log).start()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            publish([history], s, batch_size=10, rate=300.0)  # ~10 s of streaming
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    publish([warmup], s)
+    lost: list[int] = []
+    cut: list[int] = []
+    try:
+        start = _wait_commits(everysec_redis.url, s.key_prefix, 0)  # the worker runs
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        # 1. Redis alone: the worker keeps running and must notice the restart by itself
+        _wait_commits(everysec_redis.url, s.key_prefix, start + 30)
+        time.sleep(LOST_S + 0.5)
+        before = _commits(everysec_redis.url, s.key_prefix)
+        cut.append(everysec_redis.crash())
+        everysec_redis.start()
+        after = _commits(everysec_redis.url, s.key_prefix)
+        lost.append(before - after)
+        # 2. Redis and the worker together: the new worker resumes from the offsets committed to Kafka
+        _wait_commits(everysec_redis.url, s.key_prefix, after + 30)
+        time.sleep(LOST_S + 0.5)
+        assert worker.alive(), worker.log_tail()
+        before = _commits(everysec_redis.url, s.key_prefix)
+        worker.kill()
+        cut.append(everysec_redis.crash())
+        everysec_redis.start()
+        lost.append(before - _commits(everysec_redis.url, s.key_prefix))
+        worker = WorkerProcess(s, log).start()
+        producer.join()
+        assert not errors, errors
+        wait_caught_up(s, worker, timeout=120)
+        print(f"AOF bytes cut {cut}; commits lost {lost}")
+        assert all(n > 0 for n in lost), (lost, cut)  # each crash took commits the worker already had
+        assert "Redis at" in log.read_text() and "restarted" in log.read_text()
+        assert read_topic(s, s.topic_dead) == []
+        state = export_state(s)
+        assert {p for p, _ in state} == set(MATCH_POOLS + ROUND_POOLS)
+        assert state == want, _diff_hint(state, want)  # every event applied, in order, bit for bit
+        ids = _recorded_ids(everysec_redis.url, s.key_prefix)
+        n_events = sum(len(b) for b in batches)
+        assert sum(len(v) for v in ids.values()) == n_events  # each event applied once: ...
+        assert all(len(set(v)) == len(v) for v in ids.values())  # ... none twice
+    finally:
+        worker.stop()
+
+
+def _diff_hint(got: dict[Any, Any], want: dict[Any, Any]) -> str:  # pragma: no cover - failure message only
+    bad = [k for k in want if got.get(k) != want[k]]
+    return f"{len(bad)} rows differ, e.g. {bad[:3]}"
