@@ -12,6 +12,7 @@ checks that commits the worker already had were lost (the pools' commit counters
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -28,7 +29,9 @@ from conftest import _wait_port, free_port
 from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
 from service_utils import WorkerProcess, export_state, make_settings, publish, read_topic, wait_caught_up
 
+from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.id_index import DIGEST
+from stream.state.redis_store import RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -201,6 +204,36 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
         assert all(len(set(v)) == len(v) for v in ids.values())  # ... none twice
     finally:
         worker.stop()
+
+
+def test_a_restarted_server_is_refused_until_the_owner_accepts_it(everysec_redis: EverysecRedis) -> None:
+    """The fence (stream/state/fence.py) trips on the first connection to the restarted server, before any
+    command of the caller reaches it, and keeps refusing until ``accept``."""
+    async def run() -> None:
+        fence = ServerFence()
+        trips: list[int] = []
+        fence.on_trip.append(lambda: trips.append(1))
+        store = RedisStore.from_url(everysec_redis.url, prefix="fence", cluster=False, fence=fence)
+        await store.r.set("k", "before")
+        assert await store.ping()
+        everysec_redis.stop()
+        everysec_redis.start()
+        errors = []
+        for _ in range(3):  # the pooled connection to the old server fails first (closed by the kill)
+            with pytest.raises(redis.ConnectionError) as err:
+                await store.r.set("k", "after")
+            errors.append(err.type)
+        assert errors[-2:] == [StoreRestarted, StoreRestarted]
+        assert fence.tripped and trips == [1]
+        plain = redis.Redis.from_url(everysec_redis.url)
+        assert plain.get("k") != b"after"  # nothing was sent to the restarted server
+        fence.accept()
+        await store.r.set("k", "after")
+        assert plain.get("k") == b"after" and not fence.tripped
+        plain.close()
+        await store.close()
+
+    asyncio.run(run())
 
 
 def _diff_hint(got: dict[Any, Any], want: dict[Any, Any]) -> str:  # pragma: no cover - failure message only
