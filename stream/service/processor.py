@@ -181,7 +181,9 @@ class Processor:
                 try:
                     items = plan.results.get(pool)
                     if items:
-                        await self.rounds.assemble(pool, items, todo[pool], outs[pool])
+                        again = await self.rounds.assemble(pool, items, todo[pool], outs[pool])
+                        if again:
+                            await self.step.republish(pool, again, outs[pool])
                     await self.step.apply_pool(pool, todo[pool], outs[pool])
                 except Exception as exc:
                     failed[pool] = exc

@@ -145,6 +145,28 @@ class PoolStep:
                 return
             raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 
+    async def republish(self, pool: str, players: dict[str, tuple[str, int]], out: BatchResult) -> None:
+        """The current ratings of ``players`` (-> the event id and time their output cites), published again:
+        their events were applied before (a re-delivery) and their outputs may never have reached the topic.
+        Same versions as before, or newer; consumers keep the highest."""
+        try:
+            engine = await self.registry.engine(pool, "rounds")
+        except PoolConfigError:  # its events are dead-lettered by the step
+            return
+        stored = await self.store.beliefs(pool, list(players))
+        for p, (eid, t) in players.items():
+            raw = stored.get(p)
+            if raw is None:
+                continue
+            try:
+                r = engine.rating_of(p, raw)
+            except RatingError as exc:
+                log.warning("pool %r: not re-publishing player %r: %s", pool, p, exc)
+                continue
+            if r.rounds:
+                out.outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
+                                                engine.system.name))
+
     async def _unavailable(self, pool: str, delay: float) -> float:
         """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""
         log.warning("pool %r: Redis unavailable at its commit; trying the step again in %.2f s", pool, delay)

@@ -110,3 +110,25 @@ def test_the_ratings_of_a_commit_whose_reply_was_lost_are_published(redis_url: s
         await dropper.close()
 
     asyncio.run(run())
+
+
+def test_a_redelivered_batch_of_round_results_publishes_their_ratings_again(redis_url: str) -> None:
+    """A batch of round results whose commit landed but whose outputs never reached the topic (the worker
+    died, or rewound, in between) is delivered again: its results are recognised as applied, and the
+    ratings of their players are published again, the same versions with the same numbers."""
+    async def run() -> None:
+        store = RedisStore(aioredis.Redis.from_url(redis_url), prefix=f"rd{uuid.uuid4().hex[:6]}")
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(), store, ex)
+            await proc.process([_msg(i, b) for i, b in enumerate(FIRST)])
+            second = [_msg(10 + i, b) for i, b in enumerate(SECOND)]
+            first_time = await proc.process(second)
+            again = await Processor(Settings(), store, ex).process(second)  # a new worker, after a crash
+        assert not again.dead
+        def by_player(res: BatchResult) -> dict[tuple[str, str], tuple[float, float, float, int]]:
+            return {(o.pool, o.player): (o.rating, o.mu, o.sigma, o.version) for o in res.outputs}
+        want = {k: v for k, v in by_player(first_time).items() if k in {("q", "X"), ("q", "Y"), ("p", "C")}}
+        assert len(want) == 3 and by_player(again) == want
+        await store.close()
+
+    asyncio.run(run())
