@@ -2,7 +2,8 @@
 connection drops before the reply reaches the worker (a TCP proxy between the worker and a real Redis
 forwards the EVALSHA, then closes both sides instead of forwarding the answer, and refuses connections
 for a few seconds, longer than redis-py's own retries). The retry finds the round's ids applied and must
-publish the ratings that commit changed, exactly as a run without the fault does.
+publish the ratings that commit changed, exactly as a run without the fault does. The same holds for a
+batch of round results delivered again after its commit (a crash or a rewind before its publish).
 """
 
 from __future__ import annotations
