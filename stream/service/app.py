@@ -263,9 +263,15 @@ class Service:
             raise StoreRestarted("Redis restarted")
 
     def schedule_rewind(self) -> None:
-        """The fence tripped (Redis restarted): rewind once, as a task of its own."""
+        """The fence tripped (Redis restarted): rewind, as a task of its own, until the fence is not tripped
+        (Redis may restart again while a rewind runs)."""
         if self._rewinding is None or self._rewinding.done():
-            self._rewinding = asyncio.get_running_loop().create_task(self.rewind())
+            self._rewinding = asyncio.get_running_loop().create_task(self._rewind_while_tripped())
+
+    async def _rewind_while_tripped(self) -> None:
+        fence = self.store.fence
+        while fence is not None and fence.tripped:
+            await self.rewind()
 
     async def rewind(self) -> None:
         """Redis restarted and may have lost commits it acknowledged: rate again, in their first order,

@@ -28,7 +28,15 @@ import pytest
 import redis
 from conftest import _wait_port, free_port
 from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
-from service_utils import WorkerProcess, export_state, make_settings, publish, read_topic, wait_caught_up
+from service_utils import (
+    WorkerProcess,
+    export_state,
+    make_settings,
+    publish,
+    read_json_topic,
+    read_topic,
+    wait_caught_up,
+)
 
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.id_index import DIGEST
@@ -220,6 +228,7 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
         state = export_state(s)
         assert {p for p, _ in state} == set(MATCH_POOLS + ROUND_POOLS)
         assert state == want, _diff_hint(state, want)  # every event applied, in order, bit for bit
+        _check_ratings(read_json_topic(s, s.topic_ratings), state)
         ids = _recorded_ids(everysec_redis.url, s.key_prefix)
         n_events = sum(len(b) for b in batches)
         assert sum(len(v) for v in ids.values()) == n_events  # each event applied once: ...
@@ -256,6 +265,25 @@ def test_a_restarted_server_is_refused_until_the_owner_accepts_it(everysec_redis
         await store.close()
 
     asyncio.run(run())
+
+
+def _check_ratings(outputs: list[dict[str, Any]], final: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Per player: a version always carries the same numbers (what a lost commit published is what its
+    replay publishes again), and the highest version, which consumers keep, is the final state, as is the
+    last message (what compaction keeps)."""
+    by_player: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for o in outputs:
+        by_player.setdefault((o["pool"], o["player"]), []).append(o)
+    assert set(by_player) == set(final)
+    for key, msgs in by_player.items():
+        seen: dict[int, tuple[float, float, float]] = {}
+        for m in msgs:
+            assert seen.setdefault(m["version"], (m["rating"], m["mu"], m["sigma"])) == (
+                m["rating"], m["mu"], m["sigma"]), (key, m["version"])
+        f = final[key]
+        for m in (max(msgs, key=lambda m: m["version"]), msgs[-1]):
+            assert (m["rating"], m["mu"], m["sigma"], m["version"]) == (f["rating"], f["mu"], f["sigma"],
+                                                                        f["rounds"]), key
 
 
 def _diff_hint(got: dict[Any, Any], want: dict[Any, Any]) -> str:  # pragma: no cover - failure message only
