@@ -17,7 +17,9 @@ the one this store has seen at that address:
   stream.service.durability).
 
 An existing connection cannot outlive the server process that accepted it, so checking new
-connections is enough: nothing reaches a restarted server but this check.
+connections is enough: nothing reaches a restarted server but this check. On a Redis Cluster every
+node is checked at its own address (``fence_cluster``); a replica promoted at another address is a
+first connection there (its data is what ``WAIT`` confirmed: stream.state.redis_store).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
 
 from stream.state.redis_client import StoreUnavailable
 
@@ -88,3 +92,19 @@ class ServerFence:
         """The owner's state is in line with the restarted servers: use them again."""
         self.known.update(self._new)
         self._new.clear()
+
+
+def fence_cluster(client: RedisCluster, fence: ServerFence) -> None:
+    """Every connection of ``client`` to any node, now or discovered later, goes through ``fence``.
+
+    redis-py's cluster client takes no connect hook: each node copies the client's connection
+    arguments when it is created (the startup nodes at once, the others when the slot map is read),
+    and makes its connections from its copy; the client sets ``redis_connect_func`` itself only to
+    read from replicas, which the store never does. So the hook goes into the client's arguments
+    and into the startup nodes' copies (redis-py 8.1: ``connection_kwargs``)."""
+    kwargs = getattr(client, "connection_kwargs", None)
+    if not isinstance(kwargs, dict) or "redis_connect_func" in kwargs:
+        raise RuntimeError("redis-py's cluster client changed: cannot fence its connections (stream.state.fence)")
+    kwargs["redis_connect_func"] = fence.on_connect
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_kwargs["redis_connect_func"] = fence.on_connect

@@ -102,7 +102,7 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
-from stream.state.fence import ServerFence
+from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors, is_cluster
@@ -207,19 +207,17 @@ class RedisStore:
                  **kwargs: Any) -> RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
         ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica).
-        ``fence``: every new connection checks that the server did not restart (stream.state.fence; a single
-        server only: redis-py's cluster client has no hook for its nodes' connections)."""
+        ``fence``: every new connection checks that its server did not restart (stream.state.fence)."""
         check_prefix(prefix)
         if fence is not None:
             if cluster is None:
                 cluster = is_cluster(url, **kwargs)
             if not cluster:
                 kwargs["redis_connect_func"] = fence.on_connect
-            else:
-                log.warning("Redis Cluster: restarts of its nodes are not fenced (stream.state.fence); run its "
-                            "nodes with replicas and MMR_REDIS_MIN_REPLICAS, or appendfsync always")
-                fence = None
-        store = cls(connect(url, cluster, **kwargs), prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        client = connect(url, cluster, **kwargs)
+        if fence is not None and isinstance(client, RedisCluster):
+            fence_cluster(client, fence)
+        store = cls(client, prefix, seen_max_ids, min_replicas, wait_timeout_ms)
         store.fence = fence
         return store
 

@@ -26,6 +26,8 @@ from typing import Any
 import orjson
 import pytest
 import redis
+from cluster_utils import LocalCluster
+from cluster_utils import available as cluster_available
 from conftest import _wait_port, free_port
 from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
 from service_utils import (
@@ -284,6 +286,61 @@ def _check_ratings(outputs: list[dict[str, Any]], final: dict[tuple[str, str], d
         for m in (max(msgs, key=lambda m: m["version"]), msgs[-1]):
             assert (m["rating"], m["mu"], m["sigma"], m["version"]) == (f["rating"], f["mu"], f["sigma"],
                                                                         f["rounds"]), key
+
+
+def _restart_node(cluster: LocalCluster, i: int) -> None:
+    """Start node ``i`` again on its port, folder, AOF and cluster config (bus port from its nodes.conf)."""
+    d = cluster.dirs[i]
+    myself = next(line for line in (d / "nodes.conf").read_text().splitlines() if "myself" in line)
+    bus = myself.split()[1].split("@")[1].split(",")[0]
+    subprocess.run(["redis-server", "--port", str(cluster.ports[i]), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", bus,
+                    "--cluster-node-timeout", str(cluster.node_timeout_ms), "--appendonly", "yes", "--save", "",
+                    "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
+                    "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+    cluster.wait_ok()
+
+
+def test_a_restarted_cluster_node_is_refused_until_the_owner_accepts_it(tmp_path: Path) -> None:
+    """On a Redis Cluster the fence checks each node at its address: the master of a pool's slot restarted
+    in place trips it, and nothing reaches that node until ``accept``."""
+    if not cluster_available():
+        pytest.skip("redis-server / redis-cli not on PATH")
+
+    async def run(cluster: LocalCluster) -> None:
+        fence = ServerFence()
+        store = RedisStore.from_url(cluster.url, prefix="cf", cluster=True, fence=fence)
+        key = store.key("p", "gen")
+        await store.r.set(key, "before")
+        owner = cluster.ports.index(store.r.get_node_from_key(key).port)
+        cluster.kill(owner)
+        _restart_node(cluster, owner)
+        errors = []
+        deadline = time.monotonic() + 30
+        while not fence.tripped and time.monotonic() < deadline:
+            with pytest.raises(redis.RedisError) as err:
+                await store.r.set(key, "after")
+            errors.append(err.type)
+            await asyncio.sleep(0.1)
+        assert fence.tripped and errors[-1] is StoreRestarted, errors
+        await asyncio.sleep(cluster.node_timeout_ms / 1000 * 2)  # the others may mark it failing meanwhile
+        cluster.wait_ok()
+        assert cluster.node(owner).get(key) != b"after"  # nothing was sent to the restarted node
+        fence.accept()
+        while True:
+            try:
+                await store.r.set(key, "after")
+                break
+            except redis.ConnectionError:
+                raise
+            except redis.RedisError:  # the cluster settling after the restart (CLUSTERDOWN)
+                assert time.monotonic() < deadline + 30
+                await asyncio.sleep(0.2)
+        assert cluster.node(owner).get(key) == b"after" and not fence.tripped
+        await store.close()
+
+    with LocalCluster(tmp_path / "cluster", masters=3) as cluster:
+        asyncio.run(run(cluster))
 
 
 def _diff_hint(got: dict[Any, Any], want: dict[Any, Any]) -> str:  # pragma: no cover - failure message only
