@@ -405,6 +405,11 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "
                        "(the batch channel full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
+    Gauge("mmr_inputs_held", "Input messages rated and published but not yet acknowledged to Kafka: their Redis "
+          "commits may not be on Redis's disk yet (MMR_REDIS_DURABLE_AFTER_S)",
+          registry=metrics.registry).set_function(lambda: svc.durability.held_messages)
+    metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
+                       "again every batch not yet acknowledged", lambda: svc.rewinds)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
