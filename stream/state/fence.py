@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from stream.state.redis_client import StoreUnavailable
 
@@ -60,6 +61,7 @@ class ServerFence:
         #: called (on the event loop) when the fence trips
         self.on_trip: list[Callable[[], Any]] = []
         self.restarts = 0  # trips so far (observability, tests)
+        self._blind = False  # the server refused INFO (warned once)
 
     @property
     def tripped(self) -> bool:
@@ -69,7 +71,14 @@ class ServerFence:
         """Set the connection up (``on_connect``), then check the server's ``run_id``."""
         await conn.on_connect()
         await conn.send_command("INFO", "server")
-        run_id = run_id_of(await conn.read_response())
+        try:
+            run_id = run_id_of(await conn.read_response())
+        except ResponseError as exc:  # INFO refused (renamed or denied by an ACL): restarts go unnoticed
+            if not self._blind:
+                log.warning("Redis refused INFO (%s): restarts of the server cannot be noticed; commits it loses "
+                            "in a restart are lost for good (docs/service.md)", exc)
+                self._blind = True
+            run_id = ""
         where = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}{getattr(conn, 'path', '')}"
         self.check(where, run_id)
 

@@ -288,6 +288,26 @@ def _check_ratings(outputs: list[dict[str, Any]], final: dict[tuple[str, str], d
                                                                         f["rounds"]), key
 
 
+def test_a_server_that_refuses_info_is_used_without_the_fence(everysec_redis: EverysecRedis,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A user whose ACL denies INFO (as some managed services do) still gets a working store: the fence
+    cannot tell restarts apart there, says so once, and never refuses the server."""
+    plain = redis.Redis.from_url(everysec_redis.url)
+    plain.execute_command("ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info")
+    plain.close()
+
+    async def run() -> None:
+        fence = ServerFence()
+        store = RedisStore.from_url(everysec_redis.url, prefix="blind", cluster=False, fence=fence,
+                                    username="noinfo", password="pw")
+        await store.r.set("k", "1")
+        assert await store.r.get("k") == b"1" and not fence.tripped
+        await store.close()
+
+    asyncio.run(run())
+    assert any("refused INFO" in r.getMessage() for r in caplog.records)
+
+
 def _restart_node(cluster: LocalCluster, i: int) -> None:
     """Start node ``i`` again on its port, folder, AOF and cluster config (bus port from its nodes.conf)."""
     d = cluster.dirs[i]
