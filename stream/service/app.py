@@ -9,8 +9,11 @@ effectively-once step in Redis, memory:// store (state is in Redis).
 
 Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated while
 batch N's ratings travel): Redis commit (the future ``Processor.start`` returns) → ratings and
-dead letters handed to the producer → the broker acks them → the ack of the input records, after
-which the commit timer commits their offsets. A crash anywhere in between re-delivers the batch;
+dead letters handed to the producer → the broker acks them → the input records are held until their
+Redis commit is on Redis's disk (``stream.service.durability``) → the ack of the input records, after
+which the commit timer commits their offsets. A Redis that restarts (and may have lost its last
+commits) makes the worker rate every batch not yet acked again, in order (``Service.rewind``).
+A crash anywhere in between re-delivers the batch;
 the Redis step recognises its event ids and applies nothing twice. A dead letter that cannot be
 published is retried with backoff (``Service.deliver_dead``); its batch, and every batch after it,
 stays unacknowledged until it is on the broker.
