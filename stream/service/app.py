@@ -282,6 +282,9 @@ class Service:
         pipeline -- before anything newer. The restarted Redis kept a prefix of the commits; the dedup
         skips that prefix (and re-publishes its players' ratings) and the rest is applied again in order.
         Nothing is sought on the broker: every record after the last acknowledged one is still here.
+        The outputs of batches already rated are published first (``BatchPipeline.reset``), so that each
+        version a commit produced reaches the topic even when the restarted Redis kept that commit and
+        the replay finds nothing to apply.
         In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
         systems) is dropped first and read again from the restarted server."""
         held = self.durability.take()

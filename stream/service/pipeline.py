@@ -127,9 +127,10 @@ class BatchPipeline(Generic[M, T]):
 
     async def reset(self) -> list[tuple[list[M], list[T]]]:
         """Stop both stages and give back every batch submitted and not done, in submission order, as
-        (messages, tokens) (merged batches as one); their delivery futures are cancelled. The pipeline is
-        then empty and paused: ``submit`` waits until ``resume``. For a rewind (stream.service.app): the
-        batches are rated again from the start, before anything submitted meanwhile."""
+        (messages, tokens) (merged batches as one), once the delivery futures ``work`` returned for them
+        are settled (what was rated goes out; their errors are dropped). The pipeline is then empty and
+        paused: ``submit`` waits until ``resume``. For a rewind (stream.service.app): the batches are
+        rated again from the start, before anything submitted meanwhile."""
         await self.stop()
         out: list[tuple[list[M], list[T]]] = []
         futs: list[Awaitable[Any]] = []
@@ -147,9 +148,8 @@ class BatchPipeline(Generic[M, T]):
             msgs, tokens, _ = self._queue.get_nowait()
             out.append((msgs, tokens))
         self._acking = self._rating = None
-        for fut in futs:
-            if isinstance(fut, asyncio.Future):
-                fut.cancel()
+        if futs:
+            await asyncio.gather(*futs, return_exceptions=True)
         async with self._changed:
             self._inflight = self._inflight_bytes = self._batches = 0
             self._paused = True
@@ -215,8 +215,8 @@ class BatchPipeline(Generic[M, T]):
     async def _ack_loop(self) -> None:
         while True:
             futs, tokens, msgs = self._acking = await self._acks.get()
-            if futs:
-                await asyncio.gather(*futs)
+            if futs:  # shielded: stopping this stage must not cancel deliveries under way (``reset`` waits for them)
+                await asyncio.shield(asyncio.gather(*futs))
             self._acking = None
             self.done(tokens, msgs)
             nbytes = sum(map(self.size, msgs)) if self.max_inflight_bytes and self.size is not None else 0
