@@ -9,8 +9,11 @@ effectively-once step in Redis, memory:// store (state is in Redis).
 
 Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated while
 batch N's ratings travel): Redis commit (the future ``Processor.start`` returns) → ratings and
-dead letters handed to the producer → the broker acks them → the ack of the input records, after
-which the commit timer commits their offsets. A crash anywhere in between re-delivers the batch;
+dead letters handed to the producer → the broker acks them → the input records are held until their
+Redis commit is on Redis's disk (``stream.service.durability``) → the ack of the input records, after
+which the commit timer commits their offsets. A Redis that restarts (and may have lost its last
+commits) makes the worker rate every batch not yet acked again, in order (``Service.rewind``).
+A crash anywhere in between re-delivers the batch;
 the Redis step recognises its event ids and applies nothing twice. A dead letter that cannot be
 published is retried with backoff (``Service.deliver_dead``); its batch, and every batch after it,
 stays unacknowledged until it is on the broker. A partition halted by a bug in the rating step
@@ -39,12 +42,14 @@ from prometheus_client import Counter, Gauge
 from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
+from stream.service.durability import Durability
 from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery
 from stream.service.halts import Halt
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
-from stream.state.redis_client import AnyRedis, connect
+from stream.state.fence import ServerFence, StoreRestarted
+from stream.state.redis_client import AnyRedis, StoreUnavailable, connect
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,10 @@ class Service:
     _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
     _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
+    #: batches done but not yet acknowledged to Kafka: their commits may not be on Redis's disk yet
+    durability: Durability[list[Any], Message] = field(init=False)
+    _rewinding: asyncio.Task[None] | None = None
+    rewinds: int = 0  # Redis restarts met (batches rated again from the last durable point)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
     http_socket: socket.socket | None = None
@@ -84,6 +93,9 @@ class Service:
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
+        self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
+        if self.store.fence is not None:
+            self.store.fence.on_trip.append(self.schedule_rewind)
         self.dead_letter_failures = Counter(
             "mmr_dead_letter_publish_failures", "Attempts to publish a dead letter that failed (too large, a broker "
             "error); each is retried with backoff and its input batch is not acknowledged until it is published",
@@ -238,20 +250,64 @@ class Service:
         self.metrics.stage.labels("published").observe(time.perf_counter() - done_at)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
-        """The pipeline's last stage, after the broker acked the outputs: ack the input records
-        (Faust messages), so Faust may commit their offsets. Records of a halted partition from
-        its halt on are not acked: its committed offset stays at the offending message."""
-        consumer = self.app.consumer
+        """The pipeline's last stage, after the broker acked the outputs: hold the input records until
+        their Redis commits are on disk (``stream.service.durability``), which acks them (Faust messages),
+        so Faust may commit their offsets. Records of a halted partition from its halt on are not
+        held (so never acked): its committed offset stays at the offending message."""
         halts = self.processor.halts
         if halts:
             tokens = [[r for r in records if not halts.holds(r.topic, r.partition, r.offset)] for records in tokens]
             msgs = [m for m in msgs if not halts.held(m)]
-        for records in tokens:
-            for record in records:
-                record.ack(consumer)
+        self.durability.hold(tokens, msgs)
         self.metrics.messages_done.inc(len(msgs))
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
+
+    def _ack(self, tokens: list[list[Any]]) -> None:
+        consumer = self.app.consumer
+        for records in tokens:
+            for record in records:
+                record.ack(consumer)
+
+    async def _alive(self) -> None:
+        """Answers only when the server that took the held commits is still up (the fenced ``ping``)."""
+        await self.store.ping()
+        if self.store.fence is not None and self.store.fence.tripped:
+            raise StoreRestarted("Redis restarted")
+
+    def schedule_rewind(self) -> None:
+        """The fence tripped (Redis restarted): rewind, as a task of its own, until the fence is not tripped
+        (Redis may restart again while a rewind runs)."""
+        if self._rewinding is None or self._rewinding.done():
+            self._rewinding = asyncio.get_running_loop().create_task(self._rewind_while_tripped())
+
+    async def _rewind_while_tripped(self) -> None:
+        fence = self.store.fence
+        while fence is not None and fence.tripped:
+            await self.rewind()
+
+    async def rewind(self) -> None:
+        """Redis restarted and may have lost commits it acknowledged: rate again, in their first order,
+        every batch not known to be on its disk -- those held (``durability``), then those still in the
+        pipeline -- before anything newer. The restarted Redis kept a prefix of the commits; the dedup
+        skips that prefix (and re-publishes its players' ratings) and the rest is applied again in order.
+        Nothing is sought on the broker: every record after the last acknowledged one is still here.
+        The outputs of batches already rated are published first (``BatchPipeline.reset``), so that each
+        version a commit produced reaches the topic even when the restarted Redis kept that commit and
+        the replay finds nothing to apply.
+        In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
+        systems) is dropped first and read again from the restarted server."""
+        held = self.durability.take()
+        pending = await self.pipeline.reset()
+        self.processor.reset()
+        self._handed = None
+        batches = [(msgs, tokens) for tokens, msgs in held] + pending
+        self.rewinds += 1
+        log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
+                    len(batches), sum(len(m) for m, _ in batches))
+        if self.store.fence is not None:
+            self.store.fence.accept()
+        await self.pipeline.resume(batches)
 
     def pause(self, halt: Halt) -> None:
         """Stop fetching a halted partition (records fetched already are held back by the processor).
@@ -273,6 +329,9 @@ class Service:
 
 
 _PARTITIONER = DefaultPartitioner()
+
+#: seconds between checks that held batches are on Redis's disk (stream.service.durability)
+DURABLE_TICK_S = 0.25
 
 
 def _message_size(m: Message) -> int:
@@ -358,7 +417,7 @@ def create_app(s: Settings) -> Service:
     sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
-                               **s.replication_kwargs(), **s.redis_kwargs())
+                               fence=ServerFence(), **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
@@ -367,6 +426,11 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "
                        "(the batch channel full: the agent is behind)", lambda: DeliveryStats.waited)
     svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
+    Gauge("mmr_inputs_held", "Input messages rated and published but not yet acknowledged to Kafka: their Redis "
+          "commits may not be on Redis's disk yet (MMR_REDIS_DURABLE_AFTER_S)",
+          registry=metrics.registry).set_function(lambda: svc.durability.held_messages)
+    metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
+                       "again every batch not yet acknowledged", lambda: svc.rewinds)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
@@ -397,15 +461,24 @@ def create_app(s: Settings) -> Service:
         # a halted partition's next owner (this worker again, or another) starts at its committed
         # offset, the offending message, and halts there again if it runs the same code
         svc.processor.halts.clear()
+        svc.durability.take()  # not acknowledged: whoever takes the partitions rates them again (dedup)
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:
-        dead = await svc.processor.expire()
+        try:
+            dead = await svc.processor.expire()
+        except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
+            log.warning("expiring rounds: %r; retrying", exc)
+            dead = []
         if dead:
             await svc.publish_dead(dead)
         svc.update_lag()
+
+    @app.timer(interval=DURABLE_TICK_S)
+    async def durable() -> None:
+        await svc.durability.tick()
 
     @app.task
     async def http_server() -> None:

@@ -138,6 +138,10 @@ class Settings:
     redis_min_replicas: int = setting(-1, "MMR_REDIS_MIN_REPLICAS")
     #: how long a commit waits for those replicas before the batch is retried
     redis_wait_timeout_ms: int = setting(1000, "MMR_REDIS_WAIT_TIMEOUT_MS")
+    #: seconds after which a Redis commit is taken to be on Redis's disk, and its input offsets are
+    #: committed to Kafka (stream.service.durability): ``appendfsync everysec`` fsyncs every second and
+    #: may postpone a write by up to two while a slow fsync runs. 0: at once (``appendfsync always``)
+    redis_durable_after_s: float = setting(3.0, "MMR_REDIS_DURABLE_AFTER_S")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
     #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")

@@ -64,14 +64,18 @@ class BatchPipeline(Generic[M, T]):
         self.on_error = on_error
         #: called with the seconds the oldest batch of each merged group waited in the queue
         self.on_queued = on_queued
-        self._queue: asyncio.Queue[tuple[list[M], T, float]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[list[M], list[T], float]] = asyncio.Queue()
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
         self._inflight = 0  # messages submitted and not done
         self._inflight_bytes = 0  # their ``size`` (when max_inflight_bytes is set)
         self._batches = 0  # batches submitted and not done (an empty batch counts too)
         self._failed: BaseException | None = None
+        self._paused = False  # between ``reset`` and ``resume``: nothing is admitted
         self._changed = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
+        #: the merged batch the rate stage works on, and the one the ack stage waits for (``reset``)
+        self._rating: tuple[list[M], list[T]] | None = None
+        self._acking: tuple[Sequence[Awaitable[Any]], list[T], list[M]] | None = None
         self.merged_batches = 0  # batches that were merged into an earlier one (observability)
 
     @property
@@ -93,10 +97,14 @@ class BatchPipeline(Generic[M, T]):
             if self.max_inflight_bytes and self.size is not None:
                 self._inflight_bytes += sum(map(self.size, msgs))
             self._batches += 1
-        self._queue.put_nowait((msgs, token, time.perf_counter()))
+        self._queue.put_nowait((msgs, [token], time.perf_counter()))
 
     def _admits(self) -> bool:
-        if self._failed is not None or self._inflight == 0:
+        if self._failed is not None:
+            return True
+        if self._paused:
+            return False
+        if self._inflight == 0:
             return True
         return self._inflight < self.max_inflight and (not self.max_inflight_bytes
                                                        or self._inflight_bytes < self.max_inflight_bytes)
@@ -116,6 +124,50 @@ class BatchPipeline(Generic[M, T]):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+    async def reset(self) -> list[tuple[list[M], list[T]]]:
+        """Stop both stages and give back every batch submitted and not done, in submission order, as
+        (messages, tokens) (merged batches as one), once the delivery futures ``work`` returned for them
+        are settled (what was rated goes out; their errors are dropped). The pipeline is then empty and
+        paused: ``submit`` waits until ``resume``. For a rewind (stream.service.app): the batches are
+        rated again from the start, before anything submitted meanwhile."""
+        await self.stop()
+        out: list[tuple[list[M], list[T]]] = []
+        futs: list[Awaitable[Any]] = []
+        if self._acking is not None:
+            f, tokens, msgs = self._acking
+            futs += f
+            out.append((msgs, tokens))
+        while not self._acks.empty():
+            f, tokens, msgs = self._acks.get_nowait()
+            futs += f
+            out.append((msgs, tokens))
+        if self._rating is not None:
+            out.append(self._rating)
+        while not self._queue.empty():
+            msgs, tokens, _ = self._queue.get_nowait()
+            out.append((msgs, tokens))
+        self._acking = self._rating = None
+        if futs:
+            await asyncio.gather(*futs, return_exceptions=True)
+        async with self._changed:
+            self._inflight = self._inflight_bytes = self._batches = 0
+            self._paused = True
+            self._changed.notify_all()
+        return out
+
+    async def resume(self, batches: list[tuple[list[M], list[T]]]) -> None:
+        """Queue ``batches`` (as ``reset`` gave them) ahead of anything waiting in ``submit``, and run again."""
+        self.start()
+        async with self._changed:
+            for msgs, tokens in batches:
+                self._inflight += len(msgs)
+                if self.max_inflight_bytes and self.size is not None:
+                    self._inflight_bytes += sum(map(self.size, msgs))
+                self._batches += len(tokens)
+                self._queue.put_nowait((msgs, tokens, time.perf_counter()))
+            self._paused = False
+            self._changed.notify_all()
 
     async def _guard(self, coro: Awaitable[None]) -> None:
         try:
@@ -140,29 +192,32 @@ class BatchPipeline(Generic[M, T]):
 
     async def _rate_loop(self) -> None:
         while True:
-            msgs, token, queued_at = await self._queue.get()
-            tokens = [token]
+            msgs, tokens, queued_at = await self._queue.get()
+            tokens = list(tokens)
             if not self._queue.empty() and len(msgs) < self.max_merge:
                 msgs = list(msgs)
                 size, limit = self.size, self.max_merge_bytes
                 nbytes = sum(map(size, msgs)) if size is not None and limit else 0
                 while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
-                    more, tok, _ = self._queue.get_nowait()
+                    more, toks, _ = self._queue.get_nowait()
                     msgs += more
-                    tokens.append(tok)
+                    tokens += toks
                     if size is not None and limit:
                         nbytes += sum(map(size, more))
                     self.merged_batches += 1
             if self.on_queued is not None:
                 self.on_queued(time.perf_counter() - queued_at)
+            self._rating = (msgs, tokens)
             futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))
+            self._rating = None
 
     async def _ack_loop(self) -> None:
         while True:
-            futs, tokens, msgs = await self._acks.get()
-            if futs:
-                await asyncio.gather(*futs)
+            futs, tokens, msgs = self._acking = await self._acks.get()
+            if futs:  # shielded: stopping this stage must not cancel deliveries under way (``reset`` waits for them)
+                await asyncio.shield(asyncio.gather(*futs))
+            self._acking = None
             self.done(tokens, msgs)
             nbytes = sum(map(self.size, msgs)) if self.max_inflight_bytes and self.size is not None else 0
             async with self._changed:

@@ -200,7 +200,9 @@ class Processor:
                 try:
                     items = plan.results.get(pool)
                     if items:
-                        await self.rounds.assemble(pool, items, todo[pool], outs[pool])
+                        again = await self.rounds.assemble(pool, items, todo[pool], outs[pool])
+                        if again:
+                            await self.step.republish(pool, again, outs[pool])
                     await self.step.apply_pool(pool, todo[pool], outs[pool])
                 except Exception as exc:
                     failed[pool] = exc
@@ -219,6 +221,15 @@ class Processor:
         self.metrics.batch_messages.observe(plan.n_msgs)
         self.metrics.ratings_out.inc(len(out.outputs))
         return out
+
+    def reset(self) -> None:
+        """Drop everything held in memory that mirrors Redis (assembled rounds, beliefs, the index of
+        applied ids, pool systems): the server restarted and may hold less than they say."""
+        self.rounds.forget()
+        self.cache.clear()
+        self.store.forget_ids()
+        self.registry.engines.clear()
+        self.registry.unsaved.clear()
 
     # --- rounds ----------------------------------------------------------------------
     def forget_rounds(self) -> None:

@@ -46,12 +46,19 @@ class RoundBook:
         self._expiring: dict[tuple[str, str], str] = {}
 
     async def assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
-                       out: BatchResult) -> None:
+                       out: BatchResult) -> dict[str, tuple[str, int]]:
         """Feed a batch's round_result/round_completed of ``pool`` to the assembler; a round they
-        complete is appended to ``ops`` (to be marked done by its commit); the others are saved."""
+        complete is appended to ``ops`` (to be marked done by its commit); the others are saved.
+
+        Returns the players of results applied before (player -> (event id, time)): a re-delivery
+        of a round whose commit landed while its ratings may not have reached the topic (a crash
+        or a rewind between the commit and the publish); the caller publishes their ratings again,
+        as the step does for re-delivered whole rounds and matches."""
         ids = [v["event_id"] for _, v, _ in items]
         snap = await self.store.snapshot(pool, (), ids)
         fresh = [(t, v, m) for t, v, m in items if v["event_id"] not in snap.seen]
+        again = {v["player"]: (v["event_id"], v["time"]) for t, v, _ in items
+                 if t == "round_result" and v["event_id"] in snap.seen}
         self.metrics.duplicates.inc(len(items) - len(fresh))
         unknown = sorted({v["round_id"] for _, v, _ in fresh if not self.assembler.knows(pool, v["round_id"])})
         if unknown:
@@ -81,6 +88,7 @@ class RoundBook:
                 ops.append(RoundOp(ev, msg, extra_ids=self.assembler.dispatched_ids(pool, rid), round_done=rid))
         self.metrics.pending_rounds.set(len(self.assembler))
         await self.store.save_pending(pool, to_save, ())
+        return again
 
     def _feed(self, etype: str, value: dict[str, Any], now: int) -> RoundEvent | None:
         if etype == "round_result":

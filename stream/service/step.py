@@ -25,6 +25,8 @@ from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, note_offset, s
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache
+from stream.state.fence import StoreRestarted
+from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 
 log = logging.getLogger(__name__)
@@ -83,8 +85,20 @@ class PoolStep:
         rate = _injected_bug if fault and pool == fault else rate_ops
         async with self._locks.setdefault(pool, asyncio.Lock()):
             optimistic = True
-            for attempt in range(MAX_ATTEMPTS):
-                gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
+            attempt, delay = 0, 0.0
+            while attempt < MAX_ATTEMPTS:
+                attempt += 1
+                try:
+                    gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets,
+                                                                         optimistic)
+                except StoreRestarted:
+                    raise
+                except StoreUnavailable:
+                    if not delay:  # no commit was sent yet: the batch is retried whole (the processor)
+                        raise
+                    delay = await self._unavailable(pool, delay)
+                    attempt -= 1
+                    continue
                 commit, outputs, dead, stats = await loop.run_in_executor(
                     self.executor, rate, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
                 if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
@@ -97,6 +111,17 @@ class PoolStep:
                 meta = self.registry.unsaved.get(pool)
                 try:
                     new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
+                except StoreRestarted:
+                    raise
+                except StoreUnavailable:
+                    # The script may have run with its reply lost. Retried here, with the ops in hand, rather
+                    # than by the processor: the re-read finds their ids applied and ``rate_ops`` re-publishes
+                    # those players' ratings, where a batch planned again would drop a round's results as
+                    # seen and never publish what the commit changed.
+                    optimistic = False
+                    delay = await self._unavailable(pool, delay or 0.05)
+                    attempt -= 1
+                    continue
                 except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
                     optimistic = False
                     continue
@@ -122,6 +147,35 @@ class PoolStep:
                 return
             # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
             raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+    async def republish(self, pool: str, players: dict[str, tuple[str, int]], out: BatchResult) -> None:
+        """The current ratings of ``players`` (-> the event id and time their output cites), published again:
+        their events were applied before (a re-delivery) and their outputs may never have reached the topic.
+        Same versions as before, or newer; consumers keep the highest."""
+        try:
+            engine = await self.registry.engine(pool, "rounds")
+        except PoolConfigError:  # its events are dead-lettered by the step
+            return
+        stored = await self.store.beliefs(pool, list(players))
+        for p, (eid, t) in players.items():
+            raw = stored.get(p)
+            if raw is None:
+                continue
+            try:
+                r = engine.rating_of(p, raw)
+            except RatingError as exc:
+                log.warning("pool %r: not re-publishing player %r: %s", pool, p, exc)
+                continue
+            if r.rounds:
+                out.outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
+                                                engine.system.name))
+
+    async def _unavailable(self, pool: str, delay: float) -> float:
+        """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""
+        log.warning("pool %r: Redis unavailable at its commit; trying the step again in %.2f s", pool, delay)
+        self.cache.drop(pool)
+        await asyncio.sleep(delay)
+        return min(delay * 2, 5.0)
 
     async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
                     optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:

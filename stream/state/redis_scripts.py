@@ -4,17 +4,18 @@ it will touch before it writes anything. The key layout and the meaning of the k
 ``stream.state.redis_store``'s docstring.
 """
 
-# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch (all in the pool's slot; player and pending-round keys
-#       are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the module docstring)
+# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old (all in the pool's slot; player and
+#       pending-round keys are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the
+#       module docstring)
 # ARGV: 1 expected gen, 2 n_players, 3 expected ids epoch ('' = do not check the log), 4 n_done, 5 '1' = check
 #       the offsets first (else ''), 6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first
 #       offset to check ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round
 #       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
 #       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
-#       the module docstring), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16 the key format
-#       (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes (players: four
-#       lengths per player -- escaped name, value, score text, name ('' when it is the escaped name) -- then the
-#       four strings per player). One
+#       the module docstring; it bounds ``:done`` too), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16
+#       the key format (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes
+#       (players: four lengths per player -- escaped name, value, score text, name ('' when it is the escaped
+#       name) -- then the four strings per player). One
 #       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
 #       round of 3,000 players.
 # Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
@@ -38,12 +39,22 @@ end
 local function is_count(v)
   return v == false or string.match(v, '^%d+$') ~= nil
 end
+-- round ids marked done: SADD to ``done``; once it holds ``cap`` ids (cap > 0) it becomes ``old`` (the
+-- generation before is unlinked), as ``:ids`` rotates
+local function mark_done(done, old, ids, cap)
+  if #ids == 0 then return end
+  for k = 1, #ids, 4000 do redis.call('SADD', done, unpack(ids, k, math.min(k + 3999, #ids))) end
+  if cap > 0 and redis.call('SCARD', done) >= cap then
+    redis.call('UNLINK', old)
+    redis.call('RENAME', done, old)
+  end
+end
 """
 
 COMMIT_LUA = ITEMS_LUA + """
 -- every check first: a failing command would leave the writes before it applied
-local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string'}
-for i = 1, 8 do
+local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set'}
+for i = 1, 9 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
 end
@@ -124,10 +135,12 @@ if #ARGV[12] > 0 then
   end
 end
 local done = items(ARGV[13], 2 * nd)
+local rids = {}
 for k = 1, 2 * nd, 2 do
   redis.call('DEL', ARGV[10] .. done[k + 1])
-  redis.call('SADD', KEYS[4], done[k])
+  rids[#rids + 1] = done[k]
 end
+mark_done(KEYS[4], KEYS[9], rids, cap)
 for k = 1, #offs, 3 do
   local old = olds[(k + 2) / 3]
   if not old or tonumber(offs[k + 2]) > old then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
@@ -138,12 +151,20 @@ end
 return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
 """
 
-# Close a round without rating it: KEYS its pending hash, ``:done``; ARGV the round id. Checked first.
+# Close rounds without rating them: KEYS ``:done``, ``:done:old``; ARGV 1 seen_max_ids (the bound of ``:done``,
+# '0' = none), 2 the key prefix of the pool's pending rounds, then per round its id and its escaped id. Checked
+# first.
 EXPIRE_LUA = ITEMS_LUA + """
-local t = redis.call('TYPE', KEYS[2])['ok']
-if t ~= 'none' and t ~= 'set' then return bad(KEYS[2], 'holds a ' .. t .. ', not a set') end
-redis.call('DEL', KEYS[1])
-redis.call('SADD', KEYS[2], ARGV[1])
+for i = 1, 2 do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'none' and t ~= 'set' then return bad(KEYS[i], 'holds a ' .. t .. ', not a set') end
+end
+local rids = {}
+for k = 3, #ARGV, 2 do
+  redis.call('DEL', ARGV[2] .. ARGV[k + 1])
+  rids[#rids + 1] = ARGV[k]
+end
+mark_done(KEYS[1], KEYS[2], rids, tonumber(ARGV[1]))
 return 1
 """
 

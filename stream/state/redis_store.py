@@ -16,6 +16,7 @@ player and round names are escaped so that no two names share a key: stream.stat
                                               keys: the key format (stream.state.keys.KEY_FORMAT)
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
+    {prefix}:{<pool>}:done:old        SET     the previous generation of ``:done`` (MMR_SEEN_MAX_IDS only)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
@@ -79,7 +80,9 @@ to ``:ids:old`` (the generation before is unlinked: freed in Redis's background 
 starts an empty ``:ids`` and increments ``:ids:epoch``; both generations are checked. So a
 pool keeps at most twice that many ids plus one batch, and an event is recognised as long as
 fewer than ``seen_max_ids`` ids were recorded after it; one re-sent later than that is
-applied again.
+applied again. ``:done`` is bounded the same way (it rotates into ``:done:old`` once it holds
+``seen_max_ids`` round ids): a result arriving after that many newer rounds of its pool were closed
+opens its round again, which then times out (a dead letter "round timed out" instead of "late").
 """
 
 from __future__ import annotations
@@ -99,9 +102,10 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
-from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors
+from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
 
 log = logging.getLogger(__name__)
@@ -194,14 +198,28 @@ class RedisStore:
         self._replicas: dict[str, tuple[float, int]] = {}
         #: pools with a write that may not have reached the replicas yet (see the module docstring)
         self._unconfirmed: set[str] = set()
+        #: checks every new connection for a restarted server (stream.state.fence); None: not checked
+        self.fence: ServerFence | None = None
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
-                 min_replicas: int | None = None, wait_timeout_ms: int = 1000, **kwargs: Any) -> RedisStore:
+                 min_replicas: int | None = None, wait_timeout_ms: int = 1000, fence: ServerFence | None = None,
+                 **kwargs: Any) -> RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
-        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica)."""
+        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica).
+        ``fence``: every new connection checks that its server did not restart (stream.state.fence)."""
         check_prefix(prefix)
-        return cls(connect(url, cluster, **kwargs), prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        if fence is not None:
+            if cluster is None:
+                cluster = is_cluster(url, **kwargs)
+            if not cluster:
+                kwargs["redis_connect_func"] = fence.on_connect
+        client = connect(url, cluster, **kwargs)
+        if fence is not None and isinstance(client, RedisCluster):
+            fence_cluster(client, fence)
+        store = cls(client, prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        store.fence = fence
+        return store
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:
@@ -416,11 +434,12 @@ class RedisStore:
             await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
+            pipe.smismember(self.key(pool, "done:old"), list(round_ids))
             for rid in round_ids:
                 pipe.hgetall(self.pend_key(pool, rid))
             res = await pipe.execute()
-        done = {rid for rid, flag in zip(round_ids, res[0], strict=True) if flag}
-        pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[1:], strict=True) if h}
+        done = {rid for rid, a, b in zip(round_ids, res[0], res[1], strict=True) if a or b}
+        pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
         return done, pend
 
     async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str]) -> None:
@@ -433,27 +452,48 @@ class RedisStore:
                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
             await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
 
+    def _expire_args(self, pool: str, round_ids: Sequence[str]) -> tuple[list[str], list[Any]]:
+        return ([self.key(pool, "done"), self.key(pool, "done:old")],
+                [self.seen_max_ids, self.keys.pend_prefix(pool),
+                 *chain.from_iterable((r, escape(r)) for r in round_ids)])
+
     async def expire_round(self, pool: str, round_id: str) -> None:
         async with self._io():
+            keys, args = self._expire_args(pool, [round_id])
             try:
-                await self._expire(keys=[self.pend_key(pool, round_id), self.key(pool, "done")], args=[round_id])
+                await self._expire(keys=keys, args=args)
             except ResponseError as exc:
                 _raise_state(pool, exc)
 
     async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
-        """``expire_round`` for many (pool, round id) in one round trip: two commands a pool
-        (its pending hashes share its slot). Not one transaction (the pools may be on different
-        nodes): a pool's rounds are marked done before their pending hashes are deleted, so a
-        failure in between leaves leftover hashes of done rounds, which ``round_state`` ignores."""
+        """``expire_round`` for many (pool, round id) in one round trip: one script a pool (marks its rounds
+        done, deletes their pending hashes, bounds ``:done``), atomic per pool. A pool whose keys the script
+        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done."""
         by_pool: dict[str, list[str]] = {}
         for pool, round_id in rounds:
             by_pool.setdefault(pool, []).append(round_id)
+        todo = list(by_pool)
         async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            for pool, rids in by_pool.items():
-                pipe.sadd(self.key(pool, "done"), *rids)
-                pipe.delete(*[self.pend_key(pool, rid) for rid in rids])
-            await pipe.execute()
+            for _ in range(2):  # again for the pools whose server lacked the script (restarted, promoted)
+                pipe = self.r.pipeline(transaction=False)
+                for pool in todo:
+                    keys, args = self._expire_args(pool, by_pool[pool])
+                    pipe.execute_command("EVALSHA", self._expire.sha, len(keys), *keys, *args)
+                res = await pipe.execute(raise_on_error=False)
+                missing = [pool for pool, r in zip(todo, res, strict=True) if isinstance(r, NoScriptError)]
+                for pool, r in zip(todo, res, strict=True):
+                    if isinstance(r, NoScriptError) or not isinstance(r, Exception):
+                        continue
+                    if not isinstance(r, ResponseError):
+                        raise r
+                    try:
+                        _raise_state(pool, r)
+                    except StateError as exc:
+                        log.error("rounds of %r not marked done: %s", pool, exc)
+                if not missing:
+                    return
+                await self._load_script(self._expire, self.key(missing[0], "done"))
+                todo = missing
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
@@ -483,7 +523,8 @@ class RedisStore:
             raise AlreadyApplied(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         players = list(c.beliefs)
-        keys = [self.key(pool, s) for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch")]
+        keys = [self.key(pool, s)
+                for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old")]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()

@@ -86,6 +86,42 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
     asyncio.run(run())
 
 
+def test_done_rounds_are_kept_in_two_generations_when_bounded(redis_url: str) -> None:
+    """With ``seen_max_ids`` N, ``:done`` is bounded as ``:ids`` is, whichever writes it (a commit that
+    rates rounds, an expiry of many, of one): the pool holds at most 2N + one batch of round ids, the
+    last N closed are recognised as done, and the ones forgotten are the oldest."""
+    import random
+
+    n = 5
+    rng = random.Random(3)
+
+    async def run() -> None:
+        store = _store(redis_url)
+        store.seen_max_ids = n
+        gen, closed = "0", []
+        got: set[str] = set()
+        for k in range(45):
+            rids = [f"R{len(closed) + i}" for i in range(rng.randrange(1, 3))]
+            if k % 3 == 0:
+                gen = str(await store.commit("p", gen, Commit(done_rounds=rids)))
+            elif k % 3 == 1:
+                await store.expire_rounds([("p", r) for r in rids])
+            else:
+                for r in rids:
+                    await store.expire_round("p", r)
+            closed += rids
+            held = await store.r.scard(store.key("p", "done")) + await store.r.scard(store.key("p", "done:old"))
+            assert held <= 2 * n + 2, k
+            got, _ = await store.round_state("p", closed)
+            assert set(closed[-n:]) <= got, k
+        assert await store.r.exists(store.key("p", "done:old"))  # it did rotate
+        forgotten = [r for r in closed if r not in got]
+        assert forgotten and forgotten == closed[:len(forgotten)]
+        await store.close()
+
+    asyncio.run(run())
+
+
 def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -> None:
     """Each store answers "applied before?" from its own index of the pool's ``:ids`` log. When
     another writer recorded ids meanwhile (even at the same ``gen``, as a store that missed them

@@ -628,3 +628,39 @@ def test_stop_after_a_stage_failure_does_not_raise() -> None:
         assert p._tasks == []
 
     run(scenario)
+
+
+# --------------------------------------------------------------------------- reset / resume (a rewind)
+
+
+def test_reset_gives_back_every_batch_not_done_in_order_and_resume_rates_them_first() -> None:
+    async def scenario() -> None:
+        rec = Recorder()
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1)
+        await p.submit([0], "a")
+        await p.submit([1], "b")
+        await spin()
+        rec.futs[0][0].set_result(None)  # a: done; b: its outputs not delivered
+        await spin()
+        rec.gate = asyncio.Event()
+        await p.submit([2], "c")  # in the rate stage
+        await p.submit([3], "d")  # queued
+        await spin()
+        resetting = asyncio.create_task(p.reset())
+        await spin()
+        assert not resetting.done()  # b's outputs are still on their way: they go out first
+        rec.futs[1][0].set_result(None)
+        batches = await resetting
+        assert batches == [([1], ["b"]), ([2], ["c"]), ([3], ["d"])]
+        late = asyncio.create_task(p.submit([4], "e"))
+        await spin()
+        assert not late.done()  # paused until resume: nothing gets ahead of the batches given back
+        rec.gate, rec.auto = None, True
+        await p.resume(batches)
+        await late
+        await p.drain()
+        assert rec.done_tokens == ["a", "b", "c", "d", "e"]
+        assert p.inflight == 0
+        await p.stop()
+
+    run(scenario)

@@ -1,0 +1,368 @@
+"""Redis losing its last second loses no event: a private ``redis-server`` with ``appendfsync everysec``
+is SIGKILLed under load and started again from an AOF that lacks its last second, twice -- once while
+the worker keeps running, once together with the worker -- and the final state equals the embedded
+replay bit for bit, nothing dead-lettered, every event id recorded exactly once. Half of the round pools
+report their rounds player by player, assembled across batches (and across the rewinds).
+
+How the last second is lost: a SIGKILL alone loses nothing Redis had written to its AOF (the kernel
+still holds the file's pages), only what ``everysec`` left unsynced when the *host* fails. So the test
+does what a host crash does to the file: it cuts the AOF back to the size it had one second before the
+kill (sampled every 20 ms), i.e. to what the last fsync of ``everysec`` may have left on disk. It
+checks that commits the worker already had were lost (the pools' commit counters went back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+from cluster_utils import LocalCluster
+from cluster_utils import available as cluster_available
+from conftest import _wait_port, free_port
+from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
+from service_utils import (
+    WorkerProcess,
+    export_state,
+    make_settings,
+    publish,
+    read_json_topic,
+    read_topic,
+    wait_caught_up,
+)
+
+from stream.state.fence import ServerFence, StoreRestarted
+from stream.state.id_index import DIGEST
+from stream.state.redis_store import RedisStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+LOST_S = 1.0  # how far back the AOF is cut at each kill (everysec: the last fsync was at most ~1 s ago)
+
+
+class EverysecRedis:
+    """A redis-server of this test alone (AOF, ``appendfsync everysec``) whose AOF size is sampled, so that
+    a kill can leave the file as a host crash would: without its last ``LOST_S`` seconds."""
+
+    def __init__(self, binary: str, data: Path) -> None:
+        self.binary, self.data, self.port = binary, data, free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.samples: list[tuple[float, Path, int]] = []
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "yes", "--appendfsync", "everysec",
+                                      "--auto-aof-rewrite-percentage", "0", "--dir", str(self.data)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_port("127.0.0.1", self.port, 10, self.proc)
+        self.samples = []
+        self._stop.clear()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _incr_file(self) -> Path | None:
+        manifest = self.data / "appendonlydir" / "appendonly.aof.manifest"
+        if not manifest.exists():
+            return None
+        incr = [line.split()[1] for line in manifest.read_text().splitlines() if line.endswith("type i")]
+        return self.data / "appendonlydir" / incr[-1] if incr else None
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            f = self._incr_file()
+            if f is not None and f.exists():
+                self.samples.append((time.monotonic(), f, f.stat().st_size))
+            time.sleep(0.02)
+
+    def crash(self) -> int:
+        """SIGKILL, then cut the AOF back to its size ``LOST_S`` ago; returns the bytes cut."""
+        assert self.proc is not None and self._sampler is not None
+        self.proc.kill()
+        self.proc.wait(10)
+        killed = time.monotonic()
+        self._stop.set()
+        self._sampler.join()
+        f = self._incr_file()
+        assert f is not None
+        before = [(t, p, n) for t, p, n in self.samples if t <= killed - LOST_S and p == f]
+        keep = before[-1][2] if before else 0
+        cut = f.stat().st_size - keep
+        os.truncate(f, keep)
+        return cut
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def everysec_redis(tmp_path: Path) -> Iterator[EverysecRedis]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no redis-server on PATH")
+    (tmp_path / "redis").mkdir()
+    server = EverysecRedis(binary, tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _split_rounds(batches: list[list[dict[str, Any]]], pools: set[str]) -> list[list[dict[str, Any]]]:
+    """The whole rounds of ``pools`` reported player by player instead: half of a round's results in its
+    batch, the other half and its completion in the next, so that rounds are assembled across batches
+    (and across a rewind)."""
+    out: list[list[dict[str, Any]]] = [[] for _ in batches]
+    for i, batch in enumerate(batches):
+        for ev in batch:
+            if ev["type"] != "round" or ev["pool"] not in pools:
+                out[i].append(ev)
+                continue
+            common = {"pool": ev["pool"], "round_id": ev["round_id"], "time": ev["time"]}
+            results = [{"type": "round_result", "event_id": f"{ev['event_id']}-{s['player']}", **common,
+                        "player": s["player"], "rank": s["rank"]} for s in ev["standings"]]
+            done = {"type": "round_completed", "event_id": f"{ev['event_id']}-done", **common,
+                    "participants": len(results)}
+            half = len(results) // 2
+            out[i] += results[:half]
+            out[min(i + 1, len(batches) - 1)] += [*results[half:], done]
+    return out
+
+
+def _commits(url: str, prefix: str) -> int:
+    """The pools' commit counters, summed: how many commits Redis holds."""
+    r = redis.Redis.from_url(url)
+    try:
+        return sum(int(r.get(k) or 0) for k in r.scan_iter(match=f"{prefix}:*:gen", count=1000))
+    finally:
+        r.close()
+
+
+def _recorded_ids(url: str, prefix: str) -> dict[str, list[bytes]]:
+    r = redis.Redis.from_url(url)
+    try:
+        out = {}
+        for k in r.scan_iter(match=f"{prefix}:*:ids", count=1000):
+            log = r.get(k) or b""
+            out[k.decode()] = [log[i:i + DIGEST] for i in range(0, len(log), DIGEST)]
+        return out
+    finally:
+        r.close()
+
+
+def _wait_commits(url: str, prefix: str, more_than: int, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (n := _commits(url, prefix)) <= more_than:
+        assert time.monotonic() < deadline, f"no commits beyond {more_than}"
+        time.sleep(0.05)
+    return n
+
+
+def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str, everysec_redis: EverysecRedis,
+                                                            tmp_path: Path) -> None:
+    batches = _split_rounds(events(60, 50, seed=23), set(ROUND_POOLS[:4]))
+    want = replayed(batches, tmp_path)
+    s = make_settings(kafka_bootstrap, everysec_redis.url, matches_system="elo", rounds_system="elo-mmr",
+                      take_max=64)
+    warmup, history = tmp_path / "warmup.jsonl", tmp_path / "history.jsonl"
+    warmup.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for b in batches[:2] for ev in b))
+    history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for b in batches[2:] for ev in b))
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(s, log).start()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            publish([history], s, batch_size=10, rate=300.0)  # ~10 s of streaming
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    publish([warmup], s)
+    lost: list[int] = []
+    cut: list[int] = []
+    try:
+        start = _wait_commits(everysec_redis.url, s.key_prefix, 0)  # the worker runs
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        # 1. Redis alone: the worker keeps running and must notice the restart by itself
+        _wait_commits(everysec_redis.url, s.key_prefix, start + 30)
+        time.sleep(LOST_S + 0.5)
+        before = _commits(everysec_redis.url, s.key_prefix)
+        cut.append(everysec_redis.crash())
+        everysec_redis.start()
+        after = _commits(everysec_redis.url, s.key_prefix)
+        lost.append(before - after)
+        # 2. Redis and the worker together: the new worker resumes from the offsets committed to Kafka
+        _wait_commits(everysec_redis.url, s.key_prefix, after + 30)
+        time.sleep(LOST_S + 0.5)
+        assert worker.alive(), worker.log_tail()
+        before = _commits(everysec_redis.url, s.key_prefix)
+        worker.kill()
+        cut.append(everysec_redis.crash())
+        everysec_redis.start()
+        lost.append(before - _commits(everysec_redis.url, s.key_prefix))
+        worker = WorkerProcess(s, log).start()
+        producer.join()
+        assert not errors, errors
+        wait_caught_up(s, worker, timeout=120)
+        print(f"AOF bytes cut {cut}; commits lost {lost}")
+        assert all(n > 0 for n in lost), (lost, cut)  # each crash took commits the worker already had
+        assert read_topic(s, s.topic_dead) == []
+        state = export_state(s)
+        assert {p for p, _ in state} == set(MATCH_POOLS + ROUND_POOLS)
+        assert state == want, _diff_hint(state, want)  # every event applied, in order, bit for bit
+        _check_ratings(read_json_topic(s, s.topic_ratings), state)
+        ids = _recorded_ids(everysec_redis.url, s.key_prefix)
+        n_events = sum(len(b) for b in batches)
+        assert sum(len(v) for v in ids.values()) == n_events  # each event applied once: ...
+        assert all(len(set(v)) == len(v) for v in ids.values())  # ... none twice
+        assert "Redis restarted: rating" in log.read_text()  # the running worker noticed the restart by itself
+    finally:
+        worker.stop()
+
+
+def test_a_restarted_server_is_refused_until_the_owner_accepts_it(everysec_redis: EverysecRedis) -> None:
+    """The fence (stream/state/fence.py) trips on the first connection to the restarted server, before any
+    command of the caller reaches it, and keeps refusing until ``accept``."""
+    async def run() -> None:
+        fence = ServerFence()
+        trips: list[int] = []
+        fence.on_trip.append(lambda: trips.append(1))
+        store = RedisStore.from_url(everysec_redis.url, prefix="fence", cluster=False, fence=fence)
+        await store.r.set("k", "before")
+        assert await store.ping()
+        everysec_redis.stop()
+        everysec_redis.start()
+        errors = []
+        for _ in range(3):  # the pooled connection to the old server fails first (closed by the kill)
+            with pytest.raises(redis.ConnectionError) as err:
+                await store.r.set("k", "after")
+            errors.append(err.type)
+        assert errors[-2:] == [StoreRestarted, StoreRestarted]
+        assert fence.tripped and trips == [1]
+        plain = redis.Redis.from_url(everysec_redis.url)
+        assert plain.get("k") != b"after"  # nothing was sent to the restarted server
+        fence.accept()
+        await store.r.set("k", "after")
+        assert plain.get("k") == b"after" and not fence.tripped
+        plain.close()
+        await store.close()
+
+    asyncio.run(run())
+
+
+def _check_ratings(outputs: list[dict[str, Any]], final: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Per player: a version always carries the same numbers (what a lost commit published is what its
+    replay publishes again), and the highest version, which consumers keep, is the final state, as is the
+    last message (what compaction keeps)."""
+    by_player: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for o in outputs:
+        by_player.setdefault((o["pool"], o["player"]), []).append(o)
+    assert set(by_player) == set(final)
+    for key, msgs in by_player.items():
+        seen: dict[int, tuple[float, float, float]] = {}
+        for m in msgs:
+            assert seen.setdefault(m["version"], (m["rating"], m["mu"], m["sigma"])) == (
+                m["rating"], m["mu"], m["sigma"]), (key, m["version"])
+        f = final[key]
+        for m in (max(msgs, key=lambda m: m["version"]), msgs[-1]):
+            assert (m["rating"], m["mu"], m["sigma"], m["version"]) == (f["rating"], f["mu"], f["sigma"],
+                                                                        f["rounds"]), key
+
+
+def test_a_server_that_refuses_info_is_used_without_the_fence(everysec_redis: EverysecRedis,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A user whose ACL denies INFO (as some managed services do) still gets a working store: the fence
+    cannot tell restarts apart there, says so once, and never refuses the server."""
+    plain = redis.Redis.from_url(everysec_redis.url)
+    plain.execute_command("ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info")
+    plain.close()
+
+    async def run() -> None:
+        fence = ServerFence()
+        store = RedisStore.from_url(everysec_redis.url, prefix="blind", cluster=False, fence=fence,
+                                    username="noinfo", password="pw")
+        await store.r.set("k", "1")
+        assert await store.r.get("k") == b"1" and not fence.tripped
+        await store.close()
+
+    asyncio.run(run())
+    assert any("refused INFO" in r.getMessage() for r in caplog.records)
+
+
+def _restart_node(cluster: LocalCluster, i: int) -> None:
+    """Start node ``i`` again on its port, folder, AOF and cluster config (bus port from its nodes.conf)."""
+    d = cluster.dirs[i]
+    myself = next(line for line in (d / "nodes.conf").read_text().splitlines() if "myself" in line)
+    bus = myself.split()[1].split("@")[1].split(",")[0]
+    subprocess.run(["redis-server", "--port", str(cluster.ports[i]), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", bus,
+                    "--cluster-node-timeout", str(cluster.node_timeout_ms), "--appendonly", "yes", "--save", "",
+                    "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
+                    "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+    cluster.wait_ok()
+
+
+def test_a_restarted_cluster_node_is_refused_until_the_owner_accepts_it(tmp_path: Path) -> None:
+    """On a Redis Cluster the fence checks each node at its address: the master of a pool's slot restarted
+    in place trips it, and nothing reaches that node until ``accept``."""
+    if not cluster_available():
+        pytest.skip("redis-server / redis-cli not on PATH")
+
+    async def run(cluster: LocalCluster) -> None:
+        fence = ServerFence()
+        store = RedisStore.from_url(cluster.url, prefix="cf", cluster=True, fence=fence)
+        key = store.key("p", "gen")
+        await store.r.set(key, "before")
+        owner = cluster.ports.index(store.r.get_node_from_key(key).port)
+        cluster.kill(owner)
+        _restart_node(cluster, owner)
+        errors = []
+        deadline = time.monotonic() + 30
+        while not fence.tripped and time.monotonic() < deadline:
+            with pytest.raises(redis.RedisError) as err:
+                await store.r.set(key, "after")
+            errors.append(err.type)
+            await asyncio.sleep(0.1)
+        assert fence.tripped and errors[-1] is StoreRestarted, errors
+        await asyncio.sleep(cluster.node_timeout_ms / 1000 * 2)  # the others may mark it failing meanwhile
+        cluster.wait_ok()
+        assert cluster.node(owner).get(key) != b"after"  # nothing was sent to the restarted node
+        fence.accept()
+        while True:
+            try:
+                await store.r.set(key, "after")
+                break
+            except redis.ConnectionError:
+                raise
+            except redis.RedisError:  # the cluster settling after the restart (CLUSTERDOWN)
+                assert time.monotonic() < deadline + 30
+                await asyncio.sleep(0.2)
+        assert cluster.node(owner).get(key) == b"after" and not fence.tripped
+        await store.close()
+
+    with LocalCluster(tmp_path / "cluster", masters=3) as cluster:
+        asyncio.run(run(cluster))
+
+
+def _diff_hint(got: dict[Any, Any], want: dict[Any, Any]) -> str:  # pragma: no cover - failure message only
+    bad = [k for k in want if got.get(k) != want[k]]
+    return f"{len(bad)} rows differ, e.g. {bad[:3]}"
