@@ -50,9 +50,9 @@ def messages(batches: list[list[dict[str, Any]]]) -> list[list[Message]]:
     return out
 
 
-def history(batches: list[list[dict[str, Any]]], tmp: Path) -> Path:
+def history(batches: list[list[dict[str, Any]]], tmp: Path, name: str = "history.jsonl") -> Path:
     """The batches as one JSONL history file (what ``mmr replay`` reads)."""
-    path = tmp / "history.jsonl"
+    path = tmp / name
     path.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
     return path
 
