@@ -77,6 +77,7 @@ class Service:
     #: fetching of the input partitions is paused while Redis is unavailable (``pause_fetch``)
     fetch_paused: bool = False
     _input_topics: frozenset[str] = frozenset()
+    _pausing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -257,18 +258,25 @@ class Service:
         is the consumer's (``faust_patches.pause_fetching``): offsets and the group are untouched,
         so a paused worker keeps its partitions, and resuming fetches from the first message not
         yet taken. Called again by the housekeeping timer while Redis is unavailable: partitions
-        assigned by a rebalance meanwhile start unpaused."""
-        try:
-            async with asyncio.timeout(5.0):  # the consumer thread answers within a fetch's wait
-                n = await pause_fetching(self.app, self._input_topics, paused)
-        except Exception as exc:  # not started, or stopping: nothing to pause (the batch itself is retried)
-            log.warning("could not %s fetching: %r", "pause" if paused else "resume", exc)
-            return
-        self.metrics.fetch_paused.set(n if paused else 0)
-        if paused != self.fetch_paused:
-            log.warning("%s fetching %d input partitions (Redis %s)", "pausing" if paused else "resuming", n,
-                        "unavailable" if paused else "answers again")
-        self.fetch_paused = paused
+        assigned by a rebalance meanwhile start unpaused.
+
+        One call at a time, and a call whose ``paused`` is no longer the processor's state when its
+        turn comes does nothing: the processor calls again on every change, so the last call
+        applied is always the current state (a pause that waited behind a resume must not win)."""
+        async with self._pausing:
+            if paused != self.processor.store_down:
+                return
+            try:
+                async with asyncio.timeout(5.0):  # the consumer thread answers within a fetch's wait
+                    n = await pause_fetching(self.app, self._input_topics, paused)
+            except Exception as exc:  # not started, or stopping: nothing to pause (the batch itself is retried)
+                log.warning("could not %s fetching: %r", "pause" if paused else "resume", exc)
+                return
+            self.metrics.fetch_paused.set(n if paused else 0)
+            if paused != self.fetch_paused:
+                log.warning("%s fetching %d input partitions (Redis %s)", "pausing" if paused else "resuming", n,
+                            "unavailable" if paused else "answers again")
+            self.fetch_paused = paused
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""

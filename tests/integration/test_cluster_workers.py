@@ -63,7 +63,8 @@ def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
         time.sleep(rng.uniform(3.0, 6.0))
         kill_a_worker()
         time.sleep(rng.uniform(1.0, 4.0))
-        replicated.kill(victim)  # mid-stream: its replica is promoted within a few seconds
+        replicated.kill(victim)  # its replica is promoted within a few seconds
+        assert producer.is_alive()  # mid-stream
         time.sleep(rng.uniform(1.0, 4.0))
         kill_a_worker()
         producer.join()
