@@ -196,6 +196,9 @@ class RedisStore:
         self._replicas: dict[str, tuple[float, int]] = {}
         #: pools with a write that may not have reached the replicas yet (see the module docstring)
         self._unconfirmed: set[str] = set()
+        #: pools whose keys ``meta`` found in the current format (or absent): round assembly, which can
+        #: touch a pool before its first step does, reads ``meta`` first for the others
+        self._current: set[str] = set()
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
@@ -317,12 +320,14 @@ class RedisStore:
             if needs_escape(pool):
                 raw = await self._adopt_escaped(pool, raw)
             if not raw:
+                self._current.add(pool)
                 return None
             fmt = raw.get(b"keys")
             if fmt is None:
                 await self._migrate_keys(pool)
             elif fmt.decode() != KEY_FORMAT:
                 raise StateError(pool, f"key format {fmt.decode()!r}, this version reads {KEY_FORMAT!r}")
+        self._current.add(pool)
         return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
 
     async def _meta_raw(self, pool: str) -> dict[bytes, bytes]:
@@ -407,6 +412,8 @@ class RedisStore:
     async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
         """Which rounds are done, and the persisted pending entries of the others."""
         async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
             await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
@@ -422,6 +429,8 @@ class RedisStore:
         if not entries:
             return
         async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)
             await self._confirm(pool)
             cmds = [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
                     for rid, fields in entries.items()]  # idempotent, each written again by a retry

@@ -81,8 +81,12 @@ async def migration_story(store: RedisStore, other: RedisStore) -> dict[str, Any
     pct = OldPool("50%", {f"p{i}": b"\x01%d" % i for i in range(1200)}, gen="9")  # more than one chunk
     # kc}:p:x's old keys were kc's players "x}:gen", "x}:lb", ...: refused, both left as they were
     kc, clash = OldPool("kc", {"x}:gen": b"\x01?"}), OldPool("kc}:p:x", {"v": b"\x01v"})
-    for pool in (a, e, pct, kc, clash):
+    # a round still being assembled in an old pool: the new version's first touch of the pool is the round
+    g = OldPool("g:h", {"s": b"\x01s"}, pending={"r:9": {"e9": b'{"rank": 1}'}})
+    for pool in (a, e, pct, kc, clash, g):
         await write_old(store, pool)
+    assert await store.round_state(g.name, ["r:9"]) == (set(), g.pending)
+    await check_moved(store, g)
 
     await check_moved(store, a)  # moves a%3Ab to its own new keys first
     await check_moved(store, e, reused=True)
