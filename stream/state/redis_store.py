@@ -310,9 +310,10 @@ class RedisStore:
         """The pool's system and parameters (None: a new pool).
 
         A pool written before names were escaped (its meta has no key format) is brought to the
-        current key format here, before anything reads or writes its players: when its own name
-        needs no escaping, the keys of its players and pending rounds whose names do are renamed
-        (one script; idempotent, so two workers may both try); when it does, its keys move from the
+        current key format here, before anything reads or writes its players or pending rounds
+        (round assembly calls this first too): when its own name needs no escaping, the keys of its
+        players and pending rounds whose names do are renamed (one script; idempotent, so two
+        workers may both try); when it does, its keys move from the
         old hash tag to the new one (stream.state.legacy_pools), after the pool whose old keys are
         where this pool's new keys go (the pool named like this pool's escaped name) moved on."""
         async with self._io():
