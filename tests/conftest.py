@@ -18,6 +18,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -125,4 +126,14 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     if not cluster_available():
         pytest.skip("redis-server / redis-cli not on PATH")
     with LocalCluster(tmp_path_factory.mktemp("redis-cluster"), masters=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A real Redis Cluster of three masters with a replica each, for one test (it may kill a master):
+    ``cluster-node-timeout`` 1 s, so a dead master's replica is promoted within a few seconds."""
+    if not cluster_available():
+        pytest.skip("redis-server / redis-cli not on PATH")
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1, node_timeout_ms=1000, timeout=60) as cluster:
         yield cluster

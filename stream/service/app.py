@@ -43,7 +43,7 @@ from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
-from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery
+from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery, pause_fetching
 from stream.service.halts import Halt
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
@@ -86,8 +86,15 @@ class Service:
     http_health: AnyRedis | None = None
     #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
     dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
+    #: fetching of the input partitions is paused while Redis is unavailable (``pause_fetch``)
+    fetch_paused: bool = False
+    _input_topics: frozenset[str] = frozenset()
+    _pausing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
+        self._input_topics = frozenset(self.settings.input_topics())
+        self.processor.on_store_down = self.pause_fetch
+        self.metrics.inflight.set_function(lambda: self.pipeline.inflight)
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
@@ -214,7 +221,6 @@ class Service:
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
         """The pipeline's first stage: start the batch (rated now or after the batches before
         it); its outputs are handed to the producer once it is committed, in input order."""
-        self.metrics.inflight.set(self.pipeline.inflight)
         started = time.perf_counter()
         committed = await self.processor.start(msgs, safe=True)
         prev, self._handed = self._handed, asyncio.get_running_loop().create_future()
@@ -313,6 +319,35 @@ class Service:
         """Stop fetching a halted partition (records fetched already are held back by the processor).
         Faust resumes it when the partition is revoked."""
         self.app.consumer.pause_partitions([TP(halt.topic, halt.partition)])
+
+    async def pause_fetch(self, paused: bool) -> None:
+        """Pause (or resume) fetching the assigned input partitions while Redis is unavailable.
+
+        Why: a batch that cannot be committed is retried with back-off, and without a pause the
+        consumer keeps fetching behind it until back-pressure (``MMR_MAX_INFLIGHT``) stops it: up
+        to that many messages held in memory that cannot be rated before Redis answers. The pause
+        is the consumer's (``faust_patches.pause_fetching``): offsets and the group are untouched,
+        so a paused worker keeps its partitions, and resuming fetches from the first message not
+        yet taken. Called again by the housekeeping timer while Redis is unavailable: partitions
+        assigned by a rebalance meanwhile start unpaused.
+
+        One call at a time, and a call whose ``paused`` is no longer the processor's state when its
+        turn comes does nothing: the processor calls again on every change, so the last call
+        applied is always the current state (a pause that waited behind a resume must not win)."""
+        async with self._pausing:
+            if paused != self.processor.store_down:
+                return
+            try:
+                async with asyncio.timeout(5.0):  # the consumer thread answers within a fetch's wait
+                    n = await pause_fetching(self.app, self._input_topics, paused)
+            except Exception as exc:  # not started, or stopping: nothing to pause (the batch itself is retried)
+                log.warning("could not %s fetching: %r", "pause" if paused else "resume", exc)
+                return
+            self.metrics.fetch_paused.set(n if paused else 0)
+            if paused != self.fetch_paused:
+                log.warning("%s fetching %d input partitions (Redis %s)", "pausing" if paused else "resuming", n,
+                            "unavailable" if paused else "answers again")
+            self.fetch_paused = paused
 
     def update_lag(self) -> None:
         """Consumer lag gauge: broker highwater minus the next offset we will handle."""
@@ -467,6 +502,9 @@ def create_app(s: Settings) -> Service:
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:
+        svc.update_lag()
+        if svc.processor.store_down:
+            await svc.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:
             dead = await svc.processor.expire()
         except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
@@ -474,7 +512,6 @@ def create_app(s: Settings) -> Service:
             dead = []
         if dead:
             await svc.publish_dead(dead)
-        svc.update_lag()
 
     @app.timer(interval=DURABLE_TICK_S)
     async def durable() -> None:

@@ -1,8 +1,9 @@
-"""The two places where the worker changes Faust's private code, because no setting does it.
+"""The places where the worker reaches into Faust's private code, because no setting or public call does it.
 
-Both are class-level patches of Faust's aiokafka driver: idempotent, and process-wide (every
+Two are class-level patches of Faust's aiokafka driver: idempotent, and process-wide (every
 app the process builds after the call gets them; the worker builds one). ``app.faust_app``
-applies them as configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``). They were
+applies them as configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``). The third,
+``pause_fetching``, calls the aiokafka consumer that Faust's consumer thread owns. They were
 written against faust-streaming 0.15, mode-streaming 0.7 and aiokafka 0.14 (pinned in
 pyproject.toml); tests/unit/test_faust_patches.py checks that the code they replace is still
 there, so an upgrade that moves it fails those tests instead of silently undoing the patch.
@@ -11,7 +12,7 @@ there, so an upgrade that moves it fails those tests instead of silently undoing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Iterable
 from types import CoroutineType
 from typing import Any
 
@@ -144,3 +145,33 @@ def patch_inline_delivery() -> None:
 
     cls._mmr_original_wait_first = original
     cls.wait_first = wait_first
+
+
+async def pause_fetching(app: Any, topics: Iterable[str], paused: bool) -> int:
+    """Pause (``paused``) or resume fetching every assigned partition of ``topics``; returns how many.
+
+    Why the aiokafka consumer and not Faust's ``Consumer.pause_partitions``: Faust's only takes the
+    partitions out of the set its fetch loop passes to aiokafka, and that set is passed by
+    reference into a fetch that may be waiting: emptied under it, the fetch returns records of
+    every partition, which Faust's loop then drops as not active -- after aiokafka counted them
+    consumed, so they are not fetched again until a restart or a rebalance (seen here: messages
+    of the outage never rated until the worker restarted). aiokafka's own ``pause`` stops the
+    fetcher and discards what it had buffered for the partition without moving its position, so
+    ``resume`` fetches from the first record not yet handed to Faust. The call runs on Faust's
+    consumer thread, which owns the aiokafka consumer (``call_thread``).
+    """
+    from aiokafka import TopicPartition
+
+    wanted = frozenset(topics)
+    thread = app.consumer._thread  # Faust's AIOKafkaConsumerThread
+
+    async def apply() -> int:
+        consumer = thread._ensure_consumer()
+        tps = [TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment() if tp.topic in wanted]
+        if paused:
+            consumer.pause(*tps)
+        else:
+            consumer.resume(*tps)
+        return len(tps)
+
+    return int(await thread.call_thread(apply))

@@ -51,6 +51,15 @@ class Metrics:
                          registry=r)
         self.pending_rounds = Gauge("mmr_pending_rounds", "Rounds being assembled from round_result events",
                                     registry=r)
+        self.store_unavailable = Gauge(
+            "mmr_store_unavailable", "1 while the worker's batches find Redis unavailable (unreachable, timing out, "
+            "a failover, replicas not confirming): the batch is retried with back-off and fetching of the assigned "
+            "input partitions is paused; 0 once a batch commits again", registry=r)
+        self.store_retries = Counter(
+            "mmr_store_retries", "Attempts at a batch that found Redis unavailable (each is retried, never "
+            "dead-lettered)", registry=r)
+        self.fetch_paused = Gauge("mmr_fetch_paused_partitions", "Assigned input partitions whose fetching is "
+                                  "paused because Redis is unavailable", registry=r)
         self.id_index_bytes = Gauge("mmr_applied_ids_index_bytes", "Memory of the worker's index of applied event "
                                     "ids (the digests of its pools' :ids logs, stream.state.id_index)", registry=r)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 
 from stream.events.validate import InvalidEvent
@@ -84,6 +84,11 @@ class Processor:
         self.halts = Halts(self.metrics.registry)
         #: pools of a batch stepped at once (``step_concurrency``)
         self.step_concurrency = step_concurrency(store)
+        #: a batch found Redis unavailable and no batch has committed since (``mmr_store_unavailable``)
+        self.store_down = False
+        #: called with True when batches start finding Redis unavailable, with False once one commits
+        #: again: the worker pauses fetching meanwhile (stream.service.app)
+        self.on_store_down: Callable[[bool], Awaitable[None]] | None = None
 
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
@@ -125,6 +130,8 @@ class Processor:
             try:
                 fut.set_result(await self._apply_plan(self._plan(msgs), committed))
             except Exception as exc:
+                if isinstance(exc, REDIS_DOWN):
+                    await self._store_failed()
                 if not safe:
                     self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
                     fut.set_exception(exc)
@@ -150,6 +157,7 @@ class Processor:
             try:
                 return await self._apply_plan(self._plan(msgs), committed)
             except REDIS_DOWN as exc:
+                await self._store_failed()
                 log.warning("Redis unavailable or contended (%r); retrying the batch in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -217,6 +225,8 @@ class Processor:
         for pool in dict.fromkeys([*plan.ops, *plan.results]):
             out.add(committed[pool])
             committed[pool] = BatchResult()  # added once (a retry message by message adds nothing more)
+        if self.store_down:
+            await self._store_state(False)
         self.metrics.batch_latency.observe(time.perf_counter() - plan.t0)
         self.metrics.batch_messages.observe(plan.n_msgs)
         self.metrics.ratings_out.inc(len(out.outputs))
@@ -230,6 +240,21 @@ class Processor:
         self.store.forget_ids()
         self.registry.engines.clear()
         self.registry.unsaved.clear()
+
+    async def _store_failed(self) -> None:
+        self.metrics.store_retries.inc()
+        if not self.store_down:
+            await self._store_state(True)
+
+    async def _store_state(self, down: bool) -> None:
+        """Redis unavailable (``down``) or answering again: the gauge, and the worker's fetch pause."""
+        self.store_down = down
+        if self.on_store_down is not None:
+            try:
+                await self.on_store_down(down)
+            except Exception:  # a fetch that is not paused only costs memory; the batch goes on
+                log.exception("pausing or resuming the fetch failed")
+        self.metrics.store_unavailable.set(1 if down else 0)
 
     # --- rounds ----------------------------------------------------------------------
     def forget_rounds(self) -> None:

@@ -236,3 +236,23 @@ local wms = {}
 if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
 return {gen, ep, full, cur, old, vals, wms}
 """
+
+
+# A pool whose own name needs escaping, written before names were escaped, is copied from its old hash tag to
+# its new one (another slot: stream.state.legacy_pools). RESTORE_LUA: KEYS the pool's new meta, then the new
+# keys; ARGV one DUMP payload per new key. ADOPT_LUA: KEYS the new meta; ARGV its fields and values. Both are
+# no-ops (-1) once the new meta exists: the pool was brought over (by another worker), and its new keys may
+# have been written since.
+RESTORE_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+for i = 2, #KEYS do
+  redis.call('RESTORE', KEYS[i], 0, ARGV[i - 1], 'REPLACE')
+end
+return #KEYS - 1
+"""
+
+ADOPT_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""

@@ -33,8 +33,9 @@ A pool's meta records the key format (``keys``). A pool written before names wer
 none: ``meta`` (which the worker, the exporter and the HTTP API call before touching a pool)
 renames the keys of its players and pending rounds whose names need escaping and records the
 format; the commit script refuses a pool whose meta has another format, so this version never
-writes into a pool not yet migrated. A pool whose own name needs escaping had another
-hash tag before and is refused (``StateError``); old workers must be stopped before new ones start.
+writes into a pool not yet migrated. A pool whose own name needs escaping had another hash tag
+before: its keys are copied to the new one and the old ones deleted (stream.state.legacy_pools);
+old workers must be stopped before new ones start.
 
 Errors of Redis itself (unreachable, timeouts, slot moves, failovers) are raised as
 ``StoreUnavailable`` by every method (stream.state.redis_client): retry later, the input is fine.
@@ -102,6 +103,7 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from stream.state import legacy_pools
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
@@ -200,6 +202,9 @@ class RedisStore:
         self._unconfirmed: set[str] = set()
         #: checks every new connection for a restarted server (stream.state.fence); None: not checked
         self.fence: ServerFence | None = None
+        #: pools whose keys ``meta`` found in the current format (or absent): round assembly, which can
+        #: touch a pool before its first step does, reads ``meta`` first for the others
+        self._current: set[str] = set()
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
@@ -323,29 +328,53 @@ class RedisStore:
         """The pool's system and parameters (None: a new pool).
 
         A pool written before names were escaped (its meta has no key format) is brought to the
-        current key format here, before anything reads or writes its players: when its own name
-        needs no escaping, the keys of its players and pending rounds whose names do are renamed
-        (one script; idempotent, so two workers may both try). A pool whose own name needs escaping
-        lives under another hash tag in the old format and is refused (StateError)."""
+        current key format here, before anything reads or writes its players or pending rounds
+        (round assembly calls this first too): when its own name needs no escaping, the keys of its
+        players and pending rounds whose names do are renamed (one script; idempotent, so two
+        workers may both try); when it does, its keys move from the
+        old hash tag to the new one (stream.state.legacy_pools), after the pool whose old keys are
+        where this pool's new keys go (the pool named like this pool's escaped name) moved on."""
         async with self._io():
-            try:
-                raw = await self.r.hgetall(self.key(pool, "meta"))
-            except ResponseError as exc:
-                _raise_state(pool, exc)
+            raw = await self._meta_raw(pool)
+            if needs_escape(pool):
+                raw = await self._adopt_escaped(pool, raw)
             if not raw:
-                if needs_escape(pool) and await self._legacy_meta(pool):
-                    raise StateError(pool, "its keys were written before names were escaped, under another hash "
-                                     "tag: this version cannot read them (docs/service.md, Redis layout)")
+                self._current.add(pool)
                 return None
             fmt = raw.get(b"keys")
             if fmt is None:
-                if needs_escape(pool):  # the data of the pool whose name is this pool's escaped name
-                    raise StateError(pool, f"its meta key holds the meta of pool {escape(pool)!r} written before "
-                                     "names were escaped (docs/service.md, Redis layout)")
                 await self._migrate_keys(pool)
             elif fmt.decode() != KEY_FORMAT:
                 raise StateError(pool, f"key format {fmt.decode()!r}, this version reads {KEY_FORMAT!r}")
+        self._current.add(pool)
         return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
+
+    async def _meta_raw(self, pool: str) -> dict[bytes, bytes]:
+        try:
+            return dict(await self.r.hgetall(self.key(pool, "meta")))
+        except ResponseError as exc:
+            _raise_state(pool, exc)
+
+    async def _adopt_escaped(self, pool: str, raw: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        """The meta of a pool whose name needs escaping, once its keys are in the current format."""
+        for _ in range(8):
+            if raw.get(b"keys") is not None:
+                if legacy_pools.LEGACY_KEYS in raw:  # moved, the old keys not all deleted yet
+                    await legacy_pools.finish(self, pool)
+                return raw
+            if raw:  # the old meta of the pool named escape(pool), whose old keys are this pool's new ones
+                await self.meta(escape(pool))  # moves that pool to its own new keys first
+            elif await self._legacy_meta(pool):
+                other = await legacy_pools.overlapping(self, pool)
+                if other is not None:
+                    raise StateError(pool, f"written before names were escaped, when its keys and those of pool "
+                                     f"{other!r} could be the same keys: which pool a key belongs to cannot be "
+                                     "told (docs/service.md, Redis layout)")
+                await legacy_pools.migrate(self, pool)
+            else:
+                return raw
+            raw = await self._meta_raw(pool)
+        raise StateError(pool, "its keys kept changing while they were brought to the current key format")
 
     async def _legacy_meta(self, pool: str) -> bool:
         """Whether the pool's meta key of the layout before escaping holds a meta of that layout."""
@@ -362,7 +391,7 @@ class RedisStore:
             name = member.decode()
             if needs_escape(name):
                 moves += [legacy + "p:" + name, self.player_key(pool, name), "string"]
-        async for k in self.r.scan_iter(match=_glob_escape(legacy + "pend:") + "*", count=1000):
+        async for k in self.r.scan_iter(match=legacy_pools.glob_escape(legacy + "pend:") + "*", count=1000):
             rid = k.decode()[len(legacy) + 5:]
             if needs_escape(rid):
                 moves += [k.decode(), self.pend_key(pool, rid), "hash"]
@@ -431,6 +460,8 @@ class RedisStore:
     async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
         """Which rounds are done, and the persisted pending entries of the others."""
         async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
             await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
@@ -447,6 +478,8 @@ class RedisStore:
         if not entries:
             return
         async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)
             await self._confirm(pool)
             cmds = [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
@@ -725,6 +758,3 @@ def _blob(items: Sequence[str]) -> bytes:
     enc = [it.encode() for it in items]
     return struct.pack(f"<{len(enc)}I", *[len(b) for b in enc]) + b"".join(enc)
 
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

@@ -50,10 +50,16 @@ def messages(batches: list[list[dict[str, Any]]]) -> list[list[Message]]:
     return out
 
 
-def replayed(batches: list[list[dict[str, Any]]], tmp: Path) -> dict[tuple[str, str], dict[str, Any]]:
+def history(batches: list[list[dict[str, Any]]], tmp: Path, name: str = "history.jsonl") -> Path:
+    """The batches as one JSONL history file (what ``mmr replay`` reads)."""
+    path = tmp / name
+    path.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
+    return path
+
+
+def replayed(batches: list[list[dict[str, Any]]], tmp: Path, matches_system: str = "elo",
+             rounds_system: str = "elo-mmr") -> dict[tuple[str, str], dict[str, Any]]:
     """The embedded replay of the batches: (pool, player) -> exported row."""
-    history = tmp / "history.jsonl"
-    history.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for batch in batches for ev in batch))
-    systems: dict[str, tuple[str, dict[str, Any]]] = {p: ("elo", {}) for p in MATCH_POOLS}
-    systems.update((p, ("elo-mmr", {})) for p in ROUND_POOLS)
-    return embedded_state([history], "elo", pool_systems=systems)
+    systems: dict[str, tuple[str, dict[str, Any]]] = {p: (matches_system, {}) for p in MATCH_POOLS}
+    systems.update((p, (rounds_system, {})) for p in ROUND_POOLS)
+    return embedded_state([history(batches, tmp)], matches_system, pool_systems=systems)

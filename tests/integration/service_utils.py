@@ -111,6 +111,16 @@ def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: fl
         time.sleep(0.5)
 
 
+def metric(port: int, name: str) -> float:
+    """The sum of every series of the worker's metric ``name`` (``/metrics`` of the HTTP API on ``port``)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith((name + " ", name + "{")))
+
+
 async def _read_topic(s: Settings, topic: str) -> list[tuple[bytes | None, bytes]]:
     consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest")

@@ -2,8 +2,9 @@
 replica holds it (``WAIT`` on the commit's connection), so a master SIGKILLed mid-stream takes no
 acked batch with it; its replica is promoted and the worker carries on by itself.
 
-Each test starts its own cluster of three masters and three replicas (``cluster-node-timeout``
-1 s, so a dead master's replica is promoted within a few seconds).
+Each test starts its own cluster of three masters and three replicas (the ``replicated`` fixture of
+tests/conftest.py: ``cluster-node-timeout`` 1 s, so a dead master's replica is promoted within a few
+seconds).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 import pytest
 from cluster_utils import LocalCluster
-from cluster_utils import available as cluster_available
 from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, messages, replayed
 from redis.crc import key_slot
 
@@ -29,13 +28,6 @@ from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import Commit, RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
-
-@pytest.fixture
-def replicated(tmp_path: Path) -> Iterator[LocalCluster]:
-    if not cluster_available():
-        pytest.skip("redis-server / redis-cli not on PATH")
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1, node_timeout_ms=1000, timeout=60) as cluster:
-        yield cluster
 
 
 def wait_calls(cluster: LocalCluster, i: int) -> int:

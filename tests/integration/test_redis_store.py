@@ -12,6 +12,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
 from stream.service.config import Settings
@@ -588,7 +589,7 @@ def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: st
     keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
     was, which moves too), marks the format, and the pool reads as it did; a second
     migration (another worker) changes nothing. A pool whose own name needs escaping was stored
-    under another hash tag: refused, not taken for a new pool."""
+    under another hash tag: it moves there, it is not taken for a new pool."""
     from stream.state.redis_store import StateError
 
     async def run() -> None:
@@ -617,9 +618,24 @@ def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: st
         assert await store.meta("old") is not None  # again: nothing moves
         assert sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")]) == keys
         assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
-        with pytest.raises(StateError, match="before names were escaped"):
-            await store.meta("o:ld")
+        assert await store.meta("o:ld") == {"system": "elo", "params": {}}  # moved to its new hash tag
         await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_pool_whose_own_name_needs_escaping_moves_to_its_new_hash_tag(redis_url: str) -> None:
+    """Written before names were escaped, pools ``a:b`` and ``50%`` lived under the hash tags ``{a:b}``
+    and ``{50%}``: ``meta`` copies their keys to ``{a%3Ab}`` and ``{50%25}`` and deletes the old ones,
+    moving first the old pool ``a%3Ab`` whose keys were where ``a:b``'s go; two workers at once, one
+    stopped half-way, end the same; a pool whose old keys were another pool's too is refused
+    (tests/integration/legacy_layout.py)."""
+    async def run() -> None:
+        store = _store(redis_url)
+        other = RedisStore.from_url(redis_url, prefix=store.prefix)
+        await migration_story(store, other)
+        await store.close()
+        await other.close()
 
     asyncio.run(run())
 

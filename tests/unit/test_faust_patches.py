@@ -264,3 +264,22 @@ def test_fausts_producer_still_hands_out_its_aiokafka_producer() -> None:
     for name, params in (("create_batch", []), ("send_batch", ["batch", "topic", "partition"]),
                          ("partitions_for", ["topic"])):
         assert list(inspect.signature(getattr(AIOKafkaProducer, name)).parameters)[1:] == params, name
+
+
+def test_fausts_consumer_still_owns_an_aiokafka_consumer_on_its_thread() -> None:
+    """``pause_fetching`` reaches the aiokafka consumer through Faust's consumer thread, and relies
+    on aiokafka's pause dropping what the fetcher buffered for a paused partition without
+    consuming it (so that resuming fetches it again)."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.consumer.fetcher import FetchResult
+    from faust.transport.consumer import ThreadDelegateConsumer
+
+    assert "self._thread = self._new_consumer_thread()" in inspect.getsource(ThreadDelegateConsumer.__init__)
+    assert issubclass(faust_aiokafka.Consumer, ThreadDelegateConsumer)
+    assert "return self._consumer" in inspect.getsource(faust_aiokafka.AIOKafkaConsumerThread._ensure_consumer)
+    assert list(inspect.signature(faust_aiokafka.AIOKafkaConsumerThread.call_thread).parameters)[1:] == \
+        ["fun", "args", "kwargs"]
+    for name in ("pause", "resume", "assignment"):
+        assert callable(getattr(AIOKafkaConsumer, name)), name
+    check = inspect.getsource(FetchResult.check_assignment)
+    assert "tp_state.paused" in check and "self._partition_records = None" in check

@@ -1,0 +1,86 @@
+"""The deployment the issue asks for, all at once: two ``mmr worker`` processes of one consumer group
+on a multi-partition input topic (the real broker), a real Redis Cluster of three masters with a
+replica each (the ``replicated`` fixture), pools on every master, Cowan match pools and Elo-MMR round
+pools. While the events stream in, workers are SIGKILLed at seeded random moments and restarted, and
+a master is SIGKILLed so that its replica is promoted. At the end ``mmr export`` equals the embedded
+replay of the same events bit for bit, and nothing was dead-lettered.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from cluster_utils import LocalCluster
+from outage_stream import MATCH_POOLS, ROUND_POOLS, events, history, replayed
+from redis.crc import key_slot
+from service_utils import MMR, WorkerProcess, env_for, make_settings, publish, read_json_topic, wait_caught_up
+
+from stream.state.keys import KeySpace
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+MATCHES, ROUNDS = "cowan", "elo-mmr"
+
+
+def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
+        kafka_bootstrap: str, replicated: LocalCluster, tmp_path: Path) -> None:
+    rng = random.Random(25)
+    batches = events(30, 20, seed=25)  # 600 events over 16 match pools and 8 round pools
+    s = make_settings(kafka_bootstrap, replicated.url, partitions=4, matches_system=MATCHES, rounds_system=ROUNDS,
+                      take_max=32)
+    keys = KeySpace(s.key_prefix)
+    owner = {p: replicated.slot_owner(key_slot(keys.key(p, "gen").encode())) for p in MATCH_POOLS + ROUND_POOLS}
+    assert len(set(owner.values())) == 3  # every master holds pools
+    # REDIS_URL names node 0 (restarted workers and `mmr export` connect through it): kill another master
+    victim = rng.choice(sorted(set(owner.values()) - {0}))
+    path = history(batches, tmp_path)
+    want = replayed(batches, tmp_path, MATCHES, ROUNDS)
+
+    logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
+    workers = [WorkerProcess(s, log).start() for log in logs]
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            publish([path], s, batch_size=3, rate=40.0)  # ~15 s of streaming
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def kill_a_worker() -> None:
+        i = rng.randrange(2)
+        workers[i].kill()
+        workers[i] = WorkerProcess(s, logs[i]).start()
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        time.sleep(rng.uniform(3.0, 6.0))
+        kill_a_worker()
+        time.sleep(rng.uniform(1.0, 4.0))
+        replicated.kill(victim)  # its replica is promoted within a few seconds
+        assert producer.is_alive()  # mid-stream
+        time.sleep(rng.uniform(1.0, 4.0))
+        kill_a_worker()
+        producer.join()
+        assert not errors, errors
+        wait_caught_up(s, workers[0], timeout=180)
+        assert all(w.alive() for w in workers), [w.log_tail() for w in workers]
+        out = tmp_path / "export.jsonl"
+        subprocess.run([str(MMR), "export", "--out", str(out)], env=env_for(s), check=True, capture_output=True,
+                       timeout=120)
+    finally:
+        for w in workers:
+            w.stop()
+    got = {(r["pool"], r["player"]): r for r in map(orjson.loads, out.read_bytes().splitlines())}
+    assert got == want  # every float bit for bit: nothing lost, nothing applied twice
+    assert {p for p, _ in got} == set(MATCH_POOLS + ROUND_POOLS)
+    assert read_json_topic(s, s.topic_dead) == []
+    # the victim is gone and its replica serves its slots
+    masters = {replicated.ports.index(port) for _, port, _ in replicated.masters()}
+    assert victim not in replicated.running() and victim not in masters and len(masters) == 3
