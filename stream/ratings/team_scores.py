@@ -11,11 +11,14 @@
 Each follows the system's own team model, so that a team of one member gives what the
 system's ``ranking_score`` and ``win_probability`` give for that player:
 
-| system | strength | P(first team ahead) |
-|---|---|---|
-| elo-mmx, elo-mmr | ``M_t = Σ ω_i μ_i`` (the team performance's mean) | the difference ``P_A − P_B`` with variance ``Σ ω_i² (σ_i² + σ_perf²)`` over both teams: Gaussian (elo-mmx) or the logistic of that variance (elo-mmr), as ``EloMMR.win_probability`` |
-| trueskill | ``Σ ω_i μ_i`` | ``d ~ N(Σ_A ω μ − Σ_B ω μ, Σ ω² (σ² + τ² + β²))`` with the package's team draw margin ``Φ⁻¹((p_draw + 1)/2) · √(players of both) · β`` |
-| elo | the ω-weighted mean rating (the team rating of ``Elo.rate_team_round``) | the logistic expected score of the two team ratings |
+* elo-mmx, elo-mmr: strength ``M_t = Σ ω_i μ_i`` (the mean of the team's performance); the
+  difference ``P_A − P_B`` has variance ``Σ ω_i² (σ_i² + σ_perf²)`` over both teams, and the
+  probability is its Gaussian tail (elo-mmx) or the logistic of that variance (elo-mmr), as in
+  ``EloMMR.win_probability``;
+* trueskill: strength ``Σ ω_i μ_i``; ``d ~ N(Σ_A ω μ − Σ_B ω μ, Σ ω² (σ² + τ² + β²))`` with the
+  package's team draw margin ``Φ⁻¹((p_draw + 1)/2) · √(players of both) · β``;
+* elo: strength the ω-weighted mean rating (the team rating of ``Elo.rate_team_round``); the
+  probability is the logistic expected score of the two team ratings.
 
 ω_i is the part of the round member i played (the event's ``weights``, 1 by default). These
 are helpers of the evaluation (``stream.tools.evaluate``), not a lobby API; a system without a
