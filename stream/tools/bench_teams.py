@@ -11,8 +11,8 @@ gives how well the final ratings recover the true final skills (Spearman and Ken
 correlation of μ with the truth, over players with at least ``--min-history`` rounds) and how
 well the ratings before each round predicted it (``mmr eval``'s team metrics: log loss, Brier
 and accuracy of two-team rounds; team-level pair inversion and rank deviation), and the
-seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, trueskill,
-elo) and, when installed, the ``trueskill`` package and openskill's models
+seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, the two
+with ``team_exact_sigma``, trueskill, elo) and, when installed, the ``trueskill`` package and openskill's models
 (``bench_teams_peers``). ``--input FILE`` scores a team history (event JSONL) instead, without
 the truth columns.
 """
@@ -52,14 +52,24 @@ SCENARIOS: dict[str, Scenario] = {
     "squads": Scenario(1000, 600, 4, 25),
 }
 
-OURS = ("elo-mmx", "elo-mmr", "trueskill", "elo")
+#: label → (system, parameters): ours with a team model, the Elo-MMR pair also with ``team_exact_sigma``
+OURS: dict[str, tuple[str, dict[str, str]]] = {
+    "elo-mmx": ("elo-mmx", {}),
+    "elo-mmr": ("elo-mmr", {}),
+    "elo-mmx exact-σ": ("elo-mmx", {"team_exact_sigma": "true"}),
+    "elo-mmr exact-σ": ("elo-mmr", {"team_exact_sigma": "true"}),
+    "trueskill": ("trueskill", {}),
+    "elo": ("elo", {}),
+}
 COLUMNS = ("spearman", "kendall", "team_log_loss", "team_brier", "team_accuracy", "team_pair_inversion",
            "team_rank_deviation", "seconds")
 
 
 def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]]:
     """Our systems and the installed peers, by label (all of them when ``names`` is None)."""
-    out: dict[str, Callable[[], RatingSystem]] = {n: (lambda n=n: make_system(n)) for n in OURS}  # type: ignore[misc]
+    out: dict[str, Callable[[], RatingSystem]] = {
+        label: (lambda n=n, p=p: make_system(n, p)) for label, (n, p) in OURS.items()  # type: ignore[misc]
+    }
     out.update(available_peers())
     if names:
         unknown = sorted(set(names) - set(out))

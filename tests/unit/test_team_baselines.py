@@ -141,3 +141,27 @@ def test_trueskill_team_win_probability_by_hand() -> None:
     phi = lambda x: 0.5 * math.erfc(-x / math.sqrt(2))  # noqa: E731
     win, loss = phi((dm - eps) / c), phi((-dm - eps) / c)
     assert team_predictor(ts).win_probability(a, wa, b, wb) == pytest.approx(win + (1 - win - loss) / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["elo-mmx", "elo-mmr"])
+def test_elo_mmr_team_exact_sigma(name: str) -> None:
+    """``team_exact_sigma``: the exact conditional variance as new σ² (Elo-MMχ: the same new μ);
+    teams of one unchanged bit for bit."""
+    plain, exact = make_system(name), make_system(name, {"team_exact_sigma": "true"})
+    beliefs = [plain.new_belief() for _ in range(5)]
+    team_of, ranks = np.array([0, 0, 1, 1, 2]), np.array([2, 1, 3])
+    a = plain.rate_team_round(beliefs, team_of, ranks, 0)
+    b = exact.rate_team_round(beliefs, team_of, ranks, 0)
+    assert np.array_equal(a[4], b[4])  # the team of one
+    sd2 = 350.0**2 + 0.2 * 80.0**2  # diffused σ² of a new player (weight_limit 0.2, sig_limit 80)
+    v = sd2 + (1 + 1 / 0.2) * 80.0**2  # + β²
+    for i in range(4):
+        assert b[i][1] ** 2 == pytest.approx(sd2 - sd2**2 / (2 * v), rel=1e-12)
+        assert b[i][1] > a[i][1]
+        if name == "elo-mmx":
+            assert b[i][0] == pytest.approx(a[i][0], rel=1e-12)
+        else:
+            assert np.sign(b[i][0] - 1500.0) == np.sign(a[i][0] - 1500.0)
+    one = [exact.rate_round(beliefs, np.array([3, 1, 2, 5, 4]), 0),
+           exact.rate_team_round(beliefs, np.arange(5), np.array([3, 1, 2, 5, 4]), 0)]
+    assert all(np.array_equal(x, y) for x, y in zip(*one, strict=True))
