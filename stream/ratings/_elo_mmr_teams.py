@@ -12,8 +12,8 @@ individual system's update with it.
 Elo-MMR (logistic) uses the same steps with logistic terms of the same means and variances
 (the proposal of docs/teams.md) and adds each member's performance to their logistic history.
 
-With ``exact_sigma`` (the parameter ``team_exact_sigma``), each member is instead updated as a
-player who performed ``μ_i + (P_t − M_t)/ω_i`` with noise ``β_i² + R_i/ω_i²`` (``R_i`` the other
+With ``exact_sigma`` (the parameter ``team_exact_sigma``, on by default), each member is instead
+updated as a player who performed ``μ_i + (P_t − M_t)/ω_i`` with noise ``β_i² + R_i/ω_i²`` (``R_i`` the other
 members' performance variance, ``V_t − ω_i² v_i``): for Elo-MMχ the same new μ and the exact
 conditional variance ``σ_i² − ω_i² σ_i⁴ / V_t`` as new σ² (docs/teams.md); for Elo-MMR a
 history term of that centre and scale.

@@ -109,8 +109,9 @@ class EloMMRParams(Params):
     history_limit: int = 100
     noob_delay: tuple[float, ...] = ()
     #: team rounds: a member's new σ² is the exact conditional variance ``σ² − ω²σ⁴/V_t`` (a team
-    #: result says less about each member than an individual result); docs/teams.md
-    team_exact_sigma: bool = False
+    #: result says less about each member than an individual result); false: the individual
+    #: system's σ update. The default by the evidence of docs/evaluation.md, "Teams"; docs/teams.md
+    team_exact_sigma: bool = True
 
     def __post_init__(self) -> None:
         checks = {

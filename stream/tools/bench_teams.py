@@ -12,7 +12,7 @@ correlation of μ with the truth, over players with at least ``--min-history`` r
 well the ratings before each round predicted it (``mmr eval``'s team metrics: log loss, Brier
 and accuracy of two-team rounds; team-level pair inversion and rank deviation), and the
 seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, the two
-with ``team_exact_sigma``, trueskill, elo) and, when installed, the ``trueskill`` package and openskill's models
+also with ``team_exact_sigma=false``, trueskill, elo) and, when installed, the ``trueskill`` package and openskill's models
 (``bench_teams_peers``). ``--input FILE`` scores a team history (event JSONL) instead, without
 the truth columns.
 """
@@ -52,12 +52,13 @@ SCENARIOS: dict[str, Scenario] = {
     "squads": Scenario(1000, 600, 4, 25),
 }
 
-#: label → (system, parameters): ours with a team model, the Elo-MMR pair also with ``team_exact_sigma``
+#: label → (system, parameters): ours with a team model, the Elo-MMR pair also with the individual
+#: system's σ update (``team_exact_sigma=false``)
 OURS: dict[str, tuple[str, dict[str, str]]] = {
     "elo-mmx": ("elo-mmx", {}),
     "elo-mmr": ("elo-mmr", {}),
-    "elo-mmx exact-σ": ("elo-mmx", {"team_exact_sigma": "true"}),
-    "elo-mmr exact-σ": ("elo-mmr", {"team_exact_sigma": "true"}),
+    "elo-mmx individual-σ": ("elo-mmx", {"team_exact_sigma": "false"}),
+    "elo-mmr individual-σ": ("elo-mmr", {"team_exact_sigma": "false"}),
     "trueskill": ("trueskill", {}),
     "elo": ("elo", {}),
 }

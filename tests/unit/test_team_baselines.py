@@ -147,7 +147,7 @@ def test_trueskill_team_win_probability_by_hand() -> None:
 def test_elo_mmr_team_exact_sigma(name: str) -> None:
     """``team_exact_sigma``: the exact conditional variance as new σ² (Elo-MMχ: the same new μ);
     teams of one unchanged bit for bit."""
-    plain, exact = make_system(name), make_system(name, {"team_exact_sigma": "true"})
+    plain, exact = make_system(name, {"team_exact_sigma": "false"}), make_system(name)
     beliefs = [plain.new_belief() for _ in range(5)]
     team_of, ranks = np.array([0, 0, 1, 1, 2]), np.array([2, 1, 3])
     a = plain.rate_team_round(beliefs, team_of, ranks, 0)
