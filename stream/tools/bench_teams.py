@@ -12,9 +12,9 @@ correlation of μ with the truth, over players with at least ``--min-history`` r
 well the ratings before each round predicted it (``mmr eval``'s team metrics: log loss, Brier
 and accuracy of two-team rounds; team-level pair inversion and rank deviation), and the
 seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, the two
-also with ``team_exact_sigma=false``, trueskill, elo) and, when installed, the ``trueskill`` package and openskill's models
-(``bench_teams_peers``). ``--input FILE`` scores a team history (event JSONL) instead, without
-the truth columns.
+also with ``team_exact_sigma=false``, trueskill, elo) and, when installed, the ``trueskill``
+package and openskill's models (``bench_teams_peers``). ``--input FILE`` scores a team history
+(event JSONL) instead, without the truth columns.
 """
 
 from __future__ import annotations
