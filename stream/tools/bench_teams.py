@@ -31,8 +31,9 @@ import click
 from scipy.stats import kendalltau, spearmanr
 
 from stream.files import write_jsonl_atomic
+from stream.params import ParamError, parse_param_list
 from stream.ratings import make_system
-from stream.ratings.base import RatingSystem
+from stream.ratings.base import RatingError, RatingSystem
 from stream.tools.bench_teams_peers import available_peers
 from stream.tools.evaluate import Event, evaluate_events, load_events
 from stream.tools.synth import synth_team_rounds
@@ -67,11 +68,23 @@ COLUMNS = ("spearman", "kendall", "team_log_loss", "team_brier", "team_accuracy"
 
 
 def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]]:
-    """Our systems and the installed peers, by label (all of them when ``names`` is None)."""
+    """Our systems and the installed peers, by label (all of them when ``names`` is None).
+
+    A name ``SYSTEM:K=V,K=V`` is one of our systems with those parameters (e.g.
+    ``elo-mmx:weight_limit=1``), labelled by the name itself."""
     out: dict[str, Callable[[], RatingSystem]] = {
         label: (lambda n=n, p=p: make_system(n, p)) for label, (n, p) in OURS.items()  # type: ignore[misc]
     }
     out.update(available_peers())
+    for name in names or ():
+        system, sep, text = name.partition(":")
+        if sep:
+            try:
+                params = parse_param_list(text, "--system")
+                make_system(system, params)
+            except (ParamError, RatingError) as exc:
+                raise click.BadParameter(str(exc), param_hint="--system") from None
+            out[name] = lambda system=system, params=params: make_system(system, params)  # type: ignore[misc]
     if names:
         unknown = sorted(set(names) - set(out))
         if unknown:
@@ -119,7 +132,8 @@ def _fmt(v: Any) -> str:
               help="Synthetic scenario (repeatable; default all).")
 @click.option("--noise", "noises", multiple=True, type=click.Choice(["gaussian", "logistic"]),
               help="Performance noise of the synthetic data (repeatable; default both).")
-@click.option("--system", "names", multiple=True, help="System label (repeatable; default all installed).")
+@click.option("--system", "names", multiple=True,
+              help="System label, or SYSTEM:K=V,K=V for ours with parameters (repeatable; default all installed).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--scale", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
               help="Fraction of each scenario's rounds (quick runs).")

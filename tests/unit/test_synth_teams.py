@@ -59,11 +59,17 @@ def test_synth_cli_writes_teams_and_truth(tmp_path: Path) -> None:
 def test_bench_teams_recovers_skills() -> None:
     res = CliRunner().invoke(bench_teams, ["--scenario", "2v2", "--noise", "gaussian", "--scale", "0.1",
                                            "--min-history", "3", "--system", "elo-mmx", "--system",
-                                           "trueskill (package)", "--json"])
+                                           "trueskill (package)", "--system", "elo-mmr:weight_limit=1", "--json"])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines()]
-    assert [r["system"] for r in rows] == ["elo-mmx", "trueskill (package)"]
+    assert [r["system"] for r in rows] == ["elo-mmx", "trueskill (package)", "elo-mmr:weight_limit=1"]
     for r in rows:
         assert r["n_rounds"] == 400 and r["n_players"] > 100
         assert r["spearman"] > 0.4 and r["kendall"] > 0.25
         assert r["team_log_loss"] < 0.69 and r["team_brier"] < 0.25
+
+
+def test_bench_teams_refuses_unknown_systems_and_parameters() -> None:
+    for name, reason in [("glicko-teams", "unknown or not installed"), ("elo-mmx:nope=1", "unknown parameter")]:
+        res = CliRunner().invoke(bench_teams, ["--scale", "0.01", "--system", name])
+        assert res.exit_code == 2 and reason in res.output
