@@ -15,6 +15,7 @@ from stream.params import ParamError
 #: subcommand -> ("module", "attribute"); the attribute is a click command
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "synth": ("stream.tools.synth", "synth", "Generate synthetic rounds or matches from the papers' models."),
+    "teams-csv": ("stream.tools.teams_csv", "teams_csv", "Convert team results (CSV, a row per player) to events."),
     "replay": ("stream.tools.replay", "replay", "Replay a history embedded (final ratings) or into the service."),
     "eval": ("stream.tools.evaluate", "evaluate", "Score a rating system's predictions on a history."),
     "tune": ("stream.tools.tune", "tune", "Grid-search parameters on the first 10% and evaluate on the rest."),

@@ -166,17 +166,20 @@ def _v_w_draw(t: float, e: float) -> tuple[float, float]:
 
 @njit(cache=True, nogil=True)
 def trueskill_chain(
-    mu: np.ndarray, var: np.ndarray, tie: np.ndarray, eps: float, tol: float, max_iter: int
+    mu: np.ndarray, var: np.ndarray, tie: np.ndarray, eps: np.ndarray, tol: float, max_iter: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Expectation propagation on TrueSkill's ranking chain of single-player teams.
+    """Expectation propagation on TrueSkill's ranking chain (of players, or of teams).
 
-    Players come sorted best first: performance ``p_k ~ N(mu[k], var[k])`` (skill prior
-    plus β²), difference factors ``d_k = p_k − p_{k+1}`` truncated to ``d_k > ε`` or, when
-    ``tie[k]``, to ``|d_k| ≤ ε``. Sweeps forward then backward (the schedule of Herbrich
-    et al. and of the ``trueskill`` package) until no truncation message moves by more
-    than ``tol`` (scale-free: precision × cavity variance, precision-mean × cavity sd).
-    Returns the natural parameters (π, τ) of the product of the chain's messages into
-    each performance, i.e. the likelihood each player's skill receives through the β² factor.
+    Players (or teams) come sorted best first: performance ``p_k ~ N(mu[k], var[k])`` (skill
+    prior plus β²; a team's is the sum of its members'), difference factors
+    ``d_k = p_k − p_{k+1}`` truncated to ``d_k > ε`` or, when ``tie[k]``, to ``|d_k| ≤ ε``,
+    with ``ε = eps[k]`` (per factor: the package's margin of a team-difference factor grows
+    with the number of players in the two teams). Sweeps forward then backward (the
+    schedule of Herbrich et al. and of the ``trueskill`` package) until no truncation
+    message moves by more than ``tol`` (scale-free: precision × cavity variance,
+    precision-mean × cavity sd). Returns the natural parameters (π, τ) of the product of
+    the chain's messages into each performance, i.e. the likelihood each player's (or
+    team's) performance receives.
     """
     n = mu.shape[0]
     # messages from difference factor k to p_k (down) and to p_{k+1} (up), natural params
@@ -205,9 +208,9 @@ def trueskill_chain(
                 c_v = a_v + b_v
                 s = math.sqrt(c_v)
                 if tie[k]:
-                    v, w = _v_w_draw(c_m / s, eps / s)
+                    v, w = _v_w_draw(c_m / s, eps[k] / s)
                 else:
-                    v, w = _v_w_win(c_m / s, eps / s)
+                    v, w = _v_w_win(c_m / s, eps[k] / s)
                 w = min(max(w, 0.0), 1.0 - 1e-12)
                 post_v = c_v * (1.0 - w)
                 post_m = c_m + s * v

@@ -12,6 +12,12 @@ individual system's update with it.
 Elo-MMR (logistic) uses the same steps with logistic terms of the same means and variances
 (the proposal of docs/teams.md) and adds each member's performance to their logistic history.
 
+With ``exact_sigma`` (the parameter ``team_exact_sigma``, on by default), each member is instead
+updated as a player who performed ``μ_i + (P_t − M_t)/ω_i`` with noise ``β_i² + R_i/ω_i²`` (``R_i`` the other
+members' performance variance, ``V_t − ω_i² v_i``): for Elo-MMχ the same new μ and the exact
+conditional variance ``σ_i² − ω_i² σ_i⁴ / V_t`` as new σ² (docs/teams.md); for Elo-MMR a
+history term of that centre and scale.
+
 A team of one member with ω = 1 takes the individual system's numbers themselves (its centre
 ``μ_i``, its scale ``pre[i, 5]`` and its performance ``P_t``), so a round of such teams is
 bit for bit the individual round.
@@ -66,9 +72,30 @@ def member_performances(pre, team_of, player_weights, tmu, tvar, size, team_perf
 
 
 @nb.njit(cache=True, nogil=True)
+def exact_sigma_terms(pre, team_of, player_weights, tmu, tvar, size, team_perfs, perf_ceiling: float):
+    """The members' observations of the ``exact_sigma`` update: a copy of ``pre`` whose
+    performance noise (column 3) is ``√(β_i² + R_i/ω_i²)``, and the observed performances
+    ``μ_i + (P_t − M_t)/ω_i`` (capped). Teams of one with ω = 1 keep their own numbers."""
+    n = team_of.shape[0]
+    pre2 = pre.copy()
+    obs = np.empty(n)
+    for i in range(n):
+        t = team_of[i]
+        w = player_weights[i]
+        if size[t] == 1 and w == 1.0:
+            obs[i] = min(team_perfs[t], perf_ceiling)
+            continue
+        rest = max(tvar[t] - w * w * (pre[i, 5] * pre[i, 5]), 0.0)
+        pre2[i, 3] = math.sqrt(pre[i, 3] * pre[i, 3] + rest / (w * w))
+        obs[i] = min(pre[i, 4] + (team_perfs[t] - tmu[t]) / w, perf_ceiling)
+    return pre2, obs
+
+
+@nb.njit(cache=True, nogil=True)
 def rate_team_round_flat(flat, offsets, team_of, team_ranks, player_weights, time_ms: float, weight: float,
                          perf_ceiling: float, weight_limit: float, noob_delay, sig_limit: float,
-                         drift_per_day: float, rho: float, split: bool, gaussian: bool, history_limit: int):
+                         drift_per_day: float, rho: float, split: bool, gaussian: bool, history_limit: int,
+                         exact_sigma: bool):
     """One team round: (new flat beliefs, new offsets, member performances, team performances,
     bad player), like ``_elo_mmr_kernels.rate_round_flat``. ``gaussian``: Elo-MMχ; else the
     logistic proposal of docs/teams.md (teams' terms logistic of the same variance, members'
@@ -95,5 +122,9 @@ def rate_team_round_flat(flat, offsets, team_of, team_ranks, player_weights, tim
     for i in range(n):
         out_offsets[i + 1] = out_offsets[i] + lengths[i]
     out = np.empty(out_offsets[n])
-    K._finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
+    if exact_sigma:
+        pre2, obs = exact_sigma_terms(pre, team_of, player_weights, tmu, tvar, size, team_perfs, perf_ceiling)
+        K._finish(flat, offsets, pre2, obs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
+    else:
+        K._finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
     return out, out_offsets, perfs, team_perfs, -1

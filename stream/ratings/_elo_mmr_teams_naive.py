@@ -51,5 +51,17 @@ def rate_team_round_naive(
     team_perfs = np.array([perf_of_rank[int(r)] for r in rk])
     # E[p | A p = P] = μ + Σ Aᵀ (A Σ Aᵀ)⁻¹ (P − A μ)
     perfs = np.minimum(mu + cov @ sums.T @ np.linalg.solve(team_cov, team_perfs - team_mu), perf_ceiling)
-    out = [update_naive(b, d, float(p), time_ms, params, gaussian) for b, d, p in zip(beliefs, pre, perfs, strict=True)]
+    if not getattr(params, "team_exact_sigma", False):
+        out = [update_naive(b, d, float(p), time_ms, params, gaussian)
+               for b, d, p in zip(beliefs, pre, perfs, strict=True)]
+        return out, perfs, team_perfs
+    # team_exact_sigma: member i observed as μ_i + (P_t − M_t)/ω_i with noise β_i² + (V_t − ω_i² v_i)/ω_i²
+    t_of = np.asarray(team_of)
+    team_var = np.diag(team_cov)[t_of]
+    obs = np.minimum(mu + (team_perfs - team_mu)[t_of] / omega, perf_ceiling)
+    out = []
+    for i, (b, d) in enumerate(zip(beliefs, pre, strict=True)):
+        beta2 = d[3] ** 2 + max(team_var[i] - omega[i] ** 2 * var[i], 0.0) / omega[i] ** 2
+        out.append(update_naive(b, (d[0], d[1], d[2], math.sqrt(beta2), d[4], d[5]), float(obs[i]), time_ms, params,
+                                gaussian))
     return out, perfs, team_perfs

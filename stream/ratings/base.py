@@ -151,6 +151,32 @@ def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = 
     return out
 
 
+def check_team_round(
+    n: int, team_of: IntArray | Sequence[int], team_ranks: IntArray | Sequence[int],
+    player_weights: FloatArray | Sequence[float] | None,
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """The arguments of ``rate_team_round`` checked and as arrays: ``(team_of, team_ranks,
+    player_weights)`` (int64, int64, float64; weights all 1 when None).
+
+    Refused with ``RatingError``: team indices not one per player or outside
+    ``0..len(team_ranks) − 1``, a team without players, weights not one per player in (0, 1].
+    """
+    index = np.asarray(team_of)
+    nteams = len(team_ranks)
+    if index.shape != (n,) or (n and index.dtype.kind not in "iu"):
+        raise RatingError(f"{n} beliefs but team indices of shape {index.shape}")
+    index = index.astype(np.int64)
+    if n and (int(index.min()) < 0 or int(index.max()) >= nteams):
+        raise RatingError(f"a team index is outside 0..{nteams - 1}")
+    if len(np.unique(index)) != nteams:
+        raise RatingError("every team needs at least one player")
+    pw = np.ones(n) if player_weights is None else np.asarray(player_weights, dtype=np.float64)
+    if pw.shape != (n,) or not bool(np.all((pw > 0) & (pw <= 1))):
+        raise RatingError("player weights must be one per player, each in (0, 1]")
+    ranks = np.asarray(team_ranks, dtype=np.int64)
+    return index, ranks, pw
+
+
 class RatingSystem(ABC):
     """A rating system: beliefs in, beliefs out, no I/O.
 

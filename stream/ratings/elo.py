@@ -7,6 +7,12 @@ gradient terms against every other participant (a tie scores 1/2), divided by N 
 ``normalize`` so that one round moves a rating about as far as one game does; without
 it a 10,000-player round would move ratings by thousands of points.
 
+Teams (``rate_team_round``): a team's rating is the mean of its members' (weighted by the part
+of the round each played), the teams are rated as players of a round, and every member moves by
+their team's change (times that part). Why every member by the whole change: then the team's
+mean moves exactly as a player's rating would, a team of one is ``rate_round`` bit for bit, and
+the common practice of team Elo (one rating per player, the team's result shared) is kept.
+
 Belief layout: ``[rating, rounds]``.
 """
 
@@ -26,6 +32,7 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
+    check_team_round,
 )
 
 
@@ -60,6 +67,13 @@ def round_scores(ranks: IntArray) -> FloatArray:
     return (worse + 0.5 * equal).astype(np.float64)
 
 
+def team_ratings(r: FloatArray, team_index: IntArray, weights: FloatArray, nteams: int) -> FloatArray:
+    """Each team's rating: its members' ratings averaged with the weights (the part each played)."""
+    total = np.bincount(team_index, weights=weights * r, minlength=nteams)
+    out: FloatArray = total / np.bincount(team_index, weights=weights, minlength=nteams)
+    return out
+
+
 class Elo(RatingSystem):
     name = "elo"
     params_type = EloParams
@@ -83,6 +97,24 @@ class Elo(RatingSystem):
         grad = round_scores(ranks) - expected
         step = p.k * weight * grad / ((n - 1) if p.normalize else 1.0)
         new_r = r + step
+        return [np.array([new_r[i], beliefs[i][1] + 1.0]) for i in range(n)]
+
+    def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
+                        weight: float = 1.0, perf_ceiling: float = math.inf,
+                        player_weights: FloatArray | None = None) -> list[Belief]:
+        """Team Elo (module docstring): ``rate_round``'s step at team level, applied to each member."""
+        n = len(beliefs)
+        team_index, ranks, pw = check_team_round(n, team_of, team_ranks, player_weights)
+        nteams = len(ranks)
+        if nteams < 2 or np.all(ranks == ranks[0]):
+            return list(beliefs)
+        p = self.params
+        r = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
+        tr = team_ratings(r, team_index, pw, nteams)
+        expected = (nteams - 0.5) - logistic_sums(tr, tr, p.scale)
+        grad = round_scores(ranks) - expected
+        step = p.k * weight * grad / ((nteams - 1) if p.normalize else 1.0)
+        new_r = r + pw * step[team_index]
         return [np.array([new_r[i], beliefs[i][1] + 1.0]) for i in range(n)]
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,

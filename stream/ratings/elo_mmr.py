@@ -108,6 +108,10 @@ class EloMMRParams(Params):
     drift_per_day: float = 0.0
     history_limit: int = 100
     noob_delay: tuple[float, ...] = ()
+    #: team rounds: a member's new σ² is the exact conditional variance ``σ² − ω²σ⁴/V_t`` (a team
+    #: result says less about each member than an individual result); false: the individual
+    #: system's σ update. The default by the evidence of docs/evaluation.md, "Teams"; docs/teams.md
+    team_exact_sigma: bool = True
 
     def __post_init__(self) -> None:
         checks = {
@@ -362,7 +366,7 @@ class EloMMR(RatingSystem):
             n, KT.rate_team_round_flat,
             flat, offsets, team_index, rk.astype(np.float64), pw, float(time_ms), float(weight),
             float(perf_ceiling), p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
-            self.gaussian, int(p.history_limit),
+            self.gaussian, int(p.history_limit), bool(p.team_exact_sigma),
         )
         _check_output(out, bad, weight)
         return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)

@@ -1,4 +1,4 @@
-"""TrueSkill (Herbrich, Minka & Graepel 2006) for ranked rounds of single players and 1-v-1.
+"""TrueSkill (Herbrich, Minka & Graepel 2006) for ranked rounds of players or teams, and 1-v-1.
 
 Why our own implementation rather than the ``trueskill`` package: the package builds a
 Python object graph per game (≈ tens of µs per factor), so the Codeforces history (3.1 M
@@ -13,6 +13,14 @@ test suite cross-checks results against the package on rounds with ties.
 The draw margin follows the package: ``ε = Φ⁻¹((draw_probability + 1)/2) · √2 · β``.
 Default scale: the package's defaults multiplied by 42 (μ 1500 ~ 25·60, σ 350 ≈ 25/3·42,
 β = σ/2, τ = σ/100) so ratings sit on the same scale as the other systems.
+
+Teams (``rate_team_round``) are the same factor graph with a team layer, as in the paper and
+the package: a team performs ``t = Σ ω_i p_i`` (ω_i the part of the round member i played, the
+package's partial-play weights), the chain runs over the teams' performances (its draw margin
+for two adjacent teams is the package's ``Φ⁻¹((draw_probability + 1)/2) · √(players of both) · β``),
+and each member's skill gets the chain's message back through the sum factor in closed form
+(the graph below the chain is a tree). Teams of one member with ω = 1 are ``rate_round`` bit
+for bit; the test suite cross-checks team games against the package.
 
 Belief layout: ``[mu, sigma, rounds]``; displayed rating ``μ − 3σ`` (the package's
 conservative exposure).
@@ -35,6 +43,7 @@ from stream.ratings.base import (
     Params,
     Rating,
     RatingSystem,
+    check_team_round,
 )
 
 
@@ -87,7 +96,8 @@ class TrueSkill(RatingSystem):
         sig2 = np.fromiter((beliefs[i][1] for i in order), dtype=np.float64, count=n) ** 2 + p.tau**2
         r_sorted = np.asarray(ranks)[order]
         tie = r_sorted[1:] == r_sorted[:-1]
-        lik_pi, lik_tau = trueskill_chain(mu, sig2 + p.beta**2, tie, self.draw_margin, p.tol, p.max_iter)
+        eps = np.full(n - 1, self.draw_margin)
+        lik_pi, lik_tau = trueskill_chain(mu, sig2 + p.beta**2, tie, eps, p.tol, p.max_iter)
         # message into the skill through the β² factor, then skill posterior
         m_pi = lik_pi / (1.0 + p.beta**2 * lik_pi)
         m_tau = lik_tau / (1.0 + p.beta**2 * lik_pi)
@@ -98,6 +108,54 @@ class TrueSkill(RatingSystem):
         for k, i in enumerate(order.tolist()):
             out[i] = np.array([post_mu[k], post_sig[k], beliefs[i][2] + 1.0])
         return out
+
+    def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
+                        weight: float = 1.0, perf_ceiling: float = math.inf,
+                        player_weights: FloatArray | None = None) -> list[Belief]:
+        """A round ranked by teams: the team layer of the module docstring.
+
+        The chain returns the likelihood ``(π_t, τ_t)`` of team t's performance. Member i's
+        performance is ``p_i = (t − Σ_{j≠i} ω_j p_j) / ω_i`` with the others at their prior
+        ``N(μ_j, σ_j² + τ² + β²)``, so the message into i's skill (after the β² factor) is
+        Gaussian with precision ``ω_i² π_t / (1 + π_t (R_i + ω_i² β²))`` and precision-mean
+        ``ω_i (τ_t − π_t (M_t − ω_i μ_i)) / (1 + π_t (R_i + ω_i² β²))``, where ``M_t = Σ ω_j μ_j``
+        and ``R_i = Σ_{j≠i} ω_j² (σ_j² + τ² + β²)``. ``weight`` and ``perf_ceiling`` are ignored,
+        as in ``rate_round``.
+        """
+        n = len(beliefs)
+        team_index, ranks, pw = check_team_round(n, team_of, team_ranks, player_weights)
+        nteams = len(ranks)
+        if nteams < 2 or np.all(ranks == ranks[0]):
+            return list(beliefs)
+        p = self.params
+        mu = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
+        sig2 = np.fromiter((b[1] for b in beliefs), dtype=np.float64, count=n) ** 2 + p.tau**2
+        pvar = sig2 + p.beta**2
+        tmu = np.zeros(nteams)
+        np.add.at(tmu, team_index, pw * mu)
+        tvar = np.zeros(nteams)
+        np.add.at(tvar, team_index, pw * pw * pvar)
+        size = np.bincount(team_index, minlength=nteams)
+        order = np.argsort(ranks, kind="stable")
+        r_sorted = ranks[order]
+        tie = r_sorted[1:] == r_sorted[:-1]
+        s_sorted = size[order].astype(np.float64)
+        eps = float(ndtri((p.draw_probability + 1.0) / 2.0)) * np.sqrt(s_sorted[:-1] + s_sorted[1:]) * p.beta
+        pi_s, tau_s = trueskill_chain(tmu[order], tvar[order], tie, eps, p.tol, p.max_iter)
+        lik_pi = np.empty(nteams)
+        lik_tau = np.empty(nteams)
+        lik_pi[order] = pi_s
+        lik_tau[order] = tau_s
+        t_pi, t_tau = lik_pi[team_index], lik_tau[team_index]
+        rest_var = tvar[team_index] - pw * pw * pvar  # R_i: the other members' performance variance
+        rest_mu = tmu[team_index] - pw * mu
+        den = 1.0 + t_pi * (rest_var + pw * pw * p.beta**2)
+        m_pi = pw * pw * t_pi / den
+        m_tau = pw * (t_tau - t_pi * rest_mu) / den
+        post_pi = 1.0 / sig2 + m_pi
+        post_mu = (mu / sig2 + m_tau) / post_pi
+        post_sig = np.sqrt(1.0 / post_pi)
+        return [np.array([post_mu[i], post_sig[i], beliefs[i][2] + 1.0]) for i in range(n)]
 
     def rate_pair(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
         """Closed-form 1-v-1 update (one truncation factor: EP is exact after one pass)."""

@@ -15,6 +15,13 @@ events (pair inversion and rank deviation among them), and a two-player event (a
 or a two-player round) when both players qualify (log loss, Brier, calibration).
 Aggregates follow the paper: per participant, ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|`` (see
 ``stream.scoring``); pooled-over-pairs and per-round means are reported alongside.
+
+Team rounds are scored at team level, under keys of their own (``team_*``): a team qualifies
+when every member has ``min_history`` earlier events; the qualifying teams of a round (at least
+two) are ordered by the system's team strength for the pair inversion and rank deviation
+(aggregated per team), and a round of exactly two teams, both qualifying, gives a log loss and
+Brier of the probability that the first listed team finishes ahead (a tie scores ½), both from
+``stream.ratings.team_scores``.
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
 from stream.params import parse_params
 from stream.ratings import make_system
-from stream.ratings.base import Belief, RatingError, RatingSystem
+from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
+from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 
 Event = RoundEvent | MatchEvent
@@ -92,8 +100,10 @@ class Evaluator:
     """Applies events in order, scoring each from the state before it."""
 
     def __init__(self, system: RatingSystem, score_from: int, min_history: int = 5, trace: bool = False,
-                 trajectories: bool = False) -> None:
+                 trajectories: bool = False, teams: TeamPredictor | None = None) -> None:
         self.system = system
+        self._teams = teams
+        self.team = TeamScores()
         self.score_from = score_from
         self.min_history = min_history
         self.beliefs: dict[str, dict[str, Belief]] = {}
@@ -161,9 +171,18 @@ class Evaluator:
                                            np.array([ev.time], dtype=np.int64))
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, [ev.a, ev.b], new)
+        elif ev.teams is not None:
+            self.n_rounds += 1
+            teams = ev.teams
+            beliefs = [self._get(ev.pool, p) for p in ev.players]
+            if scoring:
+                self._score_team_round(ev, beliefs)
+            t0 = time.perf_counter()
+            new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
+                                              ev.perf_ceiling, teams.weights)
+            self.update_s += time.perf_counter() - t0
+            self._record(ev.pool, ev.players, new)
         else:
-            if ev.teams is not None:  # scoring a team round needs team-level predictions
-                raise RatingError(f"event {ev.event_id}: mmr eval does not score team rounds")
             self.n_rounds += 1
             beliefs = [self._get(ev.pool, p) for p in ev.players]
             if scoring:
@@ -182,6 +201,32 @@ class Evaluator:
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, ev.players, new)
         self.n_events += 1
+
+    def team_predictor(self) -> TeamPredictor:
+        if self._teams is None:
+            self._teams = team_predictor(self.system)
+        return self._teams
+
+    def _score_team_round(self, ev: RoundEvent, beliefs: list[Belief]) -> None:
+        """Team-level pair inversion and rank deviation (and the two-team scores): module docstring."""
+        assert ev.teams is not None
+        pred = self.team_predictor()
+        hist = self.history.get(ev.pool, {})
+        team_of, ranks, weights = ev.teams.team_of, np.asarray(ev.teams.ranks), ev.teams.weights
+        members: list[list[int]] = [[] for _ in range(len(ranks))]
+        for i, t in enumerate(team_of.tolist()):
+            members[t].append(i)
+        ok = [all(hist.get(ev.players[i], 0) >= self.min_history for i in m) for m in members]
+        teams = [t for t in range(len(ranks)) if ok[t]]
+        if len(teams) < 2:
+            return
+        sides = [([beliefs[i] for i in members[t]], weights[members[t]]) for t in teams]
+        strength = np.array([pred.strength(b, w) for b, w in sides])
+        p2 = None
+        if len(ranks) == 2:
+            (ba, wa), (bb, wb) = sides
+            p2 = pred.win_probability(ba, wa, bb, wb)
+        self.team.add(ranks[teams], strength, p2)
 
     def _score_round(self, ranks: np.ndarray, beliefs: list[Belief], two_player_score: float | None) -> None:
         """Pair inversion and rank deviation of one scored event (plus the two-player scores)."""
@@ -205,6 +250,7 @@ class Evaluator:
             "n_matches": self.n_matches,
             "n_scored_events": self.scored_rounds,
         }
+        out.update(self.team.result())
         if self.pairs > 0:
             devs = np.concatenate(self.devs)
             weights = np.asarray(self.round_n, dtype=np.float64)
@@ -230,16 +276,66 @@ class Evaluator:
         return out
 
 
+@dataclass
+class TeamScores:
+    """The team-level metrics of the scored team rounds (module docstring)."""
+
+    rounds: int = 0
+    wrong: float = 0.0
+    pairs: float = 0.0
+    round_pi: list[float] = field(default_factory=list)
+    round_n: list[int] = field(default_factory=list)
+    devs: list[FloatArray] = field(default_factory=list)
+    p2: list[float] = field(default_factory=list)
+    s2: list[float] = field(default_factory=list)
+
+    def add(self, ranks: np.ndarray, strength: FloatArray, p2: float | None) -> None:
+        """One round's qualifying teams: their ranks, predicted strengths and, for a round of two
+        teams, the predicted probability that the first finishes ahead."""
+        wrong, pairs = pair_inversions(ranks, strength)
+        self.rounds += 1
+        self.wrong += wrong
+        self.pairs += pairs
+        self.round_pi.append(wrong / pairs)
+        self.round_n.append(len(ranks))
+        self.devs.append(rank_deviations(ranks, strength))
+        if p2 is not None:
+            self.p2.append(p2)
+            self.s2.append(1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5)
+
+    def result(self) -> dict[str, Any]:
+        if not self.rounds:
+            return {}
+        weights = np.asarray(self.round_n, dtype=np.float64)
+        out: dict[str, Any] = {
+            "n_scored_team_rounds": self.rounds,
+            "n_scored_teams": int(weights.sum()),
+            "team_pair_inversion": 100.0 * float(np.dot(weights, self.round_pi) / weights.sum()),
+            "team_rank_deviation": 100.0 * float(np.concatenate(self.devs).mean()),
+            "team_pair_inversion_pooled": 100.0 * self.wrong / self.pairs,
+        }
+        if self.p2:
+            p, s = np.asarray(self.p2), np.asarray(self.s2)
+            out["n_team_two"] = len(p)
+            out["team_log_loss"] = float(log_loss(p, s).mean())
+            out["team_brier"] = float(brier(p, s).mean())
+            decided = s != 0.5
+            if decided.any():
+                out["team_accuracy"] = float(np.mean((p[decided] > 0.5) == (s[decided] == 1.0)))
+        return out
+
+
 def _nan_none(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
 def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float = 0.1, min_history: int = 5,
                     score_from: int | None = None, trace: bool = False, trajectories: bool = False,
-                    bins: int = 10) -> tuple[dict[str, Any], Evaluator]:
-    """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉)."""
+                    bins: int = 10, teams: TeamPredictor | None = None) -> tuple[dict[str, Any], Evaluator]:
+    """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉). ``teams``:
+    the team predictions of team rounds (default: ``team_scores.team_predictor(system)``)."""
     start = math.ceil(warmup * len(events)) if score_from is None else score_from
-    ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories)
+    ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams)
     t0 = time.perf_counter()
     for e in events:
         ev.add(e)

@@ -11,10 +11,17 @@ The model is the one Elo-MMR is derived from:
   the standings sort performances, and performances that round to the same multiple
   of ``--tie-step`` tie (so that readers and metrics see occasional ties);
 * matches (``--kind matches``) pair two random players of a period; A wins when her
-  performance is higher by more than ``--draw-margin``, a draw otherwise when within it.
+  performance is higher by more than ``--draw-margin``, a draw otherwise when within it;
+* team rounds (``--kind teams``, docs/teams.md): every round draws ``--teams`` teams of
+  ``--team-size`` players at random (teams are re-formed every round), a team performs the sum
+  of its members' performances, and the teams are ranked by it (ties as for rounds). A day is
+  as many rounds as it takes every player to play once on average, and skills drift once a
+  day. ``--truth FILE`` writes every player's skill after the last round (JSON), the ground
+  truth ``mmr bench teams`` compares final ratings with.
 
 Rounds are written as contest JSONL of the Elo-MMR reference (0-based tie ranges, best
-first); matches as CONTRACT ``match`` events. Everything is vectorised with numpy so the
+first); matches as CONTRACT ``match`` events; team rounds as CONTRACT ``round`` events with
+``teams``. Everything is vectorised with numpy so the
 demo's 2,000 players × 200 rounds takes well under a second.
 """
 
@@ -120,6 +127,35 @@ def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str
             k += 1
 
 
+def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, seed: int, noise: str = "logistic",
+                      beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
+                      tie_step: float = 0.1, pool: str = "default",
+                      ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """CONTRACT ``round`` events with ``teams`` (see module docstring) and every player's final skill."""
+    per_round = team_size * teams
+    if teams < 2 or team_size < 1 or per_round > players:
+        raise ValueError(f"{teams} teams of {team_size} need at least {per_round} players (have {players})")
+    rng = np.random.default_rng(seed)
+    names = player_names(players)
+    skill = rng.normal(mu0, sigma0, players)
+    per_day = max(1, players // per_round)
+    rows: list[dict[str, Any]] = []
+    for r in range(rounds):
+        day, k = divmod(r, per_day)
+        if r and k == 0:
+            skill += rng.normal(0.0, drift, players)
+        who = rng.choice(players, size=per_round, replace=False).reshape(teams, team_size)
+        perf = (skill[who] + _noise(rng, noise, beta, per_round).reshape(teams, team_size)).sum(axis=1)
+        score = np.floor(perf / tie_step) if tie_step > 0 else perf
+        rank = 1 + (score[None, :] > score[:, None]).sum(axis=1)  # 1 + teams strictly ahead
+        rows.append({
+            "type": "round", "event_id": f"synth-t{r + 1}", "pool": pool, "round_id": f"synth-t{r + 1}",
+            "time": (EPOCH_S + day * DAY_S) * 1000 + k,
+            "teams": [{"players": [names[i] for i in who[t].tolist()], "rank": int(rank[t])} for t in range(teams)],
+        })
+    return rows, {names[i]: float(skill[i]) for i in range(players)}
+
+
 @click.command()
 @click.option("--players", type=click.IntRange(2), default=1000, show_default=True, help="Number of players.")
 @click.option("--rounds", type=click.IntRange(1), default=100, show_default=True,
@@ -129,7 +165,12 @@ def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same file).")
 @click.option("--noise", type=click.Choice(["logistic", "gaussian"]), default="logistic", show_default=True,
               help="Performance noise: logistic (Elo-MMR) or Gaussian (Elo-MMX, TrueSkill).")
-@click.option("--kind", type=click.Choice(["rounds", "matches"]), default="rounds", show_default=True)
+@click.option("--kind", type=click.Choice(["rounds", "matches", "teams"]), default="rounds", show_default=True)
+@click.option("--team-size", type=click.IntRange(1), default=2, show_default=True, help="kind=teams: players a team.")
+@click.option("--teams", "n_teams", type=click.IntRange(2), default=2, show_default=True,
+              help="kind=teams: teams a round.")
+@click.option("--truth", type=click.Path(dir_okay=False), default=None,
+              help="kind=teams: also write every player's final true skill (JSON) here.")
 @click.option("--matches", type=click.IntRange(1), default=10_000, show_default=True, help="kind=matches: count.")
 @click.option("--beta", type=float, default=200.0, show_default=True, help="Performance noise sd.")
 @click.option("--drift", type=float, default=35.0, show_default=True, help="Skill random-walk sd per round.")
@@ -139,12 +180,23 @@ def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str
               help="kind=rounds: performances equal after flooring to this step tie (0 = no ties).")
 @click.option("--draw-margin", type=float, default=0.0, show_default=True,
               help="kind=matches: |performance difference| at most this is a draw.")
-@click.option("--pool", default="default", show_default=True, help="kind=matches: pool of the events.")
+@click.option("--pool", default="default", show_default=True, help="kind=matches/teams: pool of the events.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output JSONL file.")
-def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, matches: int,
-          beta: float, drift: float, mu0: float, sigma0: float, tie_step: float, draw_margin: float, pool: str,
-          out: str) -> None:
-    """Write synthetic rounds (contest JSONL) or matches (event JSONL) to --out."""
+def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, team_size: int,
+          n_teams: int, truth: str | None, matches: int, beta: float, drift: float, mu0: float, sigma0: float,
+          tie_step: float, draw_margin: float, pool: str, out: str) -> None:
+    """Write synthetic rounds (contest JSONL), matches or team rounds (event JSONL) to --out."""
+    if kind == "teams":
+        try:
+            team_rows, skills = synth_team_rounds(players, rounds, team_size, n_teams, seed, noise, beta, drift, mu0,
+                                                  sigma0, tie_step, pool)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        n = write_jsonl_atomic(out, iter(team_rows))
+        if truth is not None:
+            write_jsonl_atomic(truth, iter([skills]))
+        click.echo(f"wrote {n} team rounds to {out}", err=True)
+        return
     if kind == "rounds":
         rows = synth_rounds(players, rounds, participation, seed, noise, beta, drift, mu0, sigma0, tie_step)
     else:
