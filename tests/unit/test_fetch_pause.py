@@ -60,9 +60,10 @@ def test_a_pause_under_way_when_redis_comes_back_does_not_win() -> None:
     async def run() -> None:
         thread = _Thread(consumer)
         app = SimpleNamespace(consumer=SimpleNamespace(_thread=thread), crash=None)
-        processor = SimpleNamespace(store_down=True, on_store_down=None)
+        processor = SimpleNamespace(store_down=True, on_store_down=None, halts=SimpleNamespace(on_halt=None))
+        store = SimpleNamespace(fence=None)  # a store that does not check for Redis restarts
         with ThreadPoolExecutor(1) as ex:
-            svc = Service(s, app, None, ex, Metrics(), processor)  # type: ignore[arg-type]
+            svc = Service(s, app, store, ex, Metrics(), processor)  # type: ignore[arg-type]
             assert processor.on_store_down == svc.pause_fetch
             paused = asyncio.ensure_future(svc.pause_fetch(True))  # the housekeeping timer's, held up
             await asyncio.sleep(0.01)
