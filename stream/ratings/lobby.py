@@ -110,7 +110,8 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
         win, draw, loss = outcome
         expected = float(score[0, 1])
         return LobbyPrediction(win=(win, loss), expected_rank=ranks,
-                               draw=draw if name in DRAW_MODELS else None, expected_score=expected,
+                               # 1 − win − loss rounds to −1e-18 when a side is certain: a probability stays ≥ 0
+                               draw=max(draw, 0.0) if name in DRAW_MODELS else None, expected_score=expected,
                                quality=1.0 - abs(2.0 * expected - 1.0))
     first = _first(system, teams, virtual)
     return LobbyPrediction(win=tuple(float(x) for x in first), expected_rank=ranks, draw=None, expected_score=None,
