@@ -54,6 +54,12 @@ class FastPath:
         out = self.system.rate_matches(beliefs, a, b, scores, times_ms)
         return out, [None] * len(out)
 
+    def latest_performances(self, packed: Sequence[bytes | memoryview]) -> list[float | None] | None:
+        """Each belief's performance in the round that last changed it, read from its packed
+        float64 bytes (``belief.tobytes()``, or a view past a codec's tag): what a game client
+        shows beside a rating change. None: this system's beliefs keep no performance."""
+        return None
+
 
 class ColumnSummaries(FastPath, ABC):
     """``summary_many`` of a system whose summary reads fixed positions of the belief."""

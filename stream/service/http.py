@@ -21,8 +21,10 @@ Routes:
     GET /readyz                                    200 once the app runs and Redis answers, else 503
     GET /healthz                                   the same as /readyz; {"status", "http_port"}
     GET /metrics                                   Prometheus text format
-    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown); any
-                                                   player id, percent-encoded ({, }, /, %, ...)
+    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown) and the
+                                                   explanation of its latest change (the fields of the
+                                                   rating message: docs/service.md); any player id,
+                                                   percent-encoded ({, }, /, %, ...)
     GET /pools/{pool}/leaderboard?n=20             top-N by displayed rating
     GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
 """
@@ -39,6 +41,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -156,13 +159,16 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await _engine(api, pool)
-        raw = (await api.store.beliefs(pool, [name]))[name]
+        raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
         try:
-            return web.json_response(_row(pool, name, eng, raw))
+            row = _row(pool, name, eng, raw)
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
+        if change is not None and (rec := orjson.loads(change)).get("version") == row["version"]:
+            row.update(rec)  # the change that made this version (none stored by an older worker)
+        return web.json_response(row)
 
     @routes.get("/pools/{pool}/leaderboard")
     async def leaderboard(request: web.Request) -> web.Response:

@@ -15,6 +15,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import repeat
 
+import orjson
+
+from stream.engine.explain import Explainer, performances_encoded, ratings_stored
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import Rating, RatingError
@@ -85,6 +88,8 @@ class PoolStep:
                 gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
                 commit, outputs, dead, stats = await loop.run_in_executor(
                     self.executor, rate_ops, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
+                if stats.repeated:
+                    outputs = await self._explain_again(pool, outputs)
                 if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                     self.rounds.committed(pool, rounds)
                     out.outputs.extend(outputs)
@@ -119,6 +124,26 @@ class PoolStep:
                 out.dead.extend(dead)
                 return
             raise RuntimeError(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+
+    async def _explain_again(self, pool: str, outputs: list[RatingOutput]) -> list[RatingOutput]:
+        """Re-published ratings (a re-delivery) with the explanation stored with their version:
+        the same message as the first time (an explanation of another version, e.g. none
+        stored by an older worker, is left out rather than shown for the wrong change)."""
+        again = [o.player for o in outputs if o.explain is None]
+        if not again:
+            return outputs
+        records = await self.store.changes(pool, again)
+        out = []
+        for o in outputs:
+            raw = records.get(o.player) if o.explain is None else None
+            if raw is not None:
+                rec = orjson.loads(raw)
+                if rec.pop("version", None) == o.version:
+                    rec.pop("event_id", None)
+                    rec.pop("time", None)
+                    o = o._replace(explain=rec)
+            out.append(o)
+        return out
 
     async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
                     optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
@@ -193,6 +218,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     cause: dict[str, tuple[str, int]] = {}
     dead: list[DeadLetter] = []
     republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
+    explainer = Explainer()
     registered = False  # a round stored a newcomer at the prior (rounds 0): not published
     system = engine.system.name
     for op in ops:
@@ -203,6 +229,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     counts.repeated += 1
                     republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
+            before = ratings_stored(engine, stored, ev.players)
             try:
                 applied = engine.apply_round(ev, stored)
             except RatingError as exc:
@@ -216,6 +243,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
             if op.round_done is not None:
                 commit.done_rounds.append(op.round_done)
+            explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
             commit.beliefs.update(applied.updates)
             ratings.update(applied.ratings)
@@ -246,29 +274,34 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     batch, msgs = _keep_matches(op, keep, republish, seen)
             if not len(batch):
                 continue
+            idx = op.index if batch is op.batch and op.index is not None else index_players(batch)
+            before = ratings_stored(engine, stored, idx.players)
             try:
-                parts = [(batch, msgs, engine.apply_matches(batch, stored, op.index if batch is op.batch else None))]
+                parts = [(batch, idx, before, engine.apply_matches(batch, stored, idx))]
             except RatingError:
                 parts = []  # find the culprit(s): one match at a time is the same sequential meaning
                 for i in range(len(batch)):
                     one = MatchBatch(batch.pool)
                     one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
                                        batch.scores[i]))
+                    one_idx = index_players(one)
+                    one_before = ratings_stored(engine, stored, one_idx.players)
                     try:
-                        res = engine.apply_matches(one, stored)
+                        res = engine.apply_matches(one, stored, one_idx)
                     except RatingError as exc:
                         dead.append(dead_fn(msgs[i], f"rating: {exc}", batch.event_ids[i], batch.pool))
                         continue
                     stored.update(res.updates)
-                    parts.append((one, [msgs[i]], res))
-            for part, _, applied in parts:
+                    parts.append((one, one_idx, one_before, res))
+            for part, part_idx, part_before, applied in parts:
+                explainer.matches(part, part_idx, part_before, applied.ratings)
                 stored.update(applied.updates)
                 commit.beliefs.update(applied.updates)
                 ratings.update(applied.ratings)
                 counts.applied += len(part)
                 if upto is None:
                     commit.event_ids.extend(part.event_ids)
-                cause.update(_last_match_per_player(part, op.index if part is op.batch else None))
+                cause.update(_last_match_per_player(part, part_idx))
     outputs = []
     # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
     # may never have reached the topic, so publish the players' current ratings again
@@ -290,11 +323,22 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
         eids, times = zip(*map(cause.__getitem__, players), strict=True)
-        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
-                           repeat(system)))
+        explained = list(map(explainer.of.get, players))
+        made = list(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
+                        repeat(system), explained))
         if registered:  # players a round only stored at their prior (rounds 0): not published
-            outputs = [o for o in outputs if o.rounds]
+            made = [o for o in made if o.rounds]
+        commit.changes = change_records(made)
+        outputs.extend(made)
     return commit, outputs, dead, counts
+
+
+def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
+    """Per published player, the explanation of their latest change as the commit stores it
+    (``RedisStore`` ``:chg``): its version and cause with the explanation's fields."""
+    dumps = orjson.dumps
+    return {o.player: dumps({"version": o.version, "event_id": o.event_id, "time": o.time, **o.explain})
+            for o in outputs if o.explain is not None}
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
