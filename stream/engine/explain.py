@@ -25,12 +25,13 @@ does not: the embedded replay cuts matches by ``--batch-size``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
 from stream.ratings.base import Belief, Rating
+from stream.ratings.fastpath import ColumnSummaries
 from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
 
@@ -49,6 +50,15 @@ def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], playe
 
     Decoded with ``remember``: for a system with decoded beliefs kept by the engine (Cowan),
     the rating that follows then decodes nothing again."""
+    fast, codec = engine.fast, engine.codec
+    if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec):
+        # the header of each stored value: no decode (the summary reads three values of hundreds)
+        prior = codec.encode(engine.system.new_belief())
+        raws = [prior if (r := stored.get(p)) is None else r for p in players]
+        if all(r[:1] == prior[:1] for r in raws):
+            ratings = fast.summary_packed(raws, skip=1)
+            if ratings is not None:
+                return dict(zip(players, ratings, strict=True))
     try:
         known = engine.decode_all(stored, list(players))
         return _summaries(engine, [known.get(p) for p in players], players)
@@ -58,6 +68,13 @@ def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], playe
 
 def ratings_held(engine: PoolEngine, held: Mapping[str, Held], players: Sequence[str]) -> dict[str, Rating]:
     """The summaries of what the embedded store holds for ``players`` (the prior's for absent ones)."""
+    fast = engine.fast
+    if engine.packed and isinstance(fast, ColumnSummaries) and players:
+        prior = fast.system.new_belief().astype("<f8").tobytes()
+        packed = [prior if (h := held.get(p)) is None else h for p in players]
+        ratings = fast.summary_packed(cast("list[bytes]", packed))
+        if ratings is not None:
+            return dict(zip(players, ratings, strict=True))
     unpack = engine.unpack
     return _summaries(engine, [None if (h := held.get(p)) is None else unpack(h) for p in players], players)
 
@@ -73,8 +90,7 @@ def performances_encoded(engine: PoolEngine, updates: Mapping[str, bytes]) -> di
     system keeps none, or its values are not float64-coded)."""
     if not isinstance(engine.codec, Float64Codec):
         return None
-    views = engine.codec.packed_views(list(updates.values()))
-    return None if views is None else _performances(engine, list(updates), views)
+    return _performances(engine, list(updates), list(updates.values()), skip=1)  # past the codec's tag
 
 
 def performances_held(engine: PoolEngine, changed: Mapping[str, Held]) -> dict[str, float] | None:
@@ -84,9 +100,9 @@ def performances_held(engine: PoolEngine, changed: Mapping[str, Held]) -> dict[s
     return _performances(engine, list(changed), packed)
 
 
-def _performances(engine: PoolEngine, players: list[str], packed: Sequence[bytes | memoryview]
+def _performances(engine: PoolEngine, players: list[str], packed: Sequence[bytes], skip: int = 0
                   ) -> dict[str, float] | None:
-    perfs = engine.fast.latest_performances(packed)
+    perfs = engine.fast.latest_performances(packed, skip)
     if perfs is None:
         return None
     return {p: x for p, x in zip(players, perfs, strict=True) if x is not None}

@@ -72,7 +72,7 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
         return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
 
-    def latest_performances(self, packed: Sequence[bytes | memoryview]) -> list[float | None] | None:
+    def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
         """The centre of each belief's newest logistic term (the last three floats): the
         performance of the round that appended it, capped by its ``perf_ceiling``, exactly as
         ``rate_round_detailed`` returns it (also with ρ = ∞, which folds the older terms into the
@@ -81,7 +81,8 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         if self.system.gaussian:
             return None
         unpack = _F64.unpack_from
-        return [unpack(v, len(v) - 24)[0] if len(v) > 8 * HEADER else None for v in packed]
+        short = skip + 8 * HEADER
+        return [unpack(v, len(v) - 24)[0] if len(v) > short else None for v in packed]
 
 
 _F64 = struct.Struct("<d")

@@ -54,11 +54,24 @@ class FastPath:
         out = self.system.rate_matches(beliefs, a, b, scores, times_ms)
         return out, [None] * len(out)
 
-    def latest_performances(self, packed: Sequence[bytes | memoryview]) -> list[float | None] | None:
+    def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
         """Each belief's performance in the round that last changed it, read from its packed
-        float64 bytes (``belief.tobytes()``, or a view past a codec's tag): what a game client
-        shows beside a rating change. None: this system's beliefs keep no performance."""
+        float64 bytes (``belief.tobytes()``) after ``skip`` leading bytes (a codec's tag): what a
+        game client shows beside a rating change. None: this system's beliefs keep no performance."""
         return None
+
+
+def header_columns(packed: Sequence[bytes], cols: Sequence[int], skip: int = 0) -> FloatArray | None:
+    """``gather_columns`` of packed float64 beliefs (after ``skip`` leading bytes each), reading
+    only their first ``max(cols) + 1`` values: one slice a belief, no array per belief. None
+    when one is too short (the per-belief path decides)."""
+    width = 8 * (max(cols) + 1)
+    end = skip + width
+    if not packed or min(map(len, packed)) < end:
+        return None
+    head = np.frombuffer(b"".join([v[skip:end] for v in packed]), dtype="<f8").reshape(len(packed), width // 8)
+    out: FloatArray = head[:, list(cols)].T.astype(np.float64)
+    return out
 
 
 class ColumnSummaries(FastPath, ABC):
@@ -76,6 +89,12 @@ class ColumnSummaries(FastPath, ABC):
         cols = gather_columns(beliefs, self.columns)
         out = None if cols is None else self.ratings(cols)
         return out if out is not None else super().summary_many(beliefs)
+
+    def summary_packed(self, packed: Sequence[bytes], skip: int = 0) -> list[Rating] | None:
+        """``summary_many`` of packed beliefs (after ``skip`` leading bytes each) from their
+        header alone, field for field (None: the per-belief path must decide)."""
+        cols = header_columns(packed, self.columns, skip)
+        return None if cols is None else self.ratings(cols)
 
 
 class PackedRounds(ABC):

@@ -166,8 +166,10 @@ def make_web_app(api: ReadApi) -> web.Application:
             row = _row(pool, name, eng, raw)
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
-        if change is not None and (rec := orjson.loads(change)).get("version") == row["version"]:
-            row.update(rec)  # the change that made this version (none stored by an older worker)
+        if change is not None:
+            version, event_id, time, explained = orjson.loads(change)
+            if version == row["version"]:  # the change that made this version (none stored by an older worker)
+                row.update(event_id=event_id, time=time, **explained)
         return web.json_response(row)
 
     @routes.get("/pools/{pool}/leaderboard")

@@ -137,11 +137,9 @@ class PoolStep:
         for o in outputs:
             raw = records.get(o.player) if o.explain is None else None
             if raw is not None:
-                rec = orjson.loads(raw)
-                if rec.pop("version", None) == o.version:
-                    rec.pop("event_id", None)
-                    rec.pop("time", None)
-                    o = o._replace(explain=rec)
+                version, _, _, explained = orjson.loads(raw)
+                if version == o.version:
+                    o = o._replace(explain=explained)
             out.append(o)
         return out
 
@@ -335,10 +333,9 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
 
 def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
     """Per published player, the explanation of their latest change as the commit stores it
-    (``RedisStore`` ``:chg``): its version and cause with the explanation's fields."""
+    (``RedisStore`` ``:chg``): ``[version, event_id, time, {the explanation's fields}]``."""
     dumps = orjson.dumps
-    return {o.player: dumps({"version": o.version, "event_id": o.event_id, "time": o.time, **o.explain})
-            for o in outputs if o.explain is not None}
+    return {o.player: dumps((o.version, o.event_id, o.time, o.explain)) for o in outputs if o.explain is not None}
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:

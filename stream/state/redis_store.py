@@ -12,9 +12,9 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:{<pool>}:ids:epoch       STRING  how many times ``:ids`` was rotated (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
     {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
-    {prefix}:{<pool>}:chg             HASH    player -> the explanation of their latest change (JSON: version,
-                                              event_id, time and the fields of stream.engine.explain), written
-                                              by the commit with the belief (members unescaped)
+    {prefix}:{<pool>}:chg             HASH    player -> the explanation of their latest change (JSON
+                                              ``[version, event_id, time, {the fields of stream.engine.explain}]``),
+                                              written by the commit with the belief (members unescaped)
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit;
                                               keys: the key format (stream.state.keys.KEY_FORMAT)
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
