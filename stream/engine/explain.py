@@ -25,6 +25,7 @@ does not: the embedded replay cuts matches by ``--batch-size``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -51,14 +52,13 @@ def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], playe
     Decoded with ``remember``: for a system with decoded beliefs kept by the engine (Cowan),
     the rating that follows then decodes nothing again."""
     fast, codec = engine.fast, engine.codec
-    if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec):
+    if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec) and players:
         # the header of each stored value: no decode (the summary reads three values of hundreds)
         prior = codec.encode(engine.system.new_belief())
-        raws = [prior if (r := stored.get(p)) is None else r for p in players]
-        if all(r[:1] == prior[:1] for r in raws):
-            ratings = fast.summary_packed(raws, skip=1)
-            if ratings is not None:
-                return dict(zip(players, ratings, strict=True))
+        get = stored.get
+        ratings = fast.summary_packed([prior if (r := get(p)) is None else r for p in players], tag=prior[0])
+        if ratings is not None:
+            return dict(zip(players, ratings, strict=True))
     try:
         known = engine.decode_all(stored, list(players))
         return _summaries(engine, [known.get(p) for p in players], players)
@@ -108,25 +108,44 @@ def _performances(engine: PoolEngine, players: list[str], packed: Sequence[bytes
     return {p: x for p, x in zip(players, perfs, strict=True) if x is not None}
 
 
-def player_matches(batch: MatchBatch, idx: PlayerIndex) -> list[tuple[int, list[str]]]:
-    """Per player of ``idx.players``: (their matches in the batch, the ids of the last
-    ``MAX_MATCH_IDS`` of them in batch order)."""
+def player_matches(batch: MatchBatch, idx: PlayerIndex) -> tuple[list[int], list[list[str]]]:
+    """Per player of ``idx.players``: their matches in the batch, and the ids of the last
+    ``MAX_MATCH_IDS`` of them in batch order. Built by columns: one sort of (player, match)
+    keys, then a player with one match (most, in a large pool) costs no loop body."""
     n = len(idx.a)
     pos = np.concatenate((idx.a, idx.b))
-    order = np.argsort(pos, kind="stable")  # by player
-    match = np.concatenate((np.arange(n), np.arange(n)))[order].tolist()
-    counts = np.bincount(pos, minlength=len(idx.players)).tolist()
+    counts = np.bincount(pos, minlength=len(idx.players))
+    match = np.concatenate((np.arange(n), np.arange(n)))
+    by_player = match[np.argsort(pos * n + match)]  # each player's matches, in batch order
+    ends = np.cumsum(counts)
     get = batch.event_ids.__getitem__
-    out = []
-    start = 0
-    for count in counts:
-        end = start + count
-        mine = match[start:end]
-        if count > 1:
-            mine.sort()  # the player's a-side and b-side matches, in batch order
-        out.append((count, list(map(get, mine[-MAX_MATCH_IDS:]))))
-        start = end
-    return out
+    ids = list(map(list, zip(map(get, by_player[ends - 1].tolist()), strict=True)))  # [last id] each
+    multi = np.flatnonzero(counts > 1)
+    for j, end, count in zip(multi.tolist(), ends[multi].tolist(), counts[multi].tolist(), strict=True):
+        ids[j] = list(map(get, by_player[end - min(count, MAX_MATCH_IDS):end].tolist()))
+    return counts.tolist(), ids
+
+
+_ROUND_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "round_id")
+_PERF_KEYS = (*_ROUND_KEYS, "performance")
+_MATCH_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "matches", "match_ids")
+
+
+def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mapping[str, Rating]
+             ) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], list[float]]:
+    """rating, μ and σ before, and the change of the displayed rating, per player (by columns;
+    numpy's float64 subtraction is Python's, bit for bit)."""
+    rb, mb, sb, _ = zip(*map(before.__getitem__, players), strict=True)
+    ra = [r.rating for r in map(after.__getitem__, players)]
+    delta: list[float] = np.subtract(np.array(ra, dtype=np.float64), np.array(rb, dtype=np.float64)).tolist()
+    return rb, mb, sb, delta
+
+
+def _explain(of: dict[str, Explanation], players: Sequence[str], keys: tuple[str, ...],
+             *columns: Sequence[Any]) -> None:
+    """``of[players[i]] = dict(zip(keys, row i of columns))``, by C-level passes (no loop body)."""
+    rows = zip(*columns, strict=True)
+    of.update(zip(players, map(dict, map(zip, repeat(keys), rows)), strict=True))
 
 
 class Explainer:
@@ -139,20 +158,22 @@ class Explainer:
               perfs: Mapping[str, float] | None) -> None:
         """A round changed the players of ``after`` (those with ``rounds`` 0 were only registered:
         nothing to explain). ``before`` None: unknown (``ratings_stored``), nothing is explained."""
-        of = self.of
         if before is None:
             self._forget(after)
             return
-        rid = event.round_id
-        for p, r in after.items():
-            if not r.rounds:
-                continue
-            b = before[p]
-            e = {"rating_before": b.rating, "mu_before": b.mu, "sigma_before": b.sigma,
-                 "delta": r.rating - b.rating, "round_id": rid}
-            if perfs is not None and (x := perfs.get(p)) is not None:
-                e["performance"] = x
-            of[p] = e
+        players = [p for p, r in after.items() if r.rounds]
+        if not players:
+            return
+        rb, mb, sb, delta = _columns(players, before, after)
+        rid = [event.round_id] * len(players)
+        if perfs is not None and all(map(perfs.__contains__, players)):
+            _explain(self.of, players, _PERF_KEYS, rb, mb, sb, delta, rid, list(map(perfs.__getitem__, players)))
+        else:
+            _explain(self.of, players, _ROUND_KEYS, rb, mb, sb, delta, rid)
+            if perfs:
+                for p in players:
+                    if (x := perfs.get(p)) is not None:
+                        self.of[p]["performance"] = x
 
     def matches(self, batch: MatchBatch, idx: PlayerIndex, before: Mapping[str, Rating] | None,
                 after: Mapping[str, Rating]) -> None:
@@ -162,19 +183,26 @@ class Explainer:
         if before is None:
             self._forget(after)
             return
-        for p, (count, ids) in zip(idx.players, player_matches(batch, idx), strict=True):
-            r = after.get(p)
-            if r is None:
-                continue
-            e = of.get(p)
-            if e is not None and "matches" in e:
-                e["matches"] += count
-                e["match_ids"] = (e["match_ids"] + ids)[-MAX_MATCH_IDS:]
-                e["delta"] = r.rating - e["rating_before"]
-                continue
-            b = before[p]
-            of[p] = {"rating_before": b.rating, "mu_before": b.mu, "sigma_before": b.sigma,
-                     "delta": r.rating - b.rating, "matches": count, "match_ids": ids}
+        counts, ids = player_matches(batch, idx)
+        players = idx.players
+        if of or len(after) != len(players) or not all(map(after.__contains__, players)):
+            keep = [i for i, p in enumerate(players) if p in after]
+            for i in keep:  # players already explained by matches of this step add up
+                p = players[i]
+                e = of.get(p)
+                if e is not None and "matches" in e:
+                    e["matches"] += counts[i]
+                    e["match_ids"] = (e["match_ids"] + ids[i])[-MAX_MATCH_IDS:]
+                    e["delta"] = after[p].rating - e["rating_before"]
+                    counts[i] = 0
+            keep = [i for i in keep if counts[i]]
+            players = [players[i] for i in keep]
+            counts = [counts[i] for i in keep]
+            ids = [ids[i] for i in keep]
+            if not players:
+                return
+        rb, mb, sb, delta = _columns(players, before, after)
+        _explain(of, players, _MATCH_KEYS, rb, mb, sb, delta, counts, ids)
 
     def _forget(self, players: Mapping[str, Rating]) -> None:
         for p in players:

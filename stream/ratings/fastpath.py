@@ -61,15 +61,20 @@ class FastPath:
         return None
 
 
-def header_columns(packed: Sequence[bytes], cols: Sequence[int], skip: int = 0) -> FloatArray | None:
-    """``gather_columns`` of packed float64 beliefs (after ``skip`` leading bytes each), reading
-    only their first ``max(cols) + 1`` values: one slice a belief, no array per belief. None
-    when one is too short (the per-belief path decides)."""
+def header_columns(packed: Sequence[bytes], cols: Sequence[int], tag: int | None = None) -> FloatArray | None:
+    """``gather_columns`` of packed float64 beliefs, reading only their first ``max(cols) + 1``
+    values: one slice a belief, no array per belief. ``tag``: each value starts with this
+    byte (a codec's tag), skipped. None when one is too short or lacks the tag (the
+    per-belief path decides)."""
+    skip = 0 if tag is None else 1
     width = 8 * (max(cols) + 1)
     end = skip + width
     if not packed or min(map(len, packed)) < end:
         return None
-    head = np.frombuffer(b"".join([v[skip:end] for v in packed]), dtype="<f8").reshape(len(packed), width // 8)
+    rows = np.frombuffer(b"".join([v[:end] for v in packed]), dtype=np.uint8).reshape(len(packed), end)
+    if tag is not None and not bool((rows[:, 0] == tag).all()):
+        return None
+    head = np.ascontiguousarray(rows[:, skip:]).view("<f8")
     out: FloatArray = head[:, list(cols)].T.astype(np.float64)
     return out
 
@@ -90,10 +95,10 @@ class ColumnSummaries(FastPath, ABC):
         out = None if cols is None else self.ratings(cols)
         return out if out is not None else super().summary_many(beliefs)
 
-    def summary_packed(self, packed: Sequence[bytes], skip: int = 0) -> list[Rating] | None:
-        """``summary_many`` of packed beliefs (after ``skip`` leading bytes each) from their
+    def summary_packed(self, packed: Sequence[bytes], tag: int | None = None) -> list[Rating] | None:
+        """``summary_many`` of packed beliefs (each after the byte ``tag``, if given) from their
         header alone, field for field (None: the per-belief path must decide)."""
-        cols = header_columns(packed, self.columns, skip)
+        cols = header_columns(packed, self.columns, tag)
         return None if cols is None else self.ratings(cols)
 
 

@@ -14,6 +14,7 @@ import logging
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 
 import orjson
 
@@ -334,8 +335,9 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
 def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
     """Per published player, the explanation of their latest change as the commit stores it
     (``RedisStore`` ``:chg``): ``[version, event_id, time, {the explanation's fields}]``."""
-    dumps = orjson.dumps
-    return {o.player: dumps((o.version, o.event_id, o.time, o.explain)) for o in outputs if o.explain is not None}
+    told = [o for o in outputs if o.explain is not None]
+    return dict(zip(map(attrgetter("player"), told),
+                    map(orjson.dumps, map(attrgetter("version", "event_id", "time", "explain"), told)), strict=True))
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:

@@ -111,7 +111,7 @@ def test_match_ids_are_bounded_and_the_latest() -> None:
         batch.add(MatchEvent(f"x{i}", "m", i, "a" if i % 2 else f"o{i}", f"o{i}" if i % 2 else "a", 1.0))
     batch.add(MatchEvent("last", "m", 99, "b", "c", 0.5))
     idx = index_players(batch)
-    got = dict(zip(idx.players, player_matches(batch, idx), strict=True))
+    got = dict(zip(idx.players, zip(*player_matches(batch, idx), strict=True), strict=True))
     assert got["a"] == (40, [f"x{i}" for i in range(40 - MAX_MATCH_IDS, 40)])
     assert got["b"] == got["c"] == (1, ["last"])
 
