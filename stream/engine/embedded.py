@@ -195,8 +195,7 @@ class EmbeddedPipeline:
         self._emit(eng, after, ex, {p: (ids[last[p]], times[last[p]]) for p in players})
 
     def _after(self, eng: PoolEngine, players: list[str], changed: Mapping[str, Held]) -> dict[str, Any]:
-        ratings = eng.fast.summary_many([eng.unpack(changed[p]) for p in players])
-        return dict(zip(players, ratings, strict=True))
+        return explain.ratings_held(eng, changed, players)  # every player is in ``changed``
 
     def _emit(self, eng: PoolEngine, after: dict[str, Any], ex: explain.Explainer,
               cause: dict[str, tuple[str, int]]) -> None:

@@ -49,8 +49,10 @@ def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], playe
     """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None
     when a stored value is not a belief (rating it fails too, and names the cause).
 
-    Decoded with ``remember``: for a system with decoded beliefs kept by the engine (Cowan),
-    the rating that follows then decodes nothing again."""
+    Read from the values' headers when the system's summary reads fixed positions of a float64
+    belief (``ColumnSummaries``: Elo-MMR, the baselines), without decoding them. Otherwise decoded
+    with ``remember``: for a system whose decoded beliefs the engine keeps (Cowan), the rating
+    that follows then decodes nothing again."""
     fast, codec = engine.fast, engine.codec
     if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec) and players:
         # the header of each stored value: no decode (the summary reads three values of hundreds)
@@ -95,6 +97,8 @@ def performances_encoded(engine: PoolEngine, updates: Mapping[str, bytes]) -> di
 
 def performances_held(engine: PoolEngine, changed: Mapping[str, Held]) -> dict[str, float] | None:
     """``performances_encoded`` from what the embedded store holds next (packed bytes or arrays)."""
+    if engine.fast.latest_performances(()) is None:
+        return None
     packed = [h if isinstance(h, bytes) else np.ascontiguousarray(h, dtype="<f8").tobytes()
               for h in changed.values()]
     return _performances(engine, list(changed), packed)
