@@ -88,8 +88,9 @@ class PoolStep:
             for attempt in range(MAX_ATTEMPTS):
                 gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets, optimistic)
                 commit, outputs, dead, stats = await loop.run_in_executor(
-                    self.executor, rate_ops, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
-                if stats.repeated:
+                    self.executor, rate_ops, engine, ops, stored, seen, upto if by_offsets else None, self.dead,
+                    self.settings.explain)
+                if stats.repeated and self.settings.explain:
                     outputs = await self._explain_again(pool, outputs)
                 if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                     self.rounds.committed(pool, rounds)
@@ -200,14 +201,15 @@ class Counts:
 
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             upto: dict[str, int] | None, dead_fn: DeadFn,
+             upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
              ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
     as the embedded pipeline skips them. With ``upto`` (MMR_DEDUP=offsets: the pool's
     applied offset per "topic/partition"), matches are skipped by their message's offset
-    instead, and their ids are neither checked nor recorded.
+    instead, and their ids are neither checked nor recorded. ``explain`` (MMR_EXPLAIN): the
+    outputs explain each change (``stream.engine.explain``) and the commit stores it.
     """
     stored: dict[str, bytes | None] = dict(stored_in)
     done_ids: set[str] = set(seen)
@@ -228,7 +230,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     counts.repeated += 1
                     republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
-            before = ratings_stored(engine, stored, ev.players)
+            before = ratings_stored(engine, stored, ev.players) if explain else None
             try:
                 applied = engine.apply_round(ev, stored)
             except RatingError as exc:
@@ -242,7 +244,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
             if op.round_done is not None:
                 commit.done_rounds.append(op.round_done)
-            explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
+            if explain:
+                explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
             commit.beliefs.update(applied.updates)
             ratings.update(applied.ratings)
@@ -274,7 +277,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             if not len(batch):
                 continue
             idx = op.index if batch is op.batch and op.index is not None else index_players(batch)
-            before = ratings_stored(engine, stored, idx.players)
+            before = ratings_stored(engine, stored, idx.players) if explain else None
             try:
                 parts = [(batch, idx, before, engine.apply_matches(batch, stored, idx))]
             except RatingError:
@@ -284,7 +287,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
                                        batch.scores[i]))
                     one_idx = index_players(one)
-                    one_before = ratings_stored(engine, stored, one_idx.players)
+                    one_before = ratings_stored(engine, stored, one_idx.players) if explain else None
                     try:
                         res = engine.apply_matches(one, stored, one_idx)
                     except RatingError as exc:
@@ -293,7 +296,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     stored.update(res.updates)
                     parts.append((one, one_idx, one_before, res))
             for part, part_idx, part_before, applied in parts:
-                explainer.matches(part, part_idx, part_before, applied.ratings)
+                if explain:
+                    explainer.matches(part, part_idx, part_before, applied.ratings)
                 stored.update(applied.updates)
                 commit.beliefs.update(applied.updates)
                 ratings.update(applied.ratings)
@@ -322,12 +326,13 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
         eids, times = zip(*map(cause.__getitem__, players), strict=True)
-        explained = list(map(explainer.of.get, players))
+        explained = map(explainer.of.get, players) if explain else repeat(None)
         made = list(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
                         repeat(system), explained))
         if registered:  # players a round only stored at their prior (rounds 0): not published
             made = [o for o in made if o.rounds]
-        commit.changes = change_records(made)
+        if explain:
+            commit.changes = change_records(made)
         outputs.extend(made)
     return commit, outputs, dead, counts
 

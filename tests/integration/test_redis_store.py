@@ -199,6 +199,28 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
     asyncio.run(run())
 
 
+def test_without_explanations_the_messages_and_the_commit_are_the_contract_ones(redis_url: str) -> None:
+    """MMR_EXPLAIN=0: the CONTRACT fields only, and nothing stored in ``:chg``."""
+    round_msg = orjson.dumps({"type": "round", "event_id": "e1", "pool": "r", "round_id": "r1", "time": 1,
+                              "standings": [{"player": p, "rank": i + 1} for i, p in enumerate("abc")]})
+    match_msg = orjson.dumps({"type": "match", "event_id": "m1", "pool": "x", "time": 1, "a": "a", "b": "b",
+                              "score": 1.0})
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            for explain in (False, True):
+                store = _store(redis_url)
+                proc = Processor(Settings(rounds_system="elo-mmr", matches_system="elo", explain=explain), store, ex)
+                res = await proc.process([Message("in", 0, 0, round_msg), Message("in", 0, 1, match_msg)])
+                assert len(res.outputs) == 5
+                assert all((o.explain is not None) == explain for o in res.outputs)
+                for pool, p in (("r", "a"), ("x", "b")):
+                    assert ((await store.changes(pool, [p]))[p] is not None) == explain
+                await store.close()
+
+    asyncio.run(run())
+
+
 def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_url: str, tmp_path: Path) -> None:
     """The worker's rating messages carry the rating before, the change, the cause and (Elo-MMR)
     the performance, equal field for field to `mmr replay --history`'s lines for the same units
