@@ -34,19 +34,51 @@ def iter_records(
     yield from bar
 
 
+class JsonlWriter:
+    """JSON lines streamed to a temporary file beside ``path``, renamed onto it when the ``with``
+    block ends without an error and deleted when it raises: never a partial output, and rows are
+    not held in memory (``mmr replay --history`` writes millions)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.rows = 0
+        self._tmp: str | None = None
+        self._fh: Any = None
+
+    def __enter__(self) -> JsonlWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        self._fh = os.fdopen(fd, "wb", buffering=1 << 20)
+        return self
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._fh.write(_line(row))
+        self.rows += 1
+
+    def write_many(self, rows: list[dict[str, Any]]) -> None:
+        self._fh.writelines(map(_line, rows))
+        self.rows += len(rows)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        assert self._tmp is not None
+        try:
+            self._fh.close()
+            if exc_type is None:
+                os.replace(self._tmp, self.path)
+                return
+        except BaseException:
+            Path(self._tmp).unlink(missing_ok=True)
+            raise
+        Path(self._tmp).unlink(missing_ok=True)
+
+
+def _line(row: dict[str, Any]) -> bytes:
+    return orjson.dumps(row) + b"\n"
+
+
 def write_jsonl_atomic(path: str, rows: Iterator[dict[str, Any]]) -> int:
     """Write rows to a temporary file beside ``path`` and rename: never a partial output."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for row in rows:
-                fh.write(orjson.dumps(row) + b"\n")
-                n += 1
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+    with JsonlWriter(path) as out:
+        for row in rows:
+            out.write(row)
+    return out.rows

@@ -7,23 +7,32 @@ One difference is inherent: the service expires a round assembled from ``round_r
 events once it stayed incomplete for ``MMR_ROUND_TIMEOUT`` and dead-letters it, while a
 replay has no clock to wait on. What is still open after the last record is therefore
 listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in either.
+
+``history``: called with the rating messages of every rated unit (a round, or a flushed batch
+of matches: one per player it changed, as the worker publishes them, explained by
+``stream.engine.explain``), in input order; ``mmr replay --history`` streams them to a file.
+Without it nothing of that is computed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stream.engine import explain
 from stream.engine.pool import PoolEngine
 from stream.events.inputs import InputError
-from stream.events.model import MatchBatch, MatchEvent, RoundEvent
+from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
 from stream.ratings.base import Belief, RatingError, RatingSystem
-from stream.state.memory import MemoryStore
+from stream.state.memory import Held, MemoryStore
+
+#: receives the rating messages of one rated unit (``EmbeddedPipeline``'s ``history``)
+HistorySink = Callable[[list[dict[str, Any]]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,7 @@ class EmbeddedPipeline:
         params: Mapping[str, Any] | None = None,
         batch_size: int = 4096,
         pool_systems: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+        history: HistorySink | None = None,
     ) -> None:
         self.default = (system, dict(params or {}))
         self.pool_systems = dict(pool_systems or {})
@@ -75,6 +85,7 @@ class EmbeddedPipeline:
         self.round_ids: dict[tuple[str, str], list[str]] = {}
         #: "file:line" of the first event of each open round, to name it if it stays incomplete
         self.round_where: dict[tuple[str, str], str] = {}
+        self.history = history
         make_system(system, params)  # fail fast on a bad name / parameter
 
     def engine(self, pool: str) -> PoolEngine:
@@ -131,6 +142,8 @@ class EmbeddedPipeline:
             changed = eng.store_round(event, self.store.pool(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
+        if self.history is not None:
+            self._history_round(eng, event, changed)
         self.store.commit(event.pool, changed, (event.event_id, *extra_ids))
 
     def flush(self, pool: str | None = None) -> None:
@@ -149,6 +162,8 @@ class EmbeddedPipeline:
                 # meaning), so the culprit is that match or one after it in the same batch
                 reason = f"event {batch.event_ids[0]} (or a later match of its batch): {exc}"
                 raise InputError(where or "input", reason) from None
+            if self.history is not None:
+                self._history_matches(self.engine(p), batch, changed)
             self.store.commit(p, changed, batch.event_ids)
 
     def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
@@ -159,6 +174,38 @@ class EmbeddedPipeline:
             except InvalidEvent as exc:
                 raise InputError(where, str(exc)) from None
         self.flush()
+
+    # --- the history (``history``): before the unit's commit, the store holds the old beliefs ---
+    def _history_round(self, eng: PoolEngine, event: RoundEvent, changed: Mapping[str, Held]) -> None:
+        players = [p for p in event.players if p in changed]
+        after = self._after(eng, players, changed)
+        ex = explain.Explainer()
+        ex.round(event, explain.ratings_held(eng, self.store.pool(event.pool), players), after,
+                 explain.performances_held(eng, changed))
+        self._emit(eng, after, ex, {p: (event.event_id, event.time) for p in players})
+
+    def _history_matches(self, eng: PoolEngine, batch: MatchBatch, changed: Mapping[str, Held]) -> None:
+        idx = index_players(batch)
+        players = [p for p in idx.players if p in changed]
+        after = self._after(eng, players, changed)
+        ex = explain.Explainer()
+        ex.matches(batch, idx, explain.ratings_held(eng, self.store.pool(batch.pool), players), after)
+        ids, times = batch.event_ids, batch.times
+        last = dict(zip(idx.players, idx.last_match().tolist(), strict=True))
+        self._emit(eng, after, ex, {p: (ids[last[p]], times[last[p]]) for p in players})
+
+    def _after(self, eng: PoolEngine, players: list[str], changed: Mapping[str, Held]) -> dict[str, Any]:
+        return explain.ratings_held(eng, changed, players)  # every player is in ``changed``
+
+    def _emit(self, eng: PoolEngine, after: dict[str, Any], ex: explain.Explainer,
+              cause: dict[str, tuple[str, int]]) -> None:
+        assert self.history is not None
+        system = eng.system.name
+        rows = [RatingOutput(eng.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, *cause[p], system,
+                             ex.of.get(p)).as_dict()
+                for p, r in after.items() if r.rounds]  # rounds 0: only registered, as the worker publishes
+        if rows:
+            self.history(rows)
 
     # --- results -------------------------------------------------------------------
     def incomplete_rounds(self) -> list[IncompleteRound]:

@@ -7,6 +7,7 @@ turn raw input into these objects, so everything downstream is shared.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import NamedTuple
@@ -142,7 +143,9 @@ Event = RoundEvent | MatchEvent
 class RatingOutput(NamedTuple):
     """The CONTRACT's output ``rating`` event (one per changed player per batch).
 
-    A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass."""
+    A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass.
+    ``explain``: the fields that explain the change (``stream.engine.explain``: the rating before,
+    the change, its cause, the round's performance), added to the message as they are."""
 
     pool: str
     player: str
@@ -154,9 +157,10 @@ class RatingOutput(NamedTuple):
     event_id: str
     time: int
     system: str
+    explain: Mapping[str, object] | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "type": "rating",
             "pool": self.pool,
             "player": self.player,
@@ -169,3 +173,6 @@ class RatingOutput(NamedTuple):
             "time": self.time,
             "system": self.system,
         }
+        if self.explain is not None:
+            out.update(self.explain)
+        return out

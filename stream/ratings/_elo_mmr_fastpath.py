@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,3 +71,18 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
             return self.summary_many([values[a:b] for a, b in itertools.pairwise(offsets.tolist())])
         mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
         return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
+
+    def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
+        """The centre of each belief's newest logistic term (the last three floats): the
+        performance of the round that appended it, capped by its ``perf_ceiling``, exactly as
+        ``rate_round_detailed`` returns it (also with ρ = ∞, which folds the older terms into the
+        Gaussian one first). None for Elo-MMχ, whose beliefs keep no logistic term, and for a
+        belief without terms."""
+        if self.system.gaussian:
+            return None
+        unpack = _F64.unpack_from
+        short = skip + 8 * HEADER
+        return [unpack(v, len(v) - 24)[0] if len(v) > short else None for v in packed]
+
+
+_F64 = struct.Struct("<d")

@@ -54,6 +54,30 @@ class FastPath:
         out = self.system.rate_matches(beliefs, a, b, scores, times_ms)
         return out, [None] * len(out)
 
+    def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
+        """Each belief's performance in the round that last changed it, read from its packed
+        float64 bytes (``belief.tobytes()``) after ``skip`` leading bytes (a codec's tag): what a
+        game client shows beside a rating change. None: this system's beliefs keep no performance."""
+        return None
+
+
+def header_columns(packed: Sequence[bytes], cols: Sequence[int], tag: int | None = None) -> FloatArray | None:
+    """``gather_columns`` of packed float64 beliefs, reading only their first ``max(cols) + 1``
+    values: one slice a belief, no array per belief. ``tag``: each value starts with this
+    byte (a codec's tag), skipped. None when one is too short or lacks the tag (the
+    per-belief path decides)."""
+    skip = 0 if tag is None else 1
+    width = 8 * (max(cols) + 1)
+    end = skip + width
+    if not packed or min(map(len, packed)) < end:
+        return None
+    rows = np.frombuffer(b"".join([v[:end] for v in packed]), dtype=np.uint8).reshape(len(packed), end)
+    if tag is not None and not bool((rows[:, 0] == tag).all()):
+        return None
+    head = np.ascontiguousarray(rows[:, skip:]).view("<f8")
+    out: FloatArray = head[:, list(cols)].T.astype(np.float64)
+    return out
+
 
 class ColumnSummaries(FastPath, ABC):
     """``summary_many`` of a system whose summary reads fixed positions of the belief."""
@@ -70,6 +94,12 @@ class ColumnSummaries(FastPath, ABC):
         cols = gather_columns(beliefs, self.columns)
         out = None if cols is None else self.ratings(cols)
         return out if out is not None else super().summary_many(beliefs)
+
+    def summary_packed(self, packed: Sequence[bytes], tag: int | None = None) -> list[Rating] | None:
+        """``summary_many`` of packed beliefs (each after the byte ``tag``, if given) from their
+        header alone, field for field (None: the per-belief path must decide)."""
+        cols = header_columns(packed, self.columns, tag)
+        return None if cols is None else self.ratings(cols)
 
 
 class PackedRounds(ABC):

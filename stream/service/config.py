@@ -108,6 +108,8 @@ class Settings:
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
+    #: rating messages explain each change and the commit stores it for the HTTP API (docs/service.md)
+    explain: bool = setting(True, "MMR_EXPLAIN")
     #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")

@@ -22,8 +22,10 @@ Routes:
                                                    partition halted by a bug: 200 "degraded" and the halts
     GET /healthz                                   the same as /readyz; {"status", "http_port"[, "halted"]}
     GET /metrics                                   Prometheus text format
-    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown); any
-                                                   player id, percent-encoded ({, }, /, %, ...)
+    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown) and the
+                                                   explanation of its latest change (the fields of the
+                                                   rating message: docs/service.md); any player id,
+                                                   percent-encoded ({, }, /, %, ...)
     GET /pools/{pool}/leaderboard?n=20&offset=0    a page of the leaderboard by displayed rating
     GET /pools/{pool}/leaderboard/rank/{player}    the player's rank and place on the leaderboard
     GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
@@ -256,13 +258,18 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await _engine(api, pool)
-        raw = (await api.store.beliefs(pool, [name]))[name]
+        raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
         try:
-            return web.json_response(_row(pool, name, eng, raw))
+            row = _row(pool, name, eng, raw)
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
+        if change is not None:
+            version, event_id, time, explained = orjson.loads(change)
+            if version == row["version"]:  # the change that made this version (none stored by an older worker)
+                row.update(event_id=event_id, time=time, **explained)
+        return web.json_response(row)
 
     @routes.get("/pools/{pool}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",

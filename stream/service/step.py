@@ -14,7 +14,11 @@ import logging
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 
+import orjson
+
+from stream.engine.explain import Explainer, performances_encoded, ratings_stored
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import Rating, RatingError
@@ -100,7 +104,10 @@ class PoolStep:
                     attempt -= 1
                     continue
                 commit, outputs, dead, stats = await loop.run_in_executor(
-                    self.executor, rate, engine, ops, stored, seen, upto if by_offsets else None, self.dead)
+                    self.executor, rate, engine, ops, stored, seen, upto if by_offsets else None, self.dead,
+                    self.settings.explain)
+                if stats.repeated and self.settings.explain:
+                    outputs = await self._explain_again(pool, outputs)
                 if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                     self.rounds.committed(pool, rounds)
                     out.outputs.extend(outputs)
@@ -177,6 +184,24 @@ class PoolStep:
         await asyncio.sleep(delay)
         return min(delay * 2, 5.0)
 
+    async def _explain_again(self, pool: str, outputs: list[RatingOutput]) -> list[RatingOutput]:
+        """Re-published ratings (a re-delivery) with the explanation stored with their version:
+        the same message as the first time (an explanation of another version, e.g. none
+        stored by an older worker, is left out rather than shown for the wrong change)."""
+        again = [o.player for o in outputs if o.explain is None]
+        if not again:
+            return outputs
+        records = await self.store.changes(pool, again)
+        out = []
+        for o in outputs:
+            raw = records.get(o.player) if o.explain is None else None
+            if raw is not None:
+                version, _, _, explained = orjson.loads(raw)
+                if version == o.version:
+                    o = o._replace(explain=explained)
+            out.append(o)
+        return out
+
     async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
                     optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
         """What a step of ``pool`` starts from: (gen, stored beliefs, applied event ids,
@@ -233,14 +258,15 @@ class Counts:
 
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             upto: dict[str, int] | None, dead_fn: DeadFn,
+             upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
              ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
     as the embedded pipeline skips them. With ``upto`` (MMR_DEDUP=offsets: the pool's
     applied offset per "topic/partition"), matches are skipped by their message's offset
-    instead, and their ids are neither checked nor recorded.
+    instead, and their ids are neither checked nor recorded. ``explain`` (MMR_EXPLAIN): the
+    outputs explain each change (``stream.engine.explain``) and the commit stores it.
     """
     stored: dict[str, bytes | None] = dict(stored_in)
     done_ids: set[str] = set(seen)
@@ -250,6 +276,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     cause: dict[str, tuple[str, int]] = {}
     dead: list[DeadLetter] = []
     republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
+    explainer = Explainer()
     registered = False  # a round stored a newcomer at the prior (rounds 0): not published
     system = engine.system.name
     for op in ops:
@@ -260,6 +287,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     counts.repeated += 1
                     republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
+            before = ratings_stored(engine, stored, ev.players) if explain else None
             try:
                 applied = engine.apply_round(ev, stored)
             except RatingError as exc:
@@ -273,6 +301,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
             if op.round_done is not None:
                 commit.done_rounds.append(op.round_done)
+            if explain:
+                explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
             commit.beliefs.update(applied.updates)
             ratings.update(applied.ratings)
@@ -303,29 +333,35 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     batch, msgs = _keep_matches(op, keep, republish, seen)
             if not len(batch):
                 continue
+            idx = op.index if batch is op.batch and op.index is not None else index_players(batch)
+            before = ratings_stored(engine, stored, idx.players) if explain else None
             try:
-                parts = [(batch, msgs, engine.apply_matches(batch, stored, op.index if batch is op.batch else None))]
+                parts = [(batch, idx, before, engine.apply_matches(batch, stored, idx))]
             except RatingError:
                 parts = []  # find the culprit(s): one match at a time is the same sequential meaning
                 for i in range(len(batch)):
                     one = MatchBatch(batch.pool)
                     one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
                                        batch.scores[i]))
+                    one_idx = index_players(one)
+                    one_before = ratings_stored(engine, stored, one_idx.players) if explain else None
                     try:
-                        res = engine.apply_matches(one, stored)
+                        res = engine.apply_matches(one, stored, one_idx)
                     except RatingError as exc:
                         dead.append(dead_fn(msgs[i], f"rating: {exc}", batch.event_ids[i], batch.pool))
                         continue
                     stored.update(res.updates)
-                    parts.append((one, [msgs[i]], res))
-            for part, _, applied in parts:
+                    parts.append((one, one_idx, one_before, res))
+            for part, part_idx, part_before, applied in parts:
+                if explain:
+                    explainer.matches(part, part_idx, part_before, applied.ratings)
                 stored.update(applied.updates)
                 commit.beliefs.update(applied.updates)
                 ratings.update(applied.ratings)
                 counts.applied += len(part)
                 if upto is None:
                     commit.event_ids.extend(part.event_ids)
-                cause.update(_last_match_per_player(part, op.index if part is op.batch else None))
+                cause.update(_last_match_per_player(part, part_idx))
     outputs = []
     # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
     # may never have reached the topic, so publish the players' current ratings again
@@ -347,18 +383,30 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
         eids, times = zip(*map(cause.__getitem__, players), strict=True)
-        outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
-                           repeat(system)))
+        explained = map(explainer.of.get, players) if explain else repeat(None)
+        made = list(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
+                        repeat(system), explained))
         if registered:  # players a round only stored at their prior (rounds 0): not published
-            outputs = [o for o in outputs if o.rounds]
+            made = [o for o in made if o.rounds]
+        if explain:
+            commit.changes = change_records(made)
+        outputs.extend(made)
     return commit, outputs, dead, counts
 
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-                  upto: dict[str, int] | None, dead_fn: DeadFn,
+                  upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
                   ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
+
+
+def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
+    """Per published player, the explanation of their latest change as the commit stores it
+    (``RedisStore`` ``:chg``): ``[version, event_id, time, {the explanation's fields}]``."""
+    told = [o for o in outputs if o.explain is not None]
+    return dict(zip(map(attrgetter("player"), told),
+                    map(orjson.dumps, map(attrgetter("version", "event_id", "time", "explain"), told)), strict=True))
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:

@@ -4,7 +4,7 @@ it will touch before it writes anything. The key layout and the meaning of the k
 ``stream.state.redis_store``'s docstring.
 """
 
-# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old (all in the pool's slot; player and
+# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg (all in the pool's slot; player and
 #       pending-round keys are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the
 #       module docstring)
 # ARGV: 1 expected gen, 2 n_players, 3 expected ids epoch ('' = do not check the log), 4 n_done, 5 '1' = check
@@ -13,9 +13,10 @@ it will touch before it writes anything. The key layout and the meaning of the k
 #       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
 #       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
 #       the module docstring; it bounds ``:done`` too), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16
-#       the key format (stream.state.keys.KEY_FORMAT). Blobs: all little-endian u32 lengths first, then the bytes
-#       (players: four lengths per player -- escaped name, value, score text, name ('' when it is the escaped
-#       name) -- then the four strings per player). One
+#       the key format (stream.state.keys.KEY_FORMAT), 17 n_changes, 18 changes blob (two strings per player:
+#       name, the explanation of their change, written to ``chg``). Blobs: all little-endian u32 lengths first,
+#       then the bytes (players: four lengths per player -- escaped name, value, score text, name ('' when it is
+#       the escaped name) -- then the four strings per player). One
 #       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
 #       round of 3,000 players.
 # Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
@@ -53,8 +54,8 @@ end
 
 COMMIT_LUA = ITEMS_LUA + """
 -- every check first: a failing command would leave the writes before it applied
-local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set'}
-for i = 1, 9 do
+local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set', 'hash'}
+for i = 1, 10 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
 end
@@ -125,6 +126,13 @@ for i = 1, np do
   if #kv >= 4000 then flush() end
 end
 flush()
+local nc = tonumber(ARGV[17])
+if nc > 0 then
+  local ch = items(ARGV[18], 2 * nc)
+  for i = 1, 2 * nc, 4000 do
+    redis.call('HSET', KEYS[10], unpack(ch, i, math.min(i + 3999, 2 * nc)))
+  end
+end
 local cap = tonumber(ARGV[14])
 if #ARGV[12] > 0 then
   local len = redis.call('APPEND', KEYS[2], ARGV[12])

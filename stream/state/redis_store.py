@@ -12,6 +12,9 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:{<pool>}:ids:epoch       STRING  how many times ``:ids`` was rotated (MMR_SEEN_MAX_IDS only)
     {prefix}:{<pool>}:gen             STRING  commit counter; the compare-and-set token of a batch
     {prefix}:{<pool>}:wm              HASH    "topic/partition" -> highest input offset of the pool applied
+    {prefix}:{<pool>}:chg             HASH    player -> the explanation of their latest change (JSON
+                                              ``[version, event_id, time, {the fields of stream.engine.explain}]``),
+                                              written by the commit with the belief (members unescaped)
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit;
                                               keys: the key format (stream.state.keys.KEY_FORMAT)
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
@@ -167,6 +170,8 @@ class Commit:
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
     #: offset is at or below the stored watermark (the offset dedup of MMR_DEDUP=offsets).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    #: player -> the explanation of their change (``:chg``; stream.service.step.change_records)
+    changes: dict[str, bytes] = field(default_factory=dict)
 
 
 class RedisStore:
@@ -323,6 +328,26 @@ class RedisStore:
         async with self._io():
             vals = await self.r.mget([self.player_key(pool, p) for p in players])
         return dict(zip(players, vals, strict=True))
+
+    async def changes(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
+        """The explanation of each player's latest change (``:chg``; None: none stored)."""
+        if not players:
+            return {}
+        async with self._io():
+            vals = await self.r.hmget(self.key(pool, "chg"), list(players))
+        return dict(zip(players, vals, strict=True))
+
+    async def player(self, pool: str, player: str) -> tuple[bytes | None, bytes | None]:
+        """A player's stored belief and the explanation of their latest change, read together
+        (one pipeline: the commit writes both in one script, so a reply between two commits
+        pairs a belief with the explanation of an older version only if a commit landed
+        between the two commands; the caller compares versions)."""
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            pipe.get(self.player_key(pool, player))
+            pipe.hget(self.key(pool, "chg"), player)
+            raw, change = await pipe.execute()
+        return raw, change
 
     async def meta(self, pool: str) -> dict[str, Any] | None:
         """The pool's system and parameters (None: a new pool).
@@ -557,7 +582,7 @@ class RedisStore:
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         players = list(c.beliefs)
         keys = [self.key(pool, s)
-                for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old")]
+                for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old", "chg")]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
@@ -572,7 +597,8 @@ class RedisStore:
         argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
                            len(c.offsets), _blob(offsets), meta_json,
                            self.keys.player_prefix(pool), self.keys.pend_prefix(pool), players_blob,
-                           digest_blob, _blob(done), self.seen_max_ids, held[1], KEY_FORMAT]
+                           digest_blob, _blob(done), self.seen_max_ids, held[1], KEY_FORMAT, len(c.changes),
+                           _pairs_blob(c.changes)]
         command = ("EVALSHA", self._commit.sha, len(keys), *keys, *argv)
         try:
             try:
@@ -751,6 +777,12 @@ def _players_blob(players: list[str], values: list[bytes], scores: list[float]) 
     lens[:, 2] = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     lens[:, 3] = np.fromiter(map(len, names), dtype=np.int64, count=n)
     return lens.tobytes() + b"".join(chain.from_iterable(zip(keys, values, texts, names, strict=True)))
+
+
+def _pairs_blob(pairs: dict[str, bytes]) -> bytes:
+    """``pairs`` as the scripts' blob of ``2·len(pairs)`` strings: name, value, name, value, ..."""
+    enc = [x for k, v in pairs.items() for x in (k.encode(), v)]
+    return struct.pack(f"<{len(enc)}I", *map(len, enc)) + b"".join(enc)
 
 
 def _blob(items: Sequence[str]) -> bytes:

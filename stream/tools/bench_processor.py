@@ -12,6 +12,7 @@ cost without Faust and Tansu (see BENCHMARKS.md,
     python -m stream.tools.bench_processor columns elo 50 5        # the same as match_columns
     python -m stream.tools.bench_processor columns elo 50 5 offsets  # matches recognised by offset (MMR_DEDUP)
     python -m stream.tools.bench_processor columns elo 50 5 ids 1000000  # players in the pool (default 10,000)
+    python -m stream.tools.bench_processor rounds elo-mmr 40 4     # n rounds of 3,000 players (results/s)
 
 With 10,000 players a batch of many thousand matches touches every player once, so the cost
 per *player* (decode, encode, summaries, one rating message each) is spread over ~10 matches;
@@ -62,7 +63,15 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids)
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
-    if kind == "single":
+    if kind == "rounds":
+        vals = []
+        for k in range(n):
+            who = rng.sample(range(players), 3000)
+            vals.append(orjson.dumps({"type": "round", "pool": "x", "event_id": f"r-{k}", "round_id": f"r-{k}",
+                                      "time": 1_700_000_000_000 + k,
+                                      "standings": [{"player": f"p{i}", "rank": j + 1} for j, i in enumerate(who)]}))
+        results = 3000 * n
+    elif kind == "single":
         vals = [orjson.dumps({"type": "match", "pool": "x", **_match(i, 2000, rng)}) for i in range(n)]
         results = n
     else:
@@ -75,7 +84,9 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
             vals = [orjson.dumps({"type": "match_batch", "pool": "x", "matches": ms}) for ms in batches]
         results = 1000 * n
     msgs = [Message("t", 0, i, v) for i, v in enumerate(vals)]
-    warm = orjson.dumps({"type": "match", "pool": "x", **_match(10**9, 2000, rng)})
+    warm = orjson.dumps({"type": "match", "pool": "x", **_match(10**9, 2000, rng)}) if kind != "rounds" else \
+        orjson.dumps({"type": "round", "pool": "x", "event_id": "w", "round_id": "w", "time": 1,
+                      "standings": [{"player": "w1", "rank": 1}, {"player": "w2", "rank": 2}]})
     await proc.process([Message("t", 0, -1, warm)])  # compile/caches outside the clock
     from stream.service.worker import tune_gc
 

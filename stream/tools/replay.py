@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from stream.events.inputs import CsvMapping, InputError
-from stream.files import iter_records, write_jsonl_atomic
+from stream.files import JsonlWriter, iter_records, write_jsonl_atomic
 from stream.params import parse_params
 from stream.ratings.base import RatingError
 
@@ -27,7 +28,7 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
 
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
 BROKER_FROM_ENV = "\0from-env"
-EMBEDDED_ONLY = ("system", "params", "out", "top")
+EMBEDDED_ONLY = ("system", "params", "out", "top", "history")
 BROKER_ONLY = ("rate", "speedup")
 
 
@@ -61,6 +62,8 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="System parameter (repeatable).")
 @click.option("--embedded", is_flag=True, help="Run the pipeline in-process (no Kafka, no Redis).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Embedded: final ratings JSONL.")
+@click.option("--history", type=click.Path(dir_okay=False),
+              help="Embedded: every player's rating after every round or match batch, explained (JSONL).")
 @click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default'); overrides events'.")
 @click.option("--top", type=int, default=0, help="Embedded: print the top-N leaderboard.")
 @click.option("--batch-size", type=int, default=4096, show_default=True, help="Matches per batch.")
@@ -90,6 +93,7 @@ def replay(
     params: tuple[str, ...],
     embedded: bool,
     out: str | None,
+    history: str | None,
     pool: str | None,
     top: int,
     batch_size: int,
@@ -103,7 +107,9 @@ def replay(
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
     With --embedded the service's pipeline runs in-process and --out gets the final
-    rating of every player; with --broker the events are published to the service
+    rating of every player and --history every rating message the service would publish,
+    one line per player and rated unit (a round; the matches of one --batch-size batch),
+    with the rating before, the change and its cause; with --broker the events are published to the service
     (``--broker`` alone: to KAFKA_BOOTSTRAP_SERVERS). Options of the other mode are
     refused: --system, --param, --out and --top apply in-process only (the worker's
     configuration chooses each pool's system), --rate and --speedup only to publishing.
@@ -141,13 +147,18 @@ def replay(
         from stream.compile_notice import compile_notice
         from stream.engine.embedded import EmbeddedPipeline
 
-        pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
-        with compile_notice():
-            pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
-        # after the last record of all inputs: a round may span files of one replay
-        for open_round in pipeline.incomplete_rounds():
-            click.echo(f"warning: {open_round.describe()}", err=True)
-        rows = list(pipeline.final_ratings())
+        with contextlib.ExitStack() as stack:
+            sink = stack.enter_context(JsonlWriter(history)) if history else None
+            pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
+                                        history=None if sink is None else sink.write_many)
+            with compile_notice():
+                pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+            # after the last record of all inputs: a round may span files of one replay
+            for open_round in pipeline.incomplete_rounds():
+                click.echo(f"warning: {open_round.describe()}", err=True)
+            rows = list(pipeline.final_ratings())
+        if sink is not None:
+            click.echo(f"wrote {sink.rows} rating changes to {history}", err=True)
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -184,8 +184,11 @@ def export_state(s: Settings) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def embedded_state(paths: list[Path], system: str, pool_systems: dict[str, tuple[str, dict[str, Any]]] | None = None,
-                   batch_size: int = 4096) -> dict[tuple[str, str], dict[str, Any]]:
-    pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems, batch_size=batch_size)
+                   batch_size: int = 4096, history: list[dict[str, Any]] | None = None,
+                   ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The final ratings of the embedded replay; ``history``: gets its rating messages (``--history``)."""
+    pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems, batch_size=batch_size,
+                            history=None if history is None else history.extend)
     for p in paths:
         pipe.run(read_records(p))
     return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}

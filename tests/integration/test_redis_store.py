@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -179,8 +180,9 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
         assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
         assert await store.recorded_ids("x") == (200 if dedup == "ids" else 0)
         latest = {o.player: o for o in first.outputs}
-        for o in again.outputs:  # re-published with the versions already reached
+        for o in again.outputs:  # re-published with the versions already reached, explained as the first time
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
+            assert o.explain is not None and o.explain == latest[o.player].explain
         await store.close()
 
     asyncio.run(run())
@@ -232,6 +234,82 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
         await store.close()
 
     asyncio.run(run())
+
+
+def test_without_explanations_the_messages_and_the_commit_are_the_contract_ones(redis_url: str) -> None:
+    """MMR_EXPLAIN=0: the CONTRACT fields only, and nothing stored in ``:chg``."""
+    round_msg = orjson.dumps({"type": "round", "event_id": "e1", "pool": "r", "round_id": "r1", "time": 1,
+                              "standings": [{"player": p, "rank": i + 1} for i, p in enumerate("abc")]})
+    match_msg = orjson.dumps({"type": "match", "event_id": "m1", "pool": "x", "time": 1, "a": "a", "b": "b",
+                              "score": 1.0})
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            for explain in (False, True):
+                store = _store(redis_url)
+                proc = Processor(Settings(rounds_system="elo-mmr", matches_system="elo", explain=explain), store, ex)
+                res = await proc.process([Message("in", 0, 0, round_msg), Message("in", 0, 1, match_msg)])
+                assert len(res.outputs) == 5
+                assert all((o.explain is not None) == explain for o in res.outputs)
+                for pool, p in (("r", "a"), ("x", "b")):
+                    assert ((await store.changes(pool, [p]))[p] is not None) == explain
+                await store.close()
+
+    asyncio.run(run())
+
+
+def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_url: str, tmp_path: Path) -> None:
+    """The worker's rating messages carry the rating before, the change, the cause and (Elo-MMR)
+    the performance, equal field for field to `mmr replay --history`'s lines for the same units
+    (rounds; one match message = one batch of ``--batch-size`` matches), and the commit stores
+    each player's latest explanation (``:chg``) with its version."""
+    from stream.engine.embedded import EmbeddedPipeline
+    from stream.events.inputs import read_records
+
+    rng = np.random.default_rng(5)
+    events: list[dict[str, Any]] = []
+    for k in range(12):
+        who = rng.choice(40, 10, replace=False).tolist()
+        events.append({"type": "round", "event_id": f"e{k}", "pool": "r", "round_id": f"round-{k}",
+                       "time": 1000 * k, "standings": [{"player": f"p{i}", "rank": int(r)}
+                                                       for i, r in zip(who, rng.integers(1, 5, 10), strict=True)]})
+    size = 25
+    matches = [{"event_id": f"m{k}", "time": k, "a": f"q{a}", "b": f"q{(a + 1 + k % 11) % 15}",
+                "score": float(k % 3) / 2} for k, a in enumerate(rng.integers(15, size=8 * size).tolist())]
+    batches = [{"type": "match_batch", "pool": "x", "matches": matches[i:i + size]}
+               for i in range(0, len(matches), size)]
+
+    async def run() -> list[Any]:
+        store = _store(redis_url)
+        outputs = []
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(rounds_system="elo-mmr", matches_system="cowan"), store, ex)
+            for i, e in enumerate([*events, *batches]):  # one message a step: the units of the embedded replay
+                res = await proc.process([Message("in", 0, i, orjson.dumps(e))])
+                assert res.dead == []
+                outputs += res.outputs
+            records = {}
+            for pool in ("r", "x"):
+                players = sorted({o.player for o in outputs if o.pool == pool})
+                records.update({(pool, p): orjson.loads(v) for p, v in (await store.changes(pool, players)).items()})
+        await store.close()
+        return [outputs, records]
+
+    outputs, records = asyncio.run(run())
+    history: list[dict[str, Any]] = []
+    pipe = EmbeddedPipeline("elo-mmr", batch_size=size, pool_systems={"x": ("cowan", {})}, history=history.extend)
+    src = tmp_path / "events.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in [*events, *batches]))
+    pipe.run(read_records(src))
+    got = [o.as_dict() for o in outputs]
+    assert got == history and len(got) > 100
+    assert all("performance" in h and "round_id" in h for h in history if h["pool"] == "r")
+    assert all("match_ids" in h for h in history if h["pool"] == "x")
+    last = {(h["pool"], h["player"]): h for h in history}
+    fields = ("rating_before", "mu_before", "sigma_before", "delta", "round_id", "matches", "match_ids",
+              "performance")
+    assert records == {k: [h["version"], h["event_id"], h["time"], {f: h[f] for f in fields if f in h}]
+                       for k, h in last.items()}
 
 
 @pytest.mark.parametrize("dedup", ["ids", "offsets"])
@@ -547,7 +625,8 @@ def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
 
 
 @pytest.mark.parametrize(("suffix", "plant"), [("lb", "string"), ("done", "string"), ("ids", "zset"),
-                                               ("wm", "bad offset"), ("gen", "not a number"), ("meta", "list")])
+                                               ("wm", "bad offset"), ("gen", "not a number"), ("meta", "list"),
+                                               ("chg", "string")])
 def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, suffix: str, plant: str) -> None:
     """The commit script checks every key before its first write: a key of another type (or a counter
     or an offset that is no number) refuses the whole commit with StateError naming the key, and no
@@ -571,7 +650,7 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
         pool_keys = f"{store.prefix}:{{p}}:*"  # (the list of pools is written before, on its own)
         before = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
         c = Commit(beliefs={"a": b"\x01a", "b": b"\x01b"}, scores={"a": 1.0, "b": 2.0}, event_ids=["e1"],
-                   done_rounds=["r1"], offsets={"in/0": (None, 3)})
+                   done_rounds=["r1"], offsets={"in/0": (None, 3)}, changes={"a": b'[1,"e1",1,{}]'})
         await store.r.hset(store.pend_key("p", "r1"), "e0", "{}")
         before[store.pend_key("p", "r1").encode()] = await store.r.dump(store.pend_key("p", "r1"))
         gen = "soon" if plant == "not a number" else "0"

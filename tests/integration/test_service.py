@@ -59,10 +59,39 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _embedded(h: dict[str, Path], batch_size: int = 4096) -> dict[tuple[str, str], dict[str, Any]]:
+def _embedded(h: dict[str, Path], batch_size: int = 4096, history: list[dict[str, Any]] | None = None,
+              ) -> dict[tuple[str, str], dict[str, Any]]:
     """The embedded replay (its own batch size: results must not depend on where batches are cut)."""
     return embedded_state([h["rounds"], h["matches"]], ROUNDS_SYSTEM, batch_size=batch_size,
-                          pool_systems={"default": (ROUNDS_SYSTEM, {}), "m": (MATCHES_SYSTEM, {})})
+                          pool_systems={"default": (ROUNDS_SYSTEM, {}), "m": (MATCHES_SYSTEM, {})}, history=history)
+
+
+#: the fields of a rating message that explain the change (stream.engine.explain)
+EXPLAIN = ("rating_before", "mu_before", "sigma_before", "delta", "round_id", "matches", "match_ids", "performance")
+
+
+def _check_explanations(outputs: list[dict[str, Any]], history: list[dict[str, Any]]) -> None:
+    """Every message explains its change. A round's message equals the embedded history's line
+    of that player and version, field for field (rounds are units wherever batches are cut); a
+    match message covers the player's matches since their previous version, starting exactly
+    where that version ended (its explanation depends on the worker's batches)."""
+    lines = {(h["pool"], h["player"], h["version"]): h for h in history}
+    seen: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for o in outputs:
+        assert o["delta"] == o["rating"] - o["rating_before"], o
+        if "round_id" in o:
+            assert o == lines[(o["pool"], o["player"], o["version"])]
+        else:
+            assert o["match_ids"][-1] == o["event_id"] and 1 <= len(o["match_ids"]) <= min(o["matches"], 16)
+            seen[(o["pool"], o["player"])][o["version"]] = o
+    for msgs in seen.values():
+        for v, o in msgs.items():
+            prev = msgs.get(v - o["matches"])
+            if prev is not None:
+                assert (o["rating_before"], o["mu_before"], o["sigma_before"]) == (prev["rating"], prev["mu"],
+                                                                                prev["sigma"])
+            elif v == o["matches"]:  # the player's first change: from the prior
+                assert o["rating_before"] == 1500.0
 
 
 def _diff(got: dict[tuple[str, str], dict[str, Any]], want: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -80,11 +109,11 @@ def _check_ratings_topic(outputs: list[dict[str, Any]], final: dict[tuple[str, s
         by_player[(o["pool"], o["player"])].append(o)
     assert set(by_player) == set(final)
     for key, msgs in by_player.items():
-        seen: dict[int, tuple[float, float, float]] = {}
+        seen: dict[int, tuple[Any, ...]] = {}
         for prev, cur in itertools.pairwise(msgs):
             assert cur["version"] >= prev["version"], key
         for m in msgs:
-            nums = (m["rating"], m["mu"], m["sigma"])
+            nums = (m["rating"], m["mu"], m["sigma"], *(m.get(f) for f in EXPLAIN))
             assert seen.setdefault(m["version"], nums) == nums, (key, m["version"])
         last = msgs[-1]
         f = final[key]
@@ -102,9 +131,11 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         publish(paths, s, batch_size=500)
         wait_caught_up(s, worker)
         state = export_state(s)
-        expected = _embedded(histories)
+        history: list[dict[str, Any]] = []
+        expected = _embedded(histories, history=history)
         assert state == expected, _diff(state, expected)  # every float bit for bit
         outputs = read_json_topic(s, s.topic_ratings)
+        _check_explanations(outputs, history)
         out = tmp_path / "export.jsonl"
         subprocess.run([str(MMR), "export", "--out", str(out)], env=env_for(s), check=True, capture_output=True)
         rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
@@ -294,6 +325,8 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
     code, row = _get(port, "/pools/default/players/A")
     assert code == 200 and row["rating"] == state[("default", "A")]["rating"] and row["version"] == 2
+    assert row["round_id"] == "R1" and row["delta"] == row["rating"] - row["rating_before"]  # its latest change
+    assert row["event_id"] and row["time"] == 3000 and math.isfinite(row["performance"])
     assert _get(port, "/pools/default/players/nobody")[0] == 404
     assert _get(port, "/pools/nowhere/leaderboard")[0] == 404
     code, board = _get(port, "/pools/default/leaderboard?n=2")

@@ -1,0 +1,213 @@
+"""Explained rating changes: what a game client shows beside a new rating.
+
+For each player a rated unit changed (a round, or a batch of matches) the explanation holds
+
+* ``rating_before``, ``mu_before``, ``sigma_before``: the summary of the player's belief before
+  the unit (the system's prior for a newcomer), and ``delta`` = ``rating`` − ``rating_before``;
+* the cause: ``round_id`` for a round; for matches ``matches`` (how many of the player's matches
+  the change covers) and ``match_ids`` (the last ``MAX_MATCH_IDS`` of them, oldest first; the
+  output's ``event_id`` is the last one);
+* ``performance``: the player's performance in the round, where the system's beliefs keep it
+  (Elo-MMR with logistic terms: ``FastPath.latest_performances``).
+
+The worker (``stream.service.step``) and the embedded replay's history (``--history``) build it
+with the same functions from the same beliefs, so both give the same bits. It is computed only
+where outputs are made, from what the store held before the unit and the ratings after it: the
+rating kernels are not involved.
+
+A rating message covers everything its step changed for the player. A round is its own unit
+and replaces the explanation; consecutive match units of one step add up (``rating_before``
+stays that of the first, ``matches`` counts them all). So the explanation of a match message
+depends on where the worker's batches were cut (as its ``version`` steps do), while a round's
+does not: the embedded replay cuts matches by ``--batch-size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from typing import Any, cast
+
+import numpy as np
+
+from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
+from stream.ratings.base import Belief, Rating
+from stream.ratings.fastpath import ColumnSummaries
+from stream.state.codecs import Float64Codec
+from stream.state.memory import Held
+
+from .pool import _BELIEF_FAULTS, PoolEngine
+
+#: match ids one explanation lists at most (the latest); ``matches`` counts them all
+MAX_MATCH_IDS = 16
+
+Explanation = dict[str, Any]
+
+
+def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], players: Sequence[str]
+                   ) -> dict[str, Rating] | None:
+    """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None
+    when a stored value is not a belief (rating it fails too, and names the cause).
+
+    Read from the values' headers when the system's summary reads fixed positions of a float64
+    belief (``ColumnSummaries``: Elo-MMR, the baselines), without decoding them. Otherwise decoded
+    with ``remember``: for a system whose decoded beliefs the engine keeps (Cowan), the rating
+    that follows then decodes nothing again."""
+    fast, codec = engine.fast, engine.codec
+    if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec) and players:
+        # the header of each stored value: no decode (the summary reads three values of hundreds)
+        prior = codec.encode(engine.system.new_belief())
+        get = stored.get
+        ratings = fast.summary_packed([prior if (r := get(p)) is None else r for p in players], tag=prior[0])
+        if ratings is not None:
+            return dict(zip(players, ratings, strict=True))
+    try:
+        known = engine.decode_all(stored, list(players))
+        return _summaries(engine, [known.get(p) for p in players], players)
+    except _BELIEF_FAULTS:
+        return None
+
+
+def ratings_held(engine: PoolEngine, held: Mapping[str, Held], players: Sequence[str]) -> dict[str, Rating]:
+    """The summaries of what the embedded store holds for ``players`` (the prior's for absent ones)."""
+    fast = engine.fast
+    if engine.packed and isinstance(fast, ColumnSummaries) and players:
+        prior = fast.system.new_belief().astype("<f8").tobytes()
+        packed = [prior if (h := held.get(p)) is None else h for p in players]
+        ratings = fast.summary_packed(cast("list[bytes]", packed))
+        if ratings is not None:
+            return dict(zip(players, ratings, strict=True))
+    unpack = engine.unpack
+    return _summaries(engine, [None if (h := held.get(p)) is None else unpack(h) for p in players], players)
+
+
+def _summaries(engine: PoolEngine, beliefs: list[Belief | None], players: Sequence[str]) -> dict[str, Rating]:
+    prior = engine.system.new_belief()
+    full = [prior if b is None else b for b in beliefs]
+    return dict(zip(players, engine.fast.summary_many(full), strict=True))
+
+
+def performances_encoded(engine: PoolEngine, updates: Mapping[str, bytes]) -> dict[str, float] | None:
+    """Each player's performance in the round from the new values written to Redis (None: the
+    system keeps none, or its values are not float64-coded)."""
+    if not isinstance(engine.codec, Float64Codec):
+        return None
+    return _performances(engine, list(updates), list(updates.values()), skip=1)  # past the codec's tag
+
+
+def performances_held(engine: PoolEngine, changed: Mapping[str, Held]) -> dict[str, float] | None:
+    """``performances_encoded`` from what the embedded store holds next (packed bytes or arrays)."""
+    if engine.fast.latest_performances(()) is None:
+        return None
+    packed = [h if isinstance(h, bytes) else np.ascontiguousarray(h, dtype="<f8").tobytes()
+              for h in changed.values()]
+    return _performances(engine, list(changed), packed)
+
+
+def _performances(engine: PoolEngine, players: list[str], packed: Sequence[bytes], skip: int = 0
+                  ) -> dict[str, float] | None:
+    perfs = engine.fast.latest_performances(packed, skip)
+    if perfs is None:
+        return None
+    return {p: x for p, x in zip(players, perfs, strict=True) if x is not None}
+
+
+def player_matches(batch: MatchBatch, idx: PlayerIndex) -> tuple[list[int], list[list[str]]]:
+    """Per player of ``idx.players``: their matches in the batch, and the ids of the last
+    ``MAX_MATCH_IDS`` of them in batch order. Built by columns: one sort of (player, match)
+    keys, then a player with one match (most, in a large pool) costs no loop body."""
+    n = len(idx.a)
+    pos = np.concatenate((idx.a, idx.b))
+    counts = np.bincount(pos, minlength=len(idx.players))
+    match = np.concatenate((np.arange(n), np.arange(n)))
+    by_player = match[np.argsort(pos * n + match)]  # each player's matches, in batch order
+    ends = np.cumsum(counts)
+    get = batch.event_ids.__getitem__
+    ids = list(map(list, zip(map(get, by_player[ends - 1].tolist()), strict=True)))  # [last id] each
+    multi = np.flatnonzero(counts > 1)
+    for j, end, count in zip(multi.tolist(), ends[multi].tolist(), counts[multi].tolist(), strict=True):
+        ids[j] = list(map(get, by_player[end - min(count, MAX_MATCH_IDS):end].tolist()))
+    return counts.tolist(), ids
+
+
+_ROUND_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "round_id")
+_PERF_KEYS = (*_ROUND_KEYS, "performance")
+_MATCH_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "matches", "match_ids")
+
+
+def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mapping[str, Rating]
+             ) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], list[float]]:
+    """rating, μ and σ before, and the change of the displayed rating, per player (by columns;
+    numpy's float64 subtraction is Python's, bit for bit)."""
+    rb, mb, sb, _ = zip(*map(before.__getitem__, players), strict=True)
+    ra = [r.rating for r in map(after.__getitem__, players)]
+    delta: list[float] = np.subtract(np.array(ra, dtype=np.float64), np.array(rb, dtype=np.float64)).tolist()
+    return rb, mb, sb, delta
+
+
+def _explain(of: dict[str, Explanation], players: Sequence[str], keys: tuple[str, ...],
+             *columns: Sequence[Any]) -> None:
+    """``of[players[i]] = dict(zip(keys, row i of columns))``, by C-level passes (no loop body)."""
+    rows = zip(*columns, strict=True)
+    of.update(zip(players, map(dict, map(zip, repeat(keys), rows)), strict=True))
+
+
+class Explainer:
+    """The explanations of one step's outputs (``of``: player → explanation), unit by unit."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, Explanation] = {}
+
+    def round(self, event: RoundEvent, before: Mapping[str, Rating] | None, after: Mapping[str, Rating],
+              perfs: Mapping[str, float] | None) -> None:
+        """A round changed the players of ``after`` (those with ``rounds`` 0 were only registered:
+        nothing to explain). ``before`` None: unknown (``ratings_stored``), nothing is explained."""
+        if before is None:
+            self._forget(after)
+            return
+        players = [p for p, r in after.items() if r.rounds]
+        if not players:
+            return
+        rb, mb, sb, delta = _columns(players, before, after)
+        rid = [event.round_id] * len(players)
+        if perfs is not None and all(map(perfs.__contains__, players)):
+            _explain(self.of, players, _PERF_KEYS, rb, mb, sb, delta, rid, list(map(perfs.__getitem__, players)))
+        else:
+            _explain(self.of, players, _ROUND_KEYS, rb, mb, sb, delta, rid)
+            if perfs:
+                for p in players:
+                    if (x := perfs.get(p)) is not None:
+                        self.of[p]["performance"] = x
+
+    def matches(self, batch: MatchBatch, idx: PlayerIndex, before: Mapping[str, Rating] | None,
+                after: Mapping[str, Rating]) -> None:
+        """A batch of matches changed the players of ``after``; a player whose explanation in
+        this step already comes from matches keeps its ``rating_before`` and adds up."""
+        of = self.of
+        if before is None:
+            self._forget(after)
+            return
+        counts, ids = player_matches(batch, idx)
+        players = idx.players
+        if of or len(after) != len(players) or not all(map(after.__contains__, players)):
+            keep = [i for i, p in enumerate(players) if p in after]
+            for i in keep:  # players already explained by matches of this step add up
+                p = players[i]
+                e = of.get(p)
+                if e is not None and "matches" in e:
+                    e["matches"] += counts[i]
+                    e["match_ids"] = (e["match_ids"] + ids[i])[-MAX_MATCH_IDS:]
+                    e["delta"] = after[p].rating - e["rating_before"]
+                    counts[i] = 0
+            keep = [i for i in keep if counts[i]]
+            players = [players[i] for i in keep]
+            counts = [counts[i] for i in keep]
+            ids = [ids[i] for i in keep]
+            if not players:
+                return
+        rb, mb, sb, delta = _columns(players, before, after)
+        _explain(of, players, _MATCH_KEYS, rb, mb, sb, delta, counts, ids)
+
+    def _forget(self, players: Mapping[str, Rating]) -> None:
+        for p in players:
+            self.of.pop(p, None)

@@ -1,0 +1,217 @@
+"""Explained rating changes (stream.engine.explain) and `mmr replay --embedded --history`."""
+
+from __future__ import annotations
+
+import itertools
+import lzma
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from stream.engine.embedded import EmbeddedPipeline
+from stream.engine.explain import MAX_MATCH_IDS, player_matches
+from stream.events.inputs import read_records
+from stream.events.model import MatchBatch, MatchEvent, index_players
+from stream.ratings.elo_mmr import EloMMR
+from stream.tools.replay import replay
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def _round(eid: str, rid: str, t: int, standings: list[tuple[str, int]], pool: str = "default") -> dict[str, Any]:
+    return {"type": "round", "event_id": eid, "pool": pool, "round_id": rid, "time": t,
+            "standings": [{"player": p, "rank": r} for p, r in standings]}
+
+
+def _match(eid: str, t: int, a: str, b: str, score: float, pool: str = "m") -> dict[str, Any]:
+    return {"type": "match", "event_id": eid, "pool": pool, "time": t, "a": a, "b": b, "score": score}
+
+
+def _history(paths: list[Path], system: str, **kw: Any) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any]]:
+    rows: list[dict[str, Any]] = []
+    pipe = EmbeddedPipeline(system, history=rows.extend, **kw)
+    for p in paths:
+        pipe.run(read_records(p))
+    return rows, {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
+
+
+def _cli(*args: str) -> None:
+    res = CliRunner().invoke(replay, [*args, "--embedded", "--no-progress"])
+    assert res.exit_code == 0, res.output
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_two_rounds_by_hand(tmp_path: Path) -> None:
+    """Each line: the rating after, the rating before (the prior's, 1500 − 3·(350 − 80) = 690, for a
+    newcomer; the previous line's after that), the change, the round and the performance that
+    EloMMR.rate_round_detailed computes for the same beliefs."""
+    src = _write(tmp_path / "r.jsonl", [_round("e1", "r1", 1000, [("a", 1), ("b", 2), ("c", 3)]),
+                                        _round("e2", "r2", 2000, [("c", 1), ("a", 2)])])
+    rows, _ = _history([src], "elo-mmr")
+    system = EloMMR()
+    first = system.rate_round_detailed([system.new_belief()] * 3, [1, 2, 3], 1000)
+    b = dict(zip("abc", first.beliefs, strict=True))
+    second = system.rate_round_detailed([b["c"], b["a"]], [1, 2], 2000)
+    want = [("a", first, 0, "r1", "e1", 1000, None), ("b", first, 1, "r1", "e1", 1000, None),
+            ("c", first, 2, "r1", "e1", 1000, None), ("c", second, 0, "r2", "e2", 2000, b["c"]),
+            ("a", second, 1, "r2", "e2", 2000, b["a"])]
+    assert [(r["player"], r["round_id"]) for r in rows] == [(w[0], w[3]) for w in want]
+    for row, (player, res, i, rid, eid, t, prev) in zip(rows, want, strict=True):
+        after = system.summary(res.beliefs[i])
+        before = system.summary(prev) if prev is not None else system.summary(system.new_belief())
+        assert row == {"type": "rating", "pool": "default", "player": player, "rating": after.rating,
+                       "mu": after.mu, "sigma": after.sigma, "rounds": after.rounds, "version": after.rounds,
+                       "event_id": eid, "time": t, "system": "elo-mmr", "rating_before": before.rating,
+                       "mu_before": before.mu, "sigma_before": before.sigma,
+                       "delta": after.rating - before.rating, "round_id": rid,
+                       "performance": float(res.performances[i])}
+    assert rows[0]["rating_before"] == 690.0
+
+
+def test_matches_by_hand_and_their_batches(tmp_path: Path) -> None:
+    """Elo (k = 32, 400 points a factor 10): a beats b (+16 from 1500, both new), then a (1516)
+    beats c. One batch: one line per player citing all their matches; --batch-size 1: one line
+    per match, each starting from the line before."""
+    src = _write(tmp_path / "m.jsonl", [_match("m1", 1, "a", "b", 1.0), _match("m2", 2, "a", "c", 1.0)])
+    expected_a = 1.0 / (1.0 + 10 ** ((1500 - 1516) / 400))
+    a_after = 1516 + 32 * (1 - expected_a)
+    rows, final = _history([src], "elo")
+    by = {r["player"]: r for r in rows}
+    assert len(rows) == 3
+    assert by["a"]["matches"] == 2 and by["a"]["match_ids"] == ["m1", "m2"] and by["a"]["event_id"] == "m2"
+    assert by["a"]["rating_before"] == 1500.0 and by["a"]["rating"] == pytest.approx(a_after, abs=1e-9)
+    assert by["a"]["delta"] == by["a"]["rating"] - 1500.0 and by["a"]["version"] == 2
+    assert by["b"]["matches"] == 1 and by["b"]["match_ids"] == ["m1"] and by["b"]["rating"] == 1484.0
+    assert "performance" not in by["a"] and "round_id" not in by["a"]
+    one, _ = _history([src], "elo", batch_size=1)
+    a_lines = [r for r in one if r["player"] == "a"]
+    assert [r["match_ids"] for r in a_lines] == [["m1"], ["m2"]]
+    assert [r["rating_before"] for r in a_lines] == [1500.0, 1516.0]
+    assert a_lines[1]["rating"] == by["a"]["rating"] == final[("m", "a")]["rating"]
+
+
+def test_match_ids_are_bounded_and_the_latest() -> None:
+    batch = MatchBatch("m")
+    for i in range(40):
+        batch.add(MatchEvent(f"x{i}", "m", i, "a" if i % 2 else f"o{i}", f"o{i}" if i % 2 else "a", 1.0))
+    batch.add(MatchEvent("last", "m", 99, "b", "c", 0.5))
+    idx = index_players(batch)
+    got = dict(zip(idx.players, zip(*player_matches(batch, idx), strict=True), strict=True))
+    assert got["a"] == (40, [f"x{i}" for i in range(40 - MAX_MATCH_IDS, 40)])
+    assert got["b"] == got["c"] == (1, ["last"])
+
+
+@pytest.mark.parametrize(("system", "kind"), [("elo-mmr", "rounds"), ("elo-mmx", "rounds"), ("cowan", "matches"),
+                                              ("glicko", "matches")])
+def test_history_chains_and_ends_in_the_final_ratings(tmp_path: Path, system: str, kind: str) -> None:
+    """`mmr replay --history`: per player, every line starts where the one before ended (bit for bit),
+    the version grows by the events it covers, and the last line is the player's row of --out."""
+    rng = np.random.default_rng(3)
+    if kind == "rounds":
+        events = [_round(f"e{k}", f"r{k}", 1000 * k, [(f"p{int(i)}", int(r)) for i, r in
+                                                      zip(rng.choice(30, 8, replace=False), rng.integers(1, 6, 8),
+                                                          strict=True)]) for k in range(25)]
+    else:
+        events = [_match(f"m{k}", k, f"p{a}", f"p{(a + 1 + int(rng.integers(19))) % 20}", float(rng.integers(3)) / 2)
+                  for k, a in enumerate(rng.integers(20, size=400).tolist())]
+    src = _write(tmp_path / "in.jsonl", events)
+    out, hist = tmp_path / "out.jsonl", tmp_path / "sub" / "history.jsonl"
+    _cli(str(src), "--system", system, "--out", str(out), "--history", str(hist), "--batch-size", "37")
+    lines = _read(hist)
+    finals = {(r["pool"], r["player"]): r for r in _read(out)}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in lines:
+        by[(r["pool"], r["player"])].append(r)
+    prior = lines[0]["rating_before"]
+    assert set(by) == {k for k, r in finals.items() if r["rounds"]}
+    for key, rs in by.items():
+        assert rs[0]["rating_before"] == prior
+        for prev, cur in itertools.pairwise(rs):
+            assert (cur["rating_before"], cur["mu_before"], cur["sigma_before"]) == (prev["rating"], prev["mu"],
+                                                                                    prev["sigma"])
+        for r in rs:
+            assert r["delta"] == r["rating"] - r["rating_before"]
+            assert r["version"] == r["rounds"]
+            if kind == "matches":
+                assert len(r["match_ids"]) == min(r["matches"], MAX_MATCH_IDS) and r["match_ids"][-1] == r["event_id"]
+        steps = [r["version"] - (p["version"] if p else 0) for p, r in zip([None, *rs], rs, strict=False)]
+        assert steps == [r["matches"] if kind == "matches" else 1 for r in rs]
+        last = rs[-1]
+        assert {k: last[k] for k in ("pool", "player", "rating", "mu", "sigma", "rounds")} == finals[key]
+        assert ("performance" in last) == (system == "elo-mmr")
+
+
+def test_every_line_is_a_rating_message_of_the_schema(tmp_path: Path) -> None:
+    """History lines (the worker's messages) validate against schemas/rating.json, whose
+    explanation fields are typed (extra fields stay allowed)."""
+    import fastjsonschema
+
+    schema = orjson.loads((Path(__file__).resolve().parents[2] / "stream" / "schemas" / "rating.json").read_bytes())
+    assert {"rating_before", "delta", "round_id", "matches", "match_ids", "performance"} <= set(schema["properties"])
+    events = [_round("e1", "r1", 1, [("a", 1), ("b", 2), ("c", 2)])]
+    events += [_match(f"m{k}", k, "a", "b", 1.0) for k in range(20)]
+    rows, _ = _history([_write(tmp_path / "in.jsonl", events)], "elo-mmr", pool_systems={"m": ("elo", {})})
+    assert {"performance" in r for r in rows} == {True, False} and max(len(r.get("match_ids", ())) for r in rows) == 16
+    check = fastjsonschema.compile(schema)
+    for r in rows:
+        check(r)
+
+
+def test_bad_input_leaves_no_history(tmp_path: Path) -> None:
+    src = _write(tmp_path / "in.jsonl", [_round("e1", "r1", 1, [("a", 1), ("b", 2)])])
+    with src.open("ab") as fh:
+        fh.write(b'{"type": "round", "nonsense": 1}\n')
+    hist = tmp_path / "h.jsonl"
+    res = CliRunner().invoke(replay, [str(src), "--embedded", "--no-progress", "--history", str(hist)])
+    assert res.exit_code == 2 and "in.jsonl:2" in res.output
+    assert list(tmp_path.iterdir()) == [src]  # neither the history nor its temporary file
+
+
+def test_history_applies_only_in_process(tmp_path: Path) -> None:
+    src = _write(tmp_path / "in.jsonl", [_round("e1", "r1", 1, [("a", 1), ("b", 2)])])
+    res = CliRunner().invoke(replay, [str(src), "--broker", "127.0.0.1:1", "--history", str(tmp_path / "h")])
+    assert res.exit_code != 0 and "--history" in res.output
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not CODEFORCES.exists(), reason=f"shared data absent: {CODEFORCES} (needs ../shared/data)")
+def test_codeforces_prefix_history(tmp_path: Path) -> None:
+    """The first 60 Codeforces contests: one line per result, each with the player's performance
+    in that contest, chained per player, ending in --out."""
+    src = tmp_path / "cf.jsonl.xz"
+    results = 0
+    with lzma.open(CODEFORCES, "rb") as fh, lzma.open(src, "wb") as dst:
+        for _, line in zip(range(60), fh, strict=False):
+            dst.write(line)
+            results += len(orjson.loads(line)["standings"])
+    out, hist = tmp_path / "out.jsonl", tmp_path / "h.jsonl"
+    _cli(str(src), "--out", str(out), "--history", str(hist))
+    last: dict[str, dict[str, Any]] = {}
+    n = 0
+    for line in hist.read_bytes().splitlines():
+        r = orjson.loads(line)
+        prev = last.get(r["player"])
+        assert r["rating_before"] == (prev["rating"] if prev else 690.0)
+        assert math.isfinite(r["performance"]) and r["version"] == (prev["version"] + 1 if prev else 1)
+        last[r["player"]] = r
+        n += 1
+    assert n == results
+    finals = _read(out)
+    assert len(finals) == len(last)
+    for f in finals:
+        assert {k: last[f["player"]][k] for k in f} == f
