@@ -145,6 +145,15 @@ async def _engine(api: ReadApi, pool: str) -> PoolEngine:
         raise web.HTTPInternalServerError(text=str(exc)) from exc
 
 
+def _explain(row: dict[str, Any], change: bytes | None) -> None:
+    """Add to a player's ``row`` the explanation of the change that made its version (``:chg``);
+    nothing when the stored one is of another version (or none was stored, by an older worker)."""
+    if change is not None:
+        version, event_id, time, explained = orjson.loads(change)
+        if version == row["version"]:
+            row.update(event_id=event_id, time=time, **explained)
+
+
 def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
     r = eng.rating_of(player, raw)  # RatingError: a stored value that is not a belief (see the handlers)
     return {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds,
@@ -265,10 +274,7 @@ def make_web_app(api: ReadApi) -> web.Application:
             row = _row(pool, name, eng, raw)
         except RatingError as exc:
             raise web.HTTPInternalServerError(text=str(exc)) from exc
-        if change is not None:
-            version, event_id, time, explained = orjson.loads(change)
-            if version == row["version"]:  # the change that made this version (none stored by an older worker)
-                row.update(event_id=event_id, time=time, **explained)
+        _explain(row, change)
         return web.json_response(row)
 
     @routes.get("/pools/{pool}/leaderboard", operation(
@@ -331,6 +337,9 @@ def make_web_app(api: ReadApi) -> web.Application:
             raise web.HTTPBadRequest(text="players: at least one player id is required")
         eng = await _engine(api, pool)
         rows, unreadable = await _rows(pool, eng, wanted)
+        changes = await api.store.changes(pool, [r["player"] for r in rows])
+        for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
+            _explain(row, changes[row["player"]])
         found = {r["player"] for r in rows} | set(unreadable)
         body: dict[str, Any] = {"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found]}
         if unreadable:

@@ -18,7 +18,12 @@ from typing import Any
 
 from aiohttp import web
 
+from stream.events.validate import schema
+
 Handler = Callable[[web.Request], Any]
+
+#: the rating message's fields that explain a change, besides the ``*_before`` ones
+_EXPLANATION = ("delta", "event_id", "time", "round_id", "matches", "match_ids", "performance")
 
 #: what the CONTRACT allows as a player id or a pool name
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -27,9 +32,12 @@ TEXT = {"text/plain": {"schema": {"type": "string"}}}
 SCHEMAS: dict[str, Any] = {
     "Health": {
         "type": "object", "required": ["status", "http_port"],
-        "properties": {"status": {"type": "string", "enum": ["alive", "ok", "starting", "unhealthy"]},
+        "properties": {"status": {"type": "string", "enum": ["alive", "ok", "degraded", "starting", "unhealthy"]},
                        "http_port": {"type": "integer"},
-                       "redis": {"type": "string", "description": "why Redis did not answer"}},
+                       "redis": {"type": "string", "description": "why Redis did not answer"},
+                       "halted": {"type": "array", "items": {"type": "object"},
+                                  "description": "input partitions halted by a bug in the rating step "
+                                                 "(status `degraded`; docs/service.md)"}},
     },
     "Rating": {
         "type": "object", "required": ["pool", "player", "rating", "mu", "sigma", "rounds", "version", "system"],
@@ -37,7 +45,10 @@ SCHEMAS: dict[str, Any] = {
                        "rating": {"type": "number", "description": "the displayed (conservative) rating"},
                        "mu": {"type": "number"}, "sigma": {"type": "number"},
                        "rounds": {"type": "integer", "description": "events that changed this player"},
-                       "version": {"type": "integer"}, "system": {"type": "string"}},
+                       "version": {"type": "integer"}, "system": {"type": "string"},
+                       # the explanation of the latest change, as in the rating message (its shipped schema)
+                       **{k: v for k, v in schema("rating")["properties"].items()
+                          if k.endswith("_before") or k in _EXPLANATION}},
     },
     "Leaderboard": {
         "type": "object", "required": ["pool", "top", "offset", "total"],

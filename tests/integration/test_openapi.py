@@ -21,10 +21,11 @@ from aiohttp import web
 from conftest import free_port
 from prometheus_client import CollectorRegistry
 
+from stream.events.validate import schema
 from stream.service.app import http_clients
 from stream.service.config import PoolConfig, Settings
 from stream.service.http import ReadApi, make_web_app
-from stream.service.openapi import openapi_path
+from stream.service.openapi import SCHEMAS, openapi_path
 from stream.service.processor import Message, Processor
 from stream.state.redis_store import RedisStore
 
@@ -42,6 +43,11 @@ def _app(s: Settings) -> tuple[web.Application, ReadApi]:
     api = ReadApi(reads, proc.registry, CollectorRegistry(), proc.executor, 0, lambda: True, health=health,
                   concurrency=s.http_redis_connections)
     return make_web_app(api), api
+
+
+def test_a_rating_answer_documents_every_field_of_the_rating_message() -> None:
+    """The player endpoints answer what the rating message carries (its explanation included)."""
+    assert set(SCHEMAS["Rating"]["properties"]) == set(schema("rating")["properties"]) - {"type"}
 
 
 def test_every_route_is_in_the_document_and_nothing_else() -> None:

@@ -168,6 +168,19 @@ def _recorded_ids(url: str, prefix: str) -> dict[str, list[bytes]]:
         r.close()
 
 
+def _wait_committing(url: str, prefix: str, timeout: float = 60.0) -> None:
+    """Until a commit lands within ``LOST_S / 4``: the worker is committing right now (it may stall on a
+    loaded machine, and a crash while it stalls loses nothing, which would prove nothing)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        t0, n0 = time.monotonic(), _commits(url, prefix)
+        while _commits(url, prefix) <= n0 and time.monotonic() - t0 < LOST_S / 4:
+            time.sleep(0.02)
+        if _commits(url, prefix) > n0:
+            return
+        assert time.monotonic() < deadline, "the worker stopped committing"
+
+
 def _wait_commits(url: str, prefix: str, more_than: int, timeout: float = 60.0) -> int:
     deadline = time.monotonic() + timeout
     while (n := _commits(url, prefix)) <= more_than:
@@ -205,6 +218,7 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
         # 1. Redis alone: the worker keeps running and must notice the restart by itself
         _wait_commits(everysec_redis.url, s.key_prefix, start + 30)
         time.sleep(LOST_S + 0.5)
+        _wait_committing(everysec_redis.url, s.key_prefix)
         before = _commits(everysec_redis.url, s.key_prefix)
         cut.append(everysec_redis.crash())
         everysec_redis.start()
@@ -214,6 +228,7 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
         _wait_commits(everysec_redis.url, s.key_prefix, after + 30)
         time.sleep(LOST_S + 0.5)
         assert worker.alive(), worker.log_tail()
+        _wait_committing(everysec_redis.url, s.key_prefix)
         before = _commits(everysec_redis.url, s.key_prefix)
         worker.kill()
         cut.append(everysec_redis.crash())
