@@ -22,8 +22,10 @@ from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
-from stream.ratings.base import Belief, RatingError, RatingSystem
-from stream.state.memory import MemoryStore
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.fastpath import ColumnSummaries
+from stream.state.memory import Held, MemoryStore
+from stream.state.packed_pool import PackedPool
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,10 @@ class EmbeddedPipeline:
             eng = self.engines[pool] = PoolEngine(pool, make_system(name, params))
         return eng
 
+    def held(self, pool: str) -> Mapping[str, Held]:
+        """What the store holds for ``pool``: a packed pool's beliefs in one arena."""
+        return self.store.pool(pool, packed=self.engine(pool).packed)
+
     # --- feeding -------------------------------------------------------------------
     def add(self, etype: str, value: Any, where: str = "") -> None:
         """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
@@ -128,7 +134,7 @@ class EmbeddedPipeline:
             return
         eng = self.engine(event.pool)
         try:
-            changed = eng.store_round(event, self.store.pool(event.pool))
+            changed = eng.store_round(event, self.held(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
         self.store.commit(event.pool, changed, (event.event_id, *extra_ids))
@@ -143,7 +149,7 @@ class EmbeddedPipeline:
             if not batch:
                 continue
             try:
-                changed = self.engine(p).store_matches(batch, self.store.pool(p))
+                changed = self.engine(p).store_matches(batch, self.held(p))
             except RatingError as exc:
                 # named by the batch's first match: the batch is rated as one step (sequential
                 # meaning), so the culprit is that match or one after it in the same batch
@@ -182,13 +188,27 @@ class EmbeddedPipeline:
         rating at the batch that makes it (``pool._check_finite``); the embedded store checks
         once here, off the per-batch path.
         """
-        for pool, player, belief in self.beliefs():
-            r = self.engine(pool).system.summary(belief)
-            if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
-                raise RatingError(f"pool {pool!r}: the final rating of player {player!r} is not finite "
-                                  f"(rating {r.rating}, sigma {r.sigma}): the system's parameters or the input "
-                                  f"drove the belief out of range")
-            yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
+        for pool, held in self.store.beliefs.items():
+            for player, r in zip(held, self._summaries(pool, held), strict=True):
+                if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
+                    raise RatingError(f"pool {pool!r}: the final rating of player {player!r} is not finite "
+                                      f"(rating {r.rating}, sigma {r.sigma}): the system's parameters or the input "
+                                      f"drove the belief out of range")
+                yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma,
+                       "rounds": r.rounds}
+
+    def _summaries(self, pool: str, held: Mapping[str, Held]) -> Iterable[Rating]:
+        """Every held player's summary, in the store's order: from the arena's columns at once
+        when the system's summary reads fixed positions (``ColumnSummaries``), else one by one."""
+        eng = self.engine(pool)
+        fast = eng.fast
+        if (isinstance(held, PackedPool) and isinstance(fast, ColumnSummaries) and len(held)
+                and int(held.length[: len(held)].min()) > max(fast.columns)):
+            ratings = fast.ratings(held.columns(fast.columns))
+            if ratings is not None:
+                return ratings
+        summary = eng.system.summary
+        return (summary(eng.unpack(b)) for b in held.values())
 
     def beliefs(self) -> Iterator[tuple[str, str, Belief]]:
         """(pool, player, belief as an array) of every player, in first-seen order."""

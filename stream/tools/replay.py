@@ -10,7 +10,7 @@ import click
 from click.core import ParameterSource
 
 from stream.events.inputs import CsvMapping, InputError
-from stream.files import iter_records, write_jsonl_atomic
+from stream.files import iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
 from stream.ratings.base import RatingError
 
@@ -143,7 +143,7 @@ def replay(
 
         pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
         with compile_notice():
-            pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+            pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip)))
         # after the last record of all inputs: a round may span files of one replay
         for open_round in pipeline.incomplete_rounds():
             click.echo(f"warning: {open_round.describe()}", err=True)
