@@ -13,10 +13,10 @@ Layout
   dict store would list them (the final ratings' order).
 * ``arena`` is one float64 array; player i's belief is ``arena[start[i] : start[i] + length[i]]``
   (the raw float64 values of the packed belief, as ``PoolEngine.unpack`` reads them), in a
-  slot of ``2**cls[i]`` values. A belief is rewritten in its slot; one that outgrows it
+  slot of ``slot_size(cls[i])`` values. A belief is rewritten in its slot; one that outgrows it
   (Elo-MMR's beliefs grow by a term per round up to ``history_limit``) moves to a slot of its
   new size class, and the old slot is reused by the next belief of that class. So the
-  arena holds at most twice the live values plus free slots, and nothing is ever compacted.
+  arena holds at most 4/3 of the live values plus free slots, and nothing is ever compacted.
 
 It is a ``Mapping[str, bytes]`` (``get`` gives the packed bytes), so every per-player path of
 the engine (matches, team rounds, the final listing) works on it unchanged; only whole rounds
@@ -26,6 +26,7 @@ use the dense form (``indices`` / ``gather`` / ``FlatBeliefs``).
 from __future__ import annotations
 
 import itertools
+import mmap
 from collections.abc import Iterator, Mapping, Sequence
 
 import numba as nb
@@ -71,9 +72,17 @@ def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
 
 
 def slot_class(lengths: IntArray) -> IntArray:
-    """The size class of beliefs of ``lengths`` values: slots of 2**class values (exact for
-    integers below 2**53, far beyond any belief)."""
-    return np.frexp(np.maximum(lengths, 1) - 1)[1].astype(np.int64)
+    """The size class of beliefs of ``lengths`` values: the smallest slot that holds them, of
+    the sizes 1, 2, 3, 4, 6, 8, 12, 16, … (``slot_size``: a power of two or 3/4 of one, so a
+    slot wastes at most a quarter of itself). Exact for lengths below 2**53."""
+    k = np.frexp(np.maximum(lengths, 2) - 1)[1].astype(np.int64)  # 2**(k-1) < length <= 2**k
+    return np.where(4 * lengths <= 3 << k, 2 * k - 1, 2 * k)
+
+
+def slot_size(c: int) -> int:
+    """Values in a slot of class ``c``: 2**(c/2) for even ``c``, 3/4 of 2**((c+1)/2) for odd."""
+    base = 1 << (c >> 1)
+    return base + (base >> 1) if c & 1 else base
 
 
 class FlatBeliefs(Mapping[str, bytes]):
@@ -109,11 +118,13 @@ class PackedPool(Mapping[str, bytes]):
     def __init__(self) -> None:
         self.names: list[str] = []
         self.index: dict[str, int] = {}
-        self.arena = np.empty(_MIN_VALUES, dtype=np.float64)
+        self._map: mmap.mmap | None = None
+        self.arena = np.empty(0, dtype=np.float64)
+        self.tail = 0  # end of the last slot ever cut from ``arena``
+        self._grow(_MIN_VALUES)
         self.start = np.zeros(_MIN_PLAYERS, dtype=np.int64)
         self.length = np.zeros(_MIN_PLAYERS, dtype=np.int64)
         self.cls = np.full(_MIN_PLAYERS, -1, dtype=np.int64)  # slot size class (−1: no slot)
-        self.tail = 0  # end of the last slot ever cut from ``arena``
         #: free slots of each size class: starts in ``_free[c][: _nfree[c]]``
         self._free: dict[int, IntArray] = {}
         self._nfree: dict[int, int] = {}
@@ -211,7 +222,7 @@ class PackedPool(Mapping[str, bytes]):
                 starts[:take] = self._free[c][nfree - take: nfree]
                 self._nfree[c] = nfree - take
             if k > take:
-                size = 1 << c
+                size = slot_size(c)
                 starts[take:] = self._cut((k - take) * size) + size * np.arange(k - take, dtype=np.int64)
             self.start[who] = starts
         self.cls[players] = classes
@@ -232,11 +243,38 @@ class PackedPool(Mapping[str, bytes]):
         """``size`` new values at the tail (the arena grows by half when full); their start."""
         at = self.tail
         if at + size > self.arena.shape[0]:
-            grown = np.empty(max(at + size, self.arena.shape[0] * 3 // 2), dtype=np.float64)
-            grown[:at] = self.arena[:at]
-            self.arena = grown
+            self._grow(max(at + size, self.arena.shape[0] * 3 // 2))
         self.tail = at + size
         return at
+
+    def _grow(self, values: int) -> None:
+        """Make the arena ``values`` long, keeping its first ``tail`` values.
+
+        The arena is a private anonymous memory map (a shared one cannot grow: its pages past
+        the first size fault): resized, the kernel moves its pages (``mremap``) instead of
+        copying them, and pages never written take no memory. A copy
+        into a new array would hold both for a moment, and the last growth of a long history
+        would set the replay's peak memory. Falls back to that copy if something still holds
+        a view of the arena (the map cannot be resized then)."""
+        old = self.arena
+        mm = self._map
+        if mm is not None:
+            del self.arena, old  # the map's only export
+            try:
+                mm.resize(8 * values)
+            except (BufferError, OSError, ValueError, SystemError):
+                pass
+            else:
+                self.arena = np.frombuffer(mm, dtype=np.float64)
+                return
+            self.arena = old = np.frombuffer(mm, dtype=np.float64)
+        try:
+            mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except (OSError, ValueError):
+            mm = None
+        grown = np.empty(values, dtype=np.float64) if mm is None else np.frombuffer(mm, dtype=np.float64)
+        grown[: self.tail] = old[: self.tail]
+        self.arena, self._map = grown, mm
 
     def columns(self, cols: Sequence[int]) -> FloatArray:
         """``out[j, i]`` = value ``cols[j]`` of player i's belief, every player in index order

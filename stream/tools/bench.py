@@ -13,6 +13,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "elo-mmr": ("stream.tools.bench_elo_mmr", "bench_elo_mmr"),
     "cowan": ("stream.tools.bench_cowan", "bench_cowan"),
     "service": ("stream.tools.bench_service", "bench_service"),
+    "replay": ("stream.tools.bench_replay", "bench_replay"),
 }
 
 
@@ -42,4 +43,4 @@ class _LazyBench(click.Group):
 
 @click.group(cls=_LazyBench)
 def bench() -> None:
-    """Benchmarks (all, elo-mmr, cowan, service); see BENCHMARKS.md for recorded runs."""
+    """Benchmarks (all, elo-mmr, cowan, replay, service); see BENCHMARKS.md for recorded runs."""
