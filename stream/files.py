@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Empty, Full, Queue
 from typing import Any, TypeVar
@@ -51,7 +51,8 @@ class _Raised:
         self.exc = exc
 
 
-def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-4) -> Iterator[T]:
+def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-4,
+               prepare: Callable[[T], T] | None = None) -> Iterator[T]:
     """``items``, produced by a thread of their own: reading and decoding a history (lzma
     releases the GIL; JSON decoding and checks do not) runs while the consumer's numba
     kernels run without the GIL, on the other core.
@@ -64,6 +65,8 @@ def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-
     by default) is how long the consumer can wait for the GIL after each kernel returns while
     the reader decodes; the reader's work is thousands of short steps, so a short interval
     costs it little and the consumer then waits at most that long. Restored at the end.
+
+    ``prepare``: applied to each item in the reading thread (work for the consumer done ahead).
     """
     queue: Queue[object] = Queue(maxsize=depth)
     stop = threading.Event()
@@ -71,6 +74,8 @@ def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-
     def produce() -> None:
         try:
             for item in items:
+                if prepare is not None:
+                    item = prepare(item)
                 while not stop.is_set():
                     try:
                         queue.put(item, timeout=0.1)

@@ -157,6 +157,17 @@ class EmbeddedPipeline:
                 raise InputError(where or "input", reason) from None
             self.store.commit(p, changed, batch.event_ids)
 
+    def look_ahead(self, record: tuple[str, str, Any]) -> tuple[str, str, Any]:
+        """``record`` unchanged, its round's players looked up in their pool's arena ahead
+        (``PackedPool.look_ahead``): for a thread that reads records while this pipeline
+        rates earlier ones (``mmr replay``: ``stream.files.prefetched``'s ``prepare``)."""
+        _, etype, value = record
+        if etype == "round":
+            held = self.store.beliefs.get(value.pool)
+            if isinstance(held, PackedPool):
+                held.look_ahead(value.players)
+        return record
+
     def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
         """Apply every record; a bad one raises InputError naming its file and line."""
         for where, etype, value in records:

@@ -36,6 +36,7 @@ from stream.ratings.base import FloatArray, IntArray
 
 _MIN_VALUES = 1 << 16  # arena values allocated at first (512 KiB)
 _MIN_PLAYERS = 1 << 10
+_AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -128,6 +129,8 @@ class PackedPool(Mapping[str, bytes]):
         #: free slots of each size class: starts in ``_free[c][: _nfree[c]]``
         self._free: dict[int, IntArray] = {}
         self._nfree: dict[int, int] = {}
+        #: ``look_ahead``'s answers by ``id`` of the players' list (with the list)
+        self._ahead: dict[int, tuple[Sequence[str], IntArray]] = {}
 
     # --- Mapping ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -151,7 +154,30 @@ class PackedPool(Mapping[str, bytes]):
 
     # --- dense form -----------------------------------------------------------------
     def indices(self, players: Sequence[str]) -> IntArray:
-        """Each player's index, −1 for one not held yet (one C-level look-up each)."""
+        """Each player's index, −1 for one not held yet (one C-level look-up each; those of a
+        list ``look_ahead`` was given come from its answer, only its −1s asked again)."""
+        hint = self._ahead.pop(id(players), None)
+        if hint is None or hint[0] is not players:
+            return self._lookup(players)
+        idx = hint[1]
+        missing = np.flatnonzero(idx < 0)
+        if missing.size:
+            idx[missing] = self._lookup([players[k] for k in missing.tolist()])
+        return idx
+
+    def look_ahead(self, players: Sequence[str]) -> None:
+        """Look ``players`` up now, for a later ``indices`` of this very list: a reading thread
+        calls it while the rating thread runs kernels, which then finds the answer made.
+
+        Safe from another thread: each look-up is one dict operation, and a player's index
+        never changes once given, so an answer can only miss players registered since (−1),
+        which ``indices`` looks up again. Answers never asked for (an event skipped as
+        applied) are dropped once ``_AHEAD_MAX`` wait."""
+        if len(self._ahead) >= _AHEAD_MAX:
+            self._ahead.clear()
+        self._ahead[id(players)] = (players, self._lookup(players))  # holds the list: its id stays its own
+
+    def _lookup(self, players: Sequence[str]) -> IntArray:
         return np.fromiter(map(self.index.get, players, itertools.repeat(-1)), dtype=np.int64,
                            count=len(players))
 

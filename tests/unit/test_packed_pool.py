@@ -82,3 +82,19 @@ def test_growth_with_a_view_of_the_arena_held_still_keeps_every_belief() -> None
     assert pool.arena.shape[0] > view.shape[0]
     assert view[:9].tobytes() == pool["first"]
     assert all(pool[p] == b for p, b in model.items())
+
+
+def test_look_ahead_answers_agree_with_a_fresh_look_up_after_newcomers_arrive() -> None:
+    """An answer looked up ahead misses players registered after it (−1 then): ``indices``
+    asks again for those, so it equals a look-up made at the time."""
+    rng = np.random.default_rng(3)
+    pool = PackedPool()
+    pool.update({"a": _belief(rng, 6), "b": _belief(rng, 6)})
+    players = ["b", "late", "never", "a"]
+    pool.look_ahead(players)
+    pool.update({"late": _belief(rng, 6)})  # registered after the look-ahead
+    assert pool.indices(players).tolist() == [1, 2, -1, 0]
+    assert pool.indices(players).tolist() == pool._lookup(players).tolist()  # answer used once
+    other = list(players)  # an equal list is not the one looked up
+    pool.look_ahead(players)
+    assert pool.indices(other).tolist() == [1, 2, -1, 0]
