@@ -27,6 +27,9 @@ from stream.ratings.fastpath import ColumnSummaries
 from stream.state.memory import Held, MemoryStore
 from stream.state.packed_pool import PackedPool
 
+#: players summarised at a time from an arena's columns (``EmbeddedPipeline.final_ratings``)
+_SUMMARY_BLOCK = 1 << 14
+
 
 @dataclass(frozen=True, slots=True)
 class IncompleteRound:
@@ -215,11 +218,22 @@ class EmbeddedPipeline:
         fast = eng.fast
         if (isinstance(held, PackedPool) and isinstance(fast, ColumnSummaries) and len(held)
                 and int(held.length[: len(held)].min()) > max(fast.columns)):
-            ratings = fast.ratings(held.columns(fast.columns))
-            if ratings is not None:
-                return ratings
+            return self._column_summaries(eng, fast, held)
         summary = eng.system.summary
         return (summary(eng.unpack(b)) for b in held.values())
+
+    @staticmethod
+    def _column_summaries(eng: PoolEngine, fast: ColumnSummaries, held: PackedPool) -> Iterator[Rating]:
+        """``_summaries`` from the arena's columns, a block of players at a time (a list of
+        every player's Rating at once would add to the replay's peak memory); a block the
+        columns cannot answer (``ratings`` None) goes belief by belief."""
+        cols = held.columns(fast.columns)
+        summary = eng.system.summary
+        for a in range(0, cols.shape[1], _SUMMARY_BLOCK):
+            block = fast.ratings(cols[:, a: a + _SUMMARY_BLOCK])
+            if block is None:
+                block = [summary(eng.unpack(held[p])) for p in held.names[a: a + _SUMMARY_BLOCK]]
+            yield from block
 
     def beliefs(self) -> Iterator[tuple[str, str, Belief]]:
         """(pool, player, belief as an array) of every player, in first-seen order."""

@@ -40,15 +40,21 @@ _AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's de
 
 
 @nb.njit(cache=True, nogil=True)
-def _gather(values, start, length, idx, prior):  # type: ignore[no-untyped-def]
-    """The beliefs of players ``idx`` (−1: ``prior``) one after another, and their offsets."""
+def _offsets(length, idx, prior_length: int):  # type: ignore[no-untyped-def]
+    """Where the beliefs of players ``idx`` (−1: the prior) start one after another."""
     n = idx.shape[0]
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
     for k in range(n):
         i = idx[k]
-        offsets[k + 1] = offsets[k] + (length[i] if i >= 0 else prior.shape[0])
-    flat = np.empty(offsets[n])
+        offsets[k + 1] = offsets[k] + (length[i] if i >= 0 else prior_length)
+    return offsets
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[no-untyped-def]
+    """The beliefs of players ``idx`` (−1: ``prior``) into ``flat`` at ``offsets``."""
+    n = idx.shape[0]
     for k in range(n):
         i = idx[k]
         o = offsets[k]
@@ -59,7 +65,6 @@ def _gather(values, start, length, idx, prior):  # type: ignore[no-untyped-def]
         else:
             for q in range(prior.shape[0]):
                 flat[o + q] = prior[q]
-    return flat, offsets
 
 
 @nb.njit(cache=True, nogil=True)
@@ -131,6 +136,7 @@ class PackedPool(Mapping[str, bytes]):
         self._nfree: dict[int, int] = {}
         #: ``look_ahead``'s answers by ``id`` of the players' list (with the list)
         self._ahead: dict[int, tuple[Sequence[str], IntArray]] = {}
+        self._flat = np.empty(0, dtype=np.float64)  # ``gather``'s buffer
 
     # --- Mapping ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -183,8 +189,17 @@ class PackedPool(Mapping[str, bytes]):
 
     def gather(self, idx: IntArray, prior: FloatArray) -> tuple[FloatArray, IntArray]:
         """The beliefs of ``idx`` (−1: ``prior``, float64) one after another, and their offsets
-        (belief k is ``flat[offsets[k] : offsets[k + 1]]``): the kernels' flat layout."""
-        flat, offsets = _gather(self.arena, self.start, self.length, idx, prior)
+        (belief k is ``flat[offsets[k] : offsets[k + 1]]``): the kernels' flat layout.
+
+        ``flat`` is a view of one buffer that the next ``gather`` overwrites (a round's
+        largest temporary, allocated once rather than per round: fewer large blocks for the
+        C allocator to keep), so use it before gathering again."""
+        offsets = _offsets(self.length, idx, prior.shape[0])
+        size = int(offsets[-1])
+        if self._flat.shape[0] < size:
+            self._flat = np.empty(max(size, self._flat.shape[0] * 3 // 2), dtype=np.float64)
+        flat = self._flat[:size]
+        _gather(self.arena, self.start, self.length, idx, prior, offsets, flat)
         return flat, offsets
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
