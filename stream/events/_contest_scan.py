@@ -2,8 +2,8 @@
 
 Why: a contest line of the reference's format holds thousands of ``["handle", lo, hi]`` rows.
 Decoded by orjson they become a list, a str and two ints each, which the reader then checks
-and turns into columns: over the Codeforces history (3.1 million rows) that was more CPU than
-the rating kernels' own work on a quiet machine. Here one pass over the line's bytes finds the
+and turns into columns: over the Codeforces history (3.1 million rows) that costs more CPU
+than the rating kernels' own work (BENCHMARKS.md, "Elo-MMR"). Here one pass over the line's bytes finds the
 top-level ``"standings"`` value, checks it and writes the names (one buffer, split once) and
 the two integer columns; orjson decodes only the rest of the line (the contest's own fields).
 

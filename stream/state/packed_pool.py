@@ -1,11 +1,11 @@
 """One embedded pool's packed beliefs in a single arena: no Python object per player and round.
 
-Why: a dict of one ``bytes`` per player made every round pay per-player Python work around
+Why: a dict of one ``bytes`` per player makes every round pay per-player Python work around
 the kernels (a dict look-up, a ``bytes.join`` to gather, one ``bytes`` cut per player from the
-output, a dict update freeing the replaced ones): over the Codeforces history that was more
+output, a dict update freeing the replaced ones): over the Codeforces history that costs more
 time than the kernels themselves (BENCHMARKS.md, "Elo-MMR"). Here a player gets a dense index
 once, at first sight; a round is gathered into the kernels' flat layout by one numba loop and
-its output block is written back with one copy and two vector assignments.
+its output block is written back into the players' slots by another.
 
 Layout
 ------
@@ -16,7 +16,7 @@ Layout
   slot of ``slot_size(cls[i])`` values. A belief is rewritten in its slot; one that outgrows it
   (Elo-MMR's beliefs grow by a term per round up to ``history_limit``) moves to a slot of its
   new size class, and the old slot is reused by the next belief of that class. So the
-  arena holds at most 4/3 of the live values plus free slots, and nothing is ever compacted.
+  arena holds at most 3/2 of the live values plus free slots, and nothing is ever compacted.
 
 It is a ``Mapping[str, bytes]`` (``get`` gives the packed bytes), so every per-player path of
 the engine (matches, team rounds, the final listing) works on it unchanged; only whole rounds
@@ -34,8 +34,9 @@ import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray
 
-_MIN_VALUES = 1 << 16  # arena values allocated at first (512 KiB)
-_MIN_PLAYERS = 1 << 10
+_MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
+_MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)
+_MIN_PLAYERS = 1 << 6
 _AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
 
 
@@ -80,7 +81,7 @@ def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
 def slot_class(lengths: IntArray) -> IntArray:
     """The size class of beliefs of ``lengths`` values: the smallest slot that holds them, of
     the sizes 1, 2, 3, 4, 6, 8, 12, 16, … (``slot_size``: a power of two or 3/4 of one, so a
-    slot wastes at most a quarter of itself). Exact for lengths below 2**53."""
+    slot wastes at most a third of itself). Exact for lengths below 2**53."""
     k = np.frexp(np.maximum(lengths, 2) - 1)[1].astype(np.int64)  # 2**(k-1) < length <= 2**k
     return np.where(4 * lengths <= 3 << k, 2 * k - 1, 2 * k)
 
@@ -309,10 +310,12 @@ class PackedPool(Mapping[str, bytes]):
                 self.arena = np.frombuffer(mm, dtype=np.float64)
                 return
             self.arena = old = np.frombuffer(mm, dtype=np.float64)
-        try:
-            mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        except (OSError, ValueError):
-            mm = None
+        mm = None
+        if values >= _MAP_MIN_VALUES:  # a small pool keeps a plain array: a map per pool would
+            try:  # count against the process's limit of mappings (65,530 by default on Linux)
+                mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            except (OSError, ValueError):
+                mm = None
         grown = np.empty(values, dtype=np.float64) if mm is None else np.frombuffer(mm, dtype=np.float64)
         grown[: self.tail] = old[: self.tail]
         self.arena, self._map = grown, mm

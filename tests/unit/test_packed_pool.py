@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from stream.state import packed_pool
 from stream.state.packed_pool import FlatBeliefs, PackedPool, slot_class, slot_size
 
 
@@ -21,9 +22,11 @@ def test_slot_classes_are_the_smallest_slot_that_fits() -> None:
     assert (smaller < lengths).all()
 
 
-def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots() -> None:
+def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beliefs that grow (move up a size class), shrink (move down, freeing slots that later
-    ones reuse), and enough players and values to grow every array: the bytes stay a dict's."""
+    ones reuse), and enough players and values to grow every array, the arena from a plain
+    array into a memory map and then by remapping: the bytes stay a dict's."""
+    monkeypatch.setattr(packed_pool, "_MAP_MIN_VALUES", 1 << 16)
     rng = np.random.default_rng(5)
     pool, model = PackedPool(), {}
     names = [f"p{i}" for i in range(3_000)]
@@ -43,8 +46,8 @@ def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots() ->
         model.update(changed)
         assert list(pool) == list(model)  # first-seen order
         assert all(pool[p] == b for p, b in model.items())
-    assert pool.arena.shape[0] > 1 << 16  # grew past the first allocation
-    assert len(pool) > 1024  # and past the first player arrays
+    assert pool._map is not None  # grew into a memory map
+    assert len(pool) > 64  # and past the first player arrays
     n = len(pool)
     slots = np.array([slot_size(c) for c in pool.cls[:n].tolist()])
     assert (slots >= pool.length[:n]).all()
@@ -70,12 +73,14 @@ def test_a_belief_that_is_not_whole_float64_values_is_refused() -> None:
         PackedPool()["x"] = b"\0" * 12
 
 
-def test_growth_with_a_view_of_the_arena_held_still_keeps_every_belief() -> None:
-    """The arena grows by remapping its pages; while something holds a view of it, it cannot,
-    and is copied instead (the view keeps the old values)."""
+def test_growth_with_a_view_of_the_arena_held_still_keeps_every_belief(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mapped arena grows by remapping its pages; while something holds a view of it, it
+    cannot, and is copied instead (the view keeps the old values)."""
+    monkeypatch.setattr(packed_pool, "_MAP_MIN_VALUES", 1 << 10)
     rng = np.random.default_rng(2)
     pool = PackedPool()
     pool.update({"first": _belief(rng, 9)})
+    assert pool._map is not None
     view = pool.arena
     model = {f"q{i}": _belief(rng, 300) for i in range(400)}
     pool.update(model)
