@@ -194,3 +194,9 @@ def scan_contest(line: str, max_id: int) -> tuple[dict[str, object], list[str], 
         return None
     players = names.tobytes().decode("ascii").split("\n")
     return obj, players, lo + 1
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the scan, on a line it takes and one it refuses."""
+    scan_contest('{"name":"w","standings":[["a",0,0],["b",1,1]]}', 8)
+    scan_contest('{"standings":[]}', 8)

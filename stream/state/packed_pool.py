@@ -327,3 +327,13 @@ class PackedPool(Mapping[str, bytes]):
         pos = self.start[:n][None, :] + np.asarray(cols, dtype=np.int64)[:, None]
         out: FloatArray = self.arena[pos]
         return out
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the gather and scatter kernels on a tiny round."""
+    pool = PackedPool()
+    prior = np.zeros(6)
+    pool.update({"a": prior.tobytes()})
+    idx = pool.indices(["a", "b"])
+    flat, offsets = pool.gather(idx, prior)
+    pool.update(FlatBeliefs(["a", "b"], idx, flat.copy(), offsets, pool))
