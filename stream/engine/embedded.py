@@ -28,11 +28,16 @@ from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
-from stream.ratings.base import Belief, RatingError, RatingSystem
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.fastpath import ColumnSummaries
 from stream.state.memory import Held, MemoryStore
+from stream.state.packed_pool import PackedPool
 
 #: receives the rating messages of one rated unit (``EmbeddedPipeline``'s ``history``)
 HistorySink = Callable[[list[dict[str, Any]]], None]
+
+#: players summarised at a time from an arena's columns (``EmbeddedPipeline.final_ratings``)
+_SUMMARY_BLOCK = 1 << 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,10 @@ class EmbeddedPipeline:
             eng = self.engines[pool] = PoolEngine(pool, make_system(name, params))
         return eng
 
+    def held(self, pool: str) -> Mapping[str, Held]:
+        """What the store holds for ``pool``: a packed pool's beliefs in one arena."""
+        return self.store.pool(pool, packed=self.engine(pool).packed)
+
     # --- feeding -------------------------------------------------------------------
     def add(self, etype: str, value: Any, where: str = "") -> None:
         """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
@@ -139,7 +148,7 @@ class EmbeddedPipeline:
             return
         eng = self.engine(event.pool)
         try:
-            changed = eng.store_round(event, self.store.pool(event.pool))
+            changed = eng.store_round(event, self.held(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
         if self.history is not None:
@@ -156,7 +165,7 @@ class EmbeddedPipeline:
             if not batch:
                 continue
             try:
-                changed = self.engine(p).store_matches(batch, self.store.pool(p))
+                changed = self.engine(p).store_matches(batch, self.held(p))
             except RatingError as exc:
                 # named by the batch's first match: the batch is rated as one step (sequential
                 # meaning), so the culprit is that match or one after it in the same batch
@@ -165,6 +174,17 @@ class EmbeddedPipeline:
             if self.history is not None:
                 self._history_matches(self.engine(p), batch, changed)
             self.store.commit(p, changed, batch.event_ids)
+
+    def look_ahead(self, record: tuple[str, str, Any]) -> tuple[str, str, Any]:
+        """``record`` unchanged, its round's players looked up in their pool's arena ahead
+        (``PackedPool.look_ahead``): for a thread that reads records while this pipeline
+        rates earlier ones (``mmr replay``: ``stream.files.prefetched``'s ``prepare``)."""
+        _, etype, value = record
+        if etype == "round":
+            held = self.store.beliefs.get(value.pool)
+            if isinstance(held, PackedPool):
+                held.look_ahead(value.players)
+        return record
 
     def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
         """Apply every record; a bad one raises InputError naming its file and line."""
@@ -229,13 +249,38 @@ class EmbeddedPipeline:
         rating at the batch that makes it (``pool._check_finite``); the embedded store checks
         once here, off the per-batch path.
         """
-        for pool, player, belief in self.beliefs():
-            r = self.engine(pool).system.summary(belief)
-            if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
-                raise RatingError(f"pool {pool!r}: the final rating of player {player!r} is not finite "
-                                  f"(rating {r.rating}, sigma {r.sigma}): the system's parameters or the input "
-                                  f"drove the belief out of range")
-            yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma, "rounds": r.rounds}
+        for pool, held in self.store.beliefs.items():
+            for player, r in zip(held, self._summaries(pool, held), strict=True):
+                if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
+                    raise RatingError(f"pool {pool!r}: the final rating of player {player!r} is not finite "
+                                      f"(rating {r.rating}, sigma {r.sigma}): the system's parameters or the input "
+                                      f"drove the belief out of range")
+                yield {"pool": pool, "player": player, "rating": r.rating, "mu": r.mu, "sigma": r.sigma,
+                       "rounds": r.rounds}
+
+    def _summaries(self, pool: str, held: Mapping[str, Held]) -> Iterable[Rating]:
+        """Every held player's summary, in the store's order: from the arena's columns at once
+        when the system's summary reads fixed positions (``ColumnSummaries``), else one by one."""
+        eng = self.engine(pool)
+        fast = eng.fast
+        if (isinstance(held, PackedPool) and isinstance(fast, ColumnSummaries) and len(held)
+                and int(held.length[: len(held)].min()) > max(fast.columns)):
+            return self._column_summaries(eng, fast, held)
+        summary = eng.system.summary
+        return (summary(eng.unpack(b)) for b in held.values())
+
+    @staticmethod
+    def _column_summaries(eng: PoolEngine, fast: ColumnSummaries, held: PackedPool) -> Iterator[Rating]:
+        """``_summaries`` from the arena's columns, a block of players at a time (a list of
+        every player's Rating at once would add to the replay's peak memory); a block the
+        columns cannot answer (``ratings`` None) goes belief by belief."""
+        cols = held.columns(fast.columns)
+        summary = eng.system.summary
+        for a in range(0, cols.shape[1], _SUMMARY_BLOCK):
+            block = fast.ratings(cols[:, a: a + _SUMMARY_BLOCK])
+            if block is None:
+                block = [summary(eng.unpack(held[p])) for p in held.names[a: a + _SUMMARY_BLOCK]]
+            yield from block
 
     def beliefs(self) -> Iterator[tuple[str, str, Belief]]:
         """(pool, player, belief as an array) of every player, in first-seen order."""

@@ -47,6 +47,7 @@ from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
 from stream.ratings.fastpath import MatrixMatches, PackedRounds, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
+from stream.state.packed_pool import FlatBeliefs, PackedPool
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
 
@@ -222,10 +223,25 @@ class PoolEngine:
             arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
             changed = self.rate_round(event, arrays)
             return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
+        if isinstance(held, PackedPool):
+            return self._store_round_dense(event, held, fast)
         new = fast.new_packed_belief
         before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
         after = fast.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
         return _new_or_changed(event.players, before, after, held)  # packed: lossless, so no round trip
+
+    def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds) -> Mapping[str, Held]:
+        """``_store_round`` on a pool held in one arena: the round is gathered by index and its
+        output block handed back whole (``FlatBeliefs``), so neither way makes a ``bytes`` per
+        player. The same kernel on the same values as the per-belief path: the same bits."""
+        players = event.players
+        idx = held.indices(players)
+        prior = fast.new_packed_belief()
+        flat, offsets = held.gather(idx, np.frombuffer(prior, dtype="<f8"))
+        result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight, event.perf_ceiling)
+        if result is None:  # changes nothing: newcomers are stored at the prior (``_changed``)
+            return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}
+        return FlatBeliefs(players, idx, *result, held)
 
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_matches`` on what the embedded store holds (matches of a packed pool go

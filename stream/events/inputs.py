@@ -185,8 +185,12 @@ def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], Int
     return players, ranks
 
 
-def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None) -> RoundEvent:
+def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None,
+                     columns: tuple[list[str], IntArray] | None = None) -> RoundEvent:
     """One contest line of the reference format → RoundEvent (rank = lo + 1).
+
+    ``columns``: the standings as (players, ranks), already checked as ``_standings_columns``
+    checks them (``_contest_scan``: then ``obj``'s own standings are not read).
 
     The event id is the contest's name plus a digest of its line (``raw``, or the parsed
     object): re-reading a file gives the same ids (so replaying it twice changes nothing),
@@ -194,15 +198,18 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
     ids of names that fit are unchanged.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
-        raise InputError(where, "a contest needs a 'standings' list of at least one player")
-    standings = obj["standings"]
-    n = len(standings)
-    fast = _standings_columns(standings)
-    if fast is not None:
-        players, ranks = fast
+    if columns is not None:
+        players, ranks = columns
     else:
-        players, ranks = _standings_checked(standings, where)
+        if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
+            raise InputError(where, "a contest needs a 'standings' list of at least one player")
+        standings = obj["standings"]
+        fast = _standings_columns(standings)
+        if fast is not None:
+            players, ranks = fast
+        else:
+            players, ranks = _standings_checked(standings, where)
+    n = len(players)
     if len(set(players)) != n:
         seen: set[str] = set()
         for p in players:
@@ -320,6 +327,9 @@ def read_records(
             yield where, "match", m
         return
     with _opened(p) as fh:
+        if fmt == "contests":
+            yield from _read_contests(fh, p, pool or "default")
+            return
         for line_no, line in enumerate(_reading(fh, p), 1):
             if not line.strip():
                 continue
@@ -328,9 +338,6 @@ def read_records(
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise InputError(where, f"bad JSON: {exc}") from None
-            if fmt == "contests":
-                yield where, "round", contest_to_round(obj, where, pool or "default", line_no, line.strip())
-                continue
             if not isinstance(obj, dict):
                 raise InputError(where, "an event must be a JSON object")
             if pool is not None:
@@ -340,3 +347,25 @@ def read_records(
             except InvalidEvent as exc:
                 raise InputError(where, str(exc)) from None
             yield where, etype, value
+
+
+def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str, Any]]:
+    """The rounds of a contest file: each line's standings read as columns by one numba pass
+    when the line allows it (``_contest_scan``: the same values), else decoded whole."""
+    from stream.events._contest_scan import scan_contest  # numba: only for contest files
+
+    for line_no, line in enumerate(_reading(fh, path), 1):
+        text = line.strip()
+        if not text:
+            continue
+        where = f"{path}:{line_no}"
+        scanned = scan_contest(line, MAX_ID_LENGTH)  # not `text`: str.strip() takes more than JSON space
+        if scanned is not None:
+            obj, players, ranks = scanned
+            yield where, "round", contest_to_round(obj, where, pool, line_no, text, (players, ranks))
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(where, f"bad JSON: {exc}") from None
+        yield where, "round", contest_to_round(obj, where, pool, line_no, text)

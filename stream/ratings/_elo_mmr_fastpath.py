@@ -64,6 +64,20 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         return out, out_offsets
 
+    def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
+                            time_ms: int, weight: float = 1.0,
+                            perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        system = self.system
+        rk = system._check_round(len(offsets) - 1, ranks, time_ms, weight, perf_ceiling)
+        if rk is None:
+            return None
+        lengths = np.diff(offsets)
+        if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
+            bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+            raise RatingError(f"packed belief of player #{bad} has an invalid size {8 * int(lengths[bad])} bytes")
+        out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
+        return out, out_offsets
+
     def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """From three columns of the header, as ``rate_round_flat`` returns the beliefs."""
         starts = offsets[:-1]

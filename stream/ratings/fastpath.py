@@ -127,6 +127,14 @@ class PackedRounds(ABC):
         The packed inputs may be views (past a codec's tag byte)."""
 
     @abstractmethod
+    def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
+                            time_ms: int, weight: float = 1.0,
+                            perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        """``rate_round_flat`` on beliefs already gathered into that layout (player i's packed
+        values ``flat[offsets[i] : offsets[i + 1]]``, float64, writable): a store that keeps
+        them in one array (``stream.state.packed_pool``) gathers without a ``bytes`` per player."""
+
+    @abstractmethod
     def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
         per-belief path must decide)."""

@@ -14,6 +14,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "cowan": ("stream.tools.bench_cowan", "bench_cowan"),
     "service": ("stream.tools.bench_service", "bench_service"),
     "teams": ("stream.tools.bench_teams", "bench_teams"),
+    "replay": ("stream.tools.bench_replay", "bench_replay"),
 }
 
 
@@ -43,4 +44,4 @@ class _LazyBench(click.Group):
 
 @click.group(cls=_LazyBench)
 def bench() -> None:
-    """Benchmarks (all, elo-mmr, cowan, service, teams); see BENCHMARKS.md for recorded runs."""
+    """Benchmarks (all, elo-mmr, cowan, replay, service, teams); see BENCHMARKS.md for recorded runs."""

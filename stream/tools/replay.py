@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from stream.events.inputs import CsvMapping, InputError
-from stream.files import JsonlWriter, iter_records, write_jsonl_atomic
+from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
 from stream.ratings.base import RatingError
 
@@ -152,7 +152,8 @@ def replay(
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
                                         history=None if sink is None else sink.write_many)
             with compile_notice():
-                pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+                pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip),
+                                        prepare=pipeline.look_ahead))
             # after the last record of all inputs: a round may span files of one replay
             for open_round in pipeline.incomplete_rounds():
                 click.echo(f"warning: {open_round.describe()}", err=True)

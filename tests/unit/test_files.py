@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from stream.events.inputs import CsvMapping
-from stream.files import iter_records, write_jsonl_atomic
+from stream.files import iter_records, prefetched, write_jsonl_atomic
 
 SERVICE = Path(__file__).resolve().parents[2] / "stream" / "service"
 
@@ -62,3 +62,40 @@ def test_service_does_not_import_tools() -> None:
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n == "stream.tools" or n.startswith("stream.tools.")]
     assert not offenders, offenders
+
+
+def test_prefetched_gives_the_items_in_order_then_the_error_at_its_place() -> None:
+    import sys
+
+    def items() -> Iterator[int]:
+        yield from range(500)
+        raise ValueError("bad record 500")
+
+    before = sys.getswitchinterval()
+    got: list[int] = []
+    with pytest.raises(ValueError, match="bad record 500"):
+        for x in prefetched(items(), depth=3):
+            got.append(x)
+    assert got == list(range(500))
+    assert sys.getswitchinterval() == before
+
+
+def test_closing_prefetched_stops_its_thread_and_closes_the_source() -> None:
+    import threading
+
+    closed = threading.Event()
+
+    def endless() -> Iterator[int]:
+        try:
+            n = 0
+            while True:
+                yield n
+                n += 1
+        finally:
+            closed.set()
+
+    gen = prefetched(endless(), depth=2)
+    assert [next(gen) for _ in range(10)] == list(range(10))
+    gen.close()  # the reader is blocked on its full queue: it must see the stop
+    assert closed.wait(5)
+    assert not any(t.name == "mmr-reader" and t.is_alive() for t in threading.enumerate())

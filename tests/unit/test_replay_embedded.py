@@ -115,6 +115,7 @@ def test_packed_store_gives_the_bits_of_the_array_store(tmp_path: Path, system: 
     and round); the same history through arrays gives the same bits. Rounds with ties, a round
     that changes nothing, and matches of the same pool (rated through arrays) included."""
     from stream.events.inputs import read_records
+    from stream.state.packed_pool import PackedPool
     from stream.tools.synth import synth_rounds
 
     contests = list(synth_rounds(40, 12, 0.5, seed=3))
@@ -134,6 +135,7 @@ def test_packed_store_gives_the_bits_of_the_array_store(tmp_path: Path, system: 
         pipe.flush()
         held = {type(b) for _, _, b in pipe.store.items()}
         assert held == ({bytes} if packed else {np.ndarray})
+        assert isinstance(pipe.store.beliefs["default"], PackedPool) == packed  # packed: one arena
         return list(pipe.final_ratings()), [(q, p, b.tobytes()) for q, p, b in pipe.beliefs()]
 
     packed, arrays = run(True), run(False)

@@ -1,0 +1,339 @@
+"""One embedded pool's packed beliefs in a single arena: no Python object per player and round.
+
+Why: a dict of one ``bytes`` per player makes every round pay per-player Python work around
+the kernels (a dict look-up, a ``bytes.join`` to gather, one ``bytes`` cut per player from the
+output, a dict update freeing the replaced ones): over the Codeforces history that costs more
+time than the kernels themselves (BENCHMARKS.md, "Elo-MMR"). Here a player gets a dense index
+once, at first sight; a round is gathered into the kernels' flat layout by one numba loop and
+its output block is written back into the players' slots by another.
+
+Layout
+------
+* ``names[i]`` is player i's id, ``index[name] == i``: first-seen order, the order in which a
+  dict store would list them (the final ratings' order).
+* ``arena`` is one float64 array; player i's belief is ``arena[start[i] : start[i] + length[i]]``
+  (the raw float64 values of the packed belief, as ``PoolEngine.unpack`` reads them), in a
+  slot of ``slot_size(cls[i])`` values. A belief is rewritten in its slot; one that outgrows it
+  (Elo-MMR's beliefs grow by a term per round up to ``history_limit``) moves to a slot of its
+  new size class, and the old slot is reused by the next belief of that class. So the
+  arena holds at most 3/2 of the live values plus free slots, and nothing is ever compacted.
+
+It is a ``Mapping[str, bytes]`` (``get`` gives the packed bytes), so every per-player path of
+the engine (matches, team rounds, the final listing) works on it unchanged; only whole rounds
+use the dense form (``indices`` / ``gather`` / ``FlatBeliefs``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+from collections.abc import Iterator, Mapping, Sequence
+
+import numba as nb
+import numpy as np
+
+from stream.ratings.base import FloatArray, IntArray
+
+_MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
+_MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)
+_MIN_PLAYERS = 1 << 6
+_AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
+
+
+@nb.njit(cache=True, nogil=True)
+def _offsets(length, idx, prior_length: int):  # type: ignore[no-untyped-def]
+    """Where the beliefs of players ``idx`` (−1: the prior) start one after another."""
+    n = idx.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    for k in range(n):
+        i = idx[k]
+        offsets[k + 1] = offsets[k] + (length[i] if i >= 0 else prior_length)
+    return offsets
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[no-untyped-def]
+    """The beliefs of players ``idx`` (−1: ``prior``) into ``flat`` at ``offsets``."""
+    n = idx.shape[0]
+    for k in range(n):
+        i = idx[k]
+        o = offsets[k]
+        if i >= 0:
+            s = start[i]
+            for q in range(length[i]):
+                flat[o + q] = values[s + q]
+        else:
+            for q in range(prior.shape[0]):
+                flat[o + q] = prior[q]
+
+
+@nb.njit(cache=True, nogil=True)
+def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
+    """Belief k of ``flat`` (``offsets``) into player ``idx[k]``'s slot."""
+    for k in range(idx.shape[0]):
+        o = offsets[k]
+        s = start[idx[k]]
+        for q in range(offsets[k + 1] - o):
+            values[s + q] = flat[o + q]
+
+
+def slot_class(lengths: IntArray) -> IntArray:
+    """The size class of beliefs of ``lengths`` values: the smallest slot that holds them, of
+    the sizes 1, 2, 3, 4, 6, 8, 12, 16, … (``slot_size``: a power of two or 3/4 of one, so a
+    slot wastes at most a third of itself). Exact for lengths below 2**53."""
+    k = np.frexp(np.maximum(lengths, 2) - 1)[1].astype(np.int64)  # 2**(k-1) < length <= 2**k
+    return np.where(4 * lengths <= 3 << k, 2 * k - 1, 2 * k)
+
+
+def slot_size(c: int) -> int:
+    """Values in a slot of class ``c``: 2**(c/2) for even ``c``, 3/4 of 2**((c+1)/2) for odd."""
+    base = 1 << (c >> 1)
+    return base + (base >> 1) if c & 1 else base
+
+
+class FlatBeliefs(Mapping[str, bytes]):
+    """A round's new packed beliefs as the kernel wrote them: ``flat[offsets[k] : offsets[k + 1]]``
+    is the new belief of ``players[k]``. A ``Mapping[str, bytes]`` like the dict a store
+    commits; the ``PackedPool`` it was gathered from (``pool``) takes it in one copy."""
+
+    def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
+                 pool: PackedPool) -> None:
+        self.players = players
+        self.idx = idx  # the players' indices in ``pool`` when gathered (−1: not there yet)
+        self.flat = flat
+        self.offsets = offsets
+        self.pool = pool
+        self._pos: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.players)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.players)
+
+    def __getitem__(self, player: str) -> bytes:
+        if self._pos is None:
+            self._pos = {p: k for k, p in enumerate(self.players)}
+        k = self._pos[player]
+        return self.flat[self.offsets[k]: self.offsets[k + 1]].astype("<f8", copy=False).tobytes()
+
+
+class PackedPool(Mapping[str, bytes]):
+    """Player → packed belief (raw little-endian float64 bytes), held in one arena (module doc)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self._map: mmap.mmap | None = None
+        self.arena = np.empty(0, dtype=np.float64)
+        self.tail = 0  # end of the last slot ever cut from ``arena``
+        self._grow(_MIN_VALUES)
+        self.start = np.zeros(_MIN_PLAYERS, dtype=np.int64)
+        self.length = np.zeros(_MIN_PLAYERS, dtype=np.int64)
+        self.cls = np.full(_MIN_PLAYERS, -1, dtype=np.int64)  # slot size class (−1: no slot)
+        #: free slots of each size class: starts in ``_free[c][: _nfree[c]]``
+        self._free: dict[int, IntArray] = {}
+        self._nfree: dict[int, int] = {}
+        #: ``look_ahead``'s answers by ``id`` of the players' list (with the list)
+        self._ahead: dict[int, tuple[Sequence[str], IntArray]] = {}
+        self._flat = np.empty(0, dtype=np.float64)  # ``gather``'s buffer
+
+    # --- Mapping ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __contains__(self, player: object) -> bool:
+        return player in self.index
+
+    def __getitem__(self, player: str) -> bytes:
+        i = self.index[player]
+        s = int(self.start[i])
+        return self.arena[s: s + int(self.length[i])].astype("<f8", copy=False).tobytes()
+
+    def nbytes(self) -> int:
+        """Memory of the arena and the per-player arrays (not the names and their dict)."""
+        return int(self.arena.nbytes + self.start.nbytes + self.length.nbytes + self.cls.nbytes
+                   + sum(f.nbytes for f in self._free.values()))
+
+    # --- dense form -----------------------------------------------------------------
+    def indices(self, players: Sequence[str]) -> IntArray:
+        """Each player's index, −1 for one not held yet (one C-level look-up each; those of a
+        list ``look_ahead`` was given come from its answer, only its −1s asked again)."""
+        hint = self._ahead.pop(id(players), None)
+        if hint is None or hint[0] is not players:
+            return self._lookup(players)
+        idx = hint[1]
+        missing = np.flatnonzero(idx < 0)
+        if missing.size:
+            idx[missing] = self._lookup([players[k] for k in missing.tolist()])
+        return idx
+
+    def look_ahead(self, players: Sequence[str]) -> None:
+        """Look ``players`` up now, for a later ``indices`` of this very list: a reading thread
+        calls it while the rating thread runs kernels, which then finds the answer made.
+
+        Safe from another thread: each look-up is one dict operation, and a player's index
+        never changes once given, so an answer can only miss players registered since (−1),
+        which ``indices`` looks up again. Answers never asked for (an event skipped as
+        applied) are dropped once ``_AHEAD_MAX`` wait."""
+        if len(self._ahead) >= _AHEAD_MAX:
+            self._ahead.clear()
+        self._ahead[id(players)] = (players, self._lookup(players))  # holds the list: its id stays its own
+
+    def _lookup(self, players: Sequence[str]) -> IntArray:
+        return np.fromiter(map(self.index.get, players, itertools.repeat(-1)), dtype=np.int64,
+                           count=len(players))
+
+    def gather(self, idx: IntArray, prior: FloatArray) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``idx`` (−1: ``prior``, float64) one after another, and their offsets
+        (belief k is ``flat[offsets[k] : offsets[k + 1]]``): the kernels' flat layout.
+
+        ``flat`` is a view of one buffer that the next ``gather`` overwrites (a round's
+        largest temporary, allocated once rather than per round: fewer large blocks for the
+        C allocator to keep), so use it before gathering again."""
+        offsets = _offsets(self.length, idx, prior.shape[0])
+        size = int(offsets[-1])
+        if self._flat.shape[0] < size:
+            self._flat = np.empty(max(size, self._flat.shape[0] * 3 // 2), dtype=np.float64)
+        flat = self._flat[:size]
+        _gather(self.arena, self.start, self.length, idx, prior, offsets, flat)
+        return flat, offsets
+
+    def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
+        """Store new beliefs: a ``FlatBeliefs`` gathered from this pool in one copy, anything
+        else belief by belief (packed bytes, a whole number of float64 values)."""
+        if isinstance(changed, FlatBeliefs) and changed.pool is self:
+            self._put(changed.players, changed.idx, changed.flat, changed.offsets)
+            return
+        for player, raw in changed.items():
+            self[player] = raw
+
+    def __setitem__(self, player: str, raw: bytes) -> None:
+        if len(raw) % 8:
+            raise ValueError(f"a packed belief of {len(raw)} bytes is not a whole number of float64 values")
+        values = np.frombuffer(raw, dtype="<f8")
+        idx = np.array([self.index.get(player, -1)], dtype=np.int64)
+        self._put([player], idx, values, np.array([0, values.shape[0]], dtype=np.int64))
+
+    def _put(self, players: Sequence[str], idx: IntArray, values: FloatArray, offsets: IntArray) -> None:
+        """Write ``values`` (the new beliefs of ``players``, whose indices were ``idx``, each
+        player once) into the players' slots; a belief that outgrew its slot moves to a
+        slot of its new size class, and its old slot is kept for the next one of that class."""
+        new = np.flatnonzero(idx < 0)
+        if new.size:
+            idx = idx.copy()
+            idx[new] = self._register([players[k] for k in new.tolist()])
+        lengths = np.diff(offsets)
+        want = slot_class(lengths)
+        moving = np.flatnonzero(want != self.cls[idx])
+        if moving.size:
+            self._move(idx[moving], want[moving])
+        self.length[idx] = lengths
+        _scatter(self.arena, self.start, idx, values, offsets)
+
+    def _register(self, players: list[str]) -> IntArray:
+        base = len(self.names)
+        count = len(players)
+        self.names.extend(players)
+        self.index.update(zip(players, range(base, base + count), strict=True))
+        if base + count > self.start.shape[0]:
+            cap = max(2 * (base + count), _MIN_PLAYERS)
+            for name, fill in (("start", 0), ("length", 0), ("cls", -1)):
+                grown = np.full(cap, fill, dtype=np.int64)
+                grown[:base] = getattr(self, name)[:base]
+                setattr(self, name, grown)
+        return np.arange(base, base + count, dtype=np.int64)
+
+    def _move(self, players: IntArray, classes: IntArray) -> None:
+        """Give ``players`` (indices) new slots of ``classes``: free ones first, then cut from the tail."""
+        old = self.cls[players]
+        held = old >= 0
+        for c in np.unique(old[held]).tolist():
+            self._release(c, self.start[players[held & (old == c)]])
+        for c in np.unique(classes).tolist():
+            who = players[classes == c]
+            k = who.shape[0]
+            nfree = self._nfree.get(c, 0)
+            take = min(k, nfree)
+            starts = np.empty(k, dtype=np.int64)
+            if take:
+                starts[:take] = self._free[c][nfree - take: nfree]
+                self._nfree[c] = nfree - take
+            if k > take:
+                size = slot_size(c)
+                starts[take:] = self._cut((k - take) * size) + size * np.arange(k - take, dtype=np.int64)
+            self.start[who] = starts
+        self.cls[players] = classes
+
+    def _release(self, c: int, starts: IntArray) -> None:
+        free = self._free.get(c)
+        n = self._nfree.get(c, 0)
+        need = n + starts.shape[0]
+        if free is None or need > free.shape[0]:
+            grown = np.empty(max(2 * need, 64), dtype=np.int64)
+            if free is not None:
+                grown[:n] = free[:n]
+            self._free[c] = free = grown
+        free[n:need] = starts
+        self._nfree[c] = need
+
+    def _cut(self, size: int) -> int:
+        """``size`` new values at the tail (the arena grows by half when full); their start."""
+        at = self.tail
+        if at + size > self.arena.shape[0]:
+            self._grow(max(at + size, self.arena.shape[0] * 3 // 2))
+        self.tail = at + size
+        return at
+
+    def _grow(self, values: int) -> None:
+        """Make the arena ``values`` long, keeping its first ``tail`` values.
+
+        The arena is a private anonymous memory map (a shared one cannot grow: its pages past
+        the first size fault): resized, the kernel moves its pages (``mremap``) instead of
+        copying them, and pages never written take no memory. A copy
+        into a new array would hold both for a moment, and the last growth of a long history
+        would set the replay's peak memory. Falls back to that copy if something still holds
+        a view of the arena (the map cannot be resized then)."""
+        old = self.arena
+        mm = self._map
+        if mm is not None:
+            del self.arena, old  # the map's only export
+            try:
+                mm.resize(8 * values)
+            except (BufferError, OSError, ValueError, SystemError):
+                pass
+            else:
+                self.arena = np.frombuffer(mm, dtype=np.float64)
+                return
+            self.arena = old = np.frombuffer(mm, dtype=np.float64)
+        mm = None
+        if values >= _MAP_MIN_VALUES:  # a small pool keeps a plain array: a map per pool would
+            try:  # count against the process's limit of mappings (65,530 by default on Linux)
+                mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            except (OSError, ValueError):
+                mm = None
+        grown = np.empty(values, dtype=np.float64) if mm is None else np.frombuffer(mm, dtype=np.float64)
+        grown[: self.tail] = old[: self.tail]
+        self.arena, self._map = grown, mm
+
+    def columns(self, cols: Sequence[int]) -> FloatArray:
+        """``out[j, i]`` = value ``cols[j]`` of player i's belief, every player in index order
+        (every belief must be longer than ``max(cols)``)."""
+        n = len(self.names)
+        pos = self.start[:n][None, :] + np.asarray(cols, dtype=np.int64)[:, None]
+        out: FloatArray = self.arena[pos]
+        return out
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the gather and scatter kernels on a tiny round."""
+    pool = PackedPool()
+    prior = np.zeros(6)
+    pool.update({"a": prior.tobytes()})
+    idx = pool.indices(["a", "b"])
+    flat, offsets = pool.gather(idx, prior)
+    pool.update(FlatBeliefs(["a", "b"], idx, flat.copy(), offsets, pool))
