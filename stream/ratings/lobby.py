@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_expit, log_ndtr, ndtri
+from scipy.special import log_expit, log_ndtr
 
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.elo_mmr import performance_win_probability
@@ -112,7 +112,8 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
         win, draw, loss = outcome
         expected = float(score[0, 1])
         return LobbyPrediction(win=(win, loss), expected_rank=ranks,
-                               draw=draw if name in DRAW_MODELS else None, expected_score=expected,
+                               # 1 − P(win) − P(loss) rounds to −1e-18 when a side is hopeless
+                               draw=max(draw, 0.0) if name in DRAW_MODELS else None, expected_score=expected,
                                quality=1.0 - abs(2.0 * expected - 1.0))
     first = _first(system, virtual)
     return LobbyPrediction(win=tuple(float(x) for x in first), expected_rank=ranks, draw=None, expected_score=None,
@@ -168,15 +169,7 @@ def outcomes(system: RatingSystem, a: Team, b: Team) -> tuple[float, float, floa
     very arithmetic of the system's ``win_probability`` (TrueSkill: its win and draw parts)."""
     name = system.name
     if name == "trueskill":
-        p = system.params
-        beta, tau, p_draw = p.beta, p.tau, p.draw_probability  # type: ignore[attr-defined]
-        c = math.sqrt(a.var + b.var + 2.0 * (beta**2 + tau**2))
-        dm = a.mean - b.mean
-        # the trueskill package's margin for the players of both teams (√2·β for two players)
-        eps = float(ndtri((p_draw + 1.0) / 2.0)) * math.sqrt(float(a.players + b.players)) * beta
-        p_win = 0.5 * math.erfc((eps - dm) / (c * math.sqrt(2.0)))
-        p_loss = 0.5 * math.erfc((eps + dm) / (c * math.sqrt(2.0)))
-        return p_win, 1.0 - p_win - p_loss, p_loss
+        return system.outcomes(a.mean - b.mean, a.var, b.var, a.players + b.players)  # type: ignore[attr-defined,no-any-return]
     if name in ("elo-mmr", "elo-mmx"):
         spread = math.sqrt(a.var + b.var + 2 * system._perf_spread() ** 2)  # type: ignore[attr-defined]
         e = performance_win_probability(a.mean - b.mean, spread, bool(system.gaussian))  # type: ignore[attr-defined]

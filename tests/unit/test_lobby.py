@@ -173,6 +173,11 @@ def test_cowan_refuses_teams_and_more_than_two_players(teams: list[list[int]]) -
         predict(_system("cowan"), _teams("cowan", teams))
 
 
+def test_a_hopeless_trueskill_lobby_has_no_negative_draw() -> None:
+    pred = predict(_system("trueskill"), _teams("trueskill", [[0, 1, 2], [6]]))
+    assert pred.draw is not None and 0.0 <= pred.draw < 1e-12 and pred.win[0] == 1.0
+
+
 def test_a_lobby_needs_two_non_empty_teams() -> None:
     elo = _system("elo")
     with pytest.raises(RatingError, match="at least two teams"):
