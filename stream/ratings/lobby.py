@@ -10,7 +10,13 @@ Why each system gets its own team model rather than one generic formula: a predi
 worth what the model that rates the pool says, and for two single players the answer must be
 exactly the system's own ``win_probability`` (the pairing prediction the API already serves).
 
-Team models (docs/teams.md, "Lobby predictions"):
+The team model of each system is ``team`` (a team as the model sees it, with the ω of partial
+play: ``mmr eval`` passes the event's weights, a lobby counts every member at ω = 1) and
+``outcomes`` (a pair of teams); ``stream.ratings.team_scores`` predicts ``mmr eval``'s team
+rounds with the same two, so a lobby's number and the evaluation's are one number
+(docs/teams.md, "One team model").
+
+Team models (docs/teams.md, "Lobby predictions"), at ω = 1 (with ω: ``Team``):
 
 * ``elo-mmx``, ``elo-mmr`` (and ``trueskill``): a team performs the sum of its members'
   performances, each ``N(μ_i, σ_i² + β²)`` (β: the system's performance spread), so a team
