@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
+from stream.config import engine_settings
+
 LN10_400 = math.log(10.0) / 400.0
+#: rounds of fewer players run ``logistic_row_sums`` on one thread (env ``MMR_ELO_PARALLEL_MIN``:
+#: the threshold of Elo-MMR's kernels, ``stream.ratings.elo_mmr.PARALLEL_MIN_PLAYERS``, for the
+#: same reason, and because for a few players the start-up of numba's threads costs ten times
+#: the sums: docs/evaluation.md, "Teams")
+PARALLEL_MIN_PLAYERS = engine_settings().elo_parallel_min
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
@@ -36,6 +44,23 @@ def logistic_row_sums(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
     return out
 
 
+def logistic_rows(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
+    """``logistic_row_sums`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``len(r)``).
+
+    The same kernel either way, so the same bits: each row is one thread's loop over j, whatever
+    the number of threads (tests/unit/test_baselines.py compares them bit for bit). A kernel
+    compiled without ``parallel`` would not do: LLVM vectorizes its inner sum in another order.
+    """
+    threads = numba.get_num_threads()
+    if r.shape[0] >= PARALLEL_MIN_PLAYERS or threads == 1:
+        return logistic_row_sums(r, q, scale)
+    numba.set_num_threads(1)
+    try:
+        return logistic_row_sums(r, q, scale)
+    finally:
+        numba.set_num_threads(threads)
+
+
 #: above this many pair terms ``logistic_sums`` interpolates instead of summing every pair
 EXACT_PAIR_LIMIT = 4_000_000
 
@@ -51,14 +76,14 @@ def logistic_sums(r: np.ndarray, q: np.ndarray, scale: float, nodes: int = 512) 
     ``EXACT_PAIR_LIMIT`` pairs) are summed exactly.
     """
     if r.shape[0] * q.shape[0] <= EXACT_PAIR_LIMIT:
-        return logistic_row_sums(r, q, scale)
+        return logistic_rows(r, q, scale)
     from scipy.interpolate import CubicSpline
 
     lo, hi = float(q.min()), float(q.max())
     if hi - lo < 1e-9:
-        return np.full(q.shape[0], logistic_row_sums(r, q[:1], scale)[0])
+        return np.full(q.shape[0], logistic_rows(r, q[:1], scale)[0])
     xs = np.linspace(lo, hi, nodes)
-    return np.asarray(CubicSpline(xs, logistic_row_sums(r, xs, scale))(q), dtype=np.float64)
+    return np.asarray(CubicSpline(xs, logistic_rows(r, xs, scale))(q), dtype=np.float64)
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)

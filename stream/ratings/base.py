@@ -159,7 +159,8 @@ def check_team_round(
     player_weights)`` (int64, int64, float64; weights all 1 when None).
 
     Refused with ``RatingError``: team indices not one per player or outside
-    ``0..len(team_ranks) − 1``, a team without players, weights not one per player in (0, 1].
+    ``0..len(team_ranks) − 1``, a team without players, weights not one per player in (0, 1],
+    a non-finite rank.
     """
     index = np.asarray(team_of)
     nteams = len(team_ranks)
@@ -173,8 +174,10 @@ def check_team_round(
     pw = np.ones(n) if player_weights is None else np.asarray(player_weights, dtype=np.float64)
     if pw.shape != (n,) or not bool(np.all((pw > 0) & (pw <= 1))):
         raise RatingError("player weights must be one per player, each in (0, 1]")
-    ranks = np.asarray(team_ranks, dtype=np.int64)
-    return index, ranks, pw
+    ranks = np.asarray(team_ranks)
+    if ranks.dtype.kind == "f" and not np.isfinite(ranks).all():
+        raise RatingError("ranks contain a non-finite number")
+    return index, ranks.astype(np.int64), pw
 
 
 class RatingSystem(ABC):

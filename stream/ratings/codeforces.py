@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream.ratings._baseline_kernels import logistic_row_sums, logistic_sums
+from stream.ratings._baseline_kernels import logistic_rows, logistic_sums
 from stream.ratings.base import (
     Belief,
     FloatArray,
@@ -88,7 +88,7 @@ def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
     lo = min(NEED_MIN, float(r.min()) - 1000.0)
     hi = max(NEED_MAX, float(r.max()) + 1000.0)
     xs = np.linspace(lo, hi, grid)
-    spline = CubicSpline(xs, logistic_row_sums(r, xs, 400.0))
+    spline = CubicSpline(xs, logistic_rows(r, xs, 400.0))
     k = math.log(10.0) / 400.0
     goal = target - 1.0
     a = np.full(len(r), lo)

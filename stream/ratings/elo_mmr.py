@@ -82,6 +82,7 @@ from stream.ratings.base import (
     Rating,
     RatingError,
     RatingSystem,
+    check_team_round,
     concat_f64,
 )
 
@@ -200,6 +201,15 @@ def _call_kernel(n: int, kernel: Any, *args: Any) -> Any:
             numba.set_num_threads(threads)
 
 
+def performance_win_probability(diff: float, spread: float, gaussian: bool) -> float:
+    """P(a performance beats another) when their difference has mean ``diff`` and sd ``spread``:
+    the Gaussian tail (Elo-MMχ) or, for Elo-MMR, the difference of two logistics approximated by
+    a logistic of the same variance. Players and teams (``lobby.outcomes``) share it."""
+    if gaussian:
+        return 0.5 * math.erfc(-diff / (spread * math.sqrt(2.0)))
+    return 1.0 / (1.0 + math.exp(-diff * TANH_MULTIPLIER / spread))
+
+
 def _check_output(out: FloatArray, bad: int, weight: float) -> None:
     """Refuse a round whose kernel found a non-finite belief or produced non-finite ratings."""
     if bad >= 0:
@@ -208,19 +218,6 @@ def _check_output(out: FloatArray, bad: int, weight: float) -> None:
     # rather than store beliefs that would make every later round of these players fail
     if not math.isfinite(float(np.sum(out))):  # one pass, no temporary (NaN/inf propagate)
         raise RatingError(f"round weight {weight} gives non-finite ratings")
-
-
-def _check_teams(n: int, team_of: IntArray | Sequence[int], nteams: int) -> IntArray:
-    """``team_of`` as int64, checked: one team per player, every team index used."""
-    index = np.asarray(team_of)
-    if index.shape != (n,) or (n and index.dtype.kind not in "iu"):
-        raise RatingError(f"{n} beliefs but team indices of shape {index.shape}")
-    index = index.astype(np.int64)
-    if n and (int(index.min()) < 0 or int(index.max()) >= nteams):
-        raise RatingError(f"a team index is outside 0..{nteams - 1}")
-    if len(np.unique(index)) != nteams:
-        raise RatingError("every team needs at least one player")
-    return index
 
 
 class EloMMR(RatingSystem):
@@ -351,10 +348,8 @@ class EloMMR(RatingSystem):
         (NaN when the round changes nothing: fewer than two teams, or all teams tied)."""
         n = len(beliefs)
         nteams = len(team_ranks)
-        team_index = _check_teams(n, team_of, nteams)
-        pw = np.ones(n) if player_weights is None else np.asarray(player_weights, dtype=np.float64)
-        if pw.shape != (n,) or not bool(np.all((pw > 0) & (pw <= 1))):
-            raise RatingError("player weights must be one per player, each in (0, 1]")
+        # the ranks as given: ``_check_round`` refuses non-finite ones and keeps ties of huge values exact
+        team_index, _, pw = check_team_round(n, team_of, team_ranks, player_weights)
         rk = self._check_round(nteams, team_ranks, time_ms, weight, perf_ceiling)
         if n and float(pw.min()) < 1.0:  # the smallest weight a player gets must not overflow either
             self._check_round(nteams, team_ranks, time_ms, weight * float(pw.min()), perf_ceiling)
@@ -401,11 +396,7 @@ class EloMMR(RatingSystem):
     def win_probability(self, a: Belief, b: Belief) -> float:
         """P(A's performance beats B's): both ~ the model around μ with σ² + σ_perf²."""
         spread = math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2 + 2 * self._perf_spread() ** 2)
-        diff = float(a[0]) - float(b[0])
-        if self.gaussian:
-            return 0.5 * math.erfc(-diff / (spread * math.sqrt(2.0)))
-        # difference of two logistics approximated by a logistic of the same variance
-        return 1.0 / (1.0 + math.exp(-diff * TANH_MULTIPLIER / spread))
+        return performance_win_probability(float(a[0]) - float(b[0]), spread, self.gaussian)
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

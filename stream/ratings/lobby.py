@@ -10,7 +10,13 @@ Why each system gets its own team model rather than one generic formula: a predi
 worth what the model that rates the pool says, and for two single players the answer must be
 exactly the system's own ``win_probability`` (the pairing prediction the API already serves).
 
-Team models (docs/teams.md, "Lobby predictions"):
+The team model of each system is ``team`` (a team as the model sees it, with the ω of partial
+play: ``mmr eval`` passes the event's weights, a lobby counts every member at ω = 1) and
+``outcomes`` (a pair of teams); ``stream.ratings.team_scores`` predicts ``mmr eval``'s team
+rounds with the same two, so a lobby's number and the evaluation's are one number
+(docs/teams.md, "One team model").
+
+Team models (docs/teams.md, "Lobby predictions"), at ω = 1 (with ω: ``Team``):
 
 * ``elo-mmx``, ``elo-mmr`` (and ``trueskill``): a team performs the sum of its members'
   performances, each ``N(μ_i, σ_i² + β²)`` (β: the system's performance spread), so a team
@@ -50,9 +56,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_expit, log_ndtr, ndtri
+from scipy.special import log_expit, log_ndtr
 
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
+from stream.ratings.elo_mmr import performance_win_probability
 
 #: quadrature of P(first) for more than two teams: points and half-width in sd of a team's density
 GRID_POINTS = 641
@@ -83,7 +90,8 @@ class LobbyPrediction:
 
 
 def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPrediction:
-    """The prediction of a match between ``teams`` (each a non-empty list of member beliefs)."""
+    """The prediction of a match between ``teams`` (each a non-empty list of member beliefs, every
+    member at full weight: a lobby is predicted before anyone has played a part of it)."""
     n = len(teams)
     if n < 2:
         raise LobbyRefused(f"a prediction needs at least two teams (got {n})")
@@ -94,12 +102,12 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
     if name not in SUM_MODELS | MEAN_MODELS and (n > 2 or any(len(m) > 1 for m in teams)):
         raise LobbyRefused(f"{name} predicts only two single players: its model compares two players and has "
                           "no team or multi-player form")
-    virtual = [_team_belief(system, members) for members in teams]
+    virtual = [team(system, members) for members in teams]
     score = np.full((n, n), 0.5)  # score[t, u]: t's expected score against u (a draw counts one half)
     outcome: tuple[float, float, float] = (0.5, 0.0, 0.5)
     for t in range(n):
         for u in range(t + 1, n):
-            outcome = _outcomes(system, virtual[t], virtual[u], len(teams[t]), len(teams[u]))
+            outcome = outcomes(system, virtual[t], virtual[u])
             win, draw, _ = outcome
             score[t, u] = win + 0.5 * draw
             score[u, t] = 1.0 - score[t, u]
@@ -113,12 +121,70 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
                                # 1 − win − loss rounds to −1e-18 when a side is certain: a probability stays ≥ 0
                                draw=max(draw, 0.0) if name in DRAW_MODELS else None, expected_score=expected,
                                quality=1.0 - abs(2.0 * expected - 1.0))
-    first = _first(system, teams, virtual)
+    first = _first(system, virtual)
     return LobbyPrediction(win=tuple(float(x) for x in first), expected_rank=ranks, draw=None, expected_score=None,
                            quality=float(n * first.min()))
 
 
-# --- the team as a virtual player of the system ------------------------------------------
+# --- the team model of each system: one definition for the lobby and the evaluation ---------
+@dataclass(frozen=True, slots=True)
+class Team:
+    """A team as its system's team model sees it before a round (docs/teams.md, "One team model").
+
+    ``mean``: the team's strength: ``M_t = Σ ω_i μ_i`` (sum models; the mean of the team's
+    performance), the ω-weighted mean rating (mean models; Elo's team rating in
+    ``Elo.rate_team_round``), the member's rating (the two-player systems).
+    ``var``: sum models: ``V_t − β² = Σ ω_i² σ_i² + (Σ ω_i² − 1) β²``, the σ² of one player whose
+    performance is the team's (negative with partial play, while ``V_t`` stays positive), so that
+    a pair adds ``2β²`` as the system's ``win_probability`` does and a team of one at full weight
+    has exactly its member's σ²; glicko and topcoder: the square of the deviation of ``belief``;
+    0 otherwise. ``players``: members (TrueSkill's draw margin). ``belief``: mean models and
+    the two-player systems: the team as a player of the system's own layout (a team of one at
+    full weight: its member's belief); None for the sum models (``mean`` and ``var`` say it all).
+    """
+
+    mean: float
+    var: float
+    players: int
+    belief: Belief | None
+
+
+def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | None = None) -> Team:
+    """The team of ``members`` (ω: ``weights``, the part of the round each plays; 1 when None)."""
+    n = len(members)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    stack = np.array([np.asarray(m, dtype=np.float64)[:2] for m in members])
+    name = system.name
+    if name in SUM_MODELS:
+        w2 = w * w
+        var = float(np.dot(w2, np.square(stack[:, 1])) + (w2.sum() - 1.0) * _perf_var(system))
+        return Team(float(np.dot(w, stack[:, 0])), var, n, None)
+    if n == 1 and float(w[0]) == 1.0:
+        belief = np.asarray(members[0], dtype=np.float64)
+    else:
+        belief = np.asarray(members[0], dtype=np.float64).copy()
+        belief[0] = float(np.dot(w, stack[:, 0]) / w.sum())
+        if name in ("glicko", "topcoder"):  # the deviation: glicko's RD, topcoder's volatility
+            belief[1] = math.sqrt(float(np.dot(w, np.square(stack[:, 1])) / w.sum()))
+    deviation = name in ("glicko", "topcoder")
+    return Team(float(belief[0]), float(belief[1]) ** 2 if deviation else 0.0, n, belief)
+
+
+def outcomes(system: RatingSystem, a: Team, b: Team) -> tuple[float, float, float]:
+    """(P(a wins), P(draw), P(b wins)) of two teams; for two single players at full weight the
+    very arithmetic of the system's ``win_probability`` (TrueSkill: its win and draw parts)."""
+    name = system.name
+    if name == "trueskill":
+        return system.outcomes(a.mean - b.mean, a.var, b.var, a.players + b.players)  # type: ignore[attr-defined,no-any-return]
+    if name in ("elo-mmr", "elo-mmx"):
+        spread = math.sqrt(a.var + b.var + 2 * system._perf_spread() ** 2)  # type: ignore[attr-defined]
+        e = performance_win_probability(a.mean - b.mean, spread, bool(system.gaussian))  # type: ignore[attr-defined]
+    else:
+        assert a.belief is not None and b.belief is not None
+        e = float(system.win_probability(a.belief, b.belief))
+    return e, 0.0, 1.0 - e
+
+
 def _perf_var(system: RatingSystem) -> float:
     """β² of the sum models: the variance a performance adds to the skill's."""
     if system.name == "trueskill":
@@ -128,65 +194,24 @@ def _perf_var(system: RatingSystem) -> float:
     return spread**2
 
 
-def _team_belief(system: RatingSystem, members: Sequence[Belief]) -> Belief:
-    """A belief of the system's layout whose pairwise prediction is the team's.
-
-    A team of one is its member's own belief, so that two single players get exactly the
-    system's ``win_probability``. Sum models: mean Σμ and a σ with σ² + β² = Σ(σ_i² + β²).
-    Mean models: every value the members' mean, the deviation (index 1) their root mean square."""
-    if len(members) == 1:
-        return np.asarray(members[0], dtype=np.float64)
-    stack = np.array([np.asarray(m, dtype=np.float64)[:2] for m in members])
-    if system.name in SUM_MODELS:
-        extra = (len(members) - 1) * _perf_var(system)
-        return np.array([float(stack[:, 0].sum()), math.sqrt(float(np.square(stack[:, 1]).sum()) + extra)])
-    belief = np.asarray(members[0], dtype=np.float64).copy()
-    belief[0] = float(stack[:, 0].mean())
-    if system.name in ("glicko", "topcoder"):  # the deviation: glicko's RD, topcoder's volatility
-        belief[1] = math.sqrt(float(np.square(stack[:, 1]).mean()))
-    return belief
-
-
-def _outcomes(system: RatingSystem, a: Belief, b: Belief, na: int, nb: int) -> tuple[float, float, float]:
-    """(P(a wins), P(draw), P(b wins)) of two teams given as virtual players of ``na``/``nb`` members."""
-    if system.name == "trueskill":
-        return _trueskill_outcomes(system, a, b, na, nb)
-    e = float(system.win_probability(a, b))
-    return e, 0.0, 1.0 - e
-
-
-def _trueskill_outcomes(system: RatingSystem, a: Belief, b: Belief, na: int, nb: int) -> tuple[float, float, float]:
-    """TrueSkill's two-team outcomes with the draw margin of ``na + nb`` players (the package's
-    ``calc_draw_margin``); for two single players the very arithmetic of ``win_probability``."""
-    p = system.params
-    beta, tau, p_draw = p.beta, p.tau, p.draw_probability  # type: ignore[attr-defined]
-    # a virtual σ already holds (n − 1)(β² + τ²), so two players' worth is added as for singles
-    c = math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2 + 2.0 * (beta**2 + tau**2))
-    dm = float(a[0] - b[0])
-    eps = float(ndtri((p_draw + 1.0) / 2.0)) * math.sqrt(float(na + nb)) * beta
-    p_win = 0.5 * math.erfc((eps - dm) / (c * math.sqrt(2.0)))
-    p_loss = 0.5 * math.erfc((eps + dm) / (c * math.sqrt(2.0)))
-    return p_win, 1.0 - p_win - p_loss, p_loss
-
-
 # --- more than two teams: the chance of finishing first ------------------------------------
-def _first(system: RatingSystem, teams: Sequence[Sequence[Belief]], virtual: list[Belief]) -> FloatArray:
-    mean = np.array([float(v[0]) for v in virtual])
+def _first(system: RatingSystem, teams: Sequence[Team]) -> FloatArray:
+    mean = np.array([t.mean for t in teams])
     name = system.name
     if name in ("elo", "codeforces", "glicko"):
         scale = float(getattr(system.params, "scale", 400.0))
         slope = math.log(10.0) / scale
         if name == "glicko":  # the attenuation of the mean pair: exact for two teams, the same for all
-            rd2 = float(np.mean([float(v[1]) ** 2 for v in virtual]))
+            rd2 = float(np.mean([t.var for t in teams]))
             slope *= 1.0 / math.sqrt(1.0 + 3.0 * slope**2 * 2.0 * rd2 / math.pi**2)
         z = slope * (mean - mean.max())
         w = np.exp(z)
         return np.asarray(w / w.sum(), dtype=np.float64)
     if name == "topcoder":
-        sd = np.array([float(v[1]) for v in virtual])
+        sd = np.array([float(t.belief[1]) for t in teams if t.belief is not None])
         return _integrate(mean, sd, gaussian=True)
     beta2 = _perf_var(system)
-    sd = np.sqrt(np.array([float(v[1]) ** 2 for v in virtual]) + beta2)
+    sd = np.sqrt(np.array([t.var for t in teams]) + beta2)
     return _integrate(mean, sd, gaussian=name != "elo-mmr")
 
 
@@ -221,4 +246,5 @@ def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)
 
 
-__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "predict"]
+__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "Team", "outcomes", "predict",
+           "team"]

@@ -8,38 +8,23 @@
   second, ``P(ahead) + P(tie)/2`` where the system models ties (TrueSkill's draw margin), for
   log loss and Brier against the outcome score 1 / ½ / 0.
 
-Each follows the system's own team model, so that a team of one member gives what the
-system's ``ranking_score`` and ``win_probability`` give for that player:
-
-* elo-mmx, elo-mmr: strength ``M_t = Σ ω_i μ_i`` (the mean of the team's performance); the
-  difference ``P_A − P_B`` has variance ``Σ ω_i² (σ_i² + σ_perf²)`` over both teams, and the
-  probability is its Gaussian tail (elo-mmx) or the logistic of that variance (elo-mmr), as in
-  ``EloMMR.win_probability``;
-* trueskill: strength ``Σ ω_i μ_i``; ``d ~ N(Σ_A ω μ − Σ_B ω μ, Σ ω² (σ² + τ² + β²))`` with the
-  package's team draw margin ``Φ⁻¹((p_draw + 1)/2) · √(players of both) · β``;
-* elo: strength the ω-weighted mean rating (the team rating of ``Elo.rate_team_round``); the
-  probability is the logistic expected score of the two team ratings.
-
-ω_i is the part of the round member i played (the event's ``weights``, 1 by default). These
-are helpers of the evaluation (``stream.tools.evaluate``), not a lobby API; a system without a
-team model has no predictor (``team_predictor`` raises ``RatingError``).
+Both come from the system's team model in ``stream.ratings.lobby`` (``team``, ``outcomes``), the
+one the matchmakers' lobby predictions use, with the event's ``weights`` as ω (the part of the
+round each member played, 1 by default; docs/teams.md, "One team model"): the strength is the
+team's ``mean`` (elo-mmx, elo-mmr, trueskill: ``Σ ω_i μ_i``; elo: the ω-weighted mean rating,
+the team rating of ``Elo.rate_team_round``), and a team of one member at full weight gives what
+the system's ``ranking_score`` and ``win_probability`` give for that player. Only systems that
+rate team rounds have a predictor (``team_predictor`` raises ``RatingError`` for the others).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-from scipy.special import ndtri
-
-from stream.ratings._elo_mmr_kernels import TANH_MULTIPLIER
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
-from stream.ratings.elo import Elo, expected_score
-from stream.ratings.elo_mmr import EloMMR
-from stream.ratings.trueskill import TrueSkill
+from stream.ratings.lobby import MEAN_MODELS, SUM_MODELS, outcomes, team
 
 
 class TeamPredictor(Protocol):
@@ -50,62 +35,23 @@ class TeamPredictor(Protocol):
     def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float: ...
 
 
-def _col(beliefs: Sequence[Belief], k: int) -> FloatArray:
-    return np.fromiter((float(x[k]) for x in beliefs), dtype=np.float64, count=len(beliefs))
-
-
 @dataclass(frozen=True)
-class EloMMRTeams:
-    system: EloMMR
+class SystemTeams:
+    """The predictions of ``system``'s own team model (module docstring)."""
+
+    system: RatingSystem
 
     def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
-        return float(np.dot(weights, _col(beliefs, 0)))
+        return team(self.system, beliefs, weights).mean
 
     def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float:
-        ps2 = self.system._perf_spread() ** 2
-        var = float(np.dot(wa * wa, _col(a, 1) ** 2 + ps2) + np.dot(wb * wb, _col(b, 1) ** 2 + ps2))
-        spread = math.sqrt(var)
-        diff = self.strength(a, wa) - self.strength(b, wb)
-        if self.system.gaussian:
-            return 0.5 * math.erfc(-diff / (spread * math.sqrt(2.0)))
-        return 1.0 / (1.0 + math.exp(-diff * TANH_MULTIPLIER / spread))
-
-
-@dataclass(frozen=True)
-class TrueSkillTeams:
-    system: TrueSkill
-
-    def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
-        return float(np.dot(weights, _col(beliefs, 0)))
-
-    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float:
-        p = self.system.params
-        extra = p.tau**2 + p.beta**2
-        c = math.sqrt(float(np.dot(wa * wa, _col(a, 1) ** 2 + extra) + np.dot(wb * wb, _col(b, 1) ** 2 + extra)))
-        dm = self.strength(a, wa) - self.strength(b, wb)
-        eps = float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(len(a) + len(b)) * p.beta
-        p_win = 0.5 * math.erfc((eps - dm) / (c * math.sqrt(2.0)))
-        p_loss = 0.5 * math.erfc((eps + dm) / (c * math.sqrt(2.0)))
-        return p_win + 0.5 * (1.0 - p_win - p_loss)
-
-
-@dataclass(frozen=True)
-class EloTeams:
-    system: Elo
-
-    def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
-        return float(np.dot(weights, _col(beliefs, 0)) / weights.sum())
-
-    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float:
-        return expected_score(self.strength(a, wa), self.strength(b, wb), self.system.params.scale)
+        win, draw, _ = outcomes(self.system, team(self.system, a, wa), team(self.system, b, wb))
+        return win + 0.5 * draw
 
 
 def team_predictor(system: RatingSystem) -> TeamPredictor:
     """The evaluation's team predictions for ``system`` (module docstring)."""
-    if isinstance(system, EloMMR):
-        return EloMMRTeams(system)
-    if isinstance(system, TrueSkill):
-        return TrueSkillTeams(system)
-    if isinstance(system, Elo):
-        return EloTeams(system)
-    raise RatingError(f"{system.name} does not rate team rounds (a round with teams)")
+    rates_teams = type(system).rate_team_round is not RatingSystem.rate_team_round
+    if not rates_teams or system.name not in SUM_MODELS | MEAN_MODELS:
+        raise RatingError(f"{system.name} does not rate team rounds (a round with teams)")
+    return SystemTeams(system)

@@ -182,13 +182,20 @@ class TrueSkill(RatingSystem):
 
     def win_probability(self, a: Belief, b: Belief) -> float:
         """P(A wins) + P(draw)/2 with the draw margin: d ~ N(μa − μb, σa² + σb² + 2β²)."""
+        win, draw, _ = self.outcomes(float(a[0] - b[0]), float(a[1]) ** 2, float(b[1]) ** 2, 2)
+        return win + 0.5 * draw
+
+    def outcomes(self, diff: float, var_a: float, var_b: float, players: int) -> tuple[float, float, float]:
+        """(P(a wins), P(draw), P(b wins)) for ``d ~ N(diff, var_a + var_b + 2(β² + τ²))`` and the
+        trueskill package's draw margin of ``players`` (``Φ⁻¹((p_draw + 1)/2)·√players·β``).
+        Two players: ``var`` their σ²; two teams (``lobby.outcomes``): each team's
+        ``Σ ω² (σ² + β² + τ²) − (β² + τ²)``, ``players`` those of both teams."""
         p = self.params
-        c = math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2 + 2.0 * (p.beta**2 + p.tau**2))
-        dm = float(a[0] - b[0])
-        eps = self.draw_margin
-        p_win = 0.5 * math.erfc((eps - dm) / (c * math.sqrt(2.0)))
-        p_loss = 0.5 * math.erfc((eps + dm) / (c * math.sqrt(2.0)))
-        return p_win + 0.5 * (1.0 - p_win - p_loss)
+        c = math.sqrt(var_a + var_b + 2.0 * (p.beta**2 + p.tau**2))
+        eps = float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(float(players)) * p.beta
+        p_win = 0.5 * math.erfc((eps - diff) / (c * math.sqrt(2.0)))
+        p_loss = 0.5 * math.erfc((eps + diff) / (c * math.sqrt(2.0)))
+        return p_win, 1.0 - p_win - p_loss, p_loss
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

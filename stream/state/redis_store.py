@@ -54,6 +54,7 @@ a replica (``INFO replication``, asked again every ``REPLICAS_TTL_S`` and after 
 acked) and the pool is marked unconfirmed; the next use of the pool first sends a write that
 changes nothing (``INCRBY gen 0``) with a ``WAIT`` on one connection, which confirms everything
 the master holds, the unconfirmed commit included, before anything else is done or acked.
+Those writes are ``ReplicatedWrites`` (stream.state.replication), which ``RedisStore`` inherits.
 
 The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
 with the belief itself.
@@ -95,8 +96,7 @@ import asyncio
 import contextlib
 import logging
 import struct
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, NoReturn
@@ -104,19 +104,17 @@ from typing import Any, NoReturn
 import numpy as np
 import orjson
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import MovedError, NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from stream.state import legacy_pools
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
-from stream.state.redis_client import AnyRedis, StoreUnavailable, connect, infrastructure_errors, is_cluster
+from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
+from stream.state.replication import ReplicatedWrites
 
 log = logging.getLogger(__name__)
-
-#: seconds a master's count of replicas (``INFO replication``) is trusted before it is asked again
-REPLICAS_TTL_S = 10.0
 
 class Conflict(RuntimeError):
     """Someone committed to the pool between our read and our write: re-read and recompute."""
@@ -174,7 +172,7 @@ class Commit:
     changes: dict[str, bytes] = field(default_factory=dict)
 
 
-class RedisStore:
+class RedisStore(ReplicatedWrites):
     """Async access to the layout above (redis-py asyncio client, hiredis parser; a single server
     or a Redis Cluster, see stream.state.redis_client).
 
@@ -628,101 +626,6 @@ class RedisStore:
             else:  # the index moved while this commit was under way: reload on the next read
                 self._ids.pop(pool, None)
         return new_gen
-
-
-    # --- writes the replicas confirm (see the module docstring) --------------------------
-    async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]],
-                          wrote: Callable[[list[Any]], bool]) -> list[Any]:
-        """The replies of ``commands`` (all in ``key``'s slot), sent in one pipeline on one connection of
-        the slot's master and followed there by ``WAIT`` when replicas must confirm them. ``wrote``: whether
-        the replies say that the commands wrote (a WAIT after no write confirms older writes only).
-
-        The first error reply is raised (after MOVED: sent again to the slot's new master). ``StoreUnavailable`` when
-        fewer replicas than required confirmed within the timeout. ``mark`` (a pool) stays marked
-        unconfirmed until a WAIT after a write confirmed it."""
-        for redirected in range(3):
-            node = self.r.get_node_from_key(key) if self.is_cluster else None
-            need = await self._required(node)
-            if need:
-                self._unconfirmed.add(mark)
-            replies = await self._pipeline_on(node, commands, need)
-            out = replies[:len(commands)]
-            error = next((r for r in replies if isinstance(r, BaseException)), None)
-            if error is None:
-                break
-            self._replicas.pop("" if node is None else node.name, None)
-            if not isinstance(error, MovedError) or node is None or redirected == 2:
-                raise error
-            await self.r.nodes_manager.move_slot(error)  # the slot's new master, then again there
-        waited = int(replies[-1]) if need else 0
-        if not need:
-            self._unconfirmed.discard(mark)  # nothing to wait for (no replica, or MMR_REDIS_MIN_REPLICAS=0)
-        elif waited >= need:
-            if wrote(out):
-                self._unconfirmed.discard(mark)
-        else:
-            self._replicas.pop("" if node is None else node.name, None)
-            self._ids.pop(mark, None)  # the write may be lost with its master: the index reloads from Redis
-            raise StoreUnavailable(f"{mark!r}: a write reached {waited} of the {need} replicas required "
-                                   f"within {self.wait_timeout_ms} ms (MMR_REDIS_MIN_REPLICAS, "
-                                   "MMR_REDIS_WAIT_TIMEOUT_MS); retrying")
-        return out
-
-    async def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]], need: int) -> list[Any]:
-        """``commands`` and ``WAIT need`` (if ``need``) in one pipeline on one connection of ``node``
-        (None: the single server); replies and error replies, no redirect followed."""
-        if node is None:
-            pipe = self.r.pipeline(transaction=False)
-            for cmd in commands:
-                pipe.execute_command(*cmd)
-            if need:
-                pipe.execute_command("WAIT", need, self.wait_timeout_ms)
-            return list(await pipe.execute(raise_on_error=False))
-        pipe = self.r.pipeline()
-        for cmd in commands:
-            pipe.execute_command(*cmd, target_nodes=node)
-        if need:
-            pipe.execute_command("WAIT", need, self.wait_timeout_ms, target_nodes=node)
-        return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
-
-    async def _confirm(self, pool: str) -> None:
-        """For a pool marked unconfirmed: a write that changes nothing (``INCRBY gen 0``; an absent
-        ``gen`` reads as 0 too) and WAIT on its connection, which confirms everything its master
-        holds; ``StoreUnavailable`` until the replicas have it."""
-        if pool in self._unconfirmed:
-            await self._replicated(pool, self.key(pool, "gen"), [("INCRBY", self.key(pool, "gen"), 0)],
-                                   wrote=lambda _: True)
-
-    async def _list_pool(self, pool: str) -> None:
-        """Adds ``pool`` to the set of pools, confirmed by the replicas like a commit. A SADD of a member
-        already there writes nothing (WAIT would confirm older writes only): then the set is rewritten
-        as it is (SUNIONSTORE of itself), which does write -- only on a retry, or for a pool another
-        worker listed."""
-        key, mark = self.keys.pools_key(), f"{pool}\0listed"
-        added = (await self._replicated(mark, key, [("SADD", key, pool)], wrote=lambda r: bool(r[0])))[0]
-        if not added and mark in self._unconfirmed:
-            await self._replicated(mark, key, [("SUNIONSTORE", key, key)], wrote=lambda _: True)
-
-    async def _required(self, node: Any) -> int:
-        """Replicas that must confirm a write on ``node`` (None: the single server)."""
-        if self.min_replicas is not None:
-            return self.min_replicas
-        return 1 if await self._replicas_of(node) else 0
-
-    async def _replicas_of(self, node: Any) -> int:
-        """Connected replicas of ``node`` (``INFO replication``), asked at most every ``REPLICAS_TTL_S``."""
-        name = "" if node is None else node.name
-        now = time.monotonic()
-        known = self._replicas.get(name)
-        if known is not None and now - known[0] < REPLICAS_TTL_S:
-            return known[1]
-        if node is None:
-            info = await self.r.info("replication")
-        else:
-            info = await self.r.info("replication", target_nodes=node)
-        n = int(info.get("connected_slaves", 0))
-        self._replicas[name] = (now, n)
-        return n
 
     async def _load_script(self, script: Any, key: str) -> None:
         """Loads ``script`` on the master of ``key``'s slot (a promoted replica or a restarted server may lack it)."""

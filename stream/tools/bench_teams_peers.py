@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, check_team_round
-from stream.ratings.team_scores import TeamPredictor, TrueSkillTeams
+from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.ratings.trueskill import TrueSkill
 
 
@@ -99,7 +99,7 @@ class TrueSkillPackage(_Peer):
     def team_predictor(self) -> TeamPredictor:
         """The same model as ours, so our TrueSkill's team predictions with the same parameters."""
         p = self.params
-        return TrueSkillTeams(TrueSkill({"mu": p.mu, "sigma": p.sigma, "beta": p.beta, "tau": p.tau,
+        return team_predictor(TrueSkill({"mu": p.mu, "sigma": p.sigma, "beta": p.beta, "tau": p.tau,
                                          "draw_probability": p.draw_probability}))
 
 

@@ -263,12 +263,7 @@ class Evaluator:
             out["n_scored_players"] = len(devs)
         if self.p2:
             p, s = np.asarray(self.p2), np.asarray(self.s2)
-            out["n_two_player"] = len(p)
-            out["log_loss"] = float(log_loss(p, s).mean())
-            out["brier"] = float(brier(p, s).mean())
-            decided = s != 0.5
-            if decided.any():
-                out["accuracy"] = float(np.mean((p[decided] > 0.5) == (s[decided] == 1.0)))
+            out.update(_probability_scores(p, s, "n_two_player", ""))
             out["calibration"] = [
                 {"lo": c.lo, "hi": c.hi, "n": c.n, "mean_p": _nan_none(c.mean_p), "mean_s": _nan_none(c.mean_s)}
                 for c in calibration_table(p, s, bins)
@@ -315,14 +310,19 @@ class TeamScores:
             "team_pair_inversion_pooled": 100.0 * self.wrong / self.pairs,
         }
         if self.p2:
-            p, s = np.asarray(self.p2), np.asarray(self.s2)
-            out["n_team_two"] = len(p)
-            out["team_log_loss"] = float(log_loss(p, s).mean())
-            out["team_brier"] = float(brier(p, s).mean())
-            decided = s != 0.5
-            if decided.any():
-                out["team_accuracy"] = float(np.mean((p[decided] > 0.5) == (s[decided] == 1.0)))
+            out.update(_probability_scores(np.asarray(self.p2), np.asarray(self.s2), "n_team_two", "team_"))
         return out
+
+
+def _probability_scores(p: FloatArray, s: FloatArray, count: str, prefix: str) -> dict[str, Any]:
+    """The count, log loss, Brier score and accuracy (decided outcomes only) of predictions ``p``
+    of outcome scores ``s`` (1 / ½ / 0): players' pairs and two-team rounds alike."""
+    out: dict[str, Any] = {count: len(p), f"{prefix}log_loss": float(log_loss(p, s).mean()),
+                           f"{prefix}brier": float(brier(p, s).mean())}
+    decided = s != 0.5
+    if decided.any():
+        out[f"{prefix}accuracy"] = float(np.mean((p[decided] > 0.5) == (s[decided] == 1.0)))
+    return out
 
 
 def _nan_none(x: float) -> float | None:

@@ -272,3 +272,41 @@ def test_elo_match_kernel_equals_python_oracle_bit_for_bit(seed: int) -> None:
     for i, (x, y) in enumerate(zip(fast, slow, strict=True)):
         assert x.tobytes() == y.tobytes()
         assert (x is beliefs[i]) == (y is beliefs[i])  # untouched players keep their belief object
+
+
+def test_small_rounds_sum_on_one_thread_with_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``PARALLEL_MIN_PLAYERS`` the logistic sums run on one thread (no start-up of numba's
+    pool for a 2-v-2), and give the bits of the parallel run: each row is one thread's loop."""
+    import numba
+
+    from stream.ratings import _baseline_kernels as kernels
+
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    kernel = kernels.logistic_row_sums
+    seen: list[int] = []
+
+    def counted(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
+        seen.append(numba.get_num_threads())
+        return kernel(r, q, scale)
+
+    monkeypatch.setattr(kernels, "logistic_row_sums", counted)
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 4, 5, 8, 9, 16, 17, 33, 100, 257, 1000, 2001):
+        r = rng.normal(1500.0, 350.0, n)
+        q = np.concatenate([r, rng.normal(1500.0, 600.0, 7)])
+        monkeypatch.setattr(kernels, "PARALLEL_MIN_PLAYERS", n + 1)
+        serial = kernels.logistic_sums(r, q, 400.0)
+        monkeypatch.setattr(kernels, "PARALLEL_MIN_PLAYERS", n)
+        parallel = kernels.logistic_sums(r, q, 400.0)
+        assert np.array_equal(serial.view(np.int64), parallel.view(np.int64)), n
+        assert seen[-2:] == [1, numba.config.NUMBA_NUM_THREADS], n  # type: ignore[attr-defined]
+    # Elo's team rounds and rounds: the same ratings either way
+    elo = Elo()
+    beliefs = [np.array([x, 3.0]) for x in rng.normal(1500.0, 200.0, 6)]
+    team_of, ranks = np.array([0, 0, 1, 1, 2, 2]), np.array([2, 1, 3])
+    out = []
+    for limit in (10**9, 0):
+        monkeypatch.setattr(kernels, "PARALLEL_MIN_PLAYERS", limit)
+        out.append([*elo.rate_team_round(beliefs, team_of, ranks, 0), *elo.rate_round(beliefs, np.arange(6) + 1, 0)])
+    assert all(np.array_equal(a, b) for a, b in zip(*out, strict=True))
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]

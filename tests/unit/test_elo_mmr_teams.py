@@ -135,3 +135,14 @@ def test_malformed_team_rounds_are_refused(team_of: list[int], ranks: list[int],
     beliefs = [system.new_belief() for _ in range(3)]
     with pytest.raises(RatingError, match=reason):
         system.rate_team_round(beliefs, np.array(team_of), np.array(ranks), 0, player_weights=weights)
+
+
+@pytest.mark.parametrize("name", ["elo-mmx", "elo-mmr", "elo", "trueskill"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_team_ranks_are_refused_by_every_team_model(name: str, bad: float) -> None:
+    """One check of team rounds (``base.check_team_round``) for every system: a RatingError that
+    dead-letters the event, never a ValueError from converting the ranks."""
+    system = make_system(name)
+    beliefs = [system.new_belief() for _ in range(3)]
+    with pytest.raises(RatingError, match="non-finite"):
+        system.rate_team_round(beliefs, np.array([0, 0, 1]), np.array([1.0, bad]), 0)

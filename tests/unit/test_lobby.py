@@ -14,7 +14,8 @@ from scipy import integrate, stats
 
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, RatingError, RatingSystem
-from stream.ratings.lobby import DRAW_MODELS, MEAN_MODELS, SUM_MODELS, _integrate, predict
+from stream.ratings.lobby import DRAW_MODELS, MEAN_MODELS, SUM_MODELS, _integrate, predict, team
+from stream.ratings.team_scores import team_predictor
 
 TEAM_SYSTEMS = sorted(SUM_MODELS | MEAN_MODELS)
 
@@ -173,9 +174,31 @@ def test_cowan_refuses_teams_and_more_than_two_players(teams: list[list[int]]) -
         predict(_system("cowan"), _teams("cowan", teams))
 
 
+def test_a_hopeless_trueskill_lobby_has_no_negative_draw() -> None:
+    pred = predict(_system("trueskill"), _teams("trueskill", [[0, 1, 2], [6]]))
+    assert pred.draw is not None and 0.0 <= pred.draw < 1e-12 and pred.win[0] == 1.0
+
+
 def test_a_lobby_needs_two_non_empty_teams() -> None:
     elo = _system("elo")
     with pytest.raises(RatingError, match="at least two teams"):
         predict(elo, [[elo.new_belief()]])
     with pytest.raises(RatingError, match="team 1 has no players"):
         predict(elo, [[elo.new_belief()], []])
+
+
+@pytest.mark.parametrize("name", ["elo", "trueskill", "elo-mmr", "elo-mmx"])
+def test_lobby_and_evaluation_predict_with_one_team_model(name: str) -> None:
+    """``mmr eval``'s team predictor and the lobby give the same numbers bit for bit (members at full
+    weight), and partial play (ω < 1) keeps the eval's probabilities in (0, 1)."""
+    system = _system(name)
+    pred = team_predictor(system)
+    for idx in ([[0, 1], [2, 3]], [[0], [1, 2, 3]], [[4, 5, 6], [7]], [[3], [5]], [[1, 6], [0, 2]]):
+        a, b = _teams(name, idx)
+        wa, wb = np.ones(len(a)), np.ones(len(b))
+        assert predict(system, [a, b]).expected_score == pred.win_probability(a, wa, b, wb)
+        assert team(system, a).mean == pred.strength(a, wa)
+    a, b = _teams(name, [[0], [1, 2]])
+    for w in (0.05, 0.5, 1.0):
+        p = pred.win_probability(a, np.array([w]), b, np.array([1.0, w]))
+        assert 0.0 < p < 1.0
