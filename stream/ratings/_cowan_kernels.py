@@ -2,9 +2,10 @@
 
 Why this layout
 ---------------
-Beliefs live in a dense ``(players, n + 1)`` matrix plus per-player windows ``[lo, hi]``
-(inclusive grid indices): every cell outside the window is ignored, so an established
-player (~300 cells) costs far less than the full 1001-cell grid.
+A match works on two dense rows of ``n + 1`` cells (zero outside each player's window
+``[lo, hi]``, inclusive grid indices; the batch kernels in ``_cowan_arena`` copy windows in
+and out): every cell outside the window is ignored, so an established player (~300 cells)
+costs far less than the full 1001-cell grid.
 
 One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)`` with ``g(d) = Λ(x_i, x_k)``
 depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4):
@@ -36,8 +37,8 @@ same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
 Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
 reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
 match run on another thread (other heap addresses) came out different in the last bit.
-The batch entry points ``run_waves`` (parallel over the matches of a wave) and
-``run_serial`` share ``update_pair``; since no kernel allows reassociation, both give the
+The batch entry points (``_cowan_arena``: parallel over the matches of a wave, or serial)
+and ``rate_pair`` share ``update_pair``; since no kernel allows reassociation, all give the
 same bits, and a batch agrees bit for bit with the same matches applied one at a time.
 
 The stored state is quantised (``stream.state.cowan_codec``); ``update_pair`` ends by
@@ -51,7 +52,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from stream.ratings._cowan_quant import canonicalise_row
 
@@ -652,93 +653,6 @@ def update_pair(
             status[ia] = 1
         if not canonicalise_row(rho_b, lohi[ib], qmin, codes[ib]):
             status[ib] = 1
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def run_waves(
-    dens: np.ndarray,
-    lohi: np.ndarray,
-    order: np.ndarray,
-    wave_starts: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    scores: np.ndarray,
-    dtab_index: np.ndarray,
-    dtabs: np.ndarray,
-    dsoes: np.ndarray,
-    a0: float,
-    beta: float,
-    soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
-    form: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    quant: bool,
-    qmin: int,
-    codes: np.ndarray,
-    status: np.ndarray,
-) -> None:
-    """Apply matches wave by wave; the matches of one wave touch distinct players and run
-    in parallel. ``order[wave_starts[w] : wave_starts[w+1]]`` are wave ``w``'s matches;
-    ``dtabs[dtab_index[m]]`` is the paper-form draw table for match ``m``'s score. A player
-    appears at most once per wave, so quantising inside ``update_pair`` is quantising the
-    touched beliefs after every wave (and after every match): batching cannot change bits."""
-    nw = wave_starts.shape[0] - 1
-    for w in range(nw):
-        s0 = wave_starts[w]
-        cnt = wave_starts[w + 1] - s0
-        for q in prange(cnt):
-            m = order[s0 + q]
-            update_pair(
-                dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
-                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, codes, status,
-            )
-
-
-@njit(cache=True, nogil=True)
-def run_serial(
-    dens: np.ndarray,
-    lohi: np.ndarray,
-    order: np.ndarray,
-    wave_starts: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    scores: np.ndarray,
-    dtab_index: np.ndarray,
-    dtabs: np.ndarray,
-    dsoes: np.ndarray,
-    a0: float,
-    beta: float,
-    soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
-    form: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    quant: bool,
-    qmin: int,
-    codes: np.ndarray,
-    status: np.ndarray,
-) -> None:
-    """``run_waves`` on one thread (no parallel launch per wave: small batches, single
-    matches). Same arithmetic, so the same bits: no ``fastmath`` anywhere."""
-    nw = wave_starts.shape[0] - 1
-    for w in range(nw):
-        s0 = wave_starts[w]
-        cnt = wave_starts[w + 1] - s0
-        for q in range(cnt):
-            m = order[s0 + q]
-            update_pair(
-                dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
-                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, codes, status,
-            )
 
 
 @njit(cache=True, nogil=True)

@@ -3,7 +3,8 @@
 It holds each belief exactly as a round trip through the pool's codec returns it
 (``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit
 for bit without paying an encode/decode per result: an array, or for a pool whose engine
-is ``packed`` the array's raw float64 bytes (``PoolEngine.unpack`` turns either into an array).
+is ``packed`` the array's raw float64 bytes, or for a system whose engine rates matches in a
+pool-wide arena (Cowan) the player's slot there (``PoolEngine.unpack`` turns each into an array).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from stream.ratings.base import Belief
 
-Held = Belief | bytes  # what the store keeps per player (see the module docstring)
+Held = Belief | bytes | int  # what the store keeps per player (see the module docstring)
 
 
 class MemoryStore:
@@ -27,6 +28,11 @@ class MemoryStore:
 
     def is_applied(self, pool: str, event_id: str) -> bool:
         return event_id in self.seen.get(pool, ())
+
+    def any_applied(self, pool: str, event_ids: Iterable[str]) -> bool:
+        """Whether any of ``event_ids`` was applied to ``pool``."""
+        seen = self.seen.get(pool)
+        return seen is not None and not seen.isdisjoint(event_ids)
 
     def commit(self, pool: str, changed: Mapping[str, Held], event_ids: Iterable[str]) -> None:
         self.pool(pool).update(changed)

@@ -143,7 +143,7 @@ def replay(
 
         pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size)
         with compile_notice():
-            pipeline.run(iter_records(inputs, pool, mapping, progress, skip))
+            pipeline.run(iter_records(inputs, pool, mapping, progress, skip, chunks=True))
         # after the last record of all inputs: a round may span files of one replay
         for open_round in pipeline.incomplete_rounds():
             click.echo(f"warning: {open_round.describe()}", err=True)
