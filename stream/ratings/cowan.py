@@ -541,7 +541,7 @@ class Cowan(RatingSystem):
     def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
                   codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
         """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
-        without the dense batch matrix, wave schedule or per-batch tables."""
+        without the batch arena, wave schedule or per-batch tables."""
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)
