@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from stream.ratings._cowan_kernels import update_pair
+from stream.ratings._cowan_quant import _ONE, _ZERO
 from stream.ratings._cowan_windows import HEADER, window_at
 from stream.ratings.base import Belief, FloatArray, IntArray
 from stream.ratings.fastpath import Arena
@@ -174,7 +175,7 @@ def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap
     one = np.zeros(1, dtype=np.int64)
     for m in range(a.shape[0]):
         one[0] = m
-        need = _layout(start, cap, lohi, slot, a, b, one, 0, 1, end, grow, n1, dest)
+        need = _layout(start, cap, lohi, slot, a, b, one, _ZERO(), _ONE(), end, grow, n1, dest)
         vals = _grown(vals, end, need)
         if want_codes:
             qvals = _grown(qvals, end, need)

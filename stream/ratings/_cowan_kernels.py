@@ -54,7 +54,7 @@ import math
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_quant import canonicalise_row
+from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, canonicalise_row
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
@@ -194,7 +194,7 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
     d0 = lo - hi_o
     for u in range(m + mo - 1):
         im[u] = tab[d0 + u + n]
-    _fft(re, im, size, False)
+    _fft(re, im, size, _FALSE())
     # X = (Z_k + conj Z_{−k}) / 2, Y = (Z_k − conj Z_{−k}) / 2i; product P = X·Y
     pr = np.empty(size)
     pi = np.empty(size)
@@ -206,7 +206,7 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
         bi = -0.5 * (re[k] - re[q])
         pr[k] = ar * br - ai * bi
         pi[k] = ar * bi + ai * br
-    _fft(pr, pi, size, True)
+    _fft(pr, pi, size, _TRUE())
     inv = 1.0 / size
     for t in range(m):
         out[t] = pr[t + mo - 1] * inv
@@ -307,8 +307,8 @@ def win_lik(
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
-        _sweep_r3c4(rho, soe, start, 1, hi - start + 1, lo, hi, fw)
-        _sweep_r3c4(rho, soe, stop, -1, stop - lo + 1, lo, hi, out)
+        _sweep_r3c4(rho, soe, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r3c4(rho, soe, stop, -_ONE(), stop - lo + 1, lo, hi, out)
         run = 0.0
         for i in range(start, hi + 1):
             r_i = rho[i]
@@ -429,8 +429,8 @@ def draw_lik(
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
-        _sweep_r4c6(rho, ds, bp, start, 1, hi - start + 1, lo, hi, fw)
-        _sweep_r4c6(rho, ds, bm, stop, -1, stop - lo + 1, lo, hi, out)
+        _sweep_r4c6(rho, ds, bp, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r4c6(rho, ds, bm, stop, -_ONE(), stop - lo + 1, lo, hi, out)
         run = 0.0
         for i in range(start, hi + 1):
             r_i = rho[i]
@@ -603,8 +603,8 @@ def update_pair(
     if partial and form == FORM_PAPER:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
         if res_mode == RES_SOE and dsoe[0] == 1.0:
-            draw_lik(rho_b, lb, hb, la, ha, dsoe, False, fa)
-            draw_lik(rho_a, la, ha, lb, hb, dsoe, True, fb)
+            draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
+            draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
         elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
             flip = dtab[::-1].copy()
             _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
