@@ -62,3 +62,38 @@ def test_service_does_not_import_tools() -> None:
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n == "stream.tools" or n.startswith("stream.tools.")]
     assert not offenders, offenders
+
+
+def test_read_ahead_keeps_order_raises_in_place_and_stops_with_its_consumer() -> None:
+    """``read_ahead``: the items in order from a thread of their own; an exception of the
+    source after the items before it; a consumer that stops early stops the thread."""
+    import threading
+
+    from stream.files import read_ahead
+
+    assert list(read_ahead(iter(range(1000)), depth=3)) == list(range(1000))
+
+    def failing() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise ValueError("line 3")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="line 3"):
+        for x in read_ahead(failing()):
+            got.append(x)
+    assert got == [1, 2]
+    produced: list[int] = []
+
+    def endless() -> Iterator[int]:
+        i = 0
+        while True:
+            produced.append(i)
+            yield i
+            i += 1
+
+    stream_ = read_ahead(endless(), depth=2)
+    assert [next(stream_) for _ in range(5)] == [0, 1, 2, 3, 4]
+    stream_.close()
+    assert not any(t.name == "mmr-read-ahead" for t in threading.enumerate())
+    assert len(produced) <= 5 + 2 + 2  # the queue's depth, one in hand, and the one being put
