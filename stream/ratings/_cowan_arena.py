@@ -61,10 +61,11 @@ def _layout(start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, slot: np.ndarr
 
 @njit(cache=True, nogil=True)
 def _grown(arr: np.ndarray, keep: int, need: int) -> np.ndarray:
-    """``arr`` if it holds ``need`` values, else a copy of ``arr[:keep]`` in one at least twice as large."""
+    """``arr`` if it holds ``need`` values, else a copy of ``arr[:keep]`` in one at least 1.5
+    times as large (while it is copied both exist: a smaller step keeps that peak lower)."""
     if need <= arr.shape[0]:
         return arr
-    out = np.empty(max(need, 2 * arr.shape[0]), dtype=arr.dtype)
+    out = np.empty(max(need, arr.shape[0] + arr.shape[0] // 2), dtype=arr.dtype)
     out[:keep] = arr[:keep]
     return out
 
@@ -238,22 +239,22 @@ def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.nda
 
 
 @njit(cache=True, nogil=True)
-def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
-             size: int) -> tuple[np.ndarray, int]:
-    """The windows of slots ``0..size-1`` moved into a new arena back to back (each keeping
-    its reserved cells); ``start`` is updated in place. Returns the arena and its end."""
-    total = 0
-    for p in range(size):
-        total += cap[p]
-    out = np.empty(max(total, 1 << 16))
+def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, size: int) -> int:
+    """Move the windows of slots ``0..size-1`` down to the front of ``vals``, back to back in
+    the order they lie (each keeping its reserved cells), in place: a slot's cells only move
+    toward the front, past cells no slot holds any more, so no new arena is needed. ``start``
+    is updated; returns the new end."""
+    order = np.argsort(start[:size])
     pos = 0
-    for p in range(size):
+    for k in range(size):
+        p = order[k]
         s = start[p]
-        w = lohi[p, 1] - lohi[p, 0] + 1
-        out[pos : pos + w] = vals[s : s + w]
-        start[p] = pos
+        if s != pos:
+            for t in range(lohi[p, 1] - lohi[p, 0] + 1):
+                vals[pos + t] = vals[s + t]
+            start[p] = pos
         pos += cap[p]
-    return out, pos
+    return pos
 
 
 class CowanArena(Arena):
@@ -290,7 +291,25 @@ class CowanArena(Arena):
             lohi = np.empty((new, 2), dtype=np.int64)
             lohi[: self.size] = self.lohi[: self.size]
             self.lohi = lohi
-        self.vals = _grown(self.vals, self.end, self.end + cells)
+        self.reserve(cells)
+
+    def reserve(self, cells: int) -> None:
+        """Room for ``cells`` more values after ``end``, by a quarter more at least.
+
+        Why ``ndarray.resize``: copying a growing arena into a larger array holds both at once
+        (a pool of 630k players peaked at twice its 3.8 GB that way); ``resize`` reallocates,
+        and the C library moves the pages of a large block instead of copying them. No view
+        of the values is ever handed out (``beliefs`` copies), so nothing can point into the
+        old block. Where the array does not own its buffer (the kernel handed back a new
+        object), the values are copied into a larger array instead."""
+        need = self.end + cells
+        if need <= self.vals.shape[0]:
+            return
+        size = max(need, self.vals.shape[0] + self.vals.shape[0] // 4)
+        try:
+            self.vals.resize(size, refcheck=False)
+        except ValueError:
+            self.vals = _grown(self.vals, self.end, size)
 
     def add(self, beliefs: Sequence[Belief]) -> IntArray:
         """Append validated belief arrays (``[lo, rounds, p...]``) with room for a match's
@@ -339,8 +358,8 @@ class CowanArena(Arena):
         return [flat[s:e] for s, e in pairwise(bounds)]
 
     def compact(self) -> None:
-        """Drop the cells no slot uses any more (windows that moved), keeping each slot's reserve."""
-        self.vals, self.end = _compact(self.vals, self.start, self.cap, self.lohi, self.size)
+        """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""
+        self.end = _compact(self.vals, self.start, self.cap, self.lohi, self.size)
 
     def live_cells(self) -> int:
         return int(self.cap[: self.size].sum())

@@ -485,12 +485,16 @@ class Cowan(RatingSystem):
             for i in np.unique(np.concatenate((a, b))).tolist():
                 arena.set(int(slots[i]), new[i])
             return
+        # every match may move both windows to fresh cells: room for that now (free until
+        # written), so that the kernel never grows the arena by copying it
+        arena.reserve(2 * a.shape[0] * arena.cells)
         arena.vals, _, status, arena.end = self._run_arena(
             arena.vals, arena.qvals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores,
             True, False)
         if status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
-        if arena.end > 2 * arena.live_cells() + (1 << 20):  # windows that moved left their old cells behind
+        live = arena.live_cells()
+        if arena.end > live + live // 4 + (1 << 20):  # windows that moved left their old cells behind
             arena.compact()
 
     def new_arena(self) -> CowanArena:
