@@ -297,7 +297,7 @@ class CowanArena(Arena):
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
         Why ``ndarray.resize``: copying a growing arena into a larger array holds both at once
-        (a pool of 630k players peaked at twice its 3.8 GB that way); ``resize`` reallocates,
+        (a replay of 630k players peaked at 7.6 GiB that way, 5.1 GiB this way); ``resize`` reallocates,
         and the C library moves the pages of a large block instead of copying them. No view
         of the values is ever handed out (``beliefs`` copies), so nothing can point into the
         old block. Where the array does not own its buffer (the kernel handed back a new
