@@ -91,7 +91,7 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
         lh[row, 1] = lo + w - 1
     st[0] = 0
     st[1] = 0
-    update_pair(dens, lh, 0, 1, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
+    update_pair(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
                 drift_rate, tail, quant, qmin, codes, st)
     for row in range(2):
         p = pa if row == 0 else pb

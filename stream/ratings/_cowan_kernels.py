@@ -54,7 +54,7 @@ import math
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, canonicalise_row
+from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
@@ -694,7 +694,7 @@ def rate_pair(
     lohi[1, 1] = lb + mb - 1
     status = np.zeros(2, dtype=np.uint8)
     update_pair(
-        dens, lohi, 0, 1, score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
+        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
         ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status,
     )
     lo = lohi[0, 0]

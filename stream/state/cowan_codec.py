@@ -129,7 +129,7 @@ def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
     cnt = q.shape[0]
     nib = np.empty(24 * cnt + 2, dtype=np.uint8)
     buf = np.empty(16 + 12 * cnt + 1, dtype=np.uint8)
-    pos = _encode_into(lo, rounds, q, qmin, nib, buf, 0)
+    pos = _encode_into(lo, rounds, q, qmin, nib, buf, _ZERO())
     return buf[:pos]
 
 

@@ -618,3 +618,37 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
         system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
     system.rate_matches(beliefs[:2], [0], [1], [1.0], [0])
     assert [len(d.signatures) for d in dispatchers] == before
+
+
+def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
+    """numba compiles a function once per *literal* value of a constant argument (the forward
+    and the backward sweep twice, ``draw_lik`` for each side...: ~1 s of a cold start), so the
+    njit functions of Cowan's kernels, codec and arena hand constants to each other through
+    ``_cowan_quant._ONE()`` and the like. Checked on the sources: no call from one njit
+    function to another with an int or bool literal (or its negation) as an argument."""
+    import ast
+    import inspect
+
+    from stream.ratings import _cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows
+    from stream.state import cowan_codec
+
+    modules = [_cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows, cowan_codec]
+    # (functions inlined into their callers, ``inline="always"``, are typed in place: no dispatch)
+    kernels = {name for m in modules for name, f in vars(m).items()
+               if hasattr(f, "py_func") and f.targetoptions.get("inline") != "always"}
+
+    def literal(node: ast.expr) -> bool:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            node = node.operand
+        return isinstance(node, ast.Constant) and type(node.value) in (int, bool)
+
+    found = []
+    for m in modules:
+        for fn in ast.walk(ast.parse(inspect.getsource(m))):
+            if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+                continue
+            for call in ast.walk(fn):
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in kernels
+                        and any(map(literal, call.args))):
+                    found.append(f"{m.__name__}.{fn.name} -> {call.func.id} (line {call.lineno})")
+    assert not found, found
