@@ -2,10 +2,11 @@
 
 Why an arena
 ------------
-A batch of matches used to load every belief it touched into a dense ``(players, n + 1)``
-matrix and cut the new beliefs out of it again. With thousands of players a batch, that is
-tens of MB allocated, zeroed and copied per batch and a working set that misses the caches,
-for windows that hold ~300-700 cells of the 1001. Here every belief keeps its window only:
+Loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and cutting
+the new beliefs out of it again costs, with thousands of players a batch, tens of MB
+allocated, zeroed and copied per batch and a working set that misses the caches, for windows
+that hold ~300-700 cells of the 1001 (BENCHMARKS.md, Cowan, 2026-11-26). Here every belief
+keeps its window only:
 
 * ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
   ``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count (a float, as in the belief array);
@@ -297,7 +298,7 @@ class CowanArena(Arena):
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
         Why ``ndarray.resize``: copying a growing arena into a larger array holds both at once
-        (a replay of 630k players peaked at 7.6 GiB that way, 5.1 GiB this way); ``resize`` reallocates,
+        (a replay of 630k players: 7.6 GiB peak that way, 5.1 GiB this way); ``resize`` reallocates,
         and the C library moves the pages of a large block instead of copying them. No view
         of the values is ever handed out (``beliefs`` copies), so nothing can point into the
         old block. Where the array does not own its buffer (the kernel handed back a new
