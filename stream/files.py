@@ -21,22 +21,32 @@ from typing import Any, TypeVar
 import orjson
 from tqdm import tqdm
 
-from stream.events.inputs import CsvMapping, read_records
+from stream.events.inputs import MATCH_RUN, CsvMapping, read_records
 
 T = TypeVar("T")
 
 
 def iter_records(
-    paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0
+    paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
+    chunks: bool = False,
 ) -> Iterator[tuple[str, str, Any]]:
-    """All records of all inputs in order, with a progress bar (records) on stderr."""
+    """All records of all inputs in order, with a progress bar (events) on stderr.
+
+    ``chunks``: runs of plain matches come as ``MATCH_RUN`` records (``read_records``), except
+    with ``skip``, which counts events one by one. ``prefetched`` runs this on a thread of its own."""
+    chunked = chunks and not skip
     records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
-        read_records(p, pool, mapping) for p in paths
+        read_records(p, pool, mapping, chunked) for p in paths
     )
     if skip:
         records = itertools.islice(records, skip, None)
-    bar = tqdm(records, unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5)
-    yield from bar
+    if not chunked:
+        yield from tqdm(records, unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5)
+        return
+    with tqdm(unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5) as bar:
+        for record in records:
+            yield record
+            bar.update(len(record[2]) if record[1] == MATCH_RUN else 1)
 
 
 class JsonlWriter:

@@ -23,8 +23,8 @@ from typing import Any
 
 from stream.engine import explain
 from stream.engine.pool import PoolEngine
-from stream.events.inputs import InputError
-from stream.events.model import MatchBatch, MatchEvent, RatingOutput, RoundEvent, index_players
+from stream.events.inputs import MATCH_RUN, InputError
+from stream.events.model import MatchBatch, MatchEvent, MatchRun, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
@@ -109,6 +109,8 @@ class EmbeddedPipeline:
         """One decoded record (see stream.events.inputs.read_records); ``where`` is its "file:line"."""
         if etype == "match":
             self._add_match(value, where)
+        elif etype == MATCH_RUN:
+            self._add_run(value)
         elif etype in MATCH_LISTS:
             for m in value:
                 self._add_match(m, where)
@@ -141,6 +143,28 @@ class EmbeddedPipeline:
         batch.add(m)
         if len(batch) >= self.batch_size:
             self.flush(m.pool)
+
+    def _add_run(self, run: MatchRun) -> None:
+        """The matches of a ``MatchRun`` appended to the pool's open batch by whole slices;
+        ``_add_match`` one by one when any of them is a duplicate (same meaning either way)."""
+        batch = run.batch
+        pool, ids = batch.pool, batch.event_ids
+        open_ids = self.pending_ids.setdefault(pool, set())
+        if len(set(ids)) != len(ids) or not open_ids.isdisjoint(ids) or self.store.any_applied(pool, ids):
+            for i, m in enumerate(run.events()):
+                self._add_match(m, run.where(i))
+            return
+        i, n = 0, len(batch)
+        while i < n:
+            pending = self.pending.setdefault(pool, MatchBatch(pool))
+            if not pending:
+                self.pending_where[pool] = run.where(i)
+            j = min(n, i + self.batch_size - len(pending))
+            pending.extend(MatchBatch(pool, ids[i:j], batch.a[i:j], batch.b[i:j], batch.scores[i:j], batch.times[i:j]))
+            self.pending_ids.setdefault(pool, set()).update(ids[i:j])
+            i = j
+            if len(pending) >= self.batch_size:
+                self.flush(pool)
 
     def _apply_round(self, event: RoundEvent, extra_ids: Iterable[str] = ()) -> None:
         self.flush(event.pool)

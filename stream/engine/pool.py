@@ -44,7 +44,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.ratings.fastpath import MatrixMatches, PackedRounds, fast_path
+from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
@@ -150,6 +150,9 @@ class PoolEngine:
         self.decoded_budget = DECODED_BUDGET if fast.canonical_state else 0
         self._decoded: dict[str, tuple[bytes, Belief]] = {}
         self._decoded_bytes = 0
+        #: the embedded store of a system that rates matches in a pool-wide arena
+        #: (``ArenaMatches``, Cowan) holds each player's slot there, an int; made on first use
+        self._arena: Arena | None = None
 
     # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
@@ -208,7 +211,34 @@ class PoolEngine:
     # --- what the embedded store holds (packed bytes or arrays: ``packed``) ------------
     def unpack(self, held: Held) -> Belief:
         """A belief the embedded store holds, as an array."""
+        if isinstance(held, int):
+            return self._arena_of().beliefs(np.array([held], dtype=np.int64))[0]
         return np.frombuffer(held, dtype="<f8").astype(np.float64) if isinstance(held, bytes) else held
+
+    def _arena_of(self) -> Arena:
+        if self._arena is None:
+            assert isinstance(self.fast, ArenaMatches)
+            self._arena = self.fast.new_arena()
+        return self._arena
+
+    def _arena_put(self, changed: Mapping[str, Belief], held: Mapping[str, Held]) -> dict[str, Held]:
+        """``changed`` written into the arena: existing players' slots in place, new players
+        appended; what the embedded store holds next (their slots)."""
+        arena = self._arena_of()
+        out: dict[str, Held] = {}
+        fresh = []
+        for p, belief in changed.items():
+            slot = held.get(p)
+            if isinstance(slot, int):
+                arena.set(slot, belief)
+                out[p] = slot
+            else:
+                out[p] = -1
+                fresh.append((p, belief))
+        if fresh:
+            slots = arena.add([b for _, b in fresh]).tolist()
+            out.update(zip([p for p, _ in fresh], slots, strict=True))
+        return out
 
     def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_round`` on what the embedded store holds; returns what it should hold next."""
@@ -217,6 +247,9 @@ class PoolEngine:
 
     def _store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
         fast = self.fast
+        if isinstance(fast, ArenaMatches) and self.exact_store:  # through arrays, back into the arena
+            arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
+            return self._arena_put(self.rate_round(event, arrays), held)
         if not (self.packed and isinstance(fast, PackedRounds)):
             return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
         if event.teams is not None:  # team rounds have no packed kernel: through arrays, like matches
@@ -250,12 +283,31 @@ class PoolEngine:
             return self._store_matches(batch, held)
 
     def _store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
+        fast = self.fast
+        if isinstance(fast, ArenaMatches) and self.exact_store:
+            return self._store_matches_arena(fast, batch, held)
         if not self.packed:
             return self.rate_matches(batch, cast("Mapping[str, Belief]", held))
         idx = index_players(batch)
         arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
         changed = self.rate_matches(batch, arrays, idx)
         return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
+
+    def _store_matches_arena(self, fast: ArenaMatches, batch: MatchBatch,
+                             held: Mapping[str, Held]) -> dict[str, Held]:
+        """``store_matches`` in the pool's arena: new players start at the prior, every
+        player's slot is rated in place (no belief array per player)."""
+        arena = self._arena_of()
+        idx = index_players(batch)
+        get = held.get
+        slots = np.fromiter((-1 if (h := get(p)) is None else h for p in idx.players), dtype=np.int64,
+                            count=len(idx.players))
+        fresh = np.flatnonzero(slots < 0)
+        if fresh.size:
+            prior = self.system.new_belief()
+            slots[fresh] = arena.add([prior] * fresh.size)
+        fast.rate_arena(arena, slots, idx.a, idx.b, batch.score_array())
+        return dict(zip(idx.players, slots.tolist(), strict=True))
 
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str],

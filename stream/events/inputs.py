@@ -13,6 +13,7 @@ import csv
 import gzip
 import hashlib
 import io
+import itertools
 import lzma
 import math
 import zlib
@@ -26,8 +27,8 @@ from typing import IO, Any, TypeVar
 import numpy as np
 import orjson
 
-from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchEvent, RoundEvent
-from stream.events.validate import InvalidEvent, decode_event
+from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, MatchRun, RoundEvent
+from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
 from stream.ratings.base import IntArray
 
 #: ``maxLength`` of ``event_id`` and ``round_id`` in ``schemas/`` (player ids and pools: MAX_ID_LENGTH).
@@ -309,14 +310,26 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
             yield where, MatchEvent(eid, pool, t, a, b, score)
 
 
+#: the record type of a ``MatchRun`` (``read_records(..., chunks=True)``)
+MATCH_RUN = "match_run"
+#: lines read and checked together by ``read_records(..., chunks=True)``
+CHUNK_LINES = 2048
+
+
 def read_records(
-    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None
+    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False
 ) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(where, type, value)`` for every record of one file, in file order.
 
     ``type`` is 'round' (RoundEvent), 'match' (MatchEvent), 'match_batch' or 'match_columns'
     (list of MatchEvent), or 'round_result'/'round_completed' (the validated dict). Raises
     InputError at the first bad record.
+
+    ``chunks=True`` (the embedded replay): runs of plain ``match`` lines of one pool come as
+    one ``MATCH_RUN`` record (a ``MatchRun``; ``where`` is its first line), checked column by
+    column instead of through the schema validator line by line (``_match_runs``). Any block
+    of lines holding anything else is read line by line as without it, so the records mean
+    the same matches and a bad line raises the same error at the same line.
     """
     p = str(path)
     if pool is not None:
@@ -330,23 +343,39 @@ def read_records(
         if fmt == "contests":
             yield from _read_contests(fh, p, pool or "default")
             return
-        for line_no, line in enumerate(_reading(fh, p), 1):
-            if not line.strip():
+        lines = enumerate(_reading(fh, p), 1)
+        if not chunks:
+            for line_no, line in lines:
+                yield from _record(p, line_no, line, pool)
+            return
+        while block := list(itertools.islice(lines, CHUNK_LINES)):
+            runs = _match_runs(p, block, pool)
+            if runs is not None:
+                for run in runs:
+                    yield run.where(0), MATCH_RUN, run
                 continue
-            where = f"{p}:{line_no}"
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputError(where, f"bad JSON: {exc}") from None
-            if not isinstance(obj, dict):
-                raise InputError(where, "an event must be a JSON object")
-            if pool is not None:
-                obj["pool"] = pool
-            try:
-                etype, value = decode_event(obj)
-            except InvalidEvent as exc:
-                raise InputError(where, str(exc)) from None
-            yield where, etype, value
+            for line_no, line in block:
+                yield from _record(p, line_no, line, pool)
+
+
+def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple[str, str, Any]]:
+    """The event of one line of an event file (none for a blank one); InputError naming the line."""
+    if not line.strip():
+        return
+    where = f"{p}:{line_no}"
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(where, f"bad JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InputError(where, "an event must be a JSON object")
+    if pool is not None:
+        obj["pool"] = pool
+    try:
+        etype, value = decode_event(obj)
+    except InvalidEvent as exc:
+        raise InputError(where, str(exc)) from None
+    yield where, etype, value
 
 
 def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str, Any]]:
@@ -369,3 +398,40 @@ def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str
         except orjson.JSONDecodeError as exc:
             raise InputError(where, f"bad JSON: {exc}") from None
         yield where, "round", contest_to_round(obj, where, pool, line_no, text)
+
+
+_MATCH = {"match"}
+_STR_TYPE = {str}
+
+
+def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[MatchRun] | None:
+    """The lines of ``block`` as runs of matches of one pool, when every line is a plain
+    ``match`` (``validate.plain_match_rows``: a strict subset of what the schema accepts, with
+    the values ``to_match`` gives); None when any line is anything else (blank, not JSON,
+    another type, anything unusual or invalid): the caller then reads the block line by line."""
+    try:
+        objs = list(map(orjson.loads, [line for _, line in block]))
+    except orjson.JSONDecodeError:
+        return None
+    if set(map(type, objs)) != {dict} or set(map(dict.get, objs, itertools.repeat("type"))) != _MATCH:
+        return None
+    cols = plain_match_rows(objs)
+    if cols is None:
+        return None
+    ids, times, a, b, scores = cols
+    line_nos = [n for n, _ in block]
+    if pool is not None:  # (checked by the caller) every event's own pool is replaced
+        return [MatchRun(MatchBatch(pool, ids, a, b, scores, times), p, line_nos)]
+    pools: list[Any] = list(map(dict.get, objs, itertools.repeat("pool")))
+    if set(map(type, pools)) != _STR_TYPE:
+        return None
+    lengths = list(map(len, pools))
+    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+        return None
+    runs = []
+    i = 0
+    for name, group in itertools.groupby(pools):
+        j = i + sum(1 for _ in group)
+        runs.append(MatchRun(MatchBatch(name, ids[i:j], a[i:j], b[i:j], scores[i:j], times[i:j]), p, line_nos[i:j]))
+        i = j
+    return runs

@@ -103,6 +103,29 @@ class MatchBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class MatchRun:
+    """Consecutive ``match`` lines of one file and pool, read and checked as columns
+    (``stream.events.inputs.read_records(..., chunks=True)``): the same matches as one
+    ``match`` record per line, with each one's line number, for a "file:line" when needed."""
+
+    batch: MatchBatch
+    path: str
+    lines: list[int]
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def where(self, i: int) -> str:
+        """The "file:line" of match ``i``."""
+        return f"{self.path}:{self.lines[i]}"
+
+    def events(self) -> list[MatchEvent]:
+        """The matches one at a time."""
+        b = self.batch
+        return list(map(MatchEvent, b.event_ids, [b.pool] * len(b), b.times, b.a, b.b, b.scores))
+
+
+@dataclass(frozen=True, slots=True)
 class PlayerIndex:
     """A batch's players and each match's two positions among them.
 

@@ -288,6 +288,22 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     return MatchBatch(pool, ids, a, b, floats, times)
 
 
+def plain_match_rows(objs: list[Any]) -> list[Any] | None:
+    """The five columns (``COLUMNS``; scores as floats) of parsed ``match_batch`` items or
+    ``match`` events that are each certainly valid (``_plain_match``, checked column by
+    column), or None: something needs the full validator."""
+    cols = _rows_to_columns(objs)
+    if cols is None:
+        return None
+    ids, times, a, b, scores = cols
+    score_types = set(map(type, scores))
+    if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
+        return None
+    if score_types != _FLOAT:
+        cols[4] = list(map(float, scores))
+    return cols
+
+
 def _rows_to_columns(ms: Any) -> list[Any] | None:
     """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them)."""
     if type(ms) is not list or not ms or set(map(type, ms)) != _DICT:

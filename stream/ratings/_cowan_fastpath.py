@@ -8,13 +8,14 @@ from typing import ClassVar
 
 import numpy as np
 
+from stream.ratings._cowan_arena import CowanArena
 from stream.ratings._cowan_windows import moments_many
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, concat_f64
 from stream.ratings.cowan import ELO_SCALE, Cowan
-from stream.ratings.fastpath import FastPath
+from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
 
 
-class CowanFastPath(FastPath):
+class CowanFastPath(FastPath, ArenaMatches):
     #: Cowan's kernels quantise every belief after every match with the codec's own functions
     #: (``_cowan_quant``), so what ``rate_matches`` returns is what a store round trip gives back
     canonical_state: ClassVar[bool] = True
@@ -53,3 +54,11 @@ class CowanFastPath(FastPath):
         ``CowanCodec.encode_coded`` writes its bytes from them instead of taking the logarithm
         of every cell again. None for a belief the batch did not change."""
         return self.system._rate(beliefs, a, b, scores, True)
+
+    def new_arena(self) -> CowanArena:
+        return self.system.new_arena()
+
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+        if not isinstance(arena, CowanArena):
+            raise TypeError("a Cowan arena is needed")
+        self.system.rate_arena(arena, slots, a, b, scores)

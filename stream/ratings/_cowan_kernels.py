@@ -2,9 +2,10 @@
 
 Why this layout
 ---------------
-Beliefs live in a dense ``(players, n + 1)`` matrix plus per-player windows ``[lo, hi]``
-(inclusive grid indices): every cell outside the window is ignored, so an established
-player (~300 cells) costs far less than the full 1001-cell grid.
+A match works on two dense rows of ``n + 1`` cells (zero outside each player's window
+``[lo, hi]``, inclusive grid indices; the batch kernels in ``_cowan_arena`` copy windows in
+and out): every cell outside the window is ignored, so an established player (~300 cells)
+costs far less than the full 1001-cell grid.
 
 One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)`` with ``g(d) = Λ(x_i, x_k)``
 depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4):
@@ -36,8 +37,8 @@ same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
 Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
 reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
 match run on another thread (other heap addresses) came out different in the last bit.
-The batch entry points ``run_waves`` (parallel over the matches of a wave) and
-``run_serial`` share ``update_pair``; since no kernel allows reassociation, both give the
+The batch entry points (``_cowan_arena``: parallel over the matches of a wave, or serial)
+and ``rate_pair`` share ``update_pair``; since no kernel allows reassociation, all give the
 same bits, and a batch agrees bit for bit with the same matches applied one at a time.
 
 The stored state is quantised (``stream.state.cowan_codec``); ``update_pair`` ends by
@@ -51,9 +52,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from stream.ratings._cowan_quant import canonicalise_row
+from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
@@ -193,7 +194,7 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
     d0 = lo - hi_o
     for u in range(m + mo - 1):
         im[u] = tab[d0 + u + n]
-    _fft(re, im, size, False)
+    _fft(re, im, size, _FALSE())
     # X = (Z_k + conj Z_{−k}) / 2, Y = (Z_k − conj Z_{−k}) / 2i; product P = X·Y
     pr = np.empty(size)
     pi = np.empty(size)
@@ -205,7 +206,7 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
         bi = -0.5 * (re[k] - re[q])
         pr[k] = ar * br - ai * bi
         pi[k] = ar * bi + ai * br
-    _fft(pr, pi, size, True)
+    _fft(pr, pi, size, _TRUE())
     inv = 1.0 / size
     for t in range(m):
         out[t] = pr[t + mo - 1] * inv
@@ -306,8 +307,8 @@ def win_lik(
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
-        _sweep_r3c4(rho, soe, start, 1, hi - start + 1, lo, hi, fw)
-        _sweep_r3c4(rho, soe, stop, -1, stop - lo + 1, lo, hi, out)
+        _sweep_r3c4(rho, soe, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r3c4(rho, soe, stop, -_ONE(), stop - lo + 1, lo, hi, out)
         run = 0.0
         for i in range(start, hi + 1):
             r_i = rho[i]
@@ -428,8 +429,8 @@ def draw_lik(
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
-        _sweep_r4c6(rho, ds, bp, start, 1, hi - start + 1, lo, hi, fw)
-        _sweep_r4c6(rho, ds, bm, stop, -1, stop - lo + 1, lo, hi, out)
+        _sweep_r4c6(rho, ds, bp, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r4c6(rho, ds, bm, stop, -_ONE(), stop - lo + 1, lo, hi, out)
         run = 0.0
         for i in range(start, hi + 1):
             r_i = rho[i]
@@ -602,8 +603,8 @@ def update_pair(
     if partial and form == FORM_PAPER:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
         if res_mode == RES_SOE and dsoe[0] == 1.0:
-            draw_lik(rho_b, lb, hb, la, ha, dsoe, False, fa)
-            draw_lik(rho_a, la, ha, lb, hb, dsoe, True, fb)
+            draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
+            draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
         elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
             flip = dtab[::-1].copy()
             _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
@@ -654,93 +655,6 @@ def update_pair(
             status[ib] = 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def run_waves(
-    dens: np.ndarray,
-    lohi: np.ndarray,
-    order: np.ndarray,
-    wave_starts: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    scores: np.ndarray,
-    dtab_index: np.ndarray,
-    dtabs: np.ndarray,
-    dsoes: np.ndarray,
-    a0: float,
-    beta: float,
-    soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
-    form: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    quant: bool,
-    qmin: int,
-    codes: np.ndarray,
-    status: np.ndarray,
-) -> None:
-    """Apply matches wave by wave; the matches of one wave touch distinct players and run
-    in parallel. ``order[wave_starts[w] : wave_starts[w+1]]`` are wave ``w``'s matches;
-    ``dtabs[dtab_index[m]]`` is the paper-form draw table for match ``m``'s score. A player
-    appears at most once per wave, so quantising inside ``update_pair`` is quantising the
-    touched beliefs after every wave (and after every match): batching cannot change bits."""
-    nw = wave_starts.shape[0] - 1
-    for w in range(nw):
-        s0 = wave_starts[w]
-        cnt = wave_starts[w + 1] - s0
-        for q in prange(cnt):
-            m = order[s0 + q]
-            update_pair(
-                dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
-                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, codes, status,
-            )
-
-
-@njit(cache=True, nogil=True)
-def run_serial(
-    dens: np.ndarray,
-    lohi: np.ndarray,
-    order: np.ndarray,
-    wave_starts: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    scores: np.ndarray,
-    dtab_index: np.ndarray,
-    dtabs: np.ndarray,
-    dsoes: np.ndarray,
-    a0: float,
-    beta: float,
-    soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
-    form: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    quant: bool,
-    qmin: int,
-    codes: np.ndarray,
-    status: np.ndarray,
-) -> None:
-    """``run_waves`` on one thread (no parallel launch per wave: small batches, single
-    matches). Same arithmetic, so the same bits: no ``fastmath`` anywhere."""
-    nw = wave_starts.shape[0] - 1
-    for w in range(nw):
-        s0 = wave_starts[w]
-        cnt = wave_starts[w + 1] - s0
-        for q in range(cnt):
-            m = order[s0 + q]
-            update_pair(
-                dens, lohi, a[m], b[m], scores[m], a0, beta, soe, gtab,
-                dtabs[dtab_index[m]], dsoes[dtab_index[m]], res_mode, form, taps, drift_mode, drift_rate, tail,
-                quant, qmin, codes, status,
-            )
-
-
 @njit(cache=True, nogil=True)
 def rate_pair(
     bel_a: np.ndarray,
@@ -780,7 +694,7 @@ def rate_pair(
     lohi[1, 1] = lb + mb - 1
     status = np.zeros(2, dtype=np.uint8)
     update_pair(
-        dens, lohi, 0, 1, score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
+        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
         ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status,
     )
     lo = lohi[0, 0]

@@ -50,6 +50,31 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+
+# Constant arguments passed through these, not written as literals: numba compiles a
+# function called with a literal constant once per literal value (a sweep forward and one
+# backward, ``draw_lik`` for either side: twice each), which only costs compile time, ~1 s
+# of a cold start (Cowan's kernels, codec and arena use them). Same values, so same bits.
+@njit(cache=True, nogil=True, inline="always")
+def _ONE() -> Any:  # the int64 1
+    return np.int64(1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ZERO() -> Any:  # the int64 0
+    return np.int64(0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _TRUE() -> Any:  # a boolean True
+    return np.bool_(True)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _FALSE() -> Any:  # a boolean False
+    return np.bool_(False)
+
+
 DELTA = 2.0**-24
 #: per-cell floor relative to the peak, for grids up to this many cells (n + 1)
 MAX_CELLS = 4097

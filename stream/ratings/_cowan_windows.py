@@ -1,4 +1,4 @@
-"""Cowan beliefs as windows on the grid: moments, and the dense batch matrices of a batch.
+"""Cowan beliefs as windows on the grid: moments, one belief or many at once.
 
 numba functions over many beliefs at once (``flat[offsets[i]:offsets[i + 1]]`` is belief i,
 ``[lo, rounds, p_lo, ..., p_hi]``): one call per batch instead of one per player, with the
@@ -89,60 +89,3 @@ def moments_many(
         means[i], sds[i] = moments(flat[o + HEADER : o + HEADER + m], grid, lo)
         rounds[i] = int(r_f)
     return means, sds, rounds, -1
-
-
-@njit(cache=True, nogil=True)
-def load_dense(
-    flat: np.ndarray, offsets: np.ndarray, cells: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The batch matrices of ``rate_matches`` from the beliefs ``flat[offsets[i]:offsets[i + 1]]``:
-    ``(dens, lohi, rounds, -1)``, or ``(..., i)`` for the first belief ``window`` would reject.
-    Copies only (no arithmetic), so it is bit for bit the per-player Python loop it replaces."""
-    n = offsets.shape[0] - 1
-    dens = np.zeros((n, cells))
-    lohi = np.empty((n, 2), dtype=np.int64)
-    rounds = np.empty(n)
-    for i in range(n):
-        lo, m = window_at(flat, offsets, i, cells)
-        if lo < 0:
-            return dens, lohi, rounds, i
-        o = offsets[i]
-        dens[i, lo : lo + m] = flat[o + HEADER : o + HEADER + m]
-        lohi[i, 0] = lo
-        lohi[i, 1] = lo + m - 1
-        rounds[i] = flat[o + 1]
-    return dens, lohi, rounds, -1
-
-
-@njit(cache=True, nogil=True)
-def store_dense(
-    dens: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, played: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The new beliefs of the players who played, back to back: ``(flat, offsets, players)``
-    with belief k = ``flat[offsets[k]:offsets[k + 1]]`` of player ``players[k]``."""
-    n = played.shape[0]
-    k = 0
-    size = 0
-    for i in range(n):
-        if played[i] > 0:
-            k += 1
-            size += HEADER + lohi[i, 1] - lohi[i, 0] + 1
-    flat = np.empty(size)
-    offsets = np.empty(k + 1, dtype=np.int64)
-    players = np.empty(k, dtype=np.int64)
-    offsets[0] = 0
-    j = 0
-    pos = 0
-    for i in range(n):
-        if played[i] == 0:
-            continue
-        lo, hi = lohi[i, 0], lohi[i, 1]
-        flat[pos] = lo
-        flat[pos + 1] = rounds[i] + played[i]
-        flat[pos + HEADER : pos + HEADER + hi - lo + 1] = dens[i, lo : hi + 1]
-        pos += HEADER + hi - lo + 1
-        players[j] = i
-        j += 1
-        offsets[j] = pos
-    return flat, offsets, players
-

@@ -61,9 +61,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
+import numba
 import numpy as np
 
 from stream.ratings import _cowan_kernels as K
+from stream.ratings._cowan_arena import CowanArena, arena_from_flat, gather, run_arena_serial, run_arena_waves
 from stream.ratings._cowan_model import (
     _FROZEN_DRAW_FITS,
     _FROZEN_DRAW_MAX_ERR,
@@ -82,7 +84,7 @@ from stream.ratings._cowan_model import (
 )
 from stream.ratings._cowan_naive import drift_naive, posterior_naive
 from stream.ratings._cowan_quant import QMIN, canonical
-from stream.ratings._cowan_windows import HEADER, load_dense, moments, store_dense
+from stream.ratings._cowan_windows import HEADER, moments
 from stream.ratings.base import (
     Belief,
     FloatArray,
@@ -101,8 +103,6 @@ ELO_SCALE = 400.0 / math.log(10.0)
 #: grid; 1e-13 is far below the codec's 1e-12 window bound and its ~6e-8 quantisation)
 TAIL = 1e-13
 
-_ONE_ORDER = np.zeros(1, dtype=np.int64)
-_ONE_STARTS = np.array([0, 1], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -408,8 +408,34 @@ class Cowan(RatingSystem):
             return self._rate_naive(beliefs, a, b, scores, quantise), codes
         if a.shape[0] == 1:  # the service's common case: no batch set-up
             return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise, codes)
+        flat, start, cap, lohi, rounds = self._arena_of(beliefs)
+        # the new windows go after the old ones; their codes at the same positions
+        qvals = np.empty(flat.shape[0] if quantise else 1, dtype=np.int64)
+        slot = np.arange(nplayers, dtype=np.int64)
+        vals, qvals, status, _ = self._run_arena(flat, qvals, start, cap, lohi, rounds, flat.shape[0], slot, a, b,
+                                                 scores, quantise, quantise)
+        if quantise and status.any():
+            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
+        who = np.flatnonzero(played).astype(np.int64)
+        new_flat, offs = gather(vals, start, lohi, rounds, who)
+        out: list[Belief] = list(beliefs)
+        bounds = offs.tolist()
+        for i, s, e, q in zip(who.tolist(), bounds[:-1], bounds[1:], start[who].tolist(), strict=True):
+            out[i] = new_flat[s:e]  # views of one new buffer: beliefs are never written in place
+            if quantise:
+                codes[i] = qvals[q : q + e - s - HEADER]
+        return out, codes
+
+    def _run_arena(self, vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray,
+                   lohi: np.ndarray, rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray,
+                   b: np.ndarray, scores: np.ndarray, quantise: bool,
+                   want_codes: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The matches ``(slot[a[m]], slot[b[m]])`` on an arena (``_cowan_arena``), in place:
+        ``(vals, qvals, status, end)`` — the arena's arrays (new ones if they grew), the flags
+        of local players whose belief came out non-finite, the arena's new end. Large batches
+        with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
         m = self.model
-        dens, lohi, rounds = self._dense(beliefs)
         # paper-form draw tables, one per distinct partial score
         partial: list[float] = []
         if m.form == K.FORM_PAPER:
@@ -421,61 +447,80 @@ class Cowan(RatingSystem):
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
-        if a.shape[0] == 1:  # the service's common case: skip the scheduler
-            order, starts = _ONE_ORDER, _ONE_STARTS
+        status = np.zeros(slot.shape[0], dtype=np.uint8)
+        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+        wide = False
+        if a.shape[0] >= self.parallel_min_batch:
+            _, order, starts = schedule_waves(a, b, status.shape[0])
+            wide = a.shape[0] >= self.parallel_min_width * (starts.shape[0] - 1)
+        if wide:
+            vals, qvals, end = run_arena_waves(
+                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
+                dsoes, m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
+                quantise, QMIN, want_codes, grow, status, numba.get_num_threads(),
+            )
         else:
-            _, order, starts = schedule_waves(a, b, nplayers)
-        nwaves = starts.shape[0] - 1
-        wide = a.shape[0] >= self.parallel_min_batch and a.shape[0] >= self.parallel_min_width * nwaves
-        status = np.zeros(nplayers, dtype=np.uint8)
-        qrows = np.empty(dens.shape if quantise else (1, 1), dtype=np.int64)  # filled where rated
-        (K.run_waves if wide else K.run_serial)(
-            dens, lohi, order, starts, a, b, scores, dtab_index, dtabs, dsoes,
-            m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form,
-            m.taps, m.drift_mode, m.drift_rate, TAIL, quantise, QMIN, qrows, status,
-        )
-        if quantise and status.any():
-            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
-        played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
-        flat, offs, who = store_dense(dens, lohi, rounds, played)
-        out: list[Belief] = list(beliefs)
-        for i, s, e in zip(who.tolist(), offs[:-1].tolist(), offs[1:].tolist(), strict=True):
-            out[i] = flat[s:e]  # views of one new buffer: beliefs are never written in place
-            if quantise:
-                lo = int(lohi[i, 0])
-                codes[i] = qrows[i, lo : lo + e - s - HEADER]
-        return out, codes
+            vals, qvals, end = run_arena_serial(
+                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
+                m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
+                QMIN, want_codes, grow, status,
+            )
+        return vals, qvals, status, end
 
-    def _dense(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(dens, lohi, rounds)`` of a batch: every belief on the whole grid, its window
-        ``[lo, hi]`` and its match count. One njit call (``load_dense``); a belief it
-        rejects is reported by ``_dense_plain``, the per-player loop it replaces."""
+    def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+        """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
+        in place, quantised: the same bits as ``rate_matches`` on the arena's belief arrays.
+        On ``RatingError`` (a belief came out non-finite) the arena's beliefs of this batch
+        are left part-updated."""
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        _validate(a, b, scores, slots.shape[0])
+        if a.shape[0] == 0:
+            return
+        if self.p.algorithm == "naive":
+            beliefs = arena.beliefs(slots)
+            new = self._rate_naive(beliefs, a, b, scores, True)
+            for i in np.unique(np.concatenate((a, b))).tolist():
+                arena.set(int(slots[i]), new[i])
+            return
+        # every match may move both windows to fresh cells: room for that now (free until
+        # written), so that the kernel never grows the arena by copying it
+        arena.reserve(2 * a.shape[0] * arena.cells)
+        arena.vals, _, status, arena.end = self._run_arena(
+            arena.vals, arena.qvals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores,
+            True, False)
+        if status.any():
+            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        live = arena.live_cells()
+        if arena.end > live + live // 4 + (1 << 20):  # windows that moved left their old cells behind
+            arena.compact()
+
+    def new_arena(self) -> CowanArena:
+        """An empty ``CowanArena`` for this system's grid and drift kernel."""
+        m = self.model
+        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+        return CowanArena(self.p.n + 1, grow)
+
+    def _arena_of(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                            np.ndarray]:
+        """A temporary arena over the beliefs (``arena_from_flat``: a new buffer holding them
+        back to back); a belief ``window`` would reject raises its error."""
         n = len(beliefs)
         try:
             flat = concat_f64(beliefs)
         except (ValueError, TypeError):
-            return self._dense_plain(beliefs)
-        if flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
-            return self._dense_plain(beliefs)
+            flat = None
+        if flat is None or flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
+            flat = concat_f64([self._belief_array(x) for x in beliefs])
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
-        dens, lohi, rounds, bad = load_dense(flat, offsets, self.p.n + 1)
+        start, cap, lohi, rounds, bad = arena_from_flat(flat, offsets, self.p.n + 1)
         if bad >= 0:
-            return self._dense_plain(beliefs)
-        return dens, lohi, rounds
-
-    def _dense_plain(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``_dense`` one player at a time, with ``window``'s errors."""
-        nplayers = len(beliefs)
-        dens = np.zeros((nplayers, self.p.n + 1))
-        lohi = np.empty((nplayers, 2), dtype=np.int64)
-        rounds = np.empty(nplayers)
-        for i, bel in enumerate(beliefs):
-            lo, probs = self.window(bel)
-            dens[i, lo : lo + probs.shape[0]] = probs
-            lohi[i, 0], lohi[i, 1] = lo, lo + probs.shape[0] - 1
-            rounds[i] = bel[1]
-        return dens, lohi, rounds
+            self._belief_array(beliefs[bad])  # raises window's error
+            raise RatingError(f"cowan: malformed belief {bad}")
+        return flat, start, cap, lohi, rounds
 
     @cached_property
     def _pair_consts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -500,7 +545,7 @@ class Cowan(RatingSystem):
     def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
                   codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
         """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
-        without the dense batch matrix, wave schedule or per-batch tables."""
+        without the batch arena, wave schedule or per-batch tables."""
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)

@@ -158,6 +158,37 @@ class MatrixMatches(ABC):
         """``summary_many(list(state))``, field for field (None: the per-belief path must decide)."""
 
 
+class ArenaMatches(ABC):
+    """Matches rated on beliefs a whole pool keeps in one arena (``new_arena``), in place, by
+    slot: an embedded replay then makes no belief array per player and batch. Bit for bit
+    ``rate_matches`` on the arena's beliefs."""
+
+    @abstractmethod
+    def new_arena(self) -> Arena:
+        """An empty arena for this system's beliefs."""
+
+    @abstractmethod
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+        """``rate_matches`` on the beliefs ``arena`` holds at ``slots`` (local player i at
+        ``slots[i]``), written back in place."""
+
+
+class Arena(ABC):
+    """Beliefs by slot (``ArenaMatches``)."""
+
+    @abstractmethod
+    def add(self, beliefs: Sequence[Belief]) -> IntArray:
+        """Append beliefs; their slots."""
+
+    @abstractmethod
+    def set(self, slot: int, belief: Belief) -> None:
+        """Replace the belief at ``slot``."""
+
+    @abstractmethod
+    def beliefs(self, slots: IntArray) -> list[Belief]:
+        """The beliefs at ``slots`` as arrays (new ones)."""
+
+
 #: CONTRACT system name -> "module:Class" of its fast path, imported on first use (like
 #: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels)
 FAST_PATHS: dict[str, str] = {
@@ -217,4 +248,5 @@ def ratings_from_columns(
     return list(map(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
 
 
-__all__ = ["FAST_PATHS", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds", "fast_path"]
+__all__ = ["FAST_PATHS", "Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",
+           "fast_path"]

@@ -36,7 +36,7 @@ from typing import cast
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, quantise, qwindow
+from stream.ratings._cowan_quant import _ZERO, DELTA, QMIN, dequantise, quantise, qwindow
 from stream.ratings.base import Belief, concat_f64
 from stream.state.codecs import CodecBase, split
 
@@ -129,7 +129,7 @@ def _encode(lo: int, rounds: int, q: np.ndarray, qmin: int) -> np.ndarray:
     cnt = q.shape[0]
     nib = np.empty(24 * cnt + 2, dtype=np.uint8)
     buf = np.empty(16 + 12 * cnt + 1, dtype=np.uint8)
-    pos = _encode_into(lo, rounds, q, qmin, nib, buf, 0)
+    pos = _encode_into(lo, rounds, q, qmin, nib, buf, _ZERO())
     return buf[:pos]
 
 
@@ -258,7 +258,7 @@ def _decode_into(buf: np.ndarray, pos: int, end: int, cnt: int, qs: np.ndarray, 
         q1 = v
     if (k + 1) // 2 != end:
         return 2
-    dequantise(qs, 0, cnt, out)
+    dequantise(qs, _ZERO(), cnt, out)
     return 0
 
 
@@ -266,7 +266,7 @@ def _decode_into(buf: np.ndarray, pos: int, end: int, cnt: int, qs: np.ndarray, 
 def _decode(buf: np.ndarray) -> tuple[np.ndarray, int]:
     """``(belief, 0)``, or ``(_, status)``: 1 truncated, 2 trailing bytes."""
     end = buf.shape[0]
-    lo, cnt, rounds, pos = _header(buf, 0, end)
+    lo, cnt, rounds, pos = _header(buf, _ZERO(), end)
     if pos < 0 or cnt > 2 * end:  # every cell takes at least one nibble
         return np.empty(0), 1
     out = np.empty(2 + cnt)

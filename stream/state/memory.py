@@ -4,7 +4,8 @@ It holds each belief exactly as a round trip through the pool's codec returns it
 (``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit
 for bit without paying an encode/decode per result: an array, or for a pool whose engine
 is ``packed`` the array's raw float64 bytes (``PoolEngine.unpack`` turns either into an array),
-all of such a pool's held in one arena (``PackedPool``: a ``Mapping`` of the same bytes).
+all of such a pool's held in one arena (``PackedPool``: a ``Mapping`` of the same bytes); for a
+system whose engine rates matches in a pool-wide arena (Cowan) it is the player's slot there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import cast
 from stream.ratings.base import Belief
 from stream.state.packed_pool import PackedPool
 
-Held = Belief | bytes  # what the store keeps per player (see the module docstring)
+Held = Belief | bytes | int  # what the store keeps per player (see the module docstring)
 
 
 class MemoryStore:
@@ -34,6 +35,11 @@ class MemoryStore:
 
     def is_applied(self, pool: str, event_id: str) -> bool:
         return event_id in self.seen.get(pool, ())
+
+    def any_applied(self, pool: str, event_ids: Iterable[str]) -> bool:
+        """Whether any of ``event_ids`` was applied to ``pool``."""
+        seen = self.seen.get(pool)
+        return seen is not None and not seen.isdisjoint(event_ids)
 
     def commit(self, pool: str, changed: Mapping[str, Held], event_ids: Iterable[str]) -> None:
         held = self.pool(pool)

@@ -80,10 +80,27 @@ def _best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 @click.option("--seed", default=1, show_default=True)
 @click.option("--quantise/--no-quantise", default=True, show_default=True,
               help="quantise beliefs after every match (the pipeline's state); raw rows are always added")
+@click.option("--replay", "replay_matches", default=200_000, show_default=True,
+              help="matches of the whole-process replay against openskill's loop (0: skip)")
+@click.option("--replay-players", default=20_000, show_default=True, help="players of that replay")
+@click.option("--replay-pairs", default=2, show_default=True, help="alternating runs of each program")
+@click.option("--only-replay", is_flag=True, help="only the whole-process replay against openskill")
 def bench_cowan(
-    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int, quantise: bool
+    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int, quantise: bool,
+    replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool,
 ) -> None:
-    """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief."""
+    """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief; the
+    whole embedded replay against openskill.py's 1-v-1 loop (``bench_cowan_replay``)."""
+    if not only_replay:
+        _kernel_rows(players, matches, history, single, naive_n, repeat, seed, quantise)
+    if replay_matches:
+        from stream.tools.bench_cowan_replay import side_by_side
+
+        side_by_side(replay_matches, replay_players, replay_pairs, seed)
+
+
+def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int,
+                 quantise: bool) -> None:
     t0 = time.perf_counter()
     warmup()
     click.echo(f"warm-up (compile or load cache): {time.perf_counter() - t0:.2f} s")

@@ -152,7 +152,7 @@ def replay(
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
                                         history=None if sink is None else sink.write_many)
             with compile_notice():
-                pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip),
+                pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True),
                                         prepare=pipeline.look_ahead))
             # after the last record of all inputs: a round may span files of one replay
             for open_round in pipeline.incomplete_rounds():

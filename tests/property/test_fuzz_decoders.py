@@ -52,7 +52,7 @@ from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from stream.events.inputs import InputError, read_records
+from stream.events.inputs import MATCH_RUN, InputError, read_records
 from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent
 from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, parse_json
 
@@ -715,3 +715,62 @@ def test_the_last_of_50k_items_changed(kind: str, field: str | None, literal: st
         return
     assert isinstance(out, InvalidEvent), field
     assert re.search(rf"\b{n - 1}\b", out.reason) or "twice" in out.reason, out.reason
+
+
+# --- (e) chunked reading: the same records as line by line ----------------------------------------
+def _records_or_error(path: Path, pool: str | None, chunks: bool) -> tuple[list[Any], str | None]:
+    """Every record (a ``MatchRun`` expanded into its ``match`` records, with their lines)
+    until the first error, and that error's message."""
+    out: list[Any] = []
+    try:
+        for where, etype, value in read_records(path, pool, chunks=chunks):
+            if etype == MATCH_RUN:
+                out += [(value.where(i), "match", m) for i, m in enumerate(value.events())]
+            else:
+                out.append((where, etype, value if etype != "round" else (value.event_id, value.players)))
+    except InputError as exc:
+        return out, str(exc)
+    return out, None
+
+
+@st.composite
+def match_lines(draw: st.DrawFn) -> bytes:
+    """Event JSONL: mostly valid plain matches of one or two pools, some lines changed, blank,
+    or events of other types."""
+    pools = draw(st.sampled_from([["p"], ["p", "q"]]))
+    lines = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.integers(0, 9))
+        if kind < 6:
+            m = draw(valid_event(("match",)))
+            m["pool"] = draw(st.sampled_from(pools))
+            lines.append(encode(render(m)))
+        elif kind < 8:
+            lines.append(encode(render(draw(changed_event()).event)))
+        elif kind == 8:
+            lines.append(draw(st.sampled_from([b"", b"  ", b"{", b"[1]"])))
+        else:
+            lines.append(encode(render(draw(valid_event()))))
+    return b"\n".join(lines) + b"\n"
+
+
+@fuzz(300)
+@given(content=match_lines(), pool=st.one_of(st.none(), st.just("z")), block=st.integers(1, 5))
+def test_chunked_reading_gives_the_records_and_errors_of_line_by_line(
+        file_dir: Path, content: bytes, pool: str | None, block: int) -> None:
+    """``read_records(..., chunks=True)`` (runs of plain matches checked as columns, blocks of
+    ``block`` lines) gives the same matches with the same "file:line", and stops with the
+    same error at the same line, as reading line by line."""
+    import stream.events.inputs as inputs
+
+    path = file_dir / "chunked.jsonl"
+    path.write_bytes(content)
+    old = inputs.CHUNK_LINES
+    inputs.CHUNK_LINES = block
+    try:
+        chunked = _records_or_error(path, pool, True)
+    finally:
+        inputs.CHUNK_LINES = old
+    plain = _records_or_error(path, pool, False)
+    assert chunked == plain
+    event("error" if plain[1] else "no error")

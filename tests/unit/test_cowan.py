@@ -16,7 +16,6 @@ from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import cowan, make_system
 from stream.ratings._cowan_model import exp_exact, pow_exact
 from stream.ratings._cowan_quant import canonical
-from stream.ratings._cowan_windows import store_dense
 from stream.ratings.base import RatingError
 from stream.ratings.cowan import Cowan, drift_naive, fit_exp_sum, posterior_naive
 from stream.state.cowan_codec import CowanCodec
@@ -342,7 +341,7 @@ def test_embedded_pipeline_batch_sizes_bit_identical() -> None:
         for e in events:
             pipe.add("match", e)
         pipe.flush()
-        states.append({(pool, p): b for pool, p, b in pipe.store.items()})
+        states.append({(pool, p): b for pool, p, b in pipe.beliefs()})
     for other in states[1:]:
         assert other.keys() == states[0].keys()
         assert all(np.array_equal(other[k], states[0][k]) for k in states[0])
@@ -355,32 +354,64 @@ def test_non_finite_belief_is_rejected(sys_: Cowan) -> None:
         _one(sys_, bad, sys_.new_belief(), 1.0)
 
 
-def test_dense_batch_matrices_equal_the_per_player_loop(sys_: Cowan) -> None:
-    """``_load_dense`` (one njit call) == ``_dense_plain`` bit for bit, and malformed beliefs
-    still get ``window``'s errors; ``_store_dense`` == building each new belief by hand."""
+def test_batch_arena_equals_one_match_at_a_time_and_rejects_malformed_beliefs(sys_: Cowan) -> None:
+    """A batch (the arena kernels, serial and parallel) == the same matches one ``rate_pair``
+    call at a time, bit for bit, with windows moving in the arena and the arena growing;
+    malformed beliefs still get ``window``'s errors."""
     rng = np.random.default_rng(4)
-    n = 30
-    a = rng.integers(0, n, 200)
-    b = (a + 1 + rng.integers(0, n - 1, 200)) % n
-    beliefs = sys_.rate_matches([sys_.new_belief() for _ in range(n)], a, b, rng.choice([0.0, 0.5, 1.0], 200),
-                                np.zeros(200, dtype=np.int64))
-    fast, plain = sys_._dense(beliefs), sys_._dense_plain(beliefs)
-    assert all(x.tobytes() == y.tobytes() for x, y in zip(fast, plain, strict=True))
-    dens, lohi, rounds = fast
-    played = rng.integers(0, 3, n)
-    flat, offs, who = store_dense(dens, lohi, rounds, played)
-    want = {i: np.concatenate(([lohi[i, 0], rounds[i] + played[i]], dens[i, lohi[i, 0]:lohi[i, 1] + 1]))
-            for i in range(n) if played[i]}
-    assert who.tolist() == sorted(want)
-    for k, i in enumerate(who.tolist()):
-        assert flat[offs[k]:offs[k + 1]].tobytes() == want[i].tobytes()
+    n, count = 30, 600
+    a = rng.integers(0, n, count)
+    b = (a + 1 + rng.integers(0, n - 1, count)) % n
+    scores = rng.choice([0.0, 0.5, 1.0, 0.25], count)
+    start = [sys_.new_belief() for _ in range(n)]
+    one = list(start)
+    for m in range(count):
+        i, j = int(a[m]), int(b[m])
+        one[i], one[j] = _one(sys_, one[i], one[j], float(scores[m]))
+    for min_batch in (10**9, 1):  # serial, then the parallel kernel
+        sys_.parallel_min_batch, sys_.parallel_min_width = min_batch, 1
+        try:
+            got = sys_.rate_matches(start, a, b, scores, np.zeros(count, dtype=np.int64))
+        finally:
+            sys_.parallel_min_batch, sys_.parallel_min_width = 256, 8
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(got, one, strict=True))
+    beliefs = one
     for broken, message in ((np.array([0.0]), "too short"), (np.array([np.nan, 0.0, 1.0]), "NaN"),
                             (np.array([1000.0, 0.0, 0.5, 0.5]), "outside the grid"),
                             (np.array([-1.0, 0.0, 1.0]), "outside the grid")):
         with pytest.raises((RatingError, ValueError), match=message):
-            sys_._dense([*beliefs[:3], broken, *beliefs[3:]])
-        with pytest.raises((RatingError, ValueError), match=message):
-            sys_._dense_plain([*beliefs[:3], broken, *beliefs[3:]])
+            sys_.rate_matches([*beliefs[:3], broken, *beliefs[3:]], np.array([0, 1]), np.array([3, 2]),
+                              np.array([1.0, 0.0]), np.zeros(2, dtype=np.int64))
+
+
+def test_pool_arena_equals_rate_matches(sys_: Cowan) -> None:
+    """``rate_arena`` on a pool's arena (slots in any order, players added between batches,
+    one replaced by ``set``) gives the beliefs ``rate_matches`` gives, bit for bit, also
+    after the arena compacts the cells that moved windows left behind."""
+    rng = np.random.default_rng(5)
+    arena = sys_.new_arena()
+    held: list[np.ndarray] = []
+    slots_of: list[int] = []
+    for step in range(6):
+        fresh = 8 if step < 3 else 0
+        held += [sys_.new_belief() for _ in range(fresh)]
+        slots_of += arena.add([sys_.new_belief() for _ in range(fresh)]).tolist()
+        n = len(held)
+        order = rng.permutation(n)  # local players: a shuffled subset of the pool
+        count = 300
+        a = rng.integers(0, n, count)
+        b = (a + 1 + rng.integers(0, n - 1, count)) % n
+        scores = rng.choice([0.0, 0.5, 1.0], count)
+        want = sys_.rate_matches([held[k] for k in order], a, b, scores, np.zeros(count, dtype=np.int64))
+        sys_.rate_arena(arena, np.array([slots_of[k] for k in order]), a, b, scores)
+        for k, w in zip(order.tolist(), want, strict=True):
+            held[k] = w
+        if step == 4:
+            arena.set(slots_of[0], held[1])
+            held[0] = held[1]
+            arena.compact()
+        got = arena.beliefs(np.array(slots_of))
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(got, held, strict=True))
 
 
 def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:
@@ -570,10 +601,10 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
 def test_warmup_compiles_every_kernel_the_service_calls() -> None:
     """After ``warmup()``, rating a default-grid batch small (serial kernel) and large (the
     parallel one) adds no numba signature: nothing is compiled inside a worker's first batch."""
-    from stream.ratings import _cowan_kernels as kernels
+    from stream.ratings import _cowan_arena, _cowan_kernels
 
     cowan.warmup()
-    dispatchers = [kernels.run_serial, kernels.run_waves]
+    dispatchers = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair]
     before = [len(d.signatures) for d in dispatchers]
     assert all(before)
     system = make_system("cowan")
@@ -582,4 +613,42 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
         beliefs = [system.new_belief() for _ in range(2 * n)]
         system.rate_matches(beliefs, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2),
                             rng.choice([0.0, 0.5, 1.0], n), np.zeros(n, np.int64))
+        arena = system.new_arena()  # the embedded replay's pool arena
+        slots = arena.add(beliefs)
+        system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
+    system.rate_matches(beliefs[:2], [0], [1], [1.0], [0])
     assert [len(d.signatures) for d in dispatchers] == before
+
+
+def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
+    """numba compiles a function once per *literal* value of a constant argument (the forward
+    and the backward sweep twice, ``draw_lik`` for each side...: ~1 s of a cold start), so the
+    njit functions of Cowan's kernels, codec and arena hand constants to each other through
+    ``_cowan_quant._ONE()`` and the like. Checked on the sources: no call from one njit
+    function to another with an int or bool literal (or its negation) as an argument."""
+    import ast
+    import inspect
+
+    from stream.ratings import _cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows
+    from stream.state import cowan_codec
+
+    modules = [_cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows, cowan_codec]
+    # (functions inlined into their callers, ``inline="always"``, are typed in place: no dispatch)
+    kernels = {name for m in modules for name, f in vars(m).items()
+               if hasattr(f, "py_func") and f.targetoptions.get("inline") != "always"}
+
+    def literal(node: ast.expr) -> bool:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            node = node.operand
+        return isinstance(node, ast.Constant) and type(node.value) in (int, bool)
+
+    found = []
+    for m in modules:
+        for fn in ast.walk(ast.parse(inspect.getsource(m))):
+            if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+                continue
+            for call in ast.walk(fn):
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in kernels
+                        and any(map(literal, call.args))):
+                    found.append(f"{m.__name__}.{fn.name} -> {call.func.id} (line {call.lineno})")
+    assert not found, found

@@ -323,3 +323,39 @@ def test_ratings_driven_out_of_range_are_located_errors_not_tracebacks_or_nan(tm
     assert not out.exists()
     res = run("--system", "elo")  # the same input with sane parameters
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("system", ["cowan", "elo"])
+def test_match_runs_rate_like_one_match_at_a_time(tmp_path: Path, system: str) -> None:
+    """Runs of plain match lines (``read_records(..., chunks=True)``) give the final ratings
+    of reading line by line, with duplicates inside a run, across runs and after a flush,
+    two pools interleaved, a round and lines of unusual (valid) form; a bad line is named by
+    its line either way."""
+    import stream.events.inputs as inputs
+
+    rows = _matches(40)
+    rows[7] = {**rows[7], "pool": "other"}
+    rows[8] = {**rows[8], "pool": "other"}
+    rows[12] = dict(rows[3])  # a duplicate of a match rated in an earlier batch
+    rows[13] = dict(rows[12])  # and again, inside the same run
+    rows[20] = {**rows[20], "score": 1}  # an int score: still a plain match
+    rows[25] = {**rows[25], "extra": [1]}  # unknown fields are allowed
+    rows.insert(30, {"type": "round", "event_id": "r1", "pool": "default", "round_id": "r1", "time": 5,
+                     "standings": [{"player": "p1", "rank": 1}, {"player": "p9", "rank": 2}]})
+    path = _write(tmp_path / "m.jsonl", rows)
+
+    def final(chunks: bool) -> list[dict[str, object]]:
+        pipe = EmbeddedPipeline(system, batch_size=6)
+        pipe.run(read_records(path, chunks=chunks))
+        return list(pipe.final_ratings())
+
+    old = inputs.CHUNK_LINES
+    inputs.CHUNK_LINES = 9
+    try:
+        assert final(True) == final(False)
+    finally:
+        inputs.CHUNK_LINES = old
+    bad = _write(tmp_path / "bad.jsonl", [*rows[:20], {**rows[20], "a": "p1", "b": "p1"}])
+    for chunks in (True, False):
+        with pytest.raises(InputError, match=rf"{bad}:21: "):
+            EmbeddedPipeline(system).run(read_records(bad, chunks=chunks))
