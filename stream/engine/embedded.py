@@ -188,6 +188,8 @@ class EmbeddedPipeline:
             where = self.pending_where.pop(p, "")
             if not batch:
                 continue
+            # the ratings before, read first: a pool-wide arena (Cowan) is updated in place
+            before = None if self.history is None else self._before_matches(self.engine(p), batch)
             try:
                 changed = self.engine(p).store_matches(batch, self.held(p))
             except RatingError as exc:
@@ -195,8 +197,8 @@ class EmbeddedPipeline:
                 # meaning), so the culprit is that match or one after it in the same batch
                 reason = f"event {batch.event_ids[0]} (or a later match of its batch): {exc}"
                 raise InputError(where or "input", reason) from None
-            if self.history is not None:
-                self._history_matches(self.engine(p), batch, changed)
+            if before is not None:
+                self._history_matches(self.engine(p), batch, changed, before)
             self.store.commit(p, changed, batch.event_ids)
 
     def look_ahead(self, record: tuple[str, str, Any]) -> tuple[str, str, Any]:
@@ -228,12 +230,16 @@ class EmbeddedPipeline:
                  explain.performances_held(eng, changed))
         self._emit(eng, after, ex, {p: (event.event_id, event.time) for p in players})
 
-    def _history_matches(self, eng: PoolEngine, batch: MatchBatch, changed: Mapping[str, Held]) -> None:
+    def _before_matches(self, eng: PoolEngine, batch: MatchBatch) -> dict[str, Any]:
+        return explain.ratings_held(eng, self.store.pool(batch.pool), index_players(batch).players)
+
+    def _history_matches(self, eng: PoolEngine, batch: MatchBatch, changed: Mapping[str, Held],
+                         before: dict[str, Any]) -> None:
         idx = index_players(batch)
         players = [p for p in idx.players if p in changed]
         after = self._after(eng, players, changed)
         ex = explain.Explainer()
-        ex.matches(batch, idx, explain.ratings_held(eng, self.store.pool(batch.pool), players), after)
+        ex.matches(batch, idx, {p: before[p] for p in players}, after)
         ids, times = batch.event_ids, batch.times
         last = dict(zip(idx.players, idx.last_match().tolist(), strict=True))
         self._emit(eng, after, ex, {p: (ids[last[p]], times[last[p]]) for p in players})
