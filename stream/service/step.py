@@ -198,7 +198,7 @@ class PoolStep:
             if raw is not None:
                 version, _, _, explained = orjson.loads(raw)
                 if version == o.version:
-                    o = o._replace(explain=explained)
+                    o = o._replace(explain=orjson.dumps(explained))  # as the first time: JSON text
             out.append(o)
         return out
 
@@ -403,10 +403,22 @@ def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes 
 
 def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
     """Per published player, the explanation of their latest change as the commit stores it
-    (``RedisStore`` ``:chg``): ``[version, event_id, time, {the explanation's fields}]``."""
+    (``RedisStore`` ``:chg``): ``orjson.dumps([version, event_id, time, {the explanation's fields}])``,
+    byte for byte, around the explanation's JSON text as the message carries it (not encoded
+    again); each distinct event id is encoded once (a round's players share one)."""
     told = [o for o in outputs if o.explain is not None]
-    return dict(zip(map(attrgetter("player"), told),
-                    map(orjson.dumps, map(attrgetter("version", "event_id", "time", "explain"), told)), strict=True))
+    if not told:
+        return {}
+    players, versions, eids, times, texts = zip(*map(_RECORD_FIELDS, told), strict=True)
+    if not all(isinstance(x, bytes) for x in texts):  # explanations as dicts: encoded here
+        return {o.player: orjson.dumps([o.version, o.event_id, o.time, o.explain]) for o in told}
+    eid_text = {e: orjson.dumps(e) for e in set(eids)}
+    return dict(zip(players, map(b"[%d,%b,%d,%b]".__mod__,
+                                 zip(versions, map(eid_text.__getitem__, eids), times, texts, strict=True)),
+                    strict=True))
+
+
+_RECORD_FIELDS = attrgetter("player", "version", "event_id", "time", "explain")
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
