@@ -7,7 +7,7 @@ import lzma
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -251,7 +251,11 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     outputs = [RatingOutput("pool", p, r.rating, r.mu, r.sigma, 4, 4, f"cause%{i}\"", i, "elo-mmr", ex.of.get(p))
                for i, (p, r) in enumerate(after.items())]
     assert all(isinstance(o.explain, bytes) for o in outputs) and len(outputs) == n
-    records = change_records(outputs)
+    columns = ([o.player for o in outputs] + ["unexplained"], [o.version for o in outputs] + [1],
+               [o.event_id for o in outputs] + ["e"], [o.time for o in outputs] + [1],
+               [cast(bytes, o.explain) for o in outputs] + [None])
+    records = change_records(*columns)
+    assert len(records) == n and "unexplained" not in records
     for o in outputs:
         fields = ex.fields(o.player)
         assert fields is not None and fields == orjson.loads(o.explain)  # type: ignore[arg-type]
