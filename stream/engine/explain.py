@@ -13,7 +13,10 @@ For each player a rated unit changed (a round, or a batch of matches) the explan
 The worker (``stream.service.step``) and the embedded replay's history (``--history``) build it
 with the same functions from the same beliefs, so both give the same bits. It is computed only
 where outputs are made, from what the store held before the unit and the ratings after it: the
-rating kernels are not involved.
+rating kernels are not involved. Each explanation is encoded once, as JSON text, by columns (one
+``orjson.dumps`` of a unit's numbers, one ``%`` template per player): the rating message and the
+``:chg`` record embed those bytes, so a rating and its record cost one encoding, not two, and no
+dict per player is built.
 
 A rating message covers everything its step changed for the player. A round is its own unit
 and replaces the explanation; consecutive match units of one step add up (``rating_before``
