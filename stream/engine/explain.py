@@ -13,7 +13,10 @@ For each player a rated unit changed (a round, or a batch of matches) the explan
 The worker (``stream.service.step``) and the embedded replay's history (``--history``) build it
 with the same functions from the same beliefs, so both give the same bits. It is computed only
 where outputs are made, from what the store held before the unit and the ratings after it: the
-rating kernels are not involved.
+rating kernels are not involved. Each explanation is encoded once, as JSON text, by columns (one
+``orjson.dumps`` of a unit's numbers, one ``%`` template per player): the rating message and the
+``:chg`` record embed those bytes, so a rating and its record cost one encoding, not two, and no
+dict per player is built.
 
 A rating message covers everything its step changed for the player. A round is its own unit
 and replaces the explanation; consecutive match units of one step add up (``rating_before``
@@ -24,11 +27,12 @@ does not: the embedded replay cuts matches by ``--batch-size``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from itertools import repeat
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, cast
 
 import numpy as np
+import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
 from stream.ratings.base import Belief, Rating
@@ -133,6 +137,25 @@ def player_matches(batch: MatchBatch, idx: PlayerIndex) -> tuple[list[int], list
 _ROUND_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "round_id")
 _PERF_KEYS = (*_ROUND_KEYS, "performance")
 _MATCH_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "matches", "match_ids")
+#: the start of every explanation's JSON text; the rest is one ``%`` template per kind (below)
+_HEAD = b'{"rating_before":%b,"mu_before":%b,"sigma_before":%b,"delta":%b,'
+_MATCH_TEMPLATE = _HEAD + b'"matches":%d,"match_ids":%b}'
+
+
+def _round_template(round_id: str, performance: bool) -> bytes:
+    """The ``%`` template of a round's explanations: the round id's JSON text is the same for
+    every player (its ``%`` escaped, as it becomes part of the template)."""
+    rid = orjson.dumps(round_id).replace(b"%", b"%%")
+    return _HEAD + b'"round_id":' + rid + (b',"performance":%b}' if performance else b"}")
+
+
+def _texts(*columns: Sequence[float]) -> Iterator[bytes]:
+    """The JSON text of each value, row by row (``columns[0][0]``, ``columns[1][0]``, ...): one
+    ``orjson.dumps`` of all of them, cut at the commas (a number has none), so each is the
+    very text ``orjson.dumps`` gives the value inside a message."""
+    flat = orjson.dumps(list(chain.from_iterable(zip(*columns, strict=True))))
+    # the rows are cut from one iterator by ``zip(it, it, ...)``: ``strict`` checks their number
+    return iter(flat[1:-1].split(b",")) if len(flat) > 2 else iter(())
 
 
 def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mapping[str, Rating]
@@ -145,18 +168,23 @@ def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mappin
     return rb, mb, sb, delta
 
 
-def _explain(of: dict[str, Explanation], players: Sequence[str], keys: tuple[str, ...],
-             *columns: Sequence[Any]) -> None:
-    """``of[players[i]] = dict(zip(keys, row i of columns))``, by C-level passes (no loop body)."""
-    rows = zip(*columns, strict=True)
-    of.update(zip(players, map(dict, map(zip, repeat(keys), rows)), strict=True))
-
-
 class Explainer:
-    """The explanations of one step's outputs (``of``: player → explanation), unit by unit."""
+    """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the
+    JSON text of their explanation (an object), encoded once, by columns, as the unit is
+    explained; the message and the ``:chg`` record both embed those very bytes
+    (``stream.service.messages.rating_value``, ``stream.service.step.change_records``).
+    ``fields`` decodes one."""
 
     def __init__(self) -> None:
-        self.of: dict[str, Explanation] = {}
+        self.of: dict[str, bytes] = {}
+        #: players explained by matches of this step: (rating, μ, σ before, matches, match ids),
+        #: what a later match unit of the step adds to
+        self._sums: dict[str, tuple[float, float, float, int, list[str]]] = {}
+
+    def fields(self, player: str) -> Explanation | None:
+        """The explanation of ``player`` as a dict (None: none)."""
+        text = self.of.get(player)
+        return None if text is None else cast("Explanation", orjson.loads(text))
 
     def round(self, event: RoundEvent, before: Mapping[str, Rating] | None, after: Mapping[str, Rating],
               perfs: Mapping[str, float] | None) -> None:
@@ -168,22 +196,27 @@ class Explainer:
         players = [p for p, r in after.items() if r.rounds]
         if not players:
             return
+        if self._sums:  # a round is its own unit: it replaces an explanation by matches
+            for p in players:
+                self._sums.pop(p, None)
         rb, mb, sb, delta = _columns(players, before, after)
-        rid = [event.round_id] * len(players)
         if perfs is not None and all(map(perfs.__contains__, players)):
-            _explain(self.of, players, _PERF_KEYS, rb, mb, sb, delta, rid, list(map(perfs.__getitem__, players)))
-        else:
-            _explain(self.of, players, _ROUND_KEYS, rb, mb, sb, delta, rid)
-            if perfs:
-                for p in players:
-                    if (x := perfs.get(p)) is not None:
-                        self.of[p]["performance"] = x
+            it = _texts(rb, mb, sb, delta, list(map(perfs.__getitem__, players)))
+            rows = zip(it, it, it, it, it, strict=False)
+            self.of.update(zip(players, map(_round_template(event.round_id, True).__mod__, rows), strict=True))
+            return
+        plain, with_perf = _round_template(event.round_id, False), _round_template(event.round_id, True)
+        it = _texts(rb, mb, sb, delta)
+        rows4 = zip(it, it, it, it, strict=False)
+        for p, row in zip(players, rows4, strict=True):  # some players without a performance
+            x = None if perfs is None else perfs.get(p)
+            self.of[p] = plain % row if x is None else with_perf % (*row, orjson.dumps(x))
 
     def matches(self, batch: MatchBatch, idx: PlayerIndex, before: Mapping[str, Rating] | None,
                 after: Mapping[str, Rating]) -> None:
         """A batch of matches changed the players of ``after``; a player whose explanation in
         this step already comes from matches keeps its ``rating_before`` and adds up."""
-        of = self.of
+        of, sums = self.of, self._sums
         if before is None:
             self._forget(after)
             return
@@ -193,11 +226,12 @@ class Explainer:
             keep = [i for i, p in enumerate(players) if p in after]
             for i in keep:  # players already explained by matches of this step add up
                 p = players[i]
-                e = of.get(p)
-                if e is not None and "matches" in e:
-                    e["matches"] += counts[i]
-                    e["match_ids"] = (e["match_ids"] + ids[i])[-MAX_MATCH_IDS:]
-                    e["delta"] = after[p].rating - e["rating_before"]
+                s = sums.get(p)
+                if s is not None:
+                    rb0, mb0, sb0, n0, ids0 = s
+                    s = sums[p] = (rb0, mb0, sb0, n0 + counts[i], (ids0 + ids[i])[-MAX_MATCH_IDS:])
+                    it = _texts((rb0,), (mb0,), (sb0,), (after[p].rating - rb0,))
+                    of[p] = _MATCH_TEMPLATE % (*it, s[3], orjson.dumps(s[4]))
                     counts[i] = 0
             keep = [i for i in keep if counts[i]]
             players = [players[i] for i in keep]
@@ -206,8 +240,12 @@ class Explainer:
             if not players:
                 return
         rb, mb, sb, delta = _columns(players, before, after)
-        _explain(of, players, _MATCH_KEYS, rb, mb, sb, delta, counts, ids)
+        it = _texts(rb, mb, sb, delta)
+        rows = zip(it, it, it, it, counts, map(orjson.dumps, ids), strict=False)
+        of.update(zip(players, map(_MATCH_TEMPLATE.__mod__, rows), strict=True))
+        sums.update(zip(players, zip(rb, mb, sb, counts, ids, strict=True), strict=True))
 
     def _forget(self, players: Mapping[str, Rating]) -> None:
         for p in players:
             self.of.pop(p, None)
+            self._sums.pop(p, None)

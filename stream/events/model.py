@@ -13,6 +13,7 @@ from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
+import orjson
 
 from stream.ratings.base import FloatArray, IntArray
 
@@ -168,7 +169,9 @@ class RatingOutput(NamedTuple):
 
     A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass.
     ``explain``: the fields that explain the change (``stream.engine.explain``: the rating before,
-    the change, its cause, the round's performance), added to the message as they are."""
+    the change, its cause, the round's performance), added to the message as they are; the
+    worker carries them as the JSON text of an object, encoded once for the message and the
+    stored record (``stream.service.messages.rating_value``)."""
 
     pool: str
     player: str
@@ -180,10 +183,17 @@ class RatingOutput(NamedTuple):
     event_id: str
     time: int
     system: str
-    explain: Mapping[str, object] | None = None
+    explain: Mapping[str, object] | bytes | None = None
 
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
+        out = self.contract_dict()
+        if self.explain is not None:
+            out.update(orjson.loads(self.explain) if isinstance(self.explain, bytes) else self.explain)
+        return out
+
+    def contract_dict(self) -> dict[str, object]:
+        """The CONTRACT's fields (``as_dict`` without the explanation)."""
+        return {
             "type": "rating",
             "pool": self.pool,
             "player": self.player,
@@ -196,6 +206,3 @@ class RatingOutput(NamedTuple):
             "time": self.time,
             "system": self.system,
         }
-        if self.explain is not None:
-            out.update(self.explain)
-        return out

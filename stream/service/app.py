@@ -45,6 +45,7 @@ from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
 from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery, pause_fetching
 from stream.service.halts import Halt
+from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
@@ -155,7 +156,7 @@ class Service:
             cache.clear()
             self._cache_parts = parts
         for o in res.outputs:
-            key, value = rating_key(o.pool, o.player), _dumps(o.as_dict())
+            key, value = rating_key(o.pool, o.player), rating_value(o)
             if single is not None:
                 p = single
             else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again

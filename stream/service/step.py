@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
 
 import orjson
 
@@ -198,7 +198,7 @@ class PoolStep:
             if raw is not None:
                 version, _, _, explained = orjson.loads(raw)
                 if version == o.version:
-                    o = o._replace(explain=explained)
+                    o = o._replace(explain=orjson.dumps(explained))  # as the first time: JSON text
             out.append(o)
         return out
 
@@ -383,13 +383,13 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
         commit.scores.update(zip(players, rating, strict=True))
         eids, times = zip(*map(cause.__getitem__, players), strict=True)
-        explained = map(explainer.of.get, players) if explain else repeat(None)
+        texts = list(map(explainer.of.get, players)) if explain else None
         made = list(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
-                        repeat(system), explained))
+                        repeat(system), repeat(None) if texts is None else texts))
         if registered:  # players a round only stored at their prior (rounds 0): not published
             made = [o for o in made if o.rounds]
-        if explain:
-            commit.changes = change_records(made)
+        if texts is not None:  # (a player of rounds 0 has no explanation: no record)
+            commit.changes = change_records(players, rounds, eids, times, texts)
         outputs.extend(made)
     return commit, outputs, dead, counts
 
@@ -401,12 +401,22 @@ def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes 
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 
 
-def change_records(outputs: list[RatingOutput]) -> dict[str, bytes]:
-    """Per published player, the explanation of their latest change as the commit stores it
-    (``RedisStore`` ``:chg``): ``[version, event_id, time, {the explanation's fields}]``."""
-    told = [o for o in outputs if o.explain is not None]
-    return dict(zip(map(attrgetter("player"), told),
-                    map(orjson.dumps, map(attrgetter("version", "event_id", "time", "explain"), told)), strict=True))
+def change_records(players: Sequence[str], versions: Sequence[int], event_ids: Sequence[str],
+                   times: Sequence[int], texts: Sequence[bytes | None]) -> dict[str, bytes]:
+    """Per published player (by columns), the explanation of their latest change as the commit
+    stores it (``RedisStore`` ``:chg``): ``orjson.dumps([version, event_id, time, {the
+    explanation's fields}])`` byte for byte, around the explanation's JSON text as the message
+    carries it (not encoded again); each distinct event id is encoded once (a round's players
+    share one). A player without an explanation (None) has no record."""
+    if None in texts:
+        kept = [i for i, x in enumerate(texts) if x is not None]
+        players, versions, event_ids, times = ([players[i] for i in kept], [versions[i] for i in kept],
+                                               [event_ids[i] for i in kept], [times[i] for i in kept])
+        texts = [texts[i] for i in kept]
+    eid_text = {e: orjson.dumps(e) for e in set(event_ids)}
+    return dict(zip(players, map(b"[%d,%b,%d,%b]".__mod__,
+                                 zip(versions, map(eid_text.__getitem__, event_ids), times, texts, strict=True)),
+                    strict=True))
 
 
 def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:

@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from stream.service.config import BENCH_REDIS_URL, PoolConfig, from_env
+from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.processor import Message, Processor, rating_key
 from stream.state.redis_store import RedisStore
@@ -102,7 +103,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
             res = await pending.popleft()
             for o in res.outputs:
                 rating_key(o.pool, o.player)
-                orjson.dumps(o.as_dict())
+                rating_value(o)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     redis_cpu = await _redis_cpu(store) - r0

@@ -7,7 +7,7 @@ import lzma
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -215,3 +215,57 @@ def test_codeforces_prefix_history(tmp_path: Path) -> None:
     assert len(finals) == len(last)
     for f in finals:
         assert {k: last[f["player"]][k] for k in f} == f
+
+
+def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
+    """The worker encodes each explanation once (``Explainer``: JSON text by columns) and embeds
+    those bytes in the message (``rating_value``) and the ``:chg`` record (``change_records``):
+    both are ``orjson.dumps`` of the decoded fields byte for byte, for floats orjson writes in
+    every notation, ids that need escaping or hold ``%``, a player with a round's performance
+    and one without, and matches of two units of a step adding up."""
+    from stream.engine.explain import Explainer
+    from stream.events.model import RatingOutput, RoundEvent
+    from stream.ratings.base import Rating
+    from stream.service.messages import rating_value
+    from stream.service.step import change_records
+
+    odd = [1e16, -1.5e-7, 5e-324, 0.1, -0.0, 1e300, 123456.789, 2.0**60, -7.0, 1e-5]
+    players = [f"p{i}" for i in range(len(odd))] + ['q "x"', "r%s%%", "s\n\u00e9\u2028", "t\\"]
+    n = len(players)
+    before = {p: Rating(odd[i % 10], odd[(i + 3) % 10], abs(odd[(i + 5) % 10]), 3) for i, p in enumerate(players)}
+    after = {p: Rating(odd[(i + 1) % 10] * 3, odd[(i + 2) % 10], 1.5, 4) for i, p in enumerate(players)}
+    perfs = {p: odd[(i + 7) % 10] for i, p in enumerate(players)}
+    ex = Explainer()
+    ev = RoundEvent('e"1%d', "pool", 'round "%s" \u00fc', 5, players[:6], np.arange(1, 7))
+    ex.round(ev, before, {p: after[p] for p in players[:6]}, perfs)
+    ex.round(RoundEvent("e2", "pool", "r%b", 6, players[6:9], np.arange(1, 4)), before,
+             {p: after[p] for p in players[6:9]}, {players[6]: 0.25})  # p7, p8: no performance
+    batch = MatchBatch("pool")
+    for j in range(30):
+        batch.add(MatchEvent(f"m{j}%s\"\\", "pool", j, players[9 + j % 5], players[9 + (j % 5 + 1 + j % 4) % 5], 0.5))
+    idx = index_players(batch)
+    ex.matches(batch, idx, before, {p: after[p] for p in idx.players})
+    again = MatchBatch("pool")
+    again.add(MatchEvent("late\u00e9", "pool", 99, players[9], players[0], 1.0))
+    ex.matches(again, index_players(again), before, {p: Rating(-3.25, 1.0, 2.0, 9) for p in (players[9], players[0])})
+    outputs = [RatingOutput("pool", p, r.rating, r.mu, r.sigma, 4, 4, f"cause%{i}\"", i, "elo-mmr", ex.of.get(p))
+               for i, (p, r) in enumerate(after.items())]
+    assert all(isinstance(o.explain, bytes) for o in outputs) and len(outputs) == n
+    columns = ([o.player for o in outputs] + ["unexplained"], [o.version for o in outputs] + [1],
+               [o.event_id for o in outputs] + ["e"], [o.time for o in outputs] + [1],
+               [cast(bytes, o.explain) for o in outputs] + [None])
+    records = change_records(*columns)
+    assert len(records) == n and "unexplained" not in records
+    for o in outputs:
+        fields = ex.fields(o.player)
+        assert fields is not None and fields == orjson.loads(o.explain)  # type: ignore[arg-type]
+        assert rating_value(o) == orjson.dumps(o.as_dict()) == orjson.dumps({**o._replace(explain=None).as_dict(),
+                                                                               **fields})
+        assert records[o.player] == orjson.dumps([o.version, o.event_id, o.time, fields])
+    assert "performance" in orjson.loads(ex.of[players[1]]) and "match_ids" in orjson.loads(ex.of[players[0]])
+    assert "performance" not in orjson.loads(ex.of[players[7]])
+    assert orjson.loads(ex.of[players[6]])["performance"] == 0.25
+    summed = orjson.loads(ex.of[players[9]])
+    played = sum(players[9] in (batch.a[j], batch.b[j]) for j in range(len(batch)))
+    assert summed["match_ids"][-1] == "late\u00e9" and summed["matches"] == played + 1 > MAX_MATCH_IDS // 2
+    assert summed["delta"] == -3.25 - before[players[9]].rating
