@@ -79,7 +79,7 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
             raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
         return obj["type"], batch
     fast = fast_round(obj)  # the hot path of rounds: their standings checked by columns
-    etype, value = ("round", fast) if fast is not None else decode_event(obj)
+    etype, value = ("round", fast) if fast is not None else decode_event(obj)  # type: tuple[str, Any]
     pool = obj["pool"]
     if not allowed(settings, pool):
         raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
