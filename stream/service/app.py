@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import faust
@@ -154,8 +155,10 @@ class Service:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        for o in res.outputs:
-            key, value = rating_key(o.pool, o.player), _dumps(o.as_dict())
+        outs = res.outputs
+        # keys and values by C-level passes over the batch, then one loop body per record for the append
+        keys = map(rating_key, map(_POOL_OF, outs), map(_PLAYER_OF, outs))
+        for key, value in zip(keys, map(_dumps, map(_AS_DICT, outs)), strict=True):
             if single is not None:
                 p = single
             else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again
@@ -374,6 +377,8 @@ def _message_size(m: Message) -> int:
 
 
 _dumps = orjson.dumps
+_POOL_OF, _PLAYER_OF = attrgetter("pool"), attrgetter("player")
+_AS_DICT = methodcaller("as_dict")
 
 
 def faust_kwargs(s: Settings) -> dict[str, Any]:
