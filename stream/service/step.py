@@ -276,11 +276,19 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             if op.round_done is not None:
                 commit.done_rounds.append(op.round_done)
             stored.update(applied.updates)
-            commit.beliefs.update(applied.updates)
-            ratings.update(applied.ratings)
             # per player, but in C (``dict.fromkeys``, ``map``): a loop body per player here was ~10 % of
-            # the numba thread's time on the Codeforces history (BENCHMARKS.md, "Service")
-            cause.update(dict.fromkeys(applied.ratings, (ev.event_id, ev.time)))
+            # the numba thread's time on the Codeforces history (BENCHMARKS.md, "Service"); the first op's
+            # ratings and causes are taken as they are (this call's own dicts), not merged into empty ones
+            commit.beliefs.update(applied.updates)
+            if ratings:
+                ratings.update(applied.ratings)
+            else:
+                ratings = applied.ratings
+            caused = dict.fromkeys(applied.ratings, (ev.event_id, ev.time))
+            if cause:
+                cause.update(caused)
+            else:
+                cause = caused
             registered = registered or not all(map(_ROUNDS, applied.ratings.values()))
         else:
             if upto is not None:
