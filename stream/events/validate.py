@@ -334,3 +334,40 @@ def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any],
     return (min(id_lens) > 0 and max(id_lens) <= 256 and min(a_lens) > 0 and max(a_lens) <= 128
             and min(b_lens) > 0 and max(b_lens) <= 128 and min(times) >= MIN_INT64 and max(times) <= MAX_INT64
             and min(scores) >= 0 and max(scores) <= 1 and not any(map(eq, a, b)))
+
+
+def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
+    """A ``round`` with standings decoded by columns, or None: use ``decode_event``.
+
+    The worker's hot path for rounds. The generated validator walks a round's standings one
+    item at a time (~35 µs per 1,000 players, more than the Elo-MMR kernel spends on them);
+    here the players and ranks are picked out and checked column by column with C-level
+    ``map`` passes. It only accepts rounds every check of ``decode_event`` accepts, with the
+    same decoded values; anything unusual (team rounds, integral floats, a player listed twice,
+    every invalid round) returns None and goes through the full validator, so dead-letter
+    reasons are unchanged."""
+    if obj.get("type") != "round" or "teams" in obj:
+        return None
+    eid, pool, rid, t, standings = (obj.get(k) for k in ("event_id", "pool", "round_id", "time", "standings"))
+    if not (type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH and type(pool) is str
+            and 0 < len(pool) <= 128 and type(rid) is str and 0 < len(rid) <= 256
+            and type(t) is int and MIN_INT64 <= t <= MAX_INT64
+            and type(standings) is list and standings and set(map(type, standings)) == _DICT):
+        return None
+    try:
+        players = list(map(itemgetter("player"), standings))
+        ranks_in = list(map(itemgetter("rank"), standings))
+    except KeyError:
+        return None
+    if set(map(type, players)) != _STR or set(map(type, ranks_in)) != _INT:
+        return None
+    lens = list(map(len, players))
+    if (min(lens) < 1 or max(lens) > 128 or min(ranks_in) < 1 or max(ranks_in) > MAX_INT64
+            or len(set(players)) != len(players)):
+        return None
+    weight = obj.get("weight", 1.0)
+    ceiling = obj.get("perf_ceiling", math.inf)
+    if type(weight) not in (float, int) or not (0 < weight < math.inf) or type(ceiling) not in (float, int):
+        return None
+    return RoundEvent(event_id=eid, pool=pool, round_id=rid, time=t, players=players,
+                      ranks=np.array(ranks_in, dtype=np.int64), weight=float(weight), perf_ceiling=float(ceiling))

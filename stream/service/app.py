@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-import orjson
 from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
@@ -373,8 +372,6 @@ DURABLE_TICK_S = 0.25
 def _message_size(m: Message) -> int:
     return len(m.value)
 
-
-_dumps = orjson.dumps
 
 
 def faust_kwargs(s: Settings) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 
 import orjson
 
@@ -36,6 +37,7 @@ from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConfl
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 20
+_ROUNDS = attrgetter("rounds")
 
 
 class PoolStep:
@@ -304,11 +306,20 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             if explain:
                 explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
+            # per player, but in C (``dict.fromkeys``, ``map``): a loop body per player here was ~10 % of
+            # the numba thread's time on the Codeforces history (BENCHMARKS.md, "Service"); the first op's
+            # ratings and causes are taken as they are (this call's own dicts), not merged into empty ones
             commit.beliefs.update(applied.updates)
-            ratings.update(applied.ratings)
-            for p, r in applied.ratings.items():
-                cause[p] = (ev.event_id, ev.time)
-                registered |= not r.rounds
+            if ratings:
+                ratings.update(applied.ratings)
+            else:
+                ratings = applied.ratings
+            caused = dict.fromkeys(applied.ratings, (ev.event_id, ev.time))
+            if cause:
+                cause.update(caused)
+            else:
+                cause = caused
+            registered = registered or not all(map(_ROUNDS, applied.ratings.values()))
         else:
             if upto is not None:
                 stale = [m.offset <= upto.get(f"{m.topic}/{m.partition}", m.offset - 1) for m in op.sources]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -90,3 +91,84 @@ def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int
 
     got = {r["player"]: r for r in asyncio.run(stored())}
     return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _redis_cpu(s: Settings) -> float | None:
+    """Redis's own CPU seconds so far (``INFO cpu``), None when it does not say."""
+    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+    try:
+        info: dict[str, Any] = r.info("cpu")  # type: ignore[assignment]
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except Exception:  # only a figure of the report
+        return None
+    finally:
+        r.close()
+
+
+def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],
+                       messages_per_run: int, tmp: Path) -> list[dict[str, Any]]:
+    """The same file through ``mmr replay --broker`` into the running worker (one fresh pool per run,
+    ``pools``) and through ``mmr replay --embedded``, alternating which goes first; each as a user
+    runs it (a subprocess from the file to the end).
+
+    The worker's clock runs from starting ``mmr replay --broker`` to the worker's ``mmr_messages_done``
+    counting all of its messages: every rating committed to Redis *and* acknowledged by the broker
+    ("all ratings published"; the input offsets are committed ``MMR_REDIS_DURABLE_AFTER_S`` later,
+    stream.service.durability). The worker is already running and warm, as a service is. The embedded
+    clock runs from starting ``mmr replay --embedded --out FILE`` until it exits. Per run: both walls,
+    their ratio, the CPU seconds of the worker process, of Redis and of each replay process, and the
+    worker's stage means (``mmr_stage_seconds``)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_metric
+    from stream.tools.cpu_meter import _proc_ticks
+
+    mmr = str(Path(sys.executable).parent / "mmr")
+    hz = os.sysconf("SC_CLK_TCK")
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=s.kafka_bootstrap, MMR_TOPIC_MATCHES=s.topic_matches,
+               MMR_TOPIC_ROUNDS=s.topic_rounds, MMR_TOPIC_ROUND_RESULTS=s.topic_results,
+               MMR_PARTITIONS=str(s.partitions))
+    runs = []
+    for k, pool in enumerate(pools):
+        run: dict[str, Any] = {"pool": pool}
+        for leg in ("worker", "embedded") if k % 2 == 0 else ("embedded", "worker"):
+            click.echo(f"  run {k + 1}/{len(pools)}: {leg} ...", err=True)
+            c0 = _children_cpu()
+            if leg == "embedded":
+                t0 = time.perf_counter()
+                subprocess.run([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                                str(tmp / "embedded.jsonl"), "--no-progress"], check=True, env=env,
+                               stdout=subprocess.DEVNULL)
+                run["embedded_s"] = time.perf_counter() - t0
+                run["embedded_cpu_s"] = _children_cpu() - c0
+                continue
+            target = _metric(port, "mmr_messages_done_total") + messages_per_run
+            stages = _stage_totals(port)
+            w0, r0 = _proc_ticks(worker_pid), _redis_cpu(s)
+            t0 = time.perf_counter()
+            pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
+                                    "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t_end = _wait_metric(port, "mmr_messages_done_total", target, 3600)
+            run["worker_s"] = t_end - t0
+            w1, r1 = _proc_ticks(worker_pid), _redis_cpu(s)
+            run["publisher_exit_code"] = pub.wait(600)
+            run["publisher_cpu_s"] = _children_cpu() - c0
+            run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
+            run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
+            run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
+        run["ratio"] = run["worker_s"] / run["embedded_s"]
+        runs.append(run)
+        click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s), embedded "
+                   f"{run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x", err=True)
+    return runs

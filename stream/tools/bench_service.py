@@ -55,7 +55,13 @@ import orjson
 
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools import bench_scale
-from stream.tools.bench_history import POOL, compare_with_embedded, history_messages, slowest_command_ms
+from stream.tools.bench_history import (
+    POOL,
+    compare_with_embedded,
+    history_messages,
+    replay_vs_embedded,
+    slowest_command_ms,
+)
 from stream.tools.bench_worker import (
     _delete_prefix,
     _free_port,
@@ -310,15 +316,18 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
 @click.option("--dedup", type=click.Choice(["ids", "offsets"]), default="ids", show_default=True,
               help="The worker's MMR_DEDUP: how re-delivered matches are recognised.")
-@click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history", "scale"]),
-              help="Run only these phases (repeatable; default all but `scale`, and `history` when --history is "
-                   "given). "
+@click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history", "replay", "scale"]),
+              help="Run only these phases (repeatable; default all but `scale`, and `history` and `replay` when "
+                   "--history is given). "
                    "`latency` without `singles` needs --latency-rate.")
 @click.option("--history", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Also publish this history file (any `mmr replay` input of one kind of event) into the worker "
                    "as `mmr replay --broker` would, e.g. path/to/contests-2010-2020.jsonl.xz "
                    "(stream/tools/bench_history.py).")
 @click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
+@click.option("--history-repeats", default=2, show_default=True,
+              help="`replay`: runs of `mmr replay --broker` of --history into the worker beside `mmr replay "
+                   "--embedded` of the same file (alternating which goes first; the ratio of the two walls).")
 @click.option("--history-check/--no-history-check", default=True, show_default=True,
               help="Compare the history's final state with `mmr replay --embedded` on the same file.")
 @click.option("--workers", "scale_workers", default="1,2,3", show_default=True,
@@ -334,15 +343,16 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
-                  only: tuple[str, ...], history: str | None, history_system: str, history_check: bool,
+                  only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
+                  history_check: bool,
                   scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
                   scale_messages: int, scale_system: str, json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
-    phases = set(only or PHASES) | ({"history"} if history and not only else set())
+    phases = set(only or PHASES) | ({"history", "replay"} if history and not only else set())
     if "latency" in phases and "singles" not in phases and not latency_rate:
         raise click.UsageError("--only latency without singles needs --latency-rate")
-    if "history" in phases and not history:
-        raise click.UsageError("--only history needs --history FILE")
+    if phases & {"history", "replay"} and not history:
+        raise click.UsageError("--only history and --only replay need --history FILE")
     tansu = None
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bench-"))
     if broker is None:
@@ -396,7 +406,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             pools.write_text(json.dumps({"pools": {
                 "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
                 "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
-                "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system}}}))
+                "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system},
+                **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
             worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
@@ -464,6 +475,15 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                     click.echo("... and the same file through the embedded replay, to compare ...", err=True)
                     res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
                         history, s, history_system)
+
+            if "replay" in phases and history:
+                click.echo(f"`mmr replay --broker` of {history} into the worker beside `mmr replay --embedded` "
+                           f"({history_system}, {history_repeats} runs) ...", err=True)
+                n_msgs = len(history_messages(history, s)[1])
+                res["replay"] = {"path": history, "system": history_system, "messages": n_msgs,
+                                 "runs": replay_vs_embedded(s, port, worker.proc.pid, history, history_system,
+                                                            [f"{POOL}-{k}" for k in range(history_repeats)], n_msgs,
+                                                            tmp)}
 
             if "latency" in phases:
                 half = latency_rate or res["single_match_msgs_per_s"] / 2
@@ -536,6 +556,16 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
             rows.append("| the same history's final state against `mmr replay --embedded` | "
                         + ("equal bit for bit" if not h["players_differing"] else
                            f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
+    if "replay" in res:
+        rp = res["replay"]
+        for k, run in enumerate(rp["runs"]):
+            rows.append(f"| `mmr replay --broker` of `{Path(rp['path']).name}` + the worker against `mmr replay "
+                        f"--embedded` ({rp['system']}), run {k + 1} | worker {run['worker_s']:.1f} s (worker CPU "
+                        f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
+                        f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
+                        f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; worker stages per batch "
+                        + ", ".join(f"{k2} {v[0]:.0f} ms" for k2, v in run["worker_stage_means_ms"].items()
+                                    if k2 != "messages") + " |")
     if "latency_p99_ms" in res:
         rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
                     f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",

@@ -44,7 +44,7 @@ def _families(port: int) -> Iterable[Any]:
     """The worker's /metrics, parsed (prometheus_client's metric families)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
     return text_string_to_metric_families(body)
 
 

@@ -43,3 +43,14 @@ def test_matches_are_batched_as_replay_publishes_them(tmp_path: Path) -> None:
 def test_a_history_of_two_kinds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(click.ClickException, match="one kind"):
         history_messages(_jsonl(tmp_path / "mixed.jsonl", [_round(0, ["a", "b"]), _match(1)]), Settings())
+
+
+def test_the_replay_phase_needs_a_history() -> None:
+    """``--only replay`` (``mmr replay --broker`` into the worker beside ``--embedded``) is refused
+    before anything starts when there is no file to replay."""
+    from click.testing import CliRunner
+
+    from stream.tools.bench_service import bench_service
+
+    res = CliRunner().invoke(bench_service, ["--only", "replay"])
+    assert res.exit_code == 2 and "--only replay need --history FILE" in res.output

@@ -119,3 +119,63 @@ def test_columns_of_different_lengths_name_the_field() -> None:
         decode_event(obj)
     with pytest.raises(InvalidEvent, match="field event_id"):
         decode_event({**_columns(BATCH), "event_id": [], "time": [], "a": [], "b": [], "score": []})
+
+
+ROUND = {"type": "round", "event_id": "r1", "pool": "p", "round_id": "x", "time": 7, "extra": {"a": 1},
+         "standings": [{"player": "a", "rank": 1, "score": 3}, {"player": "é" * 128, "rank": 1},
+                       {"player": "c", "rank": 2**63 - 1}]}
+
+
+@pytest.mark.parametrize("obj", [ROUND, {**ROUND, "weight": 0.5, "perf_ceiling": 3000},
+                                 {**ROUND, "weight": 2, "perf_ceiling": -1.5}])
+def test_rounds_decode_as_the_validator_does(obj: dict[str, Any]) -> None:
+    from stream.events.validate import fast_round
+
+    fast = fast_round(obj)
+    etype, full = decode_event(copy.deepcopy(obj))
+    assert etype == "round" and fast is not None
+    assert (fast.event_id, fast.pool, fast.round_id, fast.time, fast.players, fast.teams) == (
+        full.event_id, full.pool, full.round_id, full.time, full.players, full.teams)
+    assert fast.ranks.dtype == full.ranks.dtype and fast.ranks.tolist() == full.ranks.tolist()
+    assert (type(fast.weight), fast.weight, type(fast.perf_ceiling), fast.perf_ceiling) == (
+        type(full.weight), full.weight, type(full.perf_ceiling), full.perf_ceiling)
+
+
+@pytest.mark.parametrize("change", [
+    {"time": 7.0}, {"time": 2**63}, {"time": True}, {"event_id": ""}, {"event_id": "e" * 257}, {"pool": "q" * 129},
+    {"round_id": 5}, {"type": "match"}, {"weight": 0}, {"weight": -1.0}, {"weight": True}, {"weight": "1"},
+    {"perf_ceiling": None}, {"standings": []}, {"standings": [{"player": "a"}]}, {"standings": [{"rank": 1}]},
+    {"standings": [{"player": "a", "rank": 1.0}]}, {"standings": [{"player": "a", "rank": 0}]},
+    {"standings": [{"player": "a", "rank": False}]}, {"standings": [{"player": "", "rank": 1}]},
+    {"standings": [{"player": "z" * 129, "rank": 1}]}, {"standings": [{"player": 3, "rank": 1}]},
+    {"standings": [{"player": "a", "rank": 1}, {"player": "a", "rank": 2}]}, {"standings": [["a", 1]]},
+    {"teams": [{"players": ["a"], "rank": 1}]},
+])
+def test_unusual_rounds_take_the_full_path(change: dict[str, Any]) -> None:
+    """None: the worker decodes with decode_event, which accepts or rejects with its usual reason."""
+    from stream.events.validate import fast_round
+
+    assert fast_round({**ROUND, **change}) is None
+
+
+def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's decoder takes the column path for a plain round (and the same event results)."""
+    import orjson
+
+    from stream.events import validate
+    from stream.service.config import from_env
+    from stream.service.messages import Message
+    from stream.service.planning import decode_message
+
+    calls: list[int] = []
+    real = validate.check_schema
+
+    def counting(obj: dict[str, Any]) -> str:
+        calls.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(validate, "check_schema", counting)
+    etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(ROUND)), from_env())
+    assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls
+    decode_message(Message("t", 0, 1, orjson.dumps({**ROUND, "time": 7.0})), from_env())
+    assert calls
