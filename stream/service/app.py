@@ -90,6 +90,9 @@ class Service:
     fetch_paused: bool = False
     _input_topics: frozenset[str] = frozenset()
     _pausing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: per assigned input partition: since when (monotonic s) this worker holds it, and its last known lag
+    owned_since: dict[tuple[str, int], float] = field(default_factory=dict)
+    lags: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -360,7 +363,32 @@ class Service:
             hw = consumer.highwater(tp)
             pos = self.positions.get((tp.topic, tp.partition))
             if hw is not None and pos is not None:
+                self.lags[(tp.topic, tp.partition)] = max(hw - pos, 0)
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
+
+    def round_sources(self) -> list[str]:
+        """The input partitions ("topic/partition") whose open rounds this worker times out: those assigned
+        to it (so no two workers expire one pool's rounds), held for at least the round timeout (a new owner
+        -- after a rebalance, a restart -- first reads what is waiting in the partition, where a completion
+        may be; before it, the previous owner's memory was what timed the rounds), not halted (a halt holds
+        back the rest of the partition), and with no lag behind what the broker last reported."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # not started / rebalancing: nothing this tick
+            return []
+        now = time.monotonic()
+        owned = {(tp.topic, tp.partition) for tp in assignment if tp.topic in self._input_topics}
+        for tp in [tp for tp in self.owned_since if tp not in owned]:
+            del self.owned_since[tp]
+            self.lags.pop(tp, None)
+        halts = self.processor.halts
+        out = []
+        for tp in sorted(owned):
+            since = self.owned_since.setdefault(tp, now)
+            if (now - since >= self.settings.round_timeout_s and not self.lags.get(tp)
+                    and not halts.holds(tp[0], tp[1], 2**62)):
+                out.append(f"{tp[0]}/{tp[1]}")
+        return out
 
 
 _PARTITIONER = DefaultPartitioner()
@@ -506,7 +534,7 @@ def create_app(s: Settings) -> Service:
         if svc.processor.store_down:
             await svc.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:
-            dead = await svc.processor.expire()
+            dead = [] if svc.processor.store_down else await svc.processor.expire(sources=svc.round_sources())
         except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
             log.warning("expiring rounds: %r; retrying", exc)
             dead = []

@@ -261,6 +261,7 @@ class Processor:
         """Drop the in-memory round assembly state (on partition revocation; see ``RoundBook.forget``)."""
         self.rounds.forget()
 
-    async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
-        """Dead-letter the rounds whose results waited longer than the timeout."""
-        return await self.rounds.expire(now_ms)
+    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None) -> list[DeadLetter]:
+        """Dead-letter the rounds whose results waited longer than the timeout, of the input partitions
+        ``sources`` ("topic/partition"; None: those round results came from; see ``RoundBook.expire``)."""
+        return await self.rounds.expire(now_ms, sources)

@@ -17,6 +17,11 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
     {prefix}:{<pool>}:done:old        SET     the previous generation of ``:done`` (MMR_SEEN_MAX_IDS only)
+    {prefix}:{<pool>}:open            ZSET    round id -> ms its first result was saved: the rounds with a
+                                              ``pend`` hash (added with it, removed when the round is done)
+    {prefix}:open-rounds:<topic>/<p>  ZSET    pool -> earliest ``open`` time (ms) of its rounds from that input
+                                              partition; a hint, written before the round's ``open`` entry
+                                              (outside any pool slot): what round expiry sweeps
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
@@ -473,16 +478,22 @@ class RedisStore:
         pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
         return done, pend
 
-    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str]) -> None:
-        """Persist results/completions of rounds still open (idempotent: keyed by event id)."""
+    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str],
+                           opened: dict[str, int] | None = None) -> None:
+        """Persist results/completions of rounds still open (idempotent: keyed by event id). ``opened``:
+        round id -> when it opened (ms), recorded in ``:open`` unless the round is there already."""
         if not entries:
             return
         async with self._io():
             if pool not in self._current:
                 await self.meta(pool)
             await self._confirm(pool)
-            cmds = [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
-                    for rid, fields in entries.items()]  # idempotent, each written again by a retry
+            cmds: list[tuple[Any, ...]] = []
+            if opened:  # first: an open entry without its pend hash only expires a round of 0 results
+                cmds.append(("ZADD", self.key(pool, "open"), "NX",
+                             *chain.from_iterable((t, rid) for rid, t in opened.items())))
+            cmds += [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
+                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
             await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
 
     def _expire_args(self, pool: str, round_ids: Sequence[str]) -> tuple[list[str], list[Any]]:
@@ -498,14 +509,18 @@ class RedisStore:
             except ResponseError as exc:
                 _raise_state(pool, exc)
 
-    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
         """``expire_round`` for many (pool, round id) in one round trip: one script a pool (marks its rounds
         done, deletes their pending hashes, bounds ``:done``), atomic per pool. A pool whose keys the script
-        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done."""
+        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done.
+
+        Returns per pool: the rounds it closed (those not done already), and the earliest time left in its
+        ``:open`` (None: no open round left)."""
         by_pool: dict[str, list[str]] = {}
         for pool, round_id in rounds:
             by_pool.setdefault(pool, []).append(round_id)
         todo = list(by_pool)
+        closed: dict[str, tuple[list[str], int | None]] = {}
         async with self._io():
             for _ in range(2):  # again for the pools whose server lacked the script (restarted, promoted)
                 pipe = self.r.pipeline(transaction=False)
@@ -515,6 +530,8 @@ class RedisStore:
                 res = await pipe.execute(raise_on_error=False)
                 missing = [pool for pool, r in zip(todo, res, strict=True) if isinstance(r, NoScriptError)]
                 for pool, r in zip(todo, res, strict=True):
+                    if isinstance(r, list):
+                        closed[pool] = ([x.decode() for x in r[1:]], int(float(r[0])) if r[0] else None)
                     if isinstance(r, NoScriptError) or not isinstance(r, Exception):
                         continue
                     if not isinstance(r, ResponseError):
@@ -524,9 +541,76 @@ class RedisStore:
                     except StateError as exc:
                         log.error("rounds of %r not marked done: %s", pool, exc)
                 if not missing:
-                    return
+                    return closed
                 await self._load_script(self._expire, self.key(missing[0], "done"))
                 todo = missing
+        return closed
+
+    # --- open rounds: what round expiry sweeps (see the key layout) -----------------------
+    async def hint_open(self, pool: str, sources: Sequence[str], first: int) -> None:
+        """Record that ``pool`` has a round open since ``first`` (ms) from each input ``source``
+        ("topic/partition"), unless an earlier time is recorded; confirmed by the replicas like a commit
+        (a lost hint would leave the round to be found only by its next event)."""
+        for source in sources:
+            key = self.open_rounds_key(source)
+            async with self._io():
+                await self._replicated(f"{pool}\0open", key, [("ZADD", key, "LT", first, pool)],
+                                       wrote=lambda _: True)
+
+    async def due_pools(self, sources: Sequence[str], before: int, limit: int) -> dict[str, list[str]]:
+        """Per input source: up to ``limit`` pools whose hint is before ``before`` (ms), earliest first."""
+        if not sources:
+            return {}
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for source in sources:
+                pipe.zrangebyscore(self.open_rounds_key(source), "-inf", f"({before}", start=0, num=limit)
+            res = await pipe.execute()
+        return {s: [p.decode() for p in pools] for s, pools in zip(sources, res, strict=True) if pools}
+
+    async def due_rounds(self, pools: Sequence[str], before: int, limit: int,
+                         ) -> dict[str, tuple[list[tuple[str, int]], int | None]]:
+        """Per pool: up to ``limit`` open rounds (id, opened at) opened before ``before`` (ms), earliest first,
+        and the earliest time in its ``:open`` (None: no open round). A pool whose key holds another type is
+        logged and left out."""
+        if not pools:
+            return {}
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for pool in pools:
+                key = self.key(pool, "open")
+                pipe.zrangebyscore(key, "-inf", f"({before}", start=0, num=limit, withscores=True)
+                pipe.zrange(key, 0, 0, withscores=True)
+            res = await pipe.execute(raise_on_error=False)
+        out: dict[str, tuple[list[tuple[str, int]], int | None]] = {}
+        for k, pool in enumerate(pools):
+            rows, first = res[2 * k], res[2 * k + 1]
+            if isinstance(rows, ResponseError) or isinstance(first, ResponseError):
+                log.error("open rounds of %r not readable: %s", pool, rows)
+                continue
+            for r in (rows, first):
+                if isinstance(r, Exception):
+                    raise r
+            out[pool] = ([(r.decode(), int(t)) for r, t in rows], int(first[0][1]) if first else None)
+        return out
+
+    async def set_hints(self, hints: Sequence[tuple[str, str, int | None]]) -> None:
+        """(source, pool, earliest open time or None): the pools' hints as the sweep found them (None: removed)."""
+        if not hints:
+            return
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for source, pool, first in hints:
+                key = self.open_rounds_key(source)
+                if first is None:
+                    pipe.zrem(key, pool)
+                else:
+                    pipe.zadd(key, {pool: first})
+            await pipe.execute()
+
+    def open_rounds_key(self, source: str) -> str:
+        return self.keys.open_rounds_key(source)
+    # --- end of open rounds
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
