@@ -1,0 +1,91 @@
+"""An open round is not forgotten by a failed batch or a restart: its expiry is found in Redis.
+
+A round gets two of its three results and nothing more (its completion lost). A private
+``redis-server`` (AOF, fsync always) is SIGKILLed while a later batch of another pool is being
+applied and started again: the batch is retried, and the retry drops the worker's memory of open
+rounds. The round must still time out, with the same dead letter as without the fault -- and so it
+must for a worker started afresh (a restart), which never saw the round's results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from test_round_commit import PrivateRedis, private_redis  # noqa: F401  (the fixture)
+
+from stream.service.config import Settings
+from stream.service.processor import Message, Processor
+from stream.state.redis_store import RedisStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+FAR = 10**15 // 2  # a clock far past every deadline (ms)
+SETTINGS = Settings(rounds_system="elo-mmr")
+
+
+def _msg(offset: int, body: dict[str, Any]) -> Message:
+    return Message("results", 0, offset, orjson.dumps(body))
+
+
+def _result(pool: str, rid: str, player: str, rank: int) -> dict[str, Any]:
+    return {"type": "round_result", "event_id": f"{pool}-{rid}-{player}", "pool": pool, "round_id": rid,
+            "time": 1000, "player": player, "rank": rank}
+
+
+OPEN = [_result("p", "R", "A", 1), _result("p", "R", "B", 2)]  # never completed
+LATER = [_result("q", "S", "X", 1), _result("q", "S", "Y", 2),
+         {"type": "round_completed", "event_id": "q-S-done", "pool": "q", "round_id": "S", "time": 2000,
+          "participants": 2}]
+
+
+async def _run(server: PrivateRedis, fault: str) -> tuple[list[tuple[str | None, str]], dict[str, Any]]:
+    """``fault``: "" (none), "redis" (Redis killed under the later batch), "restart" (a new processor expires)."""
+    store = RedisStore(aioredis.Redis.from_url(server.url, socket_connect_timeout=1), prefix=f"f{uuid.uuid4().hex[:6]}")
+    with ThreadPoolExecutor(1) as ex:
+        proc = Processor(SETTINGS, store, ex)
+        first = await proc.process([_msg(i, b) for i, b in enumerate(OPEN)])
+        assert not first.dead and not first.outputs
+        if fault == "redis":
+            server.kill()
+            task = asyncio.ensure_future(proc.start([_msg(10 + i, b) for i, b in enumerate(LATER)], safe=True))
+            for _ in range(200):
+                await asyncio.sleep(0.05)
+                if proc.store_down:
+                    break
+            assert proc.store_down and not task.done()  # the batch failed and is being retried
+            server.start()
+            later = await (await task)
+        else:
+            later = await proc.process([_msg(10 + i, b) for i, b in enumerate(LATER)])
+        assert not later.dead and len(later.outputs) == 2
+        assert await proc.expire(0) == []  # not due yet
+        if fault == "restart":
+            proc = Processor(SETTINGS, store, ex)  # knows nothing of the round
+            dead = await proc.expire(FAR)
+        else:
+            dead = await proc.expire(FAR)
+        assert await proc.expire(FAR) == []  # once
+        state = {"done": sorted(m.decode() for m in await store.r.smembers(store.key("p", "done"))),
+                 "pending": await store.r.exists(store.pend_key("p", "R")),
+                 "open": await store.r.exists(store.key("p", "open")),
+                 "hints": 0}
+    await store.close()
+    return sorted((d.pool, d.reason) for d in dead), state
+
+
+@pytest.mark.parametrize("fault", ["redis", "restart"])
+def test_an_open_round_forgotten_by_the_worker_still_times_out(private_redis: PrivateRedis,  # noqa: F811
+                                                               fault: str) -> None:
+    async def run() -> None:
+        want = await _run(private_redis, "")
+        assert want == ([("p", "round 'R': round timed out with 2/? results")],
+                        {"done": ["R"], "pending": 0, "open": 0, "hints": 0})
+        assert await _run(private_redis, fault) == want
+
+    asyncio.run(run())
