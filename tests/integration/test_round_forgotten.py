@@ -67,14 +67,14 @@ async def _run(server: PrivateRedis, fault: str) -> tuple[list[tuple[str | None,
         assert await proc.expire(0) == []  # not due yet
         if fault == "restart":
             proc = Processor(SETTINGS, store, ex)  # knows nothing of the round
-            dead = await proc.expire(FAR)
+            dead = await proc.expire(FAR, ["results/0"])  # the partitions it owns (stream.service.app)
         else:
             dead = await proc.expire(FAR)
         assert await proc.expire(FAR) == []  # once
         state = {"done": sorted(m.decode() for m in await store.r.smembers(store.key("p", "done"))),
                  "pending": await store.r.exists(store.pend_key("p", "R")),
                  "open": await store.r.exists(store.key("p", "open")),
-                 "hints": 0}
+                 "hints": await store.r.exists(store.open_rounds_key("results/0"))}
     await store.close()
     return sorted((d.pool, d.reason) for d in dead), state
 
