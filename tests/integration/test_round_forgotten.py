@@ -10,20 +10,23 @@ must for a worker started afresh (a restart), which never saw the round's result
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from service_utils import WorkerProcess, make_settings, produce_raw, read_json_topic, wait_caught_up
 from test_round_commit import PrivateRedis, private_redis  # noqa: F401  (the fixture)
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
 from stream.state.redis_store import RedisStore
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 FAR = 10**15 // 2  # a clock far past every deadline (ms)
 SETTINGS = Settings(rounds_system="elo-mmr")
@@ -89,3 +92,28 @@ def test_an_open_round_forgotten_by_the_worker_still_times_out(private_redis: Pr
         assert await _run(private_redis, fault) == want
 
     asyncio.run(run())
+
+
+def test_a_restarted_worker_times_out_a_round_whose_results_it_never_saw(kafka_bootstrap: str, redis_url: str,
+                                                                        tmp_path: Path) -> None:
+    """As deployed: a worker takes two results of a round, is stopped, and the round's completion never
+    comes. The next worker never reads those results (they are acknowledged); it still dead-letters the
+    round once it has held the partition for the round timeout."""
+    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, rounds_system="elo-mmr")
+    results = [(b"default", orjson.dumps(_result("default", "RZ", p, k + 1))) for k, p in enumerate("AB")]
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(s, log).start()
+    try:
+        produce_raw(s, s.topic_results, results)
+        wait_caught_up(s, worker)
+        worker.stop()  # its memory goes with it (a SIGKILL only adds the group's session timeout to the test)
+        worker = WorkerProcess(s, log).start()
+        deadline = time.monotonic() + 60
+        dead: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and not dead:
+            assert worker.alive(), worker.log_tail()
+            time.sleep(0.5)
+            dead = read_json_topic(s, s.topic_dead)
+    finally:
+        worker.stop()
+    assert [(d["pool"], d["reason"]) for d in dead] == [("default", "round 'RZ': round timed out with 2/? results")]
