@@ -99,7 +99,10 @@ def test_a_restarted_worker_times_out_a_round_whose_results_it_never_saw(kafka_b
     """As deployed: a worker takes two results of a round, is stopped, and the round's completion never
     comes. The next worker never reads those results (they are acknowledged); it still dead-letters the
     round once it has held the partition for the round timeout."""
-    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, rounds_system="elo-mmr")
+    # acks at once (not 3 s after the commit), and a timeout longer than taking the results and stopping: the
+    # first worker must not time the round out itself
+    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=6.0, redis_durable_after_s=0.0,
+                      rounds_system="elo-mmr")
     results = [(b"default", orjson.dumps(_result("default", "RZ", p, k + 1))) for k, p in enumerate("AB")]
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log).start()
