@@ -28,7 +28,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -366,6 +366,15 @@ class Service:
                 self.lags[(tp.topic, tp.partition)] = max(hw - pos, 0)
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
 
+    def disown(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Partitions revoked: their hold time starts again, and what this worker knew of their positions
+        (another worker may have moved them on since) is dropped."""
+        for tp in tps:  # (topic, partition) pairs: Faust's TP or plain tuples
+            key = (tp[0], tp[1])
+            self.owned_since.pop(key, None)
+            self.lags.pop(key, None)
+            self.positions.pop(key, None)
+
     def round_sources(self) -> list[str]:
         """The input partitions ("topic/partition") whose open rounds this worker times out: those assigned
         to it (so no two workers expire one pool's rounds), held for at least the round timeout (a new owner
@@ -378,9 +387,7 @@ class Service:
             return []
         now = time.monotonic()
         owned = {(tp.topic, tp.partition) for tp in assignment if tp.topic in self._input_topics}
-        for tp in [tp for tp in self.owned_since if tp not in owned]:
-            del self.owned_since[tp]
-            self.lags.pop(tp, None)
+        self.disown([tp for tp in self.owned_since if tp not in owned])
         halts = self.processor.halts
         out = []
         for tp in sorted(owned):
@@ -525,6 +532,7 @@ def create_app(s: Settings) -> Service:
         # offset, the offending message, and halts there again if it runs the same code
         svc.processor.halts.clear()
         svc.durability.take()  # not acknowledged: whoever takes the partitions rates them again (dedup)
+        svc.disown(args[0] if args else kwargs.get("revoked", ()))
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 
