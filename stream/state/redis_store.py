@@ -22,6 +22,7 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:open-rounds:<topic>/<p>  ZSET    pool -> earliest ``open`` time (ms) of its rounds from that input
                                               partition; a hint, written before the round's ``open`` entry
                                               (outside any pool slot): what round expiry sweeps
+                                              (stream.state.open_rounds)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
@@ -546,71 +547,10 @@ class RedisStore:
                 todo = missing
         return closed
 
-    # --- open rounds: what round expiry sweeps (see the key layout) -----------------------
-    async def hint_open(self, pool: str, sources: Sequence[str], first: int) -> None:
-        """Record that ``pool`` has a round open since ``first`` (ms) from each input ``source``
-        ("topic/partition"), unless an earlier time is recorded; confirmed by the replicas like a commit
-        (a lost hint would leave the round to be found only by its next event)."""
-        for source in sources:
-            key = self.open_rounds_key(source)
-            async with self._io():
-                await self._replicated(f"{pool}\0open", key, [("ZADD", key, "LT", first, pool)],
-                                       wrote=lambda _: True)
-
-    async def due_pools(self, sources: Sequence[str], before: int, limit: int) -> dict[str, list[str]]:
-        """Per input source: up to ``limit`` pools whose hint is before ``before`` (ms), earliest first."""
-        if not sources:
-            return {}
-        async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            for source in sources:
-                pipe.zrangebyscore(self.open_rounds_key(source), "-inf", f"({before}", start=0, num=limit)
-            res = await pipe.execute()
-        return {s: [p.decode() for p in pools] for s, pools in zip(sources, res, strict=True) if pools}
-
-    async def due_rounds(self, pools: Sequence[str], before: int, limit: int,
-                         ) -> dict[str, tuple[list[tuple[str, int]], int | None]]:
-        """Per pool: up to ``limit`` open rounds (id, opened at) opened before ``before`` (ms), earliest first,
-        and the earliest time in its ``:open`` (None: no open round). A pool whose key holds another type is
-        logged and left out."""
-        if not pools:
-            return {}
-        async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            for pool in pools:
-                key = self.key(pool, "open")
-                pipe.zrangebyscore(key, "-inf", f"({before}", start=0, num=limit, withscores=True)
-                pipe.zrange(key, 0, 0, withscores=True)
-            res = await pipe.execute(raise_on_error=False)
-        out: dict[str, tuple[list[tuple[str, int]], int | None]] = {}
-        for k, pool in enumerate(pools):
-            rows, first = res[2 * k], res[2 * k + 1]
-            if isinstance(rows, ResponseError) or isinstance(first, ResponseError):
-                log.error("open rounds of %r not readable: %s", pool, rows)
-                continue
-            for r in (rows, first):
-                if isinstance(r, Exception):
-                    raise r
-            out[pool] = ([(r.decode(), int(t)) for r, t in rows], int(first[0][1]) if first else None)
-        return out
-
-    async def set_hints(self, hints: Sequence[tuple[str, str, int | None]]) -> None:
-        """(source, pool, earliest open time or None): the pools' hints as the sweep found them (None: removed)."""
-        if not hints:
-            return
-        async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            for source, pool, first in hints:
-                key = self.open_rounds_key(source)
-                if first is None:
-                    pipe.zrem(key, pool)
-                else:
-                    pipe.zadd(key, {pool: first})
-            await pipe.execute()
-
     def open_rounds_key(self, source: str) -> str:
+        """The hint of the pools with rounds open from input ``source`` (stream.state.open_rounds)."""
         return self.keys.open_rounds_key(source)
-    # --- end of open rounds
+
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
