@@ -120,3 +120,25 @@ def test_a_restarted_worker_times_out_a_round_whose_results_it_never_saw(kafka_b
     finally:
         worker.stop()
     assert [(d["pool"], d["reason"]) for d in dead] == [("default", "round 'RZ': round timed out with 2/? results")]
+
+
+def test_a_round_rated_meanwhile_is_not_dead_lettered_by_the_sweep(redis_url: str) -> None:
+    """Processor A holds round S open; B (the pool's next owner, say) rates it: the commit takes S out of the
+    open rounds, so A's sweep finds nothing; an entry left behind anyway is only cleaned up, never a dead letter."""
+    async def run() -> None:
+        store = RedisStore.from_url(redis_url, prefix=f"g{uuid.uuid4().hex[:6]}")
+        with ThreadPoolExecutor(1) as ex:
+            a, b = Processor(SETTINGS, store, ex), Processor(SETTINGS, store, ex)
+            await a.process([_msg(i, body) for i, body in enumerate(LATER[:2])])
+            assert await store.r.zcard(store.key("q", "open")) == 1
+            rated = await b.process([_msg(2, LATER[2])])
+            assert len(rated.outputs) == 2 and await store.r.exists(store.key("q", "open")) == 0
+            assert await a.expire(FAR) == []
+            await store.r.zadd(store.open_rounds_key("results/0"), {"q": 1})  # a stale entry of the rated round
+            await store.r.zadd(store.key("q", "open"), {"S": 1})  # (with its hint, written first)
+            assert await a.expire(FAR, ["results/0"]) == []
+            assert await store.r.exists(store.key("q", "open")) == 0
+            assert await store.r.exists(store.open_rounds_key("results/0")) == 0
+        await store.close()
+
+    asyncio.run(run())
