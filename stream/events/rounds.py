@@ -116,6 +116,21 @@ class RoundAssembler:
         key = (pool, round_id)
         return key in self._open or key in self._held or key in self._closed
 
+    def is_held(self, pool: str, round_id: str) -> bool:
+        """Dispatched, neither closed nor forgotten yet (its rating is under way)."""
+        return (pool, round_id) in self._held
+
+    def first_seen(self, pool: str, round_id: str) -> int | None:
+        """When an open round opened (the ``now`` given with its first event); None: not open."""
+        pend = self._open.get((pool, round_id))
+        return None if pend is None else pend.first_seen
+
+    def close_expired(self, pool: str, round_id: str) -> str:
+        """Close an open round that timed out; the reason of its dead letter (as ``expire`` gives it)."""
+        pend = self._open[(pool, round_id)]
+        self.close(pool, round_id)
+        return _timed_out(pend)
+
     def dispatched_ids(self, pool: str, round_id: str) -> list[str]:
         """The event ids (results and completion, in arrival order) of a held round."""
         return list(self._held.get((pool, round_id), ()))
@@ -230,8 +245,11 @@ class RoundAssembler:
             due.append((key, pend))
         out = []
         for key, pend in due:
-            have = len(pend.results)
-            want = pend.completed.participants if pend.completed is not None else "?"
             self.close(*key)
-            out.append((key[0], key[1], f"round timed out with {have}/{want} results"))
+            out.append((key[0], key[1], _timed_out(pend)))
         return out
+
+
+def _timed_out(pend: _Pending) -> str:
+    want = pend.completed.participants if pend.completed is not None else "?"
+    return f"round timed out with {len(pend.results)}/{want} results"

@@ -28,7 +28,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +90,9 @@ class Service:
     fetch_paused: bool = False
     _input_topics: frozenset[str] = frozenset()
     _pausing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: per assigned input partition: since when (monotonic s) this worker holds it, and its last known lag
+    owned_since: dict[tuple[str, int], float] = field(default_factory=dict)
+    lags: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -360,7 +363,39 @@ class Service:
             hw = consumer.highwater(tp)
             pos = self.positions.get((tp.topic, tp.partition))
             if hw is not None and pos is not None:
+                self.lags[(tp.topic, tp.partition)] = max(hw - pos, 0)
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
+
+    def disown(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Partitions revoked: their hold time starts again, and what this worker knew of their positions
+        (another worker may have moved them on since) is dropped."""
+        for tp in tps:  # (topic, partition) pairs: Faust's TP or plain tuples
+            key = (tp[0], tp[1])
+            self.owned_since.pop(key, None)
+            self.lags.pop(key, None)
+            self.positions.pop(key, None)
+
+    def round_sources(self) -> list[str]:
+        """The input partitions ("topic/partition") whose open rounds this worker times out: those assigned
+        to it (so no two workers expire one pool's rounds), held for at least the round timeout (a new owner
+        -- after a rebalance, a restart -- first reads what is waiting in the partition, where a completion
+        may be; before it, the previous owner's memory was what timed the rounds), not halted (a halt holds
+        back the rest of the partition), and with no lag behind what the broker last reported."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # not started / rebalancing: nothing this tick
+            return []
+        now = time.monotonic()
+        owned = {(tp.topic, tp.partition) for tp in assignment if tp.topic in self._input_topics}
+        self.disown([tp for tp in self.owned_since if tp not in owned])
+        halts = self.processor.halts
+        out = []
+        for tp in sorted(owned):
+            since = self.owned_since.setdefault(tp, now)
+            if (now - since >= self.settings.round_timeout_s and not self.lags.get(tp)
+                    and not halts.holds(tp[0], tp[1], 2**62)):
+                out.append(f"{tp[0]}/{tp[1]}")
+        return out
 
 
 _PARTITIONER = DefaultPartitioner()
@@ -495,6 +530,7 @@ def create_app(s: Settings) -> Service:
         # offset, the offending message, and halts there again if it runs the same code
         svc.processor.halts.clear()
         svc.durability.take()  # not acknowledged: whoever takes the partitions rates them again (dedup)
+        svc.disown(args[0] if args else kwargs.get("revoked", ()))
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
 
@@ -504,7 +540,7 @@ def create_app(s: Settings) -> Service:
         if svc.processor.store_down:
             await svc.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:
-            dead = await svc.processor.expire()
+            dead = [] if svc.processor.store_down else await svc.processor.expire(sources=svc.round_sources())
         except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
             log.warning("expiring rounds: %r; retrying", exc)
             dead = []

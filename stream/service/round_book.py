@@ -7,12 +7,22 @@ always knows which rounds are open, with what, and which are done; the in-memory
 a cache of it. A dispatched round is closed in memory only once its commit returned
 (``committed``): until then a retry of the batch (after a Redis error, say) assembles and
 rates it again, and the ids of its events dedup whatever had landed.
+
+Expiry is found in Redis, not in memory: a failed batch, a rewind, a halt, a rebalance or a
+restart drops the in-memory rounds, and a round that never gets another event (its completion
+lost) would otherwise stay open for good. Each open round is in its pool's ``open`` sorted set
+(by the time it opened), written with its first saved result and removed by the script that
+marks it done; each pool with open rounds is in a sorted set of its input partition (by its
+earliest round), written before that. ``expire`` sweeps the partitions it is given -- the worker
+gives those it owns, so two workers never expire one pool's rounds -- in bounded slices.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -24,6 +34,7 @@ from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import DeadFn, Op, RoundOp
+from stream.state import open_rounds
 from stream.state.redis_store import RedisStore
 
 #: rounds expired per slice: closed in memory, marked done in Redis in one round trip and
@@ -31,6 +42,11 @@ from stream.state.redis_store import RedisStore
 #: thousands of rounds due (rounds that never complete) thus never holds a batch up for
 #: longer than one slice.
 EXPIRE_SLICE = 500
+
+#: locks striped by pool name: a pool's round assembly and the sweep of its open rounds take turns
+#: (a sweep that finds a pool's last round closed removes the pool's hint; a round saved meanwhile
+#: must not lose it)
+LOCK_STRIPES = 64
 
 
 class RoundBook:
@@ -43,7 +59,17 @@ class RoundBook:
         self.assembler = RoundAssembler(max_participants=settings.max_participants, close_on_dispatch=False)
         #: (pool, round id) -> reason: rounds expired (closed in memory) whose done flag has not
         #: reached Redis yet; written by the next ``expire``, and done for ``assemble`` meanwhile
-        self._expiring: dict[tuple[str, str], str] = {}
+        self._expiring: dict[tuple[str, str], str | None] = {}
+        #: pool -> the input partitions ("topic/partition") whose hint of it the sweep of ``_expiring`` updates
+        self._expiring_sources: dict[str, set[str]] = {}
+        self._locks = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
+        #: (source, pool) -> the earliest open time this worker knows the pool's hint holds (writes skipped)
+        self._hinted: dict[tuple[str, str], int] = {}
+        #: input partitions round results came from: what ``expire`` sweeps when not told
+        self.sources: set[str] = set()
+
+    def _lock(self, pool: str) -> asyncio.Lock:
+        return self._locks[hash(pool) % LOCK_STRIPES]
 
     async def assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
                        out: BatchResult) -> dict[str, tuple[str, int]]:
@@ -54,6 +80,11 @@ class RoundBook:
         of a round whose commit landed while its ratings may not have reached the topic (a crash
         or a rewind between the commit and the publish); the caller publishes their ratings again,
         as the step does for re-delivered whole rounds and matches."""
+        async with self._lock(pool):
+            return await self._assemble(pool, items, ops, out)
+
+    async def _assemble(self, pool: str, items: list[tuple[str, dict[str, Any], Message]], ops: list[Op],
+                        out: BatchResult) -> dict[str, tuple[str, int]]:
         ids = [v["event_id"] for _, v, _ in items]
         snap = await self.store.snapshot(pool, (), ids)
         fresh = [(t, v, m) for t, v, m in items if v["event_id"] not in snap.seen]
@@ -87,8 +118,22 @@ class RoundBook:
                 to_save.pop(rid, None)
                 ops.append(RoundOp(ev, msg, extra_ids=self.assembler.dispatched_ids(pool, rid), round_done=rid))
         self.metrics.pending_rounds.set(len(self.assembler))
-        await self.store.save_pending(pool, to_save, ())
+        opened = {rid: t for rid in to_save if (t := self.assembler.first_seen(pool, rid)) is not None}
+        if opened:
+            await self._hint(pool, {f"{m.topic}/{m.partition}" for _, v, m in fresh if v["round_id"] in opened},
+                             min(opened.values()))
+        await self.store.save_pending(pool, to_save, (), opened)
         return again
+
+    async def _hint(self, pool: str, sources: set[str], first: int) -> None:
+        """The pool has rounds open since ``first`` from these input partitions: its hints, written before
+        the rounds' ``open`` entries (a hint without rounds is removed by the sweep; rounds without a hint
+        would not be found). Skipped where this worker wrote an earlier or equal time already."""
+        self.sources |= sources
+        todo = [src for src in sorted(sources) if self._hinted.get((src, pool), first + 1) > first]
+        if todo:
+            await open_rounds.hint_open(self.store, pool, todo, first)
+            self._hinted.update(((src, pool), first) for src in todo)
 
     def _feed(self, etype: str, value: dict[str, Any], now: int) -> RoundEvent | None:
         if etype == "round_result":
@@ -124,35 +169,101 @@ class RoundBook:
         worker is filling). After a failed batch: memory may be ahead of Redis (a round
         dispatched whose commit did not land)."""
         self.assembler.clear()
+        self._hinted.clear()  # a restarted Redis may have lost them
         self.metrics.pending_rounds.set(0)
 
-    async def expire(self, now_ms: int | None = None) -> list[DeadLetter]:
-        """Dead-letter the rounds whose results waited longer than the timeout, oldest first,
-        ``EXPIRE_SLICE`` at a time (other tasks run between slices).
+    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None) -> list[DeadLetter]:
+        """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition"; None: every one
+        round results came from here) whose first result was saved longer than the timeout ago, found in
+        Redis (the module docstring), ``EXPIRE_SLICE`` at a time (other tasks run between slices).
 
         A slice is closed in memory before it is marked done in Redis (so that a batch running
         meanwhile finds its events late, as Redis will say). If that write fails, the error
         propagates and the next call writes the slice again first; its dead letters are
-        returned once it is written. ``forget`` keeps such a slice: its rounds did time out."""
+        returned once it is written. ``forget`` keeps such a slice: its rounds did time out.
+        A round whose commit is under way (dispatched, not yet committed) is left to its commit."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        timeout = int(self.settings.round_timeout_s * 1000)
+        before = now - int(self.settings.round_timeout_s * 1000)
+        todo = sorted(self.sources) if sources is None else list(sources)
         dead: list[DeadLetter] = []
         while True:
-            if not self._expiring:
-                self._expiring = {(pool, rid): reason
-                                  for pool, rid, reason in self.assembler.expire(now, timeout, EXPIRE_SLICE)}
-                self.metrics.pending_rounds.set(len(self.assembler))
-            due = self._expiring
-            if not due:
+            if not self._expiring and not await self._next_slice(todo, before):
                 break
-            await self.store.expire_rounds(list(due))
-            self._expiring = {}
-            self.metrics.dead_letters.labels(reason_label("round timed out")).inc(len(due))
-            dead += [DeadLetter(f"round {rid!r}: {reason}", pool=pool,
+            due, srcs = self._expiring, self._expiring_sources
+            async with self._locked(list(srcs)):
+                closed = await self.store.expire_rounds(list(due)) if due else {}
+                # each pool's hint moves to its earliest round left (or goes): under the locks, so that no round
+                # of the pool is saved between the script's answer and this write
+                await self._set_hints([(src, pool, closed[pool][1]) for pool, ss in srcs.items() if pool in closed
+                                       for src in sorted(ss)])
+            self._expiring, self._expiring_sources = {}, {}
+            timed_out = [(pool, rid) for pool, (rids, _) in closed.items() for rid in rids]
+            self.metrics.dead_letters.labels(reason_label("round timed out")).inc(len(timed_out))
+            dead += [DeadLetter(f"round {rid!r}: {due.get((pool, rid)) or 'round timed out'}", pool=pool,
                                 original=orjson.dumps({"pool": pool, "round_id": rid}))
-                     for (pool, rid), reason in due.items()]
-            if len(due) < EXPIRE_SLICE:
-                break
+                     for pool, rid in timed_out]
             await asyncio.sleep(0)
         self.metrics.pending_rounds.set(len(self.assembler))
         return dead
+
+    async def _set_hints(self, hints: list[tuple[str, str, int | None]]) -> None:
+        await open_rounds.set_hints(self.store, hints)
+        for src, pool, first in hints:
+            if first is None:
+                self._hinted.pop((src, pool), None)
+            else:
+                self._hinted[(src, pool)] = first
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, pools: list[str]) -> Any:
+        """The locks of ``pools`` (in one order, so two sweeps could not deadlock; assembly takes one)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for k in sorted({hash(p) % LOCK_STRIPES for p in pools}):
+                await stack.enter_async_context(self._locks[k])
+            yield
+
+    async def _next_slice(self, sources: list[str], before: int) -> bool:
+        """Find the next slice of due rounds in Redis, close it in memory and keep it in ``_expiring``
+        (with the hints to update). False: nothing left to do (no pool of ``sources`` has a due round
+        that is not under way)."""
+        hinted = await open_rounds.due_pools(self.store, sources, before, EXPIRE_SLICE)
+        srcs: dict[str, set[str]] = {}
+        for src, pools in hinted.items():
+            for pool in pools:
+                srcs.setdefault(pool, set()).add(src)
+        if not srcs:
+            return False
+        pools = list(srcs)[:EXPIRE_SLICE]
+        per_pool = max(1, EXPIRE_SLICE // len(pools))
+        expiring: dict[tuple[str, str], str | None] = {}
+        async with self._locked(pools):  # no assembly of these pools meanwhile: memory and Redis agree
+            due = await open_rounds.due_rounds(self.store, pools, before, per_pool)
+            for pool, (rows, _) in due.items():
+                unknown = [rid for rid, _ in rows if not self.assembler.knows(pool, rid)]
+                if unknown:  # forgotten (a failed batch, a restart): its results, for the dead letter
+                    done, pend = await self.store.round_state(pool, unknown)
+                    for rid in unknown:
+                        if rid in done:
+                            self.assembler.close(pool, rid)
+                        elif rid in pend:
+                            self._rehydrate(pool, rid, pend[rid])
+                for rid, _ in rows:
+                    if self.assembler.is_held(pool, rid):  # complete: its commit (or the batch's retry) rates it
+                        if rid in unknown:  # complete in Redis but not being committed: the retry of its batch will
+                            self.assembler.forget(pool, rid)
+                        continue
+                    if self.assembler.is_open(pool, rid):
+                        expiring[(pool, rid)] = self.assembler.close_expired(pool, rid)
+                    elif self.assembler.is_closed(pool, rid):
+                        expiring[(pool, rid)] = None  # done already: the script only cleans up
+                    else:  # an open entry without results (its results were never saved)
+                        self.assembler.close(pool, rid)
+                        expiring[(pool, rid)] = "round timed out with 0/? results"
+            # pools whose hint was due without a due round: their hint moves to their earliest round (or goes)
+            stale = [(src, pool, first) for pool, (rows, first) in due.items() if not rows
+                     for src in sorted(srcs[pool])]
+            await self._set_hints(stale)
+        self._expiring = expiring
+        self._expiring_sources = {pool: srcs[pool] for pool, _ in expiring}
+        self.metrics.pending_rounds.set(len(self.assembler))
+        return bool(expiring or stale)  # progress: a round left the open set, or a hint moved past ``before``

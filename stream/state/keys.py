@@ -97,6 +97,10 @@ class KeySpace:
         """The set of pool names: outside every pool's slot, written by its own idempotent command."""
         return f"{self.prefix}:pools"
 
+    def open_rounds_key(self, source: str) -> str:
+        """Pools with rounds open from input ``source`` ("topic/partition"): outside every pool's slot."""
+        return f"{self.prefix}:open-rounds:{source}"
+
     def legacy_base(self, pool: str) -> str:
         """The start of the pool's keys in the layout before ``KEY_FORMAT`` 2 (names not escaped)."""
         return f"{self.prefix}:{{{pool}}}:"

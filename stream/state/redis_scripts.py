@@ -40,11 +40,26 @@ end
 local function is_count(v)
   return v == false or string.match(v, '^%d+$') ~= nil
 end
+-- --- open rounds: the pool's ZSET round id -> when its first result was saved (``:open``), named from its
+-- ``:done`` key (same pool, same slot); a key of another type refuses the script before it writes
+local function open_key(done)
+  return string.sub(done, 1, -5) .. 'open'
+end
+local function check_open(done)
+  local t = redis.call('TYPE', open_key(done))['ok']
+  if t ~= 'none' and t ~= 'zset' then return bad(open_key(done), 'holds a ' .. t .. ', not a zset') end
+  return nil
+end
+-- --- end of open rounds
 -- round ids marked done: SADD to ``done``; once it holds ``cap`` ids (cap > 0) it becomes ``old`` (the
 -- generation before is unlinked), as ``:ids`` rotates
+-- and takes them out of the pool's open rounds (``open_key``)
 local function mark_done(done, old, ids, cap)
   if #ids == 0 then return end
-  for k = 1, #ids, 4000 do redis.call('SADD', done, unpack(ids, k, math.min(k + 3999, #ids))) end
+  for k = 1, #ids, 4000 do
+    redis.call('SADD', done, unpack(ids, k, math.min(k + 3999, #ids)))
+    redis.call('ZREM', open_key(done), unpack(ids, k, math.min(k + 3999, #ids)))
+  end
   if cap > 0 and redis.call('SCARD', done) >= cap then
     redis.call('UNLINK', old)
     redis.call('RENAME', done, old)
@@ -59,6 +74,8 @@ for i = 1, 10 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
 end
+local open_bad = check_open(KEYS[4])
+if open_bad then return open_bad end
 local graw = redis.call('GET', KEYS[1])
 if not is_count(graw) then return bad(KEYS[1], 'is not a commit counter') end
 local gen = graw or '0'
@@ -161,19 +178,28 @@ return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
 
 # Close rounds without rating them: KEYS ``:done``, ``:done:old``; ARGV 1 seen_max_ids (the bound of ``:done``,
 # '0' = none), 2 the key prefix of the pool's pending rounds, then per round its id and its escaped id. Checked
-# first.
+# first. Returns {the earliest time left in the pool's open rounds ('' = none), then the ids of the rounds it
+# closed: those not done before (a round a commit marked done meanwhile is only cleaned up)}.
 EXPIRE_LUA = ITEMS_LUA + """
 for i = 1, 2 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= 'set' then return bad(KEYS[i], 'holds a ' .. t .. ', not a set') end
 end
+local open_bad = check_open(KEYS[1])
+if open_bad then return open_bad end
 local rids = {}
+local out = {''}
 for k = 3, #ARGV, 2 do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[k]) == 0 and redis.call('SISMEMBER', KEYS[2], ARGV[k]) == 0 then
+    out[#out + 1] = ARGV[k]
+  end
   redis.call('DEL', ARGV[2] .. ARGV[k + 1])
   rids[#rids + 1] = ARGV[k]
 end
 mark_done(KEYS[1], KEYS[2], rids, tonumber(ARGV[1]))
-return 1
+local first = redis.call('ZRANGE', open_key(KEYS[1]), 0, 0, 'WITHSCORES')
+if #first > 0 then out[1] = first[2] end
+return out
 """
 
 # A pool written before names were escaped, whose own name needs no escaping (so its hash tag is

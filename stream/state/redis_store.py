@@ -20,6 +20,12 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
     {prefix}:{<pool>}:done            SET     round ids already rated or expired (late results -> DLQ)
     {prefix}:{<pool>}:done:old        SET     the previous generation of ``:done`` (MMR_SEEN_MAX_IDS only)
+    {prefix}:{<pool>}:open            ZSET    round id -> ms its first result was saved: the rounds with a
+                                              ``pend`` hash (added with it, removed when the round is done)
+    {prefix}:open-rounds:<topic>/<p>  ZSET    pool -> earliest ``open`` time (ms) of its rounds from that input
+                                              partition; a hint, written before the round's ``open`` entry
+                                              (outside any pool slot): what round expiry sweeps
+                                              (stream.state.open_rounds)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
@@ -496,16 +502,22 @@ class RedisStore(ReplicatedWrites):
         pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
         return done, pend
 
-    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str]) -> None:
-        """Persist results/completions of rounds still open (idempotent: keyed by event id)."""
+    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str],
+                           opened: dict[str, int] | None = None) -> None:
+        """Persist results/completions of rounds still open (idempotent: keyed by event id). ``opened``:
+        round id -> when it opened (ms), recorded in ``:open`` unless the round is there already."""
         if not entries:
             return
         async with self._io():
             if pool not in self._current:
                 await self.meta(pool)
             await self._confirm(pool)
-            cmds = [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
-                    for rid, fields in entries.items()]  # idempotent, each written again by a retry
+            cmds: list[tuple[Any, ...]] = []
+            if opened:  # first: an open entry without its pend hash only expires a round of 0 results
+                cmds.append(("ZADD", self.key(pool, "open"), "NX",
+                             *chain.from_iterable((t, rid) for rid, t in opened.items())))
+            cmds += [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
+                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
             await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
 
     def _expire_args(self, pool: str, round_ids: Sequence[str]) -> tuple[list[str], list[Any]]:
@@ -521,14 +533,18 @@ class RedisStore(ReplicatedWrites):
             except ResponseError as exc:
                 _raise_state(pool, exc)
 
-    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
         """``expire_round`` for many (pool, round id) in one round trip: one script a pool (marks its rounds
         done, deletes their pending hashes, bounds ``:done``), atomic per pool. A pool whose keys the script
-        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done."""
+        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done.
+
+        Returns per pool: the rounds it closed (those not done already), and the earliest time left in its
+        ``:open`` (None: no open round left)."""
         by_pool: dict[str, list[str]] = {}
         for pool, round_id in rounds:
             by_pool.setdefault(pool, []).append(round_id)
         todo = list(by_pool)
+        closed: dict[str, tuple[list[str], int | None]] = {}
         async with self._io():
             for _ in range(2):  # again for the pools whose server lacked the script (restarted, promoted)
                 pipe = self.r.pipeline(transaction=False)
@@ -538,6 +554,8 @@ class RedisStore(ReplicatedWrites):
                 res = await pipe.execute(raise_on_error=False)
                 missing = [pool for pool, r in zip(todo, res, strict=True) if isinstance(r, NoScriptError)]
                 for pool, r in zip(todo, res, strict=True):
+                    if isinstance(r, list):
+                        closed[pool] = ([x.decode() for x in r[1:]], int(float(r[0])) if r[0] else None)
                     if isinstance(r, NoScriptError) or not isinstance(r, Exception):
                         continue
                     if not isinstance(r, ResponseError):
@@ -547,9 +565,15 @@ class RedisStore(ReplicatedWrites):
                     except StateError as exc:
                         log.error("rounds of %r not marked done: %s", pool, exc)
                 if not missing:
-                    return
+                    return closed
                 await self._load_script(self._expire, self.key(missing[0], "done"))
                 todo = missing
+        return closed
+
+    def open_rounds_key(self, source: str) -> str:
+        """The hint of the pools with rounds open from input ``source`` (stream.state.open_rounds)."""
+        return self.keys.open_rounds_key(source)
+
 
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,

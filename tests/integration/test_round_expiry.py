@@ -35,12 +35,12 @@ class RecordingStore(RedisStore):
     slices: list[list[tuple[str, str]]]
     fail = 0
 
-    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> None:
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
         self.slices.append(list(rounds))
         if self.fail:
             self.fail -= 1
             raise redis.exceptions.ConnectionError("refused by the test")
-        await super().expire_rounds(rounds)
+        return await super().expire_rounds(rounds)
 
 
 def _store(redis_url: str) -> RecordingStore:
@@ -82,10 +82,19 @@ def test_due_rounds_are_expired_oldest_first_in_bounded_slices(redis_url: str) -
             await _open_rounds(proc, n)
             opened = [(r.pool, r.round_id) for r in proc.rounds.assembler.open_rounds()]
             assert sorted(opened) == sorted((f"pool{i % 3}", f"R{i}") for i in range(n))
+            opened_at = {(pool, rid.decode()): int(t) for pool in ("pool0", "pool1", "pool2")
+                         for rid, t in await store.r.zrange(store.key(pool, "open"), 0, -1, withscores=True)}
+            assert sorted(opened_at) == sorted(opened)  # every open round is in Redis's index of open rounds
             assert await proc.expire(10**15 // 2) != []  # far in the future: every round is due
-            assert [len(s) for s in store.slices] == [EXPIRE_SLICE, EXPIRE_SLICE, 7]
-            assert [key for s in store.slices for key in s] == opened  # oldest first
+            assert len(store.slices) > 2 and all(len(s) <= EXPIRE_SLICE for s in store.slices)
+            swept = [key for s in store.slices for key in s]
+            assert sorted(swept) == sorted(opened)  # each once
+            for pool in ("pool0", "pool1", "pool2"):  # oldest first
+                times = [opened_at[key] for key in swept if key[0] == pool]
+                assert times == sorted(times)
             assert len(proc.rounds.assembler) == 0
+            assert [await store.r.exists(store.key(pool, "open")) for pool in ("pool0", "pool1", "pool2")] == [0] * 3
+            assert await store.r.exists(store.open_rounds_key("results/0")) == 0  # no pool left with open rounds
             for pool in ("pool0", "pool1", "pool2"):
                 done = {m.decode() for m in await store.r.smembers(store.key(pool, "done"))}
                 assert done == {f"R{i}" for i in range(n) if f"pool{i % 3}" == pool}
