@@ -161,7 +161,8 @@ def _standings_columns(standings: list[Any]) -> tuple[list[str], IntArray] | Non
     lengths = list(map(len, names))
     if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
         return None
-    if min(los) < 0 or max(his) >= n:  # before int64 arrays: a JSON integer may be up to 2^64 - 1
+    # every bound before the int64 arrays: a JSON integer may be up to 2^64 - 1 (or below -2^63)
+    if min(los) < 0 or max(los) >= n or min(his) < 0 or max(his) >= n:
         return None
     lo = np.array(los, dtype=np.int64)
     hi = np.array(his, dtype=np.int64)

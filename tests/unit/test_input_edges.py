@@ -93,6 +93,8 @@ def test_contest_times_are_the_milliseconds_written(seconds: float, ms: int) -> 
     (["a", False, True], "rank range"),  # bools were read as 0 and 1
     (["a", 0, 2**64 - 1], "rank range"),  # OverflowError converting to int64
     (["a", -(2**63) - 1, 0], "rank range"),
+    (["a", 2**64 - 1, 0], "rank range"),  # lo beyond int64 with hi in range
+    (["a", 0, -(2**63) - 1], "rank range"),
 ])
 def test_bad_contest_rank_ranges_are_reported(row: list[object], needle: str) -> None:
     with pytest.raises(InputError, match=needle):
