@@ -36,7 +36,7 @@ import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
 from stream.ratings.base import Belief, Rating
-from stream.ratings.fastpath import ColumnSummaries
+from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
 
@@ -153,7 +153,11 @@ def _texts(*columns: Sequence[float]) -> Iterator[bytes]:
     """The JSON text of each value, row by row (``columns[0][0]``, ``columns[1][0]``, ...): one
     ``orjson.dumps`` of all of them, cut at the commas (a number has none), so each is the
     very text ``orjson.dumps`` gives the value inside a message."""
-    flat = orjson.dumps(list(chain.from_iterable(zip(*columns, strict=True))))
+    return _split(orjson.dumps(list(chain.from_iterable(zip(*columns, strict=True)))))
+
+
+def _split(flat: bytes) -> Iterator[bytes]:
+    """The items of a JSON list of numbers (``orjson.dumps``'s text), each as it is there."""
     # the rows are cut from one iterator by ``zip(it, it, ...)``: ``strict`` checks their number
     return iter(flat[1:-1].split(b",")) if len(flat) > 2 else iter(())
 
@@ -211,6 +215,27 @@ class Explainer:
         for p, row in zip(players, rows4, strict=True):  # some players without a performance
             x = None if perfs is None else perfs.get(p)
             self.of[p] = plain % row if x is None else with_perf % (*row, orjson.dumps(x))
+
+    def round_change(self, event: RoundEvent, players: Sequence[str], change: RoundChange) -> None:
+        """``round`` from the round's change by columns (``PoolEngine.apply_round(..., change=True)``;
+        ``players`` the round's, each once, in the order of ``change``): the same bytes, with no
+        summary object, dict or number per player on the way."""
+        kept = change.rounds != 0  # rounds 0: only registered, nothing to explain
+        rb, mb, sb, ra, perf = (change.rating_before, change.mu_before, change.sigma_before, change.rating,
+                                change.performance)
+        if not bool(kept.all()):
+            at = np.flatnonzero(kept)
+            if not len(at):
+                return
+            players = list(map(players.__getitem__, at.tolist()))
+            rb, mb, sb, ra, perf = rb[at], mb[at], sb[at], ra[at], perf[at]
+        if self._sums:  # a round is its own unit: it replaces an explanation by matches
+            for p in players:
+                self._sums.pop(p, None)
+        # one orjson.dumps of every number, row by row (as ``_texts``); delta as ``_columns`` subtracts
+        it = _split(orjson.dumps(np.column_stack((rb, mb, sb, np.subtract(ra, rb), perf)).ravel().tolist()))
+        rows = zip(it, it, it, it, it, strict=False)
+        self.of.update(zip(players, map(_round_template(event.round_id, True).__mod__, rows), strict=True))
 
     def matches(self, batch: MatchBatch, idx: PlayerIndex, before: Mapping[str, Rating] | None,
                 after: Mapping[str, Rating]) -> None:

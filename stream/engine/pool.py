@@ -44,7 +44,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, fast_path
+from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, RoundChange, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
@@ -104,6 +104,9 @@ class Applied:
 
     updates: dict[str, bytes] = field(default_factory=dict)
     ratings: dict[str, Rating] = field(default_factory=dict)
+    #: a round's change by columns, for its explanation (``apply_round(..., change=True)`` on
+    #: the packed path; None otherwise: the explanation is then built from the summaries)
+    change: RoundChange | None = None
 
 
 class PoolConfigError(RatingError):
@@ -378,15 +381,17 @@ class PoolEngine:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
 
-    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
-        """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
+    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], change: bool = False) -> Applied:
+        """Rate one round on encoded beliefs; returns encoded updates and new ratings (with
+        ``change``, also ``Applied.change`` where the packed path can give it)."""
         with _belief_faults(self.system.name):
-            fast = self._apply_round_packed(event, stored)
+            fast = self._apply_round_packed(event, stored, change)
             if fast is not None:
                 return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
 
-    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied | None:
+    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None],
+                            change: bool = False) -> Applied | None:
         """``apply_round`` on the stored bytes themselves, for a system that rates rounds
         packed (``PackedRounds``) stored by the float64 codec, whose value is a tag byte and
         the packed belief: the kernel reads the stored values past their tags, and each new
@@ -421,7 +426,7 @@ class PoolEngine:
         ratings_of = dict(zip(players, ratings, strict=True))
         _check_finite(ratings_of)
         return Applied(updates=dict(zip(players, codec.encode_flat(values, offsets), strict=True)),
-                       ratings=ratings_of)
+                       ratings=ratings_of, change=fast.change_columns(before, values, offsets) if change else None)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

@@ -289,9 +289,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                     counts.repeated += 1
                     republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
                 continue
-            before = ratings_stored(engine, stored, ev.players) if explain else None
             try:
-                applied = engine.apply_round(ev, stored)
+                applied = engine.apply_round(ev, stored, change=explain)
             except RatingError as exc:
                 dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
                 if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
@@ -303,8 +302,12 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
             if op.round_done is not None:
                 commit.done_rounds.append(op.round_done)
-            if explain:
-                explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
+            if explain:  # by columns where the packed path gave them; else from the summaries (same bytes)
+                if applied.change is not None and len(applied.ratings) == len(ev.players):
+                    explainer.round_change(ev, ev.players, applied.change)
+                else:  # (``stored`` still holds what the round was rated from)
+                    explainer.round(ev, ratings_stored(engine, stored, ev.players), applied.ratings,
+                                    performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
             # per player, but in C (``dict.fromkeys``, ``map``): a loop body per player here was ~10 % of
             # the numba thread's time on the Codeforces history (BENCHMARKS.md, "Service"); the first op's

@@ -269,3 +269,43 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     played = sum(players[9] in (batch.a[j], batch.b[j]) for j in range(len(batch)))
     assert summed["match_ids"][-1] == "late\u00e9" and summed["matches"] == played + 1 > MAX_MATCH_IDS // 2
     assert summed["delta"] == -3.25 - before[players[9]].rating
+
+
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
+def test_round_explained_by_columns_is_the_summaries_bytes(system: str) -> None:
+    """The worker explains a round from the packed path's columns (``Explainer.round_change``) where
+    it can, else from the summaries of the stored beliefs (``Explainer.round``): the same bytes for
+    each player, over rounds of newcomers, returning players and players of many rounds (the first
+    rounds of the Codeforces history, a step of the worker), mixed with units of matches before them.
+    Elo-MMχ keeps no performance: no columns, the summaries explain it."""
+    from stream.engine.explain import Explainer, performances_encoded, ratings_stored
+    from stream.engine.pool import PoolEngine
+    from stream.ratings import make_system
+
+    engine = PoolEngine("p", make_system(system))
+    stored: dict[str, bytes | None] = {}
+    by_columns, by_summaries = Explainer(), Explainer()
+    warm = MatchBatch("p")  # some players' explanations start as matches in the same step: a round replaces them
+    rounds = [v for _, kind, v in itertools.islice(read_records(CODEFORCES), 40) if kind == "round"]
+    for p, q in zip(rounds[5].players[:40:2], rounds[5].players[1:40:2], strict=True):
+        warm.add(MatchEvent(f"w{p}", "p", 1, p, q, 1.0))
+    idx = index_players(warm)
+    applied_m = engine.apply_matches(warm, stored, idx)
+    for ex in (by_columns, by_summaries):
+        ex.matches(warm, idx, ratings_stored(engine, stored, idx.players), applied_m.ratings)
+    stored.update(applied_m.updates)
+    used = 0
+    for ev in rounds:
+        before = ratings_stored(engine, stored, ev.players)
+        applied = engine.apply_round(ev, stored, change=True)
+        if system == "elo-mmx":
+            assert applied.change is None
+        if applied.change is not None:
+            used += 1
+            by_columns.round_change(ev, ev.players, applied.change)
+        else:
+            by_columns.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
+        by_summaries.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
+        stored.update(applied.updates)
+    assert by_columns.of == by_summaries.of and by_columns._sums == by_summaries._sums
+    assert used == (len(rounds) if system == "elo-mmr" else 0) and len(by_columns.of) > 4_000
