@@ -35,7 +35,7 @@ import numpy as np
 import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
-from stream.ratings.base import Belief, Rating
+from stream.ratings.base import Belief, FloatArray, Rating
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
@@ -149,6 +149,29 @@ def _round_template(round_id: str, performance: bool) -> bytes:
     return _HEAD + b'"round_id":' + rid + (b',"performance":%b}' if performance else b"}")
 
 
+def round_numbers(change: RoundChange) -> FloatArray:
+    """The numbers of a round's explanations from its change by columns
+    (``PoolEngine.apply_round(..., columns=True)``): one row per player of
+    ``round_template``'s values (rating, μ, σ before, ``delta``, and the performance where
+    the system keeps one), the same float64 values ``Explainer.round`` writes."""
+    rb = change.rating_before
+    cols = (rb, change.mu_before, change.sigma_before, np.subtract(change.rating, rb))  # delta as ``_columns``
+    return np.column_stack(cols if change.performance is None else (*cols, change.performance))
+
+
+def round_template(round_id: str, performance: bool) -> bytes:
+    """The ``%`` template of a round's explanations (``round_texts``)."""
+    return _round_template(round_id, performance)
+
+
+def round_texts(templates: Sequence[bytes], numbers: FloatArray) -> list[bytes]:
+    """``templates[i] % (the JSON text of each number of row i)``: the explanations of rows of
+    ``round_numbers`` (of any rounds), the bytes ``Explainer.round`` gives, with one
+    ``orjson.dumps`` for all of them."""
+    it = _split(orjson.dumps(numbers.ravel().tolist()))
+    return list(map(bytes.__mod__, templates, zip(*[it] * numbers.shape[1], strict=False)))
+
+
 def _texts(*columns: Sequence[float]) -> Iterator[bytes]:
     """The JSON text of each value, row by row (``columns[0][0]``, ``columns[1][0]``, ...): one
     ``orjson.dumps`` of all of them, cut at the commas (a number has none), so each is the
@@ -215,27 +238,6 @@ class Explainer:
         for p, row in zip(players, rows4, strict=True):  # some players without a performance
             x = None if perfs is None else perfs.get(p)
             self.of[p] = plain % row if x is None else with_perf % (*row, orjson.dumps(x))
-
-    def round_change(self, event: RoundEvent, players: Sequence[str], change: RoundChange) -> None:
-        """``round`` from the round's change by columns (``PoolEngine.apply_round(..., change=True)``;
-        ``players`` the round's, each once, in the order of ``change``): the same bytes, with no
-        summary object, dict or number per player on the way."""
-        kept = change.rounds != 0  # rounds 0: only registered, nothing to explain
-        rb, mb, sb, ra, perf = (change.rating_before, change.mu_before, change.sigma_before, change.rating,
-                                change.performance)
-        if not bool(kept.all()):
-            at = np.flatnonzero(kept)
-            if not len(at):
-                return
-            players = list(map(players.__getitem__, at.tolist()))
-            rb, mb, sb, ra, perf = rb[at], mb[at], sb[at], ra[at], perf[at]
-        if self._sums:  # a round is its own unit: it replaces an explanation by matches
-            for p in players:
-                self._sums.pop(p, None)
-        # one orjson.dumps of every number, row by row (as ``_texts``); delta as ``_columns`` subtracts
-        it = _split(orjson.dumps(np.column_stack((rb, mb, sb, np.subtract(ra, rb), perf)).ravel().tolist()))
-        rows = zip(it, it, it, it, it, strict=False)
-        self.of.update(zip(players, map(_round_template(event.round_id, True).__mod__, rows), strict=True))
 
     def matches(self, batch: MatchBatch, idx: PlayerIndex, before: Mapping[str, Rating] | None,
                 after: Mapping[str, Rating]) -> None:

@@ -104,14 +104,18 @@ class ColumnSummaries(FastPath, ABC):
 
 
 class RoundChange(NamedTuple):
-    """``PackedRounds.change_columns``: per player of the round, in its order."""
+    """``PackedRounds.change_columns``: per player of the round, in its order, the summaries
+    before and after it (``Rating``'s fields as columns) and the performance in it (None: the
+    system keeps none)."""
 
     rating_before: FloatArray
     mu_before: FloatArray
     sigma_before: FloatArray
     rating: FloatArray
+    mu: FloatArray
+    sigma: FloatArray
     rounds: IntArray  # after the round (0: only registered, see ``PoolEngine._changed``)
-    performance: FloatArray
+    performance: FloatArray | None
 
 
 class PackedRounds(ABC):
@@ -153,10 +157,10 @@ class PackedRounds(ABC):
 
     def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
                        ) -> RoundChange | None:
-        """A round's change by columns, for its explanation (``stream.engine.explain``): the
-        summaries of the packed beliefs ``before`` (``rate_round_flat``'s input) and of its
-        output ``values``/``offsets``, and each player's performance in the round, as arrays
-        with the same float64 operations as ``summary_packed``, ``summary_flat`` and
+        """A round's change by columns, for its outputs and their explanations: the summaries of
+        the packed beliefs ``before`` (``rate_round_flat``'s input) and of its output
+        ``values``/``offsets``, and each player's performance in the round, as arrays with the
+        same float64 operations as ``summary_packed``, ``summary_flat`` and
         ``latest_performances`` (so the same bits), without an object per player. None: not
         by columns here (the per-player path decides, e.g. a belief without a performance)."""
         return None
