@@ -493,8 +493,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
                           performances_encoded(engine, applied.updates))
                 block.texts = list(map(one.of.get, players))
         blocks.append(block)
-        stored.update(applied.updates)
-        commit.beliefs.update(applied.updates)
+        stored.update(applied.updates)  # (a round's updates are its ratings' players: the commit's, below)
     outputs = []
     last: dict[str, int] = {}
     if blocks:  # each player's last row of all blocks' (a dict keeps a key's first place and its last value)
@@ -515,6 +514,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     if not last:
         return commit, outputs, dead, counts
     players = list(last)
+    commit.beliefs = dict(zip(players, map(stored.__getitem__, players), strict=True))  # type: ignore[arg-type]
     at = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
