@@ -269,4 +269,3 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     played = sum(players[9] in (batch.a[j], batch.b[j]) for j in range(len(batch)))
     assert summed["match_ids"][-1] == "late\u00e9" and summed["matches"] == played + 1 > MAX_MATCH_IDS // 2
     assert summed["delta"] == -3.25 - before[players[9]].rating
-
