@@ -35,8 +35,8 @@ import numpy as np
 import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
-from stream.ratings.base import Belief, Rating
-from stream.ratings.fastpath import ColumnSummaries
+from stream.ratings.base import Belief, FloatArray, Rating
+from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
 
@@ -149,11 +149,38 @@ def _round_template(round_id: str, performance: bool) -> bytes:
     return _HEAD + b'"round_id":' + rid + (b',"performance":%b}' if performance else b"}")
 
 
+def round_numbers(change: RoundChange) -> FloatArray:
+    """The numbers of a round's explanations from its change by columns
+    (``PoolEngine.apply_round(..., columns=True)``): one row per player of
+    ``round_template``'s values (rating, μ, σ before, ``delta``, and the performance where
+    the system keeps one), the same float64 values ``Explainer.round`` writes."""
+    rb = change.rating_before
+    cols = (rb, change.mu_before, change.sigma_before, np.subtract(change.rating, rb))  # delta as ``_columns``
+    return np.column_stack(cols if change.performance is None else (*cols, change.performance))
+
+
+def round_template(round_id: str, performance: bool) -> bytes:
+    """The ``%`` template of a round's explanations (``round_texts``)."""
+    return _round_template(round_id, performance)
+
+
+def round_texts(templates: Sequence[bytes], numbers: FloatArray) -> list[bytes]:
+    """``templates[i] % (the JSON text of each number of row i)``: the explanations of rows of
+    ``round_numbers`` (of any rounds), the bytes ``Explainer.round`` gives, with one
+    ``orjson.dumps`` for all of them."""
+    it = _split(orjson.dumps(numbers.ravel().tolist()))
+    return list(map(bytes.__mod__, templates, zip(*[it] * numbers.shape[1], strict=False)))
+
+
 def _texts(*columns: Sequence[float]) -> Iterator[bytes]:
     """The JSON text of each value, row by row (``columns[0][0]``, ``columns[1][0]``, ...): one
     ``orjson.dumps`` of all of them, cut at the commas (a number has none), so each is the
     very text ``orjson.dumps`` gives the value inside a message."""
-    flat = orjson.dumps(list(chain.from_iterable(zip(*columns, strict=True))))
+    return _split(orjson.dumps(list(chain.from_iterable(zip(*columns, strict=True)))))
+
+
+def _split(flat: bytes) -> Iterator[bytes]:
+    """The items of a JSON list of numbers (``orjson.dumps``'s text), each as it is there."""
     # the rows are cut from one iterator by ``zip(it, it, ...)``: ``strict`` checks their number
     return iter(flat[1:-1].split(b",")) if len(flat) > 2 else iter(())
 

@@ -44,7 +44,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, fast_path
+from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, RoundChange, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
@@ -104,6 +104,9 @@ class Applied:
 
     updates: dict[str, bytes] = field(default_factory=dict)
     ratings: dict[str, Rating] = field(default_factory=dict)
+    #: a round's change by columns (``apply_round(..., columns=True)`` where the packed path can
+    #: give it): ``ratings`` is then left empty, the new ratings are these columns
+    change: RoundChange | None = None
 
 
 class PoolConfigError(RatingError):
@@ -378,15 +381,22 @@ class PoolEngine:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
 
-    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
-        """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
+    @property
+    def rounds_packed(self) -> bool:
+        """Whether rounds without teams take the packed path (``_apply_round_packed``)."""
+        return self.packed and isinstance(self.fast, PackedRounds) and isinstance(self.codec, Float64Codec)
+
+    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False) -> Applied:
+        """Rate one round on encoded beliefs; returns encoded updates and new ratings (with
+        ``columns``, as ``Applied.change`` instead where the packed path can give them)."""
         with _belief_faults(self.system.name):
-            fast = self._apply_round_packed(event, stored)
+            fast = self._apply_round_packed(event, stored, columns)
             if fast is not None:
                 return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
 
-    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied | None:
+    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None],
+                            columns: bool = False) -> Applied | None:
         """``apply_round`` on the stored bytes themselves, for a system that rates rounds
         packed (``PackedRounds``) stored by the float64 codec, whose value is a tag byte and
         the packed belief: the kernel reads the stored values past their tags, and each new
@@ -396,10 +406,9 @@ class PoolEngine:
         The same bits as the per-belief path, which runs instead (None) for anything it must
         decide, including every error it would report (a stored value that is not a belief,
         a round it refuses): it then names the cause as it always did."""
-        codec, fast = self.codec, self.fast
-        if event.teams is not None or not (self.packed and isinstance(fast, PackedRounds)
-                                           and isinstance(codec, Float64Codec)):
+        if event.teams is not None or not self.rounds_packed:
             return None
+        codec, fast = cast(Float64Codec, self.codec), cast(PackedRounds, self.fast)
         players = event.players
         raws = list(map(stored.get, players))
         views = codec.packed_views([raw for raw in raws if raw is not None])
@@ -415,13 +424,16 @@ class PoolEngine:
         if flat is None:  # a round that changes nothing (rare): the per-belief path still
             return None  # checks that every stored value is a belief, and stores newcomers
         values, offsets = flat
+        updates = dict(zip(players, codec.encode_flat(values, offsets), strict=True))
+        change = fast.change_columns(before, values, offsets) if columns else None
+        if change is not None and bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all()):
+            return Applied(updates=updates, change=change)  # (not finite: ``_check_finite`` names the player)
         ratings = fast.summary_flat(values, offsets)
         if ratings is None:
             return None
         ratings_of = dict(zip(players, ratings, strict=True))
         _check_finite(ratings_of)
-        return Applied(updates=dict(zip(players, codec.encode_flat(values, offsets), strict=True)),
-                       ratings=ratings_of)
+        return Applied(updates=updates, ratings=ratings_of)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

@@ -18,7 +18,7 @@ import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.ratings.elo_mmr import DISPLAY_SIG, HEADER, EloMMR
-from stream.ratings.fastpath import ColumnSummaries, PackedRounds, ratings_from_columns
+from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, header_columns, ratings_from_columns
 
 
 class EloMMRFastPath(ColumnSummaries, PackedRounds):
@@ -85,6 +85,26 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
             return self.summary_many([values[a:b] for a, b in itertools.pairwise(offsets.tolist())])
         mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
         return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
+
+    def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
+                       ) -> RoundChange | None:
+        """``summary_packed(before)``, ``summary_flat(values, offsets)`` and ``latest_performances``
+        of the new beliefs as columns (see ``PackedRounds.change_columns``); None when a summary
+        or a performance would take the per-belief path (Elo-MMχ keeps no performance: None there)."""
+        cols = header_columns(before, self.columns) if len(before) else None
+        starts, ends = offsets[:-1], offsets[1:]
+        if cols is None or int((ends - starts).min()) < HEADER:
+            return None
+        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
+        if not (bool((np.abs(cols[2]) < 2.0**62).all()) and bool((np.abs(rounds) < 2.0**62).all())):
+            return None  # as ``ratings_from_columns``
+        perf = None
+        if not self.system.gaussian:
+            if int((ends - starts).min()) <= HEADER:  # a belief without a logistic term
+                return None
+            perf = values[ends - 3]
+        return RoundChange(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], mu - 3.0 * (sig - DISPLAY_SIG),
+                           mu, sig, rounds.astype(np.int64), perf)
 
     def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
         """The centre of each belief's newest logistic term (the last three floats): the

@@ -21,7 +21,7 @@ import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -61,7 +61,8 @@ class FastPath:
         return None
 
 
-def header_columns(packed: Sequence[bytes], cols: Sequence[int], tag: int | None = None) -> FloatArray | None:
+def header_columns(packed: Sequence[bytes | memoryview], cols: Sequence[int],
+                   tag: int | None = None) -> FloatArray | None:
     """``gather_columns`` of packed float64 beliefs, reading only their first ``max(cols) + 1``
     values: one slice a belief, no array per belief. ``tag``: each value starts with this
     byte (a codec's tag), skipped. None when one is too short or lacks the tag (the
@@ -102,6 +103,21 @@ class ColumnSummaries(FastPath, ABC):
         return None if cols is None else self.ratings(cols)
 
 
+class RoundChange(NamedTuple):
+    """``PackedRounds.change_columns``: per player of the round, in its order, the summaries
+    before and after it (``Rating``'s fields as columns) and the performance in it (None: the
+    system keeps none)."""
+
+    rating_before: FloatArray
+    mu_before: FloatArray
+    sigma_before: FloatArray
+    rating: FloatArray
+    mu: FloatArray
+    sigma: FloatArray
+    rounds: IntArray  # after the round (0: only registered, see ``PoolEngine._changed``)
+    performance: FloatArray | None
+
+
 class PackedRounds(ABC):
     """Rounds rated on *packed* beliefs: each one's raw little-endian float64 bytes
     (``belief.tobytes()``), bit for bit ``rate_round``'s results packed. A store that keeps
@@ -138,6 +154,16 @@ class PackedRounds(ABC):
     def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
         per-belief path must decide)."""
+
+    def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
+                       ) -> RoundChange | None:
+        """A round's change by columns, for its outputs and their explanations: the summaries of
+        the packed beliefs ``before`` (``rate_round_flat``'s input) and of its output
+        ``values``/``offsets``, and each player's performance in the round, as arrays with the
+        same float64 operations as ``summary_packed``, ``summary_flat`` and
+        ``latest_performances`` (so the same bits), without an object per player. None: not
+        by columns here (the per-player path decides, e.g. a belief without a performance)."""
+        return None
 
 
 class MatrixMatches(ABC):
@@ -249,4 +275,4 @@ def ratings_from_columns(
 
 
 __all__ = ["FAST_PATHS", "Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",
-           "fast_path"]
+           "RoundChange", "fast_path"]

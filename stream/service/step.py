@@ -10,19 +10,29 @@ again from the read.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
+from typing import cast
 
+import numpy as np
 import orjson
 
-from stream.engine.explain import Explainer, performances_encoded, ratings_stored
+from stream.engine.explain import (
+    Explainer,
+    performances_encoded,
+    ratings_stored,
+    round_numbers,
+    round_template,
+    round_texts,
+)
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
-from stream.ratings.base import Rating, RatingError
+from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -260,7 +270,7 @@ class Counts:
 
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
+             upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True, by_columns: bool = True,
              ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
@@ -269,7 +279,11 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     applied offset per "topic/partition"), matches are skipped by their message's offset
     instead, and their ids are neither checked nor recorded. ``explain`` (MMR_EXPLAIN): the
     outputs explain each change (``stream.engine.explain``) and the commit stores it.
+    ``by_columns``: a step of rounds only, of a system rating them packed, goes through
+    ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
     """
+    if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
+        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain)
     stored: dict[str, bytes | None] = dict(stored_in)
     done_ids: set[str] = set(seen)
     counts = Counts()
@@ -403,6 +417,148 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             commit.changes = change_records(players, rounds, eids, times, texts)
         outputs.extend(made)
     return commit, outputs, dead, counts
+
+
+@dataclass(slots=True)
+class _Block:
+    """One rated round of ``rate_rounds``: its players and their new ratings as columns, what
+    their outputs cite, and their explanations (as numbers and a template, or as texts)."""
+
+    players: list[str]
+    rating: FloatArray
+    mu: FloatArray
+    sigma: FloatArray
+    rounds: IntArray
+    event_id: str
+    time: int
+    template: bytes = b""
+    numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
+    texts: list[bytes | None] | None = None  # per player (explained from the summaries)
+
+
+def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
+                dead_fn: DeadFn, explain: bool = True) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+    """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
+    order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
+
+    Why: a step of the Codeforces history is ~20 rounds of ~3,000 players, and a player's output
+    and explanation show only their last round of the step. Each round keeps its new ratings as
+    the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
+    explanations as numbers; once, at the end, each player's last round is found (one dict), and
+    only those rows become outputs and explanation texts (one ``orjson.dumps`` for all of them).
+    A round the packed path cannot give as columns keeps its summaries' values and explanations."""
+    stored: dict[str, bytes | None] = dict(stored_in)
+    done_ids: set[str] = set(seen)
+    counts = Counts()
+    commit = Commit()
+    dead: list[DeadLetter] = []
+    republish: dict[str, tuple[str, int]] = {}
+    blocks: list[_Block] = []
+    for op in ops:
+        ev = op.event
+        if ev.event_id in done_ids:
+            if ev.event_id in seen:
+                counts.repeated += 1
+                republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
+            continue
+        try:
+            applied = engine.apply_round(ev, stored, columns=True)
+        except RatingError as exc:
+            dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
+            if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
+                commit.done_rounds.append(op.round_done)
+            continue
+        done_ids.add(ev.event_id)
+        counts.applied += 1
+        commit.event_ids.append(ev.event_id)
+        commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
+        if op.round_done is not None:
+            commit.done_rounds.append(op.round_done)
+        ch = applied.change
+        if ch is not None:
+            block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time)
+            if explain:
+                block.template = round_template(ev.round_id, ch.performance is not None)
+                block.numbers = round_numbers(ch)
+        else:  # its summaries, and its explanations as ``Explainer.round`` writes them
+            players = list(applied.ratings)
+            r_col, mu_col, sigma_col, rounds_col = zip(*applied.ratings.values(), strict=True)
+            wide = not all(abs(x) < 2**62 for x in rounds_col)  # a corrupt belief's count: kept as Python ints
+            block = _Block(players, np.array(r_col, dtype=np.float64), np.array(mu_col, dtype=np.float64),
+                           np.array(sigma_col, dtype=np.float64),
+                           np.array(rounds_col, dtype=object if wide else np.int64), ev.event_id, ev.time)
+            if explain:
+                one = Explainer()
+                one.round(ev, ratings_stored(engine, stored, players), applied.ratings,
+                          performances_encoded(engine, applied.updates))
+                block.texts = list(map(one.of.get, players))
+        blocks.append(block)
+        stored.update(applied.updates)  # (a round's updates are its ratings' players: the commit's, below)
+    outputs = []
+    last: dict[str, int] = {}
+    if blocks:  # each player's last row of all blocks' (a dict keeps a key's first place and its last value)
+        last = dict(zip(chain.from_iterable(b.players for b in blocks), itertools.count()))
+    for p, c in republish.items():  # as ``rate_ops``
+        raw = stored.get(p)
+        if p in last or raw is None:
+            continue
+        try:
+            r = engine.rating_of(p, raw)
+        except RatingError as exc:
+            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
+            continue
+        if not r.rounds:
+            continue
+        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1],
+                                    engine.system.name))
+    if not last:
+        return commit, outputs, dead, counts
+    players = list(last)
+    commit.beliefs = dict(zip(players, map(stored.__getitem__, players), strict=True))  # type: ignore[arg-type]
+    at = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    sizes = [len(b.players) for b in blocks]
+    of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
+    rating = np.concatenate([b.rating for b in blocks])[at].tolist()
+    commit.scores.update(zip(players, rating, strict=True))
+    rounds = np.concatenate([b.rounds for b in blocks])[at]
+    shown = np.flatnonzero(rounds)  # rounds 0: only registered, not published
+    if len(shown) < len(players):
+        players, rating = [players[i] for i in shown.tolist()], [rating[i] for i in shown.tolist()]
+        at, of_block, rounds = at[shown], of_block[shown], rounds[shown]
+    bl = of_block.tolist()
+    eids = list(map([b.event_id for b in blocks].__getitem__, bl))
+    times = list(map([b.time for b in blocks].__getitem__, bl))
+    ver = rounds.tolist()
+    mu = np.concatenate([b.mu for b in blocks])[at].tolist()
+    sigma = np.concatenate([b.sigma for b in blocks])[at].tolist()
+    texts: list[bytes | None] | None = None
+    if explain:
+        texts = _block_texts(blocks, at, bl, sizes)
+        commit.changes = change_records(players, ver, eids, times, texts)
+    system = engine.system.name
+    outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids, times,
+                       repeat(system), repeat(None) if texts is None else texts))
+    return commit, outputs, dead, counts
+
+
+def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes: list[int]) -> list[bytes | None]:
+    """The explanation of each of the rows ``at`` (of all blocks', in order; ``of_block``: each
+    one's block): rendered from the numbers of blocks explained by columns, as they are from the
+    others."""
+    if all(b.numbers is not None for b in blocks):
+        numbers = np.concatenate([cast("FloatArray", b.numbers) for b in blocks])[at]
+        return cast("list[bytes | None]", round_texts(list(map([b.template for b in blocks].__getitem__, of_block)),
+                                                      numbers))
+    starts = np.cumsum([0, *sizes]).tolist()
+    out: list[bytes | None] = []
+    for row, k in zip(at.tolist(), of_block, strict=True):  # rare (a round off the packed path): row by row
+        b = blocks[k]
+        i = row - starts[k]
+        if b.numbers is not None:
+            out.append(round_texts([b.template], b.numbers[i:i + 1])[0])
+        else:
+            out.append(cast("list[bytes | None]", b.texts)[i])
+    return out
 
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],

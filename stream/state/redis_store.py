@@ -614,7 +614,8 @@ class RedisStore(ReplicatedWrites):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        players_blob = _players_blob(players, [c.beliefs[p] for p in players], [c.scores[p] for p in players])
+        players_blob = _players_blob(players, list(map(c.beliefs.__getitem__, players)),
+                                     list(map(c.scores.__getitem__, players)))
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
                            len(c.offsets), _blob(offsets), meta_json,

@@ -1,0 +1,107 @@
+"""A worker step of rounds by columns (``step.rate_rounds``) against the general path (``rate_ops``
+with ``by_columns=False``): the same commit, outputs and dead letters, byte for byte."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stream.engine.pool import PoolEngine
+from stream.events.inputs import read_records
+from stream.events.model import RoundEvent
+from stream.ratings import make_system
+from stream.ratings.fastpath import RoundChange
+from stream.service.messages import DeadLetter, Message, rating_value
+from stream.service.planning import RoundOp
+from stream.service.step import rate_ops
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
+
+
+def _dead(msg: Message, reason: str, eid: str | None, pool: str | None) -> DeadLetter:
+    return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, eid, pool)
+
+
+def _rounds(n: int) -> list[RoundEvent]:
+    rounds = [v for _, kind, v in itertools.islice(read_records(CODEFORCES, pool="p"), n) if kind == "round"]
+    assert len(rounds) == n
+    return rounds
+
+
+def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str], explain: bool,
+          by_columns: bool) -> tuple[Any, ...]:
+    commit, outputs, dead, counts = rate_ops(engine, ops, dict(stored), seen, None, _dead, explain, by_columns)
+    return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
+            [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated))
+
+
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
+@pytest.mark.parametrize("explain", [True, False])
+@pytest.mark.parametrize("columns_every", [1, 3])  # 3: every third round off the columns (its summaries instead)
+def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain: bool, columns_every: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps of several Codeforces rounds (newcomers, returning players, players of several rounds
+    of one step), one round re-delivered (its players re-published), one repeated inside a step,
+    one whose stored belief is corrupt (dead-lettered), and rounds the packed path gives no
+    columns for mixed with ones it does."""
+    engine = PoolEngine("p", make_system(system))
+    if columns_every > 1:
+        real = engine.fast.change_columns  # type: ignore[attr-defined]
+        calls = itertools.count()
+
+        def some(*args: Any) -> RoundChange | None:
+            return real(*args) if next(calls) % columns_every else None
+
+        monkeypatch.setattr(engine.fast, "change_columns", some)
+    rounds = _rounds(36)
+    msgs = [Message("rounds", 0, i, b"{}") for i in range(len(rounds))]
+    stored: dict[str, bytes | None] = {}
+    seen: set[str] = set()
+    compared = 0
+    for k in range(0, len(rounds), 9):
+        ops = [RoundOp(ev, msgs[k + i], round_done=f"done-{k + i}" if i % 4 == 0 else None)
+               for i, ev in enumerate(rounds[k:k + 9])]
+        if k == 9:
+            ops.insert(3, RoundOp(rounds[2], msgs[2]))  # applied in the step before: re-published
+            ops.append(RoundOp(rounds[k + 1], msgs[k + 1]))  # twice in this step: skipped
+        if k == 18:
+            stored[rounds[k + 5].players[7]] = b"\x01not a belief"  # that round is dead-lettered
+        by_cols = _step(engine, ops, stored, seen, explain, True)
+        general = _step(engine, ops, stored, seen, explain, False)
+        assert by_cols == general
+        beliefs, *_, outputs, dead, _counts = by_cols
+        assert outputs and explain == any(b'"rating_before"' in v for _, v in outputs)  # (re-published: not here)
+        assert bool(dead) == (k == 18)
+        compared += len(outputs)
+        stored.update(beliefs)
+        seen.update(by_cols[2])
+    assert compared > 5_000
+
+
+def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
+    for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
+    engine = PoolEngine("p", make_system("elo-mmr"))
+    real = engine.fast.change_columns  # type: ignore[attr-defined]
+
+    def with_registered(*args: Any) -> RoundChange | None:
+        ch = real(*args)
+        if ch is None:
+            return None
+        rounds = ch.rounds.copy()
+        rounds[::5] = 0
+        return ch._replace(rounds=rounds)
+
+    monkeypatch.setattr(engine.fast, "change_columns", with_registered)
+    ev = _rounds(1)[0]
+    op = RoundOp(ev, Message("rounds", 0, 0, b"{}"))
+    commit, outputs, _, _ = rate_ops(engine, [op], {}, set(), None, _dead, True, True)
+    hidden = set(ev.players[::5])
+    assert hidden and set(commit.scores) == set(ev.players) and set(commit.beliefs) == set(ev.players)
+    assert {o.player for o in outputs} == set(ev.players) - hidden == set(commit.changes)
+    assert np.all([o.version > 0 for o in outputs])
