@@ -43,11 +43,12 @@ body over aiohttp's 1 MiB answers 413).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import math
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -160,6 +161,26 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
             "version": r.rounds, "system": eng.system.name}
 
 
+@contextlib.contextmanager
+def _stored_value_errors() -> Iterator[None]:
+    """A ``RatingError`` of what is stored (a value that is no belief, a belief that gives no finite
+    prediction) answers 500 with its text: the pool's fault, not the request's."""
+    try:
+        yield
+    except RatingError as exc:
+        raise web.HTTPInternalServerError(text=str(exc)) from exc
+
+
+async def _stored_beliefs(api: ReadApi, pool: str, eng: PoolEngine, ids: list[str],
+                          ) -> tuple[dict[str, bytes | None], list[Belief]]:
+    """The stored values of ``ids`` as read, and the players' beliefs in the order of ``ids``: the
+    stored one decoded, the system's new-player belief for a player without one."""
+    raws = await api.store.beliefs(pool, ids)
+    with _stored_value_errors():
+        known = eng.decode_all(raws, ids, remember=False)  # players without a stored belief are left out
+    return raws, [known[p] if p in known else eng.system.new_belief() for p in ids]
+
+
 async def _json_object(request: web.Request) -> dict[str, Any]:
     try:
         body = orjson.loads(await request.read())
@@ -270,10 +291,8 @@ def make_web_app(api: ReadApi) -> web.Application:
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        try:
+        with _stored_value_errors():
             row = _row(pool, name, eng, raw)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
         _explain(row, change)
         return web.json_response(row)
 
@@ -354,26 +373,20 @@ def make_web_app(api: ReadApi) -> web.Application:
         pool = request.match_info["pool"]
         teams = _teams(await _json_object(request))
         eng = await _engine(api, pool)
-        ids = [p for team in teams for p in team]
-        raws = await api.store.beliefs(pool, ids)
-        try:
-            known = eng.decode_all(raws, ids, remember=False)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
-        beliefs: list[list[Belief]] = [[known[p] if p in known else eng.system.new_belief() for p in team]
-                                       for team in teams]
+        raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
+        members = iter(flat)
+        beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
         # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
         # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
-        try:
-            pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
-        except lobby.LobbyRefused as exc:
-            raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
-        except RatingError as exc:  # a stored value that decodes but gives no finite prediction
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
+        with _stored_value_errors():  # a stored value that decodes but gives no finite prediction
+            try:
+                pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
+            except lobby.LobbyRefused as exc:
+                raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
         return web.json_response({
             "pool": pool, "system": eng.system.name,
-            "teams": [{"players": team, "known": [p in known for p in team], "win": w, "expected_rank": r}
+            "teams": [{"players": team, "known": [raws[p] is not None for p in team], "win": w, "expected_rank": r}
                       for team, w, r in zip(teams, pred.win, pred.expected_rank, strict=True)],
             "draw": pred.draw, "expected_score": pred.expected_score, "quality": pred.quality})
 
@@ -388,12 +401,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         if not a or not b:
             raise web.HTTPBadRequest(text="query parameters a and b are required")
         eng = await _engine(api, pool)
-        raws = await api.store.beliefs(pool, [a, b])
-        try:
-            known = eng.decode_all(raws, [a, b], remember=False)  # players without a stored belief are left out
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
-        ba, bb = (known[x] if x in known else eng.system.new_belief() for x in (a, b))
+        raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
         p = await asyncio.get_running_loop().run_in_executor(api.executor, eng.system.win_probability, ba, bb)
         if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
             raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")
