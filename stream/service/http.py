@@ -51,7 +51,7 @@ import socket
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from aiohttp import web
@@ -75,6 +75,8 @@ from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: seconds a health probe waits for Redis' PONG before answering 503
 HEALTH_TIMEOUT_S = 2.0
 #: players one request may name (POST /players, POST /predict), teams one lobby may have:
@@ -90,6 +92,8 @@ _HEALTH = json_answer("Health")
 _NO_POOL = text_answer("unknown pool")
 _BAD = text_answer("a parameter or the body is wrong; the text names the field")
 _STORED = text_answer("a stored value of the pool is not a belief, or the pool was stored by another version")
+#: the answers of a pool's routes that read stored beliefs besides their own 200
+_POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
 
 
 class HttpPortTaken(RuntimeError):
@@ -203,6 +207,14 @@ def _ids(value: Any, field: str) -> list[str]:
     return value
 
 
+def _players(body: dict[str, Any]) -> list[str]:
+    """``body["players"]`` checked: 1 to ``MAX_IDS`` player ids, each once (in their first order)."""
+    wanted = list(dict.fromkeys(_ids(body.get("players"), "players")))
+    if not wanted:
+        raise web.HTTPBadRequest(text="players: at least one player id is required")
+    return wanted
+
+
 def _teams(body: dict[str, Any]) -> list[list[str]]:
     """``body["teams"]`` checked: 2 to ``MAX_TEAMS`` non-empty teams, each player in one team once."""
     teams = body.get("teams")
@@ -225,6 +237,15 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
                 raise web.HTTPBadRequest(text=f"teams[{t}][{i}]: player {p!r} is already in team {seen[p]}")
             seen[p] = t
     return out
+
+
+async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[str, Any]], T],
+                     ) -> tuple[str, T, PoolEngine]:
+    """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
+    engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
+    pool = request.match_info["pool"]
+    parsed = parse(await _json_object(request))
+    return pool, parsed, await _engine(api, pool)
 
 
 def _count(request: web.Request, name: str, default: int) -> int:
@@ -298,7 +319,7 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.get("/pools/{pool}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",
-        {200: json_answer("Leaderboard"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Leaderboard"), **_POOL_ERRORS},
         [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
          query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
                      "entries skipped (0 = from the best)",
@@ -347,14 +368,10 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/players", operation(
         "Many players' ratings at once (unknown ids listed apart)",
-        {200: json_answer("Players"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
-        pool = request.match_info["pool"]
-        wanted = list(dict.fromkeys(_ids((await _json_object(request)).get("players"), "players")))
-        if not wanted:
-            raise web.HTTPBadRequest(text="players: at least one player id is required")
-        eng = await _engine(api, pool)
+        pool, wanted, eng = await _pool_post(api, request, _players)
         rows, unreadable = await _rows(pool, eng, wanted)
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
@@ -367,12 +384,10 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
-        {200: json_answer("Prediction"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool = request.match_info["pool"]
-        teams = _teams(await _json_object(request))
-        eng = await _engine(api, pool)
+        pool, teams, eng = await _pool_post(api, request, _teams)
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
         beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
@@ -392,7 +407,7 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.get("/pools/{pool}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
-        {200: json_answer("WinProbability"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("WinProbability"), **_POOL_ERRORS},
         [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
          query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob")]))
     async def win_probability(request: web.Request) -> web.Response:
