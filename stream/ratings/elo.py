@@ -25,15 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import elo_match_steps, logistic_sums
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-    team_round,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from stream.ratings._baseline_kernels import _v_w_draw, _v_w_win, trueskill_chain
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-    team_round,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
 
 
 @dataclass(frozen=True)
