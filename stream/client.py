@@ -239,13 +239,17 @@ class Publisher:
         eid: str | list[str] = obj["event_id"]
         return eid
 
+    async def _send_one(self, event: Mapping[str, Any]) -> str:
+        """``send`` of an event that is not a batch: its id."""
+        eid = await self.send(event)
+        assert isinstance(eid, str)
+        return eid
+
     async def match(self, pool: str, a: str, b: str, score: float, *, time: int,
                     event_id: str | None = None) -> str:
         """One 1-v-1 result: ``score`` is A's (1 win, 0.5 draw, 0 loss); ``time`` ms since the epoch."""
-        eid = await self.send({"type": "match", "event_id": event_id, "pool": pool, "time": time,
-                               "a": a, "b": b, "score": score})
-        assert isinstance(eid, str)
-        return eid
+        return await self._send_one({"type": "match", "event_id": event_id, "pool": pool, "time": time,
+                                    "a": a, "b": b, "score": score})
 
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional
@@ -285,27 +289,21 @@ class Publisher:
             obj["standings"] = _standings(standings)
         if teams is not None:
             obj["teams"] = [dict(t) for t in teams]
-        eid = await self.send({**obj, **_optional(weight, perf_ceiling)})
-        assert isinstance(eid, str)
-        return eid
+        return await self._send_one({**obj, **_optional(weight, perf_ceiling)})
 
     async def round_result(self, pool: str, round_id: str, player: str, rank: int, *, time: int,
                            event_id: str | None = None) -> str:
         """One player's result of a round the worker assembles (closed by ``round_completed``)."""
-        eid = await self.send({"type": "round_result", "event_id": event_id, "pool": pool, "round_id": round_id,
-                               "time": time, "player": player, "rank": rank})
-        assert isinstance(eid, str)
-        return eid
+        return await self._send_one({"type": "round_result", "event_id": event_id, "pool": pool, "round_id": round_id,
+                                    "time": time, "player": player, "rank": rank})
 
     async def round_completed(self, pool: str, round_id: str, participants: int, *, time: int,
                               weight: float | None = None, perf_ceiling: float | None = None,
                               event_id: str | None = None) -> str:
         """Closes a round: it is rated once ``participants`` results are in."""
-        eid = await self.send({"type": "round_completed", "event_id": event_id, "pool": pool,
-                               "round_id": round_id, "time": time, "participants": participants,
-                               **_optional(weight, perf_ceiling)})
-        assert isinstance(eid, str)
-        return eid
+        return await self._send_one({"type": "round_completed", "event_id": event_id, "pool": pool,
+                                    "round_id": round_id, "time": time, "participants": participants,
+                                    **_optional(weight, perf_ceiling)})
 
     def _column_ids(self, obj: Mapping[str, Any]) -> list[str] | None:
         """The ids of a ``match_columns`` event that has none, one per match (left missing, for

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,7 +62,7 @@ class JsonlWriter:
 
     def __enter__(self) -> JsonlWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        fd, self._tmp = _create_beside(self.path)
         self._fh = os.fdopen(fd, "wb", buffering=1 << 20)
         return self
 
@@ -85,6 +85,22 @@ class JsonlWriter:
             Path(self._tmp).unlink(missing_ok=True)
             raise
         Path(self._tmp).unlink(missing_ok=True)
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new, uniquely named hidden file beside ``path``, opened for writing: (fd, its path).
+
+    Made with mode 0666 less the umask, as ``open`` makes any file, rather than by
+    ``tempfile.mkstemp``, whose 0600 the output would keep after the rename: an output
+    others could read (a shared results folder, a web server's) would otherwise be the
+    owner's alone."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def _line(row: dict[str, Any]) -> bytes:

@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 
 from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent, Teams
+from stream.ratings.base import IntArray
 
 INPUT_TYPES = ("match", "match_batch", "match_columns", "round", "round_result", "round_completed")
 #: event types that carry many matches (decoded to a list of MatchEvent)
@@ -132,7 +133,13 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
     ranks_in = [s["rank"] for s in standings]
     if set(map(type, ranks_in)) != _INT:
         ranks_in = [exact_int(r, f"standings.{i}.rank", eid) for i, r in enumerate(ranks_in)]
-    ranks = np.array(ranks_in, dtype=np.int64)
+    return _round_event(obj, players, np.array(ranks_in, dtype=np.int64))
+
+
+def _round_event(obj: dict[str, Any], players: list[str], ranks: IntArray, teams: Teams | None = None) -> RoundEvent:
+    """The RoundEvent of a validated ``round`` dict whose players and ranks (and teams) are read already:
+    the fields every round has, checked the same way for a round of players and one of teams."""
+    eid = obj["event_id"]
     return RoundEvent(
         event_id=eid,
         pool=obj["pool"],
@@ -142,6 +149,7 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
         ranks=ranks,
         weight=_finite(obj.get("weight", 1.0), "weight", eid),
         perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
+        teams=teams,
     )
 
 
@@ -174,17 +182,8 @@ def to_team_round(obj: dict[str, Any]) -> RoundEvent:
         raise InvalidEvent(f"field teams: player {dup!r} appears twice in the round", eid)
     ranks = np.array(team_ranks, dtype=np.int64)
     team_index = np.array(team_of, dtype=np.int64)
-    return RoundEvent(
-        event_id=eid,
-        pool=obj["pool"],
-        round_id=obj["round_id"],
-        time=exact_int(obj["time"], "time", eid),
-        players=players,
-        ranks=ranks[team_index],
-        weight=_finite(obj.get("weight", 1.0), "weight", eid),
-        perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
-        teams=Teams(team_index, ranks, np.array(weights, dtype=np.float64)),
-    )
+    return _round_event(obj, players, ranks[team_index],
+                        Teams(team_index, ranks, np.array(weights, dtype=np.float64)))
 
 
 def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", index: int = 0) -> MatchEvent:

@@ -143,6 +143,17 @@ def _cdf(x: float) -> float:
 
 
 @njit(cache=True, nogil=True)
+def _clip_unit(w: float) -> float:
+    """``w`` clipped to [0, 1] (a NaN stays NaN): the variance factor of a truncated Gaussian, which
+    rounding can push just outside."""
+    if w > 1.0:
+        w = 1.0
+    if w < 0.0:
+        w = 0.0
+    return w
+
+
+@njit(cache=True, nogil=True)
 def _v_w_win(t: float, e: float) -> tuple[float, float]:
     """Additive/multiplicative corrections of a Gaussian truncated to d > ε (TrueSkill's v, w).
 
@@ -162,11 +173,7 @@ def _v_w_win(t: float, e: float) -> tuple[float, float]:
     else:
         v = _phi(x) / _cdf(x)
         w = v * (v + x)
-    if w > 1.0:
-        w = 1.0
-    if w < 0.0:
-        w = 0.0
-    return v, w
+    return v, _clip_unit(w)
 
 
 @njit(cache=True, nogil=True)
@@ -182,11 +189,7 @@ def _v_w_draw(t: float, e: float) -> tuple[float, float]:
         w = v * v + ((e - at) * _phi(e - at) + (e + at) * _phi(e + at)) / den
     if t < 0:
         v = -v
-    if w > 1.0:
-        w = 1.0
-    if w < 0.0:
-        w = 0.0
-    return v, w
+    return v, _clip_unit(w)
 
 
 @njit(cache=True, nogil=True)

@@ -180,6 +180,20 @@ def check_team_round(
     return index, ranks.astype(np.int64), pw
 
 
+def team_round(
+    beliefs: Sequence[Belief], team_of: IntArray | Sequence[int], team_ranks: IntArray | Sequence[int],
+    player_weights: FloatArray | Sequence[float] | None,
+) -> tuple[IntArray, IntArray, FloatArray] | None:
+    """The preamble of a system's ``rate_team_round``: its arguments checked (``check_team_round``:
+    ``(team_of, team_ranks, player_weights)`` as arrays, ``RatingError`` when refused), or None when
+    the round changes nothing (fewer than two teams, or every team tied), where the system returns
+    the beliefs as they are."""
+    team_index, ranks, pw = check_team_round(len(beliefs), team_of, team_ranks, player_weights)
+    if len(ranks) < 2 or np.all(ranks == ranks[0]):
+        return None
+    return team_index, ranks, pw
+
+
 class RatingSystem(ABC):
     """A rating system: beliefs in, beliefs out, no I/O.
 

@@ -33,14 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import logistic_rows, logistic_sums
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
 
 
 @dataclass(frozen=True)

@@ -25,15 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import elo_match_steps, logistic_sums
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-    check_team_round,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
 
 
 @dataclass(frozen=True)
@@ -103,11 +95,11 @@ class Elo(RatingSystem):
                         weight: float = 1.0, perf_ceiling: float = math.inf,
                         player_weights: FloatArray | None = None) -> list[Belief]:
         """Team Elo (module docstring): ``rate_round``'s step at team level, applied to each member."""
-        n = len(beliefs)
-        team_index, ranks, pw = check_team_round(n, team_of, team_ranks, player_weights)
-        nteams = len(ranks)
-        if nteams < 2 or np.all(ranks == ranks[0]):
+        checked = team_round(beliefs, team_of, team_ranks, player_weights)
+        if checked is None:
             return list(beliefs)
+        team_index, ranks, pw = checked
+        n, nteams = len(beliefs), len(ranks)
         p = self.params
         r = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
         tr = team_ratings(r, team_index, pw, nteams)

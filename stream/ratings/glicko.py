@@ -27,14 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings._baseline_kernels import glicko_row_sums
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
 
 Q = math.log(10.0) / 400.0
 DAY_MS = 86_400_000

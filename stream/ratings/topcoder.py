@@ -29,14 +29,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from stream.ratings._baseline_kernels import topcoder_expected_ranks
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from stream.ratings._baseline_kernels import _v_w_draw, _v_w_win, trueskill_chain
-from stream.ratings.base import (
-    Belief,
-    FloatArray,
-    IntArray,
-    Params,
-    Rating,
-    RatingSystem,
-    check_team_round,
-)
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
 
 
 @dataclass(frozen=True)
@@ -122,11 +114,11 @@ class TrueSkill(RatingSystem):
         and ``R_i = Σ_{j≠i} ω_j² (σ_j² + τ² + β²)``. ``weight`` and ``perf_ceiling`` are ignored,
         as in ``rate_round``.
         """
-        n = len(beliefs)
-        team_index, ranks, pw = check_team_round(n, team_of, team_ranks, player_weights)
-        nteams = len(ranks)
-        if nteams < 2 or np.all(ranks == ranks[0]):
+        checked = team_round(beliefs, team_of, team_ranks, player_weights)
+        if checked is None:
             return list(beliefs)
+        team_index, ranks, pw = checked
+        n, nteams = len(beliefs), len(ranks)
         p = self.params
         mu = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
         sig2 = np.fromiter((b[1] for b in beliefs), dtype=np.float64, count=n) ** 2 + p.tau**2

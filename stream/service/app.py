@@ -318,6 +318,25 @@ class Service:
             self.store.fence.accept()
         await self.pipeline.resume(batches)
 
+    async def stop_rating(self) -> None:
+        """Stop the pipeline before Faust stops its producer (``on_before_shutdown``, sent once the consumer
+        has stopped): outputs already handed to the producer go out (within ``STOP_GRACE_S``), and the batch
+        being rated and those queued are left unacknowledged, for the partitions' next owner to rate again
+        (the Redis step recognises what was committed).
+
+        Why: the pipeline's tasks are not Faust services, so a worker stopped mid-batch went on rating and
+        publishing after its producer had stopped; the first publish then failed ("Producer service not yet
+        started") and the stop ended as a crash with an error log."""
+        if self._rewinding is not None:
+            self._rewinding.cancel()
+            await asyncio.gather(self._rewinding, return_exceptions=True)
+        try:
+            async with asyncio.timeout(STOP_GRACE_S):
+                await self.pipeline.reset()
+        except TimeoutError:
+            log.warning("stopping: outputs not on the broker after %.0f s; their inputs stay unacknowledged",
+                        STOP_GRACE_S)
+
     def pause(self, halt: Halt) -> None:
         """Stop fetching a halted partition (records fetched already are held back by the processor).
         Faust resumes it when the partition is revoked."""
@@ -402,6 +421,8 @@ _PARTITIONER = DefaultPartitioner()
 
 #: seconds between checks that held batches are on Redis's disk (stream.service.durability)
 DURABLE_TICK_S = 0.25
+#: seconds a stopping worker waits for the outputs it handed to the producer (``Service.stop_rating``)
+STOP_GRACE_S = 10.0
 
 
 def _message_size(m: Message) -> int:
@@ -533,6 +554,11 @@ def create_app(s: Settings) -> Service:
         svc.disown(args[0] if args else kwargs.get("revoked", ()))
 
     app.on_partitions_revoked.connect(_revoked)  # type: ignore[arg-type]  # mode's stub is stricter than its call
+
+    async def _stopping(sender: Any, **kwargs: Any) -> None:
+        await svc.stop_rating()
+
+    app.on_before_shutdown.connect(_stopping)  # type: ignore[arg-type]  # as on_partitions_revoked above
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:

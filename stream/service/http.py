@@ -43,14 +43,15 @@ body over aiohttp's 1 MiB answers 413).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import math
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from aiohttp import web
@@ -74,6 +75,8 @@ from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: seconds a health probe waits for Redis' PONG before answering 503
 HEALTH_TIMEOUT_S = 2.0
 #: players one request may name (POST /players, POST /predict), teams one lobby may have:
@@ -89,6 +92,8 @@ _HEALTH = json_answer("Health")
 _NO_POOL = text_answer("unknown pool")
 _BAD = text_answer("a parameter or the body is wrong; the text names the field")
 _STORED = text_answer("a stored value of the pool is not a belief, or the pool was stored by another version")
+#: the answers of a pool's routes that read stored beliefs besides their own 200
+_POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
 
 
 class HttpPortTaken(RuntimeError):
@@ -160,6 +165,26 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
             "version": r.rounds, "system": eng.system.name}
 
 
+@contextlib.contextmanager
+def _stored_value_errors() -> Iterator[None]:
+    """A ``RatingError`` of what is stored (a value that is no belief, a belief that gives no finite
+    prediction) answers 500 with its text: the pool's fault, not the request's."""
+    try:
+        yield
+    except RatingError as exc:
+        raise web.HTTPInternalServerError(text=str(exc)) from exc
+
+
+async def _stored_beliefs(api: ReadApi, pool: str, eng: PoolEngine, ids: list[str],
+                          ) -> tuple[dict[str, bytes | None], list[Belief]]:
+    """The stored values of ``ids`` as read, and the players' beliefs in the order of ``ids``: the
+    stored one decoded, the system's new-player belief for a player without one."""
+    raws = await api.store.beliefs(pool, ids)
+    with _stored_value_errors():
+        known = eng.decode_all(raws, ids, remember=False)  # players without a stored belief are left out
+    return raws, [known[p] if p in known else eng.system.new_belief() for p in ids]
+
+
 async def _json_object(request: web.Request) -> dict[str, Any]:
     try:
         body = orjson.loads(await request.read())
@@ -180,6 +205,14 @@ def _ids(value: Any, field: str) -> list[str]:
         if not isinstance(x, str) or not 1 <= len(x) <= MAX_ID_LENGTH:
             raise web.HTTPBadRequest(text=f"{field}[{i}]: a player id is a string of 1 to {MAX_ID_LENGTH} characters")
     return value
+
+
+def _players(body: dict[str, Any]) -> list[str]:
+    """``body["players"]`` checked: 1 to ``MAX_IDS`` player ids, each once (in their first order)."""
+    wanted = list(dict.fromkeys(_ids(body.get("players"), "players")))
+    if not wanted:
+        raise web.HTTPBadRequest(text="players: at least one player id is required")
+    return wanted
 
 
 def _teams(body: dict[str, Any]) -> list[list[str]]:
@@ -204,6 +237,15 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
                 raise web.HTTPBadRequest(text=f"teams[{t}][{i}]: player {p!r} is already in team {seen[p]}")
             seen[p] = t
     return out
+
+
+async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[str, Any]], T],
+                     ) -> tuple[str, T, PoolEngine]:
+    """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
+    engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
+    pool = request.match_info["pool"]
+    parsed = parse(await _json_object(request))
+    return pool, parsed, await _engine(api, pool)
 
 
 def _count(request: web.Request, name: str, default: int) -> int:
@@ -270,16 +312,14 @@ def make_web_app(api: ReadApi) -> web.Application:
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        try:
+        with _stored_value_errors():
             row = _row(pool, name, eng, raw)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
         _explain(row, change)
         return web.json_response(row)
 
     @routes.get("/pools/{pool}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",
-        {200: json_answer("Leaderboard"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Leaderboard"), **_POOL_ERRORS},
         [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
          query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
                      "entries skipped (0 = from the best)",
@@ -328,14 +368,10 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/players", operation(
         "Many players' ratings at once (unknown ids listed apart)",
-        {200: json_answer("Players"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
-        pool = request.match_info["pool"]
-        wanted = list(dict.fromkeys(_ids((await _json_object(request)).get("players"), "players")))
-        if not wanted:
-            raise web.HTTPBadRequest(text="players: at least one player id is required")
-        eng = await _engine(api, pool)
+        pool, wanted, eng = await _pool_post(api, request, _players)
         rows, unreadable = await _rows(pool, eng, wanted)
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
@@ -348,38 +384,30 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     @routes.post("/pools/{pool}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
-        {200: json_answer("Prediction"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool = request.match_info["pool"]
-        teams = _teams(await _json_object(request))
-        eng = await _engine(api, pool)
-        ids = [p for team in teams for p in team]
-        raws = await api.store.beliefs(pool, ids)
-        try:
-            known = eng.decode_all(raws, ids, remember=False)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
-        beliefs: list[list[Belief]] = [[known[p] if p in known else eng.system.new_belief() for p in team]
-                                       for team in teams]
+        pool, teams, eng = await _pool_post(api, request, _teams)
+        raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
+        members = iter(flat)
+        beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
         # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
         # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
-        try:
-            pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
-        except lobby.LobbyRefused as exc:
-            raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
-        except RatingError as exc:  # a stored value that decodes but gives no finite prediction
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
+        with _stored_value_errors():  # a stored value that decodes but gives no finite prediction
+            try:
+                pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
+            except lobby.LobbyRefused as exc:
+                raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
         return web.json_response({
             "pool": pool, "system": eng.system.name,
-            "teams": [{"players": team, "known": [p in known for p in team], "win": w, "expected_rank": r}
+            "teams": [{"players": team, "known": [raws[p] is not None for p in team], "win": w, "expected_rank": r}
                       for team, w, r in zip(teams, pred.win, pred.expected_rank, strict=True)],
             "draw": pred.draw, "expected_score": pred.expected_score, "quality": pred.quality})
 
     @routes.get("/pools/{pool}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
-        {200: json_answer("WinProbability"), 400: _BAD, 404: _NO_POOL, 500: _STORED},
+        {200: json_answer("WinProbability"), **_POOL_ERRORS},
         [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
          query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob")]))
     async def win_probability(request: web.Request) -> web.Response:
@@ -388,12 +416,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         if not a or not b:
             raise web.HTTPBadRequest(text="query parameters a and b are required")
         eng = await _engine(api, pool)
-        raws = await api.store.beliefs(pool, [a, b])
-        try:
-            known = eng.decode_all(raws, [a, b], remember=False)  # players without a stored belief are left out
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
-        ba, bb = (known[x] if x in known else eng.system.new_belief() for x in (a, b))
+        raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
         p = await asyncio.get_running_loop().run_in_executor(api.executor, eng.system.win_probability, ba, bb)
         if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
             raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")

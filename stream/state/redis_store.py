@@ -29,6 +29,11 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
+Where the code of each part is: the atomic step, reads and pools here; the rounds being assembled
+(``pend``, ``done``, ``open``: ``round_state``, ``save_pending``, ``expire_rounds``) in
+stream.state.round_state and the sweep of ``open-rounds`` in stream.state.open_rounds; the writes
+the replicas confirm in stream.state.replication; the errors in stream.state.store_errors.
+
 Player and pending-round keys are built inside the script from prefixes carrying the pool's
 hash tag, so they are in the slot of the declared keys (Redis Cluster executes scripts that
 touch undeclared keys of the same slot; it refuses only cross-slot access).
@@ -105,7 +110,7 @@ import struct
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import orjson
@@ -119,37 +124,10 @@ from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape
 from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
 from stream.state.replication import ReplicatedWrites
+from stream.state.round_state import RoundState
+from stream.state.store_errors import AlreadyApplied, Conflict, MetaConflict, StateError, raise_state
 
 log = logging.getLogger(__name__)
-
-class Conflict(RuntimeError):
-    """Someone committed to the pool between our read and our write: re-read and recompute."""
-
-
-class AlreadyApplied(Conflict):
-    """An optimistic commit (``check_ids``) found one of its event ids applied already.
-
-    The caller re-reads with the event ids (the snapshot) and recomputes without them:
-    a re-delivered batch is rare, so the usual batch skips the read entirely.
-    """
-
-
-class MetaConflict(Conflict):
-    """The pool was first committed (by another worker) with another system: reload and recompute.
-
-    Possible when a new pool's rounds and matches are consumed by two workers whose
-    defaults differ by event kind; the first commit fixes the pool's system.
-    """
-
-
-class StateError(RuntimeError):
-    """A pool's keys hold what this version cannot use (a key of another type, a counter that is no
-    number, a key format it cannot read): nothing was written; an operator must look at the pool.
-    Retrying does not help, and the events are not at fault."""
-
-    def __init__(self, pool: str, detail: str) -> None:
-        super().__init__(f"pool {pool!r}: {detail}")
-        self.pool = pool
 
 
 @dataclass(slots=True)
@@ -178,7 +156,7 @@ class Commit:
     changes: dict[str, bytes] = field(default_factory=dict)
 
 
-class RedisStore(ReplicatedWrites):
+class RedisStore(RoundState, ReplicatedWrites):
     """Async access to the layout above (redis-py asyncio client, hiredis parser; a single server
     or a Redis Cluster, see stream.state.redis_client).
 
@@ -382,7 +360,7 @@ class RedisStore(ReplicatedWrites):
         try:
             return dict(await self.r.hgetall(self.key(pool, "meta")))
         except ResponseError as exc:
-            _raise_state(pool, exc)
+            raise_state(pool, exc)
 
     async def _adopt_escaped(self, pool: str, raw: dict[bytes, bytes]) -> dict[bytes, bytes]:
         """The meta of a pool whose name needs escaping, once its keys are in the current format."""
@@ -485,96 +463,6 @@ class RedisStore(ReplicatedWrites):
             if cursor == 0:
                 break
 
-    # --- round assembly state -------------------------------------------------------
-    async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
-        """Which rounds are done, and the persisted pending entries of the others."""
-        async with self._io():
-            if pool not in self._current:
-                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
-            await self._confirm(pool)
-            pipe = self.r.pipeline(transaction=False)
-            pipe.smismember(self.key(pool, "done"), list(round_ids))
-            pipe.smismember(self.key(pool, "done:old"), list(round_ids))
-            for rid in round_ids:
-                pipe.hgetall(self.pend_key(pool, rid))
-            res = await pipe.execute()
-        done = {rid for rid, a, b in zip(round_ids, res[0], res[1], strict=True) if a or b}
-        pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
-        return done, pend
-
-    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str],
-                           opened: dict[str, int] | None = None) -> None:
-        """Persist results/completions of rounds still open (idempotent: keyed by event id). ``opened``:
-        round id -> when it opened (ms), recorded in ``:open`` unless the round is there already."""
-        if not entries:
-            return
-        async with self._io():
-            if pool not in self._current:
-                await self.meta(pool)
-            await self._confirm(pool)
-            cmds: list[tuple[Any, ...]] = []
-            if opened:  # first: an open entry without its pend hash only expires a round of 0 results
-                cmds.append(("ZADD", self.key(pool, "open"), "NX",
-                             *chain.from_iterable((t, rid) for rid, t in opened.items())))
-            cmds += [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
-                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
-            await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
-
-    def _expire_args(self, pool: str, round_ids: Sequence[str]) -> tuple[list[str], list[Any]]:
-        return ([self.key(pool, "done"), self.key(pool, "done:old")],
-                [self.seen_max_ids, self.keys.pend_prefix(pool),
-                 *chain.from_iterable((r, escape(r)) for r in round_ids)])
-
-    async def expire_round(self, pool: str, round_id: str) -> None:
-        async with self._io():
-            keys, args = self._expire_args(pool, [round_id])
-            try:
-                await self._expire(keys=keys, args=args)
-            except ResponseError as exc:
-                _raise_state(pool, exc)
-
-    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
-        """``expire_round`` for many (pool, round id) in one round trip: one script a pool (marks its rounds
-        done, deletes their pending hashes, bounds ``:done``), atomic per pool. A pool whose keys the script
-        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done.
-
-        Returns per pool: the rounds it closed (those not done already), and the earliest time left in its
-        ``:open`` (None: no open round left)."""
-        by_pool: dict[str, list[str]] = {}
-        for pool, round_id in rounds:
-            by_pool.setdefault(pool, []).append(round_id)
-        todo = list(by_pool)
-        closed: dict[str, tuple[list[str], int | None]] = {}
-        async with self._io():
-            for _ in range(2):  # again for the pools whose server lacked the script (restarted, promoted)
-                pipe = self.r.pipeline(transaction=False)
-                for pool in todo:
-                    keys, args = self._expire_args(pool, by_pool[pool])
-                    pipe.execute_command("EVALSHA", self._expire.sha, len(keys), *keys, *args)
-                res = await pipe.execute(raise_on_error=False)
-                missing = [pool for pool, r in zip(todo, res, strict=True) if isinstance(r, NoScriptError)]
-                for pool, r in zip(todo, res, strict=True):
-                    if isinstance(r, list):
-                        closed[pool] = ([x.decode() for x in r[1:]], int(float(r[0])) if r[0] else None)
-                    if isinstance(r, NoScriptError) or not isinstance(r, Exception):
-                        continue
-                    if not isinstance(r, ResponseError):
-                        raise r
-                    try:
-                        _raise_state(pool, r)
-                    except StateError as exc:
-                        log.error("rounds of %r not marked done: %s", pool, exc)
-                if not missing:
-                    return closed
-                await self._load_script(self._expire, self.key(missing[0], "done"))
-                todo = missing
-        return closed
-
-    def open_rounds_key(self, source: str) -> str:
-        """The hint of the pools with rounds open from input ``source`` (stream.state.open_rounds)."""
-        return self.keys.open_rounds_key(source)
-
-
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
                      check_ids: bool = False) -> int:
@@ -630,7 +518,7 @@ class RedisStore(ReplicatedWrites):
                 await self._load_script(self._commit, keys[0])
                 res = (await self._replicated(pool, keys[0], [command], wrote=_script_wrote))[0]
         except ResponseError as exc:
-            _raise_state(pool, exc)
+            raise_state(pool, exc)
         if not isinstance(res, list):
             code = int(res)
             if code == -2:
@@ -663,16 +551,6 @@ class RedisStore(ReplicatedWrites):
 def _script_wrote(replies: list[Any]) -> bool:
     """Whether the commit script wrote (it returns a list then; a refusal code otherwise)."""
     return isinstance(replies[0], list)
-
-
-def _raise_state(pool: str, exc: ResponseError) -> NoReturn:
-    """A script's "MMRSTATE" refusal (or a WRONGTYPE it could not foresee) as StateError; anything else as is."""
-    text = str(exc)
-    if "MMRSTATE" in text:
-        raise StateError(pool, text[text.index("MMRSTATE") + 9:]) from exc
-    if "WRONGTYPE" in text:
-        raise StateError(pool, text) from exc
-    raise exc
 
 
 def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, check_team_round
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.ratings.trueskill import TrueSkill
 
@@ -55,10 +55,10 @@ class _Peer(RatingSystem):
     def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
                         weight: float = 1.0, perf_ceiling: float = math.inf,
                         player_weights: FloatArray | None = None) -> list[Belief]:
-        n = len(beliefs)
-        team_index, ranks, pw = check_team_round(n, team_of, team_ranks, player_weights)
-        if len(ranks) < 2 or np.all(ranks == ranks[0]):
+        checked = team_round(beliefs, team_of, team_ranks, player_weights)
+        if checked is None:
             return list(beliefs)
+        team_index, ranks, pw = checked
         members: list[list[int]] = [[] for _ in range(len(ranks))]
         for i, t in enumerate(team_index.tolist()):
             members[t].append(i)

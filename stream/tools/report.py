@@ -47,6 +47,25 @@ def parse_system_params(pairs: tuple[str, ...], systems: tuple[str, ...]) -> dic
     return out
 
 
+def _save(fig: Any, path: Path) -> None:
+    """Lay ``fig`` out, write it to ``path`` and free it (pyplot keeps every open figure)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _finish(fig: Any, ax: Any, path: Path, title: str, ylabel: str, xlabel: str | None = None) -> None:
+    """The titles and legend of a one-plot figure, then ``_save``."""
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
 def _plot_calibration(traces: dict[str, Trace], path: Path, bins: int) -> None:
     import matplotlib.pyplot as plt
 
@@ -55,13 +74,7 @@ def _plot_calibration(traces: dict[str, Trace], path: Path, bins: int) -> None:
     for name, tr in traces.items():
         tab = [c for c in calibration_table(tr.p, tr.s, bins) if c.n]
         ax.plot([c.mean_p for c in tab], [c.mean_s for c in tab], marker="o", ms=3, label=name)
-    ax.set_xlabel("predicted score of the first player")
-    ax.set_ylabel("observed mean score")
-    ax.set_title("Calibration")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "Calibration", "observed mean score", "predicted score of the first player")
 
 
 def _plot_logloss_by_diff(traces: dict[str, Trace], path: Path, width: float = 50.0) -> None:
@@ -79,13 +92,8 @@ def _plot_logloss_by_diff(traces: dict[str, Trace], path: Path, width: float = 5
                 xs.append((b + 0.5) * width)
                 ys.append(float(ll[m].mean()))
         ax.plot(xs, ys, marker="o", ms=3, label=name)
-    ax.set_xlabel(f"|μ difference| before the event, Elo scale (bins of {width:.0f}; last bin open)")
-    ax.set_ylabel("mean log loss")
-    ax.set_title("Log loss by rating difference")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "Log loss by rating difference", "mean log loss",
+            f"|μ difference| before the event, Elo scale (bins of {width:.0f}; last bin open)")
 
 
 def _plot_trajectories(traces: dict[str, Trace], top: list[str], path: Path) -> None:
@@ -102,9 +110,7 @@ def _plot_trajectories(traces: dict[str, Trace], top: list[str], path: Path) -> 
     axes[0, 0].legend(fontsize=7, ncol=min(len(top), 5))
     axes[-1, 0].set_xlabel("event index")
     fig.suptitle("Rating trajectories of the top players")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_runtime(results: dict[str, dict[str, Any]], path: Path) -> None:
@@ -116,12 +122,7 @@ def _plot_runtime(results: dict[str, dict[str, Any]], path: Path) -> None:
     ax.bar(x - 0.2, [results[n]["runtime_s"] for n in names], 0.4, label="replay + scoring")
     ax.bar(x + 0.2, [results[n]["update_s"] for n in names], 0.4, label="rating updates only")
     ax.set_xticks(x, names)
-    ax.set_ylabel("seconds")
-    ax.set_title("Runtime per system")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "Runtime per system", "seconds")
 
 
 METRICS = [("pair_inversion", "pair inversion %"), ("rank_deviation", "rank deviation %"),

@@ -6,10 +6,14 @@ import asyncio
 import os
 import signal
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -22,6 +26,8 @@ from stream.state.redis_store import RedisStore
 
 ROOT = Path(__file__).resolve().parents[2]
 MMR = ROOT / ".venv" / "bin" / "mmr"
+
+T = TypeVar("T")
 
 
 def make_settings(kafka: str, redis_url: str, **over: Any) -> Settings:
@@ -78,29 +84,35 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")[-n:]
 
 
-async def _lag(s: Settings) -> int:
-    """Sum over input partitions of (end offset − committed offset of the worker's group)."""
+async def _offsets(s: Settings, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per partition of ``topics``: (committed offset of the worker's group, end offset)."""
     # A consumer of the worker's group that never subscribes: it only asks for committed offsets
     # (the admin client's OffsetFetch does not decode against Tansu 0.6).
     consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, group_id=s.app_id)
     await consumer.start()
     try:
-        tps = [TopicPartition(t, p) for t in s.input_topics() for p in range(s.partitions)]
+        tps = [TopicPartition(t, p) for t in topics for p in range(s.partitions)]
         ends = await consumer.end_offsets(tps)
-        lag = 0
-        for tp in tps:
-            done = await consumer.committed(tp) or 0
-            lag += max(ends[tp] - done, 0)
-        return lag
+        return {(tp.topic, tp.partition): (await consumer.committed(tp) or 0, ends[tp]) for tp in tps}
     finally:
         await consumer.stop()
+
+
+def offsets(s: Settings, topic: str) -> dict[int, tuple[int, int]]:
+    """Per partition of ``topic``: (committed offset of the worker's group, end offset)."""
+    return {p: v for (_, p), v in asyncio.run(_offsets(s, [topic])).items()}
+
+
+def _lag(s: Settings) -> int:
+    """Sum over input partitions of (end offset − committed offset of the worker's group)."""
+    return sum(max(end - done, 0) for done, end in asyncio.run(_offsets(s, s.input_topics())).values())
 
 
 def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: float = 120.0) -> None:
     """Until the worker's group has committed every input offset (so everything was applied)."""
     deadline = time.monotonic() + timeout
     while True:
-        lag = asyncio.run(_lag(s))
+        lag = _lag(s)
         if lag == 0:
             return
         if worker is not None and not worker.alive():
@@ -111,14 +123,71 @@ def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: fl
         time.sleep(0.5)
 
 
-def metric(port: int, name: str) -> float:
-    """The sum of every series of the worker's metric ``name`` (``/metrics`` of the HTTP API on ``port``)."""
-    import urllib.request
+def wait_for(what: str, check: Callable[[], T], worker: WorkerProcess | None = None, timeout: float = 120.0,
+             every: float = 0.2) -> T:
+    """``check()`` once it is truthy (polled every ``every`` s); fails naming ``what`` after ``timeout``
+    s, or at once with its log when ``worker`` exited. An ``OSError`` of ``check`` (a worker whose HTTP
+    API does not answer yet) counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = check()
+        except OSError:
+            got = None
+        if got:
+            return got
+        if worker is not None and not worker.alive():
+            raise AssertionError(f"worker exited while waiting for {what}:\n{worker.log_tail()}")
+        if time.monotonic() > deadline:
+            tail = worker.log_tail() if worker is not None else ""
+            raise AssertionError(f"no {what} after {timeout} s\n{tail}")
+        time.sleep(every)
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
+
+def http_get(port: int, path: str, timeout: float = 10.0) -> tuple[int, Any]:
+    """(status, body) of ``GET path`` on the worker's HTTP API: the body decoded when it is JSON, text
+    otherwise, also for an error status."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
+            status, body, kind = resp.status, resp.read(), resp.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        status, body, kind = exc.code, exc.read(), exc.headers.get_content_type()
+    return status, orjson.loads(body) if kind == "application/json" else body.decode()
+
+
+def metric(port: int, name: str) -> float:
+    """The sum of every series of the worker's metric ``name`` (``/metrics`` of the HTTP API on
+    ``port``); a series alone when ``name`` has its labels (``name{label="value",...}``); 0 when absent."""
+    _, text = http_get(port, "/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith((name + " ", name + "{")))
+
+
+class BackgroundPublish:
+    """``publish`` on a thread of its own: a stream of events while a test kills and restarts things."""
+
+    def __init__(self, paths: list[Path], s: Settings, **kw: Any) -> None:
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, args=(paths, s, kw), daemon=True)
+
+    def _run(self, paths: list[Path], s: Settings, kw: dict[str, Any]) -> None:
+        try:
+            publish(paths, s, **kw)
+        except BaseException as exc:  # pragma: no cover - raised by join
+            self.errors.append(exc)
+
+    def start(self) -> BackgroundPublish:
+        self.thread.start()
+        return self
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self) -> None:
+        """Wait until everything is published; raise what publishing raised."""
+        self.thread.join()
+        if self.errors:
+            raise self.errors[0]
 
 
 async def _read_topic(s: Settings, topic: str) -> list[tuple[bytes | None, bytes]]:

@@ -8,25 +8,23 @@ publishes it.
 
 from __future__ import annotations
 
-import asyncio
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from conftest import free_port
 from service_utils import (
     WorkerProcess,
     export_state,
     make_settings,
+    metric,
+    offsets,
     produce_raw,
     read_json_topic,
     wait_caught_up,
+    wait_for,
 )
-
-from stream.service.config import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -34,23 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def _match(event_id: str, a: str, b: str) -> bytes:
     return orjson.dumps({"type": "match", "pool": "dl", "event_id": event_id, "time": 1_700_000_000_000,
                          "a": a, "b": b, "score": 1.0})
-
-
-def _metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-    return 0.0
-
-
-async def _committed(s: Settings) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, group_id=s.app_id)
-    await consumer.start()
-    try:
-        return await consumer.committed(TopicPartition(s.topic_matches, 0)) or 0
-    finally:
-        await consumer.stop()
 
 
 def test_an_unpublishable_dead_letter_is_retried_and_holds_back_the_ack(kafka_bootstrap: str, redis_url: str,
@@ -64,19 +45,12 @@ def test_an_unpublishable_dead_letter_is_retried_and_holds_back_the_ack(kafka_bo
         # offsets 0, 1, 2: valid, invalid (not JSON), valid
         produce_raw(s, s.topic_matches, [(b"dl", _match("m1", "A", "B")), (b"dl", b"not json " * 200),
                                          (b"dl", _match("m2", "B", "C"))])
-        deadline = time.monotonic() + 120
-        failures = 0.0
-        while failures < 3:  # the same dead letter, attempted again and again
-            assert refused.alive(), refused.log_tail()
-            assert time.monotonic() < deadline, refused.log_tail()
-            time.sleep(0.5)
-            try:
-                failures = _metric(port, "mmr_dead_letter_publish_failures_total")
-            except OSError:
-                continue
+        # the same dead letter, attempted again and again
+        wait_for("3 failed attempts", lambda: metric(port, "mmr_dead_letter_publish_failures_total") >= 3, refused,
+                 every=0.5)
         time.sleep(2)  # the commit timer runs every 0.5 s
         assert refused.alive(), refused.log_tail()
-        assert asyncio.run(_committed(s)) <= 1  # the invalid record (offset 1) is not acknowledged
+        assert offsets(s, s.topic_matches)[0][0] <= 1  # the invalid record (offset 1) is not acknowledged
         assert read_json_topic(s, s.topic_dead) == []
     finally:
         refused.stop()

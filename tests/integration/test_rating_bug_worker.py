@@ -13,26 +13,26 @@ all events (each applied once), still no dead letter.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from conftest import free_port
 from service_utils import (
     WorkerProcess,
     embedded_state,
     export_state,
+    http_get,
     make_settings,
+    metric,
+    offsets,
     produce_raw,
     read_json_topic,
     wait_caught_up,
+    wait_for,
 )
 
 from stream.service.config import Settings
@@ -78,45 +78,6 @@ def _publish(s: Settings, events: list[dict[str, Any]]) -> None:
     produce_raw(s, s.topic_matches, [(e["pool"].encode(), orjson.dumps(e)) for e in events])
 
 
-def _get(port: int, path: str) -> tuple[int, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-        body = resp.read().decode()
-        return resp.status, json.loads(body) if path != "/metrics" else body
-
-
-def _metric(port: int, line_start: str) -> float | None:
-    for line in _get(port, "/metrics")[1].splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.split()[-1])
-    return None
-
-
-async def _offsets(s: Settings) -> dict[int, tuple[int, int]]:
-    """Per partition of the matches topic: (committed offset of the worker's group, end offset)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, group_id=s.app_id)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(s.topic_matches, p) for p in range(s.partitions)]
-        ends = await consumer.end_offsets(tps)
-        return {tp.partition: (await consumer.committed(tp) or 0, ends[tp]) for tp in tps}
-    finally:
-        await consumer.stop()
-
-
-def _wait(what: str, check: Any, worker: WorkerProcess, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert worker.alive(), worker.log_tail()
-        try:
-            got = check()
-        except OSError:  # the HTTP API not up yet
-            got = None
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not after {timeout} s\n{worker.log_tail()}"
-        time.sleep(0.3)
-
-
 def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootstrap: str, redis_url: str,
                                                                     tmp_path: Path) -> None:
     pools = _pools_by_partition(2)
@@ -132,26 +93,27 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
     worker.start()
     try:
         _publish(s, before + offending)
-        health = _wait("a halt on /healthz", lambda: (h := _get(port, "/healthz")[1]).get("halted") and h, worker)
+        health = wait_for("a halt on /healthz", lambda: (h := http_get(port, "/healthz")[1]).get("halted") and h,
+                          worker)
         assert health["status"] == "degraded"
         [halt] = health["halted"]
         assert (halt["topic"], halt["partition"], halt["offset"], halt["pool"], halt["event_id"], halt["kind"]) == (
             s.topic_matches, 1, 6, bug, offending[0]["event_id"], "bug")
-        assert _get(port, "/readyz")[0] == 200  # still ready: the other partitions are served
+        assert http_get(port, "/readyz")[0] == 200  # still ready: the other partitions are served
 
         after = ev.add(a, 4) + ev.add(b, 4) + ev.add(c, 4) + ev.add(d, 4) + ev.add(bug, 2)
         _publish(s, after)
         ends = len([e for e in ev.events if e["pool"] in (a, b)])
-        _wait("partition 0 committed", lambda: asyncio.run(_offsets(s))[0] == (ends, ends), worker)
+        wait_for("partition 0 committed", lambda: offsets(s, s.topic_matches)[0] == (ends, ends), worker)
         time.sleep(1.5)  # a few of Faust's commit intervals (0.5 s): partition 1 must not move
-        committed1, end1 = asyncio.run(_offsets(s))[1]
+        committed1, end1 = offsets(s, s.topic_matches)[1]
         assert (committed1, end1) == (6, 6 + 3 + 4 + 4 + 2)
         held = {e["event_id"] for e in offending} | {e["event_id"] for e in after if e["pool"] in (c, d, bug)}
         state = export_state(s)
         expected = ev.replay(tmp_path / "applied.jsonl", lambda e: e["event_id"] not in held)
         assert state == expected  # partition 0 whole, partition 1 up to the offending message: bit for bit
-        assert _metric(port, "mmr_partitions_halted") == 1
-        assert (_metric(port, 'mmr_rating_bugs_total{action="halted",kind="bug"}') or 0) >= 1
+        assert metric(port, "mmr_partitions_halted") == 1
+        assert metric(port, 'mmr_rating_bugs_total{action="halted",kind="bug"}') >= 1
         assert read_json_topic(s, s.topic_dead) == []
         assert "HALTED at offset 6" in worker.log_tail(200_000) and "injected bug" in worker.log_tail(200_000)
     finally:
@@ -164,7 +126,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
         assert state == ev.replay(tmp_path / "all.jsonl")  # each event once, in order, bit for bit
         assert {p for p, _ in state} == {a, b, c, d, bug}
         assert read_json_topic(s, s.topic_dead) == []
-        assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
+        assert http_get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
     finally:
         fixed.stop()
 
@@ -186,22 +148,22 @@ def test_a_halted_partition_moved_by_a_rebalance_halts_again_at_the_same_message
     workers[0].start()
     try:
         _publish(s, first)
-        _wait("the first halt", lambda: _get(ports[0], "/healthz")[1].get("halted"), workers[0])
+        wait_for("the first halt", lambda: http_get(ports[0], "/healthz")[1].get("halted"), workers[0])
         workers[1].start()
-        _wait("the second worker running", lambda: _get(ports[1], "/healthz")[0] == 200, workers[1])
+        wait_for("the second worker running", lambda: http_get(ports[1], "/healthz")[0] == 200, workers[1])
 
         def bugs() -> float:
-            return sum(_metric(p, 'mmr_rating_bugs_total{action="halted",kind="bug"}') or 0 for p in ports)
+            return sum(metric(p, 'mmr_rating_bugs_total{action="halted",kind="bug"}') for p in ports)
 
-        _wait("the halt met again after the rebalance", lambda: bugs() >= 2, workers[1])
+        wait_for("the halt met again after the rebalance", lambda: bugs() >= 2, workers[1])
         more = ev.add(a, 3) + ev.add(b, 3) + ev.add(c, 2)
         _publish(s, more)
         ends = len([e for e in ev.events if e["pool"] in (a, b)])
-        _wait("partition 0 committed", lambda: asyncio.run(_offsets(s))[0] == (ends, ends), workers[0])
+        wait_for("partition 0 committed", lambda: offsets(s, s.topic_matches)[0] == (ends, ends), workers[0])
         time.sleep(1.5)  # a few of Faust's commit intervals (0.5 s)
-        assert asyncio.run(_offsets(s))[1] == (3, 3 + 2 + 2)
+        assert offsets(s, s.topic_matches)[1] == (3, 3 + 2 + 2)
         halts = [(h["partition"], h["offset"], h["pool"])
-                 for p in ports for h in _get(p, "/healthz")[1].get("halted", [])]
+                 for p in ports for h in http_get(p, "/healthz")[1].get("halted", [])]
         assert halts == [(1, 3, bug)]  # held by the partition's one owner
         held = {e["event_id"] for e in ev.events if e["pool"] == bug} | {e["event_id"] for e in more if e["pool"] == c}
         assert export_state(s) == ev.replay(tmp_path / "applied.jsonl", lambda e: e["event_id"] not in held)

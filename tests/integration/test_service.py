@@ -14,10 +14,7 @@ import random
 import re
 import struct
 import subprocess
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,10 +24,12 @@ import pytest
 from conftest import free_port
 from service_utils import (
     MMR,
+    BackgroundPublish,
     WorkerProcess,
     embedded_state,
     env_for,
     export_state,
+    http_get,
     make_settings,
     produce_raw,
     publish,
@@ -171,7 +170,7 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
         state = export_state(s)
         expected = _embedded(histories)
         assert state == expected, _diff(state, expected)
-        code, text = _get(port, "/metrics")
+        code, text = http_get(port, "/metrics")
         waited = [float(line.split()[-1]) for line in text.splitlines()
                   if line.startswith("mmr_deliveries_waited_total ")]
         assert code == 200 and waited and waited[0] > 0, "no hand-over waited: the test did not fill the buffer"
@@ -190,17 +189,8 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
     worker = WorkerProcess(s, log)
     worker.extra_env = {"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}  # first: die between Redis commit and publish
     worker.start()
-    errors: list[BaseException] = []
-
-    def produce() -> None:
-        try:
-            # ~25 s of streaming: rounds one by one, matches in messages of 50
-            publish([histories["rounds"], histories["matches"]], s, batch_size=50, rate=250.0)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    # ~25 s of streaming: rounds one by one, matches in messages of 50
+    producer = BackgroundPublish([histories["rounds"], histories["matches"]], s, batch_size=50, rate=250.0).start()
     try:
         deadline = time.monotonic() + 120
         while worker.alive() and time.monotonic() < deadline:  # the injected crash
@@ -214,7 +204,6 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
             kills += 1
             worker = WorkerProcess(s, log).start()
         producer.join()
-        assert not errors, errors
         wait_caught_up(s, worker, timeout=180)
         state = export_state(s)
         expected = _embedded(histories, 7)
@@ -302,7 +291,7 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
             time.sleep(0.3)
         reason = next(d["reason"] for d in dead if d["event_id"] == "r-z")
         assert reason.startswith("rating: ") and "'Z'" in reason
-        assert _get(s.http_port, "/pools/default/players/A")[1]["rating"] == state[("default", "A")]["rating"]
+        assert http_get(s.http_port, "/pools/default/players/A")[1]["rating"] == state[("default", "A")]["rating"]
         with pytest.raises(RatingError, match=r"pool 'default'.*'Z'"):  # export names the value it cannot read
             export_state(s)
         assert worker.alive()  # before, the codec's ValueError stopped the worker on this round
@@ -310,31 +299,21 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
         worker.stop()
 
 
-def _get(port: int, path: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
-            body = resp.read()
-            return resp.status, (orjson.loads(body) if resp.headers.get_content_type() == "application/json"
-                                 else body.decode())
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-
-
 def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None:
     """The read-only API agrees with Redis; metrics count what happened."""
-    assert _get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
-    code, row = _get(port, "/pools/default/players/A")
+    assert http_get(port, "/healthz") == (200, {"status": "ok", "http_port": port})
+    code, row = http_get(port, "/pools/default/players/A")
     assert code == 200 and row["rating"] == state[("default", "A")]["rating"] and row["version"] == 2
     assert row["round_id"] == "R1" and row["delta"] == row["rating"] - row["rating_before"]  # its latest change
     assert row["event_id"] and row["time"] == 3000 and math.isfinite(row["performance"])
-    assert _get(port, "/pools/default/players/nobody")[0] == 404
-    assert _get(port, "/pools/nowhere/leaderboard")[0] == 404
-    code, board = _get(port, "/pools/default/leaderboard?n=2")
+    assert http_get(port, "/pools/default/players/nobody")[0] == 404
+    assert http_get(port, "/pools/nowhere/leaderboard")[0] == 404
+    code, board = http_get(port, "/pools/default/leaderboard?n=2")
     ratings = sorted((r["rating"] for k, r in state.items() if k[0] == "default"), reverse=True)
     assert code == 200 and [r["rating"] for r in board["top"]] == ratings[:2]
-    code, wp = _get(port, "/pools/default/win-probability?a=A&b=C")
+    code, wp = http_get(port, "/pools/default/win-probability?a=A&b=C")
     assert code == 200 and 0.5 < wp["p_a"] < 1.0  # A beat C twice
-    code, text = _get(port, "/metrics")
+    code, text = http_get(port, "/metrics")
     assert code == 200
     assert 'mmr_events_in_total{type="round"} 1.0' in text  # r-ok; the invalid rounds are not counted
     assert "mmr_dead_letters_total" in text and "mmr_batch_seconds_bucket" in text
@@ -358,19 +337,19 @@ def _check_http_on_a_corrupt_value(s: Settings) -> None:
     try:
         r.set(f"{s.key_prefix}:{{default}}:p:Z", b"\x01broken")
         r.zadd(f"{s.key_prefix}:{{default}}:lb", {"Z": 1e9})
-        assert _get(s.http_port, "/pools/default/players/Z")[0] == 500
-        assert _get(s.http_port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
-        code, board = _get(s.http_port, "/pools/default/leaderboard?n=2")
+        assert http_get(s.http_port, "/pools/default/players/Z")[0] == 500
+        assert http_get(s.http_port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
+        code, board = http_get(s.http_port, "/pools/default/leaderboard?n=2")
         assert code == 200 and board["unreadable"] == ["Z"] and len(board["top"]) == 1
         nan = b"\x01" + struct.pack("<2d", math.nan, math.nan) + bytes(8 * 4)  # decodes, but is no belief
         r.set(f"{s.key_prefix}:{{default}}:p:W", nan)
-        assert _get(s.http_port, "/pools/default/players/W")[0] == 500
-        assert _get(s.http_port, "/pools/default/win-probability?a=A&b=W")[0] == 500
+        assert http_get(s.http_port, "/pools/default/players/W")[0] == 500
+        assert http_get(s.http_port, "/pools/default/win-probability?a=A&b=W")[0] == 500
         r.delete(f"{s.key_prefix}:{{default}}:p:W")
         # a pool whose stored system this version refuses (written by another version)
         r.hset(f"{s.key_prefix}:{{old}}:meta", mapping={"system": "elo", "params": b'{"k":"inf"}'})
-        assert _get(s.http_port, "/pools/old/players/A")[0] == 500
-        assert _get(s.http_port, "/pools/old/leaderboard")[0] == 500
+        assert http_get(s.http_port, "/pools/old/players/A")[0] == 500
+        assert http_get(s.http_port, "/pools/old/leaderboard")[0] == 500
         r.delete(f"{s.key_prefix}:{{old}}:meta")
     finally:
         r.close()
@@ -416,15 +395,7 @@ def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: st
                       take_max=64)
     w1 = WorkerProcess(s, tmp_path / "w1.log").start()
     w2 = WorkerProcess(s, tmp_path / "w2.log").start()
-    errors: list[BaseException] = []
-
-    def produce() -> None:
-        try:
-            publish(paths, s, batch_size=50, rate=300.0)  # ~15 s
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    producer = threading.Thread(target=produce, daemon=True)
+    producer = BackgroundPublish(paths, s, batch_size=50, rate=300.0)  # ~15 s
     try:
         time.sleep(8)  # both joined
         producer.start()
@@ -433,7 +404,6 @@ def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: st
         time.sleep(6)
         w1 = WorkerProcess(s, tmp_path / "w1.log").start()
         producer.join()
-        assert not errors, errors
         wait_caught_up(s, w2, timeout=180)
         state = export_state(s)
         pools = {"default": (ROUNDS_SYSTEM, {}), **{f"pool{k}": (MATCHES_SYSTEM, {}) for k in range(3)}}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,3 +101,44 @@ def test_closing_prefetched_stops_its_thread_and_closes_the_source() -> None:
     gen.close()  # the reader is blocked on its full queue: it must see the stop
     assert closed.wait(5)
     assert not any(t.name == "mmr-reader" and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.fixture
+def umask_027() -> Iterator[int]:
+    """The process's umask set to 027 (group may read, others nothing) for the test, then restored."""
+    old = os.umask(0o027)
+    try:
+        yield 0o027
+    finally:
+        os.umask(old)
+
+
+def test_outputs_follow_the_umask_like_any_new_file(tmp_path: Path, umask_027: int) -> None:
+    """An output is made as a temporary file (mode 0600) and renamed: it gets the mode ``open`` would
+    give a new file under the umask (0640 here), not 0600, also when it replaces an older output."""
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    expected = stat.S_IMODE(plain.stat().st_mode)
+    assert expected == 0o640
+    out = tmp_path / "rows.jsonl"
+    write_jsonl_atomic(str(out), iter([{"player": "a"}]))
+    assert stat.S_IMODE(out.stat().st_mode) == expected
+    write_jsonl_atomic(str(out), iter([{"player": "b"}]))
+    assert stat.S_IMODE(out.stat().st_mode) == expected
+
+
+def test_replay_out_and_history_follow_the_umask(tmp_path: Path, umask_027: int) -> None:
+    """``mmr replay --out`` and ``--history`` (the streamed writer) under the umask."""
+    from click.testing import CliRunner
+
+    from stream.tools.replay import replay
+
+    src = tmp_path / "m.jsonl"
+    src.write_bytes(b"".join(orjson.dumps({"type": "match", "pool": "p", "event_id": f"e{i}", "time": i,
+                                           "a": "x", "b": "y", "score": 1.0}) + b"\n" for i in range(3)))
+    out, history = tmp_path / "ratings.jsonl", tmp_path / "history.jsonl"
+    res = CliRunner().invoke(replay, [str(src), "--embedded", "--no-progress", "--system", "elo",
+                                      "--out", str(out), "--history", str(history)])
+    assert res.exit_code == 0, res.output
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (out, history)} == {"ratings.jsonl": 0o640,
+                                                                                  "history.jsonl": 0o640}

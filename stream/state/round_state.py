@@ -1,0 +1,136 @@
+"""The state of rounds being assembled from per-player results: the ``RoundState`` half of ``RedisStore``
+(stream.state.redis_store, whose docstring holds the key layout: ``:pend:<round_id>``, ``:done``,
+``:done:old``, ``:open`` and ``open-rounds:<source>``).
+
+Why a module of its own: the round book (stream.service.round_book) mirrors its assembled rounds in
+these keys, and round expiry closes them, independently of the atomic step that rates and commits a
+batch (``RedisStore.commit``, which marks the rounds it rated done in the same script). The index of
+open rounds that expiry sweeps is stream.state.open_rounds.
+
+``RedisStore`` inherits these methods; they use its client, key space, scripts and the state declared
+below, which ``RedisStore.__init__`` sets. Every method raises ``StoreUnavailable`` when Redis fails
+and ``StateError`` when a pool's keys hold what the scripts cannot write over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from stream.state.keys import KeySpace, escape
+from stream.state.store_errors import StateError, raise_state
+
+log = logging.getLogger(__name__)
+
+
+class RoundState:
+    """The round assembly state of ``RedisStore`` (module docstring)."""
+
+    if TYPE_CHECKING:  # set by RedisStore.__init__, defined by RedisStore and ReplicatedWrites
+        r: Any
+        keys: KeySpace
+        seen_max_ids: int
+        _expire: Any
+        _current: set[str]
+
+        def _io(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+        def key(self, pool: str, suffix: str) -> str: ...
+        def pend_key(self, pool: str, round_id: str) -> str: ...
+        async def meta(self, pool: str) -> dict[str, Any] | None: ...
+        async def _confirm(self, pool: str) -> None: ...
+        async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]],
+                              wrote: Callable[[list[Any]], bool]) -> list[Any]: ...
+        async def _load_script(self, script: Any, key: str) -> None: ...
+
+    async def round_state(self, pool: str, round_ids: Sequence[str]) -> tuple[set[str], dict[str, dict[str, bytes]]]:
+        """Which rounds are done, and the persisted pending entries of the others."""
+        async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
+            await self._confirm(pool)
+            pipe = self.r.pipeline(transaction=False)
+            pipe.smismember(self.key(pool, "done"), list(round_ids))
+            pipe.smismember(self.key(pool, "done:old"), list(round_ids))
+            for rid in round_ids:
+                pipe.hgetall(self.pend_key(pool, rid))
+            res = await pipe.execute()
+        done = {rid for rid, a, b in zip(round_ids, res[0], res[1], strict=True) if a or b}
+        pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
+        return done, pend
+
+    async def save_pending(self, pool: str, entries: dict[str, dict[str, bytes]], event_ids: Sequence[str],
+                           opened: dict[str, int] | None = None) -> None:
+        """Persist results/completions of rounds still open (idempotent: keyed by event id). ``opened``:
+        round id -> when it opened (ms), recorded in ``:open`` unless the round is there already."""
+        if not entries:
+            return
+        async with self._io():
+            if pool not in self._current:
+                await self.meta(pool)
+            await self._confirm(pool)
+            cmds: list[tuple[Any, ...]] = []
+            if opened:  # first: an open entry without its pend hash only expires a round of 0 results
+                cmds.append(("ZADD", self.key(pool, "open"), "NX",
+                             *chain.from_iterable((t, rid) for rid, t in opened.items())))
+            cmds += [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
+                     for rid, fields in entries.items()]  # idempotent, each written again by a retry
+            await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
+
+    def _expire_args(self, pool: str, round_ids: Sequence[str]) -> tuple[list[str], list[Any]]:
+        return ([self.key(pool, "done"), self.key(pool, "done:old")],
+                [self.seen_max_ids, self.keys.pend_prefix(pool),
+                 *chain.from_iterable((r, escape(r)) for r in round_ids)])
+
+    async def expire_round(self, pool: str, round_id: str) -> None:
+        async with self._io():
+            keys, args = self._expire_args(pool, [round_id])
+            try:
+                await self._expire(keys=keys, args=args)
+            except ResponseError as exc:
+                raise_state(pool, exc)
+
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
+        """``expire_round`` for many (pool, round id) in one round trip: one script a pool (marks its rounds
+        done, deletes their pending hashes, bounds ``:done``), atomic per pool. A pool whose keys the script
+        refuses (StateError) is logged and skipped: its rounds stay closed in memory, the others are done.
+
+        Returns per pool: the rounds it closed (those not done already), and the earliest time left in its
+        ``:open`` (None: no open round left)."""
+        by_pool: dict[str, list[str]] = {}
+        for pool, round_id in rounds:
+            by_pool.setdefault(pool, []).append(round_id)
+        todo = list(by_pool)
+        closed: dict[str, tuple[list[str], int | None]] = {}
+        async with self._io():
+            for _ in range(2):  # again for the pools whose server lacked the script (restarted, promoted)
+                pipe = self.r.pipeline(transaction=False)
+                for pool in todo:
+                    keys, args = self._expire_args(pool, by_pool[pool])
+                    pipe.execute_command("EVALSHA", self._expire.sha, len(keys), *keys, *args)
+                res = await pipe.execute(raise_on_error=False)
+                missing = [pool for pool, r in zip(todo, res, strict=True) if isinstance(r, NoScriptError)]
+                for pool, r in zip(todo, res, strict=True):
+                    if isinstance(r, list):
+                        closed[pool] = ([x.decode() for x in r[1:]], int(float(r[0])) if r[0] else None)
+                    if isinstance(r, NoScriptError) or not isinstance(r, Exception):
+                        continue
+                    if not isinstance(r, ResponseError):
+                        raise r
+                    try:
+                        raise_state(pool, r)
+                    except StateError as exc:
+                        log.error("rounds of %r not marked done: %s", pool, exc)
+                if not missing:
+                    return closed
+                await self._load_script(self._expire, self.key(missing[0], "done"))
+                todo = missing
+        return closed
+
+    def open_rounds_key(self, source: str) -> str:
+        """The hint of the pools with rounds open from input ``source`` (stream.state.open_rounds)."""
+        return self.keys.open_rounds_key(source)
