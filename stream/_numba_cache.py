@@ -76,8 +76,8 @@ def configure() -> None:
 
     Through ``NUMBA_CACHE_DIR`` and ``NUMBA_CACHE_LOCATOR_CLASSES``, which numba reads when it
     is imported (so commands that never compile do not pay for importing it here) and child
-    processes inherit; numba's config too if it is imported already. Leaves numba's own choice (``__pycache__`` beside each
-    module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
+    processes inherit; numba's config too if it is imported already. Leaves numba's own choice
+    (``__pycache__`` beside each module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
     if not engine_settings().numba_cache:
         return
     target = cache_dir()

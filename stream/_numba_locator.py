@@ -48,7 +48,12 @@ MANIFEST = "MANIFEST.json"
 LOCATOR = f"{__name__}.PackageLocator"
 
 
-@functools.lru_cache(maxsize=None)
+def _config(name: str) -> str:
+    """numba's setting ``name`` (its config module's attributes are set at run time)."""
+    return str(getattr(config, name, "") or "")
+
+
+@functools.cache
 def _content_digest(path: str, mtime: float, size: int) -> str:
     # mtime and size only key the memo, so a file edited while the process runs is read again
     with open(path, "rb") as f:
@@ -63,15 +68,15 @@ def manifest() -> dict[str, Any]:
     import numpy
 
     return {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": numpy.__version__,
-            "python": "%d.%d" % sys.version_info[:2], "abiflags": getattr(sys, "abiflags", ""),
-            "cpu_name": config.CPU_NAME or ll.get_host_cpu_name(),
-            "cpu_features": config.CPU_FEATURES or ll.get_host_cpu_features().flatten()}
+            "python": "{}.{}".format(*sys.version_info[:2]), "abiflags": getattr(sys, "abiflags", ""),
+            "cpu_name": _config("CPU_NAME") or ll.get_host_cpu_name(),
+            "cpu_features": _config("CPU_FEATURES") or ll.get_host_cpu_features().flatten()}
 
 
 _VERSIONS = ("numba", "llvmlite", "numpy", "python", "abiflags")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shipped_fits(shipped: Path) -> bool:
     try:
         built = json.loads((shipped / MANIFEST).read_bytes())
@@ -120,7 +125,7 @@ class PackageLocator(_CacheLocator):  # type: ignore[misc]
     def __init__(self, py_func: Any, py_file: str, folder: Path) -> None:
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = os.path.join(config.CACHE_DIR, folder)
+        self._cache_path = os.path.join(_config("CACHE_DIR"), folder)
 
     def get_cache_path(self) -> str:
         return self._cache_path
@@ -134,7 +139,7 @@ class PackageLocator(_CacheLocator):  # type: ignore[misc]
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> PackageLocator | None:
-        if not config.CACHE_DIR:
+        if not _config("CACHE_DIR"):
             return None
         try:
             folder = Path(py_file).resolve().parent.relative_to(PACKAGE)
@@ -145,7 +150,7 @@ class PackageLocator(_CacheLocator):  # type: ignore[misc]
             self.ensure_cache_path()
         except OSError:
             return None
-        cache_root = Path(config.CACHE_DIR)
+        cache_root = Path(_config("CACHE_DIR"))
         seed(folder, SHIPPED / cache_root.name, cache_root)
         return self
 
@@ -155,9 +160,9 @@ def export(dest: Path) -> Path:
     ``dest/<digest>`` with its manifest: what ``setup.py`` puts in the wheel after ``mmr warm``.
     Only numba's files (indexes and data) of this locator's folders, not the temporary files of
     a write in progress."""
-    if not config.CACHE_DIR or LOCATOR not in config.CACHE_LOCATOR_CLASSES.split(","):
+    if not _config("CACHE_DIR") or LOCATOR not in _config("CACHE_LOCATOR_CLASSES").split(","):
         raise ValueError("numba's cache is not this package's (MMR_NUMBA_CACHE=0?): nothing to export")
-    source = Path(config.CACHE_DIR)
+    source = Path(_config("CACHE_DIR"))
     target = dest / source.name
     if target.exists():
         shutil.rmtree(target)
