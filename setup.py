@@ -50,7 +50,10 @@ class WheelForThisPlatform(bdist_wheel):
         if not self.skip_build:
             self.run_command("build")
         build_lib = Path(self.get_finalized_command("build").build_lib)
-        self.root_is_pure = not (build_lib / SHIPPED).is_dir()
+        if (build_lib / SHIPPED).is_dir():
+            self.root_is_pure = False
+            # installed as platform code (the wheel's root, not its .data/purelib folder)
+            self.distribution.has_ext_modules = lambda: True  # type: ignore[method-assign]
         super().run()
 
 
