@@ -40,7 +40,8 @@ class BuildWithCache(build_py):
         done = subprocess.run([sys.executable, "-c", "from stream.cli import main; main()", "warm",
                                "--export", str(lib / SHIPPED)], env=env, cwd=lib, capture_output=True, text=True)
         if done.returncode != 0:
-            print(f"warning: no numba cache shipped (mmr warm failed):\n{done.stderr[-2000:]}", file=sys.stderr)
+            print("warning: the wheel ships no numba cache: `mmr warm` cannot run in this build environment "
+                  f"(build without isolation, as `make wheel` does):\n{done.stderr[-2000:]}", file=sys.stderr)
 
 
 class WheelForThisPlatform(bdist_wheel):

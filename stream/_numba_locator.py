@@ -69,8 +69,10 @@ def manifest() -> dict[str, Any]:
 
     return {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": numpy.__version__,
             "python": "{}.{}".format(*sys.version_info[:2]), "abiflags": getattr(sys, "abiflags", ""),
+            # as numba keys its entries (``NUMBA_CPU_NAME=generic`` implies no features)
             "cpu_name": _config("CPU_NAME") or ll.get_host_cpu_name(),
-            "cpu_features": _config("CPU_FEATURES") or ll.get_host_cpu_features().flatten()}
+            "cpu_features": (features if (features := getattr(config, "CPU_FEATURES", None)) is not None
+                             else ll.get_host_cpu_features().flatten())}
 
 
 _VERSIONS = ("numba", "llvmlite", "numpy", "python", "abiflags")
