@@ -19,6 +19,7 @@ An editable install (``make install``) ships nothing: it uses the checkout's own
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,7 @@ class BuildWithCache(build_py):
         if self.editable_mode:
             return
         lib = Path(self.build_lib).resolve()
+        shutil.rmtree(lib / SHIPPED, ignore_errors=True)  # an earlier build's, of other sources
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(lib), os.environ.get("PYTHONPATH")]))}
         done = subprocess.run([sys.executable, "-c", "from stream.cli import main; main()", "warm",
                                "--export", str(lib / SHIPPED)], env=env, cwd=lib, capture_output=True, text=True)
