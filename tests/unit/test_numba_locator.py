@@ -137,3 +137,16 @@ def test_on_another_cpu_the_shipped_entries_miss_and_the_kernel_compiles_beside_
     assert compiled >= 1 and result == expected
     assert before < {p.name for p in (fresh / "state").iterdir()}
     assert _run(fresh) == (0, expected)
+
+
+def test_importing_stream_puts_this_locator_first_and_keeps_a_users_list(tmp_path: Path) -> None:
+    code = "import stream, numba; print(numba.config.CACHE_LOCATOR_CLASSES)"
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def locators(**extra: str) -> str:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    assert locators() == f"{_numba_locator.LOCATOR},{_numba_cache._NUMBA_LOCATORS}"
+    assert locators(NUMBA_CACHE_LOCATOR_CLASSES="mine.Locator") == f"{_numba_locator.LOCATOR},mine.Locator"
+    assert locators(MMR_NUMBA_CACHE="0") == ""
