@@ -63,7 +63,8 @@ def test_kernels_are_cached_in_folders_named_inside_the_package(tmp_path: Path) 
     compiled, result = _run(tmp_path)
     assert compiled >= 1
     digest = _numba_cache.sources_digest()
-    assert sorted(p.name for p in (tmp_path / digest).iterdir()) == ["state"]
+    folders = {p.name for p in (tmp_path / digest).iterdir()}
+    assert "state" in folders and all((_numba_cache.PACKAGE / f).is_dir() for f in folders), folders
     assert any(p.suffix == ".nbi" for p in (tmp_path / digest / "state").iterdir())
     assert _run(tmp_path) == (0, result)  # the second process loads it
 
