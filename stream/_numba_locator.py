@@ -112,8 +112,11 @@ def seed(folder: Path, shipped_root: Path, cache_root: Path) -> int:
             base = index[:-len(".nbi")]
             for name in [n for n in names if n.startswith(base + ".") and n.endswith(".nbc")] + [index]:
                 tmp = dst / f"{name}.tmp.{os.getpid()}"
-                shutil.copyfile(src / name, tmp)
-                os.replace(tmp, dst / name)
+                try:
+                    shutil.copyfile(src / name, tmp)
+                    os.replace(tmp, dst / name)
+                finally:
+                    tmp.unlink(missing_ok=True)
             copied += 1
     except OSError:
         pass  # a read-only or full cache: numba compiles what is missing
