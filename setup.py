@@ -9,7 +9,7 @@ the build environment's Python, so numba and the other dependencies must be inst
 ``stream/_numba_shipped/<sources digest>/``; ``stream._numba_locator`` copies it into the
 user's cache at the first run. The cache holds machine code for this Python and the build
 machine's CPU, so such a wheel is tagged for this interpreter and platform
-(``cp311-cp311-linux_x86_64``), not ``py3-none-any``. When the warm-up cannot run (an isolated
+(``cp311-cp311-linux_x86_64`` here), not ``py3-none-any``. When the warm-up cannot run (an isolated
 build without the dependencies) the wheel is built without the cache, pure, with a warning:
 its first run compiles, as with ``mmr warm`` not run.
 
