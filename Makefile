@@ -46,7 +46,8 @@ validate-deploy: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/mmr bench all
 
-## The wheel (schemas included as package data) in dist/.
+## The wheel (schemas included as package data) in dist/, with numba's cache of the kernels compiled
+## here by `mmr warm` (setup.py): a wheel for this Python, platform and CPU (README, Quick start).
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
 

@@ -15,7 +15,9 @@ So the cache directory is named by a digest of every module of the package that 
 with numba (their sources, not their modification times): any change to any of them starts
 a fresh cache (numba still keeps each source directory apart inside it). It lives under
 ``NUMBA_CACHE_DIR`` when that is set (the Docker image sets it), else under the user's cache
-directory. Importing ``stream`` sets it, before any kernel is defined.
+directory. Importing ``stream`` sets it, before any kernel is defined, and names this
+package's locator (``stream._numba_locator``: folders relative to the package, so the cache
+a wheel ships is found where pip installs it) first in numba's list of locators.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from pathlib import Path
 
 from stream.config import engine_settings
 
-_PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = PACKAGE
+#: the numba cache a wheel ships (``setup.py``), one folder per sources digest
+SHIPPED = PACKAGE / "_numba_shipped"
+_LOCATOR = "stream._numba_locator.PackageLocator"
+#: numba's own locators, after ours (a name without a module is one of ``numba.core.caching``)
+_NUMBA_LOCATORS = "UserProvidedCacheLocator,InTreeCacheLocator,UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator"
 
 
 _IMPORTS_NUMBA = re.compile(rb"^\s*(?:from numba[ .]|import numba\b)", re.MULTILINE)
@@ -66,10 +74,10 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
 def configure() -> None:
     """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined.
 
-    Through ``NUMBA_CACHE_DIR``, which numba reads when it is imported (so commands that never
-    compile do not pay for importing it here) and child processes inherit; numba's config
-    too if it is imported already. Leaves numba's own choice (``__pycache__`` beside each
-    module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
+    Through ``NUMBA_CACHE_DIR`` and ``NUMBA_CACHE_LOCATOR_CLASSES``, which numba reads when it
+    is imported (so commands that never compile do not pay for importing it here) and child
+    processes inherit; numba's config too if it is imported already. Leaves numba's own choice
+    (``__pycache__`` beside each module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
     if not engine_settings().numba_cache:
         return
     target = cache_dir()
@@ -78,6 +86,11 @@ def configure() -> None:
     except OSError:
         return
     os.environ["NUMBA_CACHE_DIR"] = str(target)
+    locators = os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES") or _NUMBA_LOCATORS
+    if _LOCATOR not in locators.split(","):
+        locators = f"{_LOCATOR},{locators}"
+    os.environ["NUMBA_CACHE_LOCATOR_CLASSES"] = locators
     numba = sys.modules.get("numba")
     if numba is not None:
         setattr(numba.config, "CACHE_DIR", str(target))  # noqa: B010 (untyped module attribute)
+        setattr(numba.config, "CACHE_LOCATOR_CLASSES", locators)  # noqa: B010

@@ -337,3 +337,4 @@ def warmup() -> None:
     idx = pool.indices(["a", "b"])
     flat, offsets = pool.gather(idx, prior)
     pool.update(FlatBeliefs(["a", "b"], idx, flat.copy(), offsets, pool))
+    pool.gather(idx, np.frombuffer(prior.tobytes()))  # the engine's prior, decoded from bytes, is read-only

@@ -12,12 +12,17 @@ It compiles what the service and the embedded replay use: each system's own warm
 (``warmup()`` of its module: every variant and code path of its kernels), its rating of
 stored bytes through the pool engine (the codecs, ``stream.service.worker.warm_encoded_path``),
 and the index of applied event ids.
+
+``--export DIR`` then copies the cache of these sources to ``DIR/<digest>`` with a manifest of
+the versions and CPU it was built for: ``setup.py`` ships that in the wheel
+(``stream._numba_locator``), so a fresh install on a machine like the build's does not compile.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
+from pathlib import Path
 
 import click
 
@@ -41,7 +46,9 @@ def warm_system(name: str, warmed_modules: set[str]) -> None:
 @click.command()
 @click.option("--system", "systems", multiple=True, type=click.Choice(sorted(SYSTEMS)),
               help="A system to compile (repeatable; default: all).")
-def warm(systems: tuple[str, ...]) -> None:
+@click.option("--export", "export_to", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Then copy the cache to DIR/<sources digest> with its manifest (what a wheel ships).")
+def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     """Compile the rating kernels into numba's cache (once per install and machine).
 
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
@@ -62,3 +69,10 @@ def warm(systems: tuple[str, ...]) -> None:
             click.echo(f"mmr warm: [{i}/{len(names)}] {name}: {time.perf_counter() - t:.1f} s", err=True)
     click.echo(f"mmr warm: {len(names)} systems ready in {time.perf_counter() - t0:.1f} s; "
                f"kernels cached in {cache_location()}", err=True)
+    if export_to is not None:
+        from stream import _numba_locator
+
+        try:
+            click.echo(f"mmr warm: exported to {_numba_locator.export(export_to)}", err=True)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None

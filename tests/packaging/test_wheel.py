@@ -1,5 +1,6 @@
 """The wheel installs and runs on its own: built from the tracked files, installed into a fresh
-venv outside the checkout, driven from an empty folder.
+venv outside the checkout, driven from an empty folder; it ships numba's cache of the kernels
+(``setup.py``), so its first run on an empty cache compiles nothing.
 
 The venv borrows the third-party dependencies from the project's venv through a path entry
 (a ``.pth`` line: the dependencies' own ``.pth`` hooks, among them the editable install's
@@ -15,12 +16,14 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
 import orjson
 import pytest
 
+from stream._numba_cache import sources_digest
 from stream.events.validate import ALL_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +64,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         names = set(zf.namelist())
     assert {f"stream/schemas/{t}.json" for t in ALL_TYPES} <= names
     assert not any(n.startswith(("schemas/", "tests/")) for n in names)
+    # machine code for this interpreter and platform: not a py3-none-any wheel
+    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    assert wheel.name.endswith(f"-{python}-{python}-{platform}.whl"), wheel.name
+    assert f"stream/_numba_shipped/{sources_digest()}/MANIFEST.json" in names
+    assert any(n.startswith(f"stream/_numba_shipped/{sources_digest()}/ratings/") for n in names)
 
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -111,3 +120,36 @@ def test_replay_from_an_empty_folder_rates_a_good_file_and_names_the_bad_line(
     assert "bad.jsonl:2" in refused.stderr, refused.stderr
     assert "score" in refused.stderr and "Traceback" not in refused.stderr
     assert not (work / "y").exists()
+
+
+_ONE_EVENT = {
+    "elo-mmr": {"type": "round", "event_id": "r1", "pool": "p", "round_id": "r1", "time": 1,
+                "standings": [{"player": "ann", "rank": 1}, {"player": "bob", "rank": 2},
+                              {"player": "cy", "rank": 3}, {"player": "dee", "rank": 3}]},
+    "cowan": {"type": "match", "event_id": "m1", "pool": "p", "time": 1, "a": "ann", "b": "bob", "score": 1.0},
+}
+
+
+@pytest.mark.parametrize("system", sorted(_ONE_EVENT))
+def test_a_first_run_on_an_empty_cache_loads_the_shipped_kernels(
+        installed: tuple[Path, dict[str, str]], tmp_path: Path, system: str) -> None:
+    """A user's first ``mmr replay`` after ``pip install``, from a folder of their own, with
+    nothing in numba's cache: the kernels come from the wheel (no compile notice), are copied
+    into the user's cache, and rate as the checkout does."""
+    bindir, env = installed
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "one.jsonl").write_bytes(orjson.dumps(_ONE_EVENT[system]) + b"\n")
+    cache = tmp_path / "cache"
+    fresh = {**{k: v for k, v in env.items() if k != "NUMBA_CACHE_DIR"}, "XDG_CACHE_HOME": str(cache)}
+    args = ["replay", "one.jsonl", "--system", system, "--embedded", "--no-progress", "--out"]
+
+    first = _run([str(bindir / "mmr"), *args, "installed.jsonl"], work, fresh)
+    assert first.returncode == 0, first.stderr
+    assert "compiling" not in first.stderr, first.stderr
+    assert list(cache.glob(f"mmr-stream/numba/{sources_digest()}/ratings/*.nbi"))
+
+    checkout = _run([sys.executable, "-c", "from stream.cli import main; main()", *args, "checkout.jsonl"], work,
+                    dict(os.environ))
+    assert checkout.returncode == 0, checkout.stderr
+    assert (work / "installed.jsonl").read_bytes() == (work / "checkout.jsonl").read_bytes()
