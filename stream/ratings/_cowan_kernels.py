@@ -54,6 +54,7 @@ import math
 import numpy as np
 from numba import njit
 
+from stream.ratings._cowan_lanes import win_lik_pair
 from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
 # residual modes
@@ -218,6 +219,16 @@ SWEEP_REAL = 3
 SWEEP_CPLX = 4
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _takes_r3c4(soe: np.ndarray) -> bool:
+    """Whether ``win_lik`` sweeps the sum ``soe`` with ``_sweep_r3c4``: it fits, and is not so
+    short that the zero slots would cost more than they save (the Laplace variant's single
+    term stays on the generic loop)."""
+    nr = int(soe[0])
+    nc = int(soe[1])
+    return nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2
+
+
 @njit(cache=True, nogil=True)
 def _sweep_r3c4(
     rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
@@ -299,11 +310,8 @@ def win_lik(
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
-    nr = int(soe[0])
-    nc = int(soe[1])
-    if nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2:
-        # the same sweeps as below, states in registers (same bits); short sums (the
-        # Laplace variant's single term) stay below: zero slots would cost more than they save
+    if _takes_r3c4(soe):
+        # the same sweeps as below, states in registers (same bits)
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
@@ -615,8 +623,13 @@ def update_pair(
             _direct(rho_a, la, ha, lb, hb, flip, fb)
     else:
         # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
-        win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
-        win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
+        if res_mode == RES_SOE and _takes_r3c4(soe):
+            # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
+            win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
+                         np.empty(4 * (max(ha, hb) - min(la, lb) + 1)))
+        else:
+            win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+            win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
         if score == 1.0:
             for t in range(mb):
                 fb[t] = 1.0 - fb[t]
