@@ -54,7 +54,7 @@ import math
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_lanes import win_lik_pair
+from stream.ratings._cowan_lanes import convolve_taps, win_lik_pair
 from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
 # residual modes
@@ -511,11 +511,8 @@ def _drift_and_store(
         shift = lo - (nlo - half)
         for t in range(m):
             pad[shift + t] = post[t]
-        buf = np.zeros(width)
-        for t in range(taps.shape[0]):
-            w = taps[t]
-            for x in range(width):
-                buf[x] += w * pad[x + t]
+        buf = np.empty(width)
+        convolve_taps(pad, taps, width, buf)
     else:
         # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
         # beyond `reach` cells every value is < 1e-20 of the mass (the tail trim below drops

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from stream.ratings._simd import v4_add, v4_make, v4_mul, v4_splat, v4_store, v4_sub
+from stream.ratings._simd import v4_add, v4_load, v4_make, v4_mul, v4_splat, v4_store, v4_sub
 
 LANES = 4
 
@@ -124,3 +124,34 @@ def _combine(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, start: int
             bw = ys[LANES * (stop - i) + lane + 1]
             out[i - lo] = a0 * total + beta * (run + 0.5 * r_i - fw) + beta * bw
         run += r_i
+
+
+@njit(cache=True, nogil=True)
+def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> None:
+    """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum started at ``0.0`` and
+    taken in ascending ``t``: the same bits as accumulating ``buf[x] += taps[t]·pad[x + t]``
+    over ``t`` (the drift's direct convolution). Sixteen outputs at a time, as the lanes of
+    four vectors whose sums stay in registers (four independent chains of adds hide their
+    latency); the scalar form kept ``buf`` in memory, a load and a store per product."""
+    nt = taps.shape[0]
+    zero = v4_splat(0.0)
+    x = 0
+    while x + 4 * LANES <= width:
+        s0 = s1 = s2 = s3 = zero
+        for t in range(nt):
+            w = v4_splat(taps[t])
+            s0 = v4_add(s0, v4_mul(w, v4_load(pad, x + t)))
+            s1 = v4_add(s1, v4_mul(w, v4_load(pad, x + t + LANES)))
+            s2 = v4_add(s2, v4_mul(w, v4_load(pad, x + t + 2 * LANES)))
+            s3 = v4_add(s3, v4_mul(w, v4_load(pad, x + t + 3 * LANES)))
+        v4_store(buf, x, s0)
+        v4_store(buf, x + LANES, s1)
+        v4_store(buf, x + 2 * LANES, s2)
+        v4_store(buf, x + 3 * LANES, s3)
+        x += 4 * LANES
+    while x < width:
+        acc = 0.0
+        for t in range(nt):
+            acc += taps[t] * pad[x + t]
+        buf[x] = acc
+        x += 1
