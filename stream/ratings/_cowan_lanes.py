@@ -36,7 +36,9 @@ def _sweep4_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
                  ys: np.ndarray) -> None:
     """Four sweeps at once, ``steps`` cells each: lane 0 forward over ``rho_b`` from cell
     ``start``, lane 1 backward over ``rho_b`` from ``stop``, lanes 2 and 3 the same over
-    ``rho_a``; the sum before each step's update goes to ``ys[4·s + lane]``. The sum of
+    ``rho_a``; the sum before each step's update goes to ``ys[8·s + lane]``, and each lane's
+    running sum of its inputs before the step (from ``0.0``) to ``ys[8·s + 4 + lane]``, for
+    ``s ≤ steps`` (``s = steps``: after the last step). The sum of
     exponentials is packed at ``soe[0]`` as in ``_cowan_kernels._soe_views`` (≤ 3 real,
     ≤ 4 complex terms; absent ones are zero slots, as in ``_sweep_r3c4``). Every cell read
     lies in ``[start, stop]`` as long as ``steps ≤ stop − start + 1``."""
@@ -63,6 +65,7 @@ def _sweep4_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
     zero = v4_splat(0.0)
     s0 = s1 = s2 = zero
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+    run = zero
     for s in range(steps):
         x = v4_make(rho_b[start + s], rho_b[stop - s], rho_a[start + s], rho_a[stop - s])
         # acc = 0.0; acc += c0·s0; …; acc += crj·aj − cij·bj (the scalar sweep's order)
@@ -73,7 +76,9 @@ def _sweep4_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
         acc = v4_add(acc, v4_sub(v4_mul(cr1, a1), v4_mul(ci1, b1)))
         acc = v4_add(acc, v4_sub(v4_mul(cr2, a2), v4_mul(ci2, b2)))
         acc = v4_add(acc, v4_sub(v4_mul(cr3, a3), v4_mul(ci3, b3)))
-        v4_store(ys, LANES * s, acc)
+        v4_store(ys, 2 * LANES * s, acc)
+        v4_store(ys, 2 * LANES * s + LANES, run)
+        run = v4_add(run, x)
         s0 = v4_mul(r0, v4_add(s0, x))
         s1 = v4_mul(r1, v4_add(s1, x))
         s2 = v4_mul(r2, v4_add(s2, x))
@@ -85,6 +90,7 @@ def _sweep4_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
         a2, b2 = v4_sub(v4_mul(zr2, t), v4_mul(zi2, b2)), v4_add(v4_mul(zr2, b2), v4_mul(zi2, t))
         t = v4_add(a3, x)
         a3, b3 = v4_sub(v4_mul(zr3, t), v4_mul(zi3, b3)), v4_add(v4_mul(zr3, b3), v4_mul(zi3, t))
+    v4_store(ys, 2 * LANES * steps + LANES, run)
 
 
 @njit(cache=True, nogil=True)
@@ -92,7 +98,7 @@ def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int
                  beta: float, soe: np.ndarray, fa: np.ndarray, fb: np.ndarray, ys: np.ndarray) -> None:
     """``win_lik(rho_b, lb, hb, la, ha, …, fa)`` and ``win_lik(rho_a, la, ha, lb, hb, …, fb)``
     (the sum-of-exponentials mode with a sum ``_sweep_r3c4`` takes) in one pass of
-    ``_sweep4_r3c4``; ``ys`` is scratch of at least ``4·(n + 1)`` cells. Rows are zero
+    ``_sweep4_r3c4``; ``ys`` is scratch of at least ``8·(stop − start + 2)`` cells. Rows are zero
     outside their windows; a lane that runs past its last cell reads cells of its row up to
     ``stop`` (or down to ``start``), and what it computes there is never read."""
     start = min(la, lb)
@@ -104,26 +110,26 @@ def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int
     n3 = stop - lb + 1
     steps = max(max(n0, n1), max(n2, n3))
     _sweep4_r3c4(soe, rho_a, rho_b, start, stop, steps, ys)
-    _combine(rho_b, lb, hb, la, ha, start, stop, a0, beta, ys, 0, fa)
-    _combine(rho_a, la, ha, lb, hb, start, stop, a0, beta, ys, 2, fb)
+    _combine(rho_b, la, ha, start, stop, steps, a0, beta, ys, 0, fa)
+    _combine(rho_a, lb, hb, start, stop, steps, a0, beta, ys, 2, fb)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _combine(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, start: int, stop: int, a0: float,
-             beta: float, ys: np.ndarray, lane: int, out: np.ndarray) -> None:
+def _combine(rho: np.ndarray, lo: int, hi: int, start: int, stop: int, steps: int, a0: float, beta: float,
+             ys: np.ndarray, lane: int, out: np.ndarray) -> None:
     """``win_lik``'s last loop on the sweeps in lanes ``lane`` (forward) and ``lane + 1``
-    (backward): the same expression, so the same bits."""
-    total = 0.0
-    for k in range(lo_o, hi_o + 1):
-        total += rho[k]
-    run = 0.0
-    for i in range(start, hi + 1):
-        r_i = rho[i]
-        if i >= lo:
-            fw = ys[LANES * (i - start) + lane]
-            bw = ys[LANES * (stop - i) + lane + 1]
-            out[i - lo] = a0 * total + beta * (run + 0.5 * r_i - fw) + beta * bw
-        run += r_i
+    (backward): the same expression, so the same bits. ``win_lik``'s running sum ``run``
+    (from ``start``) is the forward lane's; its ``total`` (the opponent's cells ``lo_o …
+    hi_o`` from ``0.0``) is the forward lane's sum after its last step: the cells it adds
+    besides (before ``lo_o``, after ``hi_o``) are ``+0.0``, which leave a sum of
+    non-negative values unchanged."""
+    total = ys[2 * LANES * steps + LANES + lane]
+    for i in range(lo, hi + 1):
+        f = 2 * LANES * (i - start) + lane
+        fw = ys[f]
+        run = ys[f + LANES]
+        bw = ys[2 * LANES * (stop - i) + lane + 1]
+        out[i - lo] = a0 * total + beta * (run + 0.5 * rho[i] - fw) + beta * bw
 
 
 @njit(cache=True, nogil=True)

@@ -64,7 +64,7 @@ def test_win_lik_pair_equals_two_win_lik_bit_for_bit(data: st.DataObject, which:
     kern.win_lik(rho_a, la, ha, lb, hb, m.a0, m.beta, m.soe, m.gtab, kern.RES_SOE, fb)
     ga, gb = np.full(ha - la + 1, np.nan), np.full(hb - lb + 1, np.nan)
     lanes.win_lik_pair(rho_a, la, ha, rho_b, lb, hb, m.a0, m.beta, m.soe, ga, gb,
-                       np.full(4 * (max(ha, hb) - min(la, lb) + 1), np.nan))
+                       np.full(8 * (max(ha, hb) - min(la, lb) + 2), np.nan))
     assert fa.tobytes() == ga.tobytes()
     assert fb.tobytes() == gb.tobytes()
 
