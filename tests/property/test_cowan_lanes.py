@@ -15,6 +15,7 @@ from numba import njit, types
 
 from stream.ratings import _cowan_kernels as kern
 from stream.ratings import _cowan_lanes as lanes
+from stream.ratings._cowan_drift import _drift_and_store_pair
 from stream.ratings._cowan_quant import QMIN
 from stream.ratings.cowan import TAIL, Cowan, pack_soe
 
@@ -126,3 +127,59 @@ def test_vector_kernels_have_no_fused_multiply_add() -> None:
         asm = fresh.inspect_asm(sig)
         assert re.search(r"\bvmulpd\b", asm), "not vectorised"
         assert not re.search(r"vfn?m(add|sub)", asm)
+
+
+def _drift_one(post: list[float], lo: int, hi: int, taps: list[float], tail: float, n1: int) -> tuple[list[float], int]:
+    """The taps drift of one window in plain Python floats, one player at a time, sums
+    in ascending order from 0.0: ``(new window, new lo)``."""
+    half = (len(taps) - 1) // 2
+    nlo, nhi = max(0, lo - half), min(n1 - 1, hi + half)
+    cell = dict(zip(range(lo, hi + 1), post, strict=True))
+    buf = []
+    for x in range(nlo, nhi + 1):
+        acc = 0.0
+        for t, w in enumerate(taps):
+            acc += w * cell.get(x - half + t, 0.0)
+        buf.append(acc)
+    total = 0.0
+    for v in buf:
+        total += v
+    lim = tail * total
+    a, cum = 0, 0.0
+    while a < len(buf) - 1 and cum + buf[a] <= lim:
+        cum += buf[a]
+        a += 1
+    b, cum = len(buf) - 1, 0.0
+    while b > a and cum + buf[b] <= lim:
+        cum += buf[b]
+        b -= 1
+    kept = 0.0
+    for v in buf[a : b + 1]:
+        kept += v
+    inv = 1.0 / kept
+    return [v * inv for v in buf[a : b + 1]], nlo + a
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_drift_of_both_players_equals_one_at_a_time_bit_for_bit(data: st.DataObject) -> None:
+    """``_drift_and_store_pair`` (both players' sums in one loop) against each player's
+    drift on its own, in plain Python floats."""
+    s = SYSTEMS["logistic"]
+    m = s.model
+    n1 = m.grid.shape[0]
+    rows, posts, bounds, want = [], [], [], []
+    for _ in range(2):
+        row, lo, hi = data.draw(windows(n1))
+        post = row[lo : hi + 1].copy()
+        rows.append(row)
+        posts.append(post)
+        bounds.append(np.array([lo, hi], dtype=np.int64))
+        want.append(_drift_one(post.tolist(), lo, hi, m.taps.tolist(), TAIL, n1))
+    _drift_and_store_pair(posts[0], int(bounds[0][0]), int(bounds[0][1]), rows[0], bounds[0],
+                               posts[1], int(bounds[1][0]), int(bounds[1][1]), rows[1], bounds[1],
+                               m.taps, m.drift_mode, m.drift_rate, TAIL)
+    for row, bd, (vals, lo) in zip(rows, bounds, want, strict=True):
+        assert bd.tolist() == [lo, lo + len(vals) - 1]
+        assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()
+        assert not row[:lo].any() and not row[lo + len(vals):].any()
