@@ -38,6 +38,9 @@ HistorySink = Callable[[list[dict[str, Any]]], None]
 
 #: players summarised at a time from an arena's columns (``EmbeddedPipeline.final_ratings``)
 _SUMMARY_BLOCK = 1 << 14
+#: players per block of ``_block_summaries``: each block's beliefs are gathered into one
+#: buffer (and ``summary_many`` concatenates them again), ~6 KB a player each
+_BELIEF_BLOCK = 1 << 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +307,8 @@ class EmbeddedPipeline:
         arena where the store holds slots) and the fast path's ``summary_many`` (one njit call
         for Cowan), which give exactly the per-player ``summary(unpack(b))``."""
         values = list(held.values())
-        for a in range(0, len(values), _SUMMARY_BLOCK):
-            yield from eng.fast.summary_many(eng.unpack_many(values[a: a + _SUMMARY_BLOCK]))
+        for a in range(0, len(values), _BELIEF_BLOCK):
+            yield from eng.fast.summary_many(eng.unpack_many(values[a: a + _BELIEF_BLOCK]))
 
     @staticmethod
     def _column_summaries(eng: PoolEngine, fast: ColumnSummaries, held: PackedPool) -> Iterator[Rating]:
