@@ -16,9 +16,9 @@ Each lane performs the scalar sweep's operations in the scalar sweep's order (no
 reassociation: see ``_simd``), on the same inputs in the same order, starting from the
 same zero states, so each lane's outputs are the scalar sweep's outputs bit for bit.
 Lanes are as long as the longest sweep; a shorter lane continues past its last cell (on
-whatever its row holds there), and those outputs are never read (a sweep's states after its last kept cell are
-not used). ``win_lik_pair`` then combines the sweeps exactly as ``win_lik`` does; the
-tests compare it with two ``win_lik`` calls bit for bit.
+whatever its row holds there), and those outputs are never read (a sweep's states after
+its last kept cell are not used). ``win_lik_pair`` then combines the sweeps exactly as
+``win_lik`` does; the tests compare it with two ``win_lik`` calls bit for bit.
 """
 
 from __future__ import annotations
