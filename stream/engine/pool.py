@@ -33,7 +33,7 @@ no packed form of it); a system without a team model refuses it with a ``RatingE
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -217,6 +217,12 @@ class PoolEngine:
         if isinstance(held, int):
             return self._arena_of().beliefs(np.array([held], dtype=np.int64))[0]
         return np.frombuffer(held, dtype="<f8").astype(np.float64) if isinstance(held, bytes) else held
+
+    def unpack_many(self, held: Sequence[Held]) -> list[Belief]:
+        """``unpack`` of each; arena slots all at once (one gather instead of one per slot)."""
+        if held and all(isinstance(h, int) for h in held):
+            return self._arena_of().beliefs(np.array(held, dtype=np.int64))
+        return [self.unpack(h) for h in held]
 
     def _arena_of(self) -> Arena:
         if self._arena is None:

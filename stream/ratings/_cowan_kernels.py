@@ -29,7 +29,12 @@ FFT for big windows, a direct sum for small ones.
 The sweeps are bound by each state's loop-carried chain, not by the number of terms: with
 the states in arrays every step is store → load → add → mul → store. ``_sweep_r3c4``
 (wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
-in the same order, hence the same bits as the generic loops, ~1.5× faster.
+in the same order, hence the same bits as the generic loops, ~1.5× faster. ``update_pair``
+goes further for wins: both players' forward and backward sweeps are four independent runs
+of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of one
+4-wide vector (``_simd``: plain IEEE vector instructions, no FMA), the same bits as two
+``win_lik`` calls in about a third of the time; the drift's convolution uses the same
+vectors, and its running sums take both players in one loop (``_cowan_drift``).
 
 ``rate_pair`` is the single-match entry point (the streaming service's common case): the
 same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
@@ -49,20 +54,17 @@ a sequence of matches does not depend on where batch (or store) boundaries fall.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
+from stream.ratings._cowan_drift import DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair  # noqa: F401 (re-exported)
+from stream.ratings._cowan_lanes import win_lik_pair
 from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
 RES_DIRECT = 1  # direct windowed sum with the tabulated g
 RES_FFT = 2  # FFT convolution with the tabulated g (for comparison)
-# drift modes
-DRIFT_TAPS = 0  # short direct convolution with symmetric taps
-DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded support)
 # draw forms
 FORM_PAPER = 0
 FORM_BLATMMR = 1
@@ -218,6 +220,16 @@ SWEEP_REAL = 3
 SWEEP_CPLX = 4
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _takes_r3c4(soe: np.ndarray) -> bool:
+    """Whether ``win_lik`` sweeps the sum ``soe`` with ``_sweep_r3c4``: it fits, and is not so
+    short that the zero slots would cost more than they save (the Laplace variant's single
+    term stays on the generic loop)."""
+    nr = int(soe[0])
+    nc = int(soe[1])
+    return nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2
+
+
 @njit(cache=True, nogil=True)
 def _sweep_r3c4(
     rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
@@ -299,11 +311,8 @@ def win_lik(
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
-    nr = int(soe[0])
-    nc = int(soe[1])
-    if nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2:
-        # the same sweeps as below, states in registers (same bits); short sums (the
-        # Laplace variant's single term) stay below: zero slots would cost more than they save
+    if _takes_r3c4(soe):
+        # the same sweeps as below, states in registers (same bits)
         start = min(lo, lo_o)
         stop = max(hi, hi_o)
         fw = np.empty(hi - lo + 1)
@@ -477,87 +486,6 @@ def draw_lik(
 
 
 @njit(cache=True, nogil=True)
-def _drift_and_store(
-    post: np.ndarray,
-    lo: int,
-    hi: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    row: np.ndarray,
-    bounds: np.ndarray,
-) -> None:
-    """Convolve the window ``post[0 : hi−lo+1]`` with the drift kernel, renormalise,
-    trim tails holding ≤ ``tail`` of the mass on each side, and write it to ``row``
-    (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``."""
-    n1 = row.shape[0]
-    m = hi - lo + 1
-    if drift_mode == DRIFT_TAPS:
-        half = (taps.shape[0] - 1) // 2
-        nlo = max(0, lo - half)
-        nhi = min(n1 - 1, hi + half)
-        # pad[t] = post cell (nlo − half + t); buf[x] = Σ_t taps[t] pad[x + t] (taps are symmetric)
-        width = nhi - nlo + 1
-        pad = np.zeros(width + 2 * half)
-        shift = lo - (nlo - half)
-        for t in range(m):
-            pad[shift + t] = post[t]
-        buf = np.zeros(width)
-        for t in range(taps.shape[0]):
-            w = taps[t]
-            for x in range(width):
-                buf[x] += w * pad[x + t]
-    else:
-        # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
-        # beyond `reach` cells every value is < 1e-20 of the mass (the tail trim below drops
-        # far more), so the sweeps stop there.
-        r = drift_rate
-        reach = n1 if r <= 0.0 or r >= 1.0 else math.ceil(math.log(1e-20) / math.log(r))
-        nlo = max(0, lo - reach)
-        nhi = min(n1 - 1, hi + reach)
-        buf = np.zeros(nhi - nlo + 1)
-        w0 = taps[0]
-        s = 0.0
-        for x in range(nlo, nhi + 1):
-            v = post[x - lo] if lo <= x <= hi else 0.0
-            buf[x - nlo] = w0 * (s + v)
-            s = r * (s + v)
-        s = 0.0
-        for x in range(nhi, nlo - 1, -1):
-            v = post[x - lo] if lo <= x <= hi else 0.0
-            buf[x - nlo] += w0 * s
-            s = r * (s + v)
-    total = 0.0
-    for x in range(buf.shape[0]):
-        total += buf[x]
-    # trim: drop outer cells while the dropped mass stays within tail·total
-    lim = tail * total
-    a = 0
-    cum = 0.0
-    while a < buf.shape[0] - 1 and cum + buf[a] <= lim:
-        cum += buf[a]
-        a += 1
-    b = buf.shape[0] - 1
-    cum = 0.0
-    while b > a and cum + buf[b] <= lim:
-        cum += buf[b]
-        b -= 1
-    kept = 0.0
-    for x in range(a, b + 1):
-        kept += buf[x]
-    inv = 1.0 / kept
-    old_lo = int(bounds[0])
-    old_hi = int(bounds[1])
-    for x in range(old_lo, old_hi + 1):
-        row[x] = 0.0
-    for x in range(a, b + 1):
-        row[nlo + x] = buf[x] * inv
-    bounds[0] = nlo + a
-    bounds[1] = nlo + b
-
-
-@njit(cache=True, nogil=True)
 def update_pair(
     dens: np.ndarray,
     lohi: np.ndarray,
@@ -615,8 +543,13 @@ def update_pair(
             _direct(rho_a, la, ha, lb, hb, flip, fb)
     else:
         # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
-        win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
-        win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
+        if res_mode == RES_SOE and _takes_r3c4(soe):
+            # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
+            win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
+                         np.empty(8 * (max(ha, hb) - min(la, lb) + 2)))
+        else:
+            win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+            win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
         if score == 1.0:
             for t in range(mb):
                 fb[t] = 1.0 - fb[t]
@@ -630,24 +563,26 @@ def update_pair(
             for t in range(mb):
                 w = fb[t]
                 fb[t] = w ** (1.0 - score) * (1.0 - w) ** score
+    # both posteriors' masses in one loop: two independent chains of additions overlap
     sa = 0.0
-    for t in range(ma):
-        v = rho_a[la + t] * fa[t]
-        fa[t] = v
-        sa += v
     sb = 0.0
-    for t in range(mb):
-        v = rho_b[lb + t] * fb[t]
-        fb[t] = v
-        sb += v
+    for t in range(max(ma, mb)):
+        if t < ma:
+            v = rho_a[la + t] * fa[t]
+            fa[t] = v
+            sa += v
+        if t < mb:
+            v = rho_b[lb + t] * fb[t]
+            fb[t] = v
+            sb += v
     ia_ = 1.0 / sa
     for t in range(ma):
         fa[t] *= ia_
     ib_ = 1.0 / sb
     for t in range(mb):
         fb[t] *= ib_
-    _drift_and_store(fa, la, ha, taps, drift_mode, drift_rate, tail, rho_a, lohi[ia])
-    _drift_and_store(fb, lb, hb, taps, drift_mode, drift_rate, tail, rho_b, lohi[ib])
+    _drift_and_store_pair(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode, drift_rate,
+                          tail)
     if quant:
         if not canonicalise_row(rho_a, lohi[ia], qmin, codes[ia]):
             status[ia] = 1

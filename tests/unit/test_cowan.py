@@ -629,10 +629,10 @@ def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
     import ast
     import inspect
 
-    from stream.ratings import _cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows
+    from stream.ratings import _cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_windows
     from stream.state import cowan_codec
 
-    modules = [_cowan_arena, _cowan_kernels, _cowan_quant, _cowan_windows, cowan_codec]
+    modules = [_cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_windows, cowan_codec]
     # (functions inlined into their callers, ``inline="always"``, are typed in place: no dispatch)
     kernels = {name for m in modules for name, f in vars(m).items()
                if hasattr(f, "py_func") and f.targetoptions.get("inline") != "always"}

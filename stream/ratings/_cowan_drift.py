@@ -1,0 +1,134 @@
+"""The drift step of Cowan's kernels (``_cowan_kernels.update_pair``): each new posterior
+convolved with the drift kernel, renormalised, its tails trimmed, written back to its row.
+
+Why both players at once: besides the convolution (``_cowan_lanes.convolve_taps``, in vector
+registers) the step is two running sums per player (the mass, then the mass kept after the
+trim), chains of dependent additions whose latency, not their count, sets the time. Taking
+the two players' sums in one loop lets the two chains overlap; each sum still adds its own
+cells in ascending order from ``0.0``, so the bits are those of one player at a time (tested
+against a plain-Python drift of one player).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from stream.ratings._cowan_lanes import convolve_taps
+
+# drift modes
+DRIFT_TAPS = 0  # short direct convolution with symmetric taps
+DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded support)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _drift_conv(
+    post: np.ndarray, lo: int, hi: int, taps: np.ndarray, drift_mode: int, drift_rate: float, n1: int
+) -> tuple[np.ndarray, int]:
+    """The window ``post[0 : hi−lo+1]`` convolved with the drift kernel: ``(buf, nlo)``,
+    ``buf[x]`` the value of cell ``nlo + x``."""
+    m = hi - lo + 1
+    if drift_mode == DRIFT_TAPS:
+        half = (taps.shape[0] - 1) // 2
+        nlo = max(0, lo - half)
+        nhi = min(n1 - 1, hi + half)
+        # pad[t] = post cell (nlo − half + t); buf[x] = Σ_t taps[t] pad[x + t] (taps are symmetric)
+        width = nhi - nlo + 1
+        pad = np.zeros(width + 2 * half)
+        shift = lo - (nlo - half)
+        for t in range(m):
+            pad[shift + t] = post[t]
+        buf = np.empty(width)
+        convolve_taps(pad, taps, width, buf)
+    else:
+        # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
+        # beyond `reach` cells every value is < 1e-20 of the mass (the tail trim below drops
+        # far more), so the sweeps stop there.
+        r = drift_rate
+        reach = n1 if r <= 0.0 or r >= 1.0 else math.ceil(math.log(1e-20) / math.log(r))
+        nlo = max(0, lo - reach)
+        nhi = min(n1 - 1, hi + reach)
+        buf = np.zeros(nhi - nlo + 1)
+        w0 = taps[0]
+        s = 0.0
+        for x in range(nlo, nhi + 1):
+            v = post[x - lo] if lo <= x <= hi else 0.0
+            buf[x - nlo] = w0 * (s + v)
+            s = r * (s + v)
+        s = 0.0
+        for x in range(nhi, nlo - 1, -1):
+            v = post[x - lo] if lo <= x <= hi else 0.0
+            buf[x - nlo] += w0 * s
+            s = r * (s + v)
+    return buf, nlo
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _trim(buf: np.ndarray, lim: float) -> tuple[int, int]:
+    """``(a, b)``: drop outer cells of ``buf`` while the dropped mass stays within ``lim``."""
+    a = 0
+    cum = 0.0
+    while a < buf.shape[0] - 1 and cum + buf[a] <= lim:
+        cum += buf[a]
+        a += 1
+    b = buf.shape[0] - 1
+    cum = 0.0
+    while b > a and cum + buf[b] <= lim:
+        cum += buf[b]
+        b -= 1
+    return a, b
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store(buf: np.ndarray, a: int, b: int, kept: float, nlo: int, row: np.ndarray, bounds: np.ndarray) -> None:
+    """``buf[a : b + 1] / kept`` written to ``row`` at ``nlo + a`` (the old window zeroed
+    first); ``bounds`` receives the new ``[lo, hi]``."""
+    inv = 1.0 / kept
+    old_lo = int(bounds[0])
+    old_hi = int(bounds[1])
+    for x in range(old_lo, old_hi + 1):
+        row[x] = 0.0
+    for x in range(a, b + 1):
+        row[nlo + x] = buf[x] * inv
+    bounds[0] = nlo + a
+    bounds[1] = nlo + b
+
+
+@njit(cache=True, nogil=True)
+def _drift_and_store_pair(
+    post_a: np.ndarray, la: int, ha: int, row_a: np.ndarray, bounds_a: np.ndarray,
+    post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
+    taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float,
+) -> None:
+    """For each player: convolve the window ``post[0 : hi−lo+1]`` with the drift kernel,
+    renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to
+    ``row`` (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``.
+
+    Both players at once: each mass is one running sum (a chain of dependent additions,
+    latency-bound), and the two players' chains run in the same loop, so they overlap; each
+    sum still adds its own cells in ascending order from ``0.0`` (same bits)."""
+    n1 = row_a.shape[0]
+    buf_a, nlo_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1)
+    buf_b, nlo_b = _drift_conv(post_b, lb, hb, taps, drift_mode, drift_rate, n1)
+    na = buf_a.shape[0]
+    nb = buf_b.shape[0]
+    total_a = 0.0
+    total_b = 0.0
+    for x in range(max(na, nb)):
+        if x < na:
+            total_a += buf_a[x]
+        if x < nb:
+            total_b += buf_b[x]
+    a_a, b_a = _trim(buf_a, tail * total_a)
+    a_b, b_b = _trim(buf_b, tail * total_b)
+    kept_a = 0.0
+    kept_b = 0.0
+    for x in range(max(b_a - a_a, b_b - a_b) + 1):
+        if x <= b_a - a_a:
+            kept_a += buf_a[a_a + x]
+        if x <= b_b - a_b:
+            kept_b += buf_b[a_b + x]
+    _store(buf_a, a_a, b_a, kept_a, nlo_a, row_a, bounds_a)
+    _store(buf_b, a_b, b_b, kept_b, nlo_b, row_b, bounds_b)
