@@ -27,8 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy stream
 
-## The whole suite; the tests start Tansu and (if needed) Redis themselves.
+## The whole suite; the tests start Tansu and (if needed) Redis themselves. The kernels are compiled
+## first (`mmr warm`), once, so that no worker a test starts spends its deadline compiling them.
 test: $(STAMP) lint typecheck
+	$(BIN)/mmr warm
 	$(BIN)/python -m pytest -q -rs
 
 unit: $(STAMP)
