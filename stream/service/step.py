@@ -480,6 +480,8 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
             if explain:
                 block.template = round_template(ev.round_id, ch.performance is not None)
                 block.numbers = round_numbers(ch)
+        elif not applied.ratings:  # a round that changes nothing and has no newcomer (ratings and updates alike)
+            continue
         else:  # its summaries, and its explanations as ``Explainer.round`` writes them
             players = list(applied.ratings)
             r_col, mu_col, sigma_col, rounds_col = zip(*applied.ratings.values(), strict=True)

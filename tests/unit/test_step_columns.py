@@ -21,6 +21,8 @@ from stream.service.step import rate_ops
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
+needs_codeforces = pytest.mark.skipif(not CODEFORCES.exists(),
+                                      reason=f"the shared Codeforces history is absent ({CODEFORCES})")
 
 
 def _dead(msg: Message, reason: str, eid: str | None, pool: str | None) -> DeadLetter:
@@ -40,6 +42,7 @@ def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None
             [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated))
 
 
+@needs_codeforces
 @pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
 @pytest.mark.parametrize("explain", [True, False])
 @pytest.mark.parametrize("columns_every", [1, 3])  # 3: every third round off the columns (its summaries instead)
@@ -83,6 +86,7 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
     assert compared > 5_000
 
 
+@needs_codeforces
 def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.MonkeyPatch) -> None:
     """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
     for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
@@ -105,3 +109,19 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
     assert hidden and set(commit.scores) == set(ev.players) and set(commit.beliefs) == set(ev.players)
     assert {o.player for o in outputs} == set(ev.players) - hidden == set(commit.changes)
     assert np.all([o.version > 0 for o in outputs])
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_rounds_that_change_nothing_by_columns_equal_the_general_path(explain: bool) -> None:
+    """A round of one player, of players all tied, and of one known player alone (no change, no
+    newcomer: nothing at all) beside rounds that rate: the same step by columns as generally."""
+    def rnd(eid: str, t: int, ranks: dict[str, int]) -> RoundEvent:
+        return RoundEvent(eid, "p", eid, t, list(ranks), np.array(list(ranks.values()), dtype=np.int64))
+
+    rounds = [rnd("r0", 0, {"solo": 1}), rnd("r1", 1, {"t1": 1, "t2": 1}), rnd("r2", 2, {"solo": 1}),
+              rnd("r3", 3, {"solo": 1, "t1": 2, "y": 3}), rnd("r4", 4, {"t2": 1})]
+    ops = [RoundOp(ev, Message("rounds", 0, i, b"{}")) for i, ev in enumerate(rounds)]
+    engine = PoolEngine("p", make_system("elo-mmr"))
+    by_cols = _step(engine, ops, {}, set(), explain, True)
+    assert by_cols == _step(engine, ops, {}, set(), explain, False)
+    assert sorted(by_cols[0]) == ["solo", "t1", "t2", "y"]
