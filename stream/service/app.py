@@ -303,7 +303,9 @@ class Service:
         Nothing is sought on the broker: every record after the last acknowledged one is still here.
         The outputs of batches already rated are published first (``BatchPipeline.reset``), so that each
         version a commit produced reaches the topic even when the restarted Redis kept that commit and
-        the replay finds nothing to apply.
+        the replay finds nothing to apply. The pipeline admits no batch from the start of that wait on (the
+        consumer keeps taking meanwhile; the fetch is paused only once a batch failed on Redis): what it
+        takes is rated after the batches taken back, never on a Redis that lacks their commits.
         In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
         systems) is dropped first and read again from the restarted server."""
         held = self.durability.take()
