@@ -20,6 +20,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import redis
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
 from conftest import _wait_port, free_port
-from outage_stream import MATCH_POOLS, ROUND_POOLS, events, replayed
+from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, replayed
 from service_utils import (
     WorkerProcess,
     export_state,
@@ -40,7 +41,8 @@ from service_utils import (
     wait_caught_up,
 )
 
-from stream.state.fence import ServerFence, StoreRestarted
+from stream.service.processor import Message, Processor
+from stream.state.fence import ServerFence, StoreRestarted, Superseded
 from stream.state.id_index import DIGEST
 from stream.state.redis_store import RedisStore
 
@@ -283,6 +285,74 @@ def test_a_restarted_server_is_refused_until_the_owner_accepts_it(everysec_redis
         await store.r.set("k", "after")
         assert plain.get("k") == b"after" and not fence.tripped
         plain.close()
+        await store.close()
+
+    asyncio.run(run())
+
+
+def _matches(pool: str, start: int, n: int) -> list[Message]:
+    return [Message("in", 0, k, orjson.dumps({"type": "match", "event_id": f"{pool}-{k}", "pool": pool, "time": k,
+                                              "a": f"p{k % 3}", "b": f"q{k % 4}", "score": (k % 3) / 2}))
+            for k in range(start, start + n)]
+
+
+@pytest.mark.parametrize("settle", [False, True], ids=["fence-alone", "settled-by-the-rewind"])
+def test_a_step_begun_before_a_restart_never_writes_after_it(everysec_redis: EverysecRedis, settle: bool) -> None:
+    """A pool step whose commit met Redis down retries by itself (stream.service.step); Redis comes back
+    restarted, the fence trips and is accepted (what the worker's rewind does once it took the batch
+    back). That step must not commit its batch to the restarted server: the rewind rates the batch again
+    after the batches before it, and a commit of it now would land ahead of them (out of order). With
+    ``settle`` the rewind's own order: the processor's steps are cancelled and waited for before the
+    fence accepts; without, the step runs on after ``accept`` (its cancellation never reached it) and
+    the fence's epoch alone must refuse it."""
+    pool = "m0"
+
+    async def run() -> None:
+        fence = ServerFence()
+        store = RedisStore.from_url(everysec_redis.url, prefix="stale", cluster=False, fence=fence)
+        plain = redis.Redis.from_url(everysec_redis.url)
+        with ThreadPoolExecutor(max_workers=1) as ex:
+            proc = Processor(SETTINGS, store, ex)
+            assert (await proc.process(_matches(pool, 0, 5))).dead == []
+            entered, release = asyncio.Event(), asyncio.Event()
+            commit = store.commit
+
+            async def held_commit(*args: Any, **kwargs: Any) -> int:
+                entered.set()
+                await release.wait()
+                return await commit(*args, **kwargs)
+
+            store.commit = held_commit  # type: ignore[method-assign]
+            batch = asyncio.create_task(proc.process(_matches(pool, 5, 5)))
+            await asyncio.wait_for(entered.wait(), 30)
+            everysec_redis.stop()  # its commit meets Redis down: the step retries it by itself
+            release.set()
+            await asyncio.sleep(0.4)
+            assert not batch.done()
+            everysec_redis.start()  # a new run_id (and what its AOF held; a postponed write may be missing)
+            plain.close()
+            plain = redis.Redis.from_url(everysec_redis.url)
+            gen = plain.get(store.key(pool, "gen"))
+            for _ in range(3):  # the pooled connection to the old server fails first, then the fence trips
+                with pytest.raises(redis.ConnectionError):
+                    await store.ping()
+            assert fence.tripped
+            if settle:
+                assert await proc.settle() == 1  # the batch's step was still running
+            fence.accept()
+            await asyncio.wait({batch}, timeout=15)
+            assert batch.done()
+            if settle:
+                assert batch.cancelled()
+            else:
+                with pytest.raises(Superseded):
+                    batch.result()
+            assert plain.get(store.key(pool, "gen")) == gen  # nothing of the batch reached the restarted server
+            proc.reset()
+            store.commit = commit  # type: ignore[method-assign]
+            assert (await proc.process(_matches(pool, 5, 5))).dead == []  # a batch begun after it commits
+            assert int(plain.get(store.key(pool, "gen")) or 0) > int(gen or 0)
+            plain.close()
         await store.close()
 
     asyncio.run(run())
