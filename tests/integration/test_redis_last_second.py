@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -90,6 +91,16 @@ class EverysecRedis:
             if f is not None and f.exists():
                 self.samples.append((time.monotonic(), f, f.stat().st_size))
             time.sleep(0.02)
+
+    def unsynced(self) -> int:
+        """Bytes the AOF grew by in the last ``LOST_S`` seconds (sampled): what a crash now would cut."""
+        now = time.monotonic()
+        samples = list(self.samples)
+        if not samples:
+            return 0
+        f = samples[-1][1]
+        older = [n for t, p, n in samples if t <= now - LOST_S and p == f]
+        return samples[-1][2] - (older[-1] if older else 0)
 
     def crash(self) -> int:
         """SIGKILL, then cut the AOF back to its size ``LOST_S`` ago; returns the bytes cut."""
@@ -183,6 +194,17 @@ def _wait_committing(url: str, prefix: str, timeout: float = 60.0) -> None:
         assert time.monotonic() < deadline, "the worker stopped committing"
 
 
+def _wait_losable(server: EverysecRedis, prefix: str, timeout: float = 60.0) -> None:
+    """Until the worker is committing (``_wait_committing``) and the AOF holds writes of the last ``LOST_S``:
+    a crash now cuts acknowledged commits (one that cut nothing would prove nothing)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _wait_committing(server.url, prefix, timeout)
+        if server.unsynced() > 0:
+            return
+        assert time.monotonic() < deadline, "the AOF stopped growing"
+
+
 def _wait_commits(url: str, prefix: str, more_than: int, timeout: float = 60.0) -> int:
     deadline = time.monotonic() + timeout
     while (n := _commits(url, prefix)) <= more_than:
@@ -224,17 +246,24 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
         # 1. Redis alone: the worker keeps running and must notice the restart by itself
         _wait_commits(everysec_redis.url, s.key_prefix, start + 30)
         time.sleep(LOST_S + 0.5)
-        _wait_committing(everysec_redis.url, s.key_prefix)
-        before = _commits(everysec_redis.url, s.key_prefix)
-        cut.append(everysec_redis.crash())
-        everysec_redis.start()
-        after = _commits(everysec_redis.url, s.key_prefix)
+        _wait_losable(everysec_redis, s.key_prefix)
+        # the worker frozen while Redis crashes and starts again, so that the commits counted as lost are
+        # the restarted server's before the worker rates anything again (it notices the restart by itself)
+        assert worker.proc is not None
+        worker.proc.send_signal(signal.SIGSTOP)
+        try:
+            before = _commits(everysec_redis.url, s.key_prefix)
+            cut.append(everysec_redis.crash())
+            everysec_redis.start()
+            after = _commits(everysec_redis.url, s.key_prefix)
+        finally:
+            worker.proc.send_signal(signal.SIGCONT)
         lost.append(before - after)
         # 2. Redis and the worker together: the new worker resumes from the offsets committed to Kafka
         _wait_commits(everysec_redis.url, s.key_prefix, after + 30)
         time.sleep(LOST_S + 0.5)
         assert worker.alive(), worker.log_tail()
-        _wait_committing(everysec_redis.url, s.key_prefix)
+        _wait_losable(everysec_redis, s.key_prefix)
         before = _commits(everysec_redis.url, s.key_prefix)
         worker.kill()
         cut.append(everysec_redis.crash())
