@@ -239,10 +239,6 @@ def _wait_commits(url: str, prefix: str, more_than: int, timeout: float = 60.0) 
     return n
 
 
-@pytest.mark.xfail(strict=False, reason="a known race, open in issue 24: about one run in twenty, steps of the batch "
-                   "in flight when Redis died commit after the rewind, ahead of the batches it rates again (an "
-                   "assembled-round pool ends different, or its results dead-lettered as late); it must pass every "
-                   "time before this mark is removed")
 def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str, everysec_redis: EverysecRedis,
                                                             tmp_path: Path) -> None:
     batches = _split_rounds(events(60, 50, seed=23), set(ROUND_POOLS[:4]))
