@@ -23,6 +23,7 @@ stays unacknowledged until it is on the broker. A partition halted by a bug in t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -288,7 +289,10 @@ class Service:
         """The fence tripped (Redis restarted): rewind, as a task of its own, until the fence is not tripped
         (Redis may restart again while a rewind runs)."""
         if self._rewinding is None or self._rewinding.done():
-            self._rewinding = asyncio.get_running_loop().create_task(self._rewind_while_tripped())
+            # a context of its own: not the one of the step whose connection tripped the fence, which marks
+            # its work as begun before the restart (stream.state.fence), nor inherited by the stages it starts
+            self._rewinding = asyncio.get_running_loop().create_task(self._rewind_while_tripped(),
+                                                                     context=contextvars.Context())
 
     async def _rewind_while_tripped(self) -> None:
         fence = self.store.fence
@@ -303,11 +307,14 @@ class Service:
         Nothing is sought on the broker: every record after the last acknowledged one is still here.
         The outputs of batches already rated are published first (``BatchPipeline.reset``), so that each
         version a commit produced reaches the topic even when the restarted Redis kept that commit and
-        the replay finds nothing to apply.
+        the replay finds nothing to apply. The pipeline admits no batch from the start of that wait on (the
+        consumer keeps taking meanwhile; the fetch is paused only once a batch failed on Redis): what it
+        takes is rated after the batches taken back, never on a Redis that lacks their commits.
         In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
         systems) is dropped first and read again from the restarted server."""
         held = self.durability.take()
         pending = await self.pipeline.reset()
+        await self.processor.settle()  # no step of a batch taken back outlives it (stream.state.fence)
         self.processor.reset()
         self._handed = None
         batches = [(msgs, tokens) for tokens, msgs in held] + pending

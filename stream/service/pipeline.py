@@ -130,7 +130,13 @@ class BatchPipeline(Generic[M, T]):
         (messages, tokens) (merged batches as one), once the delivery futures ``work`` returned for them
         are settled (what was rated goes out; their errors are dropped). The pipeline is then empty and
         paused: ``submit`` waits until ``resume``. For a rewind (stream.service.app): the batches are
-        rated again from the start, before anything submitted meanwhile."""
+        rated again from the start, before anything submitted meanwhile.
+
+        Paused from the call on, not only once it returns: while it waits for those deliveries the
+        consumer keeps taking, and a batch admitted then would be left in the queue *ahead* of the
+        batches given back once ``resume`` queues them, and rated before them: newer events applied
+        to a restarted Redis that lacks older ones."""
+        self._paused = True  # before the first await: ``submit`` admits nothing more (``_admits``)
         await self.stop()
         out: list[tuple[list[M], list[T]]] = []
         futs: list[Awaitable[Any]] = []

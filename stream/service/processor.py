@@ -39,6 +39,7 @@ from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.service.step import PoolStep
 from stream.state.cache import BeliefCache
+from stream.state.fence import Superseded
 from stream.state.redis_store import RedisStore
 
 __all__ = ["BatchResult", "DeadLetter", "Message", "PoolRegistry", "Processor", "rating_key"]
@@ -89,6 +90,8 @@ class Processor:
         #: called with True when batches start finding Redis unavailable, with False once one commits
         #: again: the worker pauses fetching meanwhile (stream.service.app)
         self.on_store_down: Callable[[bool], Awaitable[None]] | None = None
+        #: the tasks stepping pools of the batch under way (``settle``)
+        self._steps: set[asyncio.Task[None]] = set()
 
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
@@ -123,21 +126,38 @@ class Processor:
         """Process one take batch after every batch started before it; the returned future
         holds its result (or its error, without ``safe``). With ``safe`` it never fails on
         input or Redis errors (``process_safely``)."""
-        fut: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[BatchResult] = loop.create_future()
         async with self._starting:
+            if self.store.fence is not None:  # this batch (and every step of it) begins in the fence's epoch
+                self.store.fence.begin()
             msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
             committed: dict[str, BatchResult] = {}
             try:
-                fut.set_result(await self._apply_plan(self._plan(msgs), committed))
-            except Exception as exc:
-                if isinstance(exc, REDIS_DOWN):
-                    await self._store_failed()
+                try:
+                    fut.set_result(await self._apply_plan(self._plan(msgs), committed))
+                except Superseded:
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, REDIS_DOWN):
+                        await self._store_failed()
+                    if not safe:
+                        self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
+                        fut.set_exception(exc)
+                        return fut
+                    log.warning("batch failed (%r); retrying it", exc)
+                    fut.set_result(await self.process_safely(msgs, committed))
+            except Superseded as exc:
+                # Redis restarted since this batch began: the worker's rewind takes it back (with every batch
+                # not yet on Redis's disk), cancels this call and rates them again in order. Nothing of it may
+                # reach Redis from here on (stream.state.fence), nor may it fail the pipeline meanwhile.
+                self.rounds.forget()
                 if not safe:
-                    self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
                     fut.set_exception(exc)
                     return fut
-                log.warning("batch failed (%r); retrying it", exc)
-                fut.set_result(await self.process_safely(msgs, committed))
+                log.warning("batch superseded by a restart of Redis (%s); waiting for the rewind to take it back",
+                            exc)
+                await loop.create_future()  # never set: ends when the rewind cancels the pipeline's stage
         return fut
 
     async def process_safely(self, msgs: Sequence[Message], committed: dict[str, BatchResult] | None = None,
@@ -154,8 +174,12 @@ class Processor:
         delay = 0.1
         while True:
             self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis: read it again
+            if self.store.fence is not None:
+                self.store.fence.guard()  # Superseded (Redis restarted since the batch began): never retried
             try:
                 return await self._apply_plan(self._plan(msgs), committed)
+            except Superseded:
+                raise
             except REDIS_DOWN as exc:
                 await self._store_failed()
                 log.warning("Redis unavailable or contended (%r); retrying the batch in %.1f s", exc, delay)
@@ -217,7 +241,12 @@ class Processor:
                 else:
                     committed[pool] = outs[pool]
 
-        await asyncio.gather(*(work() for _ in range(min(self.step_concurrency, len(todo)))))
+        steps = [asyncio.ensure_future(work()) for _ in range(min(self.step_concurrency, len(todo)))]
+        self._steps.update(steps)
+        try:
+            await asyncio.gather(*steps)
+        finally:
+            self._steps.difference_update(t for t in steps if t.done())
         for pool in todo:
             if pool in failed:
                 raise failed[pool]
@@ -231,6 +260,22 @@ class Processor:
         self.metrics.batch_messages.observe(plan.n_msgs)
         self.metrics.ratings_out.inc(len(out.outputs))
         return out
+
+    async def settle(self) -> int:
+        """Cancel the pool steps still running and wait until every one has ended; how many were running.
+
+        For a rewind (stream.service.app), before the restarted Redis is accepted: stopping the pipeline
+        cancels the batch under way, and this makes sure none of its steps outlives that (a step still
+        running then is cancelled here and waited for). Those steps could not write meanwhile anyway: the
+        fence refuses them (``Superseded``), before and after ``accept``."""
+        running = [t for t in self._steps if not t.done()]
+        for t in running:
+            t.cancel()
+        if running:
+            log.warning("%d pool step(s) of a batch taken back were still running; cancelled", len(running))
+            await asyncio.wait(running)
+        self._steps.clear()
+        return len(running)
 
     def reset(self) -> None:
         """Drop everything held in memory that mirrors Redis (assembled rounds, beliefs, the index of

@@ -20,10 +20,20 @@ An existing connection cannot outlive the server process that accepted it, so ch
 connections is enough: nothing reaches a restarted server but this check. On a Redis Cluster every
 node is checked at its own address (``fence_cluster``); a replica promoted at another address is a
 first connection there (its data is what ``WAIT`` confirmed: stream.state.redis_store).
+
+Work begun before a restart never reaches the server after it: the fence counts *epochs* (one more
+when it trips and one more when it accepts), and work that may write -- a batch of the worker's
+processor -- marks its task with the epoch it began in (``begin``, a context variable that the tasks
+it starts inherit). Such work is *superseded* once the epoch moved on: the owner rewinds and does it
+again from the start. Every use of the store (``guard``) and every new connection refuses it with
+``Superseded``, which no caller retries, so a step that was still running when the owner took its
+batch back -- whether or not its cancellation reached it -- cannot write to the restarted server
+after ``accept``, ahead of the batches the owner rates again.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +49,15 @@ log = logging.getLogger(__name__)
 class StoreRestarted(StoreUnavailable):
     """The Redis server restarted since this store last used it (its ``run_id`` changed): writes that
     it had acknowledged may be lost. Nothing was sent; retry after ``ServerFence.accept``."""
+
+
+class Superseded(StoreRestarted):
+    """Work begun before the fence's current epoch (``ServerFence.begin``): Redis restarted since, and
+    the owner does that work again after its rewind. Nothing was sent; never retried."""
+
+
+#: the fence epoch in which the current task's work began (``ServerFence.begin``); None: not marked
+_BEGUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("mmr_fence_epoch", default=None)
 
 
 def run_id_of(info: bytes | str) -> str:
@@ -61,6 +80,8 @@ class ServerFence:
         #: called (on the event loop) when the fence trips
         self.on_trip: list[Callable[[], Any]] = []
         self.restarts = 0  # trips so far (observability, tests)
+        #: one more on each trip and each ``accept``: work begun in an older epoch is superseded
+        self.epoch = 0
         self._blind = False  # the server refused INFO (warned once)
 
     @property
@@ -81,6 +102,7 @@ class ServerFence:
             run_id = ""
         where = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}{getattr(conn, 'path', '')}"
         self.check(where, run_id)
+        self.guard()  # a connection made for superseded work: closed before it sends anything
 
     def check(self, where: str, run_id: str) -> None:
         """Record or compare ``run_id`` at ``where``; raise ``StoreRestarted`` when the fence is tripped."""
@@ -92,15 +114,34 @@ class ServerFence:
             log.error("Redis at %s restarted (run_id %s -> %s): writes it acknowledged may be lost; nothing is "
                       "written to it until the inputs since the last durable point are replayed", where, known, run_id)
             if first:
+                self.epoch += 1
                 for callback in self.on_trip:
                     callback()
         if self._new:
+            self.guard()
             raise StoreRestarted(f"Redis at {where} restarted; waiting for the worker to replay its recent inputs")
 
     def accept(self) -> None:
-        """The owner's state is in line with the restarted servers: use them again."""
+        """The owner's state is in line with the restarted servers: use them again (work begun
+        before this call stays superseded)."""
         self.known.update(self._new)
         self._new.clear()
+        self.epoch += 1
+
+    def begin(self) -> None:
+        """Mark the current task (and the tasks it starts from now on) as work begun in this epoch."""
+        _BEGUN.set(self.epoch)
+
+    def superseded(self) -> bool:
+        """The current task's work began in an older epoch (see the module docstring)."""
+        begun = _BEGUN.get()
+        return begun is not None and begun != self.epoch
+
+    def guard(self) -> None:
+        """Raise ``Superseded`` if the current task's work began in an older epoch."""
+        if self.superseded():
+            raise Superseded(f"work begun in fence epoch {_BEGUN.get()}, before Redis restarted "
+                             f"(epoch {self.epoch}): taken back and done again by the rewind")
 
 
 def fence_cluster(client: RedisCluster, fence: ServerFence) -> None:

@@ -215,7 +215,10 @@ class RedisStore(RoundState, ReplicatedWrites):
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:
-        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first."""
+        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first;
+        work begun before a restart of the server refused (``fence.Superseded``)."""
+        if self.fence is not None:
+            self.fence.guard()
         with infrastructure_errors():
             if self._cold:
                 self._warming = self._warming or asyncio.Lock()
