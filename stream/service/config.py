@@ -77,6 +77,8 @@ class Settings:
     max_merge_bytes: int = setting(2 << 20, "MMR_MAX_MERGE_BYTES")
     #: distinct players of one Redis step: a batch touching more is applied as several steps; 0: no limit
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
+    #: a pool's next step is rated while the step before it commits (stream.service.ahead)
+    rate_ahead: bool = setting(True, "MMR_RATE_AHEAD")
     #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,

@@ -22,6 +22,10 @@ class Metrics:
         self.duplicates = Counter("mmr_duplicates", "Events skipped because already applied", registry=r)
         self.batches = Counter("mmr_batches", "Per-pool atomic commits", ["kind"], registry=r)
         self.conflicts = Counter("mmr_commit_conflicts", "Commits retried after a concurrent write", registry=r)
+        self.rated_ahead = Counter(
+            "mmr_steps_rated_ahead", "Steps of a pool rated while the step before committed, by outcome: landed "
+            "(committed as rated), refused (its commit was refused; read and rated again), dropped (the commit "
+            "before did not land, or rating ahead failed; rated after it)", ["outcome"], registry=r)
         self.batch_latency = Histogram(
             "mmr_batch_seconds", "Take batch processing time (decode, read, rate, commit, publish)",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)

@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import cast
+from typing import TypeAlias, cast
 
 import numpy as np
 import orjson
@@ -33,10 +33,11 @@ from stream.engine.explain import (
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
+from stream.service.ahead import RatedAhead, StepInputs, drop, rate_ahead, step_inputs
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
-from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, note_offset, split_steps
+from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, split_steps
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 20
 _ROUNDS = attrgetter("rounds")
+#: what rating a step gives: the commit, the outputs, the dead letters, the counts
+Rated: TypeAlias = "tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]"
 
 
 class PoolStep:
@@ -67,46 +70,48 @@ class PoolStep:
 
     async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         """A pool's ops as atomic steps in order: one, or several when together they touch
-        more than ``max_step_players`` players (``split_steps``)."""
+        more than ``max_step_players`` players (``split_steps``). With several, each step is
+        rated while the one before it commits (``MMR_RATE_AHEAD``; stream.service.ahead)."""
         if not ops:
             return
-        for step in split_steps(ops, self.settings.max_step_players):
-            await self._apply_step(pool, step, out)
-
-    async def _apply_step(self, pool: str, ops: list[Op], out: BatchResult) -> None:
-        kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
-        engine = await self._engine_or_refuse(pool, kind, ops, out)
-        if engine is None:
-            return
         by_offsets = self.settings.dedup == "offsets"
-        ids: list[str] = []
-        players: dict[str, None] = {}
-        offsets: dict[str, tuple[int | None, int]] = {}
-        for op in ops:
-            if isinstance(op, RoundOp):
-                ids.append(op.event.event_id)
-                players.update(dict.fromkeys(op.event.players))
-                note_offset(offsets, op.msg, False)
-            else:
-                if not by_offsets:
-                    ids.extend(op.batch.event_ids)
-                op.index = index_players(op.batch)
-                players.update(dict.fromkeys(op.index.players))
-                for msg in op.sources:
-                    note_offset(offsets, msg, by_offsets)
-        checked_offsets = [tp for tp, (first, _) in offsets.items() if first is not None]
-        rounds = [op.round_done for op in ops if isinstance(op, RoundOp) and op.round_done is not None]
+        steps = [step_inputs(s, by_offsets) for s in split_steps(ops, self.settings.max_step_players)]
+        async with self._locks.setdefault(pool, asyncio.Lock()):
+            ahead: RatedAhead[Rated] | None = None
+            for i, step in enumerate(steps):
+                nxt = steps[i + 1] if self.settings.rate_ahead and i + 1 < len(steps) else None
+                ahead = await self._apply_step(pool, step, out, ahead, nxt)
+
+    async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
+                          nxt: StepInputs | None) -> RatedAhead[Rated] | None:
+        """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
+        already rated from the state the commit before left (its first attempt uses it). With
+        ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
+        step's first commit lands (None otherwise: the next step is then rated as usual)."""
+        engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
+        if engine is None:
+            return None
+        by_offsets = self.settings.dedup == "offsets"
         loop = asyncio.get_running_loop()
         fault = self.settings.test_fault_rating_bug_pool
         rate = _injected_bug if fault and pool == fault else rate_ops
-        async with self._locks.setdefault(pool, asyncio.Lock()):
-            optimistic = True
-            attempt, delay = 0, 0.0
-            while attempt < MAX_ATTEMPTS:
-                attempt += 1
+        optimistic = True
+        attempt, delay = 0, 0.0
+        while attempt < MAX_ATTEMPTS:
+            attempt += 1
+            from_ahead = ahead is not None and ahead.engine is engine and ahead.gen is not None
+            if ahead is not None and from_ahead:
+                gen, checked = cast(str, ahead.gen), False  # the commit checks the event ids (an optimistic step)
+                commit, outputs, _, stats = ahead.result
+                dead = ahead.dead.made(self.dead)
+                ahead = None
+            else:
+                if ahead is not None:
+                    self.metrics.rated_ahead.labels("dropped").inc()
+                ahead = None
                 try:
-                    gen, stored, seen, upto, checked = await self._read(pool, players, ids, checked_offsets,
-                                                                         optimistic)
+                    gen, stored, seen, upto, checked = await self._read(pool, step.players, step.ids,
+                                                                         step.checked_offsets, optimistic)
                 except StoreRestarted:
                     raise
                 except StoreUnavailable:
@@ -116,56 +121,78 @@ class PoolStep:
                     attempt -= 1
                     continue
                 commit, outputs, dead, stats = await loop.run_in_executor(
-                    self.executor, rate, engine, ops, stored, seen, upto if by_offsets else None, self.dead,
+                    self.executor, rate, engine, step.ops, stored, seen, upto if by_offsets else None, self.dead,
                     self.settings.explain)
-                if stats.repeated and self.settings.explain:
-                    outputs = await self._explain_again(pool, outputs)
-                if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
-                    self.rounds.committed(pool, rounds)
-                    out.outputs.extend(outputs)
-                    out.dead.extend(dead)
-                    self.metrics.duplicates.inc(stats.repeated)
-                    return
-                commit.offsets = offsets
-                meta = self.registry.unsaved.get(pool)
-                try:
-                    new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
-                except StoreRestarted:
-                    raise
-                except StoreUnavailable:
-                    # The script may have run with its reply lost. Retried here, with the ops in hand, rather
-                    # than by the processor: the re-read finds their ids applied and ``rate_ops`` re-publishes
-                    # those players' ratings, where a batch planned again would drop a round's results as
-                    # seen and never publish what the commit changed.
-                    optimistic = False
-                    delay = await self._unavailable(pool, delay or 0.05)
-                    attempt -= 1
-                    continue
-                except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
-                    optimistic = False
-                    continue
-                except MetaConflict:  # another worker fixed the pool's system first: rate with that one
-                    self.cache.drop(pool)
-                    self.registry.forget(pool)
-                    engine = await self._engine_or_refuse(pool, kind, ops, out)
-                    if engine is None:
-                        return
-                    continue
-                except Conflict:
-                    self.cache.drop(pool)
-                    self.metrics.conflicts.inc()
-                    await asyncio.sleep(0.001 * attempt)
-                    continue
-                self.rounds.committed(pool, rounds)
-                self.cache.committed(pool, gen, new_gen, commit.beliefs)
-                self.registry.unsaved.pop(pool, None)
-                self.metrics.duplicates.inc(stats.repeated)
-                self.metrics.batches.labels(kind).inc()
+            if stats.repeated and self.settings.explain:
+                outputs = await self._explain_again(pool, outputs)
+            if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
+                self.rounds.committed(pool, step.rounds)
                 out.outputs.extend(outputs)
                 out.dead.extend(dead)
-                return
-            # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
-            raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
+                self.metrics.duplicates.inc(stats.repeated)
+                return None
+            commit.offsets = step.offsets
+            meta = self.registry.unsaved.get(pool)
+            nxt_task = None
+            if nxt is not None and nxt.kind == step.kind and attempt == 1:
+                nxt_task = asyncio.ensure_future(rate_ahead(
+                    self.store, self.cache, self.executor, pool, engine, rate, nxt, gen, commit.beliefs,
+                    self.settings.explain, by_offsets))
+            try:
+                try:
+                    new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
+                except BaseException:
+                    if from_ahead:  # rated again from what the handler below reads
+                        self.metrics.rated_ahead.labels("refused").inc()
+                    if nxt_task is not None:
+                        await drop(nxt_task)  # rated from a state that will not be
+                        self.metrics.rated_ahead.labels("dropped").inc()
+                    raise
+            except StoreRestarted:
+                raise
+            except StoreUnavailable:
+                # The script may have run with its reply lost. Retried here, with the ops in hand, rather
+                # than by the processor: the re-read finds their ids applied and ``rate_ops`` re-publishes
+                # those players' ratings, where a batch planned again would drop a round's results as
+                # seen and never publish what the commit changed.
+                optimistic = False
+                delay = await self._unavailable(pool, delay or 0.05)
+                attempt -= 1
+                continue
+            except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
+                optimistic = False
+                continue
+            except MetaConflict:  # another worker fixed the pool's system first: rate with that one
+                self.cache.drop(pool)
+                self.registry.forget(pool)
+                engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
+                if engine is None:
+                    return None
+                continue
+            except Conflict:
+                self.cache.drop(pool)
+                self.metrics.conflicts.inc()
+                await asyncio.sleep(0.001 * attempt)
+                continue
+            self.rounds.committed(pool, step.rounds)
+            self.cache.committed(pool, gen, new_gen, commit.beliefs)
+            self.registry.unsaved.pop(pool, None)
+            self.metrics.duplicates.inc(stats.repeated)
+            self.metrics.batches.labels(step.kind).inc()
+            out.outputs.extend(outputs)
+            out.dead.extend(dead)
+            if from_ahead:
+                self.metrics.rated_ahead.labels("landed").inc()
+            if nxt_task is None:
+                return None
+            rated = await nxt_task
+            if rated is None:
+                self.metrics.rated_ahead.labels("dropped").inc()
+            else:
+                rated.gen = str(new_gen)
+            return rated
+        # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
+        raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 
     async def republish(self, pool: str, players: dict[str, tuple[str, int]], out: BatchResult) -> None:
         """The current ratings of ``players`` (-> the event id and time their output cites), published again:

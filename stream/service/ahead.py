@@ -1,0 +1,145 @@
+"""A pool's next step rated while the step before it commits.
+
+Why: a large batch of one pool -- a replayed history, hundreds of rounds of thousands of
+players -- is cut into steps of at most ``MMR_MAX_STEP_PLAYERS`` players, each read, rated and
+committed in turn (stream.service.step). Redis spends a good part of a second applying the
+commit of a step of ~50,000 beliefs, on its own core, and the next step's rating (on the numba
+thread) need not wait for it: the beliefs that step starts from, if the commit lands, are known
+beforehand -- the commit's own beliefs for the players it writes, and for every other player
+what the worker's cache holds or what Redis holds now (the commit does not write them).
+
+Why it stays exact: a rating ahead is used only when the commit before it landed, so it was
+rated from exactly the state that commit left (``RatedAhead.gen``). Its own commit is then a
+compare-and-set on that ``gen`` with the event ids checked by the script, as an optimistic
+step's is: another writer in between, or an event of the step applied before, refuses it, and
+the step is read and rated again as usual. Nothing of a rating ahead shows before it is used:
+its dead letters are made, and counted, only then (``DeferredDead``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from stream.events.model import index_players
+from stream.service.messages import DeadLetter
+from stream.service.planning import DeadFn, Op, RoundOp, note_offset
+from stream.state.cache import BeliefCache
+from stream.state.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class StepInputs:
+    """One step's ops and what its read and commit need of them."""
+
+    ops: list[Op]
+    kind: str  # "rounds" or "matches": which engine of the pool rates them
+    ids: list[str]  # event ids the step records (none for matches recognised by offset)
+    players: dict[str, None]  # every player the step touches, in order
+    offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
+    rounds: list[str]  # ids of assembled rounds the commit marks done
+
+    @property
+    def checked_offsets(self) -> list[str]:
+        """The "topic/partition" whose applied offset the read must return (MMR_DEDUP=offsets)."""
+        return [tp for tp, (first, _) in self.offsets.items() if first is not None]
+
+
+def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds."""
+    ids: list[str] = []
+    players: dict[str, None] = {}
+    offsets: dict[str, tuple[int | None, int]] = {}
+    rounds: list[str] = []
+    for op in ops:
+        if isinstance(op, RoundOp):
+            ids.append(op.event.event_id)
+            players.update(dict.fromkeys(op.event.players))
+            note_offset(offsets, op.msg, False)
+            if op.round_done is not None:
+                rounds.append(op.round_done)
+        else:
+            if not by_offsets:
+                ids.extend(op.batch.event_ids)
+            op.index = index_players(op.batch)
+            players.update(dict.fromkeys(op.index.players))
+            for msg in op.sources:
+                note_offset(offsets, msg, by_offsets)
+    kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
+    return StepInputs(ops, kind, ids, players, offsets, rounds)
+
+
+class DeferredDead:
+    """The ``DeadFn`` of a rating ahead: records each dead letter, makes the real ones (which
+    count them in the metrics) only when the rating is used (``made``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DeadLetter:
+        self.calls.append((args, kwargs))
+        return DeadLetter("not made: its rating ahead may be dropped")
+
+    def made(self, dead: DeadFn) -> list[DeadLetter]:
+        """The dead letters, in the order the rating asked for them."""
+        return [dead(*args, **kwargs) for args, kwargs in self.calls]
+
+
+@dataclass(slots=True)
+class RatedAhead(Generic[R]):
+    """A step rated from the state the commit before it leaves, and what rated it."""
+
+    engine: object
+    result: R  # what the step's rate function returned (its dead letters not made: ``dead``)
+    dead: DeferredDead
+    #: the pool's ``gen`` once the commit before landed: the state this was rated from
+    gen: str | None = field(default=None)
+
+
+async def rate_ahead(store: RedisStore, cache: BeliefCache, executor: Executor, pool: str, engine: object,
+                     rate: Callable[..., R], step: StepInputs, gen: str, written: Mapping[str, bytes],
+                     explain: bool, by_offsets: bool) -> RatedAhead[R] | None:
+    """``step`` rated as if the commit writing ``written`` at ``gen`` had landed (see the module
+    docstring); None when it could not be (the step is then rated as usual, and meets the same
+    error there). Reads from Redis only the players neither written nor cached at ``gen``."""
+    entry = cache.pool(pool)
+    known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
+    base: dict[str, bytes | None] = {}
+    missing: list[str] = []
+    for p in step.players:  # before any await: the cache may move on meanwhile
+        if p in written:
+            base[p] = written[p]
+        elif p in known:
+            base[p] = known[p]
+        else:
+            missing.append(p)
+    try:
+        if missing:
+            base.update(await store.beliefs(pool, missing))
+        stored = {p: base[p] for p in step.players}
+        dead = DeferredDead()
+        result = await asyncio.get_running_loop().run_in_executor(
+            executor, rate, engine, step.ops, stored, set(), {} if by_offsets else None, dead, explain)
+    except Exception as exc:  # the step is rated again as usual, where this error is handled
+        log.debug("pool %r: rating the next step ahead failed (%r); it is rated after the commit", pool, exc)
+        return None
+    return RatedAhead(engine, result, dead)
+
+
+async def drop(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a rating ahead whose commit before did not land, and wait until it has ended (a
+    cancellation of the caller itself still propagates)."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved: a failure of a rating that is not used is not an error
