@@ -12,12 +12,15 @@ Both are started lazily: unit tests that do not ask for them never pay for them.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -26,6 +29,16 @@ from cluster_utils import available as cluster_available
 from local_servers import AOF_ALWAYS, NO_AOF, RedisServer, free_port, wait_port
 
 TEST_DB = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
+
+
+def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test body in a fresh event loop (the suite has no pytest-asyncio)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
 
 
 def _listening(host: str, port: int) -> bool:
