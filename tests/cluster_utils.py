@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -27,14 +26,9 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+from local_servers import free_port
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def available() -> bool:
@@ -76,12 +70,8 @@ class LocalCluster:
         for i in range(self.n_masters * (1 + self.replicas)):
             d = self.root / f"node{i}"
             d.mkdir(parents=True, exist_ok=True)
-            port = _free_port()
-            subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                            "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(_free_port()),
-                            "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
-                            "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
-                            "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+            port = free_port()
+            self._start_node(d, port, free_port())
             self.ports.append(port)
             self.dirs.append(d)
         for node in map(self.node, range(len(self.ports))):
@@ -91,6 +81,21 @@ class LocalCluster:
                        input=b"yes\n", check=True, stdout=subprocess.DEVNULL, timeout=self.timeout)
         self.wait_ok()
         self._wait(self._replicas_linked)
+
+    def _start_node(self, d: Path, port: int, bus: int) -> None:
+        subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                        "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(bus),
+                        "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
+                        "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
+                        "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+
+    def restart(self, i: int) -> None:
+        """Start node ``i`` (killed) again on its port, folder, AOF and cluster config (its bus port read from
+        its nodes.conf), and wait until the cluster is ok."""
+        d = self.dirs[i]
+        myself = next(line for line in (d / "nodes.conf").read_text().splitlines() if "myself" in line)
+        self._start_node(d, self.ports[i], int(myself.split()[1].split("@")[1].split(",")[0]))
+        self.wait_ok()
 
     def _replicas_linked(self) -> bool:
         """Every master has its replicas connected and every replica's link is up."""

@@ -12,39 +12,33 @@ Both are started lazily: unit tests that do not ask for them never pay for them.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import shutil
 import socket
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
+from local_servers import AOF_ALWAYS, NO_AOF, RedisServer, free_port, wait_port
 
 TEST_DB = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test body in a fresh event loop (the suite has no pytest-asyncio)."""
 
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
 
-def _wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
+    return run
 
 
 def _listening(host: str, port: int) -> bool:
@@ -72,7 +66,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_port("127.0.0.1", port, 20, proc)
+        wait_port("127.0.0.1", port, 20, proc)
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -86,7 +80,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = os.environ.get("REDIS_URL")
-    proc: subprocess.Popen[bytes] | None = None
+    server: RedisServer | None = None
     if env:
         u = urlparse(env)
         base = f"{u.scheme}://{u.netloc}"
@@ -96,13 +90,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("no REDIS_URL, nothing on 127.0.0.1:6379 and no redis-server on PATH")
-        port = free_port()
-        d = tmp_path_factory.mktemp("redis")
-        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "no", "--dir", str(d)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_port("127.0.0.1", port, 10, proc)
-        base = f"redis://127.0.0.1:{port}"
+        server = RedisServer(tmp_path_factory.mktemp("redis"), *NO_AOF, binary=binary)
+        server.start()
+        base = f"redis://127.0.0.1:{server.port}"
     url = f"{base}/{TEST_DB}"
     import redis
 
@@ -115,9 +105,16 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         client = redis.Redis.from_url(url)
         client.flushdb()  # leave the shared Redis as we found it (the test DB empty)
         client.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(10)
+        if server is not None:
+            server.stop()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test alone (``local_servers.RedisServer``) whose AOF is fsynced with every
+    write, so that the test may kill it and start it again without losing what it acknowledged."""
+    with RedisServer(tmp_path / "redis", *AOF_ALWAYS) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

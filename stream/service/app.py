@@ -94,6 +94,9 @@ class Service:
     #: per assigned input partition: since when (monotonic s) this worker holds it, and its last known lag
     owned_since: dict[tuple[str, int], float] = field(default_factory=dict)
     lags: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: the worker stops: the housekeeping timer does nothing more (``stop_housekeeping``)
+    stopping: bool = False
+    _tick: asyncio.Future[None] | None = None  # the housekeeping tick under way
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -325,15 +328,38 @@ class Service:
             self.store.fence.accept()
         await self.pipeline.resume(batches)
 
+    async def stop_housekeeping(self) -> None:
+        """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way,
+        while the producer still runs. Its sweep of timed-out rounds stops after the slice it is at and
+        publishes the dead letters of the slices it marked done in Redis (those rounds are no longer open
+        there, so their dead letters exist nowhere else); the rounds it did not reach stay open in Redis for
+        the partitions' next owner.
+
+        Why: Faust cancels its timers only after it has stopped the producer; a sweep still under way then
+        would mark rounds done in Redis and hand their dead letters to a stopped producer, retrying until
+        cancelled, and they would be lost."""
+        self.stopping = True
+        tick = self._tick
+        if tick is None:
+            return
+        done, _ = await asyncio.wait({tick}, timeout=STOP_GRACE_S)
+        if not done:
+            tick.cancel()
+            await asyncio.gather(tick, return_exceptions=True)
+            log.error("stopping: the dead letters of timed-out rounds were not on the broker after %.0f s; "
+                      "their rounds are done in Redis and the dead letters are dropped", STOP_GRACE_S)
+
     async def stop_rating(self) -> None:
-        """Stop the pipeline before Faust stops its producer (``on_before_shutdown``, sent once the consumer
-        has stopped): outputs already handed to the producer go out (within ``STOP_GRACE_S``), and the batch
-        being rated and those queued are left unacknowledged, for the partitions' next owner to rate again
-        (the Redis step recognises what was committed).
+        """Stop the housekeeping timer's work (``stop_housekeeping``), then the pipeline, before Faust stops its
+        producer (``on_before_shutdown``, sent once the consumer has stopped): outputs already handed to the
+        producer go out (within ``STOP_GRACE_S``), and the batch being rated and those queued are left
+        unacknowledged, for the partitions' next owner to rate again (the Redis step recognises what was
+        committed).
 
         Why: the pipeline's tasks are not Faust services, so a worker stopped mid-batch went on rating and
         publishing after its producer had stopped; the first publish then failed ("Producer service not yet
         started") and the stop ended as a crash with an error log."""
+        await self.stop_housekeeping()
         if self._rewinding is not None:
             self._rewinding.cancel()
             await asyncio.gather(self._rewinding, return_exceptions=True)
@@ -343,6 +369,30 @@ class Service:
         except TimeoutError:
             log.warning("stopping: outputs not on the broker after %.0f s; their inputs stay unacknowledged",
                         STOP_GRACE_S)
+
+    async def housekeeping(self) -> None:
+        """One tick of the housekeeping timer: the lag gauge, the fetch pause while Redis is unavailable,
+        and the rounds that timed out dead-lettered. None once the worker stops (``stop_housekeeping``)."""
+        if self.stopping:
+            return
+        self._tick = asyncio.ensure_future(self._housekeep())
+        try:
+            await self._tick
+        finally:
+            self._tick = None
+
+    async def _housekeep(self) -> None:
+        self.update_lag()
+        if self.processor.store_down:
+            await self.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
+        try:
+            dead = [] if self.processor.store_down else await self.processor.expire(
+                sources=self.round_sources(), stop=lambda: self.stopping)
+        except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
+            log.warning("expiring rounds: %r; retrying", exc)
+            dead = []
+        if dead:
+            await self.publish_dead(dead)
 
     def pause(self, halt: Halt) -> None:
         """Stop fetching a halted partition (records fetched already are held back by the processor).
@@ -569,16 +619,7 @@ def create_app(s: Settings) -> Service:
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:
-        svc.update_lag()
-        if svc.processor.store_down:
-            await svc.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
-        try:
-            dead = [] if svc.processor.store_down else await svc.processor.expire(sources=svc.round_sources())
-        except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
-            log.warning("expiring rounds: %r; retrying", exc)
-            dead = []
-        if dead:
-            await svc.publish_dead(dead)
+        await svc.housekeeping()
 
     @app.timer(interval=DURABLE_TICK_S)
     async def durable() -> None:

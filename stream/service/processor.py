@@ -306,11 +306,13 @@ class Processor:
         """Drop the in-memory round assembly state (on partition revocation; see ``RoundBook.forget``)."""
         self.rounds.forget()
 
-    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None) -> list[DeadLetter]:
+    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
+                     stop: Callable[[], bool] | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds whose results waited longer than the timeout, of the input partitions
         ``sources`` ("topic/partition"; None: those round results came from, but for halted ones: a halt
-        holds back the rest of its partition, where the rounds' completions may be; see ``RoundBook.expire``)."""
+        holds back the rest of its partition, where the rounds' completions may be; see ``RoundBook.expire``,
+        which ``stop`` ends early)."""
         if sources is None:
             sources = [src for src in sorted(self.rounds.sources)
                        if not self.halts.holds(src.rpartition("/")[0], int(src.rpartition("/")[2]), 2**62)]
-        return await self.rounds.expire(now_ms, sources)
+        return await self.rounds.expire(now_ms, sources, stop)

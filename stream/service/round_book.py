@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -172,7 +172,8 @@ class RoundBook:
         self._hinted.clear()  # a restarted Redis may have lost them
         self.metrics.pending_rounds.set(0)
 
-    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None) -> list[DeadLetter]:
+    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
+                     stop: Callable[[], bool] | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition"; None: every one
         round results came from here) whose first result was saved longer than the timeout ago, found in
         Redis (the module docstring), ``EXPIRE_SLICE`` at a time (other tasks run between slices).
@@ -181,12 +182,14 @@ class RoundBook:
         meanwhile finds its events late, as Redis will say). If that write fails, the error
         propagates and the next call writes the slice again first; its dead letters are
         returned once it is written. ``forget`` keeps such a slice: its rounds did time out.
-        A round whose commit is under way (dispatched, not yet committed) is left to its commit."""
+        A round whose commit is under way (dispatched, not yet committed) is left to its commit.
+        Once ``stop()`` is true no further slice is begun (the worker stops): the rounds not reached stay
+        open in Redis, and the dead letters of the slices written are returned."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         before = now - int(self.settings.round_timeout_s * 1000)
         todo = sorted(self.sources) if sources is None else list(sources)
         dead: list[DeadLetter] = []
-        while True:
+        while stop is None or not stop():
             if not self._expiring and not await self._next_slice(todo, before):
                 break
             due, srcs = self._expiring, self._expiring_sources

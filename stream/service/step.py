@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -30,7 +30,7 @@ from stream.engine.explain import (
     round_template,
     round_texts,
 )
-from stream.engine.pool import PoolConfigError, PoolEngine
+from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.service.ahead import RatedAhead, StepInputs, drop, rate_ahead, step_inputs
@@ -296,6 +296,75 @@ class Counts:
     repeated: int = 0  # events skipped as applied before (re-deliveries)
 
 
+@dataclass(slots=True)
+class _Tally:
+    """What ``rate_ops`` and ``rate_rounds`` add up over a step's ops, and the rounds' part they share."""
+
+    seen: set[str]  # event ids applied before the step
+    done_ids: set[str]  # ``seen`` and those applied in the step so far
+    dead_fn: DeadFn
+    counts: Counts
+    commit: Commit
+    dead: list[DeadLetter]
+    republish: dict[str, tuple[str, int]]  # players of events applied before (a re-delivery)
+
+    @classmethod
+    def of(cls, seen: set[str], dead_fn: DeadFn) -> _Tally:
+        return cls(seen, set(seen), dead_fn, Counts(), Commit(), [], {})
+
+    def rate_round(self, engine: PoolEngine, op: RoundOp, stored: dict[str, bytes | None], before: bool,
+                   columns: bool = False) -> tuple[Applied, dict[str, Rating] | None] | None:
+        """Rate the round of ``op`` on ``stored`` (which the caller updates with it) and note it in the
+        commit: its event ids, its round done. None when nothing more is to be done with it: applied
+        before (a re-delivery: its players' ratings are published again, ``republished``) or earlier in
+        the step, or its rating failed (dead-lettered whole, its round done). ``before``: also the
+        summaries of its players before it (``ratings_stored``, else None), read before the rating so
+        that the rating reuses what that read decoded."""
+        ev = op.event
+        if ev.event_id in self.done_ids:
+            if ev.event_id in self.seen:
+                self.counts.repeated += 1
+                self.republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
+            return None
+        summaries = ratings_stored(engine, stored, ev.players) if before else None
+        try:
+            applied = engine.apply_round(ev, stored, columns=columns)
+        except RatingError as exc:
+            self.dead.append(self.dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
+            if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
+                self.commit.done_rounds.append(op.round_done)
+            return None
+        self.done_ids.add(ev.event_id)
+        self.counts.applied += 1
+        self.commit.event_ids.append(ev.event_id)
+        self.commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
+        if op.round_done is not None:
+            self.commit.done_rounds.append(op.round_done)
+        return applied, summaries
+
+    def republished(self, engine: PoolEngine, stored: dict[str, bytes | None],
+                    changed: Container[str]) -> list[RatingOutput]:
+        """The current ratings of the players of events applied before (``republish``) but for those
+        ``changed`` in the step. A batch re-delivered after a crash between the Redis commit and the
+        publish may never have had its ratings reach the topic, so they are published again (same
+        versions as before, or newer; consumers keep the highest version)."""
+        outputs = []
+        for p, c in self.republish.items():
+            raw = stored.get(p)
+            if p in changed or raw is None:
+                continue
+            try:
+                r = engine.rating_of(p, raw)
+            except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
+                log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
+                continue
+            if not r.rounds:  # only registered (see PoolEngine._changed): never published
+                continue
+            outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1],
+                                        engine.system.name))
+        return outputs
+
+
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
              upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True, by_columns: bool = True,
              ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
@@ -312,38 +381,20 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
         return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain)
     stored: dict[str, bytes | None] = dict(stored_in)
-    done_ids: set[str] = set(seen)
-    counts = Counts()
-    commit = Commit()
+    tally = _Tally.of(seen, dead_fn)
+    done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
     ratings: dict[str, Rating] = {}
     cause: dict[str, tuple[str, int]] = {}
-    dead: list[DeadLetter] = []
-    republish: dict[str, tuple[str, int]] = {}  # players of events applied before (a re-delivery)
     explainer = Explainer()
     registered = False  # a round stored a newcomer at the prior (rounds 0): not published
     system = engine.system.name
     for op in ops:
         if isinstance(op, RoundOp):
+            rated = tally.rate_round(engine, op, stored, explain)
+            if rated is None:
+                continue
             ev = op.event
-            if ev.event_id in done_ids:
-                if ev.event_id in seen:
-                    counts.repeated += 1
-                    republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
-                continue
-            before = ratings_stored(engine, stored, ev.players) if explain else None
-            try:
-                applied = engine.apply_round(ev, stored)
-            except RatingError as exc:
-                dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
-                if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
-                    commit.done_rounds.append(op.round_done)
-                continue
-            done_ids.add(ev.event_id)
-            counts.applied += 1
-            commit.event_ids.append(ev.event_id)
-            commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
-            if op.round_done is not None:
-                commit.done_rounds.append(op.round_done)
+            applied, before = rated
             if explain:
                 explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
@@ -414,22 +465,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 if upto is None:
                     commit.event_ids.extend(part.event_ids)
                 cause.update(_last_match_per_player(part, part_idx))
-    outputs = []
-    # A batch re-delivered after a crash between the Redis commit and the publish: its ratings
-    # may never have reached the topic, so publish the players' current ratings again
-    # (same versions as before, or newer; consumers keep the highest version).
-    for p, c in republish.items():
-        raw = stored.get(p)
-        if p in ratings or raw is None:
-            continue
-        try:
-            r = engine.rating_of(p, raw)
-        except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
-            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
-            continue
-        if not r.rounds:  # only registered (see PoolEngine._changed): never published
-            continue
-        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1], system))
+    outputs = tally.republished(engine, stored, ratings)
     if ratings:  # one output per changed player, built by columns (C-level zip/map, no loop body per player)
         players = list(ratings)
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
@@ -475,32 +511,15 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     only those rows become outputs and explanation texts (one ``orjson.dumps`` for all of them).
     A round the packed path cannot give as columns keeps its summaries' values and explanations."""
     stored: dict[str, bytes | None] = dict(stored_in)
-    done_ids: set[str] = set(seen)
-    counts = Counts()
-    commit = Commit()
-    dead: list[DeadLetter] = []
-    republish: dict[str, tuple[str, int]] = {}
+    tally = _Tally.of(seen, dead_fn)
+    commit, dead, counts = tally.commit, tally.dead, tally.counts
     blocks: list[_Block] = []
     for op in ops:
+        rated = tally.rate_round(engine, op, stored, False, columns=True)
+        if rated is None:
+            continue
         ev = op.event
-        if ev.event_id in done_ids:
-            if ev.event_id in seen:
-                counts.repeated += 1
-                republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
-            continue
-        try:
-            applied = engine.apply_round(ev, stored, columns=True)
-        except RatingError as exc:
-            dead.append(dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
-            if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
-                commit.done_rounds.append(op.round_done)
-            continue
-        done_ids.add(ev.event_id)
-        counts.applied += 1
-        commit.event_ids.append(ev.event_id)
-        commit.event_ids.extend(i for i in op.extra_ids if i != ev.event_id)
-        if op.round_done is not None:
-            commit.done_rounds.append(op.round_done)
+        applied = rated[0]
         ch = applied.change
         if ch is not None:
             block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time)
@@ -523,23 +542,10 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
                 block.texts = list(map(one.of.get, players))
         blocks.append(block)
         stored.update(applied.updates)  # (a round's updates are its ratings' players: the commit's, below)
-    outputs = []
     last: dict[str, int] = {}
     if blocks:  # each player's last row of all blocks' (a dict keeps a key's first place and its last value)
         last = dict(zip(chain.from_iterable(b.players for b in blocks), itertools.count()))
-    for p, c in republish.items():  # as ``rate_ops``
-        raw = stored.get(p)
-        if p in last or raw is None:
-            continue
-        try:
-            r = engine.rating_of(p, raw)
-        except RatingError as exc:
-            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
-            continue
-        if not r.rounds:
-            continue
-        outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1],
-                                    engine.system.name))
+    outputs = tally.republished(engine, stored, last)
     if not last:
         return commit, outputs, dead, counts
     players = list(last)

@@ -7,11 +7,8 @@ clients the worker builds (``http_clients``); the ratings are written by the rea
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import urllib.parse
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 from aiohttp.test_utils import TestClient, TestServer
-from conftest import free_port
+from local_servers import NO_AOF, RedisServer
 from prometheus_client import CollectorRegistry
 
 from stream.service.app import http_clients
@@ -129,24 +126,8 @@ def test_200_concurrent_clients_all_answered_while_probes_stay_ready(redis_url: 
     asyncio.run(check())
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A redis-server of this test's own, which the test may stop."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server not on PATH")
-    port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
-    try:
-        yield f"redis://127.0.0.1:{port}/0", proc
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_probes_livez_always_readyz_only_running_with_redis(private_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
-    url, server = private_redis
+def test_probes_livez_always_readyz_only_running_with_redis(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis", *NO_AOF)  # this test's own: it stops it
     running = [False]
 
     async def status(client: TestClient[Any, Any], route: str) -> tuple[int, str]:
@@ -154,7 +135,7 @@ def test_probes_livez_always_readyz_only_running_with_redis(private_redis: tuple
         return resp.status, (await resp.json())["status"]
 
     async def check() -> None:
-        s = Settings(redis_url=url, key_prefix="probes", redis_cluster=False)
+        s = Settings(redis_url=server.url, key_prefix="probes", redis_cluster=False)
         store, health = http_clients(s, cluster=False)
         api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
                       lambda: running[0], health=health)
@@ -169,13 +150,13 @@ def test_probes_livez_always_readyz_only_running_with_redis(private_redis: tuple
             assert await status(client, "/readyz") == (200, "ok")
             assert await status(client, "/healthz") == (200, "ok")
             server.kill()
-            server.wait()
             assert await status(client, "/readyz") == (503, "unhealthy")
             assert await status(client, "/healthz") == (503, "unhealthy")
             assert await status(client, "/livez") == (200, "alive")
         await store.close()
 
-    asyncio.run(check())
+    with server:
+        asyncio.run(check())
 
 
 def test_the_read_connections_are_a_positive_count() -> None:

@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from cluster_utils import LocalCluster
 from legacy_layout import migration_story
+from local_servers import free_port
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
@@ -169,12 +170,7 @@ def test_a_moved_slot_and_a_slot_being_migrated_are_infrastructure_errors(redis_
 def test_redis_unreachable_is_store_unavailable() -> None:
     """Nothing listens: every store call raises StoreUnavailable (the worker's retry), and asking
     whether it is a cluster gives up after its wait with the same error."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"redis://127.0.0.1:{port}"
+    url = f"redis://127.0.0.1:{free_port()}"
     with pytest.raises(StoreUnavailable, match="MMR_REDIS_CLUSTER"):
         is_cluster(url, wait_s=0.3)
 

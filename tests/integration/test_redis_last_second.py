@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ import pytest
 import redis
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
-from conftest import _wait_port, free_port
+from local_servers import RedisServer
 from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, replayed
 from service_utils import (
     BackgroundPublish,
@@ -52,28 +51,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 LOST_S = 1.0  # how far back the AOF is cut at each kill (everysec: the last fsync was at most ~1 s ago)
 
 
-class EverysecRedis:
+class EverysecRedis(RedisServer):
     """A redis-server of this test alone (AOF, ``appendfsync everysec``) whose AOF size is sampled, so that
-    a kill can leave the file as a host crash would: without its last ``LOST_S`` seconds."""
+    a kill can leave the file as a host crash would: without its last ``LOST_S`` seconds. ``stop`` kills it."""
 
-    def __init__(self, binary: str, data: Path) -> None:
-        self.binary, self.data, self.port = binary, data, free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+    def __init__(self, data: Path) -> None:
+        super().__init__(data, "--appendonly", "yes", "--appendfsync", "everysec", "--auto-aof-rewrite-percentage", "0")
         self.samples: list[tuple[float, Path, int]] = []
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
         self._copy = data.parent / f"{data.name}-copy"  # the files as the last ``crash`` left them
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "yes", "--appendfsync", "everysec",
-                                      "--auto-aof-rewrite-percentage", "0", "--dir", str(self.data)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_port("127.0.0.1", self.port, 10, self.proc)
+    def start(self, timeout: float = 20.0) -> None:
+        super().start(timeout)
         self.samples = []
         self._stop.clear()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -106,8 +96,7 @@ class EverysecRedis:
     def crash(self) -> int:
         """SIGKILL, then cut the AOF back to its size ``LOST_S`` ago; returns the bytes cut."""
         assert self.proc is not None and self._sampler is not None
-        self.proc.kill()
-        self.proc.wait(10)
+        self.kill()
         killed = time.monotonic()
         self._stop.set()
         self._sampler.join()
@@ -125,45 +114,23 @@ class EverysecRedis:
         """The pools' commit counters as the AOF left by the last ``crash`` holds them: read by a server of
         its own on a copy of the files taken then, so that the worker, which may reach the restarted server
         at once and rate the lost batches again, does not change the count."""
-        copy = self._copy
-        port = free_port()
-        proc = subprocess.Popen([self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "yes", "--dir", str(copy)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = RedisServer(self._copy, "--appendonly", "yes", binary=self.binary)
         try:
-            _wait_port("127.0.0.1", port, 10, proc)
-            url = f"redis://127.0.0.1:{port}/0"
-            deadline = time.monotonic() + 10
-            while True:  # the AOF is loaded before the server answers anything but errors (LOADING)
-                try:
-                    return _commits(url, prefix)
-                except redis.BusyLoadingError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+            server.start()  # it answers once it has loaded the AOF
+            return _commits(server.url, prefix)
         finally:
-            proc.kill()
-            proc.wait(10)
-            shutil.rmtree(copy, ignore_errors=True)
+            server.kill()
+            shutil.rmtree(self._copy, ignore_errors=True)
 
     def stop(self) -> None:
         self._stop.set()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        self.kill()
 
 
 @pytest.fixture
 def everysec_redis(tmp_path: Path) -> Iterator[EverysecRedis]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server on PATH")
-    (tmp_path / "redis").mkdir()
-    server = EverysecRedis(binary, tmp_path / "redis")
-    server.start()
-    try:
+    with EverysecRedis(tmp_path / "redis") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _split_rounds(batches: list[list[dict[str, Any]]], pools: set[str]) -> list[list[dict[str, Any]]]:
@@ -432,19 +399,6 @@ def test_a_server_that_refuses_info_is_used_without_the_fence(everysec_redis: Ev
     assert any("refused INFO" in r.getMessage() for r in caplog.records)
 
 
-def _restart_node(cluster: LocalCluster, i: int) -> None:
-    """Start node ``i`` again on its port, folder, AOF and cluster config (bus port from its nodes.conf)."""
-    d = cluster.dirs[i]
-    myself = next(line for line in (d / "nodes.conf").read_text().splitlines() if "myself" in line)
-    bus = myself.split()[1].split("@")[1].split(",")[0]
-    subprocess.run(["redis-server", "--port", str(cluster.ports[i]), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                    "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", bus,
-                    "--cluster-node-timeout", str(cluster.node_timeout_ms), "--appendonly", "yes", "--save", "",
-                    "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
-                    "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
-    cluster.wait_ok()
-
-
 def test_a_restarted_cluster_node_is_refused_until_the_owner_accepts_it(tmp_path: Path) -> None:
     """On a Redis Cluster the fence checks each node at its address: the master of a pool's slot restarted
     in place trips it, and nothing reaches that node until ``accept``."""
@@ -458,7 +412,7 @@ def test_a_restarted_cluster_node_is_refused_until_the_owner_accepts_it(tmp_path
         await store.r.set(key, "before")
         owner = cluster.ports.index(store.r.get_node_from_key(key).port)
         cluster.kill(owner)
-        _restart_node(cluster, owner)
+        cluster.restart(owner)
         errors = []
         deadline = time.monotonic() + 30
         while not fence.tripped and time.monotonic() < deadline:

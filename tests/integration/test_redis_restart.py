@@ -9,23 +9,16 @@ export equals the embedded replay bit for bit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
+from local_servers import RedisServer
 from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, messages, replayed
 
 from stream.service.export import export_rows
@@ -37,64 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 DOWN_S = 5.0
 
 
-class PrivateRedis:
-    """One ``redis-server`` with an AOF in its own folder, stopped and started again on the same port."""
-
-    def __init__(self, root: Path) -> None:
-        self.dir = root
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.pidfile = root / "redis.pid"
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        subprocess.run(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--appendonly", "yes",
-                        "--appendfsync", "always", "--save", "", "--dir", str(self.dir), "--daemonize", "yes",
-                        "--pidfile", str(self.pidfile), "--logfile", str(self.dir / "redis.log")],
-                       check=True, cwd=self.dir, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if redis.Redis(port=self.port, socket_connect_timeout=1).ping():
-                    return
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        pid = int(self.pidfile.read_text())
-        os.kill(pid, signal.SIGKILL)
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(self.pidfile.read_text()), signal.SIGTERM)
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server not on PATH")
-    (tmp_path / "redis").mkdir()
-    server = PrivateRedis(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def test_redis_killed_and_restarted_mid_stream_loses_nothing(private_redis: PrivateRedis, tmp_path: Path,
+def test_redis_killed_and_restarted_mid_stream_loses_nothing(private_redis: RedisServer, tmp_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="stream.service.processor")
     batches = events(30, 30, seed=11)

@@ -10,18 +10,14 @@ ratings once -- exactly what the same batches give without the fault.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
-from conftest import _wait_port, free_port
+from local_servers import RedisServer
 
 from stream.service.config import Settings
 from stream.service.processor import BatchResult, Message, Processor
@@ -31,48 +27,11 @@ from stream.state.redis_store import Commit, RedisStore
 pytestmark = pytest.mark.integration
 
 
-class PrivateRedis:
-    """A redis-server of this test alone, that can be killed and started again on its port and data."""
-
-    def __init__(self, binary: str, data: Path) -> None:
-        self.binary, self.data, self.port = binary, data, free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.data)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_port("127.0.0.1", self.port, 10, self.proc)
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-            self.proc = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server on PATH")
-    server = PrivateRedis(binary, tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 class KilledAtCommit(RedisStore):
     """A real store whose Redis is SIGKILLed right before the first commit that marks a round done
     (after ``wait_pool``'s commit landed), and started again once that commit failed."""
 
-    server: PrivateRedis
+    server: RedisServer
     wait_pool = ""
     landed: asyncio.Event
     kills = 0
@@ -127,7 +86,7 @@ def _outputs(res: BatchResult) -> list[tuple[str, str, float, int, str]]:
     return sorted((o.pool, o.player, o.rating, o.version, o.event_id) for o in res.outputs)
 
 
-def test_a_round_whose_commit_failed_is_rated_once_on_the_retry(private_redis: PrivateRedis) -> None:
+def test_a_round_whose_commit_failed_is_rated_once_on_the_retry(private_redis: RedisServer) -> None:
     async def run() -> None:
         client = aioredis.Redis.from_url(private_redis.url)
         ref_store = RedisStore(client, prefix=f"ref{uuid.uuid4().hex[:6]}")

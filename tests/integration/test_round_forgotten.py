@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from local_servers import RedisServer
 from service_utils import WorkerProcess, make_settings, produce_raw, read_json_topic, wait_caught_up
-from test_round_commit import PrivateRedis, private_redis  # noqa: F401  (the fixture)
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
@@ -47,7 +47,7 @@ LATER = [_result("q", "S", "X", 1), _result("q", "S", "Y", 2),
           "participants": 2}]
 
 
-async def _run(server: PrivateRedis, fault: str) -> tuple[list[tuple[str | None, str]], dict[str, Any]]:
+async def _run(server: RedisServer, fault: str) -> tuple[list[tuple[str | None, str]], dict[str, Any]]:
     """``fault``: "" (none), "redis" (Redis killed under the later batch), "restart" (a new processor expires)."""
     store = RedisStore(aioredis.Redis.from_url(server.url, socket_connect_timeout=1), prefix=f"f{uuid.uuid4().hex[:6]}")
     with ThreadPoolExecutor(1) as ex:
@@ -83,8 +83,7 @@ async def _run(server: PrivateRedis, fault: str) -> tuple[list[tuple[str | None,
 
 
 @pytest.mark.parametrize("fault", ["redis", "restart"])
-def test_an_open_round_forgotten_by_the_worker_still_times_out(private_redis: PrivateRedis,  # noqa: F811
-                                                               fault: str) -> None:
+def test_an_open_round_forgotten_by_the_worker_still_times_out(private_redis: RedisServer, fault: str) -> None:
     async def run() -> None:
         want = await _run(private_redis, "")
         assert want == ([("p", "round 'R': round timed out with 2/? results")],

@@ -7,7 +7,6 @@ replay bit for bit and nothing is dead-lettered.
 
 from __future__ import annotations
 
-import shutil
 import time
 import urllib.error
 import urllib.request
@@ -15,10 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from local_servers import AOF_ALWAYS, RedisServer, free_port
 from outage_stream import events, history, replayed
 from service_utils import WorkerProcess, export_state, make_settings, metric, publish, read_json_topic, wait_caught_up
-from test_redis_restart import PrivateRedis
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -40,10 +38,7 @@ def _status(port: int, path: str) -> int:
 
 
 def test_redis_down_pauses_the_fetch_and_is_reported(kafka_bootstrap: str, tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server not on PATH")
-    (tmp_path / "redis").mkdir()
-    server = PrivateRedis(tmp_path / "redis")
+    server = RedisServer(tmp_path / "redis", *AOF_ALWAYS)
     server.start()
     evs = [ev for batch in events(15, 20, seed=3) for ev in batch]
     before, first, during = evs[:100], evs[100:101], evs[101:]

@@ -1,11 +1,17 @@
 """Stopping a worker (SIGTERM) while it rates a backlog is clean: the batch in flight is published
 and acknowledged or left unacknowledged, nothing is logged as an error, the process exits 0, and
-a worker started after it ends equal to the embedded replay (nothing lost, nothing applied twice)."""
+a worker started after it ends equal to the embedded replay (nothing lost, nothing applied twice).
+A stop that meets the housekeeping timer sweeping timed-out rounds publishes the dead letters of
+what it swept before the producer stops, and leaves the rest open in Redis."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import orjson
 import pytest
 from conftest import free_port
 from service_utils import (
@@ -15,10 +21,18 @@ from service_utils import (
     make_settings,
     metric,
     publish,
+    read_json_topic,
     synth,
     wait_caught_up,
     wait_for,
 )
+
+from stream.service.app import Service, faust_app
+from stream.service.metrics import Metrics
+from stream.service.processor import Message, Processor
+from stream.service.round_book import EXPIRE_SLICE
+from stream.service.topics import ensure_topics
+from stream.state.redis_store import RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -53,3 +67,77 @@ def test_a_stop_mid_batch_is_clean_and_loses_nothing(kafka_bootstrap: str, redis
         assert export_state(s) == expected
     finally:
         resumed.stop()
+
+
+class HeldStore(RedisStore):
+    """A real store whose second ``expire_rounds`` (a sweep's second slice) waits for ``gate``."""
+
+    gate: asyncio.Event
+    held: asyncio.Event
+    calls = 0
+
+    async def expire_rounds(self, rounds: Sequence[tuple[str, str]]) -> dict[str, tuple[list[str], int | None]]:
+        self.calls += 1
+        if self.calls == 2:
+            self.held.set()
+            await self.gate.wait()
+        return await super().expire_rounds(rounds)
+
+
+class OwningService(Service):
+    """The worker's service owning the results partition (its consumer, which assigns it, is not started)."""
+
+    def round_sources(self) -> list[str]:
+        return [f"{self.settings.topic_results}/0"]
+
+
+def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer_stops(
+        kafka_bootstrap: str, redis_url: str) -> None:
+    n = 4 * EXPIRE_SLICE  # rounds of one pool, one result each: four slices
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+    source = f"{s.topic_results}/0"
+
+    async def run() -> list[str]:
+        await ensure_topics(s)
+        store = HeldStore.from_url(s.redis_url, prefix=s.key_prefix)
+        assert isinstance(store, HeldStore)
+        store.gate, store.held = asyncio.Event(), asyncio.Event()
+        app = faust_app(s, s.app_id)
+        with ThreadPoolExecutor(1) as ex:
+            metrics = Metrics()
+            svc = OwningService(s, app, store, ex, metrics, Processor(s, store, ex, metrics))
+            results = [orjson.dumps({"type": "round_result", "event_id": f"e{i}", "pool": "p", "round_id": f"R{i}",
+                                     "time": 5, "player": "a", "rank": 1}) for i in range(n)]
+            for k in range(0, n, 500):
+                res = await svc.processor.process([Message(s.topic_results, 0, k + j, v)
+                                                   for j, v in enumerate(results[k:k + 500])])
+                assert not res.dead and not res.outputs
+            await asyncio.sleep(0.01)  # every round is due
+            await app.producer.start()
+            tick = asyncio.ensure_future(svc.housekeeping())
+            await store.held.wait()  # one slice swept, the next under way
+
+            async def stop() -> None:  # Faust's order: on_before_shutdown, then its producer stops
+                await svc.stop_rating()
+                await app.producer.stop()
+
+            stopping = asyncio.ensure_future(stop())
+            await asyncio.wait({stopping}, timeout=0.5)  # a stop that does not wait for the sweep ends meanwhile
+            store.gate.set()  # the sweep goes on
+            await asyncio.wait_for(stopping, 30)
+            done, _ = await asyncio.wait({tick}, timeout=5)
+            assert tick in done, "the tick went on after the stop"
+            tick.result()
+            # nothing handed to the stopped producer
+            assert not metrics.registry.get_sample_value("mmr_dead_letter_publish_failures_total")
+
+            # the partition's next owner dead-letters what the stop left open: every round once
+            with ThreadPoolExecutor(1) as ex2:
+                rest = await Processor(s, store, ex2).expire(sources=[source])
+            await store.close()
+            return [orjson.loads(d.original)["round_id"] for d in rest]
+
+    rest = asyncio.run(run())
+    published = [orjson.loads(d["original"])["round_id"] for d in read_json_topic(s, s.topic_dead)]
+    assert published and rest
+    assert sorted(published + rest) == sorted(f"R{i}" for i in range(n))

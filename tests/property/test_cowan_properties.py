@@ -40,14 +40,18 @@ def _population(s: Cowan, seed: int, n: int = 8) -> list[np.ndarray]:
     return s.rate_matches(bel, a, b, rng.choice([0.0, 1.0], 3 * n), np.zeros(3 * n, np.int64))
 
 
+def _columns(ms: list[tuple[int, int, float]], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The matches ``ms`` (player, offset to the opponent, score) among ``n`` players as the kernels' columns."""
+    a = np.array([m[0] for m in ms], dtype=np.int64)
+    return a, (a + np.array([m[1] for m in ms], dtype=np.int64)) % n, np.array([m[2] for m in ms])
+
+
 @SETTINGS
 @given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3))
 def test_waves_equal_sequential_bit_for_bit(ms: list[tuple[int, int, float]], which: str, seed: int) -> None:
     s = SYSTEMS[which]
     bel = _population(s, seed)
-    a = np.array([m[0] for m in ms], dtype=np.int64)
-    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
-    sc = np.array([m[2] for m in ms])
+    a, b, sc = _columns(ms, len(bel))
     batch = s.rate_matches(bel, a, b, sc, np.zeros(len(ms), np.int64))
     s.parallel_min_batch = 10**9
     try:
@@ -94,9 +98,7 @@ def test_codec_round_trip(seed: int, which: str) -> None:
 def test_returned_beliefs_are_codec_fixed_points(ms: list[tuple[int, int, float]], which: str, seed: int) -> None:
     s, codec = SYSTEMS[which], CowanCodec()
     bel = _population(s, seed)
-    a = np.array([m[0] for m in ms], dtype=np.int64)
-    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
-    sc = np.array([m[2] for m in ms])
+    a, b, sc = _columns(ms, len(bel))
     for x in [*bel, *s.rate_matches(bel, a, b, sc, np.zeros(len(ms), np.int64))]:
         assert np.array_equal(codec.decode(codec.encode(x)), x)
 
@@ -107,9 +109,7 @@ def test_any_batching_gives_the_same_bits(ms: list[tuple[int, int, float]], whic
     """Batches of 1, of 7, all at once and a random split point: one result."""
     s = SYSTEMS[which]
     bel = _population(s, seed)
-    a = np.array([m[0] for m in ms], dtype=np.int64)
-    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
-    sc = np.array([m[2] for m in ms])
+    a, b, sc = _columns(ms, len(bel))
     results = []
     for size in (1, 7, cut, len(ms)):
         cur = list(bel)
@@ -133,9 +133,7 @@ def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
     ``rate_matches``' own. A player the batch did not touch has no code."""
     s, codec = SYSTEMS[which], CowanCodec()
     bel = _population(s, seed)
-    a = np.array([m[0] for m in ms], dtype=np.int64)
-    b = (a + np.array([m[1] for m in ms], dtype=np.int64)) % len(bel)
-    sc = np.array([m[2] for m in ms])
+    a, b, sc = _columns(ms, len(bel))
     if path == "single":
         a, b, sc = a[:1], b[:1], sc[:1]
     t = np.zeros(len(a), np.int64)

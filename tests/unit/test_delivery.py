@@ -8,22 +8,13 @@ The worker on a real broker is covered by tests/integration/test_service.py.
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import faust
+from conftest import in_loop
 from faust.types.tuples import Message as FaustMessage
 
 from stream.service.delivery import BatchDelivery
-
-
-def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return run
 
 
 def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1) -> tuple[Any, BatchDelivery, Any, list[Any]]:

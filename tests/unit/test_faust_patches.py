@@ -8,14 +8,13 @@ tests check that the Faust and aiokafka code the patches replace is still what t
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import warnings
-from collections.abc import Callable, Coroutine
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import in_loop
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from stream.service.faust_patches import DeliveryStats, _Resumed, patch_inline_delivery
@@ -31,16 +30,6 @@ def patched() -> Any:
         yield cls.wait_first
     finally:
         cls.wait_first = before
-
-
-def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test body in a fresh event loop (the suite has no pytest-asyncio)."""
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return run
 
 
 def consumer() -> Any:

@@ -36,6 +36,18 @@ async def spin(n: int = 50) -> None:
         await asyncio.sleep(0)
 
 
+class Failures:
+    """An ``on_error`` that keeps each error it is given (``errors``) and sets ``failed``."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+        self.failed = asyncio.Event()
+
+    async def __call__(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+        self.failed.set()
+
+
 class Recorder:
     """``work``/``done`` pair whose delivery futures are resolved by the test (or automatically)."""
 
@@ -419,8 +431,7 @@ def test_drain_waits_for_a_batch_still_inside_work() -> None:
 def test_exception_in_work_calls_on_error_and_stops_acking() -> None:
     async def scenario() -> None:
         boom = RuntimeError("work failed")
-        errors: list[BaseException] = []
-        failed = asyncio.Event()
+        fails = Failures()
         rec = Recorder(auto=True)
 
         async def work(msgs: list[int]) -> list[asyncio.Future[None]]:
@@ -429,16 +440,12 @@ def test_exception_in_work_calls_on_error_and_stops_acking() -> None:
                 raise boom
             return await rec.work(msgs)
 
-        async def on_error(exc: BaseException) -> None:
-            errors.append(exc)
-            failed.set()
-
-        p: BatchPipeline[int, str] = BatchPipeline(work, rec.done, max_merge=1, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(work, rec.done, max_merge=1, on_error=fails)
         for i in range(5):
             await p.submit([i], str(i))
-        await asyncio.wait_for(failed.wait(), 1)
+        await asyncio.wait_for(fails.failed.wait(), 1)
         await spin(100)
-        assert errors == [boom]
+        assert fails.errors == [boom]
         assert rec.done_tokens == ["0", "1"]  # the batches before the failure are still acked
         assert rec.work_calls == [[0], [1], [2]]  # the rate stage stopped at the failure
         assert p.inflight == 3
@@ -451,15 +458,9 @@ def test_exception_in_work_calls_on_error_and_stops_acking() -> None:
 def test_failed_delivery_future_calls_on_error_and_nothing_later_is_acked() -> None:
     async def scenario() -> None:
         boom = ConnectionError("broker said no")
-        errors: list[BaseException] = []
-        failed = asyncio.Event()
+        fails = Failures()
         rec = Recorder(futs_per_call=2)
-
-        async def on_error(exc: BaseException) -> None:
-            errors.append(exc)
-            failed.set()
-
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=1, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=1, on_error=fails)
         for i in range(4):
             await p.submit([i], str(i))
         await spin()
@@ -471,9 +472,9 @@ def test_failed_delivery_future_calls_on_error_and_nothing_later_is_acked() -> N
         for fs in rec.futs[2:]:  # later batches are delivered fine
             for f in fs:
                 f.set_result(None)
-        await asyncio.wait_for(failed.wait(), 1)
+        await asyncio.wait_for(fails.failed.wait(), 1)
         await spin(100)
-        assert errors == [boom]
+        assert fails.errors == [boom]
         assert rec.done_tokens == ["0"]
         await p.stop()
         assert rec.done_tokens == ["0"]
@@ -484,9 +485,8 @@ def test_failed_delivery_future_calls_on_error_and_nothing_later_is_acked() -> N
 def test_exception_in_done_calls_on_error() -> None:
     async def scenario() -> None:
         boom = ValueError("ack failed")
-        errors: list[BaseException] = []
+        fails = Failures()
         acked: list[list[str]] = []
-        failed = asyncio.Event()
 
         async def work(msgs: list[int]) -> list[Awaitable[Any]]:
             return []
@@ -496,19 +496,15 @@ def test_exception_in_done_calls_on_error() -> None:
             if tokens == ["1"]:
                 raise boom
 
-        async def on_error(exc: BaseException) -> None:
-            errors.append(exc)
-            failed.set()
-
-        p: BatchPipeline[int, str] = BatchPipeline(work, done, max_merge=1, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(work, done, max_merge=1, on_error=fails)
         await p.submit([0], "0")
         await spin()
         await p.submit([1], "1")
-        await asyncio.wait_for(failed.wait(), 1)
+        await asyncio.wait_for(fails.failed.wait(), 1)
         with pytest.raises(RuntimeError, match="pipeline failed"):  # no more input once acks stopped
             await p.submit([2], "2")
         await spin(100)
-        assert errors == [boom]
+        assert fails.errors == [boom]
         assert acked == [["0"], ["1"]]
         await p.stop()
 
@@ -517,20 +513,16 @@ def test_exception_in_done_calls_on_error() -> None:
 
 def test_cancelled_delivery_future_calls_on_error() -> None:
     async def scenario() -> None:
-        errors: list[BaseException] = []
+        fails = Failures()
         rec = Recorder()
-
-        async def on_error(exc: BaseException) -> None:
-            errors.append(exc)
-
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, on_error=fails)
         await p.submit([1], "a")
         await spin()
         rec.futs[0][0].cancel()  # e.g. the producer dropped its pending sends
         await spin(100)
         await p.stop()
         assert rec.done_tokens == []
-        assert len(errors) == 1, "the ack stage died without on_error"
+        assert len(fails.errors) == 1, "the ack stage died without on_error"
 
     run(scenario)
 
@@ -540,10 +532,7 @@ def test_drain_does_not_hang_after_a_stage_failure() -> None:
         async def work(msgs: list[int]) -> list[Awaitable[Any]]:
             raise RuntimeError("work failed")
 
-        async def on_error(exc: BaseException) -> None:
-            pass
-
-        p: BatchPipeline[int, str] = BatchPipeline(work, lambda t, m: None, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(work, lambda t, m: None, on_error=Failures())
         await p.submit([1], "a")
         await spin()
         try:
@@ -576,13 +565,9 @@ def test_drain_waits_for_an_empty_batch_too() -> None:
 
 def test_stop_cancels_both_stages_cleanly() -> None:
     async def scenario() -> None:
-        errors: list[BaseException] = []
-
-        async def on_error(exc: BaseException) -> None:
-            errors.append(exc)
-
+        fails = Failures()
         rec = Recorder(futs_per_call=1)
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=1, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=1, on_error=fails)
         await p.stop()  # never started: no-op
         await p.submit([0], "a")  # ack stage will wait on a's future
         await spin()
@@ -596,7 +581,7 @@ def test_stop_cancels_both_stages_cleanly() -> None:
         await asyncio.wait_for(p.stop(), 1)
         assert all(t.cancelled() for t in tasks)
         assert p._tasks == []
-        assert errors == []  # cancellation is not a failure
+        assert fails.errors == []  # cancellation is not a failure
         # (stop() cancels the ack task inside asyncio.gather, which cancels the pending delivery
         # futures themselves; resolve them only if they are still pending)
         if not rec.futs[0][0].done():
@@ -612,17 +597,14 @@ def test_stop_cancels_both_stages_cleanly() -> None:
 
 def test_stop_after_a_stage_failure_does_not_raise() -> None:
     async def scenario() -> None:
-        failed = asyncio.Event()
+        fails = Failures()
 
         async def work(msgs: list[int]) -> list[Awaitable[Any]]:
             raise RuntimeError("work failed")
 
-        async def on_error(exc: BaseException) -> None:
-            failed.set()
-
-        p: BatchPipeline[int, str] = BatchPipeline(work, lambda t, m: None, on_error=on_error)
+        p: BatchPipeline[int, str] = BatchPipeline(work, lambda t, m: None, on_error=fails)
         await p.submit([1], "a")
-        await asyncio.wait_for(failed.wait(), 1)
+        await asyncio.wait_for(fails.failed.wait(), 1)
         await spin()
         await asyncio.wait_for(p.stop(), 1)
         assert p._tasks == []
