@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from cluster_utils import LocalCluster
 
 from stream.service.config import Settings
 from stream.service.metrics import Metrics
@@ -58,7 +59,7 @@ async def _state(store: RedisStore) -> dict[str, bytes | None]:
 
 
 def _store(redis_url: str) -> RedisStore:
-    return RedisStore(aioredis.Redis.from_url(redis_url), prefix=f"ahead{uuid.uuid4().hex[:6]}")
+    return RedisStore.from_url(redis_url, prefix=f"ahead{uuid.uuid4().hex[:6]}")
 
 
 def _after_first_commit(store: RedisStore, action: Callable[[], Awaitable[None]], before: bool = False) -> None:
@@ -97,6 +98,24 @@ def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str) 
         assert _count(m_turn, "landed") == 0
         assert _count(m_ahead, "landed") >= 8, "the steps were not rated ahead"  # 12 rounds, ~1 a step
         assert _count(m_ahead, "refused") == _count(m_ahead, "dropped") == 0
+
+    asyncio.run(run())
+
+
+def test_steps_rated_ahead_on_a_redis_cluster_leave_what_they_leave_on_one_redis(
+        redis_cluster: LocalCluster, redis_url: str) -> None:
+    """The read of the players a commit does not write goes to the pool's node as every read does."""
+    async def run() -> None:
+        got = []
+        with ThreadPoolExecutor(1) as ex:
+            for url in (redis_url, redis_cluster.url):
+                store = _store(url)
+                proc = Processor(_settings(True), store, ex)
+                res = await proc.process(ROUNDS)
+                got.append((_outputs(res), await _state(store), _count(proc.metrics, "landed")))
+                await store.close()
+        assert got[1][:2] == got[0][:2]
+        assert got[1][2] >= 8
 
     asyncio.run(run())
 
