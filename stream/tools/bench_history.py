@@ -155,6 +155,8 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
                 continue
             target = _metric(port, "mmr_messages_done_total") + messages_per_run
             stages = _stage_totals(port)
+            steps0 = _metric(port, "mmr_batches_total")
+            ahead0 = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed")
             w0, r0 = _proc_ticks(worker_pid), _redis_cpu(s)
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
@@ -167,8 +169,12 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
             run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
             run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
+            run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
+            run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
         run["ratio"] = run["worker_s"] / run["embedded_s"]
         runs.append(run)
-        click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s), embedded "
-                   f"{run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x", err=True)
+        click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
+                   f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead), "
+                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x",
+                   err=True)
     return runs

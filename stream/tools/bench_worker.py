@@ -48,11 +48,12 @@ def _families(port: int) -> Iterable[Any]:
     return text_string_to_metric_families(body)
 
 
-def _metric(port: int, name: str) -> float:
+def _metric(port: int, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` (those with ``labels``, if given)."""
     total = 0.0
     for fam in _families(port):
         for sample in fam.samples:
-            if sample.name == name:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
     return total
 
