@@ -78,19 +78,25 @@ def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
 
 
 class DeferredDead:
-    """The ``DeadFn`` of a rating ahead: records each dead letter, makes the real ones (which
-    count them in the metrics) only when the rating is used (``made``)."""
+    """The ``DeadFn`` of a rating ahead: records each dead letter asked for and hands out a
+    stand-in; the real ones (which count themselves in the metrics) are made only when the
+    rating is used (``made``)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.calls: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # id of the stand-in -> the call
 
     def __call__(self, *args: Any, **kwargs: Any) -> DeadLetter:
-        self.calls.append((args, kwargs))
-        return DeadLetter("not made: its rating ahead may be dropped")
+        stand_in = DeadLetter("not made: its rating ahead may be dropped")
+        self.calls[id(stand_in)] = (args, kwargs)
+        return stand_in
 
-    def made(self, dead: DeadFn) -> list[DeadLetter]:
-        """The dead letters, in the order the rating asked for them."""
-        return [dead(*args, **kwargs) for args, kwargs in self.calls]
+    def made(self, returned: list[DeadLetter], dead: DeadFn) -> list[DeadLetter]:
+        """``returned`` (what the rating returned) with each stand-in made by ``dead``, in order."""
+        out = []
+        for d in returned:
+            call = self.calls.get(id(d))
+            out.append(d if call is None else dead(*call[0], **call[1]))
+        return out
 
 
 @dataclass(slots=True)

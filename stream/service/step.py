@@ -102,8 +102,8 @@ class PoolStep:
             from_ahead = ahead is not None and ahead.engine is engine and ahead.gen is not None
             if ahead is not None and from_ahead:
                 gen, checked = cast(str, ahead.gen), False  # the commit checks the event ids (an optimistic step)
-                commit, outputs, _, stats = ahead.result
-                dead = ahead.dead.made(self.dead)
+                commit, outputs, dead, stats = ahead.result
+                dead = ahead.dead.made(dead, self.dead)
                 ahead = None
             else:
                 if ahead is not None:
