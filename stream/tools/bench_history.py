@@ -132,7 +132,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     import time
 
     from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_metric
-    from stream.tools.cpu_meter import _proc_ticks
+    from stream.tools.cpu_meter import _proc_ticks, peak_rss_mib
 
     mmr = str(Path(sys.executable).parent / "mmr")
     hz = os.sysconf("SC_CLK_TCK")
@@ -147,11 +147,16 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             c0 = _children_cpu()
             if leg == "embedded":
                 t0 = time.perf_counter()
-                subprocess.run([mmr, "replay", path, "--system", system, "--embedded", "--out",
-                                str(tmp / "embedded.jsonl"), "--no-progress"], check=True, env=env,
-                               stdout=subprocess.DEVNULL)
+                proc = subprocess.Popen([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                                         str(tmp / "embedded.jsonl"), "--no-progress"], env=env,
+                                        stdout=subprocess.DEVNULL)
+                _, status, usage = os.wait4(proc.pid, 0)  # its own peak memory, not the children's largest
+                proc.returncode = os.waitstatus_to_exitcode(status)
                 run["embedded_s"] = time.perf_counter() - t0
-                run["embedded_cpu_s"] = _children_cpu() - c0
+                if proc.returncode:
+                    raise click.ClickException(f"mmr replay --embedded exited with {proc.returncode}")
+                run["embedded_cpu_s"] = usage.ru_utime + usage.ru_stime
+                run["embedded_peak_rss_mib"] = usage.ru_maxrss / 1024
                 continue
             target = _metric(port, "mmr_messages_done_total") + messages_per_run
             stages = _stage_totals(port)
@@ -169,6 +174,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
             run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
             run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
+            run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
             run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
         run["ratio"] = run["worker_s"] / run["embedded_s"]

@@ -563,7 +563,10 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"--embedded` ({rp['system']}), run {k + 1} | worker {run['worker_s']:.1f} s (worker CPU "
                         f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
-                        f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; worker stages per batch "
+                        f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; {run['worker_steps']:.0f} Redis "
+                        f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; peak RSS worker "
+                        f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
+                        "worker stages per batch "
                         + ", ".join(f"{k2} {v[0]:.0f} ms" for k2, v in run["worker_stage_means_ms"].items()
                                     if k2 != "messages") + " |")
     if "latency_p99_ms" in res:

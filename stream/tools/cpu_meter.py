@@ -14,6 +14,18 @@ import os
 import time
 
 
+def peak_rss_mib(pid: int) -> float | None:
+    """The peak resident memory of a live process so far (``VmHWM``), MiB; None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _proc_ticks(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
