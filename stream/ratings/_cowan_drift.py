@@ -1,12 +1,14 @@
 """The drift step of Cowan's kernels (``_cowan_kernels.update_pair``): each new posterior
 convolved with the drift kernel, renormalised, its tails trimmed, written back to its row.
 
-Why both players at once: besides the convolution (``_cowan_lanes.convolve_taps``, in vector
-registers) the step is two running sums per player (the mass, then the mass kept after the
-trim), chains of dependent additions whose latency, not their count, sets the time. Taking
-the two players' sums in one loop lets the two chains overlap; each sum still adds its own
-cells in ascending order from ``0.0``, so the bits are those of one player at a time (tested
-against a plain-Python drift of one player).
+Besides the convolution the step is two running sums per player (the mass, then the mass
+kept after the trim), chains of dependent additions whose latency, not their count, sets the
+time. So each runs beside other work: the mass inside the taps' convolution
+(``_cowan_lanes.convolve_taps``, in vector registers), beside the products of the next
+outputs; the kept mass of both players in one loop, where the two chains overlap (as the
+masses of the Laplace kernel's sweeps do). Each sum still adds its own cells in ascending
+order from ``0.0``, so the bits are those of one player at a time (tested against a
+plain-Python drift of one player).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded suppor
 @njit(cache=True, nogil=True, inline="always")
 def _drift_conv(
     post: np.ndarray, lo: int, hi: int, taps: np.ndarray, drift_mode: int, drift_rate: float, n1: int
-) -> tuple[np.ndarray, int]:
-    """The window ``post[0 : hi−lo+1]`` convolved with the drift kernel: ``(buf, nlo)``,
-    ``buf[x]`` the value of cell ``nlo + x``."""
+) -> tuple[np.ndarray, int, float]:
+    """The window ``post[0 : hi−lo+1]`` convolved with the drift kernel: ``(buf, nlo, total)``,
+    ``buf[x]`` the value of cell ``nlo + x``; with the taps, ``total`` is ``Σ buf`` (one running
+    sum in ascending order from ``0.0``, taken by ``convolve_taps``), else 0.0."""
     m = hi - lo + 1
     if drift_mode == DRIFT_TAPS:
         half = (taps.shape[0] - 1) // 2
@@ -41,7 +44,7 @@ def _drift_conv(
         for t in range(m):
             pad[shift + t] = post[t]
         buf = np.empty(width)
-        convolve_taps(pad, taps, width, buf)
+        total = convolve_taps(pad, taps, width, buf)
     else:
         # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
         # beyond `reach` cells every value is < 1e-20 of the mass (the tail trim below drops
@@ -51,6 +54,7 @@ def _drift_conv(
         nlo = max(0, lo - reach)
         nhi = min(n1 - 1, hi + reach)
         buf = np.zeros(nhi - nlo + 1)
+        total = 0.0
         w0 = taps[0]
         s = 0.0
         for x in range(nlo, nhi + 1):
@@ -62,7 +66,7 @@ def _drift_conv(
             v = post[x - lo] if lo <= x <= hi else 0.0
             buf[x - nlo] += w0 * s
             s = r * (s + v)
-    return buf, nlo
+    return buf, nlo, total
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -106,21 +110,21 @@ def _drift_and_store_pair(
     renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to
     ``row`` (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``.
 
-    Both players at once: each mass is one running sum (a chain of dependent additions,
-    latency-bound), and the two players' chains run in the same loop, so they overlap; each
-    sum still adds its own cells in ascending order from ``0.0`` (same bits)."""
+    Each mass is one running sum (a chain of dependent additions, latency-bound): taken by
+    the taps' convolution as it goes, else (and the kept masses) both players' in one loop,
+    so that the two chains overlap; each sum still adds its own cells in ascending order
+    from ``0.0`` (same bits)."""
     n1 = row_a.shape[0]
-    buf_a, nlo_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1)
-    buf_b, nlo_b = _drift_conv(post_b, lb, hb, taps, drift_mode, drift_rate, n1)
-    na = buf_a.shape[0]
-    nb = buf_b.shape[0]
-    total_a = 0.0
-    total_b = 0.0
-    for x in range(max(na, nb)):
-        if x < na:
-            total_a += buf_a[x]
-        if x < nb:
-            total_b += buf_b[x]
+    buf_a, nlo_a, total_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1)
+    buf_b, nlo_b, total_b = _drift_conv(post_b, lb, hb, taps, drift_mode, drift_rate, n1)
+    if drift_mode != DRIFT_TAPS:  # the taps' convolution took the masses; the two sweeps did not
+        na = buf_a.shape[0]
+        nb = buf_b.shape[0]
+        for x in range(max(na, nb)):
+            if x < na:
+                total_a += buf_a[x]
+            if x < nb:
+                total_b += buf_b[x]
     a_a, b_a = _trim(buf_a, tail * total_a)
     a_b, b_b = _trim(buf_b, tail * total_b)
     kept_a = 0.0

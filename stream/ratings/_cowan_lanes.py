@@ -133,14 +133,19 @@ def _combine(rho: np.ndarray, lo: int, hi: int, start: int, stop: int, steps: in
 
 
 @njit(cache=True, nogil=True)
-def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> None:
+def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> float:
     """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum started at ``0.0`` and
     taken in ascending ``t``: the same bits as accumulating ``buf[x] += taps[t]·pad[x + t]``
     over ``t`` (the drift's direct convolution). Sixteen outputs at a time, as the lanes of
     four vectors whose sums stay in registers (four independent chains of adds hide their
-    latency); the scalar form kept ``buf`` in memory, a load and a store per product."""
+    latency); the scalar form kept ``buf`` in memory, a load and a store per product.
+
+    Returns ``Σ_x buf[x]``, one running sum from ``0.0`` in ascending ``x`` (the drift's
+    mass): a chain of dependent additions, latency-bound, which here runs beside the
+    products of the next outputs instead of in a loop of its own."""
     nt = taps.shape[0]
     zero = v4_splat(0.0)
+    total = 0.0
     x = 0
     while x + 4 * LANES <= width:
         s0 = s1 = s2 = s3 = zero
@@ -154,10 +159,14 @@ def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray
         v4_store(buf, x + LANES, s1)
         v4_store(buf, x + 2 * LANES, s2)
         v4_store(buf, x + 3 * LANES, s3)
+        for j in range(4 * LANES):
+            total += buf[x + j]
         x += 4 * LANES
     while x < width:
         acc = 0.0
         for t in range(nt):
             acc += taps[t] * pad[x + t]
         buf[x] = acc
+        total += acc
         x += 1
+    return total

@@ -81,8 +81,12 @@ def test_convolve_taps_equals_the_plain_accumulation_bit_for_bit(nt: int, width:
     for t in range(nt):  # numpy: one rounded product, then one rounded sum, per element
         want += taps[t] * pad[t : t + width]
     got = np.full(width, np.nan)
-    lanes.convolve_taps(pad, taps, width, got)
+    total = lanes.convolve_taps(pad, taps, width, got)
     assert want.tobytes() == got.tobytes()
+    mass = 0.0
+    for v in want.tolist():  # the drift's mass: one running sum, ascending, from 0.0
+        mass += v
+    assert np.float64(total).tobytes() == np.float64(mass).tobytes()
 
 
 @SETTINGS

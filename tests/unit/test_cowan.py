@@ -414,6 +414,34 @@ def test_pool_arena_equals_rate_matches(sys_: Cowan) -> None:
         assert all(x.tobytes() == y.tobytes() for x, y in zip(got, held, strict=True))
 
 
+def test_arena_prefetch_is_a_hint_in_the_machine_code_that_changes_nothing() -> None:
+    """The arena kernels ask for the next match's windows ahead (``_prefetch_window``,
+    ``_prefetch_dest``): compiled, those are x86 prefetch instructions, and no value of the
+    arena moves, also for cells past its end."""
+    import platform
+    import re
+
+    from numba import njit
+
+    from stream.ratings import _cowan_arena
+
+    def ahead(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray) -> None:
+        for p in range(start.shape[0]):
+            _cowan_arena._prefetch_window(vals, start, lohi, p)
+            _cowan_arena._prefetch_dest(vals, start, lohi, p, vals.shape[0] + 64, 8)
+
+    vals = np.random.default_rng(1).random(4096)
+    start = np.array([0, 100, 4000], dtype=np.int64)
+    lohi = np.array([[10, 99], [0, 500], [300, 400]], dtype=np.int64)  # the last runs past the end
+    before = vals.copy()
+    fn = njit(nogil=True)(ahead)  # not from numba's cache, which keeps no assembly
+    fn(vals, start, lohi)
+    assert vals.tobytes() == before.tobytes()
+    if platform.machine() in ("x86_64", "AMD64"):
+        asm = fn.inspect_asm(fn.signatures[0])
+        assert re.search(r"\bprefetcht0\b", asm)  # the write hint: prefetchw where the CPU has it
+
+
 def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:
     """The luck table, drift taps and prior come from ``exp_exact`` and ``math.fsum`` (the
     same bits on every CPU; numpy's exp depends on the CPU's SIMD loops): checked against
