@@ -401,7 +401,6 @@ def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str
         yield where, "round", contest_to_round(obj, where, pool, line_no, text)
 
 
-_MATCH = {"match"}
 _STR_TYPE = {str}
 
 
@@ -414,7 +413,10 @@ def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[
         objs = list(map(orjson.loads, [line for _, line in block]))
     except orjson.JSONDecodeError:
         return None
-    if set(map(type, objs)) != {dict} or set(map(dict.get, objs, itertools.repeat("type"))) != _MATCH:
+    if set(map(type, objs)) != {dict}:
+        return None
+    # ``count`` compares with ==: a ``type`` of any JSON value (a list, unhashable) is just not "match"
+    if list(map(dict.get, objs, itertools.repeat("type"))).count("match") != len(objs):
         return None
     cols = plain_match_rows(objs)
     if cols is None:
