@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -121,6 +122,22 @@ def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: fl
             tail = worker.log_tail() if worker is not None else ""
             raise AssertionError(f"lag still {lag} after {timeout} s\n{tail}")
         time.sleep(0.5)
+
+
+def announced_port(worker: WorkerProcess, timeout: float = 120.0) -> int:
+    """The port of the worker's HTTP API as it printed it at start. A worker started with
+    ``MMR_HTTP_PORT`` 0 binds a port the system picks as it binds: a port chosen beforehand
+    (``free_port``), or one a stopped worker used, can be taken by another process before a new
+    worker gets to bind it, and that worker then exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", worker.log_path.read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+        if not worker.alive():
+            raise AssertionError(f"worker exited before announcing its HTTP port:\n{worker.log_tail()}")
+        time.sleep(0.2)
+    raise AssertionError(f"no HTTP port announced after {timeout} s:\n{worker.log_tail()}")
 
 
 def wait_for(what: str, check: Callable[[], T], worker: WorkerProcess | None = None, timeout: float = 120.0,
