@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -110,10 +111,15 @@ def _lag(s: Settings) -> int:
 
 
 def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: float = 120.0) -> None:
-    """Until the worker's group has committed every input offset (so everything was applied)."""
+    """Until the worker's group has committed every input offset (so everything was applied). A poll
+    the broker fails (a request timing out on a loaded machine, the group rebalancing) counts as not
+    yet: the next poll asks again."""
     deadline = time.monotonic() + timeout
     while True:
-        lag = _lag(s)
+        try:
+            lag: int | str = _lag(s)
+        except KafkaError as exc:
+            lag = f"unknown ({exc!r})"
         if lag == 0:
             return
         if worker is not None and not worker.alive():
@@ -144,12 +150,12 @@ def wait_for(what: str, check: Callable[[], T], worker: WorkerProcess | None = N
              every: float = 0.2) -> T:
     """``check()`` once it is truthy (polled every ``every`` s); fails naming ``what`` after ``timeout``
     s, or at once with its log when ``worker`` exited. An ``OSError`` of ``check`` (a worker whose HTTP
-    API does not answer yet) counts as not yet."""
+    API does not answer yet) or a ``KafkaError`` (a poll of the broker that failed) counts as not yet."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             got = check()
-        except OSError:
+        except (OSError, KafkaError):
             got = None
         if got:
             return got
