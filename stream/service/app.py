@@ -50,7 +50,7 @@ from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
 from stream.state.fence import ServerFence, StoreRestarted
-from stream.state.redis_client import AnyRedis, StoreUnavailable, connect
+from stream.state.redis_client import StoreUnavailable, connect_blocking
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class Service:
     _http_runner: Any = None
     #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
     http_store: RedisStore | None = None
-    http_health: AnyRedis | None = None
+    http_health: http.RedisPing | None = None
     #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
     dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
     #: fetching of the input partitions is paused while Redis is unavailable (``pause_fetch``)
@@ -546,14 +546,14 @@ def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust
     return faust.App(app_id, **faust_kwargs(s))
 
 
-def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, AnyRedis]:
+def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, http.RedisPing]:
     """The HTTP API's Redis clients, apart from the pipeline's so that a busy pipeline never starves
     the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
-    (the API lets as many requests read at once), and one connection for the health probes' ping."""
+    (the API lets as many requests read at once), and the health probes' ping on a client of its own."""
     reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster,
                                 max_connections=s.http_redis_connections, **s.redis_kwargs())
-    health = connect(s.redis_url, cluster, max_connections=1, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
-                     socket_timeout=http.HEALTH_TIMEOUT_S, **s.redis_kwargs())
+    health = http.RedisPing(lambda: connect_blocking(s.redis_url, cluster, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
+                                                     socket_timeout=http.HEALTH_TIMEOUT_S, **s.redis_kwargs()))
     return reads, health
 
 

@@ -13,8 +13,9 @@ and the gauge ``mmr_http_port`` exports it.
 Reads have a Redis client of their own (``ReadApi.store``), separate from the rating pipeline's, so
 that neither starves the other, and at most ``ReadApi.concurrency`` requests use it at once: more
 clients wait their turn instead of failing on an exhausted connection pool. The health probes ping
-Redis on a client of their own again (``ReadApi.health``), one ping at a time and bounded by
-``HEALTH_TIMEOUT_S``, so they answer promptly while every read connection is busy.
+Redis on a client of their own again (``ReadApi.health``, a ``RedisPing``), so they answer while every
+read connection is busy; that ping runs on a thread of its own, bounded by ``HEALTH_TIMEOUT_S`` on its
+socket, so that what a probe judges is Redis, not how late the busy event loop gets to its answer.
 
 Routes:
     GET /livez                                     200 while the process and its event loop answer (no Redis, no Kafka)
@@ -49,7 +50,7 @@ import logging
 import math
 import socket
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -70,7 +71,7 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.state.redis_client import AnyRedis
+from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,40 @@ _STORED = text_answer("a stored value of the pool is not a belief, or the pool w
 _POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
 
 
+class RedisPing:
+    """The health probes' PING of Redis on a blocking client and a thread of their own.
+
+    A client on the event loop would be timed by the loop: one busy with many readers, or short of
+    CPU, reads a PONG late, and a probe would call a healthy Redis unhealthy. Here the client's
+    socket timeouts (``HEALTH_TIMEOUT_S``) bound Redis' answer alone, and a late loop only delays the
+    probe's. Probes that arrive while a ping is under way share its answer, so a Redis that hangs
+    costs each probe one timeout at most, however many wait. The client is made on the thread at the
+    first ping (a cluster client asks for the slot map as it is made)."""
+
+    def __init__(self, connect: Callable[[], AnyBlockingRedis]) -> None:
+        self._connect = connect
+        self._client: AnyBlockingRedis | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")
+        self._inflight: asyncio.Future[None] | None = None
+
+    def _ping(self) -> None:
+        if self._client is None:
+            self._client = self._connect()
+        try:
+            self._client.ping()
+        except Exception:
+            client, self._client = self._client, None  # made again at the next ping: a fresh slot map
+            client.close()
+            raise
+
+    async def __call__(self) -> None:
+        """Return once Redis answered a PING; raise what the ping raised (a timeout, a refused connection)."""
+        loop = asyncio.get_running_loop()
+        if self._inflight is None or self._inflight.done() or self._inflight.get_loop() is not loop:
+            self._inflight = loop.run_in_executor(self._thread, self._ping)
+        await asyncio.shield(self._inflight)
+
+
 class HttpPortTaken(RuntimeError):
     """The configured HTTP port is in use (another worker, another program)."""
 
@@ -116,7 +151,7 @@ class ReadApi:
     executor: Executor
     port: int  # the bound port (served by /healthz)
     running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
-    health: AnyRedis | None = None  # the client the health probes ping (None: the store's)
+    health: RedisPing | None = None  # the health probes' ping (None: the store's client, on the event loop)
     concurrency: int = 16  # requests reading Redis at once (at most the read client's connections)
     #: the input partitions halted by a bug in the rating step (stream.service.halts.Halts.listing)
     halted: Callable[[], list[dict[str, Any]]] = list
@@ -258,8 +293,14 @@ def _count(request: web.Request, name: str, default: int) -> int:
 def make_web_app(api: ReadApi) -> web.Application:
     routes = ApiRoutes()
     reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
-    health = api.store.r if api.health is None else api.health
-    one_ping = asyncio.Lock()  # probes arriving together share the health client's connection in turn
+    one_ping = asyncio.Lock()  # probes arriving together share the store's connection in turn
+
+    async def ping_on_loop() -> None:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            async with one_ping:
+                await api.store.r.ping()
+
+    ping = ping_on_loop if api.health is None else api.health
 
     @web.middleware
     async def bounded(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
@@ -270,9 +311,7 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     async def ready() -> web.Response:
         try:
-            async with asyncio.timeout(HEALTH_TIMEOUT_S):
-                async with one_ping:
-                    await health.ping()
+            await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
             return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
         if not api.running():

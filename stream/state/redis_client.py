@@ -24,14 +24,17 @@ from urllib.parse import urlparse
 
 import redis
 import redis.asyncio as aioredis
+import redis.cluster
 import redis.exceptions as rex
 from redis.asyncio.cluster import RedisCluster
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 
 AnyRedis = aioredis.Redis | RedisCluster
+#: the blocking clients of the same two kinds (``connect_blocking``)
+AnyBlockingRedis = redis.Redis | redis.cluster.RedisCluster
 
 
 class StoreUnavailable(rex.ConnectionError):
@@ -117,10 +120,25 @@ def connect(url: str, cluster: bool | None = None, **kwargs: Any) -> AnyRedis:
     kwargs.setdefault("retry", _retry())
     if not cluster:
         return aioredis.Redis.from_url(url, **kwargs)
+    _cluster_db(url)
+    return RedisCluster.from_url(url, **kwargs)
+
+
+def connect_blocking(url: str, cluster: bool, **kwargs: Any) -> AnyBlockingRedis:
+    """A blocking client for ``url`` of the kind ``connect`` gives, that tries each command once
+    (its caller asks again later): for a thread of its own, timed by the socket's timeouts rather
+    than by an event loop that may be busy."""
+    kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+    if not cluster:
+        return redis.Redis.from_url(url, **kwargs)
+    _cluster_db(url)
+    return redis.cluster.RedisCluster.from_url(url, **kwargs)
+
+
+def _cluster_db(url: str) -> None:
     db = urlparse(url).path.strip("/")
     if db not in ("", "0"):
         raise ValueError(f"REDIS_URL {_safe(url)} names DB {db}: a Redis Cluster has only DB 0")
-    return RedisCluster.from_url(url, **kwargs)
 
 
 def _safe(url: str) -> str:

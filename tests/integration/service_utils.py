@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -109,10 +111,15 @@ def _lag(s: Settings) -> int:
 
 
 def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: float = 120.0) -> None:
-    """Until the worker's group has committed every input offset (so everything was applied)."""
+    """Until the worker's group has committed every input offset (so everything was applied). A poll
+    the broker fails (a request timing out on a loaded machine, the group rebalancing) counts as not
+    yet: the next poll asks again."""
     deadline = time.monotonic() + timeout
     while True:
-        lag = _lag(s)
+        try:
+            lag: int | str = _lag(s)
+        except KafkaError as exc:
+            lag = f"unknown ({exc!r})"
         if lag == 0:
             return
         if worker is not None and not worker.alive():
@@ -123,16 +130,32 @@ def wait_caught_up(s: Settings, worker: WorkerProcess | None = None, timeout: fl
         time.sleep(0.5)
 
 
+def announced_port(worker: WorkerProcess, timeout: float = 120.0) -> int:
+    """The port of the worker's HTTP API as it printed it at start. A worker started with
+    ``MMR_HTTP_PORT`` 0 binds a port the system picks as it binds: a port chosen beforehand
+    (``free_port``), or one a stopped worker used, can be taken by another process before a new
+    worker gets to bind it, and that worker then exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", worker.log_path.read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+        if not worker.alive():
+            raise AssertionError(f"worker exited before announcing its HTTP port:\n{worker.log_tail()}")
+        time.sleep(0.2)
+    raise AssertionError(f"no HTTP port announced after {timeout} s:\n{worker.log_tail()}")
+
+
 def wait_for(what: str, check: Callable[[], T], worker: WorkerProcess | None = None, timeout: float = 120.0,
              every: float = 0.2) -> T:
     """``check()`` once it is truthy (polled every ``every`` s); fails naming ``what`` after ``timeout``
     s, or at once with its log when ``worker`` exited. An ``OSError`` of ``check`` (a worker whose HTTP
-    API does not answer yet) counts as not yet."""
+    API does not answer yet) or a ``KafkaError`` (a poll of the broker that failed) counts as not yet."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             got = check()
-        except OSError:
+        except (OSError, KafkaError):
             got = None
         if got:
             return got

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import free_port
 from service_utils import (
     WorkerProcess,
+    announced_port,
     export_state,
     make_settings,
     metric,
@@ -36,12 +36,12 @@ def _match(event_id: str, a: str, b: str) -> bytes:
 
 def test_an_unpublishable_dead_letter_is_retried_and_holds_back_the_ack(kafka_bootstrap: str, redis_url: str,
                                                                       tmp_path: Path) -> None:
-    port = free_port()
-    s = make_settings(kafka_bootstrap, redis_url, partitions=1, http_port=port)
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1)  # HTTP port 0: each worker's own
     refused = WorkerProcess(s, tmp_path / "refused.log")
     refused.extra_env = {"MMR_PRODUCER_MAX_REQUEST_BYTES": "150"}
     refused.start()
     try:
+        port = announced_port(refused)
         # offsets 0, 1, 2: valid, invalid (not JSON), valid
         produce_raw(s, s.topic_matches, [(b"dl", _match("m1", "A", "B")), (b"dl", b"not json " * 200),
                                          (b"dl", _match("m2", "B", "C"))])

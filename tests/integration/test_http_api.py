@@ -7,6 +7,7 @@ clients the worker builds (``http_clients``); the ratings are written by the rea
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.parse
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -15,14 +16,14 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp import ClientSession, ClientTimeout, TCPConnector
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 from aiohttp.test_utils import TestClient, TestServer
 from local_servers import NO_AOF, RedisServer
 from prometheus_client import CollectorRegistry
 
 from stream.service.app import http_clients
 from stream.service.config import Settings
-from stream.service.http import ReadApi, make_web_app
+from stream.service.http import HEALTH_TIMEOUT_S, ReadApi, make_web_app
 from stream.service.processor import Message, Processor
 from stream.state.redis_store import RedisStore
 
@@ -122,6 +123,45 @@ def test_200_concurrent_clients_all_answered_while_probes_stay_ready(redis_url: 
         assert len(statuses) == REQUESTS and set(statuses) == {200}, sorted(set(statuses))
         assert wrong == []
         assert probes and set(probes) == {200}, probes
+
+    asyncio.run(check())
+
+
+def test_a_probe_judges_redis_not_an_event_loop_late_to_read_its_answer(redis_url: str) -> None:
+    """The event loop is held longer than a probe's Redis timeout while the probe waits for Redis
+    (as a busy or CPU-starved worker holds it): Redis answered in time, so the probe answers 200."""
+    s = Settings(redis_url=redis_url, key_prefix=f"late{uuid.uuid4().hex[:6]}", redis_cluster=False)
+
+    async def check() -> None:
+        store, health = http_clients(s, cluster=False)
+        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+                      lambda: True, health=health)
+        app = make_web_app(api)
+        probing = asyncio.Event()
+        answered = asyncio.Event()
+
+        @web.middleware
+        async def mark(request: web.Request, handler: Any) -> web.StreamResponse:
+            probing.set()
+            try:
+                return await handler(request)  # type: ignore[no-any-return]
+            finally:
+                answered.set()
+
+        app.middlewares.append(mark)  # innermost: set just before the probe asks Redis
+
+        async def hold_the_loop() -> None:
+            await probing.wait()
+            while not answered.is_set():
+                time.sleep(HEALTH_TIMEOUT_S + 0.5)  # blocks the loop, not Redis
+                await asyncio.sleep(0)
+
+        async with TestClient(TestServer(app)) as client:
+            holder = asyncio.create_task(hold_the_loop())
+            resp = await client.get("/readyz")
+            assert (resp.status, await resp.json()) == (200, {"status": "ok", "http_port": 4321})
+            await holder
+        await store.close()
 
     asyncio.run(check())
 

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
-from conftest import free_port
 from service_utils import (
     WorkerProcess,
+    announced_port,
     embedded_state,
     export_state,
     http_get,
@@ -83,8 +83,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
     pools = _pools_by_partition(2)
     (a, b), (c, bug) = pools[0], pools[1]
     d = _pools_by_partition(3)[1][2]  # a pool of the halted partition that starts after the halt
-    port = free_port()
-    s = make_settings(kafka_bootstrap, redis_url, partitions=2, http_port=port)
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2)  # HTTP port 0: each worker's own
     ev = Events()
     before = ev.add(a, 6) + ev.add(b, 6) + ev.add(c, 6)
     offending = ev.add(bug, 3)  # the first is the offending message: offset 6 of partition 1
@@ -92,6 +91,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
     worker.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
     worker.start()
     try:
+        port = announced_port(worker)
         _publish(s, before + offending)
         health = wait_for("a halt on /healthz", lambda: (h := http_get(port, "/healthz")[1]).get("halted") and h,
                           worker)
@@ -121,6 +121,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
 
     fixed = WorkerProcess(s, tmp_path / "fixed.log").start()
     try:
+        port = announced_port(fixed)
         wait_caught_up(s, fixed)
         state = export_state(s)
         assert state == ev.replay(tmp_path / "all.jsonl")  # each event once, in order, bit for bit
@@ -138,18 +139,19 @@ def test_a_halted_partition_moved_by_a_rebalance_halts_again_at_the_same_message
     every partition an owner again, the halted one starts at its committed offset and halts there
     once more (on whichever worker owns it); the other partition goes on; nothing is dead-lettered."""
     (a, b), (c, bug) = _pools_by_partition(2)[0], _pools_by_partition(2)[1]
-    ports = free_port(), free_port()
-    s = make_settings(kafka_bootstrap, redis_url, partitions=2, http_port=ports[0])
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2)  # HTTP port 0: each worker's own
     ev = Events()
     first = ev.add(a, 3) + ev.add(c, 3) + ev.add(bug, 2)  # the offending message: offset 3 of partition 1
-    workers = [WorkerProcess(s.with_(http_port=port), tmp_path / f"w{i}.log") for i, port in enumerate(ports)]
+    workers = [WorkerProcess(s, tmp_path / f"w{i}.log") for i in range(2)]
     for w in workers:
         w.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
     workers[0].start()
     try:
+        ports = [announced_port(workers[0])]
         _publish(s, first)
         wait_for("the first halt", lambda: http_get(ports[0], "/healthz")[1].get("halted"), workers[0])
         workers[1].start()
+        ports.append(announced_port(workers[1]))
         wait_for("the second worker running", lambda: http_get(ports[1], "/healthz")[0] == 200, workers[1])
 
         def bugs() -> float:

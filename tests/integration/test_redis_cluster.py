@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -16,7 +17,6 @@ import pytest
 import redis.asyncio as aioredis
 from cluster_utils import LocalCluster
 from legacy_layout import migration_story
-from local_servers import free_port
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
@@ -169,25 +169,28 @@ def test_a_moved_slot_and_a_slot_being_migrated_are_infrastructure_errors(redis_
 
 def test_redis_unreachable_is_store_unavailable() -> None:
     """Nothing listens: every store call raises StoreUnavailable (the worker's retry), and asking
-    whether it is a cluster gives up after its wait with the same error."""
-    url = f"redis://127.0.0.1:{free_port()}"
-    with pytest.raises(StoreUnavailable, match="MMR_REDIS_CLUSTER"):
-        is_cluster(url, wait_s=0.3)
+    whether it is a cluster gives up after its wait with the same error. The port is held bound
+    without listening for the whole test: it refuses every connection, and no other process can
+    start listening on it meanwhile (a port only known to be free when it was picked can be)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{held.getsockname()[1]}"
+        with pytest.raises(StoreUnavailable, match="MMR_REDIS_CLUSTER"):
+            is_cluster(url, wait_s=0.3)
 
-    async def run() -> None:
-        store = RedisStore.from_url(url, cluster=False, socket_connect_timeout=0.5)
-        with pytest.raises(StoreUnavailable):
-            await store.snapshot("p", ["a"], ["e"])
-        with pytest.raises(StoreUnavailable):
-            await store.commit("p", "0", Commit(beliefs={"a": b"x"}, scores={"a": 1.0}))
-        with pytest.raises(StoreUnavailable):
-            await store.meta("p")
-        with pytest.raises(StoreUnavailable):
-            await store.ping()
-        await store.close()
+        async def run() -> None:
+            store = RedisStore.from_url(url, cluster=False, socket_connect_timeout=0.5)
+            with pytest.raises(StoreUnavailable):
+                await store.snapshot("p", ["a"], ["e"])
+            with pytest.raises(StoreUnavailable):
+                await store.commit("p", "0", Commit(beliefs={"a": b"x"}, scores={"a": 1.0}))
+            with pytest.raises(StoreUnavailable):
+                await store.meta("p")
+            with pytest.raises(StoreUnavailable):
+                await store.ping()
+            await store.close()
 
-    asyncio.run(run())
-
+        asyncio.run(run())
 
 
 def test_rounds_assembled_from_results_on_a_cluster(redis_cluster: LocalCluster, redis_url: str) -> None:

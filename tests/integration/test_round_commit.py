@@ -42,7 +42,7 @@ class KilledAtCommit(RedisStore):
             if pool == self.wait_pool:
                 self.landed.set()
             return new_gen
-        await asyncio.wait_for(self.landed.wait(), 10)
+        await asyncio.wait_for(self.landed.wait(), 60)
         self.server.kill()
         self.kills += 1
         try:

@@ -10,7 +10,6 @@ must for a worker started afresh (a restart), which never saw the round's result
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +19,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from local_servers import RedisServer
-from service_utils import WorkerProcess, make_settings, produce_raw, read_json_topic, wait_caught_up
+from service_utils import WorkerProcess, make_settings, produce_raw, read_json_topic, wait_caught_up, wait_for
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
@@ -110,12 +109,7 @@ def test_a_restarted_worker_times_out_a_round_whose_results_it_never_saw(kafka_b
         wait_caught_up(s, worker)
         worker.stop()  # its memory goes with it (a SIGKILL only adds the group's session timeout to the test)
         worker = WorkerProcess(s, log).start()
-        deadline = time.monotonic() + 60
-        dead: list[dict[str, Any]] = []
-        while time.monotonic() < deadline and not dead:
-            assert worker.alive(), worker.log_tail()
-            time.sleep(0.5)
-            dead = read_json_topic(s, s.topic_dead)
+        dead = wait_for("the round's dead letter", lambda: read_json_topic(s, s.topic_dead), worker, every=0.5)
     finally:
         worker.stop()
     assert [(d["pool"], d["reason"]) for d in dead] == [("default", "round 'RZ': round timed out with 2/? results")]

@@ -6,7 +6,6 @@ Real ``mmr worker`` subprocesses on the test broker and Redis.
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import subprocess
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from service_utils import MMR, ROOT, WorkerProcess, env_for, make_settings
+from service_utils import MMR, ROOT, WorkerProcess, announced_port, env_for, make_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -31,18 +30,6 @@ class DefaultHttpWorker(WorkerProcess):
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen([str(MMR), "worker"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         return self
-
-
-def _announced_port(worker: WorkerProcess, timeout: float = 120.0) -> int:
-    """The port the worker printed at start."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", worker.log_path.read_text(errors="replace"))
-        if m:
-            return int(m.group(1))
-        assert worker.alive(), worker.log_tail()
-        time.sleep(0.2)
-    raise AssertionError(f"no HTTP port announced:\n{worker.log_tail()}")
 
 
 def _healthz(port: int, timeout: float = 240.0) -> dict[str, object]:
@@ -69,7 +56,7 @@ def test_two_workers_with_defaults_both_serve_on_loopback(kafka_bootstrap: str, 
         w.extra_env = {"MMR_LOG_LEVEL": "info"}
         workers.append(w.start())
     try:
-        ports = [_announced_port(w) for w in workers]
+        ports = [announced_port(w) for w in workers]
         assert ports[0] != ports[1] and min(ports) > 0
         for w, port in zip(workers, ports, strict=True):
             assert _healthz(port) == {"status": "ok", "http_port": port}

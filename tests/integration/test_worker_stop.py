@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import free_port
 from service_utils import (
     WorkerProcess,
+    announced_port,
     embedded_state,
     export_state,
     make_settings,
@@ -42,13 +42,13 @@ SYSTEM = "elo"
 def test_a_stop_mid_batch_is_clean_and_loses_nothing(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "40000",
                     "--pool", "m", "--seed", "3")
-    port = free_port()
-    s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM, take_max=16, http_port=port)
+    s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM, take_max=16)  # HTTP port 0: each worker's own
     # a backlog of one-match messages in batches of 16, thousands of them queued in the worker's pipeline
     # (MMR_MAX_INFLIGHT's default): a stop always meets batches being rated and published
     publish([history], s, batch_size=1)
     stopped = WorkerProcess(s, tmp_path / "stopped.log").start()
     try:
+        port = announced_port(stopped)
         # stopped while it rates: some messages done, many left
         wait_for("500 messages done", lambda: metric(port, "mmr_messages_done_total") >= 500, stopped, every=0.05)
         assert stopped.proc is not None
