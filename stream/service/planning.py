@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
+from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, fast_round, parse_json
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
@@ -164,6 +164,47 @@ def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
         seen |= fresh
         steps[-1].append(op)
     return steps
+
+
+@dataclass(slots=True)
+class StepInputs:
+    """One step's ops and what its read and commit need of them."""
+
+    ops: list[Op]
+    kind: str  # "rounds" or "matches": which engine of the pool rates them
+    ids: list[str]  # event ids the step records (none for matches recognised by offset)
+    players: dict[str, None]  # every player the step touches, in order
+    offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
+    rounds: list[str]  # ids of assembled rounds the commit marks done
+
+    @property
+    def checked_offsets(self) -> list[str]:
+        """The "topic/partition" whose applied offset the read must return (MMR_DEDUP=offsets)."""
+        return [tp for tp, (first, _) in self.offsets.items() if first is not None]
+
+
+def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds."""
+    ids: list[str] = []
+    players: dict[str, None] = {}
+    offsets: dict[str, tuple[int | None, int]] = {}
+    rounds: list[str] = []
+    for op in ops:
+        if isinstance(op, RoundOp):
+            ids.append(op.event.event_id)
+            players.update(dict.fromkeys(op.event.players))
+            note_offset(offsets, op.msg, False)
+            if op.round_done is not None:
+                rounds.append(op.round_done)
+        else:
+            if not by_offsets:
+                ids.extend(op.batch.event_ids)
+            op.index = index_players(op.batch)
+            players.update(dict.fromkeys(op.index.players))
+            for msg in op.sources:
+                note_offset(offsets, msg, by_offsets)
+    kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
+    return StepInputs(ops, kind, ids, players, offsets, rounds)
 
 
 def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:

@@ -33,11 +33,11 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
-from stream.service.ahead import RatedAhead, StepInputs, drop, rate_ahead, step_inputs
+from stream.service.ahead import RatedAhead, drop, rate_ahead
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
-from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, split_steps
+from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, StepInputs, split_steps, step_inputs
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache
