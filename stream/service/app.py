@@ -133,6 +133,26 @@ class Service:
         if self._http_runner is None and self.http_socket is not None:
             self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
+    async def close(self) -> None:
+        """Release what the worker holds besides Faust's services, once those stopped (``create_app`` has the
+        app call it last in its stop): the HTTP server and its socket, the HTTP API's Redis clients and the
+        health ping's thread, the rating pipeline's Redis client and the kernels' thread (which ends after a
+        kernel under way).
+
+        Why: an exiting process frees them anyway, but a worker stopped in a process that goes on (a
+        program that embeds it, the tests) left a thread and open Redis connections behind each time."""
+        if self._http_runner is not None:
+            runner, self._http_runner = self._http_runner, None
+            await runner.cleanup()  # closes the listening socket
+        elif self.http_socket is not None:
+            self.http_socket.close()  # bound, never served
+        if self.http_health is not None:
+            await self.http_health.close()
+        if self.http_store is not None:
+            await self.http_store.close()
+        await self.store.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
         futs: list[Awaitable[Any]] = []
@@ -551,9 +571,11 @@ def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, http.RedisPing
     the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
     (the API lets as many requests read at once), and the health probes' ping on a client of its own."""
     reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster,
-                                max_connections=s.http_redis_connections, **s.redis_kwargs())
+                                max_connections=s.http_redis_connections, client_name=s.redis_client_name("reads"),
+                                **s.redis_kwargs())
     health = http.RedisPing(lambda: connect_blocking(s.redis_url, cluster, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
-                                                     socket_timeout=http.HEALTH_TIMEOUT_S, **s.redis_kwargs()))
+                                                     socket_timeout=http.HEALTH_TIMEOUT_S,
+                                                     client_name=s.redis_client_name("health"), **s.redis_kwargs()))
     return reads, health
 
 
@@ -563,7 +585,8 @@ def create_app(s: Settings) -> Service:
     sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
-                               fence=ServerFence(), **s.replication_kwargs(), **s.redis_kwargs())
+                               fence=ServerFence(), client_name=s.redis_client_name("rating"),
+                               **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
                                   initargs=(s.numba_threads,))
@@ -616,6 +639,8 @@ def create_app(s: Settings) -> Service:
         await svc.stop_rating()
 
     app.on_before_shutdown.connect(_stopping)  # type: ignore[arg-type]  # as on_partitions_revoked above
+
+    app.async_exit_stack.push_async_callback(svc.close)  # run at the end of the app's stop
 
     @app.timer(interval=1.0)
     async def housekeeping() -> None:

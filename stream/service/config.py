@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import ssl
 import tempfile
 import tomllib
@@ -250,6 +251,12 @@ class Settings:
         """RedisStore's ``min_replicas`` (None: auto) and ``wait_timeout_ms``."""
         return {"min_replicas": None if self.redis_min_replicas < 0 else self.redis_min_replicas,
                 "wait_timeout_ms": self.redis_wait_timeout_ms}
+
+    def redis_client_name(self, role: str) -> str:
+        """The name the worker's Redis connections of ``role`` give themselves (``CLIENT SETNAME``), so that
+        ``CLIENT LIST`` tells whose they are: the app id (the consumer group), a slash, the role; what Redis
+        refuses in a name (spaces, characters outside printable ASCII) is replaced by ``_``."""
+        return re.sub(r"[^!-~]", "_", f"{self.app_id}/{role}")
 
     def redis_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}

@@ -123,6 +123,20 @@ class RedisPing:
             client.close()
             raise
 
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def close(self) -> None:
+        """Close the client on its thread, after a ping under way (which the socket's timeouts bound), and end
+        the thread. A ping asked after this raises ``RuntimeError``."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_client)
+        except RuntimeError:  # closed already
+            return
+        self._thread.shutdown(wait=True)  # idle now: returns at once
+
     async def __call__(self) -> None:
         """Return once Redis answered a PING; raise what the ping raised (a timeout, a refused connection)."""
         loop = asyncio.get_running_loop()

@@ -1,18 +1,22 @@
 """Stopping a worker (SIGTERM) while it rates a backlog is clean: the batch in flight is published
 and acknowledged or left unacknowledged, nothing is logged as an error, the process exits 0, and
 a worker started after it ends equal to the embedded replay (nothing lost, nothing applied twice).
+A worker stopped in a process that goes on leaves none of its threads or Redis connections behind.
 A stop that meets the housekeeping timer sweeping timed-out rounds publishes the dead letters of
 what it swept before the producer stops, and leaves the rest open in Redis."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
 import pytest
+import redis
 from service_utils import (
     WorkerProcess,
     announced_port,
@@ -27,7 +31,7 @@ from service_utils import (
     wait_for,
 )
 
-from stream.service.app import Service, faust_app
+from stream.service.app import Service, create_app, faust_app
 from stream.service.metrics import Metrics
 from stream.service.processor import Message, Processor
 from stream.service.round_book import EXPIRE_SLICE
@@ -141,3 +145,55 @@ def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer
     published = [orjson.loads(d["original"])["round_id"] for d in read_json_topic(s, s.topic_dead)]
     assert published and rest
     assert sorted(published + rest) == sorted(f"R{i}" for i in range(n))
+
+
+def test_a_worker_stopped_in_process_leaves_no_thread_nor_redis_connection(
+        kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
+    history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "20", "--matches", "50",
+                    "--pool", "m", "--seed", "5")
+    s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM)
+    publish([history], s)
+    client = redis.Redis.from_url(redis_url)
+
+    def connections() -> set[str]:  # this worker's, named by its app id (the test's own)
+        return {c["name"] for c in client.client_list() if c["name"].startswith(f"{s.app_id}/")}
+
+    async def run() -> tuple[set[str], list[str]]:
+        await ensure_topics(s)
+        before = set(threading.enumerate())
+        svc = create_app(s)
+        with ThreadPoolExecutor(1, thread_name_prefix="test-http") as http:
+            def get(path: str) -> int:
+                with urllib.request.urlopen(f"http://127.0.0.1:{svc.http_port}{path}", timeout=10) as resp:
+                    return int(resp.status)
+
+            loop = asyncio.get_running_loop()
+            await svc.serve_http()
+            await svc.app.start()
+            try:
+                # rated (the kernels' thread, the pipeline's client), read over HTTP (the reads' client),
+                # probed (the health ping's thread and client)
+                await asyncio.wait_for(_until_rated(svc), 120)
+                assert await loop.run_in_executor(http, get, "/pools/m/leaderboard") == 200
+                assert await loop.run_in_executor(http, get, "/healthz") == 200
+                during = connections()
+            finally:
+                await svc.app.stop()
+        left = set(threading.enumerate()) - before
+        for t in left:  # the kernels' thread ends after the kernel it runs, if any
+            t.join(10)
+        return during, sorted(t.name for t in left if t.is_alive())
+
+    try:
+        during, threads = asyncio.run(run())
+        assert {f"{s.app_id}/{role}" for role in ("rating", "reads", "health")} <= during
+        assert threads == []
+        assert connections() == set()
+    finally:
+        client.close()
+
+
+async def _until_rated(svc: Service) -> None:
+    """Until the worker stored ratings of pool ``m``."""
+    while (await svc.store.page("m", 0, 1))[1] == 0:
+        await asyncio.sleep(0.1)

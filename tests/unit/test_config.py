@@ -117,6 +117,11 @@ def test_the_http_server_listens_on_the_loopback_and_any_free_port_by_default() 
     assert (s.http_host, s.http_port) == ("0.0.0.0", 6066)
 
 
+def test_the_redis_client_names_say_whose_and_what_for_in_what_redis_accepts() -> None:
+    assert from_env({"MMR_APP_ID": "ratings-eu"}).redis_client_name("reads") == "ratings-eu/reads"
+    assert from_env({"MMR_APP_ID": "my app\u00e9"}).redis_client_name("health") == "my_app_/health"
+
+
 def test_passwords_never_show_in_a_repr() -> None:
     s = from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "MMR_KAFKA_SASL_USERNAME": "u",
                   "MMR_KAFKA_SASL_PASSWORD": "kafka-pw", "MMR_REDIS_PASSWORD": "redis-pw",
