@@ -350,10 +350,11 @@ class Service:
 
     async def stop_housekeeping(self) -> None:
         """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way,
-        while the producer still runs. Its sweep of timed-out rounds stops after the slice it is at and
-        publishes the dead letters of the slices it marked done in Redis (those rounds are no longer open
-        there, so their dead letters exist nowhere else); the rounds it did not reach stay open in Redis for
-        the partitions' next owner.
+        while the producer still runs. Its sweep of timed-out rounds stops after the slice it is at; each
+        slice's dead letters are on the broker before the slice is marked done in Redis, so a sweep that
+        does not end in time is cancelled without losing any: the rounds it did not mark done stay open in
+        Redis, for the partitions' next owner to time out (those of the slice cut short perhaps dead-lettered
+        twice), as do the rounds it did not reach.
 
         Why: Faust cancels its timers only after it has stopped the producer; a sweep still under way then
         would mark rounds done in Redis and hand their dead letters to a stopped producer, retrying until
@@ -366,8 +367,8 @@ class Service:
         if not done:
             tick.cancel()
             await asyncio.gather(tick, return_exceptions=True)
-            log.error("stopping: the dead letters of timed-out rounds were not on the broker after %.0f s; "
-                      "their rounds are done in Redis and the dead letters are dropped", STOP_GRACE_S)
+            log.warning("stopping: the sweep of timed-out rounds did not end within %.0f s; the rounds it did not "
+                        "mark done stay open in Redis, for the partitions' next owner", STOP_GRACE_S)
 
     async def stop_rating(self) -> None:
         """Stop the housekeeping timer's work (``stop_housekeeping``), then the pipeline, before Faust stops its
@@ -407,7 +408,7 @@ class Service:
             await self.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:
             dead = [] if self.processor.store_down else await self.processor.expire(
-                sources=self.round_sources(), stop=lambda: self.stopping)
+                sources=self.round_sources(), stop=lambda: self.stopping, publish=self.publish_dead)
         except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
             log.warning("expiring rounds: %r; retrying", exc)
             dead = []

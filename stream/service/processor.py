@@ -307,12 +307,13 @@ class Processor:
         self.rounds.forget()
 
     async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
-                     stop: Callable[[], bool] | None = None) -> list[DeadLetter]:
+                     stop: Callable[[], bool] | None = None,
+                     publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds whose results waited longer than the timeout, of the input partitions
         ``sources`` ("topic/partition"; None: those round results came from, but for halted ones: a halt
         holds back the rest of its partition, where the rounds' completions may be; see ``RoundBook.expire``,
-        which ``stop`` ends early)."""
+        which ``stop`` ends early and ``publish`` publishes each slice's dead letters before its write)."""
         if sources is None:
             sources = [src for src in sorted(self.rounds.sources)
                        if not self.halts.holds(src.rpartition("/")[0], int(src.rpartition("/")[2]), 2**62)]
-        return await self.rounds.expire(now_ms, sources, stop)
+        return await self.rounds.expire(now_ms, sources, stop, publish)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -62,6 +62,8 @@ class RoundBook:
         self._expiring: dict[tuple[str, str], str | None] = {}
         #: pool -> the input partitions ("topic/partition") whose hint of it the sweep of ``_expiring`` updates
         self._expiring_sources: dict[str, set[str]] = {}
+        #: the dead letters of ``_expiring`` are on the broker (``expire`` with ``publish``): not published again
+        self._published = False
         self._locks = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
         #: (source, pool) -> the earliest open time this worker knows the pool's hint holds (writes skipped)
         self._hinted: dict[tuple[str, str], int] = {}
@@ -173,7 +175,8 @@ class RoundBook:
         self.metrics.pending_rounds.set(0)
 
     async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
-                     stop: Callable[[], bool] | None = None) -> list[DeadLetter]:
+                     stop: Callable[[], bool] | None = None,
+                     publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition"; None: every one
         round results came from here) whose first result was saved longer than the timeout ago, found in
         Redis (the module docstring), ``EXPIRE_SLICE`` at a time (other tasks run between slices).
@@ -184,7 +187,15 @@ class RoundBook:
         returned once it is written. ``forget`` keeps such a slice: its rounds did time out.
         A round whose commit is under way (dispatched, not yet committed) is left to its commit.
         Once ``stop()`` is true no further slice is begun (the worker stops): the rounds not reached stay
-        open in Redis, and the dead letters of the slices written are returned."""
+        open in Redis, and the dead letters of the slices written are returned.
+
+        With ``publish`` (which returns once the dead letters are on the broker), a slice's dead letters
+        are published before the slice is marked done in Redis, once, and only the rest are returned (a
+        round closed in memory before this sweep that Redis still had open). Why: a round marked done exists
+        nowhere else; if the sweep is cancelled (a stop that cannot wait) between the write and the publish,
+        its dead letter is lost. Published first, a cancelled sweep leaves the round open in Redis, and the
+        partition's next owner times it out again: its dead letter is published at least once (twice
+        when the cancel fell between the broker's ack and the write), and nothing is rated."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         before = now - int(self.settings.round_timeout_s * 1000)
         todo = sorted(self.sources) if sources is None else list(sources)
@@ -193,21 +204,30 @@ class RoundBook:
             if not self._expiring and not await self._next_slice(todo, before):
                 break
             due, srcs = self._expiring, self._expiring_sources
+            if publish is not None and not self._published:
+                await publish([self._dead_letter(pool, rid, reason) for (pool, rid), reason in due.items()
+                               if reason is not None])
+                self._published = True
             async with self._locked(list(srcs)):
                 closed = await self.store.expire_rounds(list(due)) if due else {}
                 # each pool's hint moves to its earliest round left (or goes): under the locks, so that no round
                 # of the pool is saved between the script's answer and this write
                 await self._set_hints([(src, pool, closed[pool][1]) for pool, ss in srcs.items() if pool in closed
                                        for src in sorted(ss)])
+            published, self._published = self._published, False
             self._expiring, self._expiring_sources = {}, {}
             timed_out = [(pool, rid) for pool, (rids, _) in closed.items() for rid in rids]
             self.metrics.dead_letters.labels(reason_label("round timed out")).inc(len(timed_out))
-            dead += [DeadLetter(f"round {rid!r}: {due.get((pool, rid)) or 'round timed out'}", pool=pool,
-                                original=orjson.dumps({"pool": pool, "round_id": rid}))
-                     for pool, rid in timed_out]
+            dead += [self._dead_letter(pool, rid, due.get((pool, rid))) for pool, rid in timed_out
+                     if not (published and due.get((pool, rid)) is not None)]
             await asyncio.sleep(0)
         self.metrics.pending_rounds.set(len(self.assembler))
         return dead
+
+    @staticmethod
+    def _dead_letter(pool: str, rid: str, reason: str | None) -> DeadLetter:
+        return DeadLetter(f"round {rid!r}: {reason or 'round timed out'}", pool=pool,
+                          original=orjson.dumps({"pool": pool, "round_id": rid}))
 
     async def _set_hints(self, hints: list[tuple[str, str, int | None]]) -> None:
         await open_rounds.set_hints(self.store, hints)

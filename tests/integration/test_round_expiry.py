@@ -174,3 +174,30 @@ def test_an_open_round_costs_the_worker_less_than_a_kilobyte(redis_url: str) -> 
         await store.close()
 
     asyncio.run(run())
+
+
+def test_with_publish_a_slice_is_published_before_its_write_and_once_when_the_write_is_retried(
+        redis_url: str) -> None:
+    async def run() -> None:
+        store = _store(redis_url)
+        published: list[tuple[str, str, int]] = []  # (pool, reason, expire_rounds calls made when published)
+
+        async def publish(dead: Sequence[Any]) -> None:
+            published.extend((d.pool, d.reason, len(store.slices)) for d in dead)
+
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            await _open_rounds(proc, 4)
+            store.fail = 1
+            with pytest.raises(redis.exceptions.ConnectionError):
+                await proc.expire(10**15 // 2, publish=publish)
+            expected = sorted((f"pool{i % 3}", f"round 'R{i}': round timed out with 1/? results", 0)
+                              for i in range(4))
+            assert sorted(published) == expected  # on the broker before the slice was marked done
+            assert await proc.expire(0, publish=publish) == []  # the slice written, not published again
+            assert sorted(published) == expected
+            assert [len(s) for s in store.slices] == [4, 4]
+            assert await store.r.sismember(store.key("pool1", "done"), "R1")
+        await store.close()
+
+    asyncio.run(run())

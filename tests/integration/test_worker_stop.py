@@ -1,9 +1,10 @@
 """Stopping a worker (SIGTERM) while it rates a backlog is clean: the batch in flight is published
 and acknowledged or left unacknowledged, nothing is logged as an error, the process exits 0, and
 a worker started after it ends equal to the embedded replay (nothing lost, nothing applied twice).
-A worker stopped in a process that goes on leaves none of its threads or Redis connections behind.
 A stop that meets the housekeeping timer sweeping timed-out rounds publishes the dead letters of
-what it swept before the producer stops, and leaves the rest open in Redis."""
+what it swept before the producer stops, and leaves the rest open in Redis; a sweep the stop has to
+cancel loses no dead letter. A worker stopped in a process that goes on leaves none of its threads
+or Redis connections behind."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ from service_utils import (
     wait_for,
 )
 
+from stream.service import app as app_module
 from stream.service.app import Service, create_app, faust_app
+from stream.service.config import Settings
 from stream.service.metrics import Metrics
 from stream.service.processor import Message, Processor
 from stream.service.round_book import EXPIRE_SLICE
@@ -95,10 +98,11 @@ class OwningService(Service):
         return [f"{self.settings.topic_results}/0"]
 
 
-def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer_stops(
-        kafka_bootstrap: str, redis_url: str) -> None:
-    n = 4 * EXPIRE_SLICE  # rounds of one pool, one result each: four slices
-    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+def _stop_during_a_sweep(s: Settings, n: int, *, sweep_goes_on: bool) -> tuple[list[str], list[str]]:
+    """Rounds of one pool, one result each, all timed out; a stop while the sweep's second slice is being
+    marked done in Redis, which goes on during the stop (``sweep_goes_on``) or never does, so the stop
+    cancels it. Returns the round ids of the dead letters on the topic, and of those that the partition's
+    next owner then finds to time out."""
     source = f"{s.topic_results}/0"
 
     async def run() -> list[str]:
@@ -127,24 +131,49 @@ def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer
 
             stopping = asyncio.ensure_future(stop())
             await asyncio.wait({stopping}, timeout=0.5)  # a stop that does not wait for the sweep ends meanwhile
-            store.gate.set()  # the sweep goes on
+            if sweep_goes_on:
+                store.gate.set()
             await asyncio.wait_for(stopping, 30)
             done, _ = await asyncio.wait({tick}, timeout=5)
             assert tick in done, "the tick went on after the stop"
-            tick.result()
+            if sweep_goes_on:
+                tick.result()
+            else:
+                assert tick.cancelled()
             # nothing handed to the stopped producer
             assert not metrics.registry.get_sample_value("mmr_dead_letter_publish_failures_total")
 
-            # the partition's next owner dead-letters what the stop left open: every round once
+            # the partition's next owner dead-letters what the stop left open
             with ThreadPoolExecutor(1) as ex2:
                 rest = await Processor(s, store, ex2).expire(sources=[source])
             await store.close()
             return [orjson.loads(d.original)["round_id"] for d in rest]
 
     rest = asyncio.run(run())
-    published = [orjson.loads(d["original"])["round_id"] for d in read_json_topic(s, s.topic_dead)]
+    return [orjson.loads(d["original"])["round_id"] for d in read_json_topic(s, s.topic_dead)], rest
+
+
+def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer_stops(
+        kafka_bootstrap: str, redis_url: str) -> None:
+    n = 4 * EXPIRE_SLICE  # four slices
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+    published, rest = _stop_during_a_sweep(s, n, sweep_goes_on=True)
     assert published and rest
-    assert sorted(published + rest) == sorted(f"R{i}" for i in range(n))
+    assert sorted(published + rest) == sorted(f"R{i}" for i in range(n))  # every round once
+
+
+def test_a_sweep_the_stop_cancels_loses_no_dead_letter(kafka_bootstrap: str, redis_url: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's write of its second slice hangs past the stop's grace: the stop cancels the sweep. The
+    first slice is done in Redis and its dead letters on the topic; the second's dead letters are on the
+    topic too, and its rounds, still open in Redis, are timed out again by the next owner with the rest."""
+    monkeypatch.setattr(app_module, "STOP_GRACE_S", 1.0)
+    n = 4 * EXPIRE_SLICE
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+    published, rest = _stop_during_a_sweep(s, n, sweep_goes_on=False)
+    assert set(published) | set(rest) == {f"R{i}" for i in range(n)}  # none lost
+    assert len(published) == len(set(published)) == 2 * EXPIRE_SLICE and len(rest) == len(set(rest))
+    assert len(set(published) & set(rest)) == EXPIRE_SLICE  # the slice cut short: dead-lettered again
 
 
 def test_a_worker_stopped_in_process_leaves_no_thread_nor_redis_connection(
