@@ -63,6 +63,11 @@ class Recorder:
         self.gate: asyncio.Event | None = None  # when set: work waits for it before returning
         self.entered = asyncio.Event()
 
+    def open_gate(self) -> None:
+        """Let ``work``, blocked on ``gate``, return."""
+        assert self.gate is not None
+        self.gate.set()
+
     async def work(self, msgs: list[int]) -> list[asyncio.Future[None]]:
         self.work_calls.append(list(msgs))
         self.entered.set()
@@ -195,7 +200,7 @@ def test_done_with_futures_resolving_after_real_delays_in_reverse_order() -> Non
 
         async def work(msgs: list[int]) -> list[Awaitable[None]]:
             nonlocal k
-            out = []
+            out: list[Awaitable[None]] = []
             for _ in range(3):
                 j = k
                 k += 1
@@ -248,7 +253,7 @@ def test_batches_queued_while_work_is_blocked_are_merged_in_order() -> None:
         await p.submit([8], "E")
         await spin()
         assert rec.work_calls == [[0, 1]]  # blocked
-        rec.gate.set()
+        rec.open_gate()
         await p.drain()
         # B (2) < 5 -> takes C (5) -> stop; then D (1) < 5 -> takes E; queue empty
         assert rec.work_calls == [[0, 1], [2, 3, 4, 5, 6], [7, 8]]
@@ -268,7 +273,7 @@ def test_merge_stops_at_max_merge_and_never_takes_more_than_one_extra_batch() ->
         for i in range(7, 17):  # ten singles: 4 + 4 + 2
             await p.submit([i], f"s{i}")
         await p.submit([17, 18, 19], "x")  # lands after s15, s16 (2 < 4) -> 5 messages
-        rec.gate.set()
+        rec.open_gate()
         await p.drain()
         assert rec.work_calls == [[0], list(range(1, 7)), [7, 8, 9, 10], [11, 12, 13, 14], [15, 16, 17, 18, 19]]
         assert all(len(c) <= 4 + 3 for c in rec.work_calls)
@@ -284,7 +289,7 @@ def test_merge_also_stops_at_max_merge_bytes() -> None:
         rec, p = await blocked_on_first([0], "first", max_merge=100, max_merge_bytes=10, size=lambda m: m)
         for i, batch in enumerate(([4], [5], [3], [9], [1], [1], [20], [2])):
             await p.submit(batch, f"b{i}")
-        rec.gate.set()
+        rec.open_gate()
         await p.drain()
         # 4+5=9 <10 takes 3 -> 12; 9 alone reaches 9 <10 takes 1 -> 10; 1+20 -> 21; 2
         assert rec.work_calls == [[0], [4, 5, 3], [9, 1], [1, 20], [2]]
@@ -417,7 +422,7 @@ def test_drain_waits_for_a_batch_still_inside_work() -> None:
         drain = asyncio.create_task(p.drain())
         await spin()
         assert not drain.done()
-        rec.gate.set()
+        rec.open_gate()
         await asyncio.wait_for(drain, 1)
         assert rec.done_tokens == ["a", "b"]
         await p.stop()
@@ -586,7 +591,7 @@ def test_stop_cancels_both_stages_cleanly() -> None:
         # futures themselves; resolve them only if they are still pending)
         if not rec.futs[0][0].done():
             rec.futs[0][0].set_result(None)
-        rec.gate.set()
+        rec.open_gate()
         await spin()
         assert rec.done_calls == []  # nothing runs after stop
         assert rec.work_calls == [[0], [1]]
