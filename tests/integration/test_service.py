@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import free_port
 from service_utils import (
     MMR,
     BackgroundPublish,
     WorkerProcess,
+    announced_port,
     embedded_state,
     env_for,
     export_state,
@@ -158,13 +158,12 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
     behind, its buffer (the batch channel) fills, and hand-overs wait (``MMR_INLINE_DELIVERY``'s fallback to Faust's own
     path, counted in ``mmr_deliveries_waited_total``); the result is still the embedded
     replay's, bit for bit."""
-    port = free_port()
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
-                      http_port=port)
+    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_TAKE_MAX": "64", "MMR_MAX_INFLIGHT": "64"}
     worker.start()
     try:
+        port = announced_port(worker)
         publish([histories["rounds"], histories["matches"]], s, batch_size=1)
         wait_caught_up(s, worker)
         state = export_state(s)
@@ -232,11 +231,12 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
     pools = tmp_path / "pools.json"
     pools.write_text(json.dumps({"pools": {"default": {"system": ROUNDS_SYSTEM}, "m": {"system": MATCHES_SYSTEM}}}))
     s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, max_participants=5,
-                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM, http_port=free_port())
+                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
     worker.start()
     try:
+        port = announced_port(worker)
         bad = [
             (b"bad-json", b"{not json"),
             (b"schema", orjson.dumps({"type": "match", "event_id": "x1", "pool": "m", "time": 1, "a": "A"})),
@@ -282,8 +282,8 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
         assert state[("default", "C")]["rounds"] == 2
         assert ("default", "D") not in state
         assert worker.alive()
-        _check_http(s.http_port, state)
-        _check_http_on_a_corrupt_value(s)
+        _check_http(port, state)
+        _check_http_on_a_corrupt_value(s, port)
         produce_raw(s, s.topic_rounds, [(b"default", orjson.dumps(_round("r-z", "default", ["Z", "A"])))])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(d["event_id"] == "r-z" for d in dead):
@@ -291,7 +291,7 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
             time.sleep(0.3)
         reason = next(d["reason"] for d in dead if d["event_id"] == "r-z")
         assert reason.startswith("rating: ") and "'Z'" in reason
-        assert http_get(s.http_port, "/pools/default/players/A")[1]["rating"] == state[("default", "A")]["rating"]
+        assert http_get(port, "/pools/default/players/A")[1]["rating"] == state[("default", "A")]["rating"]
         with pytest.raises(RatingError, match=r"pool 'default'.*'Z'"):  # export names the value it cannot read
             export_state(s)
         assert worker.alive()  # before, the codec's ValueError stopped the worker on this round
@@ -328,7 +328,7 @@ def _check_http(port: int, state: dict[tuple[str, str], dict[str, Any]]) -> None
     assert 0 <= age["mmr_input_age_seconds_sum"] / age["mmr_input_age_seconds_count"] < 300
 
 
-def _check_http_on_a_corrupt_value(s: Settings) -> None:
+def _check_http_on_a_corrupt_value(s: Settings, port: int) -> None:
     """A stored value that is not a belief: 500 with the reason for the player and a pairing,
     listed as unreadable by the leaderboard (which still answers)."""
     import redis
@@ -337,19 +337,19 @@ def _check_http_on_a_corrupt_value(s: Settings) -> None:
     try:
         r.set(f"{s.key_prefix}:{{default}}:p:Z", b"\x01broken")
         r.zadd(f"{s.key_prefix}:{{default}}:lb", {"Z": 1e9})
-        assert http_get(s.http_port, "/pools/default/players/Z")[0] == 500
-        assert http_get(s.http_port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
-        code, board = http_get(s.http_port, "/pools/default/leaderboard?n=2")
+        assert http_get(port, "/pools/default/players/Z")[0] == 500
+        assert http_get(port, "/pools/default/win-probability?a=A&b=Z")[0] == 500
+        code, board = http_get(port, "/pools/default/leaderboard?n=2")
         assert code == 200 and board["unreadable"] == ["Z"] and len(board["top"]) == 1
         nan = b"\x01" + struct.pack("<2d", math.nan, math.nan) + bytes(8 * 4)  # decodes, but is no belief
         r.set(f"{s.key_prefix}:{{default}}:p:W", nan)
-        assert http_get(s.http_port, "/pools/default/players/W")[0] == 500
-        assert http_get(s.http_port, "/pools/default/win-probability?a=A&b=W")[0] == 500
+        assert http_get(port, "/pools/default/players/W")[0] == 500
+        assert http_get(port, "/pools/default/win-probability?a=A&b=W")[0] == 500
         r.delete(f"{s.key_prefix}:{{default}}:p:W")
         # a pool whose stored system this version refuses (written by another version)
         r.hset(f"{s.key_prefix}:{{old}}:meta", mapping={"system": "elo", "params": b'{"k":"inf"}'})
-        assert http_get(s.http_port, "/pools/old/players/A")[0] == 500
-        assert http_get(s.http_port, "/pools/old/leaderboard")[0] == 500
+        assert http_get(port, "/pools/old/players/A")[0] == 500
+        assert http_get(port, "/pools/old/leaderboard")[0] == 500
         r.delete(f"{s.key_prefix}:{{old}}:meta")
     finally:
         r.close()

@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port
-from service_utils import WorkerProcess, export_state, make_settings, publish, read_json_topic, wait_caught_up
+from service_utils import (
+    WorkerProcess,
+    announced_port,
+    export_state,
+    make_settings,
+    publish,
+    read_json_topic,
+    wait_caught_up,
+)
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -48,15 +55,16 @@ def test_real_histories_through_the_service_equal_the_embedded_replay(kafka_boot
     expected: dict[tuple[str, str], dict[str, Any]] = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
 
     s = make_settings(kafka_bootstrap, redis_url, rounds_system="elo-mmr", matches_system="cowan",
-                      max_step_players=500, http_port=free_port())
+                      max_step_players=500)
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
+        port = announced_port(worker)
         for path, pool, _ in inputs:
             publish([path], s, pool=pool, batch_size=1000)
         wait_caught_up(s, worker, timeout=400)
         state = export_state(s)
         assert read_json_topic(s, s.topic_dead) == []
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/metrics", timeout=10).read().decode()
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     finally:
         worker.stop()
     steps = {kind: float(n) for kind, n in re.findall(r'^mmr_batches_total\{kind="(\w+)"\} (\S+)$', metrics, re.M)}

@@ -14,9 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from local_servers import AOF_ALWAYS, RedisServer, free_port
+from local_servers import AOF_ALWAYS, RedisServer
 from outage_stream import events, history, replayed
-from service_utils import WorkerProcess, export_state, make_settings, metric, publish, read_json_topic, wait_caught_up
+from service_utils import (
+    WorkerProcess,
+    announced_port,
+    export_state,
+    make_settings,
+    metric,
+    publish,
+    read_json_topic,
+    wait_caught_up,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -43,10 +52,10 @@ def test_redis_down_pauses_the_fetch_and_is_reported(kafka_bootstrap: str, tmp_p
     evs = [ev for batch in events(15, 20, seed=3) for ev in batch]
     before, first, during = evs[:100], evs[100:101], evs[101:]
     want = replayed([evs], tmp_path)
-    port = free_port()
-    s = make_settings(kafka_bootstrap, server.url, http_port=port, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
+        port = announced_port(worker)
         publish([history([before], tmp_path, "before.jsonl")], s, batch_size=1)  # one event a message
         wait_caught_up(s, worker)
         assert metric(port, "mmr_store_unavailable") == 0 and metric(port, "mmr_store_retries_total") == 0
