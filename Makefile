@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check stream tests
 
 typecheck: $(STAMP)
-	$(BIN)/mypy stream
+	$(BIN)/mypy stream tests
 
 ## The whole suite; the tests start Tansu and (if needed) Redis themselves. The kernels are compiled
 ## first (`mmr warm`), once, so that no worker a test starts spends its deadline compiling them.

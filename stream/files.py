@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from queue import Empty, Full, Queue
 from typing import Any, TypeVar
@@ -120,7 +120,7 @@ class _Raised:
 
 
 def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-4,
-               prepare: Callable[[T], T] | None = None) -> Iterator[T]:
+               prepare: Callable[[T], T] | None = None) -> Generator[T, None, None]:
     """``items``, produced by a thread of their own: reading and decoding a history (lzma
     releases the GIL; JSON decoding and checks do not) runs while the consumer's numba
     kernels run without the GIL, on the other core.

@@ -19,6 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import pytest
 import redis
@@ -109,7 +110,7 @@ class RedisServer:
                 self.proc.wait(10)
             self.proc = None
 
-    def __enter__(self) -> RedisServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

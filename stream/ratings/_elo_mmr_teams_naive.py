@@ -32,7 +32,7 @@ def rate_team_round_naive(
     gaussian: bool = True,
     weight: float = 1.0,
     perf_ceiling: float = math.inf,
-    player_weights: Sequence[float] | None = None,
+    player_weights: Sequence[float] | FloatArray | None = None,
 ) -> tuple[list[FloatArray], FloatArray, FloatArray]:
     """One team round: the new beliefs, every member's performance and every team's."""
     n = len(beliefs)

@@ -12,9 +12,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -58,7 +58,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra_env: dict[str, str] = {}
 
-    def start(self) -> WorkerProcess:
+    def start(self) -> Self:
         log = self.log_path.open("ab")
         env = env_for(self.s, **self.extra_env)
         self.proc = subprocess.Popen([str(MMR), "worker", *self.args], env=env, stdout=log,
@@ -86,7 +86,7 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")[-n:]
 
 
-async def _offsets(s: Settings, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+async def _offsets(s: Settings, topics: Sequence[str]) -> dict[tuple[str, int], tuple[int, int]]:
     """Per partition of ``topics``: (committed offset of the worker's group, end offset)."""
     # A consumer of the worker's group that never subscribes: it only asks for committed offsets
     # (the admin client's OffsetFetch does not decode against Tansu 0.6).
@@ -244,7 +244,7 @@ def read_json_topic(s: Settings, topic: str) -> list[dict[str, Any]]:
     return [orjson.loads(v) for _, v in read_topic(s, topic)]
 
 
-async def _produce_raw(s: Settings, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+async def _produce_raw(s: Settings, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
     from aiokafka import AIOKafkaProducer
 
     from stream.service.topics import ensure_topics
@@ -259,7 +259,7 @@ async def _produce_raw(s: Settings, topic: str, items: list[tuple[bytes | None, 
         await p.stop()
 
 
-def produce_raw(s: Settings, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+def produce_raw(s: Settings, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
     asyncio.run(_produce_raw(s, topic, items))
 
 

@@ -196,6 +196,7 @@ def test_a_pool_whose_commit_another_writer_keeps_winning_is_retried_not_halted(
 
     async def run() -> tuple[Any, ...]:
         store = Contended.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
+        assert isinstance(store, Contended)
         store.lost = 3 * MAX_ATTEMPTS + 3  # more than the batch, its retry and each message alone would try
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(SETTINGS, store, ex)

@@ -166,9 +166,10 @@ def _commits(url: str, prefix: str) -> int:
 def _recorded_ids(url: str, prefix: str) -> dict[str, list[bytes]]:
     r = redis.Redis.from_url(url)
     try:
-        out = {}
+        out: dict[str, list[bytes]] = {}
         for k in r.scan_iter(match=f"{prefix}:*:ids", count=1000):
             log = r.get(k) or b""
+            assert isinstance(log, bytes)  # no decode_responses
             out[k.decode()] = [log[i:i + DIGEST] for i in range(0, len(log), DIGEST)]
         return out
     finally:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
-from stream.service.config import Settings
+from stream.service.config import DedupMode, Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.cache import BeliefCache
@@ -66,7 +66,7 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
         store = _store(redis_url)
         store.seen_max_ids = n
         old_k = store.key("p", "ids:old")
-        gen, recorded = "0", []
+        gen, recorded = "0", list[str]()
         for k in range(60):
             ids = [f"e{len(recorded) + i}" for i in range(rng.randrange(0, 5))]
             gen = str(await store.commit("p", gen, Commit(event_ids=ids), check_ids=True))
@@ -100,7 +100,7 @@ def test_done_rounds_are_kept_in_two_generations_when_bounded(redis_url: str) ->
     async def run() -> None:
         store = _store(redis_url)
         store.seen_max_ids = n
-        gen, closed = "0", []
+        gen, closed = "0", list[str]()
         got: set[str] = set()
         for k in range(45):
             rids = [f"R{len(closed) + i}" for i in range(rng.randrange(1, 3))]
@@ -160,7 +160,7 @@ def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -
 
 
 @pytest.mark.parametrize("dedup", ["ids", "offsets"])
-def test_processor_redelivery_is_a_noop(redis_url: str, dedup: str) -> None:
+def test_processor_redelivery_is_a_noop(redis_url: str, dedup: DedupMode) -> None:
     matches = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 7}", "b": f"p{(i + 3) % 7}", "score": (i % 3) / 2}
                for i in range(200)]
     msgs = [Message("in", 0, k, orjson.dumps({"type": "match_batch", "pool": "x", "matches": matches[k::4]}))
@@ -291,7 +291,8 @@ def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_u
             records = {}
             for pool in ("r", "x"):
                 players = sorted({o.player for o in outputs if o.pool == pool})
-                records.update({(pool, p): orjson.loads(v) for p, v in (await store.changes(pool, players)).items()})
+                records.update({(pool, p): orjson.loads(v) for p, v in (await store.changes(pool, players)).items()
+                                if v is not None})
         await store.close()
         return [outputs, records]
 
@@ -313,7 +314,7 @@ def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_u
 
 
 @pytest.mark.parametrize("dedup", ["ids", "offsets"])
-def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str, dedup: str) -> None:
+def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str, dedup: DedupMode) -> None:
     """A take batch that starts with messages applied before (a consumer restarting from an
     older committed offset) and goes on with new ones ends in the state of one clean pass,
     through the optimistic commit (refused) and the re-read; with cache and without."""
@@ -387,7 +388,8 @@ def test_optimistic_commit_refuses_applied_offsets(redis_url: str) -> None:
         store = _store(redis_url)
         assert await store.commit("p", "0", Commit(beliefs={"a": b"1"}, scores={"a": 1.0},
                                                    offsets={"m/0": (5, 9), "r/1": (None, 3)})) == 1
-        for offsets in ({"m/0": (9, 12)}, {"m/1": (0, 1), "m/0": (3, 12)}):
+        repeated: list[dict[str, tuple[int | None, int]]] = [{"m/0": (9, 12)}, {"m/1": (0, 1), "m/0": (3, 12)}]
+        for offsets in repeated:
             with pytest.raises(AlreadyApplied):
                 await store.commit("p", "1", Commit(beliefs={"a": b"2"}, scores={"a": 2.0}, offsets=offsets),
                                    check_ids=True)
@@ -419,7 +421,7 @@ async def _state(store: RedisStore) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize(("system", "dedup"), [("elo", "ids"), ("cowan", "ids"), ("elo", "offsets")])
-def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str, dedup: str) -> None:
+def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str, dedup: DedupMode) -> None:
     """Two processors (two workers during a rebalance) alternate on one pool, with the belief
     cache disabled, tiny (pools dropped all the time) and default: every run ends in the
     bytes one processor alone writes, with each match applied once -- recognised by event id

@@ -406,7 +406,8 @@ def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: st
         producer.join()
         wait_caught_up(s, w2, timeout=180)
         state = export_state(s)
-        pools = {"default": (ROUNDS_SYSTEM, {}), **{f"pool{k}": (MATCHES_SYSTEM, {}) for k in range(3)}}
+        pools: dict[str, tuple[str, dict[str, Any]]] = {"default": (ROUNDS_SYSTEM, {}),
+                                                        **{f"pool{k}": (MATCHES_SYSTEM, {}) for k in range(3)}}
         expected = embedded_state(paths, ROUNDS_SYSTEM, pool_systems=pools)
         assert state == expected, _diff(state, expected)
         _check_ratings_topic(read_json_topic(s, s.topic_ratings), state)

@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, Self
 
 import orjson
 import pytest
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 class DefaultHttpWorker(WorkerProcess):
     """A worker with neither MMR_HTTP_HOST nor MMR_HTTP_PORT in its environment."""
 
-    def start(self) -> WorkerProcess:
+    def start(self) -> Self:
         env = env_for(self.s, **self.extra_env)
         env.pop("MMR_HTTP_HOST", None)
         env.pop("MMR_HTTP_PORT", None)
@@ -35,7 +36,7 @@ class DefaultHttpWorker(WorkerProcess):
 def _healthz(port: int, timeout: float = 240.0) -> dict[str, object]:
     """/healthz once it answers 200 (503 "starting" while the worker warms up and joins)."""
     deadline = time.monotonic() + timeout
-    last: object = None
+    last: Any = None
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:

@@ -7,6 +7,7 @@ and draw scores, the logistic and the Laplace luck."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -120,7 +121,7 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
 def test_vector_kernels_have_no_fused_multiply_add() -> None:
     """An FMA rounds once where the scalar code rounds twice: the vector kernels' machine
     code must have none (``_simd`` emits plain ``fmul``/``fadd`` without fast-math flags)."""
-    sigs = {
+    sigs: dict[Any, tuple[Any, ...]] = {  # numba dispatchers
         lanes._sweep4_r3c4: (types.float64[::1], types.float64[::1], types.float64[::1], types.int64, types.int64,
                              types.int64, types.float64[::1]),
         lanes.convolve_taps: (types.float64[::1], types.float64[::1], types.int64, types.float64[::1]),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,7 +171,7 @@ def test_codec_table_is_lazy_and_complete() -> None:
 # --- errors: the batch raises what the per-item call raises --------------------------------
 
 
-def _raises_same(call_many: object, call_one: object, items: list[object], bad: object) -> None:
+def _raises_same(call_many: object, call_one: object, items: Sequence[object], bad: object) -> None:
     with pytest.raises(Exception) as one:
         call_one(bad)  # type: ignore[operator]
     with pytest.raises(type(one.value)) as many:
@@ -220,7 +221,7 @@ def test_summary_many_odd_inputs_fall_back(name: str) -> None:
     """Not float64, too short, or non-finite rounds: the per-item path decides."""
     s, pop = population(name)
     good = list(pop[:3])
-    f32 = pop[1].astype(np.float32)
+    f32: Any = pop[1].astype(np.float32)  # not the float64 a belief is
     assert [_rbits(r) for r in fast_path(s).summary_many([*good, f32])] == [_rbits(s.summary(b)) for b in [*good, f32]]
     _raises_same(fast_path(s).summary_many, s.summary, good, np.array([1.0]))
     nan_rounds = pop[1].copy()

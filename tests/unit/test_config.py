@@ -244,7 +244,7 @@ def _reads_environment(node: ast.AST) -> bool:
 
 
 def _environment_reads(tree: ast.AST) -> list[int]:
-    return sorted(node.lineno for node in ast.walk(tree) if _reads_environment(node))
+    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.expr) and _reads_environment(node))
 
 
 def test_the_package_reads_the_environment_only_through_its_settings() -> None:

@@ -22,6 +22,7 @@ from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import RatingError
+from stream.state.memory import Held
 
 NAMES = sorted(SYSTEMS)
 _ENGINES: dict[str, tuple[PoolEngine, bytes]] = {}
@@ -74,7 +75,7 @@ def _store_every_way(eng: PoolEngine, raw: bytes, batch: MatchBatch, event: Roun
     or a crash (no finiteness check on this path)."""
     good = engine(eng.system.name)[1]
     if eng.packed:
-        held = {"x": raw[1:], "y": good[1:]}  # the float64 bytes without the codec's tag
+        held: dict[str, Held] = {"x": raw[1:], "y": good[1:]}  # the float64 bytes without the codec's tag
     else:
         try:
             held = {"x": eng.codec.decode(raw), "y": eng.codec.decode(good)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction as Fr
+from typing import Any
 
 import numpy as np
 import pytest
@@ -632,10 +633,11 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
     from stream.ratings import _cowan_arena, _cowan_kernels
 
     cowan.warmup()
-    dispatchers = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair]
+    dispatchers: list[Any] = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair]
     before = [len(d.signatures) for d in dispatchers]
     assert all(before)
     system = make_system("cowan")
+    assert isinstance(system, Cowan)
     for n in (3, 2 * system.parallel_min_batch):
         rng = np.random.default_rng(n)
         beliefs = [system.new_belief() for _ in range(2 * n)]
@@ -644,7 +646,7 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
         arena = system.new_arena()  # the embedded replay's pool arena
         slots = arena.add(beliefs)
         system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
-    system.rate_matches(beliefs[:2], [0], [1], [1.0], [0])
+    system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
     assert [len(d.signatures) for d in dispatchers] == before
 
 

@@ -134,7 +134,8 @@ def test_malformed_team_rounds_are_refused(team_of: list[int], ranks: list[int],
     system = EloMMX()
     beliefs = [system.new_belief() for _ in range(3)]
     with pytest.raises(RatingError, match=reason):
-        system.rate_team_round(beliefs, np.array(team_of), np.array(ranks), 0, player_weights=weights)
+        system.rate_team_round(beliefs, np.array(team_of), np.array(ranks), 0,
+                                player_weights=None if weights is None else np.array(weights))
 
 
 @pytest.mark.parametrize("name", ["elo-mmx", "elo-mmr", "elo", "trueskill"])

@@ -20,7 +20,7 @@ def _full(obj: dict[str, Any]) -> MatchBatch:
 
 
 MATCH = {"type": "match", "event_id": "e1", "pool": "p", "time": 5, "a": "x", "b": "y", "score": 1}
-BATCH = {"type": "match_batch", "pool": "p", "extra": True, "matches": [
+BATCH: dict[str, Any] = {"type": "match_batch", "pool": "p", "extra": True, "matches": [
     {"event_id": "e1", "time": 0, "a": "x", "b": "y", "score": 0.5, "more": [1]},
     {"event_id": "é" * 256, "time": 2**40, "a": "y" * 128, "b": "x", "score": 0}]}
 

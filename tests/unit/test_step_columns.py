@@ -37,7 +37,7 @@ def _rounds(n: int) -> list[RoundEvent]:
 
 def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str], explain: bool,
           by_columns: bool) -> tuple[Any, ...]:
-    commit, outputs, dead, counts = rate_ops(engine, ops, dict(stored), seen, None, _dead, explain, by_columns)
+    commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, None, _dead, explain, by_columns)
     return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
             [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated))
 
