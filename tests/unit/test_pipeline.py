@@ -620,13 +620,20 @@ def test_stop_after_a_stage_failure_does_not_raise() -> None:
 # --------------------------------------------------------------------------- reset / resume (a rewind)
 
 
+async def two_rated_not_delivered() -> tuple[Recorder, BatchPipeline[int, str]]:
+    """A pipeline that rated batch a ([0]) and then batch b ([1]), neither's outputs delivered yet (their
+    futures, ``rec.futs``, are the test's to resolve)."""
+    rec = Recorder()
+    p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1)
+    await p.submit([0], "a")
+    await p.submit([1], "b")
+    await spin()
+    return rec, p
+
+
 def test_reset_gives_back_every_batch_not_done_in_order_and_resume_rates_them_first() -> None:
     async def scenario() -> None:
-        rec = Recorder()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1)
-        await p.submit([0], "a")
-        await p.submit([1], "b")
-        await spin()
+        rec, p = await two_rated_not_delivered()
         rec.futs[0][0].set_result(None)  # a: done; b: its outputs not delivered
         await spin()
         rec.gate = asyncio.Event()
@@ -659,11 +666,7 @@ def test_a_batch_submitted_while_reset_waits_for_deliveries_is_rated_after_the_b
     before them, it would apply newer events on top of a restarted Redis that lacks older ones (a round
     assembled from results in another order, matches applied out of order)."""
     async def scenario() -> None:
-        rec = Recorder()
-        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1)
-        await p.submit([0], "a")
-        await p.submit([1], "b")
-        await spin()
+        rec, p = await two_rated_not_delivered()
         assert rec.work_calls == [[0], [1]]  # both rated; neither's outputs delivered
         resetting = asyncio.create_task(p.reset())
         await spin()
