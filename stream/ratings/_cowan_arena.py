@@ -72,6 +72,25 @@ def _prefetch_intrinsic(typingctx: Any, arr: Any, idx: Any, write: Any) -> Any:
 _prefetch = cast(Callable[[np.ndarray, int, bool], None], _prefetch_intrinsic)
 
 
+@intrinsic
+def _claim_intrinsic(typingctx: Any, counter: Any) -> Any:
+    """``counter[0] += 1`` as one atomic read-modify-write (LLVM's ``atomicrmw add``);
+    returns the value before: each caller, on whichever thread, gets a number no other
+    caller gets. Monotonic order is enough: the numbers are only handed out; what the
+    claimed matches write is ordered by the end of the parallel region."""
+    if not isinstance(counter, types.Array) or counter.dtype != types.int64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", ary.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
+_claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int) -> None:
     """Ask for the cache lines of slot ``p``'s window ahead of its match.
@@ -179,13 +198,23 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
     numba threads (they touch distinct players). Returns the arena's values and codes (new
     arrays if they had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
     (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
-    threads (each takes every ``nt``-th match of a wave, with its own scratch rows)."""
+    threads, each with its own scratch rows.
+
+    Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
+    not a fixed share: a wave ends when its last match does, and matches differ in cost
+    (window widths), while a thread the operating system pauses (for the history's reader
+    thread, the main thread or another process on a machine with few cores) would hold its
+    whole share back and leave the other thread waiting at the end of the wave. A thread
+    claims its next match before it runs the current one, so that the next match's windows
+    can be prefetched meanwhile. Which thread runs a match changes no bit (the matches of a
+    wave share no player and no cells; every thread runs the same code)."""
     n1 = (gtab.shape[0] + 1) // 2
     nw = wave_starts.shape[0] - 1
     widest = 1
     for w in range(nw):
         widest = max(widest, wave_starts[w + 1] - wave_starts[w])
     dest = np.empty(2 * widest, dtype=np.int64)
+    counter = np.zeros(1, dtype=np.int64)
     for w in range(nw):
         s0 = wave_starts[w]
         cnt = wave_starts[w + 1] - s0
@@ -195,19 +224,22 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
             qvals = _grown(qvals, end, need)
         end = need
         chunks = min(nt, cnt)
-        for c in prange(chunks):
+        counter[0] = 0
+        for _c in prange(chunks):
             dens = np.zeros((2, n1))
             codes = np.empty((2, n1), dtype=np.int64)
             lh = np.empty((2, 2), dtype=np.int64)
             st = np.zeros(2, dtype=np.uint8)
-            for q in range(c, cnt, chunks):
+            q = _claim(counter)
+            while q < cnt:
                 m = order[s0 + q]
-                if q + chunks < cnt:  # this thread's next match: other players, not written before it
-                    nxt = order[s0 + q + chunks]
+                nq = _claim(counter)
+                if nq < cnt:  # this thread's next match: other players, not written before it
+                    nxt = order[s0 + nq]
                     _prefetch_window(vals, start, lohi, slot[a[nxt]])
                     _prefetch_window(vals, start, lohi, slot[b[nxt]])
-                    _prefetch_dest(vals, start, lohi, slot[a[nxt]], dest[2 * (q + chunks)], grow)
-                    _prefetch_dest(vals, start, lohi, slot[b[nxt]], dest[2 * (q + chunks) + 1], grow)
+                    _prefetch_dest(vals, start, lohi, slot[a[nxt]], dest[2 * nq], grow)
+                    _prefetch_dest(vals, start, lohi, slot[b[nxt]], dest[2 * nq + 1], grow)
                 k = dtab_index[m]
                 bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
                                     dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
@@ -217,6 +249,7 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
                     status[a[m]] = 1
                 if bits & 2:
                     status[b[m]] = 1
+                q = nq
     return vals, qvals, end
 
 
@@ -397,6 +430,27 @@ class CowanArena(Arena):
             self.vals[pos : pos + w] = x[HEADER:]
             pos += c
         self.end = pos
+        self.size += n
+        return slots
+
+    def add_copies(self, belief: Belief, n: int) -> IntArray:
+        """``add([belief] * n)`` by columns: every slot gets the same window and reserve, so
+        the slots' columns and the copies of the window are written in a few numpy calls
+        instead of a Python loop over the new players (a replay adds each of its players so)."""
+        slots = np.arange(self.size, self.size + n, dtype=np.int64)
+        if n == 0:
+            return slots
+        w = len(belief) - HEADER
+        c = min(self.cells, w + 2 * self.grow)
+        self._room(n, n * c)
+        lo = int(belief[0])
+        pos, k = self.end, self.size
+        self.start[k : k + n] = np.arange(pos, pos + n * c, c, dtype=np.int64)
+        self.cap[k : k + n] = c
+        self.lohi[k : k + n] = (lo, lo + w - 1)
+        self.rounds[k : k + n] = belief[1]
+        self.vals[pos : pos + n * c].reshape(n, c)[:, :w] = belief[HEADER:]
+        self.end = pos + n * c
         self.size += n
         return slots
 

@@ -207,6 +207,10 @@ class Arena(ABC):
         """Append beliefs; their slots."""
 
     @abstractmethod
+    def add_copies(self, belief: Belief, n: int) -> IntArray:
+        """``add([belief] * n)`` (new players at the prior); their slots."""
+
+    @abstractmethod
     def set(self, slot: int, belief: Belief) -> None:
         """Replace the belief at ``slot``."""
 

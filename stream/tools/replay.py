@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,34 @@ def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
             f"{i:>3}  {r['player'][:24]:<24} {r['pool'][:10]:<10} {r['rating']:>9.1f} {r['mu']:>9.1f} "
             f"{r['sigma']:>7.1f} {r['rounds']:>6}"
         )
+
+
+#: container allocations between two young-generation collections during an embedded replay
+#: (Python's default: 700)
+GC_YOUNG = 50_000
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """The cyclic garbage collector nearly out of an embedded replay's way, restored after.
+
+    Why: a replay allocates containers by the million (decoded lines, batches, the store's
+    dict and sets) that die by reference counting or live to the end, and next to them lie
+    the hundreds of thousands of objects numba and numpy create at import. With Python's
+    thresholds the collector ran ~500 times over 200,000 Cowan matches, its full passes
+    walking every imported object again: 0.8–0.95 s of the process's ~13 CPU-seconds on a
+    loaded machine (BENCHMARKS.md, Cowan), much of it on the main thread between kernel calls.
+    ``gc.freeze`` moves what exists before the replay out of every later pass, and a young
+    generation of ``GC_YOUNG`` objects makes the passes rare; cycles are still collected,
+    later. The ratings do not depend on when it runs."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, thresholds[1], thresholds[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
@@ -148,6 +178,7 @@ def replay(
         from stream.engine.embedded import EmbeddedPipeline
 
         with contextlib.ExitStack() as stack:
+            stack.enter_context(fewer_collections())
             sink = stack.enter_context(JsonlWriter(history)) if history else None
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
                                         history=None if sink is None else sink.write_many)

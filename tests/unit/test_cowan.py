@@ -415,6 +415,35 @@ def test_pool_arena_equals_rate_matches(sys_: Cowan) -> None:
         assert all(x.tobytes() == y.tobytes() for x, y in zip(got, held, strict=True))
 
 
+def test_arena_add_copies_is_add_of_the_copies(sys_: Cowan) -> None:
+    """``CowanArena.add_copies(b, n)`` (by columns) leaves the arena exactly as ``add([b] * n)``
+    (a loop over the beliefs): the same slots, windows, reserves, match counts and values,
+    also past the slot columns' and the values' first sizes, and for a full-grid belief
+    (reserve capped at the grid); the same matches then give the same bits on both."""
+    prior = sys_.new_belief()
+    rated = sys_.rate_matches([prior, prior], np.array([0]), np.array([1]), np.array([1.0]),
+                              np.zeros(1, dtype=np.int64))[0]
+    full = np.concatenate(([0.0, 3.0], np.full(sys_.p.n + 1, 1.0 / (sys_.p.n + 1))))
+    by_loop, by_columns = sys_.new_arena(), sys_.new_arena()
+    for belief, n in ((rated, 3), (prior, 0), (prior, 5), (full, 2), (prior, 1100), (rated, 1)):
+        want = by_loop.add([belief] * n)
+        got = by_columns.add_copies(belief, n)
+        assert got.tolist() == want.tolist()
+    assert (by_columns.size, by_columns.end) == (by_loop.size, by_loop.end)
+    size = by_loop.size
+    for name in ("start", "cap", "lohi", "rounds"):
+        assert getattr(by_columns, name)[:size].tobytes() == getattr(by_loop, name)[:size].tobytes(), name
+    slots = np.arange(size)
+    assert [x.tobytes() for x in by_columns.beliefs(slots)] == [x.tobytes() for x in by_loop.beliefs(slots)]
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, size, 500)
+    b = (a + 1 + rng.integers(0, size - 1, 500)) % size
+    scores = rng.choice([0.0, 0.5, 1.0], 500)
+    for arena in (by_loop, by_columns):
+        sys_.rate_arena(arena, slots, a, b, scores)
+    assert [x.tobytes() for x in by_columns.beliefs(slots)] == [x.tobytes() for x in by_loop.beliefs(slots)]
+
+
 def test_arena_prefetch_is_a_hint_in_the_machine_code_that_changes_nothing() -> None:
     """The arena kernels ask for the next match's windows ahead (``_prefetch_window``,
     ``_prefetch_dest``): compiled, those are x86 prefetch instructions, and no value of the
@@ -441,6 +470,38 @@ def test_arena_prefetch_is_a_hint_in_the_machine_code_that_changes_nothing() -> 
     if platform.machine() in ("x86_64", "AMD64"):
         asm = fn.inspect_asm(fn.signatures[0])
         assert re.search(r"\bprefetcht0\b", asm)  # the write hint: prefetchw where the CPU has it
+
+
+def test_arena_waves_hand_out_each_match_once_from_an_atomic_counter() -> None:
+    """``run_arena_waves``' threads take a wave's matches from a shared counter (``_claim``):
+    on all numba threads at once, every number below the end is claimed exactly once (a
+    plain ``+=`` would lose some to the race), and the instruction is an atomic add."""
+    import re
+
+    import numba
+    from numba import njit, prange
+
+    from stream.ratings import _cowan_arena
+
+    def claim_all(counter: np.ndarray, owner: np.ndarray, hits: np.ndarray, nt: int) -> None:
+        for t in prange(nt):
+            q = _cowan_arena._claim(counter)
+            while q < owner.shape[0]:
+                owner[q] = t
+                hits[t] += 1
+                q = _cowan_arena._claim(counter)
+
+    n = 200_000
+    nt = numba.get_num_threads()
+    fn = njit(nogil=True, parallel=True)(claim_all)  # not from numba's cache, which keeps no IR
+    counter = np.zeros(1, dtype=np.int64)
+    owner = np.full(n, -1, dtype=np.int64)
+    hits = np.zeros(nt, dtype=np.int64)
+    fn(counter, owner, hits, nt)
+    assert (owner >= 0).all() and int(hits.sum()) == n
+    assert int(counter[0]) == n + nt  # each thread's last claim is past the end
+    ir_text = "\n".join(fn.inspect_llvm().values())
+    assert re.search(r"atomicrmw add ptr|atomicrmw add i64\*", ir_text)
 
 
 def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:

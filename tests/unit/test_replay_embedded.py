@@ -359,3 +359,34 @@ def test_match_runs_rate_like_one_match_at_a_time(tmp_path: Path, system: str) -
     for chunks in (True, False):
         with pytest.raises(InputError, match=rf"{bad}:21: "):
             EmbeddedPipeline(system).run(read_records(bad, chunks=chunks))
+
+
+def test_the_collector_is_held_back_during_an_embedded_replay_and_restored_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mmr replay --embedded`` rates with the objects of start-up frozen out of the collector
+    and a large young generation (``fewer_collections``), and gives the thresholds back
+    afterwards, also when the replay stops on bad input (the CLI runs in-process here)."""
+    import gc
+
+    from stream.tools import replay as replay_module
+
+    during: list[tuple[tuple[int, int, int], int]] = []
+    real_run = EmbeddedPipeline.run
+
+    def run(self: EmbeddedPipeline, records: object) -> None:
+        during.append((gc.get_threshold(), gc.get_freeze_count()))
+        real_run(self, records)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EmbeddedPipeline, "run", run)
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    src = _write(tmp_path / "m.jsonl", [{"type": "match", "pool": "p", "event_id": "e1", "time": 1, "a": "x",
+                                         "b": "y", "score": 1.0}])
+    bad = _write(tmp_path / "bad.jsonl", [{"type": "match", "pool": "p", "event_id": "e2"}])
+    for path, code in ((src, 0), (bad, 2)):
+        result = CliRunner().invoke(replay, [str(path), "--system", "cowan", "--embedded", "--no-progress",
+                                             "--out", str(tmp_path / "r.jsonl")])
+        assert result.exit_code == code, result.output
+        (young, *_), frozen = during[-1]
+        assert young == replay_module.GC_YOUNG and frozen > 0
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
