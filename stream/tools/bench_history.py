@@ -93,6 +93,29 @@ def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int
     return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
 
 
+def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
+    """(players, players whose final rating row differs) between an ``mmr replay --embedded --out``
+    file and what Redis holds for ``pool`` (the pool names themselves aside: the two runs name it
+    differently)."""
+    import orjson
+
+    def key(row: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        return row["player"], (row["rating"], row["mu"], row["sigma"], row["rounds"])
+
+    with open(embedded_out, "rb") as fh:
+        want = dict(key(orjson.loads(line)) for line in fh if line.strip())
+
+    async def stored() -> list[dict[str, Any]]:
+        store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+        try:
+            return await export_rows(store, [pool])
+        finally:
+            await store.close()
+
+    got = dict(key(r) for r in asyncio.run(stored()))
+    return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
+
+
 def _children_cpu() -> float:
     """CPU seconds (user + system) of this process's finished children."""
     import resource
@@ -178,9 +201,13 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
             run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
         run["ratio"] = run["worker_s"] / run["embedded_s"]
+        # after both clocks: the worker's final state against the embedded replay's output, player by player
+        run["players"], run["players_differing"] = differing_rows(tmp / "embedded.jsonl", s, pool)
         runs.append(run)
+        same = ("equal to the embedded replay" if not run["players_differing"]
+                else f"{run['players_differing']:,} PLAYERS DIFFER from the embedded replay")
         click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
                    f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead), "
-                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x",
-                   err=True)
+                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x; "
+                   f"{run['players']:,} players, {same}", err=True)
     return runs

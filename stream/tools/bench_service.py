@@ -566,7 +566,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; {run['worker_steps']:.0f} Redis "
                         f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; peak RSS worker "
                         f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
-                        "worker stages per batch "
+                        + ("final state equal to the embedded replay" if not run["players_differing"] else
+                           f"**{run['players_differing']:,} of {run['players']:,} players differ**")
+                        + "; worker stages per batch "
                         + ", ".join(f"{k2} {v[0]:.0f} ms" for k2, v in run["worker_stage_means_ms"].items()
                                     if k2 != "messages") + " |")
     if "latency_p99_ms" in res:

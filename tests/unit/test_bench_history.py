@@ -54,3 +54,44 @@ def test_the_replay_phase_needs_a_history() -> None:
 
     res = CliRunner().invoke(bench_service, ["--only", "replay"])
     assert res.exit_code == 2 and "--only replay need --history FILE" in res.output
+
+
+def test_the_replay_phase_compares_the_workers_final_state_with_the_embedded_output(
+        tmp_path: Path, redis_url: str) -> None:
+    """``differing_rows``: equal rows count no player; a rating, a count of rounds or a player
+    present on one side only each count one (the pools are named differently on the two sides)."""
+    import asyncio
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stream.engine.embedded import EmbeddedPipeline
+    from stream.events.inputs import read_records
+    from stream.service.processor import Message, Processor
+    from stream.state.redis_store import RedisStore
+    from stream.tools.bench_history import differing_rows
+
+    rounds = [_round(k, ["a", "b", "c", "d"][k % 2:]) for k in range(4)]
+    s = Settings(redis_url=redis_url, key_prefix=f"bh{uuid.uuid4().hex[:6]}", rounds_system="elo-mmr")
+
+    async def into_redis() -> None:
+        store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+        msgs = [Message("r", 0, k, orjson.dumps({**r, "pool": "worker-pool"})) for k, r in enumerate(rounds)]
+        with ThreadPoolExecutor(1) as ex:
+            await Processor(s, store, ex).process(msgs)
+        await store.close()
+
+    asyncio.run(into_redis())
+    pipe = EmbeddedPipeline("elo-mmr", {})
+    pipe.run(read_records(_jsonl(tmp_path / "r.jsonl", rounds), "embedded-pool"))
+    rows = list(pipe.final_ratings())
+    out = tmp_path / "embedded.jsonl"
+
+    def differing(changed: list[dict[str, object]]) -> tuple[int, int]:
+        out.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in changed))
+        return differing_rows(out, s, "worker-pool")
+
+    assert differing(rows) == (4, 0)
+    assert differing([{**rows[0], "rating": rows[0]["rating"] + 1e-9}, *rows[1:]]) == (4, 1)
+    assert differing([*rows[:-1], {**rows[-1], "rounds": rows[-1]["rounds"] + 1}]) == (4, 1)
+    assert differing(rows[1:]) == (3, 1)
+
