@@ -50,17 +50,17 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Steps of several Codeforces rounds (newcomers, returning players, players of several rounds
     of one step), one round re-delivered (its players re-published), one repeated inside a step,
-    one whose stored belief is corrupt (dead-lettered), and rounds the packed path gives no
-    columns for mixed with ones it does."""
+    two whose stored beliefs are corrupt (not whole float64 values; too short: dead-lettered), and
+    rounds the packed path gives no columns for mixed with ones it does."""
     engine = PoolEngine("p", make_system(system))
     if columns_every > 1:
-        real = engine.fast.change_columns  # type: ignore[attr-defined]
+        real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
         calls = itertools.count()
 
         def some(*args: Any) -> RoundChange | None:
             return real(*args) if next(calls) % columns_every else None
 
-        monkeypatch.setattr(engine.fast, "change_columns", some)
+        monkeypatch.setattr(engine.fast, "_change", some)
     rounds = _rounds(36)
     msgs = [Message("rounds", 0, i, b"{}") for i in range(len(rounds))]
     stored: dict[str, bytes | None] = {}
@@ -74,12 +74,14 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
             ops.append(RoundOp(rounds[k + 1], msgs[k + 1]))  # twice in this step: skipped
         if k == 18:
             stored[rounds[k + 5].players[7]] = b"\x01not a belief"  # that round is dead-lettered
+        if k == 27:  # whole float64 values, too few for a belief: that round is dead-lettered too
+            stored[rounds[k + 2].players[3]] = b"\x01" + np.zeros(2).tobytes()
         by_cols = _step(engine, ops, stored, seen, explain, True)
         general = _step(engine, ops, stored, seen, explain, False)
         assert by_cols == general
         beliefs, *_, outputs, dead, _counts = by_cols
         assert outputs and explain == any(b'"rating_before"' in v for _, v in outputs)  # (re-published: not here)
-        assert bool(dead) == (k == 18)
+        assert bool(dead) == (k in (18, 27))
         compared += len(outputs)
         stored.update(beliefs)
         seen.update(by_cols[2])
@@ -91,7 +93,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
     """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
     for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
     engine = PoolEngine("p", make_system("elo-mmr"))
-    real = engine.fast.change_columns  # type: ignore[attr-defined]
+    real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
 
     def with_registered(*args: Any) -> RoundChange | None:
         ch = real(*args)
@@ -101,7 +103,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
         rounds[::5] = 0
         return ch._replace(rounds=rounds)
 
-    monkeypatch.setattr(engine.fast, "change_columns", with_registered)
+    monkeypatch.setattr(engine.fast, "_change", with_registered)
     ev = _rounds(1)[0]
     op = RoundOp(ev, Message("rounds", 0, 0, b"{}"))
     commit, outputs, _, _ = rate_ops(engine, [op], {}, set(), None, _dead, True, True)
