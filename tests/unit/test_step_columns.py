@@ -18,6 +18,7 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
 from stream.service.planning import RoundOp
 from stream.service.step import rate_ops
+from stream.state.packed_pool import FlatBeliefs
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
@@ -127,3 +128,33 @@ def test_rounds_that_change_nothing_by_columns_equal_the_general_path(explain: b
     by_cols = _step(engine, ops, {}, set(), explain, True)
     assert by_cols == _step(engine, ops, {}, set(), explain, False)
     assert sorted(by_cols[0]) == ["solo", "t1", "t2", "y"]
+
+
+@needs_codeforces
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
+def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(system: str) -> None:
+    """``apply_round`` on a step's arena (``PoolEngine.held_rounds``: each round gathered by index,
+    its output taken back whole) against the same rounds on a dict of stored bytes: the same
+    new values and change columns bit for bit, round after round (returning players, newcomers),
+    and the commit's values ``encode_held`` writes from the arena equal the dict's."""
+    engine = PoolEngine("p", make_system(system))
+    stored: dict[str, bytes | None] = {}
+    for ev in _rounds(6):  # a first step: stored values to start from
+        stored.update(engine.apply_round(ev, stored, columns=True).updates)
+    held = engine.held_rounds(stored)
+    assert held is not None
+    plain = dict(stored)
+    players: dict[str, None] = {}
+    for ev in _rounds(14)[6:]:
+        on_bytes = engine.apply_round(ev, plain, columns=True)
+        in_arena = engine.apply_round(ev, held, columns=True)
+        assert isinstance(in_arena.updates, FlatBeliefs)  # not a bytes object per player
+        assert on_bytes.change is not None and in_arena.change is not None
+        for a, b in zip(on_bytes.change, in_arena.change, strict=True):
+            assert (a is None and b is None) or np.asarray(a).tobytes() == np.asarray(b).tobytes()
+        assert {p: in_arena.updates[p] for p in ev.players} == on_bytes.updates
+        plain.update(on_bytes.updates)
+        held.update(in_arena.updates)
+        players.update(dict.fromkeys(ev.players))
+    assert dict(zip(players, engine.encode_held(held, list(players)), strict=True)) == {p: plain[p] for p in players}
+    assert PoolEngine("q", make_system("elo")).held_rounds({}) is None  # rounds not packed: no arena
