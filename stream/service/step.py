@@ -510,7 +510,13 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
     explanations as numbers; once, at the end, each player's last round is found (one dict), and
     only those rows become outputs and explanation texts (one ``orjson.dumps`` for all of them).
-    A round the packed path cannot give as columns keeps its summaries' values and explanations."""
+    A round the packed path cannot give as columns keeps its summaries' values and explanations.
+
+    The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
+    a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
+    output taken back in one copy, and each changed player's value is encoded once, at the end, for
+    the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
+    player and round to read, cut and store was more of the step's time than the kernel's)."""
     held = engine.held_rounds(stored_in)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -132,7 +134,7 @@ def test_a_tagged_pool_reads_a_value_at_first_sight_and_answers_as_the_store_wou
     assert stored == before
     players = ["new", "a", "c"]
     flat, offsets = held.encoded(players)
-    assert [tag + flat[s:e].tobytes() for s, e in zip(offsets[:-1], offsets[1:], strict=True)] == \
+    assert [tag + flat[s:e].tobytes() for s, e in itertools.pairwise(offsets.tolist())] == \
         [held[p] for p in players]
     with pytest.raises(KeyError):
         held.encoded(["gone"])
