@@ -47,7 +47,8 @@ from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
 from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, RoundChange, fast_path
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
-from stream.state.packed_pool import FlatBeliefs, PackedPool, TaggedPool
+from stream.state.packed_pool import FlatBeliefs, PackedPool
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
 
@@ -450,7 +451,8 @@ class PoolEngine:
         for a pool whose rounds take the packed path (None otherwise)."""
         if not self.rounds_packed:
             return None
-        return TaggedPool(stored, cast(Float64Codec, self.codec).tag)
+        # the byte every value starts with: the encoding of a belief of no values
+        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)))
 
     def encode_held(self, held: TaggedPool, players: Sequence[str]) -> list[bytes]:
         """The stored values of ``players`` as ``held`` has them (each rated there), written
@@ -459,7 +461,7 @@ class PoolEngine:
 
     def _apply_round_held(self, event: RoundEvent, held: TaggedPool) -> Applied | None:
         """``_apply_round_packed`` with ``columns`` on a step's arena: the round gathered by
-        index (``_store_round_dense``), its new beliefs handed back whole (``FlatBeliefs``,
+        index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
         which ``held.update`` takes in one copy), its change by columns from the gathered
         values. The same kernel on the same values: the same bits. None for anything else,
         decided by ``_apply_round_packed`` then, including every error (nothing is written)."""
@@ -482,7 +484,7 @@ class PoolEngine:
         change = fast.change_gathered(flat, offsets, values, out_offsets)
         if change is None or not (bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())):
             return None
-        return Applied(updates=FlatBeliefs(players, idx, values, out_offsets, held.pool, held.tag), change=change)
+        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

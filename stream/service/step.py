@@ -42,9 +42,9 @@ from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
-from stream.state.packed_pool import TaggedPool
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
+from stream.state.tagged_pool import TaggedPool
 
 log = logging.getLogger(__name__)
 

@@ -107,11 +107,6 @@ class Float64Codec(CodecBase):
     lossless = True
     _TAG = b"\x01"
 
-    @property
-    def tag(self) -> bytes:
-        """The byte every value starts with, before the belief's float64 values."""
-        return self._TAG
-
     def encode(self, belief: Belief) -> bytes:
         return self._TAG + np.ascontiguousarray(belief, dtype="<f8").tobytes()
 

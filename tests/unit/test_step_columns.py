@@ -18,7 +18,7 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
 from stream.service.planning import RoundOp
 from stream.service.step import rate_ops
-from stream.state.packed_pool import FlatBeliefs
+from stream.state.tagged_pool import TaggedFlat
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
@@ -148,7 +148,7 @@ def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(sy
     for ev in _rounds(14)[6:]:
         on_bytes = engine.apply_round(ev, plain, columns=True)
         in_arena = engine.apply_round(ev, held, columns=True)
-        assert isinstance(in_arena.updates, FlatBeliefs)  # not a bytes object per player
+        assert isinstance(in_arena.updates, TaggedFlat)  # not a bytes object per player
         assert on_bytes.change is not None and in_arena.change is not None
         for a, b in zip(on_bytes.change, in_arena.change, strict=True):
             assert (a is None and b is None) or np.asarray(a).tobytes() == np.asarray(b).tobytes()
