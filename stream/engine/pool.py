@@ -49,6 +49,7 @@ from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRo
 from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
 
@@ -103,7 +104,8 @@ class Applied:
     ``PoolEngine._changed``): stored and on the leaderboard, but not published.
     """
 
-    updates: dict[str, bytes] = field(default_factory=dict)
+    #: (a ``FlatBeliefs`` of a step's arena: ``apply_round`` on a ``TaggedPool``)
+    updates: Mapping[str, bytes] = field(default_factory=dict)
     ratings: dict[str, Rating] = field(default_factory=dict)
     #: a round's change by columns (``apply_round(..., columns=True)`` where the packed path can
     #: give it): ``ratings`` is then left empty, the new ratings are these columns
@@ -396,7 +398,9 @@ class PoolEngine:
         """Rate one round on encoded beliefs; returns encoded updates and new ratings (with
         ``columns``, as ``Applied.change`` instead where the packed path can give them)."""
         with _belief_faults(self.system.name):
-            fast = self._apply_round_packed(event, stored, columns)
+            fast = self._apply_round_held(event, stored) if isinstance(stored, TaggedPool) and columns else None
+            if fast is None:
+                fast = self._apply_round_packed(event, stored, columns)
             if fast is not None:
                 return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
@@ -440,6 +444,47 @@ class PoolEngine:
         ratings_of = dict(zip(players, ratings, strict=True))
         _check_finite(ratings_of)
         return Applied(updates=updates, ratings=ratings_of)
+
+    def held_rounds(self, stored: Mapping[str, bytes | None]) -> TaggedPool | None:
+        """``stored`` as a step of rounds rates it in one arena (``TaggedPool``: each round
+        gathered by index, its output taken back in one copy, ``apply_round(..., columns=True)``),
+        for a pool whose rounds take the packed path (None otherwise)."""
+        if not self.rounds_packed:
+            return None
+        # the byte every value starts with: the encoding of a belief of no values
+        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)))
+
+    def encode_held(self, held: TaggedPool, players: Sequence[str]) -> list[bytes]:
+        """The stored values of ``players`` as ``held`` has them (each rated there), written
+        from its arena in one pass: ``held[p]`` of each, byte for byte."""
+        return cast(Float64Codec, self.codec).encode_flat(*held.encoded(players))
+
+    def _apply_round_held(self, event: RoundEvent, held: TaggedPool) -> Applied | None:
+        """``_apply_round_packed`` with ``columns`` on a step's arena: the round gathered by
+        index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
+        which ``held.update`` takes in one copy), its change by columns from the gathered
+        values. The same kernel on the same values: the same bits. None for anything else,
+        decided by ``_apply_round_packed`` then, including every error (nothing is written)."""
+        if event.teams is not None:
+            return None
+        fast = cast(PackedRounds, self.fast)
+        players = event.players
+        idx = held.indices(players)
+        if idx is None:
+            return None
+        flat, offsets = held.pool.gather(idx, np.frombuffer(fast.new_packed_belief(), dtype="<f8"))
+        try:
+            result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight,
+                                              event.perf_ceiling)
+        except RatingError:
+            return None
+        if result is None:  # changes nothing: the per-belief path stores newcomers (``_changed``)
+            return None
+        values, out_offsets = result
+        change = fast.change_gathered(flat, offsets, values, out_offsets)
+        if change is None or not (bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())):
+            return None
+        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

@@ -92,8 +92,21 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         of the new beliefs as columns (see ``PackedRounds.change_columns``); None when a summary
         or a performance would take the per-belief path (Elo-MMχ keeps no performance: None there)."""
         cols = header_columns(before, self.columns) if len(before) else None
+        return None if cols is None else self._change(cols, values, offsets)
+
+    def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
+                        ) -> RoundChange | None:
+        """``change_columns`` of a round rated by ``rate_round_gathered(flat, offsets, ...)`` (into
+        ``values``/``out_offsets``): the summaries before read from ``flat`` itself."""
+        starts = offsets[:-1]
+        if not len(starts) or int(np.diff(offsets).min()) <= max(self.columns):
+            return None
+        cols = flat[starts[None, :] + np.asarray(self.columns, dtype=np.int64)[:, None]]
+        return self._change(cols, values, out_offsets)
+
+    def _change(self, cols: FloatArray, values: FloatArray, offsets: IntArray) -> RoundChange | None:
         starts, ends = offsets[:-1], offsets[1:]
-        if cols is None or int((ends - starts).min()) < HEADER:
+        if int((ends - starts).min()) < HEADER:
             return None
         mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
         if not (bool((np.abs(cols[2]) < 2.0**62).all()) and bool((np.abs(rounds) < 2.0**62).all())):

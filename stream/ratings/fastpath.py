@@ -165,6 +165,12 @@ class PackedRounds(ABC):
         by columns here (the per-player path decides, e.g. a belief without a performance)."""
         return None
 
+    def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
+                        ) -> RoundChange | None:
+        """``change_columns`` of a round rated by ``rate_round_gathered(flat, offsets, ...)`` into
+        ``values``/``out_offsets``, the summaries before read from ``flat`` (the same bits)."""
+        return None
+
 
 class MatrixMatches(ABC):
     """Matches rated on one (players × ``belief_width``) float64 matrix, for a system whose

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -44,6 +44,7 @@ from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
+from stream.state.tagged_pool import TaggedPool
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +313,7 @@ class _Tally:
     def of(cls, seen: set[str], dead_fn: DeadFn) -> _Tally:
         return cls(seen, set(seen), dead_fn, Counts(), Commit(), [], {})
 
-    def rate_round(self, engine: PoolEngine, op: RoundOp, stored: dict[str, bytes | None], before: bool,
+    def rate_round(self, engine: PoolEngine, op: RoundOp, stored: Mapping[str, bytes | None], before: bool,
                    columns: bool = False) -> tuple[Applied, dict[str, Rating] | None] | None:
         """Rate the round of ``op`` on ``stored`` (which the caller updates with it) and note it in the
         commit: its event ids, its round done. None when nothing more is to be done with it: applied
@@ -342,7 +343,7 @@ class _Tally:
             self.commit.done_rounds.append(op.round_done)
         return applied, summaries
 
-    def republished(self, engine: PoolEngine, stored: dict[str, bytes | None],
+    def republished(self, engine: PoolEngine, stored: Mapping[str, bytes | None],
                     changed: Container[str]) -> list[RatingOutput]:
         """The current ratings of the players of events applied before (``republish``) but for those
         ``changed`` in the step. A batch re-delivered after a crash between the Redis commit and the
@@ -509,8 +510,15 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
     explanations as numbers; once, at the end, each player's last round is found (one dict), and
     only those rows become outputs and explanation texts (one ``orjson.dumps`` for all of them).
-    A round the packed path cannot give as columns keeps its summaries' values and explanations."""
-    stored: dict[str, bytes | None] = dict(stored_in)
+    A round the packed path cannot give as columns keeps its summaries' values and explanations.
+
+    The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
+    a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
+    output taken back in one copy, and each changed player's value is encoded once, at the end, for
+    the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
+    player and round to read, cut and store was more of the step's time than the kernel's)."""
+    held = engine.held_rounds(stored_in)
+    stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
     commit, dead, counts = tally.commit, tally.dead, tally.counts
     blocks: list[_Block] = []
@@ -549,7 +557,8 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     if not last:
         return commit, outputs, dead, counts
     players = list(last)
-    commit.beliefs = dict(zip(players, map(stored.__getitem__, players), strict=True))  # type: ignore[arg-type]
+    values = map(stored.__getitem__, players) if held is None else engine.encode_held(held, players)
+    commit.beliefs = dict(zip(players, values, strict=True))  # type: ignore[arg-type]
     at = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]

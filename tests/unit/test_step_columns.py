@@ -18,6 +18,7 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
 from stream.service.planning import RoundOp
 from stream.service.step import rate_ops
+from stream.state.tagged_pool import TaggedFlat
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
@@ -50,17 +51,17 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Steps of several Codeforces rounds (newcomers, returning players, players of several rounds
     of one step), one round re-delivered (its players re-published), one repeated inside a step,
-    one whose stored belief is corrupt (dead-lettered), and rounds the packed path gives no
-    columns for mixed with ones it does."""
+    two whose stored beliefs are corrupt (not whole float64 values; too short: dead-lettered), and
+    rounds the packed path gives no columns for mixed with ones it does."""
     engine = PoolEngine("p", make_system(system))
     if columns_every > 1:
-        real = engine.fast.change_columns  # type: ignore[attr-defined]
+        real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
         calls = itertools.count()
 
         def some(*args: Any) -> RoundChange | None:
             return real(*args) if next(calls) % columns_every else None
 
-        monkeypatch.setattr(engine.fast, "change_columns", some)
+        monkeypatch.setattr(engine.fast, "_change", some)
     rounds = _rounds(36)
     msgs = [Message("rounds", 0, i, b"{}") for i in range(len(rounds))]
     stored: dict[str, bytes | None] = {}
@@ -74,12 +75,14 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
             ops.append(RoundOp(rounds[k + 1], msgs[k + 1]))  # twice in this step: skipped
         if k == 18:
             stored[rounds[k + 5].players[7]] = b"\x01not a belief"  # that round is dead-lettered
+        if k == 27:  # whole float64 values, too few for a belief: that round is dead-lettered too
+            stored[rounds[k + 2].players[3]] = b"\x01" + np.zeros(2).tobytes()
         by_cols = _step(engine, ops, stored, seen, explain, True)
         general = _step(engine, ops, stored, seen, explain, False)
         assert by_cols == general
         beliefs, *_, outputs, dead, _counts = by_cols
         assert outputs and explain == any(b'"rating_before"' in v for _, v in outputs)  # (re-published: not here)
-        assert bool(dead) == (k == 18)
+        assert bool(dead) == (k in (18, 27))
         compared += len(outputs)
         stored.update(beliefs)
         seen.update(by_cols[2])
@@ -91,7 +94,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
     """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
     for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
     engine = PoolEngine("p", make_system("elo-mmr"))
-    real = engine.fast.change_columns  # type: ignore[attr-defined]
+    real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
 
     def with_registered(*args: Any) -> RoundChange | None:
         ch = real(*args)
@@ -101,7 +104,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
         rounds[::5] = 0
         return ch._replace(rounds=rounds)
 
-    monkeypatch.setattr(engine.fast, "change_columns", with_registered)
+    monkeypatch.setattr(engine.fast, "_change", with_registered)
     ev = _rounds(1)[0]
     op = RoundOp(ev, Message("rounds", 0, 0, b"{}"))
     commit, outputs, _, _ = rate_ops(engine, [op], {}, set(), None, _dead, True, True)
@@ -125,3 +128,33 @@ def test_rounds_that_change_nothing_by_columns_equal_the_general_path(explain: b
     by_cols = _step(engine, ops, {}, set(), explain, True)
     assert by_cols == _step(engine, ops, {}, set(), explain, False)
     assert sorted(by_cols[0]) == ["solo", "t1", "t2", "y"]
+
+
+@needs_codeforces
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
+def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(system: str) -> None:
+    """``apply_round`` on a step's arena (``PoolEngine.held_rounds``: each round gathered by index,
+    its output taken back whole) against the same rounds on a dict of stored bytes: the same
+    new values and change columns bit for bit, round after round (returning players, newcomers),
+    and the commit's values ``encode_held`` writes from the arena equal the dict's."""
+    engine = PoolEngine("p", make_system(system))
+    stored: dict[str, bytes | None] = {}
+    for ev in _rounds(6):  # a first step: stored values to start from
+        stored.update(engine.apply_round(ev, stored, columns=True).updates)
+    held = engine.held_rounds(stored)
+    assert held is not None
+    plain = dict(stored)
+    players: dict[str, None] = {}
+    for ev in _rounds(14)[6:]:
+        on_bytes = engine.apply_round(ev, plain, columns=True)
+        in_arena = engine.apply_round(ev, held, columns=True)
+        assert isinstance(in_arena.updates, TaggedFlat)  # not a bytes object per player
+        assert on_bytes.change is not None and in_arena.change is not None
+        for a, b in zip(on_bytes.change, in_arena.change, strict=True):
+            assert (a is None and b is None) or np.asarray(a).tobytes() == np.asarray(b).tobytes()
+        assert {p: in_arena.updates[p] for p in ev.players} == on_bytes.updates
+        plain.update(on_bytes.updates)
+        held.update(in_arena.updates)
+        players.update(dict.fromkeys(ev.players))
+    assert dict(zip(players, engine.encode_held(held, list(players)), strict=True)) == {p: plain[p] for p in players}
+    assert PoolEngine("q", make_system("elo")).held_rounds({}) is None  # rounds not packed: no arena

@@ -1,0 +1,117 @@
+"""A worker step's stored values with the beliefs it rates held in one arena (``TaggedPool``).
+
+Why: the embedded replay keeps an Elo-MMR pool's beliefs in a ``PackedPool`` and so makes no
+Python object per player and round; the worker's step of rounds read, cut and stored a
+``bytes`` per player and round instead (a player is in ~4.5 rounds of a step of the
+Codeforces history), which took more of the step's time than the kernel. Here the step's
+beliefs are held as the embedded replay holds them, behind the store's format: each value is
+a codec's tag byte, then the packed belief.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import cast
+
+import numpy as np
+
+from stream.ratings.base import FloatArray, IntArray
+from stream.state.packed_pool import FlatBeliefs, PackedPool
+
+
+class TaggedFlat(FlatBeliefs):
+    """``FlatBeliefs`` whose values read as the store holds them: ``tag`` + packed belief."""
+
+    def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
+                 pool: PackedPool, tag: bytes) -> None:
+        super().__init__(players, idx, flat, offsets, pool)
+        self.tag = tag
+
+    def __getitem__(self, player: str) -> bytes:
+        return self.tag + super().__getitem__(player)
+
+
+class TaggedPool(Mapping[str, bytes]):
+    """A step's stored values (a codec's tag byte, then a packed belief: what Redis holds) with
+    the beliefs of the players rated so far in a ``PackedPool`` (``pool``): the worker's rating
+    step of rounds, as the embedded replay, gathers a round by index and takes its output block
+    back in one copy, with no ``bytes`` per player and round (a player is in ~4.5 rounds of a
+    step of the Codeforces history). A player's value is read from ``stored`` once, at first
+    sight (``indices``); ``get`` answers with the value as the store would hold it now.
+
+    ``stored`` is not changed: the values a step commits are ``encoded`` from the arena."""
+
+    def __init__(self, stored: Mapping[str, bytes | None], tag: bytes) -> None:
+        self.stored = stored
+        self.tag = tag
+        self.pool = PackedPool()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __iter__(self) -> Iterator[str]:
+        index = self.pool.index
+        yield from (p for p, raw in self.stored.items() if raw is not None and p not in index)
+        yield from self.pool.names
+
+    def __contains__(self, player: object) -> bool:
+        return player in self.pool.index or self.stored.get(player) is not None  # type: ignore[call-overload]
+
+    def __getitem__(self, player: str) -> bytes:
+        if player in self.pool.index:
+            return self.tag + self.pool[player]
+        raw = self.stored.get(player)
+        if raw is None:
+            raise KeyError(player)
+        return raw
+
+    def indices(self, players: Sequence[str]) -> IntArray | None:
+        """Each player's index in ``pool``, those first seen read from ``stored`` (−1: a
+        player without a value, the prior). None when one of those values is not ``tag`` and
+        whole float64 values: the caller's per-belief path then names it (nothing is read)."""
+        pool = self.pool
+        idx = pool.indices(players)
+        miss = np.flatnonzero(idx < 0)
+        if not miss.size:
+            return idx
+        names = [players[k] for k in miss.tolist()]
+        raws = list(map(self.stored.get, names))
+        have = [k for k, raw in enumerate(raws) if raw is not None]
+        if not have:
+            return idx
+        vals = cast("list[bytes]", [raws[k] for k in have])
+        tag = self.tag
+        nbytes = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals)) - len(tag)
+        if not all(v[:1] == tag for v in vals) or bool((nbytes % 8).any()) or bool((nbytes < 0).any()):
+            return None
+        offsets = np.zeros(len(vals) + 1, dtype=np.int64)
+        np.cumsum(nbytes // 8, out=offsets[1:])
+        skip = len(tag)
+        # writable, as the kernels' other inputs: one numba signature of the scatter
+        values = np.frombuffer(bytearray().join([memoryview(v)[skip:] for v in vals]), dtype="<f8")
+        known = miss[have]
+        pool.update(FlatBeliefs([names[k] for k in have], np.full(len(have), -1, dtype=np.int64), values, offsets,
+                                pool))
+        idx[known] = pool.indices([players[k] for k in known.tolist()])
+        return idx
+
+    def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
+        """New values: a ``TaggedFlat`` gathered from ``pool`` in one copy, others value by value
+        (``tag`` and whole float64 values, as the codec writes them)."""
+        if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:  # (a ``TaggedFlat``)
+            self.pool.update(changed)
+            return
+        skip = len(self.tag)
+        for player, raw in changed.items():
+            if raw[:skip] != self.tag:
+                raise ValueError(f"a value of player {player!r} without the tag {self.tag!r}")
+            self.pool[player] = raw[skip:]
+
+    def encoded(self, players: Sequence[str]) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``players`` (each in ``pool``) one after another and their offsets: what
+        the commit's values are written from (``Float64Codec.encode_flat``)."""
+        idx = self.pool.indices(players)
+        if len(idx) and int(idx.min()) < 0:
+            raise KeyError(players[int(np.flatnonzero(idx < 0)[0])])
+        flat, offsets = self.pool.gather(idx, np.empty(0, dtype=np.float64))
+        return flat, offsets

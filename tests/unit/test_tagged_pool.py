@@ -1,0 +1,59 @@
+"""A worker step's values held in an arena (``stream.state.tagged_pool``) against the stored dict."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
+
+
+def _belief(rng: np.random.Generator, length: int) -> bytes:
+    return rng.normal(size=length).astype("<f8").tobytes()
+
+
+def test_a_tagged_pool_reads_a_value_at_first_sight_and_answers_as_the_store_would_hold_it() -> None:
+    """``TaggedPool``: values (tag + packed belief) read from the stored dict into the arena when a
+    round first names their player; ``get`` gives the value as stored, then as rated; the stored
+    dict itself is never written; the commit's values come from the arena."""
+    rng = np.random.default_rng(2)
+    tag = b"\x01"
+    stored: dict[str, bytes | None] = {"a": tag + _belief(rng, 9), "b": tag + _belief(rng, 6), "gone": None}
+    before = dict(stored)
+    held = TaggedPool(stored, tag)
+    assert held.get("a") == stored["a"] and held.get("gone") is None and held.get("x") is None
+    idx = held.indices(["b", "new", "a"])
+    assert idx is not None and idx.tolist() == [0, -1, 1]  # first-seen order; the newcomer has no value
+    assert held["b"] == stored["b"] and held["a"] == stored["a"] and "new" not in held
+    prior = np.arange(6, dtype=np.float64)
+    flat, offsets = held.pool.gather(idx, prior)
+    assert flat.tobytes() == stored["b"][1:] + prior.tobytes() + stored["a"][1:]  # type: ignore[index]
+    out = np.concatenate([flat, [7.0, 8.0, 9.0]])  # "a" grew by a term
+    out_offsets = np.array([0, 6, 12, 24], dtype=np.int64)
+    changed = TaggedFlat(["b", "new", "a"], idx, out, out_offsets, held.pool, tag)
+    assert changed["a"] == tag + out[12:].tobytes()  # as the store holds it
+    held.update(changed)
+    assert held["a"] == tag + out[12:].tobytes() and held["new"] == tag + prior.tobytes()
+    held.update({"c": tag + _belief(rng, 6)})  # a value of the per-belief path, one by one
+    assert sorted(held) == ["a", "b", "c", "new"] and len(held) == 4
+    assert stored == before
+    players = ["new", "a", "c"]
+    flat, offsets = held.encoded(players)
+    assert [tag + flat[s:e].tobytes() for s, e in itertools.pairwise(offsets.tolist())] == \
+        [held[p] for p in players]
+    with pytest.raises(KeyError):
+        held.encoded(["gone"])
+
+
+@pytest.mark.parametrize("raw", [b"\x02" + bytes(48), b"\x01" + bytes(47), b""])
+def test_a_tagged_pool_refuses_a_value_not_of_its_codec_and_reads_nothing(raw: bytes) -> None:
+    """A value without the tag or not whole float64 values: ``indices`` is None (the per-belief
+    path names it), and no player of that round was read into the arena."""
+    stored: dict[str, bytes | None] = {"ok": b"\x01" + bytes(48), "bad": raw}
+    held = TaggedPool(stored, b"\x01")
+    assert held.indices(["ok", "bad"]) is None
+    assert len(held.pool) == 0 and held["bad"] == raw
+    idx = held.indices(["ok"])
+    assert idx is not None and idx.tolist() == [0]
