@@ -238,17 +238,20 @@ def test_a_batch_other_than_the_one_planned_ahead_is_planned_again(redis_url: st
     rated as usual."""
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
-            want, want_state = await _reference(redis_url, ex, [ROUNDS[:2], ROUNDS[2:3]])
+            invalid = Message("rounds", 0, 99, b'{"type": "round", "pool": "h"}')
+            want, want_state = await _reference(redis_url, ex, [ROUNDS[:2], [*ROUNDS[2:3], invalid]])
             store = _store(redis_url)
             proc = Processor(_settings(True), store, ex)
-            proc.upcoming = lambda: ROUNDS[2:4]
+            proc.upcoming = lambda: [*ROUNDS[2:4], invalid]
             first = await proc.process(ROUNDS[:2])
             proc.upcoming = None
-            second = await proc.process(ROUNDS[2:3])
+            second = await proc.process([*ROUNDS[2:3], invalid])
             assert [_outputs(first), _outputs(second)] == [_outputs(r) for r in want]
+            assert [d.offset for d in second.dead] == [99]
             assert await _state(store) == want_state
             assert _count(proc.metrics, "dropped") == 1
-            assert proc.metrics.messages_in.labels("rounds")._value.get() == 3
+            assert proc.metrics.messages_in.labels("rounds")._value.get() == 4
+            assert _total(proc.metrics, "mmr_dead_letters") == 1
             await store.close()
 
     asyncio.run(run())
