@@ -14,19 +14,31 @@ compare-and-set on that ``gen`` with the event ids checked by the script, as an 
 step's is: another writer in between, or an event of the step applied before, refuses it, and
 the step is read and rated again as usual. Nothing of a rating ahead shows before it is used:
 its dead letters are made, and counted, only then (``DeferredDead``).
+
+Across batches (``MMR_RATE_AHEAD_BATCHES``, ``NextBatch``): a take of a replayed history is one
+or two steps of its pool, so most steps are a batch's last, whose commit the next batch would wait
+for. While a pool's last step of a batch commits, the next batch -- already taken: the batch
+pipeline fixes it (``BatchPipeline.peek``) -- is planned, and its first step of that pool rated
+from the state that commit leaves, by the same rules. The batch itself still starts only once the
+batch before it has ended (its retries, halts and publication unchanged): it then uses the plan
+made ahead if its messages are the very same (a partition halted meanwhile makes it plan again),
+and a step rated ahead only if it is the very step it would rate first (the same ops) and the
+commit before it landed. What planning ahead counts or dead-letters is counted once, when the
+plan is used.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from stream.service.messages import DeadLetter
-from stream.service.planning import DeadFn, StepInputs
+from stream.service.messages import DeadLetter, Message
+from stream.service.planning import DeadFn, Plan, StepInputs, split_steps, step_inputs
 from stream.state.cache import BeliefCache
 from stream.state.redis_store import RedisStore
 
@@ -107,3 +119,64 @@ async def drop(task: asyncio.Task[Any] | None) -> None:
     await asyncio.wait([task])
     if not task.cancelled():
         task.exception()  # retrieved: a failure of a rating that is not used is not an error
+
+
+@dataclass(slots=True)
+class Stashed:
+    """A first step of the next batch rated ahead of the commit before it (``NextBatch``)."""
+
+    step: StepInputs
+    task: asyncio.Task[Any]  # ``rate_ahead``'s
+    gen: str  # the pool's ``gen`` that commit left
+
+
+class NextBatch:
+    """The batch after the one under way, planned ahead (``plan``), and per pool its first step
+    rated ahead of the last commit of the batch under way (see the module docstring)."""
+
+    def __init__(self, msgs: list[Message], plan: Plan, dead: DeferredDead, max_step_players: int,
+                 by_offsets: bool) -> None:
+        self.msgs = msgs  # as planned: the halted partitions' messages left out
+        self.plan = plan  # its dead letters not made (``dead``), its messages not counted
+        self.dead = dead
+        self._max_step_players = max_step_players
+        self._by_offsets = by_offsets
+        self._first: dict[str, StepInputs | None] = {}
+        self.rated: dict[str, Stashed] = {}
+
+    def first_step(self, pool: str) -> StepInputs | None:
+        """The pool's first step in this batch; None if the pool has no ops in it or round results (their
+        rounds are assembled when the batch runs, and may come before its ops)."""
+        if pool not in self._first:
+            ops = self.plan.ops.get(pool)
+            first = None
+            if ops and pool not in self.plan.results:
+                first = step_inputs(split_steps(ops, self._max_step_players)[0], self._by_offsets)
+            self._first[pool] = first
+        return self._first[pool]
+
+    def same(self, msgs: Sequence[Message]) -> bool:
+        """``msgs`` are the very messages planned (the same objects, in order)."""
+        return len(msgs) == len(self.msgs) and all(map(operator.is_, msgs, self.msgs))
+
+    def take(self, pool: str) -> Stashed | None:
+        return self.rated.pop(pool, None)
+
+    def drop(self) -> int:
+        """Cancel the ratings ahead not taken (a rating under way on the executor ends unused); how many."""
+        rated, self.rated = self.rated, {}
+        for s in rated.values():
+            s.task.cancel()
+        return len(rated)
+
+
+async def result(task: asyncio.Task[Any]) -> Any:
+    """What ``rate_ahead``'s task returned, None if it was cancelled (a cancellation of the caller
+    itself still propagates)."""
+    await asyncio.wait([task])
+    return None if task.cancelled() else task.result()
+
+
+def same_ops(a: StepInputs, b: StepInputs) -> bool:
+    """The two steps are of the very same ops (objects of one plan), in order."""
+    return len(a.ops) == len(b.ops) and all(map(operator.is_, a.ops, b.ops))

@@ -80,6 +80,9 @@ class Settings:
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
     #: a pool's next step is rated while the step before it commits (stream.service.ahead)
     rate_ahead: bool = setting(True, "MMR_RATE_AHEAD")
+    #: ... and a pool's first step of the next batch, when taken already, while the batch's last step of
+    #: the pool commits (stream.service.ahead, ``NextBatch``); needs MMR_RATE_AHEAD
+    rate_ahead_batches: bool = setting(True, "MMR_RATE_AHEAD_BATCHES")
     #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,

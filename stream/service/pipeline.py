@@ -22,6 +22,10 @@ Back-pressure: ``submit`` waits while more than ``max_inflight`` messages or
 bound alone, thousands of ``match_columns`` messages of 1,000 matches each are held decoded
 in memory at once, and a worker with fewer of them in flight rates more per second
 (BENCHMARKS.md, "Service").
+The rate stage may ask which batch it rates next while it still works on one (``peek``, for
+the processor's rating ahead across batches, stream.service.ahead): the queued batches are merged
+then and fixed as that next batch; with none queued, a batch waiting in ``submit`` is admitted
+early (one batch beyond the bounds, the one the consumer already holds in memory).
 A failure in either stage is fatal for the worker (``on_error``): it must not keep
 consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
 """
@@ -32,6 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,15 @@ M = TypeVar("M")  # a message
 T = TypeVar("T")  # what ``done`` needs to ack a submitted batch (e.g. Faust events)
 
 Work = Callable[[list[M]], Awaitable[Sequence[Awaitable[Any]]]]
+
+
+@dataclass(slots=True)
+class _Waiting(Generic[M, T]):
+    """A batch waiting in ``submit`` to be admitted."""
+
+    msgs: list[M]
+    token: T
+    admitted: bool = False
 
 
 class BatchPipeline(Generic[M, T]):
@@ -65,6 +79,10 @@ class BatchPipeline(Generic[M, T]):
         #: called with the seconds the oldest batch of each merged group waited in the queue
         self.on_queued = on_queued
         self._queue: asyncio.Queue[tuple[list[M], list[T], float]] = asyncio.Queue()
+        #: the batch the rate stage takes next, fixed by ``peek``
+        self._next: tuple[list[M], list[T], float] | None = None
+        #: batches waiting in ``submit`` to be admitted, oldest first (``peek`` may admit the first)
+        self._waiting: list[_Waiting[M, T]] = []
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
         self._inflight = 0  # messages submitted and not done
         self._inflight_bytes = 0  # their ``size`` (when max_inflight_bytes is set)
@@ -90,14 +108,39 @@ class BatchPipeline(Generic[M, T]):
     async def submit(self, msgs: list[M], token: T) -> None:
         """Queue one batch (in order); waits while too many messages are in flight."""
         self.start()
+        entry = _Waiting(msgs, token)
         async with self._changed:
-            await self._changed.wait_for(self._admits)
+            self._waiting.append(entry)
+            try:
+                await self._changed.wait_for(lambda: entry.admitted or self._admits())
+            finally:
+                if not entry.admitted:
+                    self._waiting.remove(entry)
             self._raise_if_failed()
-            self._inflight += len(msgs)
-            if self.max_inflight_bytes and self.size is not None:
-                self._inflight_bytes += sum(map(self.size, msgs))
-            self._batches += 1
+            if entry.admitted:  # by ``peek``: already the rate stage's next batch
+                return
+            self._count_in(msgs, 1)
         self._queue.put_nowait((msgs, [token], time.perf_counter()))
+
+    def _count_in(self, msgs: list[M], batches: int) -> None:
+        self._inflight += len(msgs)
+        if self.max_inflight_bytes and self.size is not None:
+            self._inflight_bytes += sum(map(self.size, msgs))
+        self._batches += batches
+
+    def peek(self) -> list[M] | None:
+        """The messages of the batch the rate stage takes next (see the module docstring), or None
+        when none is queued nor waiting, or the pipeline is paused or failed. For the rate stage's
+        ``work`` only: what it returns is fixed as the next batch."""
+        if self._next is None and not self._paused and self._failed is None:
+            if not self._queue.empty():
+                self._next = self._merged(self._queue.get_nowait())
+            elif self._waiting:
+                entry = self._waiting.pop(0)
+                entry.admitted = True  # its ``submit`` returns at the next notification
+                self._count_in(entry.msgs, 1)
+                self._next = (entry.msgs, [entry.token], time.perf_counter())
+        return None if self._next is None else self._next[0]
 
     def _admits(self) -> bool:
         if self._failed is not None:
@@ -150,10 +193,12 @@ class BatchPipeline(Generic[M, T]):
             out.append((msgs, tokens))
         if self._rating is not None:
             out.append(self._rating)
+        if self._next is not None:
+            out.append(self._next[:2])
         while not self._queue.empty():
             msgs, tokens, _ = self._queue.get_nowait()
             out.append((msgs, tokens))
-        self._acking = self._rating = None
+        self._acking = self._rating = self._next = None
         if futs:
             await asyncio.gather(*futs, return_exceptions=True)
         async with self._changed:
@@ -167,10 +212,7 @@ class BatchPipeline(Generic[M, T]):
         self.start()
         async with self._changed:
             for msgs, tokens in batches:
-                self._inflight += len(msgs)
-                if self.max_inflight_bytes and self.size is not None:
-                    self._inflight_bytes += sum(map(self.size, msgs))
-                self._batches += len(tokens)
+                self._count_in(msgs, len(tokens))
                 self._queue.put_nowait((msgs, tokens, time.perf_counter()))
             self._paused = False
             self._changed.notify_all()
@@ -198,25 +240,32 @@ class BatchPipeline(Generic[M, T]):
 
     async def _rate_loop(self) -> None:
         while True:
-            msgs, tokens, queued_at = await self._queue.get()
-            tokens = list(tokens)
-            if not self._queue.empty() and len(msgs) < self.max_merge:
-                msgs = list(msgs)
-                size, limit = self.size, self.max_merge_bytes
-                nbytes = sum(map(size, msgs)) if size is not None and limit else 0
-                while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
-                    more, toks, _ = self._queue.get_nowait()
-                    msgs += more
-                    tokens += toks
-                    if size is not None and limit:
-                        nbytes += sum(map(size, more))
-                    self.merged_batches += 1
+            if self._next is None:
+                self._next = self._merged(await self._queue.get())
+            msgs, tokens, queued_at = self._next
             if self.on_queued is not None:
                 self.on_queued(time.perf_counter() - queued_at)
-            self._rating = (msgs, tokens)
+            self._rating, self._next = (msgs, tokens), None
             futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))
             self._rating = None
+
+    def _merged(self, first: tuple[list[M], list[T], float]) -> tuple[list[M], list[T], float]:
+        """``first`` with the batches queued behind it merged in (up to ``max_merge`` and ``max_merge_bytes``)."""
+        msgs, tokens, queued_at = first
+        tokens = list(tokens)
+        if not self._queue.empty() and len(msgs) < self.max_merge:
+            msgs = list(msgs)
+            size, limit = self.size, self.max_merge_bytes
+            nbytes = sum(map(size, msgs)) if size is not None and limit else 0
+            while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
+                more, toks, _ = self._queue.get_nowait()
+                msgs += more
+                tokens += toks
+                if size is not None and limit:
+                    nbytes += sum(map(size, more))
+                self.merged_batches += 1
+        return msgs, tokens, queued_at
 
     async def _ack_loop(self) -> None:
         while True:

@@ -63,6 +63,16 @@ class Plan:
     out: BatchResult = field(default_factory=BatchResult)  # dead letters of invalid messages
     ops: dict[str, list[Op]] = field(default_factory=dict)
     results: dict[str, list[tuple[str, dict[str, Any], Message]]] = field(default_factory=dict)
+    topics: dict[str, int] = field(default_factory=dict)  # messages per input topic
+    types: dict[str, int] = field(default_factory=dict)  # valid events per type
+
+    def count(self, metrics: Metrics) -> None:
+        """Its messages and events in the metrics (one labelled inc per batch, not per message: a labelled
+        inc is slow)."""
+        for topic, n in self.topics.items():
+            metrics.messages_in.labels(topic).inc(n)
+        for etype, n in self.types.items():
+            metrics.events_in.labels(etype).inc(n)
 
 
 def allowed(settings: Settings, pool: str) -> bool:
@@ -98,14 +108,13 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     return etype, value
 
 
-def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics, dead: DeadFn) -> Plan:
+def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None, dead: DeadFn) -> Plan:
     """Decode and group one take batch: ops per pool (message order kept), round results per
     pool, and the dead letters of invalid messages. A message's ``decoded`` is consumed (a
-    retry decodes it again)."""
+    retry decodes it again). Its messages are counted in ``metrics`` (None: later, ``Plan.count``)."""
     plan = Plan(time.perf_counter(), len(msgs))
     out, ops, results = plan.out, plan.ops, plan.results
-    topics: dict[str, int] = {}
-    types: dict[str, int] = {}
+    topics, types = plan.topics, plan.types
     for msg in msgs:
         topics[msg.topic] = topics.get(msg.topic, 0) + 1
         decoded, msg.decoded = msg.decoded, None
@@ -133,10 +142,8 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics, dead: 
             ops.setdefault(value.pool, []).append(RoundOp(value, msg))
         else:
             results.setdefault(value["pool"], []).append((etype, value, msg))
-    for topic, n in topics.items():  # one labelled inc per batch, not per message (a labelled inc is slow)
-        metrics.messages_in.labels(topic).inc(n)
-    for etype, n in types.items():
-        metrics.events_in.labels(etype).inc(n)
+    if metrics is not None:
+        plan.count(metrics)
     return plan
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -33,7 +33,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
-from stream.service.ahead import RatedAhead, drop, rate_ahead
+from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -68,27 +68,55 @@ class PoolStep:
         self.rounds = rounds
         self.dead = dead
         self._locks: dict[str, asyncio.Lock] = {}
+        #: the next batch, planned ahead by the processor when it is already taken (stream.service.ahead)
+        self.next_batch: Callable[[], NextBatch | None] | None = None
 
-    async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
+    async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult, early: Stashed | None = None) -> None:
         """A pool's ops as atomic steps in order: one, or several when together they touch
         more than ``max_step_players`` players (``split_steps``). With several, each step is
-        rated while the one before it commits (``MMR_RATE_AHEAD``; stream.service.ahead)."""
+        rated while the one before it commits (``MMR_RATE_AHEAD``; stream.service.ahead); the
+        last one's commit has the next batch's first step of the pool rated meanwhile, when the
+        processor planned that batch already (``next_batch``; ``MMR_RATE_AHEAD_BATCHES``).
+        ``early``: this batch's first step of the pool so rated, used if it is that very step."""
         if not ops:
+            if early is not None:
+                await self._drop_early(early)
             return
         by_offsets = self.settings.dedup == "offsets"
         steps = [step_inputs(s, by_offsets) for s in split_steps(ops, self.settings.max_step_players)]
         async with self._locks.setdefault(pool, asyncio.Lock()):
             ahead: RatedAhead[Rated] | None = None
+            if early is not None:
+                if same_ops(early.step, steps[0]):
+                    ahead = await result(early.task)
+                    if ahead is None:
+                        self.metrics.rated_ahead.labels("dropped").inc()
+                    else:
+                        ahead.gen = early.gen
+                else:
+                    await self._drop_early(early)
             for i, step in enumerate(steps):
-                nxt = steps[i + 1] if self.settings.rate_ahead and i + 1 < len(steps) else None
-                ahead = await self._apply_step(pool, step, out, ahead, nxt)
+                nxt, stash = None, None
+                if self.settings.rate_ahead:
+                    if i + 1 < len(steps):
+                        nxt = steps[i + 1]
+                    elif self.next_batch is not None:
+                        stash = self.next_batch()
+                        nxt = stash.first_step(pool) if stash is not None else None
+                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash)
+
+    async def _drop_early(self, early: Stashed) -> None:
+        await drop(early.task)
+        self.metrics.rated_ahead.labels("dropped").inc()
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
-                          nxt: StepInputs | None) -> RatedAhead[Rated] | None:
+                          nxt: StepInputs | None, stash: NextBatch | None = None) -> RatedAhead[Rated] | None:
         """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
         already rated from the state the commit before left (its first attempt uses it). With
         ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
-        step's first commit lands (None otherwise: the next step is then rated as usual)."""
+        step's first commit lands (None otherwise: the next step is then rated as usual). With
+        ``stash``, ``nxt`` is the next batch's: once the commit landed, its rating is left there
+        (not waited for) and None is returned."""
         engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
         if engine is None:
             return None
@@ -185,6 +213,12 @@ class PoolStep:
             if from_ahead:
                 self.metrics.rated_ahead.labels("landed").inc()
             if nxt_task is None:
+                return None
+            if stash is not None and nxt is not None:
+                old = stash.rated.pop(pool, None)
+                if old is not None:  # rated from an earlier commit of this batch (a retry message by message)
+                    old.task.cancel()
+                stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen))
                 return None
             rated = await nxt_task
             if rated is None:

@@ -97,6 +97,8 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     t0 = time.perf_counter()
     pending: deque[asyncio.Future[Any]] = deque()
     for i in range(0, len(msgs) + take, take):
+        # the batch after this one is taken already, as in the worker's pipeline (``BatchPipeline.peek``)
+        proc.upcoming = lambda i=i: msgs[i + take:i + 2 * take] or None  # type: ignore[misc]
         if i < len(msgs):
             pending.append(await proc.start(msgs[i:i + take], safe=False))
         while pending and (len(pending) > 1 or i >= len(msgs)):  # publish in order, one batch behind

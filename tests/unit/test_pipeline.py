@@ -688,3 +688,98 @@ def test_a_batch_submitted_while_reset_waits_for_deliveries_is_rated_after_the_b
         await p.stop()
 
     run(scenario)
+
+
+# --------------------------------------------------------------------------- peek (the next batch, fixed)
+
+
+def test_peek_fixes_the_next_batch_merged_then_and_it_is_rated_next() -> None:
+    """``peek`` from inside ``work`` merges what is queued now and fixes it as the next batch: a batch
+    queued after the peek is not merged into it (the processor planned exactly what it saw)."""
+    async def scenario() -> None:
+        rec = Recorder(auto=True)
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=10)
+        seen: list[list[int] | None] = []
+
+        async def work(msgs: list[int]) -> list[asyncio.Future[None]]:
+            if msgs == [0]:
+                await p.submit([1], "b")
+                await p.submit([2], "c")
+                seen.append(p.peek())
+                await p.submit([3], "d")  # after the peek: not in the next batch
+                seen.append(p.peek())  # the same, fixed
+            return await rec.work(msgs)
+
+        p.work = work
+        await p.submit([0], "a")
+        await p.drain()
+        assert seen == [[1, 2], [1, 2]]
+        assert rec.work_calls == [[0], [1, 2], [3]]
+        assert rec.done_tokens == ["a", "b", "c", "d"]
+        assert p.inflight == 0
+        await p.stop()
+
+    run(scenario)
+
+
+def test_peek_admits_a_batch_waiting_at_the_inflight_bound_once() -> None:
+    """With nothing queued, ``peek`` admits the batch waiting in ``submit`` (held back by ``max_inflight``):
+    it is rated next, once, and its ``submit`` returns when the batch before is done (the bound still holds
+    the consumer back)."""
+    async def scenario() -> None:
+        rec = Recorder()
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=1, max_merge=1)
+        seen: list[list[int] | None] = []
+        inner = rec.work
+
+        async def work(msgs: list[int]) -> list[asyncio.Future[None]]:
+            if msgs == [0]:
+                await spin()
+                seen.append(p.peek())
+            return await inner(msgs)
+
+        p.work = work
+        rec.gate = asyncio.Event()
+        await p.submit([0], "a")
+        waiting = asyncio.create_task(p.submit([1], "b"))
+        await spin()
+        assert not waiting.done()
+        rec.gate.set()
+        await spin()
+        assert seen == [[1]]
+        assert not waiting.done()  # admitted, but its submit waits until the bound frees
+        assert p.inflight == 2
+        rec.futs[0][0].set_result(None)
+        await spin()
+        assert waiting.done()
+        rec.futs[1][0].set_result(None)
+        await p.drain()
+        assert rec.work_calls == [[0], [1]]
+        assert rec.done_tokens == ["a", "b"]
+        assert p.inflight == 0
+        await p.stop()
+
+    run(scenario)
+
+
+def test_reset_gives_back_the_batch_fixed_by_peek_in_its_place() -> None:
+    async def scenario() -> None:
+        rec = Recorder()
+        p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=100, max_merge=1)
+        rec.gate = asyncio.Event()
+        await p.submit([0], "a")  # in the rate stage
+        await p.submit([1], "b")
+        await p.submit([2], "c")
+        await spin()
+        assert p.peek() == [1]
+        batches = await p.reset()
+        assert batches == [([0], ["a"]), ([1], ["b"]), ([2], ["c"])]
+        assert p.peek() is None  # paused: nothing is fixed until ``resume``
+        rec.gate, rec.auto = None, True
+        await p.resume(batches)
+        await p.drain()
+        assert rec.done_tokens == ["a", "b", "c"]
+        assert p.inflight == 0
+        await p.stop()
+
+    run(scenario)
