@@ -81,16 +81,8 @@ def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int
     pipe = EmbeddedPipeline(system, {}, pool_systems={POOL: (system, {})})
     pipe.run(read_records(path, POOL))
     want = {r["player"]: r for r in pipe.final_ratings()}
-
-    async def stored() -> list[dict[str, Any]]:
-        store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
-        try:
-            return await export_rows(store, [POOL])
-        finally:
-            await store.close()
-
-    got = {r["player"]: r for r in asyncio.run(stored())}
-    return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
+    got = {r["player"]: r for r in _stored_rows(s, POOL)}
+    return _count_differing(want, got)
 
 
 def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
@@ -104,6 +96,12 @@ def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int
 
     with open(embedded_out, "rb") as fh:
         want = dict(key(orjson.loads(line)) for line in fh if line.strip())
+    got = dict(key(r) for r in _stored_rows(s, pool))
+    return _count_differing(want, got)
+
+
+def _stored_rows(s: Settings, pool: str) -> list[dict[str, Any]]:
+    """The rating rows Redis holds for ``pool``, as ``mmr export`` writes them."""
 
     async def stored() -> list[dict[str, Any]]:
         store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
@@ -112,7 +110,11 @@ def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int
         finally:
             await store.close()
 
-    got = dict(key(r) for r in asyncio.run(stored()))
+    return asyncio.run(stored())
+
+
+def _count_differing(want: dict[str, Any], got: dict[str, Any]) -> tuple[int, int]:
+    """(players wanted, players whose row is missing on either side or differs)."""
     return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
 
 
