@@ -617,7 +617,8 @@ def create_app(s: Settings) -> Service:
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
-    delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within)
+    delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,
+                             max_batch_bytes=s.take_max_bytes)
     delivery.serve(take, name="mmr-ratings-agent")
     metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
                        "were revoked (Faust fetches them again from the committed offset)",

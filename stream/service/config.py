@@ -68,6 +68,9 @@ class Settings:
     key_prefix: str = setting("mmr", "MMR_KEY_PREFIX")
     #: messages per take batch
     take_max: int = setting(4096, "MMR_TAKE_MAX")
+    #: bytes of record values per take batch (stream.service.delivery): bounds what a worker holds
+    #: while it is behind, whatever the size of the messages; 0: no byte bound
+    take_max_bytes: int = setting(16 << 20, "MMR_TAKE_MAX_BYTES")
     #: seconds a take batch waits for more messages
     take_within: float = setting(0.02, "MMR_TAKE_WITHIN")
     #: messages taken but not yet acked (back-pressure of the batch pipeline) ...

@@ -10,9 +10,9 @@ thread's time there, on the thread that also runs the rating pipeline (BENCHMARK
 So the worker replaces the conductor's per-record callback (the one Faust's consumer calls
 for every fetched record) with ``BatchDelivery.on_message``: a record of an input topic is
 appended to the open batch; every ``within`` seconds after a batch's first record, or at
-``max_batch`` records, the batch is put as *one* value on an in-memory Faust channel, which
-the worker's agent iterates. Records of any other topic go through Faust's own callback,
-unchanged.
+``max_batch`` records or ``max_batch_bytes`` bytes of values, the batch is put as *one* value on
+an in-memory Faust channel, which the worker's agent iterates. Records of any other topic go
+through Faust's own callback, unchanged.
 
 What Faust still does: the consumer group, fetching, offsets and their commits, rebalances,
 flow control, the producer, timers; the agent is a Faust agent over a Faust channel.
@@ -37,10 +37,17 @@ from typing import Any
 class BatchDelivery:
     """See the module docstring. ``install`` before the app starts its consumer."""
 
-    def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 1) -> None:
+    def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 1,
+                 max_batch_bytes: int = 0) -> None:
         self.app = app
         self.topics = frozenset(topics)
         self.max_batch = max(1, max_batch)
+        #: the open batch also closes at this many bytes of record values (0: no byte bound).
+        #: Why: while the agent is behind, the open batch grows, and with large records (a round
+        #: of thousands of players is 50-500 KB) ``max_batch`` records alone would hold hundreds
+        #: of megabytes (gigabytes once decoded); past this bound the fetch loop waits instead
+        #: (back-pressure)
+        self.max_batch_bytes = max(0, max_batch_bytes)
         self.within = within
         #: the in-memory channel the agent iterates: one value per batch (a list of Faust
         #: messages). While ``queue_batches`` of them wait there, the open batch is not closed
@@ -52,6 +59,7 @@ class BatchDelivery:
         self._queued = 0  # batches put on the channel that the agent has not taken yet
         self._room = asyncio.Event()
         self._open: list[Any] = []
+        self._open_bytes = 0  # bytes of the open batch's record values
         self._nonempty = asyncio.Event()
         self._lock = asyncio.Lock()  # one flush at a time: batches reach the channel in order
         self._faust_on_message: Callable[[Any], Awaitable[Any]] | None = None
@@ -96,9 +104,10 @@ class BatchDelivery:
         if not flow.is_active():
             await flow.acquire()  # a rebalance: wait as Faust's own delivery does
         self._open.append(message)
+        self._open_bytes += len(message.value or b"")
         if len(self._open) == 1:
             self._nonempty.set()
-        if len(self._open) >= self.max_batch:
+        if len(self._open) >= self.max_batch or (self.max_batch_bytes and self._open_bytes >= self.max_batch_bytes):
             await self.flush()
 
     async def flush(self) -> None:
@@ -114,6 +123,7 @@ class BatchDelivery:
                 self._room.clear()
                 await self._room.wait()
             batch, self._open = self._open, []
+            self._open_bytes = 0
             self._nonempty.clear()
             if batch:
                 self.batches += 1
@@ -135,6 +145,7 @@ class BatchDelivery:
         waits there any more."""
         self.dropped += len(self._open)
         self._open = []
+        self._open_bytes = 0
         self._nonempty.clear()
         self._queued = 0
         self._room.set()

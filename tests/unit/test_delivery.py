@@ -17,7 +17,8 @@ from faust.types.tuples import Message as FaustMessage
 from stream.service.delivery import BatchDelivery
 
 
-def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1) -> tuple[Any, BatchDelivery, Any, list[Any]]:
+def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1,
+         max_batch_bytes: int = 0) -> tuple[Any, BatchDelivery, Any, list[Any]]:
     """An app (not started), the delivery installed on it, the agent's side of the channel,
     and what reached Faust's own per-record callback."""
     app = faust.App(f"test-delivery-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
@@ -28,13 +29,15 @@ def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1) -> tu
         faust_saw.append(message)
 
     app.topics.on_message = faust_on_message
-    d = BatchDelivery(app, {"in-a", "in-b"}, max_batch=max_batch, within=within, queue_batches=queue_batches)
+    d = BatchDelivery(app, {"in-a", "in-b"}, max_batch=max_batch, within=within, queue_batches=queue_batches,
+                      max_batch_bytes=max_batch_bytes)
     d.install()
     return app, d, aiter(d.channel), faust_saw
 
 
-def record(topic: str, offset: int, generation_id: int = 0) -> Any:
-    return FaustMessage(topic, 0, offset, 1.0, 0, [], b"k", b"v%d" % offset, None, generation_id=generation_id)
+def record(topic: str, offset: int, generation_id: int = 0, value: bytes | None = None) -> Any:
+    value = b"v%d" % offset if value is None else value
+    return FaustMessage(topic, 0, offset, 1.0, 0, [], b"k", value, None, generation_id=generation_id)
 
 
 def offsets(batch: list[Any]) -> list[tuple[str, int]]:
@@ -152,6 +155,31 @@ async def test_while_the_agent_is_behind_the_open_batch_grows_instead_of_queuein
         assert offsets(await take(d, agent_side)) == [("in-a", i) for i in range(1, 6)]  # one batch
     finally:
         timer.cancel()
+
+
+@in_loop
+async def test_while_the_agent_is_behind_the_open_batch_grows_only_to_its_byte_bound() -> None:
+    """Large messages (rounds of thousands of players) must not pile up by the thousand while the
+    agent is busy: the open batch closes at ``max_batch_bytes`` and the fetch loop then waits, as it
+    waits at ``max_batch`` messages, so the worker holds a bounded number of bytes however large
+    the messages are."""
+    _app, d, agent_side, _ = make(max_batch=1000, within=10.0, queue_batches=1, max_batch_bytes=250)
+
+    async def fetch_loop() -> None:
+        for i in range(10):
+            await d.on_message(record("in-a", i, value=bytes(100)))
+
+    feeding = asyncio.create_task(fetch_loop())
+    await asyncio.sleep(0.05)
+    assert not feeding.done()  # one batch of 300 bytes queued, the next full: the loop waits
+    assert d.batches == 1 and len(d._open) == 3
+    sizes: list[int] = []
+    while sum(sizes) < 10:
+        sizes.append(len(await take(d, agent_side)))
+        if sum(sizes) == 9:
+            await d.flush()  # the last record's batch (the timer's job)
+    await feeding
+    assert sizes == [3, 3, 3, 1]
 
 
 @in_loop
