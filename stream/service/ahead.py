@@ -100,7 +100,9 @@ async def rate_ahead(store: RedisStore, cache: BeliefCache, executor: Executor, 
     try:
         if missing:
             base.update(await store.beliefs(pool, missing))
-        stored = {p: base[p] for p in step.players}
+            stored = {p: base[p] for p in step.players}
+        else:  # ``base`` is in the step's order already
+            stored = base
         dead = DeferredDead()
         result = await asyncio.get_running_loop().run_in_executor(
             executor, rate, engine, step.ops, stored, set(), {} if by_offsets else None, dead, explain)

@@ -8,8 +8,9 @@ is one ``RoundOp``; ``round_result``/``round_completed`` are set aside for the r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -163,12 +164,11 @@ def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
     steps: list[list[Op]] = [[]]
     seen: set[str] = set()
     for op in ops:
-        names = set(op.event.players) if isinstance(op, RoundOp) else {*op.batch.a, *op.batch.b}
-        fresh = names - seen
-        if steps[-1] and len(seen) + len(fresh) > max_players:
+        names: Sequence[str] = op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b]
+        seen.update(names)  # one pass: the op's new players counted by what the set grew
+        if steps[-1] and len(seen) > max_players:
             steps.append([])
-            seen, fresh = set(), names
-        seen |= fresh
+            seen = set(names)
         steps[-1].append(op)
     return steps
 
@@ -193,13 +193,13 @@ class StepInputs:
 def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
     """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds."""
     ids: list[str] = []
-    players: dict[str, None] = {}
+    named: list[Sequence[str]] = []  # each op's players, in order: one dict of them all at the end
     offsets: dict[str, tuple[int | None, int]] = {}
     rounds: list[str] = []
     for op in ops:
         if isinstance(op, RoundOp):
             ids.append(op.event.event_id)
-            players.update(dict.fromkeys(op.event.players))
+            named.append(op.event.players)
             note_offset(offsets, op.msg, False)
             if op.round_done is not None:
                 rounds.append(op.round_done)
@@ -207,11 +207,11 @@ def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
             if not by_offsets:
                 ids.extend(op.batch.event_ids)
             op.index = index_players(op.batch)
-            players.update(dict.fromkeys(op.index.players))
+            named.append(op.index.players)
             for msg in op.sources:
                 note_offset(offsets, msg, by_offsets)
     kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
-    return StepInputs(ops, kind, ids, players, offsets, rounds)
+    return StepInputs(ops, kind, ids, dict.fromkeys(chain.from_iterable(named)), offsets, rounds)
 
 
 def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:

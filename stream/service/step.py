@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -44,7 +44,7 @@ from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
-from stream.state.tagged_pool import TaggedPool
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
 
 log = logging.getLogger(__name__)
 
@@ -532,6 +532,7 @@ class _Block:
     template: bytes = b""
     numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
     texts: list[bytes | None] | None = None  # per player (explained from the summaries)
+    idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
@@ -583,17 +584,21 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
                           performances_encoded(engine, applied.updates))
                 block.texts = list(map(one.of.get, players))
         blocks.append(block)
-        stored.update(applied.updates)  # (a round's updates are its ratings' players: the commit's, below)
-    last: dict[str, int] = {}
-    if blocks:  # each player's last row of all blocks' (a dict keeps a key's first place and its last value)
-        last = dict(zip(chain.from_iterable(b.players for b in blocks), itertools.count()))
-    outputs = tally.republished(engine, stored, last)
-    if not last:
-        return commit, outputs, dead, counts
-    players = list(last)
-    values = map(stored.__getitem__, players) if held is None else engine.encode_held(held, players)
-    commit.beliefs = dict(zip(players, values, strict=True))  # type: ignore[arg-type]
-    at = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+        # (a round's updates are its ratings' players: the commit's, below)
+        if held is not None and isinstance(applied.updates, TaggedFlat) and applied.updates.pool is held.pool:
+            block.idx = held.put(applied.updates)
+        else:
+            stored.update(applied.updates)
+    if not blocks:
+        return commit, tally.republished(engine, stored, ()), dead, counts
+    # each player's last row of all blocks' (``at``), players in the order of their first row
+    players, at, held_at = _last_rows(blocks, held)
+    outputs = tally.republished(engine, stored, set(players) if tally.republish else ())
+    if held is None:
+        values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
+    else:
+        values = engine.encode_held(held, players, held_at)
+    commit.beliefs = dict(zip(players, values, strict=True))
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
     rating = np.concatenate([b.rating for b in blocks])[at].tolist()
@@ -617,6 +622,28 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids, times,
                        repeat(system), repeat(None) if texts is None else texts))
     return commit, outputs, dead, counts
+
+
+def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str], IntArray, IntArray | None]:
+    """Each player's last row of all ``blocks``' rows (``at``), the players in the order of their
+    first row, and (when every block was rated in ``held``'s arena) their indices there.
+
+    With the arena's indices this is two ``ufunc.at`` passes over the rows and one name per
+    player; otherwise one dict of every row's player (a dict keeps a key's first place and its
+    last value)."""
+    if held is not None and all(b.idx is not None for b in blocks):
+        idx = np.concatenate([cast("IntArray", b.idx) for b in blocks])
+        rows = np.arange(idx.shape[0], dtype=np.int64)
+        n = len(held.pool.names)
+        first = np.full(n, idx.shape[0], dtype=np.int64)
+        np.minimum.at(first, idx, rows)
+        last = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(last, idx, rows)
+        rated = np.flatnonzero(last >= 0)
+        order = rated[np.argsort(first[rated], kind="stable")]
+        return list(map(held.pool.names.__getitem__, order.tolist())), last[order], order
+    by_player = dict(zip(chain.from_iterable(b.players for b in blocks), itertools.count()))
+    return list(by_player), np.fromiter(by_player.values(), dtype=np.int64, count=len(by_player)), None
 
 
 def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes: list[int]) -> list[bytes | None]:

@@ -45,6 +45,7 @@ class TaggedPool(Mapping[str, bytes]):
         self.stored = stored
         self.tag = tag
         self.pool = PackedPool()
+        self._read_all = False  # whether ``indices`` tried to read all of ``stored`` at once
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -68,8 +69,20 @@ class TaggedPool(Mapping[str, bytes]):
     def indices(self, players: Sequence[str]) -> IntArray | None:
         """Each player's index in ``pool``, those first seen read from ``stored`` (−1: a
         player without a value, the prior). None when one of those values is not ``tag`` and
-        whole float64 values: the caller's per-belief path then names it (nothing is read)."""
+        whole float64 values: the caller's per-belief path then names it (nothing is read).
+
+        The first call reads every value of ``stored`` into ``pool`` at once, in ``stored``'s
+        order, when all of them are beliefs (else each is read when a round first names it):
+        a step's rounds then find each of their players by one look-up, with no per-round
+        work for players seen for the first time (a step of the Codeforces history reads
+        ~50,000 players over ~160,000 player-rounds)."""
         pool = self.pool
+        if not self._read_all:
+            self._read_all = True
+            stored, index = self.stored, pool.index
+            names = [p for p, raw in stored.items() if raw is not None and (not index or p not in index)]
+            self._read(names, cast("list[bytes]", list(map(stored.__getitem__, names))) if index else
+                       cast("list[bytes]", [raw for raw in stored.values() if raw is not None]))
         idx = pool.indices(players)
         miss = np.flatnonzero(idx < 0)
         if not miss.size:
@@ -79,21 +92,36 @@ class TaggedPool(Mapping[str, bytes]):
         have = [k for k, raw in enumerate(raws) if raw is not None]
         if not have:
             return idx
-        vals = cast("list[bytes]", [raws[k] for k in have])
-        tag = self.tag
-        nbytes = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals)) - len(tag)
-        if not all(v[:1] == tag for v in vals) or bool((nbytes % 8).any()) or bool((nbytes < 0).any()):
+        if not self._read([names[k] for k in have], cast("list[bytes]", [raws[k] for k in have])):
             return None
-        offsets = np.zeros(len(vals) + 1, dtype=np.int64)
-        np.cumsum(nbytes // 8, out=offsets[1:])
-        skip = len(tag)
-        # writable, as the kernels' other inputs: one numba signature of the scatter
-        values = np.frombuffer(bytearray().join([memoryview(v)[skip:] for v in vals]), dtype="<f8")
         known = miss[have]
-        pool.update(FlatBeliefs([names[k] for k in have], np.full(len(have), -1, dtype=np.int64), values, offsets,
-                                pool))
         idx[known] = pool.indices([players[k] for k in known.tolist()])
         return idx
+
+    def _read(self, names: list[str], vals: list[bytes]) -> bool:
+        """Values ``vals`` of players ``names`` (none in ``pool`` yet) into ``pool``, in one copy;
+        False (nothing read) when one of them is not ``tag`` and whole float64 values."""
+        if not names:
+            return True
+        tag = self.tag
+        skip = len(tag)
+        lengths = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals))
+        nbytes = lengths - skip
+        if bool((nbytes % 8).any()) or bool((nbytes < 0).any()):
+            return False
+        # all values in one buffer, then their tags checked and cut out by columns: no object per value
+        raw = np.frombuffer(b"".join(vals), dtype=np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        keep = np.ones(raw.shape[0], dtype=bool)
+        for j, byte in enumerate(tag):
+            if not bool((raw[starts + j] == byte).all()):
+                return False
+            keep[starts + j] = False
+        values = raw[keep].view("<f8")  # a copy of its own: writable, as the kernels' other inputs
+        offsets = np.zeros(len(vals) + 1, dtype=np.int64)
+        np.cumsum(nbytes // 8, out=offsets[1:])
+        self.pool.update(FlatBeliefs(names, np.full(len(names), -1, dtype=np.int64), values, offsets, self.pool))
+        return True
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
         """New values: a ``TaggedFlat`` gathered from ``pool`` in one copy, others value by value
@@ -107,10 +135,25 @@ class TaggedPool(Mapping[str, bytes]):
                 raise ValueError(f"a value of player {player!r} without the tag {self.tag!r}")
             self.pool[player] = raw[skip:]
 
-    def encoded(self, players: Sequence[str]) -> tuple[FloatArray, IntArray]:
-        """The beliefs of ``players`` (each in ``pool``) one after another and their offsets: what
-        the commit's values are written from (``Float64Codec.encode_flat``)."""
-        idx = self.pool.indices(players)
+    def put(self, changed: TaggedFlat) -> IntArray:
+        """``update`` with a ``TaggedFlat`` gathered from ``pool``; the players' indices in ``pool``
+        (those new to it registered in order)."""
+        pool = self.pool
+        if changed.pool is not pool:
+            raise ValueError("new values gathered from another pool")
+        idx = changed.idx.copy()
+        new = np.flatnonzero(idx < 0)
+        base = len(pool.names)
+        pool.update(changed)  # (registers the players new to it, in order, from ``base`` on)
+        idx[new] = np.arange(base, base + new.size, dtype=np.int64)
+        return idx
+
+    def encoded(self, players: Sequence[str], idx: IntArray | None = None) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``players`` (each in ``pool``; ``idx``: their indices there, if known) one
+        after another and their offsets: what the commit's values are written from
+        (``Float64Codec.encode_flat``)."""
+        if idx is None:
+            idx = self.pool.indices(players)
         if len(idx) and int(idx.min()) < 0:
             raise KeyError(players[int(np.flatnonzero(idx < 0)[0])])
         flat, offsets = self.pool.gather(idx, np.empty(0, dtype=np.float64))

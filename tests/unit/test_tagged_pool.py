@@ -14,10 +14,10 @@ def _belief(rng: np.random.Generator, length: int) -> bytes:
     return rng.normal(size=length).astype("<f8").tobytes()
 
 
-def test_a_tagged_pool_reads_a_value_at_first_sight_and_answers_as_the_store_would_hold_it() -> None:
-    """``TaggedPool``: values (tag + packed belief) read from the stored dict into the arena when a
-    round first names their player; ``get`` gives the value as stored, then as rated; the stored
-    dict itself is never written; the commit's values come from the arena."""
+def test_a_tagged_pool_reads_its_values_at_first_sight_and_answers_as_the_store_would_hold_it() -> None:
+    """``TaggedPool``: values (tag + packed belief) read from the stored dict into the arena at the
+    first round, all at once, in the dict's order; ``get`` gives the value as stored, then as
+    rated; the stored dict itself is never written; the commit's values come from the arena."""
     rng = np.random.default_rng(2)
     tag = b"\x01"
     stored: dict[str, bytes | None] = {"a": tag + _belief(rng, 9), "b": tag + _belief(rng, 6), "gone": None}
@@ -25,7 +25,7 @@ def test_a_tagged_pool_reads_a_value_at_first_sight_and_answers_as_the_store_wou
     held = TaggedPool(stored, tag)
     assert held.get("a") == stored["a"] and held.get("gone") is None and held.get("x") is None
     idx = held.indices(["b", "new", "a"])
-    assert idx is not None and idx.tolist() == [0, -1, 1]  # first-seen order; the newcomer has no value
+    assert idx is not None and idx.tolist() == [1, -1, 0]  # the stored dict's order; the newcomer has no value
     assert held["b"] == stored["b"] and held["a"] == stored["a"] and "new" not in held
     prior = np.arange(6, dtype=np.float64)
     flat, offsets = held.pool.gather(idx, prior)
@@ -57,3 +57,33 @@ def test_a_tagged_pool_refuses_a_value_not_of_its_codec_and_reads_nothing(raw: b
     assert len(held.pool) == 0 and held["bad"] == raw
     idx = held.indices(["ok"])
     assert idx is not None and idx.tolist() == [0]
+
+
+def test_a_tagged_pool_with_a_bad_value_reads_each_value_when_a_round_first_names_it() -> None:
+    """One stored value not of the codec: nothing is read at once; rounds without its player
+    read theirs when they first name them, a round with it is refused (None) and reads nothing."""
+    tag = b"\x01"
+    stored: dict[str, bytes | None] = {"a": tag + bytes(16), "bad": b"\x02" + bytes(16), "b": tag + bytes(8)}
+    held = TaggedPool(stored, tag)
+    idx = held.indices(["b"])
+    assert idx is not None and idx.tolist() == [0] and list(held.pool.names) == ["b"]
+    assert held.indices(["a", "bad"]) is None and list(held.pool.names) == ["b"]
+    idx = held.indices(["a", "new"])
+    assert idx is not None and idx.tolist() == [1, -1] and held["a"] == stored["a"]
+
+
+def test_put_gives_the_indices_with_the_newcomers_registered() -> None:
+    """``TaggedPool.put``: the round's new values taken in one copy, as ``update``, and each
+    player's index in the arena, a newcomer's (−1 when gathered) the one it was given."""
+    tag = b"\x01"
+    stored: dict[str, bytes | None] = {"a": tag + bytes(16), "b": tag + bytes(8), "x": None}
+    held = TaggedPool(stored, tag)
+    idx = held.indices(["x", "b", "y"])
+    assert idx is not None and idx.tolist() == [-1, 1, -1]
+    flat = np.arange(6, dtype=np.float64)
+    got = held.put(TaggedFlat(["x", "b", "y"], idx, flat, np.array([0, 2, 3, 6], dtype=np.int64), held.pool, tag))
+    assert got.tolist() == [2, 1, 3] and idx.tolist() == [-1, 1, -1]
+    assert [held.pool.index[p] for p in ("x", "b", "y")] == got.tolist()
+    assert held["y"] == tag + flat[3:].tobytes() and held["b"] == tag + flat[2:3].tobytes()
+    with pytest.raises(ValueError):
+        held.put(TaggedFlat(["a"], np.array([0]), flat[:2], np.array([0, 2]), TaggedPool(stored, tag).pool, tag))
