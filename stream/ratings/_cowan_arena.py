@@ -498,10 +498,14 @@ class CowanArena(Arena):
         self.rounds[slot] = belief[1]
         self.vals[s : s + w] = belief[HEADER:]
 
+    def gather(self, slots: IntArray) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
+        ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
+        return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
+
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        flat, offsets = gather(self.vals, self.start, self.lohi, self.rounds, slots)
+        flat, offsets = self.gather(slots)
         bounds = offsets.tolist()
         return [flat[s:e] for s, e in pairwise(bounds)]
 

@@ -787,3 +787,25 @@ def test_arena_reserve_moves_the_values_and_leaves_the_new_cells_untouched(sys_:
     rate()
     arena.reserve(arena.vals.shape[0])  # back in a mapping: grows in place again
     rate()
+
+
+def test_summaries_from_the_arena_are_summary_many_of_its_beliefs(sys_: Cowan) -> None:
+    """``CowanFastPath.summary_arena`` (the arena's block of the slots' beliefs, one njit call)
+    gives ``summary_many(arena.beliefs(slots))`` field for field, for slots in any order, one
+    slot, and a slot more than once; ``PoolEngine.summary_many_held`` takes it for slots."""
+    from stream.ratings._cowan_fastpath import CowanFastPath
+
+    fast = CowanFastPath(sys_)
+    rng = np.random.default_rng(9)
+    arena = sys_.new_arena()
+    slots = arena.add_copies(sys_.new_belief(), 30)
+    a = rng.integers(0, 30, 200)
+    b = (a + 1 + rng.integers(0, 29, 200)) % 30
+    sys_.rate_arena(arena, slots, a, b, rng.choice([0.0, 0.5, 1.0], 200))
+    for pick in (rng.permutation(30), np.array([7]), np.array([3, 3, 12])):
+        want = fast.summary_many(arena.beliefs(pick))
+        assert fast.summary_arena(arena, pick) == want
+        assert [tuple(map(float, r)) for r in want] == [tuple(map(float, sys_.summary(x))) for x in arena.beliefs(pick)]
+    eng = PoolEngine("p", sys_)
+    eng._arena = arena
+    assert eng.summary_many_held(slots.tolist()) == fast.summary_many(arena.beliefs(slots))
