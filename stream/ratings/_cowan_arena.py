@@ -418,8 +418,9 @@ class CowanArena(Arena):
         the windows they place, and ``compact`` moves windows only.
 
         No view of the values is handed out (``beliefs`` copies); should one be held anyway
-        (the mapping then refuses to move), or should ``vals`` be an array the kernel made
-        when it had to grow the arena itself, the values are copied into a new mapping."""
+        (the mapping then refuses to move), should the system have no ``mremap``, or should
+        ``vals`` be an array the kernel made when it had to grow the arena itself, the values
+        are copied into a new mapping."""
         need = self.end + cells
         if need <= self.vals.shape[0]:
             return
@@ -428,7 +429,7 @@ class CowanArena(Arena):
             self.vals = self._mapped = np.empty(0)  # drop this object's export of the mapping
             try:
                 self._map.resize(size * 8)
-            except BufferError:  # a view of the values is held elsewhere: copy
+            except (BufferError, OSError, SystemError):  # a view is held elsewhere, or no ``mremap``: copy
                 self.vals = np.frombuffer(self._map, dtype=np.float64)
             else:
                 self.vals = self._mapped = np.frombuffer(self._map, dtype=np.float64)
