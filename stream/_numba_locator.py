@@ -42,7 +42,13 @@ from typing import Any
 from numba.core import config
 from numba.core.caching import _CacheLocator
 
+from stream._numba_blas import defer_probe
 from stream._numba_cache import PACKAGE, SHIPPED
+
+# numba imports this module when the first cached kernel is defined, before it compiles or
+# loads any function, so before its registries load: the moment to answer its BLAS probe
+# without importing scipy.linalg (``stream._numba_blas``)
+defer_probe()
 
 MANIFEST = "MANIFEST.json"
 LOCATOR = f"{__name__}.PackageLocator"

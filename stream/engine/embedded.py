@@ -303,12 +303,12 @@ class EmbeddedPipeline:
 
     @staticmethod
     def _block_summaries(eng: PoolEngine, held: Mapping[str, Held]) -> Iterator[Rating]:
-        """``_summaries`` a block of players at a time: ``unpack_many`` (one gather from the
-        arena where the store holds slots) and the fast path's ``summary_many`` (one njit call
-        for Cowan), which give exactly the per-player ``summary(unpack(b))``."""
+        """``_summaries`` a block of players at a time: ``PoolEngine.summary_many_held`` (for
+        Cowan one gather from the arena where the store holds slots and one njit call), which
+        gives exactly the per-player ``summary(unpack(b))``."""
         values = list(held.values())
         for a in range(0, len(values), _BELIEF_BLOCK):
-            yield from eng.fast.summary_many(eng.unpack_many(values[a: a + _BELIEF_BLOCK]))
+            yield from eng.summary_many_held(values[a: a + _BELIEF_BLOCK])
 
     @staticmethod
     def _column_summaries(eng: PoolEngine, fast: ColumnSummaries, held: PackedPool) -> Iterator[Rating]:

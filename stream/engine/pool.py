@@ -227,6 +227,14 @@ class PoolEngine:
             return self._arena_of().beliefs(np.array(held, dtype=np.int64))
         return [self.unpack(h) for h in held]
 
+    def summary_many_held(self, held: Sequence[Held]) -> list[Rating]:
+        """``fast.summary_many(unpack_many(held))``; arena slots summarised from the arena's
+        block of them (``ArenaMatches.summary_arena``), without a belief array per slot."""
+        fast = self.fast
+        if held and isinstance(fast, ArenaMatches) and all(isinstance(h, int) for h in held):
+            return fast.summary_arena(self._arena_of(), np.array(held, dtype=np.int64))
+        return fast.summary_many(self.unpack_many(held))
+
     def _arena_of(self) -> Arena:
         if self._arena is None:
             assert isinstance(self.fast, ArenaMatches)

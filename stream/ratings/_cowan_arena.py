@@ -26,6 +26,7 @@ per player and match (``stream.engine.pool``).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any, cast
@@ -355,6 +356,12 @@ def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndar
     return pos
 
 
+def _anonymous_map(nbytes: int) -> mmap.mmap:
+    """``nbytes`` of private anonymous memory (not shared: a shared anonymous mapping cannot
+    grow by ``mremap``, its pages past the first size fault with SIGBUS)."""
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
 class CowanArena(Arena):
     """The Cowan beliefs of one pool in one arena, by slot (see the module docstring).
 
@@ -366,7 +373,10 @@ class CowanArena(Arena):
         #: grid cells (n + 1) and the most a window can grow on each side in one match
         self.cells = cells
         self.grow = grow
-        self.vals: FloatArray = np.empty(1 << 16)
+        #: the values live in an anonymous private mapping (``reserve``): ``vals`` is its view
+        self._map = _anonymous_map(1 << 16)
+        self.vals: FloatArray = np.frombuffer(self._map, dtype=np.float64)
+        self._mapped: FloatArray | None = self.vals  # ``vals`` while it is still that view
         self.qvals: IntArray = np.empty(1, dtype=np.int64)  # no codes kept: the embedded store does not encode
         self.end = 0
         self.start: IntArray = np.empty(1024, dtype=np.int64)
@@ -394,20 +404,40 @@ class CowanArena(Arena):
     def reserve(self, cells: int) -> None:
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
-        Why ``ndarray.resize``: copying a growing arena into a larger array holds both at once
-        (a replay of 630k players: 7.6 GiB peak that way, 5.1 GiB this way); ``resize`` reallocates,
-        and the C library moves the pages of a large block instead of copying them. No view
-        of the values is ever handed out (``beliefs`` copies), so nothing can point into the
-        old block. Where the array does not own its buffer (the kernel handed back a new
-        object), the values are copied into a larger array instead."""
+        The values are a view of an anonymous private mapping, which grows by ``mremap``
+        (``mmap.resize``): the kernel moves the pages of the block instead of copying them, so
+        the old and the new block never exist at once (a replay of 630k players peaks at 5.1 GiB
+        so, 7.6 GiB copying into a larger array), and the new cells are not written at all:
+        the kernel hands out a page, zeroed, when a cell of it is first written. Growing a
+        numpy array instead (``ndarray.resize``) zero-fills the new cells itself, every page
+        of the reserve at once, most of which no window ever reaches (a replay of 200k matches:
+        85 MB more resident, 21k more page faults). Nothing reads a cell past the windows:
+        a window is written where ``_layout`` places it before any match reads it
+        (``_arena_match`` copies in ``lohi``'s width only, from ``start``), the cells between
+        a window's width and its ``cap`` are never read, ``add``/``add_copies``/``set`` write
+        the windows they place, and ``compact`` moves windows only.
+
+        No view of the values is handed out (``beliefs`` copies); should one be held anyway
+        (the mapping then refuses to move), should the system have no ``mremap``, or should
+        ``vals`` be an array the kernel made when it had to grow the arena itself, the values
+        are copied into a new mapping."""
         need = self.end + cells
         if need <= self.vals.shape[0]:
             return
         size = max(need, self.vals.shape[0] + self.vals.shape[0] // 4)
-        try:
-            self.vals.resize(size, refcheck=False)
-        except ValueError:
-            self.vals = _grown(self.vals, self.end, size)
+        if self.vals is self._mapped:
+            self.vals = self._mapped = np.empty(0)  # drop this object's export of the mapping
+            try:
+                self._map.resize(size * 8)
+            except (BufferError, OSError, SystemError):  # a view is held elsewhere, or no ``mremap``: copy
+                self.vals = np.frombuffer(self._map, dtype=np.float64)
+            else:
+                self.vals = self._mapped = np.frombuffer(self._map, dtype=np.float64)
+                return
+        new = _anonymous_map(size * 8)
+        vals = np.frombuffer(new, dtype=np.float64)
+        vals[: self.end] = self.vals[: self.end]
+        self._map, self.vals, self._mapped = new, vals, vals
 
     def add(self, beliefs: Sequence[Belief]) -> IntArray:
         """Append validated belief arrays (``[lo, rounds, p...]``) with room for a match's
@@ -469,10 +499,14 @@ class CowanArena(Arena):
         self.rounds[slot] = belief[1]
         self.vals[s : s + w] = belief[HEADER:]
 
+    def gather(self, slots: IntArray) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
+        ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
+        return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
+
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""
-        slots = np.ascontiguousarray(slots, dtype=np.int64)
-        flat, offsets = gather(self.vals, self.start, self.lohi, self.rounds, slots)
+        flat, offsets = self.gather(slots)
         bounds = offsets.tolist()
         return [flat[s:e] for s, e in pairwise(bounds)]
 

@@ -36,9 +36,26 @@ class CowanFastPath(FastPath, ArenaMatches):
             return super().summary_many(beliefs)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        out = self._ratings(flat, offsets)
+        return super().summary_many(beliefs) if out is None else out
+
+    def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
+        """``summary_many`` of the slots' beliefs from the arena's block of them (``CowanArena.gather``:
+        the very values and offsets ``summary_many`` would concatenate them back into)."""
+        if not isinstance(arena, CowanArena):
+            raise TypeError("a Cowan arena is needed")
+        flat, offsets = arena.gather(slots)
+        out = self._ratings(flat, offsets)
+        if out is None:  # a malformed belief: ``summary`` names the fault
+            return super().summary_many(arena.beliefs(slots))
+        return out
+
+    def _ratings(self, flat: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """The Ratings of the beliefs ``flat[offsets[i]:offsets[i + 1]]`` (one njit call), None
+        if one of them is malformed."""
         means, sds, rounds, bad = moments_many(flat, offsets, self.system.model.grid)
         if bad >= 0:
-            return super().summary_many(beliefs)
+            return None
         return [
             Rating(rating=r, mu=m, sigma=s, rounds=k)
             for r, m, s, k in zip(

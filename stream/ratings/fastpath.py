@@ -204,6 +204,11 @@ class ArenaMatches(ABC):
         """``rate_matches`` on the beliefs ``arena`` holds at ``slots`` (local player i at
         ``slots[i]``), written back in place."""
 
+    @abstractmethod
+    def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
+        """``summary_many(arena.beliefs(slots))``, field for field, and its errors, from the
+        arena itself (no belief array per slot)."""
+
 
 class Arena(ABC):
     """Beliefs by slot (``ArenaMatches``)."""

@@ -5,6 +5,7 @@ quantised state (codec fixed points, batching never changes a bit)."""
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction as Fr
 from typing import Any
 
@@ -743,3 +744,68 @@ def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
                         and any(map(literal, call.args))):
                     found.append(f"{m.__name__}.{fn.name} -> {call.func.id} (line {call.lineno})")
     assert not found, found
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux's /proc")
+def test_arena_reserve_moves_the_values_and_leaves_the_new_cells_untouched(sys_: Cowan) -> None:
+    """``CowanArena.reserve`` grows the mapping that holds the values (``mremap``): the beliefs
+    stay bit for bit, and the new cells are not written, so a large reserve does not become
+    resident (growing a numpy array zero-fills it: 512 MiB here); where a view of the values
+    is held elsewhere, or the values are an array the kernel made, they are copied into a new
+    mapping, also bit for bit; matches rated after each growth give the bits ``rate_matches`` gives."""
+    rng = np.random.default_rng(3)
+    arena = sys_.new_arena()
+    held = [sys_.new_belief() for _ in range(12)]
+    slots = arena.add(held)
+
+    def rate() -> None:
+        a = rng.integers(0, 12, 40)
+        b = (a + 1 + rng.integers(0, 11, 40)) % 12
+        scores = rng.choice([0.0, 0.5, 1.0], 40)
+        held[:] = sys_.rate_matches(held, a, b, scores, np.zeros(40, dtype=np.int64))
+        sys_.rate_arena(arena, slots, a, b, scores)
+        assert [x.tobytes() for x in arena.beliefs(slots)] == [x.tobytes() for x in held]
+
+    rate()
+    before = _resident_bytes()
+    arena.reserve(1 << 26)  # 512 MiB of cells
+    assert arena.vals.shape[0] >= arena.end + (1 << 26)
+    assert _resident_bytes() - before < 64 << 20
+    rate()
+    view = arena.vals[: arena.end]  # held elsewhere: the mapping cannot move
+    arena.reserve(arena.vals.shape[0])
+    assert [x.tobytes() for x in arena.beliefs(slots)] == [x.tobytes() for x in held]
+    del view
+    rate()
+    arena.vals = arena.vals.copy()  # as when the kernel grew the values itself
+    arena.reserve(arena.vals.shape[0])
+    rate()
+    arena.reserve(arena.vals.shape[0])  # back in a mapping: grows in place again
+    rate()
+
+
+def test_summaries_from_the_arena_are_summary_many_of_its_beliefs(sys_: Cowan) -> None:
+    """``CowanFastPath.summary_arena`` (the arena's block of the slots' beliefs, one njit call)
+    gives ``summary_many(arena.beliefs(slots))`` field for field, for slots in any order, one
+    slot, and a slot more than once; ``PoolEngine.summary_many_held`` takes it for slots."""
+    from stream.ratings._cowan_fastpath import CowanFastPath
+
+    fast = CowanFastPath(sys_)
+    rng = np.random.default_rng(9)
+    arena = sys_.new_arena()
+    slots = arena.add_copies(sys_.new_belief(), 30)
+    a = rng.integers(0, 30, 200)
+    b = (a + 1 + rng.integers(0, 29, 200)) % 30
+    sys_.rate_arena(arena, slots, a, b, rng.choice([0.0, 0.5, 1.0], 200))
+    for pick in (rng.permutation(30), np.array([7]), np.array([3, 3, 12])):
+        want = fast.summary_many(arena.beliefs(pick))
+        assert fast.summary_arena(arena, pick) == want
+        assert [tuple(map(float, r)) for r in want] == [tuple(map(float, sys_.summary(x))) for x in arena.beliefs(pick)]
+    eng = PoolEngine("p", sys_)
+    eng._arena = arena
+    assert eng.summary_many_held(slots.tolist()) == fast.summary_many(arena.beliefs(slots))
