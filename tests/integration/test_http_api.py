@@ -77,6 +77,8 @@ def test_every_player_id_is_reachable_percent_encoded(redis_url: str) -> None:
                 assert (row["player"], row["rating"]) == (player, ratings[player])
             assert (await client.get(_path("p", "x}:lb"))).status == 404
         await store.close()
+        assert api.health is not None
+        await api.health.close()
 
     asyncio.run(check())
 
@@ -120,6 +122,8 @@ def test_200_concurrent_clients_all_answered_while_probes_stay_ready(redis_url: 
                 done.set()
                 await probe
         await store.close()
+        assert api.health is not None
+        await api.health.close()
         assert len(statuses) == REQUESTS and set(statuses) == {200}, sorted(set(statuses))
         assert wrong == []
         assert probes and set(probes) == {200}, probes
@@ -162,6 +166,7 @@ def test_a_probe_judges_redis_not_an_event_loop_late_to_read_its_answer(redis_ur
             assert (resp.status, await resp.json()) == (200, {"status": "ok", "http_port": 4321})
             await holder
         await store.close()
+        await health.close()
 
     asyncio.run(check())
 
@@ -194,6 +199,7 @@ def test_probes_livez_always_readyz_only_running_with_redis(tmp_path: Path) -> N
             assert await status(client, "/healthz") == (503, "unhealthy")
             assert await status(client, "/livez") == (200, "alive")
         await store.close()
+        await health.close()
 
     with server:
         asyncio.run(check())

@@ -75,6 +75,7 @@ async def _client(redis_url: str) -> AsyncIterator[tuple[TestClient[Any, Any], P
             yield client, proc
     finally:
         await reads.close()
+        await health.close()
 
 
 def _run(redis_url: str, check: Callable[[TestClient[Any, Any], Processor], Awaitable[None]]) -> None:

@@ -93,6 +93,8 @@ def server(redis_url: str) -> Iterator[str]:
             await done.wait()
             await runner.cleanup()
             await api.store.close()
+            assert api.health is not None
+            await api.health.close()
 
         asyncio.run(main())
 
