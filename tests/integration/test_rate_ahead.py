@@ -10,75 +10,34 @@ land drops the step rated ahead, whose dead letters are then never made nor coun
 from __future__ import annotations
 
 import asyncio
-import random
-import uuid
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import orjson
 import pytest
-import redis.asyncio as aioredis
+from ahead_utils import (
+    UNRELATED_ROUND,
+    around_commit,
+    make_round,
+    new_store,
+    other_writer,
+    outputs,
+    poisoned_round,
+    pool_state,
+    rated_ahead,
+)
 from cluster_utils import LocalCluster
 
 from stream.service.config import Settings
 from stream.service.metrics import Metrics
-from stream.service.processor import BatchResult, Message, Processor
-from stream.state.redis_store import RedisStore
+from stream.service.processor import Processor
 
 pytestmark = pytest.mark.integration
 
-POOL = "h"
-PLAYERS = [f"p{i}" for i in range(120)]
-
-
-def _round(k: int, size: int = 40, seed: int = 0) -> Message:
-    who = random.Random(seed * 1000 + k).sample(PLAYERS, size)
-    body = {"type": "round", "pool": POOL, "event_id": f"r{seed}-{k}", "round_id": f"r{seed}-{k}",
-            "time": 1000 + k, "standings": [{"player": p, "rank": j + 1} for j, p in enumerate(who)]}
-    return Message("rounds", 0, k, orjson.dumps(body))
-
-
-ROUNDS = [_round(k) for k in range(12)]
+ROUNDS = [make_round(k) for k in range(12)]
 
 
 def _settings(ahead: bool) -> Settings:
     return Settings(rounds_system="elo-mmr", max_step_players=60, rate_ahead=ahead)  # ~one round a step
-
-
-def _outputs(res: BatchResult) -> list[tuple[Any, ...]]:
-    return [(o.pool, o.player, o.rating, o.mu, o.sigma, o.version, o.event_id, o.explain) for o in res.outputs]
-
-
-def _count(metrics: Metrics, outcome: str) -> float:
-    return metrics.rated_ahead.labels(outcome)._value.get()
-
-
-async def _state(store: RedisStore) -> dict[str, bytes | None]:
-    return await store.beliefs(POOL, PLAYERS)
-
-
-def _store(redis_url: str) -> RedisStore:
-    return RedisStore.from_url(redis_url, prefix=f"ahead{uuid.uuid4().hex[:6]}")
-
-
-def _after_first_commit(store: RedisStore, action: Callable[[], Awaitable[None]], before: bool = False) -> None:
-    """Run ``action`` (another writer) once, right after (or right before) ``store``'s first commit."""
-    commit = store.commit
-    done = False
-
-    async def wrapped(*args: Any, **kwargs: Any) -> int:
-        nonlocal done
-        if before and not done:
-            done = True
-            await action()
-        gen = await commit(*args, **kwargs)
-        if not before and not done:
-            done = True
-            await action()
-        return gen
-
-    store.commit = wrapped  # type: ignore[method-assign]
 
 
 def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str) -> None:
@@ -86,18 +45,18 @@ def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str) 
         results: dict[bool, tuple[list[tuple[Any, ...]], dict[str, bytes | None], Metrics]] = {}
         with ThreadPoolExecutor(1) as ex:
             for ahead in (False, True):
-                store = _store(redis_url)
+                store = new_store(redis_url)
                 proc = Processor(_settings(ahead), store, ex)
                 res = await proc.process(ROUNDS)
                 assert not res.dead
-                results[ahead] = (_outputs(res), await _state(store), proc.metrics)
+                results[ahead] = (outputs(res), await pool_state(store), proc.metrics)
                 await store.close()
         (out_turn, state_turn, m_turn), (out_ahead, state_ahead, m_ahead) = results[False], results[True]
         assert out_ahead == out_turn
         assert state_ahead == state_turn
-        assert _count(m_turn, "landed") == 0
-        assert _count(m_ahead, "landed") >= 8, "the steps were not rated ahead"  # 12 rounds, ~1 a step
-        assert _count(m_ahead, "refused") == _count(m_ahead, "dropped") == 0
+        assert rated_ahead(m_turn, "landed") == 0
+        assert rated_ahead(m_ahead, "landed") >= 8, "the steps were not rated ahead"  # 12 rounds, ~1 a step
+        assert rated_ahead(m_ahead, "refused") == rated_ahead(m_ahead, "dropped") == 0
 
     asyncio.run(run())
 
@@ -109,10 +68,10 @@ def test_steps_rated_ahead_on_a_redis_cluster_leave_what_they_leave_on_one_redis
         got = []
         with ThreadPoolExecutor(1) as ex:
             for url in (redis_url, redis_cluster.url):
-                store = _store(url)
+                store = new_store(url)
                 proc = Processor(_settings(True), store, ex)
                 res = await proc.process(ROUNDS)
-                got.append((_outputs(res), await _state(store), _count(proc.metrics, "landed")))
+                got.append((outputs(res), await pool_state(store), rated_ahead(proc.metrics, "landed")))
                 await store.close()
         assert got[1][:2] == got[0][:2]
         assert got[1][2] >= 8
@@ -124,30 +83,29 @@ def test_another_writer_between_two_steps_refuses_the_step_rated_ahead(redis_url
     """After the first step's commit another writer rates a round of the same players; the second
     step, rated ahead from the state before that round, is refused and rated again from it: the
     pool ends as if the other round had come between the first two rounds of the batch."""
-    foreign = _round(0, size=100, seed=1)
+    foreign = make_round(0, size=100, seed=1)
 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
-            ref = _store(redis_url)
+            ref = new_store(redis_url)
             proc = Processor(_settings(False), ref, ex)
             want = [await proc.process(ROUNDS[:1]), await proc.process([foreign]),
                     await proc.process(ROUNDS[1:])]
-            want_state = await _state(ref)
+            want_state = await pool_state(ref)
             await ref.close()
 
-            store = _store(redis_url)
-            other = RedisStore(aioredis.Redis.from_url(redis_url), prefix=store.keys.prefix)
-            other_proc = Processor(_settings(False), other, ex)
+            store = new_store(redis_url)
+            other, other_proc = other_writer(redis_url, store, _settings(False), ex)
 
             async def write() -> None:
                 await other_proc.process([foreign])
 
-            _after_first_commit(store, write)
+            around_commit(store, 1, write)
             proc = Processor(_settings(True), store, ex)
             got = await proc.process(ROUNDS)
-            assert _outputs(got) == _outputs(want[0]) + _outputs(want[2])
-            assert await _state(store) == want_state
-            assert _count(proc.metrics, "refused") == 1
+            assert outputs(got) == outputs(want[0]) + outputs(want[2])
+            assert await pool_state(store) == want_state
+            assert rated_ahead(proc.metrics, "refused") == 1
             assert proc.metrics.conflicts._value.get() == 1
             await other.close()
             await store.close()
@@ -161,28 +119,20 @@ def test_a_step_rated_ahead_of_a_commit_that_did_not_land_makes_no_dead_letter(r
     belief: its dead letter is made, and counted, once."""
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
-            store = _store(redis_url)
-            first = _round(0, size=50)
-            named = {s["player"] for s in orjson.loads(first.value)["standings"]}
-            bad_player = next(p for p in PLAYERS if p not in named)
-            second = Message("rounds", 0, 1, orjson.dumps(
-                {"type": "round", "pool": POOL, "event_id": "bad", "round_id": "bad", "time": 2000,
-                 "standings": [{"player": bad_player, "rank": 1}, {"player": "q1", "rank": 2}]}))
-            await store.r.set(store.player_key(POOL, bad_player), b"not a belief")
-            other = RedisStore(aioredis.Redis.from_url(redis_url), prefix=store.keys.prefix)
-            other_proc = Processor(_settings(False), other, ex)
+            store = new_store(redis_url)
+            first = make_round(0, size=50)
+            second = await poisoned_round(store, first)
+            other, other_proc = other_writer(redis_url, store, _settings(False), ex)
 
-            async def write() -> None:  # other players: only the pool's ``gen`` is in the way
-                await other_proc.process([Message("rounds", 0, 9, orjson.dumps(
-                    {"type": "round", "pool": POOL, "event_id": "o", "round_id": "o", "time": 1500,
-                     "standings": [{"player": "o1", "rank": 1}, {"player": "o2", "rank": 2}]}))])
+            async def write() -> None:
+                await other_proc.process([UNRELATED_ROUND])
 
-            _after_first_commit(store, write, before=True)
+            around_commit(store, 1, write, before=True)
             proc = Processor(Settings(rounds_system="elo-mmr", max_step_players=50, rate_ahead=True), store, ex)
             res = await proc.process([first, second])
             assert [d.event_id for d in res.dead] == ["bad"]
             assert proc.metrics.dead_letters.labels("rating")._value.get() == 1
-            assert _count(proc.metrics, "dropped") == 1
+            assert rated_ahead(proc.metrics, "dropped") == 1
             await other.close()
             await store.close()
 

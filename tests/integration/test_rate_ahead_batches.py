@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import orjson
 import pytest
-import redis.asyncio as aioredis
+from ahead_utils import (
+    UNRELATED_ROUND,
+    around_commit,
+    make_round,
+    new_store,
+    other_writer,
+    outputs,
+    poisoned_round,
+    pool_state,
+    rated_ahead,
+    total,
+)
 from local_servers import RedisServer
 
 from stream.service.config import Settings
@@ -28,43 +36,15 @@ from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, Message, Processor
 from stream.state.fence import ServerFence
-from stream.state.redis_store import RedisStore
 
 pytestmark = pytest.mark.integration
 
-POOL = "h"
-PLAYERS = [f"p{i}" for i in range(120)]
-
-
-def _round(k: int, size: int = 40, seed: int = 0, pool: str = POOL) -> Message:
-    who = random.Random(seed * 1000 + k).sample(PLAYERS, size)
-    body = {"type": "round", "pool": pool, "event_id": f"r{seed}-{k}", "round_id": f"r{seed}-{k}",
-            "time": 1000 + k, "standings": [{"player": p, "rank": j + 1} for j, p in enumerate(who)]}
-    return Message("rounds", 0, k, orjson.dumps(body))
-
-
-ROUNDS = [_round(k) for k in range(12)]
+ROUNDS = [make_round(k) for k in range(12)]
 BATCHES = [ROUNDS[i:i + 2] for i in range(0, 12, 2)]  # two steps each (``max_step_players``)
 
 
 def _settings(across: bool, **kw: Any) -> Settings:
     return Settings(rounds_system="elo-mmr", max_step_players=60, rate_ahead=True, rate_ahead_batches=across, **kw)
-
-
-def _outputs(res: BatchResult) -> list[tuple[Any, ...]]:
-    return [(o.pool, o.player, o.rating, o.mu, o.sigma, o.version, o.event_id, o.explain) for o in res.outputs]
-
-
-def _count(metrics: Metrics, outcome: str) -> float:
-    return metrics.rated_ahead.labels(outcome)._value.get()
-
-
-def _store(redis_url: str, **kw: Any) -> RedisStore:
-    return RedisStore.from_url(redis_url, prefix=f"across{uuid.uuid4().hex[:6]}", **kw)
-
-
-async def _state(store: RedisStore, pool: str = POOL) -> dict[str, bytes | None]:
-    return await store.beliefs(pool, PLAYERS)
 
 
 async def _in_order(proc: Processor, batches: Sequence[list[Message]]) -> list[BatchResult]:
@@ -79,30 +59,12 @@ async def _in_order(proc: Processor, batches: Sequence[list[Message]]) -> list[B
 
 async def _reference(redis_url: str, ex: ThreadPoolExecutor, batches: Sequence[list[Message]],
                      ) -> tuple[list[BatchResult], dict[str, bytes | None]]:
-    store = _store(redis_url)
+    store = new_store(redis_url)
     proc = Processor(_settings(False), store, ex)
     res = [await proc.process(b) for b in batches]
-    state = await _state(store)
+    state = await pool_state(store)
     await store.close()
     return res, state
-
-
-def _around_commit(store: RedisStore, n: int, action: Callable[[], Awaitable[None]], before: bool = False) -> None:
-    """Run ``action`` (another writer) once, right after (or right before) ``store``'s ``n``-th commit."""
-    commit = store.commit
-    calls = 0
-
-    async def wrapped(*args: Any, **kwargs: Any) -> int:
-        nonlocal calls
-        calls += 1
-        if before and calls == n:
-            await action()
-        gen = await commit(*args, **kwargs)
-        if not before and calls == n:
-            await action()
-        return gen
-
-    store.commit = wrapped  # type: ignore[method-assign]
 
 
 def test_batches_rated_ahead_leave_what_batches_rated_in_turn_leave(redis_url: str) -> None:
@@ -110,18 +72,18 @@ def test_batches_rated_ahead_leave_what_batches_rated_in_turn_leave(redis_url: s
         got: dict[bool, tuple[list[list[tuple[Any, ...]]], dict[str, bytes | None], Metrics]] = {}
         with ThreadPoolExecutor(1) as ex:
             for across in (False, True):
-                store = _store(redis_url)
+                store = new_store(redis_url)
                 proc = Processor(_settings(across), store, ex)
                 res = await _in_order(proc, BATCHES)
                 assert not any(r.dead for r in res)
-                got[across] = ([_outputs(r) for r in res], await _state(store), proc.metrics)
+                got[across] = ([outputs(r) for r in res], await pool_state(store), proc.metrics)
                 await store.close()
         (out_off, state_off, m_off), (out_on, state_on, m_on) = got[False], got[True]
         assert out_on == out_off
         assert state_on == state_off
-        assert _count(m_off, "landed") == 6  # the second step of each batch
-        assert _count(m_on, "landed") == 11, "the batches' first steps were not rated ahead"
-        assert _count(m_on, "refused") == _count(m_on, "dropped") == 0
+        assert rated_ahead(m_off, "landed") == 6  # the second step of each batch
+        assert rated_ahead(m_on, "landed") == 11, "the batches' first steps were not rated ahead"
+        assert rated_ahead(m_on, "refused") == rated_ahead(m_on, "dropped") == 0
         assert m_on.messages_in.labels("rounds")._value.get() == m_off.messages_in.labels("rounds")._value.get() == 12
 
     asyncio.run(run())
@@ -133,7 +95,7 @@ def test_through_the_batch_pipeline_a_waiting_batch_is_admitted_and_rated_ahead(
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             want, want_state = await _reference(redis_url, ex, BATCHES)
-            store = _store(redis_url)
+            store = new_store(redis_url)
             proc = Processor(_settings(True), store, ex)
             results: list[BatchResult] = []
 
@@ -151,9 +113,9 @@ def test_through_the_batch_pipeline_a_waiting_batch_is_admitted_and_rated_ahead(
             await pipeline.drain()
             await pipeline.stop()
             assert done == BATCHES
-            assert [_outputs(r) for r in results] == [_outputs(r) for r in want]
-            assert await _state(store) == want_state
-            assert _count(proc.metrics, "landed") == 11
+            assert [outputs(r) for r in results] == [outputs(r) for r in want]
+            assert await pool_state(store) == want_state
+            assert rated_ahead(proc.metrics, "landed") == 11
             await store.close()
 
     asyncio.run(run())
@@ -163,25 +125,24 @@ def test_another_writer_between_two_batches_refuses_the_step_rated_ahead(redis_u
     """Right after the first batch's commit another writer rates a round of the same players; the next
     batch's first step, rated ahead from the state before that round, is refused and rated again: the
     pool ends as if the other round had come between the two batches."""
-    foreign = _round(0, size=100, seed=1)
+    foreign = make_round(0, size=100, seed=1)
     batches = [ROUNDS[:1], ROUNDS[1:3]]
 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             want, want_state = await _reference(redis_url, ex, [batches[0], [foreign], batches[1]])
-            store = _store(redis_url)
-            other = RedisStore(aioredis.Redis.from_url(redis_url), prefix=store.keys.prefix)
-            other_proc = Processor(_settings(False), other, ex)
+            store = new_store(redis_url)
+            other, other_proc = other_writer(redis_url, store, _settings(False), ex)
 
             async def write() -> None:
                 await other_proc.process([foreign])
 
-            _around_commit(store, 1, write)
+            around_commit(store, 1, write)
             proc = Processor(_settings(True), store, ex)
             got = await _in_order(proc, batches)
-            assert [_outputs(r) for r in got] == [_outputs(want[0]), _outputs(want[2])]
-            assert await _state(store) == want_state
-            assert _count(proc.metrics, "refused") == 1
+            assert [outputs(r) for r in got] == [outputs(want[0]), outputs(want[2])]
+            assert await pool_state(store) == want_state
+            assert rated_ahead(proc.metrics, "refused") == 1
             assert proc.metrics.conflicts._value.get() == 1
             await other.close()
             await store.close()
@@ -195,41 +156,29 @@ def test_a_first_step_rated_ahead_of_a_commit_that_did_not_land_makes_no_dead_le
     and an invalid message: each dead letter is made, and counted, once."""
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
-            store = _store(redis_url)
-            first = _round(0, size=50)
-            named = {s["player"] for s in orjson.loads(first.value)["standings"]}
-            bad_player = next(p for p in PLAYERS if p not in named)
-            bad = Message("rounds", 0, 1, orjson.dumps(
-                {"type": "round", "pool": POOL, "event_id": "bad", "round_id": "bad", "time": 2000,
-                 "standings": [{"player": bad_player, "rank": 1}, {"player": "q1", "rank": 2}]}))
+            store = new_store(redis_url)
+            first = make_round(0, size=50)
+            bad = await poisoned_round(store, first)
             invalid = Message("rounds", 0, 2, b'{"type": "round", "pool": "h"}')
-            await store.r.set(store.player_key(POOL, bad_player), b"not a belief")
-            other = RedisStore(aioredis.Redis.from_url(redis_url), prefix=store.keys.prefix)
-            other_proc = Processor(_settings(False), other, ex)
+            other, other_proc = other_writer(redis_url, store, _settings(False), ex)
 
-            async def write() -> None:  # other players: only the pool's ``gen`` is in the way
-                await other_proc.process([Message("rounds", 0, 9, orjson.dumps(
-                    {"type": "round", "pool": POOL, "event_id": "o", "round_id": "o", "time": 1500,
-                     "standings": [{"player": "o1", "rank": 1}, {"player": "o2", "rank": 2}]}))])
+            async def write() -> None:
+                await other_proc.process([UNRELATED_ROUND])
 
-            _around_commit(store, 1, write, before=True)
+            around_commit(store, 1, write, before=True)
             proc = Processor(_settings(True), store, ex)
             res = await _in_order(proc, [[first], [bad, invalid]])
             assert res[0].dead == []
             assert sorted(str(d.event_id) for d in res[1].dead) == ["None", "bad"]
             assert proc.metrics.dead_letters.labels("rating")._value.get() == 1
-            assert _total(proc.metrics, "mmr_dead_letters") == 2
+            assert total(proc.metrics, "mmr_dead_letters") == 2
             assert proc.metrics.messages_in.labels("rounds")._value.get() == 3
-            assert _count(proc.metrics, "dropped") == 1
-            assert _count(proc.metrics, "landed") == 0
+            assert rated_ahead(proc.metrics, "dropped") == 1
+            assert rated_ahead(proc.metrics, "landed") == 0
             await other.close()
             await store.close()
 
     asyncio.run(run())
-
-
-def _total(metrics: Metrics, name: str) -> float:
-    return sum(s.value for m in metrics.registry.collect() for s in m.samples if s.name == f"{name}_total")
 
 
 def test_a_batch_other_than_the_one_planned_ahead_is_planned_again(redis_url: str) -> None:
@@ -240,18 +189,18 @@ def test_a_batch_other_than_the_one_planned_ahead_is_planned_again(redis_url: st
         with ThreadPoolExecutor(1) as ex:
             invalid = Message("rounds", 0, 99, b'{"type": "round", "pool": "h"}')
             want, want_state = await _reference(redis_url, ex, [ROUNDS[:2], [*ROUNDS[2:3], invalid]])
-            store = _store(redis_url)
+            store = new_store(redis_url)
             proc = Processor(_settings(True), store, ex)
             proc.upcoming = lambda: [*ROUNDS[2:4], invalid]
             first = await proc.process(ROUNDS[:2])
             proc.upcoming = None
             second = await proc.process([*ROUNDS[2:3], invalid])
-            assert [_outputs(first), _outputs(second)] == [_outputs(r) for r in want]
+            assert [outputs(first), outputs(second)] == [outputs(r) for r in want]
             assert [d.offset for d in second.dead] == [99]
-            assert await _state(store) == want_state
-            assert _count(proc.metrics, "dropped") == 1
+            assert await pool_state(store) == want_state
+            assert rated_ahead(proc.metrics, "dropped") == 1
             assert proc.metrics.messages_in.labels("rounds")._value.get() == 4
-            assert _total(proc.metrics, "mmr_dead_letters") == 1
+            assert total(proc.metrics, "mmr_dead_letters") == 1
             await store.close()
 
     asyncio.run(run())
@@ -265,11 +214,11 @@ def test_a_restart_of_redis_drops_the_steps_rated_ahead(private_redis: RedisServ
         with ThreadPoolExecutor(1) as ex:
             want, want_state = await _reference(private_redis.url, ex, BATCHES[:2])
             fence = ServerFence()
-            store = _store(private_redis.url, cluster=False, fence=fence)
+            store = new_store(private_redis.url, cluster=False, fence=fence)
             proc = Processor(_settings(True), store, ex)
             proc.upcoming = lambda: BATCHES[1]
-            assert _outputs(await proc.process(BATCHES[0])) == _outputs(want[0])
-            assert _count(proc.metrics, "landed") == 1  # the second step of the first batch
+            assert outputs(await proc.process(BATCHES[0])) == outputs(want[0])
+            assert rated_ahead(proc.metrics, "landed") == 1  # the second step of the first batch
             private_redis.stop()
             private_redis.start()
             for _ in range(3):  # the pooled connection to the old server fails first, then the fence trips
@@ -277,13 +226,13 @@ def test_a_restart_of_redis_drops_the_steps_rated_ahead(private_redis: RedisServ
                     await store.ping()
             assert fence.tripped
             assert await proc.settle() == 0
-            assert _count(proc.metrics, "dropped") == 1  # what was rated ahead of the batch taken back
+            assert rated_ahead(proc.metrics, "dropped") == 1  # what was rated ahead of the batch taken back
             proc.reset()
             fence.accept()
             proc.upcoming = None
             got = [await proc.process(BATCHES[0]), await proc.process(BATCHES[1])]
-            assert _outputs(got[1]) == _outputs(want[1])
-            assert await _state(store) == want_state
+            assert outputs(got[1]) == outputs(want[1])
+            assert await pool_state(store) == want_state
             await store.close()
 
     asyncio.run(run())
