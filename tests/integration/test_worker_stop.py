@@ -47,7 +47,7 @@ SYSTEM = "elo"
 
 
 def test_a_stop_mid_batch_is_clean_and_loses_nothing(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
-    history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "40000",
+    history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "12000",
                     "--pool", "m", "--seed", "3")
     s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM, take_max=16)  # HTTP port 0: each worker's own
     # a backlog of one-match messages in batches of 16, thousands of them queued in the worker's pipeline
@@ -67,6 +67,8 @@ def test_a_stop_mid_batch_is_clean_and_loses_nothing(kafka_bootstrap: str, redis
         assert code == 0, log
     finally:
         stopped.kill()
+    rated = len(read_json_topic(s, s.topic_ratings))
+    assert rated < 2 * 12000, "the stop met no backlog: the worker had rated every match"
     resumed = WorkerProcess(s, tmp_path / "resumed.log").start()
     try:
         wait_caught_up(s, resumed)
