@@ -43,7 +43,13 @@ from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
-from stream.service.faust_patches import DeliveryStats, patch_fetch_wait, patch_inline_delivery, pause_fetching
+from stream.service.faust_patches import (
+    DeliveryStats,
+    patch_fetch_wait,
+    patch_inline_delivery,
+    patch_table_start,
+    pause_fetching,
+)
 from stream.service.halts import Halt
 from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
@@ -563,8 +569,10 @@ def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust
     (``stream.service.faust_patches``); without ``worker_patches`` only the fetch wait, as Faust
     itself runs (the bare loop of ``mmr bench service``)."""
     patch_fetch_wait(s.fetch_max_wait_ms)
-    if worker_patches and s.inline_delivery:
-        patch_inline_delivery()
+    if worker_patches:
+        patch_table_start()
+        if s.inline_delivery:
+            patch_inline_delivery()
     return faust.App(app_id, **faust_kwargs(s))
 
 

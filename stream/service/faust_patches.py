@@ -1,9 +1,10 @@
 """The places where the worker reaches into Faust's private code, because no setting or public call does it.
 
-Two are class-level patches of Faust's aiokafka driver: idempotent, and process-wide (every
-app the process builds after the call gets them; the worker builds one). ``app.faust_app``
-applies them as configured (``MMR_FETCH_MAX_WAIT_MS``, ``MMR_INLINE_DELIVERY``). The third,
-``pause_fetching``, calls the aiokafka consumer that Faust's consumer thread owns. They were
+Three are class-level patches, of Faust's aiokafka driver and its table manager: idempotent, and
+process-wide (every app the process builds after the call gets them; the worker builds one).
+``app.faust_app`` applies them (the driver's as configured: ``MMR_FETCH_MAX_WAIT_MS``,
+``MMR_INLINE_DELIVERY``). The fourth, ``pause_fetching``, calls the aiokafka consumer that Faust's
+consumer thread owns. They were
 written against faust-streaming 0.15, mode-streaming 0.7 and aiokafka 0.14 (pinned in
 pyproject.toml); tests/unit/test_faust_patches.py checks that the code they replace is still
 there, so an upgrade that moves it fails those tests instead of silently undoing the patch.
@@ -38,6 +39,31 @@ def patch_fetch_wait(ms: int) -> None:
 
     cls._mmr_original_create_worker_consumer = original
     cls._create_worker_consumer = create
+
+
+def patch_table_start() -> None:
+    """Start Faust's table manager without its fixed one-second pause when the app has no tables.
+
+    ``TableManager.on_start`` sleeps a second before it finalises the tables' changelog channels,
+    and the conductor subscribes to the input topics only after that: time for an app to declare
+    its tables while it starts. The worker declares none (its state is in Redis), so the pause only
+    delays every worker's first fetch, a replacement worker's included, by a second. An app with
+    tables keeps Faust's start as it is.
+    """
+    from faust.tables.manager import TableManager
+
+    cls: Any = TableManager
+    original = getattr(cls, "_mmr_original_on_start", None) or cls.on_start
+
+    async def on_start(self: Any) -> None:
+        if len(self):
+            await original(self)
+        elif not self.should_stop:  # Faust's own steps after its pause
+            await self._update_channels()
+            await self.recovery.start()
+
+    cls._mmr_original_on_start = original
+    cls.on_start = on_start
 
 
 class _Resumed:
