@@ -546,7 +546,7 @@ def update_pair(
         if res_mode == RES_SOE and _takes_r3c4(soe):
             # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
             win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
-                         np.empty(8 * (max(ha, hb) - min(la, lb) + 2)))
+                         np.empty(6 * (max(ha, hb) - min(la, lb) + 2)))
         else:
             win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
             win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)

@@ -1,6 +1,6 @@
 """The vector kernels of Cowan's system (``_cowan_lanes``) give the scalar kernels' bits:
 both players' sweeps as four lanes against two ``win_lik`` calls, the drift's convolution
-sixteen outputs at a time against the plain accumulation, and a whole ``update_pair``
+thirty-two and sixteen outputs at a time against the plain accumulation, and a whole ``update_pair``
 against the same match through the scalar sweeps; random windows, beliefs and taps, win
 and draw scores, the logistic and the Laplace luck."""
 
@@ -66,7 +66,7 @@ def test_win_lik_pair_equals_two_win_lik_bit_for_bit(data: st.DataObject, which:
     kern.win_lik(rho_a, la, ha, lb, hb, m.a0, m.beta, m.soe, m.gtab, kern.RES_SOE, fb)
     ga, gb = np.full(ha - la + 1, np.nan), np.full(hb - lb + 1, np.nan)
     lanes.win_lik_pair(rho_a, la, ha, rho_b, lb, hb, m.a0, m.beta, m.soe, ga, gb,
-                       np.full(8 * (max(ha, hb) - min(la, lb) + 2), np.nan))
+                       np.full(6 * (max(ha, hb) - min(la, lb) + 2), np.nan))
     assert fa.tobytes() == ga.tobytes()
     assert fb.tobytes() == gb.tobytes()
 
@@ -122,7 +122,7 @@ def test_vector_kernels_have_no_fused_multiply_add() -> None:
     """An FMA rounds once where the scalar code rounds twice: the vector kernels' machine
     code must have none (``_simd`` emits plain ``fmul``/``fadd`` without fast-math flags)."""
     sigs: dict[Any, tuple[Any, ...]] = {  # numba dispatchers
-        lanes._sweep4_r3c4: (types.float64[::1], types.float64[::1], types.float64[::1], types.int64, types.int64,
+        lanes._sweep8_r3c4: (types.float64[::1], types.float64[::1], types.float64[::1], types.int64, types.int64,
                              types.int64, types.float64[::1]),
         lanes.convolve_taps: (types.float64[::1], types.float64[::1], types.int64, types.float64[::1]),
     }
