@@ -161,8 +161,10 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
         lo = lohi[p, 0]
         w = lohi[p, 1] - lo + 1
         s = start[p]
+        src = vals[s : s + w]
+        dst = dens[row, lo : lo + w]
         for t in range(w):
-            dens[row, lo + t] = vals[s + t]
+            dst[t] = src[t]
         lh[row, 0] = lo
         lh[row, 1] = lo + w - 1
     st[0] = 0
@@ -174,12 +176,16 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
         d = dest_a if row == 0 else dest_b
         lo = lh[row, 0]
         w = lh[row, 1] - lo + 1
+        src = dens[row, lo : lo + w]
+        dst = vals[d : d + w]
         for t in range(w):
-            vals[d + t] = dens[row, lo + t]
-            dens[row, lo + t] = 0.0
+            dst[t] = src[t]
+            src[t] = 0.0
         if want_codes:
+            qsrc = codes[row, lo : lo + w]
+            qdst = qvals[d : d + w]
             for t in range(w):
-                qvals[d + t] = codes[row, lo + t]
+                qdst[t] = qsrc[t]
         start[p] = d
         lohi[p, 0] = lo
         lohi[p, 1] = lo + w - 1

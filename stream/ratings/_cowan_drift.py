@@ -41,8 +41,9 @@ def _drift_conv(
         width = nhi - nlo + 1
         pad = np.zeros(width + 2 * half)
         shift = lo - (nlo - half)
+        into = pad[shift : shift + m]
         for t in range(m):
-            pad[shift + t] = post[t]
+            into[t] = post[t]
         buf = np.empty(width)
         total = convolve_taps(pad, taps, width, buf)
     else:
@@ -90,12 +91,13 @@ def _store(buf: np.ndarray, a: int, b: int, kept: float, nlo: int, row: np.ndarr
     """``buf[a : b + 1] / kept`` written to ``row`` at ``nlo + a`` (the old window zeroed
     first); ``bounds`` receives the new ``[lo, hi]``."""
     inv = 1.0 / kept
-    old_lo = int(bounds[0])
-    old_hi = int(bounds[1])
-    for x in range(old_lo, old_hi + 1):
-        row[x] = 0.0
-    for x in range(a, b + 1):
-        row[nlo + x] = buf[x] * inv
+    old = row[int(bounds[0]) : int(bounds[1]) + 1]
+    for t in range(old.shape[0]):
+        old[t] = 0.0
+    src = buf[a : b + 1]
+    dst = row[nlo + a : nlo + b + 1]
+    for t in range(src.shape[0]):
+        dst[t] = src[t] * inv
     bounds[0] = nlo + a
     bounds[1] = nlo + b
 
@@ -129,10 +131,15 @@ def _drift_and_store_pair(
     a_b, b_b = _trim(buf_b, tail * total_b)
     kept_a = 0.0
     kept_b = 0.0
-    for x in range(max(b_a - a_a, b_b - a_b) + 1):
-        if x <= b_a - a_a:
-            kept_a += buf_a[a_a + x]
-        if x <= b_b - a_b:
-            kept_b += buf_b[a_b + x]
+    ka = buf_a[a_a : b_a + 1]
+    kb = buf_b[a_b : b_b + 1]
+    both = min(ka.shape[0], kb.shape[0])
+    for x in range(both):
+        kept_a += ka[x]
+        kept_b += kb[x]
+    for x in range(both, ka.shape[0]):
+        kept_a += ka[x]
+    for x in range(both, kb.shape[0]):
+        kept_b += kb[x]
     _store(buf_a, a_a, b_a, kept_a, nlo_a, row_a, bounds_a)
     _store(buf_b, a_b, b_b, kept_b, nlo_b, row_b, bounds_b)

@@ -36,6 +36,14 @@ of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the l
 ``win_lik`` calls in about a third of the time; the drift's convolution uses the same
 vectors, and its running sums take both players in one loop (``_cowan_drift``).
 
+Loops over a window run over a view of it (``row[lo : hi + 1]``, indexed by ``t`` from
+``range``), not over ``row[lo + t]``: numba checks every computed index for a negative value
+(counted from the end of the array), a select on each element's address that keeps LLVM
+from vectorising the loop, while an index that counts up from 0 needs no check. The values
+are the same; copies, zeroing and scaling of a window so run several cells per instruction.
+Two running sums (both players' masses) share a loop over the cells both windows have, then
+each runs on alone, instead of one loop with a test per cell and player.
+
 ``rate_pair`` is the single-match entry point (the streaming service's common case): the
 same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
 
@@ -564,17 +572,27 @@ def update_pair(
                 w = fb[t]
                 fb[t] = w ** (1.0 - score) * (1.0 - w) ** score
     # both posteriors' masses in one loop: two independent chains of additions overlap
+    # (each still adds its own cells in ascending order from 0.0)
     sa = 0.0
     sb = 0.0
-    for t in range(max(ma, mb)):
-        if t < ma:
-            v = rho_a[la + t] * fa[t]
-            fa[t] = v
-            sa += v
-        if t < mb:
-            v = rho_b[lb + t] * fb[t]
-            fb[t] = v
-            sb += v
+    wa = rho_a[la : ha + 1]
+    wb = rho_b[lb : hb + 1]
+    both = min(ma, mb)
+    for t in range(both):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
+    for t in range(both, ma):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+    for t in range(both, mb):
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
     ia_ = 1.0 / sa
     for t in range(ma):
         fa[t] *= ia_
