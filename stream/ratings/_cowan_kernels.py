@@ -65,7 +65,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_drift import DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair  # noqa: F401 (re-exported)
+from stream.ratings._cowan_drift import (  # noqa: F401 (DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair re-exported)
+    DRIFT_EXP,
+    DRIFT_TAPS,
+    _drift_and_store_pair,
+    _drift_and_store_pair_in,
+)
 from stream.ratings._cowan_lanes import win_lik_pair
 from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
@@ -493,6 +498,12 @@ def draw_lik(
         run += r_i
 
 
+@njit(cache=True, nogil=True, inline="always")
+def work_cells(n1: int, taps: np.ndarray) -> int:
+    """Cells of the scratch ``update_pair_in`` takes (``work``) on a grid of ``n1`` cells."""
+    return 12 * n1 + 6 + 2 * taps.shape[0]
+
+
 @njit(cache=True, nogil=True)
 def update_pair(
     dens: np.ndarray,
@@ -517,6 +528,37 @@ def update_pair(
     codes: np.ndarray,
     status: np.ndarray,
 ) -> None:
+    """``update_pair_in`` with scratch of its own."""
+    work = np.empty(work_cells(dens.shape[1], taps))
+    update_pair_in(dens, lohi, ia, ib, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
+                   drift_rate, tail, quant, qmin, codes, status, work)
+
+
+@njit(cache=True, nogil=True)
+def update_pair_in(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    ia: int,
+    ib: int,
+    score: float,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+    quant: bool,
+    qmin: int,
+    codes: np.ndarray,
+    status: np.ndarray,
+    work: np.ndarray,
+) -> None:
     """One match: both posteriors from the pre-match beliefs, then drift, in place.
 
     ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
@@ -533,8 +575,9 @@ def update_pair(
     lb, hb = lohi[ib, 0], lohi[ib, 1]
     ma = ha - la + 1
     mb = hb - lb + 1
-    fa = np.empty(ma)
-    fb = np.empty(mb)
+    n1 = dens.shape[1]
+    fa = work[:ma]
+    fb = work[n1 : n1 + mb]
     partial = 0.0 < score < 1.0
     if partial and form == FORM_PAPER:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
@@ -554,7 +597,7 @@ def update_pair(
         if res_mode == RES_SOE and _takes_r3c4(soe):
             # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
             win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
-                         np.empty(6 * (max(ha, hb) - min(la, lb) + 2)))
+                         work[2 * n1 : 2 * n1 + 6 * (max(ha, hb) - min(la, lb) + 2)])
         else:
             win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
             win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
@@ -599,8 +642,8 @@ def update_pair(
     ib_ = 1.0 / sb
     for t in range(mb):
         fb[t] *= ib_
-    _drift_and_store_pair(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode, drift_rate,
-                          tail)
+    _drift_and_store_pair_in(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode,
+                             drift_rate, tail, work[8 * n1 + 6 :])
     if quant:
         if not canonicalise_row(rho_a, lohi[ia], qmin, codes[ia]):
             status[ia] = 1

@@ -55,6 +55,12 @@ LANES = 4
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _term(soe: np.ndarray, base: int, count: int, j: int) -> float:
+    """Term ``j`` of the part at ``soe[base]`` that has ``count`` terms, or 0.0 (a zero slot)."""
+    return soe[base + j] if j < count else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _pair8(x: float, y: float) -> Any:
     """``x`` in lanes 0-3, ``y`` in lanes 4-7."""
     return v8_join(v4_splat(x), v4_splat(y))
@@ -83,24 +89,22 @@ def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
     the last step (at ``steps``)."""
     nr = int(soe[0])
     nc = int(soe[1])
-    r = np.zeros(3)
-    c = np.zeros(3)
-    for j in range(nr):
-        r[j] = soe[2 + j]
-        c[j] = soe[2 + nr + j]
-    q = np.zeros(16)
-    o = 2 + 2 * nr
-    for j in range(nc):
-        q[j] = soe[o + j]
-        q[4 + j] = soe[o + nc + j]
-        q[8 + j] = soe[o + 2 * nc + j]
-        q[12 + j] = soe[o + 3 * nc + j]
-    r01, c01 = _pair8(r[0], r[1]), _pair8(c[0], c[1])
-    r2, c2 = _pair8(r[2], 1.0), _pair8(c[2], 0.0)
-    zr01, zr23 = _pair8(q[0], q[1]), _pair8(q[2], q[3])
-    zi01, zi23 = _pair8(q[4], q[5]), _pair8(q[6], q[7])
-    cr01, cr23 = _pair8(q[8], q[9]), _pair8(q[10], q[11])
-    ci01, ci23 = _pair8(q[12], q[13]), _pair8(q[14], q[15])
+    r = 2  # the parts of the sum, as in ``_soe_views``: rates, coefs (real); Re z, Im z, Re c, Im c
+    c = r + nr
+    zr = r + 2 * nr
+    zi = zr + nc
+    cr = zi + nc
+    ci = cr + nc
+    r01, c01 = _pair8(_term(soe, r, nr, 0), _term(soe, r, nr, 1)), _pair8(_term(soe, c, nr, 0), _term(soe, c, nr, 1))
+    r2, c2 = _pair8(_term(soe, r, nr, 2), 1.0), _pair8(_term(soe, c, nr, 2), 0.0)
+    zr01, zr23 = _pair8(_term(soe, zr, nc, 0), _term(soe, zr, nc, 1)), _pair8(_term(soe, zr, nc, 2),
+                                                                              _term(soe, zr, nc, 3))
+    zi01, zi23 = _pair8(_term(soe, zi, nc, 0), _term(soe, zi, nc, 1)), _pair8(_term(soe, zi, nc, 2),
+                                                                              _term(soe, zi, nc, 3))
+    cr01, cr23 = _pair8(_term(soe, cr, nc, 0), _term(soe, cr, nc, 1)), _pair8(_term(soe, cr, nc, 2),
+                                                                              _term(soe, cr, nc, 3))
+    ci01, ci23 = _pair8(_term(soe, ci, nc, 0), _term(soe, ci, nc, 1)), _pair8(_term(soe, ci, nc, 2),
+                                                                              _term(soe, ci, nc, 3))
     span = stop - start
     size = span + 2
     zero4 = v4_splat(0.0)

@@ -16,7 +16,7 @@ from numba import njit, types
 
 from stream.ratings import _cowan_kernels as kern
 from stream.ratings import _cowan_lanes as lanes
-from stream.ratings._cowan_drift import _drift_and_store_pair
+from stream.ratings._cowan_drift import _drift_and_store_pair, _drift_and_store_pair_in
 from stream.ratings._cowan_quant import QMIN
 from stream.ratings.cowan import TAIL, Cowan, pack_soe
 
@@ -181,10 +181,19 @@ def test_drift_of_both_players_equals_one_at_a_time_bit_for_bit(data: st.DataObj
         posts.append(post)
         bounds.append(np.array([lo, hi], dtype=np.int64))
         want.append(_drift_one(post.tolist(), lo, hi, m.taps.tolist(), TAIL, n1))
-    _drift_and_store_pair(posts[0], int(bounds[0][0]), int(bounds[0][1]), rows[0], bounds[0],
-                               posts[1], int(bounds[1][0]), int(bounds[1][1]), rows[1], bounds[1],
-                               m.taps, m.drift_mode, m.drift_rate, TAIL)
-    for row, bd, (vals, lo) in zip(rows, bounds, want, strict=True):
-        assert bd.tolist() == [lo, lo + len(vals) - 1]
-        assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()
-        assert not row[:lo].any() and not row[lo + len(vals):].any()
+    # twice: with scratch of its own, and in scratch holding NaN (what a previous match leaves
+    # there: the padding around each window must be written, not assumed zero)
+    for scratch in (None, np.full(2 * (2 * n1 + m.taps.shape[0]), np.nan)):
+        rows_now = [r.copy() for r in rows]
+        bounds_now = [bd.copy() for bd in bounds]
+        args = (posts[0], int(bounds[0][0]), int(bounds[0][1]), rows_now[0], bounds_now[0],
+                posts[1], int(bounds[1][0]), int(bounds[1][1]), rows_now[1], bounds_now[1],
+                m.taps, m.drift_mode, m.drift_rate, TAIL)
+        if scratch is None:
+            _drift_and_store_pair(*args)
+        else:
+            _drift_and_store_pair_in(*args, scratch)
+        for row, bd, (vals, lo) in zip(rows_now, bounds_now, want, strict=True):
+            assert bd.tolist() == [lo, lo + len(vals) - 1]
+            assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()
+            assert not row[:lo].any() and not row[lo + len(vals):].any()
