@@ -31,10 +31,13 @@ the states in arrays every step is store → load → add → mul → store. ``_
 (wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
 in the same order, hence the same bits as the generic loops, ~1.5× faster. ``update_pair``
 goes further for wins: both players' forward and backward sweeps are four independent runs
-of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of one
-4-wide vector (``_simd``: plain IEEE vector instructions, no FMA), the same bits as two
-``win_lik`` calls in about a third of the time; the drift's convolution uses the same
-vectors, and its running sums take both players in one loop (``_cowan_drift``).
+of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of
+vectors (``_simd``: plain IEEE vector instructions, no FMA; two terms of each sweep in one
+8-lane vector), the same bits as two ``win_lik`` calls in about a quarter of the time; the
+drift's convolution uses the same vectors, and its running sums take both players in one
+loop (``_cowan_drift``). A batch keeps each thread's scratch (``update_pair_in``'s ``work``)
+from match to match instead of allocating the posteriors, the sweeps' outputs and the
+drift's buffers for every match.
 
 Loops over a window run over a view of it (``row[lo : hi + 1]``, indexed by ``t`` from
 ``range``), not over ``row[lo + t]``: numba checks every computed index for a negative value
