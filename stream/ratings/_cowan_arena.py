@@ -37,7 +37,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from stream.ratings._cowan_kernels import update_pair
+from stream.ratings._cowan_kernels import update_pair_in, work_cells
 from stream.ratings._cowan_quant import _ONE, _ZERO
 from stream.ratings._cowan_windows import HEADER, window_at
 from stream.ratings.base import Belief, FloatArray, IntArray
@@ -151,35 +151,42 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
                  pa: int, pb: int, dest_a: int, dest_b: int, score: float, dens: np.ndarray, codes: np.ndarray,
                  lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray, gtab: np.ndarray,
                  dtab: np.ndarray, dsoe: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
-                 drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool) -> int:
+                 drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool, work: np.ndarray) -> int:
     """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
-    windows, and left so): ``update_pair``, then the new windows written at ``dest_a`` /
-    ``dest_b`` (and their quantised values into ``qvals`` with ``want_codes``). Returns the
+    windows, and left so) and the scratch ``work`` (``work_cells``): ``update_pair_in``, then
+    the new windows written at ``dest_a`` / ``dest_b`` (and their quantised values into
+    ``qvals`` with ``want_codes``). Returns the
     ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
         lo = lohi[p, 0]
         w = lohi[p, 1] - lo + 1
         s = start[p]
+        src = vals[s : s + w]
+        dst = dens[row, lo : lo + w]
         for t in range(w):
-            dens[row, lo + t] = vals[s + t]
+            dst[t] = src[t]
         lh[row, 0] = lo
         lh[row, 1] = lo + w - 1
     st[0] = 0
     st[1] = 0
-    update_pair(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
-                drift_rate, tail, quant, qmin, codes, st)
+    update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps,
+                   drift_mode, drift_rate, tail, quant, qmin, codes, st, work)
     for row in range(2):
         p = pa if row == 0 else pb
         d = dest_a if row == 0 else dest_b
         lo = lh[row, 0]
         w = lh[row, 1] - lo + 1
+        src = dens[row, lo : lo + w]
+        dst = vals[d : d + w]
         for t in range(w):
-            vals[d + t] = dens[row, lo + t]
-            dens[row, lo + t] = 0.0
+            dst[t] = src[t]
+            src[t] = 0.0
         if want_codes:
+            qsrc = codes[row, lo : lo + w]
+            qdst = qvals[d : d + w]
             for t in range(w):
-                qvals[d + t] = codes[row, lo + t]
+                qdst[t] = qsrc[t]
         start[p] = d
         lohi[p, 0] = lo
         lohi[p, 1] = lo + w - 1
@@ -231,6 +238,7 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
             codes = np.empty((2, n1), dtype=np.int64)
             lh = np.empty((2, 2), dtype=np.int64)
             st = np.zeros(2, dtype=np.uint8)
+            work = np.empty(work_cells(n1, taps))
             q = _claim(counter)
             while q < cnt:
                 m = order[s0 + q]
@@ -245,7 +253,7 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
                 bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
                                     dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
                                     dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin,
-                                    want_codes)
+                                    want_codes, work)
                 if bits & 1:
                     status[a[m]] = 1
                 if bits & 2:
@@ -270,6 +278,7 @@ def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap
     st = np.zeros(2, dtype=np.uint8)
     dest = np.empty(2, dtype=np.int64)
     one = np.zeros(1, dtype=np.int64)
+    work = np.empty(work_cells(n1, taps))
     for m in range(a.shape[0]):
         one[0] = m
         if m + 1 < a.shape[0]:  # a hint only: the next match's windows may still move (same player)
@@ -283,7 +292,7 @@ def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap
         k = dtab_index[m]
         bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
                             dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k], dsoes[k], res_mode, form, taps,
-                            drift_mode, drift_rate, tail, quant, qmin, want_codes)
+                            drift_mode, drift_rate, tail, quant, qmin, want_codes, work)
         if bits & 1:
             status[a[m]] = 1
         if bits & 2:

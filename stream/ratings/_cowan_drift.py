@@ -27,11 +27,14 @@ DRIFT_EXP = 1  # Laplace kernel w(d) = w0·r^|d| by two sweeps (unbounded suppor
 
 @njit(cache=True, nogil=True, inline="always")
 def _drift_conv(
-    post: np.ndarray, lo: int, hi: int, taps: np.ndarray, drift_mode: int, drift_rate: float, n1: int
+    post: np.ndarray, lo: int, hi: int, taps: np.ndarray, drift_mode: int, drift_rate: float, n1: int,
+    work: np.ndarray,
 ) -> tuple[np.ndarray, int, float]:
     """The window ``post[0 : hi−lo+1]`` convolved with the drift kernel: ``(buf, nlo, total)``,
     ``buf[x]`` the value of cell ``nlo + x``; with the taps, ``total`` is ``Σ buf`` (one running
-    sum in ascending order from ``0.0``, taken by ``convolve_taps``), else 0.0."""
+    sum in ascending order from ``0.0``, taken by ``convolve_taps``), else 0.0. ``buf`` and
+    the padded input are views of ``work`` (``2·n1 + len(taps)`` cells, any values): scratch
+    the caller keeps from match to match instead of two new arrays a player and match."""
     m = hi - lo + 1
     if drift_mode == DRIFT_TAPS:
         half = (taps.shape[0] - 1) // 2
@@ -39,11 +42,17 @@ def _drift_conv(
         nhi = min(n1 - 1, hi + half)
         # pad[t] = post cell (nlo − half + t); buf[x] = Σ_t taps[t] pad[x + t] (taps are symmetric)
         width = nhi - nlo + 1
-        pad = np.zeros(width + 2 * half)
+        pad = work[: width + 2 * half]
         shift = lo - (nlo - half)
+        for t in range(shift):  # ≤ 2·half cells on either side of the window are zero
+            pad[t] = 0.0
+        right = pad[shift + m :]
+        for t in range(right.shape[0]):
+            right[t] = 0.0
+        into = pad[shift : shift + m]
         for t in range(m):
-            pad[shift + t] = post[t]
-        buf = np.empty(width)
+            into[t] = post[t]
+        buf = work[n1 + taps.shape[0] : n1 + taps.shape[0] + width]
         total = convolve_taps(pad, taps, width, buf)
     else:
         # Laplace kernel w(d) = w0 r^|d|: two sweeps. Its support is the whole grid, but
@@ -53,7 +62,7 @@ def _drift_conv(
         reach = n1 if r <= 0.0 or r >= 1.0 else math.ceil(math.log(1e-20) / math.log(r))
         nlo = max(0, lo - reach)
         nhi = min(n1 - 1, hi + reach)
-        buf = np.zeros(nhi - nlo + 1)
+        buf = work[: nhi - nlo + 1]  # every cell is written by the forward sweep
         total = 0.0
         w0 = taps[0]
         s = 0.0
@@ -90,12 +99,13 @@ def _store(buf: np.ndarray, a: int, b: int, kept: float, nlo: int, row: np.ndarr
     """``buf[a : b + 1] / kept`` written to ``row`` at ``nlo + a`` (the old window zeroed
     first); ``bounds`` receives the new ``[lo, hi]``."""
     inv = 1.0 / kept
-    old_lo = int(bounds[0])
-    old_hi = int(bounds[1])
-    for x in range(old_lo, old_hi + 1):
-        row[x] = 0.0
-    for x in range(a, b + 1):
-        row[nlo + x] = buf[x] * inv
+    old = row[int(bounds[0]) : int(bounds[1]) + 1]
+    for t in range(old.shape[0]):
+        old[t] = 0.0
+    src = buf[a : b + 1]
+    dst = row[nlo + a : nlo + b + 1]
+    for t in range(src.shape[0]):
+        dst[t] = src[t] * inv
     bounds[0] = nlo + a
     bounds[1] = nlo + b
 
@@ -106,6 +116,18 @@ def _drift_and_store_pair(
     post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
     taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float,
 ) -> None:
+    """``_drift_and_store_pair_in`` with scratch of its own (``2·(2·n1 + len(taps))`` cells)."""
+    work = np.empty(2 * (2 * row_a.shape[0] + taps.shape[0]))
+    _drift_and_store_pair_in(post_a, la, ha, row_a, bounds_a, post_b, lb, hb, row_b, bounds_b, taps, drift_mode,
+                             drift_rate, tail, work)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _drift_and_store_pair_in(
+    post_a: np.ndarray, la: int, ha: int, row_a: np.ndarray, bounds_a: np.ndarray,
+    post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
+    taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float, work: np.ndarray,
+) -> None:
     """For each player: convolve the window ``post[0 : hi−lo+1]`` with the drift kernel,
     renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to
     ``row`` (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``.
@@ -115,8 +137,9 @@ def _drift_and_store_pair(
     so that the two chains overlap; each sum still adds its own cells in ascending order
     from ``0.0`` (same bits)."""
     n1 = row_a.shape[0]
-    buf_a, nlo_a, total_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1)
-    buf_b, nlo_b, total_b = _drift_conv(post_b, lb, hb, taps, drift_mode, drift_rate, n1)
+    per = 2 * n1 + taps.shape[0]
+    buf_a, nlo_a, total_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1, work[:per])
+    buf_b, nlo_b, total_b = _drift_conv(post_b, lb, hb, taps, drift_mode, drift_rate, n1, work[per : 2 * per])
     if drift_mode != DRIFT_TAPS:  # the taps' convolution took the masses; the two sweeps did not
         na = buf_a.shape[0]
         nb = buf_b.shape[0]
@@ -129,10 +152,15 @@ def _drift_and_store_pair(
     a_b, b_b = _trim(buf_b, tail * total_b)
     kept_a = 0.0
     kept_b = 0.0
-    for x in range(max(b_a - a_a, b_b - a_b) + 1):
-        if x <= b_a - a_a:
-            kept_a += buf_a[a_a + x]
-        if x <= b_b - a_b:
-            kept_b += buf_b[a_b + x]
+    ka = buf_a[a_a : b_a + 1]
+    kb = buf_b[a_b : b_b + 1]
+    both = min(ka.shape[0], kb.shape[0])
+    for x in range(both):
+        kept_a += ka[x]
+        kept_b += kb[x]
+    for x in range(both, ka.shape[0]):
+        kept_a += ka[x]
+    for x in range(both, kb.shape[0]):
+        kept_b += kb[x]
     _store(buf_a, a_a, b_a, kept_a, nlo_a, row_a, bounds_a)
     _store(buf_b, a_b, b_b, kept_b, nlo_b, row_b, bounds_b)

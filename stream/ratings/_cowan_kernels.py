@@ -31,10 +31,21 @@ the states in arrays every step is store → load → add → mul → store. ``_
 (wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
 in the same order, hence the same bits as the generic loops, ~1.5× faster. ``update_pair``
 goes further for wins: both players' forward and backward sweeps are four independent runs
-of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of one
-4-wide vector (``_simd``: plain IEEE vector instructions, no FMA), the same bits as two
-``win_lik`` calls in about a third of the time; the drift's convolution uses the same
-vectors, and its running sums take both players in one loop (``_cowan_drift``).
+of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of
+vectors (``_simd``: plain IEEE vector instructions, no FMA; two terms of each sweep in one
+8-lane vector), the same bits as two ``win_lik`` calls in about a quarter of the time; the
+drift's convolution uses the same vectors, and its running sums take both players in one
+loop (``_cowan_drift``). A batch keeps each thread's scratch (``update_pair_in``'s ``work``)
+from match to match instead of allocating the posteriors, the sweeps' outputs and the
+drift's buffers for every match.
+
+Loops over a window run over a view of it (``row[lo : hi + 1]``, indexed by ``t`` from
+``range``), not over ``row[lo + t]``: numba checks every computed index for a negative value
+(counted from the end of the array), a select on each element's address that keeps LLVM
+from vectorising the loop, while an index that counts up from 0 needs no check. The values
+are the same; copies, zeroing and scaling of a window so run several cells per instruction.
+Two running sums (both players' masses) share a loop over the cells both windows have, then
+each runs on alone, instead of one loop with a test per cell and player.
 
 ``rate_pair`` is the single-match entry point (the streaming service's common case): the
 same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
@@ -57,7 +68,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from stream.ratings._cowan_drift import DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair  # noqa: F401 (re-exported)
+from stream.ratings._cowan_drift import (  # noqa: F401 (DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair re-exported)
+    DRIFT_EXP,
+    DRIFT_TAPS,
+    _drift_and_store_pair,
+    _drift_and_store_pair_in,
+)
 from stream.ratings._cowan_lanes import win_lik_pair
 from stream.ratings._cowan_quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 
@@ -485,6 +501,12 @@ def draw_lik(
         run += r_i
 
 
+@njit(cache=True, nogil=True, inline="always")
+def work_cells(n1: int, taps: np.ndarray) -> int:
+    """Cells of the scratch ``update_pair_in`` takes (``work``) on a grid of ``n1`` cells."""
+    return 12 * n1 + 6 + 2 * taps.shape[0]
+
+
 @njit(cache=True, nogil=True)
 def update_pair(
     dens: np.ndarray,
@@ -509,6 +531,37 @@ def update_pair(
     codes: np.ndarray,
     status: np.ndarray,
 ) -> None:
+    """``update_pair_in`` with scratch of its own."""
+    work = np.empty(work_cells(dens.shape[1], taps))
+    update_pair_in(dens, lohi, ia, ib, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
+                   drift_rate, tail, quant, qmin, codes, status, work)
+
+
+@njit(cache=True, nogil=True)
+def update_pair_in(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    ia: int,
+    ib: int,
+    score: float,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+    quant: bool,
+    qmin: int,
+    codes: np.ndarray,
+    status: np.ndarray,
+    work: np.ndarray,
+) -> None:
     """One match: both posteriors from the pre-match beliefs, then drift, in place.
 
     ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
@@ -525,8 +578,9 @@ def update_pair(
     lb, hb = lohi[ib, 0], lohi[ib, 1]
     ma = ha - la + 1
     mb = hb - lb + 1
-    fa = np.empty(ma)
-    fb = np.empty(mb)
+    n1 = dens.shape[1]
+    fa = work[:ma]
+    fb = work[n1 : n1 + mb]
     partial = 0.0 < score < 1.0
     if partial and form == FORM_PAPER:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
@@ -546,7 +600,7 @@ def update_pair(
         if res_mode == RES_SOE and _takes_r3c4(soe):
             # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
             win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
-                         np.empty(8 * (max(ha, hb) - min(la, lb) + 2)))
+                         work[2 * n1 : 2 * n1 + 6 * (max(ha, hb) - min(la, lb) + 2)])
         else:
             win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
             win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
@@ -564,25 +618,35 @@ def update_pair(
                 w = fb[t]
                 fb[t] = w ** (1.0 - score) * (1.0 - w) ** score
     # both posteriors' masses in one loop: two independent chains of additions overlap
+    # (each still adds its own cells in ascending order from 0.0)
     sa = 0.0
     sb = 0.0
-    for t in range(max(ma, mb)):
-        if t < ma:
-            v = rho_a[la + t] * fa[t]
-            fa[t] = v
-            sa += v
-        if t < mb:
-            v = rho_b[lb + t] * fb[t]
-            fb[t] = v
-            sb += v
+    wa = rho_a[la : ha + 1]
+    wb = rho_b[lb : hb + 1]
+    both = min(ma, mb)
+    for t in range(both):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
+    for t in range(both, ma):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+    for t in range(both, mb):
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
     ia_ = 1.0 / sa
     for t in range(ma):
         fa[t] *= ia_
     ib_ = 1.0 / sb
     for t in range(mb):
         fb[t] *= ib_
-    _drift_and_store_pair(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode, drift_rate,
-                          tail)
+    _drift_and_store_pair_in(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode,
+                             drift_rate, tail, work[8 * n1 + 6 :])
     if quant:
         if not canonicalise_row(rho_a, lohi[ia], qmin, codes[ia]):
             status[ia] = 1

@@ -5,10 +5,12 @@ Why
 ``win_lik`` for each side of a match is a forward and a backward sweep of a sum of
 exponentials (``_cowan_kernels._sweep_r3c4``: 3 real and 4 complex states, ~56 scalar
 floating-point operations a cell), and the four sweeps of a match are independent and do
-the identical sequence of operations on different inputs. ``_sweep4_r3c4`` runs them as
-the four lanes of ``F64x4`` vectors (``_simd``): one vector instruction where the scalar
-sweep has four, so the sweeps, most of a match's time, take about a quarter of the
-instructions.
+the identical sequence of operations on different inputs. ``_sweep8_r3c4`` runs them as
+the four lanes of vectors (``_simd``), two terms of each sweep in one 8-lane vector (a
+512-bit register with AVX-512): one vector instruction where the scalar sweeps have eight,
+so the sweeps, most of a match's time, take about a sixth of the instructions. The sweep
+writes each lane's outputs to an array of their own, indexed by cell, so that combining
+them (``_combine``) reads every array with unit stride and vectorises too.
 
 Same bits
 ---------
@@ -23,74 +25,123 @@ its last kept cell are not used). ``win_lik_pair`` then combines the sweeps exac
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
-from stream.ratings._simd import v4_add, v4_load, v4_make, v4_mul, v4_splat, v4_store, v4_sub
+from stream.ratings._simd import (
+    f64_at,
+    f64_put,
+    v4_add,
+    v4_get,
+    v4_load,
+    v4_make,
+    v4_mul,
+    v4_splat,
+    v4_store,
+    v8_add,
+    v8_hi,
+    v8_join,
+    v8_lo,
+    v8_load,
+    v8_mul,
+    v8_splat,
+    v8_store,
+    v8_sub,
+)
 
 LANES = 4
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _term(soe: np.ndarray, base: int, count: int, j: int) -> float:
+    """Term ``j`` of the part at ``soe[base]`` that has ``count`` terms, or 0.0 (a zero slot)."""
+    return soe[base + j] if j < count else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair8(x: float, y: float) -> Any:
+    """``x`` in lanes 0-3, ``y`` in lanes 4-7."""
+    return v8_join(v4_splat(x), v4_splat(y))
+
+
 @njit(cache=True, nogil=True)
-def _sweep4_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: int, stop: int, steps: int,
+def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: int, stop: int, steps: int,
                  ys: np.ndarray) -> None:
-    """Four sweeps at once, ``steps`` cells each: lane 0 forward over ``rho_b`` from cell
-    ``start``, lane 1 backward over ``rho_b`` from ``stop``, lanes 2 and 3 the same over
-    ``rho_a``; the sum before each step's update goes to ``ys[8·s + lane]``, and each lane's
-    running sum of its inputs before the step (from ``0.0``) to ``ys[8·s + 4 + lane]``, for
-    ``s ≤ steps`` (``s = steps``: after the last step). The sum of
-    exponentials is packed at ``soe[0]`` as in ``_cowan_kernels._soe_views`` (≤ 3 real,
-    ≤ 4 complex terms; absent ones are zero slots, as in ``_sweep_r3c4``). Every cell read
-    lies in ``[start, stop]`` as long as ``steps ≤ stop − start + 1``."""
+    """Four sweeps at once, ``steps`` cells each: sweep 0 forward over ``rho_b`` from cell
+    ``start``, sweep 1 backward over ``rho_b`` from ``stop``, sweeps 2 and 3 the same over
+    ``rho_a``. The sum of exponentials is packed at ``soe[0]`` as in
+    ``_cowan_kernels._soe_views`` (≤ 3 real, ≤ 4 complex terms; absent ones are zero slots,
+    as in ``_sweep_r3c4``). Every cell read lies in ``[start, stop]`` as long as
+    ``steps ≤ stop − start + 1``.
+
+    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another
+    (real terms 0 | 1 and 2 | the running sum of the inputs, complex terms 0 | 1 and 2 | 3),
+    so each state update is one 8-lane instruction for two terms. Each lane does the scalar
+    sweep's operations in its order: the running sum's lanes ``(run + x)·1.0`` (a product
+    with 1.0 is exact), and the sum ``acc`` adds the same products in the same order, taken
+    from the vectors' halves.
+
+    Outputs, by cell (``size = stop − start + 2``; cell ``i`` at ``i − start``): the sum before
+    each step's update of sweep ``k`` in ``ys[k·size …]``, the running sums of sweeps 0 and 2
+    before each step (from ``0.0``) in ``ys[4·size …]`` and ``ys[5·size …]``, there also after
+    the last step (at ``steps``)."""
     nr = int(soe[0])
     nc = int(soe[1])
-    r = np.zeros(3)
-    c = np.zeros(3)
-    for j in range(nr):
-        r[j] = soe[2 + j]
-        c[j] = soe[2 + nr + j]
-    q = np.zeros(16)
-    o = 2 + 2 * nr
-    for j in range(nc):
-        q[j] = soe[o + j]
-        q[4 + j] = soe[o + nc + j]
-        q[8 + j] = soe[o + 2 * nc + j]
-        q[12 + j] = soe[o + 3 * nc + j]
-    r0, r1, r2 = v4_splat(r[0]), v4_splat(r[1]), v4_splat(r[2])
-    c0, c1, c2 = v4_splat(c[0]), v4_splat(c[1]), v4_splat(c[2])
-    zr0, zr1, zr2, zr3 = v4_splat(q[0]), v4_splat(q[1]), v4_splat(q[2]), v4_splat(q[3])
-    zi0, zi1, zi2, zi3 = v4_splat(q[4]), v4_splat(q[5]), v4_splat(q[6]), v4_splat(q[7])
-    cr0, cr1, cr2, cr3 = v4_splat(q[8]), v4_splat(q[9]), v4_splat(q[10]), v4_splat(q[11])
-    ci0, ci1, ci2, ci3 = v4_splat(q[12]), v4_splat(q[13]), v4_splat(q[14]), v4_splat(q[15])
-    zero = v4_splat(0.0)
-    s0 = s1 = s2 = zero
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-    run = zero
+    r = 2  # the parts of the sum, as in ``_soe_views``: rates, coefs (real); Re z, Im z, Re c, Im c
+    c = r + nr
+    zr = r + 2 * nr
+    zi = zr + nc
+    cr = zi + nc
+    ci = cr + nc
+    r01, c01 = _pair8(_term(soe, r, nr, 0), _term(soe, r, nr, 1)), _pair8(_term(soe, c, nr, 0), _term(soe, c, nr, 1))
+    r2, c2 = _pair8(_term(soe, r, nr, 2), 1.0), _pair8(_term(soe, c, nr, 2), 0.0)
+    zr01, zr23 = _pair8(_term(soe, zr, nc, 0), _term(soe, zr, nc, 1)), _pair8(_term(soe, zr, nc, 2),
+                                                                              _term(soe, zr, nc, 3))
+    zi01, zi23 = _pair8(_term(soe, zi, nc, 0), _term(soe, zi, nc, 1)), _pair8(_term(soe, zi, nc, 2),
+                                                                              _term(soe, zi, nc, 3))
+    cr01, cr23 = _pair8(_term(soe, cr, nc, 0), _term(soe, cr, nc, 1)), _pair8(_term(soe, cr, nc, 2),
+                                                                              _term(soe, cr, nc, 3))
+    ci01, ci23 = _pair8(_term(soe, ci, nc, 0), _term(soe, ci, nc, 1)), _pair8(_term(soe, ci, nc, 2),
+                                                                              _term(soe, ci, nc, 3))
+    span = stop - start
+    size = span + 2
+    zero4 = v4_splat(0.0)
+    zero = v8_splat(0.0)
+    s01 = s2r = zero
+    a01 = a23 = b01 = b23 = zero
     for s in range(steps):
-        x = v4_make(rho_b[start + s], rho_b[stop - s], rho_a[start + s], rho_a[stop - s])
-        # acc = 0.0; acc += c0·s0; …; acc += crj·aj − cij·bj (the scalar sweep's order)
-        acc = v4_add(zero, v4_mul(c0, s0))
-        acc = v4_add(acc, v4_mul(c1, s1))
-        acc = v4_add(acc, v4_mul(c2, s2))
-        acc = v4_add(acc, v4_sub(v4_mul(cr0, a0), v4_mul(ci0, b0)))
-        acc = v4_add(acc, v4_sub(v4_mul(cr1, a1), v4_mul(ci1, b1)))
-        acc = v4_add(acc, v4_sub(v4_mul(cr2, a2), v4_mul(ci2, b2)))
-        acc = v4_add(acc, v4_sub(v4_mul(cr3, a3), v4_mul(ci3, b3)))
-        v4_store(ys, 2 * LANES * s, acc)
-        v4_store(ys, 2 * LANES * s + LANES, run)
-        run = v4_add(run, x)
-        s0 = v4_mul(r0, v4_add(s0, x))
-        s1 = v4_mul(r1, v4_add(s1, x))
-        s2 = v4_mul(r2, v4_add(s2, x))
-        t = v4_add(a0, x)
-        a0, b0 = v4_sub(v4_mul(zr0, t), v4_mul(zi0, b0)), v4_add(v4_mul(zr0, b0), v4_mul(zi0, t))
-        t = v4_add(a1, x)
-        a1, b1 = v4_sub(v4_mul(zr1, t), v4_mul(zi1, b1)), v4_add(v4_mul(zr1, b1), v4_mul(zi1, t))
-        t = v4_add(a2, x)
-        a2, b2 = v4_sub(v4_mul(zr2, t), v4_mul(zi2, b2)), v4_add(v4_mul(zr2, b2), v4_mul(zi2, t))
-        t = v4_add(a3, x)
-        a3, b3 = v4_sub(v4_mul(zr3, t), v4_mul(zi3, b3)), v4_add(v4_mul(zr3, b3), v4_mul(zi3, t))
-    v4_store(ys, 2 * LANES * steps + LANES, run)
+        x4 = v4_make(f64_at(rho_b, start + s), f64_at(rho_b, stop - s), f64_at(rho_a, start + s),
+                     f64_at(rho_a, stop - s))
+        x = v8_join(x4, x4)
+        p01 = v8_mul(c01, s01)
+        p2 = v8_mul(c2, s2r)
+        q01 = v8_sub(v8_mul(cr01, a01), v8_mul(ci01, b01))
+        q23 = v8_sub(v8_mul(cr23, a23), v8_mul(ci23, b23))
+        acc = v4_add(zero4, v8_lo(p01))
+        acc = v4_add(acc, v8_hi(p01))
+        acc = v4_add(acc, v8_lo(p2))
+        acc = v4_add(acc, v8_lo(q01))
+        acc = v4_add(acc, v8_hi(q01))
+        acc = v4_add(acc, v8_lo(q23))
+        acc = v4_add(acc, v8_hi(q23))
+        run = v8_hi(s2r)
+        f64_put(ys, s, v4_get(acc, 0))
+        f64_put(ys, size + span - s, v4_get(acc, 1))
+        f64_put(ys, 2 * size + s, v4_get(acc, 2))
+        f64_put(ys, 3 * size + span - s, v4_get(acc, 3))
+        f64_put(ys, 4 * size + s, v4_get(run, 0))
+        f64_put(ys, 5 * size + s, v4_get(run, 2))
+        s01 = v8_mul(r01, v8_add(s01, x))
+        s2r = v8_mul(r2, v8_add(s2r, x))
+        t = v8_add(a01, x)
+        a01, b01 = v8_sub(v8_mul(zr01, t), v8_mul(zi01, b01)), v8_add(v8_mul(zr01, b01), v8_mul(zi01, t))
+        t = v8_add(a23, x)
+        a23, b23 = v8_sub(v8_mul(zr23, t), v8_mul(zi23, b23)), v8_add(v8_mul(zr23, b23), v8_mul(zi23, t))
+    run = v8_hi(s2r)
+    ys[4 * size + steps] = v4_get(run, 0)
+    ys[5 * size + steps] = v4_get(run, 2)
 
 
 @njit(cache=True, nogil=True)
@@ -98,7 +149,7 @@ def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int
                  beta: float, soe: np.ndarray, fa: np.ndarray, fb: np.ndarray, ys: np.ndarray) -> None:
     """``win_lik(rho_b, lb, hb, la, ha, …, fa)`` and ``win_lik(rho_a, la, ha, lb, hb, …, fb)``
     (the sum-of-exponentials mode with a sum ``_sweep_r3c4`` takes) in one pass of
-    ``_sweep4_r3c4``; ``ys`` is scratch of at least ``8·(stop − start + 2)`` cells. Rows are zero
+    ``_sweep8_r3c4``; ``ys`` is scratch of at least ``6·(stop − start + 2)`` cells. Rows are zero
     outside their windows; a lane that runs past its last cell reads cells of its row up to
     ``stop`` (or down to ``start``), and what it computes there is never read."""
     start = min(la, lb)
@@ -109,44 +160,63 @@ def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int
     n2 = hb - start + 1
     n3 = stop - lb + 1
     steps = max(max(n0, n1), max(n2, n3))
-    _sweep4_r3c4(soe, rho_a, rho_b, start, stop, steps, ys)
-    _combine(rho_b, la, ha, start, stop, steps, a0, beta, ys, 0, fa)
-    _combine(rho_a, lb, hb, start, stop, steps, a0, beta, ys, 2, fb)
+    _sweep8_r3c4(soe, rho_a, rho_b, start, stop, steps, ys)
+    size = stop - start + 2
+    _combine(rho_b[la : ha + 1], la - start, ha - la + 1, ys[:size], ys[size : 2 * size], ys[4 * size : 5 * size],
+             ys[4 * size + steps], a0, beta, fa)
+    _combine(rho_a[lb : hb + 1], lb - start, hb - lb + 1, ys[2 * size : 3 * size], ys[3 * size : 4 * size],
+             ys[5 * size : 6 * size], ys[5 * size + steps], a0, beta, fb)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _combine(rho: np.ndarray, lo: int, hi: int, start: int, stop: int, steps: int, a0: float, beta: float,
-             ys: np.ndarray, lane: int, out: np.ndarray) -> None:
-    """``win_lik``'s last loop on the sweeps in lanes ``lane`` (forward) and ``lane + 1``
-    (backward): the same expression, so the same bits. ``win_lik``'s running sum ``run``
-    (from ``start``) is the forward lane's; its ``total`` (the opponent's cells ``lo_o …
-    hi_o`` from ``0.0``) is the forward lane's sum after its last step: the cells it adds
-    besides (before ``lo_o``, after ``hi_o``) are ``+0.0``, which leave a sum of
-    non-negative values unchanged."""
-    total = ys[2 * LANES * steps + LANES + lane]
-    for i in range(lo, hi + 1):
-        f = 2 * LANES * (i - start) + lane
-        fw = ys[f]
-        run = ys[f + LANES]
-        bw = ys[2 * LANES * (stop - i) + lane + 1]
-        out[i - lo] = a0 * total + beta * (run + 0.5 * rho[i] - fw) + beta * bw
+def _combine(rho: np.ndarray, off: int, m: int, fw: np.ndarray, bw: np.ndarray, run: np.ndarray, total: float,
+             a0: float, beta: float, out: np.ndarray) -> None:
+    """``win_lik``'s last loop on one side's forward sweep ``fw``, backward sweep ``bw`` and
+    running sum ``run`` (each indexed by cell − start; ``off`` = lo − start, ``rho`` the
+    cells lo … hi): the same expression, so the same bits; every array read with unit stride,
+    so the loop vectorises (each output on its own: no reordering of any sum). ``win_lik``'s
+    ``total`` (the opponent's cells ``lo_o … hi_o`` from ``0.0``) is the forward lane's sum
+    after its last step: the cells it adds besides (before ``lo_o``, after ``hi_o``) are
+    ``+0.0``, which leave a sum of non-negative values unchanged."""
+    f = fw[off : off + m]
+    b = bw[off : off + m]
+    r = run[off : off + m]
+    for t in range(m):
+        out[t] = a0 * total + beta * (r[t] + 0.5 * rho[t] - f[t]) + beta * b[t]
 
 
 @njit(cache=True, nogil=True)
 def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> float:
     """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum started at ``0.0`` and
     taken in ascending ``t``: the same bits as accumulating ``buf[x] += taps[t]·pad[x + t]``
-    over ``t`` (the drift's direct convolution). Sixteen outputs at a time, as the lanes of
-    four vectors whose sums stay in registers (four independent chains of adds hide their
-    latency); the scalar form kept ``buf`` in memory, a load and a store per product.
+    over ``t`` (the drift's direct convolution). Thirty-two outputs at a time, as the lanes
+    of four 8-lane vectors whose sums stay in registers (four independent chains of adds
+    hide their latency), then sixteen as four 4-lane vectors, then one by one; the scalar
+    form kept ``buf`` in memory, a load and a store per product.
 
     Returns ``Σ_x buf[x]``, one running sum from ``0.0`` in ascending ``x`` (the drift's
     mass): a chain of dependent additions, latency-bound, which here runs beside the
     products of the next outputs instead of in a loop of its own."""
     nt = taps.shape[0]
-    zero = v4_splat(0.0)
+    zero8 = v8_splat(0.0)
     total = 0.0
     x = 0
+    while x + 8 * LANES <= width:
+        u0 = u1 = u2 = u3 = zero8
+        for t in range(nt):
+            w8 = v8_splat(taps[t])
+            u0 = v8_add(u0, v8_mul(w8, v8_load(pad, x + t)))
+            u1 = v8_add(u1, v8_mul(w8, v8_load(pad, x + t + 2 * LANES)))
+            u2 = v8_add(u2, v8_mul(w8, v8_load(pad, x + t + 4 * LANES)))
+            u3 = v8_add(u3, v8_mul(w8, v8_load(pad, x + t + 6 * LANES)))
+        v8_store(buf, x, u0)
+        v8_store(buf, x + 2 * LANES, u1)
+        v8_store(buf, x + 4 * LANES, u2)
+        v8_store(buf, x + 6 * LANES, u3)
+        for j in range(8 * LANES):
+            total += buf[x + j]
+        x += 8 * LANES
+    zero = v4_splat(0.0)
     while x + 4 * LANES <= width:
         s0 = s1 = s2 = s3 = zero
         for t in range(nt):

@@ -253,8 +253,9 @@ def sum8(x: np.ndarray, start: int, stop: int) -> float:
 @njit(cache=True, nogil=True, error_model="numpy")
 def dequantise(q: np.ndarray, a: int, cnt: int, out: np.ndarray) -> None:
     """``out[t] = exp(q[a + t]·δ) / Σ`` for t < cnt (decode; the sum by ``sum8``)."""
+    qa = q[a : a + cnt]
     for t in range(cnt):
-        out[t] = exp_det(q[a + t] * DELTA)
+        out[t] = exp_det(qa[t] * DELTA)
     inv = 1.0 / sum8(out, 0, cnt)
     for t in range(cnt):
         out[t] *= inv
@@ -278,9 +279,9 @@ def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.n
     if not quantise(row[lo : hi + 1], qmin, q):
         return False
     a, z = qwindow(q, m, qmin)
-    for t in range(a, z + 1):
-        if q[t] < qmin:
-            q[t] = qmin
+    inner = q[a : z + 1]
+    for t in range(inner.shape[0]):
+        inner[t] = max(inner[t], qmin)
     for x in range(lo, lo + a):
         row[x] = 0.0
     for x in range(lo + z + 1, hi + 1):

@@ -1,4 +1,5 @@
-"""A 4-lane float64 vector for numba kernels: ``<4 x double>`` in LLVM, used as a value.
+"""4- and 8-lane float64 vectors for numba kernels: ``<4 x double>`` / ``<8 x double>`` in
+LLVM, used as values.
 
 Why
 ---
@@ -15,9 +16,19 @@ register, and each operation below is one vector instruction:
 
 * ``v4_load(a, i)`` / ``v4_store(a, i, v)``: ``a[i : i + 4]`` (unaligned; no bounds check);
 * ``v4_splat(x)``: ``x`` in every lane; ``v4_make(x0, x1, x2, x3)``: the four values;
+  ``v4_get(v, i)``: lane ``i`` as a float;
+* ``f64_at(a, i)`` / ``f64_put(a, i, x)``: ``a[i]``, read or written without numba's index
+  checks (a negative index is *not* counted from the end): in a loop whose indices run
+  down, the check for one is integer work on every step;
 * ``v4_add``, ``v4_sub``, ``v4_mul``: lane-wise, plain IEEE instructions without fast-math
   flags, so LLVM may neither reassociate nor contract a multiply and an add into an FMA
   (which rounds once instead of twice and would change the bits).
+
+``F64x8`` (``v8_*``, the same operations) is one 512-bit register on a CPU with AVX-512
+(LLVM splits it into two 256-bit halves elsewhere, with the same per-lane results): a kernel
+whose independent chains number 4 can still fill 8 lanes with two terms of each chain at once
+(``v8_join``: two 4-lane vectors as one, or one in both halves; ``v8_lo``/``v8_hi``: a half
+as a 4-lane vector). Which lanes go together changes no lane's operations.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from numba.extending import intrinsic
 
 LANES = 4
 _VEC = ir.VectorType(ir.DoubleType(), LANES)
+_VEC8 = ir.VectorType(ir.DoubleType(), 2 * LANES)
 
 
 class F64x4Type(types.Type):
@@ -43,7 +55,15 @@ class F64x4Type(types.Type):
         super().__init__(name="f64x4")
 
 
+class F64x8Type(types.Type):
+    """Eight float64 lanes held as one LLVM vector value."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f64x8")
+
+
 f64x4 = F64x4Type()
+f64x8 = F64x8Type()
 
 
 @register_default(F64x4Type)
@@ -52,50 +72,71 @@ class _F64x4Model(models.PrimitiveModel):
         super().__init__(dmm, fe_type, _VEC)
 
 
-def _lane_ptr(context: Any, builder: Any, arrty: Any, arr: Any, idxty: Any, idx: Any) -> Any:
+@register_default(F64x8Type)
+class _F64x8Model(models.PrimitiveModel):
+    def __init__(self, dmm: Any, fe_type: Any) -> None:
+        super().__init__(dmm, fe_type, _VEC8)
+
+
+def _lane_ptr(context: Any, builder: Any, arrty: Any, arr: Any, idxty: Any, idx: Any, vec: Any) -> Any:
     ary = context.make_array(arrty)(context, builder, arr)
     i = context.cast(builder, idx, idxty, types.intp)
     ptr = builder.gep(ary.data, [i])
-    return builder.bitcast(ptr, _VEC.as_pointer())
+    return builder.bitcast(ptr, vec.as_pointer())
 
 
 def _check_array(arr: Any) -> bool:
     return isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.ndim == 1
 
 
-@intrinsic
-def _v4_load(typingctx: Any, arr: Any, idx: Any) -> Any:
-    if not (_check_array(arr) and isinstance(idx, types.Integer)):
-        return None
+def _loader(ty: Any, vec: Any) -> Any:
+    def typer(typingctx: Any, arr: Any, idx: Any) -> Any:
+        if not (_check_array(arr) and isinstance(idx, types.Integer)):
+            return None
 
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        return builder.load(_lane_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), align=8)
-    return f64x4(arr, idx), codegen
-
-
-@intrinsic
-def _v4_store(typingctx: Any, arr: Any, idx: Any, v: Any) -> Any:
-    if not (_check_array(arr) and isinstance(idx, types.Integer) and isinstance(v, F64x4Type)):
-        return None
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        builder.store(args[2], _lane_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), align=8)
-        return context.get_dummy_value()
-    return types.none(arr, idx, v), codegen
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return builder.load(_lane_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], vec), align=8)
+        return ty(arr, idx), codegen
+    typer.__name__ = f"_load_{ty.name}"
+    return intrinsic(typer)
 
 
-@intrinsic
-def _v4_splat(typingctx: Any, x: Any) -> Any:
-    if not isinstance(x, types.Float):
-        return None
+def _storer(tycls: Any, vec: Any) -> Any:
+    def typer(typingctx: Any, arr: Any, idx: Any, v: Any) -> Any:
+        if not (_check_array(arr) and isinstance(idx, types.Integer) and isinstance(v, tycls)):
+            return None
 
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        val = context.cast(builder, args[0], sig.args[0], types.float64)
-        vec = cgutils.get_null_value(_VEC)
-        for lane in range(LANES):
-            vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), lane))
-        return vec
-    return f64x4(x), codegen
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            builder.store(args[2], _lane_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], vec),
+                          align=8)
+            return context.get_dummy_value()
+        return types.none(arr, idx, v), codegen
+    typer.__name__ = f"_store_{vec.count}"
+    return intrinsic(typer)
+
+
+def _splatter(ty: Any, vec: Any) -> Any:
+    def typer(typingctx: Any, x: Any) -> Any:
+        if not isinstance(x, types.Float):
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            val = context.cast(builder, args[0], sig.args[0], types.float64)
+            out = cgutils.get_null_value(vec)
+            for lane in range(vec.count):
+                out = builder.insert_element(out, val, ir.Constant(ir.IntType(32), lane))
+            return out
+        return ty(x), codegen
+    typer.__name__ = f"_splat_{ty.name}"
+    return intrinsic(typer)
+
+
+_v4_load = _loader(f64x4, _VEC)
+_v8_load = _loader(f64x8, _VEC8)
+_v4_store = _storer(F64x4Type, _VEC)
+_v8_store = _storer(F64x8Type, _VEC8)
+_v4_splat = _splatter(f64x4, _VEC)
+_v8_splat = _splatter(f64x8, _VEC8)
 
 
 @intrinsic
@@ -112,28 +153,112 @@ def _v4_make(typingctx: Any, x0: Any, x1: Any, x2: Any, x3: Any) -> Any:
     return f64x4(x0, x1, x2, x3), codegen
 
 
-def _binary(op: str) -> Any:
+def _shuffled(result: Any, lanes: list[int]) -> Any:
+    """An intrinsic of two 4-lane vectors (or one, used twice) picking ``lanes`` of their
+    concatenation: LLVM's ``shufflevector``, which moves values and rounds nothing."""
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), len(lanes)), lanes)
+
     def typer(typingctx: Any, a: Any, b: Any) -> Any:
         if not (isinstance(a, F64x4Type) and isinstance(b, F64x4Type)):
             return None
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-            return getattr(builder, op)(args[0], args[1])
-        return f64x4(a, b), codegen
-    typer.__name__ = f"_v4_{op}"
+            return builder.shuffle_vector(args[0], args[1], mask)
+        return result(a, b), codegen
     return intrinsic(typer)
 
 
-_v4_add = _binary("fadd")
-_v4_sub = _binary("fsub")
-_v4_mul = _binary("fmul")
+def _halved(lanes: list[int]) -> Any:
+    """An intrinsic: the 4 ``lanes`` of an 8-lane vector, as a 4-lane one."""
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), len(lanes)), lanes)
+
+    def typer(typingctx: Any, v: Any) -> Any:
+        if not isinstance(v, F64x8Type):
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return builder.shuffle_vector(args[0], args[0], mask)
+        return f64x4(v), codegen
+    return intrinsic(typer)
+
+
+@intrinsic
+def _f64_at(typingctx: Any, arr: Any, idx: Any) -> Any:
+    if not (_check_array(arr) and isinstance(idx, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.load(builder.gep(ary.data, [context.cast(builder, args[1], sig.args[1], types.intp)]))
+    return types.float64(arr, idx), codegen
+
+
+@intrinsic
+def _f64_put(typingctx: Any, arr: Any, idx: Any, v: Any) -> Any:
+    if not (_check_array(arr) and isinstance(idx, types.Integer) and isinstance(v, types.Float)):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        val = context.cast(builder, args[2], sig.args[2], types.float64)
+        builder.store(val, builder.gep(ary.data, [context.cast(builder, args[1], sig.args[1], types.intp)]))
+        return context.get_dummy_value()
+    return types.none(arr, idx, v), codegen
+
+
+@intrinsic
+def _v4_get(typingctx: Any, v: Any, idx: Any) -> Any:
+    if not (isinstance(v, F64x4Type) and isinstance(idx, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.extract_element(args[0], context.cast(builder, args[1], sig.args[1], types.int32))
+    return types.float64(v, idx), codegen
+
+
+_v8_join = _shuffled(f64x8, list(range(2 * LANES)))
+_v8_lo = _halved([0, 1, 2, 3])
+_v8_hi = _halved([4, 5, 6, 7])
+
+
+def _binary(tycls: Any, ty: Any, op: str) -> Any:
+    def typer(typingctx: Any, a: Any, b: Any) -> Any:
+        if not (isinstance(a, tycls) and isinstance(b, tycls)):
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return getattr(builder, op)(args[0], args[1])
+        return ty(a, b), codegen
+    typer.__name__ = f"_{ty.name}_{op}"
+    return intrinsic(typer)
+
+
+_v4_add = _binary(F64x4Type, f64x4, "fadd")
+_v4_sub = _binary(F64x4Type, f64x4, "fsub")
+_v4_mul = _binary(F64x4Type, f64x4, "fmul")
+_v8_add = _binary(F64x8Type, f64x8, "fadd")
+_v8_sub = _binary(F64x8Type, f64x8, "fsub")
+_v8_mul = _binary(F64x8Type, f64x8, "fmul")
 
 # what the jitted code calls them with (numba's typing sees the intrinsics themselves)
 V4 = Any
+V8 = Any
 v4_load = cast(Callable[[np.ndarray, int], V4], _v4_load)
 v4_store = cast(Callable[[np.ndarray, int, V4], None], _v4_store)
 v4_splat = cast(Callable[[float], V4], _v4_splat)
 v4_make = cast(Callable[[float, float, float, float], V4], _v4_make)
+v4_get = cast(Callable[[V4, int], float], _v4_get)
+f64_at = cast(Callable[[np.ndarray, int], float], _f64_at)
+f64_put = cast(Callable[[np.ndarray, int, float], None], _f64_put)
 v4_add = cast(Callable[[V4, V4], V4], _v4_add)
 v4_sub = cast(Callable[[V4, V4], V4], _v4_sub)
 v4_mul = cast(Callable[[V4, V4], V4], _v4_mul)
+v8_load = cast(Callable[[np.ndarray, int], V8], _v8_load)
+v8_store = cast(Callable[[np.ndarray, int, V8], None], _v8_store)
+v8_splat = cast(Callable[[float], V8], _v8_splat)
+v8_join = cast(Callable[[V4, V4], V8], _v8_join)
+v8_lo = cast(Callable[[V8], V4], _v8_lo)
+v8_hi = cast(Callable[[V8], V4], _v8_hi)
+v8_add = cast(Callable[[V8, V8], V8], _v8_add)
+v8_sub = cast(Callable[[V8, V8], V8], _v8_sub)
+v8_mul = cast(Callable[[V8, V8], V8], _v8_mul)

@@ -1,6 +1,6 @@
 """The vector kernels of Cowan's system (``_cowan_lanes``) give the scalar kernels' bits:
 both players' sweeps as four lanes against two ``win_lik`` calls, the drift's convolution
-sixteen outputs at a time against the plain accumulation, and a whole ``update_pair``
+thirty-two and sixteen outputs at a time against the plain accumulation, and a whole ``update_pair``
 against the same match through the scalar sweeps; random windows, beliefs and taps, win
 and draw scores, the logistic and the Laplace luck."""
 
@@ -16,7 +16,7 @@ from numba import njit, types
 
 from stream.ratings import _cowan_kernels as kern
 from stream.ratings import _cowan_lanes as lanes
-from stream.ratings._cowan_drift import _drift_and_store_pair
+from stream.ratings._cowan_drift import _drift_and_store_pair, _drift_and_store_pair_in
 from stream.ratings._cowan_quant import QMIN
 from stream.ratings.cowan import TAIL, Cowan, pack_soe
 
@@ -66,7 +66,7 @@ def test_win_lik_pair_equals_two_win_lik_bit_for_bit(data: st.DataObject, which:
     kern.win_lik(rho_a, la, ha, lb, hb, m.a0, m.beta, m.soe, m.gtab, kern.RES_SOE, fb)
     ga, gb = np.full(ha - la + 1, np.nan), np.full(hb - lb + 1, np.nan)
     lanes.win_lik_pair(rho_a, la, ha, rho_b, lb, hb, m.a0, m.beta, m.soe, ga, gb,
-                       np.full(8 * (max(ha, hb) - min(la, lb) + 2), np.nan))
+                       np.full(6 * (max(ha, hb) - min(la, lb) + 2), np.nan))
     assert fa.tobytes() == ga.tobytes()
     assert fb.tobytes() == gb.tobytes()
 
@@ -122,7 +122,7 @@ def test_vector_kernels_have_no_fused_multiply_add() -> None:
     """An FMA rounds once where the scalar code rounds twice: the vector kernels' machine
     code must have none (``_simd`` emits plain ``fmul``/``fadd`` without fast-math flags)."""
     sigs: dict[Any, tuple[Any, ...]] = {  # numba dispatchers
-        lanes._sweep4_r3c4: (types.float64[::1], types.float64[::1], types.float64[::1], types.int64, types.int64,
+        lanes._sweep8_r3c4: (types.float64[::1], types.float64[::1], types.float64[::1], types.int64, types.int64,
                              types.int64, types.float64[::1]),
         lanes.convolve_taps: (types.float64[::1], types.float64[::1], types.int64, types.float64[::1]),
     }
@@ -181,10 +181,19 @@ def test_drift_of_both_players_equals_one_at_a_time_bit_for_bit(data: st.DataObj
         posts.append(post)
         bounds.append(np.array([lo, hi], dtype=np.int64))
         want.append(_drift_one(post.tolist(), lo, hi, m.taps.tolist(), TAIL, n1))
-    _drift_and_store_pair(posts[0], int(bounds[0][0]), int(bounds[0][1]), rows[0], bounds[0],
-                               posts[1], int(bounds[1][0]), int(bounds[1][1]), rows[1], bounds[1],
-                               m.taps, m.drift_mode, m.drift_rate, TAIL)
-    for row, bd, (vals, lo) in zip(rows, bounds, want, strict=True):
-        assert bd.tolist() == [lo, lo + len(vals) - 1]
-        assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()
-        assert not row[:lo].any() and not row[lo + len(vals):].any()
+    # twice: with scratch of its own, and in scratch holding NaN (what a previous match leaves
+    # there: the padding around each window must be written, not assumed zero)
+    for scratch in (None, np.full(2 * (2 * n1 + m.taps.shape[0]), np.nan)):
+        rows_now = [r.copy() for r in rows]
+        bounds_now = [bd.copy() for bd in bounds]
+        args = (posts[0], int(bounds[0][0]), int(bounds[0][1]), rows_now[0], bounds_now[0],
+                posts[1], int(bounds[1][0]), int(bounds[1][1]), rows_now[1], bounds_now[1],
+                m.taps, m.drift_mode, m.drift_rate, TAIL)
+        if scratch is None:
+            _drift_and_store_pair(*args)
+        else:
+            _drift_and_store_pair_in(*args, scratch)
+        for row, bd, (vals, lo) in zip(rows_now, bounds_now, want, strict=True):
+            assert bd.tolist() == [lo, lo + len(vals) - 1]
+            assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()
+            assert not row[:lo].any() and not row[lo + len(vals):].any()
