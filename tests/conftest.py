@@ -13,8 +13,9 @@ Both are started lazily: unit tests that do not ask for them never pay for them.
 process alone). A session is one process: each has its own broker, and worker ``gwN`` its own Redis DB,
 ``MMR_TEST_REDIS_DB`` minus N (13, 12, ...), flushed at its start and end; the ports of the servers
 the tests start are picked from a slice of that process's own (``local_servers.free_port``). The
-modules that start many servers or build the wheel are marked ``xdist_group``: ``--dist loadgroup``
-runs each group in one process, so that no two of them load the machine at once.
+modules that start Redis Clusters of six nodes or build the wheel are marked ``xdist_group("heavy")``:
+``--dist loadgroup`` runs a group in one process, so that no two of them load the machine at once (a
+cluster's nodes time each other out after 1–2 s).
 """
 
 from __future__ import annotations
