@@ -37,10 +37,10 @@ test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -rs tests/unit tests/property
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/unit tests/property
 
 integration: $(STAMP)
-	$(BIN)/python -m pytest -q -rs tests/integration
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 
 ## docker-compose.yml, deploy/Dockerfile and deploy/k8s against their schemas, offline (deploy/README.md).
 validate-deploy: $(STAMP)
