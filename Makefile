@@ -29,15 +29,18 @@ typecheck: $(STAMP)
 
 ## The whole suite; the tests start Tansu and (if needed) Redis themselves. The kernels are compiled
 ## first (`mmr warm`), once, so that no worker a test starts spends its deadline compiling them.
+## PYTEST_WORKERS processes share the tests (pytest-xdist; each its own broker and Redis DB,
+## tests/conftest.py); 0 runs them all in this one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP) lint typecheck
 	$(BIN)/mmr warm
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -rs tests/unit tests/property
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/unit tests/property
 
 integration: $(STAMP)
-	$(BIN)/python -m pytest -q -rs tests/integration
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 
 ## docker-compose.yml, deploy/Dockerfile and deploy/k8s against their schemas, offline (deploy/README.md).
 validate-deploy: $(STAMP)

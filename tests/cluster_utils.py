@@ -10,7 +10,8 @@ each in its own folder, joined with ``redis-cli --cluster create``, torn down af
         cluster.move_slot(slot, dst_port)   # migrate one slot with its keys (MOVED afterwards)
 
 Every node gets its own ``--pidfile`` (the default is a shared system path) and a free cluster bus
-port (``--cluster-port``), so parallel test runs do not meet.
+port (``--cluster-port``), so parallel test runs do not meet. The nodes are children of the test (not
+daemons), so a node that cannot bind its port is seen exiting and started again on other ports.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
-from local_servers import free_port
+from local_servers import free_port, port_taken
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -46,6 +47,7 @@ class LocalCluster:
         self.timeout = timeout
         self.ports: list[int] = []
         self.dirs: list[Path] = []
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def url(self) -> str:
@@ -70,31 +72,58 @@ class LocalCluster:
         for i in range(self.n_masters * (1 + self.replicas)):
             d = self.root / f"node{i}"
             d.mkdir(parents=True, exist_ok=True)
-            port = free_port()
-            self._start_node(d, port, free_port())
-            self.ports.append(port)
             self.dirs.append(d)
-        for node in map(self.node, range(len(self.ports))):
-            self._wait(lambda node=node: bool(node.ping()))  # type: ignore[misc]
+            self.ports.append(0)
+            # another program may bind a port picked by free_port first: the node moves to other ports
+            while not self._start_node(i, free_port(), free_port()):
+                pass
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
         subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas)],
                        input=b"yes\n", check=True, stdout=subprocess.DEVNULL, timeout=self.timeout)
         self.wait_ok()
         self._wait(self._replicas_linked)
 
-    def _start_node(self, d: Path, port: int, bus: int) -> None:
-        subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                        "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(bus),
-                        "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
-                        "--dir", str(d), "--daemonize", "yes", "--pidfile", str(d / "redis.pid"),
-                        "--logfile", str(d / "redis.log")], check=True, cwd=d, stdout=subprocess.DEVNULL)
+    def _start_node(self, i: int, port: int, bus: int) -> bool:
+        """Start node ``i`` on ``port`` (and cluster bus port ``bus``) and wait until it answers a PING;
+        False when it exited because one of its ports is taken."""
+        d = self.dirs[i]
+        self.ports[i] = port
+        (d / "redis.pid").unlink(missing_ok=True)  # a killed node's: not this start's
+        log = d / "redis.log"
+        logged = log.stat().st_size if log.exists() else 0
+        # a child of the test, not a daemon: its exit at a taken port is seen at once
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                                 "--cluster-config-file", str(d / "nodes.conf"), "--cluster-port", str(bus),
+                                 "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes",
+                                 "--save", "", "--dir", str(d), "--pidfile", str(d / "redis.pid"),
+                                 "--logfile", str(log)], cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs[i] = proc
+        deadline = time.monotonic() + self.timeout
+        while proc.poll() is None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                # the PID: a server another program started on this port first answers too
+                if self.node(i).info("server")["process_id"] == proc.pid:
+                    return True
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {i} of the local Redis Cluster in {self.root} did not answer on {port}")
+            time.sleep(0.05)
+        if port_taken(log, logged):
+            return False
+        raise RuntimeError(f"node {i} of the local Redis Cluster exited with {proc.returncode}; see {log}")
 
     def restart(self, i: int) -> None:
         """Start node ``i`` (killed) again on its port, folder, AOF and cluster config (its bus port read from
-        its nodes.conf), and wait until the cluster is ok."""
+        its nodes.conf), wait until it answers a PING, and then until the cluster is ok. Its ports are the
+        ones the other nodes know it by: while one is held (a connection to the dead node not closed yet
+        on this side), it is started again on them until the cluster's timeout."""
         d = self.dirs[i]
         myself = next(line for line in (d / "nodes.conf").read_text().splitlines() if "myself" in line)
-        self._start_node(d, self.ports[i], int(myself.split()[1].split("@")[1].split(",")[0]))
+        bus = int(myself.split()[1].split("@")[1].split(",")[0])
+        deadline = time.monotonic() + self.timeout
+        while not self._start_node(i, self.ports[i], bus):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {i} could not bind port {self.ports[i]} or {bus} again")
+            time.sleep(0.2)
         self.wait_ok()
 
     def _replicas_linked(self) -> bool:
@@ -182,6 +211,8 @@ class LocalCluster:
         pid = int((self.dirs[i] / "redis.pid").read_text())
         os.kill(pid, signal.SIGKILL)
         self._wait(lambda: not _pid_alive(pid))
+        if i in self.procs:
+            self.procs[i].wait(5)
 
     def stop(self) -> None:
         """SIGTERM every node by its pidfile (SIGKILL if it is still there after 5 s)."""
@@ -197,6 +228,11 @@ class LocalCluster:
             if _alive(pidfile):
                 with contextlib.suppress(OSError, ValueError):
                     os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        for proc in self.procs.values():  # reap the children (and end one that never wrote its pidfile)
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
 
     def _wait(self, cond: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.timeout

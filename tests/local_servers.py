@@ -13,6 +13,8 @@ Its log is ``redis.log`` in its folder.
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import socket
 import subprocess
@@ -30,7 +32,68 @@ AOF_ALWAYS = ("--appendonly", "yes", "--appendfsync", "always")
 NO_AOF = ("--appendonly", "no")
 
 
+def test_redis_db() -> int:
+    """The Redis DB index of this test process: ``MMR_TEST_REDIS_DB`` (13) for a serial run; under
+    pytest-xdist worker ``gwN`` takes that minus N, so that each process flushes a DB of its own."""
+    base = int(os.environ.get("MMR_TEST_REDIS_DB", "13"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    db = base - int(worker[2:]) if worker.startswith("gw") else base
+    if db < 0:
+        raise pytest.UsageError(f"MMR_TEST_REDIS_DB={base} leaves no Redis DB for xdist worker {worker}: "
+                                "set it to at least the number of workers minus one")
+    return db
+
+
+#: the lowest port ``free_port`` hands out (above the well-known and most registered services)
+PORTS_FROM = 10000
+#: the slices of the ports below the ephemeral range: one per Redis DB index (Redis' default 16)
+PORT_SLICES = 16
+_handed_out: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _port_slice() -> range:
+    """The ports this process picks from: below the kernel's ephemeral range, so that no client
+    connection (whose local port the kernel picks from that range) nor any port-0 bind of another
+    program holds one, and within that a slice of its own named by its Redis DB index, which is unique
+    per concurrent test process on a machine (each run has its DBs, each xdist worker one of them), so
+    that two such processes never pick the same port."""
+    width = (_ephemeral_start() - PORTS_FROM) // PORT_SLICES
+    if width < 64:
+        return range(0)
+    first = PORTS_FROM + (test_redis_db() % PORT_SLICES) * width
+    return range(first, first + width)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
+    """A port nothing holds now, for a server about to start. Picked from this process's slice of the
+    ports below the ephemeral range (``_port_slice``), never twice in one process (a port handed out may
+    not be bound yet); the system's pick of a free port where the ephemeral range leaves no room below.
+    Another program may still bind it first: a server that fails to bind it is started again on another
+    (``RedisServer.start``, ``LocalCluster``, the broker fixture)."""
+    ports = _port_slice()
+    if ports:
+        for _ in range(200):
+            port = random.choice(ports)
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+        _handed_out.clear()  # the slice used up (a very long session): ports handed out long ago are free again
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -50,6 +113,17 @@ def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes
     raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
 
 
+def port_taken(log: Path, offset: int = 0) -> bool:
+    """Whether the Redis log ``log`` (from byte ``offset`` on) says its server could not bind its port."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return "Address already in use" in text
+
+
 def redis_server_binary() -> str:
     """``redis-server`` from PATH; the test is skipped without one."""
     binary = shutil.which("redis-server")
@@ -66,30 +140,49 @@ class RedisServer:
         self.binary = binary or redis_server_binary()
         self.data, self.args, self.port = data, args, free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False  # once: a start again keeps the port
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> None:
-        """Start it and wait until it answers a PING (so it has loaded its AOF, if it has one)."""
+        """Start it and wait until it answers a PING (so it has loaded its AOF, if it has one). Its first
+        start moves to another port when another program bound the one picked (``free_port``) first; a
+        start again keeps the port, which its clients name."""
+        deadline = time.monotonic() + timeout
+        while not self._start_once(deadline):
+            if self.started:
+                raise RuntimeError(f"redis-server could not bind port {self.port} again; see {self.data / 'redis.log'}")
+            self.port = free_port()
+        self.started = True
+
+    def _start_once(self, deadline: float) -> bool:
+        """False when the server exited at start because its port is taken."""
         self.data.mkdir(parents=True, exist_ok=True)
-        with (self.data / "redis.log").open("ab") as log:
+        log_path = self.data / "redis.log"
+        logged = log_path.stat().st_size if log_path.exists() else 0
+        with log_path.open("ab") as log:
             self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                           "--dir", str(self.data), *self.args], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}; see {self.data / 'redis.log'}")
+                code, self.proc = self.proc.returncode, None
+                if port_taken(log_path, logged):
+                    return False
+                raise RuntimeError(f"redis-server exited with {code}; see {log_path}")
             client = redis.Redis(port=self.port, socket_connect_timeout=1)
             try:
-                if client.ping():
-                    return
+                # the PID: a server another program started on this port first answers too
+                if client.ping() and client.info("server")["process_id"] == self.proc.pid:
+                    return True
             except redis.RedisError:  # not listening yet, or loading its AOF
                 if time.monotonic() > deadline:
                     raise
             finally:
                 client.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"another server answers on port {self.port}")
             time.sleep(0.05)
 
     def kill(self) -> None:

@@ -30,7 +30,8 @@ from service_utils import (
 
 from stream.state.keys import KeySpace
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+#: in one process under pytest-xdist with the other modules of group "heavy" (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("heavy")]
 
 MATCHES, ROUNDS = "cowan", "elo-mmr"
 

@@ -27,7 +27,8 @@ from stream.service.processor import Message, Processor
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import Commit, RedisStore
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+#: in one process under pytest-xdist with the other modules of group "heavy" (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240), pytest.mark.xdist_group("heavy")]
 
 
 def wait_calls(cluster: LocalCluster, i: int) -> int:

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from conftest import free_port
 from prometheus_client import CollectorRegistry
 
 from stream.events.validate import schema
@@ -67,10 +66,11 @@ def test_every_route_is_in_the_document_and_nothing_else() -> None:
 
 @pytest.fixture
 def server(redis_url: str) -> Iterator[str]:
-    """The app serving on a free port of 127.0.0.1 from its own thread; yields the base URL."""
+    """The app serving on a port of 127.0.0.1 the system picks as it binds, from its own thread; yields the
+    base URL."""
     s = Settings(redis_url=redis_url, key_prefix=f"oapi{uuid.uuid4().hex[:6]}", redis_cluster=False,
                  http_redis_connections=4, pools={"duos": PoolConfig("elo-mmx")})
-    port = free_port()
+    ports: list[int] = []
     ready = threading.Event()
     stop: list[Any] = []
 
@@ -86,7 +86,8 @@ def server(redis_url: str) -> Iterator[str]:
             app, api = _app(s)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", port).start()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            ports.append(runner.addresses[0][1])
             done = asyncio.Event()
             stop.append((asyncio.get_running_loop(), done))
             ready.set()
@@ -102,7 +103,7 @@ def server(redis_url: str) -> Iterator[str]:
     thread.start()
     assert ready.wait(60), "the server did not start"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{ports[0]}"
     finally:
         loop, done = stop[0]
         loop.call_soon_threadsafe(done.set)

@@ -26,7 +26,8 @@ from stream.service.processor import Message, Processor
 from stream.state.redis_client import StoreUnavailable, connect, is_cluster
 from stream.state.redis_store import Commit, RedisStore
 
-pytestmark = pytest.mark.integration
+#: in one process under pytest-xdist with the other modules of group "heavy" (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("heavy")]
 
 POOLS = [f"pool-{i}" for i in range(24)] + ["kc", "kc}:p:x", "a:b{c}"]
 

@@ -28,7 +28,8 @@ from stream.events.validate import ALL_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+#: in one process under pytest-xdist with the other modules of group "heavy" (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy")]
 
 
 def _tracked_copy(dest: Path) -> Path:
