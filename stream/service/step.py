@@ -156,7 +156,7 @@ class PoolStep:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                 self.rounds.committed(pool, step.rounds)
-                out.outputs.extend(outputs)
+                out.rated(outputs)
                 out.dead.extend(dead)
                 self.metrics.duplicates.inc(stats.repeated)
                 return None
@@ -208,7 +208,7 @@ class PoolStep:
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()
-            out.outputs.extend(outputs)
+            out.rated(outputs)
             out.dead.extend(dead)
             if from_ahead:
                 self.metrics.rated_ahead.labels("landed").inc()
@@ -238,6 +238,7 @@ class PoolStep:
         except PoolConfigError:  # its events are dead-lettered by the step
             return
         stored = await self.store.beliefs(pool, list(players))
+        outputs: list[RatingOutput] = []
         for p, (eid, t) in players.items():
             raw = stored.get(p)
             if raw is None:
@@ -248,8 +249,9 @@ class PoolStep:
                 log.warning("pool %r: not re-publishing player %r: %s", pool, p, exc)
                 continue
             if r.rounds:
-                out.outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
-                                                engine.system.name))
+                outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
+                                            engine.system.name))
+        out.rated(outputs)
 
     async def _unavailable(self, pool: str, delay: float) -> float:
         """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""
