@@ -33,7 +33,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
-from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, result, same_ops
+from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -161,12 +161,14 @@ class PoolStep:
                 self.metrics.duplicates.inc(stats.repeated)
                 return None
             commit.offsets = step.offsets
-            meta = self.registry.unsaved.get(pool)
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                nxt_task = asyncio.ensure_future(rate_ahead(
-                    self.store, self.cache, self.executor, pool, engine, rate, nxt, gen, commit.beliefs,
-                    self.settings.explain, by_offsets))
+                # read before the commit is sent, or Redis answers the read only once the commit's script has run
+                stored_next = await read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs)
+                if stored_next is not None:
+                    nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, stored_next,
+                                                                self.settings.explain, by_offsets))
+            meta = self.registry.unsaved.get(pool)
             try:
                 try:
                     new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
