@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -87,11 +87,11 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     and meets the same error there). Reads from Redis only the players neither written nor cached at
     ``gen``.
 
-    Called before that commit is sent, and awaited: Redis runs one command at a time, so a read sent
-    after the commit's script waits until the script has run (~0.5 s for a step of 50,000 players),
-    and the rating ahead with it -- it would overlap nothing of Redis's work. Read before, it is what
-    the commit leaves: the commit does not write these players, and if another writer does, before
-    the commit or between it and the next step's, one of the two compare-and-sets on ``gen`` refuses."""
+    Started before that commit is sent: Redis runs one command at a time, so a read sent after the
+    commit's script waits until the script has run (~0.5 s for a step of 50,000 players), and the
+    rating ahead with it. Read before, it is what the commit leaves: the commit does not write these
+    players, and if another writer does, before the commit or between it and the next step's, one of
+    the two compare-and-sets on ``gen`` refuses."""
     entry = cache.pool(pool)
     known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
     base: dict[str, bytes | None] = {}
@@ -114,9 +114,13 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
 
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
-                     stored: dict[str, bytes | None], explain: bool, by_offsets: bool) -> RatedAhead[R] | None:
-    """``step`` rated from ``stored`` (``read_ahead``'s) on the numba thread; None when it could not be
-    (the step is then rated as usual, and meets the same error there)."""
+                     reading: Awaitable[dict[str, bytes | None] | None], explain: bool, by_offsets: bool,
+                     ) -> RatedAhead[R] | None:
+    """``step`` rated on the numba thread from what ``reading`` (``read_ahead``) gives; None when it could
+    not be (the step is then rated as usual, and meets the same error there)."""
+    stored = await reading
+    if stored is None:
+        return None
     try:
         dead = DeferredDead()
         result = await asyncio.get_running_loop().run_in_executor(

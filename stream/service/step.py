@@ -163,11 +163,12 @@ class PoolStep:
             commit.offsets = step.offsets
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                # read before the commit is sent, or Redis answers the read only once the commit's script has run
-                stored_next = await read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs)
-                if stored_next is not None:
-                    nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, stored_next,
-                                                                self.settings.explain, by_offsets))
+                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
+                # its read goes to Redis before the commit (a read sent after the commit's script waits until the
+                # script has run), but the commit does not wait for its reply: commits are the run's critical path
+                await asyncio.sleep(0)
+                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
+                                                            self.settings.explain, by_offsets))
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
