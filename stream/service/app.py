@@ -39,6 +39,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
 
+from stream.events.model import RatingOutput
 from stream.service import http
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
@@ -164,11 +165,11 @@ class Service:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
         futs: list[Awaitable[Any]] = []
         if res.outputs:
-            futs += await self._send_ratings(res)
+            futs += await self._send_ratings(res.outputs)
         await self.publish_dead(res.dead, futs)
         return futs
 
-    async def _send_ratings(self, res: BatchResult) -> list[Awaitable[Any]]:
+    async def _send_ratings(self, outputs: list[RatingOutput]) -> list[Awaitable[Any]]:
         """Ratings as pre-built record batches, one per partition.
 
         A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
@@ -188,7 +189,9 @@ class Service:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        for o in res.outputs:
+        for i, o in enumerate(outputs):
+            if i and not i % SEND_SLICE:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
+                await asyncio.sleep(0)
             key, value = rating_key(o.pool, o.player), rating_value(o)
             if single is not None:
                 p = single
@@ -254,32 +257,63 @@ class Service:
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
         """The pipeline's first stage: start the batch (rated now or after the batches before
-        it); its outputs are handed to the producer once it is committed, in input order."""
+        it); its outputs are handed to the producer as its steps are committed, in input order
+        (``_publish``). Returns once the batch is committed."""
         started = time.perf_counter()
-        committed = await self.processor.start(msgs, safe=True)
-        prev, self._handed = self._handed, asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        prev, handed = self._handed, loop.create_future()
+        self._handed = handed
+        steps: asyncio.Queue[list[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
-        return [asyncio.ensure_future(self._publish(committed, prev, self._handed, produced, started))]
+        publishing = asyncio.ensure_future(self._publish(steps, prev, handed, produced))
 
-    async def _publish(self, committed: asyncio.Future[BatchResult], prev: asyncio.Future[None] | None,
-                       handed: asyncio.Future[None], produced: float | None, started: float) -> None:
-        """Hand one batch's outputs to the producer after its commit and after the batch
-        before it handed its own (so ratings reach the topic in input order); resolves on the
-        broker's acks. ``produced``: the record timestamp of the batch's oldest message;
-        ``started``: when the pipeline began the batch (``perf_counter``)."""
+        def hand(outputs: list[RatingOutput]) -> None:  # a step of the batch is committed
+            self._crash_if_asked(self.batches_done + 1)
+            steps.put_nowait(outputs)
+
+        try:
+            res = await (await self.processor.start(msgs, safe=True, hand=hand))
+        except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
+            publishing.cancel()
+            if not handed.done():
+                handed.set_result(None)
+            raise
+        done_at = time.perf_counter()
+        self.metrics.stage.labels("rated").observe(done_at - started)
+        self.batches_done += 1
+        self._crash_if_asked(self.batches_done)
+        steps.put_nowait((res, done_at))
+        return [publishing]
+
+    def _crash_if_asked(self, batch: int) -> None:
+        """Fault injection (``MMR_TEST_FAULT_CRASH_AFTER_BATCHES``): die after a Redis commit of that batch and
+        before its ratings are handed to the producer -- the worst moment for effectively-once."""
+        if 0 < self.settings.test_fault_crash_after_batches <= batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def _publish(self, steps: asyncio.Queue[list[RatingOutput] | tuple[BatchResult, float]],
+                       prev: asyncio.Future[None] | None, handed: asyncio.Future[None], produced: float | None,
+                       ) -> None:
+        """Hand one batch's outputs to the producer, each step's ratings once the step is committed, the
+        rest (dead letters) once the batch is, after the batch before it handed its own (so ratings reach
+        the topic in input order); resolves on the broker's acks. ``steps``: each committed step's ratings,
+        then (the batch's result, when it was committed); ``produced``: the record timestamp of the batch's
+        oldest message.
+
+        Why step by step: a take of a replayed history is ~20 steps of rounds and ~500,000 ratings; handed
+        over after the batch's last commit they took seconds of the event loop with nothing else to do, and
+        step by step they are handed while the steps after them are rated."""
         futs: list[Awaitable[Any]] = []
         try:
-            res = await committed
-            done_at = time.perf_counter()
-            self.metrics.stage.labels("rated").observe(done_at - started)
-            self.batches_done += 1
-            if 0 < self.settings.test_fault_crash_after_batches <= self.batches_done:
-                # fault injection (MMR_TEST_FAULT_CRASH_AFTER_BATCHES): die after the Redis
-                # commit and before publishing/acking -- the worst moment for effectively-once
-                os.kill(os.getpid(), signal.SIGKILL)
             if prev is not None:
                 await prev
-            futs = await self.send(res)
+            while True:
+                part = await steps.get()
+                if isinstance(part, tuple):
+                    break
+                futs += await self._send_ratings(part)
+            res, done_at = part
+            futs += await self.send(res)
             if produced is not None:  # clamped: the producer's clock may run ahead of ours
                 self.metrics.input_age.observe(max(0.0, time.time() - produced))
         finally:
@@ -503,6 +537,9 @@ class Service:
 
 
 _PARTITIONER = DefaultPartitioner()
+
+#: ratings handed to the producer between two yields of the event loop (``Service._send_ratings``)
+SEND_SLICE = 4096
 
 #: seconds between checks that held batches are on Redis's disk (stream.service.durability)
 DURABLE_TICK_S = 0.25

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,10 +88,20 @@ def _clip(text: str | None) -> str | None:
 class BatchResult:
     outputs: list[RatingOutput] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
+    #: where the ratings of each step go once the step is committed (``Processor.start``'s ``hand``),
+    #: instead of ``outputs``: so the worker publishes a step's ratings while the steps after it are rated
+    hand: Callable[[list[RatingOutput]], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, other: BatchResult) -> None:
         self.outputs += other.outputs
         self.dead += other.dead
+
+    def rated(self, outputs: list[RatingOutput]) -> None:
+        """Ratings of a step that is committed (or found applied before): handed on, or kept in ``outputs``."""
+        if self.hand is None:
+            self.outputs.extend(outputs)
+        elif outputs:
+            self.hand(outputs)
 
 
 def rating_key(pool: str, player: str) -> bytes:

@@ -12,7 +12,9 @@ Per take batch:
    completed round an op;
 3. per pool, the atomic step: read, rate on the single numba thread, commit; again from the
    read on a conflict (stream.service.step); ``MAX_CONCURRENT_STEPS`` pools at a time;
-4. the caller publishes the returned outputs and dead letters, and only then acks.
+4. the caller publishes the returned outputs and dead letters, and only then acks. With ``hand``
+   (``start``), the ratings of each step are handed on as soon as it is committed instead, in the
+   order of the steps, while the batch's later steps are rated (``Handed``).
 
 An error that is neither the input's nor the infrastructure's -- a bug -- halts the input
 partition of the message it happened on (stream.service.halts): the batch is retried message by
@@ -27,7 +29,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
+from typing import cast
 
+from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
 from stream.service.ahead import DeferredDead, NextBatch
@@ -66,6 +70,49 @@ def step_concurrency(store: RedisStore) -> int:
     return max(1, min(MAX_CONCURRENT_STEPS, size // 2))
 
 
+class Handed:
+    """Where one batch's ratings go step by step (``Processor.start``'s ``hand``), each step's as soon as
+    it is committed: the worker publishes them while the batch's later steps are rated, instead of all of
+    the batch's at its end (a take of the Codeforces history is ~20 steps and ~500,000 ratings, whose
+    hand-over to the producer after the last commit was seconds with nothing else to do).
+
+    A batch that fails is tried again (``Processor.process_safely``), and the try finds the steps that
+    committed before applied already and hands their players' current ratings again (``republish``):
+    from the first retry on, a rating of a version handed already in this batch is left out, so each
+    version a commit produced is handed once, and in the order of the commits."""
+
+    def __init__(self, hand: Callable[[list[RatingOutput]], None], metrics: Metrics) -> None:
+        self._hand = hand
+        self._metrics = metrics
+        self._parts: list[list[RatingOutput]] = []
+        #: (pool, player, version) of every rating handed, once the batch is tried again (``again``)
+        self._known: set[tuple[str, str, int]] | None = None
+        self._indexed = 0  # parts in ``_known``
+
+    def __call__(self, outputs: list[RatingOutput]) -> None:
+        if self._known is not None:
+            self._index()
+            known = self._known
+            outputs = [o for o in outputs if (o.pool, o.player, o.version) not in known]
+            if not outputs:
+                return
+        self._parts.append(outputs)
+        self._metrics.ratings_out.inc(len(outputs))
+        self._hand(outputs)
+
+    def again(self) -> None:
+        """The batch is tried again: a rating of a version handed already is not handed from now on."""
+        if self._known is None:
+            self._known = set()
+        self._index()
+
+    def _index(self) -> None:
+        known = cast("set[tuple[str, str, int]]", self._known)
+        for part in self._parts[self._indexed:]:
+            known.update((o.pool, o.player, o.version) for o in part)
+        self._indexed = len(self._parts)
+
+
 class Processor:
     """Stateless apart from the round book (mirrored in Redis) and caches."""
 
@@ -99,6 +146,8 @@ class Processor:
         self.on_store_down: Callable[[bool], Awaitable[None]] | None = None
         #: the tasks stepping pools of the batch under way (``settle``)
         self._steps: set[asyncio.Task[None]] = set()
+        #: where the batch under way hands each step's ratings (``start``'s ``hand``); None: in its result
+        self._handed: Handed | None = None
 
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
@@ -163,45 +212,56 @@ class Processor:
         dead-letters instead)."""
         return await (await self.start(msgs, safe=False))
 
-    async def start(self, msgs: Sequence[Message], safe: bool = True) -> asyncio.Future[BatchResult]:
+    async def start(self, msgs: Sequence[Message], safe: bool = True,
+                    hand: Callable[[list[RatingOutput]], None] | None = None) -> asyncio.Future[BatchResult]:
         """Process one take batch after every batch started before it; the returned future
         holds its result (or its error, without ``safe``). With ``safe`` it never fails on
-        input or Redis errors (``process_safely``)."""
+        input or Redis errors (``process_safely``). With ``hand``, the ratings of each step are
+        passed to it once the step is committed, in order, and not in the result (``Handed``)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[BatchResult] = loop.create_future()
         async with self._starting:
-            if self.store.fence is not None:  # this batch (and every step of it) begins in the fence's epoch
-                self.store.fence.begin()
-            msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
-            committed: dict[str, BatchResult] = {}
-            early, self._next_batch = self._next_batch, None
+            self._handed = None if hand is None else Handed(hand, self.metrics)
             try:
-                try:
-                    plan = self._planned(early, msgs)
-                    fut.set_result(await self._apply_plan(plan or self._plan(msgs), committed,
-                                                          early if plan is not None else None))
-                except Superseded:
-                    raise
-                except Exception as exc:
-                    if isinstance(exc, REDIS_DOWN):
-                        await self._store_failed()
-                    if not safe:
-                        self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
-                        fut.set_exception(exc)
-                        return fut
-                    log.warning("batch failed (%r); retrying it", exc)
-                    fut.set_result(await self.process_safely(msgs, committed))
-            except Superseded as exc:
-                # Redis restarted since this batch began: the worker's rewind takes it back (with every batch
-                # not yet on Redis's disk), cancels this call and rates them again in order. Nothing of it may
-                # reach Redis from here on (stream.state.fence), nor may it fail the pipeline meanwhile.
-                self.rounds.forget()
+                return await self._start(msgs, safe, fut)
+            finally:
+                self._handed = None
+
+    async def _start(self, msgs: Sequence[Message], safe: bool, fut: asyncio.Future[BatchResult],
+                     ) -> asyncio.Future[BatchResult]:
+        loop = asyncio.get_running_loop()
+        if self.store.fence is not None:  # this batch (and every step of it) begins in the fence's epoch
+            self.store.fence.begin()
+        msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
+        committed: dict[str, BatchResult] = {}
+        early, self._next_batch = self._next_batch, None
+        try:
+            try:
+                plan = self._planned(early, msgs)
+                fut.set_result(await self._apply_plan(plan or self._plan(msgs), committed,
+                                                      early if plan is not None else None))
+            except Superseded:
+                raise
+            except Exception as exc:
+                if isinstance(exc, REDIS_DOWN):
+                    await self._store_failed()
                 if not safe:
+                    self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
                     fut.set_exception(exc)
                     return fut
-                log.warning("batch superseded by a restart of Redis (%s); waiting for the rewind to take it back",
-                            exc)
-                await loop.create_future()  # never set: ends when the rewind cancels the pipeline's stage
+                log.warning("batch failed (%r); retrying it", exc)
+                fut.set_result(await self.process_safely(msgs, committed))
+        except Superseded as exc:
+            # Redis restarted since this batch began: the worker's rewind takes it back (with every batch
+            # not yet on Redis's disk), cancels this call and rates them again in order. Nothing of it may
+            # reach Redis from here on (stream.state.fence), nor may it fail the pipeline meanwhile.
+            self.rounds.forget()
+            if not safe:
+                fut.set_exception(exc)
+                return fut
+            log.warning("batch superseded by a restart of Redis (%s); waiting for the rewind to take it back",
+                        exc)
+            await loop.create_future()  # never set: ends when the rewind cancels the pipeline's stage
         return fut
 
     async def process_safely(self, msgs: Sequence[Message], committed: dict[str, BatchResult] | None = None,
@@ -218,6 +278,8 @@ class Processor:
         delay = 0.1
         while True:
             self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis: read it again
+            if self._handed is not None:  # ratings handed by the failed attempt are not handed again
+                self._handed.again()
             if self.store.fence is not None:
                 self.store.fence.guard()  # Superseded (Redis restarted since the batch began): never retried
             try:
@@ -269,7 +331,7 @@ class Processor:
         beside a step of the failed attempt."""
         todo = {pool: ops for pool, ops in plan.ops.items() if pool not in committed}
         todo.update((pool, []) for pool in plan.results if pool not in committed and pool not in todo)
-        outs = {pool: BatchResult() for pool in todo}
+        outs = {pool: BatchResult(hand=self._handed) for pool in todo}
         failed: dict[str, Exception] = {}
         queue = iter(todo)
 

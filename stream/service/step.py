@@ -33,7 +33,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
-from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, result, same_ops
+from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -156,17 +156,20 @@ class PoolStep:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                 self.rounds.committed(pool, step.rounds)
-                out.outputs.extend(outputs)
+                out.rated(outputs)
                 out.dead.extend(dead)
                 self.metrics.duplicates.inc(stats.repeated)
                 return None
             commit.offsets = step.offsets
-            meta = self.registry.unsaved.get(pool)
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                nxt_task = asyncio.ensure_future(rate_ahead(
-                    self.store, self.cache, self.executor, pool, engine, rate, nxt, gen, commit.beliefs,
-                    self.settings.explain, by_offsets))
+                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
+                # its read goes to Redis before the commit (a read sent after the commit's script waits until the
+                # script has run), but the commit does not wait for its reply: commits are the run's critical path
+                await asyncio.sleep(0)
+                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
+                                                            self.settings.explain, by_offsets))
+            meta = self.registry.unsaved.get(pool)
             try:
                 try:
                     new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
@@ -208,7 +211,7 @@ class PoolStep:
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()
-            out.outputs.extend(outputs)
+            out.rated(outputs)
             out.dead.extend(dead)
             if from_ahead:
                 self.metrics.rated_ahead.labels("landed").inc()
@@ -238,6 +241,7 @@ class PoolStep:
         except PoolConfigError:  # its events are dead-lettered by the step
             return
         stored = await self.store.beliefs(pool, list(players))
+        outputs: list[RatingOutput] = []
         for p, (eid, t) in players.items():
             raw = stored.get(p)
             if raw is None:
@@ -248,8 +252,9 @@ class PoolStep:
                 log.warning("pool %r: not re-publishing player %r: %s", pool, p, exc)
                 continue
             if r.rounds:
-                out.outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
-                                                engine.system.name))
+                outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
+                                            engine.system.name))
+        out.rated(outputs)
 
     async def _unavailable(self, pool: str, delay: float) -> float:
         """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""

@@ -137,3 +137,38 @@ def test_a_step_rated_ahead_of_a_commit_that_did_not_land_makes_no_dead_letter(r
             await store.close()
 
     asyncio.run(run())
+
+
+def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: str) -> None:
+    """Redis runs one command at a time: a read sent after a commit's script waits until the script has run,
+    and the rating ahead with it. The players of the next step that the commit does not write (newcomers,
+    here) are read before the commit is sent, never while it is in flight."""
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            store = _store(redis_url)
+            commit, beliefs = store.commit, store.beliefs
+            in_flight = False
+            reads: list[bool] = []  # per read of beliefs: whether a commit was in flight
+
+            async def committing(*args: Any, **kwargs: Any) -> int:
+                nonlocal in_flight
+                in_flight = True
+                try:
+                    return await commit(*args, **kwargs)
+                finally:
+                    in_flight = False
+
+            async def reading(*args: Any, **kwargs: Any) -> dict[str, bytes | None]:
+                reads.append(in_flight)
+                return await beliefs(*args, **kwargs)
+
+            store.commit = committing  # type: ignore[method-assign]
+            store.beliefs = reading  # type: ignore[method-assign]
+            proc = Processor(_settings(True), store, ex)
+            await proc.process(ROUNDS)
+            assert _count(proc.metrics, "landed") >= 8
+            assert reads, "no step rated ahead read its newcomers"
+            assert not any(reads), f"{sum(reads)} of {len(reads)} reads were sent while a commit was in flight"
+            await store.close()
+
+    asyncio.run(run())
