@@ -145,7 +145,7 @@ def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: st
     here) are read before the commit is sent, never while it is in flight."""
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
-            store = _store(redis_url)
+            store = new_store(redis_url)
             commit, beliefs = store.commit, store.beliefs
             in_flight = False
             reads: list[bool] = []  # per read of beliefs: whether a commit was in flight
@@ -166,7 +166,7 @@ def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: st
             store.beliefs = reading  # type: ignore[method-assign]
             proc = Processor(_settings(True), store, ex)
             await proc.process(ROUNDS)
-            assert _count(proc.metrics, "landed") >= 8
+            assert rated_ahead(proc.metrics, "landed") >= 8
             assert reads, "no step rated ahead read its newcomers"
             assert not any(reads), f"{sum(reads)} of {len(reads)} reads were sent while a commit was in flight"
             await store.close()
