@@ -300,9 +300,10 @@ class Service:
         then (the batch's result, when it was committed); ``produced``: the record timestamp of the batch's
         oldest message.
 
-        Why step by step: a take of a replayed history is ~20 steps of rounds and ~500,000 ratings; handed
-        over after the batch's last commit they took seconds of the event loop with nothing else to do, and
-        step by step they are handed while the steps after them are rated."""
+        Why step by step: a large take (a backlog many steps long, or ``MMR_TAKE_MAX_BYTES=0``) holds hundreds
+        of thousands of ratings; handed over after the batch's last commit they would hold the event loop for
+        seconds with nothing else to do, while step by step they are handed as the steps after them are rated
+        (and reach the matchmakers a step's commit after they are made)."""
         futs: list[Awaitable[Any]] = []
         try:
             if prev is not None:
