@@ -73,8 +73,8 @@ def step_concurrency(store: RedisStore) -> int:
 class Handed:
     """Where one batch's ratings go step by step (``Processor.start``'s ``hand``), each step's as soon as
     it is committed: the worker publishes them while the batch's later steps are rated, instead of all of
-    the batch's at its end (a take of the Codeforces history is ~20 steps and ~500,000 ratings, whose
-    hand-over to the producer after the last commit was seconds with nothing else to do).
+    the batch's at its end (a large take, many steps long, holds hundreds of thousands of ratings, whose
+    hand-over to the producer after the last commit would be seconds with nothing else to do).
 
     A batch that fails is tried again (``Processor.process_safely``), and the try finds the steps that
     committed before applied already and hands their players' current ratings again (``republish``):
