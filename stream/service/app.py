@@ -335,6 +335,7 @@ class Service:
             msgs = [m for m in msgs if not halts.held(m)]
         self.durability.hold(tokens, msgs)
         self.metrics.messages_done.inc(len(msgs))
+        self.metrics.done_at.set(time.time())
         for m in msgs:
             self.positions[(m.topic, m.partition)] = m.offset + 1
 

@@ -50,6 +50,9 @@ class Metrics:
                                     registry=r)
         self.messages_done = Counter("mmr_messages_done", "Input messages fully handled (committed, published)",
                                      registry=r)
+        self.done_at = Gauge("mmr_messages_done_timestamp_seconds", "Unix time at which input messages were last "
+                             "fully handled (committed, published): how stale the ratings topic may be when the "
+                             "worker stops finishing batches", registry=r)
         self.ratings_out = Counter("mmr_ratings_out", "Rating messages published", registry=r)
         self.lag = Gauge("mmr_consumer_lag", "Highwater minus next offset to read", ["topic", "partition"],
                          registry=r)

@@ -156,7 +156,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     import sys
     import time
 
-    from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_metric
+    from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_done
     from stream.tools.cpu_meter import _proc_ticks, peak_rss_mib
 
     mmr = str(Path(sys.executable).parent / "mmr")
@@ -191,7 +191,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
                                     "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            t_end = _wait_metric(port, "mmr_messages_done_total", target, 3600)
+            t_end = _wait_done(port, target, 3600)
             run["worker_s"] = t_end - t0
             w1, r1 = _proc_ticks(worker_pid), _redis_cpu(s)
             run["publisher_exit_code"] = pub.wait(600)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -151,9 +152,12 @@ def test_each_step_is_handed_to_the_producer_once_committed_and_the_input_acked_
             assert first < steps, f"the first ratings reached the producer only after commit {first} of {steps}"
             await asyncio.sleep(0.05)
             assert svc.metrics.messages_done._value.get() == 0  # not acked before the broker has every record
+            assert svc.metrics.done_at._value.get() == 0
+            delivered = time.time()
             producer.deliver()
             await asyncio.wait_for(svc.pipeline.drain(), 10)
             assert svc.metrics.messages_done._value.get() == len(ROUNDS)
+            assert delivered <= svc.metrics.done_at._value.get() <= time.time()  # stamped when they were done
             assert svc.metrics.ratings_out._value.get() == len(want)
             await svc.pipeline.stop()
             await store.close()
