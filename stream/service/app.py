@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
 from aiokafka.partitioner import DefaultPartitioner
@@ -42,7 +42,7 @@ from prometheus_client import Counter, Gauge
 from stream.events.model import RatingOutput
 from stream.service import http
 from stream.service.config import Settings
-from stream.service.delivery import BatchDelivery
+from stream.service.delivery import BatchDelivery, Taken
 from stream.service.durability import Durability
 from stream.service.faust_patches import (
     DeliveryStats,
@@ -655,17 +655,23 @@ def create_app(s: Settings) -> Service:
 
     fetched = metrics.stage.labels("fetched")
 
-    async def take(records: list[Any]) -> None:
+    def arrived(r: Any) -> Message:
+        """A fetched record as the pipeline's message, decoded and validated as it arrives (while the
+        pipeline's batches before it wait on numba or Redis: decoding needs no state)."""
+        msg = Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp)
+        svc.processor.predecode((msg,))
+        return msg
+
+    async def take(records: Taken) -> None:
         """One batch of Faust messages into the pipeline, which acks them when done."""
-        msgs = [Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp) for r in records]
+        msgs = cast("list[Message]", records.ready)
         oldest = min((m.timestamp for m in msgs if m.timestamp), default=None)
         if oldest is not None:  # clamped: the producer's clock may run ahead of ours
             fetched.observe(max(0.0, time.time() - oldest))
-        svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
     delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,
-                             max_batch_bytes=s.take_max_bytes)
+                             max_batch_bytes=s.take_max_bytes, prepare=arrived)
     delivery.serve(take, name="mmr-ratings-agent")
     metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
                        "were revoked (Faust fetches them again from the committed offset)",

@@ -250,6 +250,9 @@ def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, t
         ]
         good = [(b"ok", orjson.dumps(_round("r-ok", "default", ["A", "B", "C"])))]
         produce_raw(s, s.topic_rounds, bad + good)
+        # rated before the results are sent: R1 must be A's latest change (Kafka orders records within
+        # a partition only, and records of two topics may reach the worker in either order)
+        wait_caught_up(s, worker)
         results = [
             (b"default", _result("e1", "R1", "A", 1)),
             (b"default", _result("e2", "R1", "B", 2)),
