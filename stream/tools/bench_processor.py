@@ -13,6 +13,11 @@ cost without Faust and Tansu (see BENCHMARKS.md,
     python -m stream.tools.bench_processor columns elo 50 5 offsets  # matches recognised by offset (MMR_DEDUP)
     python -m stream.tools.bench_processor columns elo 50 5 ids 1000000  # players in the pool (default 10,000)
     python -m stream.tools.bench_processor rounds elo-mmr 40 4     # n rounds of 3,000 players (results/s)
+    python -m stream.tools.bench_processor history elo-mmr FILE 16  # a history file, takes of 16 MiB
+
+``history``: the file as ``mmr replay --broker`` publishes it, taken as the worker takes it (batches
+closed at ``MMR_TAKE_MAX_BYTES``, here the last argument in MiB): the worker's chain of reads,
+ratings and commits without the broker, the publisher and Faust beside it on the machine.
 
 With 10,000 players a batch of many thousand matches touches every player once, so the cost
 per *player* (decode, encode, summaries, one rating message each) is spread over ~10 matches;
@@ -34,9 +39,9 @@ from typing import Any
 import orjson
 
 from stream.service.config import BENCH_REDIS_URL, PoolConfig, from_env
-from stream.service.messages import rating_value
+from stream.service.messages import rating_records
 from stream.service.metrics import Metrics
-from stream.service.processor import Message, Processor, rating_key
+from stream.service.processor import Message, Processor
 from stream.state.redis_store import RedisStore
 
 
@@ -53,7 +58,7 @@ async def _redis_cpu(store: RedisStore) -> float:
 
 
 async def run(kind: str, system: str, n: int, take: int, redis_url: str,
-              dedup: str = "ids", players: int = 10_000) -> tuple[float, float, float]:
+              dedup: str = "ids", players: int = 10_000, history: str = "") -> tuple[float, float, float]:
     """(results/s by the wall clock, this process's CPU µs per result, Redis's CPU µs per result).
 
     The CPU times are what to compare on a shared, noisy machine: stolen time and other
@@ -64,7 +69,12 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids)
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
-    if kind == "rounds":
+    if kind == "history":
+        from stream.tools.bench_history import history_messages
+
+        _, records, results = history_messages(history, s.with_(pools={}))
+        vals = [v.replace(b'"pool":"hist"', b'"pool":"x"', 1) for _, v in records]
+    elif kind == "rounds":
         vals = []
         for k in range(n):
             who = rng.sample(range(players), 3000)
@@ -96,16 +106,17 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     c0 = time.process_time()
     t0 = time.perf_counter()
     pending: deque[asyncio.Future[Any]] = deque()
-    for i in range(0, len(msgs) + take, take):
+    cuts = _cuts(msgs, take) if kind == "history" else list(range(0, len(msgs) + take, take))
+    for k, i in enumerate(cuts):
+        j = cuts[k + 1] if k + 1 < len(cuts) else len(msgs)
+        after = cuts[k + 2] if k + 2 < len(cuts) else len(msgs)
         # the batch after this one is taken already, as in the worker's pipeline (``BatchPipeline.peek``)
-        proc.upcoming = lambda i=i: msgs[i + take:i + 2 * take] or None  # type: ignore[misc]
+        proc.upcoming = lambda j=j, after=after: msgs[j:after] or None  # type: ignore[misc]
         if i < len(msgs):
-            pending.append(await proc.start(msgs[i:i + take], safe=False))
+            pending.append(await proc.start(msgs[i:j], safe=False))
         while pending and (len(pending) > 1 or i >= len(msgs)):  # publish in order, one batch behind
             res = await pending.popleft()
-            for o in res.outputs:
-                rating_key(o.pool, o.player)
-                rating_value(o)
+            rating_records(res.outputs)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     redis_cpu = await _redis_cpu(store) - r0
@@ -116,14 +127,29 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     return results / dt, 1e6 * cpu / results, 1e6 * redis_cpu / results
 
 
+def _cuts(msgs: list[Message], take_mib: int) -> list[int]:
+    """Where take batches of at most ``take_mib`` MiB of values start (as ``BatchDelivery`` closes them)."""
+    cuts, size = [0], 0
+    for i, m in enumerate(msgs):
+        size += len(m.value)
+        if size >= take_mib << 20 and i + 1 < len(msgs):
+            cuts.append(i + 1)
+            size = 0
+    return cuts
+
+
 def main() -> None:
-    kind, system, n, take = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    kind, system = sys.argv[1], sys.argv[2]
+    history = sys.argv[3] if kind == "history" else ""
+    n, take = (0, int(sys.argv[4])) if kind == "history" else (int(sys.argv[3]), int(sys.argv[4]))
     dedup = sys.argv[5] if len(sys.argv) > 5 else "ids"
     players = int(sys.argv[6]) if len(sys.argv) > 6 else 10_000
     url = from_env(redis_url=BENCH_REDIS_URL).redis_url
-    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup, players))
-    print(f"{kind} {system} n={n} take={take} dedup={dedup} players={players:,}: {rate:,.0f} results/s; "
-          f"CPU per result: {cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis")
+    t0 = time.perf_counter()
+    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup, players, history))
+    what = f"{history} takes of {take} MiB" if history else f"n={n} take={take}"
+    print(f"{kind} {system} {what} dedup={dedup} players={players:,}: {rate:,.0f} results/s; "
+          f"CPU per result: {cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis ({time.perf_counter() - t0:.0f} s in all)")
 
 
 if __name__ == "__main__":
