@@ -8,6 +8,12 @@ thread) need not wait for it: the beliefs that step starts from, if the commit l
 beforehand -- the commit's own beliefs for the players it writes, and for every other player
 what the worker's cache holds or what Redis holds now (the commit does not write them).
 
+When is it read: the next step's players that the step before does not touch are read while that
+step is still being rated (``read_early``, at the state that step starts from), so the next step goes
+to the numba thread as soon as the step before is rated, with the rest of its players taken from the
+values that step's commit writes (``compose_ahead``); only when that is not possible (a retry, a
+batch's first step of the next batch) are they read as that commit is sent (``read_ahead``).
+
 Why it stays exact: a rating ahead is used only when the commit before it landed, so it was
 rated from exactly the state that commit left (``RatedAhead.gen``). Its own commit is then a
 compare-and-set on that ``gen`` with the event ids checked by the script, as an optimistic

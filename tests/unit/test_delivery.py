@@ -14,7 +14,7 @@ import faust
 from conftest import in_loop
 from faust.types.tuples import Message as FaustMessage
 
-from stream.service.delivery import BatchDelivery
+from stream.service.delivery import BatchDelivery, Taken
 
 
 def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1,
@@ -44,7 +44,7 @@ def offsets(batch: list[Any]) -> list[tuple[str, int]]:
     return [(m.topic, m.offset) for m in batch]
 
 
-async def take(d: BatchDelivery, agent_side: Any) -> list[Any]:
+async def take(d: BatchDelivery, agent_side: Any) -> Taken:
     """What the worker's agent does with each batch: take it, keep the current records."""
     return d.current(await asyncio.wait_for(agent_side.__anext__(), 2.0))
 
