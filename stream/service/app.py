@@ -23,6 +23,7 @@ stays unacknowledged until it is on the broker. A partition halted by a bug in t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import os
@@ -509,12 +510,15 @@ class Service:
 
     def disown(self, tps: Iterable[tuple[str, int]]) -> None:
         """Partitions revoked: their hold time starts again, and what this worker knew of their positions
-        (another worker may have moved them on since) is dropped."""
+        (another worker may have moved them on since) is dropped, their ``mmr_consumer_lag`` with it: a lag
+        left at its last value would be summed with the new owner's by every dashboard and alert."""
         for tp in tps:  # (topic, partition) pairs: Faust's TP or plain tuples
             key = (tp[0], tp[1])
             self.owned_since.pop(key, None)
             self.lags.pop(key, None)
             self.positions.pop(key, None)
+            with contextlib.suppress(KeyError):  # never reported by this worker
+                self.metrics.lag.remove(key[0], str(key[1]))
 
     def round_sources(self) -> list[str]:
         """The input partitions ("topic/partition") whose open rounds this worker times out: those assigned

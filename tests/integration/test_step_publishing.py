@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import generate_latest
 
 from stream.events.model import RatingOutput
 from stream.service.app import Service
@@ -219,3 +220,20 @@ def test_handed_leaves_out_only_versions_handed_before_a_retry() -> None:
     handed([_out("a", 2), _out("b", 2)])
     handed([_out("c", 1)])  # handed after the retry began: left out too
     assert got[2:] == [[("c", 1)], [("b", 2)]]
+
+
+def test_a_revoked_partition_takes_its_consumer_lag_with_it(redis_url: str) -> None:
+    """Its last lag, left behind, would be summed with its new owner's by every dashboard and alert."""
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            store = _store(redis_url)
+            svc, _, _ = _service(_settings(rate_ahead=True), store, ex)
+            svc.metrics.lag.labels("rounds", "0").set(7)
+            svc.metrics.lag.labels("rounds", "1").set(3)
+            svc.disown([("rounds", 0), ("results", 5)])  # the second never reported by this worker
+            text = generate_latest(svc.metrics.registry).decode()
+            assert 'mmr_consumer_lag{partition="1",topic="rounds"} 3.0' in text
+            assert 'partition="0"' not in text
+            await store.close()
+
+    asyncio.run(run())
