@@ -53,10 +53,10 @@ from stream.service.faust_patches import (
     pause_fetching,
 )
 from stream.service.halts import Halt
-from stream.service.messages import rating_records
+from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
-from stream.service.processor import BatchResult, DeadLetter, Message, Processor
+from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.redis_client import StoreUnavailable, connect_blocking
 from stream.state.redis_store import RedisStore
@@ -190,24 +190,23 @@ class Service:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        for start in range(0, len(outputs), SEND_SLICE):
-            if start:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
+        for i, o in enumerate(outputs):
+            if i and not i % SEND_SLICE:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
                 await asyncio.sleep(0)
-            keys, values = rating_records(outputs[start:start + SEND_SLICE])
-            for key, value in zip(keys, values, strict=True):
-                if single is not None:
-                    p = single
-                else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again
-                    p = cache.get(key, -1)
-                    if p < 0:
-                        p = cache[key] = _PARTITIONER(key, parts, parts)
-                b = batches.get(p)
-                if b is None:
-                    b = batches[p] = kp.create_batch()
-                if b.append(key=key, value=value, timestamp=None) is None:  # full: ship it, start another
-                    futs.append(await kp.send_batch(b, topic, partition=p))
-                    b = batches[p] = kp.create_batch()
-                    b.append(key=key, value=value, timestamp=None)
+            key, value = rating_key(o.pool, o.player), rating_value(o)
+            if single is not None:
+                p = single
+            else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again
+                p = cache.get(key, -1)
+                if p < 0:
+                    p = cache[key] = _PARTITIONER(key, parts, parts)
+            b = batches.get(p)
+            if b is None:
+                b = batches[p] = kp.create_batch()
+            if b.append(key=key, value=value, timestamp=None) is None:  # full: ship it, start another
+                futs.append(await kp.send_batch(b, topic, partition=p))
+                b = batches[p] = kp.create_batch()
+                b.append(key=key, value=value, timestamp=None)
         for p, b in batches.items():
             futs.append(await kp.send_batch(b, topic, partition=p))
         return futs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,57 +107,6 @@ class BatchResult:
 def rating_key(pool: str, player: str) -> bytes:
     """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
     return orjson.dumps([pool, player])
-
-
-#: ``rating_value`` and ``rating_key`` by columns (``rating_records``); each ``%b`` is a field's JSON text
-_VALUE = (b'{"type":"rating","pool":%b,"player":"%b","rating":%b,"mu":%b,"sigma":%b,"rounds":%b,"version":%b,'
-          b'"event_id":%b,"time":%b,"system":%b%b')
-_KEY = b'[%b,"%b"]'
-
-
-def rating_records(outputs: Sequence[RatingOutput]) -> tuple[list[bytes], list[bytes]]:
-    """``[rating_key(o.pool, o.player) for o in outputs]`` and ``[rating_value(o) for o in outputs]``,
-    byte for byte, made by columns: one ``orjson.dumps`` per field for all outputs, cut at its
-    separators (a JSON number holds no ``,`` and a JSON string no unescaped ``"``, so ``,`` and ``","``
-    cut only between items), then one ``%`` of a template per record, all C-level passes.
-
-    Why: the worker publishes ~1.3 million ratings over the Codeforces history, and a dict, an
-    ``orjson.dumps`` and two slices per rating were a tenth of its event loop's time, the thread
-    whose time every commit and every step's hand-over waits for (BENCHMARKS.md, "Service")."""
-    if not outputs:
-        return [], []
-    pools, players, rating, mu, sigma, rounds, version, eids, times, systems, explains = zip(*outputs, strict=True)
-    pool_text, eid_text, system_text = _distinct(pools), _distinct(eids), _distinct(systems)
-    player_text = orjson.dumps(players)[2:-2].split(b'","')
-    tails = list(map(_tail, explains))
-    odd = None in tails  # an explanation not given as JSON text: its record is made as one
-    values = list(map(_VALUE.__mod__, zip(pool_text, player_text, _numbers(rating), _numbers(mu), _numbers(sigma),
-                                          _numbers(rounds), _numbers(version), eid_text, _numbers(times),
-                                          system_text, [t or b"" for t in tails] if odd else tails, strict=True)))
-    if odd:
-        values = [rating_value(o) if t is None else v for o, t, v in zip(outputs, tails, values, strict=True)]
-    return list(map(_KEY.__mod__, zip(pool_text, player_text, strict=True))), values
-
-
-def _distinct(texts: tuple[str, ...]) -> list[bytes]:
-    """Each string's JSON text, each distinct one encoded once (a step's ratings share their pool,
-    system and, a round's players, their event id)."""
-    encoded = {t: orjson.dumps(t) for t in set(texts)}
-    return list(map(encoded.__getitem__, texts))
-
-
-def _numbers(column: tuple[Any, ...]) -> list[bytes]:
-    return orjson.dumps(column)[1:-1].split(b",")
-
-
-def _tail(explain: object) -> bytes | None:
-    """What ends a record after ``system``: the explanation's fields, ``}`` without any; None when the
-    explanation is not the JSON text of a non-empty object (``rating_value`` makes that record)."""
-    if explain is None:
-        return b"}"
-    if isinstance(explain, bytes) and len(explain) > 2:
-        return b"," + explain[1:]
-    return None
 
 
 def rating_value(o: RatingOutput) -> bytes:

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from stream.service.config import BENCH_REDIS_URL, PoolConfig, from_env
-from stream.service.messages import rating_records
+from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
-from stream.service.processor import Message, Processor
+from stream.service.processor import Message, Processor, rating_key
 from stream.state.redis_store import RedisStore
 
 
@@ -116,7 +116,9 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
             pending.append(await proc.start(msgs[i:j], safe=False))
         while pending and (len(pending) > 1 or i >= len(msgs)):  # publish in order, one batch behind
             res = await pending.popleft()
-            rating_records(res.outputs)
+            for o in res.outputs:
+                rating_key(o.pool, o.player)
+                rating_value(o)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     redis_cpu = await _redis_cpu(store) - r0
