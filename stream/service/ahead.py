@@ -8,12 +8,6 @@ thread) need not wait for it: the beliefs that step starts from, if the commit l
 beforehand -- the commit's own beliefs for the players it writes, and for every other player
 what the worker's cache holds or what Redis holds now (the commit does not write them).
 
-When is it read: the next step's players that the step before does not touch are read while that
-step is still being rated (``read_early``, at the state that step starts from), so the next step goes
-to the numba thread as soon as the step before is rated, with the rest of its players taken from the
-values that step's commit writes (``compose_ahead``); only when that is not possible (a retry, a
-batch's first step of the next batch) are they read as that commit is sent (``read_ahead``).
-
 Why it stays exact: a rating ahead is used only when the commit before it landed, so it was
 rated from exactly the state that commit left (``RatedAhead.gen``). Its own commit is then a
 compare-and-set on that ``gen`` with the event ids checked by the script, as an optimistic
@@ -38,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -117,78 +111,6 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
         log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
         return None
     return {p: base[p] for p in step.players}
-
-
-@dataclass(slots=True)
-class EarlyRead:
-    """The values of a step's players that the step before it does not touch, read while that step is
-    still being rated (``read_early``): at ``gen``, the state the step before starts from."""
-
-    gen: str
-    task: asyncio.Task[dict[str, bytes | None] | None]
-
-    def values(self) -> dict[str, bytes | None] | None:
-        """What was read, None when it is not in yet or could not be read."""
-        t = self.task
-        return t.result() if t.done() and not t.cancelled() else None
-
-    def cancel(self) -> None:
-        self.task.cancel()
-
-
-def read_early(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-               before: Container[str]) -> EarlyRead:
-    """Start reading what ``step`` starts from, for its players not in ``before`` (the players of the
-    step before it, which that step's commit may write), as the state is at ``gen``: from the cache,
-    else Redis.
-
-    Why: read when the step before is committed (``read_ahead``), the reply was taken in only after
-    that commit's arguments were built and sent, so the numba thread waited for both between one
-    step and the next. Read while the step before is still rated, the next step's rating can go to the
-    numba thread as soon as the step before it is rated (``compose_ahead``).
-
-    Why it stays exact: it is used only for a commit at that very ``gen`` (``PoolStep``), which proves
-    that nobody wrote the pool since the state it was read from; the players it leaves out come from
-    the commit before (its own values) or are read as before."""
-    entry = cache.pool(pool)
-    known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
-    got: dict[str, bytes | None] = {}
-    missing: list[str] = []
-    for p in step.players:  # before any await: the cache may move on meanwhile
-        if p in before:
-            continue
-        if p in known:
-            got[p] = known[p]
-        else:
-            missing.append(p)
-
-    async def read() -> dict[str, bytes | None] | None:
-        if not missing:
-            return got
-        try:
-            got.update(await store.beliefs(pool, missing))
-        except Exception as exc:  # read again when the step before is committed, where this error is handled
-            log.debug("pool %r: reading a step early failed (%r)", pool, exc)
-            return None
-        return got
-
-    return EarlyRead(gen, asyncio.ensure_future(read()))
-
-
-def compose_ahead(step: StepInputs, written: Mapping[str, bytes], early: Mapping[str, bytes | None],
-                  ) -> dict[str, bytes | None] | None:
-    """What ``step`` starts from if the commit writing ``written`` lands, in the step's order: each
-    player's value as written, else as read early; None when a player is in neither (a player of the
-    step before that its commit does not write: ``read_ahead`` then reads it)."""
-    base: dict[str, bytes | None] = {}
-    for p in step.players:
-        if p in written:
-            base[p] = written[p]
-        elif p in early:
-            base[p] = early[p]
-        else:
-            return None
-    return base
 
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,

@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import faust
 from aiokafka.partitioner import DefaultPartitioner
@@ -43,7 +43,7 @@ from prometheus_client import Counter, Gauge
 from stream.events.model import RatingOutput
 from stream.service import http
 from stream.service.config import Settings
-from stream.service.delivery import BatchDelivery, Taken
+from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
 from stream.service.faust_patches import (
     DeliveryStats,
@@ -659,23 +659,17 @@ def create_app(s: Settings) -> Service:
 
     fetched = metrics.stage.labels("fetched")
 
-    def arrived(r: Any) -> Message:
-        """A fetched record as the pipeline's message, decoded and validated as it arrives (while the
-        pipeline's batches before it wait on numba or Redis: decoding needs no state)."""
-        msg = Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp)
-        svc.processor.predecode((msg,))
-        return msg
-
-    async def take(records: Taken) -> None:
+    async def take(records: list[Any]) -> None:
         """One batch of Faust messages into the pipeline, which acks them when done."""
-        msgs = cast("list[Message]", records.ready)
+        msgs = [Message(r.topic, r.partition, r.offset, r.value or b"", None, r.timestamp) for r in records]
         oldest = min((m.timestamp for m in msgs if m.timestamp), default=None)
         if oldest is not None:  # clamped: the producer's clock may run ahead of ours
             fetched.observe(max(0.0, time.time() - oldest))
+        svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
     delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,
-                             max_batch_bytes=s.take_max_bytes, prepare=arrived)
+                             max_batch_bytes=s.take_max_bytes)
     delivery.serve(take, name="mmr-ratings-agent")
     metrics.count_from("mmr_delivery_dropped", "Fetched records dropped before rating because partitions "
                        "were revoked (Faust fetches them again from the committed offset)",

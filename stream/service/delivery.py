@@ -14,13 +14,6 @@ appended to the open batch; every ``within`` seconds after a batch's first recor
 an in-memory Faust channel, which the worker's agent iterates. Records of any other topic go
 through Faust's own callback, unchanged.
 
-With ``prepare``, each record is also turned into what the agent works on as it arrives
-(the worker decodes and validates it there): the work is spread over the fetch, record by
-record (Faust's fetch loop runs each ``on_message`` as a task of its own, so the event loop
-runs other callbacks in between), instead of falling due all at once when the agent takes the
-batch -- for a take of a replayed history ~0.5 s that held the event loop while the batch
-before it reached its last commits, and the numba thread waited (BENCHMARKS.md, "Service").
-
 What Faust still does: the consumer group, fetching, offsets and their commits, rebalances,
 flow control, the producer, timers; the agent is a Faust agent over a Faust channel.
 What changes: the agent acks each record itself (``Message.ack``) once its outputs are on
@@ -41,25 +34,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-class Taken(list[Any]):
-    """A batch of records as the agent takes it, and (``ready``, in step with them) what the
-    delivery's ``prepare`` made of each as it arrived; None without ``prepare``."""
-
-    __slots__ = ("ready",)
-
-    def __init__(self, records: list[Any], ready: list[Any] | None) -> None:
-        super().__init__(records)
-        self.ready = ready
-
-
 class BatchDelivery:
     """See the module docstring. ``install`` before the app starts its consumer."""
 
     def __init__(self, app: Any, topics: set[str], *, max_batch: int, within: float, queue_batches: int = 1,
-                 max_batch_bytes: int = 0, prepare: Callable[[Any], Any] | None = None) -> None:
+                 max_batch_bytes: int = 0) -> None:
         self.app = app
-        #: called on each record of an input topic as it arrives; the batch carries its results (``Taken``)
-        self.prepare = prepare
         self.topics = frozenset(topics)
         self.max_batch = max(1, max_batch)
         #: the open batch also closes at this many bytes of record values (0: no byte bound).
@@ -79,7 +59,6 @@ class BatchDelivery:
         self._queued = 0  # batches put on the channel that the agent has not taken yet
         self._room = asyncio.Event()
         self._open: list[Any] = []
-        self._ready: list[Any] = []  # ``prepare`` of each record of ``_open``
         self._open_bytes = 0  # bytes of the open batch's record values
         self._nonempty = asyncio.Event()
         self._lock = asyncio.Lock()  # one flush at a time: batches reach the channel in order
@@ -87,7 +66,7 @@ class BatchDelivery:
         self.batches = 0  # batches put on the channel (observability, tests)
         self.dropped = 0  # records dropped by ``clear`` or as stale (re-fetched by Faust)
 
-    def serve(self, on_batch: Callable[[Taken], Awaitable[None]], name: str | None = None) -> None:
+    def serve(self, on_batch: Callable[[list[Any]], Awaitable[None]], name: str | None = None) -> None:
         """Everything the app needs, in one place: ``install``, the window timer as an app
         task, and the agent over ``channel`` that hands each batch's current records (see
         ``current``) to ``on_batch``. Call it while building the app, before it starts."""
@@ -125,8 +104,6 @@ class BatchDelivery:
         if not flow.is_active():
             await flow.acquire()  # a rebalance: wait as Faust's own delivery does
         self._open.append(message)
-        if self.prepare is not None:
-            self._ready.append(self.prepare(message))
         self._open_bytes += len(message.value or b"")
         if len(self._open) == 1:
             self._nonempty.set()
@@ -145,8 +122,7 @@ class BatchDelivery:
             while self._queued >= self.queue_batches:
                 self._room.clear()
                 await self._room.wait()
-            batch = Taken(self._open, self._ready if self.prepare is not None else None)
-            self._open, self._ready = [], []
+            batch, self._open = self._open, []
             self._open_bytes = 0
             self._nonempty.clear()
             if batch:
@@ -168,26 +144,22 @@ class BatchDelivery:
         Faust has cleared the channel's queue by then (``flow_control.clear``), so nothing
         waits there any more."""
         self.dropped += len(self._open)
-        self._open, self._ready = [], []
+        self._open = []
         self._open_bytes = 0
         self._nonempty.clear()
         self._queued = 0
         self._room.set()
 
-    def current(self, batch: list[Any]) -> Taken:
+    def current(self, batch: list[Any]) -> list[Any]:
         """Called by the agent for each batch it takes (which makes room for the next one).
 
         The records of ``batch`` fetched in the current consumer generation, none while a
         rebalance stops the flow (Faust's streams drop the others the same way; they are
-        fetched again from the committed offsets after the rebalance); with what ``prepare``
-        made of them, if ``batch`` carries that."""
+        fetched again from the committed offsets after the rebalance)."""
         self._queued = max(0, self._queued - 1)  # the agent took one: room for the next
         self._room.set()
         gen = self.app.consumer_generation_id
         active = self.app.flow_control.is_active()
-        ready = batch.ready if isinstance(batch, Taken) else None
-        keep = [i for i, m in enumerate(batch) if m.generation_id == gen] if active else []
-        self.dropped += len(batch) - len(keep)
-        if len(keep) == len(batch):
-            return batch if isinstance(batch, Taken) else Taken(batch, None)
-        return Taken([batch[i] for i in keep], None if ready is None else [ready[i] for i in keep])
+        fresh = [m for m in batch if m.generation_id == gen] if active else []
+        self.dropped += len(batch) - len(fresh)
+        return fresh

@@ -33,19 +33,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
-from stream.service.ahead import (
-    EarlyRead,
-    NextBatch,
-    RatedAhead,
-    Stashed,
-    compose_ahead,
-    drop,
-    rate_ahead,
-    read_ahead,
-    read_early,
-    result,
-    same_ops,
-)
+from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -107,46 +95,31 @@ class PoolStep:
                         ahead.gen = early.gen
                 else:
                     await self._drop_early(early)
-            pre: EarlyRead | None = None  # the next step's read, started while this one is rated
-            try:
-                for i, step in enumerate(steps):
-                    nxt, stash, after = None, None, None
-                    if self.settings.rate_ahead:
-                        if i + 1 < len(steps):
-                            nxt = steps[i + 1]
-                            after = steps[i + 2] if i + 2 < len(steps) else None
-                        elif self.next_batch is not None:
-                            stash = self.next_batch()
-                            nxt = stash.first_step(pool) if stash is not None else None
-                    given, pre = pre, None
-                    ahead, pre = await self._apply_step(pool, step, out, ahead, nxt, stash, given, after)
-                    if given is not None:
-                        given.cancel()  # (done and used, or not used)
-            finally:
-                if pre is not None:
-                    pre.cancel()
+            for i, step in enumerate(steps):
+                nxt, stash = None, None
+                if self.settings.rate_ahead:
+                    if i + 1 < len(steps):
+                        nxt = steps[i + 1]
+                    elif self.next_batch is not None:
+                        stash = self.next_batch()
+                        nxt = stash.first_step(pool) if stash is not None else None
+                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash)
 
     async def _drop_early(self, early: Stashed) -> None:
         await drop(early.task)
         self.metrics.rated_ahead.labels("dropped").inc()
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
-                          nxt: StepInputs | None, stash: NextBatch | None = None, early: EarlyRead | None = None,
-                          after: StepInputs | None = None) -> tuple[RatedAhead[Rated] | None, EarlyRead | None]:
+                          nxt: StepInputs | None, stash: NextBatch | None = None) -> RatedAhead[Rated] | None:
         """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
         already rated from the state the commit before left (its first attempt uses it). With
         ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
         step's first commit lands (None otherwise: the next step is then rated as usual). With
         ``stash``, ``nxt`` is the next batch's: once the commit landed, its rating is left there
-        (not waited for) and None is returned.
-
-        ``early``: ``nxt``'s players that this step does not touch, read while this step was rated
-        (``read_early``); with it, ``nxt`` goes to the numba thread as soon as this step is rated, before
-        this commit's arguments are built. Returned beside: the read of ``after`` (the step after
-        ``nxt``) so started once this commit landed, while ``nxt`` is still being rated."""
+        (not waited for) and None is returned."""
         engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
         if engine is None:
-            return None, None
+            return None
         by_offsets = self.settings.dedup == "offsets"
         loop = asyncio.get_running_loop()
         fault = self.settings.test_fault_rating_bug_pool
@@ -176,10 +149,6 @@ class PoolStep:
                     delay = await self._unavailable(pool, delay)
                     attempt -= 1
                     continue
-                if nxt is not None and nxt.kind == step.kind and attempt == 1 and (early is None or early.gen != gen):
-                    if early is not None:
-                        early.cancel()
-                    early = read_early(self.store, self.cache, pool, nxt, gen, step.players)
                 commit, outputs, dead, stats = await loop.run_in_executor(
                     self.executor, rate, engine, step.ops, stored, seen, upto if by_offsets else None, self.dead,
                     self.settings.explain)
@@ -190,29 +159,16 @@ class PoolStep:
                 out.rated(outputs)
                 out.dead.extend(dead)
                 self.metrics.duplicates.inc(stats.repeated)
-                return None, None
+                return None
             commit.offsets = step.offsets
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                if early is not None and early.gen == gen and not early.task.done():
-                    # sent while this step was rated: its reply is due (a read sent only now would delay
-                    # the commit by a round trip, and commits are the run's critical path)
-                    await asyncio.wait([early.task])
-                read = early.values() if early is not None and early.gen == gen else None
-                base = compose_ahead(nxt, commit.beliefs, read) if read is not None else None
-                if base is not None:
-                    nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, _given(base),
-                                                                self.settings.explain, by_offsets))
-                    await asyncio.sleep(0)  # it reaches the numba thread before this commit's arguments are built
-                else:
-                    reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen,
-                                                               commit.beliefs))
-                    # its read goes to Redis before the commit (a read sent after the commit's script waits until
-                    # the script has run), but the commit does not wait for its reply: commits are the run's
-                    # critical path
-                    await asyncio.sleep(0)
-                    nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
-                                                                self.settings.explain, by_offsets))
+                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
+                # its read goes to Redis before the commit (a read sent after the commit's script waits until the
+                # script has run), but the commit does not wait for its reply: commits are the run's critical path
+                await asyncio.sleep(0)
+                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
+                                                            self.settings.explain, by_offsets))
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
@@ -243,7 +199,7 @@ class PoolStep:
                 self.registry.forget(pool)
                 engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
                 if engine is None:
-                    return None, None
+                    return None
                 continue
             except Conflict:
                 self.cache.drop(pool)
@@ -260,24 +216,19 @@ class PoolStep:
             if from_ahead:
                 self.metrics.rated_ahead.labels("landed").inc()
             if nxt_task is None:
-                return None, None
+                return None
             if stash is not None and nxt is not None:
                 old = stash.rated.pop(pool, None)
                 if old is not None:  # rated from an earlier commit of this batch (a retry message by message)
                     old.task.cancel()
                 stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen))
-                return None, None
-            later = None
-            if after is not None and nxt is not None and after.kind == nxt.kind:
-                later = read_early(self.store, self.cache, pool, after, str(new_gen), nxt.players)
+                return None
             rated = await nxt_task
             if rated is None:
                 self.metrics.rated_ahead.labels("dropped").inc()
-                if later is not None:
-                    later.cancel()
-                return None, None
-            rated.gen = str(new_gen)
-            return rated, later
+            else:
+                rated.gen = str(new_gen)
+            return rated
         # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
         raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 
@@ -718,13 +669,6 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes:
         else:
             out.append(cast("list[bytes | None]", b.texts)[i])
     return out
-
-
-def _given(values: dict[str, bytes | None]) -> asyncio.Future[dict[str, bytes | None] | None]:
-    """``values`` as what ``rate_ahead`` reads from: a future already done (awaiting it waits for nothing)."""
-    done: asyncio.Future[dict[str, bytes | None] | None] = asyncio.get_running_loop().create_future()
-    done.set_result(values)
-    return done
 
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],

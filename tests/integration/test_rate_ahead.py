@@ -172,37 +172,3 @@ def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: st
             await store.close()
 
     asyncio.run(run())
-
-
-def test_the_next_step_reaches_the_numba_thread_before_the_commit_is_built(redis_url: str) -> None:
-    """The players of the next step that this step does not touch are read while this step is rated, so
-    the next step goes to the numba thread as soon as this one is rated: not after this commit's arguments
-    are built and sent (which kept the numba thread waiting for that between every two steps)."""
-    events: list[str] = []
-
-    class Recording(ThreadPoolExecutor):
-        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            if getattr(fn, "__name__", "") == "rate_ops":
-                events.append("rate")
-            return super().submit(fn, *args, **kwargs)
-
-    async def run() -> None:
-        with Recording(1) as ex:
-            store = new_store(redis_url)
-            commit = store.commit
-
-            async def committing(*args: Any, **kwargs: Any) -> int:
-                events.append("commit")
-                return await commit(*args, **kwargs)
-
-            store.commit = committing  # type: ignore[method-assign]
-            proc = Processor(_settings(True), store, ex)
-            await proc.process(ROUNDS)
-            assert rated_ahead(proc.metrics, "landed") >= 8
-            await store.close()
-
-    asyncio.run(run())
-    commits = [k for k, e in enumerate(events) if e == "commit"]
-    assert len(commits) >= 9
-    late = [j for j, at in enumerate(commits[:-1]) if events[:at].count("rate") < j + 2]
-    assert not late, f"commits {late} of {len(commits)} were built before the step after them went to be rated"

@@ -14,7 +14,7 @@ import faust
 from conftest import in_loop
 from faust.types.tuples import Message as FaustMessage
 
-from stream.service.delivery import BatchDelivery, Taken
+from stream.service.delivery import BatchDelivery
 
 
 def make(max_batch: int = 3, within: float = 0.01, queue_batches: int = 1,
@@ -44,7 +44,7 @@ def offsets(batch: list[Any]) -> list[tuple[str, int]]:
     return [(m.topic, m.offset) for m in batch]
 
 
-async def take(d: BatchDelivery, agent_side: Any) -> Taken:
+async def take(d: BatchDelivery, agent_side: Any) -> list[Any]:
     """What the worker's agent does with each batch: take it, keep the current records."""
     return d.current(await asyncio.wait_for(agent_side.__anext__(), 2.0))
 
@@ -189,34 +189,3 @@ async def test_the_consumer_faust_builds_calls_the_installed_delivery() -> None:
     elsewhere fails here instead of bypassing the batches."""
     app, d, _agent_side, _faust_saw = make()
     assert app.consumer.callback == d.on_message
-
-
-@in_loop
-async def test_records_are_prepared_as_they_arrive_and_their_batch_carries_what_was_made() -> None:
-    app = faust.App(f"test-delivery-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
-    app.flow_control.resume()
-    made: list[int] = []
-
-    def prepare(message: Any) -> tuple[str, int]:
-        made.append(message.offset)
-        return (message.topic, message.offset)
-
-    d = BatchDelivery(app, {"in-a"}, max_batch=100, within=10.0, prepare=prepare)
-    d.install()
-    agent_side = aiter(d.channel)
-    gen = app.consumer_generation_id
-    await d.on_message(record("in-a", 0, generation_id=gen))
-    await d.on_message(record("in-a", 1, generation_id=gen + 1))
-    await d.on_message(record("in-a", 2, generation_id=gen))
-    assert made == [0, 1, 2]  # each as it arrived: the batch is still open
-    await d.flush()
-    got = await take(d, agent_side)
-    assert offsets(got) == [("in-a", 0), ("in-a", 2)]  # fetched before the last rebalance: dropped
-    assert got.ready == [("in-a", 0), ("in-a", 2)]  # what was made of them, in step
-
-    await d.on_message(record("in-a", 3, generation_id=gen))
-    d.clear()  # partitions revoked
-    await d.on_message(record("in-a", 4, generation_id=gen))
-    await d.flush()
-    assert (await take(d, agent_side)).ready == [("in-a", 4)]  # nothing of the cleared batch is left over
-    assert d.current([record("in-a", 5, generation_id=gen)]).ready is None  # a batch nothing prepared
