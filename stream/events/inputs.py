@@ -192,7 +192,7 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     """One contest line of the reference format → RoundEvent (rank = lo + 1).
 
     ``columns``: the standings as (players, ranks), already checked as ``_standings_columns``
-    checks them (``_contest_scan``: then ``obj``'s own standings are not read).
+    checks them (``_standings_scan``: then ``obj``'s own standings are not read).
 
     The event id is the contest's name plus a digest of its line (``raw``, or the parsed
     object): re-reading a file gives the same ids (so replaying it twice changes nothing),
@@ -381,8 +381,8 @@ def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple
 
 def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str, Any]]:
     """The rounds of a contest file: each line's standings read as columns by one numba pass
-    when the line allows it (``_contest_scan``: the same values), else decoded whole."""
-    from stream.events._contest_scan import scan_contest  # numba: only for contest files
+    when the line allows it (``_standings_scan``: the same values), else decoded whole."""
+    from stream.events._standings_scan import scan_contest  # numba: only for contest files
 
     for line_no, line in enumerate(_reading(fh, path), 1):
         text = line.strip()

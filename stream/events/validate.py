@@ -345,13 +345,10 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
     same decoded values; anything unusual (team rounds, integral floats, a player listed twice,
     every invalid round) returns None and goes through the full validator, so dead-letter
     reasons are unchanged."""
-    if obj.get("type") != "round" or "teams" in obj:
+    if not _plain_round(obj):
         return None
-    eid, pool, rid, t, standings = (obj.get(k) for k in ("event_id", "pool", "round_id", "time", "standings"))
-    if not (type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH and type(pool) is str
-            and 0 < len(pool) <= 128 and type(rid) is str and 0 < len(rid) <= 256
-            and type(t) is int and MIN_INT64 <= t <= MAX_INT64
-            and type(standings) is list and standings and set(map(type, standings)) == _DICT):
+    standings = obj.get("standings")
+    if not (type(standings) is list and standings and set(map(type, standings)) == _DICT):
         return None
     try:
         players = list(map(itemgetter("player"), standings))
@@ -360,13 +357,37 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
         return None
     if set(map(type, players)) != _STR or set(map(type, ranks_in)) != _INT:
         return None
+    if min(ranks_in) < 1 or max(ranks_in) > MAX_INT64:
+        return None
+    return _plain_round_event(obj, players, np.array(ranks_in, dtype=np.int64))
+
+
+def round_of_columns(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
+    """``fast_round`` of a round whose standings were read as columns (``players``, ``ranks``) from its
+    bytes, ``obj`` being the rest of it (``stream.events._standings_scan.scan_round``): the same checks
+    of the same values, so the same event or None."""
+    if not _plain_round(obj) or not players or int(ranks.min()) < 1:
+        return None
+    return _plain_round_event(obj, players, ranks)
+
+
+def _plain_round(obj: dict[str, Any]) -> bool:
+    """A round's own fields (not its standings) are of the plain form ``fast_round`` takes."""
+    if obj.get("type") != "round" or "teams" in obj:
+        return False
+    eid, pool, rid, t = (obj.get(k) for k in ("event_id", "pool", "round_id", "time"))
+    return (type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH and type(pool) is str
+            and 0 < len(pool) <= 128 and type(rid) is str and 0 < len(rid) <= 256
+            and type(t) is int and MIN_INT64 <= t <= MAX_INT64)
+
+
+def _plain_round_event(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
     lens = list(map(len, players))
-    if (min(lens) < 1 or max(lens) > 128 or min(ranks_in) < 1 or max(ranks_in) > MAX_INT64
-            or len(set(players)) != len(players)):
+    if min(lens) < 1 or max(lens) > 128 or len(set(players)) != len(players):
         return None
     weight = obj.get("weight", 1.0)
     ceiling = obj.get("perf_ceiling", math.inf)
     if type(weight) not in (float, int) or not (0 < weight < math.inf) or type(ceiling) not in (float, int):
         return None
-    return RoundEvent(event_id=eid, pool=pool, round_id=rid, time=t, players=players,
-                      ranks=np.array(ranks_in, dtype=np.int64), weight=float(weight), perf_ceiling=float(ceiling))
+    return RoundEvent(event_id=obj["event_id"], pool=obj["pool"], round_id=obj["round_id"], time=obj["time"],
+                      players=players, ranks=ranks, weight=float(weight), perf_ceiling=float(ceiling))

@@ -15,8 +15,17 @@ from typing import Any
 
 import orjson
 
-from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
-from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, fast_round, parse_json
+from stream.events._standings_scan import scan_round
+from stream.events.model import MAX_ID_LENGTH, MatchBatch, PlayerIndex, RoundEvent, index_players
+from stream.events.validate import (
+    MATCH_LISTS,
+    InvalidEvent,
+    decode_event,
+    fast_matches,
+    fast_round,
+    parse_json,
+    round_of_columns,
+)
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -83,13 +92,22 @@ def allowed(settings: Settings, pool: str) -> bool:
 def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
     RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
+    scanned = scan_round(msg.value, MAX_ID_LENGTH)  # the hot path of rounds: standings read from the bytes
+    fast = None if scanned is None else round_of_columns(*scanned)
+    if fast is not None:
+        if not allowed(settings, fast.pool):
+            raise InvalidEvent(f"unknown pool {fast.pool!r}", fast.event_id)
+        if len(fast.players) > settings.max_participants:
+            raise InvalidEvent(f"field standings: {len(fast.players)} participants exceed the maximum "
+                               f"{settings.max_participants}", fast.event_id)
+        return "round", fast
     obj = parse_json(msg.value)
     batch = fast_matches(obj)
     if batch is not None:  # the hot path: a valid match/match_batch straight into columns
         if not allowed(settings, batch.pool):
             raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
         return obj["type"], batch
-    fast = fast_round(obj)  # the hot path of rounds: their standings checked by columns
+    fast = fast_round(obj)  # rounds the scan does not take: their standings checked by columns
     etype, value = ("round", fast) if fast is not None else decode_event(obj)  # type: tuple[str, Any]
     pool = obj["pool"]
     if not allowed(settings, pool):

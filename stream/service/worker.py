@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from stream.engine.pool import PoolEngine
+from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
@@ -34,8 +35,9 @@ def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
 
 def warmup(s: Settings) -> None:
     """Build each configured system once and call its module's ``warmup()`` if it has one;
-    also the index of applied event ids (``stream.state.id_index``)."""
+    also the index of applied event ids (``stream.state.id_index``) and the scan of rounds' standings."""
     id_index.warmup()
+    _standings_scan.warmup()
     seen: set[str] = set()
     for name, params in systems_in_use(s):
         make_system(name, params)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.events import _contest_scan
+from stream.events import _standings_scan
 from stream.events.inputs import InputError, read_records
 
 GOOD = '{"name":"R1","time_seconds":100,"standings":[["ann",0,0],["bob",1,2],["cy",1,2]]}'
@@ -54,14 +54,14 @@ def test_scan_reads_each_line_as_the_whole_decoding_does(tmp_path: Path, case: s
     path = tmp_path / "c.jsonl"
     path.write_text(GOOD + "\n" + LINES[case] + "\n", encoding="utf-8")
     fast = _read(path)
-    monkeypatch.setattr(_contest_scan, "scan_contest", lambda line, max_id: None)
+    monkeypatch.setattr(_standings_scan, "scan_contest", lambda line, max_id: None)
     assert _read(path) == fast
 
 
 def test_the_scan_takes_the_plain_lines_and_leaves_the_others() -> None:
-    taken = {case for case, line in LINES.items() if _contest_scan.scan_contest(line, 256) is not None}
+    taken = {case for case, line in LINES.items() if _standings_scan.scan_contest(line, 256) is not None}
     assert taken == {"plain", "spaces", "standings first", "nested standings key", "a standings string",
                      "duplicate player"}
-    obj, players, ranks = _contest_scan.scan_contest(LINES["spaces"], 256)  # type: ignore[misc]
+    obj, players, ranks = _standings_scan.scan_contest(LINES["spaces"], 256)  # type: ignore[misc]
     assert obj == {"name": "R2", "standings": [], "weight": 0.5}
     assert players == ["a b", "c"] and ranks.tolist() == [1, 1] and ranks.dtype == np.int64
