@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from stream.events._standings_scan import scan_round
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.events.validate import (
     MATCH_LISTS,
@@ -26,6 +25,7 @@ from stream.events.validate import (
     parse_json,
     round_of_columns,
 )
+from stream.ratings.base import IntArray
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -89,10 +89,24 @@ def allowed(settings: Settings, pool: str) -> bool:
     return not settings.pools or pool in settings.pools
 
 
+#: the worker's scan of a round's standings from its bytes (``use_standings_scan``). None in a game
+#: server's ``Publisher`` (stream.client), which decodes with this module but must not import numba:
+#: rounds are then decoded whole, to the same values
+_scan_round: Callable[[bytes, int], tuple[dict[str, Any], list[str], IntArray] | None] | None = None
+
+
+def use_standings_scan() -> None:
+    """Decode plain rounds by reading their standings from the bytes (numba: the worker's processor)."""
+    global _scan_round
+    from stream.events._standings_scan import scan_round
+
+    _scan_round = scan_round
+
+
 def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
     RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
-    scanned = scan_round(msg.value, MAX_ID_LENGTH)  # the hot path of rounds: standings read from the bytes
+    scanned = None if _scan_round is None else _scan_round(msg.value, MAX_ID_LENGTH)  # the hot path of rounds
     fast = None if scanned is None else round_of_columns(*scanned)
     if fast is not None:
         if not allowed(settings, fast.pool):
