@@ -61,6 +61,38 @@ def _int(buf, i: int):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
+def _name(buf, i: int, names, w: int, max_id: int, top: int):  # type: ignore[no-untyped-def]
+    """Copy the name whose text starts at ``i`` (after its opening quote) to ``names`` from ``w``: (the end
+    after its closing quote, ``w`` after it), or end −1 when it is not of the subset: an escape, a byte
+    below 32 or above ``top``, none or more than ``max_id`` bytes."""
+    n = buf.shape[0]
+    first = i
+    while i < n and buf[i] != _QUOTE:
+        c = buf[i]
+        if c < 32 or c > top or c == _BACKSLASH:
+            return -1, w
+        names[w] = c
+        w += 1
+        i += 1
+    if i >= n or not (1 <= i - first <= max_id):
+        return -1, w
+    return i + 1, w
+
+
+@nb.njit(cache=True, nogil=True)
+def _next(buf, i: int):  # type: ignore[no-untyped-def]
+    """After an item of an array at ``i``: (1, the next item's start) after a comma, (0, the end after
+    ``]``) at the array's end, (−1, i) otherwise."""
+    n = buf.shape[0]
+    i = _ws(buf, i)
+    if i < n and buf[i] == _COMMA:
+        return 1, _ws(buf, i + 1)
+    if i < n and buf[i] == _RBRACKET:
+        return 0, i + 1
+    return -1, i
+
+
+@nb.njit(cache=True, nogil=True)
 def _rows(buf, i: int, max_id: int, names, lo, hi):  # type: ignore[no-untyped-def]
     """Parse the standings array at ``i``: (rows, end after ``]``, name bytes written), or rows −1."""
     n = buf.shape[0]
@@ -79,17 +111,10 @@ def _rows(buf, i: int, max_id: int, names, lo, hi):  # type: ignore[no-untyped-d
         if rows:
             names[w] = _NEWLINE
             w += 1
-        first = i
-        while i < n and buf[i] != _QUOTE:
-            c = buf[i]
-            if c < 32 or c > 126 or c == _BACKSLASH:
-                return -1, i, 0
-            names[w] = c
-            w += 1
-            i += 1
-        if i >= n or not (1 <= i - first <= max_id):
+        end, w = _name(buf, i, names, w, max_id, 126)
+        if end < 0:
             return -1, i, 0
-        i = _ws(buf, i + 1)
+        i = _ws(buf, end)
         if i >= n or buf[i] != _COMMA:
             return -1, i, 0
         a, i = _int(buf, _ws(buf, i + 1))
@@ -103,17 +128,15 @@ def _rows(buf, i: int, max_id: int, names, lo, hi):  # type: ignore[no-untyped-d
         lo[rows] = a
         hi[rows] = b
         rows += 1
-        i = _ws(buf, i + 1)
-        if i < n and buf[i] == _COMMA:
-            i = _ws(buf, i + 1)
-            continue
-        if i < n and buf[i] == _RBRACKET:
+        more, i = _next(buf, i + 1)
+        if more < 0:
+            return -1, i, 0
+        if not more:
             break
-        return -1, i, 0
     for r in range(rows):
         if hi[r] >= rows:
             return -1, i, 0
-    return rows, i + 1, w
+    return rows, i, w
 
 
 @nb.njit(cache=True, nogil=True)
@@ -172,17 +195,10 @@ def _items(buf, i: int, max_id: int, names, ranks):  # type: ignore[no-untyped-d
                 if items:
                     names[w] = _NEWLINE
                     w += 1
-                start = i
-                while i < n and buf[i] != _QUOTE:
-                    c = buf[i]
-                    if c < 32 or c == _BACKSLASH:
-                        return -1, i, 0
-                    names[w] = c
-                    w += 1
-                    i += 1
-                if i >= n or not (1 <= i - start <= max_id):
+                end, w = _name(buf, i, names, w, max_id, 255)
+                if end < 0:
                     return -1, i, 0
-                i += 1
+                i = end
                 named = True
             i = _ws(buf, i)
             if i < n and buf[i] == _COMMA and not (named and rank >= 0):
@@ -193,14 +209,12 @@ def _items(buf, i: int, max_id: int, names, ranks):  # type: ignore[no-untyped-d
             return -1, i, 0
         ranks[items] = rank
         items += 1
-        i = _ws(buf, i + 1)
-        if i < n and buf[i] == _COMMA:
-            i = _ws(buf, i + 1)
-            continue
-        if i < n and buf[i] == _RBRACKET:
+        more, i = _next(buf, i + 1)
+        if more < 0:
+            return -1, i, 0
+        if not more:
             break
-        return -1, i, 0
-    return items, i + 1, w
+    return items, i, w
 
 
 @nb.njit(cache=True, nogil=True)
