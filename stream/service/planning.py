@@ -108,24 +108,24 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
     scanned = None if _scan_round is None else _scan_round(msg.value, MAX_ID_LENGTH)  # the hot path of rounds
     fast = None if scanned is None else round_of_columns(*scanned)
+    obj: dict[str, Any] = {}  # the decoded JSON: not made for a round the scan took
+    etype: str
+    value: Any
+    eid: str | None
     if fast is not None:
-        if not allowed(settings, fast.pool):
-            raise InvalidEvent(f"unknown pool {fast.pool!r}", fast.event_id)
-        if len(fast.players) > settings.max_participants:
-            raise InvalidEvent(f"field standings: {len(fast.players)} participants exceed the maximum "
-                               f"{settings.max_participants}", fast.event_id)
-        return "round", fast
-    obj = parse_json(msg.value)
-    batch = fast_matches(obj)
-    if batch is not None:  # the hot path: a valid match/match_batch straight into columns
-        if not allowed(settings, batch.pool):
-            raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
-        return obj["type"], batch
-    fast = fast_round(obj)  # rounds the scan does not take: their standings checked by columns
-    etype, value = ("round", fast) if fast is not None else decode_event(obj)  # type: tuple[str, Any]
-    pool = obj["pool"]
+        etype, value, pool, eid = "round", fast, fast.pool, fast.event_id
+    else:
+        obj = parse_json(msg.value)
+        batch = fast_matches(obj)
+        if batch is not None:  # the hot path: a valid match/match_batch straight into columns
+            if not allowed(settings, batch.pool):
+                raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+            return obj["type"], batch
+        fast = fast_round(obj)  # rounds the scan does not take: their standings checked by columns
+        etype, value = ("round", fast) if fast is not None else decode_event(obj)
+        pool, eid = obj["pool"], obj.get("event_id")
     if not allowed(settings, pool):
-        raise InvalidEvent(f"unknown pool {pool!r}", obj.get("event_id"))
+        raise InvalidEvent(f"unknown pool {pool!r}", eid)
     if etype == "match" or etype in MATCH_LISTS:  # unusual but valid (e.g. an integral float time): same columns
         batch = MatchBatch(pool)
         for m in [value] if etype == "match" else value:

@@ -112,7 +112,7 @@ def _wait_done(port: int, target: float, timeout: float) -> float:
     ``perf_counter`` clock: the worker stamps the moment itself (``mmr_messages_done_timestamp_seconds``),
     so the bench polls only every ``DONE_POLL_S``. Why: a scrape costs the worker's event loop a few ms
     (``/metrics`` renders every family), and polled every ``POLL_S`` through a run of tens of seconds it
-    took ~3 % of the thread the worker rates with; the stamp is also exact, not up to a poll late."""
+    took ~6 % of the worker's event loop (py-spy); the stamp is also exact, not up to a poll late."""
     deadline = time.monotonic() + timeout
     name = "mmr_messages_done_total"
     while time.monotonic() < deadline:
