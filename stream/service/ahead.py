@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, Plan, StepInputs, split_steps, step_inputs
@@ -100,10 +100,10 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     # by columns, before any await (the cache may move on meanwhile): ``base`` is made in the step's
     # order and only filled in after, so it stays in that order (a step is ~50,000 players)
     players = step.players
-    base = dict(zip(players, map(written.get, players, repeat(_ABSENT)), strict=True))
+    base: dict[str, Any] = dict(zip(players, map(written.get, players, repeat(_ABSENT)), strict=True))
     rest = [p for p, v in base.items() if v is _ABSENT]
     if not rest:
-        return cast("dict[str, bytes | None]", base)
+        return base
     vals = list(map(known.get, rest, repeat(_ABSENT)))
     base.update(zip(rest, vals, strict=True))
     missing = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
@@ -113,7 +113,7 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
         except Exception as exc:  # the step is rated again as usual, where this error is handled
             log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
             return None
-    return cast("dict[str, bytes | None]", base)
+    return base
 
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
