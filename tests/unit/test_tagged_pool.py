@@ -87,3 +87,22 @@ def test_put_gives_the_indices_with_the_newcomers_registered() -> None:
     assert held["y"] == tag + flat[3:].tobytes() and held["b"] == tag + flat[2:3].tobytes()
     with pytest.raises(ValueError):
         held.put(TaggedFlat(["a"], np.array([0]), flat[:2], np.array([0, 2]), TaggedPool(stored, tag).pool, tag))
+
+
+@pytest.mark.parametrize("tag", [b"\x01", b"\x02\x03"])
+def test_values_are_read_without_their_tags_byte_for_byte(tag: bytes) -> None:
+    """A step's values read at once (``_read``) hold exactly the bytes after each tag, in order,
+    whatever the lengths; one value without the tag, or not whole float64 values, reads nothing."""
+    rng = np.random.default_rng(5)
+    lengths = [0, 1, 7, 300, 2, 0, 45]
+    stored: dict[str, bytes | None] = {f"p{i}": tag + _belief(rng, n) for i, n in enumerate(lengths)}
+    held = TaggedPool(stored, tag)
+    idx = held.indices(list(stored))
+    assert idx is not None and idx.tolist() == list(range(len(lengths)))
+    assert all(held[p] == v for p, v in stored.items())
+    flat, offsets = held.pool.gather(idx, np.empty(0))
+    assert flat.tobytes() == b"".join(v[len(tag):] for v in stored.values() if v is not None)
+    assert np.diff(offsets).tolist() == lengths
+    for bad in (b"\x09" + _belief(rng, 3), tag + b"\x00" * 9, tag[:-1]):
+        broken = dict(stored, p3=bad)
+        assert TaggedPool(broken, tag).indices(list(broken)) is None  # the per-belief path then names it
