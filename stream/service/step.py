@@ -599,10 +599,12 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
     outputs = tally.republished(engine, stored, set(players) if tally.republish else ())
+    arena: tuple[FloatArray, IntArray] | None = None
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
     else:
-        values = engine.encode_held(held, players, held_at)
+        values, flat, offsets = engine.encode_held(held, players, held_at)
+        arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
     commit.beliefs = dict(zip(players, values, strict=True))
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
@@ -626,6 +628,10 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     system = engine.system.name
     outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids, times,
                        repeat(system), repeat(None) if texts is None else texts))
+    if arena is None:
+        commit.seal()
+    else:
+        commit.seal(*arena, tag=cast(TaggedPool, held).tag)
     return commit, outputs, dead, counts
 
 

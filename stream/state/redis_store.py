@@ -106,18 +106,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
-import numpy as np
 import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
+from stream.ratings.base import FloatArray, IntArray
 from stream.state import legacy_pools
+from stream.state.commit_blob import pairs_blob, players_blob, players_blob_flat, strings_blob
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
@@ -154,6 +153,29 @@ class Commit:
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
     #: player -> the explanation of their change (``:chg``; stream.service.step.change_records)
     changes: dict[str, bytes] = field(default_factory=dict)
+    #: the players and changes blobs the commit script takes, made once the rest is final (``seal``)
+    blobs: tuple[bytes | memoryview, bytes] | None = None
+
+    def pack(self) -> tuple[bytes | memoryview, bytes]:
+        """The players blob (beliefs and scores, in the order of ``beliefs``) and the changes blob
+        (``stream.state.commit_blob``)."""
+        players = list(self.beliefs)
+        return (players_blob(players, list(map(self.beliefs.__getitem__, players)),
+                             list(map(self.scores.__getitem__, players))),
+                pairs_blob(self.changes))
+
+    def seal(self, flat: FloatArray | None = None, offsets: IntArray | None = None, tag: bytes = b"") -> None:
+        """Make the blobs now, so the commit sends them as they are: the numba thread calls this as a
+        step's last work, and the event loop then sends the commit at once when the one before
+        lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
+        offsets[i + 1]]`` of the i-th player, as the arena holds them (written from there by numba,
+        ``players_blob_flat``). Nothing of the commit may change after."""
+        if flat is None or offsets is None:
+            self.blobs = self.pack()
+            return
+        players = list(self.beliefs)
+        self.blobs = (players_blob_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players))),
+                      pairs_blob(self.changes))
 
 
 class RedisStore(RoundState, ReplicatedWrites):
@@ -272,8 +294,8 @@ class RedisStore(RoundState, ReplicatedWrites):
             res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
                                              self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
                                        args=[self.keys.player_prefix(pool), held[0], held[1],
-                                             len(players), _blob(escape_all(players)), len(fields),
-                                             _blob(fields)])
+                                             len(players), strings_blob(escape_all(players)), len(fields),
+                                             strings_blob(fields)])
         except ResponseError as exc:
             if not str(exc).startswith("WRONGTYPE"):
                 raise
@@ -406,7 +428,8 @@ class RedisStore(RoundState, ReplicatedWrites):
             if needs_escape(rid):
                 moves += [k.decode(), self.pend_key(pool, rid), "hash"]
         moved = await self._migrate(keys=[self.key(pool, "meta")],
-                                    args=[KEY_FORMAT, len(moves) // 3, _blob(moves), self.key(pool, "migrating:")])
+                                    args=[KEY_FORMAT, len(moves) // 3, strings_blob(moves),
+                                          self.key(pool, "migrating:")])
         log.info("pool %r: key format %s (%d keys renamed)", pool, KEY_FORMAT, int(moved))
 
     async def pools(self) -> list[str]:
@@ -505,14 +528,13 @@ class RedisStore(RoundState, ReplicatedWrites):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        players_blob = _players_blob(players, list(map(c.beliefs.__getitem__, players)),
-                                     list(map(c.scores.__getitem__, players)))
+        players_blob, changes_blob = c.blobs if c.blobs is not None else c.pack()
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
-                           len(c.offsets), _blob(offsets), meta_json,
+                           len(c.offsets), strings_blob(offsets), meta_json,
                            self.keys.player_prefix(pool), self.keys.pend_prefix(pool), players_blob,
-                           digest_blob, _blob(done), self.seen_max_ids, held[1], KEY_FORMAT, len(c.changes),
-                           _pairs_blob(c.changes)]
+                           digest_blob, strings_blob(done), self.seen_max_ids, held[1], KEY_FORMAT, len(c.changes),
+                           changes_blob]
         command = ("EVALSHA", self._commit.sha, len(keys), *keys, *argv)
         try:
             try:
@@ -562,40 +584,3 @@ def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:
         return set()
     flags = idx.contains(keys_of(digests(event_ids)))
     return {e for e, f in zip(event_ids, flags.tolist(), strict=True) if f}
-
-
-def _players_blob(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The commit's players blob (see redis_scripts.COMMIT_LUA): four u32 lengths per player (escaped name,
-    value, score text, name), then the four strings per player; the name is empty when escaping
-    left it as it was (the usual case: the script then takes the key's name). The score text is ``repr``: the
-    shortest string that parses back to the same double, so the leaderboard holds the exact score
-    (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent).
-    Built by columns (``map`` passes, one numpy array of lengths), not by a loop over players."""
-    n = len(players)
-    fscores = list(map(float, scores))
-    if any(s != s for s in fscores):
-        raise ValueError("a leaderboard score is NaN")
-    escaped = escape_all(players)
-    keys = list(map(str.encode, escaped))
-    names = [b""] * n if escaped is players else [b"" if e == p else p.encode()
-                                                   for p, e in zip(players, escaped, strict=True)]
-    texts = list(map(str.encode, map(repr, fscores)))
-    lens = np.empty((n, 4), dtype="<u4")
-    lens[:, 0] = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    lens[:, 1] = np.fromiter(map(len, values), dtype=np.int64, count=n)
-    lens[:, 2] = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-    lens[:, 3] = np.fromiter(map(len, names), dtype=np.int64, count=n)
-    return lens.tobytes() + b"".join(chain.from_iterable(zip(keys, values, texts, names, strict=True)))
-
-
-def _pairs_blob(pairs: dict[str, bytes]) -> bytes:
-    """``pairs`` as the scripts' blob of ``2·len(pairs)`` strings: name, value, name, value, ..."""
-    enc = [x for k, v in pairs.items() for x in (k.encode(), v)]
-    return struct.pack(f"<{len(enc)}I", *map(len, enc)) + b"".join(enc)
-
-
-def _blob(items: Sequence[str]) -> bytes:
-    """Length-prefixed list for the scripts: all little-endian u32 lengths first, then the bytes."""
-    enc = [it.encode() for it in items]
-    return struct.pack(f"<{len(enc)}I", *[len(b) for b in enc]) + b"".join(enc)
-

@@ -1,16 +1,17 @@
-"""The commit's players blob, built by columns, is byte for byte the plain per-player form."""
+"""The commit's players blob, built by columns or from the arena, is byte for byte the plain per-player form."""
 
 from __future__ import annotations
 
 import math
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream.state.commit_blob import players_blob, players_blob_flat
 from stream.state.keys import escape
-from stream.state.redis_store import _players_blob
 
 
 def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
@@ -31,15 +32,40 @@ def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]])
     players = [p for p, _, _ in rows]
     values = [v for _, v, _ in rows]
     scores = [s for _, _, s in rows]
-    assert _players_blob(players, values, scores) == _plain(players, values, scores)
+    assert players_blob(players, values, scores) == _plain(players, values, scores)
 
 
 def test_players_blob_counts_encoded_bytes_not_characters() -> None:
-    blob = _players_blob(["é名:", "é名"], [b"\x01", b""], [1500.25, 1.0])
+    blob = players_blob(["é名:", "é名"], [b"\x01", b""], [1500.25, 1.0])
     n = len("é名".encode())
     assert struct.unpack("<8I", blob[:32]) == (n + 3, 1, len(b"1500.25"), n + 1, n, 0, len(b"1.0"), 0)
 
 
 def test_a_nan_score_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(ValueError, match="NaN"):
-        _players_blob(["a", "b"], [b"", b""], [1.0, float("nan")])
+        players_blob(["a", "b"], [b"", b""], [1.0, float("nan")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20) | st.sampled_from(["a:b", "%", "{x}", "}:lb"]),
+                          st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=7),
+                          st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, math.pi])),
+                max_size=30),
+       st.sampled_from([b"\x01", b"", b"\x02\x03"]), st.integers(0, 3))
+def test_players_blob_from_the_arena_equals_the_plain_form(rows: list[tuple[str, list[float], float]], tag: bytes,
+                                                           lead: int) -> None:
+    """``players_blob_flat`` (values written from one float64 array by numba) gives the bytes of
+    ``players_blob`` of each value's ``bytes``, whatever the lengths, the tag, and where in the
+    array the first value starts."""
+    players = [p for p, _, _ in rows]
+    beliefs = [np.array(v, dtype="<f8") for _, v, _ in rows]
+    scores = [s for _, _, s in rows]
+    flat = np.concatenate([np.full(lead, 7.0), *beliefs]) if beliefs else np.full(lead, 7.0)
+    offsets = lead + np.concatenate([[0], np.cumsum([len(b) for b in beliefs], dtype=np.int64)]).astype(np.int64)
+    values = [tag + b.tobytes() for b in beliefs]
+    assert bytes(players_blob_flat(players, flat, offsets, tag, scores)) == players_blob(players, values, scores)
+
+
+def test_the_arena_blob_refuses_a_nan_score_too() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        players_blob_flat(["a"], np.zeros(1), np.array([0, 1]), b"\x01", [float("nan")])

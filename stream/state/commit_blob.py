@@ -1,0 +1,119 @@
+"""The byte strings a commit hands to the Redis scripts (``stream.state.redis_scripts``).
+
+Why blobs: redis-py packs a command's arguments one by one in Python (~80 ms for a round of
+3,000 players as separate arguments), so each list goes as one argument: all its little-endian
+u32 lengths first, then the strings. Why here, apart from the store: a step of 50,000 players
+makes a players blob of tens of MB, and the worker makes it where it is cheapest -- on the
+numba thread as the step's last work (``Commit.seal``), straight from the arena its new
+beliefs are in (``players_blob_flat``) -- rather than on the event loop between two commits.
+``players_blob`` is the plain form, and the oracle of the flat one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from itertools import chain
+
+import numba as nb
+import numpy as np
+
+from stream.ratings.base import FloatArray, IntArray
+from stream.state.keys import escape_all
+
+
+def _columns(players: list[str], scores: Sequence[float]) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """The escaped key names, the score texts and the names (empty where escaping left a name as it
+    was: the script then takes the key's name) of a players blob. The score text is ``repr``: the
+    shortest string that parses back to the same double, so the leaderboard holds the exact score
+    (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent)."""
+    fscores = list(map(float, scores))
+    if any(s != s for s in fscores):
+        raise ValueError("a leaderboard score is NaN")
+    escaped = escape_all(players)
+    keys = list(map(str.encode, escaped))
+    names = [b""] * len(players) if escaped is players else [
+        b"" if e == p else p.encode() for p, e in zip(players, escaped, strict=True)]
+    return keys, list(map(str.encode, map(repr, fscores))), names
+
+
+def _lengths(n: int, *columns: Sequence[bytes]) -> np.ndarray:
+    lens = np.empty((n, 4), dtype="<u4")
+    for j, col in enumerate(columns):
+        lens[:, j] = np.fromiter(map(len, col), dtype=np.int64, count=n)
+    return lens
+
+
+def players_blob(players: list[str], values: Sequence[bytes], scores: Sequence[float]) -> bytes:
+    """The commit's players blob (see redis_scripts.COMMIT_LUA): four u32 lengths per player (escaped
+    name, value, score text, name), then the four strings per player. Built by columns (``map``
+    passes, one numpy array of lengths), not by a loop over players."""
+    keys, texts, names = _columns(players, scores)
+    lens = _lengths(len(players), keys, values, texts, names)
+    return lens.tobytes() + b"".join(chain.from_iterable(zip(keys, values, texts, names, strict=True)))
+
+
+@nb.njit(cache=True, nogil=True)
+def _copy(out, pos, src, a, b):  # type: ignore[no-untyped-def]
+    out[pos:pos + b - a] = src[a:b]
+    return pos + b - a
+
+
+@nb.njit(cache=True, nogil=True)
+def _interleave(keys, key_at, tag, values, value_at, texts, text_at, names, name_at, out, pos):  # type: ignore[no-untyped-def]
+    """Player i's key name, ``tag`` + value bytes, score text and name into ``out`` from ``pos`` on."""
+    for i in range(key_at.shape[0] - 1):
+        pos = _copy(out, pos, keys, key_at[i], key_at[i + 1])
+        pos = _copy(out, pos, tag, 0, tag.shape[0])
+        pos = _copy(out, pos, values, value_at[i], value_at[i + 1])
+        pos = _copy(out, pos, texts, text_at[i], text_at[i + 1])
+        pos = _copy(out, pos, names, name_at[i], name_at[i + 1])
+    return pos
+
+
+def _cat(strings: list[bytes]) -> tuple[np.ndarray, IntArray]:
+    at = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=at[1:])
+    return np.frombuffer(b"".join(strings), dtype=np.uint8), at
+
+
+def players_blob_flat(players: list[str], flat: FloatArray, offsets: IntArray, tag: bytes,
+                      scores: Sequence[float]) -> memoryview:
+    """``players_blob`` of the values ``tag`` + ``flat[offsets[i] : offsets[i + 1]]`` (little-endian
+    float64) of ``players[i]``, byte for byte, written by one numba pass: no ``bytes`` per value
+    and no join of them. A memoryview (redis-py sends it as it is)."""
+    n = len(players)
+    keys, texts, names = _columns(players, scores)
+    key_cat, key_at = _cat(keys)
+    text_cat, text_at = _cat(texts)
+    name_cat, name_at = _cat(names)
+    value_at = np.ascontiguousarray(offsets, dtype=np.int64) * 8
+    raw = np.ascontiguousarray(flat, dtype="<f8").view(np.uint8)
+    lens = np.empty((n, 4), dtype="<u4")
+    lens[:, 0] = np.diff(key_at)
+    lens[:, 1] = np.diff(value_at) + len(tag)
+    lens[:, 2] = np.diff(text_at)
+    lens[:, 3] = np.diff(name_at)
+    out = np.empty(16 * n + int(lens.sum(dtype=np.int64)), dtype=np.uint8)
+    out[:16 * n] = lens.reshape(-1).view(np.uint8)
+    end = _interleave(key_cat, key_at, np.frombuffer(tag, dtype=np.uint8), raw, value_at,
+                      text_cat, text_at, name_cat, name_at, out, 16 * n)
+    assert end == out.shape[0]
+    return out.data
+
+
+def pairs_blob(pairs: dict[str, bytes]) -> bytes:
+    """``pairs`` as the scripts' blob of ``2·len(pairs)`` strings: name, value, name, value, ..."""
+    enc = [x for k, v in pairs.items() for x in (k.encode(), v)]
+    return struct.pack(f"<{len(enc)}I", *map(len, enc)) + b"".join(enc)
+
+
+def strings_blob(items: Sequence[str]) -> bytes:
+    """Length-prefixed list for the scripts: all little-endian u32 lengths first, then the bytes."""
+    enc = [it.encode() for it in items]
+    return struct.pack(f"<{len(enc)}I", *[len(b) for b in enc]) + b"".join(enc)
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the flat players blob on two players."""
+    players_blob_flat(["a", "b:c"], np.zeros(3), np.array([0, 1, 3]), b"\x01", [1.0, 2.0])
