@@ -172,3 +172,40 @@ def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: st
             await store.close()
 
     asyncio.run(run())
+
+
+def test_a_step_whose_finishing_fails_is_rated_again_as_usual(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step rated ahead is finished (its outputs, the rest of its commit) on another thread while
+    the numba thread rates the next one. When that finishing fails, the step and the next one
+    rated from it are dropped and rated again as usual: the same outputs and state as steps rated
+    in turn, and nothing is committed twice or lost."""
+    from stream.service import step as step_module
+
+    finish = step_module._finish_rounds
+    failed: list[str] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> None:
+        import threading
+        if threading.current_thread().name.startswith("mmr-finish") and len(failed) < 2:
+            failed.append(threading.current_thread().name)
+            raise RuntimeError("finishing failed")
+        finish(*args, **kwargs)
+
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            ref = new_store(redis_url)
+            want = await Processor(_settings(False), ref, ex).process(ROUNDS)
+            want_state = await pool_state(ref)
+            await ref.close()
+            monkeypatch.setattr(step_module, "_finish_rounds", flaky)
+            store = new_store(redis_url)
+            proc = Processor(_settings(True), store, ex)
+            got = await proc.process(ROUNDS)
+            assert len(failed) == 2, "the finishing thread never ran"
+            assert outputs(got) == outputs(want) and not got.dead
+            assert await pool_state(store) == want_state
+            assert rated_ahead(proc.metrics, "dropped") >= 2
+            assert rated_ahead(proc.metrics, "landed") >= 6
+            await store.close()
+
+    asyncio.run(run())
