@@ -81,9 +81,6 @@ class RatedAhead(Generic[R]):
     dead: DeferredDead
     #: the pool's ``gen`` once the commit before landed: the state this was rated from
     gen: str | None = field(default=None)
-    #: the rest of the rating, under way on the finishing thread (``rate_ahead``): the step's outputs,
-    #: once its commit is complete (None: ``result`` is complete)
-    tail: asyncio.Future[Any] | None = field(default=None)
 
 
 async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
@@ -119,34 +116,22 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     return base
 
 
-async def rate_ahead(executor: Executor, finisher: Executor, engine: object, rate: Callable[..., Any],
-                     step: StepInputs, reading: Awaitable[dict[str, bytes | None] | None], explain: bool,
-                     by_offsets: bool) -> RatedAhead[Any] | None:
+async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
+                     reading: Awaitable[dict[str, bytes | None] | None], explain: bool, by_offsets: bool,
+                     ) -> RatedAhead[R] | None:
     """``step`` rated on the numba thread from what ``reading`` (``read_ahead``) gives; None when it could
-    not be (the step is then rated as usual, and meets the same error there). ``rate`` returns what
-    ``rate_ops`` does plus a ``finish`` (or None) of what is left, which goes to ``finisher``'s thread
-    (``RatedAhead.tail``): the numba thread is free for the next step once this one's commit is known."""
+    not be (the step is then rated as usual, and meets the same error there)."""
     stored = await reading
     if stored is None:
         return None
-    loop = asyncio.get_running_loop()
     try:
         dead = DeferredDead()
-        *rated, finish = await loop.run_in_executor(
+        result = await asyncio.get_running_loop().run_in_executor(
             executor, rate, engine, step.ops, stored, set(), {} if by_offsets else None, dead, explain)
     except Exception as exc:  # the step is rated again as usual, where this error is handled
         log.debug("rating the next step ahead failed (%r); it is rated after the commit", exc)
         return None
-    tail = None if finish is None else loop.run_in_executor(finisher, finish)
-    if tail is not None:
-        tail.add_done_callback(_retrieved)
-    return RatedAhead(engine, tuple(rated), dead, tail=tail)
-
-
-def _retrieved(fut: asyncio.Future[Any]) -> None:
-    """A tail whose rating is dropped is never awaited: its failure is not an error (it was not used)."""
-    if not fut.cancelled():
-        fut.exception()
+    return RatedAhead(engine, result, dead)
 
 
 async def drop(task: asyncio.Task[Any] | None) -> None:

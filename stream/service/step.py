@@ -13,11 +13,11 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import Any, TypeAlias, cast
+from typing import TypeAlias, cast
 
 import numpy as np
 import orjson
@@ -52,8 +52,6 @@ MAX_ATTEMPTS = 20
 _ROUNDS = attrgetter("rounds")
 #: what rating a step gives: the commit, the outputs, the dead letters, the counts
 Rated: TypeAlias = "tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]"
-#: what ``rate_rounds_begin`` leaves to do (the outputs and the rest of the commit); returns the outputs
-Finish: TypeAlias = "Callable[[], list[RatingOutput]]"
 
 
 class PoolStep:
@@ -70,9 +68,6 @@ class PoolStep:
         self.rounds = rounds
         self.dead = dead
         self._locks: dict[str, asyncio.Lock] = {}
-        #: the thread that finishes a step rated ahead (its outputs and the rest of its commit: ``Finish``)
-        #: while the numba thread rates the next one
-        self.finisher = ThreadPoolExecutor(1, thread_name_prefix="mmr-finish")
         #: the next batch, planned ahead by the processor when it is already taken (stream.service.ahead)
         self.next_batch: Callable[[], NextBatch | None] | None = None
 
@@ -129,18 +124,15 @@ class PoolStep:
         loop = asyncio.get_running_loop()
         fault = self.settings.test_fault_rating_bug_pool
         rate = _injected_bug if fault and pool == fault else rate_ops
-        rate_begin = rate_ops_begin if rate is rate_ops else _whole(rate)
         optimistic = True
         attempt, delay = 0, 0.0
         while attempt < MAX_ATTEMPTS:
             attempt += 1
             from_ahead = ahead is not None and ahead.engine is engine and ahead.gen is not None
-            tail: asyncio.Future[list[RatingOutput]] | None = None
             if ahead is not None and from_ahead:
                 gen, checked = cast(str, ahead.gen), False  # the commit checks the event ids (an optimistic step)
                 commit, outputs, dead, stats = ahead.result
                 dead = ahead.dead.made(dead, self.dead)
-                tail = ahead.tail  # its outputs and the rest of its commit, still being made
                 ahead = None
             else:
                 if ahead is not None:
@@ -160,19 +152,9 @@ class PoolStep:
                 commit, outputs, dead, stats = await loop.run_in_executor(
                     self.executor, rate, engine, step.ops, stored, seen, upto if by_offsets else None, self.dead,
                     self.settings.explain)
-            writes = bool(stats.applied or commit.done_rounds)
-            ahead_next = nxt is not None and nxt.kind == step.kind and attempt == 1
-            if tail is not None and not (writes and ahead_next):
-                try:
-                    outputs = await tail
-                except Exception as exc:
-                    await self._tail_failed(exc, None)
-                    attempt -= 1
-                    continue
-                tail = None
-            if stats.repeated and self.settings.explain and tail is None:
+            if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
-            if not writes:  # all re-delivered (or dead): nothing to write
+            if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
                 self.rounds.committed(pool, step.rounds)
                 out.rated(outputs)
                 out.dead.extend(dead)
@@ -180,25 +162,13 @@ class PoolStep:
                 return None
             commit.offsets = step.offsets
             nxt_task = None
-            if nxt is not None and ahead_next:
+            if nxt is not None and nxt.kind == step.kind and attempt == 1:
                 reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
                 # its read goes to Redis before the commit (a read sent after the commit's script waits until the
                 # script has run), but the commit does not wait for its reply: commits are the run's critical path
                 await asyncio.sleep(0)
-                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, self.finisher, engine, rate_begin, nxt,
-                                                            reading, self.settings.explain, by_offsets))
-            if tail is not None:  # this step's outputs and commit made while the numba thread rates the next
-                try:
-                    outputs = await tail
-                except Exception as exc:
-                    await self._tail_failed(exc, nxt_task)
-                    attempt -= 1
-                    continue
-                except BaseException:  # cancelled: the next step's rating goes with it
-                    await drop(nxt_task)
-                    raise
-                if stats.repeated and self.settings.explain:
-                    outputs = await self._explain_again(pool, outputs)
+                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
+                                                            self.settings.explain, by_offsets))
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
@@ -261,15 +231,6 @@ class PoolStep:
             return rated
         # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
         raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
-
-    async def _tail_failed(self, exc: Exception, nxt_task: asyncio.Task[Any] | None) -> None:
-        """A step rated ahead whose finishing failed is dropped, with the next step rated from its
-        commit: the step is then rated again as usual, where the error meets its handling."""
-        log.debug("finishing a step rated ahead failed (%r); it is rated again", exc)
-        self.metrics.rated_ahead.labels("dropped").inc()
-        if nxt_task is not None:
-            await drop(nxt_task)
-            self.metrics.rated_ahead.labels("dropped").inc()
 
     async def republish(self, pool: str, players: dict[str, tuple[str, int]], out: BatchResult) -> None:
         """The current ratings of ``players`` (-> the event id and time their output cites), published again:
@@ -457,7 +418,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ``by_columns``: a step of rounds only, of a system rating them packed, goes through
     ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
     """
-    if by_columns and _by_columns(engine, ops):
+    if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
         return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain)
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
@@ -579,31 +540,8 @@ class _Block:
     idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
 
 
-def rate_ops_begin(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-                   upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
-                   ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts, Finish | None]:
-    """``rate_ops`` for a step rated ahead: a step of rounds by columns leaves its outputs and the rest
-    of its commit to ``finish`` (``rate_rounds_begin``), any other step is rated whole (``finish`` None)."""
-    if _by_columns(engine, ops):
-        return rate_rounds_begin(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain)
-    return (*rate_ops(engine, ops, stored_in, seen, upto, dead_fn, explain), None)
-
-
-def _by_columns(engine: PoolEngine, ops: list[Op]) -> bool:
-    """A step of rounds only (no team round), of a system rating them packed: ``rate_rounds``'s."""
-    return engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops)
-
-
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
                 dead_fn: DeadFn, explain: bool = True) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
-    """``rate_ops`` of a step of rounds only, by columns (``rate_rounds_begin``, then its ``finish``)."""
-    commit, outputs, dead, counts, finish = rate_rounds_begin(engine, ops, stored_in, seen, dead_fn, explain)
-    return commit, outputs if finish is None else finish(), dead, counts
-
-
-def rate_rounds_begin(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                      dead_fn: DeadFn, explain: bool = True,
-                      ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts, Finish | None]:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
 
@@ -618,13 +556,7 @@ def rate_rounds_begin(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[st
     a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
     output taken back in one copy, and each changed player's value is encoded once, at the end, for
     the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
-    player and round to read, cut and store was more of the step's time than the kernel's).
-
-    Returns the commit with its beliefs (what the next step is read from), the outputs so far (the
-    republished), the dead letters, the counts, and ``finish`` (None: nothing left): it makes the
-    commit's scores and explanations, seals it (``Commit.seal``) and returns all the outputs. It uses
-    only what this step made, so it may run on another thread while the numba thread rates the next
-    step (``PoolStep``): about a fifth of a step's rating, none of it in numba."""
+    player and round to read, cut and store was more of the step's time than the kernel's)."""
     held = engine.held_rounds(stored_in)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
@@ -663,7 +595,7 @@ def rate_rounds_begin(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[st
         else:
             stored.update(applied.updates)
     if not blocks:
-        return commit, tally.republished(engine, stored, ()), dead, counts, None
+        return commit, tally.republished(engine, stored, ()), dead, counts
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
     outputs = tally.republished(engine, stored, set(players) if tally.republish else ())
@@ -674,23 +606,6 @@ def rate_rounds_begin(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[st
         values, flat, offsets = engine.encode_held(held, players, held_at)
         arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
     commit.beliefs = dict(zip(players, values, strict=True))
-    tag = held.tag if held is not None else b""
-
-    def finish() -> list[RatingOutput]:
-        _finish_rounds(engine, commit, outputs, blocks, players, at, explain)
-        if arena is None:
-            commit.seal()
-        else:
-            commit.seal(*arena, tag=tag)
-        return outputs
-
-    return commit, outputs, dead, counts, finish
-
-
-def _finish_rounds(engine: PoolEngine, commit: Commit, outputs: list[RatingOutput], blocks: list[_Block],
-                   players: list[str], at: IntArray, explain: bool) -> None:
-    """``rate_rounds_begin``'s rest: the commit's scores and explanations, and ``outputs`` (each
-    player's last row ``at`` of all ``blocks``' rows)."""
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
     rating = np.concatenate([b.rating for b in blocks])[at].tolist()
@@ -713,6 +628,11 @@ def _finish_rounds(engine: PoolEngine, commit: Commit, outputs: list[RatingOutpu
     system = engine.system.name
     outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids, times,
                        repeat(system), repeat(None) if texts is None else texts))
+    if arena is None:
+        commit.seal()
+    else:
+        commit.seal(*arena, tag=cast(TaggedPool, held).tag)
+    return commit, outputs, dead, counts
 
 
 def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str], IntArray, IntArray | None]:
@@ -755,14 +675,6 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes:
         else:
             out.append(cast("list[bytes | None]", b.texts)[i])
     return out
-
-
-def _whole(rate: Callable[..., Rated]) -> Callable[..., tuple[Commit, list[RatingOutput], list[DeadLetter],
-                                                               Counts, Finish | None]]:
-    """``rate`` as a ``rate_ops_begin`` that leaves nothing to finish."""
-    def begin(*args: object) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts, Finish | None]:
-        return (*rate(*args), None)
-    return begin
 
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
