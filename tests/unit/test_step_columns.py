@@ -39,8 +39,11 @@ def _rounds(n: int) -> list[RoundEvent]:
 def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str], explain: bool,
           by_columns: bool) -> tuple[Any, ...]:
     commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, None, _dead, explain, by_columns)
+    # the blobs the commit sends: sealed from the step's arena (by columns), or packed when it is sent
+    blobs = tuple(map(bytes, commit.blobs if commit.blobs is not None else commit.pack()))
+    assert blobs == commit.pack()
     return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
-            [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated))
+            [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated), blobs)
 
 
 @needs_codeforces
