@@ -83,7 +83,7 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
         by_cols = _step(engine, ops, stored, seen, explain, True)
         general = _step(engine, ops, stored, seen, explain, False)
         assert by_cols == general
-        beliefs, *_, outputs, dead, _counts = by_cols
+        beliefs, *_, outputs, dead, _counts, _blobs = by_cols
         assert outputs and explain == any(b'"rating_before"' in v for _, v in outputs)  # (re-published: not here)
         assert bool(dead) == (k in (18, 27))
         compared += len(outputs)
