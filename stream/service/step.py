@@ -556,7 +556,11 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
     output taken back in one copy, and each changed player's value is encoded once, at the end, for
     the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
-    player and round to read, cut and store was more of the step's time than the kernel's)."""
+    player and round to read, cut and store was more of the step's time than the kernel's).
+
+    The commit comes back sealed (``Commit.seal``): its blobs, the players' written from the arena,
+    are made here on the numba thread, so the event loop sends it as soon as the commit before it
+    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service")."""
     held = engine.held_rounds(stored_in)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)

@@ -122,7 +122,8 @@ local blob = ARGV[11]
 -- beliefs and leaderboard entries in bulk: one MSET and one ZADD per ~2,000 players instead of a
 -- SET and a ZADD per player (each redis.call costs ~1-2 us of Lua/command dispatch). The loop keeps
 -- its own counts and reuses its two tables (``#t`` is a search in Lua 5.1, a new table per chunk
--- is garbage): a fifth less of the script's time for a step of 50,000 players (BENCHMARKS.md)
+-- is garbage): a quarter less of the loop's time, ~8 % of the script's, for a step of 50,000 players
+-- (BENCHMARKS.md)
 local sub, u32x4, call = string.sub, struct.unpack, redis.call
 local kv, zs, n = {}, {}, 0
 local pos = 16 * np + 1

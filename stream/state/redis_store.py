@@ -169,7 +169,8 @@ class Commit:
         step's last work, and the event loop then sends the commit at once when the one before
         lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
         offsets[i + 1]]`` of the i-th player, as the arena holds them (written from there by numba,
-        ``players_blob_flat``). Nothing of the commit may change after."""
+        ``players_blob_flat``). Its beliefs, scores and changes may not change after (its offsets are
+        not in the blobs)."""
         if flat is None or offsets is None:
             self.blobs = self.pack()
             return
