@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ class RatedAhead(Generic[R]):
     dead: DeferredDead
     #: the pool's ``gen`` once the commit before landed: the state this was rated from
     gen: str | None = field(default=None)
+    #: how long the rating took, from its hand-over to the numba thread (``mmr_step_seconds``)
+    seconds: float = 0.0
 
 
 async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
@@ -126,12 +129,13 @@ async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R],
         return None
     try:
         dead = DeferredDead()
+        started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(
             executor, rate, engine, step.ops, stored, set(), {} if by_offsets else None, dead, explain)
     except Exception as exc:  # the step is rated again as usual, where this error is handled
         log.debug("rating the next step ahead failed (%r); it is rated after the commit", exc)
         return None
-    return RatedAhead(engine, result, dead)
+    return RatedAhead(engine, result, dead, seconds=time.perf_counter() - started)
 
 
 async def drop(task: asyncio.Task[Any] | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -133,6 +134,7 @@ class PoolStep:
                 gen, checked = cast(str, ahead.gen), False  # the commit checks the event ids (an optimistic step)
                 commit, outputs, dead, stats = ahead.result
                 dead = ahead.dead.made(dead, self.dead)
+                self.metrics.step_seconds.labels("rate").observe(ahead.seconds)
                 ahead = None
             else:
                 if ahead is not None:
@@ -149,9 +151,11 @@ class PoolStep:
                     delay = await self._unavailable(pool, delay)
                     attempt -= 1
                     continue
+                started = time.perf_counter()
                 commit, outputs, dead, stats = await loop.run_in_executor(
                     self.executor, rate, engine, step.ops, stored, seen, upto if by_offsets else None, self.dead,
                     self.settings.explain)
+                self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
@@ -172,7 +176,9 @@ class PoolStep:
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
+                    started = time.perf_counter()
                     new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
+                    self.metrics.step_seconds.labels("commit").observe(time.perf_counter() - started)
                 except BaseException:
                     if from_ahead:  # rated again from what the handler below reads
                         self.metrics.rated_ahead.labels("refused").inc()

@@ -187,6 +187,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")
             ahead0 = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed")
+            phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
             w0, r0 = _proc_ticks(worker_pid), _redis_cpu(s)
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
@@ -202,14 +203,19 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
             run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
+            # the steps' ratings and commits in all: the larger bounds the run (``mmr_step_seconds``)
+            run["worker_step_phase_s"] = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) - was
+                                          for ph, was in phases0.items()}
         run["ratio"] = run["worker_s"] / run["embedded_s"]
         # after both clocks: the worker's final state against the embedded replay's output, player by player
         run["players"], run["players_differing"] = differing_rows(tmp / "embedded.jsonl", s, pool)
         runs.append(run)
         same = ("equal to the embedded replay" if not run["players_differing"]
                 else f"{run['players_differing']:,} PLAYERS DIFFER from the embedded replay")
+        phases = run["worker_step_phase_s"]
         click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
-                   f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead), "
+                   f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; "
+                   f"ratings {phases['rate']:.1f} s, commits {phases['commit']:.1f} s), "
                    f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x; "
                    f"{run['players']:,} players, {same}", err=True)
     return runs

@@ -564,7 +564,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
                         f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; {run['worker_steps']:.0f} Redis "
-                        f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; peak RSS worker "
+                        f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead (ratings "
+                        f"{run['worker_step_phase_s']['rate']:.1f} s, commits "
+                        f"{run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
                         f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
                         + ("final state equal to the embedded replay" if not run["players_differing"] else
                            f"**{run['players_differing']:,} of {run['players']:,} players differ**")

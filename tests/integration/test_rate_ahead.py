@@ -24,6 +24,7 @@ from ahead_utils import (
     poisoned_round,
     pool_state,
     rated_ahead,
+    total,
 )
 from cluster_utils import LocalCluster
 
@@ -57,8 +58,16 @@ def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str) 
         assert rated_ahead(m_turn, "landed") == 0
         assert rated_ahead(m_ahead, "landed") >= 8, "the steps were not rated ahead"  # 12 rounds, ~1 a step
         assert rated_ahead(m_ahead, "refused") == rated_ahead(m_ahead, "dropped") == 0
+        for m in (m_turn, m_ahead):  # each step's rating and commit timed once (``mmr_step_seconds``)
+            commits = total(m, "mmr_batches")
+            assert commits >= 10 and _step_phase(m, "commit") == _step_phase(m, "rate") == commits
 
     asyncio.run(run())
+
+
+def _step_phase(m: Metrics, phase: str) -> float:
+    return sum(s.value for fam in m.registry.collect() if fam.name == "mmr_step_seconds" for s in fam.samples
+               if s.name == "mmr_step_seconds_count" and s.labels["phase"] == phase)
 
 
 def test_steps_rated_ahead_on_a_redis_cluster_leave_what_they_leave_on_one_redis(
