@@ -15,10 +15,10 @@ from stream.state.keys import escape
 
 
 def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
-    """The oracle: one (key name, value, score text, name) quadruple per player, lengths first; the
-    name is empty when it is the key name."""
+    """The oracle: one (key name, value, score text, name) quadruple per player, players by
+    ascending score (ties as given), lengths first; the name is empty when it is the key name."""
     rows = [(escape(p).encode(), v, repr(float(s)).encode(), b"" if escape(p) == p else p.encode())
-            for p, v, s in zip(players, values, scores, strict=True)]
+            for p, v, s in sorted(zip(players, values, scores, strict=True), key=lambda row: row[2])]
     return (struct.pack(f"<{4 * len(rows)}I", *[len(x) for t in rows for x in t])
             + b"".join(x for t in rows for x in t))
 
@@ -36,9 +36,21 @@ def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]])
 
 
 def test_players_blob_counts_encoded_bytes_not_characters() -> None:
-    blob = players_blob(["é名:", "é名"], [b"\x01", b""], [1500.25, 1.0])
+    blob = players_blob(["é名:", "é名"], [b"\x01", b""], [1.0, 1500.25])
     n = len("é名".encode())
-    assert struct.unpack("<8I", blob[:32]) == (n + 3, 1, len(b"1500.25"), n + 1, n, 0, len(b"1.0"), 0)
+    assert struct.unpack("<8I", blob[:32]) == (n + 3, 1, len(b"1.0"), n + 1, n, 0, len(b"1500.25"), 0)
+
+
+def test_players_go_by_ascending_score_ties_as_given() -> None:
+    """The script hands the players to ZADD in blob order: by score, so each finds its place in
+    the sorted set next to where the one before it went."""
+    blob = players_blob(["c", "a", "d", "b"], [b"3", b"1", b"4", b"2"], [2.0, -1.0, 2.0, 0.5])
+    lens = struct.unpack("<16I", blob[:64])
+    body, pos, keys = blob[64:], 0, []
+    for k in range(4):
+        keys.append(body[pos:pos + lens[4 * k]])
+        pos += sum(lens[4 * k:4 * k + 4])
+    assert keys == [b"a", b"b", b"c", b"d"]
 
 
 def test_a_nan_score_is_refused_before_anything_is_sent() -> None:
