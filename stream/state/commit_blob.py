@@ -16,35 +16,55 @@ less of Redis's CPU per commit on the Codeforces history (BENCHMARKS.md, "Servic
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 from itertools import chain
 
 import numba as nb
 import numpy as np
+import orjson
 
 from stream.ratings.base import FloatArray, IntArray
 from stream.state.keys import escape_all
 
 
-def score_order(scores: Sequence[float]) -> tuple[list[float], IntArray]:
-    """The scores as floats and the order of a players blob: ascending score, ties in the given
+def score_order(scores: Sequence[float]) -> tuple[FloatArray, IntArray]:
+    """The scores as float64 and the order of a players blob: ascending score, ties in the given
     order (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent)."""
-    fscores = list(map(float, scores))
-    if any(s != s for s in fscores):
+    values = np.array(scores, dtype=np.float64).reshape(-1)
+    if np.isnan(values).any():
         raise ValueError("a leaderboard score is NaN")
-    return fscores, np.argsort(np.array(fscores, dtype=np.float64), kind="stable")
+    return values, np.argsort(values, kind="stable")
 
 
-def _columns(players: list[str], scores: list[float]) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """The escaped key names, the score texts and the names (empty where escaping left a name as it
-    was: the script then takes the key's name) of a players blob. The score text is ``repr``: the
-    shortest string that parses back to the same double, so the leaderboard holds the exact score."""
+def score_text(score: float) -> bytes:
+    """A score as the script hands it to ZADD: the shortest text that parses back to the same
+    double (orjson's, where it writes one: not for ±inf), so the leaderboard holds the exact score."""
+    return orjson.dumps(score) if math.isfinite(score) else repr(score).encode()
+
+
+def _score_texts(scores: FloatArray) -> tuple[np.ndarray, IntArray]:
+    """``score_text`` of each of ``scores``, one after another, and where each starts: cut from one
+    ``orjson.dumps`` of the array at its commas (a number has none), no object per score."""
+    if not scores.shape[0] or not np.isfinite(scores).all():
+        return _cat(list(map(score_text, scores.tolist())))
+    raw = np.frombuffer(orjson.dumps(scores, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8)[1:-1]
+    comma = raw == ord(",")
+    bounds = np.concatenate(([-1], np.flatnonzero(comma), [raw.shape[0]]))
+    at = np.zeros(scores.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.diff(bounds) - 1, out=at[1:])
+    return raw[~comma], at
+
+
+def _names(players: list[str]) -> tuple[list[bytes], list[bytes]]:
+    """The escaped key names and the names (empty where escaping left a name as it was: the script
+    then takes the key's name) of a players blob."""
     escaped = escape_all(players)
     keys = list(map(str.encode, escaped))
     names = [b""] * len(players) if escaped is players else [
         b"" if e == p else p.encode() for p, e in zip(players, escaped, strict=True)]
-    return keys, list(map(str.encode, map(repr, scores))), names
+    return keys, names
 
 
 def _lengths(n: int, *columns: Sequence[bytes]) -> np.ndarray:
@@ -61,8 +81,9 @@ def players_blob(players: list[str], values: Sequence[bytes], scores: Sequence[f
     over players."""
     fscores, order = score_order(scores)
     ol = order.tolist()
-    players, values, fscores = [players[i] for i in ol], [values[i] for i in ol], [fscores[i] for i in ol]
-    keys, texts, names = _columns(players, fscores)
+    players, values = [players[i] for i in ol], [values[i] for i in ol]
+    keys, names = _names(players)
+    texts = list(map(score_text, fscores[order].tolist()))
     lens = _lengths(len(players), keys, values, texts, names)
     return lens.tobytes() + b"".join(chain.from_iterable(zip(keys, values, texts, names, strict=True)))
 
@@ -100,10 +121,9 @@ def players_blob_flat(players: list[str], flat: FloatArray, offsets: IntArray, t
     and no join of them. A memoryview (redis-py sends it as it is)."""
     n = len(players)
     fscores, order = score_order(scores)
-    ol = order.tolist()
-    keys, texts, names = _columns([players[i] for i in ol], [fscores[i] for i in ol])
+    keys, names = _names(list(map(players.__getitem__, order.tolist())))
     key_cat, key_at = _cat(keys)
-    text_cat, text_at = _cat(texts)
+    text_cat, text_at = _score_texts(fscores[order])
     name_cat, name_at = _cat(names)
     value_at = np.ascontiguousarray(offsets, dtype=np.int64) * 8
     raw = np.ascontiguousarray(flat, dtype="<f8").view(np.uint8)

@@ -6,18 +6,24 @@ import math
 import struct
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.state.commit_blob import players_blob, players_blob_flat
+from stream.state.commit_blob import _score_texts, players_blob, players_blob_flat, score_order, score_text
 from stream.state.keys import escape
+
+
+def _text(score: float) -> bytes:
+    """A score's text: orjson's for a finite one, Python's ``repr`` for ±inf (orjson writes null)."""
+    return orjson.dumps(float(score)) if math.isfinite(score) else repr(float(score)).encode()
 
 
 def _plain(players: list[str], values: list[bytes], scores: list[float]) -> bytes:
     """The oracle: one (key name, value, score text, name) quadruple per player, players by
     ascending score (ties as given), lengths first; the name is empty when it is the key name."""
-    rows = [(escape(p).encode(), v, repr(float(s)).encode(), b"" if escape(p) == p else p.encode())
+    rows = [(escape(p).encode(), v, _text(s), b"" if escape(p) == p else p.encode())
             for p, v, s in sorted(zip(players, values, scores, strict=True), key=lambda row: row[2])]
     return (struct.pack(f"<{4 * len(rows)}I", *[len(x) for t in rows for x in t])
             + b"".join(x for t in rows for x in t))
@@ -33,6 +39,21 @@ def test_players_blob_equals_plain_packing(rows: list[tuple[str, bytes, float]])
     values = [v for _, v, _ in rows]
     scores = [s for _, _, s in rows]
     assert players_blob(players, values, scores) == _plain(players, values, scores)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, 5e-324, 1.7976931348623157e308]),
+                max_size=30))
+def test_score_texts_parse_back_to_the_same_double(scores: list[float]) -> None:
+    """What ZADD parses is each score exactly (strtod of the shortest round-trip text), cut by
+    columns from one text of all of them."""
+    values, order = score_order(scores)
+    cat, at = _score_texts(values[order])
+    texts = [cat[at[i]:at[i + 1]].tobytes() for i in range(len(scores))]
+    assert texts == [score_text(x) for x in values[order].tolist()]
+    assert [float(t) for t in texts] == sorted(scores)
+    signs = [math.copysign(1, x) for x in values[order].tolist()]
+    assert [math.copysign(1, float(t)) for t in texts] == signs
 
 
 def test_players_blob_counts_encoded_bytes_not_characters() -> None:
