@@ -16,7 +16,8 @@ it will touch before it writes anything. The key layout and the meaning of the k
 #       the key format (stream.state.keys.KEY_FORMAT), 17 n_changes, 18 changes blob (two strings per player:
 #       name, the explanation of their change, written to ``chg``). Blobs: all little-endian u32 lengths first,
 #       then the bytes (players: four lengths per player -- escaped name, value, score text, name ('' when it is
-#       the escaped name) -- then the four strings per player). One
+#       the escaped name) -- then the four strings per player, players by ascending score: see
+#       stream.state.commit_blob). One
 #       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
 #       round of 3,000 players.
 # Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
