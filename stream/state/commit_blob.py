@@ -10,8 +10,8 @@ beliefs are in (``players_blob_flat``) -- rather than on the event loop between 
 
 Both list the players in ascending order of their new leaderboard score. The script sends them
 to ZADD in that order, and a sorted set whose members arrive in score order finds each one's
-place along the path the one before it took (skiplist nodes already in the CPU's cache): ~8 %
-less of Redis's CPU per commit on the Codeforces history (BENCHMARKS.md, "Service").
+place along the path the one before it took (skiplist nodes already in the CPU's cache): ~10 %
+less of Redis's CPU on the Codeforces history (BENCHMARKS.md, 2026-11-27 60432c9).
 """
 
 from __future__ import annotations
