@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal, NamedTuple
+from itertools import repeat
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +60,19 @@ class Rating(NamedTuple):
     mu: float
     sigma: float
     rounds: int  # events that changed this player
+
+
+_RowT = TypeVar("_RowT", bound=tuple[Any, ...])
+
+
+def rows_of_columns(cls: type[_RowT], *columns: Iterable[Any]) -> Iterator[_RowT]:
+    """``map(cls, *columns)`` for a NamedTuple ``cls`` given one column per field, built in C
+    (``tuple.__new__`` of each zipped row): a NamedTuple's own ``__new__`` is a Python function,
+    a frame per row, a third of the time of building 50,000 ratings by columns. Stops at the
+    shortest column, as ``map`` does."""
+    if len(columns) != len(cls._fields):  # type: ignore[attr-defined]
+        raise TypeError(f"{cls.__name__} has {len(cls._fields)} fields, {len(columns)} columns given")  # type: ignore[attr-defined]
+    return cast("Iterator[_RowT]", map(tuple.__new__, repeat(cls), zip(*columns, strict=False)))
 
 
 @dataclass(frozen=True)

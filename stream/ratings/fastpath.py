@@ -25,7 +25,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64, rows_of_columns
 
 
 class FastPath:
@@ -286,7 +286,7 @@ def ratings_from_columns(
         return None
     sig = itertools.repeat(float(sigma)) if isinstance(sigma, float) else sigma.tolist()
     # astype(int64) truncates toward zero like int() on these values
-    return list(map(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
+    return list(rows_of_columns(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
 
 
 __all__ = ["FAST_PATHS", "Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",

@@ -33,7 +33,7 @@ from stream.engine.explain import (
 )
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
-from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
+from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
@@ -518,8 +518,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         commit.scores.update(zip(players, rating, strict=True))
         eids, times = zip(*map(cause.__getitem__, players), strict=True)
         texts = list(map(explainer.of.get, players)) if explain else None
-        made = list(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds, eids, times,
-                        repeat(system), repeat(None) if texts is None else texts))
+        made = list(rows_of_columns(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, rounds, rounds,
+                                    eids, times, repeat(system), repeat(None) if texts is None else texts))
         if registered:  # players a round only stored at their prior (rounds 0): not published
             made = [o for o in made if o.rounds]
         if texts is not None:  # (a player of rounds 0 has no explanation: no record)
@@ -636,8 +636,8 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         texts = _block_texts(blocks, at, bl, sizes)
         commit.changes = change_records(players, ver, eids, times, texts)
     system = engine.system.name
-    outputs.extend(map(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids, times,
-                       repeat(system), repeat(None) if texts is None else texts))
+    outputs.extend(rows_of_columns(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids,
+                                   times, repeat(system), repeat(None) if texts is None else texts))
     if arena is None:
         commit.seal()
     else:
