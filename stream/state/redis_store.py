@@ -157,7 +157,7 @@ class Commit:
     blobs: tuple[bytes | memoryview, bytes] | None = None
 
     def pack(self) -> tuple[bytes | memoryview, bytes]:
-        """The players blob (beliefs and scores, in the order of ``beliefs``) and the changes blob
+        """The players blob (beliefs and scores, players by ascending score) and the changes blob
         (``stream.state.commit_blob``)."""
         players = list(self.beliefs)
         return (players_blob(players, list(map(self.beliefs.__getitem__, players)),
