@@ -18,6 +18,7 @@ exactly as ``mmr replay --broker`` would (pool ``hist``), and reports:
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,26 @@ def _redis_cpu(s: Settings) -> float | None:
         r.close()
 
 
+def ratio_floor(run: dict[str, Any]) -> float | None:
+    """See ``replay_vs_embedded``: None unless every process's CPU was measured."""
+    parts = [run.get(k) for k in ("embedded_cpu_s", "redis_cpu_s", "broker_cpu_s", "publisher_cpu_s")]
+    if any(x is None for x in parts) or not run.get("embedded_s"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return sum(float(x) for x in parts if x is not None) / cores / float(run["embedded_s"])
+
+
+def floor_text(run: dict[str, Any], times: str = "x") -> str:
+    """``ratio_floor`` and what it is made of, for the report ("" when it was not measured)."""
+    floor = run.get("ratio_floor")
+    if floor is None:
+        return ""
+    return (f" (floor {floor:.2f}{times}: broker {run['broker_cpu_s']:.1f} CPU-s, Redis {run['redis_cpu_s']:.1f}, "
+            f"publisher {run['publisher_cpu_s']:.1f}; cores {100 * run['machine_busy']:.0f} % busy)")
+
+
 def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],
-                       messages_per_run: int, tmp: Path) -> list[dict[str, Any]]:
+                       messages_per_run: int, tmp: Path, broker_pid: int | None = None) -> list[dict[str, Any]]:
     """The same file through ``mmr replay --broker`` into the running worker (one fresh pool per run,
     ``pools``) and through ``mmr replay --embedded``, alternating which goes first; each as a user
     runs it (a subprocess from the file to the end).
@@ -150,14 +169,20 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     stream.service.durability). The worker is already running and warm, as a service is. The embedded
     clock runs from starting ``mmr replay --embedded --out FILE`` until it exits. Per run: both walls,
     their ratio, the CPU seconds of the worker process, of Redis and of each replay process, and the
-    worker's stage means (``mmr_stage_seconds``)."""
-    import os
+    worker's stage means (``mmr_stage_seconds``).
+
+    With ``broker_pid`` (a broker the bench started on this machine) also the broker's CPU seconds and
+    ``ratio_floor``: the ratio the worker leg would reach if the worker itself used no more CPU than
+    the embedded replay and every core were busy from start to end, i.e. the CPU of the worker leg's
+    other processes (Redis, broker, publisher) plus the embedded replay's, over the cores, over the
+    embedded wall. Where those processes share the worker's cores, no change to the worker alone can
+    bring the ratio below it; ``machine_busy`` says how full the cores were during the worker leg."""
     import subprocess
     import sys
     import time
 
     from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_done
-    from stream.tools.cpu_meter import _proc_ticks, peak_rss_mib
+    from stream.tools.cpu_meter import _machine_ticks, _proc_ticks, peak_rss_mib
 
     mmr = str(Path(sys.executable).parent / "mmr")
     hz = os.sysconf("SC_CLK_TCK")
@@ -188,17 +213,21 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             steps0 = _metric(port, "mmr_batches_total")
             ahead0 = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed")
             phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
-            w0, r0 = _proc_ticks(worker_pid), _redis_cpu(s)
+            w0, r0, m0 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
+            b0 = None if broker_pid is None else _proc_ticks(broker_pid)
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
                                     "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             t_end = _wait_done(port, target, 3600)
             run["worker_s"] = t_end - t0
-            w1, r1 = _proc_ticks(worker_pid), _redis_cpu(s)
+            w1, r1, m1 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
+            b1 = None if broker_pid is None else _proc_ticks(broker_pid)
             run["publisher_exit_code"] = pub.wait(600)
             run["publisher_cpu_s"] = _children_cpu() - c0
             run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
             run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
+            run["broker_cpu_s"] = None if b0 is None or b1 is None else (b1 - b0) / hz
+            run["machine_busy"] = None if m0 is None or m1 is None else (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
             run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
             run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
@@ -207,6 +236,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_step_phase_s"] = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) - was
                                           for ph, was in phases0.items()}
         run["ratio"] = run["worker_s"] / run["embedded_s"]
+        run["ratio_floor"] = ratio_floor(run)
         # after both clocks: the worker's final state against the embedded replay's output, player by player
         run["players"], run["players_differing"] = differing_rows(tmp / "embedded.jsonl", s, pool)
         runs.append(run)
@@ -216,6 +246,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
         click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
                    f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; "
                    f"ratings {phases['rate']:.1f} s, commits {phases['commit']:.1f} s), "
-                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x; "
+                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x"
+                   f"{floor_text(run)}; "
                    f"{run['players']:,} players, {same}", err=True)
     return runs

@@ -58,6 +58,7 @@ from stream.tools import bench_scale
 from stream.tools.bench_history import (
     POOL,
     compare_with_embedded,
+    floor_text,
     history_messages,
     replay_vs_embedded,
     slowest_command_ms,
@@ -483,7 +484,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 res["replay"] = {"path": history, "system": history_system, "messages": n_msgs,
                                  "runs": replay_vs_embedded(s, port, worker.proc.pid, history, history_system,
                                                             [f"{POOL}-{k}" for k in range(history_repeats)], n_msgs,
-                                                            tmp)}
+                                                            tmp, tansu.pid if tansu is not None else None)}
 
             if "latency" in phases:
                 half = latency_rate or res["single_match_msgs_per_s"] / 2
@@ -563,7 +564,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"--embedded` ({rp['system']}), run {k + 1} | worker {run['worker_s']:.1f} s (worker CPU "
                         f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
-                        f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**; {run['worker_steps']:.0f} Redis "
+                        f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**{floor_text(run, '×')}; "
+                        f"{run['worker_steps']:.0f} Redis "
                         f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead (ratings "
                         f"{run['worker_step_phase_s']['rate']:.1f} s, commits "
                         f"{run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "

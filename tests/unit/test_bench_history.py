@@ -95,3 +95,20 @@ def test_the_replay_phase_compares_the_workers_final_state_with_the_embedded_out
     assert differing([*rows[:-1], {**rows[-1], "rounds": rows[-1]["rounds"] + 1}]) == (4, 1)
     assert differing(rows[1:]) == (3, 1)
 
+
+
+def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_wall() -> None:
+    """The floor: CPU of the embedded replay, Redis, the broker and the publisher, spread over every
+    core, against the embedded wall; unknown (None, no text) when one of them was not measured."""
+    import os
+
+    from stream.tools.bench_history import floor_text, ratio_floor
+
+    cores = len(os.sched_getaffinity(0))
+    run = {"embedded_s": 10.0, "embedded_cpu_s": 12.0, "redis_cpu_s": 5.0, "broker_cpu_s": 2.0,
+           "publisher_cpu_s": 1.0, "machine_busy": 0.8}
+    assert ratio_floor(run) == pytest.approx(20.0 / cores / 10.0)
+    run["ratio_floor"] = ratio_floor(run)
+    assert f"floor {20.0 / cores / 10.0:.2f}x" in floor_text(run) and "80 % busy" in floor_text(run)
+    assert ratio_floor({**run, "broker_cpu_s": None}) is None
+    assert floor_text({**run, "ratio_floor": None}) == ""
