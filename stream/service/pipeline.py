@@ -25,7 +25,13 @@ in memory at once, and a worker with fewer of them in flight rates more per seco
 The rate stage may ask which batch it rates next while it still works on one (``peek``, for
 the processor's rating ahead across batches, stream.service.ahead): the queued batches are merged
 then and fixed as that next batch; with none queued, a batch waiting in ``submit`` is admitted
-early (one batch beyond the bounds, the one the consumer already holds in memory).
+early (one batch beyond the bounds, the one the consumer already holds in memory), and its
+``submit`` returns at once. Why at once: the consumer then hands over the batch after it, which
+waits in ``submit`` (the bounds hold it back) decoded and ready for the next ``peek``. A ``submit``
+left waiting until the batch before was done held that batch back too, so the ``peek`` at the end
+of every early-admitted batch found nothing, and the kernels' thread waited for the consumer at
+every such boundary: 0.5-1.2 s each, ~4 s of a 25 s replay of the Codeforces history
+(BENCHMARKS.md, "Service"). What this holds beyond the bounds is that next batch, decoded.
 A failure in either stage is fatal for the worker (``on_error``): it must not keep
 consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
 """
@@ -90,6 +96,7 @@ class BatchPipeline(Generic[M, T]):
         self._failed: BaseException | None = None
         self._paused = False  # between ``reset`` and ``resume``: nothing is admitted
         self._changed = asyncio.Condition()
+        self._wakers: set[asyncio.Task[None]] = set()  # ``_wake``'s notifications under way
         self._tasks: list[asyncio.Task[None]] = []
         #: the merged batch the rate stage works on, and the one the ack stage waits for (``reset``)
         self._rating: tuple[list[M], list[T]] | None = None
@@ -137,10 +144,21 @@ class BatchPipeline(Generic[M, T]):
                 self._next = self._merged(self._queue.get_nowait())
             elif self._waiting:
                 entry = self._waiting.pop(0)
-                entry.admitted = True  # its ``submit`` returns at the next notification
+                entry.admitted = True
                 self._count_in(entry.msgs, 1)
                 self._next = (entry.msgs, [entry.token], time.perf_counter())
+                self._wake()  # its ``submit`` returns now, not when the batch before is done
         return None if self._next is None else self._next[0]
+
+    def _wake(self) -> None:
+        """Notify the waiters of ``_changed`` from synchronous code (``peek``), in a task of the loop."""
+        async def notify() -> None:
+            async with self._changed:
+                self._changed.notify_all()
+
+        task = asyncio.get_running_loop().create_task(notify())
+        self._wakers.add(task)  # held: the loop keeps only a weak reference to a task
+        task.add_done_callback(self._wakers.discard)
 
     def _admits(self) -> bool:
         if self._failed is not None:
@@ -163,9 +181,10 @@ class BatchPipeline(Generic[M, T]):
             raise RuntimeError("the batch pipeline failed; nothing more is acknowledged") from self._failed
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        tasks = [*self._tasks, *self._wakers]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks = []
 
     async def reset(self) -> list[tuple[list[M], list[T]]]:

@@ -724,8 +724,8 @@ def test_peek_fixes_the_next_batch_merged_then_and_it_is_rated_next() -> None:
 
 def test_peek_admits_a_batch_waiting_at_the_inflight_bound_once() -> None:
     """With nothing queued, ``peek`` admits the batch waiting in ``submit`` (held back by ``max_inflight``):
-    it is rated next, once, and its ``submit`` returns when the batch before is done (the bound still holds
-    the consumer back)."""
+    it is rated next, once, and its ``submit`` returns at once, so the consumer hands over the batch after
+    it, which the bound holds back in ``submit`` (ready for the next ``peek``) until a batch is done."""
     async def scenario() -> None:
         rec = Recorder()
         p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_inflight=1, max_merge=1)
@@ -747,15 +747,21 @@ def test_peek_admits_a_batch_waiting_at_the_inflight_bound_once() -> None:
         rec.gate.set()
         await spin()
         assert seen == [[1]]
-        assert not waiting.done()  # admitted, but its submit waits until the bound frees
+        assert waiting.done()  # admitted by the peek: its submit has returned
         assert p.inflight == 2
+        after = asyncio.create_task(p.submit([2], "c"))
+        await spin()
+        assert not after.done()  # the bound holds the batch after it back
         rec.futs[0][0].set_result(None)
         await spin()
-        assert waiting.done()
+        assert not after.done()  # one batch still in flight (max_inflight=1)
         rec.futs[1][0].set_result(None)
+        await spin()
+        assert after.done()
+        rec.futs[2][0].set_result(None)
         await p.drain()
-        assert rec.work_calls == [[0], [1]]
-        assert rec.done_tokens == ["a", "b"]
+        assert rec.work_calls == [[0], [1], [2]]
+        assert rec.done_tokens == ["a", "b", "c"]
         assert p.inflight == 0
         await p.stop()
 
