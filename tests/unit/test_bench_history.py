@@ -105,7 +105,7 @@ def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_
     from stream.tools.bench_history import floor_text, ratio_floor
 
     cores = len(os.sched_getaffinity(0))
-    run = {"embedded_s": 10.0, "embedded_cpu_s": 12.0, "redis_cpu_s": 5.0, "broker_cpu_s": 2.0,
+    run: dict[str, object] = {"embedded_s": 10.0, "embedded_cpu_s": 12.0, "redis_cpu_s": 5.0, "broker_cpu_s": 2.0,
            "publisher_cpu_s": 1.0, "machine_busy": 0.8}
     assert ratio_floor(run) == pytest.approx(20.0 / cores / 10.0)
     run["ratio_floor"] = ratio_floor(run)
