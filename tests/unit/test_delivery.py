@@ -158,6 +158,31 @@ async def test_while_the_agent_is_behind_the_open_batch_grows_instead_of_queuein
 
 
 @in_loop
+async def test_while_the_agent_works_on_a_batch_the_timer_leaves_the_open_batch_growing() -> None:
+    """The timer closes no batch while the agent works on one (it would only wait, cut small, and
+    be a step of its own); once the agent is idle, everything that arrived meanwhile is one batch,
+    closed at once. A batch the agent takes before the timer runs makes the timer wait again."""
+    _app, d, agent_side, _ = make(max_batch=1000, within=0.005, queue_batches=1)
+    timer = asyncio.create_task(d.run_timer())
+    try:
+        d.agent_busy()
+        for i in range(5):  # several windows while the agent works
+            await d.on_message(record("in-a", i))
+            await asyncio.sleep(0.01)
+        assert d.batches == 0 and len(d._open) == 5
+        d.agent_idle()
+        d.agent_busy()  # took another batch before the timer ran: still nothing closed
+        await asyncio.sleep(0.02)
+        assert d.batches == 0
+        d.agent_idle()
+        assert offsets(await take(d, agent_side)) == [("in-a", i) for i in range(5)]
+        await d.on_message(record("in-a", 5))  # an idle agent: closed within the window, as before
+        assert offsets(await take(d, agent_side)) == [("in-a", 5)]
+    finally:
+        timer.cancel()
+
+
+@in_loop
 async def test_while_the_agent_is_behind_the_open_batch_grows_only_to_its_byte_bound() -> None:
     """Large messages (rounds of thousands of players) must not pile up by the thousand while the
     agent is busy: the open batch closes at ``max_batch_bytes`` and the fetch loop then waits, as it
