@@ -196,13 +196,42 @@ def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
     steps: list[list[Op]] = [[]]
     seen: set[str] = set()
     for op in ops:
-        names: Sequence[str] = op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b]
+        names = _names(op)
         seen.update(names)  # one pass: the op's new players counted by what the set grew
         if steps[-1] and len(seen) > max_players:
             steps.append([])
             seen = set(names)
         steps[-1].append(op)
+    if len(steps) > 1:
+        steps[-2:] = _halved(steps[-2] + steps[-1], max_players) or steps[-2:]
     return steps
+
+
+def _names(op: Op) -> Sequence[str]:
+    return op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b]
+
+
+def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
+    """The last two steps' ``ops`` cut where the first part reaches half their players (the first
+    op at which it holds at least half), when both parts stay within ``max_players``; else None.
+
+    Why: cut greedily, a batch's last step is whatever is left, often a few rounds. The worker
+    rates each step while the step before it commits, and the next batch's first step only once
+    that commit has landed, so a last step rated in 0.1 s behind a commit of 0.6 s left the
+    kernels' thread waiting for the rest (BENCHMARKS.md, "Service"). Halved, the two steps are
+    about equal and each is rated for about as long as a commit takes; the count of steps and
+    every other cut stay as they were."""
+    seen: set[str] = set()
+    grown: list[int] = []  # grown[j]: the players of ops[: j + 1]
+    for op in ops:
+        seen.update(_names(op))
+        grown.append(len(seen))
+    k = next(j for j, g in enumerate(grown, 1) if 2 * g >= grown[-1])  # ops in the first part
+    if k == len(ops) or grown[k - 1] > max_players:
+        return None
+    if len(set(chain.from_iterable(map(_names, ops[k:])))) > max_players:
+        return None
+    return [ops[:k], ops[k:]]
 
 
 @dataclass(slots=True)

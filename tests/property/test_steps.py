@@ -1,8 +1,10 @@
 """``planning.split_steps``: how a pool's ops are cut into Redis steps of bounded player counts.
 
 The cut must keep every op, in order, never split one, and cut only where the next op
-would take the step past the bound (greedy): a step holding more players than the bound
-is one op alone. The service tests check that steps change no result (the real histories
+would take the step past the bound (greedy), except the last cut: the last two greedy steps
+are cut again where the first part reaches half their players, when both parts stay within the
+bound (so a batch does not end with a small leftover step). A step holding more players than
+the bound is one op alone. The service tests check that steps change no result (the real histories
 through a worker with a small bound equal the embedded replay).
 """
 
@@ -40,6 +42,16 @@ def _ops(draw: st.DrawFn) -> list[RoundOp | MatchOp]:
     return ops
 
 
+def _greedy(ops: list[RoundOp | MatchOp], bound: int) -> list[list[RoundOp | MatchOp]]:
+    """The plain greedy cut: a step ends before the op that would take it past ``bound``."""
+    steps: list[list[RoundOp | MatchOp]] = [[]]
+    for op in ops:
+        if steps[-1] and len(set().union(*map(_players, steps[-1]), _players(op))) > bound:
+            steps.append([])
+        steps[-1].append(op)
+    return steps
+
+
 @given(ops=_ops(), bound=st.integers(0, 20))
 def test_steps_keep_every_op_in_order_and_cut_greedily_at_the_bound(ops: list[RoundOp | MatchOp],
                                                                    bound: int) -> None:
@@ -48,9 +60,30 @@ def test_steps_keep_every_op_in_order_and_cut_greedily_at_the_bound(ops: list[Ro
     if bound == 0 or not ops:  # 0: no bound
         assert steps == [ops]
         return
-    for i, step in enumerate(steps):
+    greedy = _greedy(ops, bound)
+    assert len(steps) == len(greedy)
+    assert steps[:-2] == greedy[:-2]  # every cut but the last is greedy
+    for step in steps:
         assert step
         players = set().union(*map(_players, step))
         assert len(players) <= bound or len(step) == 1
-        if i + 1 < len(steps):  # cut only where the next op would pass the bound
-            assert len(players | _players(steps[i + 1][0])) > bound
+    if len(steps) >= 2:
+        last = greedy[-2] + greedy[-1]
+        total = len(set().union(*map(_players, last)))
+        k = next(j for j in range(1, len(last) + 1) if 2 * len(set().union(*map(_players, last[:j]))) >= total)
+        halves = [last[:k], last[k:]]
+        fits = k < len(last) and all(len(set().union(*map(_players, h))) <= bound for h in halves)
+        assert steps[-2:] == (halves if fits else greedy[-2:])
+
+
+def test_a_small_leftover_step_is_evened_with_the_step_before() -> None:
+    """Rounds of 4 new players each. Bound 16, 5 rounds: greedy cuts 4 rounds (16 players) + 1 (4);
+    the two steps hold 20 players, and the first part reaches half of them (10) at its third round,
+    so the steps are 3 + 2 rounds (12 and 8 players). Bound 10, 6 rounds: greedy 2 + 2 + 2 is even
+    already and stays."""
+    def rnd(k: int) -> RoundOp:
+        players = [f"p{k}-{i}" for i in range(4)]
+        return RoundOp(RoundEvent(f"r{k}", "x", f"r{k}", k, players, np.arange(4)), _MSG)
+
+    assert [len(s) for s in split_steps([rnd(k) for k in range(5)], 16)] == [3, 2]
+    assert [len(s) for s in split_steps([rnd(k) for k in range(6)], 10)] == [2, 2, 2]
