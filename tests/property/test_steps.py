@@ -53,8 +53,8 @@ def _greedy(ops: list[RoundOp | MatchOp], bound: int) -> list[list[RoundOp | Mat
 
 
 @given(ops=_ops(), bound=st.integers(0, 20))
-def test_steps_keep_every_op_in_order_and_cut_greedily_at_the_bound(ops: list[RoundOp | MatchOp],
-                                                                   bound: int) -> None:
+def test_steps_keep_every_op_in_order_and_cut_greedily_but_the_last_two_evened(ops: list[RoundOp | MatchOp],
+                                                                              bound: int) -> None:
     steps = split_steps(ops, bound)
     assert [op for step in steps for op in step] == ops
     if bound == 0 or not ops:  # 0: no bound

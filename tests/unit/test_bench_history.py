@@ -96,7 +96,6 @@ def test_the_replay_phase_compares_the_workers_final_state_with_the_embedded_out
     assert differing(rows[1:]) == (3, 1)
 
 
-
 def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_wall() -> None:
     """The floor: CPU of the embedded replay, Redis, the broker and the publisher, spread over every
     core, against the embedded wall; unknown (None, no text) when one of them was not measured."""
