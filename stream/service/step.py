@@ -88,8 +88,6 @@ class PoolStep:
         async with self._locks.setdefault(pool, asyncio.Lock()):
             ahead: RatedAhead[Rated] | None = None
             if early is not None:
-                if len(steps) == 1:  # that step is this batch's last, and is being rated ahead now
-                    self._plan_ahead(pool)
                 if same_ops(early.step, steps[0]):
                     ahead = await result(early.task)
                     if ahead is None:
@@ -106,33 +104,20 @@ class PoolStep:
                     elif self.next_batch is not None:
                         stash = self.next_batch()
                         nxt = stash.first_step(pool) if stash is not None else None
-                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash, plan_next=i + 2 == len(steps))
-
-    def _plan_ahead(self, pool: str) -> None:
-        """Plan the next batch, and its first step of ``pool``, while the numba thread rates this
-        batch's last step (``MMR_RATE_AHEAD_BATCHES``), rather than after: planned at the last
-        step's commit, it held that commit back, and with it the next batch's first rating, by the
-        planning's time (~0.12 s for a 16 MiB take of rounds; BENCHMARKS.md, "Service"). The plan is
-        the one ``apply_pool`` takes up later (``next_batch`` makes it once)."""
-        if self.settings.rate_ahead and self.next_batch is not None:
-            stash = self.next_batch()
-            if stash is not None:
-                stash.first_step(pool)
+                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash)
 
     async def _drop_early(self, early: Stashed) -> None:
         await drop(early.task)
         self.metrics.rated_ahead.labels("dropped").inc()
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
-                          nxt: StepInputs | None, stash: NextBatch | None = None, plan_next: bool = False,
-                          ) -> RatedAhead[Rated] | None:
+                          nxt: StepInputs | None, stash: NextBatch | None = None) -> RatedAhead[Rated] | None:
         """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
         already rated from the state the commit before left (its first attempt uses it). With
         ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
         step's first commit lands (None otherwise: the next step is then rated as usual). With
         ``stash``, ``nxt`` is the next batch's: once the commit landed, its rating is left there
-        (not waited for) and None is returned. ``plan_next``: ``nxt`` is the batch's last step, and the
-        next batch is planned while it is rated (``_plan_ahead``)."""
+        (not waited for) and None is returned."""
         engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
         if engine is None:
             return None
@@ -244,8 +229,6 @@ class PoolStep:
                     old.task.cancel()
                 stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen))
                 return None
-            if plan_next:
-                self._plan_ahead(pool)
             rated = await nxt_task
             if rated is None:
                 self.metrics.rated_ahead.labels("dropped").inc()
