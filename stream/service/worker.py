@@ -22,7 +22,7 @@ from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
 from stream.service.config import Settings, from_env
-from stream.state import commit_blob, id_index
+from stream.state import commit_frames, id_index
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,10 @@ def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
 def warmup(s: Settings) -> None:
     """Build each configured system once and call its module's ``warmup()`` if it has one;
     also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings and
-    the commit's blob of a step's beliefs (``stream.state.commit_blob``)."""
+    the frames of a step's commit (``stream.state.commit_frames``)."""
     id_index.warmup()
     _standings_scan.warmup()
-    commit_blob.warmup()
+    commit_frames.warmup()
     seen: set[str] = set()
     for name, params in systems_in_use(s):
         make_system(name, params)

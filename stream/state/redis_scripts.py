@@ -1,29 +1,11 @@
 """The Lua scripts of the Redis store (``stream.state.redis_store``), kept apart from the
-Python that calls them: each runs atomically in one pool's hash slot, and each checks every key
-it will touch before it writes anything. The key layout and the meaning of the keys are in
+Python that calls them: each runs atomically in one pool's hash slot, and nothing is written
+before every key it will touch was checked (by the script itself, or for a commit by the check
+that precedes its transaction). The key layout and the meaning of the keys are in
 ``stream.state.redis_store``'s docstring.
 """
 
-# KEYS: gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg (all in the pool's slot; player and
-#       pending-round keys are built in the script from ARGV[9]/ARGV[10], which carry the same hash tag -- see the
-#       module docstring)
-# ARGV: 1 expected gen, 2 n_players, 3 expected ids epoch ('' = do not check the log), 4 n_done, 5 '1' = check
-#       the offsets first (else ''), 6 n_offsets, 7 offsets blob (per topic/partition three strings: field, first
-#       offset to check ('' = none), last offset), 8 meta JSON ("" = keep), 9 player key prefix, 10 pending-round
-#       key prefix, 11 players blob, 12 the new ids' digests (16 bytes each, appended to ``:ids``), 13
-#       done-rounds blob (two strings per round: its id, its escaped id), 14 seen_max_ids ('0' = unbounded; see
-#       the module docstring; it bounds ``:done`` too), 15 expected length of ``:ids`` in bytes (with ARGV[3]), 16
-#       the key format (stream.state.keys.KEY_FORMAT), 17 n_changes, 18 changes blob (two strings per player:
-#       name, the explanation of their change, written to ``chg``). Blobs: all little-endian u32 lengths first,
-#       then the bytes (players: four lengths per player -- escaped name, value, score text, name ('' when it is
-#       the escaped name) -- then the four strings per player, players by ascending score: see
-#       stream.state.commit_blob). One
-#       argument instead of thousands: redis-py packs arguments one by one in Python, which cost ~80 ms for a
-#       round of 3,000 players.
-# Returns -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller checked
-# against), -4 (the pool's keys are in another key format), or {new gen, ids epoch}; an error reply starting
-# with "MMRSTATE" when a key holds what this script cannot write over (nothing written).
-# A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; both scripts use it.
+# A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; the scripts use it.
 ITEMS_LUA = """
 local function items(b, n)
   local out = {}
@@ -69,8 +51,20 @@ local function mark_done(done, old, ids, cap)
 end
 """
 
-COMMIT_LUA = ITEMS_LUA + """
--- every check first: a failing command would leave the writes before it applied
+# A commit is two scripts around the bulk writes (stream.state.redis_store ``RedisStore.commit``): on one
+# connection, WATCH every key below (and the pool's ``:open``), COMMIT_CHECK_LUA, and only when it answered 0:
+# MULTI, COMMIT_APPLY_LUA, the frames of MSET/ZADD/HSET (stream.state.commit_frames), EXEC. The check refuses
+# before anything is written; WATCH makes EXEC a no-op when any of those keys changed after it (another
+# writer), so the transaction applies against exactly what the check saw, and its commands cannot fail.
+# KEYS (both): gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg (all in the pool's slot)
+# CHECK ARGV: 1 expected gen, 2 expected ids epoch ('' = do not check the log), 3 expected length of ``:ids``
+#       in bytes (with ARGV[2]), 4 '1' = check the first offsets, 5 n_offsets, 6 offsets blob (per
+#       topic/partition three strings: field, first offset to check ('' = none), last offset), 7 meta JSON
+#       ("" = keep), 8 the key format (stream.state.keys.KEY_FORMAT).
+# Returns 0 (go on), -1 (gen moved), -2 (another system), -3 (the ids log or an offset is not what the caller
+# checked against), -4 (the pool's keys are in another key format); an error reply starting with "MMRSTATE"
+# when a key holds what the commit cannot write over.
+COMMIT_CHECK_LUA = ITEMS_LUA + """
 local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set', 'hash'}
 for i = 1, 10 do
   local t = redis.call('TYPE', KEYS[i])['ok']
@@ -80,101 +74,66 @@ local open_bad = check_open(KEYS[4])
 if open_bad then return open_bad end
 local graw = redis.call('GET', KEYS[1])
 if not is_count(graw) then return bad(KEYS[1], 'is not a commit counter') end
-local gen = graw or '0'
-if gen ~= ARGV[1] then return -1 end
+if (graw or '0') ~= ARGV[1] then return -1 end
 local eraw = redis.call('GET', KEYS[8])
 if not is_count(eraw) then return bad(KEYS[8], 'is not a rotation counter') end
 local cur = redis.call('HMGET', KEYS[6], 'system', 'params', 'keys')
 local has_meta = cur[1] or cur[2] or cur[3]
-if has_meta and cur[3] ~= ARGV[16] then return -4 end
-local m = nil
-if ARGV[8] ~= '' then
-  m = cjson.decode(ARGV[8])
+if has_meta and cur[3] ~= ARGV[8] then return -4 end
+if ARGV[7] ~= '' then
+  local m = cjson.decode(ARGV[7])
   if has_meta and (cur[1] ~= m['system'] or cur[2] ~= m['params']) then return -2 end
 end
-if ARGV[3] ~= '' then
+if ARGV[2] ~= '' then
   -- the caller's "not applied before" was answered from this prefix of the log: still all of it?
-  if (eraw or '0') ~= ARGV[3] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[15]) then return -3 end
+  if (eraw or '0') ~= ARGV[2] or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return -3 end
 end
-local np = tonumber(ARGV[2])
-local nd = tonumber(ARGV[4])
-local offs = items(ARGV[7], 3 * tonumber(ARGV[6]))
-local olds = {}
+local offs = items(ARGV[6], 3 * tonumber(ARGV[5]))
 if #offs > 0 then
   local fields = {}
   for k = 1, #offs, 3 do fields[#fields + 1] = offs[k] end
   local v = redis.call('HMGET', KEYS[5], unpack(fields))
   for k = 1, #v do
     if v[k] and not tonumber(v[k]) then return bad(KEYS[5], 'field ' .. fields[k] .. ' is not an offset') end
-    olds[k] = v[k] and tonumber(v[k])
+    -- optimistic commit (no read before it): refuse if any message was applied already
+    local first = offs[3 * k - 1]
+    if ARGV[4] == '1' and first ~= '' and v[k] and tonumber(v[k]) >= tonumber(first) then return -3 end
   end
 end
-if ARGV[5] == '1' then
-  -- optimistic commit (no read before it): refuse if any message was applied already
-  for k = 1, #offs, 3 do
-    local wm = olds[(k + 2) / 3]
-    if offs[k + 1] ~= '' and wm and wm >= tonumber(offs[k + 1]) then return -3 end
-  end
-end
--- writes: none of them can fail past the checks above (MSET overwrites a key of any type; a player key is only ever
--- written here, under a name no other key can have)
-local pkey = ARGV[9]
-local blob = ARGV[11]
--- beliefs and leaderboard entries in bulk: one MSET and one ZADD per ~2,000 players instead of a
--- SET and a ZADD per player (each redis.call costs ~1-2 us of Lua/command dispatch). The loop keeps
--- its own counts and reuses its two tables (``#t`` is a search in Lua 5.1, a new table per chunk
--- is garbage): a quarter less of the loop's time, ~8 % of the script's, for a step of 50,000 players
--- (BENCHMARKS.md)
-local sub, u32x4, call = string.sub, struct.unpack, redis.call
-local kv, zs, n = {}, {}, 0
-local pos = 16 * np + 1
-for i = 1, np do
-  local kl, vl, sl, nl = u32x4('<I4I4I4I4', blob, 16 * i - 15)
-  local v = pos + kl
-  local s = v + vl
-  local e = s + sl
-  local kname = sub(blob, pos, v - 1)
-  kv[n + 1] = pkey .. kname
-  kv[n + 2] = sub(blob, v, s - 1)
-  zs[n + 1] = sub(blob, s, e - 1)
-  if nl == 0 then zs[n + 2] = kname else zs[n + 2] = sub(blob, e, e + nl - 1) end
-  pos = e + nl
-  n = n + 2
-  if n >= 4000 or i == np then  -- (entries past ``n`` are a chunk before's, never sent)
-    call('MSET', unpack(kv, 1, n))
-    call('ZADD', KEYS[3], unpack(zs, 1, n))
-    n = 0
-  end
-end
-local nc = tonumber(ARGV[17])
-if nc > 0 then
-  local ch = items(ARGV[18], 2 * nc)
-  for i = 1, 2 * nc, 4000 do
-    redis.call('HSET', KEYS[10], unpack(ch, i, math.min(i + 3999, 2 * nc)))
-  end
-end
-local cap = tonumber(ARGV[14])
-if #ARGV[12] > 0 then
-  local len = redis.call('APPEND', KEYS[2], ARGV[12])
+return 0
+"""
+
+# APPLY ARGV: 1 n_done, 2 n_offsets, 3 offsets blob (as the check's), 4 meta JSON ("" = keep), 5 pending-round
+# key prefix, 6 the new ids' digests (16 bytes each, appended to ``:ids``), 7 done-rounds blob (two strings per
+# round: its id, its escaped id), 8 seen_max_ids ('0' = unbounded; see stream.state.redis_store's docstring; it
+# bounds ``:done`` too), 9 the key format. Every write but the bulk ones, none of which can fail past the check.
+# Returns {new gen, ids epoch}.
+COMMIT_APPLY_LUA = ITEMS_LUA + """
+local cap = tonumber(ARGV[8])
+if #ARGV[6] > 0 then
+  local len = redis.call('APPEND', KEYS[2], ARGV[6])
   if cap > 0 and len >= 16 * cap then
     redis.call('UNLINK', KEYS[7])
     redis.call('RENAME', KEYS[2], KEYS[7])
     redis.call('INCR', KEYS[8])
   end
 end
-local done = items(ARGV[13], 2 * nd)
+local done = items(ARGV[7], 2 * tonumber(ARGV[1]))
 local rids = {}
-for k = 1, 2 * nd, 2 do
-  redis.call('DEL', ARGV[10] .. done[k + 1])
+for k = 1, #done, 2 do
+  redis.call('DEL', ARGV[5] .. done[k + 1])
   rids[#rids + 1] = done[k]
 end
 mark_done(KEYS[4], KEYS[9], rids, cap)
+local offs = items(ARGV[3], 3 * tonumber(ARGV[2]))
 for k = 1, #offs, 3 do
-  local old = olds[(k + 2) / 3]
-  if not old or tonumber(offs[k + 2]) > old then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
+  local old = redis.call('HGET', KEYS[5], offs[k])
+  if not old or tonumber(offs[k + 2]) > tonumber(old) then redis.call('HSET', KEYS[5], offs[k], offs[k + 2]) end
 end
-if m and not has_meta then
-  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'], 'keys', ARGV[16])
+local cur = redis.call('HMGET', KEYS[6], 'system', 'params', 'keys')
+if ARGV[4] ~= '' and not (cur[1] or cur[2] or cur[3]) then
+  local m = cjson.decode(ARGV[4])
+  redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'], 'keys', ARGV[9])
 end
 return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
 """
@@ -234,11 +193,10 @@ return moved
 """
 
 
-# The read half of a batch, atomically and with one argument per list (see COMMIT_LUA on why
-# blobs): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix, 2 the ids epoch the caller's
-# index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob of the players' escaped
-# names, 6 n_wm, 7 blob
-# of watermark fields ("topic/partition").
+# The read half of a batch, atomically and with one argument per list (a Lua string per name rather than
+# a Python object per argument in redis-py): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix,
+# 2 the ids epoch the caller's index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob
+# of the players' escaped names, 6 n_wm, 7 blob of watermark fields ("topic/partition").
 # Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
 # caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
 # none)}.

@@ -112,21 +112,24 @@ from typing import Any
 
 import orjson
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from stream.ratings.base import FloatArray, IntArray
 from stream.state import legacy_pools
-from stream.state.commit_blob import pairs_blob, players_blob, players_blob_flat, strings_blob
+from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
-from stream.state.redis_scripts import COMMIT_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
-from stream.state.replication import ReplicatedWrites
+from stream.state.redis_scripts import COMMIT_APPLY_LUA, COMMIT_CHECK_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
+from stream.state.replication import Command, Exchange, ReplicatedWrites
 from stream.state.round_state import RoundState
 from stream.state.store_errors import AlreadyApplied, Conflict, MetaConflict, StateError, raise_state
 
 log = logging.getLogger(__name__)
+
+#: transactions of one commit that a change of a watched key voided, before it counts as a conflict
+COMMIT_TRIES = 5
 
 
 @dataclass(slots=True)
@@ -153,30 +156,26 @@ class Commit:
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
     #: player -> the explanation of their change (``:chg``; stream.service.step.change_records)
     changes: dict[str, bytes] = field(default_factory=dict)
-    #: the players and changes blobs the commit script takes, made once the rest is final (``seal``)
-    blobs: tuple[bytes | memoryview, bytes] | None = None
+    #: the commit's bulk writes by columns, made once the rest is final (``seal``)
+    rows: Rows | None = None
 
-    def pack(self) -> tuple[bytes | memoryview, bytes]:
-        """The players blob (beliefs and scores, players by ascending score) and the changes blob
-        (``stream.state.commit_blob``)."""
+    def pack(self) -> Rows:
+        """The players' values and scores and the changes by columns (``stream.state.commit_frames``)."""
         players = list(self.beliefs)
-        return (players_blob(players, list(map(self.beliefs.__getitem__, players)),
-                             list(map(self.scores.__getitem__, players))),
-                pairs_blob(self.changes))
+        return rows_of(players, list(map(self.beliefs.__getitem__, players)),
+                       list(map(self.scores.__getitem__, players)), self.changes)
 
     def seal(self, flat: FloatArray | None = None, offsets: IntArray | None = None, tag: bytes = b"") -> None:
-        """Make the blobs now, so the commit sends them as they are: the numba thread calls this as a
-        step's last work, and the event loop then sends the commit at once when the one before
+        """Make the rows now, so the commit only frames and sends them: the numba thread calls this as
+        a step's last work, and the event loop then sends the commit at once when the one before
         lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
-        offsets[i + 1]]`` of the i-th player, as the arena holds them (written from there by numba,
-        ``players_blob_flat``). Its beliefs, scores and changes may not change after (its offsets are
-        not in the blobs)."""
+        offsets[i + 1]]`` of the i-th player, as the arena holds them (read from there by numba,
+        ``rows_flat``). Its beliefs, scores and changes may not change after."""
         if flat is None or offsets is None:
-            self.blobs = self.pack()
+            self.rows = self.pack()
             return
         players = list(self.beliefs)
-        self.blobs = (players_blob_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players))),
-                      pairs_blob(self.changes))
+        self.rows = rows_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players)), self.changes)
 
 
 class RedisStore(RoundState, ReplicatedWrites):
@@ -193,7 +192,6 @@ class RedisStore(RoundState, ReplicatedWrites):
         self.prefix = prefix
         #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
-        self._commit = client.register_script(COMMIT_LUA)
         self._snapshot = client.register_script(SNAPSHOT_LUA)
         self._expire = client.register_script(EXPIRE_LUA)
         self._migrate = client.register_script(MIGRATE_LUA)
@@ -517,7 +515,6 @@ class RedisStore(RoundState, ReplicatedWrites):
         if check_ids and idx is not None and idx.contains(keys_of(digest_blob)).any():
             raise AlreadyApplied(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
-        players = list(c.beliefs)
         keys = [self.key(pool, s)
                 for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old", "chg")]
         meta_json = ""
@@ -529,20 +526,18 @@ class RedisStore(RoundState, ReplicatedWrites):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        players_blob, changes_blob = c.blobs if c.blobs is not None else c.pack()
+        bulk = frames(c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
+                      keys[2].encode(), keys[9].encode())
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
-        argv: list[Any] = [gen, len(players), held[0], len(c.done_rounds), "1" if check_ids else "",
-                           len(c.offsets), strings_blob(offsets), meta_json,
-                           self.keys.player_prefix(pool), self.keys.pend_prefix(pool), players_blob,
-                           digest_blob, strings_blob(done), self.seen_max_ids, held[1], KEY_FORMAT, len(c.changes),
-                           changes_blob]
-        command = ("EVALSHA", self._commit.sha, len(keys), *keys, *argv)
+        offsets_blob = strings_blob(offsets)
+        check = ("EVAL", COMMIT_CHECK_LUA, len(keys), *keys, gen, held[0], held[1], "1" if check_ids else "",
+                 len(c.offsets), offsets_blob, meta_json, KEY_FORMAT)
+        apply = ("EVAL", COMMIT_APPLY_LUA, len(keys), *keys, len(c.done_rounds), len(c.offsets), offsets_blob,
+                 meta_json, self.keys.pend_prefix(pool), digest_blob, strings_blob(done), self.seen_max_ids, KEY_FORMAT)
+        watched = ("WATCH", *keys, self.key(pool, "open"))
         try:
-            try:
-                res = (await self._replicated(pool, keys[0], [command], wrote=_script_wrote))[0]
-            except NoScriptError:  # a promoted replica or a restarted server: load it there, once
-                await self._load_script(self._commit, keys[0])
-                res = (await self._replicated(pool, keys[0], [command], wrote=_script_wrote))[0]
+            res = (await self._replicated(pool, keys[0], self._transaction(watched, check, apply, bulk),
+                                          wrote=_script_wrote))[0]
         except ResponseError as exc:
             raise_state(pool, exc)
         if not isinstance(res, list):
@@ -565,6 +560,31 @@ class RedisStore(RoundState, ReplicatedWrites):
             else:  # the index moved while this commit was under way: reload on the next read
                 self._ids.pop(pool, None)
         return new_gen
+
+    def _transaction(self, watched: Command, check: Command, apply: Command, bulk: list[memoryview]) -> Exchange:
+        """A commit on one connection: ``watched`` (WATCH) and ``check``; unless the check refused (its
+        reply, not 0, is the commit's reply), ``apply`` and the ``bulk`` frames in one MULTI/EXEC. An EXEC
+        that did nothing (a watched key changed in between: a round assembled meanwhile, another writer) is
+        tried again from the check, ``COMMIT_TRIES`` times in all; then the reply is -1 (gen moved)."""
+        async def exchange(node: Any, need: int) -> list[Any]:
+            wait: list[Command] = [("WAIT", need, self.wait_timeout_ms)] if need else []
+            async with self._connection(node) as conn:
+                for _ in range(COMMIT_TRIES):
+                    head = await self._round_trip(conn, [watched, check])
+                    refusal = next((r for r in head if isinstance(r, BaseException)), head[1])
+                    if refusal != 0:
+                        return [refusal, *(await self._round_trip(conn, [("UNWATCH",), *wait]))[1:]]
+                    replies = await self._round_trip(conn, [("MULTI",), apply, *bulk, ("EXEC",), *wait])
+                    done = replies[len(bulk) + 2]
+                    error = next((r for r in replies[:len(bulk) + 3] if isinstance(r, BaseException)), None)
+                    if error is None and done is not None:
+                        error = next((r for r in done if isinstance(r, BaseException)), None)
+                    if error is not None:
+                        return [error, *replies[len(bulk) + 3:]]
+                    if done is not None:
+                        return [done[0], *replies[len(bulk) + 3:]]
+                return [-1, *replies[len(bulk) + 3:]]
+        return exchange
 
     async def _load_script(self, script: Any, key: str) -> None:
         """Loads ``script`` on the master of ``key``'s slot (a promoted replica or a restarted server may lack it)."""

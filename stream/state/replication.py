@@ -10,11 +10,12 @@ below, which ``RedisStore.__init__`` sets.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import MovedError
+from redis.exceptions import MovedError, ResponseError
 
 from stream.state.id_index import PoolIds
 from stream.state.keys import KeySpace
@@ -22,6 +23,12 @@ from stream.state.redis_client import StoreUnavailable
 
 #: seconds a master's count of replicas (``INFO replication``) is trusted before it is asked again
 REPLICAS_TTL_S = 10.0
+
+#: a command as its arguments, or as a frame of the protocol already written (sent as it is)
+Command = tuple[Any, ...] | bytes | memoryview
+#: what a write sends on one connection of the slot's master (None: the single server), given the replicas
+#: that must confirm it: its replies, the last one WAIT's when that number is not 0
+Exchange = Callable[[Any, int], Awaitable[list[Any]]]
 
 
 class ReplicatedWrites:
@@ -42,11 +49,13 @@ class ReplicatedWrites:
         def key(self, pool: str, suffix: str) -> str: ...
 
     # --- writes the replicas confirm (see the module docstring) --------------------------
-    async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]],
+    async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]] | Exchange,
                           wrote: Callable[[list[Any]], bool]) -> list[Any]:
         """The replies of ``commands`` (all in ``key``'s slot), sent in one pipeline on one connection of
         the slot's master and followed there by ``WAIT`` when replicas must confirm them. ``wrote``: whether
         the replies say that the commands wrote (a WAIT after no write confirms older writes only).
+        ``commands`` may also be an ``Exchange``, which sends what it needs on the connection it holds
+        (a transaction: ``RedisStore.commit``) and returns its replies, then WAIT's.
 
         The first error reply is raised (after MOVED: sent again to the slot's new master). ``StoreUnavailable`` when
         fewer replicas than required confirmed within the timeout. ``mark`` (a pool) stays marked
@@ -56,8 +65,11 @@ class ReplicatedWrites:
             need = await self._required(node)
             if need:
                 self._unconfirmed.add(mark)
-            replies = await self._pipeline_on(node, commands, need)
-            out = replies[:len(commands)]
+            if callable(commands):
+                replies = await commands(node, need)
+            else:
+                replies = await self._pipeline_on(node, commands, need)
+            out = replies[:-1] if need else replies
             error = next((r for r in replies if isinstance(r, BaseException)), None)
             if error is None:
                 break
@@ -95,6 +107,41 @@ class ReplicatedWrites:
         if need:
             pipe.execute_command("WAIT", need, self.wait_timeout_ms, target_nodes=node)
         return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, node: Any) -> AsyncIterator[Any]:
+        """One connection of ``node`` (None: the single server), held for an exchange of several round
+        trips (a WATCH holds on its connection only). Closed when the exchange fails half-way: replies may
+        be unread, a WATCH or MULTI open."""
+        pool = self.r.connection_pool if node is None else None
+        conn = await pool.get_connection() if pool is not None else node.acquire_connection()
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.disconnect(nowait=True)
+            raise
+        finally:
+            if pool is not None:
+                await pool.release(conn)
+            else:
+                node.release(conn)
+
+    @staticmethod
+    async def _round_trip(conn: Any, commands: Sequence[Command]) -> list[Any]:
+        """Sends ``commands`` on ``conn`` at once and reads one reply each (an error reply as its exception).
+        A frame already written is sent as it is: redis-py would pack its arguments one by one."""
+        packed: list[bytes | memoryview] = []
+        for cmd in commands:
+            packed.extend(conn.pack_command(*cmd) if isinstance(cmd, tuple) else (cmd,))
+        await conn.send_packed_command(packed)
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
 
     async def _confirm(self, pool: str) -> None:
         """For a pool marked unconfirmed: a write that changes nothing (``INCRBY gen 0``; an absent

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from stream.state.keys import KeySpace, escape
+from stream.state.replication import Exchange
 from stream.state.store_errors import StateError, raise_state
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class RoundState:
         def pend_key(self, pool: str, round_id: str) -> str: ...
         async def meta(self, pool: str) -> dict[str, Any] | None: ...
         async def _confirm(self, pool: str) -> None: ...
-        async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]],
+        async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]] | Exchange,
                               wrote: Callable[[list[Any]], bool]) -> list[Any]: ...
         async def _load_script(self, script: Any, key: str) -> None: ...
 

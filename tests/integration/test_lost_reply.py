@@ -1,6 +1,6 @@
 """A commit whose reply is lost loses no output: Redis runs the commit script of an assembled round, the
 connection drops before the reply reaches the worker (a TCP proxy between the worker and a real Redis
-forwards the EVALSHA, then closes both sides instead of forwarding the answer, and refuses connections
+forwards the commit's transaction, then closes both sides instead of forwarding the answer, and refuses connections
 for a few seconds, longer than redis-py's own retries). The retry finds the round's ids applied and must
 publish the ratings that commit changed, exactly as a run without the fault does. The same holds for a
 batch of round results delivered again after its commit (a crash or a rewind before its publish).
@@ -28,7 +28,7 @@ DOWN_S = 3.0
 
 
 class ReplyDropper:
-    """A TCP proxy to Redis. Once ``armed`` with a script's SHA, the next command carrying it is forwarded
+    """A TCP proxy to Redis. Once ``armed`` with a command's bytes, the next write carrying them is forwarded
     whole, its reply is dropped and both connections closed; new connections are refused for ``DOWN_S``."""
 
     def __init__(self, host: str, port: int) -> None:
@@ -85,7 +85,7 @@ async def _run(store: RedisStore, dropper: ReplyDropper | None = None) -> list[B
         proc = Processor(Settings(), store, ex)
         first = await proc.process([_msg(i, b) for i, b in enumerate(FIRST)])
         if dropper is not None:
-            dropper.armed = store._commit.sha.encode()
+            dropper.armed = b"\r\nEXEC\r\n"  # the end of a commit's transaction
         second = await (await proc.start([_msg(10 + i, b) for i, b in enumerate(SECOND)], safe=True))
         return [first, second]
 

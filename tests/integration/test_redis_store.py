@@ -630,10 +630,10 @@ def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
                                                ("wm", "bad offset"), ("gen", "not a number"), ("meta", "list"),
                                                ("chg", "string")])
 def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, suffix: str, plant: str) -> None:
-    """The commit script checks every key before its first write: a key of another type (or a counter
+    """The commit's check looks at every key before its first write: a key of another type (or a counter
     or an offset that is no number) refuses the whole commit with StateError naming the key, and no
     belief, leaderboard entry, id, offset or round mark is written (a failing command in the middle of
-    a script does not undo the ones before it)."""
+    a script or a transaction does not undo the ones before it)."""
     from stream.state.redis_store import StateError
 
     async def run() -> None:
@@ -660,6 +660,64 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
             await store.commit("p", gen, c, {"system": "elo", "params": {}})
         after = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
         assert after == before
+        await store.close()
+
+    asyncio.run(run())
+
+
+def _interfering(store: RedisStore, times: int) -> list[int]:
+    """Makes another client open a round of pool ``p`` (as round assembly does: its ``:open`` is watched)
+    right after each of the store's first ``times`` commit checks, before its transaction; returns the
+    count of checks, which grows as the test runs."""
+    other = RedisStore(store.r, prefix=store.prefix)
+    checks = [0]
+    round_trip = store._round_trip
+
+    async def interfere(conn: Any, commands: Any) -> list[Any]:
+        replies = await round_trip(conn, commands)
+        if isinstance(commands[0], tuple) and commands[0][0] == "WATCH":
+            checks[0] += 1
+            if checks[0] <= times:
+                await other.r.zadd(store.key("p", "open"), {f"r{checks[0]}": 1.0})
+        return replies
+
+    store._round_trip = interfere  # type: ignore[method-assign]
+    return checks
+
+
+def test_a_commit_whose_watched_keys_change_before_its_transaction_is_checked_again(redis_url: str) -> None:
+    """Between a commit's check and its MULTI/EXEC another client changes a watched key (here a round
+    opened in the pool): EXEC writes nothing, the commit is checked again and then applied once, and the
+    other client's write is kept."""
+    async def run() -> None:
+        store = _store(redis_url)
+        checks = _interfering(store, times=2)
+        c = Commit(beliefs={"a": b"\x01a"}, scores={"a": 1.0}, event_ids=["e1"], changes={"a": b"{}"})
+        assert await store.commit("p", "0", c, {"system": "elo", "params": {}}) == 1
+        assert checks[0] == 3
+        assert (await store.beliefs("p", ["a"])) == {"a": b"\x01a"}
+        assert await store.r.zrange(store.key("p", "open"), 0, -1) == [b"r1", b"r2"]
+        assert await store.r.hgetall(store.key("p", "chg")) == {b"a": b"{}"}
+        await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_commit_whose_watched_keys_keep_changing_is_a_conflict_that_wrote_nothing(redis_url: str) -> None:
+    from stream.state.redis_store import COMMIT_TRIES
+
+    async def run() -> None:
+        store = _store(redis_url)
+        checks = _interfering(store, times=COMMIT_TRIES)
+        c = Commit(beliefs={"a": b"\x01a"}, scores={"a": 1.0}, event_ids=["e1"])
+        with pytest.raises(Conflict):
+            await store.commit("p", "0", c, {"system": "elo", "params": {}})
+        assert checks[0] == COMMIT_TRIES
+        assert await store.r.get(store.key("p", "gen")) is None
+        assert (await store.beliefs("p", ["a"])) == {"a": None}
+        assert await store.r.exists(store.key("p", "lb"), store.key("p", "ids")) == 0
+        # the connection holds no WATCH or MULTI: the next commit goes through
+        assert await store.commit("p", "0", c, {"system": "elo", "params": {}}) == 1
         await store.close()
 
     asyncio.run(run())
