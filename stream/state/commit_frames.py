@@ -23,6 +23,7 @@ import math
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numba as nb
 import numpy as np
@@ -232,7 +233,7 @@ def frames(rows: Rows, player_prefix: bytes, lb_key: bytes, chg_key: bytes) -> l
                  rows.text_at, rows.names, rows.name_at, rows.fields, rows.field_at, rows.records, rows.record_at)
     view = out.data
     bounds = [0, *ends[:k].tolist()]
-    return [view[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [view[a:b] for a, b in pairwise(bounds)]
 
 
 def strings_blob(items: Sequence[str]) -> bytes:

@@ -1,7 +1,7 @@
 """Redis state of the service: encoded beliefs, leaderboards, and what makes re-delivery a no-op.
 
 Key layout (every key of a pool carries the hash tag ``{pool}`` so that everything one batch
-touches lives in one Redis Cluster slot and one Lua script can update it atomically; pool,
+touches lives in one Redis Cluster slot and one transaction can update it atomically; pool,
 player and round names are escaped so that no two names share a key: stream.state.keys)::
 
     {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
@@ -34,19 +34,27 @@ Where the code of each part is: the atomic step, reads and pools here; the round
 stream.state.round_state and the sweep of ``open-rounds`` in stream.state.open_rounds; the writes
 the replicas confirm in stream.state.replication; the errors in stream.state.store_errors.
 
-Player and pending-round keys are built inside the script from prefixes carrying the pool's
-hash tag, so they are in the slot of the declared keys (Redis Cluster executes scripts that
-touch undeclared keys of the same slot; it refuses only cross-slot access).
+A commit is one transaction on one connection of the slot's master: WATCH of the pool's keys, a
+check script (``COMMIT_CHECK_LUA``: the compare-and-set token, the log of applied ids, the offsets,
+the meta), and only when it passed MULTI, the apply script (``COMMIT_APPLY_LUA``: ids, rounds done,
+watermarks, meta, ``gen``), the players' beliefs, leaderboard scores and explanations as plain
+MSET/ZADD/HSET frames (stream.state.commit_frames), EXEC. Why not one script: a script cutting tens
+of thousands of values out of its arguments costs Redis three times the CPU of the same writes sent
+as commands (BENCHMARKS.md). WATCH makes EXEC write nothing when any of those keys changed after the
+check (another worker's commit, a round opened meanwhile); the commit is then checked again.
 
-A script is not rolled back when a command in it fails, so the commit script first checks
-everything that could make one of its writes fail (the type of every declared key, the numbers
-it increments or compares) and only then writes: a pool whose keys hold something else is
-refused with ``StateError`` and left exactly as it was.
+Neither a script nor a transaction is rolled back when a command in it fails, so the check looks
+first at everything that could make one of the writes fail (the type of every key written, the
+numbers incremented or compared): a pool whose keys hold something else is refused with
+``StateError`` and left exactly as it was. Pending-round keys are built inside the apply script
+from a prefix carrying the pool's hash tag, so they are in the slot of the declared keys (Redis
+Cluster executes scripts that touch undeclared keys of the same slot; it refuses only cross-slot
+access).
 
 A pool's meta records the key format (``keys``). A pool written before names were escaped has
 none: ``meta`` (which the worker, the exporter and the HTTP API call before touching a pool)
 renames the keys of its players and pending rounds whose names need escaping and records the
-format; the commit script refuses a pool whose meta has another format, so this version never
+format; the commit's check refuses a pool whose meta has another format, so this version never
 writes into a pool not yet migrated. A pool whose own name needs escaping had another hash tag
 before: its keys are copied to the new one and the old ones deleted (stream.state.legacy_pools);
 old workers must be stopped before new ones start.
@@ -595,7 +603,7 @@ class RedisStore(RoundState, ReplicatedWrites):
 
 
 def _script_wrote(replies: list[Any]) -> bool:
-    """Whether the commit script wrote (it returns a list then; a refusal code otherwise)."""
+    """Whether the commit wrote (its reply is then the apply script's list; a refusal code otherwise)."""
     return isinstance(replies[0], list)
 
 

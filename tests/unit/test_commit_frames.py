@@ -4,6 +4,7 @@ byte what hiredis packs for the same commands built the plain way, one argument 
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import hiredis
 import numpy as np
@@ -21,6 +22,11 @@ names = st.text(min_size=1, max_size=20) | st.sampled_from(["a:b", "%", "{x}", "
 scores = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e16, 1.5e-7, math.pi])
 
 
+def _pack(*args: bytes) -> bytes:
+    """hiredis's frame of one command (its stubs type the argument tuple as of one element)."""
+    return hiredis.pack_command(cast(Any, args))
+
+
 def _text(score: float) -> bytes:
     """A score's text: orjson's for a finite one, Python's ``repr`` for ±inf (orjson writes null)."""
     return orjson.dumps(float(score)) if math.isfinite(score) else repr(float(score)).encode()
@@ -32,10 +38,10 @@ def _plain(players: list[str], values: list[bytes], scores: list[float], changes
     rows = sorted(zip(players, values, scores, strict=True), key=lambda row: row[2])
     out = []
     if rows:
-        out.append(hiredis.pack_command((b"MSET", *[x for p, v, _ in rows for x in (PREFIX + escape(p).encode(), v)])))
-        out.append(hiredis.pack_command((b"ZADD", LB, *[x for p, _, s in rows for x in (_text(s), p.encode())])))
+        out.append(_pack(b"MSET", *[x for p, v, _ in rows for x in (PREFIX + escape(p).encode(), v)]))
+        out.append(_pack(b"ZADD", LB, *[x for p, _, s in rows for x in (_text(s), p.encode())]))
     if changes:
-        out.append(hiredis.pack_command((b"HSET", CHG, *[x for p, t in changes.items() for x in (p.encode(), t)])))
+        out.append(_pack(b"HSET", CHG, *[x for p, t in changes.items() for x in (p.encode(), t)]))
     return out
 
 
@@ -75,7 +81,7 @@ def test_players_go_by_ascending_score_ties_as_given() -> None:
     before it went; MSET lists them in the same order."""
     mset, zadd = frames(rows_of(["c", "a", "d", "b"], [b"3", b"1", b"4", b"2"], [2.0, -1.0, 2.0, 0.5], {}),
                         PREFIX, LB, CHG)
-    assert bytes(zadd) == hiredis.pack_command((b"ZADD", LB, b"-1.0", b"a", b"0.5", b"b", b"2.0", b"c", b"2.0", b"d"))
+    assert bytes(zadd) == _pack(b"ZADD", LB, b"-1.0", b"a", b"0.5", b"b", b"2.0", b"c", b"2.0", b"d")
     assert bytes(mset).endswith(b"a\r\n$1\r\n1\r\n$11\r\nmmr:{p}:p:b\r\n$1\r\n2\r\n$11\r\nmmr:{p}:p:c\r\n$1\r\n3\r\n"
                                 b"$11\r\nmmr:{p}:p:d\r\n$1\r\n4\r\n")
 
@@ -89,7 +95,7 @@ def test_lengths_count_encoded_bytes_and_reach_many_digits() -> None:
 
 def test_only_the_changes_when_no_player_is_written() -> None:
     (hset,) = frames(rows_of([], [], [], {"a": b"{}"}), PREFIX, LB, CHG)
-    assert bytes(hset) == hiredis.pack_command((b"HSET", CHG, b"a", b"{}"))
+    assert bytes(hset) == _pack(b"HSET", CHG, b"a", b"{}")
     assert frames(rows_of([], [], [], {}), PREFIX, LB, CHG) == []
 
 

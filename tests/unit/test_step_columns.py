@@ -18,6 +18,7 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
 from stream.service.planning import RoundOp
 from stream.service.step import rate_ops
+from stream.state.commit_frames import frames
 from stream.state.tagged_pool import TaggedFlat
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -39,9 +40,10 @@ def _rounds(n: int) -> list[RoundEvent]:
 def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str], explain: bool,
           by_columns: bool) -> tuple[Any, ...]:
     commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, None, _dead, explain, by_columns)
-    # the blobs the commit sends: sealed from the step's arena (by columns), or packed when it is sent
-    blobs = tuple(map(bytes, commit.blobs if commit.blobs is not None else commit.pack()))
-    assert blobs == commit.pack()
+    # the frames the commit sends: from rows sealed from the step's arena (by columns), or packed when it is sent
+    names = (b"p:", b"lb", b"chg")
+    blobs = tuple(map(bytes, frames(commit.rows if commit.rows is not None else commit.pack(), *names)))
+    assert blobs == tuple(map(bytes, frames(commit.pack(), *names)))
     return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
             [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated), blobs)
 
