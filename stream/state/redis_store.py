@@ -178,7 +178,8 @@ class Commit:
         a step's last work, and the event loop then sends the commit at once when the one before
         lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
         offsets[i + 1]]`` of the i-th player, as the arena holds them (read from there by numba,
-        ``rows_flat``). Its beliefs, scores and changes may not change after."""
+        ``rows_flat``, which keeps a view of ``flat``: nothing may write there until the commit has
+        been sent for the last time). Its beliefs, scores and changes may not change after."""
         if flat is None or offsets is None:
             self.rows = self.pack()
             return
