@@ -34,7 +34,7 @@ from stream.state.keys import escape_all
 
 
 def score_order(scores: Sequence[float]) -> tuple[FloatArray, IntArray]:
-    """The scores as float64 and the order of a players blob: ascending score, ties in the given
+    """The scores as float64 and the order of a commit's players: ascending score, ties in the given
     order (a NaN, which a sorted set refuses, raises ValueError here, before anything is sent)."""
     values = np.array(scores, dtype=np.float64).reshape(-1)
     if np.isnan(values).any():
@@ -43,7 +43,7 @@ def score_order(scores: Sequence[float]) -> tuple[FloatArray, IntArray]:
 
 
 def score_text(score: float) -> bytes:
-    """A score as the script hands it to ZADD: the shortest text that parses back to the same
+    """A score as the commit hands it to ZADD: the shortest text that parses back to the same
     double (orjson's, where it writes one: not for ±inf), so the leaderboard holds the exact score."""
     return orjson.dumps(score) if math.isfinite(score) else repr(score).encode()
 
@@ -62,8 +62,8 @@ def _score_texts(scores: FloatArray) -> tuple[np.ndarray, IntArray]:
 
 
 def _names(players: list[str]) -> tuple[list[bytes], list[bytes]]:
-    """The escaped key names and the names (empty where escaping left a name as it was: the script
-    then takes the key's name) of a players blob."""
+    """The escaped key names and the names (empty where escaping left a name as it was: ZADD then
+    gets the key's name) of a commit's players."""
     escaped = escape_all(players)
     keys = list(map(str.encode, escaped))
     names = [b""] * len(players) if escaped is players else [
@@ -221,7 +221,10 @@ def frames(rows: Rows, player_prefix: bytes, lb_key: bytes, chg_key: bytes) -> l
     write. One numba pass writes them from the columns into one buffer."""
     n, m = rows.players, rows.changes
     tag = _u8(rows.tag)
-    args = 2 * n + 2 * n + 2 * m + 5  # upper bound on the bulk strings
+    # an upper bound: every byte of the strings, once more each key name (a ZADD member where the
+    # name is the key's), the commands' names (16), and per bulk string (MSET 1 + 2n, ZADD 2 + 2n,
+    # HSET 2 + 2m) and per command at most 15 bytes of ``$``/``*``, digits and CRLFs
+    args = 4 * n + 2 * m + 5
     size = (int(rows.key_at[-1]) + n * len(player_prefix) + int(rows.value_at[-1]) + n * len(rows.tag)
             + int(rows.text_at[-1]) + int(rows.key_at[-1]) + int(rows.name_at[-1]) + int(rows.field_at[-1])
             + int(rows.record_at[-1]) + len(lb_key) + len(chg_key) + 16 + 15 * args + 3 * 15)
