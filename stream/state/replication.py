@@ -10,12 +10,15 @@ below, which ``RedisStore.__init__`` sets.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stream.state.id_index import PoolIds
 from stream.state.keys import KeySpace
@@ -134,7 +137,7 @@ class ReplicatedWrites:
         packed: list[bytes | memoryview] = []
         for cmd in commands:
             packed.extend(conn.pack_command(*cmd) if isinstance(cmd, tuple) else (cmd,))
-        await conn.send_packed_command(packed)
+        await _send(conn, packed)
         replies: list[Any] = []
         for _ in commands:
             try:
@@ -181,3 +184,30 @@ class ReplicatedWrites:
         n = int(info.get("connected_slaves", 0))
         self._replicas[name] = (now, n)
         return n
+
+
+async def _send(conn: Any, packed: list[bytes | memoryview]) -> None:
+    """Writes ``packed`` to ``conn`` piece by piece on its stream, as redis-py's ``send_packed_command``
+    does but without joining the pieces first.
+
+    Why: a commit's frames are tens of MB. Joined, asyncio (Python 3.11) copies them once for the
+    join, once more for what the socket did not take at once (a slice of ``bytes``), and a third time
+    into its buffer; written as memoryviews, only the last of these remains. The three held the event
+    loop (and the GIL) ~1.6 s of a Codeforces history against ~0.5 s (py-spy, BENCHMARKS.md). The stream
+    is redis-py's private ``_writer`` (redis is pinned in constraints.txt; a test checks it is there):
+    without one (not connected yet, another version), ``send_packed_command`` sends it."""
+    writer = getattr(conn, "_writer", None) if conn.is_connected else None
+    if not isinstance(writer, asyncio.StreamWriter):
+        await conn.send_packed_command(packed)
+        return
+    try:
+        for piece in packed:
+            writer.write(piece)
+        if conn.socket_timeout:
+            await asyncio.wait_for(writer.drain(), conn.socket_timeout)
+        else:
+            await writer.drain()
+    except TimeoutError:
+        raise RedisTimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc

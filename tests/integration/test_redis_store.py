@@ -723,6 +723,23 @@ def test_a_commit_whose_watched_keys_keep_changing_is_a_conflict_that_wrote_noth
     asyncio.run(run())
 
 
+def test_redis_py_keeps_the_stream_a_commit_writes_its_frames_to(redis_url: str) -> None:
+    """The commit writes its frames to redis-py's private ``_writer`` of a connection
+    (stream.state.replication ``_send``), falling back to ``send_packed_command``'s copies without one:
+    an upgrade of redis-py that moves it fails here, not silently in the worker's CPU."""
+    async def run() -> None:
+        store = _store(redis_url)
+        await store.r.ping()
+        conn = await store.r.connection_pool.get_connection()
+        try:
+            assert conn.is_connected and isinstance(conn._writer, asyncio.StreamWriter)
+        finally:
+            await store.r.connection_pool.release(conn)
+        await store.close()
+
+    asyncio.run(run())
+
+
 def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
     """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
     keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
