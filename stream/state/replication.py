@@ -193,7 +193,7 @@ async def _send(conn: Any, packed: list[bytes | memoryview]) -> None:
     Why: a commit's frames are tens of MB. Joined, asyncio (Python 3.11) copies them once for the
     join, once more for what the socket did not take at once (a slice of ``bytes``), and a third time
     into its buffer; written as memoryviews, only the last of these remains. The three held the event
-    loop (and the GIL) ~1.6 s of a Codeforces history against ~0.5 s (py-spy, BENCHMARKS.md). The stream
+    loop (and the GIL) ~1.6 s of a Codeforces history, the one left ~0.3 s (py-spy, BENCHMARKS.md). The stream
     is redis-py's private ``_writer`` (redis is pinned in constraints.txt; a test checks it is there):
     without one (not connected yet, another version), ``send_packed_command`` sends it."""
     writer = getattr(conn, "_writer", None) if conn.is_connected else None
