@@ -12,6 +12,7 @@ import gc
 import importlib
 import logging
 import sys
+from typing import Any
 
 import click
 import numpy as np
@@ -110,6 +111,22 @@ def tune_gil(switch_ms: float) -> None:
         sys.setswitchinterval(switch_ms / 1000)
 
 
+def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> Any:
+    """Faust's worker for ``app``, logging at ``loglevel``, without its terminal spinner.
+
+    Why: at a level of WARNING or above, Faust's worker turns every log record into a step of a
+    progress spinner, and for that sets the root logger to DEBUG for the life of the process (the
+    spinner stops once the worker has started; the level stays). Every ``log.debug`` of aiokafka,
+    Faust and the worker then made a record that the handlers dropped: ~0.45 s of the GIL in the
+    worker's replay of the Codeforces history (BENCHMARKS.md, "Service"). A service writes a log,
+    not a terminal, so the root logger keeps ``loglevel``."""
+    import faust
+
+    worker = faust.Worker(app, loglevel=loglevel, loop=loop)
+    worker.spinner = None
+    return worker
+
+
 @click.command()
 @click.option("--system", default=None, help="Default system for pools without configuration "
               "(default: elo-mmr for rounds, cowan for matches).")
@@ -117,8 +134,6 @@ def tune_gil(switch_ms: float) -> None:
 @click.option("--loglevel", default=None, help="Log level (default MMR_LOG_LEVEL or info).")
 def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) -> None:
     """Run the streaming worker (configuration from the environment, see docs/service.md)."""
-    import faust
-
     from stream.service.app import create_app
     from stream.service.http import HttpPortTaken
     from stream.service.topics import ensure_topics
@@ -145,4 +160,4 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
-    faust.Worker(svc.app, loglevel=loglevel or settings.log_level, loop=loop).execute_from_commandline()
+    faust_worker(svc.app, loglevel or settings.log_level, loop).execute_from_commandline()
