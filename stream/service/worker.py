@@ -23,7 +23,7 @@ from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
 from stream.service.config import Settings, from_env
-from stream.state import commit_frames, id_index
+from stream.state import commit_frames, id_index, tagged_pool
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,12 @@ def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
 
 def warmup(s: Settings) -> None:
     """Build each configured system once and call its module's ``warmup()`` if it has one;
-    also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings and
-    the frames of a step's commit (``stream.state.commit_frames``)."""
+    also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings, the
+    read of a step's values into its arena (``stream.state.tagged_pool``) and the frames of a step's
+    commit (``stream.state.commit_frames``)."""
     id_index.warmup()
     _standings_scan.warmup()
+    tagged_pool.warmup()
     commit_frames.warmup()
     seen: set[str] = set()
     for name, params in systems_in_use(s):

@@ -54,7 +54,7 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
     from stream.compile_notice import cache_location, compile_notice
     from stream.events import _standings_scan
-    from stream.state import commit_frames, id_index, packed_pool
+    from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
     names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)
     t0 = time.perf_counter()
@@ -62,6 +62,7 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
         id_index.warmup()
         _standings_scan.warmup()  # what every replay of a contest file runs
         packed_pool.warmup()  # the embedded store of Elo-MMR pools
+        tagged_pool.warmup()  # the worker's steps of rounds, read into their arena
         commit_frames.warmup()  # the worker's commits of steps of rounds
         modules: set[str] = set()
         for i, name in enumerate(names, 1):
