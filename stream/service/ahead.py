@@ -21,7 +21,8 @@ for. While a pool's last step of a batch commits, the next batch -- already take
 pipeline fixes it (``BatchPipeline.peek``) -- is planned, and its first step of that pool rated
 from the state that commit leaves, by the same rules. The batch itself still starts only once the
 batch before it has ended (its retries, halts and publication unchanged): it then uses the plan
-made ahead if its messages are the very same (a partition halted meanwhile makes it plan again),
+made ahead, and the steps its pools' ops were cut into then, if its messages are the very same (a
+partition halted meanwhile makes it plan again),
 and a step rated ahead only if it is the very step it would rate first (the same ops) and the
 commit before it landed. What planning ahead counts or dead-letters is counted once, when the
 plan is used.
@@ -40,7 +41,7 @@ from itertools import repeat
 from typing import Any, Generic, TypeVar
 
 from stream.service.messages import DeadLetter, Message
-from stream.service.planning import DeadFn, Plan, StepInputs, split_steps, step_inputs
+from stream.service.planning import DeadFn, Op, Plan, StepInputs, split_steps, step_inputs
 from stream.state.cache import BeliefCache
 from stream.state.redis_store import RedisStore
 
@@ -156,6 +157,8 @@ class Stashed:
     step: StepInputs
     task: asyncio.Task[Any]  # ``rate_ahead``'s
     gen: str  # the pool's ``gen`` that commit left
+    #: the pool's ops in the next batch as planned, and the steps they were cut into (``NextBatch.cut``)
+    cut: tuple[list[Op], list[list[Op]]] | None = None
 
 
 class NextBatch:
@@ -170,6 +173,7 @@ class NextBatch:
         self._max_step_players = max_step_players
         self._by_offsets = by_offsets
         self._first: dict[str, StepInputs | None] = {}
+        self._cuts: dict[str, tuple[list[Op], list[list[Op]]]] = {}
         self.rated: dict[str, Stashed] = {}
 
     def first_step(self, pool: str) -> StepInputs | None:
@@ -179,9 +183,16 @@ class NextBatch:
             ops = self.plan.ops.get(pool)
             first = None
             if ops and pool not in self.plan.results:
-                first = step_inputs(split_steps(ops, self._max_step_players)[0], self._by_offsets)
+                steps = split_steps(ops, self._max_step_players)
+                self._cuts[pool] = (ops, steps)
+                first = step_inputs(steps[0], self._by_offsets)
             self._first[pool] = first
         return self._first[pool]
+
+    def cut(self, pool: str) -> tuple[list[Op], list[list[Op]]] | None:
+        """The pool's ops and the steps ``first_step`` cut them into (None if it did not): the batch,
+        when it runs on this plan, steps through them without cutting them again."""
+        return self._cuts.get(pool)
 
     def same(self, msgs: Sequence[Message]) -> bool:
         """``msgs`` are the very messages planned (the same objects, in order)."""

@@ -84,7 +84,13 @@ class PoolStep:
                 await self._drop_early(early)
             return
         by_offsets = self.settings.dedup == "offsets"
-        steps = [step_inputs(s, by_offsets) for s in split_steps(ops, self.settings.max_step_players)]
+        if early is not None and early.cut is not None and early.cut[0] is ops:
+            # the very ops planned ahead: their steps as cut then, and the first one's inputs (cutting 100
+            # rounds of the Codeforces history again took 20-60 ms of the event loop: BENCHMARKS.md, "Service")
+            cut = early.cut[1]
+            steps = [early.step if part is early.step.ops else step_inputs(part, by_offsets) for part in cut]
+        else:
+            steps = [step_inputs(s, by_offsets) for s in split_steps(ops, self.settings.max_step_players)]
         async with self._locks.setdefault(pool, asyncio.Lock()):
             ahead: RatedAhead[Rated] | None = None
             if early is not None:
@@ -227,7 +233,7 @@ class PoolStep:
                 old = stash.rated.pop(pool, None)
                 if old is not None:  # rated from an earlier commit of this batch (a retry message by message)
                     old.task.cancel()
-                stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen))
+                stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen), stash.cut(pool))
                 return None
             rated = await nxt_task
             if rated is None:

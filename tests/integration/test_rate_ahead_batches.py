@@ -31,9 +31,11 @@ from ahead_utils import (
 )
 from local_servers import RedisServer
 
+from stream.service import step as step_module
 from stream.service.config import Settings
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
+from stream.service.planning import Op
 from stream.service.processor import BatchResult, Message, Processor
 from stream.state.fence import ServerFence
 
@@ -67,14 +69,27 @@ async def _reference(redis_url: str, ex: ThreadPoolExecutor, batches: Sequence[l
     return res, state
 
 
-def test_batches_rated_ahead_leave_what_batches_rated_in_turn_leave(redis_url: str) -> None:
+def test_batches_rated_ahead_leave_what_batches_rated_in_turn_leave(redis_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and a batch whose first step was rated ahead steps through its ops as they were cut then."""
+    cuts: list[int] = []  # the batch's own cuts (``PoolStep.apply_pool``), by ops
+    cut_steps = step_module.split_steps
+
+    def counted(ops: list[Op], max_players: int) -> list[list[Op]]:
+        cuts.append(len(ops))
+        return cut_steps(ops, max_players)
+
+    monkeypatch.setattr(step_module, "split_steps", counted)
+
     async def run() -> None:
         got: dict[bool, tuple[list[list[tuple[Any, ...]]], dict[str, bytes | None], Metrics]] = {}
         with ThreadPoolExecutor(1) as ex:
             for across in (False, True):
+                cuts.clear()
                 store = new_store(redis_url)
                 proc = Processor(_settings(across), store, ex)
                 res = await _in_order(proc, BATCHES)
+                assert len(cuts) == (1 if across else len(BATCHES))  # across: only the first batch
                 assert not any(r.dead for r in res)
                 got[across] = ([outputs(r) for r in res], await pool_state(store), proc.metrics)
                 await store.close()
