@@ -30,7 +30,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +57,7 @@ from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
+from stream.service.rating_columns import RatingColumns
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.redis_client import StoreUnavailable, connect_blocking
 from stream.state.redis_store import RedisStore
@@ -170,7 +171,7 @@ class Service:
         await self.publish_dead(res.dead, futs)
         return futs
 
-    async def _send_ratings(self, outputs: list[RatingOutput]) -> list[Awaitable[Any]]:
+    async def _send_ratings(self, outputs: Sequence[RatingOutput]) -> list[Awaitable[Any]]:
         """Ratings as pre-built record batches, one per partition.
 
         A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
@@ -190,10 +191,14 @@ class Service:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        for i, o in enumerate(outputs):
+        messages: Iterable[tuple[bytes, bytes]]
+        if isinstance(outputs, RatingColumns):  # a step's ratings by columns: their messages written so
+            messages = zip(*outputs.messages(), strict=True)
+        else:  # (made as they are sent, between the yields below)
+            messages = ((rating_key(o.pool, o.player), rating_value(o)) for o in outputs)
+        for i, (key, value) in enumerate(messages):
             if i and not i % SEND_SLICE:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
                 await asyncio.sleep(0)
-            key, value = rating_key(o.pool, o.player), rating_value(o)
             if single is not None:
                 p = single
             else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again
@@ -264,11 +269,11 @@ class Service:
         loop = asyncio.get_running_loop()
         prev, handed = self._handed, loop.create_future()
         self._handed = handed
-        steps: asyncio.Queue[list[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
+        steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
         publishing = asyncio.ensure_future(self._publish(steps, prev, handed, produced))
 
-        def hand(outputs: list[RatingOutput]) -> None:  # a step of the batch is committed
+        def hand(outputs: Sequence[RatingOutput]) -> None:  # a step of the batch is committed
             self._crash_if_asked(self.batches_done + 1)
             steps.put_nowait(outputs)
 
@@ -292,7 +297,7 @@ class Service:
         if 0 < self.settings.test_fault_crash_after_batches <= batch:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    async def _publish(self, steps: asyncio.Queue[list[RatingOutput] | tuple[BatchResult, float]],
+    async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
                        prev: asyncio.Future[None] | None, handed: asyncio.Future[None], produced: float | None,
                        ) -> None:
         """Hand one batch's outputs to the producer, each step's ratings once the step is committed, the

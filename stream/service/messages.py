@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,13 +90,13 @@ class BatchResult:
     dead: list[DeadLetter] = field(default_factory=list)
     #: where the ratings of each step go once the step is committed (``Processor.start``'s ``hand``),
     #: instead of ``outputs``: so the worker publishes a step's ratings while the steps after it are rated
-    hand: Callable[[list[RatingOutput]], None] | None = field(default=None, repr=False, compare=False)
+    hand: Callable[[Sequence[RatingOutput]], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, other: BatchResult) -> None:
         self.outputs += other.outputs
         self.dead += other.dead
 
-    def rated(self, outputs: list[RatingOutput]) -> None:
+    def rated(self, outputs: Sequence[RatingOutput]) -> None:
         """Ratings of a step that is committed (or found applied before): handed on, or kept in ``outputs``."""
         if self.hand is None:
             self.outputs.extend(outputs)

@@ -81,15 +81,15 @@ class Handed:
     from the first retry on, a rating of a version handed already in this batch is left out, so each
     version a commit produced is handed once, and in the order of the commits."""
 
-    def __init__(self, hand: Callable[[list[RatingOutput]], None], metrics: Metrics) -> None:
+    def __init__(self, hand: Callable[[Sequence[RatingOutput]], None], metrics: Metrics) -> None:
         self._hand = hand
         self._metrics = metrics
-        self._parts: list[list[RatingOutput]] = []
+        self._parts: list[Sequence[RatingOutput]] = []
         #: (pool, player, version) of every rating handed, once the batch is tried again (``again``)
         self._known: set[tuple[str, str, int]] | None = None
         self._indexed = 0  # parts in ``_known``
 
-    def __call__(self, outputs: list[RatingOutput]) -> None:
+    def __call__(self, outputs: Sequence[RatingOutput]) -> None:
         if self._known is not None:
             self._index()
             known = self._known
@@ -214,7 +214,7 @@ class Processor:
         return await (await self.start(msgs, safe=False))
 
     async def start(self, msgs: Sequence[Message], safe: bool = True,
-                    hand: Callable[[list[RatingOutput]], None] | None = None) -> asyncio.Future[BatchResult]:
+                    hand: Callable[[Sequence[RatingOutput]], None] | None = None) -> asyncio.Future[BatchResult]:
         """Process one take batch after every batch started before it; the returned future
         holds its result (or its error, without ``safe``). With ``safe`` it never fails on
         input or Redis errors (``process_safely``). With ``hand``, the ratings of each step are

@@ -39,6 +39,7 @@ from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
 from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, StepInputs, split_steps, step_inputs
+from stream.service.rating_columns import RatingColumns
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20
 _ROUNDS = attrgetter("rounds")
 #: what rating a step gives: the commit, the outputs, the dead letters, the counts
-Rated: TypeAlias = "tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]"
+Rated: TypeAlias = "tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]"
 
 
 class PoolStep:
@@ -275,13 +276,13 @@ class PoolStep:
         await asyncio.sleep(delay)
         return min(delay * 2, 5.0)
 
-    async def _explain_again(self, pool: str, outputs: list[RatingOutput]) -> list[RatingOutput]:
+    async def _explain_again(self, pool: str, outputs: Sequence[RatingOutput]) -> list[RatingOutput]:
         """Re-published ratings (a re-delivery) with the explanation stored with their version:
         the same message as the first time (an explanation of another version, e.g. none
         stored by an older worker, is left out rather than shown for the wrong change)."""
         again = [o.player for o in outputs if o.explain is None]
         if not again:
-            return outputs
+            return list(outputs)
         records = await self.store.changes(pool, again)
         out = []
         for o in outputs:
@@ -419,7 +420,7 @@ class _Tally:
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
              upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True, by_columns: bool = True,
-             ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+             ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
@@ -553,7 +554,8 @@ class _Block:
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                dead_fn: DeadFn, explain: bool = True) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+                dead_fn: DeadFn, explain: bool = True,
+                ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
 
@@ -614,7 +616,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         return commit, tally.republished(engine, stored, ()), dead, counts
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
-    outputs = tally.republished(engine, stored, set(players) if tally.republish else ())
+    outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
     arena: tuple[FloatArray, IntArray] | None = None
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
@@ -635,15 +637,15 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     eids = list(map([b.event_id for b in blocks].__getitem__, bl))
     times = list(map([b.time for b in blocks].__getitem__, bl))
     ver = rounds.tolist()
-    mu = np.concatenate([b.mu for b in blocks])[at].tolist()
-    sigma = np.concatenate([b.sigma for b in blocks])[at].tolist()
+    mu = np.concatenate([b.mu for b in blocks])[at]
+    sigma = np.concatenate([b.sigma for b in blocks])[at]
     texts: list[bytes | None] | None = None
     if explain:
         texts = _block_texts(blocks, at, bl, sizes)
         commit.changes = change_records(players, ver, eids, times, texts)
-    system = engine.system.name
-    outputs.extend(rows_of_columns(RatingOutput, repeat(engine.pool), players, rating, mu, sigma, ver, ver, eids,
-                                   times, repeat(system), repeat(None) if texts is None else texts))
+    # by columns: no tuple per rating unless something reads them so; their messages written by columns
+    columns = RatingColumns(engine.pool, engine.system.name, players, rating, mu, sigma, ver, ver, eids, times, texts)
+    outputs = [*outputs, *columns] if outputs else columns
     if arena is None:
         commit.seal()
     else:
@@ -695,7 +697,7 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes:
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
                   upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
-                  ) -> tuple[Commit, list[RatingOutput], list[DeadLetter], Counts]:
+                  ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 

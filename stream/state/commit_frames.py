@@ -31,6 +31,7 @@ import orjson
 
 from stream.ratings.base import FloatArray, IntArray
 from stream.state.keys import escape_all
+from stream.text_columns import cat, json_numbers
 
 
 def score_order(scores: Sequence[float]) -> tuple[FloatArray, IntArray]:
@@ -49,16 +50,11 @@ def score_text(score: float) -> bytes:
 
 
 def _score_texts(scores: FloatArray) -> tuple[np.ndarray, IntArray]:
-    """``score_text`` of each of ``scores``, one after another, and where each starts: cut from one
-    ``orjson.dumps`` of the array at its commas (a number has none), no object per score."""
+    """``score_text`` of each of ``scores`` as a column: all finite, as orjson writes the array's
+    numbers (``text_columns.json_numbers``), no object per score."""
     if not scores.shape[0] or not np.isfinite(scores).all():
-        return _cat(list(map(score_text, scores.tolist())))
-    raw = np.frombuffer(orjson.dumps(scores, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8)[1:-1]
-    comma = raw == ord(",")
-    bounds = np.concatenate(([-1], np.flatnonzero(comma), [raw.shape[0]]))
-    at = np.zeros(scores.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.diff(bounds) - 1, out=at[1:])
-    return raw[~comma], at
+        return cat(list(map(score_text, scores.tolist())))
+    return json_numbers(scores)
 
 
 def _names(players: list[str]) -> tuple[list[bytes], list[bytes]]:
@@ -145,12 +141,6 @@ def _write(out, ends, none, mset, zadd, hset, prefix, lb, chg, keys, key_at, tag
     return k
 
 
-def _cat(strings: list[bytes]) -> tuple[np.ndarray, IntArray]:
-    at = np.zeros(len(strings) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=at[1:])
-    return np.frombuffer(b"".join(strings), dtype=np.uint8), at
-
-
 def _u8(b: bytes) -> np.ndarray:
     return np.frombuffer(b, dtype=np.uint8)
 
@@ -190,18 +180,18 @@ def _rows(players: list[str], tag: bytes, values: np.ndarray, value_at: IntArray
           changes: Mapping[str, bytes]) -> Rows:
     fscores, order = score_order(scores)
     keys, names = _names(list(map(players.__getitem__, order.tolist())))
-    key_cat, key_at = _cat(keys)
+    key_cat, key_at = cat(keys)
     text_cat, text_at = _score_texts(fscores[order])
-    name_cat, name_at = _cat(names)
-    field_cat, field_at = _cat(list(map(str.encode, changes)))
-    record_cat, record_at = _cat(list(changes.values()))
+    name_cat, name_at = cat(names)
+    field_cat, field_at = cat(list(map(str.encode, changes)))
+    record_cat, record_at = cat(list(changes.values()))
     return Rows(key_cat, key_at, tag, values, value_at, order, text_cat, text_at, name_cat, name_at,
                 field_cat, field_at, record_cat, record_at)
 
 
 def rows_of(players: list[str], values: Sequence[bytes], scores: Sequence[float], changes: Mapping[str, bytes]) -> Rows:
     """``Rows`` of ``values[i]``, the i-th player's value as it is."""
-    value_cat, value_at = _cat(list(values))
+    value_cat, value_at = cat(list(values))
     return _rows(players, b"", value_cat, value_at, scores, changes)
 
 

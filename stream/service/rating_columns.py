@@ -1,0 +1,158 @@
+"""A step's ratings held by columns; their messages written by columns, not one by one.
+
+Why: a step of the Codeforces history publishes ~50,000 ratings, over a million in the whole
+history. As one ``RatingOutput`` each, encoded by ``rating_key`` and ``rating_value`` (a dict and
+two ``orjson.dumps`` per rating), they cost the numba thread the tuples and the event loop the
+bytes, a few µs per rating (BENCHMARKS.md, "Service"). A step of rounds (``step.rate_rounds``)
+hands its ratings as these columns instead: a ``Sequence[RatingOutput]`` that makes its tuples
+only when something reads them as such, and whose messages (``messages``) are cut from two
+buffers joined by one numba pass from the columns' texts -- the numbers' from one
+``orjson.dumps`` of each column, the names' from one ``orjson.dumps`` each.
+
+Exactness: ``messages`` gives each row's ``rating_key(o.pool, o.player)`` and ``rating_value(o)``
+byte for byte (tests/unit/test_rating_columns.py). An explanation is a JSON object's text (or
+None), as ``stream.engine.explain`` writes it. A column that does not fit the arrays (an integer
+beyond int64, say a corrupt belief's round count) is written row by row by those functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from typing import cast, overload
+
+import numba as nb
+import numpy as np
+import orjson
+
+from stream.events.model import RatingOutput
+from stream.ratings.base import rows_of_columns
+from stream.service.messages import rating_key, rating_value
+from stream.text_columns import Column, cat, join_rows, json_numbers, json_strings, split
+
+
+class RatingColumns(Sequence[RatingOutput]):
+    """Rows ``RatingOutput(pool, players[i], rating[i], mu[i], sigma[i], rounds[i], version[i],
+    event_ids[i], times[i], system, explain[i])`` held by columns (``explain`` None: no row has one)."""
+
+    def __init__(self, pool: str, system: str, players: list[str], rating: Sequence[float] | np.ndarray,
+                 mu: Sequence[float] | np.ndarray, sigma: Sequence[float] | np.ndarray, rounds: Sequence[int],
+                 version: Sequence[int], event_ids: Sequence[str], times: Sequence[int],
+                 explain: Sequence[bytes | None] | None) -> None:
+        n = len(players)
+        if not all(len(c) == n for c in (rating, mu, sigma, rounds, version, event_ids, times)) or (
+                explain is not None and len(explain) != n):
+            raise ValueError("columns of different lengths")
+        self.pool, self.system, self.players = pool, system, players
+        self.rating, self.mu, self.sigma = rating, mu, sigma
+        self.rounds, self.version, self.event_ids, self.times = rounds, version, event_ids, times
+        self.explain = explain
+        self._rows: list[RatingOutput] | None = None
+
+    # --- Sequence: the rows as tuples, made once, when first asked for -----------------------
+    def rows(self) -> list[RatingOutput]:
+        if self._rows is None:
+            as_list = [c.tolist() if isinstance(c, np.ndarray) else c for c in (self.rating, self.mu, self.sigma)]
+            self._rows = list(rows_of_columns(
+                RatingOutput, repeat(self.pool), self.players, *as_list, self.rounds, self.version, self.event_ids,
+                self.times, repeat(self.system), repeat(None) if self.explain is None else self.explain))
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.players)
+
+    @overload
+    def __getitem__(self, i: int) -> RatingOutput: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RatingOutput]: ...
+
+    def __getitem__(self, i: int | slice) -> RatingOutput | list[RatingOutput]:
+        return self.rows()[i]
+
+    def __iter__(self) -> Iterator[RatingOutput]:
+        return iter(self.rows())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a list (or columns) of the same rows, as the list of its rows would be."""
+        if isinstance(other, RatingColumns):
+            return self.rows() == other.rows()
+        return isinstance(other, list) and self.rows() == other
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's: mutable rows are not hashed)
+
+    def __repr__(self) -> str:
+        return f"RatingColumns({self.rows()!r})"
+
+    # --- the messages ------------------------------------------------------------------------
+    def messages(self) -> tuple[list[bytes], list[bytes]]:
+        """Each row's message key and value: ``rating_key(o.pool, o.player)``, ``rating_value(o)``."""
+        n = len(self.players)
+        try:
+            rounds = _ints(self.rounds)
+            version = rounds if self.version is self.rounds else _ints(self.version)
+            times = _ints(self.times)
+        except OverflowError:  # a count or time beyond int64: as the functions write it
+            return [rating_key(o.pool, o.player) for o in self], list(map(rating_value, self))
+        pool = orjson.dumps(self.pool)
+        names = json_strings(self.players)
+        eid_text = {e: orjson.dumps(e) for e in set(self.event_ids)}
+        keys = join_rows(n, [b"[" + pool + b",", names, b"]"])
+        values = join_rows(n, [
+            b'{"type":"rating","pool":' + pool + b',"player":', names,
+            b',"rating":', _floats(self.rating), b',"mu":', _floats(self.mu), b',"sigma":', _floats(self.sigma),
+            b',"rounds":', rounds, b',"version":', version,
+            b',"event_id":', cat(list(map(eid_text.__getitem__, self.event_ids))),
+            b',"time":', times, b',"system":' + orjson.dumps(self.system), _ends(self.explain, n),
+        ])
+        return split(keys), split(values)
+
+
+def _floats(column: Sequence[float] | np.ndarray) -> Column:
+    return json_numbers(np.asarray(column, dtype=np.float64))
+
+
+def _ints(column: Sequence[int]) -> Column:
+    """``orjson.dumps`` of each integer; OverflowError for one beyond int64."""
+    values = column if isinstance(column, np.ndarray) and column.dtype == np.int64 else np.array(
+        column, dtype=np.int64)
+    return json_numbers(values)
+
+
+def _ends(explain: Sequence[bytes | None] | None, n: int) -> Column:
+    """What ends each message: ``}``, or the explanation's fields after a comma (``rating_value``
+    splices an explanation of more than ``{}`` in so)."""
+    if explain is None:
+        return cat([b"}"] * n)
+    try:
+        blob, at = cat(cast("Sequence[bytes]", explain))
+    except TypeError:  # (rare: a row without an explanation among rows with one)
+        blob, at = cat([b"" if x is None else x for x in explain])
+    return _spliced(blob, at)
+
+
+@nb.njit(cache=True, nogil=True)
+def _spliced(blob, at):  # type: ignore[no-untyped-def]
+    """Each string of ``blob`` (``at``) of more than two bytes with its first byte (``{``) made a
+    comma; each other one made ``}``."""
+    n = at.shape[0] - 1
+    out = np.empty(at[n] + n, dtype=np.uint8)
+    out_at = np.zeros(n + 1, dtype=np.int64)
+    pos = 0
+    for i in range(n):
+        a, b = at[i], at[i + 1]
+        if b - a > 2:
+            out[pos] = 44
+            out[pos + 1: pos + b - a] = blob[a + 1: b]
+            pos += b - a
+        else:
+            out[pos] = 125
+            pos += 1
+        out_at[i + 1] = pos
+    return out[:pos], out_at
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the messages' passes, on two rows."""
+    RatingColumns("p", "s", ["a", "b"], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1, 2], [1, 2], ["e", "e"], [1, 2],
+                  [b'{"x":1}', None]).messages()
