@@ -28,6 +28,7 @@ import orjson
 from stream.events.model import RatingOutput
 from stream.ratings.base import rows_of_columns
 from stream.service.messages import rating_key, rating_value
+from stream.state.commit_frames import ChangeRecords
 from stream.text_columns import Column, cat, join_rows, json_numbers, json_strings, split
 
 
@@ -38,24 +39,28 @@ class RatingColumns(Sequence[RatingOutput]):
     def __init__(self, pool: str, system: str, players: list[str], rating: Sequence[float] | np.ndarray,
                  mu: Sequence[float] | np.ndarray, sigma: Sequence[float] | np.ndarray, rounds: Sequence[int],
                  version: Sequence[int], event_ids: Sequence[str], times: Sequence[int],
-                 explain: Sequence[bytes | None] | None) -> None:
+                 explain: Sequence[bytes | None] | Column | None) -> None:
         n = len(players)
-        if not all(len(c) == n for c in (rating, mu, sigma, rounds, version, event_ids, times)) or (
-                explain is not None and len(explain) != n):
+        explained = explain[1].shape[0] - 1 if isinstance(explain, tuple) else n if explain is None else len(explain)
+        if not all(len(c) == n for c in (rating, mu, sigma, rounds, version, event_ids, times)) or explained != n:
             raise ValueError("columns of different lengths")
         self.pool, self.system, self.players = pool, system, players
         self.rating, self.mu, self.sigma = rating, mu, sigma
         self.rounds, self.version, self.event_ids, self.times = rounds, version, event_ids, times
+        #: the explanations: one each (None: none), or as a column (``stream.text_columns``)
         self.explain = explain
         self._rows: list[RatingOutput] | None = None
+        self._texts: dict[str, Column] = {}  # the integer and event id columns' texts, made once
 
     # --- Sequence: the rows as tuples, made once, when first asked for -----------------------
     def rows(self) -> list[RatingOutput]:
         if self._rows is None:
             as_list = [c.tolist() if isinstance(c, np.ndarray) else c for c in (self.rating, self.mu, self.sigma)]
+            x = self.explain
+            explain = repeat(None) if x is None else split(x) if isinstance(x, tuple) else x
             self._rows = list(rows_of_columns(
                 RatingOutput, repeat(self.pool), self.players, *as_list, self.rounds, self.version, self.event_ids,
-                self.times, repeat(self.system), repeat(None) if self.explain is None else self.explain))
+                self.times, repeat(self.system), explain))
         return self._rows
 
     def __len__(self) -> int:
@@ -89,23 +94,46 @@ class RatingColumns(Sequence[RatingOutput]):
         """Each row's message key and value: ``rating_key(o.pool, o.player)``, ``rating_value(o)``."""
         n = len(self.players)
         try:
-            rounds = _ints(self.rounds)
-            version = rounds if self.version is self.rounds else _ints(self.version)
-            times = _ints(self.times)
+            rounds, version, times = self._text("rounds"), self._text("version"), self._text("times")
         except OverflowError:  # a count or time beyond int64: as the functions write it
             return [rating_key(o.pool, o.player) for o in self], list(map(rating_value, self))
         pool = orjson.dumps(self.pool)
         names = json_strings(self.players)
-        eid_text = {e: orjson.dumps(e) for e in set(self.event_ids)}
         keys = join_rows(n, [b"[" + pool + b",", names, b"]"])
         values = join_rows(n, [
             b'{"type":"rating","pool":' + pool + b',"player":', names,
             b',"rating":', _floats(self.rating), b',"mu":', _floats(self.mu), b',"sigma":', _floats(self.sigma),
-            b',"rounds":', rounds, b',"version":', version,
-            b',"event_id":', cat(list(map(eid_text.__getitem__, self.event_ids))),
+            b',"rounds":', rounds, b',"version":', version, b',"event_id":', self._text("event_ids"),
             b',"time":', times, b',"system":' + orjson.dumps(self.system), _ends(self.explain, n),
         ])
         return split(keys), split(values)
+
+    def records(self) -> ChangeRecords:
+        """The record of each row's change as the commit stores it (``step.change_records``: the
+        version, event id, time and explanation, ``[%d,%b,%d,%b]``), by columns: the explanations
+        must be a column (every row has one). OverflowError for a version or time beyond int64."""
+        if not isinstance(self.explain, tuple):
+            raise TypeError("records by columns are made from explanations held as a column")
+        n = len(self.players)
+        return ChangeRecords(self.players, join_rows(n, [
+            b"[", self._text("version"), b",", self._text("event_ids"), b",", self._text("times"), b",",
+            self.explain, b"]"]))
+
+    def _text(self, name: str) -> Column:
+        """The JSON text of each of a column (``rounds``, ``version``, ``times``: integers, OverflowError
+        for one beyond int64; ``event_ids``), made once: the records on the numba thread, the messages
+        on the event loop."""
+        made = self._texts.get(name)
+        if made is None:
+            if name == "event_ids":
+                eid_text = {e: orjson.dumps(e) for e in set(self.event_ids)}
+                made = cat(list(map(eid_text.__getitem__, self.event_ids)))
+            elif name == "version" and self.version is self.rounds:
+                made = self._text("rounds")
+            else:
+                made = _ints(getattr(self, name))
+            self._texts[name] = made
+        return made
 
 
 def _floats(column: Sequence[float] | np.ndarray) -> Column:
@@ -119,11 +147,13 @@ def _ints(column: Sequence[int]) -> Column:
     return json_numbers(values)
 
 
-def _ends(explain: Sequence[bytes | None] | None, n: int) -> Column:
+def _ends(explain: Sequence[bytes | None] | Column | None, n: int) -> Column:
     """What ends each message: ``}``, or the explanation's fields after a comma (``rating_value``
     splices an explanation of more than ``{}`` in so)."""
     if explain is None:
         return cat([b"}"] * n)
+    if isinstance(explain, tuple):
+        return _spliced(*explain)
     try:
         blob, at = cat(cast("Sequence[bytes]", explain))
     except TypeError:  # (rare: a row without an explanation among rows with one)

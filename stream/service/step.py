@@ -29,6 +29,7 @@ from stream.engine.explain import (
     ratings_stored,
     round_numbers,
     round_template,
+    round_text_column,
     round_texts,
 )
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
@@ -47,6 +48,7 @@ from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
+from stream.text_columns import Column, split
 
 log = logging.getLogger(__name__)
 
@@ -548,6 +550,7 @@ class _Block:
     event_id: str
     time: int
     template: bytes = b""
+    round_id: str = ""  # (explained by columns)
     numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
     texts: list[bytes | None] | None = None  # per player (explained from the summaries)
     idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
@@ -591,6 +594,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
             block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time)
             if explain:
                 block.template = round_template(ev.round_id, ch.performance is not None)
+                block.round_id = ev.round_id
                 block.numbers = round_numbers(ch)
         elif not applied.ratings:  # a round that changes nothing and has no newcomer (ratings and updates alike)
             continue
@@ -639,12 +643,11 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     ver = rounds.tolist()
     mu = np.concatenate([b.mu for b in blocks])[at]
     sigma = np.concatenate([b.sigma for b in blocks])[at]
-    texts: list[bytes | None] | None = None
-    if explain:
-        texts = _block_texts(blocks, at, bl, sizes)
-        commit.changes = change_records(players, ver, eids, times, texts)
+    texts = _block_texts(blocks, at, of_block, bl, sizes) if explain else None
     # by columns: no tuple per rating unless something reads them so; their messages written by columns
     columns = RatingColumns(engine.pool, engine.system.name, players, rating, mu, sigma, ver, ver, eids, times, texts)
+    if texts is not None:
+        commit.changes = _change_records_of(columns)
     outputs = [*outputs, *columns] if outputs else columns
     if arena is None:
         commit.seal()
@@ -675,17 +678,17 @@ def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str]
     return list(by_player), np.fromiter(by_player.values(), dtype=np.int64, count=len(by_player)), None
 
 
-def _block_texts(blocks: list[_Block], at: IntArray, of_block: list[int], sizes: list[int]) -> list[bytes | None]:
-    """The explanation of each of the rows ``at`` (of all blocks', in order; ``of_block``: each
-    one's block): rendered from the numbers of blocks explained by columns, as they are from the
-    others."""
+def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: list[int], sizes: list[int],
+                 ) -> list[bytes | None] | Column:
+    """The explanation of each of the rows ``at`` (of all blocks', in order; ``of_block``, as a list
+    ``bl``: each one's block): a column rendered from the numbers when every block was explained by
+    columns (``round_text_column``), else one each, as the blocks have them."""
     if all(b.numbers is not None for b in blocks):
         numbers = np.concatenate([cast("FloatArray", b.numbers) for b in blocks])[at]
-        return cast("list[bytes | None]", round_texts(list(map([b.template for b in blocks].__getitem__, of_block)),
-                                                      numbers))
+        return round_text_column([orjson.dumps(b.round_id) for b in blocks], of_block, numbers)
     starts = np.cumsum([0, *sizes]).tolist()
     out: list[bytes | None] = []
-    for row, k in zip(at.tolist(), of_block, strict=True):  # rare (a round off the packed path): row by row
+    for row, k in zip(at.tolist(), bl, strict=True):  # rare (a round off the packed path): row by row
         b = blocks[k]
         i = row - starts[k]
         if b.numbers is not None:
@@ -700,6 +703,19 @@ def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes 
                   ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
+
+
+def _change_records_of(columns: RatingColumns) -> Mapping[str, bytes]:
+    """``change_records`` of a step's ratings by columns: by columns where their explanations are a
+    column and their versions and times fit int64 (``RatingColumns.records``), else one by one."""
+    texts = columns.explain
+    if isinstance(texts, tuple):
+        try:
+            return columns.records()
+        except OverflowError:
+            texts = split(texts)
+    return change_records(columns.players, columns.version, columns.event_ids, columns.times,
+                          cast("Sequence[bytes | None]", texts))
 
 
 def change_records(players: Sequence[str], versions: Sequence[int], event_ids: Sequence[str],

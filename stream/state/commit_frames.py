@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -31,7 +31,7 @@ import orjson
 
 from stream.ratings.base import FloatArray, IntArray
 from stream.state.keys import escape_all
-from stream.text_columns import cat, json_numbers
+from stream.text_columns import Column, cat, json_numbers, split
 
 
 def score_order(scores: Sequence[float]) -> tuple[FloatArray, IntArray]:
@@ -145,6 +145,30 @@ def _u8(b: bytes) -> np.ndarray:
     return np.frombuffer(b, dtype=np.uint8)
 
 
+class ChangeRecords(Mapping[str, bytes]):
+    """Player -> the record of their change (``RedisStore`` ``:chg``), held as a column: ``records``'
+    i-th string is ``players[i]``'s. ``frames`` writes the column as it is; a dict of it is made only
+    if something looks a player up."""
+
+    def __init__(self, players: Sequence[str], records: Column) -> None:
+        if records[1].shape[0] != len(players) + 1:
+            raise ValueError(f"{records[1].shape[0] - 1} records for {len(players)} players")
+        self.players = players
+        self.records = records
+        self._of: dict[str, bytes] | None = None
+
+    def __getitem__(self, player: str) -> bytes:
+        if self._of is None:
+            self._of = dict(zip(self.players, split(self.records), strict=True))
+        return self._of[player]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.players)
+
+    def __len__(self) -> int:
+        return len(self.players)
+
+
 @dataclass(frozen=True)
 class Rows:
     """A commit's strings by columns, players by ascending new score (``score_order``): their escaped
@@ -184,7 +208,7 @@ def _rows(players: list[str], tag: bytes, values: np.ndarray, value_at: IntArray
     text_cat, text_at = _score_texts(fscores[order])
     name_cat, name_at = cat(names)
     field_cat, field_at = cat(list(map(str.encode, changes)))
-    record_cat, record_at = cat(list(changes.values()))
+    record_cat, record_at = changes.records if isinstance(changes, ChangeRecords) else cat(list(changes.values()))
     return Rows(key_cat, key_at, tag, values, value_at, order, text_cat, text_at, name_cat, name_at,
                 field_cat, field_at, record_cat, record_at)
 

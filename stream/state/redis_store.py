@@ -114,7 +114,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,8 +162,9 @@ class Commit:
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
     #: offset is at or below the stored watermark (the offset dedup of MMR_DEDUP=offsets).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    #: player -> the explanation of their change (``:chg``; stream.service.step.change_records)
-    changes: dict[str, bytes] = field(default_factory=dict)
+    #: player -> the explanation of their change (``:chg``; stream.service.step.change_records; by
+    #: columns, ``commit_frames.ChangeRecords``, from a step of rounds)
+    changes: Mapping[str, bytes] = field(default_factory=dict)
     #: the commit's bulk writes by columns, made once the rest is final (``seal``)
     rows: Rows | None = None
 

@@ -13,12 +13,15 @@ import numpy as np
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream.engine.embedded import EmbeddedPipeline
-from stream.engine.explain import MAX_MATCH_IDS, player_matches
+from stream.engine.explain import MAX_MATCH_IDS, player_matches, round_template, round_text_column, round_texts
 from stream.events.inputs import read_records
 from stream.events.model import MatchBatch, MatchEvent, index_players
 from stream.ratings.elo_mmr import EloMMR
+from stream.text_columns import split
 from stream.tools.replay import replay
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -269,3 +272,18 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     played = sum(players[9] in (batch.a[j], batch.b[j]) for j in range(len(batch)))
     assert summed["match_ids"][-1] == "late\u00e9" and summed["matches"] == played + 1 > MAX_MATCH_IDS // 2
     assert summed["delta"] == -3.25 - before[players[9]].rating
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(max_size=6), min_size=1, max_size=4), st.sampled_from([4, 5]), st.data())
+def test_round_text_column_is_round_texts_byte_for_byte(round_ids: list[str], width: int, data: st.DataObject) -> None:
+    """The explanations of a step's rows by columns (``round_text_column``) are the texts ``round_texts`` writes
+    from each row's round template: numbers of any float64 (NaN and infinities too), round ids with quotes,
+    backslashes and ``%``."""
+    n = data.draw(st.integers(min_value=0, max_value=20))
+    of_row = np.array(data.draw(st.lists(st.integers(0, len(round_ids) - 1), min_size=n, max_size=n)), dtype=np.int64)
+    numbers = np.array(data.draw(st.lists(st.lists(st.floats(), min_size=width, max_size=width), min_size=n,
+                                          max_size=n)), dtype=np.float64).reshape(n, width)
+    templates = [round_template(round_ids[k], width == 5) for k in of_row.tolist()]
+    column = round_text_column([orjson.dumps(r) for r in round_ids], of_row, numbers)
+    assert split(column) == round_texts(templates, numbers)

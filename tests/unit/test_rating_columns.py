@@ -5,6 +5,7 @@ messages byte for byte those ``rating_key`` / ``rating_value`` write of each row
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import orjson
@@ -15,19 +16,21 @@ from hypothesis import strategies as st
 from stream.events.model import RatingOutput
 from stream.service.messages import rating_key, rating_value
 from stream.service.rating_columns import RatingColumns
+from stream.service.step import change_records
 from stream.text_columns import cat, join_rows, json_numbers, json_strings, split
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, 1.0, 1500.0, 5e-324, 1e16, 1e17])
 NAMES = st.text(min_size=0, max_size=12)  # quotes, backslashes, control characters, astral planes
-EXPLAIN = st.none() | st.just(b"{}") | st.dictionaries(st.text(max_size=5), FLOATS | st.text(max_size=5),
-                                                        min_size=1, max_size=3).map(orjson.dumps)
+TEXTS = st.just(b"{}") | st.dictionaries(st.text(max_size=5), FLOATS | st.text(max_size=5),
+                                         min_size=1, max_size=3).map(orjson.dumps)  # explanations
+EXPLAIN = st.none() | TEXTS
 
 
 @st.composite
-def ratings(draw: st.DrawFn, ints: st.SearchStrategy[int] = INT64) -> list[RatingOutput]:
+def ratings(draw: st.DrawFn, ints: st.SearchStrategy[int] = INT64, min_size: int = 0) -> list[RatingOutput]:
     pool, system = draw(NAMES), draw(st.sampled_from(["elo-mmr", "elo-mmχ", 'a"b\\c']))
-    n = draw(st.integers(min_value=0, max_value=30))
+    n = draw(st.integers(min_value=min_size, max_value=30))
     events = draw(st.lists(NAMES, min_size=1, max_size=3))
     explained = draw(st.booleans())
     return [RatingOutput(pool, draw(NAMES), draw(FLOATS), draw(FLOATS), draw(FLOATS), draw(ints), draw(ints),
@@ -124,3 +127,28 @@ def test_join_rows_takes_a_column_cut_from_a_larger_buffer() -> None:
 @given(st.lists(st.text(max_size=8), max_size=20))
 def test_json_strings_are_orjsons_text_of_each_string(xs: list[str]) -> None:
     assert split(json_strings(xs)) == [orjson.dumps(x) for x in xs]
+
+
+@settings(max_examples=100, deadline=None)
+@given(ratings(min_size=1), st.data())
+def test_records_by_columns_are_change_records_byte_for_byte(rows: list[RatingOutput], data: st.DataObject) -> None:
+    texts = [data.draw(TEXTS) for _ in rows]
+    rows = [r._replace(version=r.rounds, explain=t) for r, t in zip(rows, texts, strict=True)]
+    players = list(dict.fromkeys(r.player for r in rows))  # (a player once, as in a step)
+    rows = [next(r for r in rows if r.player == p) for p in players]
+    texts = [cast(bytes, r.explain) for r in rows]
+    columns = columns_of(rows)
+    by_columns = RatingColumns(columns.pool, columns.system, columns.players, columns.rating, columns.mu, columns.sigma,
+                               columns.rounds, columns.rounds, columns.event_ids, columns.times, cat(texts))
+    expected = change_records(players, [r.version for r in rows], [r.event_id for r in rows],
+                              [r.time for r in rows], texts)
+    records = by_columns.records()
+    assert dict(records) == expected and list(records) == list(expected)
+    assert by_columns.messages() == columns.messages()  # the explanations as a column or one by one
+    assert list(by_columns) == list(columns)
+
+
+def test_records_need_the_explanations_as_a_column() -> None:
+    columns = RatingColumns("p", "s", ["a"], [1.0], [1.0], [1.0], [1], [1], ["e"], [1], [b'{"x":1}'])
+    with pytest.raises(TypeError):
+        columns.records()
