@@ -86,6 +86,12 @@ def slot_class(lengths: IntArray) -> IntArray:
     return np.where(4 * lengths <= 3 << k, 2 * k - 1, 2 * k)
 
 
+def _slot_sizes(classes: IntArray) -> IntArray:
+    """``slot_size`` of each of ``classes`` (a class below 0, no slot, as class 0)."""
+    base = np.left_shift(1, np.maximum(classes, 0) >> 1)
+    return np.where(classes & 1, base + (base >> 1), base)
+
+
 def slot_size(c: int) -> int:
     """Values in a slot of class ``c``: 2**(c/2) for even ``c``, 3/4 of 2**((c+1)/2) for odd."""
     base = 1 << (c >> 1)
@@ -122,7 +128,11 @@ class FlatBeliefs(Mapping[str, bytes]):
 class PackedPool(Mapping[str, bytes]):
     """Player → packed belief (raw little-endian float64 bytes), held in one arena (module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, slack: int = 0) -> None:
+        #: values of room a moved belief's slot is given beyond it (``_put``). 0 keeps every belief in
+        #: the smallest slot that holds it (a long-lived pool's memory); a pool that lives for a few
+        #: rounds of growing beliefs (a worker's step, ``TaggedPool``) moves fewer of them with some
+        self.slack = slack
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self._map: mmap.mmap | None = None
@@ -228,10 +238,16 @@ class PackedPool(Mapping[str, bytes]):
             idx = idx.copy()
             idx[new] = self._register([players[k] for k in new.tolist()])
         lengths = np.diff(offsets)
-        want = slot_class(lengths)
-        moving = np.flatnonzero(want != self.cls[idx])
+        if self.slack:  # a belief moves only once it outgrows its slot, to one with room again
+            cls = self.cls[idx]
+            moving = np.flatnonzero((cls < 0) | (lengths > _slot_sizes(cls)))
+            want = slot_class(lengths[moving] + self.slack)
+        else:
+            want = slot_class(lengths)
+            moving = np.flatnonzero(want != self.cls[idx])
+            want = want[moving]
         if moving.size:
-            self._move(idx[moving], want[moving])
+            self._move(idx[moving], want)
         self.length[idx] = lengths
         _scatter(self.arena, self.start, idx, values, offsets)
 
@@ -254,13 +270,19 @@ class PackedPool(Mapping[str, bytes]):
         held = old >= 0
         for c in np.unique(old[held]).tolist():
             self._release(c, self.start[players[held & (old == c)]])
+        cuts: list[tuple[int, IntArray, int]] = []  # (class, its players, how many of them take a free slot)
         for c in np.unique(classes).tolist():
             who = players[classes == c]
+            cuts.append((c, who, min(who.shape[0], self._nfree.get(c, 0))))
+        # the tail grown once for all of them, not once per class (a step's arena starts empty)
+        need = self.tail + sum((who.shape[0] - take) * slot_size(c) for c, who, take in cuts)
+        if need > self.arena.shape[0]:
+            self._grow(max(need, self.arena.shape[0] * 3 // 2))
+        for c, who, take in cuts:
             k = who.shape[0]
-            nfree = self._nfree.get(c, 0)
-            take = min(k, nfree)
             starts = np.empty(k, dtype=np.int64)
             if take:
+                nfree = self._nfree[c]
                 starts[:take] = self._free[c][nfree - take: nfree]
                 self._nfree[c] = nfree - take
             if k > take:

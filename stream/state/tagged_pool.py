@@ -19,6 +19,12 @@ import numpy as np
 from stream.ratings.base import FloatArray, IntArray
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 
+#: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2
+#: rounds of a step of the Codeforces history, and an Elo-MMR belief grows by 3 values a round, so most
+#: are placed once and not moved again (a synthetic step: putting its rounds back 119 -> 99 ms;
+#: BENCHMARKS.md, "Service"); the arena lives for one step, and this is 192 bytes a player there
+STEP_SLACK = 24
+
 
 @nb.njit(cache=True, nogil=True)
 def _untag(raw, lengths, tag, out):  # type: ignore[no-untyped-def]
@@ -64,7 +70,7 @@ class TaggedPool(Mapping[str, bytes]):
     def __init__(self, stored: Mapping[str, bytes | None], tag: bytes) -> None:
         self.stored = stored
         self.tag = tag
-        self.pool = PackedPool()
+        self.pool = PackedPool(slack=STEP_SLACK)
         self._read_all = False  # whether ``indices`` tried to read all of ``stored`` at once
 
     def __len__(self) -> int:

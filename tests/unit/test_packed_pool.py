@@ -22,13 +22,16 @@ def test_slot_classes_are_the_smallest_slot_that_fits() -> None:
     assert (smaller < lengths).all()
 
 
-def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("slack", [0, 24])
+def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots(monkeypatch: pytest.MonkeyPatch,
+                                                                            slack: int) -> None:
     """Beliefs that grow (move up a size class), shrink (move down, freeing slots that later
     ones reuse), and enough players and values to grow every array, the arena from a plain
-    array into a memory map and then by remapping: the bytes stay a dict's."""
+    array into a memory map and then by remapping: the bytes stay a dict's, with or without
+    room left in the slots (``slack``)."""
     monkeypatch.setattr(packed_pool, "_MAP_MIN_VALUES", 1 << 16)
     rng = np.random.default_rng(5)
-    pool, model = PackedPool(), {}
+    pool, model = PackedPool(slack=slack), {}
     names = [f"p{i}" for i in range(3_000)]
     for step in range(12):
         chosen = rng.choice(len(names), size=900, replace=False)
@@ -103,3 +106,20 @@ def test_look_ahead_answers_agree_with_a_fresh_look_up_after_newcomers_arrive() 
     other = list(players)  # an equal list is not the one looked up
     pool.look_ahead(players)
     assert pool.indices(other).tolist() == [1, 2, -1, 0]
+
+
+def test_with_slack_a_belief_stays_in_its_slot_until_it_outgrows_it() -> None:
+    """A step's arena (``slack``): a belief is placed with room to grow, rewritten in place while it
+    fits, moved (with room again) once it does not; without slack it moves at every size class."""
+    grows = [9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39]
+    starts = {}
+    for slack in (0, 24):
+        pool = PackedPool(slack=slack)
+        seen = []
+        for n in grows:
+            pool.update({"a": np.arange(n, dtype=np.float64).tobytes()})
+            seen.append(int(pool.start[0]))
+            assert pool["a"] == np.arange(n, dtype=np.float64).tobytes()
+            assert slot_size(int(pool.cls[0])) >= n + (slack if seen.count(seen[-1]) == 1 else 0)
+        starts[slack] = len(set(seen))
+    assert starts[24] < starts[0]
