@@ -21,7 +21,7 @@ from stream.state.packed_pool import FlatBeliefs, PackedPool
 
 #: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2
 #: rounds of a step of the Codeforces history, and an Elo-MMR belief grows by 3 values a round, so most
-#: are placed once and not moved again (a synthetic step: putting its rounds back 119 -> 99 ms;
+#: are placed once and not moved again (a synthetic step: putting its rounds back 117-122 -> 103-105 ms;
 #: BENCHMARKS.md, "Service"); the arena lives for one step, and this is 192 bytes a player there
 STEP_SLACK = 24
 
