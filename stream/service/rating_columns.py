@@ -7,7 +7,8 @@ bytes, a few µs per rating (BENCHMARKS.md, "Service"). A step of rounds (``step
 hands its ratings as these columns instead: a ``Sequence[RatingOutput]`` that makes its tuples
 only when something reads them as such, and whose messages (``messages``) are cut from two
 buffers joined by one numba pass from the columns' texts -- the numbers' from one
-``orjson.dumps`` of each column, the names' from one ``orjson.dumps`` each.
+``orjson.dumps`` of each column, the names' from one ``orjson.dumps`` of their list
+(``stream.text_columns``).
 
 Exactness: ``messages`` gives each row's ``rating_key(o.pool, o.player)`` and ``rating_value(o)``
 byte for byte (tests/unit/test_rating_columns.py). An explanation is a JSON object's text (or

@@ -566,8 +566,11 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     and explanation show only their last round of the step. Each round keeps its new ratings as
     the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
     explanations as numbers; once, at the end, each player's last round is found (one dict), and
-    only those rows become outputs and explanation texts (one ``orjson.dumps`` for all of them).
-    A round the packed path cannot give as columns keeps its summaries' values and explanations.
+    only those rows become outputs and explanation texts. The outputs stay columns
+    (``RatingColumns``: their messages and ``:chg`` records are joined from the columns' texts, no
+    tuple per rating), and the texts one column (``round_text_column``), when every round was
+    explained by columns. A round the packed path cannot give as columns keeps its summaries'
+    values and explanations.
 
     The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
     a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
