@@ -233,11 +233,17 @@ class PackedPool(Mapping[str, bytes]):
         """Write ``values`` (the new beliefs of ``players``, whose indices were ``idx``, each
         player once) into the players' slots; a belief that outgrew its slot moves to a
         slot of its new size class, and its old slot is kept for the next one of that class."""
+        idx = self.place(players, idx, np.diff(offsets))
+        _scatter(self.arena, self.start, idx, values, offsets)
+
+    def place(self, players: Sequence[str], idx: IntArray, lengths: IntArray) -> IntArray:
+        """``_put`` without the values: the slots of beliefs of ``lengths`` values for ``players``
+        (indices ``idx``, −1 for one not held yet: registered here, in order), each player's
+        ``start`` and ``length`` set; their indices. The caller writes the values there."""
         new = np.flatnonzero(idx < 0)
         if new.size:
             idx = idx.copy()
             idx[new] = self._register([players[k] for k in new.tolist()])
-        lengths = np.diff(offsets)
         if self.slack:  # a belief moves only once it outgrows its slot, to one with room again
             cls = self.cls[idx]
             moving = np.flatnonzero((cls < 0) | (lengths > _slot_sizes(cls)))
@@ -249,7 +255,7 @@ class PackedPool(Mapping[str, bytes]):
         if moving.size:
             self._move(idx[moving], want)
         self.length[idx] = lengths
-        _scatter(self.arena, self.start, idx, values, offsets)
+        return idx
 
     def _register(self, players: list[str]) -> IntArray:
         base = len(self.names)

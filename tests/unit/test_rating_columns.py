@@ -43,9 +43,9 @@ def columns_of(rows: list[RatingOutput], arrays: bool = False) -> RatingColumns:
         return [r[i] for r in rows]
     pool = rows[0].pool if rows else "p"
     system = rows[0].system if rows else "elo-mmr"
-    floats = [np.array(col(i), dtype=np.float64) if arrays else col(i) for i in (2, 3, 4)]
+    rating, mu, sigma = (np.array(col(i), dtype=np.float64) if arrays else col(i) for i in (2, 3, 4))
     explain = col(10) if any(r.explain is not None for r in rows) else None
-    return RatingColumns(pool, system, col(1), *floats, col(5), col(6), col(7), col(8), explain)
+    return RatingColumns(pool, system, col(1), rating, mu, sigma, col(5), col(6), col(7), col(8), explain)
 
 
 @settings(max_examples=300, deadline=None)
