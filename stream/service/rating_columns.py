@@ -91,6 +91,19 @@ class RatingColumns(Sequence[RatingOutput]):
         return f"RatingColumns({self.rows()!r})"
 
     # --- the messages ------------------------------------------------------------------------
+    def part(self, start: int, stop: int) -> RatingColumns:
+        """Rows ``start`` to ``stop`` (as a slice), their texts made so far kept: the messages of a
+        step made a part at a time, so the event loop can serve a commit between the parts."""
+        rounds = self.rounds[start:stop]
+        version = rounds if self.version is self.rounds else self.version[start:stop]
+        x = self.explain
+        explain = None if x is None else (x[0], x[1][start:stop + 1]) if isinstance(x, tuple) else x[start:stop]
+        out = RatingColumns(self.pool, self.system, self.players[start:stop], self.rating[start:stop],
+                            self.mu[start:stop], self.sigma[start:stop], rounds, version,
+                            self.event_ids[start:stop], self.times[start:stop], explain)
+        out._texts = {k: (blob, at[start:stop + 1]) for k, (blob, at) in self._texts.items()}
+        return out
+
     def messages(self) -> tuple[list[bytes], list[bytes]]:
         """Each row's message key and value: ``rating_key(o.pool, o.player)``, ``rating_value(o)``."""
         n = len(self.players)
@@ -167,7 +180,7 @@ def _spliced(blob, at):  # type: ignore[no-untyped-def]
     """Each string of ``blob`` (``at``) of more than two bytes with its first byte (``{``) made a
     comma; each other one made ``}``."""
     n = at.shape[0] - 1
-    out = np.empty(at[n] + n, dtype=np.uint8)
+    out = np.empty(at[n] - at[0] + n, dtype=np.uint8)
     out_at = np.zeros(n + 1, dtype=np.int64)
     pos = 0
     for i in range(n):

@@ -5,6 +5,7 @@ messages byte for byte those ``rating_key`` / ``rating_value`` write of each row
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import cast
 
 import numpy as np
@@ -152,3 +153,28 @@ def test_records_need_the_explanations_as_a_column() -> None:
     columns = RatingColumns("p", "s", ["a"], [1.0], [1.0], [1.0], [1], [1], ["e"], [1], [b'{"x":1}'])
     with pytest.raises(TypeError):
         columns.records()
+
+
+@settings(max_examples=100, deadline=None)
+@given(ratings(min_size=1), st.data())
+def test_parts_give_the_messages_of_the_whole(rows: list[RatingOutput], data: st.DataObject) -> None:
+    """``part`` (what the worker sends a slice at a time): the parts' messages, one after another, are
+    the whole's, whether the explanations are one each or a column, and with texts made before."""
+    rows = [r._replace(version=r.rounds) for r in rows]
+    whole = columns_of(rows)
+    keys, values = whole.messages()
+    texts = [cast(bytes, r.explain or b"{}") for r in rows]
+    as_column = RatingColumns(whole.pool, whole.system, whole.players, whole.rating, whole.mu, whole.sigma,
+                              whole.rounds, whole.rounds, whole.event_ids, whole.times, cat(texts))
+    as_column.records()  # (caches the versions', event ids' and times' texts, as a step does)
+    column_keys, column_values = as_column.messages()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=4)))
+    bounds = [0, *cuts, len(rows)]
+    for columns, (k, v) in ((whole, (keys, values)), (as_column, (column_keys, column_values))):
+        got_k: list[bytes] = []
+        got_v: list[bytes] = []
+        for a, b in pairwise(bounds):
+            pk, pv = columns.part(a, b).messages()
+            got_k += pk
+            got_v += pv
+        assert (got_k, got_v) == (k, v)
