@@ -402,11 +402,13 @@ class PoolEngine:
         """Whether rounds without teams take the packed path (``_apply_round_packed``)."""
         return self.packed and isinstance(self.fast, PackedRounds) and isinstance(self.codec, Float64Codec)
 
-    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False) -> Applied:
+    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False,
+                    at: IntArray | None = None) -> Applied:
         """Rate one round on encoded beliefs; returns encoded updates and new ratings (with
-        ``columns``, as ``Applied.change`` instead where the packed path can give them)."""
+        ``columns``, as ``Applied.change`` instead where the packed path can give them). ``at``:
+        the players' places in the step's order, for a step's arena (``held_rounds``) that knows it."""
         with _belief_faults(self.system.name):
-            fast = self._apply_round_held(event, stored) if isinstance(stored, TaggedPool) and columns else None
+            fast = self._apply_round_held(event, stored, at) if isinstance(stored, TaggedPool) and columns else None
             if fast is None:
                 fast = self._apply_round_packed(event, stored, columns)
             if fast is not None:
@@ -453,14 +455,16 @@ class PoolEngine:
         _check_finite(ratings_of)
         return Applied(updates=updates, ratings=ratings_of)
 
-    def held_rounds(self, stored: Mapping[str, bytes | None]) -> TaggedPool | None:
+    def held_rounds(self, stored: Mapping[str, bytes | None], order: Mapping[str, int] | None = None,
+                    ) -> TaggedPool | None:
         """``stored`` as a step of rounds rates it in one arena (``TaggedPool``: each round
         gathered by index, its output taken back in one copy, ``apply_round(..., columns=True)``),
-        for a pool whose rounds take the packed path (None otherwise)."""
+        for a pool whose rounds take the packed path (None otherwise). ``order``: the step's
+        players → their places, by which its rounds' players are then found (``apply_round``'s ``at``)."""
         if not self.rounds_packed:
             return None
         # the byte every value starts with: the encoding of a belief of no values
-        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)))
+        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)), order)
 
     def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None,
                     ) -> tuple[list[bytes], FloatArray, IntArray]:
@@ -471,7 +475,7 @@ class PoolEngine:
         flat, offsets = held.encoded(players, idx)
         return cast(Float64Codec, self.codec).encode_flat(flat, offsets), flat, offsets
 
-    def _apply_round_held(self, event: RoundEvent, held: TaggedPool) -> Applied | None:
+    def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
         """``_apply_round_packed`` with ``columns`` on a step's arena: the round gathered by
         index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
         which ``held.update`` takes in one copy), its change by columns from the gathered
@@ -481,7 +485,7 @@ class PoolEngine:
             return None
         fast = cast(PackedRounds, self.fast)
         players = event.players
-        idx = held.indices(players)
+        idx = held.indices(players, at)
         if idx is None:
             return None
         flat, offsets = held.pool.gather(idx, np.frombuffer(fast.new_packed_belief(), dtype="<f8"))
@@ -496,7 +500,7 @@ class PoolEngine:
         change = fast.change_gathered(flat, offsets, values, out_offsets)
         if change is None or not (bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())):
             return None
-        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag), change=change)
+        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag, at), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

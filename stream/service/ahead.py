@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import repeat
 from typing import Any, Generic, TypeVar
 
@@ -132,7 +133,8 @@ async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R],
         dead = DeferredDead()
         started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(
-            executor, rate, engine, step.ops, stored, set(), {} if by_offsets else None, dead, explain)
+            executor, partial(rate, places=step.places), engine, step.ops, stored, set(), {} if by_offsets else None,
+            dead, explain)
     except Exception as exc:  # the step is rated again as usual, where this error is handled
         log.debug("rating the next step ahead failed (%r); it is rated after the commit", exc)
         return None

@@ -8,11 +8,13 @@ is one ``RoundOp``; ``round_result``/``round_completed`` are set aside for the r
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+import numpy as np
 import orjson
 
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, PlayerIndex, RoundEvent, index_players
@@ -234,6 +236,26 @@ def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
     return [ops[:k], ops[k:]]
 
 
+@dataclass(frozen=True, slots=True)
+class Places:
+    """Where a step's ops name their players: ``order``, each of the step's players → their place
+    (0, 1, ... in the order first named); ``at[k]``, the places of the players of op k (a round's,
+    in its order; None for a match op)."""
+
+    order: dict[str, int]
+    at: list[IntArray | None]
+
+
+class _Numbering(dict[str, int]):
+    """Player → place: looking up a player not numbered yet numbers them (the next place)."""
+
+    __slots__ = ()
+
+    def __missing__(self, player: str) -> int:
+        place = self[player] = len(self)
+        return place
+
+
 @dataclass(slots=True)
 class StepInputs:
     """One step's ops and what its read and commit need of them."""
@@ -241,9 +263,16 @@ class StepInputs:
     ops: list[Op]
     kind: str  # "rounds" or "matches": which engine of the pool rates them
     ids: list[str]  # event ids the step records (none for matches recognised by offset)
-    players: dict[str, None]  # every player the step touches, in order
+    players: dict[str, int]  # every player the step touches, in order (→ their place there)
     offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
     rounds: list[str]  # ids of assembled rounds the commit marks done
+    #: each op's players' places in ``players`` (``Places.at``; empty: not known)
+    at: list[IntArray | None] = field(default_factory=list)
+
+    @property
+    def places(self) -> Places | None:
+        """``players`` and ``at``, for the rating to find each round's players by place (None: not known)."""
+        return Places(self.players, self.at) if len(self.at) == len(self.ops) and self.ops else None
 
     @property
     def checked_offsets(self) -> list[str]:
@@ -252,15 +281,24 @@ class StepInputs:
 
 
 def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
-    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds."""
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and
+    where each round names its players among the step's (``StepInputs.at``).
+
+    Why the places: every player-round is hashed here once anyway (the step's players, in
+    order); numbering them as they come costs the event loop ~25 ms a step of the Codeforces
+    history (~160,000 player-rounds), and spares the numba thread, which bounds the worker's
+    run, a look-up by name of each (BENCHMARKS.md, "Service")."""
     ids: list[str] = []
-    named: list[Sequence[str]] = []  # each op's players, in order: one dict of them all at the end
+    at: list[IntArray | None] = []
     offsets: dict[str, tuple[int | None, int]] = {}
     rounds: list[str] = []
+    numbering = _Numbering()
+    place = numbering.__getitem__  # (C-level for a player numbered already)
     for op in ops:
         if isinstance(op, RoundOp):
             ids.append(op.event.event_id)
-            named.append(op.event.players)
+            names = op.event.players
+            at.append(np.fromiter(map(place, names), dtype=np.int64, count=len(names)))
             note_offset(offsets, op.msg, False)
             if op.round_done is not None:
                 rounds.append(op.round_done)
@@ -268,11 +306,12 @@ def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
             if not by_offsets:
                 ids.extend(op.batch.event_ids)
             op.index = index_players(op.batch)
-            named.append(op.index.players)
+            deque(map(place, op.index.players), maxlen=0)
+            at.append(None)
             for msg in op.sources:
                 note_offset(offsets, msg, by_offsets)
     kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
-    return StepInputs(ops, kind, ids, dict.fromkeys(chain.from_iterable(named)), offsets, rounds)
+    return StepInputs(ops, kind, ids, dict(numbering), offsets, rounds, at)
 
 
 def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter
 from typing import TypeAlias, cast
@@ -39,7 +40,7 @@ from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahea
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
-from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, StepInputs, split_steps, step_inputs
+from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp, StepInputs, split_steps, step_inputs
 from stream.service.rating_columns import RatingColumns
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
@@ -162,8 +163,8 @@ class PoolStep:
                     continue
                 started = time.perf_counter()
                 commit, outputs, dead, stats = await loop.run_in_executor(
-                    self.executor, rate, engine, step.ops, stored, seen, upto if by_offsets else None, self.dead,
-                    self.settings.explain)
+                    self.executor, partial(rate, places=step.places), engine, step.ops, stored, seen,
+                    upto if by_offsets else None, self.dead, self.settings.explain)
                 self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
@@ -296,7 +297,7 @@ class PoolStep:
             out.append(o)
         return out
 
-    async def _read(self, pool: str, players: dict[str, None], ids: list[str], watermarks: list[str],
+    async def _read(self, pool: str, players: dict[str, int], ids: list[str], watermarks: list[str],
                     optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
         """What a step of ``pool`` starts from: (gen, stored beliefs, applied event ids,
         applied offsets of ``watermarks`` (topic/partition fields), whether those were read).
@@ -368,13 +369,15 @@ class _Tally:
         return cls(seen, set(seen), dead_fn, Counts(), Commit(), [], {})
 
     def rate_round(self, engine: PoolEngine, op: RoundOp, stored: Mapping[str, bytes | None], before: bool,
-                   columns: bool = False) -> tuple[Applied, dict[str, Rating] | None] | None:
+                   columns: bool = False, at: IntArray | None = None,
+                   ) -> tuple[Applied, dict[str, Rating] | None] | None:
         """Rate the round of ``op`` on ``stored`` (which the caller updates with it) and note it in the
         commit: its event ids, its round done. None when nothing more is to be done with it: applied
         before (a re-delivery: its players' ratings are published again, ``republished``) or earlier in
         the step, or its rating failed (dead-lettered whole, its round done). ``before``: also the
         summaries of its players before it (``ratings_stored``, else None), read before the rating so
-        that the rating reuses what that read decoded."""
+        that the rating reuses what that read decoded. ``at``: the round's players' places in the step
+        (``PoolEngine.apply_round``)."""
         ev = op.event
         if ev.event_id in self.done_ids:
             if ev.event_id in self.seen:
@@ -383,7 +386,7 @@ class _Tally:
             return None
         summaries = ratings_stored(engine, stored, ev.players) if before else None
         try:
-            applied = engine.apply_round(ev, stored, columns=columns)
+            applied = engine.apply_round(ev, stored, columns=columns, at=at)
         except RatingError as exc:
             self.dead.append(self.dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
             if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
@@ -422,7 +425,7 @@ class _Tally:
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
              upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True, by_columns: bool = True,
-             ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+             places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
@@ -432,9 +435,11 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     outputs explain each change (``stream.engine.explain``) and the commit stores it.
     ``by_columns``: a step of rounds only, of a system rating them packed, goes through
     ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
+    ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
+    ``rate_rounds`` finds them (the same results as by name).
     """
     if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
-        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain)
+        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places)
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
     done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
@@ -557,7 +562,7 @@ class _Block:
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                dead_fn: DeadFn, explain: bool = True,
+                dead_fn: DeadFn, explain: bool = True, places: Places | None = None,
                 ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
@@ -580,14 +585,18 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
 
     The commit comes back sealed (``Commit.seal``): its blobs, the players' written from the arena,
     are made here on the numba thread, so the event loop sends it as soon as the commit before it
-    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service")."""
-    held = engine.held_rounds(stored_in)
+    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service").
+
+    With ``places`` (the step's players numbered by the event loop as it planned the step), each
+    round's players are found in the arena by their places, not looked up by name one by one."""
+    held = engine.held_rounds(stored_in, None if places is None else places.order)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
     commit, dead, counts = tally.commit, tally.dead, tally.counts
     blocks: list[_Block] = []
-    for op in ops:
-        rated = tally.rate_round(engine, op, stored, False, columns=True)
+    op_places: list[IntArray | None] = [None] * len(ops) if places is None else places.at
+    for op, op_at in zip(ops, op_places, strict=True):
+        rated = tally.rate_round(engine, op, stored, False, columns=True, at=op_at)
         if rated is None:
             continue
         ev = op.event
@@ -703,7 +712,7 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: lis
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
                   upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
-                  ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+                  places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 

@@ -11,6 +11,8 @@ a codec's tag byte, then the packed belief.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not
 from typing import cast
 
 import numba as nb
@@ -53,12 +55,14 @@ def _untag_into(raw, lengths, skip, arena, start, idx):  # type: ignore[no-untyp
 
 
 class TaggedFlat(FlatBeliefs):
-    """``FlatBeliefs`` whose values read as the store holds them: ``tag`` + packed belief."""
+    """``FlatBeliefs`` whose values read as the store holds them: ``tag`` + packed belief; ``at``:
+    the players' places in the step's order, when the round was found by them (``TaggedPool.indices``)."""
 
     def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
-                 pool: PackedPool, tag: bytes) -> None:
+                 pool: PackedPool, tag: bytes, at: IntArray | None = None) -> None:
         super().__init__(players, idx, flat, offsets, pool)
         self.tag = tag
+        self.at = at
 
     def __getitem__(self, player: str) -> bytes:
         return self.tag + super().__getitem__(player)
@@ -72,13 +76,24 @@ class TaggedPool(Mapping[str, bytes]):
     step of the Codeforces history). A player's value is read from ``stored`` once, at first
     sight (``indices``); ``get`` answers with the value as the store would hold it now.
 
-    ``stored`` is not changed: the values a step commits are ``encoded`` from the arena."""
+    ``stored`` is not changed: the values a step commits are ``encoded`` from the arena.
 
-    def __init__(self, stored: Mapping[str, bytes | None], tag: bytes) -> None:
+    With ``order`` (each of the step's players → their place, ``0 .. len(order) − 1``: the event
+    loop numbered them while it planned the step, hashing each player-round there anyway), a
+    round's players are found by their places (``indices(players, at)``): one numpy take, where
+    looking each player-round up by name was a tenth of the numba thread's time on the
+    Codeforces history (~160,000 player-rounds a step; BENCHMARKS.md, "Service")."""
+
+    def __init__(self, stored: Mapping[str, bytes | None], tag: bytes,
+                 order: Mapping[str, int] | None = None) -> None:
         self.stored = stored
         self.tag = tag
+        self.order = order
         self.pool = PackedPool(slack=STEP_SLACK)
         self._read_all = False  # whether ``indices`` tried to read all of ``stored`` at once
+        #: place in ``order`` → index in ``pool`` (−1: none yet, the prior): once every stored value of
+        #: ``order``'s players is in ``pool`` (else None, and the players are looked up by name)
+        self._by_place: IntArray | None = None
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -99,23 +114,24 @@ class TaggedPool(Mapping[str, bytes]):
             raise KeyError(player)
         return raw
 
-    def indices(self, players: Sequence[str]) -> IntArray | None:
+    def indices(self, players: Sequence[str], at: IntArray | None = None) -> IntArray | None:
         """Each player's index in ``pool``, those first seen read from ``stored`` (−1: a
         player without a value, the prior). None when one of those values is not ``tag`` and
         whole float64 values: the caller's per-belief path then names it (nothing is read).
+        ``at``: the players' places in ``order``, which find them without a look-up by name.
 
-        The first call reads every value of ``stored`` into ``pool`` at once, in ``stored``'s
-        order, when all of them are beliefs (else each is read when a round first names it):
-        a step's rounds then find each of their players by one look-up, with no per-round
-        work for players seen for the first time (a step of the Codeforces history reads
-        ~50,000 players over ~160,000 player-rounds)."""
-        pool = self.pool
+        The first call reads every value of ``stored`` into ``pool`` at once (of ``order``'s
+        players, in that order, when given; else in ``stored``'s order), when all of them are
+        beliefs (else each is read when a round first names it): a step's rounds then find each
+        of their players by one look-up (or one take by place), with no per-round work for
+        players seen for the first time (a step of the Codeforces history reads ~50,000 players
+        over ~160,000 player-rounds)."""
         if not self._read_all:
             self._read_all = True
-            stored, index = self.stored, pool.index
-            names = [p for p, raw in stored.items() if raw is not None and (not index or p not in index)]
-            self._read(names, cast("list[bytes]", list(map(stored.__getitem__, names))) if index else
-                       cast("list[bytes]", [raw for raw in stored.values() if raw is not None]))
+            self._read_stored()
+        if at is not None and self._by_place is not None and len(at) == len(players):
+            return self._by_place[at]
+        pool = self.pool
         idx = pool.indices(players)
         miss = np.flatnonzero(idx < 0)
         if not miss.size:
@@ -125,47 +141,79 @@ class TaggedPool(Mapping[str, bytes]):
         have = [k for k, raw in enumerate(raws) if raw is not None]
         if not have:
             return idx
-        if not self._read([names[k] for k in have], cast("list[bytes]", [raws[k] for k in have])):
+        if self._read([names[k] for k in have], cast("list[bytes]", [raws[k] for k in have])) is None:
             return None
         known = miss[have]
         idx[known] = pool.indices([players[k] for k in known.tolist()])
         return idx
 
-    def _read(self, names: list[str], vals: list[bytes]) -> bool:
+    def _read_stored(self) -> None:
+        """Every value of ``stored`` (of ``order``'s players, when given) into ``pool`` at once,
+        unless one of them is not a belief (then nothing: each is read as a round names it)."""
+        stored, index, order = self.stored, self.pool.index, self.order
+        if order is not None and not index:
+            vals = list(map(stored.get, order))
+            held = list(map(is_not, vals, repeat(None)))
+            idx = self._read(list(compress(order, held)), cast("list[bytes]", list(compress(vals, held))))
+            if idx is not None:
+                self._by_place = np.full(len(order), -1, dtype=np.int64)
+                self._by_place[np.flatnonzero(np.fromiter(held, dtype=np.bool_, count=len(held)))] = idx
+            return
+        names = [p for p, raw in stored.items() if raw is not None and (not index or p not in index)]
+        self._read(names, cast("list[bytes]", list(map(stored.__getitem__, names))) if index else
+                   cast("list[bytes]", [raw for raw in stored.values() if raw is not None]))
+
+    def _read(self, names: list[str], vals: list[bytes]) -> IntArray | None:
         """Values ``vals`` of players ``names`` (none in ``pool`` yet) into ``pool``, in one copy;
-        False (nothing read) when one of them is not ``tag`` and whole float64 values."""
+        their indices there, or None (nothing read) when one of them is not ``tag`` and whole
+        float64 values."""
         if not names:
-            return True
+            return np.empty(0, dtype=np.int64)
         tag = self.tag
         skip = len(tag)
         lengths = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals))
         nbytes = lengths - skip
         if bool((nbytes % 8).any()) or bool((nbytes < 0).any()):
-            return False
+            return None
         # all values in one buffer, their tags checked, then cut out straight into their slots: no object
         # per value, and no buffer of their own between (a synthetic step's 50,000 values of 9-306 floats:
         # 196-201 -> 149-165 ms; BENCHMARKS.md, "Service")
         raw = np.frombuffer(b"".join(vals), dtype=np.uint8)
         if not _tagged(raw, lengths, np.frombuffer(tag, dtype=np.uint8)):
-            return False
+            return None
         pool = self.pool
         idx = pool.place(names, np.full(len(names), -1, dtype=np.int64), nbytes // 8)
         _untag_into(raw, lengths, skip, pool.arena.view(np.uint8), pool.start, idx)
-        return True
+        return idx
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
         """New values: a ``TaggedFlat`` gathered from ``pool`` in one copy, others value by value
         (``tag`` and whole float64 values, as the codec writes them)."""
         if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:  # (a ``TaggedFlat``)
-            self.pool.update(changed)
+            self.put(changed)
             return
         skip = len(self.tag)
         for player, raw in changed.items():
             if raw[:skip] != self.tag:
                 raise ValueError(f"a value of player {player!r} without the tag {self.tag!r}")
             self.pool[player] = raw[skip:]
+        if self._by_place is not None:
+            players = list(changed)
+            self._placed(players, self.pool.indices(players), None)
 
-    def put(self, changed: TaggedFlat) -> IntArray:
+    def _placed(self, players: Sequence[str], idx: IntArray, at: IntArray | None) -> None:
+        """Note the indices ``idx`` of ``players`` (at places ``at`` of ``order``, if known) in ``pool``
+        for ``indices`` by place."""
+        by_place, order = self._by_place, self.order
+        if by_place is None or order is None:
+            return
+        if at is None or len(at) != len(players):
+            places = np.fromiter(map(order.get, players, repeat(-1)), dtype=np.int64, count=len(players))
+            known = places >= 0  # (a player outside ``order`` is found by name)
+            at, idx = places[known], idx[known]
+        by_place[at] = idx
+
+    def put(self, changed: FlatBeliefs) -> IntArray:
         """``update`` with a ``TaggedFlat`` gathered from ``pool``; the players' indices in ``pool``
         (those new to it registered in order)."""
         pool = self.pool
@@ -175,7 +223,9 @@ class TaggedPool(Mapping[str, bytes]):
         new = np.flatnonzero(idx < 0)
         base = len(pool.names)
         pool.update(changed)  # (registers the players new to it, in order, from ``base`` on)
-        idx[new] = np.arange(base, base + new.size, dtype=np.int64)
+        if new.size:
+            idx[new] = np.arange(base, base + new.size, dtype=np.int64)
+            self._placed(changed.players, idx, changed.at if isinstance(changed, TaggedFlat) else None)
         return idx
 
     def encoded(self, players: Sequence[str], idx: IntArray | None = None) -> tuple[FloatArray, IntArray]:

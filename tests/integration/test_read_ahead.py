@@ -26,7 +26,8 @@ NAMES = [f"p{i}" for i in range(12)]
 
 
 def _step(players: list[str]) -> StepInputs:
-    return StepInputs(ops=[], kind="rounds", ids=[], players=dict.fromkeys(players), offsets={}, rounds=[])
+    return StepInputs(ops=[], kind="rounds", ids=[], players={p: k for k, p in enumerate(players)},
+                      offsets={}, rounds=[])
 
 
 def _oracle(players: list[str], written: dict[str, bytes], known: dict[str, bytes | None],

@@ -16,7 +16,7 @@ from stream.events.model import RoundEvent
 from stream.ratings import make_system
 from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
-from stream.service.planning import RoundOp
+from stream.service.planning import RoundOp, step_inputs
 from stream.service.step import rate_ops
 from stream.state.commit_frames import frames
 from stream.state.tagged_pool import TaggedFlat
@@ -38,8 +38,12 @@ def _rounds(n: int) -> list[RoundEvent]:
 
 
 def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str], explain: bool,
-          by_columns: bool) -> tuple[Any, ...]:
-    commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, None, _dead, explain, by_columns)
+          by_columns: bool, by_place: bool = False) -> tuple[Any, ...]:
+    """The step's commit, outputs, dead letters, counts and frames; ``by_place``: its rounds' players
+    found by their places, as the worker numbers them (``step_inputs``), else by name."""
+    places = step_inputs(list(ops), False).places if by_place else None
+    commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, None, _dead, explain, by_columns,
+                                             places)
     # the frames the commit sends: from rows sealed from the step's arena (by columns), or packed when it is sent
     names = (b"p:", b"lb", b"chg")
     blobs = tuple(map(bytes, frames(commit.rows if commit.rows is not None else commit.pack(), *names)))
@@ -85,6 +89,7 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, explain:
         by_cols = _step(engine, ops, stored, seen, explain, True)
         general = _step(engine, ops, stored, seen, explain, False)
         assert by_cols == general
+        assert _step(engine, ops, stored, seen, explain, True, by_place=True) == general
         beliefs, *_, outputs, dead, _counts, _blobs = by_cols
         assert outputs and explain == any(b'"rating_before"' in v for _, v in outputs)  # (re-published: not here)
         assert bool(dead) == (k in (18, 27))
@@ -132,6 +137,7 @@ def test_rounds_that_change_nothing_by_columns_equal_the_general_path(explain: b
     engine = PoolEngine("p", make_system("elo-mmr"))
     by_cols = _step(engine, ops, {}, set(), explain, True)
     assert by_cols == _step(engine, ops, {}, set(), explain, False)
+    assert by_cols == _step(engine, ops, {}, set(), explain, True, by_place=True)
     assert sorted(by_cols[0]) == ["solo", "t1", "t2", "y"]
 
 
