@@ -36,12 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+import numpy as np
 from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
 
 from stream.events.model import RatingOutput
-from stream.service import http
+from stream.service import http, kafka_batches
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
@@ -191,6 +192,8 @@ class Service:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
+        if isinstance(outputs, RatingColumns) and kafka_batches.supported(kp):
+            return await self._send_rating_columns(kp, topic, parts, outputs)
         messages: Iterable[tuple[bytes, bytes]]
         if isinstance(outputs, RatingColumns):  # a step's ratings by columns: their messages written so,
             messages = _column_messages(outputs)  # a part between two of the yields below
@@ -214,6 +217,26 @@ class Service:
                 b.append(key=key, value=value, timestamp=None)
         for p, b in batches.items():
             futs.append(await kp.send_batch(b, topic, partition=p))
+        return futs
+
+    async def _send_rating_columns(self, kp: Any, topic: str, parts: list[int],
+                                   outputs: RatingColumns) -> list[Awaitable[Any]]:
+        """``_send_ratings`` of a step's ratings by columns: ``SEND_SLICE`` rows at a time, between
+        yields of the event loop, their keys' partitions found and their record batches written by
+        columns (``stream.service.kafka_batches``: the bytes aiokafka's builder writes), with no
+        object per message."""
+        futs: list[Awaitable[Any]] = []
+        max_bytes = self.settings.producer_batch_bytes
+        for start in range(0, len(outputs), SEND_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            keys, values = outputs.part(start, start + SEND_SLICE).message_columns()
+            place = kafka_batches.partitions(keys, len(parts))
+            stamp = int(time.time() * 1000)
+            for j, p in enumerate(parts):
+                rows = np.flatnonzero(place == j)
+                for raw, count in kafka_batches.record_batches(keys, values, rows, stamp, max_bytes):
+                    futs.append(await kp.send_batch(kafka_batches.BuiltBatch(raw, count), topic, partition=p))
         return futs
 
     async def publish_dead(self, dead: list[DeadLetter], futs: list[Awaitable[Any]] | None = None) -> None:

@@ -106,11 +106,16 @@ class RatingColumns(Sequence[RatingOutput]):
 
     def messages(self) -> tuple[list[bytes], list[bytes]]:
         """Each row's message key and value: ``rating_key(o.pool, o.player)``, ``rating_value(o)``."""
+        keys, values = self.message_columns()
+        return split(keys), split(values)
+
+    def message_columns(self) -> tuple[Column, Column]:
+        """``messages`` as two columns (the producer's record batches are written from them)."""
         n = len(self.players)
         try:
             rounds, version, times = self._text("rounds"), self._text("version"), self._text("times")
         except OverflowError:  # a count or time beyond int64: as the functions write it
-            return [rating_key(o.pool, o.player) for o in self], list(map(rating_value, self))
+            return cat([rating_key(o.pool, o.player) for o in self]), cat(list(map(rating_value, self)))
         pool = orjson.dumps(self.pool)
         names = json_strings(self.players)
         keys = join_rows(n, [b"[" + pool + b",", names, b"]"])
@@ -120,7 +125,7 @@ class RatingColumns(Sequence[RatingOutput]):
             b',"rounds":', rounds, b',"version":', version, b',"event_id":', self._text("event_ids"),
             b',"time":', times, b',"system":' + orjson.dumps(self.system), _ends(self.explain, n),
         ])
-        return split(keys), split(values)
+        return keys, values
 
     def records(self) -> ChangeRecords:
         """The record of each row's change as the commit stores it (``step.change_records``: the

@@ -22,7 +22,7 @@ from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
-from stream.service import rating_columns
+from stream.service import kafka_batches, rating_columns
 from stream.service.config import Settings, from_env
 from stream.state import commit_frames, id_index, tagged_pool
 
@@ -39,12 +39,14 @@ def warmup(s: Settings) -> None:
     """Build each configured system once and call its module's ``warmup()`` if it has one;
     also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings, the
     read of a step's values into its arena (``stream.state.tagged_pool``), the frames of a step's
-    commit (``stream.state.commit_frames``) and its rating messages (``stream.service.rating_columns``)."""
+    commit (``stream.state.commit_frames``), its rating messages (``stream.service.rating_columns``) and
+    their record batches (``stream.service.kafka_batches``)."""
     id_index.warmup()
     _standings_scan.warmup()
     tagged_pool.warmup()
     commit_frames.warmup()
     rating_columns.warmup()
+    kafka_batches.warmup()
     seen: set[str] = set()
     for name, params in systems_in_use(s):
         make_system(name, params)

@@ -54,7 +54,7 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
     from stream.compile_notice import cache_location, compile_notice
     from stream.events import _standings_scan
-    from stream.service import rating_columns
+    from stream.service import kafka_batches, rating_columns
     from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
     names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)
@@ -66,6 +66,7 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
         tagged_pool.warmup()  # the worker's steps of rounds, read into their arena
         commit_frames.warmup()  # the worker's commits of steps of rounds
         rating_columns.warmup()  # their rating messages
+        kafka_batches.warmup()  # ... and those messages' record batches
         modules: set[str] = set()
         for i, name in enumerate(names, 1):
             t = time.perf_counter()
