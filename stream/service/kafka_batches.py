@@ -198,8 +198,8 @@ def record_batches(keys: Column, values: Column, rows: IntArray, timestamp_ms: i
     bounds = ends.tolist()
     for a, b in pairwise(bounds):
         struct.pack_into(">I", out, a + _CRC_AT, calc_crc32c(view[a + _ATTRIBUTES_AT:b]))
-    raw = out.tobytes()
-    return [(raw[a:b], int.from_bytes(raw[a + _COUNT_AT:a + HEADER_BYTES], "big")) for a, b in pairwise(bounds)]
+    return [(out[a:b].tobytes(), int.from_bytes(view[a + _COUNT_AT:a + HEADER_BYTES], "big"))
+            for a, b in pairwise(bounds)]  # (each batch copied once, out of the buffer)
 
 
 class BuiltBatch(BatchBuilder):
