@@ -646,7 +646,7 @@ def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust
     """A Faust app with the worker's settings and its departures from Faust's per-message path
     (``stream.service.faust_patches``); without ``worker_patches`` only the fetch wait, as Faust
     itself runs (the bare loop of ``mmr bench service``)."""
-    patch_fetch_wait(s.fetch_max_wait_ms)
+    patch_fetch_wait(s.fetch_max_wait_ms, s.fetch_idle_wait_ms)
     if worker_patches:
         patch_table_start()
         if s.inline_delivery:

@@ -96,8 +96,11 @@ class Settings:
     #: largest request the producer sends (Faust's producer_max_request_size); a larger dead
     #: letter is retried until it fits (never skipped: see stream.service.app.Service.deliver_dead)
     producer_max_request_bytes: int = setting(1_000_000, "MMR_PRODUCER_MAX_REQUEST_BYTES")
-    #: consumer long-poll (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
+    #: consumer long-poll while records arrive (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     fetch_max_wait_ms: int = setting(10, "MMR_FETCH_MAX_WAIT_MS")
+    #: the longest the long-poll grows to, doubling from MMR_FETCH_MAX_WAIT_MS, while fetches bring
+    #: nothing (faust_patches.FetchWaits); at most MMR_FETCH_MAX_WAIT_MS: a fixed wait
+    fetch_idle_wait_ms: int = setting(100, "MMR_FETCH_IDLE_WAIT_MS")
     #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
     inline_delivery: bool = setting(True, "MMR_INLINE_DELIVERY")
     #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default

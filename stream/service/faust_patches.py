@@ -1,10 +1,10 @@
 """The places where the worker reaches into Faust's private code, because no setting or public call does it.
 
-Three are class-level patches, of Faust's aiokafka driver and its table manager: idempotent, and
-process-wide (every app the process builds after the call gets them; the worker builds one).
-``app.faust_app`` applies them (the driver's as configured: ``MMR_FETCH_MAX_WAIT_MS``,
-``MMR_INLINE_DELIVERY``). The fourth, ``pause_fetching``, calls the aiokafka consumer that Faust's
-consumer thread owns. They were
+Four are class-level patches, of Faust's aiokafka driver, aiokafka's fetcher and Faust's table
+manager: idempotent, and process-wide (every app the process builds after the call gets them; the
+worker builds one). ``app.faust_app`` applies them (the driver's as configured:
+``MMR_FETCH_MAX_WAIT_MS``, ``MMR_FETCH_IDLE_WAIT_MS``, ``MMR_INLINE_DELIVERY``). The fifth,
+``pause_fetching``, calls the aiokafka consumer that Faust's consumer thread owns. They were
 written against faust-streaming 0.15, mode-streaming 0.7 and aiokafka 0.14 (pinned in
 pyproject.toml); tests/unit/test_faust_patches.py checks that the code they replace is still
 there, so an upgrade that moves it fails those tests instead of silently undoing the patch.
@@ -18,15 +18,22 @@ from types import CoroutineType
 from typing import Any
 
 
-def patch_fetch_wait(ms: int) -> None:
-    """Make Faust's consumer long-poll at most ``ms`` instead of its hard-coded 1,500 ms.
+def patch_fetch_wait(ms: int, idle_ms: int = 0) -> None:
+    """Make Faust's consumer long-poll ``ms`` instead of its hard-coded 1,500 ms while records
+    arrive, and up to ``idle_ms`` while none do (``FetchWaits``; ``idle_ms <= ms``: ``ms`` always).
 
-    Measured here: Tansu 0.6 answers a fetch that spans several partitions, some of them
-    empty, only when ``fetch_max_wait_ms`` expires, even when another partition has data
-    (a single-partition fetch returns at once). Faust subscribes the worker to three input
+    Why short: Tansu 0.6 answers a fetch that spans several partitions, some of them empty,
+    only when ``fetch_max_wait_ms`` expires, even when another partition has data (a
+    single-partition fetch returns at once). Faust subscribes the worker to three input
     topics, so every message waited up to 1.5 s: produce→rating p50 was ~0.6 s at 200
-    matches/s. On Kafka a short wait only costs a few more idle fetch requests.
+    matches/s. Why longer when nothing arrives: every fetch costs the worker's consumer thread
+    and event loop and the broker about a millisecond of CPU each, so a fixed 10 ms wait kept an
+    idle worker and its broker each ~10 % busy, and in a backfill, where the worker's own input
+    partitions wait in its buffer, the idle topics' fetches took ~4 CPU-s of a worker's run
+    (BENCHMARKS.md, "Service"). On Kafka a fetch returns as soon as data arrives, so the longer
+    wait costs nothing; on Tansu it bounds the delay of the first message after a quiet spell.
     """
+    from aiokafka.consumer.fetcher import Fetcher
     from faust.transport.drivers import aiokafka as faust_aiokafka
 
     cls: Any = faust_aiokafka.AIOKafkaConsumerThread
@@ -35,10 +42,58 @@ def patch_fetch_wait(ms: int) -> None:
     def create(self: Any, transport: Any) -> Any:
         consumer = original(self, transport)
         consumer._fetch_max_wait_ms = ms  # read by AIOKafkaConsumer.start() when it builds its Fetcher
+        if idle_ms > ms:
+            start = consumer.start
+
+            async def started() -> None:
+                await start()
+                consumer._fetcher._mmr_fetch_waits = FetchWaits(ms, idle_ms)
+
+            consumer.start = started
         return consumer
 
     cls._mmr_original_create_worker_consumer = original
     cls._create_worker_consumer = create
+    patch_fetcher_waits(Fetcher)
+
+
+class FetchWaits:
+    """The long-poll of a consumer's next fetch: ``busy_ms`` after a fetch that brought records
+    (or an error to report), doubled after each one that brought nothing, up to ``idle_ms``.
+
+    Doubling rather than jumping: a fetch that comes back empty in a stream of light traffic is
+    usually followed by one that brings something, and on Tansu a long wait would hold that
+    message back; a quiet spell reaches ``idle_ms`` within a few fetches."""
+
+    __slots__ = ("busy_ms", "idle_ms", "ms")
+
+    def __init__(self, busy_ms: int, idle_ms: int) -> None:
+        self.busy_ms = busy_ms
+        self.idle_ms = max(idle_ms, busy_ms)
+        self.ms = busy_ms
+
+    def after(self, brought: bool) -> int:
+        """The wait of the next fetch, after one that ``brought`` records or not."""
+        self.ms = self.busy_ms if brought else min(self.idle_ms, max(1, 2 * self.ms))
+        return self.ms
+
+
+def patch_fetcher_waits(fetcher_cls: Any) -> None:
+    """Let a fetcher that carries ``_mmr_fetch_waits`` (a ``FetchWaits``) set the wait of its next
+    fetch from what the last one brought; other fetchers are untouched. aiokafka reads
+    ``_fetch_max_wait_ms`` each time it builds a fetch request, and ``_proc_fetch_request``
+    returns whether the fetch added records or an error for the consumer (``needs_wakeup``)."""
+    original = getattr(fetcher_cls, "_mmr_original_proc_fetch_request", None) or fetcher_cls._proc_fetch_request
+
+    async def proc_fetch_request(self: Any, assignment: Any, node_id: Any, request: Any) -> bool:
+        brought = await original(self, assignment, node_id, request)
+        waits = getattr(self, "_mmr_fetch_waits", None)
+        if waits is not None:
+            self._fetch_max_wait_ms = waits.after(bool(brought))
+        return bool(brought)
+
+    fetcher_cls._mmr_original_proc_fetch_request = original
+    fetcher_cls._proc_fetch_request = proc_fetch_request
 
 
 def patch_table_start() -> None:

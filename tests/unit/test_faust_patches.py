@@ -17,7 +17,7 @@ import pytest
 from conftest import in_loop
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from stream.service.faust_patches import DeliveryStats, _Resumed, patch_inline_delivery
+from stream.service.faust_patches import DeliveryStats, FetchWaits, _Resumed, patch_inline_delivery
 
 
 @pytest.fixture(scope="module")
@@ -216,9 +216,36 @@ async def test_the_patched_consumer_long_polls_as_configured() -> None:
         thread = cls(app.consumer)
         built = thread._create_worker_consumer(app.transport)  # no connection is made
         assert built._fetch_max_wait_ms == 7
+        assert "start" not in vars(built)  # a fixed wait: aiokafka's own start
         assert cls._mmr_original_create_worker_consumer.__qualname__.endswith("._create_worker_consumer")
+        patch_fetch_wait(7, 100)
+        built = thread._create_worker_consumer(app.transport)
+        assert built._fetch_max_wait_ms == 7 and "start" in vars(built)  # its fetcher gets FetchWaits once built
     finally:
         cls._create_worker_consumer = before
+
+
+def test_fetch_waits_double_while_nothing_arrives_and_drop_back_when_something_does() -> None:
+    waits = FetchWaits(10, 100)
+    assert [waits.after(False) for _ in range(6)] == [20, 40, 80, 100, 100, 100]
+    assert waits.after(True) == 10
+    assert waits.after(False) == 20
+    assert FetchWaits(10, 5).after(False) == 10  # an idle wait below the busy one: fixed
+    zero = FetchWaits(0, 50)  # a zero wait still grows
+    assert [zero.after(False) for _ in range(3)] == [1, 2, 4]
+
+
+def test_aiokafka_still_builds_each_fetch_with_the_fetchers_wait_and_reports_what_it_brought() -> None:
+    """``patch_fetcher_waits`` sets ``_fetch_max_wait_ms`` between fetches, which aiokafka reads each
+    time it builds a request, and reads ``_proc_fetch_request``'s result as "records arrived"."""
+    from aiokafka.consumer.fetcher import Fetcher
+
+    built = inspect.getsource(Fetcher._get_actions_per_node)
+    assert "FetchRequest(" in built and "self._fetch_max_wait_ms," in built
+    proc = inspect.getsource(getattr(Fetcher, "_mmr_original_proc_fetch_request", Fetcher._proc_fetch_request))
+    assert "# We added at least 1 successful record\n" in proc and "return needs_wakeup" in proc
+    assert list(inspect.signature(Fetcher._proc_fetch_request).parameters) == ["self", "assignment", "node_id",
+                                                                                "request"]
 
 
 def test_fausts_fetch_loop_still_delivers_through_wait_first() -> None:
