@@ -21,6 +21,7 @@ pool written before names were escaped.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 #: version of the key layout, stored in each pool's meta as ``keys``; a pool whose meta lacks it was
 #: written before names were escaped
@@ -86,6 +87,13 @@ class KeySpace:
 
     def player_key(self, pool: str, player: str) -> str:
         return self.pool_base(pool) + "p:" + escape(player)
+
+    def player_keys(self, pool: str, players: Sequence[str]) -> list[str]:
+        """``player_key`` of each of ``players``: the pool's part made once and the names escaped in
+        one scan (``escape_all``), so a step's read of tens of thousands of players pays one string
+        concatenation each, not three calls."""
+        base = self.pool_base(pool) + "p:"
+        return [base + name for name in escape_all(list(players))]
 
     def pend_prefix(self, pool: str) -> str:
         return self.pool_base(pool) + "pend:"

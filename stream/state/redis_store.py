@@ -342,7 +342,7 @@ class RedisStore(RoundState, ReplicatedWrites):
         if not players:
             return {}
         async with self._io():
-            vals = await self.r.mget([self.player_key(pool, p) for p in players])
+            vals = await self.r.mget(self.keys.player_keys(pool, players))
         return dict(zip(players, vals, strict=True))
 
     async def changes(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
@@ -490,7 +490,7 @@ class RedisStore(RoundState, ReplicatedWrites):
             async with self._io():
                 cursor, rows = await self.r.zscan(lb, cursor, count=count)
                 names = [n for n in (m.decode() for m, _ in rows) if n not in seen]
-                vals = await self.r.mget([self.player_key(pool, n) for n in names]) if names else []
+                vals = await self.r.mget(self.keys.player_keys(pool, names)) if names else []
             seen.update(names)
             chunk = [(n, v) for n, v in zip(names, vals, strict=True) if v is not None]
             if chunk:

@@ -54,6 +54,13 @@ def test_escape_all_is_escape_of_each(batch: list[str]) -> None:
     assert escape_all(batch) == [escape(n) for n in batch]
 
 
+@settings(max_examples=300, deadline=None)
+@given(pool=names, batch=st.lists(names, max_size=8) | st.lists(st.text(alphabet="abc-_1", max_size=5), max_size=8))
+def test_player_keys_are_each_players_key(pool: str, batch: list[str]) -> None:
+    assert KS.player_keys(pool, batch) == [KS.player_key(pool, n) for n in batch]
+    assert KS.player_keys(pool, tuple(batch)) == KS.player_keys(pool, batch)
+
+
 def test_the_adversarial_names_of_the_issue_have_separate_keys() -> None:
     # pool "kc}:p:x"'s leaderboard was pool "kc"'s player "x}:lb" when names were not escaped
     assert KS.key("kc}:p:x", "lb") != KS.player_key("kc", "x}:lb")
