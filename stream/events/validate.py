@@ -61,6 +61,18 @@ def validator(event_type: str) -> Callable[[Any], Any]:
     return fastjsonschema.compile(schema(event_type))
 
 
+@cache
+def _round_columns_validator() -> Callable[[Any], Any]:
+    """The validator of a ``round`` in the column form: the schema's column branch made its
+    top-level form, so that a bad player or rank is named by its field (``players.3``), not only
+    as "no branch of oneOf matched"."""
+    sch = schema("round")
+    branch = next(b for b in sch.pop("oneOf") if "players" in b.get("properties", {}))
+    sch["properties"] = {**sch["properties"], **branch["properties"]}
+    sch["required"] = [*sch["required"], *branch["required"]]
+    return fastjsonschema.compile(sch)
+
+
 def parse_json(raw: bytes | str) -> dict[str, Any]:
     """orjson decode; NaN/Infinity and out-of-range numbers are rejected by orjson itself."""
     try:
@@ -90,10 +102,13 @@ def check_schema(obj: dict[str, Any]) -> str:
     event_id = _valid_event_id(obj)
     if etype not in INPUT_TYPES:
         raise InvalidEvent(f"field type: unknown event type {_quote(etype)}", event_id)
-    if etype == "round" and ("standings" in obj) == ("teams" in obj):
-        raise InvalidEvent("field standings: a round carries exactly one of standings or teams", event_id)
+    if etype == "round" and (("standings" in obj) == ("teams" in obj)
+                             and ("standings" in obj or "players" not in obj or "ranks" not in obj)):
+        raise InvalidEvent("field standings: a round carries exactly one of standings, teams, or players "
+                           "with ranks", event_id)
+    columns = etype == "round" and "standings" not in obj and "teams" not in obj
     try:
-        validator(etype)(obj)
+        (_round_columns_validator() if columns else validator(etype))(obj)
     except fastjsonschema.JsonSchemaValueException as exc:
         field = ".".join(str(p) for p in exc.path[1:]) or "event"
         raise InvalidEvent(f"field {field}: {exc.message.replace('data.', '')}", event_id) from None
@@ -126,13 +141,20 @@ def to_round(obj: dict[str, Any]) -> RoundEvent:
     if "teams" in obj:
         return to_team_round(obj)
     eid = obj["event_id"]
-    standings = obj["standings"]
-    players = [s["player"] for s in standings]
+    if "standings" in obj:
+        standings = obj["standings"]
+        players = [s["player"] for s in standings]
+        ranks_in = [s["rank"] for s in standings]
+        field, rank_field = "standings", "standings.{}.rank"
+    else:  # the column form
+        players, ranks_in = obj["players"], obj["ranks"]
+        if len(ranks_in) != len(players):
+            raise InvalidEvent(f"field ranks: {len(ranks_in)} ranks for {len(players)} players", eid)
+        field, rank_field = "players", "ranks.{}"
     if len(set(players)) != len(players):
-        raise InvalidEvent(f"field standings: player {_first_repeat(players)!r} appears twice in the round", eid)
-    ranks_in = [s["rank"] for s in standings]
+        raise InvalidEvent(f"field {field}: player {_first_repeat(players)!r} appears twice in the round", eid)
     if set(map(type, ranks_in)) != _INT:
-        ranks_in = [exact_int(r, f"standings.{i}.rank", eid) for i, r in enumerate(ranks_in)]
+        ranks_in = [exact_int(r, rank_field.format(i), eid) for i, r in enumerate(ranks_in)]
     return _round_event(obj, players, np.array(ranks_in, dtype=np.int64))
 
 
@@ -336,7 +358,8 @@ def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any],
 
 
 def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
-    """A ``round`` with standings decoded by columns, or None: use ``decode_event``.
+    """A ``round`` with standings (or in the column form, ``players`` and ``ranks``) decoded by
+    columns, or None: use ``decode_event``.
 
     The worker's hot path for rounds. The generated validator walks a round's standings one
     item at a time (~35 µs per 1,000 players, more than the Elo-MMR kernel spends on them);
@@ -348,13 +371,18 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
     if not _plain_round(obj):
         return None
     standings = obj.get("standings")
-    if not (type(standings) is list and standings and set(map(type, standings)) == _DICT):
+    if standings is None:  # the column form (``players``, ``ranks``)
+        players, ranks_in = obj.get("players"), obj.get("ranks")
+        if not (type(players) is list and type(ranks_in) is list and players and len(players) == len(ranks_in)):
+            return None
+    elif not (type(standings) is list and standings and set(map(type, standings)) == _DICT):
         return None
-    try:
-        players = list(map(itemgetter("player"), standings))
-        ranks_in = list(map(itemgetter("rank"), standings))
-    except KeyError:
-        return None
+    else:
+        try:
+            players = list(map(itemgetter("player"), standings))
+            ranks_in = list(map(itemgetter("rank"), standings))
+        except KeyError:
+            return None
     if set(map(type, players)) != _STR or set(map(type, ranks_in)) != _INT:
         return None
     if min(ranks_in) < 1 or max(ranks_in) > MAX_INT64:

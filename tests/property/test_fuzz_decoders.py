@@ -163,12 +163,15 @@ def check_round(r: RoundEvent, src: dict[str, Any]) -> None:
     if "teams" in src:
         assert "standings" not in src
         check_teams(r, src["teams"])
-    else:
+    elif "standings" in src:
         assert r.teams is None
         assert r.players == [s["player"] for s in src["standings"]]
+    else:  # the column form
+        assert r.teams is None and r.players == src["players"] and len(src["ranks"]) == len(src["players"])
     assert r.players and all(map(_name, r.players)) and len(set(r.players)) == len(r.players)
     ranks = r.ranks.tolist()
-    standings = src.get("standings") or [{"rank": t["rank"]} for t in src["teams"] for _ in t["players"]]
+    standings = (src.get("standings") or [{"rank": rank} for rank in src.get("ranks", ())]
+                 or [{"rank": t["rank"]} for t in src["teams"] for _ in t["players"]])
     assert r.ranks.dtype.name == "int64" and len(ranks) == len(standings)
     assert all(_same_int(rank, s["rank"]) and rank >= 1 for rank, s in zip(ranks, standings, strict=True))
     assert type(r.weight) is float and math.isfinite(r.weight) and r.weight > 0
@@ -329,7 +332,11 @@ def valid_event(draw: st.DrawFn, kinds: tuple[str, ...] = ("match", "match_batch
         "weight": st.floats(1e-300, 1e300) | st.integers(1, 10), "perf_ceiling": st.floats(-1e300, 1e300)}))
     if kind == "round":
         players = draw(st.lists(names, min_size=1, max_size=5, unique=True))
-        if draw(st.booleans()):  # a team round: the players split into teams, weights or not
+        form = draw(st.sampled_from(["teams", "standings", "columns"]))
+        if form == "columns":  # standings as two columns
+            return {**common, "players": players, "ranks": [draw(ranks) for _ in players], **optional,
+                    **draw(extras)}
+        if form == "teams":  # a team round: the players split into teams, weights or not
             cuts = sorted(draw(st.lists(st.integers(1, len(players) - 1), max_size=2, unique=True))
                           if len(players) > 1 else [])
             teams = []
@@ -373,7 +380,7 @@ literals = st.one_of(
 ).map(Raw)
 
 EVENT_FIELDS = ["type", "event_id", "pool", "time", "a", "b", "score", "matches", "round_id", "standings", "teams",
-               "players", "weights",
+               "players", "ranks", "weights",
                 "player", "rank", "weight", "perf_ceiling", "participants"]
 
 
@@ -422,6 +429,10 @@ def changed_event(draw: st.DrawFn) -> Changed:
         if event["type"] == "round" and "teams" in event:
             event["teams"].append({"players": [event["teams"][0]["players"][0]], "rank": 1})
             return Changed(event, how, {"teams"})
+        if event["type"] == "round" and "players" in event:
+            event["players"].append(event["players"][0])
+            event["ranks"].append(1)
+            return Changed(event, how, {"players"})
         if event["type"] == "round":
             event["standings"].append({"player": event["standings"][0]["player"], "rank": 1})
             return Changed(event, how, {"standings"})
@@ -439,6 +450,8 @@ def changed_event(draw: st.DrawFn) -> Changed:
                 event[k] = (event[k] * n)[:n]
         elif etype == "round" and "teams" in event:
             event["teams"] = [{"players": [f"p{i}", f"q{i}"], "rank": i // 3 + 1} for i in range(n // 2)]
+        elif etype == "round" and "players" in event:
+            event["players"], event["ranks"] = [f"p{i}" for i in range(n)], [i // 3 + 1 for i in range(n)]
         elif etype == "round":
             event["standings"] = [{"player": f"p{i}", "rank": i // 3 + 1} for i in range(n)]
         how = "replace"  # and change one thing in it

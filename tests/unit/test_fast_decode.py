@@ -179,3 +179,74 @@ def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPa
     assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls
     decode_message(Message("t", 0, 1, orjson.dumps({**ROUND, "time": 7.0})), from_env())
     assert calls
+
+
+STANDINGS: list[dict[str, Any]] = ROUND["standings"]  # type: ignore[assignment]
+COLUMNS_ROUND = {key: value for key, value in ROUND.items() if key != "standings"} | {
+    "players": [s["player"] for s in STANDINGS], "ranks": [s["rank"] for s in STANDINGS]}
+
+
+@pytest.mark.parametrize("extra", [{}, {"weight": 0.5, "perf_ceiling": 3000}])
+def test_a_round_by_columns_is_the_round_of_its_standings(extra: dict[str, Any]) -> None:
+    """``players`` and ``ranks`` instead of ``standings``: the same event, on the fast path and the full one."""
+    from stream.events.validate import fast_round
+
+    by_rows = decode_event(copy.deepcopy({**ROUND, **extra}))[1]
+    for event in (fast_round({**COLUMNS_ROUND, **extra}), decode_event(copy.deepcopy({**COLUMNS_ROUND, **extra}))[1]):
+        assert event is not None
+        assert (event.event_id, event.pool, event.round_id, event.time, event.players, event.teams, event.weight,
+                event.perf_ceiling) == (by_rows.event_id, by_rows.pool, by_rows.round_id, by_rows.time,
+                                        by_rows.players, by_rows.teams, by_rows.weight, by_rows.perf_ceiling)
+        assert event.ranks.dtype == by_rows.ranks.dtype and event.ranks.tolist() == by_rows.ranks.tolist()
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"ranks": [1, 2]}, "field ranks: 2 ranks for 3 players"),
+    ({"players": ["a", "b", "a"]}, "field players: player 'a' appears twice"),
+    ({"ranks": [1, 0, 2]}, "field ranks.1"),
+    ({"players": ["a", "", "c"]}, "field players.1"),
+    ({"players": ["a", 3, "c"]}, "field players.1"),
+    ({"ranks": [1, 1.5, 2]}, "field ranks.1"),
+    ({"players": [], "ranks": []}, "field players"),
+    ({"ranks": None}, "field ranks"),
+])
+def test_a_bad_round_by_columns_takes_the_full_path_and_is_named_by_its_field(change: dict[str, Any],
+                                                                             reason: str) -> None:
+    from stream.events.validate import fast_round
+
+    bad = {**COLUMNS_ROUND, **change}
+    assert fast_round(bad) is None
+    with pytest.raises(InvalidEvent, match=reason.replace(".", r"\.")):
+        decode_event(bad)
+
+
+def test_a_round_with_standings_ignores_extra_players_and_ranks_fields() -> None:
+    """Extra fields are ignored: a round with standings (or teams) and a top-level ``players`` or
+    ``ranks`` of any kind is the round of its standings, as before the column form."""
+    from stream.events.validate import fast_round
+
+    odd = {**ROUND, "players": "not a list", "ranks": [0]}
+    assert decode_event(copy.deepcopy(odd))[1].players == [s["player"] for s in STANDINGS]
+    fast = fast_round(odd)
+    assert fast is not None and fast.players == [s["player"] for s in STANDINGS]
+    with pytest.raises(InvalidEvent, match="exactly one of standings, teams, or players with ranks"):
+        decode_event({key: value for key, value in COLUMNS_ROUND.items() if key != "ranks"})
+
+
+def test_the_worker_decodes_rounds_by_columns_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import orjson
+
+    from stream.events import validate
+    from stream.service.config import from_env
+    from stream.service.messages import Message
+    from stream.service.planning import decode_message
+
+    calls: list[int] = []
+    real = validate.check_schema
+    def counting(obj: dict[str, Any]) -> str:
+        calls.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(validate, "check_schema", counting)
+    etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(COLUMNS_ROUND)), from_env())
+    assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls

@@ -74,7 +74,7 @@ def test_a_team_round_decodes_team_by_team() -> None:
     ({"teams": [{"players": ["a"], "rank": 1, "weights": [1.5]}]}, "teams.0.weights.0", "smaller than or equal"),
     ({"teams": [{"players": ["a"], "rank": 1, "weights": [0]}]}, "teams.0.weights.0", "bigger than 0"),
     ({"teams": [{"players": ["a", "b"], "rank": 1, "weights": [1]}]}, "teams.0.weights", "1 weights for 2"),
-    ({"standings": [{"player": "a", "rank": 1}]}, "standings", "exactly one of standings or teams"),
+    ({"standings": [{"player": "a", "rank": 1}]}, "standings", "exactly one of standings, teams, or"),
 ])
 def test_invalid_team_rounds_name_the_field(change: dict[str, Any], field: str, reason: str) -> None:
     obj = {**_teams_round("e", [{"players": ["x"], "rank": 1}]), **change}
@@ -86,7 +86,7 @@ def test_invalid_team_rounds_name_the_field(change: dict[str, Any], field: str, 
 def test_a_round_with_neither_standings_nor_teams_is_refused() -> None:
     obj = _teams_round("e", [])
     del obj["teams"]
-    with pytest.raises(InvalidEvent, match="exactly one of standings or teams"):
+    with pytest.raises(InvalidEvent, match="exactly one of standings, teams, or players with ranks"):
         decode_event(obj)
 
 
