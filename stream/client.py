@@ -55,8 +55,9 @@ def round_json(ev: RoundEvent) -> bytes:
     ``teams`` for a team round.
 
     Why columns and not ``standings``: no JSON object per player. Over the Codeforces history
-    (3.1 million results) the messages are half the bytes (52.6 against 108.5 MB), made in a
-    tenth of the time and decoded by the worker in half of it (BENCHMARKS.md, "Service")."""
+    (3.1 million results) the messages are half the bytes (52.6 against 108.5 MB) through the
+    broker and the worker's consumer, and made in a sixth of the time; the worker decodes both
+    forms in about the same time (BENCHMARKS.md, "Service")."""
     obj: dict[str, Any] = {
         "type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
     }

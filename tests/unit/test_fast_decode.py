@@ -124,6 +124,9 @@ def test_columns_of_different_lengths_name_the_field() -> None:
 ROUND = {"type": "round", "event_id": "r1", "pool": "p", "round_id": "x", "time": 7, "extra": {"a": 1},
          "standings": [{"player": "a", "rank": 1, "score": 3}, {"player": "é" * 128, "rank": 1},
                        {"player": "c", "rank": 2**63 - 1}]}
+STANDINGS: list[dict[str, Any]] = ROUND["standings"]  # type: ignore[assignment]
+COLUMNS_ROUND = {key: value for key, value in ROUND.items() if key != "standings"} | {
+    "players": [s["player"] for s in STANDINGS], "ranks": [s["rank"] for s in STANDINGS]}
 
 
 @pytest.mark.parametrize("obj", [ROUND, {**ROUND, "weight": 0.5, "perf_ceiling": 3000},
@@ -158,8 +161,10 @@ def test_unusual_rounds_take_the_full_path(change: dict[str, Any]) -> None:
     assert fast_round({**ROUND, **change}) is None
 
 
-def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The service's decoder takes the column path for a plain round (and the same event results)."""
+@pytest.mark.parametrize("form", [ROUND, COLUMNS_ROUND], ids=["standings", "columns"])
+def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPatch, form: dict[str, Any]) -> None:
+    """The service's decoder takes the column path for a plain round, its standings or its column form
+    (and the same event results)."""
     import orjson
 
     from stream.events import validate
@@ -175,15 +180,11 @@ def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPa
         return real(obj)
 
     monkeypatch.setattr(validate, "check_schema", counting)
-    etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(ROUND)), from_env())
+    etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(form)), from_env())
     assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls
-    decode_message(Message("t", 0, 1, orjson.dumps({**ROUND, "time": 7.0})), from_env())
+    decode_message(Message("t", 0, 1, orjson.dumps({**form, "time": 7.0})), from_env())
     assert calls
 
-
-STANDINGS: list[dict[str, Any]] = ROUND["standings"]  # type: ignore[assignment]
-COLUMNS_ROUND = {key: value for key, value in ROUND.items() if key != "standings"} | {
-    "players": [s["player"] for s in STANDINGS], "ranks": [s["rank"] for s in STANDINGS]}
 
 
 @pytest.mark.parametrize("extra", [{}, {"weight": 0.5, "perf_ceiling": 3000}])
@@ -232,21 +233,3 @@ def test_a_round_with_standings_ignores_extra_players_and_ranks_fields() -> None
     with pytest.raises(InvalidEvent, match="exactly one of standings, teams, or players with ranks"):
         decode_event({key: value for key, value in COLUMNS_ROUND.items() if key != "ranks"})
 
-
-def test_the_worker_decodes_rounds_by_columns_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    import orjson
-
-    from stream.events import validate
-    from stream.service.config import from_env
-    from stream.service.messages import Message
-    from stream.service.planning import decode_message
-
-    calls: list[int] = []
-    real = validate.check_schema
-    def counting(obj: dict[str, Any]) -> str:
-        calls.append(1)
-        return real(obj)
-
-    monkeypatch.setattr(validate, "check_schema", counting)
-    etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(COLUMNS_ROUND)), from_env())
-    assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls
