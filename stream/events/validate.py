@@ -385,9 +385,13 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
             return None
     if set(map(type, players)) != _STR or set(map(type, ranks_in)) != _INT:
         return None
-    if min(ranks_in) < 1 or max(ranks_in) > MAX_INT64:
+    try:  # ints all: numpy refuses one beyond int64, and finds the least in C
+        ranks = np.array(ranks_in, dtype=np.int64)
+    except OverflowError:
         return None
-    return _plain_round_event(obj, players, np.array(ranks_in, dtype=np.int64))
+    if int(ranks.min()) < 1:
+        return None
+    return _plain_round_event(obj, players, ranks)
 
 
 def round_of_columns(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
@@ -410,8 +414,8 @@ def _plain_round(obj: dict[str, Any]) -> bool:
 
 
 def _plain_round_event(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
-    lens = list(map(len, players))
-    if min(lens) < 1 or max(lens) > 128 or len(set(players)) != len(players):
+    lens = np.fromiter(map(len, players), dtype=np.int64, count=len(players))
+    if int(lens.min()) < 1 or int(lens.max()) > 128 or len(set(players)) != len(players):
         return None
     weight = obj.get("weight", 1.0)
     ceiling = obj.get("perf_ceiling", math.inf)

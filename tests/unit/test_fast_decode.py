@@ -150,6 +150,7 @@ def test_rounds_decode_as_the_validator_does(obj: dict[str, Any]) -> None:
     {"perf_ceiling": None}, {"standings": []}, {"standings": [{"player": "a"}]}, {"standings": [{"rank": 1}]},
     {"standings": [{"player": "a", "rank": 1.0}]}, {"standings": [{"player": "a", "rank": 0}]},
     {"standings": [{"player": "a", "rank": False}]}, {"standings": [{"player": "", "rank": 1}]},
+    {"standings": [{"player": "a", "rank": 2**63}]}, {"standings": [{"player": "a", "rank": -(2**63) - 1}]},
     {"standings": [{"player": "z" * 129, "rank": 1}]}, {"standings": [{"player": 3, "rank": 1}]},
     {"standings": [{"player": "a", "rank": 1}, {"player": "a", "rank": 2}]}, {"standings": [["a", 1]]},
     {"teams": [{"players": ["a"], "rank": 1}]},
@@ -208,6 +209,7 @@ def test_a_round_by_columns_is_the_round_of_its_standings(extra: dict[str, Any])
     ({"players": ["a", "", "c"]}, "field players.1"),
     ({"players": ["a", 3, "c"]}, "field players.1"),
     ({"ranks": [1, 1.5, 2]}, "field ranks.1"),
+    ({"ranks": [1, 2**63, 2]}, "field ranks.1"),
     ({"players": [], "ranks": []}, "field players"),
     ({"ranks": None}, "field ranks"),
 ])
