@@ -102,11 +102,11 @@ def check_schema(obj: dict[str, Any]) -> str:
     event_id = _valid_event_id(obj)
     if etype not in INPUT_TYPES:
         raise InvalidEvent(f"field type: unknown event type {_quote(etype)}", event_id)
-    if etype == "round" and (("standings" in obj) == ("teams" in obj)
-                             and ("standings" in obj or "players" not in obj or "ranks" not in obj)):
+    forms = ("standings" in obj) + ("teams" in obj)  # a round's third form, its columns, only without both
+    columns = etype == "round" and forms == 0
+    if etype == "round" and (forms > 1 or (columns and not ("players" in obj and "ranks" in obj))):
         raise InvalidEvent("field standings: a round carries exactly one of standings, teams, or players "
                            "with ranks", event_id)
-    columns = etype == "round" and "standings" not in obj and "teams" not in obj
     try:
         (_round_columns_validator() if columns else validator(etype))(obj)
     except fastjsonschema.JsonSchemaValueException as exc:
