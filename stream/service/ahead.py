@@ -86,60 +86,10 @@ class RatedAhead(Generic[R]):
     gen: str | None = field(default=None)
     #: how long the rating took, from its hand-over to the numba thread (``mmr_step_seconds``)
     seconds: float = 0.0
-    #: the stored values of the step after it, read while it was rated (``prefetch``)
-    prefetched: Prefetched | None = None
-
-
-@dataclass(slots=True)
-class Prefetched:
-    """``step``'s read ahead made while the step before it is rated (``prefetch``): the values of
-    every player but those the commit of the step before may write."""
-
-    step: StepInputs
-    gen: str  # the pool's ``gen`` the values are of (the commit before the step before landed there)
-    #: the step's players in its order -> their value: cached at ``gen``, or read (``reading``); ``_ABSENT``
-    #: while being read, and for the players of the step before that are not cached
-    base: dict[str, Any]
-    touched: list[str]  # the step's players that the step before touches: its commit may write them
-    reading: asyncio.Task[bool] | None  # fills ``base`` with the others' stored values; False: it failed
-
-
-def prefetch(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-             before: StepInputs) -> Prefetched:
-    """``read_ahead`` of ``step`` made, as far as it can be, while the step ``before`` it is rated (the
-    commit before that one landed at ``gen``, its own is not sent yet): each player's cached value, and a
-    read from Redis of the players neither cached nor touched by ``before``.
-
-    Why: the read ahead of a step waits for the step before it to be rated (that step's commit gives
-    its players' values), and it then kept the numba thread waiting: 0.1-0.2 s a step of the Codeforces
-    history for the read of ~10,000-30,000 players (new ones, mostly), and ~40 ms to sort the step's
-    ~50,000 players by where their value comes from (BENCHMARKS.md, "Service"). The players ``before``
-    does not touch are not written by its commit, so they are read before it is sent, as ``read_ahead``
-    reads them, and their values are used under the same compare-and-sets on ``gen``."""
-    entry = cache.pool(pool)
-    known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
-    players, touched_by = step.players, before.players
-    base: dict[str, Any] = dict(zip(players, map(known.get, players, repeat(_ABSENT)), strict=True))
-    touched = [p for p in players if p in touched_by]
-    wanted = [p for p, v in base.items() if v is _ABSENT and p not in touched_by]
-    reading = asyncio.ensure_future(_fill(store, pool, wanted, base)) if wanted else None
-    return Prefetched(step, gen, base, touched, reading)
-
-
-async def _fill(store: RedisStore, pool: str, players: list[str], base: dict[str, Any]) -> bool:
-    """``players``' stored values into ``base``; False when they could not be read (``read_ahead`` then
-    reads the step as usual)."""
-    try:
-        base.update(await store.beliefs(pool, players))
-    except Exception as exc:
-        log.debug("pool %r: reading a step ahead of the step before failed (%r)", pool, exc)
-        return False
-    return True
 
 
 async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-                     written: Mapping[str, bytes], prefetched: Prefetched | None = None,
-                     ) -> dict[str, bytes | None] | None:
+                     written: Mapping[str, bytes]) -> dict[str, bytes | None] | None:
     """What ``step`` starts from if the commit writing ``written`` at ``gen`` lands (see the module
     docstring), in the step's order; None when it could not be read (the step is then rated as usual,
     and meets the same error there). Reads from Redis only the players neither written nor cached at
@@ -149,32 +99,7 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     commit's script waits until the script has run (~0.5 s for a step of 50,000 players), and the
     rating ahead with it. Read before, it is what the commit leaves: the commit does not write these
     players, and if another writer does, before the commit or between it and the next step's, one of
-    the two compare-and-sets on ``gen`` refuses.
-
-    ``prefetched``: this made ahead (``prefetch``), used when made at ``gen`` (one made at another
-    ``gen`` may hold an older state than the step starts from) and its read did not fail: only the
-    commit's values are then put in, and the players neither written nor cached read."""
-    if prefetched is not None and prefetched.step is step and prefetched.gen == gen \
-            and (prefetched.reading is None or await prefetched.reading):
-        base, touched = prefetched.base, prefetched.touched
-        # the commit's value, else what ``base`` holds (cached at ``gen``: the commit does not write it)
-        base.update(zip(touched, map(written.get, touched, map(base.__getitem__, touched)), strict=True))
-        missing = [p for p in touched if base[p] is _ABSENT]
-    else:
-        base, missing = _sorted_by_source(cache, pool, step, gen, written)
-    if missing:
-        try:
-            base.update(await store.beliefs(pool, missing))
-        except Exception as exc:  # the step is rated again as usual, where this error is handled
-            log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
-            return None
-    return base
-
-
-def _sorted_by_source(cache: BeliefCache, pool: str, step: StepInputs, gen: str, written: Mapping[str, bytes],
-                      ) -> tuple[dict[str, Any], list[str]]:
-    """``step``'s players in its order -> the commit's value (``written``), else the one cached at ``gen``,
-    else ``_ABSENT``; and the players left ``_ABSENT``, to be read."""
+    the two compare-and-sets on ``gen`` refuses."""
     entry = cache.pool(pool)
     known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
     # by columns, before any await (the cache may move on meanwhile): ``base`` is made in the step's
@@ -183,10 +108,17 @@ def _sorted_by_source(cache: BeliefCache, pool: str, step: StepInputs, gen: str,
     base: dict[str, Any] = dict(zip(players, map(written.get, players, repeat(_ABSENT)), strict=True))
     rest = [p for p, v in base.items() if v is _ABSENT]
     if not rest:
-        return base, []
+        return base
     vals = list(map(known.get, rest, repeat(_ABSENT)))
     base.update(zip(rest, vals, strict=True))
-    return base, [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
+    missing = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
+    if missing:
+        try:
+            base.update(await store.beliefs(pool, missing))
+        except Exception as exc:  # the step is rated again as usual, where this error is handled
+            log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
+            return None
+    return base
 
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,

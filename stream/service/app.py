@@ -700,7 +700,7 @@ def create_app(s: Settings) -> Service:
         oldest = min((m.timestamp for m in msgs if m.timestamp), default=None)
         if oldest is not None:  # clamped: the producer's clock may run ahead of ours
             fetched.observe(max(0.0, time.time() - oldest))
-        await svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
+        svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         await svc.pipeline.submit(msgs, records)
 
     delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,

@@ -51,9 +51,6 @@ __all__ = ["BatchResult", "DeadLetter", "Message", "PoolRegistry", "Processor", 
 
 log = logging.getLogger(__name__)
 
-#: how long ``Processor.predecode`` decodes before it lets the event loop run
-PREDECODE_SLICE_S = 0.005
-
 #: pools of one batch stepped at once. A pool's step (and its round assembly) holds one Redis
 #: connection at a time, so this many steps never take more of the client's connection pool
 #: than that. One task per pool would ask redis-py's non-blocking pool (100 connections by
@@ -153,22 +150,14 @@ class Processor:
         #: where the batch under way hands each step's ratings (``start``'s ``hand``); None: in its result
         self._handed: Handed | None = None
 
-    async def predecode(self, msgs: Sequence[Message]) -> None:
+    def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
 
         Why: the worker calls this as it takes messages, while the previous batch waits on
         the numba thread or on Redis -- decoding needs no state, so it need not wait its
         turn in the batch pipeline. Never raises: anything unexpected is left to ``process``.
-
-        It lets the event loop run every ``PREDECODE_SLICE_S``: a take of a replayed history
-        (~300 rounds of thousands of players) decodes for ~0.5-1 s, and the batch under way
-        must meanwhile hand its next step to the numba thread as soon as it may.
         """
-        slice_end = time.perf_counter() + PREDECODE_SLICE_S
         for msg in msgs:
-            if time.perf_counter() > slice_end:
-                await asyncio.sleep(0)
-                slice_end = time.perf_counter() + PREDECODE_SLICE_S
             try:
                 msg.decoded = decode_message(msg, self.settings)
             except InvalidEvent as exc:

@@ -36,17 +36,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
-from stream.service.ahead import (
-    NextBatch,
-    RatedAhead,
-    Stashed,
-    drop,
-    prefetch,
-    rate_ahead,
-    read_ahead,
-    result,
-    same_ops,
-)
+from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -109,49 +99,35 @@ class PoolStep:
             ahead: RatedAhead[Rated] | None = None
             if early is not None:
                 if same_ops(early.step, steps[0]):
-                    # the commit before landed and the first step is being rated: the step after it is read meanwhile
-                    after = (steps[1] if len(steps) > 1 else self._next_first_step(pool)) if self.settings.rate_ahead \
-                        else None
-                    pre = prefetch(self.store, self.cache, pool, after, early.gen, early.step) \
-                        if after is not None else None
                     ahead = await result(early.task)
                     if ahead is None:
                         self.metrics.rated_ahead.labels("dropped").inc()
                     else:
                         ahead.gen = early.gen
-                        ahead.prefetched = pre
                 else:
                     await self._drop_early(early)
             for i, step in enumerate(steps):
-                nxt, stash, after = None, None, None
+                nxt, stash = None, None
                 if self.settings.rate_ahead:
                     if i + 1 < len(steps):
                         nxt = steps[i + 1]
-                        after = steps[i + 2] if i + 2 < len(steps) else self._next_first_step(pool)
                     elif self.next_batch is not None:
                         stash = self.next_batch()
                         nxt = stash.first_step(pool) if stash is not None else None
-                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash, after)
-
-    def _next_first_step(self, pool: str) -> StepInputs | None:
-        """The pool's first step in the next batch, when the processor has it planned (or can plan it now)."""
-        stash = self.next_batch() if self.next_batch is not None else None
-        return stash.first_step(pool) if stash is not None else None
+                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash)
 
     async def _drop_early(self, early: Stashed) -> None:
         await drop(early.task)
         self.metrics.rated_ahead.labels("dropped").inc()
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
-                          nxt: StepInputs | None, stash: NextBatch | None = None,
-                          after: StepInputs | None = None) -> RatedAhead[Rated] | None:
+                          nxt: StepInputs | None, stash: NextBatch | None = None) -> RatedAhead[Rated] | None:
         """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
         already rated from the state the commit before left (its first attempt uses it). With
         ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
         step's first commit lands (None otherwise: the next step is then rated as usual). With
         ``stash``, ``nxt`` is the next batch's: once the commit landed, its rating is left there
-        (not waited for) and None is returned. ``after``: the step after ``nxt``, whose stored values
-        are read while ``nxt`` is rated (``ahead.prefetch``; carried in what is returned)."""
+        (not waited for) and None is returned."""
         engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
         if engine is None:
             return None
@@ -161,7 +137,6 @@ class PoolStep:
         rate = _injected_bug if fault and pool == fault else rate_ops
         optimistic = True
         attempt, delay = 0, 0.0
-        prefetched = ahead.prefetched if ahead is not None else None
         while attempt < MAX_ATTEMPTS:
             attempt += 1
             from_ahead = ahead is not None and ahead.engine is engine and ahead.gen is not None
@@ -202,15 +177,12 @@ class PoolStep:
             commit.offsets = step.offsets
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs,
-                                                                prefetched))
+                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
                 # its read goes to Redis before the commit (a read sent after the commit's script waits until the
                 # script has run), but the commit does not wait for its reply: commits are the run's critical path
                 await asyncio.sleep(0)
                 nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
                                                             self.settings.explain, by_offsets))
-                if reading.done():  # nothing to read: the rating starts before the commit's frames are made
-                    await asyncio.sleep(0)
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
@@ -261,8 +233,6 @@ class PoolStep:
                 self.metrics.rated_ahead.labels("landed").inc()
             if nxt_task is None:
                 return None
-            pre = prefetch(self.store, self.cache, pool, after, str(new_gen), nxt) \
-                if after is not None and nxt is not None and stash is None else None
             if stash is not None and nxt is not None:
                 old = stash.rated.pop(pool, None)
                 if old is not None:  # rated from an earlier commit of this batch (a retry message by message)
@@ -274,7 +244,6 @@ class PoolStep:
                 self.metrics.rated_ahead.labels("dropped").inc()
             else:
                 rated.gen = str(new_gen)
-                rated.prefetched = pre
             return rated
         # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
         raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")

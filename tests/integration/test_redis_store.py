@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from legacy_layout import migration_story
 
-import stream.service.processor as processor_module
 from stream.engine.pool import PoolConfigError
 from stream.service.config import DedupMode, Settings
 from stream.service.export import export_rows
@@ -477,7 +476,7 @@ def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
             proc = Processor(Settings(matches_system="elo"), store, ex)
             msgs = [Message("in", 0, k, v) for k, v in enumerate(raw)]
             if predecode:
-                await proc.predecode(msgs)
+                proc.predecode(msgs)
                 assert all(m.decoded is not None for m in msgs)
             res = await proc.process(msgs)
         beliefs = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
@@ -490,38 +489,6 @@ def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
         plain = await state(False, "t-plain")
         pre = await state(True, "t-pre")
         assert plain == pre and len(plain[0]) == 7 and len(plain[2]) == 2
-
-    asyncio.run(run())
-
-
-def test_predecode_lets_the_event_loop_run(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``predecode`` of a large take yields to the event loop between slices (the batch under way
-    hands its steps to the numba thread meanwhile), and decodes every message all the same."""
-    monkeypatch.setattr(processor_module, "PREDECODE_SLICE_S", 0.0)
-    raw = [orjson.dumps({"type": "match", "pool": "x", "event_id": f"m{i}", "time": i, "a": "p", "b": "q",
-                         "score": 1.0}) for i in range(50)]
-
-    async def run() -> None:
-        store = RedisStore.from_url(redis_url, prefix="t-slices")
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
-
-        with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
-            msgs = [Message("in", 0, k, v) for k, v in enumerate(raw)]
-            ticker = asyncio.ensure_future(tick())
-            await asyncio.sleep(0)
-            before = ticks
-            await proc.predecode(msgs)
-            ticker.cancel()
-        await store.close()
-        assert ticks - before >= len(raw) - 1
-        assert all(isinstance(m.decoded, tuple) and m.decoded[0] == "match" for m in msgs)
 
     asyncio.run(run())
 
