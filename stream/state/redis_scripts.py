@@ -233,6 +233,28 @@ return {gen, ep, full, cur, old, vals, wms}
 """
 
 
+# The stored values of players of one pool. KEYS[1]: a key of the pool (its slot); ARGV: the players' key
+# prefix, their count, their escaped names as one length-prefixed blob. Why a script rather than MGET: the
+# names go as one argument, which redis-py sends as it is; it packs each argument of an MGET in Python, and
+# a read ahead of a step of the Codeforces history is 10,000-30,000 players: a read of 20,000 took 33 ms of
+# the event loop's CPU by MGET, 7 ms so (BENCHMARKS.md, "Service"), for a few ms more of Redis's.
+BELIEFS_LUA = ITEMS_LUA + """
+local np = tonumber(ARGV[2])
+local names = items(ARGV[3], np)
+local pkey = ARGV[1]
+local vals = {}
+local i = 0
+while i < np do
+  local j = math.min(i + 4000, np)
+  local keys = {}
+  for k = i + 1, j do keys[#keys + 1] = pkey .. names[k] end
+  local v = redis.call('MGET', unpack(keys))
+  for k = 1, #keys do vals[#vals + 1] = v[k] end
+  i = j
+end
+return vals
+"""
+
 # A pool whose own name needs escaping, written before names were escaped, is copied from its old hash tag to
 # its new one (another slot: stream.state.legacy_pools). RESTORE_LUA: KEYS the pool's new meta, then the new
 # keys; ARGV one DUMP payload per new key. ADOPT_LUA: KEYS the new meta; ARGV its fields and values. Both are

@@ -129,7 +129,14 @@ from stream.state.fence import ServerFence, fence_cluster
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
-from stream.state.redis_scripts import COMMIT_APPLY_LUA, COMMIT_CHECK_LUA, EXPIRE_LUA, MIGRATE_LUA, SNAPSHOT_LUA
+from stream.state.redis_scripts import (
+    BELIEFS_LUA,
+    COMMIT_APPLY_LUA,
+    COMMIT_CHECK_LUA,
+    EXPIRE_LUA,
+    MIGRATE_LUA,
+    SNAPSHOT_LUA,
+)
 from stream.state.replication import Command, Exchange, ReplicatedWrites
 from stream.state.round_state import RoundState
 from stream.state.store_errors import AlreadyApplied, Conflict, MetaConflict, StateError, raise_state
@@ -203,6 +210,7 @@ class RedisStore(RoundState, ReplicatedWrites):
         #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
         self._snapshot = client.register_script(SNAPSHOT_LUA)
+        self._beliefs = client.register_script(BELIEFS_LUA)
         self._expire = client.register_script(EXPIRE_LUA)
         self._migrate = client.register_script(MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
@@ -339,10 +347,14 @@ class RedisStore(RoundState, ReplicatedWrites):
             return sum(await pipe.execute()) // DIGEST
 
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
+        """The stored values of ``players`` (None: none), read by ``BELIEFS_LUA``: the names go as one
+        argument, not one each (redis-py packs each argument in Python)."""
         if not players:
             return {}
         async with self._io():
-            vals = await self.r.mget(self.keys.player_keys(pool, players))
+            vals = await self._beliefs(keys=[self.key(pool, "gen")],
+                                       args=[self.keys.player_prefix(pool), len(players),
+                                             strings_blob(escape_all(list(players)))])
         return dict(zip(players, vals, strict=True))
 
     async def changes(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:

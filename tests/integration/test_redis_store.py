@@ -53,6 +53,29 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
     asyncio.run(run())
 
 
+def test_beliefs_read_by_script_are_what_each_key_holds(redis_url: str) -> None:
+    """``beliefs`` (names as one blob, read in chunks of 4,000 by a script) answers each player's value,
+    None for a player without one, in the order asked, whatever the name holds (escaped characters,
+    braces, non-ASCII)."""
+    async def run() -> None:
+        store = _store(redis_url)
+        try:
+            odd = ["a:b", "{x}", "%7D", "é名", "with space", ""]
+            players = [*odd, *(f"p{i}" for i in range(9_001))]
+            stored = {p: f"v{k}".encode() for k, p in enumerate(players) if k % 3 == 0}
+            await store.commit("p", "0", Commit(beliefs=stored, scores=dict.fromkeys(stored, 0.0)),
+                               {"system": "elo", "params": {}})
+            asked = players[::-1]
+            got = await store.beliefs("p", asked)
+            assert list(got) == asked
+            assert got == {p: await store.r.get(store.player_key("p", p)) for p in asked}
+            assert got == {p: stored.get(p) for p in asked}
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
 def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> None:
     """With ``seen_max_ids`` N, after any sequence of commits (random batch sizes): every id among
     the last N recorded is recognised, by the snapshot and by an optimistic commit, and the pool
