@@ -193,6 +193,26 @@ return moved
 """
 
 
+# The values of the keys ``pkey .. name`` of ``names``, in order (false: none), by MGET of 4,000 at a time
+# (``unpack`` of a longer list overflows Lua's C stack).
+VALUES_LUA = """
+local function values_of(pkey, names)
+  local vals = {}
+  local np = #names
+  local i = 0
+  while i < np do
+    local j = math.min(i + 4000, np)
+    local keys = {}
+    for k = i + 1, j do keys[#keys + 1] = pkey .. names[k] end
+    local v = redis.call('MGET', unpack(keys))
+    for k = 1, #keys do vals[#vals + 1] = v[k] end
+    i = j
+  end
+  return vals
+end
+"""
+
+
 # The read half of a batch, atomically and with one argument per list (a Lua string per name rather than
 # a Python object per argument in redis-py): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix,
 # 2 the ids epoch the caller's index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob
@@ -200,7 +220,7 @@ return moved
 # Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
 # caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
 # none)}.
-SNAPSHOT_LUA = ITEMS_LUA + """
+SNAPSHOT_LUA = ITEMS_LUA + VALUES_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
 local ep = redis.call('GET', KEYS[5]) or '0'
 local len = redis.call('STRLEN', KEYS[2])
@@ -213,19 +233,7 @@ else
   cur = redis.call('GET', KEYS[2]) or ''
   old = redis.call('GET', KEYS[4]) or ''
 end
-local np = tonumber(ARGV[4])
-local names = items(ARGV[5], np)
-local pkey = ARGV[1]
-local vals = {}
-local i = 0
-while i < np do
-  local j = math.min(i + 4000, np)
-  local keys = {}
-  for k = i + 1, j do keys[#keys + 1] = pkey .. names[k] end
-  local v = redis.call('MGET', unpack(keys))
-  for k = 1, #keys do vals[#vals + 1] = v[k] end
-  i = j
-end
+local vals = values_of(ARGV[1], items(ARGV[5], tonumber(ARGV[4])))
 local nw = tonumber(ARGV[6])
 local wms = {}
 if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
@@ -238,21 +246,8 @@ return {gen, ep, full, cur, old, vals, wms}
 # names go as one argument, which redis-py sends as it is; it packs each argument of an MGET in Python, and
 # a read ahead of a step of the Codeforces history is 10,000-30,000 players: a read of 20,000 took 33 ms of
 # the event loop's CPU by MGET, 7 ms so (BENCHMARKS.md, "Service"), for a few ms more of Redis's.
-BELIEFS_LUA = ITEMS_LUA + """
-local np = tonumber(ARGV[2])
-local names = items(ARGV[3], np)
-local pkey = ARGV[1]
-local vals = {}
-local i = 0
-while i < np do
-  local j = math.min(i + 4000, np)
-  local keys = {}
-  for k = i + 1, j do keys[#keys + 1] = pkey .. names[k] end
-  local v = redis.call('MGET', unpack(keys))
-  for k = 1, #keys do vals[#vals + 1] = v[k] end
-  i = j
-end
-return vals
+BELIEFS_LUA = ITEMS_LUA + VALUES_LUA + """
+return values_of(ARGV[1], items(ARGV[3], tonumber(ARGV[2])))
 """
 
 # A pool whose own name needs escaping, written before names were escaped, is copied from its old hash tag to
