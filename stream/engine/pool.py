@@ -456,28 +456,22 @@ class PoolEngine:
         return Applied(updates=updates, ratings=ratings_of)
 
     def held_rounds(self, stored: Mapping[str, bytes | None], order: Mapping[str, int] | None = None,
-                    arena: PackedPool | None = None) -> TaggedPool | None:
+                    ) -> TaggedPool | None:
         """``stored`` as a step of rounds rates it in one arena (``TaggedPool``: each round
         gathered by index, its output taken back in one copy, ``apply_round(..., columns=True)``),
         for a pool whose rounds take the packed path (None otherwise). ``order``: the step's
-        players → their places, by which its rounds' players are then found (``apply_round``'s ``at``).
-        ``arena``: one kept from step to step (``held_tag``'s values; stream.state.resident_arena), whose
-        players ``stored`` does not hold."""
+        players → their places, by which its rounds' players are then found (``apply_round``'s ``at``)."""
         if not self.rounds_packed:
             return None
-        return TaggedPool(stored, self.held_tag, order, arena)
-
-    @property
-    def held_tag(self) -> bytes:
-        """The byte every stored value starts with (``held_rounds``): the encoding of a belief of no values."""
-        return self.codec.encode(np.empty(0, dtype=np.float64))
+        # the byte every value starts with: the encoding of a belief of no values
+        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)), order)
 
     def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None,
                     ) -> tuple[list[bytes], FloatArray, IntArray]:
         """The stored values of ``players`` as ``held`` has them (each rated there; ``idx``: their
         indices in its arena, if known), written from its arena in one pass: ``held[p]`` of
         each, byte for byte; with the beliefs they were written from, one after another, and
-        their offsets (a buffer of their own)."""
+        their offsets (a view of the arena's gather buffer: valid until ``held`` gathers again)."""
         flat, offsets = held.encoded(players, idx)
         return cast(Float64Codec, self.codec).encode_flat(flat, offsets), flat, offsets
 

@@ -45,7 +45,6 @@ from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, Op, Plan, StepInputs, split_steps, step_inputs
 from stream.state.cache import BeliefCache
 from stream.state.redis_store import RedisStore
-from stream.state.resident_arena import ArenaLease
 
 log = logging.getLogger(__name__)
 
@@ -87,32 +86,20 @@ class RatedAhead(Generic[R]):
     gen: str | None = field(default=None)
     #: how long the rating took, from its hand-over to the numba thread (``mmr_step_seconds``)
     seconds: float = 0.0
-    #: its claim on the pool's arena, when rated in the one kept from step to step (stream.state.resident_arena)
-    lease: ArenaLease | None = None
 
 
 async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-                     written: Mapping[str, bytes], arena: ArenaLease | None = None) -> dict[str, bytes | None] | None:
+                     written: Mapping[str, bytes]) -> dict[str, bytes | None] | None:
     """What ``step`` starts from if the commit writing ``written`` at ``gen`` lands (see the module
     docstring), in the step's order; None when it could not be read (the step is then rated as usual,
     and meets the same error there). Reads from Redis only the players neither written nor cached at
-    ``gen``. With ``arena`` (the step rated in the pool's arena after the step before: it holds what that
-    step wrote), only the players the arena does not hold, read from Redis.
+    ``gen``.
 
     Started before that commit is sent: Redis runs one command at a time, so a read sent after the
     commit's script waits until the script has run (~0.5 s for a step of 50,000 players), and the
     rating ahead with it. Read before, it is what the commit leaves: the commit does not write these
     players, and if another writer does, before the commit or between it and the next step's, one of
     the two compare-and-sets on ``gen`` refuses."""
-    if arena is not None:
-        missing = arena.arena.missing(step.players)
-        if not missing:
-            return {}
-        try:
-            return await store.beliefs(pool, missing)
-        except Exception as exc:  # the step is rated again as usual, where this error is handled
-            log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
-            return None
     entry = cache.pool(pool)
     known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
     # by columns, before any await (the cache may move on meanwhile): ``base`` is made in the step's
@@ -136,10 +123,9 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
                      reading: Awaitable[dict[str, bytes | None] | None], explain: bool, by_offsets: bool,
-                     arena: ArenaLease | None = None) -> RatedAhead[R] | None:
-    """``step`` rated on the numba thread from what ``reading`` (``read_ahead``) gives (and ``arena``, the
-    pool's arena it is rated in, if any); None when it could not be (the step is then rated as usual, and
-    meets the same error there)."""
+                     ) -> RatedAhead[R] | None:
+    """``step`` rated on the numba thread from what ``reading`` (``read_ahead``) gives; None when it could
+    not be (the step is then rated as usual, and meets the same error there)."""
     stored = await reading
     if stored is None:
         return None
@@ -147,12 +133,12 @@ async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R],
         dead = DeferredDead()
         started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(
-            executor, partial(rate, places=step.places, arena=arena), engine, step.ops, stored, set(),
-            {} if by_offsets else None, dead, explain)
+            executor, partial(rate, places=step.places), engine, step.ops, stored, set(), {} if by_offsets else None,
+            dead, explain)
     except Exception as exc:  # the step is rated again as usual, where this error is handled
         log.debug("rating the next step ahead failed (%r); it is rated after the commit", exc)
         return None
-    return RatedAhead(engine, result, dead, seconds=time.perf_counter() - started, lease=arena)
+    return RatedAhead(engine, result, dead, seconds=time.perf_counter() - started)
 
 
 async def drop(task: asyncio.Task[Any] | None) -> None:

@@ -48,7 +48,6 @@ from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
-from stream.state.resident_arena import ArenaLease, StaleArena
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
 from stream.text_columns import Column, split
 
@@ -136,9 +135,6 @@ class PoolStep:
         loop = asyncio.get_running_loop()
         fault = self.settings.test_fault_rating_bug_pool
         rate = _injected_bug if fault and pool == fault else rate_ops
-        # a step of rounds rated in one arena keeps it for the pool's next steps (stream.state.resident_arena)
-        tag = engine.held_tag if rounds_in_arena(engine, step.ops) else None
-        lease: ArenaLease | None = None
         optimistic = True
         attempt, delay = 0, 0.0
         while attempt < MAX_ATTEMPTS:
@@ -146,7 +142,6 @@ class PoolStep:
             from_ahead = ahead is not None and ahead.engine is engine and ahead.gen is not None
             if ahead is not None and from_ahead:
                 gen, checked = cast(str, ahead.gen), False  # the commit checks the event ids (an optimistic step)
-                lease = ahead.lease
                 commit, outputs, dead, stats = ahead.result
                 dead = ahead.dead.made(dead, self.dead)
                 self.metrics.step_seconds.labels("rate").observe(ahead.seconds)
@@ -156,8 +151,8 @@ class PoolStep:
                     self.metrics.rated_ahead.labels("dropped").inc()
                 ahead = None
                 try:
-                    gen, stored, seen, upto, checked, lease = await self._read(pool, step.players, step.ids,
-                                                                                step.checked_offsets, optimistic, tag)
+                    gen, stored, seen, upto, checked = await self._read(pool, step.players, step.ids,
+                                                                         step.checked_offsets, optimistic)
                 except StoreRestarted:
                     raise
                 except StoreUnavailable:
@@ -167,19 +162,13 @@ class PoolStep:
                     attempt -= 1
                     continue
                 started = time.perf_counter()
-                try:
-                    commit, outputs, dead, stats = await loop.run_in_executor(
-                        self.executor, partial(rate, places=step.places, arena=lease), engine, step.ops, stored, seen,
-                        upto if by_offsets else None, self.dead, self.settings.explain)
-                except StaleArena:  # a rating not waited for ran in the arena first: rated again from Redis
-                    self.cache.drop_arena(pool)
-                    continue
+                commit, outputs, dead, stats = await loop.run_in_executor(
+                    self.executor, partial(rate, places=step.places), engine, step.ops, stored, seen,
+                    upto if by_offsets else None, self.dead, self.settings.explain)
                 self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
-                if lease is not None:  # (the values it read are in the arena, at ``gen``)
-                    self.cache.landed(pool, lease, gen, gen)
                 self.rounds.committed(pool, step.rounds)
                 out.rated(outputs)
                 out.dead.extend(dead)
@@ -188,16 +177,12 @@ class PoolStep:
             commit.offsets = step.offsets
             nxt_task = None
             if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                # the next step in the arena after this one, when both are rated there
-                nxt_lease = lease.arena.lease_after(lease) if lease is not None and rounds_in_arena(engine, nxt.ops) \
-                    else None
-                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs,
-                                                           nxt_lease))
+                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
                 # its read goes to Redis before the commit (a read sent after the commit's script waits until the
                 # script has run), but the commit does not wait for its reply: commits are the run's critical path
                 await asyncio.sleep(0)
                 nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
-                                                            self.settings.explain, by_offsets, nxt_lease))
+                                                            self.settings.explain, by_offsets))
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
@@ -238,10 +223,7 @@ class PoolStep:
                 await asyncio.sleep(0.001 * attempt)
                 continue
             self.rounds.committed(pool, step.rounds)
-            if lease is not None:
-                self.cache.landed(pool, lease, gen, str(new_gen))
-            else:
-                self.cache.committed(pool, gen, new_gen, commit.beliefs)
+            self.cache.committed(pool, gen, new_gen, commit.beliefs)
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()
@@ -316,56 +298,29 @@ class PoolStep:
         return out
 
     async def _read(self, pool: str, players: dict[str, int], ids: list[str], watermarks: list[str],
-                    optimistic: bool, tag: bytes | None = None,
-                    ) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool, ArenaLease | None]:
+                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool]:
         """What a step of ``pool`` starts from: (gen, stored beliefs, applied event ids,
-        applied offsets of ``watermarks`` (topic/partition fields), whether those were read,
-        the claim on the pool's arena it is rated in, if any).
+        applied offsets of ``watermarks`` (topic/partition fields), whether those were read).
 
         When every player is cached (and ``optimistic``), nothing is read: the commit then
         checks the event ids and offsets itself (``check_ids``) and its compare-and-set on
         ``gen`` proves the cached beliefs current. Otherwise one snapshot reads the event ids,
         watermarks and the players not cached; a snapshot at another ``gen`` than the cache's
         replaces it.
-
-        With ``tag`` (a step of rounds rated in one arena, ``rounds_in_arena``), the pool's arena
-        is its cache: the stored beliefs returned are only those of the players it does not hold.
         """
-        if tag is not None:
-            return await self._read_for_arena(pool, players, ids, watermarks, optimistic, tag)
         cache = self.cache
         entry = cache.pool(pool)
         missing = entry.missing(players)
         if optimistic and entry.gen is not None and not missing:
-            return entry.gen, entry.get_many(players), set(), {}, False, None
+            return entry.gen, entry.get_many(players), set(), {}, False
         snap = await self.store.snapshot(pool, missing, ids, watermarks)
         if entry.gen is not None and snap.gen != entry.gen:  # someone else wrote the pool: read everything
             cache.drop(pool)
             snap = await self.store.snapshot(pool, list(players), ids, watermarks)
         if not cache.enabled:
-            return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True, None
+            return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True
         entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
-        return snap.gen, entry.get_many(players), snap.seen, snap.watermarks, True, None
-
-    async def _read_for_arena(self, pool: str, players: dict[str, int], ids: list[str], watermarks: list[str],
-                              optimistic: bool, tag: bytes,
-                              ) -> tuple[str, dict[str, bytes | None], set[str], dict[str, int], bool, ArenaLease]:
-        """``_read`` of a step rated in the pool's arena: the players it does not hold (module
-        docstring of stream.state.resident_arena)."""
-        cache = self.cache
-        arena = cache.arena(pool, tag)
-        lease = arena.lease()  # now: a rating that begins there while this reads makes the step's own fail
-        missing = arena.missing(players)
-        if optimistic and arena.gen is not None and not missing:
-            return arena.gen, {}, set(), {}, False, lease
-        snap = await self.store.snapshot(pool, missing, ids, watermarks)
-        if arena.gen is not None and snap.gen != arena.gen:  # someone else wrote the pool: read everything
-            cache.drop(pool)
-            arena = cache.arena(pool, tag)
-            lease = arena.lease()
-            snap = await self.store.snapshot(pool, list(players), ids, watermarks)
-        arena.read_at(snap.gen)
-        return snap.gen, snap.beliefs, snap.seen, snap.watermarks, True, lease
+        return snap.gen, entry.get_many(players), snap.seen, snap.watermarks, True
 
     async def _engine_or_refuse(self, pool: str, kind: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
         """The pool's engine, or None once ``ops`` are dead-lettered because its stored
@@ -468,16 +423,9 @@ class _Tally:
         return outputs
 
 
-def rounds_in_arena(engine: PoolEngine, ops: Sequence[Op]) -> bool:
-    """Whether ``rate_ops`` rates a step of ``ops`` in one arena (``rate_rounds``): rounds only,
-    none of teams, of a system rating them packed."""
-    return engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops)
-
-
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
              upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True, by_columns: bool = True,
-             places: Places | None = None, arena: ArenaLease | None = None,
-             ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+             places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
@@ -488,13 +436,10 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ``by_columns``: a step of rounds only, of a system rating them packed, goes through
     ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
     ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
-    ``rate_rounds`` finds them (the same results as by name). ``arena``: the pool's arena kept from
-    step to step to rate them in (``rounds_in_arena``), which holds the players ``stored_in`` does not.
+    ``rate_rounds`` finds them (the same results as by name).
     """
-    if by_columns and rounds_in_arena(engine, ops):
-        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places, arena)
-    if arena is not None:
-        raise ValueError("a kept arena is only for a step of rounds rated in it (rounds_in_arena)")
+    if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
+        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places)
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
     done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
@@ -617,7 +562,7 @@ class _Block:
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                dead_fn: DeadFn, explain: bool = True, places: Places | None = None, arena: ArenaLease | None = None,
+                dead_fn: DeadFn, explain: bool = True, places: Places | None = None,
                 ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
@@ -643,14 +588,8 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service").
 
     With ``places`` (the step's players numbered by the event loop as it planned the step), each
-    round's players are found in the arena by their places, not looked up by name one by one.
-
-    With ``arena``, the rounds are rated in the pool's arena kept from step to step (stream.state.resident_arena),
-    which holds every player ``stored_in`` does not; it checks first that no rating it did not expect was made there."""
-    if arena is not None:
-        arena.arena.begin(arena)
-    held = engine.held_rounds(stored_in, None if places is None else places.order,
-                              None if arena is None else arena.arena.pool)
+    round's players are found in the arena by their places, not looked up by name one by one."""
+    held = engine.held_rounds(stored_in, None if places is None else places.order)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
     commit, dead, counts = tally.commit, tally.dead, tally.counts
@@ -694,12 +633,12 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
     outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
-    written: tuple[FloatArray, IntArray] | None = None
+    arena: tuple[FloatArray, IntArray] | None = None
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
     else:
         values, flat, offsets = engine.encode_held(held, players, held_at)
-        written = (flat, offsets)  # gathered from the arena into a buffer of their own
+        arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
     commit.beliefs = dict(zip(players, values, strict=True))
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
@@ -722,10 +661,10 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     if texts is not None:
         commit.changes = _change_records_of(columns)
     outputs = [*outputs, *columns] if outputs else columns
-    if written is None:
+    if arena is None:
         commit.seal()
     else:
-        commit.seal(*written, tag=cast(TaggedPool, held).tag)
+        commit.seal(*arena, tag=cast(TaggedPool, held).tag)
     return commit, outputs, dead, counts
 
 
@@ -773,8 +712,7 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: lis
 
 def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
                   upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
-                  places: Places | None = None, arena: ArenaLease | None = None,
-                  ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+                  places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
     raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 

@@ -18,9 +18,6 @@ bytes while Redis's ``gen`` equals the cached ``gen``:
 A player cached as ``None`` is known to have no stored belief at that ``gen``.
 The cache is bounded by an approximate byte budget; over it, whole pools are dropped,
 the others before the one being filled (a dropped pool only costs one full read).
-
-A pool whose steps of rounds are rated in one arena keeps that arena instead of values
-(``ResidentArena``, stream.state.resident_arena: exact by the same ``gen``), under the same budget.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import filterfalse
-
-from stream.state.resident_arena import ArenaLease, ResidentArena
 
 #: rough per-entry overhead of a dict slot plus the key and value objects (CPython, 64-bit)
 _ENTRY_OVERHEAD = 120
@@ -61,8 +56,6 @@ class BeliefCache:
         self.max_bytes = max_bytes
         self.pools: dict[str, PoolCache] = {}
         self.nbytes = 0
-        self.arenas: dict[str, ResidentArena] = {}
-        self._arena_bytes: dict[str, int] = {}  # each arena's size when its last rating landed
 
     @property
     def enabled(self) -> bool:
@@ -76,64 +69,16 @@ class BeliefCache:
 
     def drop(self, pool: str) -> None:
         """Forget a pool (a conflict: someone else wrote it; or its partitions were revoked)."""
-        self.drop_values(pool)
-        self.drop_arena(pool)
-
-    def drop_values(self, pool: str) -> None:
         entry = self.pools.pop(pool, None)
         if entry is not None:
             self.nbytes -= entry.nbytes
 
-    def drop_arena(self, pool: str) -> None:
-        self.arenas.pop(pool, None)
-        self.nbytes -= self._arena_bytes.pop(pool, 0)
-
     def clear(self) -> None:
         self.pools.clear()
-        self.arenas.clear()
-        self._arena_bytes.clear()
         self.nbytes = 0
 
-    def arena(self, pool: str, tag: bytes) -> ResidentArena:
-        """The pool's arena for a step rated from what Redis holds: the one kept when it is settled
-        (its tag ``tag``), else a new, empty one (stream.state.resident_arena). The pool's values, if
-        any, are dropped: its steps of rounds keep the arena instead."""
-        self.drop_values(pool)
-        arena = self.arenas.get(pool)
-        if arena is None or not arena.settled or arena.tag != tag:
-            self.drop_arena(pool)
-            arena = ResidentArena(tag)
-            if self.enabled:
-                self.arenas[pool] = arena
-                self._arena_bytes[pool] = 0
-        return arena
-
-    def landed(self, pool: str, lease: ArenaLease, old_gen: str, new_gen: str) -> None:
-        """``lease``'s rating committed from ``old_gen`` to ``new_gen``: the arena moves on, or, if that is
-        not the landing it expects (or it is no longer the pool's), it is dropped. Over the budget, the
-        other pools go first, as for values."""
-        arena = self.arenas.get(pool)
-        if arena is not lease.arena:
-            return
-        if not arena.land(lease, old_gen, new_gen):
-            self.drop_arena(pool)
-            return
-        size = arena.nbytes()
-        self.nbytes += size - self._arena_bytes.get(pool, 0)
-        self._arena_bytes[pool] = size
-        if self.nbytes <= self.max_bytes:
-            return
-        for other in [k for k in {**self.pools, **self.arenas} if k != pool]:
-            if self.nbytes <= self.max_bytes * 3 // 4:
-                return
-            self.drop(other)
-        if self.nbytes > self.max_bytes:
-            self.drop_arena(pool)
-
     def fill(self, pool: str, gen: str, read: Mapping[str, bytes | None]) -> PoolCache:
-        """Record a read at ``gen``; a read at another ``gen`` than the cached one replaces the pool
-        (and its arena: values and arena are never both kept for one pool)."""
-        self.drop_arena(pool)
+        """Record a read at ``gen``; a read at another ``gen`` than the cached one replaces the pool."""
         entry = self.pool(pool)
         if entry.gen != gen:
             self.drop(pool)
@@ -143,8 +88,7 @@ class BeliefCache:
         return entry
 
     def committed(self, pool: str, old_gen: str, new_gen: int, written: Mapping[str, bytes]) -> None:
-        """Our commit moved ``gen`` from ``old_gen`` to ``new_gen`` writing ``written`` (not in the arena)."""
-        self.drop_arena(pool)
+        """Our commit moved ``gen`` from ``old_gen`` to ``new_gen`` writing ``written``."""
         entry = self.pool(pool)
         if entry.gen != old_gen:  # the entries are of another gen: nothing known of the others
             self.drop(pool)
@@ -166,9 +110,9 @@ class BeliefCache:
             return
         for e in self.pools.values():
             e.nbytes = _size(e.values)
-        self.nbytes = sum(e.nbytes for e in self.pools.values()) + sum(self._arena_bytes.values())
+        self.nbytes = sum(e.nbytes for e in self.pools.values())
         # keep a quarter of the budget free, so recounts stay rare: other pools go first
-        for other in [k for k in {**self.pools, **self.arenas} if k != pool]:
+        for other in [k for k in self.pools if k != pool]:
             if self.nbytes <= self.max_bytes * 3 // 4:
                 return
             self.drop(other)

@@ -213,14 +213,6 @@ class PackedPool(Mapping[str, bytes]):
         _gather(self.arena, self.start, self.length, idx, prior, offsets, flat)
         return flat, offsets
 
-    def gather_owned(self, idx: IntArray, prior: FloatArray) -> tuple[FloatArray, IntArray]:
-        """``gather`` into a buffer of its own, which no later gather overwrites: for what must
-        outlive the pool's next gather (a commit sent while the next step is rated in the same arena)."""
-        offsets = _offsets(self.length, idx, prior.shape[0])
-        flat = np.empty(int(offsets[-1]), dtype=np.float64)
-        _gather(self.arena, self.start, self.length, idx, prior, offsets, flat)
-        return flat, offsets
-
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
         """Store new beliefs: a ``FlatBeliefs`` gathered from this pool in one copy, anything
         else belief by belief (packed bytes, a whole number of float64 values)."""

@@ -85,13 +85,11 @@ class TaggedPool(Mapping[str, bytes]):
     Codeforces history (~160,000 player-rounds a step; BENCHMARKS.md, "Service")."""
 
     def __init__(self, stored: Mapping[str, bytes | None], tag: bytes,
-                 order: Mapping[str, int] | None = None, pool: PackedPool | None = None) -> None:
+                 order: Mapping[str, int] | None = None) -> None:
         self.stored = stored
         self.tag = tag
         self.order = order
-        #: the step's arena; given (``pool``), one kept from step to step (stream.state.resident_arena), whose
-        #: players' values are read from it, not from ``stored``, which then holds only the others'
-        self.pool = PackedPool(slack=STEP_SLACK) if pool is None else pool
+        self.pool = PackedPool(slack=STEP_SLACK)
         self._read_all = False  # whether ``indices`` tried to read all of ``stored`` at once
         #: place in ``order`` → index in ``pool`` (−1: none yet, the prior): once every stored value of
         #: ``order``'s players is in ``pool`` (else None, and the players are looked up by name)
@@ -153,21 +151,13 @@ class TaggedPool(Mapping[str, bytes]):
         """Every value of ``stored`` (of ``order``'s players, when given) into ``pool`` at once,
         unless one of them is not a belief (then nothing: each is read as a round names it)."""
         stored, index, order = self.stored, self.pool.index, self.order
-        if order is not None:
-            if index:  # a kept arena: only the players it does not hold are read from ``stored``
-                by_place = np.fromiter(map(index.get, order, repeat(-1)), dtype=np.int64, count=len(order))
-                new = np.flatnonzero(by_place < 0)
-                everyone = list(order)
-                names = [everyone[k] for k in new.tolist()]
-            else:
-                by_place = np.full(len(order), -1, dtype=np.int64)
-                new, names = np.arange(len(order), dtype=np.int64), list(order)
-            vals = list(map(stored.get, names))
+        if order is not None and not index:
+            vals = list(map(stored.get, order))
             held = list(map(is_not, vals, repeat(None)))
-            idx = self._read(list(compress(names, held)), cast("list[bytes]", list(compress(vals, held))))
+            idx = self._read(list(compress(order, held)), cast("list[bytes]", list(compress(vals, held))))
             if idx is not None:
-                by_place[new[np.fromiter(held, dtype=np.bool_, count=len(held))]] = idx
-                self._by_place = by_place
+                self._by_place = np.full(len(order), -1, dtype=np.int64)
+                self._by_place[np.flatnonzero(np.fromiter(held, dtype=np.bool_, count=len(held)))] = idx
             return
         names = [p for p, raw in stored.items() if raw is not None and (not index or p not in index)]
         self._read(names, cast("list[bytes]", list(map(stored.__getitem__, names))) if index else
@@ -246,9 +236,8 @@ class TaggedPool(Mapping[str, bytes]):
             idx = self.pool.indices(players)
         if len(idx) and int(idx.min()) < 0:
             raise KeyError(players[int(np.flatnonzero(idx < 0)[0])])
-        # a buffer of their own: the commit written from it may still be sent while the next step is
-        # rated, which in a kept arena gathers from the same pool
-        return self.pool.gather_owned(idx, np.empty(0, dtype=np.float64))
+        flat, offsets = self.pool.gather(idx, np.empty(0, dtype=np.float64))
+        return flat, offsets
 
 
 def warmup() -> None:
