@@ -93,7 +93,7 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     """What ``step`` starts from if the commit writing ``written`` at ``gen`` lands (see the module
     docstring), in the step's order; None when it could not be read (the step is then rated as usual,
     and meets the same error there). Reads from Redis only the players neither written nor cached at
-    ``gen`` (none when the cache's entries are complete at ``gen``).
+    ``gen``.
 
     Started before that commit is sent: Redis runs one command at a time, so a read sent after the
     commit's script waits until the script has run (~0.5 s for a step of 50,000 players), and the
@@ -109,8 +109,7 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     rest = [p for p, v in base.items() if v is _ABSENT]
     if not rest:
         return base
-    # complete entries (stream.state.cache): a player not in them has no stored belief, and is not read
-    vals = list(map(known.get, rest, repeat(None if entry.gen == gen and entry.complete else _ABSENT)))
+    vals = list(map(known.get, rest, repeat(_ABSENT)))
     base.update(zip(rest, vals, strict=True))
     missing = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
     if missing:

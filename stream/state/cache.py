@@ -15,11 +15,7 @@ bytes while Redis's ``gen`` equals the cached ``gen``:
 * any other writer moves ``gen``: our next commit fails its compare-and-set (or our next
   read sees another ``gen``), and the pool's entries are dropped and read again.
 
-A player cached as ``None`` is known to have no stored belief at that ``gen``. A pool read at
-``gen`` 0 -- never committed, so no belief is stored -- is cached *complete*: every player with a
-stored belief is in it, so a player not in it has none, and is not read (a new pool's newcomers,
-most of the players of each step of a replayed history, are then never asked for). Our commits
-keep it complete (they write every value they add); anything that drops the pool's entries ends it.
+A player cached as ``None`` is known to have no stored belief at that ``gen``.
 The cache is bounded by an approximate byte budget; over it, whole pools are dropped,
 the others before the one being filled (a dropped pool only costs one full read).
 """
@@ -41,23 +37,16 @@ class PoolCache:
     gen: str | None = None
     values: dict[str, bytes | None] = field(default_factory=dict)
     nbytes: int = 0
-    #: every player with a stored belief at ``gen`` is in ``values`` (module docstring)
-    complete: bool = False
 
     def missing(self, players: Iterable[str]) -> list[str]:
-        """The players whose stored belief must still be read (all of them when ``gen`` is unknown, none
-        when the entries are complete)."""
+        """The players whose stored belief must still be read (all of them when ``gen`` is unknown)."""
         if self.gen is None:
             return list(players)
-        if self.complete:
-            return []
         return list(filterfalse(self.values.__contains__, players))
 
     def get_many(self, players: Collection[str]) -> dict[str, bytes | None]:
-        """The entries of ``players`` (every one cached, or the entries complete: None for one not in
-        them); C-level passes, no loop body per player."""
-        get = self.values.get if self.complete else self.values.__getitem__
-        return dict(zip(players, map(get, players), strict=True))
+        """The entries of ``players`` (every one must be cached); C-level passes, no loop body per player."""
+        return dict(zip(players, map(self.values.__getitem__, players), strict=True))
 
 
 class BeliefCache:
@@ -95,7 +84,6 @@ class BeliefCache:
             self.drop(pool)
             entry = self.pool(pool)
             entry.gen = gen
-            entry.complete = gen == "0"  # never committed: nothing stored
         self._put(pool, entry, read)
         return entry
 
@@ -105,7 +93,6 @@ class BeliefCache:
         if entry.gen != old_gen:  # the entries are of another gen: nothing known of the others
             self.drop(pool)
             entry = self.pool(pool)
-            entry.complete = old_gen == "0"  # (the pool had nothing stored: now only what this wrote)
         entry.gen = str(new_gen)
         self._put(pool, entry, written)
 

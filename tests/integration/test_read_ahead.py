@@ -14,7 +14,6 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from local_servers import free_port
 
 from stream.service.ahead import read_ahead
 from stream.service.planning import StepInputs
@@ -87,25 +86,5 @@ def test_read_ahead_of_a_large_step_keeps_its_order(redis_url: str) -> None:
             await store.r.delete(*[store.player_key("p", p) for p in stored])
         finally:
             await store.r.aclose()
-
-    asyncio.run(run())
-
-
-def test_read_ahead_of_a_pool_cached_complete_asks_redis_nothing(redis_url: str) -> None:
-    """A pool cached since gen 0 (stream.state.cache: complete): the step's players neither written nor
-    cached have no belief, and no read is made -- against a server that is not there it still answers,
-    where a pool cached at another gen gets None (its read failed)."""
-    async def run() -> None:
-        gone = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0", prefix="ra", cluster=False)
-        try:
-            cache = BeliefCache(1 << 20)
-            cache.fill("p", "0", {"a": None})
-            cache.committed("p", "0", 1, {"b": b"b1"})
-            got = await read_ahead(gone, cache, "p", _step(["c", "b", "a", "d"]), "1", {"a": b"a2"})
-            assert got == {"c": None, "b": b"b1", "a": b"a2", "d": None} and list(got) == ["c", "b", "a", "d"]
-            cache.fill("q", "3", {"b": b"b1"})
-            assert await read_ahead(gone, cache, "q", _step(["c", "b"]), "3", {}) is None
-        finally:
-            await gone.r.aclose()
 
     asyncio.run(run())

@@ -40,23 +40,3 @@ def test_disabled_cache_keeps_nothing() -> None:
     entry = c.fill("p", "1", {"a": b"x"})
     assert entry.get_many(["a"]) == {"a": b"x"}  # the caller still gets the read back
     assert not c.enabled and "p" not in c.pools
-
-
-def test_a_pool_read_at_gen_0_is_complete_until_its_entries_are_dropped() -> None:
-    """Read at gen 0 (never committed: nothing stored), a pool's entries are complete: a player not in
-    them has no belief and is not to be read. Our commits keep them so; a read at another gen, a commit
-    from a gen they are not at, or a drop ends it."""
-    c = BeliefCache(1 << 20)
-    entry = c.fill("p", "0", {"a": None})
-    assert entry.complete and entry.missing(["a", "b"]) == [] and entry.get_many(["b", "a"]) == {"b": None, "a": None}
-    c.committed("p", "0", 1, {"a": b"x"})
-    c.committed("p", "1", 2, {"b": b"y"})
-    entry = c.pool("p")
-    assert entry.complete and entry.get_many(["a", "b", "c"]) == {"a": b"x", "b": b"y", "c": None}
-    c.committed("p", "7", 8, {"c": b"z"})  # from a gen the entries are not at: only what it wrote is known
-    assert not c.pool("p").complete and c.pool("p").missing(["a", "c"]) == ["a"]
-    c.drop("p")
-    c.committed("p", "0", 1, {"c": b"z"})  # the pool's first commit, the entries empty: all that is stored
-    assert c.pool("p").complete and c.pool("p").missing(["a", "c"]) == []
-    assert c.fill("p", "4", {}).missing(["a", "c"]) == ["a", "c"]  # another writer moved gen
-    assert not c.fill("q", "3", {"a": None}).complete
