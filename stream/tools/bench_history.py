@@ -21,6 +21,7 @@ import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import click
@@ -155,6 +156,23 @@ def floor_text(run: dict[str, Any], times: str = "x") -> str:
         return ""
     return (f" (floor {floor:.2f}{times}: broker {run['broker_cpu_s']:.1f} CPU-s, Redis {run['redis_cpu_s']:.1f}, "
             f"publisher {run['publisher_cpu_s']:.1f}; cores {100 * run['machine_busy']:.0f} % busy)")
+
+
+def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
+    """The median and range of the runs' ratios and walls ("" for fewer than two runs).
+
+    Why: on a shared 2-core machine the same tree's ratio varies by a third between runs of one
+    sitting (BENCHMARKS.md, "Service"), the embedded replay's wall as much as the worker's: one
+    run does not tell a change of a few per cent from the sitting, a median of several does."""
+    if len(runs) < 2:
+        return ""
+
+    def spread(key: str, fmt: str) -> str:
+        xs = [float(r[key]) for r in runs]
+        return f"{median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+
+    return (f"{len(runs)} runs: ratio median {spread('ratio', '.2f')}{times}, worker {spread('worker_s', '.1f')} s, "
+            f"embedded {spread('embedded_s', '.1f')} s")
 
 
 def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],

@@ -60,6 +60,7 @@ from stream.tools.bench_history import (
     compare_with_embedded,
     floor_text,
     history_messages,
+    replay_summary,
     replay_vs_embedded,
     slowest_command_ms,
 )
@@ -575,6 +576,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         + "; worker stages per batch "
                         + ", ".join(f"{k2} {v[0]:.0f} ms" for k2, v in run["worker_stage_means_ms"].items()
                                     if k2 != "messages") + " |")
+        summary = replay_summary(rp["runs"], "×")
+        if summary:
+            rows.append(f"| the same, over its runs (which leg went first alternated) | {summary} |")
     if "latency_p99_ms" in res:
         rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
                     f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",

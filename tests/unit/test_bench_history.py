@@ -111,3 +111,14 @@ def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_
     assert f"floor {20.0 / cores / 10.0:.2f}x" in floor_text(run) and "80 % busy" in floor_text(run)
     assert ratio_floor({**run, "broker_cpu_s": None}) is None
     assert floor_text({**run, "ratio_floor": None}) == ""
+
+
+def test_the_replay_runs_are_summed_up_by_their_median_and_range() -> None:
+    """Several runs: the median and range of the ratios and of both walls; one run: nothing to add."""
+    from stream.tools.bench_history import replay_summary
+
+    runs = [{"ratio": r, "worker_s": w, "embedded_s": e}
+            for r, w, e in ((1.5, 30.0, 20.0), (1.3, 26.0, 20.0), (1.9, 28.5, 15.0))]
+    assert replay_summary(runs) == ("3 runs: ratio median 1.50 (1.30–1.90)x, worker 28.5 (26.0–30.0) s, "
+                                    "embedded 20.0 (15.0–20.0) s")
+    assert replay_summary(runs[:1]) == ""
