@@ -329,7 +329,8 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
 @click.option("--history-repeats", default=2, show_default=True,
               help="`replay`: runs of `mmr replay --broker` of --history into the worker beside `mmr replay "
-                   "--embedded` of the same file (alternating which goes first; the ratio of the two walls).")
+                   "--embedded` of the same file (alternating which goes first; the ratio of the two walls; with "
+                   "several, their median and range).")
 @click.option("--history-check/--no-history-check", default=True, show_default=True,
               help="Compare the history's final state with `mmr replay --embedded` on the same file.")
 @click.option("--workers", "scale_workers", default="1,2,3", show_default=True,
