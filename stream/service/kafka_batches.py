@@ -23,6 +23,7 @@ from itertools import pairwise
 import numba as nb
 import numpy as np
 from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder, _DefaultRecordBatchBuilderPy
 from aiokafka.record.util import calc_crc32c
 
 from stream.ratings.base import IntArray
@@ -33,6 +34,10 @@ HEADER_BYTES = 61
 _CRC_AT = 17  # the CRC's place in the header; it covers the bytes from the attributes (21) on
 _ATTRIBUTES_AT = 21
 _COUNT_AT = 57  # the records' count
+#: whether aiokafka's builder fills a batch up to ``max_bytes`` exactly: its pure-Python one does, its
+#: compiled one (the default where its extension is built) refuses a record that would make the batch
+#: exactly that long (aiokafka 0.14; pinned)
+FILLS_TO_MAX = DefaultRecordBatchBuilder is _DefaultRecordBatchBuilderPy
 
 
 @nb.njit(cache=True, nogil=True)
@@ -111,10 +116,10 @@ def _put_be(out, pos, v, size):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _batches(kblob, kat, vblob, vat, rows, timestamp, max_bytes):  # type: ignore[no-untyped-def]
+def _batches(kblob, kat, vblob, vat, rows, timestamp, limit):  # type: ignore[no-untyped-def]
     """The records ``rows`` (key ``kblob[kat[r]:kat[r + 1]]``, value likewise) in order, cut into v2
-    batches as ``DefaultRecordBatchBuilder.append`` cuts them at ``max_bytes``: one buffer, and where
-    each batch starts and ends (``ends``). Their CRCs are left 0 (``record_batches`` writes them)."""
+    batches of at most ``limit`` bytes as ``DefaultRecordBatchBuilder.append`` cuts them: one buffer, and
+    where each batch starts and ends (``ends``). Their CRCs are left 0 (``record_batches`` writes them)."""
     n = rows.shape[0]
     body = np.empty(n, dtype=np.int64)  # a record's bytes after its length
     starts = np.zeros(n + 1, dtype=np.int64)  # each batch's first row (cut below)
@@ -128,7 +133,7 @@ def _batches(kblob, kat, vblob, vat, rows, timestamp, max_bytes):  # type: ignor
         vlen = vat[r + 1] - vat[r]
         # attributes, timestamp delta, offset delta, key, value, no headers
         b = 1 + 1 + _varint_size(delta) + _varint_size(klen) + klen + _varint_size(vlen) + vlen + 1
-        if delta > 0 and size + b + _varint_size(b) > max_bytes:  # (as aiokafka: a batch's first always fits)
+        if delta > 0 and size + b + _varint_size(b) > limit:  # (as aiokafka: a batch's first always fits)
             nb_ += 1
             starts[nb_] = i
             total += size
@@ -184,16 +189,18 @@ def _batches(kblob, kat, vblob, vat, rows, timestamp, max_bytes):  # type: ignor
 
 
 def record_batches(keys: Column, values: Column, rows: IntArray, timestamp_ms: int,
-                   max_bytes: int) -> list[tuple[bytes, int]]:
+                   max_bytes: int, fills_to_max: bool = FILLS_TO_MAX) -> list[tuple[bytes, int]]:
     """The records of ``rows`` (in order; row r: key r of ``keys``, value r of ``values``) as v2 record
     batches of at most ``max_bytes`` (a batch holds one record at least), each with its count.
+    ``fills_to_max``: a batch may be ``max_bytes`` long exactly (else one byte less), as the builder
+    aiokafka uses does (``FILLS_TO_MAX``).
 
     Each batch's CRC-32C is aiokafka's C function (~0.5 ns a byte, about a third of a byte-table
     loop's cost): a step's batches are ~20 MB, so the CRC is most of the bytes' work."""
     if not rows.shape[0]:
         return []
     out, ends = _batches(keys[0], keys[1], values[0], values[1], np.ascontiguousarray(rows, dtype=np.int64),
-                         np.int64(timestamp_ms), np.int64(max_bytes))
+                         np.int64(timestamp_ms), np.int64(max_bytes if fills_to_max else max_bytes - 1))
     view = memoryview(out)
     bounds = ends.tolist()
     for a, b in pairwise(bounds):

@@ -9,7 +9,12 @@ import asyncio
 import numpy as np
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import MessageBatch
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.default_records import (
+    DefaultRecordBatch,
+    DefaultRecordBatchBuilder,
+    _DefaultRecordBatchBuilderCython,
+    _DefaultRecordBatchBuilderPy,
+)
 from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,14 +25,15 @@ from stream.text_columns import cat
 _messages = st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=700)), min_size=1, max_size=120)
 
 
-def _aiokafka_batches(records: list[tuple[bytes, bytes]], timestamp: int, max_bytes: int) -> list[tuple[bytes, int]]:
+def _aiokafka_batches(records: list[tuple[bytes, bytes]], timestamp: int, max_bytes: int,
+                      builder_type: type = DefaultRecordBatchBuilder) -> list[tuple[bytes, int]]:
     """What aiokafka's builder writes: records appended in order, a new batch where one is full."""
     out: list[tuple[bytes, int]] = []
-    builder, offset = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, 0, max_bytes), 0
+    builder, offset = builder_type(2, 0, 0, -1, -1, 0, max_bytes), 0
     for key, value in records:
         if builder.append(offset, timestamp, key, value, []) is None:
             out.append((bytes(builder.build()), offset))
-            builder, offset = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, 0, max_bytes), 0
+            builder, offset = builder_type(2, 0, 0, -1, -1, 0, max_bytes), 0
             assert builder.append(offset, timestamp, key, value, []) is not None
         offset += 1
     out.append((bytes(builder.build()), offset))
@@ -73,3 +79,19 @@ def test_a_built_batch_is_sent_as_it_is_by_aiokafkas_message_batch() -> None:
 
     asyncio.run(check())
     assert BuiltBatch(raw, count).append(timestamp=None, key=b"x", value=b"y") is None
+
+
+def test_a_batch_that_would_be_max_bytes_exactly_is_cut_as_each_aiokafka_builder_cuts_it() -> None:
+    """aiokafka's compiled builder refuses a record that would make the batch ``max_bytes`` long exactly,
+    its pure-Python one takes it: each rule as that builder writes, and the default as the builder aiokafka
+    uses (records whose fourth batch is 200 bytes exactly when filled)."""
+    sizes = [(14, 17), (31, 306), (13, 392), (5, 4), (31, 10), (19, 4), (32, 6), (17, 97), (21, 285), (40, 7)]
+    messages = [(bytes(k), bytes(v)) for k, v in sizes]
+    keys, values = cat([k for k, _ in messages]), cat([v for _, v in messages])
+    rows = np.arange(len(messages))
+    compiled = _aiokafka_batches(messages, 2**41, 200, _DefaultRecordBatchBuilderCython)
+    plain = _aiokafka_batches(messages, 2**41, 200, _DefaultRecordBatchBuilderPy)
+    assert [c for _, c in compiled] != [c for _, c in plain] and len(plain[3][0]) == 200
+    assert record_batches(keys, values, rows, 2**41, 200, fills_to_max=False) == compiled
+    assert record_batches(keys, values, rows, 2**41, 200, fills_to_max=True) == plain
+    assert record_batches(keys, values, rows, 2**41, 200) == _aiokafka_batches(messages, 2**41, 200)
