@@ -74,6 +74,11 @@ class JsonlWriter:
         self._fh.writelines(map(_line, rows))
         self.rows += len(rows)
 
+    def write_lines(self, lines: bytes | memoryview, rows: int) -> None:
+        """``rows`` rows already written as JSON lines (each ending in a newline)."""
+        self._fh.write(lines)
+        self.rows += rows
+
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         assert self._tmp is not None
         try:

@@ -5,7 +5,7 @@ at a time (a format, a dict, an ``orjson.dumps`` each) that is a Python frame pe
 here, the numbers of a column are written by one ``orjson.dumps`` of the array and cut at their
 commas, and each row's string is joined from its parts by one numba pass (``join_rows``). The
 commit's Redis frames (``stream.state.commit_frames``) and the rating messages
-(``stream.service.rating_columns``) are written so.
+(``stream.engine.rating_columns``) are written so.
 """
 
 from __future__ import annotations
@@ -77,6 +77,18 @@ def _unlist(raw, n):  # type: ignore[no-untyped-def]
         at[i + 1] = dst
         src = end + 1  # past "," (or the final "]")
     return out[:dst], at
+
+
+def pick(strings: Sequence[bytes], rows: IntArray) -> Column:
+    """The column of ``strings[rows[i]]`` for each i, by one numpy gather of their bytes (no
+    ``bytes`` per row): a few distinct strings, each repeated over many rows."""
+    blob, at = cat(strings)
+    size = np.diff(at)[rows]
+    out_at = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(size, out=out_at[1:])
+    # byte k of row i comes from ``at[rows[i]] + k``: each row's start, shifted past the rows before it
+    src = np.repeat(at[:-1][rows] - out_at[:-1], size) + np.arange(out_at[-1], dtype=np.int64)
+    return blob[src], out_at
 
 
 def json_strings(strings: Sequence[str]) -> Column:

@@ -11,30 +11,38 @@ listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in
 ``history``: called with the rating messages of every rated unit (a round, or a flushed batch
 of matches: one per player it changed, as the worker publishes them, explained by
 ``stream.engine.explain``), in input order; ``mmr replay --history`` streams them to a file.
-Without it nothing of that is computed.
+Without it nothing of that is computed. A round rated in its pool's arena hands them on as
+columns (``RatingColumns``, from the round's ``RoundChange``), as the worker's step of rounds does:
+the whole history is ~3 million messages, and one ``Rating``, explanation and dict per message
+was most of such a replay's time (BENCHMARKS.md, "Replay").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import orjson
+
 from stream.engine import explain
 from stream.engine.pool import PoolEngine
+from stream.engine.rating_columns import RatingColumns
 from stream.events.inputs import MATCH_RUN, InputError
 from stream.events.model import MatchBatch, MatchEvent, MatchRun, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
 from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.ratings.fastpath import ColumnSummaries
+from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.memory import Held, MemoryStore
 from stream.state.packed_pool import PackedPool
 
-#: receives the rating messages of one rated unit (``EmbeddedPipeline``'s ``history``)
-HistorySink = Callable[[list[dict[str, Any]]], None]
+#: receives the rating messages of one rated unit (``EmbeddedPipeline``'s ``history``), each a
+#: ``RatingOutput`` (the message is ``rating_value`` of it; a ``RatingColumns`` writes them all at once)
+HistorySink = Callable[[Sequence[RatingOutput]], None]
 
 #: players summarised at a time from an arena's columns (``EmbeddedPipeline.final_ratings``)
 _SUMMARY_BLOCK = 1 << 14
@@ -175,10 +183,15 @@ class EmbeddedPipeline:
             return
         eng = self.engine(event.pool)
         try:
-            changed = eng.store_round(event, self.held(event.pool))
+            if self.history is None:
+                changed, change = eng.store_round(event, self.held(event.pool)), None
+            else:
+                changed, change = eng.store_round_change(event, self.held(event.pool))
         except RatingError as exc:
             raise InvalidEvent(str(exc), event.event_id) from None
-        if self.history is not None:
+        if change is not None:
+            self._history_round_columns(eng, event, change)
+        elif self.history is not None:
             self._history_round(eng, event, changed)
         self.store.commit(event.pool, changed, (event.event_id, *extra_ids))
 
@@ -233,6 +246,22 @@ class EmbeddedPipeline:
                  explain.performances_held(eng, changed))
         self._emit(eng, after, ex, {p: (event.event_id, event.time) for p in players})
 
+    def _history_round_columns(self, eng: PoolEngine, event: RoundEvent, change: RoundChange) -> None:
+        """``_history_round`` by columns, from the round's ``RoundChange``: the same messages, byte
+        for byte (tests/unit/test_explain.py), with no ``Rating``, text or dict per player."""
+        assert self.history is not None
+        shown = np.flatnonzero(change.rounds)  # rounds 0: only registered, as the worker publishes
+        if not len(shown):
+            return
+        players = event.players if len(shown) == len(event.players) else [event.players[i] for i in shown.tolist()]
+        n = len(players)
+        texts = explain.round_text_column([orjson.dumps(event.round_id)], np.zeros(n, dtype=np.int64),
+                                          explain.round_numbers(change)[shown])
+        rounds = change.rounds[shown].tolist()
+        self.history(RatingColumns(eng.pool, eng.system.name, players, change.rating[shown], change.mu[shown],
+                                   change.sigma[shown], rounds, rounds, [event.event_id] * n, [event.time] * n,
+                                   texts))
+
     def _before_matches(self, eng: PoolEngine, batch: MatchBatch) -> dict[str, Any]:
         return explain.ratings_held(eng, self.store.pool(batch.pool), index_players(batch).players)
 
@@ -255,7 +284,7 @@ class EmbeddedPipeline:
         assert self.history is not None
         system = eng.system.name
         rows = [RatingOutput(eng.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, *cause[p], system,
-                             ex.of.get(p)).as_dict()
+                             ex.of.get(p))
                 for p, r in after.items() if r.rounds]  # rounds 0: only registered, as the worker publishes
         if rows:
             self.history(rows)

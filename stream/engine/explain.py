@@ -39,7 +39,7 @@ from stream.ratings.base import Belief, FloatArray, IntArray, Rating
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
-from stream.text_columns import Column, cat, join_rows, json_numbers
+from stream.text_columns import Column, join_rows, json_numbers, pick
 
 from .pool import _BELIEF_FAULTS, PoolEngine
 
@@ -171,7 +171,7 @@ def round_text_column(round_ids: Sequence[bytes], of_row: IntArray, numbers: Flo
     they have five columns), byte for byte the text ``round_texts`` gives, with no ``bytes`` per row."""
     n, width = numbers.shape
     col = [json_numbers(np.ascontiguousarray(numbers[:, k])) for k in range(width)]
-    ids = cat(list(map(round_ids.__getitem__, of_row.tolist())))
+    ids = pick(round_ids, of_row)
     parts: list[bytes | Column] = [b'{"rating_before":', col[0], b',"mu_before":', col[1], b',"sigma_before":', col[2],
                                    b',"delta":', col[3], b',"round_id":', ids]
     if width == 5:  # (``round_numbers`` of a system keeping performances)

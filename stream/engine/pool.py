@@ -263,38 +263,55 @@ class PoolEngine:
     def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_round`` on what the embedded store holds; returns what it should hold next."""
         with _belief_faults(self.system.name):
-            return self._store_round(event, held)
+            return self._store_round(event, held)[0]
 
-    def _store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
+    def store_round_change(self, event: RoundEvent, held: Mapping[str, Held]
+                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
+        """``store_round``, and the round's change by columns (``RoundChange``: each player's
+        summary before and after, the performance) where the pool's arena rates it
+        (``_store_round_dense``), read from the very values the kernel read and wrote. None
+        where another path rates the round, or a summary is not finite: the caller then
+        explains it player by player (``stream.engine.explain.Explainer``)."""
+        with _belief_faults(self.system.name):
+            return self._store_round(event, held, change=True)
+
+    def _store_round(self, event: RoundEvent, held: Mapping[str, Held], change: bool = False,
+                     ) -> tuple[Mapping[str, Held], RoundChange | None]:
         fast = self.fast
         if isinstance(fast, ArenaMatches) and self.exact_store:  # through arrays, back into the arena
             arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
-            return self._arena_put(self.rate_round(event, arrays), held)
+            return self._arena_put(self.rate_round(event, arrays), held), None
         if not (self.packed and isinstance(fast, PackedRounds)):
-            return self.rate_round(event, cast("Mapping[str, Belief]", held))  # arrays when not packed
+            return self.rate_round(event, cast("Mapping[str, Belief]", held)), None  # arrays when not packed
         if event.teams is not None:  # team rounds have no packed kernel: through arrays, like matches
             arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
             changed = self.rate_round(event, arrays)
-            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
+            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
         if isinstance(held, PackedPool):
-            return self._store_round_dense(event, held, fast)
+            return self._store_round_dense(event, held, fast, change)
         new = fast.new_packed_belief
         before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
         after = fast.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
-        return _new_or_changed(event.players, before, after, held)  # packed: lossless, so no round trip
+        return _new_or_changed(event.players, before, after, held), None  # packed: lossless, so no round trip
 
-    def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds) -> Mapping[str, Held]:
+    def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds, change: bool = False,
+                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
         """``_store_round`` on a pool held in one arena: the round is gathered by index and its
         output block handed back whole (``FlatBeliefs``), so neither way makes a ``bytes`` per
-        player. The same kernel on the same values as the per-belief path: the same bits."""
+        player. The same kernel on the same values as the per-belief path: the same bits.
+        With ``change``, also ``store_round_change``'s columns, read before the next gather
+        reuses the buffer the old values are in."""
         players = event.players
         idx = held.indices(players)
         prior = fast.new_packed_belief()
         flat, offsets = held.gather(idx, np.frombuffer(prior, dtype="<f8"))
         result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight, event.perf_ceiling)
         if result is None:  # changes nothing: newcomers are stored at the prior (``_changed``)
-            return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}
-        return FlatBeliefs(players, idx, *result, held)
+            return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}, None
+        cols = fast.change_gathered(flat, offsets, *result) if change else None
+        if cols is not None and not (bool(np.isfinite(cols.rating).all()) and bool(np.isfinite(cols.sigma).all())):
+            cols = None
+        return FlatBeliefs(players, idx, *result, held), cols
 
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_matches`` on what the embedded store holds (matches of a packed pool go

@@ -206,3 +206,18 @@ class RatingOutput(NamedTuple):
             "time": self.time,
             "system": self.system,
         }
+
+
+def rating_key(pool: str, player: str) -> bytes:
+    """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
+    return orjson.dumps([pool, player])
+
+
+def rating_value(o: RatingOutput) -> bytes:
+    """The rating message: ``orjson.dumps(o.as_dict())``, byte for byte. An explanation the worker
+    carries as JSON text (``stream.engine.explain.Explainer``) is spliced in as it is, after the
+    CONTRACT's fields, where ``as_dict`` puts its keys: it is neither decoded nor encoded again."""
+    x = o.explain
+    if isinstance(x, bytes) and len(x) > 2:
+        return orjson.dumps(o.contract_dict())[:-1] + b"," + x[1:]
+    return orjson.dumps(o.as_dict())

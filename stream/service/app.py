@@ -41,6 +41,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
 
+from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.service import http, kafka_batches
 from stream.service.config import Settings
@@ -58,7 +59,6 @@ from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
-from stream.service.rating_columns import RatingColumns
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.redis_client import StoreUnavailable, connect_blocking
 from stream.state.redis_store import RedisStore

@@ -1,4 +1,8 @@
-"""What the processor takes and gives: input records, dead letters, a batch's results."""
+"""What the processor takes and gives: input records, dead letters, a batch's results.
+
+``rating_key`` and ``rating_value`` (a rating message's key and value) live beside ``RatingOutput``
+(``stream.events.model``), as ``mmr replay --history`` writes the same bytes; they are named here too,
+where the worker's modules take them."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from typing import Any
 import orjson
 
 from stream.events.model import RatingOutput
+from stream.events.model import rating_key as rating_key
+from stream.events.model import rating_value as rating_value
 from stream.events.validate import InvalidEvent
 
 #: bytes of the original message a dead letter carries. The whole message stays in the input
@@ -102,18 +108,3 @@ class BatchResult:
             self.outputs.extend(outputs)
         elif outputs:
             self.hand(outputs)
-
-
-def rating_key(pool: str, player: str) -> bytes:
-    """Output key: unambiguous for any pool/player strings; compaction keeps the last per player."""
-    return orjson.dumps([pool, player])
-
-
-def rating_value(o: RatingOutput) -> bytes:
-    """The rating message: ``orjson.dumps(o.as_dict())``, byte for byte. An explanation the worker
-    carries as JSON text (``stream.engine.explain.Explainer``) is spliced in as it is, after the
-    CONTRACT's fields, where ``as_dict`` puts its keys: it is neither decoded nor encoded again."""
-    x = o.explain
-    if isinstance(x, bytes) and len(x) > 2:
-        return orjson.dumps(o.contract_dict())[:-1] + b"," + x[1:]
-    return orjson.dumps(o.as_dict())

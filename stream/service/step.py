@@ -34,6 +34,7 @@ from stream.engine.explain import (
     round_texts,
 )
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
+from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
@@ -41,7 +42,6 @@ from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
 from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp, StepInputs, split_steps, step_inputs
-from stream.service.rating_columns import RatingColumns
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.state.cache import BeliefCache

@@ -17,12 +17,13 @@ from typing import Any
 import click
 import numpy as np
 
+from stream.engine import rating_columns
 from stream.engine.pool import PoolEngine
 from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import SYSTEMS, make_system
-from stream.service import kafka_batches, rating_columns
+from stream.service import kafka_batches
 from stream.service.config import Settings, from_env
 from stream.state import commit_frames, id_index, tagged_pool
 
@@ -39,7 +40,7 @@ def warmup(s: Settings) -> None:
     """Build each configured system once and call its module's ``warmup()`` if it has one;
     also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings, the
     read of a step's values into its arena (``stream.state.tagged_pool``), the frames of a step's
-    commit (``stream.state.commit_frames``), its rating messages (``stream.service.rating_columns``) and
+    commit (``stream.state.commit_frames``), its rating messages (``stream.engine.rating_columns``) and
     their record batches (``stream.service.kafka_batches``)."""
     id_index.warmup()
     _standings_scan.warmup()

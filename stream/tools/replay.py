@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from stream.events.inputs import CsvMapping, InputError
+from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
 from stream.ratings.base import RatingError
@@ -176,12 +177,18 @@ def replay(
             return
         from stream.compile_notice import compile_notice
         from stream.engine.embedded import EmbeddedPipeline
+        from stream.engine.rating_columns import message_lines
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(fewer_collections())
             sink = stack.enter_context(JsonlWriter(history)) if history else None
+
+            def write_history(outputs: Sequence[RatingOutput]) -> None:
+                assert sink is not None
+                sink.write_lines(message_lines(outputs), len(outputs))
+
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
-                                        history=None if sink is None else sink.write_many)
+                                        history=None if sink is None else write_history)
             with compile_notice():
                 pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True),
                                         prepare=pipeline.look_ahead))

@@ -53,8 +53,9 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
 
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
     from stream.compile_notice import cache_location, compile_notice
+    from stream.engine import rating_columns
     from stream.events import _standings_scan
-    from stream.service import kafka_batches, rating_columns
+    from stream.service import kafka_batches
     from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
     names = list(dict.fromkeys(systems)) or sorted(SYSTEMS)

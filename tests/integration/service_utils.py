@@ -19,6 +19,7 @@ from typing import Any, Self, TypeVar
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from history_sink import history_lines
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -280,7 +281,7 @@ def embedded_state(paths: list[Path], system: str, pool_systems: dict[str, tuple
                    ) -> dict[tuple[str, str], dict[str, Any]]:
     """The final ratings of the embedded replay; ``history``: gets its rating messages (``--history``)."""
     pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems, batch_size=batch_size,
-                            history=None if history is None else history.extend)
+                            history=None if history is None else history_lines(history))
     for p in paths:
         pipe.run(read_records(p))
     return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from history_sink import history_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from legacy_layout import migration_story
@@ -321,7 +322,8 @@ def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_u
 
     outputs, records = asyncio.run(run())
     history: list[dict[str, Any]] = []
-    pipe = EmbeddedPipeline("elo-mmr", batch_size=size, pool_systems={"x": ("cowan", {})}, history=history.extend)
+    pipe = EmbeddedPipeline("elo-mmr", batch_size=size, pool_systems={"x": ("cowan", {})},
+                            history=history_lines(history))
     src = tmp_path / "events.jsonl"
     src.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in [*events, *batches]))
     pipe.run(read_records(src))

@@ -6,6 +6,7 @@ import itertools
 import lzma
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,13 +14,16 @@ import numpy as np
 import orjson
 import pytest
 from click.testing import CliRunner
+from history_sink import history_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.engine.explain import MAX_MATCH_IDS, player_matches, round_template, round_text_column, round_texts
+from stream.engine.pool import PoolEngine
+from stream.engine.rating_columns import RatingColumns, message_lines
 from stream.events.inputs import read_records
-from stream.events.model import MatchBatch, MatchEvent, index_players
+from stream.events.model import MatchBatch, MatchEvent, RatingOutput, index_players
 from stream.ratings.elo_mmr import EloMMR
 from stream.text_columns import split
 from stream.tools.replay import replay
@@ -44,7 +48,7 @@ def _match(eid: str, t: int, a: str, b: str, score: float, pool: str = "m") -> d
 
 def _history(paths: list[Path], system: str, **kw: Any) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any]]:
     rows: list[dict[str, Any]] = []
-    pipe = EmbeddedPipeline(system, history=rows.extend, **kw)
+    pipe = EmbeddedPipeline(system, history=history_lines(rows), **kw)
     for p in paths:
         pipe.run(read_records(p))
     return rows, {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
@@ -218,6 +222,62 @@ def test_codeforces_prefix_history(tmp_path: Path) -> None:
     assert len(finals) == len(last)
     for f in finals:
         assert {k: last[f["player"]][k] for k in f} == f
+
+
+def _history_bytes(paths: list[Path], system: str, monkeypatch: pytest.MonkeyPatch | None = None,
+                   **kw: Any) -> tuple[bytes, int]:
+    """The ``--history`` file's bytes, and how many of its units came as columns; with
+    ``monkeypatch``, every round explained player by player (the path that explains what the
+    arena cannot give as columns)."""
+    chunks: list[bytes] = []
+    by_columns = 0
+
+    def sink(outputs: Sequence[RatingOutput]) -> None:
+        nonlocal by_columns
+        by_columns += isinstance(outputs, RatingColumns)
+        chunks.append(bytes(message_lines(outputs)))
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(PoolEngine, "store_round_change", lambda self, event, held: (
+            self.store_round(event, held), None))
+    pipe = EmbeddedPipeline(system, history=sink, **kw)
+    for p in paths:
+        pipe.run(read_records(p))
+    return b"".join(chunks), by_columns
+
+
+@pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx", "trueskill"])
+def test_a_rounds_history_by_columns_is_the_per_player_history_byte_for_byte(
+        tmp_path: Path, system: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The messages of a round rated in its pool's arena, written by columns from its
+    ``RoundChange``, are those of the per-player explanation, byte for byte: newcomers, ties,
+    players coming back, round ids that need escaping, a round that changes nothing."""
+    rng = np.random.default_rng(11)
+    ids = ["r%d", 'q"uote', "ünï €", "back\\slash", "100%"]
+    events = [_round(f"e{k}", f"{ids[k % len(ids)]}{k}", 1000 * k,
+                     [(f"p{int(i)}", int(r)) for i, r in zip(rng.choice(60, n, replace=False), rng.integers(1, 9, n),
+                                                            strict=True)])
+              for k, n in enumerate(rng.integers(2, 40, size=40).tolist())]
+    events.insert(7, _round("solo", "solo", 6500, [("p1", 1)]))
+    events.append(_round("other", "o", 99_000, [("a", 1), ("b", 1), ("c", 2)], pool="second"))
+    src = _write(tmp_path / "in.jsonl", events)
+    got, by_columns = _history_bytes([src], system)
+    want, none = _history_bytes([src], system, monkeypatch)
+    assert none == 0 and got and got == want
+    assert (by_columns > 30) == (system in ("elo-mmr", "elo-mmx"))  # (trueskill's rounds: not in an arena)
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not CODEFORCES.exists(), reason=f"shared data absent: {CODEFORCES} (needs ../shared/data)")
+def test_codeforces_prefix_history_by_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first 40 Codeforces contests' history, by columns and player by player: the same bytes."""
+    src = tmp_path / "cf.jsonl.xz"
+    with lzma.open(CODEFORCES, "rb") as fh, lzma.open(src, "wb") as dst:
+        for _, line in zip(range(40), fh, strict=False):
+            dst.write(line)
+    got, by_columns = _history_bytes([src], "elo-mmr")
+    want, _ = _history_bytes([src], "elo-mmr", monkeypatch)
+    assert by_columns == 40 and got == want
 
 
 def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:

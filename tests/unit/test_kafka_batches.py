@@ -36,6 +36,7 @@ def _aiokafka_batches(records: list[tuple[bytes, bytes]], timestamp: int, max_by
     return out
 
 
+@settings(deadline=None)  # (the first example loads the numba kernels from their cache: ~0.6 s on a busy machine)
 @given(messages=_messages, n_parts=st.integers(1, 9))
 def test_each_key_goes_to_the_partition_aiokafkas_partitioner_picks(messages: list[tuple[bytes, bytes]],
                                                                     n_parts: int) -> None:
@@ -43,7 +44,7 @@ def test_each_key_goes_to_the_partition_aiokafkas_partitioner_picks(messages: li
     assert partitions(cat(keys), n_parts).tolist() == [(murmur2(k) & 0x7FFFFFFF) % n_parts for k in keys]
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(messages=_messages, n_parts=st.integers(1, 4), max_bytes=st.sampled_from([64, 200, 1000, 5000, 262144]),
        timestamp=st.integers(0, 2**41))
 def test_a_partitions_batches_are_the_bytes_aiokafka_writes(messages: list[tuple[bytes, bytes]], n_parts: int,

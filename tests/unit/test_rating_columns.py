@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.service.messages import rating_key, rating_value
-from stream.service.rating_columns import RatingColumns
 from stream.service.step import change_records
-from stream.text_columns import cat, join_rows, json_numbers, json_strings, split
+from stream.text_columns import cat, join_rows, json_numbers, json_strings, pick, split
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, 1.0, 1500.0, 5e-324, 1e16, 1e17])
@@ -117,6 +117,16 @@ def test_join_rows_concatenates_each_rows_parts(case: tuple[int, list[bytes | li
     columns = [p if isinstance(p, bytes) else cat(p) for p in parts]
     expected = [b"".join(p if isinstance(p, bytes) else p[i] for p in parts) for i in range(n)]
     assert split(join_rows(n, columns)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=6), min_size=1, max_size=5).flatmap(
+    lambda strings: st.tuples(st.just(strings), st.lists(st.integers(0, len(strings) - 1), max_size=30))))
+def test_pick_gathers_each_rows_string(case: tuple[list[bytes], list[int]]) -> None:
+    strings, rows = case
+    got = pick(strings, np.array(rows, dtype=np.int64))
+    assert split(got) == [strings[r] for r in rows]
+    assert split(join_rows(len(rows), [got, b";"])) == [strings[r] + b";" for r in rows]
 
 
 def test_join_rows_takes_a_column_cut_from_a_larger_buffer() -> None:

@@ -26,9 +26,8 @@ import numba as nb
 import numpy as np
 import orjson
 
-from stream.events.model import RatingOutput
+from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.ratings.base import rows_of_columns
-from stream.service.messages import rating_key, rating_value
 from stream.state.commit_frames import ChangeRecords
 from stream.text_columns import Column, cat, join_rows, json_numbers, json_strings, split
 
@@ -119,13 +118,28 @@ class RatingColumns(Sequence[RatingOutput]):
         pool = orjson.dumps(self.pool)
         names = json_strings(self.players)
         keys = join_rows(n, [b"[" + pool + b",", names, b"]"])
-        values = join_rows(n, [
+        return keys, self._values(pool, names, rounds, version, times)
+
+    def lines(self) -> bytes | memoryview:
+        """Each row's message value (``rating_value``) and a newline, one after another: the rows of
+        ``mmr replay --history`` (a JSONL file of the messages the worker publishes), joined in
+        the same pass as the messages (a whole history's are over a GB)."""
+        try:
+            rounds, version, times = self._text("rounds"), self._text("version"), self._text("times")
+        except OverflowError:
+            return message_lines(self.rows())
+        blob, _ = self._values(orjson.dumps(self.pool), json_strings(self.players), rounds, version, times, b"\n")
+        return memoryview(blob)
+
+    def _values(self, pool: bytes, names: Column, rounds: Column, version: Column, times: Column,
+                *after: bytes) -> Column:
+        return join_rows(len(self.players), [
             b'{"type":"rating","pool":' + pool + b',"player":', names,
             b',"rating":', _floats(self.rating), b',"mu":', _floats(self.mu), b',"sigma":', _floats(self.sigma),
             b',"rounds":', rounds, b',"version":', version, b',"event_id":', self._text("event_ids"),
-            b',"time":', times, b',"system":' + orjson.dumps(self.system), _ends(self.explain, n),
+            b',"time":', times, b',"system":' + orjson.dumps(self.system), _ends(self.explain, len(self.players)),
+            *after,
         ])
-        return keys, values
 
     def records(self) -> ChangeRecords:
         """The record of each row's change as the commit stores it (``step.change_records``: the
@@ -153,6 +167,14 @@ class RatingColumns(Sequence[RatingOutput]):
                 made = _ints(getattr(self, name))
             self._texts[name] = made
         return made
+
+
+def message_lines(outputs: Sequence[RatingOutput]) -> bytes | memoryview:
+    """Each output's message value (``rating_value``) and a newline, one after another: by columns
+    for ``RatingColumns`` (``RatingColumns.lines``), else row by row."""
+    if isinstance(outputs, RatingColumns):
+        return outputs.lines()
+    return b"".join([rating_value(o) + b"\n" for o in outputs])
 
 
 def _floats(column: Sequence[float] | np.ndarray) -> Column:
