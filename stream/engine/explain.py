@@ -82,8 +82,12 @@ def ratings_held(engine: PoolEngine, held: Mapping[str, Held], players: Sequence
         ratings = fast.summary_packed(cast("list[bytes]", packed))
         if ratings is not None:
             return dict(zip(players, ratings, strict=True))
-    unpack = engine.unpack
-    return _summaries(engine, [None if (h := held.get(p)) is None else unpack(h) for p in players], players)
+    # the held values summarised at once (``summary_many_held``: arena slots from the arena's block of
+    # them, with no belief array per player), the absent players at the prior's summary
+    values = list(map(held.get, players))
+    known = iter(engine.summary_many_held([h for h in values if h is not None]))
+    newcomer = engine.prior_rating
+    return {p: newcomer if h is None else next(known) for p, h in zip(players, values, strict=True)}
 
 
 def _summaries(engine: PoolEngine, beliefs: list[Belief | None], players: Sequence[str]) -> dict[str, Rating]:

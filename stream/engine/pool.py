@@ -36,6 +36,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import repeat
 from operator import itemgetter
 from typing import TypeVar, cast
@@ -226,6 +227,12 @@ class PoolEngine:
         if held and all(isinstance(h, int) for h in held):
             return self._arena_of().beliefs(np.array(held, dtype=np.int64))
         return [self.unpack(h) for h in held]
+
+    @cached_property
+    def prior_rating(self) -> Rating:
+        """The summary of the system's prior (a newcomer's), as ``summary_many`` gives it: made once
+        (a Cowan prior is a belief on the whole grid)."""
+        return self.fast.summary_many([self.system.new_belief()])[0]
 
     def summary_many_held(self, held: Sequence[Held]) -> list[Rating]:
         """``fast.summary_many(unpack_many(held))``; arena slots summarised from the arena's

@@ -129,7 +129,7 @@ class RatingColumns(Sequence[RatingOutput]):
         except OverflowError:
             return message_lines(self.rows())
         blob, _ = self._values(orjson.dumps(self.pool), json_strings(self.players), rounds, version, times, b"\n")
-        return memoryview(blob)
+        return blob.data  # (the file takes the buffer: no copy into a ``bytes``)
 
     def _values(self, pool: bytes, names: Column, rounds: Column, version: Column, times: Column,
                 *after: bytes) -> Column:

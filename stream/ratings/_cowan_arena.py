@@ -39,7 +39,7 @@ from numba.extending import intrinsic
 
 from stream.ratings._cowan_kernels import update_pair_in, work_cells
 from stream.ratings._cowan_quant import _ONE, _ZERO
-from stream.ratings._cowan_windows import HEADER, window_at
+from stream.ratings._cowan_windows import HEADER, moments, window_at
 from stream.ratings.base import Belief, FloatArray, IntArray
 from stream.ratings.fastpath import Arena
 
@@ -347,6 +347,30 @@ def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.nda
 
 
 @njit(cache=True, nogil=True)
+def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, slots: np.ndarray,
+                  grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``moments_many`` of the beliefs of ``slots`` read where the arena holds them (no ``gather``
+    of their windows first): the same ``moments`` on the same values, so the same bits;
+    ``(means, sds, rounds, -1)``, or ``(..., k)`` for the first slot ``moments_many`` would reject."""
+    n = slots.shape[0]
+    means = np.empty(n)
+    sds = np.empty(n)
+    out_rounds = np.empty(n, dtype=np.int64)
+    cells = grid.shape[0]
+    for k in range(n):
+        p = slots[k]
+        lo = lohi[p, 0]
+        w = lohi[p, 1] - lo + 1
+        r_f = rounds[p]
+        if w <= 0 or lo < 0 or lo + w > cells or not abs(r_f) < 2.0**62:
+            return means, sds, out_rounds, k
+        s = start[p]
+        means[k], sds[k] = moments(vals[s : s + w], grid, lo)
+        out_rounds[k] = int(r_f)
+    return means, sds, out_rounds, -1
+
+
+@njit(cache=True, nogil=True)
 def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, size: int) -> int:
     """Move the windows of slots ``0..size-1`` down to the front of ``vals``, back to back in
     the order they lie (each keeping its reserved cells), in place: a slot's cells only move
@@ -512,6 +536,11 @@ class CowanArena(Arena):
         """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
         ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
         return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
+
+    def moments(self, slots: IntArray, grid: FloatArray) -> tuple[FloatArray, FloatArray, IntArray, int]:
+        """``moments_many`` of the beliefs of ``slots`` on ``grid`` (``moments_slots``)."""
+        return moments_slots(self.vals, self.start, self.lohi, self.rounds,  # type: ignore[no-any-return]
+                             np.ascontiguousarray(slots, dtype=np.int64), grid)
 
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""

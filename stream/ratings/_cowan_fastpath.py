@@ -40,15 +40,14 @@ class CowanFastPath(FastPath, ArenaMatches):
         return super().summary_many(beliefs) if out is None else out
 
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
-        """``summary_many`` of the slots' beliefs from the arena's block of them (``CowanArena.gather``:
-        the very values and offsets ``summary_many`` would concatenate them back into)."""
+        """``summary_many`` of the slots' beliefs, their moments read where the arena holds them
+        (``CowanArena.moments``: the very values ``summary_many`` would read from their copies)."""
         if not isinstance(arena, CowanArena):
             raise TypeError("a Cowan arena is needed")
-        flat, offsets = arena.gather(slots)
-        out = self._ratings(flat, offsets)
-        if out is None:  # a malformed belief: ``summary`` names the fault
+        means, sds, rounds, bad = arena.moments(slots, self.system.model.grid)  # (read in place, not gathered)
+        if bad >= 0:  # a malformed belief: ``summary`` names the fault
             return super().summary_many(arena.beliefs(slots))
-        return out
+        return self._of_moments(means, sds, rounds)
 
     def _ratings(self, flat: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """The Ratings of the beliefs ``flat[offsets[i]:offsets[i + 1]]`` (one njit call), None
@@ -56,6 +55,10 @@ class CowanFastPath(FastPath, ArenaMatches):
         means, sds, rounds, bad = moments_many(flat, offsets, self.system.model.grid)
         if bad >= 0:
             return None
+        return self._of_moments(means, sds, rounds)
+
+    @staticmethod
+    def _of_moments(means: FloatArray, sds: FloatArray, rounds: IntArray) -> list[Rating]:
         return [
             Rating(rating=r, mu=m, sigma=s, rounds=k)
             for r, m, s, k in zip(

@@ -658,6 +658,11 @@ def warmup() -> None:
         Cowan({"algorithm": algo, "n": 40, "residual": "direct"}).rate_matches(
             bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64)
         )
+        # the embedded replay's pool arena and its summaries read in place (``--out``, ``--history``)
+        arena = sys_.new_arena()
+        slots = arena.add_copies(sys_.new_belief(), 2)
+        sys_.rate_arena(arena, slots, np.array([0]), np.array([1]), np.array([1.0]))
+        arena.moments(slots, sys_.model.grid)
 
 
 __all__ = ["Cowan", "CowanParams", "drift_naive", "fit_exp_sum", "fit_soe", "pack_soe", "posterior_naive", "warmup"]

@@ -809,3 +809,8 @@ def test_summaries_from_the_arena_are_summary_many_of_its_beliefs(sys_: Cowan) -
     eng = PoolEngine("p", sys_)
     eng._arena = arena
     assert eng.summary_many_held(slots.tolist()) == fast.summary_many(arena.beliefs(slots))
+    arena.rounds[int(slots[4])] = np.nan  # a malformed belief: named as ``summary`` names it
+    with pytest.raises(ValueError, match="NaN"):
+        fast.summary_arena(arena, slots)
+    with pytest.raises(ValueError, match="NaN"):
+        fast.summary_many(arena.beliefs(slots))
