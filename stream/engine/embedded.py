@@ -282,12 +282,13 @@ class EmbeddedPipeline:
     def _emit(self, eng: PoolEngine, after: dict[str, Any], ex: explain.Explainer,
               cause: dict[str, tuple[str, int]]) -> None:
         assert self.history is not None
-        system = eng.system.name
-        rows = [RatingOutput(eng.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, *cause[p], system,
-                             ex.of.get(p))
-                for p, r in after.items() if r.rounds]  # rounds 0: only registered, as the worker publishes
-        if rows:
-            self.history(rows)
+        shown = [p for p, r in after.items() if r.rounds]  # rounds 0: only registered, as the worker publishes
+        if not shown:
+            return
+        rating, mu, sigma, rounds = map(list, zip(*map(after.__getitem__, shown), strict=True))
+        event_ids, times = map(list, zip(*map(cause.__getitem__, shown), strict=True))
+        self.history(RatingColumns(eng.pool, eng.system.name, shown, rating, mu, sigma, rounds, rounds, event_ids,
+                                   times, list(map(ex.of.get, shown))))
 
     # --- results -------------------------------------------------------------------
     def incomplete_rounds(self) -> list[IncompleteRound]:

@@ -226,7 +226,8 @@ def test_codeforces_prefix_history(tmp_path: Path) -> None:
 
 def _history_bytes(paths: list[Path], system: str, monkeypatch: pytest.MonkeyPatch | None = None,
                    **kw: Any) -> tuple[bytes, int]:
-    """The ``--history`` file's bytes, and how many of its units came as columns; with
+    """The ``--history`` file's bytes, and how many of its units were explained by columns (a round's
+    ``RoundChange``: their explanations one text column); with
     ``monkeypatch``, every round explained player by player (the path that explains what the
     arena cannot give as columns)."""
     chunks: list[bytes] = []
@@ -234,7 +235,7 @@ def _history_bytes(paths: list[Path], system: str, monkeypatch: pytest.MonkeyPat
 
     def sink(outputs: Sequence[RatingOutput]) -> None:
         nonlocal by_columns
-        by_columns += isinstance(outputs, RatingColumns)
+        by_columns += isinstance(outputs, RatingColumns) and isinstance(outputs.explain, tuple)  # (a text column)
         chunks.append(bytes(message_lines(outputs)))
 
     if monkeypatch is not None:
