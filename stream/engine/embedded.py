@@ -14,7 +14,7 @@ of matches: one per player it changed, as the worker publishes them, explained b
 Without it nothing of that is computed. A round rated in its pool's arena hands them on as
 columns (``RatingColumns``, from the round's ``RoundChange``), as the worker's step of rounds does:
 the whole history is ~3 million messages, and one ``Rating``, explanation and dict per message
-was most of such a replay's time (BENCHMARKS.md, "Replay").
+was most of such a replay's time (BENCHMARKS.md, "`mmr replay --embedded --history`").
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -548,8 +548,13 @@ class RedisStore(RoundState, ReplicatedWrites):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        bulk = frames(c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
-                      keys[2].encode(), keys[9].encode())
+        # the bulk frames are written on a thread (their pass runs without the GIL) while the WATCH and the
+        # check make their round trip: the event loop meanwhile hands the next step to the rating thread,
+        # which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
+        bulk = asyncio.get_running_loop().run_in_executor(
+            None, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
+            keys[2].encode(), keys[9].encode())
+        bulk.add_done_callback(_retrieved)  # (a commit refused before its frames are sent never awaits them)
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         offsets_blob = strings_blob(offsets)
         check = ("EVAL", COMMIT_CHECK_LUA, len(keys), *keys, gen, held[0], held[1], "1" if check_ids else "",
@@ -583,9 +588,11 @@ class RedisStore(RoundState, ReplicatedWrites):
                 self._ids.pop(pool, None)
         return new_gen
 
-    def _transaction(self, watched: Command, check: Command, apply: Command, bulk: list[memoryview]) -> Exchange:
+    def _transaction(self, watched: Command, check: Command, apply: Command,
+                     bulk_frames: Awaitable[list[memoryview]]) -> Exchange:
         """A commit on one connection: ``watched`` (WATCH) and ``check``; unless the check refused (its
-        reply, not 0, is the commit's reply), ``apply`` and the ``bulk`` frames in one MULTI/EXEC. An EXEC
+        reply, not 0, is the commit's reply), ``apply`` and the ``bulk`` frames (awaited once the check
+        has answered) in one MULTI/EXEC. An EXEC
         that did nothing (a watched key changed in between: a round assembled meanwhile, another writer) is
         tried again from the check, ``COMMIT_TRIES`` times in all; then the reply is -1 (gen moved)."""
         async def exchange(node: Any, need: int) -> list[Any]:
@@ -596,6 +603,7 @@ class RedisStore(RoundState, ReplicatedWrites):
                     refusal = next((r for r in head if isinstance(r, BaseException)), head[1])
                     if refusal != 0:
                         return [refusal, *(await self._round_trip(conn, [("UNWATCH",), *wait]))[1:]]
+                    bulk = await bulk_frames
                     replies = await self._round_trip(conn, [("MULTI",), apply, *bulk, ("EXEC",), *wait])
                     done = replies[len(bulk) + 2]
                     error = next((r for r in replies[:len(bulk) + 3] if isinstance(r, BaseException)), None)
@@ -614,6 +622,12 @@ class RedisStore(RoundState, ReplicatedWrites):
             await self.r.execute_command("SCRIPT", "LOAD", script.script, target_nodes=self.r.get_node_from_key(key))
         else:
             await self.r.script_load(script.script)
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """Marks ``done``'s outcome as seen: where its awaiter raises, it is that awaiter's to report."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _script_wrote(replies: list[Any]) -> bool:
