@@ -115,6 +115,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,6 +216,8 @@ class RedisStore(RoundState, ReplicatedWrites):
         self._migrate = client.register_script(MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
+        #: the thread that writes commits' bulk frames (``_write``), made at the first commit, ended by ``close``
+        self._frames: ThreadPoolExecutor | None = None
         #: a cluster client learns the slot map before its first commands run concurrently (redis-py's
         #: asyncio cluster client, 8.1, broke connections when dozens of first commands raced its setup)
         self._cold = isinstance(client, RedisCluster)
@@ -273,6 +276,9 @@ class RedisStore(RoundState, ReplicatedWrites):
 
     async def close(self) -> None:
         await self.r.aclose()
+        if self._frames is not None:
+            self._frames.shutdown(wait=True)  # (a frames pass takes milliseconds)
+            self._frames = None
 
     async def ping(self) -> bool:
         """Whether Redis answers (every node of a cluster)."""
@@ -548,11 +554,13 @@ class RedisStore(RoundState, ReplicatedWrites):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        # the bulk frames are written on a thread (their pass runs without the GIL) while the WATCH and the
-        # check make their round trip: the event loop meanwhile hands the next step to the rating thread,
-        # which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
+        # the bulk frames are written on the store's thread (their pass runs without the GIL) while the WATCH
+        # and the check make their round trip: the event loop meanwhile hands the next step to the rating
+        # thread, which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
+        if self._frames is None:
+            self._frames = ThreadPoolExecutor(1, thread_name_prefix="mmr-frames")
         bulk = asyncio.get_running_loop().run_in_executor(
-            None, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
+            self._frames, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
             keys[2].encode(), keys[9].encode())
         bulk.add_done_callback(_retrieved)  # (a commit refused before its frames are sent never awaits them)
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
