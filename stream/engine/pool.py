@@ -88,6 +88,12 @@ def _check_finite(ratings: dict[str, Rating]) -> None:
         raise RatingError(f"the new rating of player {bad!r} is not finite (a corrupt stored belief?)")
 
 
+def _finite(change: RoundChange) -> bool:
+    """Whether every rating and σ of ``change`` is finite (otherwise the per-belief path runs, and
+    ``_check_finite`` names the player)."""
+    return bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())
+
+
 def _new_or_changed(players: list[str], before: list[_H], after: list[_H],
                     known: Mapping[str, object]) -> dict[str, _H]:
     """Players whose entry the system replaced (it returns an unchanged player's very object)
@@ -316,9 +322,7 @@ class PoolEngine:
         if result is None:  # changes nothing: newcomers are stored at the prior (``_changed``)
             return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}, None
         cols = fast.change_gathered(flat, offsets, *result) if change else None
-        if cols is not None and not (bool(np.isfinite(cols.rating).all()) and bool(np.isfinite(cols.sigma).all())):
-            cols = None
-        return FlatBeliefs(players, idx, *result, held), cols
+        return FlatBeliefs(players, idx, *result, held), cols if cols is not None and _finite(cols) else None
 
     def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         """``rate_matches`` on what the embedded store holds (matches of a packed pool go
@@ -470,7 +474,7 @@ class PoolEngine:
         values, offsets = flat
         updates = dict(zip(players, codec.encode_flat(values, offsets), strict=True))
         change = fast.change_columns(before, values, offsets) if columns else None
-        if change is not None and bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all()):
+        if change is not None and _finite(change):
             return Applied(updates=updates, change=change)  # (not finite: ``_check_finite`` names the player)
         ratings = fast.summary_flat(values, offsets)
         if ratings is None:
@@ -522,7 +526,7 @@ class PoolEngine:
             return None
         values, out_offsets = result
         change = fast.change_gathered(flat, offsets, values, out_offsets)
-        if change is None or not (bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())):
+        if change is None or not _finite(change):
             return None
         return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag, at), change=change)
 

@@ -110,26 +110,29 @@ class RatingColumns(Sequence[RatingOutput]):
 
     def message_columns(self) -> tuple[Column, Column]:
         """``messages`` as two columns (the producer's record batches are written from them)."""
-        n = len(self.players)
         try:
-            rounds, version, times = self._text("rounds"), self._text("version"), self._text("times")
+            ints = self._int_texts()
         except OverflowError:  # a count or time beyond int64: as the functions write it
             return cat([rating_key(o.pool, o.player) for o in self]), cat(list(map(rating_value, self)))
         pool = orjson.dumps(self.pool)
         names = json_strings(self.players)
-        keys = join_rows(n, [b"[" + pool + b",", names, b"]"])
-        return keys, self._values(pool, names, rounds, version, times)
+        keys = join_rows(len(self.players), [b"[" + pool + b",", names, b"]"])
+        return keys, self._values(pool, names, *ints)
 
     def lines(self) -> bytes | memoryview:
         """Each row's message value (``rating_value``) and a newline, one after another: the rows of
         ``mmr replay --history`` (a JSONL file of the messages the worker publishes), joined in
         the same pass as the messages (a whole history's are over a GB)."""
         try:
-            rounds, version, times = self._text("rounds"), self._text("version"), self._text("times")
-        except OverflowError:
+            ints = self._int_texts()
+        except OverflowError:  # (as ``message_columns``)
             return message_lines(self.rows())
-        blob, _ = self._values(orjson.dumps(self.pool), json_strings(self.players), rounds, version, times, b"\n")
+        blob, _ = self._values(orjson.dumps(self.pool), json_strings(self.players), *ints, b"\n")
         return blob.data  # (the file takes the buffer: no copy into a ``bytes``)
+
+    def _int_texts(self) -> tuple[Column, Column, Column]:
+        """The texts of ``rounds``, ``version`` and ``times``; OverflowError for one beyond int64."""
+        return self._text("rounds"), self._text("version"), self._text("times")
 
     def _values(self, pool: bytes, names: Column, rounds: Column, version: Column, times: Column,
                 *after: bytes) -> Column:
