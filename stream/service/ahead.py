@@ -34,6 +34,7 @@ import asyncio
 import logging
 import operator
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -89,32 +90,35 @@ class RatedAhead(Generic[R]):
 
 
 async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-                     written: Mapping[str, bytes]) -> dict[str, bytes | None] | None:
-    """What ``step`` starts from if the commit writing ``written`` at ``gen`` lands (see the module
-    docstring), in the step's order; None when it could not be read (the step is then rated as usual,
-    and meets the same error there). Reads from Redis only the players neither written nor cached at
-    ``gen``.
+                     written: Sequence[Mapping[str, bytes]], fetched: Mapping[str, bytes | None] | None = None,
+                     ) -> dict[str, bytes | None] | None:
+    """What ``step`` starts from once the commits writing ``written`` (newest first) land on the state at
+    ``gen`` (see the module docstring), in the step's order; None when it could not be read (the step is
+    then rated as usual, and meets the same error there). Each player's value is the newest written,
+    else the cache's at ``gen``, else ``fetched`` (``Chain.prefetch``), else read from Redis now.
 
-    Started before that commit is sent: Redis runs one command at a time, so a read sent after the
-    commit's script waits until the script has run (~0.5 s for a step of 50,000 players), and the
-    rating ahead with it. Read before, it is what the commit leaves: the commit does not write these
-    players, and if another writer does, before the commit or between it and the next step's, one of
-    the two compare-and-sets on ``gen`` refuses."""
+    A read sent while a commit's script runs waits until the script has run (~0.5 s for a step of 50,000
+    players), and the rating ahead with it: so the chain's first step is read before its commit is sent,
+    and each later one while the step before it is rated (``fetched``). A player read before such a commit
+    is what the commit leaves: the commit does not write it, and if another writer does, before the
+    commit or between it and the next step's, one of the compare-and-sets on ``gen`` refuses."""
     entry = cache.pool(pool)
     known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
     # by columns, before any await (the cache may move on meanwhile): ``base`` is made in the step's
     # order and only filled in after, so it stays in that order (a step is ~50,000 players)
     players = step.players
-    base: dict[str, Any] = dict(zip(players, map(written.get, players, repeat(_ABSENT)), strict=True))
+    newest = written[0] if written else {}
+    base: dict[str, Any] = dict(zip(players, map(newest.get, players, repeat(_ABSENT)), strict=True))
     rest = [p for p, v in base.items() if v is _ABSENT]
-    if not rest:
-        return base
-    vals = list(map(known.get, rest, repeat(_ABSENT)))
-    base.update(zip(rest, vals, strict=True))
-    missing = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
-    if missing:
+    for source in (*written[1:], known, fetched or {}):
+        if not rest:
+            return base
+        vals = list(map(source.get, rest, repeat(_ABSENT)))
+        base.update(zip(rest, vals, strict=True))
+        rest = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
+    if rest:
         try:
-            base.update(await store.beliefs(pool, missing))
+            base.update(await store.beliefs(pool, rest))
         except Exception as exc:  # the step is rated again as usual, where this error is handled
             log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
             return None
@@ -122,13 +126,9 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
 
 
 async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
-                     reading: Awaitable[dict[str, bytes | None] | None], explain: bool, by_offsets: bool,
-                     ) -> RatedAhead[R] | None:
-    """``step`` rated on the numba thread from what ``reading`` (``read_ahead``) gives; None when it could
-    not be (the step is then rated as usual, and meets the same error there)."""
-    stored = await reading
-    if stored is None:
-        return None
+                     stored: dict[str, bytes | None], explain: bool, by_offsets: bool) -> RatedAhead[R] | None:
+    """``step`` rated on the numba thread from ``stored`` (``read_ahead``); None when it could not be (the
+    step is then rated as usual, and meets the same error there)."""
     try:
         dead = DeferredDead()
         started = time.perf_counter()
@@ -141,31 +141,163 @@ async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R],
     return RatedAhead(engine, result, dead, seconds=time.perf_counter() - started)
 
 
-async def drop(task: asyncio.Task[Any] | None) -> None:
-    """Cancel a rating ahead whose commit before did not land, and wait until it has ended (a
-    cancellation of the caller itself still propagates)."""
-    if task is None:
-        return
-    task.cancel()
+async def result(task: asyncio.Task[Any]) -> Any:
+    """What a rating ahead's task returned, None if it was cancelled (a cancellation of the caller
+    itself still propagates)."""
     await asyncio.wait([task])
-    if not task.cancelled():
-        task.exception()  # retrieved: a failure of a rating that is not used is not an error
+    return None if task.cancelled() else task.result()
 
 
 @dataclass(slots=True)
-class Stashed:
-    """A first step of the next batch rated ahead of the commit before it (``NextBatch``)."""
+class Link:
+    """A step of a ``Chain``, rated ahead (``task``: ``RatedAhead`` or None)."""
 
     step: StepInputs
-    task: asyncio.Task[Any]  # ``rate_ahead``'s
-    gen: str  # the pool's ``gen`` that commit left
-    #: the pool's ops in the next batch as planned, and the steps they were cut into (``NextBatch.cut``)
-    cut: tuple[list[Op], list[list[Op]]] | None = None
+    task: asyncio.Task[Any]
+
+
+#: what a chain rates each step with: (the step, what it starts from) -> the step rated, or None
+Rater = Callable[[StepInputs, dict[str, "bytes | None"]], Awaitable["RatedAhead[Any] | None"]]
+
+
+class Chain:
+    """A pool's next steps rated one after another, each as soon as the one before it is rated, from the
+    state the commits before it leave (see the module docstring).
+
+    It starts at a step whose commit is about to be sent (``start``) and rates the steps after it
+    (``todo``; then, with ``more``, the pool's steps of the next batch), at most ``depth`` of them rated
+    and not yet taken. Its state: the beliefs of the commits sent and not landed and of the steps rated
+    ahead (``pending``, oldest first: a step starts from the newest value of each player there), and
+    the ``gen`` the commits landed so far left, at which the cache's values hold for every other
+    player. A step is taken (``take``) once the commit before it landed (``landed``), with that ``gen``."""
+
+    def __init__(self, store: RedisStore, cache: BeliefCache, pool: str, kind: str, rate: Rater, gen: str,
+                 committing: StepInputs, written: Mapping[str, bytes], todo: Sequence[StepInputs],
+                 more: Callable[[], NextBatch | None] | None, depth: int) -> None:
+        self.store, self.cache, self.pool, self.kind, self.rate = store, cache, pool, kind, rate
+        self.gen = gen
+        self.pending: deque[Mapping[str, bytes]] = deque([written])
+        #: the steps of ``pending`` and of the links being rated: no player of theirs is read ahead of time
+        self.open: deque[StepInputs] = deque([committing])
+        self.links: deque[Link] = deque()
+        self.todo: deque[StepInputs] = deque(todo)
+        self.more = more
+        #: the next batch the chain went on into (``more``), its pool's ops and steps as cut there
+        self.stash: NextBatch | None = None
+        self.cut: tuple[list[Op], list[StepInputs]] | None = None
+        self.depth = max(1, depth)
+        self._fetching: dict[int, asyncio.Task[Any]] = {}  # id of a step -> its players read ahead of time
+        self._stopped = False  # a rating ahead failed, or the chain was dropped: nothing more is rated ahead
+        self._rating = False  # a link is being read or rated (the next waits for its beliefs)
+
+    def start(self) -> None:
+        """Rate the first step ahead: its read goes to Redis now, before the commit (the caller yields once)."""
+        self._extend()
+
+    def resume(self, more: Callable[[], NextBatch | None] | None) -> None:
+        """Go on in the batch the chain went on into (its steps now this batch's): ``more`` is that batch's next."""
+        self.more, self.stash, self.cut = more, None, None
+        self._extend()
+
+    async def take(self, step: StepInputs) -> RatedAhead[Any] | None:
+        """``step`` rated ahead, from the state the commit before it left (at ``gen``), if it is the chain's
+        next; None if it is not, or could not be rated (the caller then drops the chain)."""
+        if not self.links or self.links[0].step is not step:
+            return None
+        rated: RatedAhead[Any] | None = await result(self.links.popleft().task)
+        if rated is not None:
+            rated.gen = self.gen
+            self._extend()
+        return rated
+
+    def landed(self, gen: int | str) -> None:
+        """The oldest commit sent landed, leaving ``gen``."""
+        self.gen = str(gen)
+        self.pending.popleft()
+        self.open.popleft()
+
+    def holds_more(self) -> bool:
+        """Steps rated ahead or still to rate (at the end of a batch: the next batch's)."""
+        return bool(self.links or self.todo)
+
+    def drop(self) -> int:
+        """Cancel every rating ahead (one under way on the executor ends unused); how many."""
+        n = len(self.links)
+        for link in self.links:
+            link.task.cancel()
+        for t in self._fetching.values():
+            t.cancel()
+        self.links.clear()
+        self.todo.clear()
+        self._fetching.clear()
+        self._stopped = True
+        return n
+
+    def _next_step(self) -> StepInputs | None:
+        """The next step to rate ahead, going on into the next batch once this one's are all rated."""
+        if not self.todo and self.more is not None:
+            nb, self.more = self.more(), None
+            steps = nb.steps(self.pool) if nb is not None else None
+            cut = nb.cut(self.pool) if nb is not None else None
+            if steps and cut is not None:
+                self.stash, self.cut = nb, (cut[0], steps)
+                self.todo.extend(steps)
+        return self.todo[0] if self.todo and self.todo[0].kind == self.kind else None
+
+    def _extend(self) -> None:
+        """Rate the next step ahead if the last one is rated and fewer than ``depth`` wait to be taken."""
+        if self._stopped or self._rating or len(self.links) >= self.depth:
+            return
+        step = self._next_step()
+        if step is None:
+            return
+        self.todo.popleft()
+        self.open.append(step)
+        self._rating = True
+        fetching = self._fetching.pop(id(step), None) or self._prefetch(step)
+        self.links.append(Link(step, asyncio.ensure_future(self._rate(step, fetching))))
+        after = self._next_step()  # read while this one is rated
+        if after is not None and id(after) not in self._fetching:
+            fetch = self._prefetch(after)
+            if fetch is not None:
+                self._fetching[id(after)] = fetch
+
+    def _prefetch(self, step: StepInputs) -> asyncio.Task[Any] | None:
+        """The players of ``step`` neither in an open step nor cached at ``gen``, read now: no commit in flight
+        or rated ahead before ``step`` can write them (another writer makes a compare-and-set refuse)."""
+        entry = self.cache.pool(self.pool)
+        known = entry.values if entry.gen == self.gen else {}
+        want = set(step.players).difference(known, *(s.players for s in self.open if s is not step))
+        if not want:
+            return None
+
+        async def read() -> Mapping[str, bytes | None] | None:
+            try:
+                return await self.store.beliefs(self.pool, list(want))
+            except Exception:  # read again by ``read_ahead``, which handles its error
+                return None
+
+        return asyncio.ensure_future(read())
+
+    async def _rate(self, step: StepInputs, fetching: asyncio.Task[Any] | None) -> RatedAhead[Any] | None:
+        try:
+            fetched = await fetching if fetching is not None else None
+            newest_first = list(reversed(self.pending))
+            stored = await read_ahead(self.store, self.cache, self.pool, step, self.gen, newest_first, fetched)
+            rated = None if stored is None else await self.rate(step, stored)
+        finally:
+            self._rating = False
+        if rated is None:
+            self._stopped = True
+            return None
+        self.pending.append(rated.result[0].beliefs)
+        self._extend()
+        return rated
 
 
 class NextBatch:
-    """The batch after the one under way, planned ahead (``plan``), and per pool its first step
-    rated ahead of the last commit of the batch under way (see the module docstring)."""
+    """The batch after the one under way, planned ahead (``plan``), and per pool its steps rated ahead
+    of the last commits of the batch under way (a ``Chain``; see the module docstring)."""
 
     def __init__(self, msgs: list[Message], plan: Plan, dead: DeferredDead, max_step_players: int,
                  by_offsets: bool) -> None:
@@ -174,50 +306,43 @@ class NextBatch:
         self.dead = dead
         self._max_step_players = max_step_players
         self._by_offsets = by_offsets
-        self._first: dict[str, StepInputs | None] = {}
+        self._steps: dict[str, list[StepInputs] | None] = {}
         self._cuts: dict[str, tuple[list[Op], list[list[Op]]]] = {}
-        self.rated: dict[str, Stashed] = {}
+        self.rated: dict[str, Chain] = {}
 
-    def first_step(self, pool: str) -> StepInputs | None:
-        """The pool's first step in this batch; None if the pool has no ops in it or round results (their
+    def steps(self, pool: str) -> list[StepInputs] | None:
+        """The pool's steps in this batch; None if the pool has no ops in it or round results (their
         rounds are assembled when the batch runs, and may come before its ops)."""
-        if pool not in self._first:
+        if pool not in self._steps:
             ops = self.plan.ops.get(pool)
-            first = None
+            steps = None
             if ops and pool not in self.plan.results:
-                steps = split_steps(ops, self._max_step_players)
-                self._cuts[pool] = (ops, steps)
-                first = step_inputs(steps[0], self._by_offsets)
-            self._first[pool] = first
-        return self._first[pool]
+                cut = split_steps(ops, self._max_step_players)
+                self._cuts[pool] = (ops, cut)
+                steps = [step_inputs(s, self._by_offsets) for s in cut]
+            self._steps[pool] = steps
+        return self._steps[pool]
 
     def cut(self, pool: str) -> tuple[list[Op], list[list[Op]]] | None:
-        """The pool's ops and the steps ``first_step`` cut them into (None if it did not): the batch,
-        when it runs on this plan, steps through them without cutting them again."""
+        """The pool's ops and the steps ``steps`` cut them into (None if it did not): the batch, when it
+        runs on this plan, steps through them without cutting them again."""
         return self._cuts.get(pool)
 
     def same(self, msgs: Sequence[Message]) -> bool:
         """``msgs`` are the very messages planned (the same objects, in order)."""
         return len(msgs) == len(self.msgs) and all(map(operator.is_, msgs, self.msgs))
 
-    def take(self, pool: str) -> Stashed | None:
+    def keep(self, pool: str, chain: Chain) -> int:
+        """Hold ``chain`` for the pool's steps in this batch; how many ratings ahead an older one held were
+        dropped (one of an earlier try at the batch before)."""
+        old = self.rated.pop(pool, None)
+        self.rated[pool] = chain
+        return old.drop() if old is not None and old is not chain else 0
+
+    def take(self, pool: str) -> Chain | None:
         return self.rated.pop(pool, None)
 
     def drop(self) -> int:
         """Cancel the ratings ahead not taken (a rating under way on the executor ends unused); how many."""
         rated, self.rated = self.rated, {}
-        for s in rated.values():
-            s.task.cancel()
-        return len(rated)
-
-
-async def result(task: asyncio.Task[Any]) -> Any:
-    """What ``rate_ahead``'s task returned, None if it was cancelled (a cancellation of the caller
-    itself still propagates)."""
-    await asyncio.wait([task])
-    return None if task.cancelled() else task.result()
-
-
-def same_ops(a: StepInputs, b: StepInputs) -> bool:
-    """The two steps are of the very same ops (objects of one plan), in order."""
-    return len(a.ops) == len(b.ops) and all(map(operator.is_, a.ops, b.ops))
+        return sum(c.drop() for c in rated.values())

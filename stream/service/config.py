@@ -86,6 +86,9 @@ class Settings:
     #: ... and a pool's first step of the next batch, when taken already, while the batch's last step of
     #: the pool commits (stream.service.ahead, ``NextBatch``); needs MMR_RATE_AHEAD
     rate_ahead_batches: bool = setting(True, "MMR_RATE_AHEAD_BATCHES")
+    #: ... and steps rated ahead one after another, each as soon as the one before it is rated: at most this
+    #: many rated and not yet committed (stream.service.ahead, ``Chain``); needs MMR_RATE_AHEAD
+    rate_ahead_depth: int = setting(2, "MMR_RATE_AHEAD_DEPTH")
     #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
@@ -37,7 +37,7 @@ from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
-from stream.service.ahead import NextBatch, RatedAhead, Stashed, drop, rate_ahead, read_ahead, result, same_ops
+from stream.service.ahead import Chain, NextBatch, RatedAhead, rate_ahead
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -76,60 +76,85 @@ class PoolStep:
         #: the next batch, planned ahead by the processor when it is already taken (stream.service.ahead)
         self.next_batch: Callable[[], NextBatch | None] | None = None
 
-    async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult, early: Stashed | None = None) -> None:
+    async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult, early: Chain | None = None) -> None:
         """A pool's ops as atomic steps in order: one, or several when together they touch
-        more than ``max_step_players`` players (``split_steps``). With several, each step is
-        rated while the one before it commits (``MMR_RATE_AHEAD``; stream.service.ahead); the
-        last one's commit has the next batch's first step of the pool rated meanwhile, when the
-        processor planned that batch already (``next_batch``; ``MMR_RATE_AHEAD_BATCHES``).
-        ``early``: this batch's first step of the pool so rated, used if it is that very step."""
+        more than ``max_step_players`` players (``split_steps``). With several, the steps after the
+        one committing are rated meanwhile, one after another (``MMR_RATE_AHEAD``, a ``Chain``;
+        stream.service.ahead), and on into the pool's steps of the next batch when the processor
+        planned that batch already (``next_batch``; ``MMR_RATE_AHEAD_BATCHES``): what the chain
+        holds of those at the end is kept there for that batch. ``early``: this batch's steps of the
+        pool so rated, used if its ops are the very ops they were cut from."""
         if not ops:
             if early is not None:
-                await self._drop_early(early)
+                self._drop_chain(early)
             return
         by_offsets = self.settings.dedup == "offsets"
+        chain: Chain | None = None
         if early is not None and early.cut is not None and early.cut[0] is ops:
-            # the very ops planned ahead: their steps as cut then, and the first one's inputs (cutting 100
-            # rounds of the Codeforces history again took 20-60 ms of the event loop: BENCHMARKS.md, "Service")
-            cut = early.cut[1]
-            steps = [early.step if part is early.step.ops else step_inputs(part, by_offsets) for part in cut]
+            # the very ops planned ahead: their steps as cut then (cutting 100 rounds of the Codeforces
+            # history again took 20-60 ms of the event loop: BENCHMARKS.md, "Service")
+            steps = early.cut[1]
+            chain = early
+            chain.resume(self.next_batch)
         else:
+            if early is not None:
+                self._drop_chain(early)
             steps = [step_inputs(s, by_offsets) for s in split_steps(ops, self.settings.max_step_players)]
         async with self._locks.setdefault(pool, asyncio.Lock()):
-            ahead: RatedAhead[Rated] | None = None
-            if early is not None:
-                if same_ops(early.step, steps[0]):
-                    ahead = await result(early.task)
-                    if ahead is None:
-                        self.metrics.rated_ahead.labels("dropped").inc()
-                    else:
-                        ahead.gen = early.gen
+            try:
+                for i, step in enumerate(steps):
+                    ahead: RatedAhead[Rated] | None = None
+                    if chain is not None:
+                        ahead = await chain.take(step)
+                        if ahead is None:
+                            self._drop_chain(chain, 1)
+                            chain = None
+                    chain = await self._apply_step(pool, step, out, ahead, chain, steps[i + 1:])
+            except BaseException:
+                if chain is not None:
+                    self._drop_chain(chain)
+                raise
+            if chain is not None:
+                if chain.stash is not None and chain.holds_more():
+                    dropped = chain.stash.keep(pool, chain)
+                    if dropped:
+                        self.metrics.rated_ahead.labels("dropped").inc(dropped)
                 else:
-                    await self._drop_early(early)
-            for i, step in enumerate(steps):
-                nxt, stash = None, None
-                if self.settings.rate_ahead:
-                    if i + 1 < len(steps):
-                        nxt = steps[i + 1]
-                    elif self.next_batch is not None:
-                        stash = self.next_batch()
-                        nxt = stash.first_step(pool) if stash is not None else None
-                ahead = await self._apply_step(pool, step, out, ahead, nxt, stash)
+                    self._drop_chain(chain)
 
-    async def _drop_early(self, early: Stashed) -> None:
-        await drop(early.task)
-        self.metrics.rated_ahead.labels("dropped").inc()
+    def _drop_chain(self, chain: Chain, more: int = 0) -> None:
+        """Drop ``chain``'s ratings ahead (and ``more`` already taken from it), counted as dropped."""
+        n = chain.drop() + more
+        if n:
+            self.metrics.rated_ahead.labels("dropped").inc(n)
+
+    def _chain(self, pool: str, kind: str, engine: PoolEngine, rate: Callable[..., Rated], gen: str,
+               step: StepInputs, commit: Commit, rest: Sequence[StepInputs]) -> Chain | None:
+        """A chain rating the steps after ``step`` (``rest``, then the next batch's) from the state its
+        ``commit`` leaves; None when there is nothing to rate."""
+        if not rest and self.next_batch is None:
+            return None
+        by_offsets, explain = self.settings.dedup == "offsets", self.settings.explain
+
+        def rate_step(nxt: StepInputs, stored: dict[str, bytes | None]) -> Awaitable[RatedAhead[Rated] | None]:
+            return rate_ahead(self.executor, engine, rate, nxt, stored, explain, by_offsets)
+
+        chain = Chain(self.store, self.cache, pool, kind, rate_step, gen, step, commit.beliefs, rest,
+                      self.next_batch, self.settings.rate_ahead_depth)
+        chain.start()
+        return chain
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult, ahead: RatedAhead[Rated] | None,
-                          nxt: StepInputs | None, stash: NextBatch | None = None) -> RatedAhead[Rated] | None:
+                          chain: Chain | None, rest: Sequence[StepInputs]) -> Chain | None:
         """One step: read, rate, commit, again from the read on a conflict. ``ahead``: this step
-        already rated from the state the commit before left (its first attempt uses it). With
-        ``nxt``, the next step is rated meanwhile the commit is under way; returned when this
-        step's first commit lands (None otherwise: the next step is then rated as usual). With
-        ``stash``, ``nxt`` is the next batch's: once the commit landed, its rating is left there
-        (not waited for) and None is returned."""
+        already rated from the state the commit before left (its first attempt uses it), taken from
+        ``chain``, which rates the steps after it meanwhile. Without a chain, one is started at this
+        step's first commit (``rest``: the batch's steps after it). Returned, the commit landed, when it
+        is this step's first commit that landed (None otherwise: the steps after are rated as usual)."""
         engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
         if engine is None:
+            if chain is not None:
+                self._drop_chain(chain)
             return None
         by_offsets = self.settings.dedup == "offsets"
         loop = asyncio.get_running_loop()
@@ -150,6 +175,9 @@ class PoolStep:
                 if ahead is not None:
                     self.metrics.rated_ahead.labels("dropped").inc()
                 ahead = None
+                if chain is not None:  # rated from a rating of this step that is not used
+                    self._drop_chain(chain)
+                    chain = None
                 try:
                     gen, stored, seen, upto, checked = await self._read(pool, step.players, step.ids,
                                                                          step.checked_offsets, optimistic)
@@ -169,20 +197,21 @@ class PoolStep:
             if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
+                if chain is not None:  # (it counts a commit that is not sent)
+                    self._drop_chain(chain)
                 self.rounds.committed(pool, step.rounds)
                 out.rated(outputs)
                 out.dead.extend(dead)
                 self.metrics.duplicates.inc(stats.repeated)
                 return None
             commit.offsets = step.offsets
-            nxt_task = None
-            if nxt is not None and nxt.kind == step.kind and attempt == 1:
-                reading = asyncio.ensure_future(read_ahead(self.store, self.cache, pool, nxt, gen, commit.beliefs))
-                # its read goes to Redis before the commit (a read sent after the commit's script waits until the
-                # script has run), but the commit does not wait for its reply: commits are the run's critical path
+            if chain is None and self.settings.rate_ahead and attempt == 1:
+                chain = self._chain(pool, step.kind, engine, rate, gen, step, commit, rest)
+            if chain is not None:
+                # the reads it just started go to Redis before the commit (a read sent after the commit's
+                # script waits until the script has run), but the commit does not wait for their replies:
+                # commits are the run's critical path
                 await asyncio.sleep(0)
-                nxt_task = asyncio.ensure_future(rate_ahead(self.executor, engine, rate, nxt, reading,
-                                                            self.settings.explain, by_offsets))
             meta = self.registry.unsaved.get(pool)
             try:
                 try:
@@ -192,9 +221,9 @@ class PoolStep:
                 except BaseException:
                     if from_ahead:  # rated again from what the handler below reads
                         self.metrics.rated_ahead.labels("refused").inc()
-                    if nxt_task is not None:
-                        await drop(nxt_task)  # rated from a state that will not be
-                        self.metrics.rated_ahead.labels("dropped").inc()
+                    if chain is not None:  # rated from a state that will not be
+                        self._drop_chain(chain)
+                        chain = None
                     raise
             except StoreRestarted:
                 raise
@@ -224,6 +253,8 @@ class PoolStep:
                 continue
             self.rounds.committed(pool, step.rounds)
             self.cache.committed(pool, gen, new_gen, commit.beliefs)
+            if chain is not None:
+                chain.landed(new_gen)
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()
@@ -231,20 +262,7 @@ class PoolStep:
             out.dead.extend(dead)
             if from_ahead:
                 self.metrics.rated_ahead.labels("landed").inc()
-            if nxt_task is None:
-                return None
-            if stash is not None and nxt is not None:
-                old = stash.rated.pop(pool, None)
-                if old is not None:  # rated from an earlier commit of this batch (a retry message by message)
-                    old.task.cancel()
-                stash.rated[pool] = Stashed(nxt, nxt_task, str(new_gen), stash.cut(pool))
-                return None
-            rated = await nxt_task
-            if rated is None:
-                self.metrics.rated_ahead.labels("dropped").inc()
-            else:
-                rated.gen = str(new_gen)
-            return rated
+            return chain
         # another writer keeps winning (two owners during a rebalance): contention, retried later, not a bug
         raise Conflict(f"pool {pool}: {MAX_ATTEMPTS} commit conflicts in a row")
 

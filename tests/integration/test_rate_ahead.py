@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -41,13 +42,15 @@ def _settings(ahead: bool) -> Settings:
     return Settings(rounds_system="elo-mmr", max_step_players=60, rate_ahead=ahead)  # ~one round a step
 
 
-def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str) -> None:
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str, depth: int) -> None:
+    """... however many steps are rated ahead of the commit in flight (``rate_ahead_depth``)."""
     async def run() -> None:
         results: dict[bool, tuple[list[tuple[Any, ...]], dict[str, bytes | None], Metrics]] = {}
         with ThreadPoolExecutor(1) as ex:
             for ahead in (False, True):
                 store = new_store(redis_url)
-                proc = Processor(_settings(ahead), store, ex)
+                proc = Processor(replace(_settings(ahead), rate_ahead_depth=depth), store, ex)
                 res = await proc.process(ROUNDS)
                 assert not res.dead
                 results[ahead] = (outputs(res), await pool_state(store), proc.metrics)
@@ -150,8 +153,9 @@ def test_a_step_rated_ahead_of_a_commit_that_did_not_land_makes_no_dead_letter(r
 
 def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: str) -> None:
     """Redis runs one command at a time: a read sent after a commit's script waits until the script has run,
-    and the rating ahead with it. The players of the next step that the commit does not write (newcomers,
-    here) are read before the commit is sent, never while it is in flight."""
+    and the rating ahead with it. With one step rated ahead at a time (``rate_ahead_depth=1``), the players
+    of the next step that the commit does not write (newcomers, here) are read before the commit is sent,
+    never while it is in flight (deeper, a step's players are read while the step before it is rated)."""
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             store = new_store(redis_url)
@@ -173,7 +177,7 @@ def test_the_next_steps_players_are_read_before_the_commit_is_sent(redis_url: st
 
             store.commit = committing  # type: ignore[method-assign]
             store.beliefs = reading  # type: ignore[method-assign]
-            proc = Processor(_settings(True), store, ex)
+            proc = Processor(replace(_settings(True), rate_ahead_depth=1), store, ex)
             await proc.process(ROUNDS)
             assert rated_ahead(proc.metrics, "landed") >= 8
             assert reads, "no step rated ahead read its newcomers"

@@ -54,7 +54,7 @@ def test_read_ahead_takes_written_then_cached_then_stored(redis_url: str, player
                 await store.commit("p", "0", c, {"system": "elo", "params": {}})
             cache = BeliefCache(1 << 20)
             cache.fill("p", "5" if same_gen else "4", known)
-            got = await read_ahead(store, cache, "p", _step(players), "5", written)
+            got = await read_ahead(store, cache, "p", _step(players), "5", [written])
             want = _oracle(players, written, known if same_gen else {}, stored)
             assert got == want
             assert got is not None and list(got) == players
@@ -80,7 +80,7 @@ def test_read_ahead_of_a_large_step_keeps_its_order(redis_url: str) -> None:
                                {"system": "elo", "params": {}})
             cache = BeliefCache(1 << 30)
             cache.fill("p", "1", known)
-            got = await read_ahead(store, cache, "p", _step(players), "1", written)
+            got = await read_ahead(store, cache, "p", _step(players), "1", [written])
             assert got == _oracle(players, written, known, stored)
             assert got is not None and list(got) == players
             await store.r.delete(*[store.player_key("p", p) for p in stored])
