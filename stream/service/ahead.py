@@ -1,4 +1,4 @@
-"""A pool's next step rated while the step before it commits.
+"""A pool's next steps rated while the steps before them commit: a chain of ratings ahead.
 
 Why: a large batch of one pool -- a replayed history, hundreds of rounds of thousands of
 players -- is cut into steps of at most ``MMR_MAX_STEP_PLAYERS`` players, each read, rated and
@@ -8,24 +8,34 @@ thread) need not wait for it: the beliefs that step starts from, if the commit l
 beforehand -- the commit's own beliefs for the players it writes, and for every other player
 what the worker's cache holds or what Redis holds now (the commit does not write them).
 
-Why it stays exact: a rating ahead is used only when the commit before it landed, so it was
-rated from exactly the state that commit left (``RatedAhead.gen``). Its own commit is then a
-compare-and-set on that ``gen`` with the event ids checked by the script, as an optimistic
-step's is: another writer in between, or an event of the step applied before, refuses it, and
-the step is read and rated again as usual. Nothing of a rating ahead shows before it is used:
-its dead letters are made, and counted, only then (``DeferredDead``).
+Nor need the step after it wait for that commit, nor for the next step's (``Chain``): once a step
+is rated ahead, its beliefs are what its commit will write, so the step after it is rated at once
+from those, the commits before them still in flight, and the cache or Redis for every player none
+of them writes -- at most ``MMR_RATE_AHEAD_DEPTH`` steps rated and not yet committed. With one
+step ahead at a time, the numba thread waited for each commit to land and for the event loop's
+work around it before its next step: ~3 s of a ~18 s replay of the Codeforces history through the
+worker (BENCHMARKS.md, "Service"). A step's players that no commit before it writes are read while
+the step before it is rated (``Chain._prefetch``): a read sent after a commit's script waits until
+the script has run.
+
+Why it stays exact: a rating ahead is used only when every commit before it landed, so it was
+rated from exactly the state those commits left (``RatedAhead.gen``, the ``gen`` the last one left).
+Its own commit is then a compare-and-set on that ``gen`` with the event ids checked by the script,
+as an optimistic step's is: another writer in between, or an event of the step applied before,
+refuses it, and the step is read and rated again as usual (and the chain dropped: every step
+after it was rated from it). Nothing of a rating ahead shows before it is used: its dead letters
+are made, and counted, only then (``DeferredDead``).
 
 Across batches (``MMR_RATE_AHEAD_BATCHES``, ``NextBatch``): a take of a replayed history is one
 or two steps of its pool, so most steps are a batch's last, whose commit the next batch would wait
-for. While a pool's last step of a batch commits, the next batch -- already taken: the batch
-pipeline fixes it (``BatchPipeline.peek``) -- is planned, and its first step of that pool rated
-from the state that commit leaves, by the same rules. The batch itself still starts only once the
-batch before it has ended (its retries, halts and publication unchanged): it then uses the plan
-made ahead, and the steps its pools' ops were cut into then, if its messages are the very same (a
-partition halted meanwhile makes it plan again),
-and a step rated ahead only if it is the very step it would rate first (the same ops) and the
-commit before it landed. What planning ahead counts or dead-letters is counted once, when the
-plan is used.
+for. Once a chain has rated a pool's last step of a batch, the next batch -- already taken: the
+batch pipeline fixes it (``BatchPipeline.peek``) -- is planned, and the chain goes on into its
+steps of that pool, by the same rules; what it holds of them when the batch ends is kept for that
+batch. The batch itself still starts only once the batch before it has ended (its retries, halts
+and publication unchanged): it then uses the plan made ahead, and the steps its pools' ops were
+cut into then, if its messages are the very same (a partition halted meanwhile makes it plan
+again), and the chain only if the pool's ops are the very ops it was cut from. What planning ahead
+counts or dead-letters is counted once, when the plan is used.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, Op, Plan, StepInputs, split_steps, step_inputs
@@ -125,16 +135,35 @@ async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: Ste
     return base
 
 
-async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R], step: StepInputs,
-                     stored: dict[str, bytes | None], explain: bool, by_offsets: bool) -> RatedAhead[R] | None:
+@dataclass(slots=True)
+class StepEnd(Generic[R]):
+    """A step rated up to its new beliefs (``beliefs``: what its commit writes), the rest of its end --
+    its outputs, explanations and the commit's rows -- made by ``finish``. A chain rates the next step
+    from those beliefs on the numba thread while ``finish`` runs on a thread of its own: the end is
+    ~15 % of a step's rating of the Codeforces history and needs nothing the next step changes."""
+
+    beliefs: Mapping[str, bytes]
+    finish: Callable[[], R]
+
+
+async def rate_ahead(executor: Executor, engine: object, rate: Callable[..., R | StepEnd[R]], step: StepInputs,
+                     stored: dict[str, bytes | None], explain: bool, by_offsets: bool, ends: Executor | None = None,
+                     on_beliefs: Callable[[Mapping[str, bytes]], None] | None = None) -> RatedAhead[R] | None:
     """``step`` rated on the numba thread from ``stored`` (``read_ahead``); None when it could not be (the
-    step is then rated as usual, and meets the same error there)."""
+    step is then rated as usual, and meets the same error there). A rating that comes back as a
+    ``StepEnd`` hands its beliefs to ``on_beliefs`` and is finished on ``ends``."""
+    loop = asyncio.get_running_loop()
     try:
         dead = DeferredDead()
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(
+        rated = await loop.run_in_executor(
             executor, partial(rate, places=step.places), engine, step.ops, stored, set(), {} if by_offsets else None,
             dead, explain)
+        if isinstance(rated, StepEnd):
+            if on_beliefs is not None:
+                on_beliefs(rated.beliefs)
+            rated = await loop.run_in_executor(ends or executor, rated.finish)
+        result = cast(R, rated)
     except Exception as exc:  # the step is rated again as usual, where this error is handled
         log.debug("rating the next step ahead failed (%r); it is rated after the commit", exc)
         return None
@@ -156,8 +185,10 @@ class Link:
     task: asyncio.Task[Any]
 
 
-#: what a chain rates each step with: (the step, what it starts from) -> the step rated, or None
-Rater = Callable[[StepInputs, dict[str, "bytes | None"]], Awaitable["RatedAhead[Any] | None"]]
+#: what a chain rates each step with: (the step, what it starts from, where its beliefs go as soon as they
+#: are made) -> the step rated, or None
+Rater = Callable[[StepInputs, dict[str, "bytes | None"], Callable[[Mapping[str, bytes]], None]],
+                 Awaitable["RatedAhead[Any] | None"]]
 
 
 class Chain:
@@ -280,18 +311,27 @@ class Chain:
         return asyncio.ensure_future(read())
 
     async def _rate(self, step: StepInputs, fetching: asyncio.Task[Any] | None) -> RatedAhead[Any] | None:
+        handed = False
+
+        def beliefs(written: Mapping[str, bytes]) -> None:  # the next step is rated from these at once
+            nonlocal handed
+            handed, self._rating = True, False
+            self.pending.append(written)
+            self._extend()
+
         try:
             fetched = await fetching if fetching is not None else None
             newest_first = list(reversed(self.pending))
             stored = await read_ahead(self.store, self.cache, self.pool, step, self.gen, newest_first, fetched)
-            rated = None if stored is None else await self.rate(step, stored)
+            rated = None if stored is None else await self.rate(step, stored, beliefs)
         finally:
-            self._rating = False
-        if rated is None:
+            if not handed:
+                self._rating = False
+        if rated is None:  # (a step rated after it from its beliefs is dropped with it: ``take``)
             self._stopped = True
             return None
-        self.pending.append(rated.result[0].beliefs)
-        self._extend()
+        if not handed:
+            beliefs(rated.result[0].beliefs)
         return rated
 
 

@@ -147,8 +147,8 @@ class Service:
     async def close(self) -> None:
         """Release what the worker holds besides Faust's services, once those stopped (``create_app`` has the
         app call it last in its stop): the HTTP server and its socket, the HTTP API's Redis clients and the
-        health ping's thread, the rating pipeline's Redis client and the kernels' thread (which ends after a
-        kernel under way).
+        health ping's thread, the rating pipeline's Redis client, the kernels' thread (which ends after a
+        kernel under way) and the thread that ends the steps rated ahead.
 
         Why: an exiting process frees them anyway, but a worker stopped in a process that goes on (a
         program that embeds it, the tests) left a thread and open Redis connections behind each time."""
@@ -163,6 +163,7 @@ class Service:
             await self.http_store.close()
         await self.store.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.processor.close()
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""

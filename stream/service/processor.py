@@ -150,6 +150,10 @@ class Processor:
         #: where the batch under way hands each step's ratings (``start``'s ``hand``); None: in its result
         self._handed: Handed | None = None
 
+    def close(self) -> None:
+        """End the threads of the processor's own (the steps' ends: stream.service.step ``PoolStep.close``)."""
+        self.step.close()
+
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
 

@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Container, Iterable, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
@@ -37,7 +37,7 @@ from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
-from stream.service.ahead import Chain, NextBatch, RatedAhead, rate_ahead
+from stream.service.ahead import Chain, NextBatch, RatedAhead, StepEnd, rate_ahead
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -75,6 +75,14 @@ class PoolStep:
         self._locks: dict[str, asyncio.Lock] = {}
         #: the next batch, planned ahead by the processor when it is already taken (stream.service.ahead)
         self.next_batch: Callable[[], NextBatch | None] | None = None
+        #: the thread that ends the steps rated ahead (``StepEnd``), made by the first chain, ended by ``close``
+        self._ends: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """End the thread of the steps' ends (a step ending there ends unused)."""
+        if self._ends is not None:
+            self._ends.shutdown(wait=False, cancel_futures=True)
+            self._ends = None
 
     async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult, early: Chain | None = None) -> None:
         """A pool's ops as atomic steps in order: one, or several when together they touch
@@ -136,8 +144,13 @@ class PoolStep:
             return None
         by_offsets, explain = self.settings.dedup == "offsets", self.settings.explain
 
-        def rate_step(nxt: StepInputs, stored: dict[str, bytes | None]) -> Awaitable[RatedAhead[Rated] | None]:
-            return rate_ahead(self.executor, engine, rate, nxt, stored, explain, by_offsets)
+        if self._ends is None:
+            self._ends = ThreadPoolExecutor(1, thread_name_prefix="mmr-step-end")
+        ends, ahead_rate = self._ends, rate_ops_ahead if rate is rate_ops else rate
+
+        def rate_step(nxt: StepInputs, stored: dict[str, bytes | None],
+                      on_beliefs: Callable[[Mapping[str, bytes]], None]) -> Awaitable[RatedAhead[Rated] | None]:
+            return rate_ahead(self.executor, engine, ahead_rate, nxt, stored, explain, by_offsets, ends, on_beliefs)
 
         chain = Chain(self.store, self.cache, pool, kind, rate_step, gen, step, commit.beliefs, rest,
                       self.next_batch, self.settings.rate_ahead_depth)
@@ -457,7 +470,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ``rate_rounds`` finds them (the same results as by name).
     """
     if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
-        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places)
+        return cast(Rated, rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places))
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
     done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
@@ -560,6 +573,17 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     return commit, outputs, dead, counts
 
 
+def rate_ops_ahead(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
+                   upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
+                   places: Places | None = None) -> Rated | StepEnd[Rated]:
+    """``rate_ops`` of a step rated ahead (stream.service.ahead): a step of rounds by columns comes back
+    with its beliefs encoded and the rest of its end to make (``StepEnd``), which the chain makes on
+    another thread while the numba thread rates the next step from those beliefs; any other step whole."""
+    if engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
+        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places, split=True)
+    return rate_ops(engine, ops, stored_in, seen, upto, dead_fn, explain, places=places)
+
+
 @dataclass(slots=True)
 class _Block:
     """One rated round of ``rate_rounds``: its players and their new ratings as columns, what
@@ -580,8 +604,8 @@ class _Block:
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                dead_fn: DeadFn, explain: bool = True, places: Places | None = None,
-                ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+                dead_fn: DeadFn, explain: bool = True, places: Places | None = None, split: bool = False,
+                ) -> Rated | StepEnd[Rated]:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
 
@@ -658,6 +682,17 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         values, flat, offsets = engine.encode_held(held, players, held_at)
         arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
     commit.beliefs = dict(zip(players, values, strict=True))
+    tag = b"" if held is None else held.tag
+    end = partial(_rounds_end, engine, blocks, players, at, commit, outputs, dead, counts, arena, tag, explain)
+    return StepEnd(commit.beliefs, end) if split else end()
+
+
+def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at: IntArray, commit: Commit,
+                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts,
+                arena: tuple[FloatArray, IntArray] | None, tag: bytes, explain: bool) -> Rated:
+    """The end of ``rate_rounds`` once its beliefs are encoded (``commit.beliefs``): the outputs by columns,
+    their explanations and ``:chg`` records, the commit's rows. Nothing here reads the step's arena but
+    the encoded beliefs' buffer (``arena``), so the next step may be rated meanwhile (``StepEnd``)."""
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
     rating = np.concatenate([b.rating for b in blocks])[at].tolist()
@@ -682,7 +717,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     if arena is None:
         commit.seal()
     else:
-        commit.seal(*arena, tag=cast(TaggedPool, held).tag)
+        commit.seal(*arena, tag=tag)
     return commit, outputs, dead, counts
 
 
