@@ -220,6 +220,7 @@ class Chain:
         self._fetching: dict[int, asyncio.Task[Any]] = {}  # id of a step -> its players read ahead of time
         self._stopped = False  # a rating ahead failed, or the chain was dropped: nothing more is rated ahead
         self._rating = False  # a link is being read or rated (the next waits for its beliefs)
+        self._lost = 0  # steps taken whose rating ahead failed (counted as dropped by ``drop``)
 
     def start(self) -> None:
         """Rate the first step ahead: its read goes to Redis now, before the commit (the caller yields once)."""
@@ -236,24 +237,29 @@ class Chain:
         if not self.links or self.links[0].step is not step:
             return None
         rated: RatedAhead[Any] | None = await result(self.links.popleft().task)
-        if rated is not None:
-            rated.gen = self.gen
-            self._extend()
+        if rated is None:
+            self._lost += 1
+            return None
+        rated.gen = self.gen
+        self._extend()
         return rated
 
     def landed(self, gen: int | str) -> None:
-        """The oldest commit sent landed, leaving ``gen``."""
+        """The oldest commit sent landed, leaving ``gen``; the chain goes on if it waited for the next batch."""
         self.gen = str(gen)
         self.pending.popleft()
         self.open.popleft()
+        self._extend()
 
     def holds_more(self) -> bool:
         """Steps rated ahead or still to rate (at the end of a batch: the next batch's)."""
         return bool(self.links or self.todo)
 
     def drop(self) -> int:
-        """Cancel every rating ahead (one under way on the executor ends unused); how many."""
-        n = len(self.links)
+        """Cancel every rating ahead (one under way on the executor ends unused); how many, with those taken
+        that could not be rated."""
+        n = len(self.links) + self._lost
+        self._lost = 0
         for link in self.links:
             link.task.cancel()
         for t in self._fetching.values():
@@ -267,12 +273,13 @@ class Chain:
     def _next_step(self) -> StepInputs | None:
         """The next step to rate ahead, going on into the next batch once this one's are all rated."""
         if not self.todo and self.more is not None:
-            nb, self.more = self.more(), None
-            steps = nb.steps(self.pool) if nb is not None else None
-            cut = nb.cut(self.pool) if nb is not None else None
-            if steps and cut is not None:
-                self.stash, self.cut = nb, (cut[0], steps)
-                self.todo.extend(steps)
+            nb = self.more()  # (None: not taken yet; asked again as the chain's commits land)
+            if nb is not None:
+                self.more = None
+                steps, cut = nb.steps(self.pool), nb.cut(self.pool)
+                if steps and cut is not None:
+                    self.stash, self.cut = nb, (cut[0], steps)
+                    self.todo.extend(steps)
         return self.todo[0] if self.todo and self.todo[0].kind == self.kind else None
 
     def _extend(self) -> None:

@@ -115,7 +115,7 @@ class PoolStep:
                     if chain is not None:
                         ahead = await chain.take(step)
                         if ahead is None:
-                            self._drop_chain(chain, 1)
+                            self._drop_chain(chain)
                             chain = None
                     chain = await self._apply_step(pool, step, out, ahead, chain, steps[i + 1:])
             except BaseException:
@@ -130,9 +130,9 @@ class PoolStep:
                 else:
                     self._drop_chain(chain)
 
-    def _drop_chain(self, chain: Chain, more: int = 0) -> None:
-        """Drop ``chain``'s ratings ahead (and ``more`` already taken from it), counted as dropped."""
-        n = chain.drop() + more
+    def _drop_chain(self, chain: Chain) -> None:
+        """Drop ``chain``'s ratings ahead, counted as dropped."""
+        n = chain.drop()
         if n:
             self.metrics.rated_ahead.labels("dropped").inc(n)
 

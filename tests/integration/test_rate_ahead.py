@@ -68,6 +68,46 @@ def test_steps_rated_ahead_leave_what_steps_rated_in_turn_leave(redis_url: str, 
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_chain_rates_up_to_depth_steps_beyond_the_commit_in_flight(redis_url: str, depth: int) -> None:
+    """With commits slower than ratings, the ``depth`` steps after a commit are rated while it is in flight
+    (a chain: each as soon as the one before it), never more: when the k-th commit is sent, at most
+    k + depth steps have been handed to the numba thread, and mostly that many (the timing is the
+    machine's: a step of the chain may still be rated when a commit is sent)."""
+    async def run() -> None:
+        with ThreadPoolExecutor(1) as ex:
+            store = new_store(redis_url)
+            rated = 0  # steps handed to the numba thread
+            submit = ex.submit
+
+            def counted(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+                nonlocal rated
+                rated += 1
+                return submit(fn, *args, **kwargs)
+
+            ex.submit = counted  # type: ignore[method-assign]
+            commit = store.commit
+            at_commit: list[int] = []
+
+            async def slow(*args: Any, **kwargs: Any) -> int:
+                await asyncio.sleep(0.15)  # the numba thread rates ahead meanwhile
+                at_commit.append(rated)
+                return await commit(*args, **kwargs)
+
+            store.commit = slow  # type: ignore[method-assign]
+            proc = Processor(replace(_settings(True), rate_ahead_depth=depth), store, ex)
+            res = await proc.process(ROUNDS)
+            steps = len(at_commit)
+            assert steps >= 10 and rated == steps  # each step rated once: ahead, but for the first
+            full = [min(k + depth, steps) for k in range(1, steps + 1)]
+            assert all(a <= f for a, f in zip(at_commit, full, strict=True)), (at_commit, full)
+            assert sum(a == f for a, f in zip(at_commit, full, strict=True)) >= steps // 2, (at_commit, full)
+            assert len(res.outputs) > 0
+            await store.close()
+
+    asyncio.run(run())
+
+
 def _step_phase(m: Metrics, phase: str) -> float:
     return sum(s.value for fam in m.registry.collect() if fam.name == "mmr_step_seconds" for s in fam.samples
                if s.name == "mmr_step_seconds_count" and s.labels["phase"] == phase)
