@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Container, Iterable, Mapping, S
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, repeat
+from itertools import repeat
 from operator import attrgetter
 from typing import TypeAlias, cast
 
@@ -210,7 +210,7 @@ class PoolStep:
             if stats.repeated and self.settings.explain:
                 outputs = await self._explain_again(pool, outputs)
             if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
-                if chain is not None:  # (it counts a commit that is not sent)
+                if chain is not None:  # (it holds this step's beliefs as a commit to land: none is sent)
                     self._drop_chain(chain)
                 self.rounds.committed(pool, step.rounds)
                 out.rated(outputs)
@@ -739,7 +739,7 @@ def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str]
         rated = np.flatnonzero(last >= 0)
         order = rated[np.argsort(first[rated], kind="stable")]
         return list(map(held.pool.names.__getitem__, order.tolist())), last[order], order
-    by_player = dict(zip(chain.from_iterable(b.players for b in blocks), itertools.count()))
+    by_player = dict(zip(itertools.chain.from_iterable(b.players for b in blocks), itertools.count()))
     return list(by_player), np.fromiter(by_player.values(), dtype=np.int64, count=len(by_player)), None
 
 
