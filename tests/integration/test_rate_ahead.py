@@ -1,4 +1,5 @@
-"""A pool's next step rated while the step before it commits (stream.service.ahead), on a real Redis.
+"""A pool's next steps rated while the steps before them commit, as a chain (stream.service.ahead), on a
+real Redis.
 
 A batch of rounds cut into many steps (``max_step_players``) must leave exactly the state and the
 outputs it leaves when every step is read and rated after the commit before it; a commit by another

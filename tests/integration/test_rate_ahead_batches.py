@@ -1,5 +1,6 @@
-"""A pool's first step of the next batch rated while the batch's last step of it commits
-(``MMR_RATE_AHEAD_BATCHES``, stream.service.ahead ``NextBatch``), on a real Redis.
+"""A pool's steps of the next batch rated while the batch's last steps of it commit: the chain of
+ratings ahead going on into the next batch (``MMR_RATE_AHEAD_BATCHES``, stream.service.ahead ``Chain``,
+``NextBatch``), on a real Redis.
 
 Batches of rounds fed in order (by the processor's ``upcoming``, as the batch pipeline's ``peek``
 does, or through a real ``BatchPipeline``) must leave exactly the state and the outputs they leave
