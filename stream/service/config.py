@@ -83,8 +83,8 @@ class Settings:
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
     #: a pool's next step is rated while the step before it commits (stream.service.ahead)
     rate_ahead: bool = setting(True, "MMR_RATE_AHEAD")
-    #: ... and a pool's first step of the next batch, when taken already, while the batch's last step of
-    #: the pool commits (stream.service.ahead, ``NextBatch``); needs MMR_RATE_AHEAD
+    #: ... and on into a pool's steps of the next batch, when taken already, while the batch's last steps
+    #: of the pool commit (stream.service.ahead, ``NextBatch``); needs MMR_RATE_AHEAD
     rate_ahead_batches: bool = setting(True, "MMR_RATE_AHEAD_BATCHES")
     #: ... and steps rated ahead one after another, each as soon as the one before it is rated: at most this
     #: many rated and not yet committed (stream.service.ahead, ``Chain``); needs MMR_RATE_AHEAD
