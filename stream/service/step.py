@@ -223,7 +223,10 @@ class PoolStep:
             if chain is not None:
                 # the reads it just started go to Redis before the commit (a read sent after the commit's
                 # script waits until the script has run), but the commit does not wait for their replies:
-                # commits are the run's critical path
+                # commits are the run's critical path. Two turns of the loop: in the first, the step rated
+                # ahead goes to the numba thread and the step after it is drafted; in the second, the
+                # draft's read is sent (``Chain._extend``)
+                await asyncio.sleep(0)
                 await asyncio.sleep(0)
             meta = self.registry.unsaved.get(pool)
             try:
