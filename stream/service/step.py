@@ -36,6 +36,7 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
+from stream.helper_threads import helper_executor
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.ahead import Chain, NextBatch, RatedAhead, StepEnd, rate_ahead
 from stream.service.config import Settings
@@ -145,7 +146,7 @@ class PoolStep:
         by_offsets, explain = self.settings.dedup == "offsets", self.settings.explain
 
         if self._ends is None:
-            self._ends = ThreadPoolExecutor(1, thread_name_prefix="mmr-step-end")
+            self._ends = helper_executor("mmr-step-end")
         ends, ahead_rate = self._ends, rate_ops_ahead if rate is rate_ops else rate
 
         def rate_step(nxt: StepInputs, stored: dict[str, bytes | None],
