@@ -14,11 +14,9 @@ from those, the commits before them still in flight, and the cache or Redis for 
 of them writes -- at most ``MMR_RATE_AHEAD_DEPTH`` steps rated and not yet committed. With one
 step ahead at a time, the numba thread waited for each commit to land and for the event loop's
 work around it before its next step: ~3 s of a ~18 s replay of the Codeforces history through the
-worker (BENCHMARKS.md, "Service"). What a step starts from is drafted while the step before it is
-rated (``Chain._draft``): the beliefs pending then and the cache merged, and the players that no
-commit before it writes read from Redis (a read sent after a commit's script waits until the script
-has run); when the step before hands over its beliefs, only they are laid over the draft, so the
-numba thread does not wait for the event loop to merge a whole step (~50,000 players) between steps.
+worker (BENCHMARKS.md, "Service"). A step's players that no commit before it writes are read while
+the step before it is rated (``Chain._prefetch``): a read sent after a commit's script waits until
+the script has run.
 
 Why it stays exact: a rating ahead is used only when every commit before it landed, so it was
 rated from exactly the state those commits left (``RatedAhead.gen``, the ``gen`` the last one left).
@@ -43,7 +41,6 @@ counts or dead-letters is counted once, when the plan is used.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import operator
 import time
@@ -102,31 +99,33 @@ class RatedAhead(Generic[R]):
     seconds: float = 0.0
 
 
-def _known(cache: BeliefCache, pool: str, gen: str) -> Mapping[str, bytes | None]:
-    """The cache's values of ``pool`` if they are those at ``gen`` (a cached None: known to have no belief)."""
+async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
+                     written: Sequence[Mapping[str, bytes]], fetched: Mapping[str, bytes | None] | None = None,
+                     ) -> dict[str, bytes | None] | None:
+    """What ``step`` starts from once the commits writing ``written`` (newest first) land on the state at
+    ``gen`` (see the module docstring), in the step's order; None when it could not be read (the step is
+    then rated as usual, and meets the same error there). Each player's value is the newest written,
+    else the cache's at ``gen``, else ``fetched`` (``Chain._prefetch``), else read from Redis now.
+
+    A read sent while a commit's script runs waits until the script has run (~0.5 s for a step of 50,000
+    players), and the rating ahead with it: so the chain's first step is read before its commit is sent,
+    and each later one while the step before it is rated (``fetched``). A player read before such a commit
+    is what the commit leaves: the commit does not write it, and if another writer does, before the
+    commit or between it and the next step's, one of the compare-and-sets on ``gen`` refuses."""
     entry = cache.pool(pool)
-    return entry.values if entry.gen == gen else {}
-
-
-def _merged(players: Iterable[str], sources: Sequence[Mapping[str, bytes | None]]) -> tuple[dict[str, Any], list[str]]:
-    """Each of ``players`` → its value in the first of ``sources`` that has it (``_ABSENT`` where none has), in
-    ``players``' order; and the players none has. By columns: a step is ~50,000 players, and the dict is made in
-    their order first and only filled in after, so it stays in that order."""
-    first = sources[0] if sources else {}
-    base: dict[str, Any] = dict(zip(players, map(first.get, players, repeat(_ABSENT)), strict=True))
+    known: Mapping[str, bytes | None] = entry.values if entry.gen == gen else {}
+    # by columns, before any await (the cache may move on meanwhile): ``base`` is made in the step's
+    # order and only filled in after, so it stays in that order (a step is ~50,000 players)
+    players = step.players
+    newest = written[0] if written else {}
+    base: dict[str, Any] = dict(zip(players, map(newest.get, players, repeat(_ABSENT)), strict=True))
     rest = [p for p, v in base.items() if v is _ABSENT]
-    for source in sources[1:]:
+    for source in (*written[1:], known, fetched or {}):
         if not rest:
-            break
+            return base
         vals = list(map(source.get, rest, repeat(_ABSENT)))
         base.update(zip(rest, vals, strict=True))
         rest = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
-    return base, rest
-
-
-async def _filled(store: RedisStore, pool: str, base: dict[str, Any], rest: list[str],
-                  ) -> dict[str, bytes | None] | None:
-    """``base`` with the players ``rest`` read from Redis now; None when they could not be read."""
     if rest:
         try:
             base.update(await store.beliefs(pool, rest))
@@ -134,37 +133,6 @@ async def _filled(store: RedisStore, pool: str, base: dict[str, Any], rest: list
             log.debug("pool %r: reading the next step ahead failed (%r); it is rated after the commit", pool, exc)
             return None
     return base
-
-
-async def read_ahead(store: RedisStore, cache: BeliefCache, pool: str, step: StepInputs, gen: str,
-                     written: Sequence[Mapping[str, bytes]], fetched: Mapping[str, bytes | None] | None = None,
-                     ) -> dict[str, bytes | None] | None:
-    """What ``step`` starts from once the commits writing ``written`` (newest first) land on the state at
-    ``gen`` (see the module docstring), in the step's order; None when it could not be read (the step is
-    then rated as usual, and meets the same error there). Each player's value is the newest written,
-    else the cache's at ``gen``, else ``fetched`` (read ahead of time), else read from Redis now.
-
-    A read sent while a commit's script runs waits until the script has run (~0.5 s for a step of 50,000
-    players), and the rating ahead with it: so the chain's first step is read before its commit is sent,
-    and each later one while the step before it is rated (``Chain._draft``). A player read before such a
-    commit is what the commit leaves: the commit does not write it, and if another writer does, before the
-    commit or between it and the next step's, one of the compare-and-sets on ``gen`` refuses."""
-    # (by columns, before any await: the cache may move on meanwhile)
-    base, rest = _merged(step.players, [*written, _known(cache, pool, gen), fetched or {}])
-    return await _filled(store, pool, base, rest)
-
-
-@dataclass(slots=True)
-class Draft:
-    """What a step of a ``Chain`` starts from, as far as it was known while the step before it was rated:
-    the ``read_ahead`` of the beliefs then pending, the cache and Redis (``base``: the step's players in
-    order, ``_ABSENT`` for those an open step may still write). ``seen``: how many beliefs the chain had
-    made pending then; those it made after are laid over it when the step's rating starts (``Chain._start``),
-    which then merges and reads only what they change, not the whole step."""
-
-    base: dict[str, Any]
-    fetched: dict[str, bytes | None]  # what was read from Redis for it
-    seen: int
 
 
 @dataclass(slots=True)
@@ -240,7 +208,6 @@ class Chain:
         self.store, self.cache, self.pool, self.kind, self.rate = store, cache, pool, kind, rate
         self.gen = gen
         self.pending: deque[Mapping[str, bytes]] = deque([written])
-        self._made = 1  # beliefs made pending so far (``Draft.seen``)
         #: the steps of ``pending`` and of the links being rated: no player of theirs is read ahead of time
         self.open: deque[StepInputs] = deque([committing])
         self.links: deque[Link] = deque()
@@ -250,8 +217,7 @@ class Chain:
         self.stash: NextBatch | None = None
         self.cut: tuple[list[Op], list[StepInputs]] | None = None
         self.depth = max(1, depth)
-        #: id of a step -> its ``Draft``, made while the step before it is rated
-        self._drafts: dict[int, asyncio.Task[Draft]] = {}
+        self._fetching: dict[int, asyncio.Task[Any]] = {}  # id of a step -> its players read ahead of time
         self._stopped = False  # a rating ahead failed, or the chain was dropped: nothing more is rated ahead
         self._rating = False  # a link is being read or rated (the next waits for its beliefs)
         self._lost = 0  # steps taken whose rating ahead failed (counted as dropped by ``drop``)
@@ -296,11 +262,11 @@ class Chain:
         self._lost = 0
         for link in self.links:
             link.task.cancel()
-        for t in self._drafts.values():
+        for t in self._fetching.values():
             t.cancel()
         self.links.clear()
         self.todo.clear()
-        self._drafts.clear()
+        self._fetching.clear()
         self._stopped = True
         return n
 
@@ -326,76 +292,50 @@ class Chain:
         self.todo.popleft()
         self.open.append(step)
         self._rating = True
-        drafting = self._drafts.pop(id(step), None) or self._draft(step)
-        self.links.append(Link(step, asyncio.ensure_future(self._rate(step, drafting))))
-        # the step after it is planned (at a batch's end: the next batch's steps) and drafted once this one
-        # is on the numba thread: that work is not on the way of this rating
-        asyncio.get_running_loop().call_soon(self._draft_next)
+        fetching = self._fetching.pop(id(step), None) or self._prefetch(step)
+        self.links.append(Link(step, asyncio.ensure_future(self._rate(step, fetching))))
+        after = self._next_step()  # read while this one is rated
+        if after is not None and id(after) not in self._fetching:
+            fetch = self._prefetch(after)
+            if fetch is not None:
+                self._fetching[id(after)] = fetch
 
-    def _draft_next(self) -> None:
-        """Draft the next step to rate ahead while the one before it is rated."""
-        if self._stopped:
-            return
-        after = self._next_step()
-        if after is not None and id(after) not in self._drafts:
-            self._drafts[id(after)] = self._draft(after)
+    def _prefetch(self, step: StepInputs) -> asyncio.Task[Any] | None:
+        """The players of ``step`` neither in an open step nor cached at ``gen``, read now: no commit in flight
+        or rated ahead before ``step`` can write them (another writer makes a compare-and-set refuse)."""
+        entry = self.cache.pool(self.pool)
+        known = entry.values if entry.gen == self.gen else {}
+        # each filter by membership, in C, over the step's players only: ``set.difference`` with a dict
+        # walks the whole dict, and the cache holds the whole pool (280,000 players of the Codeforces history)
+        left: Iterable[str] = filterfalse(known.__contains__, step.players)
+        for s in self.open:
+            if s is not step:
+                left = filterfalse(s.players.__contains__, left)
+        want = list(left)
+        if not want:
+            return None
 
-    def _draft(self, step: StepInputs) -> asyncio.Task[Draft]:
-        """``step``'s ``Draft``: its players from the beliefs pending now and the cache at ``gen``, and those
-        neither there nor in an open step read from Redis now (no commit in flight or rated ahead before
-        ``step`` can write them; another writer makes a compare-and-set refuse)."""
+        async def read() -> Mapping[str, bytes | None] | None:
+            try:
+                return await self.store.beliefs(self.pool, want)
+            except Exception:  # read again by ``read_ahead``, which handles its error
+                return None
 
-        async def draft() -> Draft:
-            seen = self._made
-            base, rest = _merged(step.players, [*reversed(self.pending), _known(self.cache, self.pool, self.gen)])
-            left: Iterable[str] = rest
-            for s in self.open:  # (each a filter by membership, in C)
-                if s is not step:
-                    left = filterfalse(s.players.__contains__, left)
-            want = list(left)
-            fetched: dict[str, bytes | None] = {}
-            if want:
-                # (read again when the step's rating starts, which handles the error)
-                with contextlib.suppress(Exception):
-                    fetched = await self.store.beliefs(self.pool, want)
-            base.update(fetched)
-            return Draft(base, fetched, seen)
+        return asyncio.ensure_future(read())
 
-        return asyncio.ensure_future(draft())
-
-    async def _start(self, step: StepInputs, draft: Draft) -> dict[str, bytes | None] | None:
-        """What ``step`` starts from (``read_ahead``), from its ``draft``: the beliefs made pending since laid
-        over it, and its players still unknown read from the cache at ``gen``, else from Redis; all of it
-        merged again if a commit of those beliefs landed meanwhile (the cache then holds what it wrote)."""
-        newer = self._made - draft.seen
-        if newer > len(self.pending):
-            return await read_ahead(self.store, self.cache, self.pool, step, self.gen, list(reversed(self.pending)),
-                                    draft.fetched)
-        base = draft.base
-        for k in range(len(self.pending) - newer, len(self.pending)):  # oldest first: the newest is laid last
-            written = self.pending[k]
-            hit = list(filter(written.__contains__, step.players))
-            base.update(zip(hit, map(written.__getitem__, hit), strict=True))
-        rest = [p for p, v in base.items() if v is _ABSENT]
-        if rest:
-            known = _known(self.cache, self.pool, self.gen)
-            vals = list(map(known.get, rest, repeat(_ABSENT)))
-            base.update(zip(rest, vals, strict=True))
-            rest = [p for p, v in zip(rest, vals, strict=True) if v is _ABSENT]
-        return await _filled(self.store, self.pool, base, rest)
-
-    async def _rate(self, step: StepInputs, drafting: asyncio.Task[Draft]) -> RatedAhead[Any] | None:
+    async def _rate(self, step: StepInputs, fetching: asyncio.Task[Any] | None) -> RatedAhead[Any] | None:
         handed = False
 
         def beliefs(written: Mapping[str, bytes]) -> None:  # the next step is rated from these at once
             nonlocal handed
             handed, self._rating = True, False
             self.pending.append(written)
-            self._made += 1
             self._extend()
 
         try:
-            stored = await self._start(step, await drafting)
+            fetched = await fetching if fetching is not None else None
+            newest_first = list(reversed(self.pending))
+            stored = await read_ahead(self.store, self.cache, self.pool, step, self.gen, newest_first, fetched)
             rated = None if stored is None else await self.rate(step, stored, beliefs)
         finally:
             if not handed:

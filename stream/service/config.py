@@ -111,9 +111,6 @@ class Settings:
     #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
     #: default of 5). See ``stream.service.worker.tune_gil``
     gil_switch_ms: float = setting(1.0, "MMR_GIL_SWITCH_MS")
-    #: how much lower than the worker's the priority (nice value) of its helper threads is, which make a step's
-    #: messages and commit rows beside the rating thread (``stream.helper_threads``); 0: the same
-    helper_nice: int = setting(10, "MMR_HELPER_NICE")
     #: seconds a round assembled from round_result events may stay incomplete
     round_timeout_s: float = setting(300.0, "MMR_ROUND_TIMEOUT")
     max_participants: int = setting(100_000, "MMR_MAX_PARTICIPANTS")
@@ -179,9 +176,6 @@ class Settings:
         for name, value in (("MMR_SEEN_MAX_IDS", self.seen_max_ids), ("MMR_MAX_STEP_PLAYERS", self.max_step_players)):
             if value < 0:
                 raise SettingError(f"{name}={value}: expected 0 (no limit) or a positive count")
-        if not 0 <= self.helper_nice <= 19:
-            raise SettingError(f"MMR_HELPER_NICE={self.helper_nice}: expected 0 (the worker's priority) "
-                               "to 19 (the lowest)")
         if not 0 <= self.gil_switch_ms < 1000:
             raise SettingError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
                                "number of milliseconds below 1000")

@@ -36,7 +36,6 @@ from stream.engine.explain import (
 from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
-from stream.helper_threads import helper_executor
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.ahead import Chain, NextBatch, RatedAhead, StepEnd, rate_ahead
 from stream.service.config import Settings
@@ -146,7 +145,7 @@ class PoolStep:
         by_offsets, explain = self.settings.dedup == "offsets", self.settings.explain
 
         if self._ends is None:
-            self._ends = helper_executor("mmr-step-end")
+            self._ends = ThreadPoolExecutor(1, thread_name_prefix="mmr-step-end")
         ends, ahead_rate = self._ends, rate_ops_ahead if rate is rate_ops else rate
 
         def rate_step(nxt: StepInputs, stored: dict[str, bytes | None],
@@ -224,10 +223,7 @@ class PoolStep:
             if chain is not None:
                 # the reads it just started go to Redis before the commit (a read sent after the commit's
                 # script waits until the script has run), but the commit does not wait for their replies:
-                # commits are the run's critical path. Two turns of the loop: in the first, the step rated
-                # ahead goes to the numba thread and the step after it is drafted; in the second, the
-                # draft's read is sent (``Chain._extend``)
-                await asyncio.sleep(0)
+                # commits are the run's critical path
                 await asyncio.sleep(0)
             meta = self.registry.unsaved.get(pool)
             try:

@@ -17,7 +17,6 @@ from typing import Any
 import click
 import numpy as np
 
-from stream import helper_threads
 from stream.engine import rating_columns
 from stream.engine.pool import PoolEngine
 from stream.events import _standings_scan
@@ -168,5 +167,4 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
-    helper_threads.configure(settings.helper_nice)
     faust_worker(svc.app, loglevel or settings.log_level, loop).execute_from_commandline()

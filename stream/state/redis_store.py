@@ -123,7 +123,6 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from stream.helper_threads import helper_executor
 from stream.ratings.base import FloatArray, IntArray
 from stream.state import legacy_pools
 from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
@@ -559,7 +558,7 @@ class RedisStore(RoundState, ReplicatedWrites):
         # and the check make their round trip: the event loop meanwhile hands the next step to the rating
         # thread, which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
         if self._frames is None:
-            self._frames = helper_executor("mmr-frames")
+            self._frames = ThreadPoolExecutor(1, thread_name_prefix="mmr-frames")
         bulk = asyncio.get_running_loop().run_in_executor(
             self._frames, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
             keys[2].encode(), keys[9].encode())
