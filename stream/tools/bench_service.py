@@ -293,6 +293,17 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     return out
 
 
+def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
+    """``--worker-env KEY=VALUE`` options as a dict (the first ``=`` ends the key)."""
+    env = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint="--worker-env")
+        env[key] = value
+    return env
+
+
 def _p50_p99(xs: list[float]) -> tuple[float, float]:
     """Milliseconds; NaN when there are no samples."""
     if not xs:
@@ -343,14 +354,18 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--scale-messages", default=480, show_default=True,
               help="`--only scale`: match_batch messages of 1,000 matches, the pools in turn.")
 @click.option("--scale-system", default="cowan", show_default=True, help="`--only scale`: the pools' system.")
+@click.option("--worker-env", "worker_env", multiple=True, metavar="KEY=VALUE",
+              help="Set in the worker's environment only (repeatable): a worker setting compared against the "
+                   "embedded replay and publisher as they are.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
                   history_check: bool,
                   scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
-                  scale_messages: int, scale_system: str, json_out: str | None) -> None:
+                  scale_messages: int, scale_system: str, worker_env: tuple[str, ...], json_out: str | None) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
+    extra_env = parse_worker_env(worker_env)
     phases = set(only or PHASES) | ({"history", "replay"} if history and not only else set())
     if "latency" in phases and "singles" not in phases and not latency_rate:
         raise click.UsageError("--only latency without singles needs --latency-rate")
@@ -377,7 +392,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
-                           "dedup": dedup, "pool_players": pool_players}
+                           "dedup": dedup, "pool_players": pool_players, "worker_env": extra_env}
     worker = None
     try:
         from stream.service.topics import ensure_topics
@@ -413,7 +428,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
-            worker = _Worker(s, port, tmp / "worker.log", pools)  # assigned first: `finally` stops it if it hangs
+            # assigned first: `finally` stops it if it hangs
+            worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
             worker.ready()
             # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
             warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
@@ -497,7 +513,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                                 topic_ratings=f"{s.topic_ratings}-lat", topic_dead=f"{s.topic_dead}-lat")
                     asyncio.run(ensure_topics(s))
                     click.echo("a worker on fresh topics for the latency run ...", err=True)
-                    worker = _Worker(s, port, tmp / "worker-latency.log", pools)
+                    worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)
                     worker.ready()
                     asyncio.run(_produce(s, s.topic_matches, warm))
                     _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
@@ -528,6 +544,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         return f" ({100 * x / bare:.0f} % / {100 * x / bare3:.0f} % of bare)" if bare and bare3 else ""
 
     rows = []
+    if res.get("worker_env"):
+        rows.append("| the worker's own environment (`--worker-env`) | "
+                    + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
         rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
                  f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |",

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,16 +186,24 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, A
             "score": rng.choice((0.0, 1.0))}
 
 
+def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The bench's worker's environment: this process's, the bench's topics, keys and port, then ``extra``
+    (``mmr bench service --worker-env``: a setting for the worker alone, the replays beside it without it)."""
+    env = dict(os.environ)
+    env["MMR_POOLS_FILE"] = str(pools)
+    env["MMR_DEDUP"] = s.dedup
+    env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
+                "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
+                "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
+                "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
+                "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
+    env.update(extra or {})
+    return env
+
+
 class _Worker:
-    def __init__(self, s: Settings, port: int, log: Path, pools: Path) -> None:
-        env = dict(os.environ)
-        env["MMR_POOLS_FILE"] = str(pools)
-        env["MMR_DEDUP"] = s.dedup
-        env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
-                    "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
-                    "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
-                    "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
-                    "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
+    def __init__(self, s: Settings, port: int, log: Path, pools: Path, extra: Mapping[str, str] | None = None) -> None:
+        env = worker_environment(s, port, pools, extra)
         mmr = Path(sys.executable).parent / "mmr"
         self.proc = subprocess.Popen([str(mmr), "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         self.port = port

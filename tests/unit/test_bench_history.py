@@ -122,3 +122,21 @@ def test_the_replay_runs_are_summed_up_by_their_median_and_range() -> None:
     assert replay_summary(runs) == ("3 runs: ratio median 1.50 (1.30–1.90)x, worker 28.5 (26.0–30.0) s, "
                                     "embedded 20.0 (15.0–20.0) s")
     assert replay_summary(runs[:1]) == ""
+
+
+def test_worker_env_options_reach_the_workers_environment_only(tmp_path: Path) -> None:
+    """``--worker-env KEY=VALUE``: a setting for the bench's worker alone, laid over its own environment
+    (the first ``=`` ends the key); an option without ``=`` is refused before anything starts."""
+    from click.testing import CliRunner
+
+    from stream.tools.bench_service import bench_service, parse_worker_env
+    from stream.tools.bench_worker import worker_environment
+
+    extra = parse_worker_env(("MMR_NUMBA_THREADS=1", "MMR_LOG_LEVEL=info", "X=a=b"))
+    assert extra == {"MMR_NUMBA_THREADS": "1", "MMR_LOG_LEVEL": "info", "X": "a=b"}
+    env = worker_environment(Settings(), 4321, tmp_path / "pools.json", extra)
+    assert env["MMR_NUMBA_THREADS"] == "1" and env["X"] == "a=b" and env["MMR_LOG_LEVEL"] == "info"
+    assert env["MMR_HTTP_PORT"] == "4321" and env["MMR_POOLS_FILE"] == str(tmp_path / "pools.json")
+    assert "X" not in worker_environment(Settings(), 4321, tmp_path / "pools.json")
+    res = CliRunner().invoke(bench_service, ["--worker-env", "MMR_NUMBA_THREADS"])
+    assert res.exit_code == 2 and "expected KEY=VALUE" in res.output
