@@ -21,7 +21,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -144,7 +144,7 @@ def differing_players(path: Path, system: str, pools: Sequence[str], redis_url: 
 
 def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
                items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
-               pools: list[str]) -> dict[str, Any]:
+               pools: list[str], worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
     from stream.service.topics import ensure_topics
 
@@ -152,7 +152,7 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
     workers: list[_Worker] = []
     try:
         for i in range(n):
-            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file))
+            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file, worker_env))
         for w in workers:
             w.ready()
         # warm-up, one match per partition, until every worker has handled some: all joined the group and
@@ -209,7 +209,7 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
 
 def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *, workers: tuple[int, ...],
                 repeats: int, pools: int, partitions: int, messages: int, system: str, players: int,
-                ) -> dict[str, Any]:
+                worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Results/s of 1, 2, 3 ... workers in one group (the scale phase),
     the worker counts alternated within each repetition, each run on fresh topics and keys."""
     names = scale_pools(pools)
@@ -231,7 +231,7 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                             topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
             click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
                        err=True)
-            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)
             click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
                        f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
             out["runs"].append(run)

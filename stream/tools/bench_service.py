@@ -355,8 +355,8 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="`--only scale`: match_batch messages of 1,000 matches, the pools in turn.")
 @click.option("--scale-system", default="cowan", show_default=True, help="`--only scale`: the pools' system.")
 @click.option("--worker-env", "worker_env", multiple=True, metavar="KEY=VALUE",
-              help="Set in the worker's environment only (repeatable): a worker setting compared against the "
-                   "embedded replay and publisher as they are.")
+              help="Set in the bench's workers' environment only (repeatable): a worker setting measured with "
+                   "the publisher, the embedded replay and the load generators as they are.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
@@ -418,7 +418,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
                                                    pools=scale_pools, partitions=scale_partitions,
-                                                   messages=scale_messages, system=scale_system, players=pool_players)
+                                                   messages=scale_messages, system=scale_system, players=pool_players,
+                                                   worker_env=extra_env)
         if phases - {"bare", "scale"}:  # the single worker's phases
             pools = tmp / "pools.json"
             pools.write_text(json.dumps({"pools": {

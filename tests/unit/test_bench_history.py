@@ -124,7 +124,7 @@ def test_the_replay_runs_are_summed_up_by_their_median_and_range() -> None:
     assert replay_summary(runs[:1]) == ""
 
 
-def test_worker_env_options_reach_the_workers_environment_only(tmp_path: Path) -> None:
+def test_worker_env_options_are_laid_over_the_bench_workers_environment(tmp_path: Path) -> None:
     """``--worker-env KEY=VALUE``: a setting for the bench's worker alone, laid over its own environment
     (the first ``=`` ends the key); an option without ``=`` is refused before anything starts."""
     from click.testing import CliRunner
