@@ -15,15 +15,88 @@ workers that sleep, and the wall time grows with it (BENCHMARKS.md, Cowan).
 
 libgomp reads the variable when it is loaded, which numba does at the first parallel
 kernel call, after ``stream`` is imported; a value already in the environment is kept.
+
+How many threads
+----------------
+numba starts one thread per CPU the process may run on (``sched_getaffinity``). A container
+limited by a CPU quota (Kubernetes' ``limits.cpu``, ``docker run --cpus``) still sees every
+core of its node, so a worker limited to 2 CPUs on a 32-core node would split each parallel
+region 32 ways and spend its quota in bursts that the kernel then throttles for the rest of
+each period. So, unless ``NUMBA_NUM_THREADS`` is set, the number of threads is the quota
+rounded up (``cpu_quota``: cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over
+``cpu.cfs_period_us``, the smallest of this process's cgroup and its ancestors) where that is
+fewer than the CPUs. numba reads the variable when it is imported, which ``stream`` does later.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import MutableMapping
+from pathlib import Path, PurePosixPath
 
 WAIT_POLICY = "PASSIVE"
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
-def configure() -> None:
-    """``OMP_WAIT_POLICY`` to ``PASSIVE`` unless the environment sets it."""
-    os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+def configure(environ: MutableMapping[str, str] = os.environ, root: Path = CGROUP_ROOT,
+              self_cgroup: Path = Path("/proc/self/cgroup")) -> None:
+    """``OMP_WAIT_POLICY`` to ``PASSIVE`` unless the environment sets it; ``NUMBA_NUM_THREADS`` to the CPU
+    quota, rounded up, where the process has one below its CPUs and the environment does not set it."""
+    environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+    if "NUMBA_NUM_THREADS" in environ:
+        return
+    quota = cpu_quota(root, self_cgroup)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if quota is not None and math.ceil(quota) < cpus:
+        environ["NUMBA_NUM_THREADS"] = str(max(1, math.ceil(quota)))
+
+
+def cpu_quota(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgroup")) -> float | None:
+    """The CPUs this process's cgroup may use per period, the smallest over it and its ancestors (None: no
+    quota, or no cgroup file to read). cgroup v2 (``root/cpu.max``: "QUOTA PERIOD" or "max PERIOD") or v1
+    (``root/cpu/cpu.cfs_quota_us``, −1 for none, and ``cpu.cfs_period_us``). The process's cgroup is found
+    from ``self_cgroup``; where a container shows its own cgroup as the root, the root's files are read."""
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        lines = []
+    found: list[float] = []
+    if (root / "cpu.max").exists() or not (root / "cpu").is_dir():  # v2 (unified)
+        path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
+        for d in _dirs(root, path):
+            q = _v2(d / "cpu.max")
+            if q is not None:
+                found.append(q)
+    else:  # v1: the ``cpu`` controller's hierarchy
+        path = next((ln.split(":", 2)[2] for ln in lines if "cpu" in ln.split(":", 2)[1].split(",")), "/")
+        for d in _dirs(root / "cpu", path):
+            q = _v1(d)
+            if q is not None:
+                found.append(q)
+    return min(found) if found else None
+
+
+def _dirs(mount: Path, path: str) -> list[Path]:
+    """``mount`` joined with ``path`` and each of its ancestors up to ``mount`` itself, those that exist."""
+    rel = PurePosixPath(path.strip() or "/").relative_to("/")
+    out = [mount / p for p in (rel, *rel.parents)]
+    return [d for d in dict.fromkeys(out) if d.is_dir()]
+
+
+def _v2(file: Path) -> float | None:
+    try:
+        quota, period = file.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" or int(period) <= 0 else int(quota) / int(period)
+
+
+def _v1(d: Path) -> float | None:
+    try:
+        quota = int((d / "cpu.cfs_quota_us").read_text())
+        period = int((d / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota <= 0 or period <= 0 else quota / period
