@@ -22,10 +22,12 @@ numba starts one thread per CPU the process may run on (``sched_getaffinity``). 
 limited by a CPU quota (Kubernetes' ``limits.cpu``, ``docker run --cpus``) still sees every
 core of its node, so a worker limited to 2 CPUs on a 32-core node would split each parallel
 region 32 ways and spend its quota in bursts that the kernel then throttles for the rest of
-each period. So, unless ``NUMBA_NUM_THREADS`` is set, the number of threads is the quota
-rounded up (``cpu_quota``: cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over
-``cpu.cfs_period_us``, the smallest of this process's cgroup and its ancestors) where that is
-fewer than the CPUs. numba reads the variable when it is imported, which ``stream`` does later.
+each period (reported for OpenMP and TBB pools under ``docker --cpus``; on 2 cores, where no more
+than 2 can run at once, 16 threads cost nothing measurable: BENCHMARKS.md, "Service"). So, unless
+``NUMBA_NUM_THREADS`` is set, the number of threads is the quota rounded up (``cpu_quota``:
+cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, the smallest of
+this process's cgroup and its ancestors) where that is fewer than the CPUs. numba reads the
+variable when it is imported, which ``stream`` does later.
 """
 
 from __future__ import annotations
