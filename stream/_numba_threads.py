@@ -49,7 +49,10 @@ def configure(environ: MutableMapping[str, str] = os.environ, root: Path = CGROU
     environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
     if "NUMBA_NUM_THREADS" in environ:
         return
-    quota = cpu_quota(root, self_cgroup)
+    try:
+        quota = cpu_quota(root, self_cgroup)
+    except (OSError, ValueError, IndexError):  # a cgroup file not as documented: numba's own default
+        quota = None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if quota is not None and math.ceil(quota) < cpus:
         environ["NUMBA_NUM_THREADS"] = str(max(1, math.ceil(quota)))
@@ -66,13 +69,14 @@ def cpu_quota(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgr
         lines = []
     found: list[float] = []
     if (root / "cpu.max").exists() or not (root / "cpu").is_dir():  # v2 (unified)
-        path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
+        path = next((ln[3:] for ln in lines if ln.startswith("0::")), "/")
         for d in _dirs(root, path):
             q = _v2(d / "cpu.max")
             if q is not None:
                 found.append(q)
     else:  # v1: the ``cpu`` controller's hierarchy
-        path = next((ln.split(":", 2)[2] for ln in lines if "cpu" in ln.split(":", 2)[1].split(",")), "/")
+        fields = [ln.split(":", 2) for ln in lines]
+        path = next((f[2] for f in fields if len(f) == 3 and "cpu" in f[1].split(",")), "/")
         for d in _dirs(root / "cpu", path):
             q = _v1(d)
             if q is not None:
@@ -82,7 +86,7 @@ def cpu_quota(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgr
 
 def _dirs(mount: Path, path: str) -> list[Path]:
     """``mount`` joined with ``path`` and each of its ancestors up to ``mount`` itself, those that exist."""
-    rel = PurePosixPath(path.strip() or "/").relative_to("/")
+    rel = PurePosixPath("/", path.strip()).relative_to("/")
     out = [mount / p for p in (rel, *rel.parents)]
     return [d for d in dict.fromkeys(out) if d.is_dir()]
 
@@ -90,9 +94,11 @@ def _dirs(mount: Path, path: str) -> list[Path]:
 def _v2(file: Path) -> float | None:
     try:
         quota, period = file.read_text().split()[:2]
+        if quota == "max" or int(period) <= 0:
+            return None
+        return int(quota) / int(period)
     except (OSError, ValueError):
         return None
-    return None if quota == "max" or int(period) <= 0 else int(quota) / int(period)
 
 
 def _v1(d: Path) -> float | None:

@@ -82,3 +82,17 @@ def test_numba_threads_follow_a_quota_below_the_cpus_unless_the_environment_sets
     env = {}
     configure(env, tmp_path / "none", tmp_path / "none-cgroup")  # no cgroup files: numba's default
     assert "NUMBA_NUM_THREADS" not in env
+
+
+def test_cgroup_files_not_as_documented_leave_numbas_default(tmp_path: Path) -> None:
+    """Odd lines, a relative path, a quota that is not a number: no quota read, and importing goes on."""
+    for files, self_cgroup in (({"cpu.max": "lots 100000\n"}, "0::/\n"),
+                               ({"cpu.max": "max\n"}, "garbage\n\n0::relative/path\n"),
+                               ({"cpu/cpu.cfs_quota_us": "x\n", "cpu/cpu.cfs_period_us": "100000\n"}, "oops\n4:cpu\n")):
+        root, proc = _cgroup(tmp_path / str(len(self_cgroup)), files, self_cgroup)
+        assert cpu_quota(root, proc) is None
+        env: dict[str, str] = {}
+        configure(env, root, proc)
+        assert "NUMBA_NUM_THREADS" not in env
+    root, proc = _cgroup(tmp_path / "rel", {"pods/cpu.max": "100000 100000\n"}, "0::pods\n")
+    assert cpu_quota(root, proc) == 1.0  # a path without its leading slash is taken from the root
