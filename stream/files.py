@@ -13,6 +13,7 @@ import os
 import secrets
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from queue import Empty, Full, Queue
@@ -114,6 +115,9 @@ def _line(row: dict[str, Any]) -> bytes:
 
 _DONE = object()
 
+#: items at most waiting before one that ``prefetched`` prepares (see there)
+PREPARE_AHEAD = 4
+
 
 class _Raised:
     """An exception of the reading thread, raised again in the consumer at its place in order."""
@@ -125,7 +129,8 @@ class _Raised:
 
 
 def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-4,
-               prepare: Callable[[T], T] | None = None) -> Generator[T, None, None]:
+               prepare: Callable[[T], T] | None = None, prepare_ahead: int = PREPARE_AHEAD,
+               ) -> Generator[T, None, None]:
     """``items``, produced by a thread of their own: reading and decoding a history (lzma
     releases the GIL; JSON decoding and checks do not) runs while the consumer's numba
     kernels run without the GIL, on the other core.
@@ -139,32 +144,58 @@ def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-
     the reader decodes; the reader's work is thousands of short steps, so a short interval
     costs it little and the consumer then waits at most that long. Restored at the end.
 
-    ``prepare``: applied to each item in the reading thread (work for the consumer done ahead).
+    ``prepare``: applied to each item in the reading thread (work for the consumer done ahead),
+    as late as it can be: once at most ``prepare_ahead`` items wait before it. Items are still
+    read up to ``depth`` ahead. Why: what a look-up ahead finds goes stale as the consumer moves
+    on (``PackedPool.look_ahead`` answers −1 for a player the rounds not yet rated will register,
+    and the consumer looks those up again). Prepared 64 rounds ahead, half of the Codeforces
+    history's 3.1M player-rounds were looked up twice; 4 ahead, 0.49M (BENCHMARKS.md, Elo-MMR).
     """
-    queue: Queue[object] = Queue(maxsize=depth)
+    ahead = max(1, min(prepare_ahead, depth)) if prepare is not None else depth
+    queue: Queue[object] = Queue(maxsize=ahead)
     stop = threading.Event()
+    held: deque[T] = deque()  # read and not yet queued: at most ``depth - ahead``
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def prepared(item: T) -> T:
+        return item if prepare is None else prepare(item)
 
     def produce() -> None:
         try:
-            for item in items:
-                if prepare is not None:
-                    item = prepare(item)
-                while not stop.is_set():
-                    try:
-                        queue.put(item, timeout=0.1)
-                        break
-                    except Full:
-                        continue
-                if stop.is_set():
+            failure: BaseException | None = None
+            source = iter(items)
+            while True:
+                try:
+                    item = next(source)
+                except StopIteration:
                     break
-        except BaseException as exc:
-            queue.put(_Raised(exc))
-            return
+                except BaseException as exc:  # (raised to the consumer after the items read before it)
+                    failure = exc
+                    break
+                held.append(item)
+                # into the queue what it has room for now (only this thread puts: no wait); a wait only
+                # once ``depth`` items are read ahead
+                while held and (len(held) > depth - ahead or not queue.full()):
+                    if not put(prepared(held.popleft())):
+                        return
+            while held:
+                if not put(prepared(held.popleft())):
+                    return
+            put(_DONE if failure is None else _Raised(failure))
+        except BaseException as exc:  # ``prepare`` raised: at its item's place
+            put(_Raised(exc))
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
-        queue.put(_DONE)
 
     previous = sys.getswitchinterval()
     sys.setswitchinterval(min(previous, switch_interval))

@@ -103,6 +103,38 @@ def test_closing_prefetched_stops_its_thread_and_closes_the_source() -> None:
     assert not any(t.name == "mmr-reader" and t.is_alive() for t in threading.enumerate())
 
 
+def test_prefetched_prepares_an_item_late_and_still_reads_depth_ahead() -> None:
+    """``prepare`` runs on an item only once at most ``prepare_ahead`` items wait before it (a look-up ahead
+    goes stale as the consumer moves on), while items are read up to ``depth`` ahead; with the prepared items
+    and an error of ``prepare`` in their places. Prepared at reading, 10 ahead, the first check would fail."""
+    import time
+
+    taken = 0
+    read_at: dict[int, int] = {}
+    prepared_at: dict[int, int] = {}
+
+    def items() -> Iterator[int]:
+        for k in range(60):
+            read_at[k] = taken
+            yield k
+
+    def prepare(k: int) -> int:
+        prepared_at[k] = taken
+        if k == 50:
+            raise ValueError("bad item 50")
+        return -k
+
+    got = []
+    with pytest.raises(ValueError, match="bad item 50"):
+        for x in prefetched(items(), depth=10, prepare=prepare, prepare_ahead=2):
+            got.append(x)
+            taken += 1
+            time.sleep(0.004)  # a consumer slower than the reader: the reader waits on it
+    assert got == [-k for k in range(50)]
+    assert all(prepared_at[k] >= k - 2 for k in prepared_at), prepared_at
+    assert max(k - read_at[k] for k in read_at) >= 9  # read ahead by depth all the same
+
+
 @pytest.fixture
 def umask_027() -> Iterator[int]:
     """The process's umask set to 027 (group may read, others nothing) for the test, then restored."""
