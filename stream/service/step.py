@@ -469,7 +469,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
     ``rate_rounds`` finds them (the same results as by name).
     """
-    if by_columns and engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
+    if by_columns and _rounds_by_columns(engine, ops):
         return cast(Rated, rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places))
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
@@ -573,13 +573,19 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     return commit, outputs, dead, counts
 
 
+def _rounds_by_columns(engine: PoolEngine, ops: list[Op]) -> bool:
+    """Whether a step is rounds only, without teams, of a pool whose rounds take the packed path: what
+    ``rate_rounds`` rates by columns in one arena."""
+    return engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops)
+
+
 def rate_ops_ahead(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
                    upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
                    places: Places | None = None) -> Rated | StepEnd[Rated]:
     """``rate_ops`` of a step rated ahead (stream.service.ahead): a step of rounds by columns comes back
     with its beliefs encoded and the rest of its end to make (``StepEnd``), which the chain makes on
     another thread while the numba thread rates the next step from those beliefs; any other step whole."""
-    if engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops):
+    if _rounds_by_columns(engine, ops):
         return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, explain, places, split=True)
     return rate_ops(engine, ops, stored_in, seen, upto, dead_fn, explain, places=places)
 
