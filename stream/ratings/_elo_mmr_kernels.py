@@ -75,6 +75,10 @@ MAX_PANELS = 10_000
 # --------------------------------------------------------------------------------------
 # terms of the performance equation
 # --------------------------------------------------------------------------------------
+#: unsigned indices: numba checks every signed index it cannot prove ≥ 0 for a negative (from-the-end)
+#: one; in the loops over a belief's terms those checks cost more than their arithmetic
+_U = nb.uint64
+
 @nb.njit(cache=True, nogil=True)
 def _inv_mills(t: float) -> float:
     """φ(t) / (1 − Φ(t)), stable for large t (asymptotic series once erfc underflows)."""
@@ -540,8 +544,10 @@ def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: flo
 def _terms_weight(flat, start: int, stop: int) -> float:
     """Σ precision of the logistic terms in flat[start:stop] (2·w_arg·w_out·3/π² each)."""
     tw = 0.0
-    for q in range(start, stop, 3):
-        tw += flat[q + 1] * flat[q + 2]
+    first = _U(start)
+    for m in range(_U((stop - start + 2) // 3)):
+        q = first + _U(3) * m
+        tw += flat[q + _U(1)] * flat[q + _U(2)]
     return tw * 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
 
 
@@ -623,8 +629,9 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
     """
     lo = -offset / slope
     hi = lo
-    for q in range(start, stop, 3):
-        c = out[q]
+    first, terms = _U(start), _U((stop - start + 2) // 3)
+    for m in range(terms):
+        c = out[first + _U(3) * m]
         lo = min(lo, c)
         hi = max(hi, c)
     if hi == lo:
@@ -634,10 +641,11 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
     for _ in range(200):
         f = offset + slope * x
         fp = slope
-        for q in range(start, stop, 3):
-            t = _tanh((x - out[q]) * out[q + 1])
-            f += out[q + 2] * t
-            fp += out[q + 2] * out[q + 1] * (1.0 - t * t)
+        for m in range(terms):
+            q = first + _U(3) * m
+            t = _tanh((x - out[q]) * out[q + _U(1)])
+            f += out[q + _U(2)] * t
+            fp += out[q + _U(2)] * out[q + _U(1)] * (1.0 - t * t)
         if f == 0.0:
             return x
         if f > 0.0:
@@ -691,7 +699,6 @@ def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussia
         p = perfs[i]
         wp = 1.0 / (sig_perf * sig_perf)
         sig = 1.0 / math.sqrt(1.0 / (new_sig * new_sig) + wp)
-        q = d + HEADER
         if gaussian:
             nmu = (nw * nmu + wp * p) / (nw + wp)
             nw = nw + wp
@@ -701,24 +708,25 @@ def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussia
             drop = 0
             if history_limit > 0 and m_old + 1 > history_limit:
                 drop = m_old + 1 - history_limit
+            q = _U(d + HEADER)
+            src = _U(o + HEADER)
             for t in range(m_old):
-                src = o + HEADER + 3 * t
-                c, wa, wo = flat[src], flat[src + 1], flat[src + 2] * factor
+                c, wa, wo = flat[src], flat[src + _U(1)], flat[src + _U(2)] * factor
+                src += _U(3)
                 if t < drop:  # fold the oldest terms into the Gaussian, preserving weight
                     wl = wa * wo * k2
                     nmu = (nw * nmu + wl * c) / (nw + wl)
                     nw = nw + wl
                 else:
                     out[q] = c
-                    out[q + 1] = wa
-                    out[q + 2] = wo
-                    q += 3
+                    out[q + _U(1)] = wa
+                    out[q + _U(2)] = wo
+                    q += _U(3)
             wt = TANH_MULTIPLIER / sig_perf
             out[q] = p
-            out[q + 1] = 0.5 * wt
-            out[q + 2] = wt
-            q += 3
-            mu = _robust_average(-nmu * nw, nw, out, d + HEADER, q, flat[o])
+            out[q + _U(1)] = 0.5 * wt
+            out[q + _U(2)] = wt
+            mu = _robust_average(-nmu * nw, nw, out, d + HEADER, nb.int64(q) + 3, flat[o])
         out[d] = mu
         out[d + 1] = sig
         out[d + 2] = nmu

@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray
-from stream.state.packed_pool import FlatBeliefs, PackedPool
+from stream.state.packed_pool import FlatBeliefs, PackedPool, copy_into
 
 #: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2
 #: rounds of a step of the Codeforces history, and an Elo-MMR belief grows by 3 values a round, so most
@@ -48,9 +48,7 @@ def _untag_into(raw, lengths, skip, arena, start, idx):  # type: ignore[no-untyp
     ``start[idx[k]]``)."""
     src = 0
     for k in range(lengths.shape[0]):
-        n = lengths[k] - skip
-        dst = 8 * start[idx[k]]
-        arena[dst: dst + n] = raw[src + skip: src + lengths[k]]
+        copy_into(arena, 8 * start[idx[k]], raw, src + skip, lengths[k] - skip)
         src += lengths[k]
 
 
