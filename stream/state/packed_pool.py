@@ -63,9 +63,9 @@ _U = nb.uint64
 @nb.njit(cache=True, nogil=True)
 def copy_into(dst, d: int, src, s: int, n: int) -> None:  # type: ignore[no-untyped-def]
     """``dst[d : d + n] = src[s : s + n]`` (all three ≥ 0)."""
-    d, s = _U(d), _U(s)
+    to, at = _U(d), _U(s)
     for q in range(_U(n)):
-        dst[d + q] = src[s + q]
+        dst[to + q] = src[at + q]
 
 
 @nb.njit(cache=True, nogil=True)
