@@ -204,10 +204,8 @@ class Chain:
 
     def __init__(self, store: RedisStore, cache: BeliefCache, pool: str, kind: str, rate: Rater, gen: str,
                  committing: StepInputs, written: Mapping[str, bytes], todo: Sequence[StepInputs],
-                 more: Callable[[], NextBatch | None] | None, depth: int, waiting: set[Chain] | None = None) -> None:
+                 more: Callable[[], NextBatch | None] | None, depth: int) -> None:
         self.store, self.cache, self.pool, self.kind, self.rate = store, cache, pool, kind, rate
-        #: where the chain puts itself while its next step is in a batch not taken yet (``wake``)
-        self.waiting = waiting
         self.gen = gen
         self.pending: deque[Mapping[str, bytes]] = deque([written])
         #: the steps of ``pending`` and of the links being rated: no player of theirs is read ahead of time
@@ -296,27 +294,11 @@ class Chain:
         self._rating = True
         fetching = self._fetching.pop(id(step), None) or self._prefetch(step)
         self.links.append(Link(step, asyncio.ensure_future(self._rate(step, fetching))))
-        self._read_next()
-
-    def _read_next(self) -> None:
-        """Read the players of the step after the last one started while that one is rated; when that
-        step is in the next batch and the batch is not taken yet, wait in ``waiting`` for ``wake``."""
-        after = self._next_step()
-        if after is not None:
-            if id(after) not in self._fetching:
-                fetch = self._prefetch(after)
-                if fetch is not None:
-                    self._fetching[id(after)] = fetch
-        elif not self.todo and self.more is not None and self.waiting is not None:
-            self.waiting.add(self)
-
-    def wake(self) -> None:
-        """A batch was taken while this chain's last step was rated: plan it now and read its first
-        step's players, rather than once that rating ends -- planning a batch of a replayed history
-        (~100 ms of the event loop) and that read were the numba thread's longest waits between
-        steps (BENCHMARKS.md, "Service")."""
-        if not self._stopped:
-            self._read_next()
+        after = self._next_step()  # read while this one is rated
+        if after is not None and id(after) not in self._fetching:
+            fetch = self._prefetch(after)
+            if fetch is not None:
+                self._fetching[id(after)] = fetch
 
     def _prefetch(self, step: StepInputs) -> asyncio.Task[Any] | None:
         """The players of ``step`` neither in an open step nor cached at ``gen``, read now: no commit in flight

@@ -116,8 +116,7 @@ class Service:
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
-                                      on_queued=self.metrics.stage.labels("queued").observe,
-                                      on_submitted=self.processor.batch_taken)
+                                      on_queued=self.metrics.stage.labels("queued").observe)
         self.processor.upcoming = self.pipeline.peek  # the next batch, for rating ahead across batches
         self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
         if self.store.fence is not None:

@@ -69,8 +69,7 @@ class BatchPipeline(Generic[M, T]):
                  max_inflight: int = 16384, max_merge: int = 8192, max_merge_bytes: int = 0,
                  max_inflight_bytes: int = 0, size: Callable[[M], int] | None = None,
                  on_error: Callable[[BaseException], Awaitable[None]] | None = None,
-                 on_queued: Callable[[float], Any] | None = None,
-                 on_submitted: Callable[[], Any] | None = None) -> None:
+                 on_queued: Callable[[float], Any] | None = None) -> None:
         self.work = work
         self.done = done
         self.max_inflight = max_inflight
@@ -85,9 +84,6 @@ class BatchPipeline(Generic[M, T]):
         self.on_error = on_error
         #: called with the seconds the oldest batch of each merged group waited in the queue
         self.on_queued = on_queued
-        #: called (from the event loop, soon after) when a batch is submitted while the rate stage works on
-        #: another and has not fixed its next yet: ``work`` may then ``peek`` at it at once
-        self.on_submitted = on_submitted
         self._queue: asyncio.Queue[tuple[list[M], list[T], float]] = asyncio.Queue()
         #: the batch the rate stage takes next, fixed by ``peek``
         self._next: tuple[list[M], list[T], float] | None = None
@@ -122,8 +118,6 @@ class BatchPipeline(Generic[M, T]):
         entry = _Waiting(msgs, token)
         async with self._changed:
             self._waiting.append(entry)
-            if self.on_submitted is not None:
-                asyncio.get_running_loop().call_soon(self._submitted)
             try:
                 await self._changed.wait_for(lambda: entry.admitted or self._admits())
             finally:
@@ -134,12 +128,6 @@ class BatchPipeline(Generic[M, T]):
                 return
             self._count_in(msgs, 1)
         self._queue.put_nowait((msgs, [token], time.perf_counter()))
-
-    def _submitted(self) -> None:
-        # only while ``work`` runs: a ``peek`` while the rate stage waits on its queue would take the batch
-        # from under it
-        if self.on_submitted is not None and self._rating is not None and self._next is None:
-            self.on_submitted()
 
     def _count_in(self, msgs: list[M], batches: int) -> None:
         self._inflight += len(msgs)

@@ -188,12 +188,6 @@ class Processor:
                                              self.settings.dedup == "offsets")
         return self._next_batch
 
-    def batch_taken(self) -> None:
-        """A batch was taken while another is under way: the chains of that one waiting for their
-        next batch plan it now (stream.service.ahead ``Chain.wake``)."""
-        if self.step.next_batch is not None:
-            self.step.batch_taken()
-
     def _planned(self, early: NextBatch | None, msgs: list[Message]) -> Plan | None:
         """The plan of ``msgs`` made ahead, its dead letters made and its messages counted now; None
         when there is none or it was of other messages (a partition halted since: its ratings ahead are

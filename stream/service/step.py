@@ -77,8 +77,6 @@ class PoolStep:
         self.next_batch: Callable[[], NextBatch | None] | None = None
         #: the thread that ends the steps rated ahead (``StepEnd``), made by the first chain, ended by ``close``
         self._ends: ThreadPoolExecutor | None = None
-        #: chains whose next step is in a batch not taken yet (``Chain.wake``, ``batch_taken``)
-        self._waiting: set[Chain] = set()
 
     def close(self) -> None:
         """End the thread of the steps' ends (a step ending there ends unused)."""
@@ -132,13 +130,6 @@ class PoolStep:
                 else:
                     self._drop_chain(chain)
 
-    def batch_taken(self) -> None:
-        """A batch was taken while one is under way: the chains waiting for it plan it (``Chain.wake``)."""
-        waiting = list(self._waiting)
-        self._waiting.clear()  # (a chain still waiting after its wake puts itself back)
-        for chain in waiting:
-            chain.wake()
-
     def _drop_chain(self, chain: Chain) -> None:
         """Drop ``chain``'s ratings ahead, counted as dropped."""
         n = chain.drop()
@@ -162,7 +153,7 @@ class PoolStep:
             return rate_ahead(self.executor, engine, ahead_rate, nxt, stored, explain, by_offsets, ends, on_beliefs)
 
         chain = Chain(self.store, self.cache, pool, kind, rate_step, gen, step, commit.beliefs, rest,
-                      self.next_batch, self.settings.rate_ahead_depth, self._waiting)
+                      self.next_batch, self.settings.rate_ahead_depth)
         chain.start()
         return chain
 
