@@ -123,3 +123,15 @@ def test_with_slack_a_belief_stays_in_its_slot_until_it_outgrows_it() -> None:
             assert slot_size(int(pool.cls[0])) >= n + (slack if seen.count(seen[-1]) == 1 else 0)
         starts[slack] = len(set(seen))
     assert starts[24] < starts[0]
+
+
+def test_the_copies_benchmark_gathers_and_writes_back_a_pool_unchanged() -> None:
+    """``python -m stream.tools.bench_copies``: rounds gathered and written back with their own values
+    leave every belief as it was (its numbers are only printed)."""
+    from stream.tools import bench_copies
+
+    pool = bench_copies.arena(np.random.default_rng(0), 200)
+    want = {p: pool[p] for p in pool}
+    gather_ns, put_ns = bench_copies.run(4, 50, pool)
+    assert gather_ns > 0 and put_ns > 0
+    assert {p: pool[p] for p in pool} == want
