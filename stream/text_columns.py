@@ -16,6 +16,7 @@ import numba as nb
 import numpy as np
 import orjson
 
+from stream._numba_copy import copy_into
 from stream.ratings.base import IntArray
 
 #: strings by columns: all of them one after another, and ``at`` (string i is ``blob[at[i] : at[i + 1]]``)
@@ -112,11 +113,7 @@ def _join(blob, at, first, stride, sizes):  # type: ignore[no-untyped-def]
             r = first[j] + stride[j] * i
             a = at[r]
             m = at[r + 1] - a
-            if m <= 32:  # most parts are a few bytes: a plain loop, cheaper than a slice's copy there
-                for q in range(m):
-                    out[pos + q] = blob[a + q]
-            else:
-                out[pos:pos + m] = blob[a:a + m]
+            copy_into(out, pos, blob, a, m)
             pos += m
     return out, out_at
 

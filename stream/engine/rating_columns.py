@@ -26,6 +26,7 @@ import numba as nb
 import numpy as np
 import orjson
 
+from stream._numba_copy import copy_into
 from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.ratings.base import rows_of_columns
 from stream.state.commit_frames import ChangeRecords
@@ -217,7 +218,7 @@ def _spliced(blob, at):  # type: ignore[no-untyped-def]
         a, b = at[i], at[i + 1]
         if b - a > 2:
             out[pos] = 44
-            out[pos + 1: pos + b - a] = blob[a + 1: b]
+            copy_into(out, pos + 1, blob, a + 1, b - a - 1)
             pos += b - a
         else:
             out[pos] = 125

@@ -26,6 +26,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.default_records import DefaultRecordBatchBuilder, _DefaultRecordBatchBuilderPy
 from aiokafka.record.util import calc_crc32c
 
+from stream._numba_copy import copy_into
 from stream.ratings.base import IntArray
 from stream.text_columns import Column
 
@@ -161,12 +162,11 @@ def _batches(kblob, kat, vblob, vat, rows, timestamp, limit):  # type: ignore[no
             pos = _put_varint(out, pos + 2, i - starts[j])
             a, z = kat[r], kat[r + 1]
             pos = _put_varint(out, pos, z - a)
-            for q in range(z - a):
-                out[pos + q] = kblob[a + q]
+            copy_into(out, pos, kblob, a, z - a)
             pos += z - a
             a, z = vat[r], vat[r + 1]
             pos = _put_varint(out, pos, z - a)
-            out[pos:pos + z - a] = vblob[a:z]
+            copy_into(out, pos, vblob, a, z - a)
             pos += z - a
             out[pos] = 0  # no headers
             pos += 1

@@ -29,6 +29,7 @@ import numba as nb
 import numpy as np
 import orjson
 
+from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
 from stream.state.keys import escape_all
 from stream.text_columns import Column, cat, json_numbers, split
@@ -69,11 +70,7 @@ def _names(players: list[str]) -> tuple[list[bytes], list[bytes]]:
 
 @nb.njit(cache=True, nogil=True)
 def _copy(out, pos, src, a, b):  # type: ignore[no-untyped-def]
-    if b - a <= 32:  # a name, a score, a command: a plain loop, cheaper than a slice's copy there
-        for q in range(b - a):
-            out[pos + q] = src[a + q]
-    else:
-        out[pos:pos + b - a] = src[a:b]
+    copy_into(out, pos, src, a, b - a)
     return pos + b - a
 
 

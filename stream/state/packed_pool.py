@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numba as nb
 import numpy as np
 
+from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
 
 _MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
@@ -50,22 +51,6 @@ def _offsets(length, idx, prior_length: int):  # type: ignore[no-untyped-def]
         i = idx[k]
         offsets[k + 1] = offsets[k] + (length[i] if i >= 0 else prior_length)
     return offsets
-
-
-# The copies index by unsigned integers: an index that numba cannot prove non-negative gets a check
-# for a negative (from-the-end) index on every access, which keeps LLVM from turning the loop into
-# vector moves; unsigned, a copy of a slot is ~4.7x faster (a gather of 3,000 slots of ~100 values:
-# 381 -> 81 ns a slot; BENCHMARKS.md, "Elo-MMR"). Every index here is a start, offset or length the
-# pool made, never negative.
-_U = nb.uint64
-
-
-@nb.njit(cache=True, nogil=True)
-def copy_into(dst, d: int, src, s: int, n: int) -> None:  # type: ignore[no-untyped-def]
-    """``dst[d : d + n] = src[s : s + n]`` (all three ≥ 0)."""
-    to, at = _U(d), _U(s)
-    for q in range(_U(n)):
-        dst[to + q] = src[at + q]
 
 
 @nb.njit(cache=True, nogil=True)

@@ -18,8 +18,9 @@ from typing import cast
 import numba as nb
 import numpy as np
 
+from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
-from stream.state.packed_pool import FlatBeliefs, PackedPool, copy_into
+from stream.state.packed_pool import FlatBeliefs, PackedPool
 
 #: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2
 #: rounds of a step of the Codeforces history, and an Elo-MMR belief grows by 3 values a round, so most

@@ -1,0 +1,23 @@
+"""``copy_into``: a move of array values inside numba code that LLVM turns into vector moves.
+
+Why a function of its own: numba checks every array index it cannot prove non-negative for a
+negative (from-the-end) one, so a copy loop indexed by a start read from memory plus its counter
+pays that check on each value and stays a scalar loop, and a slice assignment costs a slice's set-up
+on each call. Indexed by unsigned integers, the same moves run ~3x faster: a gather of beliefs
+381 -> 81 ns a slot, a commit's Redis frames 54 -> 19 ms for 50,000 players (BENCHMARKS.md,
+"Elo-MMR" and "Service").
+"""
+
+from __future__ import annotations
+
+import numba as nb
+
+_U = nb.uint64
+
+
+@nb.njit(cache=True, nogil=True)
+def copy_into(dst, d: int, src, s: int, n: int) -> None:  # type: ignore[no-untyped-def]
+    """``dst[d : d + n] = src[s : s + n]`` (all three ≥ 0)."""
+    to, at = _U(d), _U(s)
+    for q in range(_U(n)):
+        dst[to + q] = src[at + q]
