@@ -76,7 +76,8 @@ MAX_PANELS = 10_000
 # terms of the performance equation
 # --------------------------------------------------------------------------------------
 #: unsigned indices: numba checks every signed index it cannot prove ≥ 0 for a negative (from-the-end)
-#: one; in the loops over a belief's terms those checks cost more than their arithmetic
+#: one; in the loops over a belief's terms those checks cost more than their arithmetic. A count of
+#: terms is clamped at 0 before it is made unsigned (``range(start, stop, 3)`` of a stop below start)
 _U = nb.uint64
 
 @nb.njit(cache=True, nogil=True)
@@ -545,7 +546,7 @@ def _terms_weight(flat, start: int, stop: int) -> float:
     """Σ precision of the logistic terms in flat[start:stop] (2·w_arg·w_out·3/π² each)."""
     tw = 0.0
     first = _U(start)
-    for m in range(_U((stop - start + 2) // 3)):
+    for m in range(_U(max(stop - start + 2, 0) // 3)):
         q = first + _U(3) * m
         tw += flat[q + _U(1)] * flat[q + _U(2)]
     return tw * 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
@@ -629,7 +630,7 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
     """
     lo = -offset / slope
     hi = lo
-    first, terms = _U(start), _U((stop - start + 2) // 3)
+    first, terms = _U(start), _U(max(stop - start + 2, 0) // 3)
     for m in range(terms):
         c = out[first + _U(3) * m]
         lo = min(lo, c)

@@ -380,3 +380,14 @@ def test_a_huge_rating_spread_is_solved_by_bisection_like_the_oracle(cls: type[E
     assert 5e7 / widest_panel > K.MAX_PANELS  # so the fallback runs
     _compare(system, beliefs, ranks, DAY)
     assert all(np.isfinite(b).all() for b in system.rate_round(beliefs, ranks, DAY))
+
+
+def test_the_loops_over_terms_read_no_term_of_a_range_that_ends_before_it_starts() -> None:
+    """The terms' loops count their terms as unsigned integers: a range whose stop is below its start
+    (a belief shorter than its header) has no term, as ``range(start, stop, 3)`` has none -- not 2**64."""
+    from stream.ratings import _elo_mmr_kernels as K
+
+    values = np.arange(1.0, 4.0)
+    assert K._terms_weight(values, 6, 3) == 0.0
+    assert K._robust_average(1.0, 2.0, values, 6, 3, 0.0) == -0.5  # the Gaussian part's own root
+    assert K._terms_weight(np.array([0.0, 2.0, 3.0]), 0, 3) == 6.0 * 2.0 / (K.TANH_MULTIPLIER ** 2)
