@@ -687,6 +687,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     else:
         values, flat, offsets = engine.encode_held(held, players, held_at)
         arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
+        held.release()  # (the gather buffer is an array of its own, not a view of the arena)
     commit.beliefs = dict(zip(players, values, strict=True))
     tag = b"" if held is None else held.tag
     end = partial(_rounds_end, engine, blocks, players, at, commit, outputs, dead, counts, arena, tag, explain)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import mmap
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 
 import numba as nb
@@ -39,6 +40,8 @@ _MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
 _MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)
 _MIN_PLAYERS = 1 << 6
 _AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
+#: per thread, the memory map a released pool left (``PackedPool.release``) for the next one it grows
+_SPARE = threading.local()
 
 
 @nb.njit(cache=True, nogil=True)
@@ -311,6 +314,24 @@ class PackedPool(Mapping[str, bytes]):
         self.tail = at + size
         return at
 
+    def release(self) -> None:
+        """End this pool (it holds nothing afterwards) and leave its memory map, its pages already
+        in memory, to the next pool this thread grows to a map: a worker's step makes an arena of
+        ~50 MB and drops it, and a new map's pages fault in one by one as they are first written
+        (~13,000 faults a step of the Codeforces history). A map something else still views is
+        left to be freed with it."""
+        mm = self._map
+        self.__init__(self.slack)  # type: ignore[misc]  # (drops this pool's view of the map)
+        if mm is None:
+            return
+        try:
+            mm.resize(len(mm))  # refused while another view of the map exists
+        except (BufferError, OSError, ValueError, SystemError):
+            return
+        spare = getattr(_SPARE, "map", None)
+        if spare is None or len(spare) < len(mm):
+            _SPARE.map = mm
+
     def _grow(self, values: int) -> None:
         """Make the arena ``values`` long, keeping its first ``tail`` values.
 
@@ -334,10 +355,12 @@ class PackedPool(Mapping[str, bytes]):
             self.arena = old = np.frombuffer(mm, dtype=np.float64)
         mm = None
         if values >= _MAP_MIN_VALUES:  # a small pool keeps a plain array: a map per pool would
-            try:  # count against the process's limit of mappings (65,530 by default on Linux)
-                mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            except (OSError, ValueError):
-                mm = None
+            mm = _spare_map(8 * values)  # count against the process's limit of mappings (65,530 on Linux)
+            if mm is None:
+                try:
+                    mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                except (OSError, ValueError):
+                    mm = None
         grown = np.empty(values, dtype=np.float64) if mm is None else np.frombuffer(mm, dtype=np.float64)
         grown[: self.tail] = old[: self.tail]
         self.arena, self._map = grown, mm
@@ -349,6 +372,20 @@ class PackedPool(Mapping[str, bytes]):
         pos = self.start[:n][None, :] + np.asarray(cols, dtype=np.int64)[:, None]
         out: FloatArray = self.arena[pos]
         return out
+
+
+def _spare_map(nbytes: int) -> mmap.mmap | None:
+    """This thread's spare map (``PackedPool.release``) of at least ``nbytes``, if it has one."""
+    mm: mmap.mmap | None = getattr(_SPARE, "map", None)
+    if mm is None:
+        return None
+    _SPARE.map = None
+    if len(mm) < nbytes:
+        try:
+            mm.resize(nbytes)
+        except (BufferError, OSError, ValueError, SystemError):
+            return None
+    return mm
 
 
 def warmup() -> None:

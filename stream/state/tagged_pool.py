@@ -227,6 +227,11 @@ class TaggedPool(Mapping[str, bytes]):
             self._placed(changed.players, idx, changed.at if isinstance(changed, TaggedFlat) else None)
         return idx
 
+    def release(self) -> None:
+        """End the step: its arena's memory goes to the next step's (``PackedPool.release``)."""
+        self.pool.release()
+        self._by_place = None
+
     def encoded(self, players: Sequence[str], idx: IntArray | None = None) -> tuple[FloatArray, IntArray]:
         """The beliefs of ``players`` (each in ``pool``; ``idx``: their indices there, if known) one
         after another and their offsets: what the commit's values are written from

@@ -135,3 +135,37 @@ def test_the_copies_benchmark_gathers_and_writes_back_a_pool_unchanged() -> None
     gather_ns, put_ns = bench_copies.run(4, 50, pool)
     assert gather_ns > 0 and put_ns > 0
     assert {p: pool[p] for p in pool} == want
+
+
+def _grown_to_a_map(n: int = 1 << 17) -> PackedPool:
+    """A pool whose arena is a memory map (8 MiB or more: ``_MAP_MIN_VALUES``)."""
+    pool = PackedPool()
+    players = [f"p{i}" for i in range(n)]
+    offsets = np.arange(n + 1, dtype=np.int64) * 9
+    pool.update(FlatBeliefs(players, np.full(n, -1, dtype=np.int64), np.arange(9.0 * n), offsets, pool))
+    assert pool._map is not None
+    return pool
+
+
+def test_a_released_pool_leaves_its_map_to_the_next_pool_grown_on_the_thread() -> None:
+    """``release``: a worker's next step arena takes the map of the one before (its pages already in
+    memory); the released pool holds nothing, and the next pool's beliefs are its own."""
+    first = _grown_to_a_map()
+    mm = first._map
+    first.release()
+    assert len(first) == 0 and first._map is None
+    second = _grown_to_a_map()
+    assert second._map is mm
+    assert second["p7"] == np.arange(63.0, 72.0).tobytes()
+    third = _grown_to_a_map()  # no spare left: a map of its own
+    assert third._map is not mm
+
+
+def test_a_map_still_viewed_elsewhere_is_not_reused() -> None:
+    first = _grown_to_a_map()
+    mm = first._map
+    view = first.arena[:10]  # another view of the map
+    first.release()
+    second = _grown_to_a_map()
+    assert second._map is not mm
+    assert view[3] == 3.0
