@@ -354,8 +354,10 @@ class PackedPool(Mapping[str, bytes]):
                 return
             self.arena = old = np.frombuffer(mm, dtype=np.float64)
         mm = None
-        if values >= _MAP_MIN_VALUES:  # a small pool keeps a plain array: a map per pool would
-            mm = _spare_map(8 * values)  # count against the process's limit of mappings (65,530 on Linux)
+        # a small pool keeps a plain array: a map per pool would count against the process's limit of
+        # mappings (65,530 by default on Linux); a large one takes the thread's spare map first (``release``)
+        if values >= _MAP_MIN_VALUES:
+            mm = _spare_map(8 * values)
             if mm is None:
                 try:
                     mm = mmap.mmap(-1, 8 * values, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
