@@ -49,7 +49,8 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 class CpuMeter:
     """``start()``, then ``stop()`` gives the cores each named process used in between
-    (1.0 = one core busy all the time) and the share of the whole machine that was busy."""
+    (1.0 = one core busy all the time) and the share of the whole machine that was busy
+    (left out when no clock tick passed in the window: there is nothing to divide by)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -16,7 +17,11 @@ def test_reports_live_processes_and_leaves_out_gone_ones() -> None:
     gone = 2**22 + 12345  # above the default pid_max: no such process
     meter = CpuMeter({"me": os.getpid(), "gone": gone})
     meter.start()
-    sum(i * i for i in range(200_000))  # some CPU of our own
+    # Busy for a while of our own: /proc counts in clock ticks (10 ms), and a window in which
+    # no tick passed on any CPU has no machine share to report (left out, not guessed).
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.2:
+        sum(i * i for i in range(10_000))
     out = meter.stop()
     assert "gone" not in out
     assert out["me"] >= 0
