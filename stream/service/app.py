@@ -41,6 +41,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
 
+from stream import thread_names
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.service import http, kafka_batches
@@ -677,8 +678,7 @@ def create_app(s: Settings) -> Service:
                                fence=ServerFence(), client_name=s.redis_client_name("rating"),
                                **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numba", initializer=set_numba_threads,
-                                  initargs=(s.numba_threads,))
+    executor = thread_names.named_executor(thread_names.NUMBA, set_numba_threads, (s.numba_threads,))
     metrics = Metrics()
     metrics.id_index_bytes.set_function(store.ids_nbytes)
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "

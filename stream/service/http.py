@@ -50,7 +50,7 @@ import logging
 import math
 import socket
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -58,7 +58,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from stream import __version__
+from stream import __version__, thread_names
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
@@ -110,7 +110,7 @@ class RedisPing:
     def __init__(self, connect: Callable[[], AnyBlockingRedis]) -> None:
         self._connect = connect
         self._client: AnyBlockingRedis | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")
+        self._thread = thread_names.named_executor(thread_names.HEALTH)
         self._inflight: asyncio.Future[None] | None = None
 
     def _ping(self) -> None:

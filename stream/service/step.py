@@ -24,6 +24,7 @@ from typing import TypeAlias, cast
 import numpy as np
 import orjson
 
+from stream import thread_names
 from stream.engine.explain import (
     Explainer,
     performances_encoded,
@@ -145,7 +146,7 @@ class PoolStep:
         by_offsets, explain = self.settings.dedup == "offsets", self.settings.explain
 
         if self._ends is None:
-            self._ends = ThreadPoolExecutor(1, thread_name_prefix="mmr-step-end")
+            self._ends = thread_names.named_executor(thread_names.STEP_END)
         ends, ahead_rate = self._ends, rate_ops_ahead if rate is rate_ops else rate
 
         def rate_step(nxt: StepInputs, stored: dict[str, bytes | None],

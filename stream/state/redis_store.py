@@ -123,6 +123,7 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
+from stream import thread_names
 from stream.ratings.base import FloatArray, IntArray
 from stream.state import legacy_pools
 from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
@@ -558,7 +559,7 @@ class RedisStore(RoundState, ReplicatedWrites):
         # and the check make their round trip: the event loop meanwhile hands the next step to the rating
         # thread, which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
         if self._frames is None:
-            self._frames = ThreadPoolExecutor(1, thread_name_prefix="mmr-frames")
+            self._frames = thread_names.named_executor(thread_names.FRAMES)
         bulk = asyncio.get_running_loop().run_in_executor(
             self._frames, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
             keys[2].encode(), keys[9].encode())

@@ -140,6 +140,18 @@ def _redis_cpu(s: Settings) -> float | None:
         r.close()
 
 
+def threads_text(threads: dict[str, dict[str, float]]) -> str:
+    """``ThreadTimes`` of the worker leg, the busiest thread first: "name on a core / waiting for a core /
+    asleep" (seconds). The window ends when the bench sees the last message done, up to ``DONE_POLL_S``
+    after it, so every thread's "asleep" holds up to that much idle time after the end."""
+    out = []
+    for name, t in sorted(threads.items(), key=lambda kv: -kv[1]["on_core_s"]):
+        if t["on_core_s"] >= 0.05:
+            out.append(f"{name} {t['on_core_s']:.1f} on a core / {t['waiting_for_core_s']:.1f} waiting for one / "
+                       f"{t['asleep_s']:.1f} asleep")
+    return ", ".join(out)
+
+
 def ratio_floor(run: dict[str, Any]) -> float | None:
     """See ``replay_vs_embedded``: None unless every process's CPU was measured."""
     parts = [run.get(k) for k in ("embedded_cpu_s", "redis_cpu_s", "broker_cpu_s", "publisher_cpu_s")]
@@ -200,7 +212,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     import time
 
     from stream.tools.bench_worker import _metric, _stage_summary, _stage_totals, _wait_done
-    from stream.tools.cpu_meter import _machine_ticks, _proc_ticks, peak_rss_mib
+    from stream.tools.cpu_meter import ThreadTimes, _machine_ticks, _proc_ticks, peak_rss_mib
 
     mmr = str(Path(sys.executable).parent / "mmr")
     hz = os.sysconf("SC_CLK_TCK")
@@ -233,11 +245,14 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
             w0, r0, m0 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
             b0 = None if broker_pid is None else _proc_ticks(broker_pid)
+            threads = ThreadTimes(worker_pid)
+            threads.start()
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
                                     "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             t_end = _wait_done(port, target, 3600)
             run["worker_s"] = t_end - t0
+            run["worker_threads"] = threads.stop()
             w1, r1, m1 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
             b1 = None if broker_pid is None else _proc_ticks(broker_pid)
             run["publisher_exit_code"] = pub.wait(600)
@@ -267,4 +282,6 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
                    f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x"
                    f"{floor_text(run)}; "
                    f"{run['players']:,} players, {same}", err=True)
+        if run["worker_threads"]:
+            click.echo(f"    worker threads, s: {threads_text(run['worker_threads'])}", err=True)
     return runs

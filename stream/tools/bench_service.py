@@ -63,6 +63,7 @@ from stream.tools.bench_history import (
     replay_summary,
     replay_vs_embedded,
     slowest_command_ms,
+    threads_text,
 )
 from stream.tools.bench_worker import (
     _delete_prefix,
@@ -596,7 +597,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                            f"**{run['players_differing']:,} of {run['players']:,} players differ**")
                         + "; worker stages per batch "
                         + ", ".join(f"{k2} {v[0]:.0f} ms" for k2, v in run["worker_stage_means_ms"].items()
-                                    if k2 != "messages") + " |")
+                                    if k2 != "messages")
+                        + (f"; worker threads, s: {threads_text(run['worker_threads'])}"
+                           if run.get("worker_threads") else "") + " |")
         summary = replay_summary(rp["runs"], "×")
         if summary:
             rows.append(f"| the same, over its runs (which leg went first alternated) | {summary} |")

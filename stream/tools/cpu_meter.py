@@ -77,3 +77,73 @@ class CpuMeter:
         if self._machine is not None and end is not None and end[1] > self._machine[1]:
             out["machine_busy_share"] = round((end[0] - self._machine[0]) / (end[1] - self._machine[1]), 3)
         return out
+
+
+def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
+    """Each live thread of ``pid``: (its OS name, ns on a core, ns runnable but waiting for one, its start in
+    seconds since boot), from ``/proc/PID/task``; threads that end while read are left out."""
+    out: dict[int, tuple[str, int, int, float]] = {}
+    hz = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                name = f.read().strip()
+            with open(f"{base}/schedstat") as f:
+                on, waiting = (int(x) for x in f.read().split()[:2])
+            with open(f"{base}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        started = int(stat[stat.rindex(")") + 2:].split()[19]) / hz  # starttime, field 22 of proc(5)
+        out[int(tid)] = (name, on, waiting, started)
+    return out
+
+
+def _uptime() -> float:
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+class ThreadTimes:
+    """``start()``, then ``stop()`` gives, per thread of one process over the window, the seconds it spent
+    on a core, runnable but waiting for a core, and the rest of its life in the window (asleep: waiting
+    for work, for a lock such as the GIL, or for I/O), by the threads' OS names (``stream.thread_names``).
+    The process's first thread is "main"; threads of one name are told apart in the order they started
+    ("mmr-numba", "mmr-numba#2": a thread that starts a parallel kernel gives its name to the kernel's
+    helper threads).
+
+    Why: in the worker the kernels' thread bounds a replay, and whether it waits for a core (the machine
+    is short of cores) or sleeps (its next step is not ready, or the GIL is taken) asks for different
+    remedies; py-spy tells neither apart from running. Reads ``/proc/PID/task/*/schedstat`` (Linux with
+    scheduler statistics); where it is missing the result is empty. A thread that ended within the
+    window is left out."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start: dict[int, tuple[str, int, int, float]] = {}
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = _uptime()
+        self._start = _thread_times(self.pid)
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        end, now = _thread_times(self.pid), _uptime()
+        out: dict[str, dict[str, float]] = {}
+        seen: dict[str, int] = {}
+        for tid, (name, on, waiting, started) in sorted(end.items(), key=lambda kv: (kv[1][3], kv[0])):
+            _, on0, waiting0, _ = self._start.get(tid, (name, 0, 0, started))
+            if tid == self.pid:
+                name = "main"
+            seen[name] = seen.get(name, 0) + 1
+            on_s, waiting_s = (on - on0) / 1e9, (waiting - waiting0) / 1e9
+            alive = max(0.0, now - max(self._t0, started))
+            out[name if seen[name] == 1 else f"{name}#{seen[name]}"] = {
+                "on_core_s": round(on_s, 3), "waiting_for_core_s": round(waiting_s, 3),
+                "asleep_s": round(max(0.0, alive - on_s - waiting_s), 3)}
+        return out

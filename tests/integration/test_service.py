@@ -7,13 +7,16 @@ replay bit for bit (floats compared with ==).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
+import os
 import random
 import re
 import struct
 import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -121,6 +124,14 @@ def _check_ratings_topic(outputs: list[dict[str, Any]], final: dict[tuple[str, s
         assert last["version"] == f["rounds"]
 
 
+def _os_thread_names(pid: int) -> set[str]:
+    names = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            names.add(Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip())
+    return names
+
+
 def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: str, redis_url: str,
                                                                histories: dict[str, Path], tmp_path: Path) -> None:
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
@@ -129,6 +140,9 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         paths = [histories["rounds"], histories["matches"]]
         publish(paths, s, batch_size=500)
         wait_caught_up(s, worker)
+        if sys.platform.startswith("linux"):  # its threads carry their names for the OS (stream.thread_names)
+            assert worker.proc is not None
+            assert {"mmr-numba", "mmr-frames"} <= _os_thread_names(worker.proc.pid)
         state = export_state(s)
         history: list[dict[str, Any]] = []
         expected = _embedded(histories, history=history)
