@@ -6,9 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream.ratings import make_system
 from stream.ratings._elo_mmr_fastpath import EloMMRFastPath
+from stream.ratings._elo_mmr_kernels import _first_non_finite
 from stream.ratings._elo_mmr_naive import rate_round_naive
 from stream.ratings.base import RatingError
 from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX, warmup
@@ -86,6 +89,17 @@ def test_non_finite_belief_raises(field: int) -> None:
     beliefs[1][field] = math.nan if field != 3 else math.inf
     with pytest.raises(RatingError, match="#1"):
         system.rate_round(beliefs, np.array([1, 2, 3]), 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2e308, 5e-324, math.nan, math.inf, -math.inf]),
+                         min_size=0, max_size=5), min_size=0, max_size=6))
+def test_first_non_finite_is_the_first_belief_holding_one(beliefs: list[list[float]]) -> None:
+    """The kernels' one-pass check against a plain search, belief by belief."""
+    flat = np.array([x for b in beliefs for x in b], dtype=np.float64)
+    offsets = np.cumsum([0, *map(len, beliefs)]).astype(np.int64)
+    want = next((i for i, b in enumerate(beliefs) if not all(map(math.isfinite, b))), -1)
+    assert _first_non_finite(flat, offsets) == want
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])
