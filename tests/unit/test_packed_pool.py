@@ -132,8 +132,8 @@ def test_the_copies_benchmark_gathers_and_writes_back_a_pool_unchanged() -> None
 
     pool = bench_copies.arena(np.random.default_rng(0), 200)
     want = {p: pool[p] for p in pool}
-    gather_ns, put_ns = bench_copies.run(4, 50, pool)
-    assert gather_ns > 0 and put_ns > 0
+    gather_ns, check_ns, put_ns = bench_copies.run(4, 50, pool)
+    assert gather_ns > 0 and check_ns > 0 and put_ns > 0
     assert {p: pool[p] for p in pool} == want
 
 
