@@ -130,6 +130,10 @@ class PackedPool(Mapping[str, bytes]):
         #: the smallest slot that holds it (a long-lived pool's memory); a pool that lives for a few
         #: rounds of growing beliefs (a worker's step, ``TaggedPool``) moves fewer of them with some
         self.slack = slack
+        self._empty()
+
+    def _empty(self) -> None:
+        """Hold nothing: no player, a small arena of its own (no memory map), no free slot."""
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self._map: mmap.mmap | None = None
@@ -321,7 +325,7 @@ class PackedPool(Mapping[str, bytes]):
         (~13,000 faults a step of the Codeforces history). A map something else still views is
         left to be freed with it."""
         mm = self._map
-        self.__init__(self.slack)  # type: ignore[misc]  # (drops this pool's view of the map)
+        self._empty()  # (drops this pool's view of the map: a stray use afterwards is of an empty pool)
         if mm is None:
             return
         try:
