@@ -83,11 +83,11 @@ def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
     """Each live thread of ``pid``: (its OS name, ns on a core, ns runnable but waiting for one, its start in
     seconds since boot), from ``/proc/PID/task``; threads that end while read are left out."""
     out: dict[int, tuple[str, int, int, float]] = {}
-    hz = os.sysconf("SC_CLK_TCK")
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
+    hz = os.sysconf("SC_CLK_TCK")
     for tid in tids:
         base = f"/proc/{pid}/task/{tid}"
         try:
@@ -104,9 +104,13 @@ def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
     return out
 
 
-def _uptime() -> float:
-    with open("/proc/uptime") as f:
-        return float(f.read().split()[0])
+def _uptime() -> float | None:
+    """Seconds since boot, on the clock of a thread's start in ``/proc/PID/stat``; None if unreadable."""
+    try:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class ThreadTimes:
@@ -126,7 +130,7 @@ class ThreadTimes:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._start: dict[int, tuple[str, int, int, float]] = {}
-        self._t0 = 0.0
+        self._t0: float | None = None
 
     def start(self) -> None:
         self._t0 = _uptime()
@@ -135,6 +139,8 @@ class ThreadTimes:
     def stop(self) -> dict[str, dict[str, float]]:
         end, now = _thread_times(self.pid), _uptime()
         out: dict[str, dict[str, float]] = {}
+        if self._t0 is None or now is None:
+            return out
         seen: dict[str, int] = {}
         for tid, (name, on, waiting, started) in sorted(end.items(), key=lambda kv: (kv[1][3], kv[0])):
             _, on0, waiting0, _ = self._start.get(tid, (name, 0, 0, started))
