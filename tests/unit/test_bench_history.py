@@ -140,3 +140,14 @@ def test_worker_env_options_are_laid_over_the_bench_workers_environment(tmp_path
     assert "X" not in worker_environment(Settings(), 4321, tmp_path / "pools.json")
     res = CliRunner().invoke(bench_service, ["--worker-env", "MMR_NUMBA_THREADS"])
     assert res.exit_code == 2 and "expected KEY=VALUE" in res.output
+
+
+def test_the_worker_threads_are_listed_busiest_first_and_idle_ones_left_out() -> None:
+    from stream.tools.bench_history import threads_text
+
+    threads = {"main": {"on_core_s": 4.04, "waiting_for_core_s": 1.3, "asleep_s": 8.4},
+               "mmr-numba": {"on_core_s": 8.0, "waiting_for_core_s": 1.25, "asleep_s": 4.5},
+               "mmr-health": {"on_core_s": 0.01, "waiting_for_core_s": 0.0, "asleep_s": 13.0}}
+    assert threads_text(threads) == ("mmr-numba 8.0 on a core / 1.2 waiting for one / 4.5 asleep, "
+                                     "main 4.0 on a core / 1.3 waiting for one / 8.4 asleep")
+    assert threads_text({}) == ""
