@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numba as nb
 
-_U = nb.uint64
+#: the index type of numba loops that must compile without a negative-index check (module doc)
+U64 = nb.uint64
 
 
 @nb.njit(cache=True, nogil=True)
 def copy_into(dst, d: int, src, s: int, n: int) -> None:  # type: ignore[no-untyped-def]
     """``dst[d : d + n] = src[s : s + n]`` (all three ≥ 0)."""
-    to, at = _U(d), _U(s)
-    for q in range(_U(n)):
+    to, at = U64(d), U64(s)
+    for q in range(U64(n)):
         dst[to + q] = src[at + q]

@@ -55,6 +55,8 @@ import math
 import numba as nb
 import numpy as np
 
+from stream._numba_copy import U64
+
 TANH_MULTIPLIER = math.pi / math.sqrt(3.0)
 MS_PER_DAY = 86_400_000.0
 HEADER = 6
@@ -75,10 +77,10 @@ MAX_PANELS = 10_000
 # --------------------------------------------------------------------------------------
 # terms of the performance equation
 # --------------------------------------------------------------------------------------
-#: unsigned indices: numba checks every signed index it cannot prove ≥ 0 for a negative (from-the-end)
-#: one; in the loops over a belief's terms those checks cost more than their arithmetic. A count of
-#: terms is clamped at 0 before it is made unsigned (``range(start, stop, 3)`` of a stop below start)
-_U = nb.uint64
+#: the loops over a belief's terms index by unsigned integers (``stream._numba_copy``: there numba's
+#: negative-index checks cost more than the loops' arithmetic); a count of terms is clamped at 0 before
+#: it is made unsigned (``range(start, stop, 3)`` of a stop below start has no term)
+_U = U64
 
 @nb.njit(cache=True, nogil=True)
 def _inv_mills(t: float) -> float:

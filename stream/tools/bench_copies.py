@@ -1,4 +1,4 @@
-"""A round's belief copies alone: ``python -m stream.tools.bench_copies [ROUNDS] [PLAYERS]``.
+"""A round's belief copies and their check alone: ``python -m stream.tools.bench_copies [ROUNDS] [PLAYERS]``.
 
 Times ``PackedPool``'s gather (a round's beliefs into the kernels' flat layout), the Elo-MMR
 kernel's check of the gathered values for a NaN or infinity (``_first_non_finite``, a pass over

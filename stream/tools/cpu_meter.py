@@ -26,14 +26,20 @@ def peak_rss_mib(pid: int) -> float | None:
     return None
 
 
-def _proc_ticks(pid: int) -> int | None:
+def _stat_fields(path: str) -> list[str] | None:
+    """The fields of a ``/proc/.../stat`` after the command name (field 3 of proc(5) is the first); None
+    if unreadable. The command name may hold spaces and parentheses: the fields start after its last ")"."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _proc_ticks(pid: int) -> int | None:
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    return None if fields is None else int(fields[11]) + int(fields[12])  # utime, stime (14 and 15 of proc(5))
 
 
 def _machine_ticks() -> tuple[int, int] | None:
@@ -95,12 +101,12 @@ def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
                 name = f.read().strip()
             with open(f"{base}/schedstat") as f:
                 on, waiting = (int(x) for x in f.read().split()[:2])
-            with open(f"{base}/stat") as f:
-                stat = f.read()
         except (OSError, ValueError):
             continue
-        started = int(stat[stat.rindex(")") + 2:].split()[19]) / hz  # starttime, field 22 of proc(5)
-        out[int(tid)] = (name, on, waiting, started)
+        fields = _stat_fields(f"{base}/stat")
+        if fields is None:
+            continue
+        out[int(tid)] = (name, on, waiting, int(fields[19]) / hz)  # starttime, field 22 of proc(5)
     return out
 
 
