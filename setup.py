@@ -6,7 +6,7 @@ A fresh install otherwise compiles the kernels its first run needs (about 20 s f
 more for Cowan's). ``build_py`` runs ``mmr warm --export`` with the package it just built (in
 the build environment's Python, so numba and the other dependencies must be installed there:
 ``make wheel`` builds without build isolation) and puts the cache in
-``stream/_numba_shipped/<sources digest>/``; ``stream._numba_locator`` copies it into the
+``stream/_numba_shipped/<sources digest>/``; ``stream.runtime.locator`` copies it into the
 user's cache at the first run. The cache holds machine code for this Python and the build
 machine's CPU, so such a wheel is tagged for this interpreter and platform
 (``cp311-cp311-linux_x86_64`` here), not ``py3-none-any``. When the warm-up cannot run (an isolated

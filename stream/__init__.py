@@ -1,6 +1,7 @@
 """mmr-stream: a streaming skill-rating service (Elo-MMR, Cowan's system, baselines)."""
 
-from stream import _numba_cache, _numba_threads
+from stream.runtime import numba_cache as _numba_cache
+from stream.runtime import threads as _numba_threads
 
 _numba_cache.configure()  # before any kernel module is imported (see its docstring)
 _numba_threads.configure()  # before numba loads its OpenMP layer (see its docstring)

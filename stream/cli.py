@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "eval": ("stream.tools.evaluate", "evaluate", "Score a rating system's predictions on a history."),
     "tune": ("stream.tools.tune", "tune", "Grid-search parameters on the first 10% and evaluate on the rest."),
     "report": ("stream.tools.report", "report", "Write a Markdown/HTML report with plots comparing systems."),
-    "bench": ("stream.tools.bench", "bench", "Benchmarks: measured side by side in one run."),
+    "bench": ("stream.tools.bench.command", "bench", "Benchmarks: measured side by side in one run."),
     "warm": ("stream.tools.warm", "warm", "Compile the rating kernels into numba's cache (after install)."),
     "worker": ("stream.service.worker", "worker", "Run the streaming service (Faust worker)."),
     "export": ("stream.service.export", "export", "Write the ratings held in Redis as JSONL."),

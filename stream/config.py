@@ -165,11 +165,11 @@ class EngineSettings:
     """Switches of the rating engine, read where they are used (see the module docstring)."""
 
     #: keep numba's compiled kernels in a directory per version of the sources
-    #: (``stream._numba_cache``); off: numba's own choice, beside each module
+    #: (``stream.runtime.numba_cache``); off: numba's own choice, beside each module
     numba_cache: bool = setting(True, "MMR_NUMBA_CACHE")
     #: Elo-MMR rounds with fewer players run their kernels on one thread
-    #: (``stream.ratings.elo_mmr.PARALLEL_MIN_PLAYERS``), and so do the logistic sums of Elo and
-    #: Codeforces rounds (``stream.ratings._baseline_kernels.PARALLEL_MIN_PLAYERS``)
+    #: (``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``), and so do the logistic sums of Elo and
+    #: Codeforces rounds (``stream.ratings.baselines.kernels.PARALLEL_MIN_PLAYERS``)
     elo_parallel_min: int = setting(20_000, "MMR_ELO_PARALLEL_MIN")
     #: folder of the public data sets (contest histories) that evaluations and benchmarks read
     data_dir: str = setting("", "MMR_DATA_DIR")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stream.ratings._baseline_kernels import pair_discordance
+from stream.ratings.baselines.kernels import pair_discordance
 
 FloatArray = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike

@@ -16,8 +16,8 @@ import numba as nb
 import numpy as np
 import orjson
 
-from stream._numba_copy import copy_into
 from stream.ratings.base import IntArray
+from stream.runtime.copies import copy_into
 
 #: strings by columns: all of them one after another, and ``at`` (string i is ``blob[at[i] : at[i + 1]]``)
 Column = tuple[np.ndarray, IntArray]

@@ -305,7 +305,7 @@ class EmbeddedPipeline:
         return out
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:
-        """CONTRACT replay output rows, pools and players in first-seen order.
+        """docs/interface.md replay output rows, pools and players in first-seen order.
 
         A rating that is not finite raises ``RatingError`` naming the player: written out it
         would be a JSON ``null`` (orjson's NaN/inf), not a rating. The Redis path refuses such a

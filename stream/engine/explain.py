@@ -36,8 +36,8 @@ import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating
+from stream.ratings.codec import Float64Codec
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
-from stream.state.codecs import Float64Codec
 from stream.state.memory import Held
 from stream.text_columns import Column, join_rows, json_numbers, pick
 

@@ -46,8 +46,8 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
+from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, RoundChange, fast_path
-from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
@@ -180,7 +180,7 @@ class PoolEngine:
         """The players whose belief the event changed, plus the players ``known`` (the store)
         did not hold yet: an event that changes nothing (a round of one player, or all tied)
         still makes its players part of the pool, stored at their prior with ``rounds`` 0,
-        so that the final ratings list every player who took part (CONTRACT: "the final
+        so that the final ratings list every player who took part (docs/interface.md: "the final
         rating of every player"). No rating is published for them: nothing changed."""
         moved = _new_or_changed(players, before, after, known)
         if self.exact_store:  # the hot path: no call per player

@@ -26,9 +26,9 @@ import numba as nb
 import numpy as np
 import orjson
 
-from stream._numba_copy import copy_into
 from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.ratings.base import rows_of_columns
+from stream.runtime.copies import copy_into
 from stream.state.commit_frames import ChangeRecords
 from stream.text_columns import Column, cat, join_rows, json_numbers, json_strings, split
 

@@ -165,7 +165,7 @@ Event = RoundEvent | MatchEvent
 
 
 class RatingOutput(NamedTuple):
-    """The CONTRACT's output ``rating`` event (one per changed player per batch).
+    """The interface's (docs/interface.md) output ``rating`` event (one per changed player per batch).
 
     A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass.
     ``explain``: the fields that explain the change (``stream.engine.explain``: the rating before,
@@ -192,7 +192,7 @@ class RatingOutput(NamedTuple):
         return out
 
     def contract_dict(self) -> dict[str, object]:
-        """The CONTRACT's fields (``as_dict`` without the explanation)."""
+        """The interface's (docs/interface.md) fields (``as_dict`` without the explanation)."""
         return {
             "type": "rating",
             "pool": self.pool,
@@ -216,7 +216,7 @@ def rating_key(pool: str, player: str) -> bytes:
 def rating_value(o: RatingOutput) -> bytes:
     """The rating message: ``orjson.dumps(o.as_dict())``, byte for byte. An explanation the worker
     carries as JSON text (``stream.engine.explain.Explainer``) is spliced in as it is, after the
-    CONTRACT's fields, where ``as_dict`` puts its keys: it is neither decoded nor encoded again."""
+    docs/interface.md's fields, where ``as_dict`` puts its keys: it is neither decoded nor encoded again."""
     x = o.explain
     if isinstance(x, bytes) and len(x) > 2:
         return orjson.dumps(o.contract_dict())[:-1] + b"," + x[1:]

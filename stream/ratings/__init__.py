@@ -19,21 +19,21 @@ from typing import Any
 
 from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem
 
-#: CONTRACT system name -> "module:Class"
+#: docs/interface.md system name -> "module:Class"
 SYSTEMS: dict[str, str] = {
-    "elo-mmr": "stream.ratings.elo_mmr:EloMMR",
-    "elo-mmx": "stream.ratings.elo_mmr:EloMMX",
-    "cowan": "stream.ratings.cowan:Cowan",
-    "elo": "stream.ratings.elo:Elo",
-    "glicko": "stream.ratings.glicko:Glicko",
-    "trueskill": "stream.ratings.trueskill:TrueSkill",
-    "codeforces": "stream.ratings.codeforces:Codeforces",
-    "topcoder": "stream.ratings.topcoder:TopCoder",
+    "elo-mmr": "stream.ratings.elo_mmr.system:EloMMR",
+    "elo-mmx": "stream.ratings.elo_mmr.system:EloMMX",
+    "cowan": "stream.ratings.cowan.system:Cowan",
+    "elo": "stream.ratings.baselines.elo:Elo",
+    "glicko": "stream.ratings.baselines.glicko:Glicko",
+    "trueskill": "stream.ratings.baselines.trueskill:TrueSkill",
+    "codeforces": "stream.ratings.baselines.codeforces:Codeforces",
+    "topcoder": "stream.ratings.baselines.topcoder:TopCoder",
 }
 
 
 def system_class(name: str) -> type[RatingSystem]:
-    """The class registered under a CONTRACT system name."""
+    """The class registered under a docs/interface.md system name."""
     try:
         target = SYSTEMS[name]
     except KeyError:

@@ -6,7 +6,7 @@ Why this shape
   (Elo-MMR: Gaussian term + logistic terms; Cowan: a windowed discrete distribution).
   Plain arrays gather into structure-of-arrays kernel inputs with one
   ``np.concatenate`` and pack into a compact binary value with ``tobytes`` (see
-  ``stream.state.codecs``), so no per-player Python objects sit on the hot path.
+  ``stream.ratings.codec``), so no per-player Python objects sit on the hot path.
 * Systems are pure: no I/O, no asyncio, no global state. The same object serves the
   embedded replay, the evaluation harness and the streaming worker, which is what makes
   "streaming result == offline replay" testable bit for bit.
@@ -49,7 +49,7 @@ class RatingError(ValueError):
 
 
 class Rating(NamedTuple):
-    """What users see of a belief: the CONTRACT's output fields.
+    """What users see of a belief: the interface's (docs/interface.md) output fields.
 
     A NamedTuple rather than a frozen dataclass: immutable all the same, and built ~5x
     faster (a frozen dataclass's ``__init__`` sets every field through
@@ -211,7 +211,7 @@ def team_round(
 class RatingSystem(ABC):
     """A rating system: beliefs in, beliefs out, no I/O.
 
-    Subclasses set ``name`` (the CONTRACT's system name), ``params_type`` and implement
+    Subclasses set ``name`` (the interface's (docs/interface.md) system name), ``params_type`` and implement
     at least ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``.
     """
 

@@ -32,7 +32,7 @@ class FastPath:
     """The engine's view of one system: the per-belief methods, batched where a subclass can."""
 
     #: beliefs this system returns are already fixed points of its codec (the one
-    #: ``stream.state.codecs.codec_for(name)`` gives): ``decode(encode(b)) == b`` bit for
+    #: ``stream.ratings.codec.codec_for(name)`` gives): ``decode(encode(b)) == b`` bit for
     #: bit, so the engine need not round-trip them to match what the store gives back
     canonical_state: ClassVar[bool] = False
     #: the class of system this path is written for (``fast_path`` checks it)
@@ -230,17 +230,17 @@ class Arena(ABC):
         """The beliefs at ``slots`` as arrays (new ones)."""
 
 
-#: CONTRACT system name -> "module:Class" of its fast path, imported on first use (like
+#: docs/interface.md system name -> "module:Class" of its fast path, imported on first use (like
 #: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels)
 FAST_PATHS: dict[str, str] = {
-    "elo-mmr": "stream.ratings._elo_mmr_fastpath:EloMMRFastPath",
-    "elo-mmx": "stream.ratings._elo_mmr_fastpath:EloMMRFastPath",
-    "cowan": "stream.ratings._cowan_fastpath:CowanFastPath",
-    "elo": "stream.ratings._baseline_fastpath:EloFastPath",
-    "glicko": "stream.ratings._baseline_fastpath:GlickoFastPath",
-    "trueskill": "stream.ratings._baseline_fastpath:TrueSkillFastPath",
-    "codeforces": "stream.ratings._baseline_fastpath:CodeforcesFastPath",
-    "topcoder": "stream.ratings._baseline_fastpath:TopCoderFastPath",
+    "elo-mmr": "stream.ratings.elo_mmr.fastpath:EloMMRFastPath",
+    "elo-mmx": "stream.ratings.elo_mmr.fastpath:EloMMRFastPath",
+    "cowan": "stream.ratings.cowan.fastpath:CowanFastPath",
+    "elo": "stream.ratings.baselines.fastpath:EloFastPath",
+    "glicko": "stream.ratings.baselines.fastpath:GlickoFastPath",
+    "trueskill": "stream.ratings.baselines.fastpath:TrueSkillFastPath",
+    "codeforces": "stream.ratings.baselines.fastpath:CodeforcesFastPath",
+    "topcoder": "stream.ratings.baselines.fastpath:TopCoderFastPath",
 }
 
 

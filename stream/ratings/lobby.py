@@ -59,7 +59,7 @@ import numpy as np
 from scipy.special import log_expit, log_ndtr
 
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
-from stream.ratings.elo_mmr import performance_win_probability
+from stream.ratings.elo_mmr.system import performance_win_probability
 
 #: quadrature of P(first) for more than two teams: points and half-width in sd of a team's density
 GRID_POINTS = 641

@@ -41,9 +41,9 @@ from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
 from prometheus_client import Counter, Gauge
 
-from stream import thread_names
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
+from stream.runtime import thread_names
 from stream.service import http, kafka_batches
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery

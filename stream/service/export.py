@@ -20,7 +20,7 @@ from stream.state.redis_store import RedisStore
 
 
 async def export_rows(store: RedisStore, pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """CONTRACT replay rows for the given pools (all known pools by default), players sorted."""
+    """docs/interface.md replay rows for the given pools (all known pools by default), players sorted."""
     rows: list[dict[str, Any]] = []
     for pool in pools if pools else await store.pools():
         meta = await store.meta(pool)

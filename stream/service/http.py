@@ -58,10 +58,11 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from stream import __version__, thread_names
+from stream import __version__
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
+from stream.runtime import thread_names
 from stream.service.openapi import (
     PLAYER,
     POOL,
@@ -84,7 +85,7 @@ HEALTH_TIMEOUT_S = 2.0
 #: one MGET and a prediction of bounded cost (the lobby's pairs and integrals grow with teams²)
 MAX_IDS = 1000
 MAX_TEAMS = 64
-#: the CONTRACT's longest player id
+#: the interface's (docs/interface.md) longest player id
 MAX_ID_LENGTH = 128
 #: the largest leaderboard offset (a safe JSON integer; Redis refuses indices past 2^63)
 MAX_OFFSET = 2**53

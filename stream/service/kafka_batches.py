@@ -26,8 +26,8 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.default_records import DefaultRecordBatchBuilder, _DefaultRecordBatchBuilderPy
 from aiokafka.record.util import calc_crc32c
 
-from stream._numba_copy import copy_into
 from stream.ratings.base import IntArray
+from stream.runtime.copies import copy_into
 from stream.text_columns import Column
 
 #: bytes of a v2 record batch's header (``DefaultRecordBase.HEADER_STRUCT``)

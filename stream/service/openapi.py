@@ -25,7 +25,7 @@ Handler = Callable[[web.Request], Any]
 #: the rating message's fields that explain a change, besides the ``*_before`` ones
 _EXPLANATION = ("delta", "event_id", "time", "round_id", "matches", "match_ids", "performance")
 
-#: what the CONTRACT allows as a player id or a pool name
+#: what the docs/interface.md allows as a player id or a pool name
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
 TEXT = {"text/plain": {"schema": {"type": "string"}}}
 

@@ -24,7 +24,6 @@ from typing import TypeAlias, cast
 import numpy as np
 import orjson
 
-from stream import thread_names
 from stream.engine.explain import (
     Explainer,
     performances_encoded,
@@ -38,6 +37,7 @@ from stream.engine.pool import Applied, PoolConfigError, PoolEngine
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
+from stream.runtime import thread_names
 from stream.service.ahead import Chain, NextBatch, RatedAhead, StepEnd, rate_ahead
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message

@@ -161,7 +161,7 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     # printed, not logged: Faust sets up logging (and its level) only when its worker starts
     click.echo(f"mmr worker: HTTP API on http://{settings.http_host}:{svc.http_port}", err=True)
     loop.run_until_complete(ensure_topics(settings))
-    from stream.compile_notice import compile_notice  # imports numba: only once the worker really starts
+    from stream.runtime.compile_notice import compile_notice  # imports numba: only once the worker really starts
 
     with compile_notice(hint=""):  # a cold start says, on stderr, that it compiles and for how long
         loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))

@@ -29,8 +29,8 @@ import numba as nb
 import numpy as np
 import orjson
 
-from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
+from stream.runtime.copies import copy_into
 from stream.state.keys import escape_all
 from stream.text_columns import Column, cat, json_numbers, split
 

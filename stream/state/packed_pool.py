@@ -33,8 +33,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import numba as nb
 import numpy as np
 
-from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
+from stream.runtime.copies import copy_into
 
 _MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
 _MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)

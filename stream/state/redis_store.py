@@ -4,7 +4,7 @@ Key layout (every key of a pool carries the hash tag ``{pool}`` so that everythi
 touches lives in one Redis Cluster slot and one transaction can update it atomically; pool,
 player and round names are escaped so that no two names share a key: stream.state.keys)::
 
-    {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.state.codecs), one per player
+    {prefix}:{<pool>}:p:<player>      STRING  encoded belief (stream.ratings.codec), one per player
     {prefix}:{<pool>}:lb              ZSET    player -> displayed rating (the leaderboard; members unescaped)
     {prefix}:{<pool>}:ids             STRING  event ids already applied (rounds, matches, round results):
                                               their 16-byte digests, appended (stream.state.id_index)
@@ -123,8 +123,8 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from stream import thread_names
 from stream.ratings.base import FloatArray, IntArray
+from stream.runtime import thread_names
 from stream.state import legacy_pools
 from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
 from stream.state.fence import ServerFence, fence_cluster

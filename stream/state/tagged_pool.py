@@ -18,8 +18,8 @@ from typing import cast
 import numba as nb
 import numpy as np
 
-from stream._numba_copy import copy_into
 from stream.ratings.base import FloatArray, IntArray
+from stream.runtime.copies import copy_into
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 
 #: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2

@@ -1,4 +1,4 @@
-"""``mmr eval``: score a rating system's predictions on a history (CONTRACT surface).
+"""``mmr eval``: score a rating system's predictions on a history (docs/interface.md).
 
 Why the harness drives the systems directly (beliefs in a dict per pool) instead of the
 embedded pipeline: a prediction must come from the state *before* each event, so every
@@ -392,7 +392,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         p = parse_params(params)
         sys_obj = make_system(system, p)
         events = load_events(inputs, pool, csv_mapping(csv_columns), progress)
-        from stream.compile_notice import compile_notice
+        from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():
             res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins)

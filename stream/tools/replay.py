@@ -175,9 +175,9 @@ def replay(
                 progress=progress,
             )
             return
-        from stream.compile_notice import compile_notice
         from stream.engine.embedded import EmbeddedPipeline
         from stream.engine.rating_columns import message_lines
+        from stream.runtime.compile_notice import compile_notice
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(fewer_collections())

@@ -20,7 +20,7 @@ The model is the one Elo-MMR is derived from:
   truth ``mmr bench teams`` compares final ratings with.
 
 Rounds are written as contest JSONL of the Elo-MMR reference (0-based tie ranges, best
-first); matches as CONTRACT ``match`` events; team rounds as CONTRACT ``round`` events with
+first); matches as docs/interface.md ``match`` events; team rounds as docs/interface.md ``round`` events with
 ``teams``. Everything is vectorised with numpy so the
 demo's 2,000 players × 200 rounds takes well under a second.
 """
@@ -103,7 +103,7 @@ def synth_rounds(players: int, rounds: int, participation: float, seed: int, noi
 def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str = "logistic",
                   beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
                   draw_margin: float = 0.0, pool: str = "default") -> Iterator[dict[str, Any]]:
-    """CONTRACT ``match`` events: ``matches`` spread evenly over ``rounds`` periods."""
+    """docs/interface.md ``match`` events: ``matches`` spread evenly over ``rounds`` periods."""
     rng = np.random.default_rng(seed)
     names = player_names(players)
     skill = rng.normal(mu0, sigma0, players)
@@ -131,7 +131,7 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
                       beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
                       tie_step: float = 0.1, pool: str = "default",
                       ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """CONTRACT ``round`` events with ``teams`` (see module docstring) and every player's final skill."""
+    """docs/interface.md ``round`` events with ``teams`` (see module docstring) and every player's final skill."""
     per_round = team_size * teams
     if teams < 2 or team_size < 1 or per_round > players:
         raise ValueError(f"{teams} teams of {team_size} need at least {per_round} players (have {players})")

@@ -3,7 +3,7 @@
 Why
 ---
 numba compiles a kernel at its first call and keeps the machine code in its cache
-(``stream._numba_cache``): the first run of a fresh install or of new kernel sources spends
+(``stream.runtime.numba_cache``): the first run of a fresh install or of new kernel sources spends
 tens of seconds compiling, later runs load the cache in well under a second. Running this
 once, right after installing or while building an image, moves that wait out of the first
 replay and out of a worker's first events.
@@ -15,7 +15,7 @@ and the index of applied event ids.
 
 ``--export DIR`` then copies the cache of these sources to ``DIR/<digest>`` with a manifest of
 the versions and CPU it was built for: ``setup.py`` ships that in the wheel
-(``stream._numba_locator``), so a fresh install on a machine like the build's does not compile.
+(``stream.runtime.locator``), so a fresh install on a machine like the build's does not compile.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     """Compile the rating kernels into numba's cache (once per install and machine).
 
     Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
-    from stream.compile_notice import cache_location, compile_notice
     from stream.engine import rating_columns
     from stream.events import _standings_scan
+    from stream.runtime.compile_notice import cache_location, compile_notice
     from stream.service import kafka_batches
     from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
@@ -76,7 +76,7 @@ def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     click.echo(f"mmr warm: {len(names)} systems ready in {time.perf_counter() - t0:.1f} s; "
                f"kernels cached in {cache_location()}", err=True)
     if export_to is not None:
-        from stream import _numba_locator
+        from stream.runtime import locator as _numba_locator
 
         try:
             click.echo(f"mmr warm: exported to {_numba_locator.export(export_to)}", err=True)

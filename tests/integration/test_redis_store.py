@@ -221,7 +221,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
     from stream.engine.embedded import EmbeddedPipeline
     from stream.events.model import RoundEvent
     from stream.ratings import make_system
-    from stream.state.codecs import codec_for
+    from stream.ratings.codec import codec_for
 
     def rnd(eid: str, t: int, ranks: dict[str, int]) -> Message:
         standings = [{"player": p, "rank": r} for p, r in ranks.items()]
@@ -261,7 +261,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
 
 
 def test_without_explanations_the_messages_and_the_commit_are_the_contract_ones(redis_url: str) -> None:
-    """MMR_EXPLAIN=0: the CONTRACT fields only, and nothing stored in ``:chg``."""
+    """MMR_EXPLAIN=0: the docs/interface.md fields only, and nothing stored in ``:chg``."""
     round_msg = orjson.dumps({"type": "round", "event_id": "e1", "pool": "r", "round_id": "r1", "time": 1,
                               "standings": [{"player": p, "rank": i + 1} for i, p in enumerate("abc")]})
     match_msg = orjson.dumps({"type": "match", "event_id": "m1", "pool": "x", "time": 1, "a": "a", "b": "b",

@@ -140,7 +140,7 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         paths = [histories["rounds"], histories["matches"]]
         publish(paths, s, batch_size=500)
         wait_caught_up(s, worker)
-        if sys.platform.startswith("linux"):  # its threads carry their names for the OS (stream.thread_names)
+        if sys.platform.startswith("linux"):  # its threads carry their names for the OS (stream.runtime.thread_names)
             assert worker.proc is not None
             assert {"mmr-numba", "mmr-frames"} <= _os_thread_names(worker.proc.pid)
         state = export_state(s)

@@ -23,8 +23,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream._numba_cache import sources_digest
 from stream.events.validate import ALL_TYPES
+from stream.runtime.numba_cache import sources_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 

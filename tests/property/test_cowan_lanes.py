@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit, types
 
-from stream.ratings import _cowan_kernels as kern
-from stream.ratings import _cowan_lanes as lanes
-from stream.ratings._cowan_drift import _drift_and_store_pair, _drift_and_store_pair_in
-from stream.ratings._cowan_quant import QMIN
-from stream.ratings.cowan import TAIL, Cowan, pack_soe
+from stream.ratings.cowan import kernels as kern
+from stream.ratings.cowan import lanes
+from stream.ratings.cowan.drift import _drift_and_store_pair, _drift_and_store_pair_in
+from stream.ratings.cowan.quant import QMIN
+from stream.ratings.cowan.system import TAIL, Cowan, pack_soe
 
 SYSTEMS = {"logistic": Cowan(), "laplace": Cowan({"algorithm": "laplace"}),
            "blatmmr": Cowan({"draw_form": "blatmmr"})}

@@ -10,10 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.ratings._cowan_fastpath import CowanFastPath
-from stream.ratings._cowan_quant import QMIN
-from stream.ratings.cowan import Cowan
-from stream.state.cowan_codec import CowanCodec, _encode_many_coded
+from stream.ratings.cowan.codec import CowanCodec, _encode_many_coded
+from stream.ratings.cowan.fastpath import CowanFastPath
+from stream.ratings.cowan.quant import QMIN
+from stream.ratings.cowan.system import Cowan
 
 SYSTEMS = {
     "fast": Cowan(),

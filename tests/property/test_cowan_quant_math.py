@@ -1,4 +1,4 @@
-"""The quantisation core's own ``log``/``exp`` (``stream.ratings._cowan_quant``) against
+"""The quantisation core's own ``log``/``exp`` (``stream.ratings.cowan.quant``) against
 ``math``, and ``quantise``'s codes against the definition computed with ``math.log``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from stream.ratings._cowan_quant import DELTA, QMIN, dequantise, exp_det, log_det, quantise
+from stream.ratings.cowan.quant import DELTA, QMIN, dequantise, exp_det, log_det, quantise
 
 TINY = 5e-324
 MIN_NORMAL = 2.2250738585072014e-308

@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.ratings._elo_mmr_naive import rate_round_naive, robust_average
-from stream.ratings.elo_mmr import EloMMR, EloMMX, warmup
-from stream.state.codecs import Float64Codec
+from stream.ratings.codec import Float64Codec
+from stream.ratings.elo_mmr.naive import rate_round_naive, robust_average
+from stream.ratings.elo_mmr.system import EloMMR, EloMMX, warmup
 
 DAY = 86_400_000
 SETTINGS = settings(max_examples=25, deadline=None)

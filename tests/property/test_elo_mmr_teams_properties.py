@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.ratings.elo_mmr import EloMMR, EloMMX, warmup
+from stream.ratings.elo_mmr.system import EloMMR, EloMMX, warmup
 
 DAY = 86_400_000
 SETTINGS = settings(max_examples=25, deadline=None)

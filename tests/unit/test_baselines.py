@@ -9,11 +9,11 @@ import pytest
 from scipy.stats import norm
 
 from stream.ratings import make_system
-from stream.ratings.codeforces import Codeforces
-from stream.ratings.elo import Elo
-from stream.ratings.glicko import Glicko, update_period
-from stream.ratings.topcoder import TopCoder
-from stream.ratings.trueskill import TrueSkill
+from stream.ratings.baselines.codeforces import Codeforces
+from stream.ratings.baselines.elo import Elo
+from stream.ratings.baselines.glicko import Glicko, update_period
+from stream.ratings.baselines.topcoder import TopCoder
+from stream.ratings.baselines.trueskill import TrueSkill
 
 SYSTEMS = ["elo", "glicko", "trueskill", "codeforces", "topcoder"]
 
@@ -203,7 +203,7 @@ def test_trueskill_long_chain_is_symmetric(draw_probability: float) -> None:
 
 def test_logistic_sums_spline_matches_exact_on_big_rounds() -> None:
     """The O(nodes·N) path for big rounds agrees with the exact pair sum."""
-    from stream.ratings._baseline_kernels import EXACT_PAIR_LIMIT, logistic_row_sums, logistic_sums
+    from stream.ratings.baselines.kernels import EXACT_PAIR_LIMIT, logistic_row_sums, logistic_sums
 
     r = np.random.default_rng(9).normal(1500.0, 400.0, 5000)
     assert len(r) ** 2 > EXACT_PAIR_LIMIT  # really the spline path
@@ -279,7 +279,7 @@ def test_small_rounds_sum_on_one_thread_with_the_same_bits(monkeypatch: pytest.M
     pool for a 2-v-2), and give the bits of the parallel run: each row is one thread's loop."""
     import numba
 
-    from stream.ratings import _baseline_kernels as kernels
+    from stream.ratings.baselines import kernels
 
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     kernel = kernels.logistic_row_sums

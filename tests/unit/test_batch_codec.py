@@ -23,10 +23,10 @@ from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, RoundEvent, index_players
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
-from stream.ratings.cowan import ELO_SCALE, Cowan
+from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.ratings.cowan.codec import CowanCodec
+from stream.ratings.cowan.system import ELO_SCALE, Cowan
 from stream.ratings.fastpath import FAST_PATHS, FastPath, MatrixMatches, fast_path
-from stream.state.codecs import Codec, Float64Codec, codec_for, decode_many, encode_many
-from stream.state.cowan_codec import CowanCodec
 
 NAMES = sorted(SYSTEMS)
 DAY_MS = 86_400_000
@@ -152,11 +152,11 @@ def test_every_system_has_its_fast_path() -> None:
 
 _FRESH_CODECS = """
 import sys
-from stream.state.codecs import CODECS, codec_for
+from stream.ratings.codec import CODECS, codec_for
 from stream.ratings import SYSTEMS
 assert set(CODECS) <= set(SYSTEMS), CODECS
 assert type(codec_for("elo-mmr")).__name__ == "Float64Codec"
-assert "stream.state.cowan_codec" not in sys.modules and "stream.ratings.cowan" not in sys.modules
+assert "stream.ratings.cowan.codec" not in sys.modules and "stream.ratings.cowan.system" not in sys.modules
 assert type(codec_for("cowan")).__name__ == "CowanCodec"
 """
 

@@ -4,7 +4,7 @@ batch to ``MMR_TAKE_MAX_BYTES`` (``BatchDelivery``), the rest of the file in the
 from __future__ import annotations
 
 from stream.service.messages import Message
-from stream.tools.bench_processor import _cuts
+from stream.tools.bench.processor import _cuts
 
 
 def test_a_take_closes_at_the_record_that_reaches_the_bound() -> None:

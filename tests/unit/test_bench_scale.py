@@ -1,6 +1,6 @@
 """Pools on partitions as Kafka's default partitioner places them, and the scale bench's split check."""
 
-from stream.tools.bench_scale import one_pool_per_partition, partition_of, pools_moved, split_by_partitions
+from stream.tools.bench.scale import one_pool_per_partition, partition_of, pools_moved, split_by_partitions
 
 #: murmur2 of these keys as Kafka's Java client computes it (its own unit test's cases, signed ints)
 JAVA_MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from stream.cli import COMMANDS, main
-from stream.tools.bench import BENCHES
+from stream.tools.bench.command import BENCHES
 
 
 @pytest.mark.parametrize("args", [[], *([name] for name in sorted(COMMANDS)),

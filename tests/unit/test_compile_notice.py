@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from stream.compile_notice import compile_notice
+from stream.runtime.compile_notice import compile_notice
 
 MMR = [sys.executable, "-m", "stream.cli"]
 NOTICE = "mmr: compiling rating kernels for this machine"

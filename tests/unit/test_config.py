@@ -223,8 +223,8 @@ def test_the_cli_refuses_a_param_that_is_not_key_value(tmp_path: Path) -> None:
 
 
 #: modules that read the environment: the two settings modules, and numba's own variables
-#: (NUMBA_CACHE_DIR, XDG_CACHE_HOME) in stream/_numba_cache.py
-ENV_READERS = {"stream/config.py", "stream/service/config.py", "stream/_numba_cache.py"}
+#: (NUMBA_CACHE_DIR, XDG_CACHE_HOME) in stream/runtime/numba_cache.py
+ENV_READERS = {"stream/config.py", "stream/service/config.py", "stream/runtime/numba_cache.py"}
 
 
 def _is_environ(node: ast.AST) -> bool:

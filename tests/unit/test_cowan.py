@@ -16,11 +16,11 @@ from stream.engine.embedded import EmbeddedPipeline
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import cowan, make_system
-from stream.ratings._cowan_model import exp_exact, pow_exact
-from stream.ratings._cowan_quant import canonical
 from stream.ratings.base import RatingError
-from stream.ratings.cowan import Cowan, drift_naive, fit_exp_sum, posterior_naive
-from stream.state.cowan_codec import CowanCodec
+from stream.ratings.cowan.codec import CowanCodec
+from stream.ratings.cowan.model import exp_exact, pow_exact
+from stream.ratings.cowan.quant import canonical
+from stream.ratings.cowan.system import Cowan, drift_naive, fit_exp_sum, posterior_naive
 
 NAT = math.log(10.0) / 400.0  # Elo points -> natural units
 
@@ -454,7 +454,7 @@ def test_arena_prefetch_is_a_hint_in_the_machine_code_that_changes_nothing() -> 
 
     from numba import njit
 
-    from stream.ratings import _cowan_arena
+    from stream.ratings.cowan import arena as _cowan_arena
 
     def ahead(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray) -> None:
         for p in range(start.shape[0]):
@@ -482,7 +482,7 @@ def test_arena_waves_hand_out_each_match_once_from_an_atomic_counter() -> None:
     import numba
     from numba import njit, prange
 
-    from stream.ratings import _cowan_arena
+    from stream.ratings.cowan import arena as _cowan_arena
 
     def claim_all(counter: np.ndarray, owner: np.ndarray, hits: np.ndarray, nt: int) -> None:
         for t in prange(nt):
@@ -566,8 +566,8 @@ def test_warmup_runs() -> None:
 def test_register_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan) -> None:
     """``win_lik`` keeps the states of a ≤ 5 real + ≤ 3 complex sum in registers; the same
     sum with one more (zero) term takes the generic loop: the bits must agree."""
-    from stream.ratings import _cowan_kernels as kern
-    from stream.ratings.cowan import pack_soe
+    from stream.ratings.cowan import kernels as kern
+    from stream.ratings.cowan.system import pack_soe
 
     soe = sys_.model.soe
     nr, nc = int(soe[0]), int(soe[1])
@@ -595,8 +595,8 @@ def test_register_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan) -> None:
 def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score: float) -> None:
     """The same for ``draw_lik`` (≤ 4 real + ≤ 6 complex terms per side in registers):
     three extra zero terms per side force the generic loop."""
-    from stream.ratings import _cowan_kernels as kern
-    from stream.ratings.cowan import pack_draw_soe
+    from stream.ratings.cowan import kernels as kern
+    from stream.ratings.cowan.system import pack_draw_soe
 
     ds = sys_._dsoe(score)
     sides = []
@@ -627,7 +627,7 @@ def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score
 def test_default_residual_fit_is_frozen_and_fits_here() -> None:
     """The default grid's residual fit is the frozen one (the same bits on every CPU), it fits
     φ on this machine as well as a fresh fit does, and a wrong frozen row would be refused."""
-    from stream.ratings import _cowan_model as cw
+    from stream.ratings.cowan import model as cw
 
     key = (1000, 0.014, 16)
     soe, err = cw._residual_soe(*key)
@@ -652,7 +652,7 @@ def test_default_residual_fit_is_frozen_and_fits_here() -> None:
 def test_default_draw_fit_is_frozen_and_fits_here() -> None:
     """The default model's draw fit at score ½ is the frozen one (the same bits on every CPU),
     it fits this machine's draw kernel, and a frozen row that does not fit is refused."""
-    from stream.ratings import _cowan_model as cw
+    from stream.ratings.cowan import model as cw
 
     key = (1000, 7.0, 0.8, 0.5)
     system = Cowan()
@@ -692,7 +692,8 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
 def test_warmup_compiles_every_kernel_the_service_calls() -> None:
     """After ``warmup()``, rating a default-grid batch small (serial kernel) and large (the
     parallel one) adds no numba signature: nothing is compiled inside a worker's first batch."""
-    from stream.ratings import _cowan_arena, _cowan_kernels
+    from stream.ratings.cowan import arena as _cowan_arena
+    from stream.ratings.cowan import kernels as _cowan_kernels
 
     cowan.warmup()
     dispatchers: list[Any] = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair]
@@ -721,8 +722,13 @@ def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
     import ast
     import inspect
 
-    from stream.ratings import _cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_windows
-    from stream.state import cowan_codec
+    from stream.ratings.cowan import arena as _cowan_arena
+    from stream.ratings.cowan import codec as cowan_codec
+    from stream.ratings.cowan import drift as _cowan_drift
+    from stream.ratings.cowan import kernels as _cowan_kernels
+    from stream.ratings.cowan import lanes as _cowan_lanes
+    from stream.ratings.cowan import quant as _cowan_quant
+    from stream.ratings.cowan import windows as _cowan_windows
 
     modules = [_cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_windows, cowan_codec]
     # (functions inlined into their callers, ``inline="always"``, are typed in place: no dispatch)
@@ -793,7 +799,7 @@ def test_summaries_from_the_arena_are_summary_many_of_its_beliefs(sys_: Cowan) -
     """``CowanFastPath.summary_arena`` (the arena's block of the slots' beliefs, one njit call)
     gives ``summary_many(arena.beliefs(slots))`` field for field, for slots in any order, one
     slot, and a slot more than once; ``PoolEngine.summary_many_held`` takes it for slots."""
-    from stream.ratings._cowan_fastpath import CowanFastPath
+    from stream.ratings.cowan.fastpath import CowanFastPath
 
     fast = CowanFastPath(sys_)
     rng = np.random.default_rng(9)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stream.ratings.cowan import Cowan
-from stream.state.codecs import codec_for
-from stream.state.cowan_codec import CowanCodec
+from stream.ratings.codec import codec_for
+from stream.ratings.cowan.codec import CowanCodec
+from stream.ratings.cowan.system import Cowan
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_rejects_garbage() -> None:
 def test_batch_encoders_grow_their_buffer_for_rough_beliefs() -> None:
     """Rough log-densities (random cells) take ~5 bytes a cell, more than the batch encoders'
     first buffer (4 a cell): both grow it and still write ``encode``'s bytes."""
-    from stream.ratings._cowan_quant import QMIN, canonical, quantise
+    from stream.ratings.cowan.quant import QMIN, canonical, quantise
 
     rng = np.random.default_rng(5)
     beliefs = [canonical(np.concatenate(([float(lo), 3.0], rng.uniform(0.01, 1.0, 400))))

@@ -1,4 +1,4 @@
-"""stream.tools.cpu_meter: what it reports and what it leaves out (no timing is asserted)."""
+"""stream.tools.bench.cpu_meter: what it reports and what it leaves out (no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stream.tools.cpu_meter import CpuMeter
+from stream.tools.bench.cpu_meter import CpuMeter
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 
@@ -39,8 +39,8 @@ def test_a_process_that_ends_during_the_window_is_left_out() -> None:
 
 
 def test_thread_times_by_os_name_with_the_busy_thread_on_a_core() -> None:
-    from stream.thread_names import named_executor
-    from stream.tools.cpu_meter import ThreadTimes
+    from stream.runtime.thread_names import named_executor
+    from stream.tools.bench.cpu_meter import ThreadTimes
 
     def spin() -> None:
         t0 = time.monotonic()
@@ -63,8 +63,8 @@ def test_thread_times_by_os_name_with_the_busy_thread_on_a_core() -> None:
 
 
 def test_thread_times_tells_threads_of_one_name_apart() -> None:
-    from stream.thread_names import named_executor
-    from stream.tools.cpu_meter import ThreadTimes
+    from stream.runtime.thread_names import named_executor
+    from stream.tools.bench.cpu_meter import ThreadTimes
 
     times = ThreadTimes(os.getpid())
     times.start()

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream.ratings import make_system
-from stream.ratings._elo_mmr_fastpath import EloMMRFastPath
-from stream.ratings._elo_mmr_kernels import _first_non_finite
-from stream.ratings._elo_mmr_naive import rate_round_naive
 from stream.ratings.base import RatingError
-from stream.ratings.elo_mmr import EloMMR, EloMMRParams, EloMMX, warmup
-from stream.state.codecs import Float64Codec
+from stream.ratings.codec import Float64Codec
+from stream.ratings.elo_mmr.fastpath import EloMMRFastPath
+from stream.ratings.elo_mmr.kernels import _first_non_finite
+from stream.ratings.elo_mmr.naive import rate_round_naive
+from stream.ratings.elo_mmr.system import EloMMR, EloMMRParams, EloMMX, warmup
 
 DAY = 86_400_000
 
@@ -243,7 +243,7 @@ def test_runs_in_an_executor_thread_like_the_service() -> None:
 
 def test_parallel_and_serial_kernels_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above PARALLEL_MIN_PLAYERS the kernels run on numba's pool; results must not change."""
-    import stream.ratings.elo_mmr as module
+    import stream.ratings.elo_mmr.system as module
 
     rng = np.random.default_rng(9)
     system = EloMMR()
@@ -300,8 +300,8 @@ def test_extreme_configurations_match_oracle(seed: int) -> None:
 def test_robust_average_does_not_cycle() -> None:
     """Regression (found by the fuzz above): plain Newton cycles on this sharp tanh term
     plus a weak Gaussian term and stopped 85 points from the root after 100 iterations."""
-    from stream.ratings import _elo_mmr_kernels as kernels
-    from stream.ratings._elo_mmr_naive import robust_average
+    from stream.ratings.elo_mmr import kernels
+    from stream.ratings.elo_mmr.naive import robust_average
 
     nmu, nw = -2542.12230, 4.17471236e-04
     terms = np.array([[-593.362739, 4.13941178e-02, 5.72674070e-05], [-2379.19313, 4.13941178e-02, 8.27882355e-02]])
@@ -380,7 +380,7 @@ def test_a_huge_rating_spread_is_solved_by_bisection_like_the_oracle(cls: type[E
     panels, whose memory grows with the spread (μ = 10¹⁶ asked for terabytes): the round
     stays finite, ordered by rank, and equal to the naive oracle (slow on such a spread:
     ~4 s for Elo-MMχ here, so not 10¹⁶)."""
-    from stream.ratings import _elo_mmr_kernels as K
+    from stream.ratings.elo_mmr import kernels as K
 
     system = cls()
     beliefs = [system.new_belief() for _ in range(4)]
@@ -399,7 +399,7 @@ def test_a_huge_rating_spread_is_solved_by_bisection_like_the_oracle(cls: type[E
 def test_the_loops_over_terms_read_no_term_of_a_range_that_ends_before_it_starts() -> None:
     """The terms' loops count their terms as unsigned integers: a range whose stop is below its start
     (a belief shorter than its header) has no term, as ``range(start, stop, 3)`` has none -- not 2**64."""
-    from stream.ratings import _elo_mmr_kernels as K
+    from stream.ratings.elo_mmr import kernels as K
 
     values = np.arange(1.0, 4.0)
     assert K._terms_weight(values, 6, 3) == 0.0

@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 import pytest
 
-from stream.ratings.elo_mmr import EloMMR, EloMMX
+from stream.ratings.elo_mmr.system import EloMMR, EloMMX
 
 elo_mmr_py = pytest.importorskip("elo_mmr_py", reason="elo_mmr_py (the reference) is not installed")
 

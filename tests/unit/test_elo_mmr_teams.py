@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from stream.ratings import make_system
-from stream.ratings._elo_mmr_teams_naive import rate_team_round_naive
 from stream.ratings.base import RatingError
-from stream.ratings.elo_mmr import EloMMR, EloMMX
+from stream.ratings.elo_mmr.system import EloMMR, EloMMX
+from stream.ratings.elo_mmr.teams_naive import rate_team_round_naive
 
 DAY = 86_400_000
 

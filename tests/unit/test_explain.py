@@ -24,7 +24,7 @@ from stream.engine.pool import PoolEngine
 from stream.engine.rating_columns import RatingColumns, message_lines
 from stream.events.inputs import read_records
 from stream.events.model import MatchBatch, MatchEvent, RatingOutput, index_players
-from stream.ratings.elo_mmr import EloMMR
+from stream.ratings.elo_mmr.system import EloMMR
 from stream.text_columns import split
 from stream.tools.replay import replay
 

@@ -1,4 +1,4 @@
-"""numba's BLAS probe answered without importing ``scipy.linalg`` (``stream._numba_blas``)."""
+"""numba's BLAS probe answered without importing ``scipy.linalg`` (``stream.runtime.blas``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ _RUN = """
 import json, sys
 import numpy as np
 from numba import njit
-from stream.ratings.cowan import Cowan
+from stream.ratings.cowan.system import Cowan
 Cowan().new_belief()
 loaded = "scipy.linalg" in sys.modules
 from numba.np import arraymath, linalg
@@ -46,6 +46,6 @@ def test_a_kernel_loads_without_scipy_linalg_and_numba_keeps_its_blas() -> None:
 
 def test_the_probe_is_left_alone_once_numba_ran_it() -> None:
     """Where ``numba.np.arraymath`` (or ``scipy.linalg``) is imported already, nothing changes."""
-    code = ("import numba.np.arraymath, json; from stream._numba_blas import defer_probe; "
+    code = ("import numba.np.arraymath, json; from stream.runtime.blas import defer_probe; "
             "print(json.dumps([defer_probe()]))")
     assert _run(code) == [False]

@@ -1,4 +1,4 @@
-"""numba's cache directory is named by the kernels' sources (``stream._numba_cache``)."""
+"""numba's cache directory is named by the kernels' sources (``stream.runtime.numba_cache``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stream import _numba_cache
+from stream.runtime import numba_cache as _numba_cache
 
 
 def _tree(root: Path, callee: str) -> Path:

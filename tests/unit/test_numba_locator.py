@@ -1,5 +1,5 @@
 """numba's cache of this package's kernels in folders relative to the package, and the shipped
-cache copied into it (``stream._numba_locator``)."""
+cache copied into it (``stream.runtime.locator``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import numba
 import pytest
 from numba.core import caching
 
-from stream import _numba_cache, _numba_locator
+from stream.runtime import locator as _numba_locator
+from stream.runtime import numba_cache as _numba_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,8 +76,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("built")
     _run(tmp / "cache")
     env = {"NUMBA_CACHE_DIR": str(tmp / "cache"), "PATH": "/usr/bin:/bin"}
-    code = ("import sys; from pathlib import Path; import stream; from stream import _numba_locator; "
-            "print(_numba_locator.export(Path(sys.argv[1])))")
+    code = ("import sys; from pathlib import Path; import stream; from stream.runtime import locator; "
+            "print(locator.export(Path(sys.argv[1])))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp / "shipped")], env=env, capture_output=True,
                          text=True, check=True)
     return tmp / "shipped", Path(out.stdout.strip()).name

@@ -1,4 +1,4 @@
-"""numba's OpenMP workers sleep when idle unless the environment says otherwise (``stream._numba_threads``)."""
+"""numba's OpenMP workers sleep when idle unless the environment says otherwise (``stream.runtime.threads``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stream._numba_threads import configure, cpu_quota
+from stream.runtime.threads import configure, cpu_quota
 
 _SHOW = "import os, stream; print(os.environ.get('OMP_WAIT_POLICY'))"
 

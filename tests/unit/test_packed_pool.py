@@ -126,9 +126,9 @@ def test_with_slack_a_belief_stays_in_its_slot_until_it_outgrows_it() -> None:
 
 
 def test_the_copies_benchmark_gathers_and_writes_back_a_pool_unchanged() -> None:
-    """``python -m stream.tools.bench_copies``: rounds gathered and written back with their own values
+    """``python -m stream.tools.bench.copies``: rounds gathered and written back with their own values
     leave every belief as it was (its numbers are only printed)."""
-    from stream.tools import bench_copies
+    from stream.tools.bench import copies as bench_copies
 
     pool = bench_copies.arena(np.random.default_rng(0), 200)
     want = {p: pool[p] for p in pool}

@@ -1,4 +1,4 @@
-"""The embedded pipeline and `mmr replay --embedded`: CONTRACT output, bad input, idempotence."""
+"""The embedded pipeline and `mmr replay --embedded`: docs/interface.md output, bad input, idempotence."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_invalid_event_in_stream_is_reported_with_location(tmp_path: Path) -> No
 )
 def test_a_round_that_changes_nothing_still_lists_its_players_in_every_system(system: str) -> None:
     """A round of one player (Cowan raised 'rates only two-player rounds (got 1)' and stopped
-    the replay) or of players all tied changes no belief, but CONTRACT's ``--out`` lists
+    the replay) or of players all tied changes no belief, but docs/interface.md's ``--out`` lists
     "the final rating of every player": newcomers are listed at the prior with rounds 0, and a
     player already rated keeps the rating unchanged."""
     from stream.events.model import RoundEvent

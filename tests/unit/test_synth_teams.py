@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from stream.events.validate import to_round
-from stream.tools.bench_teams import bench_teams
+from stream.tools.bench.teams import bench_teams
 from stream.tools.synth import synth, synth_team_rounds
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from stream.ratings import RatingError, make_system
-from stream.ratings.elo import Elo
+from stream.ratings.baselines.elo import Elo
+from stream.ratings.baselines.trueskill import TrueSkill
 from stream.ratings.team_scores import team_predictor
-from stream.ratings.trueskill import TrueSkill
 
 
 def _ts_params() -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""stream.thread_names: the worker's helper threads carry their names for the OS."""
+"""stream.runtime.thread_names: the worker's helper threads carry their names for the OS."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stream.thread_names import named_executor
+from stream.runtime.thread_names import named_executor
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 

@@ -12,8 +12,9 @@ from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent
 from stream.ratings import make_system
 from stream.service.worker import warm_encoded_path
-from stream.state import codecs, cowan_codec
-from stream.ratings import _cowan_quant
+from stream.ratings import codec as codecs
+from stream.ratings.cowan import codec as cowan_codec
+from stream.ratings.cowan import quant as _cowan_quant
 
 def signatures():
     out = {}

@@ -1,0 +1,230 @@
+"""Compact binary forms of beliefs, one codec per rating system.
+
+Why here and not in the systems: the rating math only sees float64 arrays; how a
+belief is laid out in Redis (and in the embedded in-memory store, which uses the
+same codec so that the service and the replay stay bit-identical) is a storage
+decision. A codec must be deterministic; ``lossless`` says whether
+``decode(encode(b))`` returns ``b`` bit for bit.
+
+Batches: ``decode_many`` / ``encode_many`` give exactly the per-item results (same
+bytes, same float64 values, same errors) in one call, so a worker that changes
+thousands of players pays one call instead of thousands. ``CodecBase`` supplies the
+per-item loop; codecs with a cheaper batched form override it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Protocol
+
+import numpy as np
+from numba import njit
+
+from stream.ratings.base import Belief, concat_f64
+
+_LITTLE = sys.byteorder == "little"
+
+
+class Codec(Protocol):
+    name: str
+    lossless: bool
+
+    def encode(self, belief: Belief) -> bytes: ...
+
+    def decode(self, data: bytes) -> Belief: ...
+
+    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
+        """``[encode(b) for b in beliefs]``, byte for byte."""
+        ...
+
+    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        """``[decode(d) for d in datas]``, bit for bit (arrays may be views of one buffer)."""
+        ...
+
+
+class CodecBase:
+    """The per-item fallback of the batch methods; subclasses define encode/decode."""
+
+    name: str
+    lossless: bool
+
+    def encode(self, belief: Belief) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Belief:
+        raise NotImplementedError
+
+    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
+        encode = self.encode
+        return [encode(b) for b in beliefs]
+
+    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        decode = self.decode
+        return [decode(d) for d in datas]
+
+
+def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object | None]) -> list[bytes]:
+    """``encode_many``, from what ``FastPath.rate_matches_coded`` returned with the
+    beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
+    coded = getattr(codec, "encode_coded", None)
+    if coded is None:
+        return encode_many(codec, beliefs)
+    out: list[bytes] = coded(beliefs, codes)  # falls back to encoding the beliefs itself
+    return out
+
+
+def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:
+    """``codec.encode_many`` or, for a codec written without it, the per-item loop."""
+    many = getattr(codec, "encode_many", None)
+    if many is not None:
+        out: list[bytes] = many(beliefs)
+        return out
+    return [codec.encode(b) for b in beliefs]
+
+
+def decode_many(codec: Codec, datas: Sequence[bytes]) -> list[Belief]:
+    """``codec.decode_many`` or, for a codec written without it, the per-item loop."""
+    many = getattr(codec, "decode_many", None)
+    if many is not None:
+        out: list[Belief] = many(datas)
+        return out
+    return [codec.decode(d) for d in datas]
+
+
+def split(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    """Views ``flat[offsets[i]:offsets[i + 1]]`` (non-overlapping, so never shared)."""
+    bounds = offsets.tolist()
+    return [flat[s:e] for s, e in pairwise(bounds)]
+
+
+class Float64Codec(CodecBase):
+    """Lossless: the belief's float64 values, little-endian, with a one-byte version tag."""
+
+    name = "f64"
+    lossless = True
+    _TAG = b"\x01"
+
+    def encode(self, belief: Belief) -> bytes:
+        return self._TAG + np.ascontiguousarray(belief, dtype="<f8").tobytes()
+
+    def decode(self, data: bytes) -> Belief:
+        if data[:1] != self._TAG:
+            raise ValueError(f"not an f64 belief (tag {data[:1]!r})")
+        return np.frombuffer(data, dtype="<f8", offset=1).astype(np.float64)
+
+    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
+        n = len(beliefs)
+        if n < 2:
+            return [self.encode(b) for b in beliefs]
+        try:
+            # little-endian hosts: "<f8" is float64 itself, so concat_f64 (one GIL-held copy) applies
+            flat = concat_f64(beliefs) if _LITTLE else np.concatenate(beliefs, dtype="<f8", casting="same_kind")
+        except (ValueError, TypeError):
+            return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
+        if flat.ndim != 1:
+            return super().encode_many(beliefs)
+        ends = np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n) * 8).tolist()
+        raw = flat.view(np.uint8).data
+        tag = self._TAG
+        return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
+
+    def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
+        """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
+        copied): the packed beliefs of ``PackedRounds.rate_round_flat``. None if a value is
+        not this codec's (``decode`` says why)."""
+        tag = self._TAG
+        if not all(d[:1] == tag for d in datas):
+            return None
+        return [memoryview(d)[1:] for d in datas]
+
+    def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
+        byte, written from the one array (``PackedRounds.rate_round_flat``'s): one copy each."""
+        raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
+        tag = self._TAG
+        return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
+
+    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        n = len(datas)
+        if n < 2:
+            return [self.decode(d) for d in datas]
+        blob = b"".join(datas)
+        if len(blob) > _F64_BATCH_MAX_BYTES * n:
+            # long beliefs: one large fresh buffer (page faults) costs more than n small copies
+            return super().decode_many(datas)
+        buf = np.frombuffer(blob, dtype=np.uint8)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=n), out=offsets[1:])
+        out, ends, bad = _unpack_f64(buf, offsets, self._TAG[0])
+        if bad >= 0:
+            return super().decode_many(datas)  # let decode raise its own error
+        return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
+
+    # --- the matrix form (fast paths with ``MatrixMatches``) ----------------------------
+    def encode_rows(self, state: np.ndarray) -> list[bytes]:
+        """``[encode(row) for row in state]``, byte for byte, without an array per row: one
+        (rows × (1 + 8·width)) byte matrix, then one ``bytes`` slice per row."""
+        n, width = state.shape
+        size = 1 + 8 * width
+        out = np.empty((n, size), dtype=np.uint8)
+        out[:, 0] = self._TAG[0]
+        out[:, 1:] = np.ascontiguousarray(state, dtype="<f8").view(np.uint8).reshape(n, 8 * width)
+        blob = out.tobytes()
+        return [blob[s : s + size] for s in range(0, n * size, size)]
+
+    def decode_rows(self, datas: Sequence[bytes], width: int) -> np.ndarray | None:
+        """The (len(datas) × width) float64 matrix of ``decode(d)`` for each d, bit for bit;
+        None if any item is not an f64 belief of exactly ``width`` values (the per-item
+        path then decodes, or raises its own error)."""
+        n = len(datas)
+        size = 1 + 8 * width
+        if n == 0 or set(map(len, datas)) != {size}:
+            return None
+        raw = np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(n, size)
+        if not bool((raw[:, 0] == self._TAG[0]).all()):
+            return None
+        return np.ascontiguousarray(raw[:, 1:]).view("<f8").astype(np.float64, copy=False)
+
+
+#: Float64Codec.decode_many batches only when the mean encoded belief is at most this long
+_F64_BATCH_MAX_BYTES = 513
+
+
+@njit(cache=True, nogil=True)
+def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The payloads of ``buf[offsets[i]:offsets[i + 1]]`` (tag byte dropped) back to back,
+    8-byte aligned: ``(bytes, byte offsets, -1)``, or ``(_, _, i)`` for the first item
+    ``Float64Codec.decode`` would reject."""
+    n = offsets.shape[0] - 1
+    ends = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        s = offsets[i]
+        e = offsets[i + 1]
+        if e <= s or buf[s] != tag or (e - s - 1) % 8 != 0:
+            return np.empty(0, dtype=np.uint8), ends, i
+        ends[i + 1] = ends[i] + (e - s - 1)
+    out = np.empty(ends[n], dtype=np.uint8)
+    for i in range(n):
+        out[ends[i] : ends[i + 1]] = buf[offsets[i] + 1 : offsets[i + 1]]
+    return out, ends, -1
+
+
+#: docs/interface.md system name -> "module:Class" of the codec its beliefs are stored with; every other
+#: system's beliefs are stored by ``Float64Codec``. Imported on first use, like
+#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels.
+CODECS: dict[str, str] = {
+    "cowan": "stream.ratings.cowan.codec:CowanCodec",
+}
+
+
+def codec_for(system_name: str) -> Codec:
+    """The codec a system's beliefs are stored with (lossless float64 unless ``CODECS`` names one)."""
+    target = CODECS.get(system_name)
+    if target is None:
+        return Float64Codec()
+    module_name, cls_name = target.split(":")
+    codec: Codec = getattr(importlib.import_module(module_name), cls_name)()
+    return codec

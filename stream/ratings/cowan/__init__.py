@@ -1,0 +1,15 @@
+"""Cowan's paired comparisons for games of chance: the system (``system``), the general
+algorithm on any finite support (``naive``, exported as ``posterior_naive``), numba kernels
+(``kernels``, ``lanes``, ``drift``, ``windows``, ``simd``), model tables (``model``), the
+quantised belief codec (``quant``, ``codec``), a replay's arena (``arena``) and the engine's
+batched forms (``fastpath``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The system's public names (``Cowan``, ...) without importing its kernels until asked."""
+    return getattr(importlib.import_module(f"{__name__}.system"), name)

@@ -1,0 +1,556 @@
+"""Cowan beliefs in one flat arena: the batch kernels' state, and a whole pool's in a replay.
+
+Why an arena
+------------
+Loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and cutting
+the new beliefs out of it again costs, with thousands of players a batch, tens of MB
+allocated, zeroed and copied per batch and a working set that misses the caches, for windows
+that hold ~300-700 cells of the 1001 (BENCHMARKS.md, Cowan, 2026-11-26). Here every belief
+keeps its window only:
+
+* ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
+  ``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count (a float, as in the belief array);
+* ``cap[p]`` cells are reserved at ``start[p]``: a new window that fits is written in place,
+  a wider one moves to the end of the arena (a window grows by at most the drift kernel's
+  half-width on each side per match, so that is known before the match runs);
+* a match copies the two windows into a per-thread pair of dense scratch rows, runs the
+  very ``update_pair`` the dense kernels ran (zero outside the windows, same operations,
+  so the same bits) and copies the new windows back.
+
+``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``)
+on all numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
+``Cowan.rate_matches`` uses them on a temporary arena built from its list of beliefs;
+``CowanArena`` keeps a whole pool in one, so an embedded replay never builds a belief array
+per player and match (``stream.engine.pool``).
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+from typing import Any, cast
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from stream.ratings.base import Belief, FloatArray, IntArray
+from stream.ratings.cowan.kernels import update_pair_in, work_cells
+from stream.ratings.cowan.quant import _ONE, _ZERO
+from stream.ratings.cowan.windows import HEADER, moments, window_at
+from stream.ratings.fastpath import Arena
+
+
+@intrinsic
+def _prefetch_intrinsic(typingctx: Any, arr: Any, idx: Any, write: Any) -> Any:
+    """A hint to the CPU to load the cache line of ``arr[idx]`` (LLVM's ``prefetch``, kept in
+    every cache level; ``write``, a literal bool: for writing). It changes no value and cannot
+    fault, whatever ``idx``."""
+    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+        return None
+    if not isinstance(write, types.BooleanLiteral):
+        return None
+    rw = int(write.literal_value)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        arrty, idxty, _ = signature.args
+        ary = context.make_array(arrty)(context, builder, args[0])
+        ptr = builder.gep(ary.data, [context.cast(builder, args[1], idxty, types.intp)])
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(rw), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, write), codegen
+
+
+# what the jitted code calls (numba's typing sees the intrinsic itself)
+_prefetch = cast(Callable[[np.ndarray, int, bool], None], _prefetch_intrinsic)
+
+
+@intrinsic
+def _claim_intrinsic(typingctx: Any, counter: Any) -> Any:
+    """``counter[0] += 1`` as one atomic read-modify-write (LLVM's ``atomicrmw add``);
+    returns the value before: each caller, on whichever thread, gets a number no other
+    caller gets. Monotonic order is enough: the numbers are only handed out; what the
+    claimed matches write is ordered by the end of the parallel region."""
+    if not isinstance(counter, types.Array) or counter.dtype != types.int64:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", ary.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
+_claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int) -> None:
+    """Ask for the cache lines of slot ``p``'s window ahead of its match.
+
+    Why: a pool's arena is far larger than the caches (20,000 players: ~120 MB), so each
+    match's two windows come from main memory; copied in when the match starts, that is
+    ~1.3 µs of waiting per window. Asked for one match ahead, they arrive while the current
+    match computes."""
+    s = start[p]
+    for t in range(s, s + lohi[p, 1] - lohi[p, 0] + 1, 8):  # 8 float64 = one 64-byte line
+        _prefetch(vals, t, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_dest(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int, dest: int, grow: int) -> None:
+    """Ask for the cells slot ``p``'s new window will be written to, when it moves (fresh
+    cells at the arena's end, not yet in any cache): they are written, so for writing."""
+    if dest != start[p]:
+        for t in range(dest, dest + lohi[p, 1] - lohi[p, 0] + 1 + 2 * grow, 8):
+            _prefetch(vals, t, True)
+
+
+@njit(cache=True, nogil=True)
+def _layout(start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
+            order: np.ndarray, s0: int, cnt: int, end: int, grow: int, n1: int, dest: np.ndarray) -> int:
+    """``dest[2q]`` / ``dest[2q + 1]``: where match ``order[s0 + q]`` writes A's / B's new
+    window: in place when the window cannot outgrow the cells reserved for it, else fresh
+    cells at the end of the arena (with room for one more growth). Returns the new end."""
+    for q in range(cnt):
+        m = order[s0 + q]
+        for side in range(2):
+            p = slot[a[m]] if side == 0 else slot[b[m]]
+            w = lohi[p, 1] - lohi[p, 0] + 1
+            if min(n1, w + 2 * grow) <= cap[p]:
+                dest[2 * q + side] = start[p]
+            else:
+                c = min(n1, w + 4 * grow)
+                cap[p] = c
+                dest[2 * q + side] = end
+                end += c
+    return end
+
+
+@njit(cache=True, nogil=True)
+def _grown(arr: np.ndarray, keep: int, need: int) -> np.ndarray:
+    """``arr`` if it holds ``need`` values, else a copy of ``arr[:keep]`` in one at least 1.5
+    times as large (while it is copied both exist: a smaller step keeps that peak lower)."""
+    if need <= arr.shape[0]:
+        return arr
+    out = np.empty(max(need, arr.shape[0] + arr.shape[0] // 2), dtype=arr.dtype)
+    out[:keep] = arr[:keep]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray,
+                 pa: int, pb: int, dest_a: int, dest_b: int, score: float, dens: np.ndarray, codes: np.ndarray,
+                 lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray, gtab: np.ndarray,
+                 dtab: np.ndarray, dsoe: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
+                 drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool, work: np.ndarray) -> int:
+    """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
+    windows, and left so) and the scratch ``work`` (``work_cells``): ``update_pair_in``, then
+    the new windows written at ``dest_a`` / ``dest_b`` (and their quantised values into
+    ``qvals`` with ``want_codes``). Returns the
+    ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
+    for row in range(2):
+        p = pa if row == 0 else pb
+        lo = lohi[p, 0]
+        w = lohi[p, 1] - lo + 1
+        s = start[p]
+        src = vals[s : s + w]
+        dst = dens[row, lo : lo + w]
+        for t in range(w):
+            dst[t] = src[t]
+        lh[row, 0] = lo
+        lh[row, 1] = lo + w - 1
+    st[0] = 0
+    st[1] = 0
+    update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps,
+                   drift_mode, drift_rate, tail, quant, qmin, codes, st, work)
+    for row in range(2):
+        p = pa if row == 0 else pb
+        d = dest_a if row == 0 else dest_b
+        lo = lh[row, 0]
+        w = lh[row, 1] - lo + 1
+        src = dens[row, lo : lo + w]
+        dst = vals[d : d + w]
+        for t in range(w):
+            dst[t] = src[t]
+            src[t] = 0.0
+        if want_codes:
+            qsrc = codes[row, lo : lo + w]
+            qdst = qvals[d : d + w]
+            for t in range(w):
+                qdst[t] = qsrc[t]
+        start[p] = d
+        lohi[p, 0] = lo
+        lohi[p, 1] = lo + w - 1
+        rounds[p] += 1.0
+    return int(st[0]) + 2 * int(st[1])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+                    rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
+                    scores: np.ndarray, order: np.ndarray, wave_starts: np.ndarray, dtab_index: np.ndarray,
+                    dtabs: np.ndarray, dsoes: np.ndarray, a0: float, beta: float, soe: np.ndarray,
+                    gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
+                    drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool, grow: int,
+                    status: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
+    numba threads (they touch distinct players). Returns the arena's values and codes (new
+    arrays if they had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
+    (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
+    threads, each with its own scratch rows.
+
+    Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
+    not a fixed share: a wave ends when its last match does, and matches differ in cost
+    (window widths), while a thread the operating system pauses (for the history's reader
+    thread, the main thread or another process on a machine with few cores) would hold its
+    whole share back and leave the other thread waiting at the end of the wave. A thread
+    claims its next match before it runs the current one, so that the next match's windows
+    can be prefetched meanwhile. Which thread runs a match changes no bit (the matches of a
+    wave share no player and no cells; every thread runs the same code)."""
+    n1 = (gtab.shape[0] + 1) // 2
+    nw = wave_starts.shape[0] - 1
+    widest = 1
+    for w in range(nw):
+        widest = max(widest, wave_starts[w + 1] - wave_starts[w])
+    dest = np.empty(2 * widest, dtype=np.int64)
+    counter = np.zeros(1, dtype=np.int64)
+    for w in range(nw):
+        s0 = wave_starts[w]
+        cnt = wave_starts[w + 1] - s0
+        need = _layout(start, cap, lohi, slot, a, b, order, s0, cnt, end, grow, n1, dest)
+        vals = _grown(vals, end, need)
+        if want_codes:
+            qvals = _grown(qvals, end, need)
+        end = need
+        chunks = min(nt, cnt)
+        counter[0] = 0
+        for _c in prange(chunks):
+            dens = np.zeros((2, n1))
+            codes = np.empty((2, n1), dtype=np.int64)
+            lh = np.empty((2, 2), dtype=np.int64)
+            st = np.zeros(2, dtype=np.uint8)
+            work = np.empty(work_cells(n1, taps))
+            q = _claim(counter)
+            while q < cnt:
+                m = order[s0 + q]
+                nq = _claim(counter)
+                if nq < cnt:  # this thread's next match: other players, not written before it
+                    nxt = order[s0 + nq]
+                    _prefetch_window(vals, start, lohi, slot[a[nxt]])
+                    _prefetch_window(vals, start, lohi, slot[b[nxt]])
+                    _prefetch_dest(vals, start, lohi, slot[a[nxt]], dest[2 * nq], grow)
+                    _prefetch_dest(vals, start, lohi, slot[b[nxt]], dest[2 * nq + 1], grow)
+                k = dtab_index[m]
+                bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
+                                    dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
+                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin,
+                                    want_codes, work)
+                if bits & 1:
+                    status[a[m]] = 1
+                if bits & 2:
+                    status[b[m]] = 1
+                q = nq
+    return vals, qvals, end
+
+
+@njit(cache=True, nogil=True)
+def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+                     rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
+                     scores: np.ndarray, dtab_index: np.ndarray, dtabs: np.ndarray, dsoes: np.ndarray, a0: float,
+                     beta: float, soe: np.ndarray, gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray,
+                     drift_mode: int, drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool,
+                     grow: int, status: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``run_arena_waves`` on one thread, in arrival order (no schedule, no parallel launch:
+    small batches). Same arithmetic, so the same bits."""
+    n1 = (gtab.shape[0] + 1) // 2
+    dens = np.zeros((2, n1))
+    codes = np.empty((2, n1), dtype=np.int64)
+    lh = np.empty((2, 2), dtype=np.int64)
+    st = np.zeros(2, dtype=np.uint8)
+    dest = np.empty(2, dtype=np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    work = np.empty(work_cells(n1, taps))
+    for m in range(a.shape[0]):
+        one[0] = m
+        if m + 1 < a.shape[0]:  # a hint only: the next match's windows may still move (same player)
+            _prefetch_window(vals, start, lohi, slot[a[m + 1]])
+            _prefetch_window(vals, start, lohi, slot[b[m + 1]])
+        need = _layout(start, cap, lohi, slot, a, b, one, _ZERO(), _ONE(), end, grow, n1, dest)
+        vals = _grown(vals, end, need)
+        if want_codes:
+            qvals = _grown(qvals, end, need)
+        end = need
+        k = dtab_index[m]
+        bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
+                            dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k], dsoes[k], res_mode, form, taps,
+                            drift_mode, drift_rate, tail, quant, qmin, want_codes, work)
+        if bits & 1:
+            status[a[m]] = 1
+        if bits & 2:
+            status[b[m]] = 1
+    return vals, qvals, end
+
+
+@njit(cache=True, nogil=True)
+def arena_from_flat(flat: np.ndarray, offsets: np.ndarray, cells: int) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """An arena over the beliefs ``flat[offsets[i]:offsets[i + 1]]`` themselves (``vals`` is
+    ``flat``: no copy): ``(start, cap, lohi, rounds, -1)``, or ``(..., i)`` for the first
+    belief ``Cowan.window`` would reject."""
+    n = offsets.shape[0] - 1
+    start = np.empty(n, dtype=np.int64)
+    cap = np.empty(n, dtype=np.int64)
+    lohi = np.empty((n, 2), dtype=np.int64)
+    rounds = np.empty(n)
+    for i in range(n):
+        lo, m = window_at(flat, offsets, i, cells)
+        if lo < 0:
+            return start, cap, lohi, rounds, i
+        start[i] = offsets[i] + HEADER
+        cap[i] = m
+        lohi[i, 0] = lo
+        lohi[i, 1] = lo + m - 1
+        rounds[i] = flat[offsets[i] + 1]
+    return start, cap, lohi, rounds, -1
+
+
+@njit(cache=True, nogil=True)
+def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray,
+           slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The beliefs ``[lo, rounds, window...]`` of ``slots``, back to back: ``(flat, offsets)``."""
+    n = slots.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    for k in range(n):
+        p = slots[k]
+        offsets[k + 1] = offsets[k] + HEADER + lohi[p, 1] - lohi[p, 0] + 1
+    flat = np.empty(offsets[n])
+    for k in range(n):
+        p = slots[k]
+        o = offsets[k]
+        w = lohi[p, 1] - lohi[p, 0] + 1
+        flat[o] = lohi[p, 0]
+        flat[o + 1] = rounds[p]
+        s = start[p]
+        for t in range(w):
+            flat[o + HEADER + t] = vals[s + t]
+    return flat, offsets
+
+
+@njit(cache=True, nogil=True)
+def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, slots: np.ndarray,
+                  grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``moments_many`` of the beliefs of ``slots`` read where the arena holds them (no ``gather``
+    of their windows first): the same ``moments`` on the same values, so the same bits;
+    ``(means, sds, rounds, -1)``, or ``(..., k)`` for the first slot ``moments_many`` would reject."""
+    n = slots.shape[0]
+    means = np.empty(n)
+    sds = np.empty(n)
+    out_rounds = np.empty(n, dtype=np.int64)
+    cells = grid.shape[0]
+    for k in range(n):
+        p = slots[k]
+        lo = lohi[p, 0]
+        w = lohi[p, 1] - lo + 1
+        r_f = rounds[p]
+        if w <= 0 or lo < 0 or lo + w > cells or not abs(r_f) < 2.0**62:
+            return means, sds, out_rounds, k
+        s = start[p]
+        means[k], sds[k] = moments(vals[s : s + w], grid, lo)
+        out_rounds[k] = int(r_f)
+    return means, sds, out_rounds, -1
+
+
+@njit(cache=True, nogil=True)
+def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, size: int) -> int:
+    """Move the windows of slots ``0..size-1`` down to the front of ``vals``, back to back in
+    the order they lie (each keeping its reserved cells), in place: a slot's cells only move
+    toward the front, past cells no slot holds any more, so no new arena is needed. ``start``
+    is updated; returns the new end."""
+    order = np.argsort(start[:size])
+    pos = 0
+    for k in range(size):
+        p = order[k]
+        s = start[p]
+        if s != pos:
+            for t in range(lohi[p, 1] - lohi[p, 0] + 1):
+                vals[pos + t] = vals[s + t]
+            start[p] = pos
+        pos += cap[p]
+    return pos
+
+
+def _anonymous_map(nbytes: int) -> mmap.mmap:
+    """``nbytes`` of private anonymous memory (not shared: a shared anonymous mapping cannot
+    grow by ``mremap``, its pages past the first size fault with SIGBUS)."""
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+class CowanArena(Arena):
+    """The Cowan beliefs of one pool in one arena, by slot (see the module docstring).
+
+    Growable: ``add`` appends beliefs (validated like ``Cowan.window``), ``Cowan.rate_arena``
+    rates matches between slots in place, ``beliefs`` gives them back as belief arrays. The
+    values are bit for bit those of the belief arrays the same matches give."""
+
+    def __init__(self, cells: int, grow: int) -> None:
+        #: grid cells (n + 1) and the most a window can grow on each side in one match
+        self.cells = cells
+        self.grow = grow
+        #: the values live in an anonymous private mapping (``reserve``): ``vals`` is its view
+        self._map = _anonymous_map(1 << 16)
+        self.vals: FloatArray = np.frombuffer(self._map, dtype=np.float64)
+        self._mapped: FloatArray | None = self.vals  # ``vals`` while it is still that view
+        self.qvals: IntArray = np.empty(1, dtype=np.int64)  # no codes kept: the embedded store does not encode
+        self.end = 0
+        self.start: IntArray = np.empty(1024, dtype=np.int64)
+        self.cap: IntArray = np.empty(1024, dtype=np.int64)
+        self.lohi: IntArray = np.empty((1024, 2), dtype=np.int64)
+        self.rounds: FloatArray = np.empty(1024)
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _room(self, slots: int, cells: int) -> None:
+        if self.size + slots > self.start.shape[0]:
+            new = max(self.size + slots, 2 * self.start.shape[0])
+            for name in ("start", "cap", "rounds"):
+                old = getattr(self, name)
+                arr = np.empty(new, dtype=old.dtype)
+                arr[: self.size] = old[: self.size]
+                setattr(self, name, arr)
+            lohi = np.empty((new, 2), dtype=np.int64)
+            lohi[: self.size] = self.lohi[: self.size]
+            self.lohi = lohi
+        self.reserve(cells)
+
+    def reserve(self, cells: int) -> None:
+        """Room for ``cells`` more values after ``end``, by a quarter more at least.
+
+        The values are a view of an anonymous private mapping, which grows by ``mremap``
+        (``mmap.resize``): the kernel moves the pages of the block instead of copying them, so
+        the old and the new block never exist at once (a replay of 630k players peaks at 5.1 GiB
+        so, 7.6 GiB copying into a larger array), and the new cells are not written at all:
+        the kernel hands out a page, zeroed, when a cell of it is first written. Growing a
+        numpy array instead (``ndarray.resize``) zero-fills the new cells itself, every page
+        of the reserve at once, most of which no window ever reaches (a replay of 200k matches:
+        85 MB more resident, 21k more page faults). Nothing reads a cell past the windows:
+        a window is written where ``_layout`` places it before any match reads it
+        (``_arena_match`` copies in ``lohi``'s width only, from ``start``), the cells between
+        a window's width and its ``cap`` are never read, ``add``/``add_copies``/``set`` write
+        the windows they place, and ``compact`` moves windows only.
+
+        No view of the values is handed out (``beliefs`` copies); should one be held anyway
+        (the mapping then refuses to move), should the system have no ``mremap``, or should
+        ``vals`` be an array the kernel made when it had to grow the arena itself, the values
+        are copied into a new mapping."""
+        need = self.end + cells
+        if need <= self.vals.shape[0]:
+            return
+        size = max(need, self.vals.shape[0] + self.vals.shape[0] // 4)
+        if self.vals is self._mapped:
+            self.vals = self._mapped = np.empty(0)  # drop this object's export of the mapping
+            try:
+                self._map.resize(size * 8)
+            except (BufferError, OSError, SystemError):  # a view is held elsewhere, or no ``mremap``: copy
+                self.vals = np.frombuffer(self._map, dtype=np.float64)
+            else:
+                self.vals = self._mapped = np.frombuffer(self._map, dtype=np.float64)
+                return
+        new = _anonymous_map(size * 8)
+        vals = np.frombuffer(new, dtype=np.float64)
+        vals[: self.end] = self.vals[: self.end]
+        self._map, self.vals, self._mapped = new, vals, vals
+
+    def add(self, beliefs: Sequence[Belief]) -> IntArray:
+        """Append validated belief arrays (``[lo, rounds, p...]``) with room for a match's
+        growth in place; returns their slots."""
+        n = len(beliefs)
+        slots = np.arange(self.size, self.size + n, dtype=np.int64)
+        if n == 0:
+            return slots
+        widths = [len(x) - HEADER for x in beliefs]
+        caps = [min(self.cells, w + 2 * self.grow) for w in widths]
+        self._room(n, sum(caps))
+        pos = self.end
+        for i, (x, w, c) in enumerate(zip(beliefs, widths, caps, strict=True)):
+            k = self.size + i
+            lo = int(x[0])
+            self.start[k] = pos
+            self.cap[k] = c
+            self.lohi[k] = (lo, lo + w - 1)
+            self.rounds[k] = x[1]
+            self.vals[pos : pos + w] = x[HEADER:]
+            pos += c
+        self.end = pos
+        self.size += n
+        return slots
+
+    def add_copies(self, belief: Belief, n: int) -> IntArray:
+        """``add([belief] * n)`` by columns: every slot gets the same window and reserve, so
+        the slots' columns and the copies of the window are written in a few numpy calls
+        instead of a Python loop over the new players (a replay adds each of its players so)."""
+        slots = np.arange(self.size, self.size + n, dtype=np.int64)
+        if n == 0:
+            return slots
+        w = len(belief) - HEADER
+        c = min(self.cells, w + 2 * self.grow)
+        self._room(n, n * c)
+        lo = int(belief[0])
+        pos, k = self.end, self.size
+        self.start[k : k + n] = np.arange(pos, pos + n * c, c, dtype=np.int64)
+        self.cap[k : k + n] = c
+        self.lohi[k : k + n] = (lo, lo + w - 1)
+        self.rounds[k : k + n] = belief[1]
+        self.vals[pos : pos + n * c].reshape(n, c)[:, :w] = belief[HEADER:]
+        self.end = pos + n * c
+        self.size += n
+        return slots
+
+    def set(self, slot: int, belief: Belief) -> None:
+        """Replace the belief of ``slot`` (a validated array)."""
+        w = len(belief) - HEADER
+        if w > self.cap[slot]:
+            c = min(self.cells, w + 2 * self.grow)
+            self._room(0, c)
+            self.start[slot] = self.end
+            self.cap[slot] = c
+            self.end += c
+        s = int(self.start[slot])
+        lo = int(belief[0])
+        self.lohi[slot] = (lo, lo + w - 1)
+        self.rounds[slot] = belief[1]
+        self.vals[s : s + w] = belief[HEADER:]
+
+    def gather(self, slots: IntArray) -> tuple[FloatArray, IntArray]:
+        """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
+        ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
+        return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
+
+    def moments(self, slots: IntArray, grid: FloatArray) -> tuple[FloatArray, FloatArray, IntArray, int]:
+        """``moments_many`` of the beliefs of ``slots`` on ``grid`` (``moments_slots``)."""
+        return moments_slots(self.vals, self.start, self.lohi, self.rounds,  # type: ignore[no-any-return]
+                             np.ascontiguousarray(slots, dtype=np.int64), grid)
+
+    def beliefs(self, slots: IntArray) -> list[Belief]:
+        """The belief arrays of ``slots`` (views of one new buffer)."""
+        flat, offsets = self.gather(slots)
+        bounds = offsets.tolist()
+        return [flat[s:e] for s, e in pairwise(bounds)]
+
+    def compact(self) -> None:
+        """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""
+        self.end = _compact(self.vals, self.start, self.cap, self.lohi, self.size)
+
+    def live_cells(self) -> int:
+        return int(self.cap[: self.size].sum())

@@ -1,0 +1,84 @@
+"""The engine's fast path of Cowan: beliefs that are codec fixed points, batched summaries,
+and the quantised codes the codec writes new beliefs from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, concat_f64
+from stream.ratings.cowan.arena import CowanArena
+from stream.ratings.cowan.system import ELO_SCALE, Cowan
+from stream.ratings.cowan.windows import moments_many
+from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
+
+
+class CowanFastPath(FastPath, ArenaMatches):
+    #: Cowan's kernels quantise every belief after every match with the codec's own functions
+    #: (``_cowan_quant``), so what ``rate_matches`` returns is what a store round trip gives back
+    canonical_state: ClassVar[bool] = True
+    system_type = Cowan
+    system: Cowan
+
+    def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
+        """One njit call for the whole batch (the same ``moments`` per belief as ``summary``;
+        a malformed belief lets ``summary`` raise)."""
+        n = len(beliefs)
+        if n < 2:
+            return super().summary_many(beliefs)
+        try:
+            flat = concat_f64(beliefs)
+        except (ValueError, TypeError):
+            return super().summary_many(beliefs)
+        if flat.ndim != 1:
+            return super().summary_many(beliefs)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        out = self._ratings(flat, offsets)
+        return super().summary_many(beliefs) if out is None else out
+
+    def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
+        """``summary_many`` of the slots' beliefs, their moments read where the arena holds them
+        (``CowanArena.moments``: the very values ``summary_many`` would read from their copies)."""
+        if not isinstance(arena, CowanArena):
+            raise TypeError("a Cowan arena is needed")
+        means, sds, rounds, bad = arena.moments(slots, self.system.model.grid)  # (read in place, not gathered)
+        if bad >= 0:  # a malformed belief: ``summary`` names the fault
+            return super().summary_many(arena.beliefs(slots))
+        return self._of_moments(means, sds, rounds)
+
+    def _ratings(self, flat: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """The Ratings of the beliefs ``flat[offsets[i]:offsets[i + 1]]`` (one njit call), None
+        if one of them is malformed."""
+        means, sds, rounds, bad = moments_many(flat, offsets, self.system.model.grid)
+        if bad >= 0:
+            return None
+        return self._of_moments(means, sds, rounds)
+
+    @staticmethod
+    def _of_moments(means: FloatArray, sds: FloatArray, rounds: IntArray) -> list[Rating]:
+        return [
+            Rating(rating=r, mu=m, sigma=s, rounds=k)
+            for r, m, s, k in zip(
+                (ELO_SCALE * means + 1500.0).tolist(), means.tolist(), (ELO_SCALE * sds).tolist(), rounds.tolist(),
+                strict=True,
+            )
+        ]
+
+    def rate_matches_coded(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
+                           times_ms: IntArray) -> tuple[list[Belief], list[np.ndarray | None]]:
+        """``rate_matches`` and, for each new belief, the quantised log-densities of its window
+        (int64, one per probability) that the kernels computed to quantise it:
+        ``CowanCodec.encode_coded`` writes its bytes from them instead of taking the logarithm
+        of every cell again. None for a belief the batch did not change."""
+        return self.system._rate(beliefs, a, b, scores, True)
+
+    def new_arena(self) -> CowanArena:
+        return self.system.new_arena()
+
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+        if not isinstance(arena, CowanArena):
+            raise TypeError("a Cowan arena is needed")
+        self.system.rate_arena(arena, slots, a, b, scores)

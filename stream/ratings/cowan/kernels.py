@@ -1,0 +1,738 @@
+"""numba kernels of Cowan's system on the uniform grid (the hot path of ``cowan.Cowan``).
+
+Why this layout
+---------------
+A match works on two dense rows of ``n + 1`` cells (zero outside each player's window
+``[lo, hi]``, inclusive grid indices; the batch kernels in ``_cowan_arena`` copy windows in
+and out): every cell outside the window is ignored, so an established player (~300 cells)
+costs far less than the full 1001-cell grid.
+
+One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)`` with ``g(d) = Λ(x_i, x_k)``
+depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4):
+
+* ``H(d) = a0 + β·[d > 0] + β/2·[d = 0]`` — the Heaviside part, a running sum (Alg. 4.3);
+* ``R(d) = −β·sign(d)·φ(|d|)`` — the smooth residual. ``φ`` is a short sum of
+  exponentials ``Re Σ_j c_j z_j^|d|`` (exact, one real term, for the Laplace variant; for
+  the logistic luck a matrix-pencil fit with free rates: 5 real + 3 complex terms, max
+  error 4e-15, where a least-squares fit on the fixed rates e^(−jh) needs 16 terms for
+  3.7e-13 at the same speed), so ``Σ_k ρ(k) R(i − k)`` is two O(n) recursions (one
+  forward, one backward sweep, all exponentials at once; complex terms as real pairs).
+
+Draws in the paper's form need ``Σ_k ρ(k) D(i−k)``, ``D(d) = g(d)^θ g(−d)^(1−θ)``, a
+kernel with a branch point close to the real axis (no short exponential sum with the fixed
+rates ``e^(−jh)``: 24 half-integer exponents still leave 1e-10). With free *complex* rates
+(matrix pencil, ``cowan.fit_exp_sum``) each side ``D(±d) − D(±∞)`` is ~9 terms to ~5e-15,
+so ``draw_lik`` does it by two sweeps like ``win_lik``; the fallback (fit not good enough,
+or ``residual`` direct/fft) is a convolution over the cells that carry mass — a radix-2
+FFT for big windows, a direct sum for small ones.
+
+The sweeps are bound by each state's loop-carried chain, not by the number of terms: with
+the states in arrays every step is store → load → add → mul → store. ``_sweep_r3c4``
+(wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
+in the same order, hence the same bits as the generic loops, ~1.5× faster. ``update_pair``
+goes further for wins: both players' forward and backward sweeps are four independent runs
+of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of
+vectors (``_simd``: plain IEEE vector instructions, no FMA; two terms of each sweep in one
+8-lane vector), the same bits as two ``win_lik`` calls in about a quarter of the time; the
+drift's convolution uses the same vectors, and its running sums take both players in one
+loop (``_cowan_drift``). A batch keeps each thread's scratch (``update_pair_in``'s ``work``)
+from match to match instead of allocating the posteriors, the sweeps' outputs and the
+drift's buffers for every match.
+
+Loops over a window run over a view of it (``row[lo : hi + 1]``, indexed by ``t`` from
+``range``), not over ``row[lo + t]``: numba checks every computed index for a negative value
+(counted from the end of the array), a select on each element's address that keeps LLVM
+from vectorising the loop, while an index that counts up from 0 needs no check. The values
+are the same; copies, zeroing and scaling of a window so run several cells per instruction.
+Two running sums (both players' masses) share a loop over the cells both windows have, then
+each runs on alone, instead of one loop with a test per cell and player.
+
+``rate_pair`` is the single-match entry point (the streaming service's common case): the
+same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
+
+Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
+reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
+match run on another thread (other heap addresses) came out different in the last bit.
+The batch entry points (``_cowan_arena``: parallel over the matches of a wave, or serial)
+and ``rate_pair`` share ``update_pair``; since no kernel allows reassociation, all give the
+same bits, and a batch agrees bit for bit with the same matches applied one at a time.
+
+The stored state is quantised (``stream.ratings.cowan.codec``); ``update_pair`` ends by
+quantising both new beliefs with the codec's own functions (``_cowan_quant``), so the
+belief after every match is exactly what a store round trip gives back, and the result of
+a sequence of matches does not depend on where batch (or store) boundaries fall.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from stream.ratings.cowan.drift import (  # noqa: F401 (DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair re-exported)
+    DRIFT_EXP,
+    DRIFT_TAPS,
+    _drift_and_store_pair,
+    _drift_and_store_pair_in,
+)
+from stream.ratings.cowan.lanes import win_lik_pair
+from stream.ratings.cowan.quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
+
+# residual modes
+RES_SOE = 0  # sum of exponentials (two sweeps)
+RES_DIRECT = 1  # direct windowed sum with the tabulated g
+RES_FFT = 2  # FFT convolution with the tabulated g (for comparison)
+# draw forms
+FORM_PAPER = 0
+FORM_BLATMMR = 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soe_step(
+    st: np.ndarray,
+    sr: np.ndarray,
+    si: np.ndarray,
+    rr: np.ndarray,
+    rc: np.ndarray,
+    zr: np.ndarray,
+    zi: np.ndarray,
+    cr: np.ndarray,
+    ci: np.ndarray,
+    r_i: float,
+) -> float:
+    """``Re Σ_j c_j s_j`` then ``s_j ← z_j (s_j + r_i)``, real terms (rates ``rr``,
+    coefficients ``rc``, states ``st``) first, then complex ones as real pairs.
+
+    Plain loops in a fixed order: the reduction chain is off the critical path (the next
+    step only needs the states), and without ``fastmath`` the result never depends on how
+    the compiler vectorised or on array alignment."""
+    acc = 0.0
+    for j in range(rr.shape[0]):
+        acc += rc[j] * st[j]
+        st[j] = rr[j] * (st[j] + r_i)
+    for j in range(zr.shape[0]):
+        a = sr[j]
+        b = si[j]
+        acc += cr[j] * a - ci[j] * b
+        t = a + r_i
+        sr[j] = zr[j] * t - zi[j] * b
+        si[j] = zr[j] * b + zi[j] * t
+    return acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soe_views(
+    soe: np.ndarray, base: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The six parts of a packed sum of exponentials starting at ``soe[base]``:
+    ``[R, C, rates (R), coefs (R), Re z (C), Im z (C), Re c (C), Im c (C)]``."""
+    nr = int(soe[base])
+    nc = int(soe[base + 1])
+    o = base + 2
+    rr = soe[o : o + nr]
+    rc = soe[o + nr : o + 2 * nr]
+    o += 2 * nr
+    return rr, rc, soe[o : o + nc], soe[o + nc : o + 2 * nc], soe[o + 2 * nc : o + 3 * nc], soe[o + 3 * nc : o + 4 * nc]
+
+
+@njit(cache=True, nogil=True)
+def _direct(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
+    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]`` by whole-row updates: the inner loop
+    runs over i with unit stride in ``out`` and ``tab`` (vectorisable without
+    reassociation; every ``out[i]`` still sums over k in ascending order)."""
+    n = (tab.shape[0] - 1) // 2
+    m = hi - lo + 1
+    for t in range(m):
+        out[t] = 0.0
+    for k in range(lo_o, hi_o + 1):
+        w = rho[k]
+        if w == 0.0:
+            continue
+        base = lo - k + n
+        for t in range(m):
+            out[t] += w * tab[base + t]
+
+
+FFT_MAX = 4096  # grids up to n = 2047 (windows add up to < FFT_MAX cells)
+#: use the FFT instead of the direct sum above this many products |A|·|B|
+FFT_MIN_WORK = 60_000
+_TW_RE = np.cos(2.0 * np.pi * np.arange(FFT_MAX // 2) / FFT_MAX)
+_TW_IM = np.sin(2.0 * np.pi * np.arange(FFT_MAX // 2) / FFT_MAX)
+
+
+@njit(cache=True, nogil=True)
+def _fft(re: np.ndarray, im: np.ndarray, size: int, inverse: bool) -> None:
+    """In-place iterative radix-2 FFT of ``re + i·im`` (first ``size`` entries, a power of
+    two ≤ FFT_MAX); twiddles from one table of e^(2πik/FFT_MAX) frozen into the kernel."""
+    j = 0
+    for i in range(1, size):
+        bit = size >> 1
+        while j & bit:
+            j ^= bit
+            bit >>= 1
+        j |= bit
+        if i < j:
+            re[i], re[j] = re[j], re[i]
+            im[i], im[j] = im[j], im[i]
+    sign = 1.0 if inverse else -1.0
+    length = 2
+    while length <= size:
+        half = length >> 1
+        step = FFT_MAX // length
+        for k in range(half):
+            wr = _TW_RE[k * step]
+            wi = sign * _TW_IM[k * step]
+            for start in range(0, size, length):
+                a = start + k
+                b = a + half
+                xr = re[b] * wr - im[b] * wi
+                xi = re[b] * wi + im[b] * wr
+                re[b] = re[a] - xr
+                im[b] = im[a] - xi
+                re[a] += xr
+                im[a] += xi
+        length <<= 1
+
+
+@njit(cache=True, nogil=True)
+def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
+    """``_direct`` by one complex FFT pair: x = rho window, y = tab on the needed offsets
+    packed as x + i·y; circular length ≥ |out| + |x| − 1 (the wrap lands outside the
+    cells we keep). Agrees with the direct sum to ~1e-16 of the largest term."""
+    n = (tab.shape[0] - 1) // 2
+    m = hi - lo + 1
+    mo = hi_o - lo_o + 1
+    size = 1
+    while size < m + mo - 1:
+        size <<= 1
+    re = np.zeros(size)
+    im = np.zeros(size)
+    for t in range(mo):
+        re[t] = rho[lo_o + t]
+    # y[u] = tab[d + n] for d = lo − hi_o + u, u = 0 .. m + mo − 2
+    d0 = lo - hi_o
+    for u in range(m + mo - 1):
+        im[u] = tab[d0 + u + n]
+    _fft(re, im, size, _FALSE())
+    # X = (Z_k + conj Z_{−k}) / 2, Y = (Z_k − conj Z_{−k}) / 2i; product P = X·Y
+    pr = np.empty(size)
+    pi = np.empty(size)
+    for k in range(size):
+        q = (size - k) & (size - 1)
+        ar = 0.5 * (re[k] + re[q])
+        ai = 0.5 * (im[k] - im[q])
+        br = 0.5 * (im[k] + im[q])
+        bi = -0.5 * (re[k] - re[q])
+        pr[k] = ar * br - ai * bi
+        pi[k] = ar * bi + ai * br
+    _fft(pr, pi, size, _TRUE())
+    inv = 1.0 / size
+    for t in range(m):
+        out[t] = pr[t + mo - 1] * inv
+
+
+#: the register-resident sweep ``_sweep_r3c4`` takes sums with at most this many real and
+#: complex terms (the default logistic fit, frozen in ``cowan._FROZEN_RESIDUALS``, has exactly 3 and 4)
+SWEEP_REAL = 3
+SWEEP_CPLX = 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _takes_r3c4(soe: np.ndarray) -> bool:
+    """Whether ``win_lik`` sweeps the sum ``soe`` with ``_sweep_r3c4``: it fits, and is not so
+    short that the zero slots would cost more than they save (the Laplace variant's single
+    term stays on the generic loop)."""
+    nr = int(soe[0])
+    nc = int(soe[1])
+    return nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2
+
+
+@njit(cache=True, nogil=True)
+def _sweep_r3c4(
+    rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
+) -> None:
+    """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) with the
+    states in registers (scalars) instead of arrays: the same operations in the same order,
+    so the same bits as the generic loop (absent terms are zero slots: ``acc + 0.0``), but
+    no store-to-load round trip on each state's loop-carried chain (~1.7× faster).
+    ``acc_out[i − keep_lo] = acc(i)`` for the cells ``i ∈ [keep_lo, keep_hi]``."""
+    rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
+    r = np.zeros(SWEEP_REAL)
+    c = np.zeros(SWEEP_REAL)
+    r[: rr.shape[0]] = rr
+    c[: rr.shape[0]] = rc
+    q = np.zeros(4 * SWEEP_CPLX)
+    nc = zr.shape[0]
+    q[:nc] = zr
+    q[SWEEP_CPLX : SWEEP_CPLX + nc] = zi
+    q[2 * SWEEP_CPLX : 2 * SWEEP_CPLX + nc] = cr
+    q[3 * SWEEP_CPLX : 3 * SWEEP_CPLX + nc] = ci
+    r0, r1, r2 = r[0], r[1], r[2]
+    c0, c1, c2 = c[0], c[1], c[2]
+    zr0, zr1, zr2, zr3, zi0, zi1, zi2, zi3 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+    cr0, cr1, cr2, cr3, ci0, ci1, ci2, ci3 = q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]
+    s0 = s1 = s2 = 0.0
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0.0
+    i = first
+    for _ in range(count):
+        x = rho[i]
+        acc = 0.0
+        acc += c0 * s0
+        acc += c1 * s1
+        acc += c2 * s2
+        acc += cr0 * a0 - ci0 * b0
+        acc += cr1 * a1 - ci1 * b1
+        acc += cr2 * a2 - ci2 * b2
+        acc += cr3 * a3 - ci3 * b3
+        s0 = r0 * (s0 + x)
+        s1 = r1 * (s1 + x)
+        s2 = r2 * (s2 + x)
+        t = a0 + x
+        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
+        t = a1 + x
+        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
+        t = a2 + x
+        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
+        t = a3 + x
+        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
+        if keep_lo <= i <= keep_hi:
+            acc_out[i - keep_lo] = acc
+        i += step
+
+
+@njit(cache=True, nogil=True)
+def win_lik(
+    rho: np.ndarray,
+    lo_o: int,
+    hi_o: int,
+    lo: int,
+    hi: int,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+    out: np.ndarray,
+) -> None:
+    """``out[i − lo] = Σ_k rho[k] g(i − k)`` for ``i ∈ [lo, hi]``, ``k ∈ [lo_o, hi_o]``.
+
+    ``rho`` is the opponent's full-grid row; ``gtab[d + n] = g(d)`` is used by the
+    direct mode only.
+    """
+    if res_mode == RES_DIRECT:
+        _direct(rho, lo_o, hi_o, lo, hi, gtab, out)
+        return
+    if res_mode == RES_FFT:
+        _fft_conv(rho, lo_o, hi_o, lo, hi, gtab, out)
+        return
+    total = 0.0
+    for k in range(lo_o, hi_o + 1):
+        total += rho[k]
+    if _takes_r3c4(soe):
+        # the same sweeps as below, states in registers (same bits)
+        start = min(lo, lo_o)
+        stop = max(hi, hi_o)
+        fw = np.empty(hi - lo + 1)
+        _sweep_r3c4(rho, soe, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r3c4(rho, soe, stop, -_ONE(), stop - lo + 1, lo, hi, out)
+        run = 0.0
+        for i in range(start, hi + 1):
+            r_i = rho[i]
+            if i >= lo:
+                t = i - lo
+                out[t] = a0 * total + beta * (run + 0.5 * r_i - fw[t]) + beta * out[t]
+            run += r_i
+        return
+    rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
+    st = np.zeros(rr.shape[0])
+    sr = np.zeros(zr.shape[0])
+    si = np.zeros(zr.shape[0])
+    # rho is zero outside [lo_o, hi_o], so the sweeps need no bounds checks.
+    # forward sweep: s_j(i) = Σ_{k<i} rho(k) z_j^(i−k); also the running sum C(i) = Σ_{k<i} rho(k)
+    start = min(lo, lo_o)
+    res = np.empty(hi - start + 1)
+    run = 0.0
+    for i in range(start, hi + 1):
+        r_i = rho[i]
+        acc = _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, r_i)
+        res[i - start] = a0 * total + beta * (run + 0.5 * r_i - acc)
+        run += r_i
+    # backward sweep: s_j(i) = Σ_{k>i} rho(k) z_j^(k−i)
+    st[:] = 0.0
+    sr[:] = 0.0
+    si[:] = 0.0
+    stop = max(hi, hi_o)
+    for i in range(stop, hi, -1):
+        _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, rho[i])
+    off = lo - start
+    for i in range(hi, lo - 1, -1):
+        r_i = rho[i]
+        acc = _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, r_i)
+        out[i - lo] = res[i - lo + off] + beta * acc
+
+
+@njit(cache=True, nogil=True)
+def _sweep_r4c6(
+    rho: np.ndarray, soe: np.ndarray, base: int, first: int, step: int, count: int, keep_lo: int, keep_hi: int,
+    acc_out: np.ndarray,
+) -> None:
+    """``_sweep_r3c4`` for sums of ≤ 4 real and ≤ 6 complex terms packed at ``soe[base]``
+    (the paper-form draw fits; θ = ½ has exactly 4 and 6): same operations in the same
+    order as the generic loop of ``draw_lik``, states in registers."""
+    rr, rc, zr, zi, cr, ci = _soe_views(soe, base)
+    r = np.zeros(4)
+    c = np.zeros(4)
+    r[: rr.shape[0]] = rr
+    c[: rr.shape[0]] = rc
+    q = np.zeros(24)
+    nc = zr.shape[0]
+    q[:nc] = zr
+    q[6 : 6 + nc] = zi
+    q[12 : 12 + nc] = cr
+    q[18 : 18 + nc] = ci
+    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
+    c0, c1, c2, c3 = c[0], c[1], c[2], c[3]
+    zr0, zr1, zr2, zr3, zr4, zr5 = q[0], q[1], q[2], q[3], q[4], q[5]
+    zi0, zi1, zi2, zi3, zi4, zi5 = q[6], q[7], q[8], q[9], q[10], q[11]
+    cr0, cr1, cr2, cr3, cr4, cr5 = q[12], q[13], q[14], q[15], q[16], q[17]
+    ci0, ci1, ci2, ci3, ci4, ci5 = q[18], q[19], q[20], q[21], q[22], q[23]
+    s0 = s1 = s2 = s3 = 0.0
+    a0 = a1 = a2 = a3 = a4 = a5 = b0 = b1 = b2 = b3 = b4 = b5 = 0.0
+    i = first
+    for _ in range(count):
+        x = rho[i]
+        acc = 0.0
+        acc += c0 * s0
+        acc += c1 * s1
+        acc += c2 * s2
+        acc += c3 * s3
+        acc += cr0 * a0 - ci0 * b0
+        acc += cr1 * a1 - ci1 * b1
+        acc += cr2 * a2 - ci2 * b2
+        acc += cr3 * a3 - ci3 * b3
+        acc += cr4 * a4 - ci4 * b4
+        acc += cr5 * a5 - ci5 * b5
+        s0 = r0 * (s0 + x)
+        s1 = r1 * (s1 + x)
+        s2 = r2 * (s2 + x)
+        s3 = r3 * (s3 + x)
+        t = a0 + x
+        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
+        t = a1 + x
+        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
+        t = a2 + x
+        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
+        t = a3 + x
+        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
+        t = a4 + x
+        a4, b4 = zr4 * t - zi4 * b4, zr4 * b4 + zi4 * t
+        t = a5 + x
+        a5, b5 = zr5 * t - zi5 * b5, zr5 * b5 + zi5 * t
+        if keep_lo <= i <= keep_hi:
+            acc_out[i - keep_lo] = acc
+        i += step
+
+
+
+@njit(cache=True, nogil=True)
+def draw_lik(
+    rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
+) -> None:
+    """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel ``D`` given as
+    two one-sided sums of exponentials (``ds``, see ``cowan.pack_draw_soe``), by two O(n)
+    sweeps: ``D(d) = t₊ + Re Σ_j c₊ⱼ z₊ⱼ^d`` and ``D(−d) = t₋ + Re Σ_j c₋ⱼ z₋ⱼ^d`` for
+    d ≥ 1, ``D(0) = t₀``; ``swap`` uses ``D(−d)`` instead (the other player's side)."""
+    tp = ds[1]
+    tm = ds[2]
+    t0 = ds[3]
+    bp = 5
+    bm = int(ds[4])
+    if swap:
+        tp, tm = tm, tp
+        bp, bm = bm, bp
+    if max(int(ds[bp]), int(ds[bm])) <= 4 and max(int(ds[bp + 1]), int(ds[bm + 1])) <= 6:
+        # the same sweeps as below, states in registers (same bits)
+        start = min(lo, lo_o)
+        stop = max(hi, hi_o)
+        fw = np.empty(hi - lo + 1)
+        _sweep_r4c6(rho, ds, bp, start, _ONE(), hi - start + 1, lo, hi, fw)
+        _sweep_r4c6(rho, ds, bm, stop, -_ONE(), stop - lo + 1, lo, hi, out)
+        run = 0.0
+        for i in range(start, hi + 1):
+            r_i = rho[i]
+            if i >= lo:
+                fw[i - lo] = tp * run + t0 * r_i + fw[i - lo]
+            run += r_i
+        run = 0.0
+        for i in range(stop, lo - 1, -1):
+            r_i = rho[i]
+            if i <= hi:
+                out[i - lo] = fw[i - lo] + tm * run + out[i - lo]
+            run += r_i
+        return
+    rr, rc, zr, zi, cr, ci = _soe_views(ds, bp)
+    st = np.zeros(max(rr.shape[0], int(ds[bm])))
+    sr = np.zeros(max(zr.shape[0], int(ds[bm + 1])))
+    si = np.zeros(sr.shape[0])
+    # forward sweep: s_j(i) = Σ_{k<i} rho(k) z_j^(i−k), run = Σ_{k<i} rho(k)
+    start = min(lo, lo_o)
+    res = np.empty(hi - start + 1)
+    run = 0.0
+    for i in range(start, hi + 1):
+        r_i = rho[i]
+        acc = _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, r_i)
+        res[i - start] = tp * run + t0 * r_i + acc
+        run += r_i
+    # backward sweep: s_j(i) = Σ_{k>i} rho(k) z_j^(k−i), run = Σ_{k>i} rho(k)
+    rr, rc, zr, zi, cr, ci = _soe_views(ds, bm)
+    st[:] = 0.0
+    sr[:] = 0.0
+    si[:] = 0.0
+    run = 0.0
+    stop = max(hi, hi_o)
+    for i in range(stop, hi, -1):
+        r_i = rho[i]
+        _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, r_i)
+        run += r_i
+    off = lo - start
+    for i in range(hi, lo - 1, -1):
+        r_i = rho[i]
+        acc = _soe_step(st, sr, si, rr, rc, zr, zi, cr, ci, r_i)
+        out[i - lo] = res[i - lo + off] + tm * run + acc
+        run += r_i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def work_cells(n1: int, taps: np.ndarray) -> int:
+    """Cells of the scratch ``update_pair_in`` takes (``work``) on a grid of ``n1`` cells."""
+    return 12 * n1 + 6 + 2 * taps.shape[0]
+
+
+@njit(cache=True, nogil=True)
+def update_pair(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    ia: int,
+    ib: int,
+    score: float,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+    quant: bool,
+    qmin: int,
+    codes: np.ndarray,
+    status: np.ndarray,
+) -> None:
+    """``update_pair_in`` with scratch of its own."""
+    work = np.empty(work_cells(dens.shape[1], taps))
+    update_pair_in(dens, lohi, ia, ib, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
+                   drift_rate, tail, quant, qmin, codes, status, work)
+
+
+@njit(cache=True, nogil=True)
+def update_pair_in(
+    dens: np.ndarray,
+    lohi: np.ndarray,
+    ia: int,
+    ib: int,
+    score: float,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    res_mode: int,
+    form: int,
+    taps: np.ndarray,
+    drift_mode: int,
+    drift_rate: float,
+    tail: float,
+    quant: bool,
+    qmin: int,
+    codes: np.ndarray,
+    status: np.ndarray,
+    work: np.ndarray,
+) -> None:
+    """One match: both posteriors from the pre-match beliefs, then drift, in place.
+
+    ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
+    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
+    beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
+    own functions), so every intermediate belief is a fixed point of the codec;
+    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite), and
+    ``codes[i]`` (a matrix like ``dens``, int64) receives the quantised values of row i's
+    window (see ``canonicalise_row``).
+    """
+    rho_a = dens[ia]
+    rho_b = dens[ib]
+    la, ha = lohi[ia, 0], lohi[ia, 1]
+    lb, hb = lohi[ib, 0], lohi[ib, 1]
+    ma = ha - la + 1
+    mb = hb - lb + 1
+    n1 = dens.shape[1]
+    fa = work[:ma]
+    fb = work[n1 : n1 + mb]
+    partial = 0.0 < score < 1.0
+    if partial and form == FORM_PAPER:
+        # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
+        if res_mode == RES_SOE and dsoe[0] == 1.0:
+            draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
+            draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
+        elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
+            flip = dtab[::-1].copy()
+            _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
+            _fft_conv(rho_a, la, ha, lb, hb, flip, fb)
+        else:
+            flip = dtab[::-1].copy()
+            _direct(rho_b, lb, hb, la, ha, dtab, fa)
+            _direct(rho_a, la, ha, lb, hb, flip, fb)
+    else:
+        # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
+        if res_mode == RES_SOE and _takes_r3c4(soe):
+            # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
+            win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
+                         work[2 * n1 : 2 * n1 + 6 * (max(ha, hb) - min(la, lb) + 2)])
+        else:
+            win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+            win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
+        if score == 1.0:
+            for t in range(mb):
+                fb[t] = 1.0 - fb[t]
+        elif score == 0.0:
+            for t in range(ma):
+                fa[t] = 1.0 - fa[t]
+        else:
+            for t in range(ma):
+                w = fa[t]
+                fa[t] = w**score * (1.0 - w) ** (1.0 - score)
+            for t in range(mb):
+                w = fb[t]
+                fb[t] = w ** (1.0 - score) * (1.0 - w) ** score
+    # both posteriors' masses in one loop: two independent chains of additions overlap
+    # (each still adds its own cells in ascending order from 0.0)
+    sa = 0.0
+    sb = 0.0
+    wa = rho_a[la : ha + 1]
+    wb = rho_b[lb : hb + 1]
+    both = min(ma, mb)
+    for t in range(both):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
+    for t in range(both, ma):
+        v = wa[t] * fa[t]
+        fa[t] = v
+        sa += v
+    for t in range(both, mb):
+        v = wb[t] * fb[t]
+        fb[t] = v
+        sb += v
+    ia_ = 1.0 / sa
+    for t in range(ma):
+        fa[t] *= ia_
+    ib_ = 1.0 / sb
+    for t in range(mb):
+        fb[t] *= ib_
+    _drift_and_store_pair_in(fa, la, ha, rho_a, lohi[ia], fb, lb, hb, rho_b, lohi[ib], taps, drift_mode,
+                             drift_rate, tail, work[8 * n1 + 6 :])
+    if quant:
+        if not canonicalise_row(rho_a, lohi[ia], qmin, codes[ia]):
+            status[ia] = 1
+        if not canonicalise_row(rho_b, lohi[ib], qmin, codes[ib]):
+            status[ib] = 1
+
+
+@njit(cache=True, nogil=True)
+def rate_pair(
+    bel_a: np.ndarray,
+    bel_b: np.ndarray,
+    score: float,
+    dtab: np.ndarray,
+    dsoe: np.ndarray,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    taps: np.ndarray,
+    fpar: np.ndarray,
+    ipar: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
+    ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
+    entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
+    call with few arguments instead of the batch set-up, same arithmetic, same bits.
+    ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
+    qmin, n + 1]``; the int returned has bit 0 / bit 1 set if A's / B's belief came out
+    non-finite (quantised runs only). Also returns the quantised values of both new
+    windows (see ``canonicalise_row``; meaningless when not quantised)."""
+    n1 = ipar[5]
+    dens = np.zeros((2, n1))
+    codes = np.empty((2, n1), dtype=np.int64)
+    lohi = np.empty((2, 2), dtype=np.int64)
+    la = int(bel_a[0])
+    lb = int(bel_b[0])
+    ma = bel_a.shape[0] - 2
+    mb = bel_b.shape[0] - 2
+    for t in range(ma):
+        dens[0, la + t] = bel_a[2 + t]
+    for t in range(mb):
+        dens[1, lb + t] = bel_b[2 + t]
+    lohi[0, 0] = la
+    lohi[0, 1] = la + ma - 1
+    lohi[1, 0] = lb
+    lohi[1, 1] = lb + mb - 1
+    status = np.zeros(2, dtype=np.uint8)
+    update_pair(
+        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
+        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status,
+    )
+    lo = lohi[0, 0]
+    hi = lohi[0, 1]
+    out_a = np.empty(hi - lo + 3)
+    out_a[0] = lo
+    out_a[1] = bel_a[1] + 1.0
+    for x in range(lo, hi + 1):
+        out_a[2 + x - lo] = dens[0, x]
+    q_a = codes[0, lo : hi + 1].copy()
+    lo = lohi[1, 0]
+    hi = lohi[1, 1]
+    out_b = np.empty(hi - lo + 3)
+    out_b[0] = lo
+    out_b[1] = bel_b[1] + 1.0
+    for x in range(lo, hi + 1):
+        out_b[2 + x - lo] = dens[1, x]
+    q_b = codes[1, lo : hi + 1].copy()
+    return out_a, out_b, q_a, q_b, int(status[0]) + 2 * int(status[1])
+
+
+@njit(cache=True, nogil=True)
+def expected_score(
+    rho_a: np.ndarray,
+    la: int,
+    ha: int,
+    rho_b: np.ndarray,
+    lb: int,
+    hb: int,
+    a0: float,
+    beta: float,
+    soe: np.ndarray,
+    gtab: np.ndarray,
+    res_mode: int,
+) -> float:
+    """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive)."""
+    fa = np.empty(ha - la + 1)
+    win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+    acc = 0.0
+    for t in range(ha - la + 1):
+        acc += rho_a[la + t] * fa[t]
+    return acc

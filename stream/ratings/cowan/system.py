@@ -1,0 +1,668 @@
+"""Cowan's paired-comparison system for games of chance (Models 2.1, 2.11, 2.16).
+
+Each player's skill is a discrete distribution on the grid ``x_k = −M + 2Mk/n``
+(k = 0..n). A match multiplies each player's pre-match distribution by the likelihood of
+the result under the luck function ``Λ(x, y) = (1−β)/2 + β/(1 + e^(y−x))`` averaged over
+the opponent's distribution, then convolves with a drift kernel (skill changes between
+games) and renormalises.
+
+Belief layout (1-D float64, see ``stream.ratings.base``)::
+
+    [lo, rounds, p_lo, p_lo+1, ..., p_hi]
+
+``lo`` is the grid index of the first stored cell (an integer held in a float), ``rounds``
+the number of matches that changed the player, and the rest the probabilities of the
+contiguous window ``[lo, hi]``; cells outside carry (numerically) no mass. A fresh player
+has the prior N(0, σ0²) sampled on the grid and normalised, minus negligible tails.
+
+Algorithms (``algorithm=``):
+
+* ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
+  (free complex rates fitted by matrix pencil, ``fit_exp_sum``: 7 terms, 2e-15; the default
+  grid's fit is frozen bit for bit, ``_FROZEN_RESIDUALS``, so every CPU rates alike)
+  (two O(n) sweeps) — agrees with the naive algorithm to ~1e-16 per cell (tests: < 1e-12);
+  drift by a short direct convolution (27 taps). ``residual=direct`` / ``residual=fft``
+  replace the sweeps by a windowed direct sum / an FFT convolution of the whole Λ (the
+  slower alternatives, kept for comparison; see BENCHMARKS.md).
+* ``laplace``: a different model with Laplace luck ``Λ = (1−β)/2 + β·F_L(x−y)`` (scale
+  ``laplace_scale``, default π/√6 = the logistic's variance) and a Laplace drift kernel of
+  the same variance as the Gaussian one; both are single exponentials, so every step is an
+  exact O(n) sweep (paper Alg. 4.5/4.6).
+* ``naive``: the general algorithm of §4.1 (``posterior_naive``) on the windows, O(n²);
+  the test oracle.
+
+Draws (0 < score < 1): ``draw_form=paper`` (default) uses eq. (1),
+``ρ_A(x)·Σ_k ρ_B(x_k) Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``: that kernel ``D`` has no short sum of
+exponentials with the rates ``e^(−jh)`` the win/loss fit uses (branch point at
+``e^(−d) = −1/9``), but with free complex rates (``fit_exp_sum``, matrix pencil) each side
+``D(±d) − D(±∞)`` takes ~9 terms for a max error ~5e-15, so draws are two O(n) sweeps as
+well (``draw_lik``); if a fit misses ``DRAW_SOE_MAX_ERR`` — or with ``residual=direct/fft``
+— the draw is a direct / FFT convolution. ``draw_form=blatmmr`` raises the two win/loss
+sums instead.
+
+Windows: every update drops ≤ 1e-13 of the mass from each tail (``TAIL``), which keeps
+windows at about ±7.3 sd and is what makes established players cheaper than new ones.
+
+Quantised state: beliefs are stored by a lossy codec (``stream.ratings.cowan.codec``:
+log-density relative to the peak rounded to 2^−24, cells below ~2.4e-16 of the peak dropped
+from the window edges). The quantised belief is the state itself: the prior and the belief
+after *every* match are passed through the codec's own quantise/dequantise functions
+(``_cowan_quant``, inside the kernels), so every belief this class returns satisfies
+``decode(encode(b)) == b`` bit for bit (``CowanFastPath.canonical_state``) and results do not
+depend on how matches are batched. ``rate_matches(..., quantise=False)`` skips that step (the
+raw model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numba
+import numpy as np
+
+from stream.ratings.base import (
+    Belief,
+    FloatArray,
+    IntArray,
+    Params,
+    Rating,
+    RatingError,
+    RatingSystem,
+    concat_f64,
+)
+from stream.ratings.cowan import kernels as K
+from stream.ratings.cowan.arena import CowanArena, arena_from_flat, gather, run_arena_serial, run_arena_waves
+from stream.ratings.cowan.model import (
+    _FROZEN_DRAW_FITS,
+    _FROZEN_DRAW_MAX_ERR,
+    DRAW_SOE_MAX_ERR,
+    Model,
+    _residual_soe,
+    exp_exact,
+    fit_exp_sum,
+    fit_soe,
+    gauss_taps,
+    pack_draw_soe,
+    pack_soe,
+    pow_exact,
+    soe_values,
+    trim_bounds,
+)
+from stream.ratings.cowan.naive import drift_naive, posterior_naive
+from stream.ratings.cowan.quant import QMIN, canonical
+from stream.ratings.cowan.windows import HEADER, moments
+from stream.ratings.waves import schedule_waves
+
+ELO_SCALE = 400.0 / math.log(10.0)
+
+#: mass each update may drop from each tail (keeps windows short: ±7.3σ instead of the
+#: grid; 1e-13 is far below the codec's 1e-12 window bound and its ~6e-8 quantisation)
+TAIL = 1e-13
+
+
+
+@dataclass(frozen=True)
+class CowanParams(Params):
+    """docs/interface.md defaults; ``algorithm``, ``draw_form``, ``residual`` and the Laplace and
+    sum-of-exponentials knobs are ours (documented in the module docstring)."""
+
+    n: int = 1000
+    M: float = 7.0
+    sigma0: float = 0.7
+    sigma_kernel: float = 0.03
+    beta: float = 0.8
+    draw_form: str = "paper"
+    algorithm: str = "fast"
+    residual: str = "soe"
+    soe_terms: int = 16
+    laplace_scale: float = 0.0  # 0 → π/√6 (the logistic's variance)
+
+    def __post_init__(self) -> None:
+        finite = all(math.isfinite(x) for x in (self.M, self.sigma0, self.sigma_kernel, self.laplace_scale))
+        if self.n < 2 or not finite or self.M <= 0 or self.sigma0 <= 0 or self.sigma_kernel < 0:
+            raise RatingError("cowan: need n >= 2, M > 0, sigma0 > 0, sigma_kernel >= 0, all finite")
+        if not 0.0 <= self.beta <= 1.0:
+            raise RatingError(f"cowan: beta must lie in [0, 1] (got {self.beta})")
+        if self.draw_form not in ("paper", "blatmmr"):
+            raise RatingError(f"cowan: draw_form must be paper or blatmmr (got {self.draw_form!r})")
+        if self.algorithm not in ("fast", "laplace", "naive"):
+            raise RatingError(f"cowan: algorithm must be fast, laplace or naive (got {self.algorithm!r})")
+        if self.residual not in ("soe", "direct", "fft"):
+            raise RatingError(f"cowan: residual must be soe, direct or fft (got {self.residual!r})")
+        if not 1 <= self.soe_terms <= 40:
+            raise RatingError("cowan: soe_terms must lie in 1..40")
+        if self.laplace_scale < 0:
+            raise RatingError("cowan: laplace_scale must be >= 0")
+
+
+
+class Cowan(RatingSystem):
+    """Cowan's system; see the module docstring for the model, layout and algorithms."""
+
+    name: ClassVar[str] = "cowan"
+    params_type: ClassVar[type[Params]] = CowanParams
+    native: ClassVar[frozenset[str]] = frozenset({"matches"})
+
+    def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self.p: CowanParams = self.params  # type: ignore[assignment]
+        self._dtabs: dict[float, np.ndarray] = {}
+        self._dsoe_rows: dict[float, np.ndarray] = {}
+        #: batches at least this long, with at least this many matches per wave on average,
+        #: run their waves in parallel (a parallel launch per wave costs more than a few matches)
+        self.parallel_min_batch = 256
+        self.parallel_min_width = 8
+
+    # ---- model -------------------------------------------------------------------
+    @property
+    def laplace(self) -> bool:
+        return self.p.algorithm == "laplace"
+
+    @property
+    def laplace_scale(self) -> float:
+        return self.p.laplace_scale or math.pi / math.sqrt(6.0)
+
+    def luck(self, x: Any, y: Any) -> Any:
+        """Λ(x, y): probability that skill x beats skill y (vectorised)."""
+        p = self.p
+        a0 = (1.0 - p.beta) / 2.0
+        d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+        if self.laplace:
+            s = self.laplace_scale
+            cdf = np.where(d >= 0, 1.0 - 0.5 * np.exp(-np.abs(d) / s), 0.5 * np.exp(-np.abs(d) / s))
+            return a0 + p.beta * cdf
+        return a0 + p.beta / (1.0 + np.exp(-d))
+
+    def _luck_table(self, d: np.ndarray) -> np.ndarray:
+        """Λ(d, 0) as ``luck`` computes it, with ``exp_exact``: the same bits on every CPU."""
+        p = self.p
+        a0 = (1.0 - p.beta) / 2.0
+        if self.laplace:
+            e = exp_exact(-np.abs(d) / self.laplace_scale)
+            return a0 + p.beta * np.where(d >= 0, 1.0 - 0.5 * e, 0.5 * e)
+        return a0 + p.beta / (1.0 + exp_exact(-d))
+
+    @cached_property
+    def model(self) -> Model:
+        p = self.p
+        h = 2.0 * p.M / p.n
+        grid = -p.M + h * np.arange(p.n + 1, dtype=float)
+        d = np.arange(-p.n, p.n + 1, dtype=float) * h
+        gtab = np.ascontiguousarray(self._luck_table(d), dtype=np.float64)
+        if self.laplace:
+            s = self.laplace_scale
+            soe = pack_soe(np.array([math.exp(-h / s)]), np.array([0.5]))
+            soe_error = 0.0
+            b = p.sigma_kernel / math.sqrt(2.0)
+            r = math.exp(-h / b) if b > 0 else 0.0
+            w0 = (1.0 - r) / (1.0 + r)
+            taps = np.array([w0])
+            full_taps = w0 * r ** np.abs(np.arange(-p.n, p.n + 1, dtype=float))
+            drift_mode, drift_rate = K.DRIFT_EXP, r
+        else:
+            soe, soe_error = _residual_soe(p.n, h, p.soe_terms)
+            soe = soe.copy()  # the cached row stays unshared
+            taps = gauss_taps(p.sigma_kernel, h)
+            full_taps = taps
+            drift_mode, drift_rate = K.DRIFT_TAPS, 0.0
+        return Model(
+            grid=grid,
+            a0=(1.0 - p.beta) / 2.0,
+            beta=p.beta,
+            soe=np.ascontiguousarray(soe, dtype=np.float64),
+            gtab=gtab,
+            res_mode={"direct": K.RES_DIRECT, "fft": K.RES_FFT}.get(p.residual, K.RES_SOE),
+            form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
+            taps=np.ascontiguousarray(taps, dtype=np.float64),
+            full_taps=np.ascontiguousarray(full_taps, dtype=np.float64),
+            drift_mode=drift_mode,
+            drift_rate=drift_rate,
+            soe_error=soe_error,
+        )
+
+    @cached_property
+    def _no_dtabs(self) -> np.ndarray:
+        """Placeholder draw-table stack for batches without partial scores (never read)."""
+        return np.ascontiguousarray(self.model.gtab[None, :])
+
+    @cached_property
+    def _no_dsoes(self) -> np.ndarray:
+        """Placeholder draw-fit stack for batches without partial scores (never read)."""
+        return np.zeros((1, 5))
+
+    def _dsoe(self, score: float) -> np.ndarray:
+        """Paper-form draw kernel ``D = g(d)^s g(−d)^(1−s)`` as two one-sided sums of
+        complex exponentials (``pack_draw_soe``; cached per score), or a row starting with
+        0 (use the FFT/direct convolution) when the fit misses ``DRAW_SOE_MAX_ERR``."""
+        row = self._dsoe_rows.get(score)
+        if row is None:
+            if len(self._dsoe_rows) >= 64:
+                self._dsoe_rows.clear()
+            n = self.p.n
+            tab = self._dtab(score)
+            # g(+∞) = a0 + β, g(−∞) = a0 (logistic and Laplace luck alike)
+            hi, lo = self.model.a0 + self.model.beta, self.model.a0
+            pw = pow_exact(np.array([hi, lo]), score)
+            qw = pow_exact(np.array([hi, lo]), 1.0 - score)
+            tp = float(pw[0] * qw[1])  # hi^s lo^(1−s)
+            tm = float(pw[1] * qw[0])  # lo^s hi^(1−s)
+            yp = tab[n + 1 :] - tp
+            ym = tab[n - 1 :: -1] - tm
+            frozen = self._frozen_draw_fit(score, yp, ym)
+            if frozen is not None:
+                row = np.concatenate(([1.0, tp, tm, float(tab[n]), 5.0 + frozen.shape[0]], frozen, frozen))
+            else:
+                zp, cp, ep = fit_exp_sum(yp)
+                if np.array_equal(yp, ym):
+                    zm, cm, em = zp, cp, ep
+                else:
+                    zm, cm, em = fit_exp_sum(ym)
+                if max(ep, em) <= DRAW_SOE_MAX_ERR:
+                    row = pack_draw_soe(tp, tm, float(tab[n]), (zp, cp), (zm, cm))
+                else:
+                    row = np.zeros(5)
+            self._dsoe_rows[score] = row
+        return row
+
+    def _frozen_draw_fit(self, score: float, yp: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
+        """The ``pack_soe`` row of ``_FROZEN_DRAW_FITS`` for this model and score, if there is
+        one, the kernel is symmetric (``yp == ym``) and the row fits this machine's ``yp``."""
+        p = self.p
+        if self.laplace:
+            return None
+        hexes = _FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score)))
+        if hexes is None or not np.array_equal(yp, ym):
+            return None
+        soe = np.array([float.fromhex(x) for x in hexes])
+        err = float(np.max(np.abs(soe_values(soe, np.arange(1, yp.shape[0] + 1, dtype=float)) - yp)))
+        return soe if err <= _FROZEN_DRAW_MAX_ERR else None
+
+    def _dtab(self, score: float) -> np.ndarray:
+        """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
+        tab = self._dtabs.get(score)
+        if tab is None:
+            if len(self._dtabs) >= 64:  # arbitrary partial scores: keep the cache bounded
+                self._dtabs.clear()
+            g = self.model.gtab
+            tab = np.ascontiguousarray(pow_exact(g, score) * pow_exact(g[::-1], 1.0 - score))
+            self._dtabs[score] = tab
+        return tab
+
+    # ---- beliefs -----------------------------------------------------------------
+    @cached_property
+    def _prior(self) -> Belief:
+        """N(0, σ0²) on the grid, tails trimmed, quantised (a codec fixed point)."""
+        grid = self.model.grid
+        p = exp_exact(-0.5 * (grid / self.p.sigma0) ** 2)
+        p /= math.fsum(p)
+        lo, hi = trim_bounds(p, TAIL)
+        w = p[lo : hi + 1] / math.fsum(p[lo : hi + 1])
+        return canonical(np.concatenate(([float(lo), 0.0], w)))
+
+    def new_belief(self) -> Belief:
+        return self._prior.copy()
+
+    def window(self, belief: Belief) -> tuple[int, np.ndarray]:
+        """``(lo, probabilities)`` of a belief, validated."""
+        if belief.ndim != 1 or belief.shape[0] <= HEADER:
+            raise RatingError("cowan: malformed belief (too short)")
+        lo = int(belief[0])
+        probs = belief[HEADER:]
+        if lo < 0 or lo + probs.shape[0] > self.p.n + 1:
+            raise RatingError(f"cowan: belief window [{lo}, {lo + probs.shape[0] - 1}] outside the grid")
+        return lo, probs
+
+    def full(self, belief: Belief) -> np.ndarray:
+        """The belief as a distribution on the whole grid (n + 1 cells)."""
+        lo, probs = self.window(belief)
+        out = np.zeros(self.p.n + 1)
+        out[lo : lo + probs.shape[0]] = probs
+        return out
+
+    def summary(self, belief: Belief) -> Rating:
+        lo, probs = self.window(belief)
+        mean, sd = moments(probs, self.model.grid, lo)
+        return Rating(rating=ELO_SCALE * mean + 1500.0, mu=mean, sigma=ELO_SCALE * sd, rounds=int(belief[1]))
+
+    def ranking_score(self, belief: Belief) -> float:
+        lo, probs = self.window(belief)
+        return moments(probs, self.model.grid, lo)[0]
+
+    def win_probability(self, a: Belief, b: Belief) -> float:
+        """Σ_i Σ_k ρ_A(x_i) Λ(x_i, x_k) ρ_B(x_k) — the model has no draws, so this is
+        also A's expected score."""
+        m = self.model
+        fa, fb = self.full(a), self.full(b)
+        la, pa = self.window(a)
+        lb, pb = self.window(b)
+        return float(
+            K.expected_score(
+                fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
+                m.a0, m.beta, m.soe, m.gtab, m.res_mode,
+            )
+        )
+
+    # ---- updates -----------------------------------------------------------------
+    def rate_round(
+        self,
+        beliefs: Sequence[Belief],
+        ranks: IntArray,
+        time_ms: int,
+        weight: float = 1.0,
+        perf_ceiling: float = math.inf,
+    ) -> list[Belief]:
+        """A two-player round is one match (rank 1 beats rank 2, equal ranks draw); a round of
+        one player changes nothing. ``weight`` is ignored: the paper's update has no weight
+        (every match is one full update and one drift step), and a tempered likelihood would
+        need its own sum-of-exponentials tables per weight."""
+        if len(beliefs) < 2:
+            return list(beliefs)
+        if len(beliefs) != 2:
+            raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
+        ra, rb = int(ranks[0]), int(ranks[1])
+        score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
+        return self.rate_matches(
+            list(beliefs), np.array([0]), np.array([1]), np.array([score]), np.array([time_ms])
+        )
+
+    def rate_matches(
+        self,
+        beliefs: Sequence[Belief],
+        a: IntArray,
+        b: IntArray,
+        scores: FloatArray,
+        times_ms: IntArray,
+        *,
+        quantise: bool = True,
+    ) -> list[Belief]:
+        """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``).
+
+        ``times_ms`` is accepted for the interface but unused: as in the paper, skills drift
+        by one kernel step per match, not per unit of time. Large batches with wide waves
+        use the parallel kernel (``parallel_min_batch``/``parallel_min_width``), others the
+        serial one; both give the same bits as applying the matches one at a time.
+
+        Every belief after every match is quantised by the codec's functions, so the
+        returned beliefs are codec fixed points and batching never changes a bit;
+        ``quantise=False`` returns the raw model instead (tests against the naive oracle,
+        benchmarks; such beliefs are *not* what the pipeline stores).
+        """
+        return self._rate(beliefs, a, b, scores, quantise)[0]
+
+    def _rate(
+        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
+    ) -> tuple[list[Belief], list[np.ndarray | None]]:
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        nplayers = len(beliefs)
+        _validate(a, b, scores, nplayers)
+        codes: list[np.ndarray | None] = [None] * nplayers
+        if a.shape[0] == 0:
+            return list(beliefs), codes
+        if self.p.algorithm == "naive":
+            return self._rate_naive(beliefs, a, b, scores, quantise), codes
+        if a.shape[0] == 1:  # the service's common case: no batch set-up
+            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise, codes)
+        flat, start, cap, lohi, rounds = self._arena_of(beliefs)
+        # the new windows go after the old ones; their codes at the same positions
+        qvals = np.empty(flat.shape[0] if quantise else 1, dtype=np.int64)
+        slot = np.arange(nplayers, dtype=np.int64)
+        vals, qvals, status, _ = self._run_arena(flat, qvals, start, cap, lohi, rounds, flat.shape[0], slot, a, b,
+                                                 scores, quantise, quantise)
+        if quantise and status.any():
+            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
+        who = np.flatnonzero(played).astype(np.int64)
+        new_flat, offs = gather(vals, start, lohi, rounds, who)
+        out: list[Belief] = list(beliefs)
+        bounds = offs.tolist()
+        for i, s, e, q in zip(who.tolist(), bounds[:-1], bounds[1:], start[who].tolist(), strict=True):
+            out[i] = new_flat[s:e]  # views of one new buffer: beliefs are never written in place
+            if quantise:
+                codes[i] = qvals[q : q + e - s - HEADER]
+        return out, codes
+
+    def _run_arena(self, vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray,
+                   lohi: np.ndarray, rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray,
+                   b: np.ndarray, scores: np.ndarray, quantise: bool,
+                   want_codes: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The matches ``(slot[a[m]], slot[b[m]])`` on an arena (``_cowan_arena``), in place:
+        ``(vals, qvals, status, end)`` — the arena's arrays (new ones if they grew), the flags
+        of local players whose belief came out non-finite, the arena's new end. Large batches
+        with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
+        m = self.model
+        # paper-form draw tables, one per distinct partial score
+        partial: list[float] = []
+        if m.form == K.FORM_PAPER:
+            mid = scores[(scores > 0.0) & (scores < 1.0)]
+            if mid.size:
+                partial = [float(s) for s in np.unique(mid)]
+        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else self._no_dtabs
+        dsoes = _stack_rows([self._dsoe(s) for s in partial]) if partial else self._no_dsoes
+        dtab_index = np.zeros(a.shape[0], dtype=np.int64)
+        for t, s in enumerate(partial):
+            dtab_index[scores == s] = t
+        status = np.zeros(slot.shape[0], dtype=np.uint8)
+        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+        wide = False
+        if a.shape[0] >= self.parallel_min_batch:
+            _, order, starts = schedule_waves(a, b, status.shape[0])
+            wide = a.shape[0] >= self.parallel_min_width * (starts.shape[0] - 1)
+        if wide:
+            vals, qvals, end = run_arena_waves(
+                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
+                dsoes, m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
+                quantise, QMIN, want_codes, grow, status, numba.get_num_threads(),
+            )
+        else:
+            vals, qvals, end = run_arena_serial(
+                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
+                m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
+                QMIN, want_codes, grow, status,
+            )
+        return vals, qvals, status, end
+
+    def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+        """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
+        in place, quantised: the same bits as ``rate_matches`` on the arena's belief arrays.
+        On ``RatingError`` (a belief came out non-finite) the arena's beliefs of this batch
+        are left part-updated."""
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        _validate(a, b, scores, slots.shape[0])
+        if a.shape[0] == 0:
+            return
+        if self.p.algorithm == "naive":
+            beliefs = arena.beliefs(slots)
+            new = self._rate_naive(beliefs, a, b, scores, True)
+            for i in np.unique(np.concatenate((a, b))).tolist():
+                arena.set(int(slots[i]), new[i])
+            return
+        # every match may move both windows to fresh cells: room for that now (free until
+        # written), so that the kernel never grows the arena by copying it
+        arena.reserve(2 * a.shape[0] * arena.cells)
+        arena.vals, _, status, arena.end = self._run_arena(
+            arena.vals, arena.qvals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores,
+            True, False)
+        if status.any():
+            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        live = arena.live_cells()
+        if arena.end > live + live // 4 + (1 << 20):  # windows that moved left their old cells behind
+            arena.compact()
+
+    def new_arena(self) -> CowanArena:
+        """An empty ``CowanArena`` for this system's grid and drift kernel."""
+        m = self.model
+        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+        return CowanArena(self.p.n + 1, grow)
+
+    def _arena_of(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                            np.ndarray]:
+        """A temporary arena over the beliefs (``arena_from_flat``: a new buffer holding them
+        back to back); a belief ``window`` would reject raises its error."""
+        n = len(beliefs)
+        try:
+            flat = concat_f64(beliefs)
+        except (ValueError, TypeError):
+            flat = None
+        if flat is None or flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
+            flat = concat_f64([self._belief_array(x) for x in beliefs])
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        start, cap, lohi, rounds, bad = arena_from_flat(flat, offsets, self.p.n + 1)
+        if bad >= 0:
+            self._belief_array(beliefs[bad])  # raises window's error
+            raise RatingError(f"cowan: malformed belief {bad}")
+        return flat, start, cap, lohi, rounds
+
+    @cached_property
+    def _pair_consts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(fpar, ipar with quant = 0, ipar with quant = 1)`` for ``K.rate_pair``."""
+        m = self.model
+        fpar = np.array([m.a0, m.beta, m.drift_rate, TAIL])
+        ipar = [m.res_mode, m.form, m.drift_mode, 0, QMIN, self.p.n + 1]
+        raw = np.array(ipar, dtype=np.int64)
+        ipar[3] = 1
+        return fpar, raw, np.array(ipar, dtype=np.int64)
+
+    def _belief_array(self, belief: Belief) -> np.ndarray:
+        """A belief as a validated contiguous float64 array (``window``'s checks)."""
+        bel = np.ascontiguousarray(belief, dtype=np.float64)
+        if bel.ndim != 1 or bel.shape[0] <= HEADER:
+            raise RatingError("cowan: malformed belief (too short)")
+        lo = int(bel[0])
+        if lo < 0 or lo + bel.shape[0] - HEADER > self.p.n + 1:
+            raise RatingError(f"cowan: belief window [{lo}, {lo + bel.shape[0] - HEADER - 1}] outside the grid")
+        return bel
+
+    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
+                  codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
+        """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
+        without the batch arena, wave schedule or per-batch tables."""
+        m = self.model
+        if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
+            dtab, dsoe = self._dtab(score), self._dsoe(score)
+        else:
+            dtab, dsoe = m.gtab, self._no_dsoes[0]
+        fpar, raw, quant = self._pair_consts
+        new_a, new_b, q_a, q_b, status = K.rate_pair(
+            self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
+            m.soe, m.gtab, m.taps, fpar, quant if quantise else raw,
+        )
+        if quantise and status:
+            raise RatingError(f"cowan: non-finite belief for player {ia if status & 1 else ib}")
+        out = list(beliefs)
+        out[ia] = new_a
+        out[ib] = new_b
+        if quantise:
+            codes[ia] = q_a
+            codes[ib] = q_b
+        return out, codes
+
+    # ---- the naive oracle ----------------------------------------------------------
+    def naive_update(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
+        """One match by the general algorithm (§4.1) on the windows, then the drift kernel
+        by ``np.convolve``: the oracle the fast kernels are tested against (same model,
+        same trimming rule, O(|A|·|B|) work and no shared code with the kernels)."""
+        grid = self.model.grid
+        la, pa = self.window(a)
+        lb, pb = self.window(b)
+        xa = grid[la : la + pa.shape[0]]
+        xb = grid[lb : lb + pb.shape[0]]
+        post_a, post_b = posterior_naive(xa, pa, xb, pb, self.luck, score, self.p.draw_form)
+        return self._naive_drift(la, post_a, a[1] + 1), self._naive_drift(lb, post_b, b[1] + 1)
+
+    def _naive_drift(self, lo: int, post: np.ndarray, rounds: float) -> Belief:
+        taps = self.model.full_taps
+        half = (taps.shape[0] - 1) // 2
+        a = max(0, lo - half)
+        z = min(self.p.n, lo + post.shape[0] - 1 + half)
+        padded = np.zeros(z - a + 1)
+        padded[lo - a : lo - a + post.shape[0]] = post
+        buf = drift_naive(padded, taps)
+        t0, t1 = trim_bounds(buf, TAIL)
+        kept = buf[t0 : t1 + 1]
+        return np.concatenate(([float(a + t0), rounds], kept / kept.sum()))
+
+    def _rate_naive(
+        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
+    ) -> list[Belief]:
+        out = list(beliefs)
+        for m in range(a.shape[0]):
+            ia, ib = int(a[m]), int(b[m])
+            na, nb = self.naive_update(out[ia], out[ib], float(scores[m]))
+            out[ia], out[ib] = (canonical(na), canonical(nb)) if quantise else (na, nb)
+        return out
+
+
+
+def _stack_rows(rows: list[np.ndarray]) -> np.ndarray:
+    """Rows of different lengths as one zero-padded matrix."""
+    if len(rows) == 1:
+        return rows[0][None, :]
+    out = np.zeros((len(rows), max(r.shape[0] for r in rows)))
+    for i, r in enumerate(rows):
+        out[i, : r.shape[0]] = r
+    return out
+
+
+def _validate(a: np.ndarray, b: np.ndarray, scores: np.ndarray, nplayers: int) -> None:
+    if not (a.shape == b.shape == scores.shape) or a.ndim != 1:
+        raise RatingError("cowan: a, b and scores must be 1-D arrays of one length")
+    if a.shape[0] == 0:
+        return
+    if a.shape[0] == 1:  # scalar checks: numpy reductions cost more than the rest of the call
+        ia, ib, sc = int(a[0]), int(b[0]), float(scores[0])
+        if not (0 <= ia < nplayers and 0 <= ib < nplayers):
+            raise RatingError("cowan: player index out of range")
+        if ia == ib:
+            raise RatingError(f"cowan: match 0 pits player {ia} against itself")
+        if not 0.0 <= sc <= 1.0:  # also rejects NaN
+            raise RatingError("cowan: scores must be finite and lie in [0, 1]")
+        return
+    if a.min() < 0 or b.min() < 0 or a.max() >= nplayers or b.max() >= nplayers:
+        raise RatingError("cowan: player index out of range")
+    bad = np.flatnonzero(a == b)
+    if bad.size:
+        raise RatingError(f"cowan: match {int(bad[0])} pits player {int(a[bad[0]])} against itself")
+    if not np.all(np.isfinite(scores)) or scores.min() < 0.0 or scores.max() > 1.0:
+        raise RatingError("cowan: scores must be finite and lie in [0, 1]")
+
+
+def warmup() -> None:
+    """Compile (or load from the numba cache) every kernel on a small grid, so that the
+    first real event does not pay for compilation.
+
+    Both the serial kernel (3 matches) and the parallel one (one wave of
+    ``parallel_min_batch`` disjoint matches): without the latter, a new worker compiles it
+    inside its first large take batch, and that batch's matches wait for the compiler."""
+    for algo in ("fast", "laplace"):
+        sys_ = Cowan({"algorithm": algo, "n": 40})
+        bel = [sys_.new_belief() for _ in range(3)]
+        out = sys_.rate_matches(
+            bel, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 0.0]), np.zeros(3, np.int64)
+        )
+        sys_.win_probability(out[0], out[1])
+        wide = sys_.parallel_min_batch
+        players = [sys_.new_belief() for _ in range(2 * wide)]
+        scores = np.resize(np.array([1.0, 0.5, 0.0]), wide)
+        sys_.rate_matches(players, np.arange(0, 2 * wide, 2), np.arange(1, 2 * wide, 2), scores,
+                          np.zeros(wide, np.int64))
+        Cowan({"algorithm": algo, "n": 40, "residual": "direct"}).rate_matches(
+            bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64)
+        )
+        # the embedded replay's pool arena and its summaries read in place (``--out``, ``--history``)
+        arena = sys_.new_arena()
+        slots = arena.add_copies(sys_.new_belief(), 2)
+        sys_.rate_arena(arena, slots, np.array([0]), np.array([1]), np.array([1.0]))
+        arena.moments(slots, sys_.model.grid)
+
+
+__all__ = ["Cowan", "CowanParams", "drift_naive", "fit_exp_sum", "fit_soe", "pack_soe", "posterior_naive", "warmup"]

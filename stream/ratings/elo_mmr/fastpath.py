@@ -1,0 +1,135 @@
+"""The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs, summaries from columns.
+
+Why packed: the embedded store and Redis keep beliefs as bytes anyway (Redis behind the
+float64 codec's tag byte), so the round's kernel can read them as they are and write its
+output as one array: no numpy object per player on the way in or out. The kernels are
+``EloMMR``'s own (``_check_round``, ``_rate_flat``), so the results are ``rate_round``'s bit
+for bit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
+from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR
+from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, header_columns, ratings_from_columns
+
+
+class EloMMRFastPath(ColumnSummaries, PackedRounds):
+    """Belief header ``[μ, σ, ., ., rounds, .]``: the summary is ``(μ − 3(σ − 80), μ, σ, rounds)``."""
+
+    system_type = EloMMR
+    system: EloMMR
+    columns = (0, 1, 4)
+
+    def ratings(self, cols: FloatArray) -> list[Rating] | None:
+        return ratings_from_columns(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], cols[2])
+
+    def new_packed_belief(self) -> bytes:
+        return self.system.new_belief().astype("<f8").tobytes()
+
+    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
+                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
+        flat = self.rate_round_flat(beliefs, ranks, time_ms, weight, perf_ceiling)
+        if flat is None:
+            return list(beliefs)
+        out, out_offsets = flat
+        raw = out.astype("<f8", copy=False).tobytes()
+        bounds = (out_offsets * 8).tolist()
+        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
+                        time_ms: int, weight: float = 1.0,
+                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        system = self.system
+        rk = system._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
+        if rk is None:
+            return None
+        n = len(beliefs)
+        nbytes = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
+        lengths = nbytes // 8
+        if np.any(nbytes % 8) or lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
+            bad = int(np.flatnonzero((nbytes % 8 != 0) | (lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+            raise RatingError(f"packed belief of player #{bad} has an invalid size {int(nbytes[bad])} bytes")
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        # writable, like concat_f64's: the kernels then have one numba signature, compiled once
+        flat = np.frombuffer(bytearray().join(beliefs), dtype="<f8")
+        out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
+        return out, out_offsets
+
+    def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
+                            time_ms: int, weight: float = 1.0,
+                            perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
+        system = self.system
+        rk = system._check_round(len(offsets) - 1, ranks, time_ms, weight, perf_ceiling)
+        if rk is None:
+            return None
+        lengths = np.diff(offsets)
+        if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
+            bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+            raise RatingError(f"packed belief of player #{bad} has an invalid size {8 * int(lengths[bad])} bytes")
+        out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
+        return out, out_offsets
+
+    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
+        """From three columns of the header, as ``rate_round_flat`` returns the beliefs."""
+        starts = offsets[:-1]
+        if len(starts) == 0 or int(np.diff(offsets).min()) < HEADER:
+            return self.summary_many([values[a:b] for a, b in itertools.pairwise(offsets.tolist())])
+        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
+        return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
+
+    def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
+                       ) -> RoundChange | None:
+        """``summary_packed(before)``, ``summary_flat(values, offsets)`` and ``latest_performances``
+        of the new beliefs as columns (see ``PackedRounds.change_columns``); None when a summary
+        or a performance would take the per-belief path (Elo-MMχ keeps no performance: None there)."""
+        cols = header_columns(before, self.columns) if len(before) else None
+        return None if cols is None else self._change(cols, values, offsets)
+
+    def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
+                        ) -> RoundChange | None:
+        """``change_columns`` of a round rated by ``rate_round_gathered(flat, offsets, ...)`` (into
+        ``values``/``out_offsets``): the summaries before read from ``flat`` itself."""
+        starts = offsets[:-1]
+        if not len(starts) or int(np.diff(offsets).min()) <= max(self.columns):
+            return None
+        cols = flat[starts[None, :] + np.asarray(self.columns, dtype=np.int64)[:, None]]
+        return self._change(cols, values, out_offsets)
+
+    def _change(self, cols: FloatArray, values: FloatArray, offsets: IntArray) -> RoundChange | None:
+        starts, ends = offsets[:-1], offsets[1:]
+        if int((ends - starts).min()) < HEADER:
+            return None
+        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
+        if not (bool((np.abs(cols[2]) < 2.0**62).all()) and bool((np.abs(rounds) < 2.0**62).all())):
+            return None  # as ``ratings_from_columns``
+        perf = None
+        if not self.system.gaussian:
+            if int((ends - starts).min()) <= HEADER:  # a belief without a logistic term
+                return None
+            perf = values[ends - 3]
+        return RoundChange(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], mu - 3.0 * (sig - DISPLAY_SIG),
+                           mu, sig, rounds.astype(np.int64), perf)
+
+    def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
+        """The centre of each belief's newest logistic term (the last three floats): the
+        performance of the round that appended it, capped by its ``perf_ceiling``, exactly as
+        ``rate_round_detailed`` returns it (also with ρ = ∞, which folds the older terms into the
+        Gaussian one first). None for Elo-MMχ, whose beliefs keep no logistic term, and for a
+        belief without terms."""
+        if self.system.gaussian:
+            return None
+        unpack = _F64.unpack_from
+        short = skip + 8 * HEADER
+        return [unpack(v, len(v) - 24)[0] if len(v) > short else None for v in packed]
+
+
+_F64 = struct.Struct("<d")

@@ -1,0 +1,84 @@
+"""Say on stderr when numba compiles kernels, and how long that took.
+
+Why
+---
+A fresh install, or a new version of the kernels' sources (``stream.runtime.numba_cache`` names
+the cache by them), compiles every kernel a command needs at its first use: tens of
+seconds during which a replay would otherwise print nothing. Later runs load the machine
+code from numba's cache in well under a second. A run that takes a path the earlier ones
+did not (Cowan's parallel waves on a large batch, another system) compiles that path then:
+``mmr warm`` compiles every path of every system ahead.
+
+How it knows
+------------
+numba broadcasts a ``numba:compile`` event only when a dispatcher really compiles, after
+its on-disk cache missed; loading from the cache sends none. So the notice appears exactly
+when compilation starts (not guessed from the files in the cache directory) and never when
+the cache is warm. Both lines go to stderr: stdout may carry data (``--top``, ``--json``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+import numba
+from numba.core import event
+
+PREFIX = "mmr: "
+WARM_HINT = "; `mmr warm` compiles them all ahead"
+
+
+def cache_location() -> str:
+    """Where numba keeps what it compiles: its configured directory, else beside each module."""
+    where: str = getattr(numba.config, "CACHE_DIR", "") or "__pycache__ beside each module"
+    return where
+
+
+class CompileTimer(event.Listener):  # type: ignore[misc]
+    """Counts and times top-level compilations (a kernel compiles its callees inside its own
+    event); announces the first one on ``out``. numba holds its compiler lock around each
+    event, so the calls never overlap."""
+
+    def __init__(self, out: TextIO, hint: str = "") -> None:
+        self.out = out
+        self.hint = hint
+        self.kernels = 0
+        self.seconds = 0.0
+        self._depth = 0
+        self._started = 0.0
+
+    def on_start(self, ev: Any) -> None:
+        if self._depth == 0:
+            if self.kernels == 0:
+                print(f"{PREFIX}compiling rating kernels for this machine (once, ~20-40 s; cached in "
+                      f"{cache_location()}{self.hint})", file=self.out, flush=True)
+            self._started = time.perf_counter()
+        self._depth += 1
+
+    def on_end(self, ev: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self.kernels += 1
+            self.seconds += time.perf_counter() - self._started
+
+    def summary(self) -> str:
+        return f"{PREFIX}compiling rating kernels: done in {self.seconds:.1f} s ({self.kernels} kernels)"
+
+
+@contextmanager
+def compile_notice(out: TextIO | None = None, hint: str = WARM_HINT) -> Iterator[CompileTimer]:
+    """While inside: the first compilation prints a notice on ``out`` (stderr), ending with
+    ``hint``, and leaving prints how long all of them took (nothing at all when every kernel
+    came from the cache)."""
+    timer = CompileTimer(sys.stderr if out is None else out, hint)
+    event.register("numba:compile", timer)
+    try:
+        yield timer
+    finally:
+        event.unregister("numba:compile", timer)
+        if timer.kernels:
+            print(timer.summary(), file=timer.out, flush=True)

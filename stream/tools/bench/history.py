@@ -1,0 +1,287 @@
+"""``mmr bench service --history FILE``: a whole real history through the bench's worker.
+
+Why a phase of its own: the other phases send uniform synthetic load to pools of 10,000
+players. A real history is what ``mmr replay --broker`` sends: the Codeforces file is 1,071
+rounds of up to ~30,000 contestants, 280,701 players over ten years, so takes hold hundreds
+of rounds and a Redis step can touch a large share of the pool. The phase publishes the file
+exactly as ``mmr replay --broker`` would (pool ``hist``), and reports:
+
+* the wall time from the first message produced to the last one committed and published,
+  and results/s;
+* the longest Redis command of the run with this run's keys (``SLOWLOG``, so only commands
+  over Redis's ``slowlog-log-slower-than``, 10 ms by default): Redis runs nothing else
+  meanwhile, which is what ``MMR_MAX_STEP_PLAYERS`` bounds;
+* with the check on, whether the pool's final state equals ``mmr replay --embedded`` on the
+  same file, bit for bit (players compared, players that differ).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import click
+import redis
+
+from stream.engine.embedded import EmbeddedPipeline
+from stream.events.inputs import CsvMapping, read_records
+from stream.files import iter_records
+from stream.service.config import Settings
+from stream.service.export import export_rows
+from stream.state.redis_store import RedisStore
+from stream.tools.publish import messages
+
+POOL = "hist"
+#: matches per ``match_columns`` message, as ``mmr replay --broker``'s default batch
+BATCH = 4096
+
+
+def history_messages(path: str, s: Settings) -> tuple[str, list[tuple[bytes, bytes]], int]:
+    """(topic, [(key, value)], results): the file as ``mmr replay --broker`` publishes it into
+    pool ``hist``. One kind of event per file (rounds, matches or round results), so that
+    one topic's clock measures it."""
+    results = 0
+
+    def counted(records: Iterator[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
+        nonlocal results
+        for where, etype, value in records:  # a round's results are its standings
+            results += (len(value.players) if etype == "round" else len(value) if isinstance(value, list)
+                        else int(etype != "round_completed"))
+            yield where, etype, value
+
+    msgs = list(messages(counted(iter_records((path,), POOL, CsvMapping(), False)), s, BATCH))
+    topics = {topic for topic, *_ in msgs}
+    if len(topics) != 1:
+        raise click.ClickException(f"--history {path}: expected events of one kind (one input topic), "
+                                   f"got {len(topics)} topics")
+    return topics.pop(), [(POOL.encode(), value) for _, _, value, _, _ in msgs], results
+
+
+def slowest_command_ms(s: Settings, since: float) -> float | None:
+    """The longest command in Redis's slow log since ``since`` (epoch s) naming this run's keys."""
+    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+    try:
+        entries: list[dict[str, Any]] = r.slowlog_get(1024)  # type: ignore[assignment]
+    finally:
+        r.close()
+    mine = s.key_prefix.encode()
+    durations = [int(e["duration"]) for e in entries
+                 if int(e["start_time"]) >= int(since) and mine in _as_bytes(e.get("command", b""))]
+    return max(durations) / 1000 if durations else None
+
+
+def _as_bytes(x: object) -> bytes:
+    return x if isinstance(x, bytes) else str(x).encode()
+
+
+def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int]:
+    """(players, players whose final rating row differs from the embedded replay's)."""
+    pipe = EmbeddedPipeline(system, {}, pool_systems={POOL: (system, {})})
+    pipe.run(read_records(path, POOL))
+    want = {r["player"]: r for r in pipe.final_ratings()}
+    got = {r["player"]: r for r in _stored_rows(s, POOL)}
+    return _count_differing(want, got)
+
+
+def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
+    """(players, players whose final rating row differs) between an ``mmr replay --embedded --out``
+    file and what Redis holds for ``pool`` (the pool names themselves aside: the two runs name it
+    differently)."""
+    import orjson
+
+    def key(row: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        return row["player"], (row["rating"], row["mu"], row["sigma"], row["rounds"])
+
+    with open(embedded_out, "rb") as fh:
+        want = dict(key(orjson.loads(line)) for line in fh if line.strip())
+    got = dict(key(r) for r in _stored_rows(s, pool))
+    return _count_differing(want, got)
+
+
+def _stored_rows(s: Settings, pool: str) -> list[dict[str, Any]]:
+    """The rating rows Redis holds for ``pool``, as ``mmr export`` writes them."""
+
+    async def stored() -> list[dict[str, Any]]:
+        store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+        try:
+            return await export_rows(store, [pool])
+        finally:
+            await store.close()
+
+    return asyncio.run(stored())
+
+
+def _count_differing(want: dict[str, Any], got: dict[str, Any]) -> tuple[int, int]:
+    """(players wanted, players whose row is missing on either side or differs)."""
+    return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _redis_cpu(s: Settings) -> float | None:
+    """Redis's own CPU seconds so far (``INFO cpu``), None when it does not say."""
+    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+    try:
+        info: dict[str, Any] = r.info("cpu")  # type: ignore[assignment]
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except Exception:  # only a figure of the report
+        return None
+    finally:
+        r.close()
+
+
+def threads_text(threads: dict[str, dict[str, float]]) -> str:
+    """``ThreadTimes`` of the worker leg, the busiest thread first: "name on a core / waiting for a core /
+    asleep" (seconds). The window ends when the bench sees the last message done, up to ``DONE_POLL_S``
+    after it, so every thread's "asleep" holds up to that much idle time after the end."""
+    out = []
+    for name, t in sorted(threads.items(), key=lambda kv: -kv[1]["on_core_s"]):
+        if t["on_core_s"] >= 0.05:
+            out.append(f"{name} {t['on_core_s']:.1f} on a core / {t['waiting_for_core_s']:.1f} waiting for one / "
+                       f"{t['asleep_s']:.1f} asleep")
+    return ", ".join(out)
+
+
+def ratio_floor(run: dict[str, Any]) -> float | None:
+    """See ``replay_vs_embedded``: None unless every process's CPU was measured."""
+    parts = [run.get(k) for k in ("embedded_cpu_s", "redis_cpu_s", "broker_cpu_s", "publisher_cpu_s")]
+    if any(x is None for x in parts) or not run.get("embedded_s"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return sum(float(x) for x in parts if x is not None) / cores / float(run["embedded_s"])
+
+
+def floor_text(run: dict[str, Any], times: str = "x") -> str:
+    """``ratio_floor`` and what it is made of, for the report ("" when it was not measured)."""
+    floor = run.get("ratio_floor")
+    if floor is None:
+        return ""
+    return (f" (floor {floor:.2f}{times}: broker {run['broker_cpu_s']:.1f} CPU-s, Redis {run['redis_cpu_s']:.1f}, "
+            f"publisher {run['publisher_cpu_s']:.1f}; cores {100 * run['machine_busy']:.0f} % busy)")
+
+
+def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
+    """The median and range of the runs' ratios and walls ("" for fewer than two runs).
+
+    Why: on a shared 2-core machine the same tree's ratio varies by up to 40 % between runs of one
+    sitting (BENCHMARKS.md, "Service"), the embedded replay's wall as much as the worker's: one
+    run does not tell a change of a few per cent from the sitting, a median of several does."""
+    if len(runs) < 2:
+        return ""
+
+    def spread(key: str, fmt: str) -> str:
+        xs = [float(r[key]) for r in runs]
+        return f"{median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+
+    return (f"{len(runs)} runs: ratio median {spread('ratio', '.2f')}{times}, worker {spread('worker_s', '.1f')} s, "
+            f"embedded {spread('embedded_s', '.1f')} s")
+
+
+def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],
+                       messages_per_run: int, tmp: Path, broker_pid: int | None = None) -> list[dict[str, Any]]:
+    """The same file through ``mmr replay --broker`` into the running worker (one fresh pool per run,
+    ``pools``) and through ``mmr replay --embedded``, alternating which goes first; each as a user
+    runs it (a subprocess from the file to the end).
+
+    The worker's clock runs from starting ``mmr replay --broker`` to the worker's ``mmr_messages_done``
+    counting all of its messages: every rating committed to Redis *and* acknowledged by the broker
+    ("all ratings published"; the input offsets are committed ``MMR_REDIS_DURABLE_AFTER_S`` later,
+    stream.service.durability). The worker is already running and warm, as a service is. The embedded
+    clock runs from starting ``mmr replay --embedded --out FILE`` until it exits. Per run: both walls,
+    their ratio, the CPU seconds of the worker process, of Redis and of each replay process, and the
+    worker's stage means (``mmr_stage_seconds``).
+
+    With ``broker_pid`` (a broker the bench started on this machine) also the broker's CPU seconds and
+    ``ratio_floor``: the ratio the worker leg would reach if the worker itself used no more CPU than
+    the embedded replay and every core were busy from start to end, i.e. the CPU of the worker leg's
+    other processes (Redis, broker, publisher) plus the embedded replay's, over the cores, over the
+    embedded wall. Where those processes share the worker's cores, no change to the worker alone can
+    bring the ratio below it; ``machine_busy`` says how full the cores were during the worker leg."""
+    import subprocess
+    import sys
+    import time
+
+    from stream.tools.bench.cpu_meter import ThreadTimes, _machine_ticks, _proc_ticks, peak_rss_mib
+    from stream.tools.bench.worker import _metric, _stage_summary, _stage_totals, _wait_done
+
+    mmr = str(Path(sys.executable).parent / "mmr")
+    hz = os.sysconf("SC_CLK_TCK")
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=s.kafka_bootstrap, MMR_TOPIC_MATCHES=s.topic_matches,
+               MMR_TOPIC_ROUNDS=s.topic_rounds, MMR_TOPIC_ROUND_RESULTS=s.topic_results,
+               MMR_PARTITIONS=str(s.partitions))
+    runs = []
+    for k, pool in enumerate(pools):
+        run: dict[str, Any] = {"pool": pool}
+        for leg in ("worker", "embedded") if k % 2 == 0 else ("embedded", "worker"):
+            click.echo(f"  run {k + 1}/{len(pools)}: {leg} ...", err=True)
+            c0 = _children_cpu()
+            if leg == "embedded":
+                t0 = time.perf_counter()
+                proc = subprocess.Popen([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                                         str(tmp / "embedded.jsonl"), "--no-progress"], env=env,
+                                        stdout=subprocess.DEVNULL)
+                _, status, usage = os.wait4(proc.pid, 0)  # its own peak memory, not the children's largest
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                run["embedded_s"] = time.perf_counter() - t0
+                if proc.returncode:
+                    raise click.ClickException(f"mmr replay --embedded exited with {proc.returncode}")
+                run["embedded_cpu_s"] = usage.ru_utime + usage.ru_stime
+                run["embedded_peak_rss_mib"] = usage.ru_maxrss / 1024
+                continue
+            target = _metric(port, "mmr_messages_done_total") + messages_per_run
+            stages = _stage_totals(port)
+            steps0 = _metric(port, "mmr_batches_total")
+            ahead0 = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed")
+            phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
+            w0, r0, m0 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
+            b0 = None if broker_pid is None else _proc_ticks(broker_pid)
+            threads = ThreadTimes(worker_pid)
+            threads.start()
+            t0 = time.perf_counter()
+            pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
+                                    "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t_end = _wait_done(port, target, 3600)
+            run["worker_s"] = t_end - t0
+            run["worker_threads"] = threads.stop()
+            w1, r1, m1 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
+            b1 = None if broker_pid is None else _proc_ticks(broker_pid)
+            run["publisher_exit_code"] = pub.wait(600)
+            run["publisher_cpu_s"] = _children_cpu() - c0
+            run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
+            run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
+            run["broker_cpu_s"] = None if b0 is None or b1 is None else (b1 - b0) / hz
+            run["machine_busy"] = None if m0 is None or m1 is None else (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
+            run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
+            run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
+            run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
+            run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
+            # the steps' ratings and commits in all: the larger bounds the run (``mmr_step_seconds``)
+            run["worker_step_phase_s"] = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) - was
+                                          for ph, was in phases0.items()}
+        run["ratio"] = run["worker_s"] / run["embedded_s"]
+        run["ratio_floor"] = ratio_floor(run)
+        # after both clocks: the worker's final state against the embedded replay's output, player by player
+        run["players"], run["players_differing"] = differing_rows(tmp / "embedded.jsonl", s, pool)
+        runs.append(run)
+        same = ("equal to the embedded replay" if not run["players_differing"]
+                else f"{run['players_differing']:,} PLAYERS DIFFER from the embedded replay")
+        phases = run["worker_step_phase_s"]
+        click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
+                   f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; "
+                   f"ratings {phases['rate']:.1f} s, commits {phases['commit']:.1f} s), "
+                   f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x"
+                   f"{floor_text(run)}; "
+                   f"{run['players']:,} players, {same}", err=True)
+        if run["worker_threads"]:
+            click.echo(f"    worker threads, s: {threads_text(run['worker_threads'])}", err=True)
+    return runs

@@ -1,0 +1,243 @@
+"""``mmr bench service --only scale``: pools on partitions, the workload, the run, the checks.
+
+The phase (run by ``stream.tools.bench.service``) starts N workers in one consumer group on
+topics of ``--partitions`` partitions and publishes ``match_batch`` messages spread over
+``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. What it checks besides
+results/s:
+
+* each worker handled exactly the messages of the pools whose partition it was assigned, the
+  partition computed here as Kafka's default partitioner does (``partition_of``): so every
+  pool's events were handled by one worker, and the partitioner here is the producer's;
+* the final Redis state of every pool equals ``mmr replay --embedded`` on the same events,
+  bit for bit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from aiokafka.partitioner import murmur2
+
+from stream.service.config import Settings
+from stream.tools.bench.cpu_meter import CpuMeter
+from stream.tools.bench.worker import POLL_S, _delete_prefix, _free_port, _match, _metric, _pids, _produce, _Worker
+
+
+def partition_of(pool: str, partitions: int) -> int:
+    """The partition of a record keyed by ``pool`` under Kafka's default partitioner (the Java
+    client's and aiokafka's): murmur2 of the key bytes, sign bit cleared, modulo the count."""
+    return (murmur2(pool.encode()) & 0x7FFFFFFF) % partitions
+
+
+def pools_by_partition(pools: Iterable[str], partitions: int) -> dict[int, list[str]]:
+    """Every partition (also the empty ones) and the pools keyed onto it."""
+    out: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    for pool in pools:
+        out[partition_of(pool, partitions)].append(pool)
+    return out
+
+
+def pools_moved(pools: Iterable[str], old: int, new: int) -> list[str]:
+    """The pools whose partition changes when the topic goes from ``old`` to ``new`` partitions."""
+    return [p for p in pools if partition_of(p, old) != partition_of(p, new)]
+
+
+def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
+    """Pool names, one keyed onto each partition (warm-up traffic that reaches every worker)."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < partitions:
+        found.setdefault(partition_of(f"{prefix}{i}", partitions), f"{prefix}{i}")
+        i += 1
+    return [found[p] for p in range(partitions)]
+
+
+def scale_pools(n: int) -> list[str]:
+    return [f"s{i:02d}" for i in range(n)]
+
+
+def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int, players: int,
+                   seed: int = 5) -> list[tuple[bytes, bytes]]:
+    """``messages`` ``match_batch`` messages of ``matches`` each, the pools taken in turn; written to
+    ``path`` as a JSONL input of ``mmr replay`` and returned as (key, value) keyed by pool."""
+    rng = random.Random(seed)
+    items: list[tuple[bytes, bytes]] = []
+    with path.open("wb") as f:
+        for k in range(messages):
+            pool = pools[k % len(pools)]
+            ms = []
+            for i in range(matches):
+                a = rng.randrange(players)
+                b = (a + 1 + rng.randrange(players - 1)) % players
+                ms.append({"event_id": f"{pool}-{k}-{i}", "time": 1_700_000_000_000 + k * matches + i,
+                           "a": f"p{a}", "b": f"p{b}", "score": rng.choice((0.0, 1.0))})
+            value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
+            f.write(value + b"\n")
+            items.append((pool.encode(), value))
+    return items
+
+
+def split_by_partitions(per_partition: Sequence[int], handled: Sequence[int]) -> list[list[int]] | None:
+    """Partitions per worker such that each worker handled exactly its partitions' messages, each
+    partition given to one worker; None when no such split exists (a pool's messages were split
+    between workers, or handled twice). ``per_partition``: messages published to each partition;
+    ``handled``: messages each worker handled. A depth-first search, heaviest partitions first."""
+    order = sorted(range(len(per_partition)), key=lambda p: -per_partition[p])
+    left = list(handled)
+    owned: list[list[int]] = [[] for _ in handled]
+
+    def place(i: int) -> bool:
+        if i == len(order):
+            return all(x == 0 for x in left)
+        p = order[i]
+        tried: set[int] = set()
+        for w in range(len(left)):
+            if left[w] >= per_partition[p] and left[w] not in tried:  # equal remainders: one try is enough
+                tried.add(left[w])
+                left[w] -= per_partition[p]
+                owned[w].append(p)
+                if place(i + 1):
+                    return True
+                left[w] += per_partition[p]
+                owned[w].pop()
+        return False
+
+    return [sorted(ps) for ps in owned] if place(0) else None
+
+
+def differing_players(path: Path, system: str, pools: Sequence[str], redis_url: str, prefix: str,
+                      **redis_kwargs: Any) -> tuple[int, int]:
+    """(players, players whose final row in Redis differs from ``mmr replay --embedded`` on ``path``)."""
+    import asyncio
+
+    from stream.engine.embedded import EmbeddedPipeline
+    from stream.events.inputs import read_records
+    from stream.service.export import export_rows
+    from stream.state.redis_store import RedisStore
+
+    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
+    pipe.run(read_records(path))
+    want = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
+
+    async def stored() -> list[dict[str, Any]]:
+        store = RedisStore.from_url(redis_url, prefix=prefix, **redis_kwargs)
+        try:
+            return await export_rows(store, list(pools))
+        finally:
+            await store.close()
+
+    got = {(r["pool"], r["player"]): r for r in asyncio.run(stored())}
+    return len(want), sum(1 for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+
+
+def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
+               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
+               pools: list[str], worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
+    from stream.service.topics import ensure_topics
+
+    asyncio.run(ensure_topics(s))
+    workers: list[_Worker] = []
+    try:
+        for i in range(n):
+            workers.append(_Worker(s, _free_port(), tmp / f"{s.app_id}-{i}.log", pools_file, worker_env))
+        for w in workers:
+            w.ready()
+        # warm-up, one match per partition, until every worker has handled some: all joined the group and
+        # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
+        warm_pools = one_pool_per_partition(s.partitions)
+        deadline = time.monotonic() + 300
+        for k in itertools.count():
+            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
+                    for p in warm_pools]
+            asyncio.run(_produce(s, s.topic_matches, warm))
+            time.sleep(2.0)
+            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+            if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
+                break
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
+        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
+                          **_pids(s, None, tansu)})
+        meter.start()
+        import threading
+
+        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
+        t0 = time.perf_counter()
+        th.start()
+        target = sum(before) + len(items)
+        deadline = time.monotonic() + 1800
+        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"{n} workers: not every message was handled")
+            time.sleep(POLL_S)
+        seconds = time.perf_counter() - t0
+        cpu = meter.stop()
+        th.join()
+        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
+        by_partition = pools_by_partition(pools, s.partitions)
+        split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
+                                                 for q in range(s.partitions)], handled)
+        players, differing = differing_players(workload, system, pools, s.redis_url, s.key_prefix,
+                                                           **s.redis_kwargs())
+        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
+        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
+                "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                # one split of whole partitions explaining each worker's count (partitions carrying equal
+                # counts are interchangeable in it, so it need not be the broker's assignment)
+                "whole_partitions_per_worker": split, "every_pool_on_one_worker": split is not None,
+                "players": players, "players_differing": differing}
+    finally:
+        for w in workers:
+            w.stop()
+        asyncio.run(_delete_prefix(s))
+
+
+def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *, workers: tuple[int, ...],
+                repeats: int, pools: int, partitions: int, messages: int, system: str, players: int,
+                worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Results/s of 1, 2, 3 ... workers in one group (the scale phase),
+    the worker counts alternated within each repetition, each run on fresh topics and keys."""
+    names = scale_pools(pools)
+    workload = tmp / "scale.jsonl"
+    items = write_workload(workload, names, messages, 1000, players)
+    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
+    spread = pools_by_partition(names, partitions)
+    pools_file = tmp / "scale-pools.json"
+    pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
+    out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
+                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
+                           "runs": []}
+    for r in range(repeats):
+        for n in workers:
+            tag = f"x{n}r{r}"
+            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
+                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
+                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
+                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
+            click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
+                       err=True)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)
+            click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
+                       f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
+            out["runs"].append(run)
+    return out
+
+
+#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
+#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
+#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores
