@@ -74,7 +74,7 @@ def test_every_kind_reaches_its_topic_keyed_by_pool(kafka_bootstrap: str) -> Non
 
 def test_the_documented_example_runs(kafka_bootstrap: str, tmp_path: Path) -> None:
     s = make_settings(kafka_bootstrap, "redis://127.0.0.1:1/0")
-    text = (ROOT / "docs" / "publishing.md").read_text()
+    text = (ROOT / "docs" / "publisher.md").read_text()
     script = tmp_path / "example.py"
     script.write_text(re.findall(r"```python\n(.*?)```", text, re.DOTALL)[0])
     done = subprocess.run([sys.executable, str(script)], env=env_for(s), capture_output=True, text=True, timeout=90)

@@ -30,7 +30,7 @@ from stream.state.redis_store import RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-#: the players and pool of the document's examples (docs/service.md, HTTP)
+#: the players and pool of the document's examples (docs/matchmaker.md, "HTTP API")
 PLAYERS = ["ann", "bob", "cat", "dan"]
 #: requests per operation and mode: the run stays a few seconds (seeded: the same requests every run)
 MAX_EXAMPLES = 8

@@ -119,7 +119,7 @@ def test_topics_by_type() -> None:
 
 
 def test_every_example_payload_in_the_docs_is_valid() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "publishing.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "publisher.md").read_text()
     examples = [orjson.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
     kinds = []
     for obj in examples:
