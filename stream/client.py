@@ -9,7 +9,7 @@ in one partition and in order; topic names come from the settings (``MMR_TOPIC_*
 Event ids make re-publishing harmless (the worker applies an id once). Pass your own, or
 leave ``event_id=None``: with ``deterministic_ids=True`` the id is a digest of the event's
 content (``deterministic_id``), so sending the same result twice is a no-op; otherwise a
-random uuid4. See docs/publishing.md for the API and an example of every event type.
+random uuid4. See docs/publisher.md for the API and an example of every event type.
 
 The frames ``mmr replay --broker`` publishes (``round_json``, ``match_columns_json``) live
 here too, and ``stream.tools.publish`` sends them through a ``Publisher``.

@@ -3,7 +3,7 @@
 Everything the worker, the publisher, the exporter and the benchmarks need is a field of
 ``Settings``, declared once together with the variable it is read from and parsed by the
 grammar of ``stream.config``. Tests and tools build Settings in code (``Settings(...)``,
-``settings.with_(...)``) without touching ``os.environ``; docs/service.md documents each
+``settings.with_(...)``) without touching ``os.environ``; docs/operator.md documents each
 variable.
 """
 
@@ -123,7 +123,7 @@ class Settings:
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
-    #: rating messages explain each change and the commit stores it for the HTTP API (docs/service.md)
+    #: rating messages explain each change and the commit stores it for the HTTP API (docs/matchmaker.md)
     explain: bool = setting(True, "MMR_EXPLAIN")
     #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
@@ -325,12 +325,12 @@ def warn_unknown(env: Mapping[str, str] | None = None) -> list[str]:
         _reported.add(name)
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
-        log.warning("%s is not a setting of mmr-stream and is ignored%s (see docs/service.md)", name, hint)
+        log.warning("%s is not a setting of mmr-stream and is ignored%s (see docs/operator.md)", name, hint)
     return unknown
 
 
 def from_env(env: Mapping[str, str] | None = None, **defaults: Any) -> Settings:
-    """Settings from ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MMR_*`` (see docs/service.md).
+    """Settings from ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MMR_*`` (see docs/operator.md).
 
     ``defaults`` replace the built-in default of a setting whose variable is not set (a
     benchmark's own Redis database, say)."""

@@ -117,7 +117,7 @@ class Halts:
         self.bugs.labels(h.kind, "halted").inc()
         log.error("rating step failed with a bug on %s/%s@%s (pool %r, event %r): partition %s/%s HALTED at offset "
                   "%s -- nothing of it from there is rated or committed, the other partitions go on; deploy a fix "
-                  "and restart (see docs/service.md, \"A bug in the rating step\")", h.topic, h.partition, h.offset,
+                  "and restart (see docs/operator.md, \"A bug in the rating step\")", h.topic, h.partition, h.offset,
                   h.pool, h.event_id, h.topic, h.partition, h.offset, exc_info=exc)
         if self.on_halt is not None:
             try:

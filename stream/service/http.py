@@ -25,7 +25,7 @@ Routes:
     GET /metrics                                   Prometheus text format
     GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown) and the
                                                    explanation of its latest change (the fields of the
-                                                   rating message: docs/service.md); any player id,
+                                                   rating message: docs/matchmaker.md); any player id,
                                                    percent-encoded ({, }, /, %, ...)
     GET /pools/{pool}/leaderboard?n=20&offset=0    a page of the leaderboard by displayed rating
     GET /pools/{pool}/leaderboard/rank/{player}    the player's rank and place on the leaderboard
@@ -332,7 +332,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         if not api.running():
             return web.json_response({"status": "starting", "http_port": api.port}, status=503)
         halted = api.halted()
-        if halted:  # still ready: see docs/service.md, "A bug in the rating step"
+        if halted:  # still ready: see docs/operator.md, "A bug in the rating step"
             return web.json_response({"status": "degraded", "http_port": api.port, "halted": halted})
         return web.json_response({"status": "ok", "http_port": api.port})
 

@@ -37,7 +37,7 @@ SCHEMAS: dict[str, Any] = {
                        "redis": {"type": "string", "description": "why Redis did not answer"},
                        "halted": {"type": "array", "items": {"type": "object"},
                                   "description": "input partitions halted by a bug in the rating step "
-                                                 "(status `degraded`; docs/service.md)"}},
+                                                 "(status `degraded`; docs/operator.md)"}},
     },
     "Rating": {
         "type": "object", "required": ["pool", "player", "rating", "mu", "sigma", "rounds", "version", "system"],
@@ -197,7 +197,7 @@ class ApiRoutes:
             "openapi": "3.1.0",
             "info": {"title": "mmr-stream worker HTTP API", "version": version,
                      "description": "Ratings, leaderboards and predictions read from the worker's Redis "
-                                    "(docs/service.md, HTTP). Errors are text/plain and name the field."},
+                                    "(docs/matchmaker.md, HTTP API). Errors are text/plain and name the field."},
             "paths": {p: self.paths[p] for p in sorted(self.paths)},
             "components": {"schemas": SCHEMAS},
         }

@@ -140,7 +140,7 @@ def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> An
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Parameter of the default system.")
 @click.option("--loglevel", default=None, help="Log level (default MMR_LOG_LEVEL or info).")
 def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) -> None:
-    """Run the streaming worker (configuration from the environment, see docs/service.md)."""
+    """Run the streaming worker (configuration from the environment, see docs/operator.md)."""
     from stream.service.app import create_app
     from stream.service.http import HttpPortTaken
     from stream.service.topics import ensure_topics

@@ -97,7 +97,7 @@ class ServerFence:
         except ResponseError as exc:  # INFO refused (renamed or denied by an ACL): restarts go unnoticed
             if not self._blind:
                 log.warning("Redis refused INFO (%s): restarts of the server cannot be noticed; commits it loses "
-                            "in a restart are lost for good (docs/service.md)", exc)
+                            "in a restart are lost for good (docs/operator.md)", exc)
                 self._blind = True
             run_id = ""
         where = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}{getattr(conn, 'path', '')}"

@@ -429,7 +429,7 @@ class RedisStore(RoundState, ReplicatedWrites):
                 if other is not None:
                     raise StateError(pool, f"written before names were escaped, when its keys and those of pool "
                                      f"{other!r} could be the same keys: which pool a key belongs to cannot be "
-                                     "told (docs/service.md, Redis layout)")
+                                     "told (docs/operator.md, Redis layout)")
                 await legacy_pools.migrate(self, pool)
             else:
                 return raw

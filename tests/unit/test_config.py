@@ -141,7 +141,7 @@ def test_unknown_mmr_variables_are_named_in_a_warning(caplog: pytest.LogCaptureF
         s = from_env({"MMR_TAKEMAX": "10", "MMR_TAKE_WITHIN": "0.01", "HOME": "/root", "MMR_TEST_REDIS_DB": "3"})
     assert s.take_max == Settings().take_max
     assert [r.getMessage() for r in caplog.records] == [
-        "MMR_TAKEMAX is not a setting of mmr-stream and is ignored; did you mean MMR_TAKE_MAX? (see docs/service.md)"]
+        "MMR_TAKEMAX is not a setting of mmr-stream and is ignored; did you mean MMR_TAKE_MAX? (see docs/operator.md)"]
     assert warn_unknown({"MMR_NO_SUCH_THING": "1", "MMR_DEDUP": "ids"}) == ["MMR_NO_SUCH_THING"]
     assert {"MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE", "MMR_ELO_PARALLEL_MIN", "MMR_STATE_DIR",
             "MMR_TEST_FAULT_CRASH_AFTER_BATCHES", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"} <= known_names()
