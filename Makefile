@@ -22,10 +22,10 @@ demo: $(STAMP)
 	$(BIN)/mmr replay $(DEMO_DIR)/rounds.jsonl --system elo-mmr --embedded --out $(DEMO_DIR)/ratings.jsonl --top 20
 
 lint: $(STAMP)
-	$(BIN)/ruff check stream tests
+	$(BIN)/ruff check stream tests examples
 
 typecheck: $(STAMP)
-	$(BIN)/mypy stream tests
+	$(BIN)/mypy stream tests examples
 
 ## The whole suite; the tests start Tansu and (if needed) Redis themselves. The kernels are compiled
 ## first (`mmr warm`), once, so that no worker a test starts spends its deadline compiling them.
