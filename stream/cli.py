@@ -1,6 +1,7 @@
 """``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
 and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust).
-``mmr --version`` is the installed package's version (its metadata)."""
+``mmr --version`` is ``stream.__version__``, the one source of the version: the wheel's metadata
+(pyproject.toml, dynamic) and the HTTP API's OpenAPI document read it too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import click
 
+from stream import __version__
 from stream.config import SettingError
 from stream.params import ParamError
 
@@ -63,7 +65,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="mmr-stream")
+@click.version_option(version=__version__, prog_name="mmr")
 def main() -> None:
     """mmr-stream: streaming skill ratings (Elo-MMR, Cowan, baselines) on Kafka + Redis."""
 

@@ -166,6 +166,33 @@ def operation(summary: str, answers: Mapping[int, dict[str, Any]], params: list[
     return op
 
 
+#: the document's groups of operations, in the order a reader meets them
+TAGS = {
+    "pools": "The pools the worker rates: their systems, parameters and counts",
+    "players": "One player's or many players' current ratings and history",
+    "leaderboard": "Players of a pool by displayed rating, and a player's rank",
+    "predictions": "Predicted outcomes from the current ratings (pairs and lobbies)",
+    "console": "Pages for people (HTML), read-only",
+    "operations": "Health probes, Prometheus metrics and this document",
+}
+#: an operation's tag by its OpenAPI path, first match (an operation may name its own ``tags``)
+_TAG_RULES = (
+    (re.compile(r"^/(livez|readyz|healthz|metrics|openapi\.json)$"), "operations"),
+    (re.compile(r"^/pools/\{pool\}/leaderboard(/|$)"), "leaderboard"),
+    (re.compile(r"^/pools/\{pool\}/players(/|$)"), "players"),
+    (re.compile(r"^/pools/\{pool\}/(predict|win-probability)$"), "predictions"),
+    (re.compile(r"^/pools(/|$)"), "pools"),
+)
+#: relative to the document's own URL: the worker that serves ``/openapi.json`` serves the API
+#: (its host and ``MMR_HTTP_PORT``; behind a proxy, the proxy's)
+SERVERS = [{"url": "/", "description": "the worker serving this document"}]
+
+
+def tag_of(path: str) -> str:
+    """The tag of an operation on ``path`` (OpenAPI form): ``_TAG_RULES``, else a page of the console."""
+    return next((tag for pattern, tag in _TAG_RULES if pattern.search(path)), "console")
+
+
 def openapi_path(path: str) -> str:
     """aiohttp's ``{name:regex}`` as OpenAPI's ``{name}``."""
     return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
@@ -177,14 +204,26 @@ class ApiRoutes:
     def __init__(self) -> None:
         self.table = web.RouteTableDef()
         self.paths: dict[str, dict[str, dict[str, Any]]] = {}
+        self.operation_ids: set[str] = set()
 
     def _add(self, method: str, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
-        entry = self.paths.setdefault(openapi_path(path), {})
+        oapi = openapi_path(path)
+        entry = self.paths.setdefault(oapi, {})
         if method.lower() in entry:
             raise ValueError(f"{method} {path} registered twice")
         entry[method.lower()] = op
+        op.setdefault("tags", [tag_of(oapi)])
         register = self.table.get if method == "GET" else self.table.post
-        return register(path)
+
+        def add(handler: Handler) -> Handler:
+            # the handler's name: what a generated client calls the method, unique in the document
+            op.setdefault("operationId", handler.__name__)
+            if op["operationId"] in self.operation_ids:
+                raise ValueError(f"operationId {op['operationId']!r} of {method} {path} is taken")
+            self.operation_ids.add(op["operationId"])
+            return register(path)(handler)
+
+        return add
 
     def get(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
         return self._add("GET", path, op)
@@ -192,12 +231,18 @@ class ApiRoutes:
     def post(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
         return self._add("POST", path, op)
 
-    def document(self, version: str) -> dict[str, Any]:
+    def document(self, version: str, servers: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """The OpenAPI document; ``version`` is the package's (``stream.__version__``, also the wheel's
+        and ``mmr --version``'s). ``servers`` defaults to ``SERVERS``: the worker serving the document."""
+        used = {t for ops in self.paths.values() for op in ops.values() for t in op.get("tags", ())}
         return {
             "openapi": "3.1.0",
             "info": {"title": "mmr-stream worker HTTP API", "version": version,
                      "description": "Ratings, leaderboards and predictions read from the worker's Redis "
                                     "(docs/matchmaker.md, HTTP API). Errors are text/plain and name the field."},
+            "servers": SERVERS if servers is None else servers,
+            "tags": [*({"name": name, "description": text} for name, text in TAGS.items() if name in used),
+                     *({"name": name} for name in sorted(used - TAGS.keys()))],
             "paths": {p: self.paths[p] for p in sorted(self.paths)},
             "components": {"schemas": SCHEMAS},
         }

@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 import redis.cluster
 import redis.exceptions as rex
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
@@ -79,10 +80,11 @@ def infrastructure_errors() -> Iterator[None]:
         raise
 
 
-def _retry() -> Retry:
+def _retry() -> AsyncRetry:
     # a few quick retries inside redis-py (a reconnect, a slot map refresh); longer outages are the
-    # caller's: StoreUnavailable, retried with its own back-off
-    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=3)
+    # caller's: StoreUnavailable, retried with its own back-off. The asyncio clients take the asyncio
+    # Retry: given the blocking one, redis-py >= 8.2 converts it and warns at every connection.
+    return AsyncRetry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=3)
 
 
 def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:

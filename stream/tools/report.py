@@ -31,6 +31,10 @@ from stream.scoring import calibration_table, log_loss
 from stream.tools.evaluate import Trace, csv_mapping, evaluate_events, load_events
 
 
+#: what ``mmr report`` says where matplotlib is missing (pyproject.toml, extra ``report``)
+REPORT_EXTRA = "mmr report draws its plots with matplotlib, which is not installed: pip install 'mmr-stream[report]'"
+
+
 def parse_system_params(pairs: tuple[str, ...], systems: tuple[str, ...]) -> dict[str, dict[str, str]]:
     """``SYSTEM:KEY=VALUE`` (or ``KEY=VALUE`` for every system) → {system: {key: value}}."""
     out: dict[str, dict[str, str]] = {s: {} for s in systems}
@@ -182,8 +186,13 @@ def render_html(title: str, command: str, header: list[str], rows: list[list[str
 def report(inputs: tuple[str, ...], systems: tuple[str, ...], params: tuple[str, ...], out_dir: str, fmt: str,
            title: str, warmup: float, min_history: int, top: int, bins: int, pool: str | None,
            csv_columns: str) -> None:
-    """Evaluate each --system on INPUT and write a report with plots to --out."""
-    import matplotlib
+    """Evaluate each --system on INPUT and write a report with plots to --out.
+
+    Needs matplotlib: pip install 'mmr-stream[report]'."""
+    try:
+        import matplotlib
+    except ImportError:  # an optional dependency: say which extra brings it, no traceback
+        raise click.ClickException(REPORT_EXTRA) from None
 
     matplotlib.use("Agg")
     out = Path(out_dir)

@@ -10,7 +10,6 @@ but the wheel — the test checks that too — and nothing is downloaded.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import shutil
 import site
@@ -23,6 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import stream
 from stream.events.validate import ALL_TYPES
 from stream.runtime.numba_cache import sources_digest
 
@@ -61,9 +61,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
                     str(src)], check=True, capture_output=True)
     (wheel,) = dist.glob("mmr_stream-*.whl")
+    assert wheel.name.startswith(f"mmr_stream-{stream.__version__}-"), wheel.name  # the one version
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
+        metadata = zf.read(f"mmr_stream-{stream.__version__}.dist-info/METADATA").decode()
+    assert f"\nVersion: {stream.__version__}\n" in metadata
     assert {f"stream/schemas/{t}.json" for t in ALL_TYPES} <= names
+    assert "stream/py.typed" in names  # PEP 561: the package's hints reach type checkers
     assert not any(n.startswith(("schemas/", "tests/")) for n in names)
     # machine code for this interpreter and platform: not a py3-none-any wheel
     python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -94,7 +98,7 @@ def test_the_installed_package_is_the_wheel_and_reports_its_version(
     assert Path(where.stdout.strip()).is_relative_to(bindir.parent), where.stdout
     version = _run([str(bindir / "mmr"), "--version"], tmp_path, env)
     assert version.returncode == 0, version.stderr
-    assert version.stdout.strip() == f"mmr, version {importlib.metadata.version('mmr-stream')}"
+    assert version.stdout.strip() == f"mmr, version {stream.__version__}"
 
 
 def test_replay_from_an_empty_folder_rates_a_good_file_and_names_the_bad_line(
