@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR := build/demo
 
-.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy wheel constraints
+.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy wheel constraints promtool
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 ## PYTEST_WORKERS processes share the tests (pytest-xdist; each its own broker and Redis DB,
 ## tests/conftest.py); 0 runs them all in this one process.
 PYTEST_WORKERS ?= 2
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck promtool
 	$(BIN)/mmr warm
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup
 
@@ -42,11 +42,21 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/integration
 
-## docker-compose.yml, deploy/Dockerfile and deploy/k8s against their schemas, offline (deploy/README.md).
-validate-deploy: $(STAMP)
+## docker-compose.yml, deploy/Dockerfile and deploy/k8s against their schemas, offline, and
+## deploy/monitoring against the worker's metrics and promtool (deploy/README.md).
+validate-deploy: $(STAMP) promtool
 	$(BIN)/ruff check deploy
 	$(BIN)/mypy deploy/matchmaker.py
-	$(BIN)/python -m pytest -q -rs tests/unit/test_deploy_manifests.py
+	$(BIN)/python -m pytest -q -rs tests/unit/test_deploy_manifests.py tests/unit/test_monitoring.py
+
+## promtool (Debian's `prometheus` package) for tests/unit/test_monitoring.py, installed where
+## apt-get works (root); never fails the build: without it those checks skip and say why.
+APT_PROMETHEUS := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  { $(APT_PROMETHEUS) || { apt-get update -q >/dev/null 2>&1 && $(APT_PROMETHEUS); }; } && \
+	  echo "installed promtool: $$(command -v promtool)"; } || \
+	  echo "promtool not installed (no apt-get, or not root): tests/unit/test_monitoring.py skips its promtool checks"
 
 bench: $(STAMP)
 	$(BIN)/mmr bench all
