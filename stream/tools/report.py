@@ -30,7 +30,6 @@ from stream.ratings.base import RatingError
 from stream.scoring import calibration_table, log_loss
 from stream.tools.evaluate import Trace, csv_mapping, evaluate_events, load_events
 
-
 #: what ``mmr report`` says where matplotlib is missing (pyproject.toml, extra ``report``)
 REPORT_EXTRA = "mmr report draws its plots with matplotlib, which is not installed: pip install 'mmr-stream[report]'"
 

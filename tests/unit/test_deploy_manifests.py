@@ -354,7 +354,14 @@ def test_every_referenced_config_map_secret_and_service_exists(which: str) -> No
                         assert ("Service", urlparse(e["value"]).hostname) in names, e
             for v in ps.get("volumes", []):
                 if "configMap" in v:
-                    assert ("ConfigMap", v["configMap"]["name"]) in names
+                    cm = v["configMap"]
+                    if cm.get("optional") and ("ConfigMap", cm["name"]) not in names:
+                        # created by the operator (a CA bundle): the README says how
+                        assert f"configmap {cm['name']}" in (ROOT / "deploy" / "README.md").read_text(), cm
+                    else:
+                        assert ("ConfigMap", cm["name"]) in names, cm
+                if "secret" in v:
+                    assert ("Secret", v["secret"]["secretName"]) in names, v
 
 
 def test_no_credentials_are_committed() -> None:
@@ -425,3 +432,139 @@ def test_the_example_overlay_adds_the_matchmaker_and_the_replay_job_to_the_servi
     mm = _find(rendered("example"), "Deployment", "mmr-matchmaker")["spec"]["template"]["spec"]["containers"][0]
     beat = {e["name"]: e.get("value") for e in mm["env"]}["MMR_MATCHMAKER_HEARTBEAT"]
     assert beat in json.dumps(mm["livenessProbe"])
+
+
+# --- Pod Security: the restricted profile, and where the pods write ----------------------------
+
+#: volume types the "restricted" Pod Security Standard allows
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+
+
+def _workloads(which: str) -> list[dict[str, Any]]:
+    return [o for o in rendered(which) if o["kind"] in WORKLOADS]
+
+
+@pytest.mark.parametrize("which", sorted(KUSTOMIZATIONS))
+def test_every_pod_meets_the_restricted_pod_security_standard(which: str) -> None:
+    """kubernetes.io/docs/concepts/security/pod-security-standards (restricted), plus a read-only
+    root file system: checked per container, with the pod's settings as the default."""
+    for obj in _workloads(which):
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        ps = obj["spec"]["template"]["spec"]
+        pod = ps.get("securityContext", {})
+        assert not any(ps.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), where
+        for v in ps.get("volumes", []):
+            assert set(v) - {"name"} <= RESTRICTED_VOLUMES, (where, v)
+        for c in ps.get("initContainers", []) + ps["containers"]:
+            sc = {**pod, **c.get("securityContext", {})}
+            name = f"{where} {c['name']}"
+            assert sc.get("runAsNonRoot") is True, name
+            assert sc.get("runAsUser", 1) != 0, name
+            assert sc.get("seccompProfile", {}).get("type") in ("RuntimeDefault", "Localhost"), name
+            csc = c.get("securityContext", {})
+            assert csc.get("allowPrivilegeEscalation") is False, name
+            assert csc.get("privileged", False) is False, name
+            assert csc.get("capabilities", {}).get("drop") == ["ALL"], name
+            assert set(csc.get("capabilities", {}).get("add", [])) <= {"NET_BIND_SERVICE"}, name
+            assert csc.get("readOnlyRootFilesystem") is True, name
+            assert not any("hostPort" in p for p in c.get("ports", [])), name
+
+
+def _mounts(ps: dict[str, Any], c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """mount path -> the volume mounted there (with the mount's readOnly)."""
+    volumes = {v["name"]: v for v in ps.get("volumes", [])}
+    return {m["mountPath"]: {**volumes.get(m["name"], {"name": m["name"]}), "readOnly": m.get("readOnly", False)}
+            for m in c.get("volumeMounts", [])}
+
+
+def _image_env() -> dict[str, str]:
+    """ENV of the Dockerfile's final stage."""
+    instructions = _dockerfile()
+    final = max(i for i, ins in enumerate(instructions) if ins.startswith("FROM"))
+    env: dict[str, str] = {}
+    for ins in instructions[final:]:
+        if ins.startswith("ENV "):
+            env.update(re.findall(r"(\w+)=(\S+)", ins))
+    return env
+
+
+def test_the_worker_writes_only_to_its_volumes_and_keeps_the_image_kernels() -> None:
+    """With a read-only root file system the worker still needs: numba's cache (numba uses a cache
+    directory only where it can write; stream/_numba_cache.py), Faust's data directory and
+    temporary files (MMR_STATE_DIR, default under $TMPDIR). The kernels the image compiled at build
+    time are copied into the cache volume first, so no pod compiles them at start."""
+    objs = rendered("base")
+    worker = _find(objs, "Deployment", "mmr-worker")["spec"]["template"]["spec"]
+    container = worker["containers"][0]
+    mounts = _mounts(worker, container)
+    cache = _image_env()["NUMBA_CACHE_DIR"]
+    assert "emptyDir" in mounts[cache] and not mounts[cache]["readOnly"], "numba's cache on a writable volume"
+    assert "emptyDir" in mounts["/tmp"] and not mounts["/tmp"]["readOnly"]
+    config = _find(objs, "ConfigMap", "mmr-stream")["data"]
+    assert "MMR_STATE_DIR" not in config or config["MMR_STATE_DIR"].startswith("/tmp/")
+    assert "NUMBA_CACHE_DIR" not in config and "TMPDIR" not in config
+    (init,) = [c for c in worker["initContainers"] if c["name"] == "numba-cache"]
+    assert init["image"] == container["image"], "the kernels of the same image"
+    (target,) = [path for path, v in _mounts(worker, init).items() if v["name"] == mounts[cache]["name"]]
+    assert init["command"] == ["cp", "-a", f"{cache}/.", f"{target}/"]
+    assert cache not in _mounts(worker, init), "the init container reads the image's cache, not the volume"
+
+
+def test_redis_runs_as_its_image_user_and_owns_its_data() -> None:
+    sts = _find(rendered("base"), "StatefulSet", "redis-cluster")
+    ps = sts["spec"]["template"]["spec"]
+    assert ps["securityContext"]["runAsUser"] == ps["securityContext"]["fsGroup"] == 999  # redis:7 images' redis
+    (c,) = ps["containers"]
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/data"}
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert "--dir /data" in c["args"][0] and "/data/nodes.conf" in c["args"][0]
+
+
+CA_MOUNT = "/etc/mmr/tls"
+SECRETS_MOUNT = "/etc/mmr/secrets"
+
+
+def _commented_settings(path: Path) -> dict[str, str]:
+    """``# NAME: "value"`` lines of a manifest: the settings it documents without setting them."""
+    return dict(re.findall(r'^\s*#\s*((?:MMR_|REDIS_)\w+):\s*"([^"]*)"', path.read_text(), re.M))
+
+
+@pytest.mark.parametrize("which", OVERLAYS)
+def test_every_pod_of_the_image_mounts_the_ca_bundle_the_tls_settings_name(which: str) -> None:
+    from stream.service.config import known_names
+
+    for obj in _workloads(which):
+        ps = obj["spec"]["template"]["spec"]
+        for c in ps["containers"]:
+            if "mmr-stream" not in c["image"]:
+                continue
+            ca = _mounts(ps, c).get(CA_MOUNT)
+            assert ca and ca["readOnly"], f"{obj['metadata']['name']}: no CA bundle in {CA_MOUNT}"
+            assert ca["configMap"] == {"name": "mmr-ca-bundle", "optional": True}
+    documented = _commented_settings(K8S / "base" / "configmap.yaml")
+    tls_files = {k: v for k, v in documented.items() if k in ("MMR_REDIS_CA_CERTS", "MMR_KAFKA_SSL_CAFILE")}
+    assert len(tls_files) == 2, documented
+    for name, value in tls_files.items():
+        assert value == f"{CA_MOUNT}/ca.crt", (name, value)
+    known = known_names() | {"REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS"}
+    assert set(documented) <= known, set(documented) - known
+    assert documented["REDIS_URL"].startswith("rediss://"), "TLS to Redis: rediss://"
+    assert "--from-file=ca.crt=" in (ROOT / "deploy" / "README.md").read_text()
+
+
+def test_file_secrets_are_documented_against_the_mounted_secret() -> None:
+    """The ``*_FILE`` variants named in worker.yaml read files of the Secret mounted there."""
+    from stream.service.config import known_names
+
+    worker = _find(rendered("base"), "Deployment", "mmr-worker")["spec"]["template"]["spec"]
+    secrets = _mounts(worker, worker["containers"][0])[SECRETS_MOUNT]
+    assert secrets["readOnly"] and secrets["secret"]["secretName"] == "mmr-stream"
+    assert secrets["secret"]["defaultMode"] & 0o007 == 0, "not world-readable"
+    text = (K8S / "base" / "worker.yaml").read_text()
+    named = re.findall(rf"name: (MMR_\w+)_FILE, value: {SECRETS_MOUNT}/(\w+)", text)
+    assert {n for n, _ in named} == {"MMR_REDIS_PASSWORD", "MMR_KAFKA_SASL_PASSWORD"}, named
+    keys = set(re.findall(r"^#?\s*(MMR_\w+)=", (K8S / "base" / "secret.env.example").read_text(), re.M))
+    for setting, key in named:
+        assert key == setting and key in keys, (setting, key)
+        assert setting in known_names(), f"{setting}: the *_FILE variant of a setting that exists"

@@ -174,7 +174,8 @@ def test_the_rules_cover_what_an_operator_is_paged_for() -> None:
 def test_every_alert_fires_in_a_unit_test_and_stays_quiet_in_another() -> None:
     tests = yaml.safe_load(RULE_TESTS.read_text())
     assert tests["rule_files"] == [RULES.name]
-    fired, quiet = set(), set()
+    fired: set[str] = set()
+    quiet: set[str] = set()
     for case in tests["tests"]:
         for check in case["alert_rule_test"]:
             (fired if check["exp_alerts"] else quiet).add(check["alertname"])
@@ -319,7 +320,7 @@ def test_the_dashboard_is_a_provisionable_grafana_dashboard() -> None:
     assert len(ids) == len(set(ids)), "panel ids are unique"
     for p in _panels(d["panels"]):
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
         if p["type"] == "row":
             continue
         assert p["targets"], p["title"]
