@@ -491,7 +491,7 @@ def _image_env() -> dict[str, str]:
 
 def test_the_worker_writes_only_to_its_volumes_and_keeps_the_image_kernels() -> None:
     """With a read-only root file system the worker still needs: numba's cache (numba uses a cache
-    directory only where it can write; stream/_numba_cache.py), Faust's data directory and
+    directory only where it can write; stream/runtime/numba_cache.py), Faust's data directory and
     temporary files (MMR_STATE_DIR, default under $TMPDIR). The kernels the image compiled at build
     time are copied into the cache volume first, so no pod compiles them at start."""
     objs = rendered("base")
