@@ -14,7 +14,6 @@ per-item loop; codecs with a cheaper batched form override it.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 from itertools import pairwise
@@ -24,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from stream.ratings.base import Belief, concat_f64
+from stream.ratings.registry import SPECS
 
 _LITTLE = sys.byteorder == "little"
 
@@ -212,19 +212,9 @@ def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndar
     return out, ends, -1
 
 
-#: docs/interface.md system name -> "module:Class" of the codec its beliefs are stored with; every other
-#: system's beliefs are stored by ``Float64Codec``. Imported on first use, like
-#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels.
-CODECS: dict[str, str] = {
-    "cowan": "stream.ratings.cowan.codec:CowanCodec",
-}
-
-
 def codec_for(system_name: str) -> Codec:
-    """The codec a system's beliefs are stored with (lossless float64 unless ``CODECS`` names one)."""
-    target = CODECS.get(system_name)
-    if target is None:
-        return Float64Codec()
-    module_name, cls_name = target.split(":")
-    codec: Codec = getattr(importlib.import_module(module_name), cls_name)()
-    return codec
+    """The codec a system's beliefs are stored with: its spec's (``SystemSpec.codec``, imported on
+    first use: Elo-MMR users never import Cowan's kernels); lossless float64 for a name the
+    registry does not list."""
+    spec = SPECS.get(system_name)
+    return Float64Codec() if spec is None else spec.new_codec()

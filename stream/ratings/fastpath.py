@@ -16,7 +16,6 @@ engine asks ``isinstance`` once per pool, so no method exists only to raise.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
 from abc import ABC, abstractmethod
@@ -26,6 +25,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64, rows_of_columns
+from stream.ratings.registry import SPECS
 
 
 class FastPath:
@@ -230,28 +230,14 @@ class Arena(ABC):
         """The beliefs at ``slots`` as arrays (new ones)."""
 
 
-#: docs/interface.md system name -> "module:Class" of its fast path, imported on first use (like
-#: ``stream.ratings.SYSTEMS``: Elo-MMR users never import Cowan's kernels)
-FAST_PATHS: dict[str, str] = {
-    "elo-mmr": "stream.ratings.elo_mmr.fastpath:EloMMRFastPath",
-    "elo-mmx": "stream.ratings.elo_mmr.fastpath:EloMMRFastPath",
-    "cowan": "stream.ratings.cowan.fastpath:CowanFastPath",
-    "elo": "stream.ratings.baselines.fastpath:EloFastPath",
-    "glicko": "stream.ratings.baselines.fastpath:GlickoFastPath",
-    "trueskill": "stream.ratings.baselines.fastpath:TrueSkillFastPath",
-    "codeforces": "stream.ratings.baselines.fastpath:CodeforcesFastPath",
-    "topcoder": "stream.ratings.baselines.fastpath:TopCoderFastPath",
-}
-
-
 def fast_path(system: RatingSystem) -> FastPath:
-    """The fast path written for ``system``'s class, or the generic one (a system this table
-    does not name, or another class under a known name)."""
-    target = FAST_PATHS.get(system.name)
-    if target is None:
+    """The fast path its spec names for ``system``'s class (``SystemSpec.fast_path``, imported on
+    first use), or the generic one (a name the registry does not list, or another class under a
+    known name)."""
+    spec = SPECS.get(system.name)
+    path_type = None if spec is None else spec.fast_path_type()
+    if path_type is None:
         return FastPath(system)
-    module_name, cls_name = target.split(":")
-    path_type: type[FastPath] = getattr(importlib.import_module(module_name), cls_name)
     return path_type(system) if isinstance(system, path_type.system_type) else FastPath(system)
 
 
@@ -289,5 +275,5 @@ def ratings_from_columns(
     return list(rows_of_columns(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
 
 
-__all__ = ["FAST_PATHS", "Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",
+__all__ = ["Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",
            "RoundChange", "fast_path"]

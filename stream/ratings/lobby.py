@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_expit, log_ndtr
 
+from stream.ratings import registry
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.elo_mmr.system import performance_win_probability
 
@@ -66,11 +67,14 @@ GRID_POINTS = 641
 GRID_HALF_WIDTH = 16.0  # a logistic's tail beyond 16 sd holds ~1e-13
 
 #: systems whose team performs the sum of its members' performances (their own team model)
-SUM_MODELS = frozenset({"elo-mmr", "elo-mmx", "trueskill"})
+SUM_MODELS = registry.names(team_model="sum")
 #: point-rating systems: a team plays as its members' mean
-MEAN_MODELS = frozenset({"elo", "codeforces", "glicko", "topcoder"})
+MEAN_MODELS = registry.names(team_model="mean")
 #: systems that model draws (a two-team prediction has a draw probability)
-DRAW_MODELS = frozenset({"trueskill"})
+DRAW_MODELS = registry.names(draws=True)
+#: mean models whose belief's second value is a deviation (glicko's RD, topcoder's volatility): a
+#: team's is the root mean square of its members'
+DEVIATION_MODELS = frozenset(s.name for s in registry.SPECS.values() if s.team_deviation)
 
 
 class LobbyRefused(RatingError):
@@ -164,9 +168,9 @@ def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | 
     else:
         belief = np.asarray(members[0], dtype=np.float64).copy()
         belief[0] = float(np.dot(w, stack[:, 0]) / w.sum())
-        if name in ("glicko", "topcoder"):  # the deviation: glicko's RD, topcoder's volatility
+        if name in DEVIATION_MODELS:
             belief[1] = math.sqrt(float(np.dot(w, np.square(stack[:, 1])) / w.sum()))
-    deviation = name in ("glicko", "topcoder")
+    deviation = name in DEVIATION_MODELS
     return Team(float(belief[0]), float(belief[1]) ** 2 if deviation else 0.0, n, belief)
 
 
@@ -176,7 +180,7 @@ def outcomes(system: RatingSystem, a: Team, b: Team) -> tuple[float, float, floa
     name = system.name
     if name == "trueskill":
         return system.outcomes(a.mean - b.mean, a.var, b.var, a.players + b.players)  # type: ignore[attr-defined,no-any-return]
-    if name in ("elo-mmr", "elo-mmx"):
+    if name in SUM_MODELS:  # Elo-MMR's and Elo-MMχ's performances
         spread = math.sqrt(a.var + b.var + 2 * system._perf_spread() ** 2)  # type: ignore[attr-defined]
         e = performance_win_probability(a.mean - b.mean, spread, bool(system.gaussian))  # type: ignore[attr-defined]
     else:
@@ -246,5 +250,5 @@ def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)
 
 
-__all__ = ["DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "Team", "outcomes", "predict",
+__all__ = ["DEVIATION_MODELS", "DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "Team", "outcomes", "predict",
            "team"]

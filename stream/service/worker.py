@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import importlib
 import logging
 import sys
 from typing import Any
@@ -22,10 +21,10 @@ from stream.engine.pool import PoolEngine
 from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
-from stream.ratings import SYSTEMS, make_system
+from stream.ratings import make_system, registry
 from stream.service import kafka_batches
 from stream.service.config import Settings, from_env
-from stream.state import commit_frames, id_index, tagged_pool
+from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
 log = logging.getLogger(__name__)
 
@@ -37,33 +36,44 @@ def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
 
 
 def warmup(s: Settings) -> None:
-    """Build each configured system once and call its module's ``warmup()`` if it has one;
-    also the index of applied event ids (``stream.state.id_index``), the scan of rounds' standings, the
-    read of a step's values into its arena (``stream.state.tagged_pool``), the frames of a step's
-    commit (``stream.state.commit_frames``), its rating messages (``stream.engine.rating_columns``) and
-    their record batches (``stream.service.kafka_batches``)."""
+    """``warm_shared``, then ``warm_system`` for each configuration in use (pools often share one)."""
+    warm_shared()
+    warmed: set[str] = set()
+    configs: set[tuple[str, str]] = set()
+    for name, params in systems_in_use(s):
+        key = (name, repr(sorted(params.items())))
+        if key not in configs:
+            configs.add(key)
+            warm_system(name, params, warmed)
+
+
+def warm_shared() -> None:
+    """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
+    ids (``stream.state.id_index``), the scan of rounds' standings, the embedded store of packed
+    beliefs (``stream.state.packed_pool``), the read of a step's values into its arena
+    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``),
+    its rating messages (``stream.engine.rating_columns``) and their record batches
+    (``stream.service.kafka_batches``). ``mmr warm`` and the worker both run this."""
     id_index.warmup()
     _standings_scan.warmup()
+    packed_pool.warmup()
     tagged_pool.warmup()
     commit_frames.warmup()
     rating_columns.warmup()
     kafka_batches.warmup()
-    seen: set[str] = set()
-    for name, params in systems_in_use(s):
-        make_system(name, params)
-        module = SYSTEMS[name].split(":")[0]
-        if module in seen:
-            continue
-        seen.add(module)
-        fn = getattr(importlib.import_module(module), "warmup", None)
-        if callable(fn):
+
+
+def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
+    """Compile (or load) system ``name``'s kernels: the warm-ups its spec names (each once per
+    process: ``warmed`` holds those already run; ``elo-mmr`` and ``elo-mmx`` share theirs), then
+    its rating of stored bytes with ``params`` (``warm_encoded_path``)."""
+    spec = registry.spec(name)
+    spec.build(params)  # bad parameters fail here, before any compiling
+    for target, fn in zip(spec.warmups, spec.warmup_functions(), strict=True):
+        if target not in warmed:
+            warmed.add(target)
             fn()
-    warmed: set[tuple[str, str]] = set()
-    for name, params in systems_in_use(s):  # each configuration once (pools often share one)
-        key = (name, repr(sorted(params.items())))
-        if key not in warmed:
-            warmed.add(key)
-            warm_encoded_path(name, params)
+    warm_encoded_path(name, params)
 
 
 def warm_encoded_path(name: str, params: dict[str, object]) -> None:

@@ -26,7 +26,7 @@ from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSyste
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
-from stream.ratings.fastpath import FAST_PATHS, FastPath, MatrixMatches, fast_path
+from stream.ratings.fastpath import FastPath, MatrixMatches, fast_path
 
 NAMES = sorted(SYSTEMS)
 DAY_MS = 86_400_000
@@ -143,8 +143,7 @@ class _NotElo(RatingSystem):
 
 
 def test_every_system_has_its_fast_path() -> None:
-    """A typo in ``FAST_PATHS`` would silently give the generic (slow) path."""
-    assert set(FAST_PATHS) == set(SYSTEMS)
+    """A typo in a spec's ``fast_path`` would silently give the generic (slow) path."""
     for name in NAMES:
         path = fast_path(make_system(name))
         assert type(path) is not FastPath and isinstance(path.system, path.system_type)
@@ -152,9 +151,7 @@ def test_every_system_has_its_fast_path() -> None:
 
 _FRESH_CODECS = """
 import sys
-from stream.ratings.codec import CODECS, codec_for
-from stream.ratings import SYSTEMS
-assert set(CODECS) <= set(SYSTEMS), CODECS
+from stream.ratings.codec import codec_for
 assert type(codec_for("elo-mmr")).__name__ == "Float64Codec"
 assert "stream.ratings.cowan.codec" not in sys.modules and "stream.ratings.cowan.system" not in sys.modules
 assert type(codec_for("cowan")).__name__ == "CowanCodec"

@@ -1,0 +1,101 @@
+"""What the rest of the project knows about a rating system, in one record per system.
+
+Why one record: the CLI's names, the engine's fast path, the stored belief's codec, the
+kernels a worker compiles before its first event, what a system can rate and how the lobby
+predicts its teams were tables keyed by system name in as many modules; each system now
+states them once, in its package's ``spec`` module, and ``stream.ratings.registry`` lists
+the systems. Every table is read from there.
+
+Light on purpose: a spec names its classes as ``"module:Name"`` strings and imports them on
+first use, so reading the registry (``mmr --help``, ``stream.config``) imports no numba.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from stream.ratings.base import Params, RatingSystem
+
+if TYPE_CHECKING:
+    from stream.ratings.codec import Codec
+    from stream.ratings.fastpath import FastPath
+
+#: the lobby's team model (``stream.ratings.lobby``): "sum" (a team performs the sum of its
+#: members' performances), "mean" (a team plays as one player at its members' mean rating),
+#: "pair" (no team model: two single players only)
+TeamModel = Literal["sum", "mean", "pair"]
+
+#: the codec of every system that does not name its own: lossless float64 with a tag byte
+FLOAT64_CODEC = "stream.ratings.codec:Float64Codec"
+
+
+def load(target: str) -> Any:
+    """The object a ``"module:Name"`` string names, importing its module."""
+    module_name, attr = target.split(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSpec:
+    """One rating system as the project uses it (module docstring)."""
+
+    #: the system's name in docs/interface.md (``--system``, a pool's ``system``)
+    name: str
+    #: ``"module:Class"`` of its ``base.RatingSystem``
+    system: str
+    #: ``"module:Class"`` of its ``base.Params`` (``KEY=VALUE`` parameters)
+    params: str
+    #: ``"module:Class"`` of its ``fastpath.FastPath`` (None: the generic per-belief one)
+    fast_path: str | None = None
+    #: ``"module:Class"`` of the codec its beliefs are stored with; the belief byte layout lives there
+    codec: str = FLOAT64_CODEC
+    #: ``"module:function"`` of each function that compiles (or loads from numba's cache) its
+    #: kernels, every variant the service and the replay call; systems sharing one name it once
+    warmups: tuple[str, ...] = ()
+    #: rounds of more than two players (False: two-player rounds only, each one match)
+    multiplayer_rounds: bool = True
+    #: rounds ranked by teams (``RatingSystem.rate_team_round``)
+    team_rounds: bool = False
+    #: the lobby's team model (``TeamModel``)
+    team_model: TeamModel = "pair"
+    #: its model gives a two-team match a draw probability
+    draws: bool = False
+    #: a "mean" team model whose belief's second value is a deviation, a team's the root mean
+    #: square of its members' (glicko's RD, topcoder's volatility)
+    team_deviation: bool = False
+
+    def system_type(self) -> type[RatingSystem]:
+        """The system's class (imports its module)."""
+        cls: type[RatingSystem] = load(self.system)
+        return cls
+
+    def params_type(self) -> type[Params]:
+        """The class of its parameters (imports its module)."""
+        cls: type[Params] = load(self.params)
+        return cls
+
+    def build(self, params: Params | Mapping[str, Any] | None = None) -> RatingSystem:
+        """The system with ``params`` (``KEY=VALUE`` strings are parsed)."""
+        return self.system_type()(params)
+
+    def new_codec(self) -> Codec:
+        """A codec for its stored beliefs."""
+        codec: Codec = load(self.codec)()
+        return codec
+
+    def fast_path_type(self) -> type[FastPath] | None:
+        """The class of its fast path (None: the generic one)."""
+        if self.fast_path is None:
+            return None
+        cls: type[FastPath] = load(self.fast_path)
+        return cls
+
+    def warmup_functions(self) -> list[Callable[[], None]]:
+        """The functions ``warmups`` names, imported."""
+        return [load(target) for target in self.warmups]
+
+
+__all__ = ["FLOAT64_CODEC", "SystemSpec", "TeamModel", "load"]
