@@ -202,7 +202,10 @@ def _perf_var(system: RatingSystem) -> float:
 def _first(system: RatingSystem, teams: Sequence[Team]) -> FloatArray:
     mean = np.array([t.mean for t in teams])
     name = system.name
-    if name in ("elo", "codeforces", "glicko"):
+    if name == "topcoder":  # a Gaussian performance of the team's own deviation
+        sd = np.array([float(t.belief[1]) for t in teams if t.belief is not None])
+        return _integrate(mean, sd, gaussian=True)
+    if name in MEAN_MODELS:  # the logistic point ratings
         scale = float(getattr(system.params, "scale", 400.0))
         slope = math.log(10.0) / scale
         if name == "glicko":  # the attenuation of the mean pair: exact for two teams, the same for all
@@ -211,9 +214,6 @@ def _first(system: RatingSystem, teams: Sequence[Team]) -> FloatArray:
         z = slope * (mean - mean.max())
         w = np.exp(z)
         return np.asarray(w / w.sum(), dtype=np.float64)
-    if name == "topcoder":
-        sd = np.array([float(t.belief[1]) for t in teams if t.belief is not None])
-        return _integrate(mean, sd, gaussian=True)
     beta2 = _perf_var(system)
     sd = np.sqrt(np.array([t.var for t in teams]) + beta2)
     return _integrate(mean, sd, gaussian=name != "elo-mmr")

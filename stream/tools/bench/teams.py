@@ -23,7 +23,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from stream.files import write_jsonl_atomic
 from stream.params import ParamError, parse_param_list
 from stream.ratings import make_system
 from stream.ratings.base import RatingError, RatingSystem
+from stream.ratings.registry import SPECS
 from stream.tools.bench.teams_peers import available_peers
 from stream.tools.evaluate import Event, evaluate_events, load_events
 from stream.tools.synth import synth_team_rounds
@@ -53,15 +54,12 @@ SCENARIOS: dict[str, Scenario] = {
     "squads": Scenario(1000, 600, 4, 25),
 }
 
-#: label → (system, parameters): ours with a team model, the Elo-MMR pair also with the individual
-#: system's σ update (``team_exact_sigma=false``)
+#: label → (system, parameters): ours with a team model (``SystemSpec.team_rounds``), those with a
+#: choice of σ update (the Elo-MMR pair) also with the individual system's (``team_exact_sigma=false``)
 OURS: dict[str, tuple[str, dict[str, str]]] = {
-    "elo-mmx": ("elo-mmx", {}),
-    "elo-mmr": ("elo-mmr", {}),
-    "elo-mmx individual-σ": ("elo-mmx", {"team_exact_sigma": "false"}),
-    "elo-mmr individual-σ": ("elo-mmr", {"team_exact_sigma": "false"}),
-    "trueskill": ("trueskill", {}),
-    "elo": ("elo", {}),
+    **{s.name: (s.name, {}) for s in SPECS.values() if s.team_rounds},
+    **{f"{s.name} individual-σ": (s.name, {"team_exact_sigma": "false"}) for s in SPECS.values()
+       if s.team_rounds and "team_exact_sigma" in {f.name for f in fields(s.params_type())}},
 }
 COLUMNS = ("spearman", "kendall", "team_log_loss", "team_brier", "team_accuracy", "team_pair_inversion",
            "team_rank_deviation", "seconds")
