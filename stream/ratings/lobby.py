@@ -250,5 +250,5 @@ def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)
 
 
-__all__ = ["DEVIATION_MODELS", "DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "Team", "outcomes", "predict",
-           "team"]
+__all__ = ["DEVIATION_MODELS", "DRAW_MODELS", "MEAN_MODELS", "SUM_MODELS", "LobbyPrediction", "LobbyRefused", "Team",
+           "outcomes", "predict", "team"]

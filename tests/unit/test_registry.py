@@ -41,7 +41,7 @@ def _tables_of_names(path: Path) -> list[tuple[int, list[str]]]:
             items = [k for k in node.keys if k is not None]
         else:
             continue
-        names = [i.value for i in items if isinstance(i, ast.Constant) and i.value in SPECS]
+        names = [v for i in items if isinstance(i, ast.Constant) and isinstance(v := i.value, str) and v in SPECS]
         if len(set(names)) >= 2:
             found.append((node.lineno, names))
     return found
@@ -125,7 +125,7 @@ def test_every_spec_has_its_fast_path_codec_and_warmups(name: str) -> None:
     assert s.fast_path is not None and type(path) is s.fast_path_type() and type(path) is not FastPath
     codec = codec_for(name)
     assert type(codec) is type(s.new_codec())
-    beliefs = _round(system, 2) + [system.new_belief()]
+    beliefs = [*_round(system, 2), system.new_belief()]
     data = codec.encode_many(beliefs)
     back = codec.decode_many(data)
     if codec.lossless:
