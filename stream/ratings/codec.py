@@ -24,6 +24,7 @@ from numba import njit
 
 from stream.ratings.base import Belief, concat_f64
 from stream.ratings.registry import SPECS
+from stream.ratings.spec import load
 
 _LITTLE = sys.byteorder == "little"
 
@@ -101,17 +102,34 @@ def split(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
 
 
 class Float64Codec(CodecBase):
-    """Lossless: the belief's float64 values, little-endian, with a one-byte version tag."""
+    """Lossless: the belief's float64 values, little-endian, with a one-byte version tag.
+
+    The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
+    what ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored
+    values without decoding them asks this class for the parts: ``tag``, ``pack``/``unpack``,
+    ``packed_views`` (the packed beliefs inside stored values), ``encode_flat`` (stored values
+    from one array of beliefs), ``encode_rows``/``decode_rows`` (a matrix of them)."""
 
     name = "f64"
     lossless = True
-    _TAG = b"\x01"
+    #: the byte every stored value starts with (the encoding of a belief of no values)
+    tag = b"\x01"
+
+    @staticmethod
+    def pack(belief: Belief) -> bytes:
+        """The packed form of a belief: its values as little-endian float64, no tag."""
+        return np.ascontiguousarray(belief, dtype="<f8").tobytes()
+
+    @staticmethod
+    def unpack(packed: bytes | memoryview) -> Belief:
+        """``pack``'s inverse, bit for bit: a new, writable float64 array."""
+        return np.frombuffer(packed, dtype="<f8").astype(np.float64)
 
     def encode(self, belief: Belief) -> bytes:
-        return self._TAG + np.ascontiguousarray(belief, dtype="<f8").tobytes()
+        return self.tag + self.pack(belief)
 
     def decode(self, data: bytes) -> Belief:
-        if data[:1] != self._TAG:
+        if data[:1] != self.tag:
             raise ValueError(f"not an f64 belief (tag {data[:1]!r})")
         return np.frombuffer(data, dtype="<f8", offset=1).astype(np.float64)
 
@@ -128,14 +146,14 @@ class Float64Codec(CodecBase):
             return super().encode_many(beliefs)
         ends = np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n) * 8).tolist()
         raw = flat.view(np.uint8).data
-        tag = self._TAG
+        tag = self.tag
         return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
 
     def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
         """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
         copied): the packed beliefs of ``PackedRounds.rate_round_flat``. None if a value is
         not this codec's (``decode`` says why)."""
-        tag = self._TAG
+        tag = self.tag
         if not all(d[:1] == tag for d in datas):
             return None
         return [memoryview(d)[1:] for d in datas]
@@ -144,7 +162,7 @@ class Float64Codec(CodecBase):
         """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
         byte, written from the one array (``PackedRounds.rate_round_flat``'s): one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
-        tag = self._TAG
+        tag = self.tag
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
@@ -158,7 +176,7 @@ class Float64Codec(CodecBase):
         buf = np.frombuffer(blob, dtype=np.uint8)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=n), out=offsets[1:])
-        out, ends, bad = _unpack_f64(buf, offsets, self._TAG[0])
+        out, ends, bad = _unpack_f64(buf, offsets, self.tag[0])
         if bad >= 0:
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
@@ -170,7 +188,7 @@ class Float64Codec(CodecBase):
         n, width = state.shape
         size = 1 + 8 * width
         out = np.empty((n, size), dtype=np.uint8)
-        out[:, 0] = self._TAG[0]
+        out[:, 0] = self.tag[0]
         out[:, 1:] = np.ascontiguousarray(state, dtype="<f8").view(np.uint8).reshape(n, 8 * width)
         blob = out.tobytes()
         return [blob[s : s + size] for s in range(0, n * size, size)]
@@ -184,7 +202,7 @@ class Float64Codec(CodecBase):
         if n == 0 or set(map(len, datas)) != {size}:
             return None
         raw = np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(n, size)
-        if not bool((raw[:, 0] == self._TAG[0]).all()):
+        if not bool((raw[:, 0] == self.tag[0]).all()):
             return None
         return np.ascontiguousarray(raw[:, 1:]).view("<f8").astype(np.float64, copy=False)
 
@@ -217,4 +235,7 @@ def codec_for(system_name: str) -> Codec:
     first use: Elo-MMR users never import Cowan's kernels); lossless float64 for a name the
     registry does not list."""
     spec = SPECS.get(system_name)
-    return Float64Codec() if spec is None else spec.new_codec()
+    if spec is None:
+        return Float64Codec()
+    codec: Codec = load(spec.codec)()
+    return codec

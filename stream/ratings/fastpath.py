@@ -26,6 +26,7 @@ import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64, rows_of_columns
 from stream.ratings.registry import SPECS
+from stream.ratings.spec import load
 
 
 class FastPath:
@@ -235,9 +236,9 @@ def fast_path(system: RatingSystem) -> FastPath:
     first use), or the generic one (a name the registry does not list, or another class under a
     known name)."""
     spec = SPECS.get(system.name)
-    path_type = None if spec is None else spec.fast_path_type()
-    if path_type is None:
+    if spec is None or spec.fast_path is None:
         return FastPath(system)
+    path_type: type[FastPath] = load(spec.fast_path)
     return path_type(system) if isinstance(system, path_type.system_type) else FastPath(system)
 
 

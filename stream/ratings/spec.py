@@ -15,13 +15,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from stream.ratings.base import Params, RatingSystem
-
-if TYPE_CHECKING:
-    from stream.ratings.codec import Codec
-    from stream.ratings.fastpath import FastPath
 
 #: the lobby's team model (``stream.ratings.lobby``): "sum" (a team performs the sum of its
 #: members' performances), "mean" (a team plays as one player at its members' mean rating),
@@ -48,9 +44,11 @@ class SystemSpec:
     system: str
     #: ``"module:Class"`` of its ``base.Params`` (``KEY=VALUE`` parameters)
     params: str
-    #: ``"module:Class"`` of its ``fastpath.FastPath`` (None: the generic per-belief one)
+    #: ``"module:Class"`` of its ``fastpath.FastPath`` (None: the generic per-belief one;
+    #: ``fastpath.fast_path`` builds it)
     fast_path: str | None = None
-    #: ``"module:Class"`` of the codec its beliefs are stored with; the belief byte layout lives there
+    #: ``"module:Class"`` of the codec its beliefs are stored with (``codec.codec_for`` builds it);
+    #: the belief byte layout lives there
     codec: str = FLOAT64_CODEC
     #: ``"module:function"`` of each function that compiles (or loads from numba's cache) its
     #: kernels, every variant the service and the replay call; systems sharing one name it once
@@ -80,18 +78,6 @@ class SystemSpec:
     def build(self, params: Params | Mapping[str, Any] | None = None) -> RatingSystem:
         """The system with ``params`` (``KEY=VALUE`` strings are parsed)."""
         return self.system_type()(params)
-
-    def new_codec(self) -> Codec:
-        """A codec for its stored beliefs."""
-        codec: Codec = load(self.codec)()
-        return codec
-
-    def fast_path_type(self) -> type[FastPath] | None:
-        """The class of its fast path (None: the generic one)."""
-        if self.fast_path is None:
-            return None
-        cls: type[FastPath] = load(self.fast_path)
-        return cls
 
     def warmup_functions(self) -> list[Callable[[], None]]:
         """The functions ``warmups`` names, imported."""

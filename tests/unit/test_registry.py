@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from stream.ratings import RatingError, RatingSystem, lobby
-from stream.ratings.codec import codec_for
+from stream.ratings.codec import Float64Codec, codec_for
 from stream.ratings.fastpath import FastPath, fast_path
 from stream.ratings.registry import SPECS, spec
-from stream.ratings.spec import SystemSpec
+from stream.ratings.spec import SystemSpec, load
 
 ROOT = Path(__file__).resolve().parents[2] / "stream"
 NAMES = list(SPECS)
@@ -122,9 +122,9 @@ def test_every_spec_has_its_fast_path_codec_and_warmups(name: str) -> None:
     s = SPECS[name]
     system = s.build()
     path = fast_path(system)
-    assert s.fast_path is not None and type(path) is s.fast_path_type() and type(path) is not FastPath
+    assert s.fast_path is not None and type(path) is load(s.fast_path) and type(path) is not FastPath
     codec = codec_for(name)
-    assert type(codec) is type(s.new_codec())
+    assert type(codec) is load(s.codec)
     beliefs = [*_round(system, 2), system.new_belief()]
     data = codec.encode_many(beliefs)
     back = codec.decode_many(data)
@@ -150,3 +150,18 @@ def test_the_lobby_predicts_teams_per_the_spec(name: str) -> None:
             lobby.predict(system, teams)
     else:
         assert 0.0 <= lobby.predict(system, teams).win[0] <= 1.0
+
+
+def test_the_float64_layout_is_the_codecs() -> None:
+    """Stored value = ``tag`` + ``pack(belief)``; ``packed_views`` finds the packed part again."""
+    codec = Float64Codec()
+    beliefs = [np.array([1500.0, 350.0, -0.0, np.inf]), np.array([], dtype=np.float64), np.arange(7.0)]
+    data = codec.encode_many(beliefs)
+    assert data == [codec.tag + codec.pack(b) for b in beliefs] == [codec.encode(b) for b in beliefs]
+    assert codec.encode(np.empty(0)) == codec.tag
+    views = codec.packed_views(data)
+    assert views is not None
+    for v, b in zip(views, beliefs, strict=True):
+        back = codec.unpack(v)
+        assert back.flags.writeable and back.tobytes() == b.tobytes()
+    assert codec.packed_views([*data, b"\x02" + codec.pack(beliefs[0])]) is None
