@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,12 @@ def test_the_float64_layout_is_the_codecs() -> None:
         back = codec.unpack(v)
         assert back.flags.writeable and back.tobytes() == b.tobytes()
     assert codec.packed_views([*data, b"\x02" + codec.pack(beliefs[0])]) is None
+
+
+def test_flat_bytes_are_encode_flat_in_parts() -> None:
+    codec = Float64Codec()
+    values, offsets = np.arange(9.0), np.array([0, 2, 2, 9], dtype=np.int64)
+    tag, raw, ends = codec.flat_bytes(values, offsets)
+    parts = [tag + raw[a:b].tobytes() for a, b in pairwise(ends.tolist())]
+    assert parts == codec.encode_flat(values, offsets)
+    assert parts == [codec.encode(values[a:b]) for a, b in pairwise(offsets.tolist())]
