@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "warm": ("stream.tools.warm", "warm", "Compile the rating kernels into numba's cache (after install)."),
     "worker": ("stream.service.worker", "worker", "Run the streaming service (Faust worker)."),
     "export": ("stream.service.export", "export", "Write the ratings held in Redis as JSONL."),
+    "rebuild": ("stream.service.rebuild", "rebuild", "Rate the input topics into Redis again (Redis lost writes)."),
 }
 
 

@@ -61,6 +61,7 @@ from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
 from stream.state.fence import ServerFence, StoreRestarted
+from stream.state.marks import LostWrites
 from stream.state.redis_client import StoreUnavailable, connect_blocking
 from stream.state.redis_store import RedisStore
 
@@ -108,6 +109,8 @@ class Service:
     #: the worker stops: the housekeeping timer does nothing more (``stop_housekeeping``)
     stopping: bool = False
     _tick: asyncio.Future[None] | None = None  # the housekeeping tick under way
+    #: the state marks: what a restarted Redis must hold of what was acknowledged (stream.state.marks)
+    lost_writes: LostWrites | None = None
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -138,7 +141,7 @@ class Service:
         return http.ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
                             self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
                             health=self.http_health, concurrency=self.settings.http_redis_connections,
-                            halted=self.processor.halts.listing)
+                            halted=self.processor.halts.listing, blocked=self.not_rating)
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
@@ -303,7 +306,7 @@ class Service:
             steps.put_nowait(outputs)
 
         try:
-            res = await (await self.processor.start(msgs, safe=True, hand=hand))
+                res = await (await self.processor.start(msgs, safe=True, hand=hand))
         except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
             publishing.cancel()
             if not handed.done():
@@ -314,7 +317,10 @@ class Service:
         self.batches_done += 1
         self._crash_if_asked(self.batches_done)
         steps.put_nowait((res, done_at))
-        return [publishing]
+        if self.lost_writes is None:
+            return [publishing]
+        # the batch's commits all landed: its marks go to Redis before it is held (stream.state.marks)
+        return [publishing, asyncio.ensure_future(self.lost_writes.mark(msgs))]
 
     def _crash_if_asked(self, batch: int) -> None:
         """Fault injection (``MMR_TEST_FAULT_CRASH_AFTER_BATCHES``): die after a Redis commit of that batch and
@@ -375,6 +381,8 @@ class Service:
         for records in tokens:
             for record in records:
                 record.ack(consumer)
+            if self.lost_writes is not None:
+                self.lost_writes.acked(records)
 
     async def _alive(self) -> None:
         """Answers only when the server that took the held commits is still up (the fenced ``ping``)."""
@@ -419,8 +427,31 @@ class Service:
         log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
                     len(batches), sum(len(m) for m, _ in batches))
         if self.store.fence is not None:
+            if self.lost_writes is not None:  # a server that lost acknowledged commits: wait for a rebuild
+                await self.lost_writes.wait_until_whole(self._state_lost, self._state_whole)
             self.store.fence.accept()
         await self.pipeline.resume(batches)
+
+    async def _state_lost(self) -> None:
+        """Redis lost acknowledged writes (stream.state.marks): nothing is rated (the fence stays tripped, the
+        pipeline paused by the rewind), fetching is paused, round expiry skipped (``store_down``)."""
+        self.processor.store_down = True
+        self.metrics.store_unavailable.set(1)
+        await self.pause_fetch(True)
+
+    async def _state_whole(self) -> None:
+        """The marks cover every acknowledged offset again (the state was rebuilt): fetch again."""
+        self.processor.store_down = False
+        self.metrics.store_unavailable.set(0)
+        await self.pause_fetch(False)
+
+    def not_rating(self) -> str | None:
+        """Why the worker rates nothing now (readiness answers 503 with it), or None."""
+        reason = None if self.lost_writes is None else self.lost_writes.reason
+        if reason is None and self.processor.store_down:
+            reason = ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
+                      "(mmr_store_unavailable, mmr_store_retries_total)")
+        return reason
 
     async def stop_housekeeping(self) -> None:
         """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way,
@@ -546,6 +577,8 @@ class Service:
             self.owned_since.pop(key, None)
             self.lags.pop(key, None)
             self.positions.pop(key, None)
+            if self.lost_writes is not None:
+                self.lost_writes.forget([key])
             with contextlib.suppress(KeyError):  # never reported by this worker
                 self.metrics.lag.remove(key[0], str(key[1]))
 
@@ -690,6 +723,11 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
                        "again every batch not yet acknowledged", lambda: svc.rewinds)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
+    svc.lost_writes = LostWrites(store, svc.http_store.r)
+    Gauge("mmr_redis_lost_writes_partitions", "Input partitions whose acknowledged records a restarted Redis lost "
+          "the commits of (stream.state.marks): while not 0 nothing is rated until the state is rebuilt "
+          "(mmr rebuild)", registry=metrics.registry).set_function(
+              lambda: 0 if svc.lost_writes is None else len(svc.lost_writes.missing))
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
 

@@ -170,6 +170,8 @@ class ReadApi:
     concurrency: int = 16  # requests reading Redis at once (at most the read client's connections)
     #: the input partitions halted by a bug in the rating step (stream.service.halts.Halts.listing)
     halted: Callable[[], list[dict[str, Any]]] = list
+    #: why the worker rates nothing now (Redis unavailable under a commit, Redis lost acknowledged writes), or None
+    blocked: Callable[[], str | None] = lambda: None
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -331,6 +333,9 @@ def make_web_app(api: ReadApi) -> web.Application:
             return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
         if not api.running():
             return web.json_response({"status": "starting", "http_port": api.port}, status=503)
+        reason = api.blocked()
+        if reason is not None:
+            return web.json_response({"status": "unhealthy", "reason": reason, "http_port": api.port}, status=503)
         halted = api.halted()
         if halted:  # still ready: see docs/operator.md, "A bug in the rating step"
             return web.json_response({"status": "degraded", "http_port": api.port, "halted": halted})

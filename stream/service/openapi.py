@@ -35,6 +35,8 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"status": {"type": "string", "enum": ["alive", "ok", "degraded", "starting", "unhealthy"]},
                        "http_port": {"type": "integer"},
                        "redis": {"type": "string", "description": "why Redis did not answer"},
+                       "reason": {"type": "string", "description": "why the worker rates nothing now (Redis "
+                                  "unavailable under a commit, or Redis lost acknowledged writes; docs/operator.md)"},
                        "halted": {"type": "array", "items": {"type": "object"},
                                   "description": "input partitions halted by a bug in the rating step "
                                                  "(status `degraded`; docs/operator.md)"}},

@@ -145,6 +145,7 @@ class Processor:
         #: called with True when batches start finding Redis unavailable, with False once one commits
         #: again: the worker pauses fetching meanwhile (stream.service.app)
         self.on_store_down: Callable[[bool], Awaitable[None]] | None = None
+        self.step.on_unavailable = self._store_failed  # a step retrying its commit counts as a failed attempt
         #: the tasks stepping pools of the batch under way (``settle``)
         self._steps: set[asyncio.Task[None]] = set()
         #: where the batch under way hands each step's ratings (``start``'s ``hand``); None: in its result

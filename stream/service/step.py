@@ -78,6 +78,9 @@ class PoolStep:
         self.next_batch: Callable[[], NextBatch | None] | None = None
         #: the thread that ends the steps rated ahead (``StepEnd``), made by the first chain, ended by ``close``
         self._ends: ThreadPoolExecutor | None = None
+        #: told each time a step finds Redis unavailable and waits to try again (the processor's gauge, counter
+        #: and fetch pause: a step retrying its commit by itself is an outage the worker must report)
+        self.on_unavailable: Callable[[], Awaitable[None]] | None = None
 
     def close(self) -> None:
         """End the thread of the steps' ends (a step ending there ends unused)."""
@@ -308,6 +311,8 @@ class PoolStep:
         """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""
         log.warning("pool %r: Redis unavailable at its commit; trying the step again in %.2f s", pool, delay)
         self.cache.drop(pool)
+        if self.on_unavailable is not None:
+            await self.on_unavailable()
         await asyncio.sleep(delay)
         return min(delay * 2, 5.0)
 
