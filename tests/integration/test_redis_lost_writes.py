@@ -1,0 +1,220 @@
+"""Redis faults under a running ``mmr worker`` (real processes: the broker, a private ``redis-server``):
+
+* Redis SIGKILLed **without persistence** and started again empty: every commit the worker had
+  acknowledged is gone. The worker stays alive, publishes no rating from the empty state, answers
+  ``/readyz`` 503 naming the lost writes, and shows them in ``mmr_redis_lost_writes_partitions``;
+  ``mmr rebuild`` then rates the input topics into Redis again, the worker goes on by itself, and the
+  state equals the embedded replay bit for bit, with no two different ratings of one version on the
+  ratings topic and no version going back.
+* Redis down for ~12 s under a stream of commits (AOF ``always``): the documented metrics move
+  (``mmr_store_unavailable``, ``mmr_store_retries_total``, ``mmr_fetch_paused_partitions``), ``/readyz``
+  says why, ``mmr_inflight_messages`` stays within ``MMR_MAX_INFLIGHT`` plus a take batch and stops
+  growing while fetching is paused, and afterwards the state equals the embedded replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from local_servers import AOF_ALWAYS, RedisServer
+from outage_stream import SETTINGS, events, history, messages, replayed
+from service_utils import (
+    MMR,
+    ROOT,
+    BackgroundPublish,
+    WorkerProcess,
+    announced_port,
+    env_for,
+    export_state,
+    http_get,
+    make_settings,
+    metric,
+    publish,
+    read_json_topic,
+    wait_caught_up,
+    wait_for,
+)
+
+from stream.service.export import export_rows
+from stream.service.processor import Processor
+from stream.state.redis_store import RedisStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+#: no AOF and no RDB snapshots: a killed server starts again empty
+NO_PERSISTENCE = ("--appendonly", "no", "--save", "")
+
+
+def _versions_consistent(ratings: list[dict[str, Any]]) -> None:
+    """Every (pool, player, version) on the ratings topic carries one set of numbers, and each player's
+    versions never go back (a player's messages are on one partition, read in order)."""
+    seen: dict[tuple[str, str, int], tuple[float, float]] = {}
+    last: dict[tuple[str, str], int] = defaultdict(int)
+    for r in ratings:
+        key = (r["pool"], r["player"], r["version"])
+        numbers = (r["mu"], r["sigma"])
+        assert seen.setdefault(key, numbers) == numbers, f"two ratings of version {key}: {seen[key]} and {numbers}"
+        assert r["version"] >= last[key[:2]], f"version of {key[:2]} went back from {last[key[:2]]} to {r['version']}"
+        last[key[:2]] = r["version"]
+
+
+def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_bootstrap: str,
+                                                                         tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis", *NO_PERSISTENCE)
+    server.start()
+    evs = [ev for batch in events(20, 30, seed=5) for ev in batch]
+    before, after = evs[:300], evs[300:]
+    want = replayed([evs], tmp_path)
+    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
+    worker.start()
+    try:
+        port = announced_port(worker)
+        publish([history([before], tmp_path, "before.jsonl")], s, batch_size=10)
+        wait_caught_up(s, worker)  # every offset acknowledged and committed: its commits are in Redis
+        assert export_state(s) == replayed([before], tmp_path)
+        published_before = len(read_json_topic(s, s.topic_ratings))
+
+        server.kill()
+        server.start()  # empty
+        publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
+        wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_partitions") > 0, worker)
+        status, body = http_get(port, "/readyz")
+        assert status == 503 and "lost acknowledged writes" in body["reason"], body
+        time.sleep(3.0)  # a worker rating over the empty state would have published by now
+        assert worker.alive(), worker.log_tail()
+        assert len(read_json_topic(s, s.topic_ratings)) == published_before  # nothing from the lost state
+        assert export_state(s) == {}  # nothing written into the restarted server
+        log = worker.log_tail(200_000)
+        assert log.count("Redis lost acknowledged writes") == 1, log  # one ERROR line, not one per retry
+        assert metric(port, "mmr_redis_lost_writes_partitions") > 0 and metric(port, "mmr_store_unavailable") == 1
+
+        done = subprocess.run([str(MMR), "rebuild", "--no-progress"], env=env_for(s), cwd=ROOT, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert "rebuilt" in done.stderr and "0 dead letters" in done.stderr, done.stderr
+
+        wait_caught_up(s, worker)
+        wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
+        assert metric(port, "mmr_redis_lost_writes_partitions") == 0 and metric(port, "mmr_store_unavailable") == 0
+        state = export_state(s)
+        ratings = read_json_topic(s, s.topic_ratings)
+    finally:
+        worker.stop()
+        server.stop()
+    assert state == want  # every float bit for bit
+    _versions_consistent(ratings)
+    latest = {}
+    for r in ratings:
+        latest[(r["pool"], r["player"])] = r
+    assert {k: (v["mu"], v["sigma"]) for k, v in latest.items()} == {k: (v["mu"], v["sigma"]) for k, v in want.items()}
+    assert read_json_topic(s, s.topic_dead) == []
+
+
+DOWN_S = 12.0
+
+
+def test_redis_outage_under_commits_is_reported_paused_and_bounded(kafka_bootstrap: str, tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis", *AOF_ALWAYS)
+    server.start()
+    evs = [ev for batch in events(40, 60, seed=9) for ev in batch]  # 2,400 events
+    want = replayed([evs], tmp_path)
+    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_TAKE_MAX": "100"}
+    worker.start()
+    samples: list[tuple[float, float, float, float]] = []  # (unavailable, retries, paused, inflight)
+    try:
+        port = announced_port(worker)
+        stream = BackgroundPublish([history([evs], tmp_path)], s, batch_size=1, rate=120.0).start()  # ~20 s
+        wait_for("ratings flowing", lambda: metric(port, "mmr_messages_done_total") >= 200, worker)
+        server.kill()
+        down_at = time.monotonic()
+        reasons = set()
+        while time.monotonic() - down_at < DOWN_S:
+            samples.append((metric(port, "mmr_store_unavailable"), metric(port, "mmr_store_retries_total"),
+                            metric(port, "mmr_fetch_paused_partitions"), metric(port, "mmr_inflight_messages")))
+            status, body = http_get(port, "/readyz")
+            assert status == 503, body
+            reasons.add(body.get("reason") or body.get("redis"))
+            time.sleep(0.5)
+        assert worker.alive(), worker.log_tail()
+        server.start()
+        stream.join()
+        wait_caught_up(s, worker)
+        wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
+        after = (metric(port, "mmr_store_unavailable"), metric(port, "mmr_fetch_paused_partitions"))
+        state = export_state(s)
+    finally:
+        worker.stop()
+        server.stop()
+    assert any(u == 1 for u, _, _, _ in samples), samples
+    assert samples[-1][1] >= 2, samples  # attempts counted
+    assert any(p == s.partitions * len(s.input_topics()) for _, _, p, _ in samples), samples  # every partition paused
+    bound = s.max_inflight + 100  # MMR_MAX_INFLIGHT plus the one take batch admitted early
+    assert max(i for *_, i in samples) <= bound, samples
+    paused = [i for u, _, p, i in samples if u == 1 and p > 0]
+    assert len(paused) >= 8 and len(set(paused[4:])) == 1, samples  # nothing more taken once paused
+    assert reasons, reasons
+    assert after == (0, 0)
+    assert state == want  # every float bit for bit
+    assert read_json_topic(s, s.topic_dead) == []
+
+
+def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServer, tmp_path: Path) -> None:
+    """Redis dies between a step's read and its commit: the step retries the commit by itself (with its ops in
+    hand), and each attempt is counted and reported like a failed batch (the gauge, the counter, the fetch
+    pause's callback); once Redis is back the batch commits and the gauge drops to 0."""
+    batches = events(6, 20, seed=4)
+    want = replayed(batches, tmp_path)
+
+    async def run() -> tuple[list[dict[str, Any]], list[bool], list[tuple[float, float, list[bool]]], float]:
+        store = RedisStore.from_url(private_redis.url, prefix=f"rs{uuid.uuid4().hex[:6]}", cluster=False,
+                                    socket_connect_timeout=1)
+        calls: list[bool] = []
+        during: list[tuple[float, float, list[bool]]] = []  # 2 s into the outage: gauge, counter, callbacks
+        with ThreadPoolExecutor(1) as ex:
+            proc = Processor(SETTINGS, store, ex)
+
+            async def told(down: bool) -> None:
+                calls.append(down)
+
+            proc.on_store_down = told
+            commit = store.commit
+            killed = False
+
+            async def commit_after_a_kill(*args: Any, **kwargs: Any) -> int:
+                nonlocal killed
+                if not killed:  # the first commit of batch 3 meets a dead server
+                    killed = True
+                    private_redis.kill()
+                    loop = asyncio.get_running_loop()
+                    loop.call_later(2.0, lambda: during.append((proc.metrics.store_unavailable._value.get(),
+                                                                proc.metrics.store_retries._value.get(), list(calls))))
+                    loop.call_later(3.0, private_redis.start)
+                return await commit(*args, **kwargs)
+
+            for b, msgs in enumerate(messages(batches)):
+                if b == 3:
+                    store.commit = commit_after_a_kill  # type: ignore[method-assign]
+                assert (await (await proc.start(msgs, safe=True))).dead == []
+            retries = proc.metrics.store_retries._value.get()
+            assert proc.metrics.store_unavailable._value.get() == 0
+        rows = await export_rows(store)
+        await store.close()
+        return rows, calls, during, retries
+
+    rows, calls, during, retries = asyncio.run(run())
+    assert len(during) == 1 and during[0][0] == 1 and during[0][1] >= 2, during  # while Redis is down
+    assert during[0][2] == [True], during  # the fetch paused during the outage, not after it
+    assert calls[-1] is False and retries >= during[0][1]  # resumed once the batch committed
+    assert {(r["pool"], r["player"]): r for r in rows} == want
