@@ -1,0 +1,87 @@
+"""The state marks (stream.state.marks) against a real Redis: raised only, read back, and the check that a
+restarted server holds what was acknowledged -- waiting, with one ERROR line, until a rebuild covers it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from conftest import in_loop
+
+from stream.state.marks import Lost, LostWrites, highest_offsets, lost, read_marks, write_marks
+from stream.state.redis_store import RedisStore
+
+
+@dataclass
+class Rec:
+    topic: str
+    partition: int
+    offset: int
+
+
+def test_highest_offsets_per_partition() -> None:
+    recs = [Rec("m", 0, 3), Rec("m", 1, 7), Rec("m", 0, 9), Rec("r", 0, 1), Rec("m", 0, 4)]
+    assert highest_offsets(recs) == {"m/0": 9, "m/1": 7, "r/0": 1}
+
+
+def test_lost_names_every_partition_not_covered() -> None:
+    acked = {"m/0": 10, "m/1": 5, "r/0": 2}
+    assert lost(acked, {"m/0": 10, "m/1": 7, "r/0": 2}) == []
+    assert lost(acked, {"m/0": 9, "m/1": 7}) == [Lost("m/0", 10, 9), Lost("r/0", 2, None)]
+    assert lost({}, {}) == []  # nothing acknowledged: nothing to lose
+    assert "no mark" in str(Lost("r/0", 2, None)) and "up to offset 9" in str(Lost("m/0", 10, 9))
+
+
+@in_loop
+async def test_marks_are_raised_never_lowered(redis_url: str) -> None:
+    store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
+    try:
+        assert await write_marks(store, {"m/0": 5, "m/1": 2}) == 2
+        assert await write_marks(store, {"m/0": 3, "m/1": 4, "r/0": 0}) == 2  # m/0 stays at 5
+        assert await read_marks(store.r, store.prefix) == {"m/0": 5, "m/1": 4, "r/0": 0}
+        assert await write_marks(store, {}) == 0
+    finally:
+        await store.close()
+
+
+@in_loop
+async def test_the_check_waits_for_a_rebuild_with_one_error_line(redis_url: str,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="stream.state.marks")
+    store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
+    guard = LostWrites(store, store.r, poll_s=0.05)
+    events: list[str] = []
+
+    async def on_lost() -> None:
+        events.append("lost")
+
+    async def on_whole() -> None:
+        events.append("whole")
+
+    try:
+        await guard.mark([Rec("m", 0, 4), Rec("m", 1, 2)])
+        guard.acked([Rec("m", 0, 4), Rec("m", 1, 2)])
+        await guard.wait_until_whole(on_lost, on_whole)  # every acknowledged offset covered: at once
+        assert events == [] and guard.reason is None
+
+        await store.r.delete(f"{store.prefix}:marks")  # the server lost its writes
+        waiting = asyncio.ensure_future(guard.wait_until_whole(on_lost, on_whole))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and events == ["lost"]
+        assert guard.reason is not None and "m/0: acknowledged up to offset 4, Redis holds no mark" in guard.reason
+        await write_marks(store, {"m/0": 4})  # a rebuild covering one partition only: still waiting
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and [str(x) for x in guard.missing] == [str(Lost("m/1", 2, None))]
+        await write_marks(store, {"m/1": 9})  # and the other
+        await asyncio.wait_for(waiting, 5)
+        assert events == ["lost", "whole"] and guard.missing == [] and guard.reason is None
+        errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "Redis lost acknowledged writes" in errors[0].getMessage()
+
+        guard.forget([("m", 1)])
+        assert guard.acknowledged == {"m/0": 4}
+    finally:
+        await store.close()
