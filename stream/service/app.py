@@ -445,6 +445,11 @@ class Service:
         self.metrics.store_unavailable.set(0)
         await self.pause_fetch(False)
 
+    async def earliest_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The broker's earliest offset of each input partition (stream.state.marks, ``taken_up``)."""
+        got = await self.app.consumer.earliest_offsets(*[TP(t, p) for t, p in tps])
+        return {(tp[0], tp[1]): int(off) for tp, off in got.items()}
+
     def not_rating(self) -> str | None:
         """Why the worker rates nothing now (readiness answers 503 with it), or None."""
         reason = None if self.lost_writes is None else self.lost_writes.reason
@@ -740,6 +745,8 @@ def create_app(s: Settings) -> Service:
         if oldest is not None:  # clamped: the producer's clock may run ahead of ours
             fetched.observe(max(0.0, time.time() - oldest))
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
+        if svc.lost_writes is not None:  # partitions just got: their committed offsets held by Redis? (waits if not)
+            await svc.lost_writes.taken_up(msgs, svc.earliest_offsets, svc._state_lost, svc._state_whole)
         await svc.pipeline.submit(msgs, records)
 
     delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,

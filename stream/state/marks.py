@@ -28,9 +28,13 @@ one ERROR line) until an operator has rebuilt the state from the input topics
 then sees every acknowledged offset covered and goes on by itself (docs/operator.md, "Redis lost
 acknowledged writes").
 
-Limits: the comparison uses the offsets *this* worker acknowledged since it started; a worker
-that starts after the loss (together with Redis, say) has none, and rates on from what the server
-holds. On a Redis Cluster the marks live on the node that owns their slot: a node that restarts
+The same check runs when the worker takes the first records of a partition it got (its start, a
+rebalance: ``LostWrites.taken_up``), with the partition's committed offset (where its first record
+is) as acknowledged: a Redis that restarted empty together with the worker, or while none ran, is not
+rated over either. A server with no marks at all but pools listed was written by a version before
+the marks: they are set to the committed offsets then (upgrade all workers together).
+
+Limits: On a Redis Cluster the marks live on the node that owns their slot: a node that restarts
 empty is detected only when it is that one (each node's restart trips the fence, but the marks
 tell only about their own node); replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) are the
 protection there.
@@ -41,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,6 +152,8 @@ class LostWrites:
         self.missing: list[Lost] = []
         self.since = 0.0  # wall time the loss was found
         self.checks = 0  # checks after restarts (observability, tests)
+        #: the input partitions (topic, partition) whose first records this worker took since it got them
+        self._taken_up: set[tuple[str, int]] = set()
 
     def acked(self, records: Iterable[_Offsets]) -> None:
         """Records acknowledged to Kafka (their offsets may be committed from now on)."""
@@ -159,6 +165,51 @@ class LostWrites:
         """Partitions revoked: their next owner compares its own acknowledgements."""
         for topic, partition in sources:
             self.acknowledged.pop(f"{topic}/{partition}", None)
+            self._taken_up.discard((topic, partition))
+
+    async def taken_up(self, records: Iterable[_Offsets],
+                       earliest: Callable[[list[tuple[str, int]]], Awaitable[Mapping[tuple[str, int], int]]],
+                       on_lost: Any = None, on_whole: Any = None) -> None:
+        """The first records of input partitions this worker got (its start, a rebalance), before any is rated.
+
+        A partition's first record after its earliest offset (``earliest``: the broker's, per partition) is
+        where the group's committed offset was: the records before it were acknowledged, by this worker
+        before it restarted or by another, and their commits must be in the server. So the same check as
+        after a restart (``wait_until_whole``), with those offsets as acknowledged: a Redis that restarted
+        empty together with the worker, or while no worker ran, is not rated over either.
+
+        A server with no marks at all but with pools listed was written by a version before the marks: its
+        marks are set to those offsets (a warning). Redis unavailable: the partitions are checked with
+        their next records."""
+        taken = self._taken_up
+        first: dict[tuple[str, int], tuple[str, int, int]] = {}
+        for r in records:  # (a tuple a record: this runs on every batch the worker takes)
+            key = (r.topic, r.partition)
+            if key not in taken and key not in first:  # a partition's records come in offset order
+                first[key] = (r.topic, r.partition, r.offset)
+        if not first:
+            return
+        try:
+            begin = await earliest([(t, p) for t, p, _ in first.values()])
+            behind = {f"{t}/{p}": off - 1 for t, p, off in first.values() if off > begin.get((t, p), 0)}
+            if behind:
+                with infrastructure_errors():
+                    marks = await read_marks(self.reads, self.store.prefix)
+                    written_before = not marks and bool(await self.reads.exists(self.store.keys.pools_key()))
+                if written_before:
+                    log.warning("Redis holds pools but no state marks (written by a version before them): marking "
+                                "the committed offsets of %s as held", ", ".join(sorted(behind)))
+                    await write_marks(self.store, behind)
+        except StoreUnavailable as exc:
+            log.warning("checking the state marks of newly taken partitions: %r; checked with their next records",
+                        exc)
+            return
+        taken.update(first)
+        for tp, off in behind.items():
+            if off > self.acknowledged.get(tp, -1):
+                self.acknowledged[tp] = off
+        if behind:
+            await self.wait_until_whole(on_lost, on_whole)
 
     async def mark(self, msgs: Iterable[_Offsets]) -> None:
         """Write the marks of a batch whose commits all landed; retried while Redis is unavailable. A restart

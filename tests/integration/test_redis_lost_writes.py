@@ -120,6 +120,56 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
     assert read_json_topic(s, s.topic_dead) == []
 
 
+def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The worker stopped, Redis restarted empty, a new worker started: it takes its partitions at the group's
+    committed offsets, finds Redis without the marks of what was acknowledged, and rates nothing until
+    ``mmr rebuild``; then the state equals the embedded replay."""
+    server = RedisServer(tmp_path / "redis", *NO_PERSISTENCE)
+    server.start()
+    evs = [ev for batch in events(10, 30, seed=6) for ev in batch]
+    before, after = evs[:150], evs[150:]
+    want = replayed([evs], tmp_path)
+    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    first = WorkerProcess(s, tmp_path / "worker1.log")
+    first.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
+    first.start()
+    try:
+        announced_port(first)
+        publish([history([before], tmp_path, "before.jsonl")], s, batch_size=10)
+        wait_caught_up(s, first)
+    finally:
+        first.stop()
+    published_before = len(read_json_topic(s, s.topic_ratings))
+    server.kill()
+    server.start()  # empty
+    worker = WorkerProcess(s, tmp_path / "worker2.log")
+    worker.start()
+    try:
+        port = announced_port(worker)
+        publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
+        wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_partitions") > 0, worker)
+        status, body = http_get(port, "/readyz")
+        assert status == 503 and "lost acknowledged writes" in body["reason"], body
+        time.sleep(3.0)
+        assert worker.alive(), worker.log_tail()
+        assert len(read_json_topic(s, s.topic_ratings)) == published_before
+        assert export_state(s) == {}
+
+        done = subprocess.run([str(MMR), "rebuild", "--no-progress"], env=env_for(s), cwd=ROOT, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        wait_caught_up(s, worker)
+        wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
+        state = export_state(s)
+        ratings = read_json_topic(s, s.topic_ratings)
+    finally:
+        worker.stop()
+        server.stop()
+    assert state == want  # every float bit for bit
+    _versions_consistent(ratings)
+    assert read_json_topic(s, s.topic_dead) == []
+
+
 DOWN_S = 12.0
 
 

@@ -85,3 +85,39 @@ async def test_the_check_waits_for_a_rebuild_with_one_error_line(redis_url: str,
         assert guard.acknowledged == {"m/0": 4}
     finally:
         await store.close()
+
+
+@in_loop
+async def test_partitions_taken_up_are_checked_against_their_committed_offsets(
+        redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The first record of a partition the worker got stands for the group's committed offset: the records
+    before it were acknowledged, so the server must hold their marks (or be a state from before the marks)."""
+    caplog.set_level(logging.WARNING, logger="stream.state.marks")
+    store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
+    guard = LostWrites(store, store.r, poll_s=0.05)
+    asked: list[list[tuple[str, int]]] = []
+
+    async def earliest(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        asked.append(tps)
+        return {("m", 0): 0, ("m", 1): 5, ("m", 2): 0}
+
+    try:
+        await guard.taken_up([Rec("m", 0, 0), Rec("m", 0, 1), Rec("m", 1, 5)], earliest)  # from the start: fresh
+        assert guard.acknowledged == {} and asked == [[("m", 0), ("m", 1)]]
+        await guard.taken_up([Rec("m", 0, 2)], earliest)  # taken up already: not asked again
+        assert len(asked) == 1
+
+        await store.r.sadd(store.keys.pools_key(), "p")  # a state written before the marks
+        await guard.taken_up([Rec("m", 2, 7)], earliest)
+        assert await read_marks(store.r, store.prefix) == {"m/2": 6} and guard.acknowledged == {"m/2": 6}
+        assert any("no state marks" in r.getMessage() for r in caplog.records)
+
+        guard.forget([("m", 0)])  # revoked, then got again where the group committed 10: marks say 6 at most
+        waiting = asyncio.ensure_future(guard.taken_up([Rec("m", 0, 11)], earliest))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and [str(x) for x in guard.missing] == [str(Lost("m/0", 10, None))]
+        await write_marks(store, {"m/0": 10})
+        await asyncio.wait_for(waiting, 5)
+        assert guard.missing == []
+    finally:
+        await store.close()
