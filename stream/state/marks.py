@@ -34,7 +34,7 @@ is) as acknowledged: a Redis that restarted empty together with the worker, or w
 rated over either. A server with no marks at all but pools listed was written by a version before
 the marks: they are set to the committed offsets then (upgrade all workers together).
 
-Limits: On a Redis Cluster the marks live on the node that owns their slot: a node that restarts
+Limits: on a Redis Cluster the marks live on the node that owns their slot: a node that restarts
 empty is detected only when it is that one (each node's restart trips the fence, but the marks
 tell only about their own node); replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) are the
 protection there.
