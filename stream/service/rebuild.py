@@ -127,8 +127,16 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, first[tp])
+        fixed: set[TopicPartition] = set()  # partitions whose end is the highwater of a fetch
         while todo:
             fetched = await consumer.getmany(*todo, timeout_ms=1000, max_records=s.take_max)
+            for tp in todo - fixed:
+                # ListOffsets is not trusted alone: a broker may answer less than the log's end (Tansu answers
+                # the last record batch's first offset + 1); the first fetch's highwater is the end then
+                hw = consumer.highwater(tp)
+                if hw is not None:
+                    end[tp] = max(end[tp], hw)
+                    fixed.add(tp)
             batch: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
             for tp, records in fetched.items():
                 records = [r for r in records if r.offset < end[tp]]  # records produced since the start: a worker's
@@ -137,6 +145,9 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
                     key = f"{tp.topic}/{tp.partition}"
                     lo = out.read[key][0] if key in out.read else records[0].offset
                     out.read[key] = (lo, records[-1].offset)
+                    if records[-1].offset + 1 >= end[tp]:
+                        todo.discard(tp)
+            for tp in [tp for tp in todo if tp not in fetched and tp in fixed]:  # the rest are gaps (compaction)
                 if await consumer.position(tp) >= end[tp]:
                     todo.discard(tp)
             msgs = _in_order(batch)

@@ -268,3 +268,42 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
     assert during[0][2] == [True], during  # the fetch paused during the outage, not after it
     assert calls[-1] is False and retries >= during[0][1]  # resumed once the batch committed
     assert {(r["pool"], r["player"]): r for r in rows} == want
+
+
+def test_rebuild_with_wipe_replaces_what_the_prefix_held(kafka_bootstrap: str, redis_url: str,
+                                                         tmp_path: Path) -> None:
+    """``mmr rebuild --wipe`` (in process): every key of the prefix deleted first -- a state that is not a
+    prefix of the history, here a foreign key and a pool rated with other events -- and the input topics
+    rated again: the export equals the embedded replay, the marks cover every partition read, and the keys
+    of another prefix are untouched."""
+    import redis
+
+    from stream.service.rebuild import run_rebuild
+
+    evs = [ev for batch in events(5, 30, seed=8) for ev in batch]
+    s = make_settings(kafka_bootstrap, redis_url, matches_system="elo", rounds_system="elo-mmr")
+    publish([history([evs], tmp_path)], s, batch_size=7)
+    other = redis.Redis.from_url(redis_url)
+    try:
+        other.set(f"{s.key_prefix}:{{m0}}:p:ghost", b"not a belief")
+        other.sadd(f"{s.key_prefix}:pools", "m0")
+        other.set(f"{s.key_prefix}x:keep", b"another prefix")
+        done = asyncio.run(run_rebuild(s, wipe_first=True))
+        assert done.deleted_keys == 2 and done.dead_letters == 0 and done.halted == []
+        assert export_state(s) == replayed([evs], tmp_path)  # every float bit for bit
+        marks = asyncio.run(_marks(redis_url, s.key_prefix))
+        assert marks == {tp: last for tp, (_, last) in done.read.items()} and marks
+        assert other.get(f"{s.key_prefix}x:keep") == b"another prefix"
+    finally:
+        other.delete(f"{s.key_prefix}x:keep")
+        other.close()
+
+
+async def _marks(url: str, prefix: str) -> dict[str, int]:
+    from stream.state.marks import read_marks
+
+    store = RedisStore.from_url(url, prefix=prefix, cluster=False)
+    try:
+        return await read_marks(store.r, prefix)
+    finally:
+        await store.close()
