@@ -10,9 +10,10 @@ from typing import Any
 
 import click
 
-from stream import __version__
+from stream import __version__, errors
 from stream.config import SettingError
 from stream.params import ParamError
+from stream.runtime import configure
 
 #: subcommand -> ("module", "attribute"); the attribute is a click command
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -30,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class ConfigurationError(click.ClickException):
+class ConfigurationError(errors.ConfigurationError, click.ClickException):
     """A setting of the environment that cannot be used: a message, no traceback."""
 
     exit_code = 2
@@ -44,6 +45,7 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module, attr, _ = COMMANDS[name]
+        configure()  # numba's cache and threads, before the command's module imports a kernel
         cmd: click.Command = getattr(importlib.import_module(module), attr)
         return cmd
 

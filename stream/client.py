@@ -1,9 +1,10 @@
 """Publishing events to the service: ``from stream.client import Publisher``.
 
-A game server needs only this module (it imports neither numba nor Faust). Every event is
-checked by the validator the worker runs (``stream.service.planning.decode_message``), so what
-the client accepts the worker accepts, and a bad event raises ``InvalidEvent`` naming the
-field *before* anything is sent. Each message is keyed by its pool, so a pool's events stay
+A game server needs only this module: importing it loads neither numba, numpy nor Faust, and
+changes no environment variable. Every event is checked by the checks the worker runs
+(``stream.events.check``: the schema, the rules a schema cannot state, the settings' pools and
+``MMR_MAX_PARTICIPANTS``), so what the client accepts the worker accepts, and a bad event raises
+``InvalidEvent`` naming the field *before* anything is sent. Each message is keyed by its pool, so a pool's events stay
 in one partition and in order; topic names come from the settings (``MMR_TOPIC_*``).
 
 Event ids make re-publishing harmless (the worker applies an id once). Pass your own, or
@@ -24,16 +25,17 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from stream.events.model import MatchEvent, RoundEvent
-from stream.events.validate import InvalidEvent
+from stream.events.check import InvalidEvent, check_event, check_participants, check_pool, parse_json
+from stream.events.model import MatchEvent
 from stream.service.config import Settings, from_env
-from stream.service.messages import Message
-from stream.service.planning import decode_message
+
+if TYPE_CHECKING:
+    from stream.events.model import RoundEvent
 
 __all__ = ["InvalidEvent", "Publisher", "deterministic_id", "match_batch_json", "match_columns_json", "round_json"]
 
@@ -215,10 +217,10 @@ class Publisher:
         return etype, obj
 
     def _prepare(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any], bytes, Any]:
-        """``(type, event, its bytes, what the worker decodes of them)``. The bytes go through the
-        worker's own ``decode_message`` (schema, the rules a schema cannot state, and the
-        settings' pool list and ``MMR_MAX_PARTICIPANTS``), so the client refuses what the worker
-        would dead-letter."""
+        """``(type, event, its bytes, what the checks read of them)``. The bytes are parsed again and go
+        through the worker's own checks (``stream.events.check``: schema, the rules a schema cannot
+        state, and the settings' pool list and ``MMR_MAX_PARTICIPANTS``), so the client refuses what
+        the worker would dead-letter."""
         obj = dict(event)
         try:
             if obj.get("type") == "match_columns" and "event_id" not in obj:
@@ -233,8 +235,22 @@ class Publisher:
             value = orjson.dumps(obj)
         except orjson.JSONEncodeError as exc:
             raise InvalidEvent(f"field event: not JSON ({exc})") from None
-        etype, decoded = decode_message(Message("", -1, -1, value), self.settings)
-        return etype, obj, value, decoded
+        etype, checked = self._check(value)
+        return etype, obj, value, checked
+
+    def _check(self, value: bytes) -> tuple[str, Any]:
+        """What the worker checks of a message's bytes (``stream.service.planning.decode_message``):
+        ``(type, the checked value)`` (``stream.events.check.check_event``), or InvalidEvent."""
+        s = self.settings
+        obj = parse_json(value)
+        etype, checked = check_event(obj)
+        check_pool(obj["pool"], s.pools, obj.get("event_id") if etype != "match_columns" else None)
+        if etype == "round":
+            check_participants(etype, len(checked.players), checked.team_of is not None, s.max_participants,
+                               obj["event_id"])
+        elif etype == "round_completed":
+            check_participants(etype, checked["participants"], False, s.max_participants, obj["event_id"])
+        return etype, checked
 
     async def send(self, event: Mapping[str, Any]) -> str | list[str]:
         """Validate any input event (a dict as the schemas write it), fill a missing id, and
@@ -270,7 +286,7 @@ class Publisher:
                 _etype, _obj, _value, one = self._prepare(row)
             except InvalidEvent as exc:
                 raise InvalidEvent(f"match {i}: {exc.reason}", exc.event_id) from None
-            events.append(MatchEvent(one.event_ids[0], pool, one.times[0], one.a[0], one.b[0], one.scores[0]))
+            events.append(one)
         for start in range(0, len(events), self.batch):
             await self._send_columns(pool, events[start:start + self.batch])
         return [m.event_id for m in events]

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from stream.errors import ConfigurationError
+
 T = TypeVar("T")
 
 #: dataclass field metadata key naming the environment variable of a setting
@@ -34,7 +36,7 @@ BOOLEAN_WORDS = {"1": True, "true": True, "yes": True, "on": True,
                  "0": False, "false": False, "no": False, "off": False}
 
 
-class SettingError(ValueError):
+class SettingError(ConfigurationError, ValueError):
     """A setting whose value cannot be used; the message names the variable."""
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stream.errors import ConfigurationError
 
-class ParamError(ValueError):
+
+class ParamError(ConfigurationError, ValueError):
     """A parameter that is not ``KEY=VALUE``; ``source`` names where it came from."""
 
     def __init__(self, source: str, reason: str) -> None:

@@ -10,6 +10,9 @@ commit's Redis frames (``stream.state.commit_frames``) and the rating messages
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Sequence
 
 import numba as nb

@@ -37,6 +37,10 @@ from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
 from local_servers import AOF_ALWAYS, NO_AOF, RedisServer, free_port, test_redis_db, wait_port
 
+from stream import runtime
+
+runtime.configure()  # numba's cache and threads before any test module imports numba (stream.runtime)
+
 TEST_DB = test_redis_db()
 
 

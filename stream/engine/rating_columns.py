@@ -18,6 +18,9 @@ beyond int64, say a corrupt belief's round count) is written row by row by those
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from typing import cast, overload

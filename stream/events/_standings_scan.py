@@ -22,6 +22,9 @@ which also names what is wrong.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import numba as nb
 import numpy as np
 import orjson

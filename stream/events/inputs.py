@@ -27,6 +27,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 import orjson
 
+from stream import errors
 from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, MatchRun, RoundEvent
 from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
 from stream.ratings.base import IntArray
@@ -56,7 +57,7 @@ def bounded_id(text: str, limit: int) -> str:
     return f"{text[: limit - len(digest) - 1]}~{digest}"
 
 
-class InputError(ValueError):
+class InputError(errors.InputError, ValueError):
     """A bad record in an input file: names the file, the line and the reason."""
 
     def __init__(self, where: str, reason: str) -> None:
@@ -308,7 +309,7 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
             score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
             t = _parse_time(row[mapping.time], where)
             eid = bounded_id(f"{Path(path).name}:{reader.line_num}", MAX_EVENT_ID_LENGTH)
-            yield where, MatchEvent(eid, pool, t, a, b, score)
+            yield where, MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score)
 
 
 #: the record type of a ``MatchRun`` (``read_records(..., chunks=True)``)

@@ -1,7 +1,12 @@
 """Decoded, validated events: what the engine consumes.
 
 Both the embedded replay (reading files) and the streaming worker (reading Kafka)
-turn raw input into these objects, so everything downstream is shared.
+turn raw input into these objects, so everything downstream is shared. Records are built by
+keyword (``MatchEvent(event_id=..., pool=..., ...)``): a field added later cannot shift the others.
+
+The module imports without numpy: a game server's client (``stream.client``) builds ``MatchEvent``
+records without loading it. The helpers that make arrays (``MatchBatch.score_array``,
+``index_players``, ...) import numpy when they are called, which the engine has done long before.
 """
 
 from __future__ import annotations
@@ -10,21 +15,24 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
 import orjson
 
-from stream.ratings.base import FloatArray, IntArray
+from stream.events.schema import limits
 
-MAX_ID_LENGTH = 128
+if TYPE_CHECKING:
+    from stream.ratings.base import FloatArray, IntArray
+
+#: ``maxLength`` of a player id in the schemas
+MAX_ID_LENGTH = limits().player_length
 #: bounds of ``time`` (ms since the epoch, negative before 1970) and ``rank`` in the schemas:
 #: both are stored as int64
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Teams:
     """The teams of a team round, parallel to its ``players`` (listed team by team).
 
@@ -37,7 +45,7 @@ class Teams:
     weights: FloatArray
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RoundEvent:
     """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie).
 
@@ -55,7 +63,7 @@ class RoundEvent:
     teams: Teams | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class MatchEvent:
     """One 1-v-1 result: ``score`` is A's score (1 win, 0.5 draw, 0 loss)."""
 
@@ -97,9 +105,13 @@ class MatchBatch:
         return len(self.a)
 
     def score_array(self) -> FloatArray:
+        import numpy as np
+
         return np.asarray(self.scores, dtype=np.float64)
 
     def time_array(self) -> IntArray:
+        import numpy as np
+
         return np.asarray(self.times, dtype=np.int64)
 
 
@@ -123,7 +135,8 @@ class MatchRun:
     def events(self) -> list[MatchEvent]:
         """The matches one at a time."""
         b = self.batch
-        return list(map(MatchEvent, b.event_ids, [b.pool] * len(b), b.times, b.a, b.b, b.scores))
+        return [MatchEvent(event_id=e, pool=b.pool, time=t, a=x, b=y, score=sc)
+                for e, t, x, y, sc in zip(b.event_ids, b.times, b.a, b.b, b.scores, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +155,8 @@ class PlayerIndex:
 
     def last_match(self) -> IntArray:
         """For each player, the position of their last match in the batch."""
+        import numpy as np
+
         n = len(self.a)
         last = np.full(len(self.players), -1, dtype=np.int64)
         pos = np.arange(n, dtype=np.int64)
@@ -152,6 +167,8 @@ class PlayerIndex:
 
 def index_players(batch: MatchBatch) -> PlayerIndex:
     """The ``PlayerIndex`` of ``batch`` (dict and map passes at C speed)."""
+    import numpy as np
+
     players = list(dict.fromkeys(chain(batch.a, batch.b)))
     index = dict(zip(players, range(len(players)), strict=True))
     n = len(batch)

@@ -1,260 +1,84 @@
-"""Schema validation and decoding of incoming events.
+"""Decoding of incoming events into the engine's records (``stream.events.model``).
 
-The JSON Schemas in ``stream/schemas/`` (package data; ``schemas/`` at the top of the
-repository points there) are the wire contract; they are compiled once
-(fastjsonschema generates Python code per schema, ~10x faster than interpreting) and
-every event, from a file or from Kafka, goes through ``decode_event``. Rules a schema
-cannot express (a player twice in one round, a player playing themself) are checked
-here too, so a bad event is rejected *before* anything is applied.
+Every event, from a file or from Kafka, is checked by ``stream.events.check`` (its JSON Schema and
+the rules a schema cannot state; pure Python, what the client runs too) and decoded here: a round's
+ranks become arrays. The fast paths (``fast_matches``, ``fast_round``) take only events every check
+accepts, with the same values, and leave anything unusual to ``decode_event``; their bounds are the
+schemas' (``stream.events.schema.limits``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from functools import cache
-from importlib import resources
 from operator import eq, itemgetter
 from typing import Any
 
-import fastjsonschema
 import numpy as np
-import orjson
 
-from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent, Teams
+from stream.events.check import (
+    ALL_TYPES,
+    COLUMNS,
+    INPUT_TYPES,
+    MATCH_LISTS,
+    MAX_EVENT_ID_LENGTH,
+    MAX_EXACT_FLOAT,
+    InvalidEvent,
+    RoundFields,
+    check_event,
+    check_schema,
+    exact_int,
+    parse_json,
+    round_fields,
+    to_match,
+    validator,
+)
+from stream.events.model import MatchBatch, RoundEvent, Teams
+from stream.events.schema import limits, schema
 from stream.ratings.base import IntArray
 
-INPUT_TYPES = ("match", "match_batch", "match_columns", "round", "round_result", "round_completed")
-#: event types that carry many matches (decoded to a list of MatchEvent)
-MATCH_LISTS = ("match_batch", "match_columns")
-#: the five columns of a ``match_columns`` event, in the order of MatchBatch.add's fields
-COLUMNS = ("event_id", "time", "a", "b", "score")
-ALL_TYPES = (*INPUT_TYPES, "rating")
-#: ``maxLength`` of ``event_id`` in ``schemas/``
-MAX_EVENT_ID_LENGTH = 256
-#: integral floats are integers to JSON Schema, but exact only below 2^53 in magnitude; and orjson
-#: reads a JSON integer beyond 64 bits as a float (``-9223372036854775809`` arrives as -2^63)
-MAX_EXACT_FLOAT = 2**53
-#: how much of an unexpected value a reason quotes (reasons go into dead letters and logs)
-_QUOTE_CHARS = 40
+__all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "MAX_EVENT_ID_LENGTH", "MAX_EXACT_FLOAT",
+           "InvalidEvent", "check_schema", "decode_event", "exact_int", "fast_matches", "fast_round", "parse_json",
+           "plain_match_rows", "round_of_columns", "schema", "to_match", "to_round", "validator"]
 
-
-class InvalidEvent(ValueError):
-    """An event that cannot be applied. ``reason`` is short and names the field."""
-
-    def __init__(self, reason: str, event_id: str | None = None) -> None:
-        self.reason = reason
-        self.event_id = event_id
-        super().__init__(f"event {event_id}: {reason}" if event_id else reason)
-
-
-def schema(event_type: str) -> dict[str, Any]:
-    """The JSON Schema of one event type, read from the installed package."""
-    text = resources.files("stream").joinpath("schemas", f"{event_type}.json").read_bytes()
-    loaded: dict[str, Any] = orjson.loads(text)
-    return loaded
-
-
-@cache
-def validator(event_type: str) -> Callable[[Any], Any]:
-    """The compiled validator of one event type."""
-    return fastjsonschema.compile(schema(event_type))
-
-
-@cache
-def _round_columns_validator() -> Callable[[Any], Any]:
-    """The validator of a ``round`` in the column form: the schema's column branch made its
-    top-level form, so that a bad player or rank is named by its field (``players.3``), not only
-    as "no branch of oneOf matched"."""
-    sch = schema("round")
-    branch = next(b for b in sch.pop("oneOf") if "players" in b.get("properties", {}))
-    sch["properties"] = {**sch["properties"], **branch["properties"]}
-    sch["required"] = [*sch["required"], *branch["required"]]
-    return fastjsonschema.compile(sch)
-
-
-def parse_json(raw: bytes | str) -> dict[str, Any]:
-    """orjson decode; NaN/Infinity and out-of-range numbers are rejected by orjson itself."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidEvent(f"bad JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise InvalidEvent("an event must be a JSON object")
-    return obj
-
-
-def _quote(value: Any) -> str:
-    """``repr(value)``, cut to ``_QUOTE_CHARS`` characters."""
-    text = repr(value)
-    return text if len(text) <= _QUOTE_CHARS else f"{text[:_QUOTE_CHARS]}..."
-
-
-def _valid_event_id(obj: dict[str, Any]) -> str | None:
-    """The event's ``event_id`` when it is a valid one (what a reason may carry), else None."""
-    eid = obj.get("event_id")
-    return eid if type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH else None
-
-
-def check_schema(obj: dict[str, Any]) -> str:
-    """Validate against the schema named by ``type``; returns the type."""
-    etype = obj.get("type")
-    event_id = _valid_event_id(obj)
-    if etype not in INPUT_TYPES:
-        raise InvalidEvent(f"field type: unknown event type {_quote(etype)}", event_id)
-    forms = ("standings" in obj) + ("teams" in obj)  # a round's third form, its columns, only without both
-    columns = etype == "round" and forms == 0
-    if etype == "round" and (forms > 1 or (columns and not ("players" in obj and "ranks" in obj))):
-        raise InvalidEvent("field standings: a round carries exactly one of standings, teams, or players "
-                           "with ranks", event_id)
-    try:
-        (_round_columns_validator() if columns else validator(etype))(obj)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        field = ".".join(str(p) for p in exc.path[1:]) or "event"
-        raise InvalidEvent(f"field {field}: {exc.message.replace('data.', '')}", event_id) from None
-    return str(etype)
-
-
-def exact_int(value: int | float, what: str, event_id: str | None) -> int:
-    """A schema-valid ``integer`` as an int; rejects floats that may not be the number written."""
-    if type(value) is int:
-        return value
-    if not -MAX_EXACT_FLOAT < value < MAX_EXACT_FLOAT:
-        raise InvalidEvent(f"field {what}: {value!r} is not an exact integer (a float of magnitude 2^53 or "
-                           "more: an integer beyond 64 bits, or written with a fraction or an exponent)", event_id)
-    return int(value)
-
-
-def _finite(value: float, what: str, event_id: str) -> float:
-    if not math.isfinite(value):
-        raise InvalidEvent(f"field {what}: not a finite number", event_id)
-    return float(value)
-
-
-def _first_repeat(players: list[str]) -> str:
-    seen: set[str] = set()
-    return next(p for p in players if p in seen or seen.add(p))  # type: ignore[func-returns-value]
+_LIMITS = limits()
+#: the schemas' bounds the fast paths check by hand
+_ID, _POOL, _PLAYER, _ROUND_ID = _LIMITS.event_id_length, _LIMITS.pool_length, _LIMITS.player_length, \
+    _LIMITS.round_id_length
+_MIN_TIME, _MAX_TIME = _LIMITS.min_time, _LIMITS.max_time
+_MIN_SCORE, _MAX_SCORE = _LIMITS.min_score, _LIMITS.max_score
 
 
 def to_round(obj: dict[str, Any]) -> RoundEvent:
-    """A validated ``round`` dict → RoundEvent (rejects a player listed twice)."""
-    if "teams" in obj:
-        return to_team_round(obj)
-    eid = obj["event_id"]
-    if "standings" in obj:
-        standings = obj["standings"]
-        players = [s["player"] for s in standings]
-        ranks_in = [s["rank"] for s in standings]
-        field, rank_field = "standings", "standings.{}.rank"
-    else:  # the column form
-        players, ranks_in = obj["players"], obj["ranks"]
-        if len(ranks_in) != len(players):
-            raise InvalidEvent(f"field ranks: {len(ranks_in)} ranks for {len(players)} players", eid)
-        field, rank_field = "players", "ranks.{}"
-    if len(set(players)) != len(players):
-        raise InvalidEvent(f"field {field}: player {_first_repeat(players)!r} appears twice in the round", eid)
-    if set(map(type, ranks_in)) != _INT:
-        ranks_in = [exact_int(r, rank_field.format(i), eid) for i, r in enumerate(ranks_in)]
-    return _round_event(obj, players, np.array(ranks_in, dtype=np.int64))
+    """A schema-valid ``round`` dict → RoundEvent (``check.round_fields``: rejects a player listed twice, ...)."""
+    return round_event(obj, round_fields(obj))
 
 
-def _round_event(obj: dict[str, Any], players: list[str], ranks: IntArray, teams: Teams | None = None) -> RoundEvent:
-    """The RoundEvent of a validated ``round`` dict whose players and ranks (and teams) are read already:
-    the fields every round has, checked the same way for a round of players and one of teams."""
-    eid = obj["event_id"]
-    return RoundEvent(
-        event_id=eid,
-        pool=obj["pool"],
-        round_id=obj["round_id"],
-        time=exact_int(obj["time"], "time", eid),
-        players=players,
-        ranks=ranks,
-        weight=_finite(obj.get("weight", 1.0), "weight", eid),
-        perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
-        teams=teams,
-    )
-
-
-def to_team_round(obj: dict[str, Any]) -> RoundEvent:
-    """A validated team ``round`` dict → RoundEvent with ``teams``: every member in ``players``
-    (team by team, members in the event's order), each with their team's rank.
-
-    Rejects a player in two teams (or twice in one) and ``weights`` not parallel to ``players``;
-    an empty team is refused by the schema (``minItems``)."""
-    eid = obj["event_id"]
-    teams = obj["teams"]
-    players: list[str] = []
-    team_of: list[int] = []
-    weights: list[float] = []
-    team_ranks: list[int] = []
-    for t, team in enumerate(teams):
-        members = team["players"]
-        players += members
-        team_of += [t] * len(members)
-        w = team.get("weights")
-        if w is None:
-            weights += [1.0] * len(members)
-        elif len(w) != len(members):
-            raise InvalidEvent(f"field teams.{t}.weights: {len(w)} weights for {len(members)} players", eid)
-        else:
-            weights += map(float, w)
-        team_ranks.append(exact_int(team["rank"], f"teams.{t}.rank", eid))
-    if len(set(players)) != len(players):
-        dup = _first_repeat(players)
-        raise InvalidEvent(f"field teams: player {dup!r} appears twice in the round", eid)
-    ranks = np.array(team_ranks, dtype=np.int64)
-    team_index = np.array(team_of, dtype=np.int64)
-    return _round_event(obj, players, ranks[team_index],
-                        Teams(team_index, ranks, np.array(weights, dtype=np.float64)))
-
-
-def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", index: int = 0) -> MatchEvent:
-    """A validated ``match`` (or the ``index``-th match of a ``match_batch`` or ``match_columns``)
-    → MatchEvent. A reason names a field ``f`` as ``field.format(index, f)``: "matches.{0}.{1}"
-    in a batch, "{1}.{0}" in columns (formatted only then: this runs once per match)."""
-    eid = obj["event_id"]
-    if obj["a"] == obj["b"]:
-        raise InvalidEvent(f"field {field.format(index, 'b')}: player {obj['a']!r} cannot play themself", eid)
-    time = obj["time"]
-    return MatchEvent(
-        event_id=eid,
-        pool=pool if pool is not None else obj["pool"],
-        time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
-        a=obj["a"],
-        b=obj["b"],
-        score=float(obj["score"]),
-    )
+def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
+    """The RoundEvent of a checked ``round`` (``obj``) from its values (``f``): ranks as arrays."""
+    teams = None
+    if f.team_of is None:
+        ranks = np.array(f.ranks, dtype=np.int64)
+    else:
+        assert f.team_ranks is not None and f.weights is not None
+        team_ranks = np.array(f.team_ranks, dtype=np.int64)
+        team_index = np.array(f.team_of, dtype=np.int64)
+        ranks = team_ranks[team_index]
+        teams = Teams(team_of=team_index, ranks=team_ranks, weights=np.array(f.weights, dtype=np.float64))
+    return RoundEvent(event_id=obj["event_id"], pool=obj["pool"], round_id=obj["round_id"], time=f.time,
+                      players=f.players, ranks=ranks, weight=f.weight, perf_ceiling=f.perf_ceiling, teams=teams)
 
 
 def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
-    """Validate one parsed event and decode what can be decoded on its own.
+    """Validate one parsed event (``check.check_event``) and decode what can be decoded on its own.
 
     Returns ``(type, value)``: a RoundEvent, a MatchEvent, a list of MatchEvent for a
     ``match_batch`` or ``match_columns``, or the validated dict for ``round_result``/
     ``round_completed`` (those are assembled into rounds by ``stream.events.rounds``).
     """
-    etype = check_schema(obj)
+    etype, value = check_event(obj)
     if etype == "round":
-        return etype, to_round(obj)
-    if etype == "match":
-        return etype, to_match(obj)
-    if etype == "match_batch":
-        return etype, [to_match(m, obj["pool"], "matches.{0}.{1}", i) for i, m in enumerate(obj["matches"])]
-    if etype == "match_columns":
-        n = len(obj["event_id"])
-        for col in COLUMNS[1:]:
-            if len(obj[col]) != n:
-                raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}")
-        rows = zip(*(obj[col] for col in COLUMNS), strict=True)
-        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], "{1}.{0}", i)
-                       for i, row in enumerate(rows)]
-    eid = obj["event_id"]
-    exact: dict[str, Any] = {k: exact_int(obj[k], k, eid)
-                             for k in ("time", "rank" if etype == "round_result" else "participants")}
-    # the completion's real-valued fields as the round will use them (an integer literal
-    # such as 2**63 - 1 is not carried on as an int that no float equals)
-    exact.update((k, float(obj[k])) for k in ("weight", "perf_ceiling") if k in obj)
-    return etype, {**obj, **exact}
+        return etype, round_event(obj, value)
+    return etype, value
 
 
 def _plain_match(m: Any) -> bool:
@@ -266,9 +90,9 @@ def _plain_match(m: Any) -> bool:
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
-    return (type(eid) is str and 0 < len(eid) <= 256 and type(t) is int and MIN_INT64 <= t <= MAX_INT64
-            and type(a) is str and 0 < len(a) <= 128 and type(b) is str and 0 < len(b) <= 128 and a != b
-            and (type(sc) is float or type(sc) is int) and 0 <= sc <= 1)
+    return (type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
+            and type(a) is str and 0 < len(a) <= _PLAYER and type(b) is str and 0 < len(b) <= _PLAYER and a != b
+            and (type(sc) is float or type(sc) is int) and _MIN_SCORE <= sc <= _MAX_SCORE)
 
 
 def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
@@ -284,12 +108,13 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     """
     etype = obj.get("type")
     pool = obj.get("pool")
-    if type(pool) is not str or not 0 < len(pool) <= 128:
+    if type(pool) is not str or not 0 < len(pool) <= _POOL:
         return None
     if etype == "match":
         if not _plain_match(obj):
             return None
-        return MatchBatch(pool, [obj["event_id"]], [obj["a"]], [obj["b"]], [float(obj["score"])], [obj["time"]])
+        return MatchBatch(pool=pool, event_ids=[obj["event_id"]], a=[obj["a"]], b=[obj["b"]],
+                          scores=[float(obj["score"])], times=[obj["time"]])
     cols: list[Any] | None
     if etype == "match_columns":
         cols = [obj.get(k) for k in COLUMNS]
@@ -306,7 +131,7 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
         return None
     floats = scores if score_types == _FLOAT else list(map(float, scores))
-    return MatchBatch(pool, ids, a, b, floats, times)
+    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=floats, times=times)
 
 
 def plain_match_rows(objs: list[Any]) -> list[Any] | None:
@@ -352,9 +177,9 @@ def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any],
     if set(map(type, times)) != _INT:
         return False
     id_lens, a_lens, b_lens = list(map(len, ids)), list(map(len, a)), list(map(len, b))
-    return (min(id_lens) > 0 and max(id_lens) <= 256 and min(a_lens) > 0 and max(a_lens) <= 128
-            and min(b_lens) > 0 and max(b_lens) <= 128 and min(times) >= MIN_INT64 and max(times) <= MAX_INT64
-            and min(scores) >= 0 and max(scores) <= 1 and not any(map(eq, a, b)))
+    return (min(id_lens) > 0 and max(id_lens) <= _ID and min(a_lens) > 0 and max(a_lens) <= _PLAYER
+            and min(b_lens) > 0 and max(b_lens) <= _PLAYER and min(times) >= _MIN_TIME and max(times) <= _MAX_TIME
+            and min(scores) >= _MIN_SCORE and max(scores) <= _MAX_SCORE and not any(map(eq, a, b)))
 
 
 def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
@@ -408,14 +233,14 @@ def _plain_round(obj: dict[str, Any]) -> bool:
     if obj.get("type") != "round" or "teams" in obj:
         return False
     eid, pool, rid, t = (obj.get(k) for k in ("event_id", "pool", "round_id", "time"))
-    return (type(eid) is str and 0 < len(eid) <= MAX_EVENT_ID_LENGTH and type(pool) is str
-            and 0 < len(pool) <= 128 and type(rid) is str and 0 < len(rid) <= 256
-            and type(t) is int and MIN_INT64 <= t <= MAX_INT64)
+    return (type(eid) is str and 0 < len(eid) <= _ID and type(pool) is str
+            and 0 < len(pool) <= _POOL and type(rid) is str and 0 < len(rid) <= _ROUND_ID
+            and type(t) is int and _MIN_TIME <= t <= _MAX_TIME)
 
 
 def _plain_round_event(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
     lens = np.fromiter(map(len, players), dtype=np.int64, count=len(players))
-    if int(lens.min()) < 1 or int(lens.max()) > 128 or len(set(players)) != len(players):
+    if int(lens.min()) < 1 or int(lens.max()) > _PLAYER or len(set(players)) != len(players):
         return None
     weight = obj.get("weight", 1.0)
     ceiling = obj.get("perf_ceiling", math.inf)

@@ -33,6 +33,8 @@ from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from stream.errors import InputError
+
 Belief = npt.NDArray[np.float64]
 """A player's belief: a system-specific 1-D float64 array (never shared between players)."""
 
@@ -40,7 +42,7 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
-class RatingError(ValueError):
+class RatingError(InputError, ValueError):
     """Invalid input to a rating system (duplicate player, non-finite number, ...).
 
     The message names the offending player or field; callers add the file/line or

@@ -14,6 +14,9 @@ per-item loop; codecs with a cheaper batched form override it.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import sys
 from collections.abc import Sequence
 from itertools import pairwise

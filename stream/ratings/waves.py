@@ -9,6 +9,9 @@ may run them in parallel and still be bit-identical to the sequential run.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import numpy as np
 from numba import njit
 

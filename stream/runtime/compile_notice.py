@@ -19,6 +19,9 @@ the cache is warm. Both lines go to stderr: stdout may carry data (``--top``, ``
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import sys
 import time
 from collections.abc import Iterator

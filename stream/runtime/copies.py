@@ -10,6 +10,9 @@ on each call. Indexed by unsigned integers, the same moves run ~3x faster: a gat
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import numba as nb
 
 #: the index type of numba loops that must compile without a negative-index check (module doc)

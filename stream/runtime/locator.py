@@ -30,6 +30,9 @@ pyproject.toml and tests/unit/test_numba_locator.py checks them.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import functools
 import hashlib
 import json

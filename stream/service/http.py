@@ -60,6 +60,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from stream import __version__
 from stream.engine.pool import PoolConfigError, PoolEngine
+from stream.errors import InfrastructureError
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
@@ -146,7 +147,7 @@ class RedisPing:
         await asyncio.shield(self._inflight)
 
 
-class HttpPortTaken(RuntimeError):
+class HttpPortTaken(InfrastructureError, RuntimeError):
     """The configured HTTP port is in use (another worker, another program)."""
 
 

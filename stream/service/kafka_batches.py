@@ -17,6 +17,9 @@ a producer that compresses or is idempotent is not served here (``supported``).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import struct
 from itertools import pairwise
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from stream.events.check import check_participants, check_pool
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.events.validate import (
     MATCH_LISTS,
@@ -126,20 +127,17 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
         fast = fast_round(obj)  # rounds the scan does not take: their standings checked by columns
         etype, value = ("round", fast) if fast is not None else decode_event(obj)
         pool, eid = obj["pool"], obj.get("event_id")
-    if not allowed(settings, pool):
-        raise InvalidEvent(f"unknown pool {pool!r}", eid)
+    check_pool(pool, settings.pools, eid)
     if etype == "match" or etype in MATCH_LISTS:  # unusual but valid (e.g. an integral float time): same columns
         batch = MatchBatch(pool)
         for m in [value] if etype == "match" else value:
             batch.add(m)
         return etype, batch
-    if etype == "round" and len(value.players) > settings.max_participants:
-        field = "standings" if value.teams is None else "teams"
-        raise InvalidEvent(f"field {field}: {len(value.players)} participants exceed the maximum "
-                           f"{settings.max_participants}", value.event_id)
-    if etype == "round_completed" and obj["participants"] > settings.max_participants:
-        raise InvalidEvent(f"field participants: {obj['participants']} exceed the maximum "
-                           f"{settings.max_participants}", obj["event_id"])
+    if etype == "round":
+        check_participants(etype, len(value.players), value.teams is not None, settings.max_participants,
+                           value.event_id)
+    if etype == "round_completed":
+        check_participants(etype, obj["participants"], False, settings.max_participants, obj["event_id"])
     return etype, value
 
 

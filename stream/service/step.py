@@ -541,8 +541,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 parts = []  # find the culprit(s): one match at a time is the same sequential meaning
                 for i in range(len(batch)):
                     one = MatchBatch(batch.pool)
-                    one.add(MatchEvent(batch.event_ids[i], batch.pool, batch.times[i], batch.a[i], batch.b[i],
-                                       batch.scores[i]))
+                    one.add(MatchEvent(event_id=batch.event_ids[i], pool=batch.pool, time=batch.times[i],
+                                       a=batch.a[i], b=batch.b[i], score=batch.scores[i]))
                     one_idx = index_players(one)
                     one_before = ratings_stored(engine, stored, one_idx.players) if explain else None
                     try:
@@ -837,7 +837,8 @@ def _keep_matches(op: MatchOp, keep: list[bool], republish: dict[str, tuple[str,
             if seen is None or eid in seen:
                 republish[src.a[i]] = republish[src.b[i]] = (eid, src.times[i])
             continue
-        batch.add(MatchEvent(eid, batch.pool, src.times[i], src.a[i], src.b[i], src.scores[i]))
+        batch.add(MatchEvent(event_id=eid, pool=batch.pool, time=src.times[i], a=src.a[i], b=src.b[i],
+                             score=src.scores[i]))
         msgs.append(op.msgs[i])
     return batch, msgs
 

@@ -92,10 +92,12 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
         engine = PoolEngine("warmup", system)
         batch = MatchBatch("warmup")
         for i in range(3):
-            batch.add(MatchEvent(f"m{k}-{i}", "warmup", k, players[i], players[i + 1], 1.0))
+            batch.add(MatchEvent(event_id=f"m{k}-{i}", pool="warmup", time=k, a=players[i], b=players[i + 1],
+                                 score=1.0))
         # two players: every system rates such a round (Cowan rates only two-player rounds),
         # so an error here is a real one and stops the start
-        round_ = RoundEvent(f"r{k}", "warmup", f"r{k}", k, players[:2], np.arange(1, 3, dtype=np.int64))
+        round_ = RoundEvent(event_id=f"r{k}", pool="warmup", round_id=f"r{k}", time=k, players=players[:2],
+                            ranks=np.arange(1, 3, dtype=np.int64))
         stored.update(engine.apply_matches(batch, stored).updates)
         stored.update(engine.apply_round(round_, stored).updates)
     PoolEngine("warmup", system).decode_all(stored, players[:1])

@@ -19,6 +19,9 @@ of Redis's CPU on the Codeforces history (BENCHMARKS.md, 2026-11-27 60432c9).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 import struct
 from collections.abc import Iterator, Mapping, Sequence

@@ -27,6 +27,9 @@ table is kept between 35 % and 70 % full). ``MMR_SEEN_MAX_IDS`` bounds both.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Sequence
 
 import numba as nb

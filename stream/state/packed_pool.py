@@ -25,6 +25,9 @@ use the dense form (``indices`` / ``gather`` / ``FlatBeliefs``).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import itertools
 import mmap
 import threading

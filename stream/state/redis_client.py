@@ -31,6 +31,8 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
+from stream.errors import InfrastructureError
+
 log = logging.getLogger(__name__)
 
 AnyRedis = aioredis.Redis | RedisCluster
@@ -38,7 +40,7 @@ AnyRedis = aioredis.Redis | RedisCluster
 AnyBlockingRedis = redis.Redis | redis.cluster.RedisCluster
 
 
-class StoreUnavailable(rex.ConnectionError):
+class StoreUnavailable(InfrastructureError, rex.ConnectionError):
     """Redis could not do the operation now (unreachable, timeout, slot moving, failover, loading,
     out of memory): nothing is wrong with the input; retry the whole step later.
 

@@ -8,8 +8,10 @@ from typing import NoReturn
 
 from redis.exceptions import ResponseError
 
+from stream.errors import InfrastructureError
 
-class Conflict(RuntimeError):
+
+class Conflict(InfrastructureError, RuntimeError):
     """Someone committed to the pool between our read and our write: re-read and recompute."""
 
 
@@ -29,7 +31,7 @@ class MetaConflict(Conflict):
     """
 
 
-class StateError(RuntimeError):
+class StateError(InfrastructureError, RuntimeError):
     """A pool's keys hold what this version cannot use (a key of another type, a counter that is no
     number, a key format it cannot read): nothing was written; an operator must look at the pool.
     Retrying does not help, and the events are not at fault."""

@@ -10,6 +10,9 @@ a codec's tag byte, then the packed belief.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import is_not

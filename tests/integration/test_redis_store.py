@@ -250,7 +250,8 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
             d = orjson.loads(m.value)
             players = [x["player"] for x in d["standings"]]
             ranks = np.array([x["rank"] for x in d["standings"]], dtype=np.int64)
-            pipe.add("round", RoundEvent(d["event_id"], "x", d["round_id"], d["time"], players, ranks))
+            pipe.add("round", RoundEvent(event_id=d["event_id"], pool="x", round_id=d["round_id"], time=d["time"],
+                                         players=players, ranks=ranks))
         pipe.flush()
         codec = codec_for("elo-mmr")
         want = {p: codec.encode(b) for _, p, b in pipe.beliefs()}

@@ -33,7 +33,8 @@ def _ops(draw: st.DrawFn) -> list[RoundOp | MatchOp]:
     for k in range(draw(st.integers(0, 12))):
         if draw(st.booleans()):
             players = draw(st.lists(name, min_size=1, max_size=12, unique=True))
-            ops.append(RoundOp(RoundEvent(f"r{k}", "x", f"r{k}", k, players, np.arange(len(players))), _MSG))
+            ops.append(RoundOp(RoundEvent(event_id=f"r{k}", pool="x", round_id=f"r{k}", time=k, players=players,
+                                          ranks=np.arange(len(players))), _MSG))
         else:
             batch = MatchBatch("x")
             for a, b in draw(st.lists(st.tuples(name, name), min_size=1, max_size=8)):
@@ -84,7 +85,8 @@ def test_a_small_leftover_step_is_evened_with_the_step_before() -> None:
     already and stays."""
     def rnd(k: int) -> RoundOp:
         players = [f"p{k}-{i}" for i in range(4)]
-        return RoundOp(RoundEvent(f"r{k}", "x", f"r{k}", k, players, np.arange(4)), _MSG)
+        return RoundOp(RoundEvent(event_id=f"r{k}", pool="x", round_id=f"r{k}", time=k, players=players,
+                                  ranks=np.arange(4)), _MSG)
 
     assert [len(s) for s in split_steps([rnd(k) for k in range(5)], 16)] == [3, 2]
     assert [len(s) for s in split_steps([rnd(k) for k in range(6)], 10)] == [2, 2, 2]

@@ -387,7 +387,8 @@ def _round_beliefs(name: str) -> list[bytes]:
     stored: dict[str, bytes | None] = {}
     for k in range(4):
         players = [f"h{i}" for i in range(k, 8)]
-        event = RoundEvent(f"w{k}", "p", f"w{k}", 86_400_000 * k, players, np.arange(len(players)) % 3)
+        event = RoundEvent(event_id=f"w{k}", pool="p", round_id=f"w{k}", time=86_400_000 * k, players=players,
+                           ranks=np.arange(len(players)) % 3)
         stored.update(eng.apply_round(event, stored).updates)
     return [raw for raw in stored.values() if raw is not None]
 
@@ -427,7 +428,8 @@ def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str
     players = [f"u{i}" for i in range(n)]
     ranks = np.array(data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)))
     weight = data.draw(st.sampled_from([1.0, 1.0, 0.25, 1e300]))
-    event = RoundEvent("r", "p", "r", 86_400_000 * 10, players, ranks, weight)
+    event = RoundEvent(event_id="r", pool="p", round_id="r", time=86_400_000 * 10, players=players, ranks=ranks,
+                       weight=weight)
     try:
         got: Applied | RatingError | None = fast._apply_round_packed(event, stored)
     except RatingError as exc:

@@ -198,11 +198,13 @@ def test_what_a_bug_in_the_rating_step_does_is_a_choice() -> None:
         from_env({"MMR_ON_RATING_BUG": "crash"})
 
 
-def test_elo_mmr_reads_its_parallel_threshold_through_the_settings() -> None:
-    code = "from stream.ratings import elo_mmr; print(elo_mmr.PARALLEL_MIN_PLAYERS)"
+def test_elo_mmr_reads_its_parallel_threshold_through_the_settings_when_it_rates() -> None:
+    code = ("import os; from stream.ratings.elo_mmr import system; from stream import runtime; "
+            "print(system.PARALLEL_MIN_PLAYERS, os.environ.get('MMR_ELO_PARALLEL_MIN') is not None, "
+            "runtime.parallel_min_players())")
     out = subprocess.run([sys.executable, "-c", code], env={"MMR_ELO_PARALLEL_MIN": "1234", "PATH": ""},
                          capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "1234"
+    assert out.split() == ["None", "True", "1234"]  # not read at import: at the first round
     assert EngineSettings().elo_parallel_min == 20_000
 
 

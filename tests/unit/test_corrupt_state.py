@@ -37,7 +37,7 @@ def engine(name: str) -> tuple[PoolEngine, bytes]:
     if name not in _ENGINES:
         eng = PoolEngine("p", make_system(name))
         batch = MatchBatch("p")
-        batch.add(MatchEvent("e0", "p", 0, "x", "y", 1.0))
+        batch.add(MatchEvent(event_id="e0", pool="p", time=0, a="x", b="y", score=1.0))
         _ENGINES[name] = eng, eng.apply_matches(batch, {}).updates["x"]
     return _ENGINES[name]
 
@@ -53,9 +53,10 @@ def _rate_every_way(eng: PoolEngine, raw: bytes) -> list[str]:
     good = engine(eng.system.name)[1]
     stored = {"x": raw, "y": good}
     batch = MatchBatch("p")
-    batch.add(MatchEvent("e1", "p", 1, "x", "y", 0.5))
-    batch.add(MatchEvent("e2", "p", 2, "y", "z", 1.0))
-    event = RoundEvent("r1", "p", "r1", 3, ["x", "y", "z"], np.array([1, 2, 3]))
+    batch.add(MatchEvent(event_id="e1", pool="p", time=1, a="x", b="y", score=0.5))
+    batch.add(MatchEvent(event_id="e2", pool="p", time=2, a="y", b="z", score=1.0))
+    event = RoundEvent(event_id="r1", pool="p", round_id="r1", time=3, players=["x", "y", "z"],
+                       ranks=np.array([1, 2, 3]))
     calls = [lambda: eng.apply_matches(batch, stored).ratings.values(),
              lambda: eng.apply_round(event, stored).ratings.values(),
              lambda: [eng.rating_of("x", raw)]]

@@ -323,7 +323,7 @@ def test_engine_skips_the_round_trip() -> None:
     # the Redis path (encode, decode) gives back exactly the embedded beliefs
     batch = MatchBatch("duel")
     for i, (pa, pb, sc) in enumerate([("x", "y", 1.0), ("y", "z", 0.5), ("z", "x", 0.0), ("x", "y", 0.3)]):
-        batch.add(MatchEvent(f"m{i}", "duel", i, pa, pb, sc))
+        batch.add(MatchEvent(event_id=f"m{i}", pool="duel", time=i, a=pa, b=pb, score=sc))
     embedded = eng.rate_matches(batch, {})
     applied = eng.apply_matches(batch, {})
     for p, belief in embedded.items():
@@ -336,7 +336,8 @@ def test_embedded_pipeline_batch_sizes_bit_identical() -> None:
     events = []
     for i in range(90):
         pa, pb = rng.choice(players, 2, replace=False)
-        events.append(MatchEvent(f"m{i}", "duel", 1000 * i, str(pa), str(pb), float(rng.choice([0.0, 0.5, 1.0]))))
+        events.append(MatchEvent(event_id=f"m{i}", pool="duel", time=1000 * i, a=str(pa), b=str(pb),
+                                 score=float(rng.choice([0.0, 0.5, 1.0]))))
     states = []
     for size in (1, 7, 4096):
         pipe = EmbeddedPipeline("cowan", batch_size=size)

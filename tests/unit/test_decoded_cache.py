@@ -19,7 +19,8 @@ def _batches(n_batches: int, per: int, players: int, seed: int = 3) -> list[Matc
         for i in range(per):
             a = rng.randrange(players)
             c = (a + 1 + rng.randrange(players - 1)) % players
-            b.add(MatchEvent(f"e{k}-{i}", "x", k, f"p{a}", f"p{c}", rng.choice((0.0, 0.5, 1.0))))
+            b.add(MatchEvent(event_id=f"e{k}-{i}", pool="x", time=k, a=f"p{a}", b=f"p{c}",
+                             score=rng.choice((0.0, 0.5, 1.0))))
         out.append(b)
     return out
 

@@ -64,7 +64,7 @@ def test_eval_matches_deterministic(data: dict[str, Path], system: str) -> None:
 
 def test_prediction_comes_before_update() -> None:
     """A single scored match: the probability must be the prior 1/2, not the posterior."""
-    events = [MatchEvent(f"m{i}", "p", i, "a", "b", 1.0) for i in range(3)]
+    events = [MatchEvent(event_id=f"m{i}", pool="p", time=i, a="a", b="b", score=1.0) for i in range(3)]
     res, ev = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
     assert ev.p2[0] == 0.5
     assert ev.p2[1] < ev.p2[2] < 1.0  # grows as A keeps winning
@@ -73,7 +73,8 @@ def test_prediction_comes_before_update() -> None:
 
 def test_warmup_and_min_history() -> None:
     ranks = np.array([1, 2, 3])
-    events = [RoundEvent(f"r{i}", "p", str(i), i, ["a", "b", "c"], ranks) for i in range(10)]
+    events = [RoundEvent(event_id=f"r{i}", pool="p", round_id=str(i), time=i, players=["a", "b", "c"],
+                         ranks=ranks) for i in range(10)]
     res, _ = evaluate_events(make_system("elo"), events, warmup=0.1, min_history=5)
     # round 0 is warm-up; rounds 1..4 have players with < 5 earlier events
     assert res["n_scored_events"] == 5
@@ -99,8 +100,9 @@ def test_tune_picks_best_on_prefix_and_scores_the_rest(data: dict[str, Path]) ->
 
 def test_aggregation_is_per_participant() -> None:
     """Paper §6.2: Σ_t Σ_i metric(i, t) / Σ_t |P_t| — not pooled over pairs, not a mean of rounds."""
-    events = [RoundEvent("r1", "p", "1", 0, ["a", "b"], np.array([1, 2])),
-              RoundEvent("r2", "p", "2", 1, ["b", "a", "c", "d"], np.array([1, 2, 3, 4]))]
+    events = [RoundEvent(event_id="r1", pool="p", round_id="1", time=0, players=["a", "b"], ranks=np.array([1, 2])),
+              RoundEvent(event_id="r2", pool="p", round_id="2", time=1, players=["b", "a", "c", "d"],
+                         ranks=np.array([1, 2, 3, 4]))]
     res, _ = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
     # round 1: equal ratings, 1 pair half wrong (0.5). Round 2: a > c = d > b predicted, b won:
     # (b,a), (b,c), (b,d) wrong, (c,d) half → 3.5 of 6 pairs.

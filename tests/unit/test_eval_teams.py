@@ -22,7 +22,7 @@ def team_round(k: int, teams: list[list[str]], ranks: list[int], weights: list[l
     w = np.ones(len(players)) if weights is None else np.array([x for t in weights for x in t])
     return RoundEvent(event_id=f"e{k}", pool="p", round_id=f"e{k}", time=k * 86_400_000, players=players,
                       ranks=np.array([ranks[t] for t in team_of.tolist()], dtype=np.int64),
-                      teams=Teams(team_of, np.array(ranks, dtype=np.int64), w))
+                      teams=Teams(team_of=team_of, ranks=np.array(ranks, dtype=np.int64), weights=w))
 
 
 def test_two_team_rounds_by_hand() -> None:

@@ -115,8 +115,9 @@ def test_matches_by_hand_and_their_batches(tmp_path: Path) -> None:
 def test_match_ids_are_bounded_and_the_latest() -> None:
     batch = MatchBatch("m")
     for i in range(40):
-        batch.add(MatchEvent(f"x{i}", "m", i, "a" if i % 2 else f"o{i}", f"o{i}" if i % 2 else "a", 1.0))
-    batch.add(MatchEvent("last", "m", 99, "b", "c", 0.5))
+        batch.add(MatchEvent(event_id=f"x{i}", pool="m", time=i, a="a" if i % 2 else f"o{i}",
+                             b=f"o{i}" if i % 2 else "a", score=1.0))
+    batch.add(MatchEvent(event_id="last", pool="m", time=99, a="b", b="c", score=0.5))
     idx = index_players(batch)
     got = dict(zip(idx.players, zip(*player_matches(batch, idx), strict=True), strict=True))
     assert got["a"] == (40, [f"x{i}" for i in range(40 - MAX_MATCH_IDS, 40)])
@@ -300,17 +301,20 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     after = {p: Rating(odd[(i + 1) % 10] * 3, odd[(i + 2) % 10], 1.5, 4) for i, p in enumerate(players)}
     perfs = {p: odd[(i + 7) % 10] for i, p in enumerate(players)}
     ex = Explainer()
-    ev = RoundEvent('e"1%d', "pool", 'round "%s" \u00fc', 5, players[:6], np.arange(1, 7))
+    ev = RoundEvent(event_id='e"1%d', pool="pool", round_id='round "%s" \u00fc', time=5, players=players[:6],
+                    ranks=np.arange(1, 7))
     ex.round(ev, before, {p: after[p] for p in players[:6]}, perfs)
-    ex.round(RoundEvent("e2", "pool", "r%b", 6, players[6:9], np.arange(1, 4)), before,
+    ex.round(RoundEvent(event_id="e2", pool="pool", round_id="r%b", time=6, players=players[6:9],
+                        ranks=np.arange(1, 4)), before,
              {p: after[p] for p in players[6:9]}, {players[6]: 0.25})  # p7, p8: no performance
     batch = MatchBatch("pool")
     for j in range(30):
-        batch.add(MatchEvent(f"m{j}%s\"\\", "pool", j, players[9 + j % 5], players[9 + (j % 5 + 1 + j % 4) % 5], 0.5))
+        batch.add(MatchEvent(event_id=f"m{j}%s\"\\", pool="pool", time=j, a=players[9 + j % 5],
+                             b=players[9 + (j % 5 + 1 + j % 4) % 5], score=0.5))
     idx = index_players(batch)
     ex.matches(batch, idx, before, {p: after[p] for p in idx.players})
     again = MatchBatch("pool")
-    again.add(MatchEvent("late\u00e9", "pool", 99, players[9], players[0], 1.0))
+    again.add(MatchEvent(event_id="late\u00e9", pool="pool", time=99, a=players[9], b=players[0], score=1.0))
     ex.matches(again, index_players(again), before, {p: Rating(-3.25, 1.0, 2.0, 9) for p in (players[9], players[0])})
     outputs = [RatingOutput("pool", p, r.rating, r.mu, r.sigma, 4, 4, f"cause%{i}\"", i, "elo-mmr", ex.of.get(p))
                for i, (p, r) in enumerate(after.items())]

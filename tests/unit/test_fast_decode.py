@@ -168,19 +168,19 @@ def test_the_worker_decodes_rounds_on_the_fast_path(monkeypatch: pytest.MonkeyPa
     (and the same event results)."""
     import orjson
 
-    from stream.events import validate
+    from stream.events import check
     from stream.service.config import from_env
     from stream.service.messages import Message
     from stream.service.planning import decode_message
 
     calls: list[int] = []
-    real = validate.check_schema
+    real = check.check_schema
 
     def counting(obj: dict[str, Any]) -> str:
         calls.append(1)
         return real(obj)
 
-    monkeypatch.setattr(validate, "check_schema", counting)
+    monkeypatch.setattr(check, "check_schema", counting)
     etype, ev = decode_message(Message("t", 0, 0, orjson.dumps(form)), from_env())
     assert etype == "round" and ev.players == ["a", "é" * 128, "c"] and not calls
     decode_message(Message("t", 0, 1, orjson.dumps({**form, "time": 7.0})), from_env())

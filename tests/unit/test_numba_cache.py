@@ -34,12 +34,13 @@ def test_cache_dir_under_numba_cache_dir_or_the_user_cache(tmp_path: Path) -> No
     assert _numba_cache.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "mmr-stream" / "numba" / digest
 
 
-def test_importing_stream_points_numba_there(tmp_path: Path) -> None:
-    code = "import stream, numba; print(numba.config.CACHE_DIR)"
+def test_importing_a_kernel_module_points_numba_there(tmp_path: Path) -> None:
+    code = "import stream.runtime.copies, numba; print(numba.config.CACHE_DIR)"
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / _numba_cache.sources_digest())
-    first = subprocess.run([sys.executable, "-c", "import numba, stream; print(numba.config.CACHE_DIR)"], env=env,
+    first = subprocess.run([sys.executable, "-c", "import numba, stream.runtime.copies; print(numba.config.CACHE_DIR)"],
+                           env=env,
                            capture_output=True, text=True, check=True)  # numba imported before stream
     assert first.stdout.strip() == str(tmp_path / _numba_cache.sources_digest())
     off = subprocess.run([sys.executable, "-c", code], env={**env, "MMR_NUMBA_CACHE": "0"},
@@ -50,7 +51,7 @@ def test_importing_stream_points_numba_there(tmp_path: Path) -> None:
 def test_a_child_process_keeps_the_directory_it_inherits(tmp_path: Path) -> None:
     inherited = tmp_path / _numba_cache.sources_digest()
     assert _numba_cache.cache_dir({"NUMBA_CACHE_DIR": str(inherited)}) == inherited
-    code = "import numba, stream; print(numba.config.CACHE_DIR)"  # numba imported first
+    code = "import numba, stream.runtime.copies; print(numba.config.CACHE_DIR)"  # numba imported first
     env = {"NUMBA_CACHE_DIR": str(inherited), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(inherited)

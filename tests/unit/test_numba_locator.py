@@ -141,8 +141,8 @@ def test_on_another_cpu_the_shipped_entries_miss_and_the_kernel_compiles_beside_
     assert _run(fresh) == (0, expected)
 
 
-def test_importing_stream_puts_this_locator_first_and_keeps_a_users_list(tmp_path: Path) -> None:
-    code = "import stream, numba; print(numba.config.CACHE_LOCATOR_CLASSES)"
+def test_configuring_numba_puts_this_locator_first_and_keeps_a_users_list(tmp_path: Path) -> None:
+    code = "import stream.runtime.configured, numba; print(numba.config.CACHE_LOCATOR_CLASSES)"
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
 
     def locators(**extra: str) -> str:

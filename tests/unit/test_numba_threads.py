@@ -9,7 +9,8 @@ from pathlib import Path
 
 from stream.runtime.threads import configure, cpu_quota
 
-_SHOW = "import os, stream; print(os.environ.get('OMP_WAIT_POLICY'))"
+#: a module that compiles kernels: importing it configures numba (``stream.runtime.configured``)
+_SHOW = "import os, stream.runtime.copies; print(os.environ.get('OMP_WAIT_POLICY'))"
 
 
 def _policy_after_import(env: dict[str, str]) -> str:
@@ -17,7 +18,7 @@ def _policy_after_import(env: dict[str, str]) -> str:
     return done.stdout.strip()
 
 
-def test_importing_stream_makes_idle_workers_sleep() -> None:
+def test_importing_a_kernel_module_makes_idle_workers_sleep() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     assert _policy_after_import(env) == "PASSIVE"
 

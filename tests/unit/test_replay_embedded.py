@@ -193,7 +193,8 @@ def test_a_round_that_changes_nothing_still_lists_its_players_in_every_system(sy
     from stream.ratings import make_system
 
     def rnd(eid: str, t: int, players: list[str], ranks: list[int]) -> RoundEvent:
-        return RoundEvent(eid, "p", eid, t, players, np.array(ranks, dtype=np.int64))
+        return RoundEvent(event_id=eid, pool="p", round_id=eid, time=t, players=players,
+                          ranks=np.array(ranks, dtype=np.int64))
 
     pipe = EmbeddedPipeline(system)
     pipe.add("round", rnd("r1", 0, ["solo"], [1]))

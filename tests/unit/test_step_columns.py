@@ -129,7 +129,8 @@ def test_rounds_that_change_nothing_by_columns_equal_the_general_path(explain: b
     """A round of one player, of players all tied, and of one known player alone (no change, no
     newcomer: nothing at all) beside rounds that rate: the same step by columns as generally."""
     def rnd(eid: str, t: int, ranks: dict[str, int]) -> RoundEvent:
-        return RoundEvent(eid, "p", eid, t, list(ranks), np.array(list(ranks.values()), dtype=np.int64))
+        return RoundEvent(event_id=eid, pool="p", round_id=eid, time=t, players=list(ranks),
+                          ranks=np.array(list(ranks.values()), dtype=np.int64))
 
     rounds = [rnd("r0", 0, {"solo": 1}), rnd("r1", 1, {"t1": 1, "t2": 1}), rnd("r2", 2, {"solo": 1}),
               rnd("r3", 3, {"solo": 1, "t1": 2, "y": 3}), rnd("r4", 4, {"t2": 1})]

@@ -16,10 +16,11 @@ from stream.tools.publish import match_batch_json, match_columns_json, messages,
 
 def test_publisher_frames_round_trip_through_validation() -> None:
     s = from_env({})
-    ev = RoundEvent("e1", "p", "r1", 5, ["a", "b", "c"], np.array([1, 2, 2]), weight=0.5)
+    ev = RoundEvent(event_id="e1", pool="p", round_id="r1", time=5, players=["a", "b", "c"],
+                    ranks=np.array([1, 2, 2]), weight=0.5)
     etype, back = decode_event(orjson.loads(round_json(ev)))
     assert etype == "round" and back.players == ev.players and back.ranks.tolist() == [1, 2, 2] and back.weight == 0.5
-    ms = [MatchEvent(f"m{i}", "p", i, "a", "b", 1.0) for i in range(5)]
+    ms = [MatchEvent(event_id=f"m{i}", pool="p", time=i, a="a", b="b", score=1.0) for i in range(5)]
     for form, to_json in (("match_batch", match_batch_json), ("match_columns", match_columns_json)):
         etype, batch = decode_event(orjson.loads(to_json("p", ms)))
         assert etype == form and batch == ms

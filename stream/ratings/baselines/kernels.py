@@ -10,20 +10,24 @@ kernels that run beside the event loop's thread).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 
 import numba
 import numpy as np
 from numba import njit, prange
 
-from stream.config import engine_settings
+from stream.runtime import parallel_min_players
 
 LN10_400 = math.log(10.0) / 400.0
-#: rounds of fewer players run ``logistic_row_sums`` on one thread (env ``MMR_ELO_PARALLEL_MIN``:
+#: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, read
+#: at the first round by ``stream.runtime.parallel_min_players``:
 #: the threshold of Elo-MMR's kernels, ``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``, for the
 #: same reason, and because for a few players the start-up of numba's threads costs ten times
 #: the sums: docs/evaluation.md, "Teams")
-PARALLEL_MIN_PLAYERS = engine_settings().elo_parallel_min
+PARALLEL_MIN_PLAYERS: int | None = None
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
@@ -52,7 +56,8 @@ def logistic_rows(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
     compiled without ``parallel`` would not do: LLVM vectorizes its inner sum in another order.
     """
     threads = numba.get_num_threads()
-    if r.shape[0] >= PARALLEL_MIN_PLAYERS or threads == 1:
+    limit = parallel_min_players() if PARALLEL_MIN_PLAYERS is None else PARALLEL_MIN_PLAYERS
+    if r.shape[0] >= limit or threads == 1:
         return logistic_row_sums(r, q, scale)
     numba.set_num_threads(1)
     try:

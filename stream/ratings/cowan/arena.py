@@ -26,6 +26,9 @@ per player and match (``stream.engine.pool``).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import mmap
 from collections.abc import Callable, Sequence
 from itertools import pairwise

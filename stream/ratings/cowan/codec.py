@@ -29,6 +29,9 @@ are already ``decode(encode(b))`` bit for bit (``CowanFastPath.canonical_state``
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import cast

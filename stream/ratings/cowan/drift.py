@@ -13,6 +13,9 @@ plain-Python drift of one player).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 
 import numpy as np

@@ -65,6 +65,9 @@ a sequence of matches does not depend on where batch (or store) boundaries fall.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import numpy as np
 from numba import njit
 

@@ -25,6 +25,9 @@ its last kept cell are not used). ``win_lik_pair`` then combines the sweeps exac
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from typing import Any
 
 import numpy as np

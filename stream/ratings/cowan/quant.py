@@ -42,6 +42,9 @@ vectorising the loop); the values that could divide by zero are rejected before.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 from collections.abc import Callable
 from typing import Any, cast

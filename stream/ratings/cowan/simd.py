@@ -33,6 +33,9 @@ as a 4-lane vector). Which lanes go together changes no lane's operations.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 from collections.abc import Callable
 from typing import Any, cast
 

@@ -55,6 +55,9 @@ raw model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

@@ -7,6 +7,9 @@ same operations as the per-belief code, so the same bits.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 
 import numpy as np

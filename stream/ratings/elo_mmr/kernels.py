@@ -50,6 +50,9 @@ from one thread at a time (numba's default workqueue layer is not thread-safe).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 
 import numba as nb

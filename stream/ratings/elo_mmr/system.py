@@ -62,6 +62,9 @@ Intentional differences from the reference
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import itertools
 import math
 from collections.abc import Sequence
@@ -71,7 +74,6 @@ from typing import Any, ClassVar
 import numba
 import numpy as np
 
-from stream.config import engine_settings
 from stream.ratings.base import (
     Belief,
     FloatArray,
@@ -85,13 +87,15 @@ from stream.ratings.base import (
 )
 from stream.ratings.elo_mmr import kernels as K
 from stream.ratings.elo_mmr import teams as KT
+from stream.runtime import parallel_min_players
 
 HEADER = K.HEADER
-#: rounds smaller than this run the kernels on one thread (env ``MMR_ELO_PARALLEL_MIN``).
+#: rounds smaller than this run the kernels on one thread; None: the setting ``MMR_ELO_PARALLEL_MIN``
+#: (``stream.runtime.parallel_min_players``, read at the first round, not at import).
 #: Measured on the shared 2-core box: with other jobs running, numba's workqueue pool
 #: made the Codeforces history 1.8× slower in wall time and used 1.8× the CPU (a
 #: descheduled worker stalls every parallel loop), so only very large rounds use it.
-PARALLEL_MIN_PLAYERS = engine_settings().elo_parallel_min
+PARALLEL_MIN_PLAYERS: int | None = None
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
 
@@ -182,7 +186,7 @@ def _call_kernel(n: int, kernel: Any, *args: Any) -> Any:
     """``kernel(*args)`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``n``), a zero σ
     or weight in a belief reported as a RatingError."""
     threads = numba.get_num_threads()
-    if n < PARALLEL_MIN_PLAYERS and threads > 1:
+    if n < (parallel_min_players() if PARALLEL_MIN_PLAYERS is None else PARALLEL_MIN_PLAYERS) and threads > 1:
         numba.set_num_threads(1)
     try:
         return kernel(*args)

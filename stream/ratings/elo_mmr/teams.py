@@ -25,6 +25,9 @@ bit for bit the individual round.
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 
 import numba as nb

@@ -15,6 +15,9 @@ by warm-up matches first, because window sizes (cells carrying mass) drive the c
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import math
 import os
 import platform
