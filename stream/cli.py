@@ -1,11 +1,17 @@
 """``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
 and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust).
 ``mmr --version`` is ``stream.__version__``, the one source of the version: the wheel's metadata
-(pyproject.toml, dynamic) and the HTTP API's OpenAPI document read it too."""
+(pyproject.toml, dynamic) and the HTTP API's OpenAPI document read it too.
+
+A failure of Redis or the broker ends a command with one line on stderr naming the component, its
+address (secrets masked) and the cause, and exit status 1; the traceback only with ``mmr --debug``
+or ``MMR_LOG_LEVEL=debug``. Every log record of the process has the settings' secrets masked
+(``stream.redact``)."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -31,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: subcommand -> what it cannot run without: checked before its module is imported (the worker's imports
+#: take seconds), so that a wrong password or an unreachable broker ends it at once, in one line
+NEEDS: dict[str, tuple[str, ...]] = {"worker": ("redis", "kafka"), "export": ("redis",)}
+
+
 class ConfigurationError(errors.ConfigurationError, click.ClickException):
     """A setting of the environment that cannot be used: a message, no traceback."""
 
@@ -49,27 +60,97 @@ class LazyGroup(click.Group):
         cmd: click.Command = getattr(importlib.import_module(module), attr)
         return cmd
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """The subcommand; one that needs Redis or the broker (``NEEDS``) first checks that they answer and
+        accept the credentials (``stream.service.preflight``), unless only its help is asked for."""
+        needs = NEEDS.get(args[0], ()) if args else ()
+        if needs and not ctx.resilient_parsing and not {"-h", "--help"} & set(args[1:]):
+            from stream.service import preflight
+            from stream.service.config import from_env
+
+            preflight.check(from_env(), redis="redis" in needs, kafka="kafka" in needs)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the subcommand; bad parameters and settings end it as usage errors (exit 2)."""
+        """Run the subcommand; bad parameters and settings end it as usage errors (exit 2), a failure of
+        Redis or the broker as one line (exit 1)."""
         from stream.service.config import warn_unknown
 
         warn_unknown()
+        debug = bool(ctx.params.get("debug")) or _debug_level()
+        _mask_secrets()
         try:
             return super().invoke(ctx)
         except ParamError as exc:
             raise click.BadParameter(exc.reason, param_hint=exc.source) from None
         except SettingError as exc:
             raise ConfigurationError(str(exc)) from None
+        except Exception as exc:
+            line = None if debug else infrastructure_line(exc)
+            if line is None:
+                raise
+            click.echo(f"mmr: {line}", err=True)
+            sys.exit(1)
+
+
+def _settings() -> Any:
+    """The service's settings from the environment, or None where they do not parse (the command reports
+    that itself if it needs them)."""
+    from stream.service.config import from_env
+
+    try:
+        return from_env()
+    except (SettingError, ParamError):
+        return None
+
+
+def _debug_level() -> bool:
+    s = _settings()
+    return s is not None and s.log_level == "debug"
+
+
+def _mask_secrets() -> None:
+    from stream import redact
+
+    s = _settings()
+    if s is not None:
+        redact.install(s.secrets())
+
+
+def infrastructure_line(exc: BaseException) -> str | None:
+    """The one line that reports ``exc`` when it is a failure of Redis or the broker (None: it is not).
+
+    Errors of the package say what they mean (``stream.errors.InfrastructureError``); redis-py's and
+    aiokafka's own, met outside the checks of ``stream.service.preflight``, are named by component."""
+    from stream import redact
+
+    if isinstance(exc, errors.InfrastructureError):
+        return redact.mask(str(exc))
+    module = type(exc).__module__.split(".")[0]
+    s = _settings()
+    if module == "redis" and s is not None:
+        from stream.state.redis_client import connect_error
+
+        err = connect_error(exc, s.redis_url)
+        return None if err is None else redact.mask(str(err))
+    if module == "aiokafka" and s is not None:
+        from stream.service.preflight import kafka_error
+
+        return redact.mask(str(kafka_error(exc, s)))
+    return None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="mmr")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of a failure of Redis or the broker "
+              "(also MMR_LOG_LEVEL=debug).")
+def main(debug: bool) -> None:
     """mmr-stream: streaming skill ratings (Elo-MMR, Cowan, baselines) on Kafka + Redis."""
 
 

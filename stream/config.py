@@ -10,7 +10,11 @@ grammar:
   a switch typed ``bool | None`` also takes ``auto`` (None: detected at run time);
 - ``Literal`` choices (matched without regard to case), integers, numbers, strings;
 - ``Secret`` for passwords: the value never appears in a ``repr``;
-- an empty variable means "not set" (the default).
+- an empty variable means "not set" (the default);
+- a secret (a ``Secret`` setting, or one declared with ``file=True`` such as ``REDIS_URL``, whose URL may
+  hold a password) may instead be read from a file: ``NAME_FILE`` names it (Docker and Kubernetes
+  secrets are mounted as files); its text without the trailing newline is the value. Setting both
+  ``NAME`` and ``NAME_FILE`` is an error.
 
 A value that does not parse raises ``SettingError`` naming the variable. The engine's
 switches live here, below every package, because the modules that use them read them at
@@ -31,6 +35,10 @@ T = TypeVar("T")
 
 #: dataclass field metadata key naming the environment variable of a setting
 ENV = "env"
+#: ... and the key of a setting that may be read from the file ``<variable>_FILE`` names
+FILE = "file"
+#: the suffix of the variable naming the file a secret is read from
+FILE_SUFFIX = "_FILE"
 
 BOOLEAN_WORDS = {"1": True, "true": True, "yes": True, "on": True,
                  "0": False, "false": False, "no": False, "off": False}
@@ -67,9 +75,10 @@ class Secret:
         return "**********" if self._value else ""
 
 
-def setting(default: T, env: str) -> T:
-    """A dataclass field read from the environment variable ``env`` by ``load``."""
-    return field(default=default, metadata={ENV: env})  # type: ignore[no-any-return]
+def setting(default: T, env: str, *, file: bool = False) -> T:
+    """A dataclass field read from the environment variable ``env`` by ``load`` (``file``: or from the
+    file ``env_FILE`` names, as every ``Secret`` setting may be)."""
+    return field(default=default, metadata={ENV: env, FILE: file})  # type: ignore[no-any-return]
 
 
 def env_name(f: Field[Any]) -> str | None:
@@ -90,6 +99,22 @@ def _hints(cls: type) -> dict[str, Any]:
 def env_names(cls: type) -> dict[str, str]:
     """``{field name: variable}`` of every setting of a settings class."""
     return {f.name: name for f in fields(cls) if (name := env_name(f)) is not None}
+
+
+def file_names(cls: type) -> dict[str, str]:
+    """``{field name: NAME_FILE}`` of the settings of ``cls`` that may be read from a file (secrets)."""
+    hints = _hints(cls)
+    return {f.name: name + FILE_SUFFIX for f in fields(cls) if (name := env_name(f)) is not None
+            and (f.metadata.get(FILE) or hints[f.name] is Secret)}
+
+
+def _read_file(variable: str, path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise SettingError(f"{variable}={path!r}: cannot read the file ({why})") from None
 
 
 def parse(name: str, raw: str, hint: Any) -> Any:
@@ -127,9 +152,17 @@ def parse(name: str, raw: str, hint: Any) -> Any:
 def load(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     """Keyword arguments of ``cls`` for the variables of its settings that ``env`` sets."""
     hints = _hints(cls)
+    from_files = file_names(cls)
     out: dict[str, Any] = {}
     for attr, name in env_names(cls).items():
         raw = env.get(name)
+        file_var = from_files.get(attr)
+        path = env.get(file_var, "").strip() if file_var else ""
+        if path and file_var:
+            if raw:
+                raise SettingError(f"{name} and {file_var} are both set: set one of them")
+            raw = _read_file(file_var, path)
+            name = file_var
         if raw:
             out[attr] = parse(name, raw, hints[attr])
     return out

@@ -29,3 +29,17 @@ class InfrastructureError(MmrError):
 
 class ConfigurationError(MmrError):
     """A setting or parameter that cannot be used: the operator must change it."""
+
+
+class ConnectError(InfrastructureError):
+    """A component could not be reached, or refused the connection: one line naming the component, its
+    address (secrets masked) and the cause (``str``), and whether waiting may help (``retry``: an
+    unreachable server may come back; a wrong password, a TLS or SASL mismatch does not)."""
+
+    def __init__(self, component: str, address: str, cause: str, detail: str = "", *, retry: bool) -> None:
+        self.component = component
+        self.address = address
+        self.cause = cause
+        self.detail = detail
+        self.retry = retry
+        super().__init__(f"{component} at {address}: {cause}" + (f" ({detail})" if detail else ""))

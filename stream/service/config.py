@@ -20,10 +20,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit, urlunsplit
 
-from stream.config import EngineSettings, Secret, SettingError, check_fields, env_names, load, setting
+from stream.config import (
+    EngineSettings,
+    Secret,
+    SettingError,
+    check_fields,
+    env_names,
+    file_names,
+    load,
+    setting,
+)
 from stream.params import ParamError, parse_param_list
+from stream.redact import mask_url, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +65,8 @@ class PoolConfig:
 @dataclass(frozen=True)
 class Settings:
     kafka_bootstrap: str = setting("127.0.0.1:9092", "KAFKA_BOOTSTRAP_SERVERS")
-    redis_url: str = setting("redis://127.0.0.1:6379/0", "REDIS_URL")
+    #: may hold a password (``redis://:PASSWORD@host``, ``?password=``): also ``REDIS_URL_FILE``
+    redis_url: str = setting("redis://127.0.0.1:6379/0", "REDIS_URL", file=True)
     app_id: str = setting("mmr-stream", "MMR_APP_ID")
     topic_matches: str = setting("mmr-matches", "MMR_TOPIC_MATCHES")
     topic_rounds: str = setting("mmr-rounds", "MMR_TOPIC_ROUNDS")
@@ -192,7 +202,13 @@ class Settings:
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "redis_url")
-        return f"Settings(redis_url={_without_password(self.redis_url)!r}, {shown})"
+        return f"Settings(redis_url={mask_url(self.redis_url)!r}, {shown})"
+
+    def secrets(self) -> list[str]:
+        """Every secret these settings hold (passwords, and those of ``REDIS_URL``): what logs must not show
+        (``stream.redact.install``)."""
+        held = [v.get_secret_value() for f in fields(self) if isinstance(v := getattr(self, f.name), Secret)]
+        return [s for s in (*held, *url_secrets(self.redis_url)) if s]
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes``, checked as a new Settings is."""
@@ -281,15 +297,6 @@ class Settings:
         return kw
 
 
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:" if parts.username else ":"
-    return urlunsplit(parts._replace(netloc=f"{user}**********@{parts.hostname}"
-                                            + (f":{parts.port}" if parts.port else "")))
-
-
 def load_pools(path: str | Path) -> dict[str, PoolConfig]:
     """A JSON or TOML file: ``{"pools": {"chess": {"system": "cowan", "params": {...}}}}``."""
     p = Path(path)
@@ -305,7 +312,8 @@ def load_pools(path: str | Path) -> dict[str, PoolConfig]:
 
 def known_names() -> set[str]:
     """Every ``MMR_*`` (and other) variable the package or its harness reads."""
-    return {*env_names(Settings).values(), *env_names(EngineSettings).values(), *COMPOSITE_NAMES, *OUTSIDE_NAMES}
+    return {*env_names(Settings).values(), *env_names(EngineSettings).values(), *file_names(Settings).values(),
+            *file_names(EngineSettings).values(), *COMPOSITE_NAMES, *OUTSIDE_NAMES}
 
 
 _reported: set[str] = set()

@@ -11,12 +11,18 @@ answering READONLY, MASTERDOWN), the server loading or out of memory -- say noth
 redis-py retries what it can (the cluster client follows MOVED/ASK itself and refreshes its slot map)
 and ``infrastructure_errors`` turns the rest into one exception, ``StoreUnavailable``, that the
 worker retries with back-off instead of dead-lettering valid events.
+
+Credentials refused (a wrong password or user, a password missing) and a failed TLS handshake are
+not outages: waiting does not fix them. ``connect_error`` names them (``stream.errors.ConnectError``:
+component, address with its secrets masked, cause), ``ping`` raises that at once, and ``is_cluster``
+does not wait through them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +37,8 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
-from stream.errors import InfrastructureError
+from stream.errors import ConnectError, InfrastructureError
+from stream.redact import mask, mask_url, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +83,72 @@ def infrastructure_errors() -> Iterator[None]:
     except Exception as exc:
         if is_infrastructure_error(exc):
             hint = ""
+            if is_auth_error(exc):  # reported by name; the worker's back-off retries it like an outage
+                hint = " (Redis refused the credentials: REDIS_URL, MMR_REDIS_PASSWORD)"
             if isinstance(exc, rex.AskError):  # the cluster client follows these itself: a plain client met a cluster
                 hint = " (a slot of a Redis Cluster: is MMR_REDIS_CLUSTER=0 set for a cluster?)"
             raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}{hint}") from exc
         raise
+
+
+#: reply prefixes of refused credentials (redis-py raises some as AuthenticationError, some as ResponseError)
+_AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid username-password",
+                 "Client sent AUTH, but no password is set", "AUTH <password> called without any password")
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing the credentials (wrong or missing password or user)."""
+    if isinstance(exc, rex.AuthenticationError | rex.AuthenticationWrongNumberOfArgsError):
+        return True
+    return isinstance(exc, rex.ResponseError) and str(exc).startswith(_AUTH_REPLIES)
+
+
+def _is_tls_error(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) or "SSL" in str(seen).split(":")[0] or "CERTIFICATE" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def connect_error(exc: BaseException, url: str) -> ConnectError | None:
+    """``exc`` met on the way to Redis at ``url`` as a ``ConnectError`` naming its cause (None: not a
+    failure to reach or to log in to Redis)."""
+    if isinstance(exc, ConnectError):
+        return exc
+    detail = mask(str(exc).strip() or type(exc).__name__, url_secrets(url))
+    if is_auth_error(exc):
+        text = str(exc)
+        missing = text.startswith("NOAUTH") or "Authentication required" in text or "already authenticated" in text
+        cause = ("authentication required: the server has a password and none was given (set it in REDIS_URL, "
+                 "MMR_REDIS_PASSWORD or MMR_REDIS_PASSWORD_FILE)" if missing else
+                 "authentication failed: wrong password or user")
+        return ConnectError("Redis", mask_url(url), cause, detail, retry=False)
+    if _is_tls_error(exc):
+        return ConnectError("Redis", mask_url(url), "TLS handshake failed (rediss:// to a server without TLS, "
+                            "or a certificate not trusted: MMR_REDIS_CA_CERTS)", detail, retry=False)
+    if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
+        return ConnectError("Redis", mask_url(url), "unreachable", detail, retry=True)
+    return None
+
+
+def ping(url: str, timeout_s: float = 3.0, **kwargs: Any) -> None:
+    """Connect to ``url`` once and ``PING`` it, within about ``timeout_s``; raise ``ConnectError`` naming
+    the cause (no retry: the caller decides whether waiting helps)."""
+    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
+    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
+    client = redis.Redis.from_url(node, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+                                  retry=Retry(NoBackoff(), 0), **kw)
+    try:
+        client.ping()
+    except Exception as exc:
+        err = connect_error(exc, url)
+        if err is None:
+            raise
+        raise err from exc
+    finally:
+        client.close()
 
 
 def _retry() -> AsyncRetry:
@@ -91,23 +160,30 @@ def _retry() -> AsyncRetry:
 
 def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:
     """Whether the server ``url`` names runs in cluster mode (``INFO cluster``), waiting up to
-    ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server."""
+    ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server; refused
+    credentials and a failed TLS handshake raise ``ConnectError`` at once (waiting does not fix them)."""
     kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
     node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
     deadline = time.monotonic() + wait_s
     delay = 0.1
     while True:
-        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, **kw)
+        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, retry=Retry(NoBackoff(), 0),
+                                      **kw)
         try:
             info = client.info("cluster")
             return bool(int(info.get("cluster_enabled", 0)))
-        except rex.ResponseError as exc:
-            log.warning("INFO cluster refused (%s): taking %s for a single server; set MMR_REDIS_CLUSTER to "
-                        "say which", exc, _safe(url))
-            return False
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        except Exception as exc:
+            err = connect_error(exc, url)
+            if err is not None and not err.retry:
+                raise err from exc
+            if isinstance(exc, rex.ResponseError):
+                log.warning("INFO cluster refused (%s): taking %s for a single server; set MMR_REDIS_CLUSTER to "
+                            "say which", exc, mask_url(url))
+                return False
+            if err is None:
+                raise
             if time.monotonic() + delay > deadline:
-                raise StoreUnavailable(f"Redis at {_safe(url)} did not answer within {wait_s} s ({exc!r}); "
+                raise StoreUnavailable(f"Redis at {mask_url(url)} did not answer within {wait_s} s ({exc!r}); "
                                        "set MMR_REDIS_CLUSTER=0 or 1 to start without asking it") from exc
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
@@ -142,12 +218,5 @@ def connect_blocking(url: str, cluster: bool, **kwargs: Any) -> AnyBlockingRedis
 def _cluster_db(url: str) -> None:
     db = urlparse(url).path.strip("/")
     if db not in ("", "0"):
-        raise ValueError(f"REDIS_URL {_safe(url)} names DB {db}: a Redis Cluster has only DB 0")
+        raise ValueError(f"REDIS_URL {mask_url(url)} names DB {db}: a Redis Cluster has only DB 0")
 
-
-def _safe(url: str) -> str:
-    """``url`` without its password (for messages and logs)."""
-    u = urlparse(url)
-    if u.password is None:
-        return url
-    return u._replace(netloc=u.netloc.replace(f":{u.password}@", ":***@")).geturl()
