@@ -75,3 +75,29 @@ def test_configure_runs_once() -> None:
     before = dict(os.environ)
     runtime.configure()
     assert dict(os.environ) == before
+
+
+def test_the_limits_are_the_schemas_and_every_input_schema_states_the_same() -> None:
+    from stream.events.check import INPUT_TYPES
+    from stream.events.schema import limits, schema
+
+    lim = limits()
+    assert (lim.event_id_length, lim.pool_length, lim.player_length, lim.round_id_length) == (256, 128, 128, 256)
+    assert (lim.min_time, lim.max_time, lim.max_rank) == (-(2**63), 2**63 - 1, 2**63 - 1)
+    expected = {"event_id": lim.event_id_length, "pool": lim.pool_length, "round_id": lim.round_id_length,
+                "a": lim.player_length, "b": lim.player_length, "player": lim.player_length}
+
+    def walk(node: object, name: str = "") -> None:
+        if isinstance(node, dict):
+            if "maxLength" in node and name in expected:
+                assert node["maxLength"] == expected[name], (name, node)
+            if name == "time" and "minimum" in node:
+                assert (node["minimum"], node["maximum"]) == (lim.min_time, lim.max_time)
+            for key, value in node.items():
+                walk(value, key if key not in ("properties", "items") else name)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, name)
+
+    for etype in INPUT_TYPES:
+        walk(schema(etype))
