@@ -28,15 +28,18 @@ import numpy as np
 import orjson
 
 from stream import errors
-from stream.events.model import MAX_ID_LENGTH, MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, MatchRun, RoundEvent
+from stream.events.model import MAX_ID_LENGTH, MatchBatch, MatchEvent, MatchRun, RoundEvent
+from stream.events.schema import limits
 from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
 from stream.ratings.base import IntArray
 
 #: ``maxLength`` of ``event_id`` and ``round_id`` in ``schemas/`` (player ids and pools: MAX_ID_LENGTH).
 #: Ids this reader derives from names must fit, or the service dead-letters what the embedded
-#: replay accepted (tests/unit/test_events.py checks these against the schemas).
-MAX_EVENT_ID_LENGTH = 256
-MAX_ROUND_ID_LENGTH = 256
+#: replay accepted.
+MAX_EVENT_ID_LENGTH = limits().event_id_length
+MAX_ROUND_ID_LENGTH = limits().round_id_length
+#: the range of ``time`` in the schemas (ms since the epoch)
+_MIN_TIME, _MAX_TIME = limits().min_time, limits().max_time
 _ID_DIGEST_CHARS = 16  # blake2b, 8 bytes, hex
 #: what reading a file can raise besides InputError: the file system, a damaged or cut ``.gz``/
 #: ``.xz``, and CSV syntax (a field over the csv module's size limit, say)
@@ -229,7 +232,7 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     if weight <= 0:
         raise InputError(where, "weight must be positive")
     time_ms = _milliseconds(t)
-    if not MIN_INT64 <= time_ms <= MAX_INT64:
+    if not _MIN_TIME <= time_ms <= _MAX_TIME:
         raise InputError(where, "time_seconds is out of range")
     full_id = str(obj.get("id", name))
     if not full_id:  # the round_id; the schemas (and so the service) refuse an empty one
@@ -276,7 +279,7 @@ def _parse_time(text: str, where: str) -> int:
             ms = int(moment.timestamp() * 1000)
     except (ValueError, OverflowError):
         raise InputError(where, f"cannot parse time {text!r}") from None
-    if not MIN_INT64 <= ms <= MAX_INT64:
+    if not _MIN_TIME <= ms <= _MAX_TIME:
         raise InputError(where, f"time {text!r} is out of range")
     return ms
 
