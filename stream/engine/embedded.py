@@ -171,7 +171,8 @@ class EmbeddedPipeline:
             if not pending:
                 self.pending_where[pool] = run.where(i)
             j = min(n, i + self.batch_size - len(pending))
-            pending.extend(MatchBatch(pool, ids[i:j], batch.a[i:j], batch.b[i:j], batch.scores[i:j], batch.times[i:j]))
+            pending.extend(MatchBatch(pool, event_ids=ids[i:j], a=batch.a[i:j], b=batch.b[i:j],
+                                      scores=batch.scores[i:j], times=batch.times[i:j]))
             self.pending_ids.setdefault(pool, set()).update(ids[i:j])
             i = j
             if len(pending) >= self.batch_size:

@@ -428,17 +428,18 @@ def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[
     ids, times, a, b, scores = cols
     line_nos = [n for n, _ in block]
     if pool is not None:  # (checked by the caller) every event's own pool is replaced
-        return [MatchRun(MatchBatch(pool, ids, a, b, scores, times), p, line_nos)]
+        return [MatchRun(MatchBatch(pool, event_ids=ids, a=a, b=b, scores=scores, times=times), p, line_nos)]
     pools: list[Any] = list(map(dict.get, objs, itertools.repeat("pool")))
     if set(map(type, pools)) != _STR_TYPE:
         return None
     lengths = list(map(len, pools))
-    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+    if min(lengths) < 1 or max(lengths) > limits().pool_length:
         return None
     runs = []
     i = 0
     for name, group in itertools.groupby(pools):
         j = i + sum(1 for _ in group)
-        runs.append(MatchRun(MatchBatch(name, ids[i:j], a[i:j], b[i:j], scores[i:j], times[i:j]), p, line_nos[i:j]))
+        batch = MatchBatch(name, event_ids=ids[i:j], a=a[i:j], b=b[i:j], scores=scores[i:j], times=times[i:j])
+        runs.append(MatchRun(batch, p, line_nos[i:j]))
         i = j
     return runs

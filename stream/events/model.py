@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -77,9 +77,11 @@ class MatchEvent:
 
 @dataclass(slots=True)
 class MatchBatch:
-    """Consecutive matches of one pool, applied with exact sequential meaning."""
+    """Consecutive matches of one pool, applied with exact sequential meaning. ``MatchBatch(pool)`` is an
+    empty batch; its columns are given by name."""
 
     pool: str
+    _: KW_ONLY
     event_ids: list[str] = field(default_factory=list)
     a: list[str] = field(default_factory=list)
     b: list[str] = field(default_factory=list)

@@ -13,8 +13,8 @@ pairs = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)).filter(lambda a
 
 @given(pairs)
 def test_index_and_last_match_equal_plain_loops(ps: list[tuple[int, int]]) -> None:
-    batch = MatchBatch("p", [f"e{j}" for j in range(len(ps))], [f"x{a}" for a, _ in ps], [f"x{b}" for _, b in ps],
-                       [1.0] * len(ps), list(range(len(ps))))
+    batch = MatchBatch("p", event_ids=[f"e{j}" for j in range(len(ps))], a=[f"x{a}" for a, _ in ps],
+                       b=[f"x{b}" for _, b in ps], scores=[1.0] * len(ps), times=list(range(len(ps))))
     idx = index_players(batch)
     order: list[str] = []
     for p in batch.a + batch.b:  # first appearance over the a column, then the b column
