@@ -143,3 +143,31 @@ def test_no_run_writes_a_secret(runs: dict[str, Run]) -> None:
     leaks = {name: [s for s in SECRETS if s in run.output] for name, run in runs.items()}
     assert {name: found for name, found in leaks.items() if found} == {}
     assert all(run.output for run in runs.values())  # each said something: the grep read real output
+
+
+def test_a_worker_with_the_right_password_rates_and_logs_no_secret(redis_server: RedisServer, kafka_bootstrap: str,
+                                                                  tmp_path: Path) -> None:
+    """The checks pass the right credentials (here a password in the URL's query, as redis-py reads it), and
+    a worker logging at debug level, which rates a few matches, writes no secret."""
+    import asyncio
+
+    from service_utils import WorkerProcess, make_settings, wait_caught_up
+
+    from stream.client import Publisher
+
+    url = f"redis://127.0.0.1:{redis_server.port}/0?password={PASSWORD}"
+    s = make_settings(kafka_bootstrap, url, log_level="debug", matches_system="elo")
+    worker = WorkerProcess(s, tmp_path / "worker.log").start()
+    try:
+        async def publish() -> None:
+            async with Publisher(settings=s) as pub:
+                for k in range(20):
+                    await pub.match("chess", f"p{k % 5}", f"p{(k + 1) % 5}", 1.0, time=k)
+
+        asyncio.run(publish())
+        wait_caught_up(s, worker)
+    finally:
+        worker.stop()
+    log = worker.log_path.read_text(errors="replace")
+    assert "HTTP API on" in log and PASSWORD not in log
+    assert f"password={PASSWORD}" not in log
