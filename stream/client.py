@@ -165,6 +165,11 @@ class Publisher:
         raise InvalidEvent(f"field type: {event_type!r} is not an input event type")
 
     async def start(self) -> None:
+        """Connect (and create the topics unless told not to). A broker that cannot be reached, or that
+        refuses the settings' TLS or SASL, raises ``stream.errors.ConnectError`` naming the cause."""
+        from stream.service.preflight import check_kafka
+
+        await check_kafka(self.settings)
         if self.create_topics:
             from stream.service.topics import ensure_topics
 

@@ -8,7 +8,8 @@ down, refused the SASL mechanism or spoke no TLS; redis-py reports a wrong passw
 error that the worker's own back-off would retry for ever. So a command that needs them first
 connects once to each, with a short timeout and no retry, and turns what it meets into a
 ``stream.errors.ConnectError``: the component, its address (secrets masked) and the cause (wrong
-password, unreachable, TLS, SASL). The ``mmr`` command prints that line and exits (``stream.cli``).
+password, unreachable, TLS, SASL). The ``mmr`` command prints that line and exits (``stream.cli``);
+a game server's ``stream.client.Publisher`` raises it from ``start``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 from stream.errors import ConnectError
 from stream.service.config import Settings
-from stream.state.redis_client import ping
 
 #: seconds each check waits for an answer
 TIMEOUT_S = 3.0
@@ -28,6 +28,8 @@ KAFKA_PORT = 9092
 
 def check_redis(s: Settings, timeout_s: float = TIMEOUT_S) -> None:
     """Connect to ``REDIS_URL`` and ``PING`` it once; ``ConnectError`` naming the cause."""
+    from stream.state.redis_client import ping  # redis-py: not for the client's check of the broker
+
     ping(s.redis_url, timeout_s, **s.redis_kwargs())
 
 

@@ -68,6 +68,8 @@ def runs(redis_server: RedisServer, kafka_bootstrap: str, tmp_path_factory: pyte
     url_file.write_text(f"redis://:{FILE_WRONG}@127.0.0.1:{port}/0\n")
     pw_file = tmp / "redis-password"
     pw_file.write_text(f"{FILE_WRONG}\n")
+    history = tmp / "matches.jsonl"
+    history.write_text('{"type":"match","event_id":"e1","pool":"p","time":1,"a":"x","b":"y","score":1}\n')
     good = {"REDIS_URL": f"redis://127.0.0.1:{port}/0", "MMR_REDIS_PASSWORD": PASSWORD,
             "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "MMR_HTTP_PORT": "0"}
     scenarios: dict[str, tuple[list[str], dict[str, str]]] = {
@@ -87,6 +89,11 @@ def runs(redis_server: RedisServer, kafka_bootstrap: str, tmp_path_factory: pyte
         "unreachable broker": (["worker"], {**good, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}),
         "bad SASL setting": (["worker"], {**good, "MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
                                           "MMR_KAFKA_SASL_USERNAME": "mmr", "MMR_KAFKA_SASL_PASSWORD": SASL_PASSWORD}),
+        "replay, bad SASL setting": (["replay", str(history), "--broker", "--no-progress"],
+                                     {**good, "MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                                      "MMR_KAFKA_SASL_USERNAME": "mmr", "MMR_KAFKA_SASL_PASSWORD": SASL_PASSWORD}),
+        "replay, unreachable broker": (["replay", str(history), "--broker", f"127.0.0.1:{free_port()}",
+                                        "--no-progress"], good),
         "wrong password, --debug": (["--debug", "worker"], {**good, "MMR_REDIS_PASSWORD": WRONG}),
         "wrong password, MMR_LOG_LEVEL=debug": (["export", "--out", str(tmp / "out.jsonl")],
                                                 {**good, "MMR_REDIS_PASSWORD": WRONG, "MMR_LOG_LEVEL": "debug"}),
@@ -123,13 +130,15 @@ def test_a_missing_password_says_so(runs: dict[str, Run]) -> None:
     assert line.startswith("mmr: Redis at ") and "authentication required" in line, line
 
 
-def test_an_unreachable_broker_is_one_line(runs: dict[str, Run]) -> None:
-    line = _one_line(runs["unreachable broker"])
+@pytest.mark.parametrize("name", ["unreachable broker", "replay, unreachable broker"])
+def test_an_unreachable_broker_is_one_line(runs: dict[str, Run], name: str) -> None:
+    line = _one_line(runs[name])
     assert line.startswith("mmr: Kafka at 127.0.0.1:") and ": unreachable" in line, line
 
 
-def test_a_bad_sasl_setting_is_one_line_naming_sasl(runs: dict[str, Run], kafka_bootstrap: str) -> None:
-    line = _one_line(runs["bad SASL setting"])
+@pytest.mark.parametrize("name", ["bad SASL setting", "replay, bad SASL setting"])
+def test_a_bad_sasl_setting_is_one_line_naming_sasl(runs: dict[str, Run], kafka_bootstrap: str, name: str) -> None:
+    line = _one_line(runs[name])
     assert line.startswith(f"mmr: Kafka at {kafka_bootstrap}: SASL refused") and "SASL_PLAINTEXT" in line, line
 
 
