@@ -15,9 +15,10 @@ So the cache directory is named by a digest of every module of the package that 
 with numba (their sources, not their modification times): any change to any of them starts
 a fresh cache (numba still keeps each source directory apart inside it). It lives under
 ``NUMBA_CACHE_DIR`` when that is set (the Docker image sets it), else under the user's cache
-directory. Importing ``stream`` sets it, before any kernel is defined, and names this
-package's locator (``stream.runtime.locator``: folders relative to the package, so the cache
-a wheel ships is found where pip installs it) first in numba's list of locators.
+directory. ``stream.runtime.configure`` sets it, before any kernel is defined (every module that
+imports numba imports ``stream.runtime.configured`` first), and names this package's locator
+(``stream.runtime.locator``: folders relative to the package, so the cache a wheel ships is found
+where pip installs it) first in numba's list of locators.
 """
 
 from __future__ import annotations

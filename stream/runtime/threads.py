@@ -14,7 +14,7 @@ workers that sleep, and the wall time grows with it (BENCHMARKS.md, Cowan).
 (microseconds) per parallel region, a wave of thousands of matches.
 
 libgomp reads the variable when it is loaded, which numba does at the first parallel
-kernel call, after ``stream`` is imported; a value already in the environment is kept.
+kernel call, after ``stream.runtime.configure`` ran; a value already in the environment is kept.
 
 How many threads
 ----------------
@@ -27,7 +27,8 @@ than 2 can run at once, 16 threads cost nothing measurable: BENCHMARKS.md, "Serv
 ``NUMBA_NUM_THREADS`` is set, the number of threads is the quota rounded up (``cpu_quota``:
 cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, the smallest of
 this process's cgroup and its ancestors) where that is fewer than the CPUs. numba reads the
-variable when it is imported, which ``stream`` does later.
+variable when it is imported: every module that imports numba imports ``stream.runtime.configured``
+on a line before, which calls ``configure``.
 """
 
 from __future__ import annotations
