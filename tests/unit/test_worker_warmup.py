@@ -30,7 +30,7 @@ system = make_system("cowan")
 writer = PoolEngine("p", system)
 batch = MatchBatch("p")
 for i in range(40):
-    batch.add(MatchEvent(f"m{i}", "p", i, f"a{i % 7}", f"b{i % 5}", 1.0))
+    batch.add(MatchEvent(event_id=f"m{i}", pool="p", time=i, a=f"a{i % 7}", b=f"b{i % 5}", score=1.0))
 stored = dict(writer.apply_matches(batch, {}).updates)
 reader = PoolEngine("p", system)  # a worker that did not write them: decodes what Redis holds
 reader.apply_matches(batch, stored)
