@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 #: subcommand -> what it cannot run without: checked before its module is imported (the worker's imports
 #: take seconds), so that a wrong password or an unreachable broker ends it at once, in one line
-NEEDS: dict[str, tuple[str, ...]] = {"worker": ("redis", "kafka"), "export": ("redis",)}
+NEEDS: dict[str, tuple[str, ...]] = {"worker": ("redis", "kafka"), "export": ("redis",), "rebuild": ("redis", "kafka")}
 
 
 class ConfigurationError(errors.ConfigurationError, click.ClickException):
