@@ -47,7 +47,9 @@ def add_routes(routes: ApiRoutes) -> None:
                             headers={"Cache-Control": "no-cache"})
 
     @routes.get("/console/{asset}", operation(
-        "The console's script and style", {200: text_answer("the asset"), 404: text_answer("no such asset")},
+        "The console's script and style",
+        {200: {"description": "the asset", "content": {t: {"schema": {"type": "string"}} for t in ASSETS.values()}},
+         404: text_answer("no such asset")},
         [{"name": "asset", "in": "path", "required": True, "schema": {"type": "string", "enum": sorted(ASSETS)},
           "example": "app.js"}]))
     async def console_asset(request: web.Request) -> web.Response:
