@@ -80,6 +80,9 @@ def start_world(kafka: str, redis_url: str, tmp: Path, rounds_of: int = 4, **env
                     e["time"] += k * 3_600_000
                 produce_raw(s, s.topic_matches, [(pool.encode(), orjson.dumps(e)) for e in events])
             wait_caught_up(s, worker, timeout=240)
+        bad = {"type": "match", "event_id": "bad-1", "pool": POOLS[1], "time": 1, "a": "p0", "b": "p1", "score": 2}
+        produce_raw(s, s.topic_matches, [(POOLS[1].encode(), orjson.dumps(bad))])  # a dead letter, with its reason
+        wait_caught_up(s, worker, timeout=240)
         outputs = read_json_topic(s, s.topic_ratings)
     except BaseException:
         worker.stop()

@@ -109,6 +109,9 @@ def test_status_reports_the_worker(world: World) -> None:
     assert body["redis"]["status"] == "ok" and body["kafka"]["status"] == "ok" and body["running"]
     assert body["kafka"]["lag"] == 0 and body["kafka"]["assigned"]
     assert body["counters"]["ratings_out"] >= len({(o["pool"], o["player"], o["version"]) for o in world.outputs})
+    assert body["counters"]["dead_letters"] == 1
+    [dead] = body["recent_dead_letters"]
+    assert (dead["event_id"], dead["pool"]) == ("bad-1", POOLS[1]) and "score" in dead["reason"]
 
 
 def test_an_oversized_request_answers_400_without_a_traceback(world: World, tmp_path: Path) -> None:
