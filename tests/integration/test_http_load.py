@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
