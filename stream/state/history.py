@@ -41,14 +41,13 @@ HISTORY_LIMIT = 100
 RECORD = struct.Struct("<qqddd")
 _HEAD = np.dtype([("version", "<i8"), ("time", "<i8"), ("rating", "<f8"), ("mu", "<f8"), ("sigma", "<f8")])
 
-#: ARGV: the limit, the pool's history key prefix, then per player its escaped name and its record.
-#: RPUSH answers the list's length: LTRIM only once it is over the limit.
+#: ARGV: the limit, then per player their history key and their record (the keys are of the slot of
+#: KEYS[1], the pool's). RPUSH answers the list's length: LTRIM only once it is over the limit.
 HISTORY_LUA = """
 local lim = tonumber(ARGV[1])
-local pre = ARGV[2]
 local pcall_ = redis.pcall
-for i = 3, #ARGV, 2 do
-  local k = pre .. ARGV[i]
+for i = 2, #ARGV, 2 do
+  local k = ARGV[i]
   local n = pcall_('RPUSH', k, ARGV[i + 1])
   if type(n) == 'number' and n > lim then
     pcall_('LTRIM', k, -lim, -1)
@@ -130,15 +129,14 @@ def _columns(published: Any) -> tuple[Any, ...] | None:
 @nb.njit(cache=True, nogil=True)
 def _write(out, none, head, script, one, route, limit, prefix, keys, key_at, heads, eids, eid_at):  # type: ignore[no-untyped-def]
     n = key_at.shape[0] - 1
-    pos = _count(out, 0, 42, 6 + 2 * n)
+    pos = _count(out, 0, 42, 5 + 2 * n)
     pos = _bulk(out, pos, none, head, 0, head.shape[0])
     pos = _bulk(out, pos, none, script, 0, script.shape[0])
     pos = _bulk(out, pos, none, one, 0, one.shape[0])
     pos = _bulk(out, pos, none, route, 0, route.shape[0])
     pos = _bulk(out, pos, none, limit, 0, limit.shape[0])
-    pos = _bulk(out, pos, none, prefix, 0, prefix.shape[0])
     for i in range(n):
-        pos = _bulk(out, pos, none, keys, key_at[i], key_at[i + 1])
+        pos = _bulk(out, pos, prefix, keys, key_at[i], key_at[i + 1])
         pos = _bulk(out, pos, heads[i], eids, eid_at[i], eid_at[i + 1])
     return pos
 
@@ -148,11 +146,12 @@ def _u8(b: bytes) -> np.ndarray:
 
 
 def history_frame(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> memoryview:
-    """``EVAL HISTORY_LUA 1 route_key limit prefix name1 record1 ...`` as one frame of the Redis
-    protocol (``route_key``: a key of the pool's slot, for a cluster's routing)."""
+    """``EVAL HISTORY_LUA 1 route_key limit key1 record1 ...`` (key i: ``prefix`` + the i-th escaped
+    name) as one frame of the Redis protocol (``route_key``: a key of the pool's slot, for a cluster's
+    routing)."""
     n = rows.players
     size = (len(HISTORY_LUA) + len(route_key) + len(prefix) + 64 + int(rows.key_at[-1]) + int(rows.eid_at[-1])
-            + n * RECORD.size + 15 * (2 * n + 7))
+            + n * (RECORD.size + len(prefix)) + 15 * (2 * n + 7))
     out = np.empty(size, dtype=np.uint8)
     end = _write(out, np.empty(0, dtype=np.uint8), _u8(b"EVAL"), _u8(HISTORY_LUA.encode()), _u8(b"1"),
                  _u8(route_key), _u8(str(limit).encode()), _u8(prefix), rows.keys, rows.key_at, rows.heads,

@@ -41,8 +41,8 @@ def test_the_frame_is_the_command_redis_py_packs() -> None:
     rows = history_rows(cols, {"a": b"", "x:{y}": b""})
     assert rows is not None
     frame = bytes(history_frame(rows, 7, b"mmr:{p}:h:", b"mmr:{p}:chg"))
-    args: list[bytes | str | int] = ["EVAL", HISTORY_LUA, 1, b"mmr:{p}:chg", 7, b"mmr:{p}:h:"]
+    args: list[bytes | str | int] = ["EVAL", HISTORY_LUA, 1, b"mmr:{p}:chg", 7]
     rows_in = [(1.5, 3.0, 5.0, 1, 10, "e1"), (2.5, 4.0, 6.0, 2, 20, "é2")]
     for name, (r, m, s, v, t, e) in zip([b"a", b"x%3A%7By%7D"], rows_in, strict=True):
-        args += [name, RECORD.pack(v, t, r, m, s) + e.encode()]
+        args += [b"mmr:{p}:h:" + name, RECORD.pack(v, t, r, m, s) + e.encode()]
     assert frame == b"".join(Connection().pack_command(*args))
