@@ -424,7 +424,7 @@ def make_web_app(api: ReadApi) -> web.Application:
     pool_api.add_history_route(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
-                operation("A player's current rating", {200: json_answer("Rating"),
+                operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
                                                         404: text_answer("unknown pool or player"),
                                                         500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:

@@ -52,6 +52,12 @@ _RECORD = {
                    "event_id": {"type": "string", "description": "the cause event (its output's event_id)"}},
 }
 SCHEMAS.update({
+    "PlayerRating": {"allOf": [{"$ref": "#/components/schemas/Rating"}, {
+        "type": "object",
+        "properties": {"percentile": {"type": "number", "minimum": 0, "maximum": 100,
+                                      "description": "100 × (players with a lower displayed rating + half of those "
+                                                     "level, the player included) / players"},
+                       "players": {"type": "integer", "minimum": 1, "description": "players on the leaderboard"}}}]},
     "Pools": {
         "type": "object", "required": ["pools", "total", "offset"],
         "properties": {"pools": {"type": "array", "items": {
@@ -196,9 +202,9 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         body = await api.store.distribution(name, bins)
         return web.json_response({"pool": name, **body})
 
-    @routes.get("/status", operation(
+    @routes.get("/status", {**operation(
         "What the worker knows of itself: counters, rates' inputs, consumer lag, recent dead letters, "
-        "Redis and Kafka", {200: json_answer("Status")}))
+        "Redis and Kafka", {200: json_answer("Status")}), "tags": ["operations"]})
     async def status(request: web.Request) -> web.Response:
         body: dict[str, Any] = {"time": _now(), "http_port": api.port, "running": api.running(),
                                 "halted": api.halted()}
