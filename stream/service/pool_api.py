@@ -110,7 +110,7 @@ SCHEMAS.update({
                        "limit": {"type": "integer", "minimum": 0, "description": "ratings kept per player"}},
     },
     "Status": {"type": "object", "description": "what the worker knows of itself: counters, lag, recent dead "
-                                                "letters, Redis and Kafka (docs/service.md, console)"},
+                                                "letters, Redis and Kafka (docs/operator.md, Health and metrics)"},
 })
 
 
