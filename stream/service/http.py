@@ -652,7 +652,8 @@ class HttpServer:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._stop(), loop))
         finally:
             loop.call_soon_threadsafe(loop.stop)
-            await asyncio.get_running_loop().run_in_executor(None, thread.join)
+            while thread.is_alive():  # (a join on an executor would leave that executor's thread behind)
+                await asyncio.sleep(0.005)
 
 
 async def serve(api: ReadApi, sock: socket.socket) -> HttpServer:
