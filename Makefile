@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_DIR := build/demo
 
-.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy wheel constraints promtool
+.PHONY: demo test lint typecheck unit integration bench clean install validate-deploy wheel constraints promtool chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,18 @@ typecheck: $(STAMP)
 ## PYTEST_WORKERS processes share the tests (pytest-xdist; each its own broker and Redis DB,
 ## tests/conftest.py); 0 runs them all in this one process.
 PYTEST_WORKERS ?= 2
-test: $(STAMP) lint typecheck promtool
+test: $(STAMP) lint typecheck promtool chromium
 	$(BIN)/mmr warm
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup
+
+## Debian's Chromium for the console's browser tests (tests/browser), installed where apt-get works
+## (root); never fails the build: without it those tests skip and say why.
+APT_CHROMIUM := DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  { $(APT_CHROMIUM) || { apt-get update -q >/dev/null 2>&1 && $(APT_CHROMIUM); }; } && \
+	  echo "installed chromium: $$(command -v chromium)"; } || \
+	  echo "chromium not installed (no apt-get, or not root): tests/browser skips"
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadgroup tests/unit tests/property

@@ -21,6 +21,7 @@ NUMBA = "mmr-numba"
 STEP_END = "mmr-step-end"
 FRAMES = "mmr-frames"
 HEALTH = "mmr-health"
+HTTP = "mmr-http"
 
 
 def name_os_thread(name: str) -> None:

@@ -23,8 +23,10 @@ stays unacknowledged until it is on the broker. A partition halted by a bug in t
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import signal
@@ -44,7 +46,7 @@ from prometheus_client import Counter, Gauge
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.runtime import thread_names
-from stream.service import http, kafka_batches
+from stream.service import http, kafka_batches, pool_api
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
@@ -111,6 +113,9 @@ class Service:
     _tick: asyncio.Future[None] | None = None  # the housekeeping tick under way
     #: the state marks: what a restarted Redis must hold of what was acknowledged (stream.state.marks)
     lost_writes: LostWrites | None = None
+    #: the latest dead letters handed to the producer (the console's health page: stream.service.pool_api)
+    recent_dead: collections.deque[DeadLetter] = field(
+        default_factory=lambda: collections.deque(maxlen=pool_api.RECENT_DEAD))
 
     def __post_init__(self) -> None:
         self._input_topics = frozenset(self.settings.input_topics())
@@ -141,7 +146,10 @@ class Service:
         return http.ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
                             self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
                             health=self.http_health, concurrency=self.settings.http_redis_connections,
-                            halted=self.processor.halts.listing, blocked=self.not_rating)
+                            halted=self.processor.halts.listing, blocked=self.not_rating,
+                            token=self.settings.http_bearer_token(),
+                            max_requests=self.settings.http_max_requests,
+                            status=functools.partial(pool_api.worker_status, self))
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
@@ -249,6 +257,7 @@ class Service:
         (resolved once it is on the broker, see ``deliver_dead``) and return; without, wait for them."""
         own = futs is None
         futs = [] if futs is None else futs
+        self.recent_dead.extend(dead)
         for d in dead:
             futs.append(asyncio.ensure_future(self.deliver_dead(d, await self._send_dead(d))))
         if own and futs:
@@ -698,7 +707,7 @@ def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, http.RedisPing
     """The HTTP API's Redis clients, apart from the pipeline's so that a busy pipeline never starves
     the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
     (the API lets as many requests read at once), and the health probes' ping on a client of its own."""
-    reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster,
+    reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster, history_limit=s.history_limit,
                                 max_connections=s.http_redis_connections, client_name=s.redis_client_name("reads"),
                                 **s.redis_kwargs())
     health = http.RedisPing(lambda: connect_blocking(s.redis_url, cluster, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
@@ -713,6 +722,7 @@ def create_app(s: Settings) -> Service:
     sock = http.bind(s.http_host, s.http_port)
     app = faust_app(s, s.app_id)
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids, cluster=s.redis_cluster,
+                               history_limit=s.history_limit,
                                fence=ServerFence(), client_name=s.redis_client_name("rating"),
                                **s.replication_kwargs(), **s.redis_kwargs())
     # the numba kernels run on one thread of their own (their parallel kernels: MMR_NUMBA_THREADS)

@@ -141,6 +141,16 @@ class Settings:
     #: Redis connections of the HTTP API's own read client (per node of a cluster), apart from the
     #: pipeline's; as many requests read at once, more wait their turn (stream.service.http)
     http_redis_connections: int = setting(16, "MMR_HTTP_REDIS_CONNECTIONS")
+    #: requests the HTTP API handles at once (its own thread and event loop); more answer 429 at once
+    #: (the health probes are never refused)
+    http_max_requests: int = setting(256, "MMR_HTTP_MAX_REQUESTS")
+    #: a bearer token every HTTP route but the health probes requires (``Authorization: Bearer ...``;
+    #: the console asks for it once); empty: no authentication
+    http_token: Secret = setting(Secret(), "MMR_HTTP_TOKEN")
+    #: a file holding that token (a mounted secret; its surrounding whitespace dropped); wins over MMR_HTTP_TOKEN
+    http_token_file: str = setting("", "MMR_HTTP_TOKEN_FILE")
+    #: published ratings kept per player for the HTTP API's history (stream.state.history); 0: none kept
+    history_limit: int = setting(100, "MMR_HISTORY_LIMIT")
     rounds_system: str = setting(DEFAULT_ROUNDS_SYSTEM, "MMR_ROUNDS_SYSTEM")
     matches_system: str = setting(DEFAULT_MATCHES_SYSTEM, "MMR_MATCHES_SYSTEM")
     #: parameters of the default system (``MMR_PARAMS``, see ``from_env``)
@@ -199,6 +209,10 @@ class Settings:
             raise SettingError(f"MMR_HTTP_PORT={self.http_port}: expected 0 (any free port) to 65535")
         if self.http_redis_connections < 1:
             raise SettingError(f"MMR_HTTP_REDIS_CONNECTIONS={self.http_redis_connections}: expected a positive count")
+        if self.http_max_requests < 1:
+            raise SettingError(f"MMR_HTTP_MAX_REQUESTS={self.http_max_requests}: expected a positive count")
+        if self.history_limit < 0:
+            raise SettingError(f"MMR_HISTORY_LIMIT={self.history_limit}: expected 0 (no history) or a count of ratings")
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "redis_url")
@@ -279,6 +293,20 @@ class Settings:
         """RedisStore's ``min_replicas`` (None: auto) and ``wait_timeout_ms``."""
         return {"min_replicas": None if self.redis_min_replicas < 0 else self.redis_min_replicas,
                 "wait_timeout_ms": self.redis_wait_timeout_ms}
+
+    def http_bearer_token(self) -> str:
+        """The HTTP API's bearer token: MMR_HTTP_TOKEN_FILE's content (stripped), else MMR_HTTP_TOKEN; "" none.
+        ``SettingError`` naming the file when it cannot be read or is empty."""
+        if self.http_token_file:
+            try:
+                token = Path(self.http_token_file).read_text().strip()
+            except OSError as exc:
+                raise SettingError(f"MMR_HTTP_TOKEN_FILE={self.http_token_file}: cannot be read: "
+                                   f"{exc.strerror or exc}") from None
+            if not token:
+                raise SettingError(f"MMR_HTTP_TOKEN_FILE={self.http_token_file}: the file is empty")
+            return token
+        return self.http_token.get_secret_value()
 
     def redis_client_name(self, role: str) -> str:
         """The name the worker's Redis connections of ``role`` give themselves (``CLIENT SETNAME``), so that

@@ -35,6 +35,17 @@ Routes:
                                                    (stream.ratings.lobby)
     GET /openapi.json                              the OpenAPI document of these routes
 
+Served on a thread and event loop of its own (``HttpServer``, thread ``mmr-http``), apart from the
+worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue, so
+no load of requests delays a batch beyond the GIL's switch interval (MMR_GIL_SWITCH_MS) at a time;
+at most ``MMR_HTTP_MAX_REQUESTS`` requests are handled at once, more answer 429 at once (the health
+probes never). ``/livez`` asks the worker's loop to answer (``LIVEZ_TIMEOUT_S``), so it still says
+whether the loop that rates is alive. With a bearer token (MMR_HTTP_TOKEN or MMR_HTTP_TOKEN_FILE)
+every route but the probes and the console's page and assets (which hold no data; the page asks for
+the token and sends it with its reads) answers 401 without ``Authorization: Bearer <token>``.
+A request aiohttp cannot parse (a line over 8,190 bytes, a bad header) answers 400 and logs one
+line, at most one per ``BAD_REQUEST_LOG_S`` (with the count since the last one), never a traceback.
+
 Every route is registered with its OpenAPI operation (``stream.service.openapi.ApiRoutes``), so
 the document served is that of the routes the app has. A request that is wrong answers 400 with a
 text naming the field, also above the size limits (``MAX_IDS`` players, ``MAX_TEAMS`` teams; a
@@ -44,18 +55,23 @@ body over aiohttp's 1 MiB answers 413).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import dataclasses
 import errno
+import hmac
 import logging
 import math
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import orjson
-from aiohttp import web
+from aiohttp import http_exceptions, web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from stream import __version__
@@ -64,6 +80,7 @@ from stream.errors import InfrastructureError
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
+from stream.service import console, pool_api
 from stream.service.openapi import (
     PLAYER,
     POOL,
@@ -88,6 +105,13 @@ MAX_IDS = 1000
 MAX_TEAMS = 64
 #: the interface's (docs/interface.md) longest player id
 MAX_ID_LENGTH = 128
+#: seconds ``/livez`` waits for the worker's event loop to run a callback before answering 503
+LIVEZ_TIMEOUT_S = 10.0
+#: at most one log line per this many seconds about requests that could not be parsed
+BAD_REQUEST_LOG_S = 10.0
+#: the routes that answer without the bearer token: the probes, and the console's page and assets
+OPEN_PATHS = frozenset({"/livez", "/readyz", "/healthz"})
+OPEN_PREFIXES = ("/console/",)
 #: the largest leaderboard offset (a safe JSON integer; Redis refuses indices past 2^63)
 MAX_OFFSET = 2**53
 
@@ -173,6 +197,14 @@ class ReadApi:
     halted: Callable[[], list[dict[str, Any]]] = list
     #: why the worker rates nothing now (Redis unavailable under a commit, Redis lost acknowledged writes), or None
     blocked: Callable[[], str | None] = lambda: None
+    #: the bearer token every route but the probes and the console's assets requires ("": none)
+    token: str = ""
+    #: requests handled at once; more answer 429 (the probes are never refused)
+    max_requests: int = 256
+    #: the worker's own event loop (``/livez`` asks it to answer; None: this one)
+    worker_loop: asyncio.AbstractEventLoop | None = None
+    #: what the worker knows of itself for the console's health page (stream.service.pool_api.STATUS)
+    status: Callable[[], dict[str, Any]] | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -320,12 +352,31 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     ping = ping_on_loop if api.health is None else api.health
 
+    handling = [0]  # requests under way, the probes left out
+    token = api.token.encode()
+
     @web.middleware
-    async def bounded(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
-        if not request.path.startswith("/pools/"):
+    async def guard(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        path = request.path
+        if path in OPEN_PATHS:
             return await handler(request)
-        async with reads:
-            return await handler(request)
+        if handling[0] >= api.max_requests:
+            raise web.HTTPTooManyRequests(text=f"more than {api.max_requests} requests at once "
+                                          "(MMR_HTTP_MAX_REQUESTS); try again", headers={"Retry-After": "1"})
+        if token and not (path == "/" or path.startswith(OPEN_PREFIXES)):
+            given = request.headers.get("Authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token):
+                raise web.HTTPUnauthorized(text="a bearer token is required (Authorization: Bearer <MMR_HTTP_TOKEN>)",
+                                           headers={"WWW-Authenticate": 'Bearer realm="mmr-stream"'})
+        handling[0] += 1
+        try:
+            if not path.startswith("/pools"):
+                return await handler(request)
+            async with reads:
+                return await handler(request)
+        finally:
+            handling[0] -= 1
 
     async def ready() -> web.Response:
         try:
@@ -343,8 +394,17 @@ def make_web_app(api: ReadApi) -> web.Application:
         return web.json_response({"status": "ok", "http_port": api.port})
 
     @routes.get("/livez", operation("Liveness: the process and its event loop answer (no Redis, no Kafka)",
-                                    {200: _HEALTH}))
+                                    {200: _HEALTH, 503: json_answer("Health", "the worker's event loop did not "
+                                                                              "answer within 10 s")}))
     async def livez(request: web.Request) -> web.Response:
+        loop = api.worker_loop
+        if loop is not None and loop is not asyncio.get_running_loop() and loop.is_running():
+            answered = concurrent.futures.Future[None]()
+            loop.call_soon_threadsafe(answered.set_result, None)
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(answered), LIVEZ_TIMEOUT_S)
+            except TimeoutError:
+                return web.json_response({"status": "stalled", "http_port": api.port}, status=503)
         return web.json_response({"status": "alive", "http_port": api.port})
 
     @routes.get("/readyz", operation("Readiness: the app runs and Redis answers a PING within 2 s",
@@ -362,8 +422,10 @@ def make_web_app(api: ReadApi) -> web.Application:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    @routes.get("/pools/{pool}/players/{player:.+}",  # any id: the default pattern refuses { and }
-                operation("A player's current rating", {200: json_answer("Rating"),
+    pool_api.add_history_route(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
+
+    @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
+                operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
                                                         404: text_answer("unknown pool or player"),
                                                         500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
@@ -375,9 +437,10 @@ def make_web_app(api: ReadApi) -> web.Application:
         with _stored_value_errors():
             row = _row(pool, name, eng, raw)
         _explain(row, change)
+        row.update(await pool_api.standing(api.store, pool, name))
         return web.json_response(row)
 
-    @routes.get("/pools/{pool}/leaderboard", operation(
+    @routes.get("/pools/{pool:[^/]+}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",
         {200: json_answer("Leaderboard"), **_POOL_ERRORS},
         [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
@@ -412,7 +475,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                 unreadable.append(p)
         return rows, unreadable
 
-    @routes.get("/pools/{pool}/leaderboard/rank/{player:.+}", operation(
+    @routes.get("/pools/{pool:[^/]+}/leaderboard/rank/{player:.+}", operation(
         "A player's rank on the leaderboard", {200: json_answer("LeaderboardRank"),
                                                404: text_answer("unknown pool, or the player is not on it")},
         [POOL, PLAYER]))
@@ -426,7 +489,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         return web.json_response({"pool": pool, "player": name, "rank": rank, "offset": offset, "rating": score,
                                   "total": total})
 
-    @routes.post("/pools/{pool}/players", operation(
+    @routes.post("/pools/{pool:[^/]+}/players", operation(
         "Many players' ratings at once (unknown ids listed apart)",
         {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
@@ -442,7 +505,7 @@ def make_web_app(api: ReadApi) -> web.Application:
             body["unreadable"] = unreadable
         return web.json_response(body)
 
-    @routes.post("/pools/{pool}/predict", operation(
+    @routes.post("/pools/{pool:[^/]+}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
         {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
@@ -465,7 +528,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                       for team, w, r in zip(teams, pred.win, pred.expected_rank, strict=True)],
             "draw": pred.draw, "expected_score": pred.expected_score, "quality": pred.quality})
 
-    @routes.get("/pools/{pool}/win-probability", operation(
+    @routes.get("/pools/{pool:[^/]+}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
         {200: json_answer("WinProbability"), **_POOL_ERRORS},
         [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
@@ -487,16 +550,115 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(routes.document(__version__))
 
-    app = web.Application(middlewares=[bounded])
+    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))
+    console.add_routes(routes)
+    app = web.Application(middlewares=[guard])
     app.add_routes(routes.table)
     return app
 
 
-async def serve(api: ReadApi, sock: socket.socket) -> web.AppRunner:
-    """Serve the API on the socket ``bind`` returned."""
-    runner = web.AppRunner(make_web_app(api), access_log=None)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
-    host, port = sock.getsockname()[:2]
-    log.info("HTTP on %s:%s", host, port)
-    return runner
+class StoredEngines:
+    """The pools' engines as the HTTP thread makes them, from the meta its own store reads: the worker's
+    registry reads through the rating pipeline's client, which belongs to the worker's event loop."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.engines: dict[str, PoolEngine] = {}
+
+    async def engine(self, pool: str, kind: str) -> PoolEngine:
+        eng = self.engines.get(pool)
+        if eng is None:
+            meta = await self.store.meta(pool)
+            if meta is None:
+                raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
+            eng = self.engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
+        return eng
+
+
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger, but a request it could not parse (``HttpProcessingError``: a line over
+    8,190 bytes, a bad header) is one WARNING line without a traceback, at most one per
+    ``BAD_REQUEST_LOG_S`` with the count since the last: a client cannot flood the log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("aiohttp.server"), {})
+        self._last = -math.inf
+        self._since = 0
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, http_exceptions.HttpProcessingError):
+            self._since += 1
+            now = time.monotonic()
+            if now - self._last >= BAD_REQUEST_LOG_S:
+                log.warning("HTTP: %d request(s) refused with 400 (could not be parsed); the last: %s",
+                            self._since, str(exc_info.message)[:200])
+                self._last, self._since = now, 0
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
+class HttpServer:
+    """The API served on a thread and event loop of its own (thread ``mmr-http``).
+
+    The read store and the health ping of ``api`` are used on that loop only (the store's connections
+    are made there); the pools' engines are made there too (``StoredEngines``). ``cleanup`` stops the
+    server and closes the read store's connections on that loop, then ends the thread."""
+
+    def __init__(self, api: ReadApi, sock: socket.socket) -> None:
+        self.api = dataclasses.replace(api, engines=StoredEngines(api.store))
+        self.sock = sock
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    async def start(self) -> None:
+        if self.api.worker_loop is None:
+            self.api = dataclasses.replace(self.api, worker_loop=asyncio.get_running_loop())
+        started = concurrent.futures.Future[None]()
+        self._thread = threading.Thread(target=self._run, args=(started,), name=thread_names.HTTP, daemon=True)
+        self._thread.start()
+        await asyncio.wrap_future(started)
+        host, port = self.sock.getsockname()[:2]
+        log.info("HTTP on %s:%s", host, port)
+
+    def _run(self, started: concurrent.futures.Future[None]) -> None:
+        thread_names.name_os_thread(thread_names.HTTP)
+        loop = self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            self._runner = web.AppRunner(make_web_app(self.api), access_log=None, logger=_ServerLog())
+            loop.run_until_complete(self._runner.setup())
+            loop.run_until_complete(web.SockSite(self._runner, self.sock).start())
+        except BaseException as exc:
+            started.set_exception(exc)
+            loop.close()
+            return
+        started.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()  # closes the listening socket
+        await self.api.store.close()
+
+    async def cleanup(self) -> None:
+        """Stop serving, close the read store, end the thread (once; later calls do nothing)."""
+        loop, thread, self.loop = self.loop, self._thread, None
+        if loop is None or thread is None:
+            return
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._stop(), loop))
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            while thread.is_alive():  # (a join on an executor would leave that executor's thread behind)
+                await asyncio.sleep(0.005)
+
+
+async def serve(api: ReadApi, sock: socket.socket) -> HttpServer:
+    """Serve the API on the socket ``bind`` returned, on a thread of its own (``HttpServer``)."""
+    server = HttpServer(api, sock)
+    await server.start()
+    return server

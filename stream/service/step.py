@@ -222,6 +222,7 @@ class PoolStep:
                 self.metrics.duplicates.inc(stats.repeated)
                 return None
             commit.offsets = step.offsets
+            commit.published = outputs  # the players' history records (stream.state.history)
             if chain is None and self.settings.rate_ahead and attempt == 1:
                 chain = self._chain(pool, step.kind, engine, rate, gen, step, commit, rest)
             if chain is not None:

@@ -8,6 +8,7 @@ with a ``}`` would move its keys out of the pool's hash slot. So every name is e
 the three structural characters, which makes a key parse back into exactly one (kind, pool, name):
 
     <prefix>:{<pool>}:p:<player>     <prefix>:{<pool>}:pend:<round>     <prefix>:{<pool>}:<suffix>
+    <prefix>:{<pool>}:h:<player>
 
 where the prefix holds no brace, the first ``{`` opens the pool, the first ``}`` after it closes
 it (so Redis Cluster's hash tag is exactly the escaped pool: every key of a pool is in one slot),
@@ -94,6 +95,13 @@ class KeySpace:
         concatenation each, not three calls."""
         base = self.pool_base(pool) + "p:"
         return [base + name for name in escape_all(list(players))]
+
+    def history_prefix(self, pool: str) -> str:
+        """Where the pool's per-player history lists start (stream.state.history)."""
+        return self.pool_base(pool) + "h:"
+
+    def history_key(self, pool: str, player: str) -> str:
+        return self.pool_base(pool) + "h:" + escape(player)
 
     def pend_prefix(self, pool: str) -> str:
         return self.pool_base(pool) + "pend:"

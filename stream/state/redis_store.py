@@ -26,10 +26,15 @@ player and round names are escaped so that no two names share a key: stream.stat
                                               partition; a hint, written before the round's ``open`` entry
                                               (outside any pool slot): what round expiry sweeps
                                               (stream.state.open_rounds)
+    {prefix}:{<pool>}:h:<player>      LIST    the player's last ``history_limit`` published ratings, oldest
+                                              first (MMR_HISTORY_LIMIT; written by the commit with the belief:
+                                              stream.state.history)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
-Where the code of each part is: the atomic step, reads and pools here; the rounds being assembled
+Where the code of each part is: the atomic step, reads and pools here; the history lists in
+stream.state.history and the reads for the console (history, standing, distribution) in
+stream.state.pool_reads; the rounds being assembled
 (``pend``, ``done``, ``open``: ``round_state``, ``save_pending``, ``expire_rounds``) in
 stream.state.round_state and the sweep of ``open-rounds`` in stream.state.open_rounds; the writes
 the replicas confirm in stream.state.replication; the errors in stream.state.store_errors.
@@ -128,8 +133,10 @@ from stream.runtime import thread_names
 from stream.state import legacy_pools
 from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
 from stream.state.fence import ServerFence, fence_cluster
+from stream.state.history import HISTORY_LIMIT, history_frame, history_rows
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
+from stream.state.pool_reads import PoolReads
 from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import (
     BELIEFS_LUA,
@@ -176,6 +183,9 @@ class Commit:
     changes: Mapping[str, bytes] = field(default_factory=dict)
     #: the commit's bulk writes by columns, made once the rest is final (``seal``)
     rows: Rows | None = None
+    #: the ratings the step publishes (``RatingOutput`` rows or ``RatingColumns``): the players' history
+    #: records, appended in the commit's transaction (stream.state.history; none where it is empty)
+    published: Sequence[Any] = ()
 
     def pack(self) -> Rows:
         """The players' values and scores and the changes by columns (``stream.state.commit_frames``)."""
@@ -197,7 +207,7 @@ class Commit:
         self.rows = rows_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players)), self.changes)
 
 
-class RedisStore(RoundState, ReplicatedWrites):
+class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     """Async access to the layout above (redis-py asyncio client, hiredis parser; a single server
     or a Redis Cluster, see stream.state.redis_client).
 
@@ -205,12 +215,15 @@ class RedisStore(RoundState, ReplicatedWrites):
     the request: retry later. ``StateError``: the pool's stored keys are unusable (nothing written)."""
 
     def __init__(self, client: AnyRedis, prefix: str = "mmr", seen_max_ids: int = 0,
-                 min_replicas: int | None = None, wait_timeout_ms: int = 1000) -> None:
+                 min_replicas: int | None = None, wait_timeout_ms: int = 1000,
+                 history_limit: int = HISTORY_LIMIT) -> None:
         self.r: Any = client  # redis-py's stubs type replies as bytes | str; ours are bytes (no decode_responses)
         self.keys = KeySpace(prefix)
         self.prefix = prefix
         #: ``:ids`` rotates into ``:ids:old`` at this many ids (0: one log, unbounded; module docstring)
         self.seen_max_ids = seen_max_ids
+        #: published ratings kept per player (``:h:``; stream.state.history); 0: no history
+        self.history_limit = history_limit
         self._snapshot = client.register_script(SNAPSHOT_LUA)
         self._beliefs = client.register_script(BELIEFS_LUA)
         self._expire = client.register_script(EXPIRE_LUA)
@@ -239,7 +252,7 @@ class RedisStore(RoundState, ReplicatedWrites):
     @classmethod
     def from_url(cls, url: str, prefix: str = "mmr", seen_max_ids: int = 0, cluster: bool | None = None,
                  min_replicas: int | None = None, wait_timeout_ms: int = 1000, fence: ServerFence | None = None,
-                 **kwargs: Any) -> RedisStore:
+                 history_limit: int = HISTORY_LIMIT, **kwargs: Any) -> RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
         ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica).
         ``fence``: every new connection checks that its server did not restart (stream.state.fence)."""
@@ -252,7 +265,7 @@ class RedisStore(RoundState, ReplicatedWrites):
         client = connect(url, cluster, **kwargs)
         if fence is not None and isinstance(client, RedisCluster):
             fence_cluster(client, fence)
-        store = cls(client, prefix, seen_max_ids, min_replicas, wait_timeout_ms)
+        store = cls(client, prefix, seen_max_ids, min_replicas, wait_timeout_ms, history_limit)
         store.fence = fence
         return store
 
@@ -561,8 +574,8 @@ class RedisStore(RoundState, ReplicatedWrites):
         if self._frames is None:
             self._frames = thread_names.named_executor(thread_names.FRAMES)
         bulk = asyncio.get_running_loop().run_in_executor(
-            self._frames, frames, c.rows if c.rows is not None else c.pack(), self.keys.player_prefix(pool).encode(),
-            keys[2].encode(), keys[9].encode())
+            self._frames, self._bulk_frames, c, self.keys.player_prefix(pool).encode(), keys[2].encode(),
+            keys[9].encode(), self.keys.history_prefix(pool).encode())
         bulk.add_done_callback(_retrieved)  # (a commit refused before its frames are sent never awaits them)
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         offsets_blob = strings_blob(offsets)
@@ -596,6 +609,16 @@ class RedisStore(RoundState, ReplicatedWrites):
             else:  # the index moved while this commit was under way: reload on the next read
                 self._ids.pop(pool, None)
         return new_gen
+
+    def _bulk_frames(self, c: Commit, player_prefix: bytes, lb_key: bytes, chg_key: bytes,
+                     history_prefix: bytes) -> list[memoryview]:
+        """The commit's bulk writes (``commit_frames.frames``) and, with a history limit, the append of
+        its players' history records as one more command (``stream.state.history``)."""
+        out = frames(c.rows if c.rows is not None else c.pack(), player_prefix, lb_key, chg_key)
+        rows = history_rows(c.published, c.beliefs) if self.history_limit > 0 else None
+        if rows is not None:
+            out.append(history_frame(rows, self.history_limit, history_prefix, chg_key))
+        return out
 
     def _transaction(self, watched: Command, check: Command, apply: Command,
                      bulk_frames: Awaitable[list[memoryview]]) -> Exchange:

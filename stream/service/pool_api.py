@@ -1,0 +1,264 @@
+"""The HTTP API's routes over pools as a whole and a player's history (registered by
+``stream.service.http.make_web_app`` on its table, with their OpenAPI operations):
+
+    GET /pools                                     the pools with their systems and players (paged)
+    GET /pools/{pool}                              system, parameters, counts, learned side advantages
+    GET /pools/{pool}/distribution?bins=20         histogram and percentiles of the displayed ratings
+    GET /pools/{pool}/players/{player}/history     the player's recent ratings, oldest first
+    GET /status                                    what the worker knows of itself (the console's health page)
+
+Reads are those of ``stream.state.pool_reads`` (one script each: one state between two commits).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from stream.engine.pool import PoolEngine
+from stream.ratings.base import RatingError
+from stream.service.openapi import (
+    PLAYER,
+    POOL,
+    SCHEMAS,
+    ApiRoutes,
+    json_answer,
+    operation,
+    query_param,
+    text_answer,
+)
+from stream.state.pool_reads import percentile_rank
+from stream.state.redis_store import RedisStore
+
+if TYPE_CHECKING:
+    from stream.service.http import ReadApi
+
+EngineOf = Callable[[str], Awaitable[PoolEngine]]
+
+#: bins a distribution may have
+MAX_BINS = 200
+#: pools one page of ``GET /pools`` lists at most
+MAX_POOLS = 10_000
+
+_NO_POOL = text_answer("unknown pool")
+_RECORD = {
+    "type": "object", "required": ["rating", "mu", "sigma", "version", "time", "event_id"],
+    "properties": {"rating": {"type": "number"}, "mu": {"type": "number"}, "sigma": {"type": "number"},
+                   "version": {"type": "integer", "description": "the rating message's version"},
+                   "time": {"type": "integer", "description": "the cause event's time (ms since the epoch)"},
+                   "event_id": {"type": "string", "description": "the cause event (its output's event_id)"}},
+}
+SCHEMAS.update({
+    "PlayerRating": {"allOf": [{"$ref": "#/components/schemas/Rating"}, {
+        "type": "object",
+        "properties": {"percentile": {"type": "number", "minimum": 0, "maximum": 100,
+                                      "description": "100 × (players with a lower displayed rating + half of those "
+                                                     "level, the player included) / players"},
+                       "players": {"type": "integer", "minimum": 1, "description": "players on the leaderboard"}}}]},
+    "Pools": {
+        "type": "object", "required": ["pools", "total", "offset"],
+        "properties": {"pools": {"type": "array", "items": {
+            "type": "object", "required": ["pool", "system", "players"],
+            "properties": {"pool": {"type": "string"}, "system": {"type": "string"},
+                           "players": {"type": "integer", "minimum": 0}}}},
+            "total": {"type": "integer", "minimum": 0, "description": "pools listed in Redis (committed or not)"},
+            "offset": {"type": "integer", "minimum": 0}},
+    },
+    "Pool": {
+        "type": "object", "required": ["pool", "system", "params", "players", "advantages"],
+        "properties": {"pool": {"type": "string"}, "system": {"type": "string"},
+                       "params": {"type": "object", "description": "the system's parameters, fixed at the pool's "
+                                                                   "first commit"},
+                       "players": {"type": "integer", "minimum": 0, "description": "players on the leaderboard"},
+                       "open_rounds": {"type": "integer", "minimum": 0,
+                                       "description": "rounds being assembled from round_result events"},
+                       "event_ids_recorded": {"type": "integer", "minimum": 0},
+                       "watermarks": {"type": "object", "additionalProperties": {"type": "integer"},
+                                      "description": "topic/partition -> highest input offset applied"},
+                       "history_limit": {"type": "integer", "minimum": 0,
+                                         "description": "ratings kept per player (0: no history)"},
+                       "advantages": {"type": ["object", "null"],
+                                      "description": "learned side advantages (side -> value); null where the "
+                                                     "pool's system learns none"}},
+    },
+    "Distribution": {
+        "type": "object", "required": ["pool", "total", "min", "max", "bins", "percentiles"],
+        "properties": {"pool": {"type": "string"}, "total": {"type": "integer", "minimum": 0},
+                       "min": {"type": ["number", "null"]}, "max": {"type": ["number", "null"]},
+                       "bins": {"type": "array", "items": {
+                           "type": "object", "required": ["lo", "hi", "count"],
+                           "properties": {"lo": {"type": "number"}, "hi": {"type": "number"},
+                                          "count": {"type": "integer", "minimum": 0}}},
+                                "description": "equal bins from min to max: [lo, hi), the last [lo, hi]; the "
+                                               "counts add up to total"},
+                       "percentiles": {"type": "object", "additionalProperties": {"type": "number"},
+                                       "description": "p1 ... p99: the displayed rating at that percentile "
+                                                      "(nearest rank, ascending)"}},
+    },
+    "History": {
+        "type": "object", "required": ["pool", "player", "history", "current", "limit"],
+        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
+                       "history": {"type": "array", "items": _RECORD,
+                                   "description": "the player's recent ratings, oldest first; the last is the "
+                                                  "current one (where history was kept when it was made)"},
+                       "current": {"type": "object", "description": "the stored rating now",
+                                   "properties": {"rating": {"type": "number"}, "mu": {"type": "number"},
+                                                  "sigma": {"type": "number"}, "version": {"type": "integer"}}},
+                       "limit": {"type": "integer", "minimum": 0, "description": "ratings kept per player"}},
+    },
+    "Status": {"type": "object", "description": "what the worker knows of itself: counters, lag, recent dead "
+                                                "letters, Redis and Kafka (docs/operator.md, Health and metrics)"},
+})
+
+
+def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    try:
+        value = int(request.query.get(name, str(default)))
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be an integer") from None
+    if not lo <= value <= hi:
+        raise web.HTTPBadRequest(text=f"{name} must be {lo} to {hi}")
+    return value
+
+
+async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
+    """A player's ``percentile`` (``pool_reads.percentile_rank``) and ``players`` on the leaderboard
+    (nothing when the player is not on it)."""
+    found = await store.standing(pool, player)
+    if found is None:
+        return {}
+    _, lower, equal, total = found
+    return {"percentile": percentile_rank(lower, equal, total), "players": total}
+
+
+def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
+    """``GET /pools/{pool}/players/{player}/history`` (registered before the player's route, whose
+    ``{player:.+}`` would take ``.../history`` too)."""
+
+    @routes.get("/pools/{pool:[^/]+}/players/{player:.+}/history", operation(
+        "A player's recent ratings, oldest first: each its rating, mu, sigma, version, time and cause event",
+        {200: json_answer("History"), 404: text_answer("unknown pool or player"),
+         500: text_answer("the stored value is not a belief")}, [POOL, PLAYER]))
+    async def player_history(request: web.Request) -> web.Response:
+        pool, name = request.match_info["pool"], request.match_info["player"]
+        eng = await engine_of(pool)
+        raw, records = await api.store.history(pool, name)
+        if raw is None:
+            raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
+        try:
+            r = eng.rating_of(name, raw)
+        except RatingError as exc:
+            raise web.HTTPInternalServerError(text=str(exc)) from exc
+        return web.json_response({"pool": pool, "player": name, "history": records,
+                                  "current": {"rating": r.rating, "mu": r.mu, "sigma": r.sigma, "version": r.rounds},
+                                  "limit": api.store.history_limit})
+
+
+def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
+    """The routes of this module but the history's (``add_history_route``)."""
+
+    @routes.get("/pools", operation(
+        "The pools rated into this Redis, by name: each its system and players",
+        {200: json_answer("Pools"), 400: text_answer("a parameter is wrong; the text names it")},
+        [query_param("offset", {"type": "integer", "minimum": 0}, "pools skipped", example=0),
+         query_param("n", {"type": "integer", "minimum": 1, "maximum": MAX_POOLS}, "pools listed at most",
+                     example=1000)]))
+    async def pools(request: web.Request) -> web.Response:
+        offset = _count(request, "offset", 0, 0, 2**53)
+        n = _count(request, "n", 1000, 1, MAX_POOLS)
+        names = await api.store.pools()
+        listed = [p async for p in api.store.pool_summaries(names[offset:offset + n])]
+        return web.json_response({"pools": listed, "total": len(names), "offset": offset})
+
+    @routes.get("/pools/{pool:[^/]+}", operation(
+        "A pool: its system, parameters, counts, and learned side advantages",
+        {200: json_answer("Pool"), 404: _NO_POOL, 500: text_answer("the pool was stored by another version")},
+        [POOL]))
+    async def pool(request: web.Request) -> web.Response:
+        name = request.match_info["pool"]
+        eng = await engine_of(name)
+        meta = await api.store.meta(name)
+        if meta is None:
+            raise web.HTTPNotFound(text=f"unknown pool {name!r}")
+        counts = await api.store.pool_counts(name)
+        advantages = getattr(eng, "advantages", None)  # the pool's learned side advantages, where it learns them
+        return web.json_response({"pool": name, "system": meta["system"], "params": meta["params"], **counts,
+                                  "history_limit": api.store.history_limit,
+                                  "advantages": advantages() if callable(advantages) else advantages})
+
+    @routes.get("/pools/{pool:[^/]+}/distribution", operation(
+        "The pool's displayed ratings: a histogram of equal bins and percentiles (read from the leaderboard, "
+        "O((bins + percentiles) log players))",
+        {200: json_answer("Distribution"), 400: text_answer("a parameter is wrong; the text names it"),
+         404: _NO_POOL, 500: text_answer("the pool was stored by another version")},
+        [POOL, query_param("bins", {"type": "integer", "minimum": 1, "maximum": MAX_BINS}, "bins", example=20)]))
+    async def distribution(request: web.Request) -> web.Response:
+        name = request.match_info["pool"]
+        bins = _count(request, "bins", 20, 1, MAX_BINS)
+        await engine_of(name)
+        body = await api.store.distribution(name, bins)
+        return web.json_response({"pool": name, **body})
+
+    @routes.get("/status", {**operation(
+        "What the worker knows of itself: counters, rates' inputs, consumer lag, recent dead letters, "
+        "Redis and Kafka", {200: json_answer("Status")}), "tags": ["operations"]})
+    async def status(request: web.Request) -> web.Response:
+        body: dict[str, Any] = {"time": _now(), "http_port": api.port, "running": api.running(),
+                                "halted": api.halted()}
+        if api.status is not None:
+            body.update(api.status())
+        try:
+            await api.store.ping()
+            body["redis"] = {"status": "ok"}
+        except Exception as exc:  # unreachable, a timeout: what the console shows
+            body["redis"] = {"status": "unavailable", "error": str(exc)[:300]}
+        body["counters"] = _counters(api)
+        return web.json_response(body)
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+#: the counters the health page shows (and derives rates from, between two reads)
+COUNTERS = {"events_in": "mmr_events_in_total", "ratings_out": "mmr_ratings_out_total",
+            "dead_letters": "mmr_dead_letters_total", "batches": "mmr_batches_total",
+            "messages_done": "mmr_messages_done_total", "store_retries": "mmr_store_retries_total"}
+
+
+def _counters(api: ReadApi) -> dict[str, float]:
+    """Each of ``COUNTERS`` summed over its labels, from the worker's registry."""
+    sums = dict.fromkeys(COUNTERS, 0.0)
+    names = {v: k for k, v in COUNTERS.items()}
+    for metric in api.registry.collect():
+        for sample in metric.samples:
+            key = names.get(sample.name)
+            if key is not None and math.isfinite(sample.value):
+                sums[key] += sample.value
+    return sums
+
+
+#: dead letters the health page lists (the latest)
+RECENT_DEAD = 50
+
+
+def worker_status(svc: Any) -> dict[str, Any]:
+    """What the worker (``stream.service.app.Service``) knows of itself, for ``GET /status``: called on
+    the HTTP thread, so it only reads (copies of) plain values the worker's loop keeps."""
+    lags = dict(svc.lags)
+    try:
+        assigned = sorted(f"{tp.topic}/{tp.partition}" for tp in svc.app.consumer.assignment())
+        kafka: dict[str, Any] = {"status": "ok", "assigned": assigned}
+    except Exception as exc:  # not started, or rebalancing
+        kafka = {"status": "starting", "assigned": [], "error": str(exc)[:300]}
+    kafka.update(lag=sum(lags.values()), partitions={f"{t}/{p}": n for (t, p), n in sorted(lags.items())},
+                 fetch_paused=bool(svc.fetch_paused), bootstrap=svc.settings.kafka_bootstrap)
+    dead = [{"reason": d.reason, "topic": d.topic, "partition": d.partition, "offset": d.offset,
+             "event_id": d.event_id, "pool": d.pool} for d in list(svc.recent_dead)[::-1]]
+    return {"started": svc.started, "kafka": kafka, "store_down": bool(svc.processor.store_down),
+            "recent_dead_letters": dead}

@@ -1,0 +1,129 @@
+"""HTTP load beside a stream (issue: requests must not delay rating beyond a bound): a real worker rates
+a steady stream of matches twice, without and then with 200 clients reading the API as fast as they
+can; every event is rated both times and every request answered (200, or 429 above
+MMR_HTTP_MAX_REQUESTS). The produce-to-rating latencies of both legs are printed (``-s``), not
+asserted: tests never assert timings (BENCHMARKS.md holds what was measured)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from aiohttp import ClientSession, ClientTimeout, TCPConnector
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from service_utils import WorkerProcess, announced_port, make_settings, wait_caught_up
+
+from stream.service.config import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+POOL = "load"
+PLAYERS = 400
+BATCHES, PER_BATCH, EVERY_S = 200, 10, 0.05
+CLIENTS = 200
+
+
+async def _stream(s: Settings, leg: str) -> dict[str, int]:
+    """``BATCHES`` batches of matches, one every ``EVERY_S``, each event's ``time`` its produce time (ms)."""
+    p = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, enable_idempotence=False, linger_ms=0)
+    await p.start()
+    sent: dict[str, int] = {}
+    try:
+        for b in range(BATCHES):
+            now = int(time.time() * 1000)
+            for i in range(PER_BATCH):
+                k = b * PER_BATCH + i
+                eid = f"{leg}-{k}"
+                event = {"type": "match", "event_id": eid, "pool": POOL, "time": now,
+                         "a": f"p{(2 * k) % PLAYERS}", "b": f"p{(2 * k + 1) % PLAYERS}", "score": float(k % 2)}
+                await p.send(s.topic_matches, orjson.dumps(event), key=POOL.encode())
+                sent[eid] = now
+            await p.flush()
+            await asyncio.sleep(EVERY_S)
+    finally:
+        await p.stop()
+    return sent
+
+
+async def _load(port: int, stop: asyncio.Event) -> dict[int, int]:
+    statuses: dict[int, int] = {}
+    base = f"http://127.0.0.1:{port}"
+
+    async def client(session: ClientSession, c: int) -> None:
+        i = 0
+        while not stop.is_set():
+            path = f"/pools/{POOL}/leaderboard?n=50" if i % 2 else f"/pools/{POOL}/players/p{(c + i) % PLAYERS}"
+            async with session.get(base + path) as resp:
+                await resp.read()
+                statuses[resp.status] = statuses.get(resp.status, 0) + 1
+            i += 1
+
+    async with ClientSession(connector=TCPConnector(limit=CLIENTS + 10), timeout=ClientTimeout(total=120)) as session:
+        await asyncio.gather(*(client(session, c) for c in range(CLIENTS)))
+    return statuses
+
+
+async def _latencies(s: Settings, sent: dict[str, int]) -> list[int]:
+    """ms from each event's produce to the publish of the rating citing it (the rating record's timestamp)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    out: list[int] = []
+    try:
+        tps = [TopicPartition(s.topic_ratings, p) for p in range(s.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        while remaining:
+            for tp, records in (await consumer.getmany(timeout_ms=500, max_records=10000)).items():
+                for r in records:
+                    o = orjson.loads(r.value or b"{}")
+                    if o.get("event_id") in sent:
+                        out.append(r.timestamp - sent[o["event_id"]])
+                if records and records[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+    return out
+
+
+def _quantiles(xs: list[int]) -> str:
+    xs = sorted(xs)
+    pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    return f"n={len(xs)} p50={pick(0.5)} ms p99={pick(0.99)} ms max={xs[-1]} ms over 1 s: {sum(x > 1000 for x in xs)}"
+
+
+def test_http_load_beside_a_stream(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
+    s = make_settings(kafka_bootstrap, redis_url, matches_system="elo-mmx")
+    worker = WorkerProcess(s, tmp_path / "worker.log").start()
+    try:
+        port = announced_port(worker)
+        asyncio.run(_stream(s.with_(), "warm"))
+        wait_caught_up(s, worker, timeout=240)
+
+        quiet = asyncio.run(_stream(s, "quiet"))
+        wait_caught_up(s, worker, timeout=240)
+
+        async def loaded() -> tuple[dict[str, int], dict[int, int]]:
+            stop = asyncio.Event()
+            load = asyncio.create_task(_load(port, stop))
+            await asyncio.sleep(1.0)  # the clients at full speed first
+            sent = await _stream(s, "loaded")
+            stop.set()
+            return sent, await load
+
+        busy, statuses = asyncio.run(loaded())
+        wait_caught_up(s, worker, timeout=240)
+        assert worker.alive()
+        assert set(statuses) <= {200, 429} and statuses.get(200), statuses
+        lat_quiet, lat_busy = asyncio.run(_latencies(s, quiet)), asyncio.run(_latencies(s, busy))
+        # every event rated: each is cited by the rating of one of its players at least (a player's last match)
+        assert lat_quiet and lat_busy
+        print(f"\nwithout HTTP load: {_quantiles(lat_quiet)}\nwith {CLIENTS} clients "
+              f"({sum(statuses.values())} requests, {statuses}): {_quantiles(lat_busy)}")
+    finally:
+        worker.stop()
