@@ -22,6 +22,9 @@ written).
 
 from __future__ import annotations
 
+import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
+
+# isort: split
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
