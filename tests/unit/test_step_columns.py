@@ -62,7 +62,7 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, columns_
     rounds the packed path gives no columns for mixed with ones it does."""
     engine = PoolEngine("p", make_system(system))
     if columns_every > 1:
-        real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
+        real = engine.fast._change  # type: ignore[attr-defined]  # (``change_gathered``'s columns)
         calls = itertools.count()
 
         def some(*args: Any) -> RoundChange | None:
@@ -102,7 +102,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
     """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
     for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
     engine = PoolEngine("p", make_system("elo-mmr"))
-    real = engine.fast._change  # type: ignore[attr-defined]  # (``change_columns`` and ``change_gathered``)
+    real = engine.fast._change  # type: ignore[attr-defined]  # (``change_gathered``'s columns)
 
     def with_registered(*args: Any) -> RoundChange | None:
         ch = real(*args)
@@ -143,13 +143,14 @@ def test_rounds_that_change_nothing_by_columns_equal_the_general_path() -> None:
 @pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx"])
 def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(system: str) -> None:
     """``apply_round`` on a step's arena (``PoolEngine.held_rounds``: each round gathered by index,
-    its output taken back whole) against the same rounds on a dict of stored bytes: the same
-    new values and change columns bit for bit, round after round (returning players, newcomers),
-    and the commit's values ``encode_held`` writes from the arena equal the dict's."""
+    its output taken back whole) against the same rounds on a dict of stored bytes (the per-belief
+    path): the same new values, and change columns equal to its ratings bit for bit, round after
+    round (returning players, newcomers), and the commit's values ``encode_held`` writes from the
+    arena equal the dict's."""
     engine = PoolEngine("p", make_system(system))
     stored: dict[str, bytes | None] = {}
     for ev in _rounds(6):  # a first step: stored values to start from
-        stored.update(engine.apply_round(ev, stored, columns=True).updates)
+        stored.update(engine.apply_round(ev, stored).updates)
     held = engine.held_rounds(stored)
     assert held is not None
     plain = dict(stored)
@@ -158,9 +159,12 @@ def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(sy
         on_bytes = engine.apply_round(ev, plain, columns=True)
         in_arena = engine.apply_round(ev, held, columns=True)
         assert isinstance(in_arena.updates, TaggedFlat)  # not a bytes object per player
-        assert on_bytes.change is not None and in_arena.change is not None
-        for a, b in zip(on_bytes.change, in_arena.change, strict=True):
-            assert (a is None and b is None) or np.asarray(a).tobytes() == np.asarray(b).tobytes()
+        assert on_bytes.change is None and in_arena.change is not None
+        ch = in_arena.change
+        want = [on_bytes.ratings[p] for p in ev.players]
+        for col, field in ((ch.rating, "rating"), (ch.mu, "mu"), (ch.sigma, "sigma")):
+            assert col.tobytes() == np.array([getattr(r, field) for r in want], dtype=np.float64).tobytes()
+        assert ch.rounds.tolist() == [r.rounds for r in want]
         assert {p: in_arena.updates[p] for p in ev.players} == on_bytes.updates
         plain.update(on_bytes.updates)
         held.update(in_arena.updates)
