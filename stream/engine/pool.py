@@ -299,11 +299,12 @@ class PoolEngine:
             return self._arena_put(self.rate_round(event, arrays), held), None
         if not (self.packed and isinstance(fast, PackedRounds)):
             return self.rate_round(event, cast("Mapping[str, Belief]", held)), None  # arrays when not packed
-        if event.teams is not None:  # team rounds have no packed kernel: through arrays, like matches
-            arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
-            changed = self.rate_round(event, arrays)
-            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
-        return self._store_round_dense(event, cast(PackedPool, held), fast, change)
+        if isinstance(held, PackedPool) and event.teams is None:
+            return self._store_round_dense(event, held, fast, change)
+        # team rounds have no packed kernel (nor packed bytes outside a pool's arena): through arrays, packed back
+        arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
+        changed = self.rate_round(event, arrays)
+        return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
 
     def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds, change: bool = False,
                            ) -> tuple[Mapping[str, Held], RoundChange | None]:
