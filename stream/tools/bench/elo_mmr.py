@@ -187,7 +187,8 @@ def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, Pac
     held = PackedPool()
     rounds = results = 0
     for k, (names, ranks, time_ms, weight, ceiling) in enumerate(_prefetch(_parsed_rounds(path))):
-        event = RoundEvent(f"e{k}", "bench", f"r{k}", time_ms, names, ranks, weight, ceiling)
+        event = RoundEvent(event_id=f"e{k}", pool="bench", round_id=f"r{k}", time=time_ms, players=names, ranks=ranks,
+                           weight=weight, perf_ceiling=ceiling)
         held.update(cast("Mapping[str, bytes]", engine.store_round(event, held)))
         rounds += 1
         results += len(names)
