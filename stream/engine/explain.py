@@ -218,7 +218,7 @@ class Explainer:
     """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the
     JSON text of their explanation (an object), encoded once, by columns, as the unit is
     explained; the message and the ``:chg`` record both embed those very bytes
-    (``stream.service.messages.rating_value``, ``stream.service.step.change_records``).
+    (``stream.service.messages.rating_value``, ``stream.service.step_rating.change_records``).
     ``fields`` decodes one."""
 
     def __init__(self) -> None:

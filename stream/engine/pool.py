@@ -1,10 +1,13 @@
-"""Applying rounds and match batches of one pool to stored beliefs.
+"""Applying rounds and match batches of one pool to stored beliefs: one path per operation.
 
-Two entry points with one meaning:
-* ``rate_round`` / ``rate_matches`` work on decoded beliefs (the embedded store keeps
-  them decoded, so a long replay pays no codec cost per result);
-* ``apply_round`` / ``apply_matches`` work on encoded bytes (what Redis holds) and also
-  return the new ratings to publish.
+``rate_round`` / ``rate_matches`` rate decoded beliefs with the system's own methods (the
+oracle of every faster form below). The embedded replay calls them through ``store_round`` /
+``store_matches`` on what its store holds; the worker through ``apply_round`` /
+``apply_matches`` on encoded bytes (what Redis holds), which also return the new ratings to
+publish. The faster forms a pool may take, each bit for bit its oracle (docs/ARCHITECTURE.md,
+"Fast paths and their oracles"): an Elo-MMR pool's rounds on packed beliefs gathered from one
+arena (the embedded store's ``PackedPool``, a worker step's ``TaggedPool``); a Cowan pool's
+matches in place in the embedded store's arena.
 Every new belief passes through ``canonical`` — ``decode(encode(b))`` for a lossy
 codec, ``b`` itself for a lossless one or for a system whose beliefs are already fixed
 points of its codec (Cowan quantises after every match, so batching never changes a
@@ -24,8 +27,8 @@ The service dead-letters the event with that reason and keeps rating every other
 player, instead of stopping on the same event after every restart.
 
 The engine reaches a system through its six-method interface and, for speed, through the
-system's fast path (``stream.ratings.fastpath``): batched summaries, rounds on packed bytes
-(Elo-MMR), matches on one matrix (Elo), the codes Cowan's codec writes from. A team round
+system's fast path (``stream.ratings.fastpath``): batched summaries, rounds on packed beliefs
+(Elo-MMR), matches in an arena (Cowan), the codes Cowan's codec writes from. A team round
 (``RoundEvent.teams``) goes to the system's ``rate_team_round`` on decoded beliefs (there is
 no packed form of it); a system without a team model refuses it with a ``RatingError``.
 """
@@ -47,7 +50,7 @@ from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_playe
 from stream.ratings import make_system
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
-from stream.ratings.fastpath import Arena, ArenaMatches, MatrixMatches, PackedRounds, RoundChange, fast_path
+from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
@@ -296,16 +299,12 @@ class PoolEngine:
             return self._arena_put(self.rate_round(event, arrays), held), None
         if not (self.packed and isinstance(fast, PackedRounds)):
             return self.rate_round(event, cast("Mapping[str, Belief]", held)), None  # arrays when not packed
-        if event.teams is not None:  # team rounds have no packed kernel: through arrays, like matches
-            arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
-            changed = self.rate_round(event, arrays)
-            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
-        if isinstance(held, PackedPool):
+        if isinstance(held, PackedPool) and event.teams is None:
             return self._store_round_dense(event, held, fast, change)
-        new = fast.new_packed_belief
-        before = cast("list[bytes]", [b if (b := held.get(p)) is not None else new() for p in event.players])
-        after = fast.rate_round_packed(before, event.ranks, event.time, event.weight, event.perf_ceiling)
-        return _new_or_changed(event.players, before, after, held), None  # packed: lossless, so no round trip
+        # team rounds have no packed kernel (nor packed bytes outside a pool's arena): through arrays, packed back
+        arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
+        changed = self.rate_round(event, arrays)
+        return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
 
     def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds, change: bool = False,
                            ) -> tuple[Mapping[str, Held], RoundChange | None]:
@@ -427,7 +426,7 @@ class PoolEngine:
 
     @property
     def rounds_packed(self) -> bool:
-        """Whether rounds without teams take the packed path (``_apply_round_packed``)."""
+        """Whether a step's rounds without teams are rated in one arena (``held_rounds``)."""
         return self.packed and isinstance(self.fast, PackedRounds) and isinstance(self.codec, Float64Codec)
 
     def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False,
@@ -437,51 +436,9 @@ class PoolEngine:
         the players' places in the step's order, for a step's arena (``held_rounds``) that knows it."""
         with _belief_faults(self.system.name):
             fast = self._apply_round_held(event, stored, at) if isinstance(stored, TaggedPool) and columns else None
-            if fast is None:
-                fast = self._apply_round_packed(event, stored, columns)
             if fast is not None:
                 return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
-
-    def _apply_round_packed(self, event: RoundEvent, stored: Mapping[str, bytes | None],
-                            columns: bool = False) -> Applied | None:
-        """``apply_round`` on the stored bytes themselves, for a system that rates rounds
-        packed (``PackedRounds``) stored by the float64 codec, whose value is a tag byte and
-        the packed belief: the kernel reads the stored values past their tags, and each new
-        value is written from the kernel's output with one copy. No array, decode or encode
-        per player: those were ~30 % of the worker's time on the Codeforces history.
-
-        The same bits as the per-belief path, which runs instead (None) for anything it must
-        decide, including every error it would report (a stored value that is not a belief,
-        a round it refuses): it then names the cause as it always did."""
-        if event.teams is not None or not self.rounds_packed:
-            return None
-        codec, fast = cast(Float64Codec, self.codec), cast(PackedRounds, self.fast)
-        players = event.players
-        raws = list(map(stored.get, players))
-        views = codec.packed_views([raw for raw in raws if raw is not None])
-        if views is None:
-            return None
-        prior = fast.new_packed_belief()
-        known = iter(views)
-        before = [prior if raw is None else next(known) for raw in raws]
-        try:
-            flat = fast.rate_round_flat(before, event.ranks, event.time, event.weight, event.perf_ceiling)
-        except RatingError:
-            return None
-        if flat is None:  # a round that changes nothing (rare): the per-belief path still
-            return None  # checks that every stored value is a belief, and stores newcomers
-        values, offsets = flat
-        updates = dict(zip(players, codec.encode_flat(values, offsets), strict=True))
-        change = fast.change_columns(before, values, offsets) if columns else None
-        if change is not None and _finite(change):
-            return Applied(updates=updates, change=change)  # (not finite: ``_check_finite`` names the player)
-        ratings = fast.summary_flat(values, offsets)
-        if ratings is None:
-            return None
-        ratings_of = dict(zip(players, ratings, strict=True))
-        _check_finite(ratings_of)
-        return Applied(updates=updates, ratings=ratings_of)
 
     def held_rounds(self, stored: Mapping[str, bytes | None], order: Mapping[str, int] | None = None,
                     ) -> TaggedPool | None:
@@ -504,11 +461,11 @@ class PoolEngine:
         return cast(Float64Codec, self.codec).encode_flat(flat, offsets), flat, offsets
 
     def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
-        """``_apply_round_packed`` with ``columns`` on a step's arena: the round gathered by
+        """``apply_round`` with ``columns`` on a step's arena: the round gathered by
         index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
         which ``held.update`` takes in one copy), its change by columns from the gathered
         values. The same kernel on the same values: the same bits. None for anything else,
-        decided by ``_apply_round_packed`` then, including every error (nothing is written)."""
+        decided by the per-belief path then, including every error (nothing is written)."""
         if event.teams is not None:
             return None
         fast = cast(PackedRounds, self.fast)
@@ -535,9 +492,6 @@ class PoolEngine:
         """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
         idx = index if index is not None else index_players(batch)
         with _belief_faults(self.system.name):
-            fast = self._apply_matrix(batch, stored, idx)
-            if fast is not None:
-                return fast
             return self._encode(*self._rate_matches_coded(batch, self.decode_all(stored, idx.players), idx))
 
     def rating_of(self, player: str, raw: bytes) -> Rating:
@@ -546,35 +500,3 @@ class PoolEngine:
             r = self.system.summary(self.decode_all({player: raw}, [player], remember=False)[player])
             _check_finite({player: r})
             return r
-
-    def _apply_matrix(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
-                      idx: PlayerIndex) -> Applied | None:
-        """``apply_matches`` on one (players × width) matrix, for a system whose fast path
-        rates ``MatrixMatches`` stored as float64: no array, list or dict of beliefs per player
-        (in a large pool, where a batch brings ~2 players a match, that per-player work
-        was most of the worker's time). The same bits as the per-belief path, which runs
-        instead (None) for anything else, including every input it must reject."""
-        system, fast, codec = self.system, self.fast, self.codec
-        if not (isinstance(fast, MatrixMatches) and isinstance(codec, Float64Codec)):
-            return None
-        width = fast.belief_width
-        players = idx.players
-        raws = list(map(stored.get, players))
-        state = np.empty((len(players), width), dtype=np.float64)
-        prior = np.asarray(system.new_belief(), dtype=np.float64)
-        if prior.shape != (width,):
-            return None
-        state[:] = prior
-        known = [raw for raw in raws if raw is not None]
-        if known:
-            rows = codec.decode_rows(known, width)
-            if rows is None:
-                return None
-            state[[i for i, raw in enumerate(raws) if raw is not None]] = rows
-        fast.rate_matches_columns(state, idx.a, idx.b, batch.score_array(), batch.time_array())
-        ratings = fast.summary_columns(state)
-        if ratings is None:
-            return None
-        ratings_of = dict(zip(players, ratings, strict=True))
-        _check_finite(ratings_of)
-        return Applied(updates=dict(zip(players, codec.encode_rows(state), strict=True)), ratings=ratings_of)

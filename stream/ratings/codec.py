@@ -110,8 +110,7 @@ class Float64Codec(CodecBase):
     The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
     what ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored
     values without decoding them asks this class for the parts: ``tag``, ``pack``/``unpack``,
-    ``packed_views`` (the packed beliefs inside stored values), ``encode_flat`` (stored values
-    from one array of beliefs), ``encode_rows``/``decode_rows`` (a matrix of them)."""
+    ``encode_flat`` / ``flat_bytes`` (stored values from one array of beliefs)."""
 
     name = "f64"
     lossless = True
@@ -152,18 +151,9 @@ class Float64Codec(CodecBase):
         tag = self.tag
         return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
 
-    def packed_views(self, datas: Sequence[bytes]) -> list[memoryview] | None:
-        """Each value's float64 bytes, viewed past the tag (what ``decode`` reads, not
-        copied): the packed beliefs of ``PackedRounds.rate_round_flat``. None if a value is
-        not this codec's (``decode`` says why)."""
-        tag = self.tag
-        if not all(d[:1] == tag for d in datas):
-            return None
-        return [memoryview(d)[1:] for d in datas]
-
     def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
         """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
-        byte, written from the one array (``PackedRounds.rate_round_flat``'s): one copy each."""
+        byte, written from the one array (a step's arena, ``stream.state.tagged_pool``): one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self.tag
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
@@ -190,31 +180,6 @@ class Float64Codec(CodecBase):
         if bad >= 0:
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)
-
-    # --- the matrix form (fast paths with ``MatrixMatches``) ----------------------------
-    def encode_rows(self, state: np.ndarray) -> list[bytes]:
-        """``[encode(row) for row in state]``, byte for byte, without an array per row: one
-        (rows × (1 + 8·width)) byte matrix, then one ``bytes`` slice per row."""
-        n, width = state.shape
-        size = 1 + 8 * width
-        out = np.empty((n, size), dtype=np.uint8)
-        out[:, 0] = self.tag[0]
-        out[:, 1:] = np.ascontiguousarray(state, dtype="<f8").view(np.uint8).reshape(n, 8 * width)
-        blob = out.tobytes()
-        return [blob[s : s + size] for s in range(0, n * size, size)]
-
-    def decode_rows(self, datas: Sequence[bytes], width: int) -> np.ndarray | None:
-        """The (len(datas) × width) float64 matrix of ``decode(d)`` for each d, bit for bit;
-        None if any item is not an f64 belief of exactly ``width`` values (the per-item
-        path then decodes, or raises its own error)."""
-        n = len(datas)
-        size = 1 + 8 * width
-        if n == 0 or set(map(len, datas)) != {size}:
-            return None
-        raw = np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(n, size)
-        if not bool((raw[:, 0] == self.tag[0]).all()):
-            return None
-        return np.ascontiguousarray(raw[:, 1:]).view("<f8").astype(np.float64, copy=False)
 
 
 #: Float64Codec.decode_many batches only when the mean encoded belief is at most this long

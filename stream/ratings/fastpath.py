@@ -4,13 +4,13 @@ Why apart from ``base.RatingSystem``: a system is six methods on single beliefs 
 of them (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
 ``ranking_score``), which is all a new system or the evaluation harness needs. The engine
 (``stream.engine.pool``) also wants forms that skip per-player Python objects: summaries of a
-whole batch at once, rounds rated on packed bytes, matches rated on one (players × width)
-matrix, the codes a codec can store new beliefs from. ``fast_path(system)`` gives the
+whole batch at once, rounds rated on packed beliefs gathered in one arena, matches rated in
+place in a pool-wide arena, the codes a codec can store new beliefs from. ``fast_path(system)`` gives the
 engine the system's ``FastPath``; a system without one gets this module's ``FastPath``,
 whose methods are the per-belief loops over the six. Every form gives bit for bit what the
 per-belief methods give (tests/unit/test_batch_codec.py checks each against them).
 
-Optional forms are separate abstract classes (``PackedRounds``, ``MatrixMatches``): the
+Optional forms are separate abstract classes (``PackedRounds``, ``ArenaMatches``): the
 engine asks ``isinstance`` once per pool, so no method exists only to raise.
 """
 
@@ -105,7 +105,7 @@ class ColumnSummaries(FastPath, ABC):
 
 
 class RoundChange(NamedTuple):
-    """``PackedRounds.change_columns``: per player of the round, in its order, the summaries
+    """``PackedRounds.change_gathered``: per player of the round, in its order, the summaries
     before and after it (``Rating``'s fields as columns) and the performance in it (None: the
     system keeps none)."""
 
@@ -120,75 +120,32 @@ class RoundChange(NamedTuple):
 
 
 class PackedRounds(ABC):
-    """Rounds rated on *packed* beliefs: each one's raw little-endian float64 bytes
-    (``belief.tobytes()``), bit for bit ``rate_round``'s results packed. A store that keeps
-    bytes anyway (the embedded store, Redis past the codec's tag) then makes no array per player."""
+    """Rounds rated on *packed* beliefs: each one's raw little-endian float64 values, gathered into one
+    array (``stream.state.packed_pool``), bit for bit ``rate_round``'s results packed. A store that keeps
+    them so (the embedded store; a worker step's arena of what Redis holds past the codec's tag) then
+    makes no array per player."""
 
     @abstractmethod
     def new_packed_belief(self) -> bytes:
         """``new_belief()`` packed."""
 
     @abstractmethod
-    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
-                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
-        """``rate_round`` on packed beliefs; an unchanged player's entry is the very object
-        passed in, as in ``rate_round``."""
-
-    @abstractmethod
-    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
-                        time_ms: int, weight: float = 1.0,
-                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
-        """``rate_round_packed`` before its cut into one bytes object per player: the new
-        beliefs' float64 values one after another and their offsets (player i's belief is
-        ``values[offsets[i] : offsets[i + 1]]``), or None when the round changes nothing.
-        The packed inputs may be views (past a codec's tag byte)."""
-
-    @abstractmethod
     def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
                             time_ms: int, weight: float = 1.0,
                             perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
-        """``rate_round_flat`` on beliefs already gathered into that layout (player i's packed
-        values ``flat[offsets[i] : offsets[i + 1]]``, float64, writable): a store that keeps
-        them in one array (``stream.state.packed_pool``) gathers without a ``bytes`` per player."""
-
-    @abstractmethod
-    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
-        """``summary_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (None: the
-        per-belief path must decide)."""
-
-    def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
-                       ) -> RoundChange | None:
-        """A round's change by columns, for its outputs and their explanations: the summaries of
-        the packed beliefs ``before`` (``rate_round_flat``'s input) and of its output
-        ``values``/``offsets``, and each player's performance in the round, as arrays with the
-        same float64 operations as ``summary_packed``, ``summary_flat`` and
-        ``latest_performances`` (so the same bits), without an object per player. None: not
-        by columns here (the per-player path decides, e.g. a belief without a performance)."""
-        return None
+        """``rate_round`` on beliefs gathered into one array (player i's packed values
+        ``flat[offsets[i] : offsets[i + 1]]``, float64, writable): the new beliefs' values one after
+        another and their offsets, or None when the round changes nothing."""
 
     def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
                         ) -> RoundChange | None:
-        """``change_columns`` of a round rated by ``rate_round_gathered(flat, offsets, ...)`` into
-        ``values``/``out_offsets``, the summaries before read from ``flat`` (the same bits)."""
+        """A round's change by columns, for its outputs and their explanations, of a round rated by
+        ``rate_round_gathered(flat, offsets, ...)`` into ``values``/``out_offsets``: the summaries
+        before (read from ``flat``) and after, and each player's performance in the round, as arrays
+        with the same float64 operations as ``summary_many`` and ``latest_performances`` (so the same
+        bits), without an object per player. None: not by columns here (the per-player path decides,
+        e.g. a belief without a performance)."""
         return None
-
-
-class MatrixMatches(ABC):
-    """Matches rated on one (players × ``belief_width``) float64 matrix, for a system whose
-    beliefs all have that many values: no array object per player."""
-
-    belief_width: ClassVar[int]
-
-    @abstractmethod
-    def rate_matches_columns(self, state: FloatArray, a: IntArray, b: IntArray, scores: FloatArray,
-                             times_ms: IntArray) -> None:
-        """``rate_matches`` on ``state[i] = beliefs[i]``, in place, bit for bit: afterwards
-        ``state[i]`` equals the i-th belief ``rate_matches`` returns. Every row is a player
-        of some match, so every row changes."""
-
-    @abstractmethod
-    def summary_columns(self, state: FloatArray) -> list[Rating] | None:
-        """``summary_many(list(state))``, field for field (None: the per-belief path must decide)."""
 
 
 class ArenaMatches(ABC):
@@ -276,5 +233,4 @@ def ratings_from_columns(
     return list(rows_of_columns(Rating, rating.tolist(), mu.tolist(), sig, rounds.astype(np.int64).tolist()))
 
 
-__all__ = ["Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "MatrixMatches", "PackedRounds",
-           "RoundChange", "fast_path"]
+__all__ = ["Arena", "ArenaMatches", "ColumnSummaries", "FastPath", "PackedRounds", "RoundChange", "fast_path"]

@@ -18,7 +18,6 @@ from setproctitle import setthreadtitle
 
 #: the OS names of the worker's threads (at most 15 bytes each)
 NUMBA = "mmr-numba"
-STEP_END = "mmr-step-end"
 FRAMES = "mmr-frames"
 HEALTH = "mmr-health"
 HTTP = "mmr-http"

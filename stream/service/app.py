@@ -126,7 +126,6 @@ class Service:
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
                                       size=_message_size, on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
-        self.processor.upcoming = self.pipeline.peek  # the next batch, for rating ahead across batches
         self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
         if self.store.fence is not None:
             self.store.fence.on_trip.append(self.schedule_rewind)
@@ -159,8 +158,8 @@ class Service:
     async def close(self) -> None:
         """Release what the worker holds besides Faust's services, once those stopped (``create_app`` has the
         app call it last in its stop): the HTTP server and its socket, the HTTP API's Redis clients and the
-        health ping's thread, the rating pipeline's Redis client, the kernels' thread (which ends after a
-        kernel under way) and the thread that ends the steps rated ahead.
+        health ping's thread, the rating pipeline's Redis client and the kernels' thread (which ends after a
+        kernel under way).
 
         Why: an exiting process frees them anyway, but a worker stopped in a process that goes on (a
         program that embeds it, the tests) left a thread and open Redis connections behind each time."""
@@ -175,7 +174,6 @@ class Service:
             await self.http_store.close()
         await self.store.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
-        self.processor.close()
 
     async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
         """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""

@@ -19,7 +19,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from stream.config import (
     EngineSettings,
@@ -41,13 +41,11 @@ BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
 DEFAULT_ROUNDS_SYSTEM = "elo-mmr"
 DEFAULT_MATCHES_SYSTEM = "cowan"
 
-DedupMode = Literal["ids", "offsets"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 #: what the worker does with a message whose rating step fails with a bug (stream.service.halts)
 OnRatingBug = Literal["halt", "dead-letter"]
-DEDUP_MODES: tuple[str, ...] = get_args(DedupMode)
 
 #: variables ``from_env`` reads beyond the fields' own: they fill several fields or a dict
 COMPOSITE_NAMES = ("MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE")
@@ -91,14 +89,6 @@ class Settings:
     max_merge_bytes: int = setting(2 << 20, "MMR_MAX_MERGE_BYTES")
     #: distinct players of one Redis step: a batch touching more is applied as several steps; 0: no limit
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
-    #: a pool's next step is rated while the step before it commits (stream.service.ahead)
-    rate_ahead: bool = setting(True, "MMR_RATE_AHEAD")
-    #: ... and on into a pool's steps of the next batch, when taken already, while the batch's last steps
-    #: of the pool commit (stream.service.ahead, ``NextBatch``); needs MMR_RATE_AHEAD
-    rate_ahead_batches: bool = setting(True, "MMR_RATE_AHEAD_BATCHES")
-    #: ... and steps rated ahead one after another, each as soon as the one before it is rated: at most this
-    #: many rated and not yet committed (stream.service.ahead, ``Chain``); needs MMR_RATE_AHEAD
-    rate_ahead_depth: int = setting(2, "MMR_RATE_AHEAD_DEPTH")
     #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
     #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
@@ -124,17 +114,10 @@ class Settings:
     #: seconds a round assembled from round_result events may stay incomplete
     round_timeout_s: float = setting(300.0, "MMR_ROUND_TIMEOUT")
     max_participants: int = setting(100_000, "MMR_MAX_PARTICIPANTS")
-    #: how re-delivered matches are recognised: "ids" (every event id is recorded; also catches a
-    #: producer that sends an event twice) or "offsets" (the pool's highest applied offset per
-    #: topic/partition; bounded state and less Redis CPU per match, but an event sent twice
-    #: at two offsets is applied twice). Rounds and round results are always recognised by id.
-    dedup: DedupMode = setting("ids", "MMR_DEDUP")
     #: bound of a pool's recorded event ids (``:ids`` kept in two generations of this many; see
     #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
     #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
-    #: rating messages explain each change and the commit stores it for the HTTP API (docs/matchmaker.md)
-    explain: bool = setting(True, "MMR_EXPLAIN")
     #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")

@@ -14,8 +14,8 @@ those events would never be rated again. So a batch whose outputs the broker ack
   (their offsets committed by Faust's commit timer), in order;
 * when the server did restart (the fence tripped), everything held is taken back (``take``) and
   rated again, in the order it was first taken, before anything newer (stream.service.app,
-  ``Service.rewind``): the restarted Redis kept some prefix of the commits, the event-id and
-  offset dedup skips what it kept and re-publishes those players' ratings, and the rest is
+  ``Service.rewind``): the restarted Redis kept some prefix of the commits, the event-id
+  dedup skips what it kept and re-publishes those players' ratings, and the rest is
   applied again in order. A worker that restarts with Redis resumes from the committed offsets,
   which only ever cover commits that were on disk.
 

@@ -22,13 +22,9 @@ class Metrics:
         self.duplicates = Counter("mmr_duplicates", "Events skipped because already applied", registry=r)
         self.batches = Counter("mmr_batches", "Per-pool atomic commits", ["kind"], registry=r)
         self.conflicts = Counter("mmr_commit_conflicts", "Commits retried after a concurrent write", registry=r)
-        self.rated_ahead = Counter(
-            "mmr_steps_rated_ahead", "Steps of a pool rated while the step before committed, by outcome: landed "
-            "(committed as rated), refused (its commit was refused; read and rated again), dropped (the commit "
-            "before did not land, or rating ahead failed; rated after it)", ["outcome"], registry=r)
         self.step_seconds = Histogram(
             "mmr_step_seconds", "Per Redis step of a pool, by phase: rate (its rating on the numba thread, from "
-            "its hand-over to its result; a step rated ahead counts once used) and commit (a commit that landed, "
+            "its hand-over to its result) and commit (a commit that landed, "
             "from its sending to its reply). A pool's commits run one after another, each beside the next "
             "step's rating: over a long replay the larger of the two sums is what bounds it",
             ["phase"], buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)

@@ -22,16 +22,6 @@ Back-pressure: ``submit`` waits while more than ``max_inflight`` messages or
 bound alone, thousands of ``match_columns`` messages of 1,000 matches each are held decoded
 in memory at once, and a worker with fewer of them in flight rates more per second
 (BENCHMARKS.md, "Service").
-The rate stage may ask which batch it rates next while it still works on one (``peek``, for
-the processor's rating ahead across batches, stream.service.ahead): the queued batches are merged
-then and fixed as that next batch; with none queued, a batch waiting in ``submit`` is admitted
-early (one batch beyond the bounds, the one the consumer already holds in memory), and its
-``submit`` returns at once. Why at once: the consumer then hands over the batch after it, which
-waits in ``submit`` (the bounds hold it back) decoded and ready for the next ``peek``. A ``submit``
-left waiting until the batch before was done held that batch back too, so the ``peek`` at the end
-of every early-admitted batch found nothing, and the kernels' thread waited for the consumer at
-every such boundary: 0.5-1.2 s each, ~4 s of a 25 s replay of the Codeforces history
-(BENCHMARKS.md, "Service"). What this holds beyond the bounds is that next batch, decoded.
 A failure in either stage is fatal for the worker (``on_error``): it must not keep
 consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
 """
@@ -42,7 +32,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -51,15 +40,6 @@ M = TypeVar("M")  # a message
 T = TypeVar("T")  # what ``done`` needs to ack a submitted batch (e.g. Faust events)
 
 Work = Callable[[list[M]], Awaitable[Sequence[Awaitable[Any]]]]
-
-
-@dataclass(slots=True)
-class _Waiting(Generic[M, T]):
-    """A batch waiting in ``submit`` to be admitted."""
-
-    msgs: list[M]
-    token: T
-    admitted: bool = False
 
 
 class BatchPipeline(Generic[M, T]):
@@ -85,10 +65,6 @@ class BatchPipeline(Generic[M, T]):
         #: called with the seconds the oldest batch of each merged group waited in the queue
         self.on_queued = on_queued
         self._queue: asyncio.Queue[tuple[list[M], list[T], float]] = asyncio.Queue()
-        #: the batch the rate stage takes next, fixed by ``peek``
-        self._next: tuple[list[M], list[T], float] | None = None
-        #: batches waiting in ``submit`` to be admitted, oldest first (``peek`` may admit the first)
-        self._waiting: list[_Waiting[M, T]] = []
         self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
         self._inflight = 0  # messages submitted and not done
         self._inflight_bytes = 0  # their ``size`` (when max_inflight_bytes is set)
@@ -96,7 +72,6 @@ class BatchPipeline(Generic[M, T]):
         self._failed: BaseException | None = None
         self._paused = False  # between ``reset`` and ``resume``: nothing is admitted
         self._changed = asyncio.Condition()
-        self._wakers: set[asyncio.Task[None]] = set()  # ``_wake``'s notifications under way
         self._tasks: list[asyncio.Task[None]] = []
         #: the merged batch the rate stage works on, and the one the ack stage waits for (``reset``)
         self._rating: tuple[list[M], list[T]] | None = None
@@ -115,17 +90,9 @@ class BatchPipeline(Generic[M, T]):
     async def submit(self, msgs: list[M], token: T) -> None:
         """Queue one batch (in order); waits while too many messages are in flight."""
         self.start()
-        entry = _Waiting(msgs, token)
         async with self._changed:
-            self._waiting.append(entry)
-            try:
-                await self._changed.wait_for(lambda: entry.admitted or self._admits())
-            finally:
-                if not entry.admitted:
-                    self._waiting.remove(entry)
+            await self._changed.wait_for(self._admits)
             self._raise_if_failed()
-            if entry.admitted:  # by ``peek``: already the rate stage's next batch
-                return
             self._count_in(msgs, 1)
         self._queue.put_nowait((msgs, [token], time.perf_counter()))
 
@@ -134,31 +101,6 @@ class BatchPipeline(Generic[M, T]):
         if self.max_inflight_bytes and self.size is not None:
             self._inflight_bytes += sum(map(self.size, msgs))
         self._batches += batches
-
-    def peek(self) -> list[M] | None:
-        """The messages of the batch the rate stage takes next (see the module docstring), or None
-        when none is queued nor waiting, or the pipeline is paused or failed. For the rate stage's
-        ``work`` only: what it returns is fixed as the next batch."""
-        if self._next is None and not self._paused and self._failed is None:
-            if not self._queue.empty():
-                self._next = self._merged(self._queue.get_nowait())
-            elif self._waiting:
-                entry = self._waiting.pop(0)
-                entry.admitted = True
-                self._count_in(entry.msgs, 1)
-                self._next = (entry.msgs, [entry.token], time.perf_counter())
-                self._wake()  # its ``submit`` returns now, not when the batch before is done
-        return None if self._next is None else self._next[0]
-
-    def _wake(self) -> None:
-        """Notify the waiters of ``_changed`` from synchronous code (``peek``), in a task of the loop."""
-        async def notify() -> None:
-            async with self._changed:
-                self._changed.notify_all()
-
-        task = asyncio.get_running_loop().create_task(notify())
-        self._wakers.add(task)  # held: the loop keeps only a weak reference to a task
-        task.add_done_callback(self._wakers.discard)
 
     def _admits(self) -> bool:
         if self._failed is not None:
@@ -181,7 +123,7 @@ class BatchPipeline(Generic[M, T]):
             raise RuntimeError("the batch pipeline failed; nothing more is acknowledged") from self._failed
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *self._wakers]
+        tasks = self._tasks
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -212,12 +154,10 @@ class BatchPipeline(Generic[M, T]):
             out.append((msgs, tokens))
         if self._rating is not None:
             out.append(self._rating)
-        if self._next is not None:
-            out.append(self._next[:2])
         while not self._queue.empty():
             msgs, tokens, _ = self._queue.get_nowait()
             out.append((msgs, tokens))
-        self._acking = self._rating = self._next = None
+        self._acking = self._rating = None
         if futs:
             await asyncio.gather(*futs, return_exceptions=True)
         async with self._changed:
@@ -259,12 +199,10 @@ class BatchPipeline(Generic[M, T]):
 
     async def _rate_loop(self) -> None:
         while True:
-            if self._next is None:
-                self._next = self._merged(await self._queue.get())
-            msgs, tokens, queued_at = self._next
+            msgs, tokens, queued_at = self._merged(await self._queue.get())
             if self.on_queued is not None:
                 self.on_queued(time.perf_counter() - queued_at)
-            self._rating, self._next = (msgs, tokens), None
+            self._rating = (msgs, tokens)
             futs = await self.work(msgs)
             self._acks.put_nowait((futs, tokens, msgs))
             self._rating = None

@@ -260,7 +260,7 @@ class StepInputs:
 
     ops: list[Op]
     kind: str  # "rounds" or "matches": which engine of the pool rates them
-    ids: list[str]  # event ids the step records (none for matches recognised by offset)
+    ids: list[str]  # event ids the step records
     players: dict[str, int]  # every player the step touches, in order (→ their place there)
     offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
     rounds: list[str]  # ids of assembled rounds the commit marks done
@@ -272,13 +272,8 @@ class StepInputs:
         """``players`` and ``at``, for the rating to find each round's players by place (None: not known)."""
         return Places(self.players, self.at) if len(self.at) == len(self.ops) and self.ops else None
 
-    @property
-    def checked_offsets(self) -> list[str]:
-        """The "topic/partition" whose applied offset the read must return (MMR_DEDUP=offsets)."""
-        return [tp for tp, (first, _) in self.offsets.items() if first is not None]
 
-
-def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
+def step_inputs(ops: list[Op]) -> StepInputs:
     """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and
     where each round names its players among the step's (``StepInputs.at``).
 
@@ -297,29 +292,25 @@ def step_inputs(ops: list[Op], by_offsets: bool) -> StepInputs:
             ids.append(op.event.event_id)
             names = op.event.players
             at.append(np.fromiter(map(place, names), dtype=np.int64, count=len(names)))
-            note_offset(offsets, op.msg, False)
+            note_offset(offsets, op.msg)
             if op.round_done is not None:
                 rounds.append(op.round_done)
         else:
-            if not by_offsets:
-                ids.extend(op.batch.event_ids)
+            ids.extend(op.batch.event_ids)
             op.index = index_players(op.batch)
             deque(map(place, op.index.players), maxlen=0)
             at.append(None)
             for msg in op.sources:
-                note_offset(offsets, msg, by_offsets)
+                note_offset(offsets, msg)
     kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
     return StepInputs(ops, kind, ids, dict(numbering), offsets, rounds, at)
 
 
-def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message, check: bool) -> None:
-    """Record ``msg`` in the batch's offsets per topic/partition (see Commit.offsets).
-
-    Messages of one partition arrive in offset order, so the first checked one is the lowest."""
+def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message) -> None:
+    """Record ``msg`` in the batch's offsets per topic/partition (see Commit.offsets): the highest
+    advances the pool's watermark; the first is never checked (events are recognised by id)."""
     tp = f"{msg.topic}/{msg.partition}"
     first, last = offsets.get(tp, (None, msg.offset))
-    if check and first is None:
-        first = msg.offset
     offsets[tp] = (first, max(last, msg.offset))
 
 

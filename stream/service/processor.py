@@ -34,7 +34,6 @@ from typing import cast
 from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
-from stream.service.ahead import DeferredDead, NextBatch
 from stream.service.config import Settings
 from stream.service.halts import REDIS_DOWN, Halts, peek_event
 from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
@@ -130,12 +129,6 @@ class Processor:
         self.step = PoolStep(settings, store, executor, self.metrics, self.registry, self.cache, self.rounds,
                              self._dead)
         self._starting = asyncio.Lock()
-        #: the messages of the batch that starts next, when already taken (``BatchPipeline.peek``): its
-        #: first steps are rated ahead of this batch's last commits (``MMR_RATE_AHEAD_BATCHES``)
-        self.upcoming: Callable[[], Sequence[Message] | None] | None = None
-        self._next_batch: NextBatch | None = None
-        if settings.rate_ahead and settings.rate_ahead_batches:
-            self.step.next_batch = self._plan_next
         #: partitions halted by a bug in the rating step: their messages from the halt on are skipped
         self.halts = Halts(self.metrics.registry)
         #: pools of a batch stepped at once (``step_concurrency``)
@@ -150,10 +143,6 @@ class Processor:
         self._steps: set[asyncio.Task[None]] = set()
         #: where the batch under way hands each step's ratings (``start``'s ``hand``); None: in its result
         self._handed: Handed | None = None
-
-    def close(self) -> None:
-        """End the threads of the processor's own (the steps' ends: stream.service.step ``PoolStep.close``)."""
-        self.step.close()
 
     def predecode(self, msgs: Sequence[Message]) -> None:
         """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
@@ -176,40 +165,6 @@ class Processor:
 
     def _plan(self, msgs: list[Message]) -> Plan:
         return plan_batch(msgs, self.settings, self.metrics, self._dead)
-
-    def _plan_next(self) -> NextBatch | None:
-        """The next batch planned ahead (once), if it is taken already (``upcoming``); see stream.service.ahead."""
-        if self._next_batch is None and self.upcoming is not None:
-            msgs = self.upcoming()
-            if msgs:
-                msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
-                dead = DeferredDead()
-                plan = plan_batch(msgs, self.settings, None, dead)
-                self._next_batch = NextBatch(msgs, plan, dead, self.settings.max_step_players,
-                                             self.settings.dedup == "offsets")
-        return self._next_batch
-
-    def _planned(self, early: NextBatch | None, msgs: list[Message]) -> Plan | None:
-        """The plan of ``msgs`` made ahead, its dead letters made and its messages counted now; None
-        when there is none or it was of other messages (a partition halted since: its ratings ahead are
-        dropped)."""
-        if early is None:
-            return None
-        if not early.same(msgs):
-            self._drop_next(early)
-            return None
-        plan = early.plan
-        plan.t0 = time.perf_counter()
-        plan.out.dead = early.dead.made(plan.out.dead, self._dead)
-        plan.count(self.metrics)
-        return plan
-
-    def _drop_next(self, early: NextBatch | None) -> None:
-        """Drop what was rated ahead for ``early`` and not used."""
-        if early is not None:
-            dropped = early.drop()
-            if dropped:
-                self.metrics.rated_ahead.labels("dropped").inc(dropped)
 
     # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
@@ -240,12 +195,9 @@ class Processor:
             self.store.fence.begin()
         msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
         committed: dict[str, BatchResult] = {}
-        early, self._next_batch = self._next_batch, None
         try:
             try:
-                plan = self._planned(early, msgs)
-                fut.set_result(await self._apply_plan(plan or self._plan(msgs), committed,
-                                                      early if plan is not None else None))
+                fut.set_result(await self._apply_plan(self._plan(msgs), committed))
             except Superseded:
                 raise
             except Exception as exc:
@@ -326,10 +278,8 @@ class Processor:
         self.halts.halt(m, exc)
         return BatchResult()
 
-    async def _apply_plan(self, plan: Plan, committed: dict[str, BatchResult], early: NextBatch | None = None,
-                          ) -> BatchResult:
+    async def _apply_plan(self, plan: Plan, committed: dict[str, BatchResult]) -> BatchResult:
         """Per pool: assemble its rounds, then its atomic step; ``step_concurrency`` pools at a time.
-        ``early``: the batch planned ahead as ``plan``, with first steps rated ahead (stream.service.ahead).
 
         A pool in ``committed`` is skipped: an earlier attempt at this batch applied its ops,
         and its result is added once. When one pool fails, the others still finish (their
@@ -349,8 +299,7 @@ class Processor:
                         again = await self.rounds.assemble(pool, items, todo[pool], outs[pool])
                         if again:
                             await self.step.republish(pool, again, outs[pool])
-                    await self.step.apply_pool(pool, todo[pool], outs[pool],
-                                               early.take(pool) if early is not None else None)
+                    await self.step.apply_pool(pool, todo[pool], outs[pool])
                 except Exception as exc:
                     failed[pool] = exc
                 else:
@@ -362,7 +311,6 @@ class Processor:
             await asyncio.gather(*steps)
         finally:
             self._steps.difference_update(t for t in steps if t.done())
-            self._drop_next(early)  # the pools it rated ahead that were not stepped (e.g. one that failed first)
         for pool in todo:
             if pool in failed:
                 raise failed[pool]
@@ -384,8 +332,6 @@ class Processor:
         cancels the batch under way, and this makes sure none of its steps outlives that (a step still
         running then is cancelled here and waited for). Those steps could not write meanwhile anyway: the
         fence refuses them (``Superseded``), before and after ``accept``."""
-        self._drop_next(self._next_batch)  # rated from a state the restarted Redis may not hold
-        self._next_batch = None
         running = [t for t in self._steps if not t.done()]
         for t in running:
             t.cancel()
@@ -399,8 +345,6 @@ class Processor:
         """Drop everything held in memory that mirrors Redis (assembled rounds, beliefs, the index of
         applied ids, pool systems): the server restarted and may hold less than they say."""
         self.rounds.forget()
-        self._drop_next(self._next_batch)
-        self._next_batch = None
         self.cache.clear()
         self.store.forget_ids()
         self.registry.engines.clear()

@@ -164,7 +164,6 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
         out.halted = processor.halts.listing()
     finally:
         await consumer.stop()
-        processor.close()
         executor.shutdown(wait=True)
         await store.close()
     out.seconds = time.perf_counter() - started

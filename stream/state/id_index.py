@@ -2,8 +2,8 @@
 
 Why not a Redis SET of the ids: recording an id there costs Redis ~1.2-2.4 µs (the Lua
 split of the argument blob, then ``SADD``; on a 2M-member set), and the atomic step waits
-for it: with ``MMR_DEDUP=ids`` a worker rated batched matches at about half the rate of
-``MMR_DEDUP=offsets`` (BENCHMARKS.md, "Service"). So the atomic step only *appends* each
+for it: a worker recording ids so rated batched matches at about half the rate of one that
+recognised them by offset. So the atomic step only *appends* each
 id's 16-byte digest to a string (a memcpy), and membership is answered here, in the
 worker, from a hash table of the digests (numba, ~0.05 µs an id) that mirrors the log
 exactly:

@@ -98,10 +98,8 @@ returns the bytes appended since the prefix the index holds, and the commit refu
 acted on once it is stale. Recording an id is then an ``APPEND`` of 16 bytes instead of a
 ``SADD`` (~1.2-2.4 µs of Redis an id, waited for by every batch).
 
-With ``MMR_DEDUP=offsets`` (stream.service.config) matches are not recorded by event id:
-a pool's events of one topic/partition are applied strictly in offset order, so the pool's
-highest applied offset there (``:wm``) tells a re-delivered message from a new one. The
-commit then checks and advances those watermarks instead of appending ids to ``:ids``.
+The commit also advances the pool's highest applied input offset per topic/partition (``:wm``);
+a commit given a first offset to check is refused when that offset is at or below it.
 
 ``:ids`` grows by one digest per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
 in two generations: once ``:ids`` holds that many ids, the commit that filled it renames it
@@ -176,9 +174,9 @@ class Commit:
     done_rounds: list[str] = field(default_factory=list)  # also deletes their pending hashes
     #: "topic/partition" -> (first offset to check or None, last offset): the pool's messages of the
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
-    #: offset is at or below the stored watermark (the offset dedup of MMR_DEDUP=offsets).
+    #: offset is at or below the stored watermark (the worker gives none: it recognises events by id).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    #: player -> the explanation of their change (``:chg``; stream.service.step.change_records; by
+    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records; by
     #: columns, ``commit_frames.ChangeRecords``, from a step of rounds)
     changes: Mapping[str, bytes] = field(default_factory=dict)
     #: the commit's bulk writes by columns, made once the rest is final (``seal``)

@@ -213,7 +213,7 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
     batches = _split_rounds(events(60, 50, seed=23), set(ROUND_POOLS[:4]))
     want = replayed(batches, tmp_path)
     # steps of at most 6 players: a take's rounds of a pool (5 players each) are mostly one step each, so
-    # the restarts also meet steps rated ahead of a commit under way (stream.service.ahead)
+    # the restarts also meet a batch between two of its steps' commits
     s = make_settings(kafka_bootstrap, everysec_redis.url, matches_system="elo", rounds_system="elo-mmr",
                       take_max=64, max_step_players=6)
     warmup, history = tmp_path / "warmup.jsonl", tmp_path / "history.jsonl"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
-from stream.service.config import DedupMode, Settings
+from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.cache import BeliefCache
@@ -183,8 +183,7 @@ def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("dedup", ["ids", "offsets"])
-def test_processor_redelivery_is_a_noop(redis_url: str, dedup: DedupMode) -> None:
+def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
     matches = [{"event_id": f"m{i}", "time": i, "a": f"p{i % 7}", "b": f"p{(i + 3) % 7}", "score": (i % 3) / 2}
                for i in range(200)]
     msgs = [Message("in", 0, k, orjson.dumps({"type": "match_batch", "pool": "x", "matches": matches[k::4]}))
@@ -194,7 +193,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: DedupMode) -> Non
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo", dedup=dedup), store, ex)
+            proc = Processor(Settings(matches_system="elo"), store, ex)
             first = await proc.process(msgs)
             before = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
             again = await proc.process(msgs[1:])  # re-delivered from offset 1
@@ -202,7 +201,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str, dedup: DedupMode) -> Non
         assert before == after and len(after) == 7
         assert len(first.dead) == len(again.dead) == 1 and first.dead[0].offset == 4
         assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
-        assert await store.recorded_ids("x") == (200 if dedup == "ids" else 0)
+        assert await store.recorded_ids("x") == 200
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached, explained as the first time
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
@@ -257,28 +256,6 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
         want = {p: codec.encode(b) for _, p, b in pipe.beliefs()}
         assert await _state(store) == want and len(want) == 4
         await store.close()
-
-    asyncio.run(run())
-
-
-def test_without_explanations_the_messages_and_the_commit_are_the_contract_ones(redis_url: str) -> None:
-    """MMR_EXPLAIN=0: the docs/interface.md fields only, and nothing stored in ``:chg``."""
-    round_msg = orjson.dumps({"type": "round", "event_id": "e1", "pool": "r", "round_id": "r1", "time": 1,
-                              "standings": [{"player": p, "rank": i + 1} for i, p in enumerate("abc")]})
-    match_msg = orjson.dumps({"type": "match", "event_id": "m1", "pool": "x", "time": 1, "a": "a", "b": "b",
-                              "score": 1.0})
-
-    async def run() -> None:
-        with ThreadPoolExecutor(1) as ex:
-            for explain in (False, True):
-                store = _store(redis_url)
-                proc = Processor(Settings(rounds_system="elo-mmr", matches_system="elo", explain=explain), store, ex)
-                res = await proc.process([Message("in", 0, 0, round_msg), Message("in", 0, 1, match_msg)])
-                assert len(res.outputs) == 5
-                assert all((o.explain is not None) == explain for o in res.outputs)
-                for pool, p in (("r", "a"), ("x", "b")):
-                    assert ((await store.changes(pool, [p]))[p] is not None) == explain
-                await store.close()
 
     asyncio.run(run())
 
@@ -339,8 +316,7 @@ def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_u
                        for k, h in last.items()}
 
 
-@pytest.mark.parametrize("dedup", ["ids", "offsets"])
-def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str, dedup: DedupMode) -> None:
+def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str) -> None:
     """A take batch that starts with messages applied before (a consumer restarting from an
     older committed offset) and goes on with new ones ends in the state of one clean pass,
     through the optimistic commit (refused) and the re-read; with cache and without."""
@@ -349,11 +325,11 @@ def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str, 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             ref_store = _store(redis_url)
-            await Processor(Settings(matches_system="elo", dedup=dedup), ref_store, ex).process(msgs)
+            await Processor(Settings(matches_system="elo"), ref_store, ex).process(msgs)
             want = await _state(ref_store)
             for budget in (0, 256 << 20):
                 store = _store(redis_url)
-                proc = Processor(Settings(matches_system="elo", dedup=dedup), store, ex)
+                proc = Processor(Settings(matches_system="elo"), store, ex)
                 proc.cache = BeliefCache(budget)
                 await proc.process(msgs[:5])
                 again = await proc.process(msgs[3:9])  # 3, 4 applied before; 5..8 new
@@ -446,12 +422,11 @@ async def _state(store: RedisStore) -> dict[str, bytes]:
     return {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
 
 
-@pytest.mark.parametrize(("system", "dedup"), [("elo", "ids"), ("cowan", "ids"), ("elo", "offsets")])
-def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str, dedup: DedupMode) -> None:
+@pytest.mark.parametrize("system", ["elo", "cowan"])
+def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, system: str) -> None:
     """Two processors (two workers during a rebalance) alternate on one pool, with the belief
     cache disabled, tiny (pools dropped all the time) and default: every run ends in the
-    bytes one processor alone writes, with each match applied once -- recognised by event id
-    or by offset (MMR_DEDUP)."""
+    bytes one processor alone writes, with each match applied once -- recognised by event id."""
     from stream.state.cache import BeliefCache
 
     msgs = _match_msgs(300, 20, 12)
@@ -467,7 +442,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
             for budget in (0, 2000, 256 << 20):
                 store = _store(redis_url)
                 other = RedisStore(store.r, store.prefix)
-                procs = [Processor(Settings(matches_system=system, dedup=dedup), s, ex) for s in (store, other)]
+                procs = [Processor(Settings(matches_system=system), s, ex) for s in (store, other)]
                 for p in procs:
                     p.cache = BeliefCache(budget)
                 for i, m in enumerate(msgs):
@@ -476,7 +451,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                         await procs[1 - (i // 3) % 2].process([m])
                 assert await _state(store) == want, budget
                 seen = await store.recorded_ids("x")
-                assert seen == (300 if dedup == "ids" else 0)
+                assert seen == 300
                 assert await store.r.hget(store.key("x", "wm"), "in/0") == b"280"
                 await store.close()
             await ref_store.close()

@@ -191,12 +191,11 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
         worker.stop()
 
 
-@pytest.mark.parametrize("dedup", ["ids", "offsets"])
 def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
-                                                      tmp_path: Path, dedup: str) -> None:
-    """Re-delivered batches are recognised by event id or, with MMR_DEDUP=offsets, by offset."""
+                                                      tmp_path: Path) -> None:
+    """Re-delivered batches are recognised by event id."""
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
-                      take_max=64, dedup=dedup)
+                      take_max=64)
     rng = random.Random(5)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log)

@@ -136,10 +136,8 @@ async def _reference(s: Settings, redis_url: str, ex: ThreadPoolExecutor) -> lis
     return [(rating_key(o.pool, o.player), rating_value(o)) for o in res.outputs]
 
 
-@pytest.mark.parametrize("rate_ahead", [True, False])
-def test_each_step_is_handed_to_the_producer_once_committed_and_the_input_acked_after_all(
-        redis_url: str, rate_ahead: bool) -> None:
-    s = _settings(rate_ahead=rate_ahead)
+def test_each_step_is_handed_to_the_producer_once_committed_and_the_input_acked_after_all(redis_url: str) -> None:
+    s = _settings()
 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
@@ -175,7 +173,7 @@ def test_a_batch_tried_again_after_a_step_committed_hands_no_version_twice(redis
     """The third step's read fails (Redis unavailable before its commit was sent): the batch is tried again
     whole, finds its first two steps applied and re-publishes their players' ratings -- the versions handed
     already, left out -- and publishes exactly what the batch publishes without the failure."""
-    s = _settings(rate_ahead=False)
+    s = _settings()
 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
@@ -232,7 +230,7 @@ def test_a_revoked_partition_takes_its_consumer_lag_with_it(redis_url: str) -> N
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             store = _store(redis_url)
-            svc, _, _ = _service(_settings(rate_ahead=True), store, ex)
+            svc, _, _ = _service(_settings(), store, ex)
             svc.metrics.lag.labels("rounds", "0").set(7)
             svc.metrics.lag.labels("rounds", "1").set(3)
             svc.disown([("rounds", 0), ("results", 5)])  # the second never reported by this worker

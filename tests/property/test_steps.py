@@ -99,7 +99,7 @@ def test_a_steps_places_name_each_rounds_players_among_the_steps_players_in_orde
     Redis for), and each round's places point at its own players there, in its order."""
     if not ops:
         return
-    step = step_inputs(list(ops), False)
+    step = step_inputs(list(ops))
     names = [p for op in ops for p in (op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b])]
     assert list(step.players) == list(dict.fromkeys(names))
     assert list(step.players.values()) == list(range(len(step.players)))

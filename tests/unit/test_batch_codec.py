@@ -20,13 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream.engine.pool import Applied, PoolEngine
-from stream.events.model import MatchBatch, RoundEvent, index_players
+from stream.events.model import MatchBatch, RoundEvent
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
-from stream.ratings.fastpath import FastPath, MatrixMatches, fast_path
+from stream.ratings.fastpath import FastPath, fast_path
 
 NAMES = sorted(SYSTEMS)
 DAY_MS = 86_400_000
@@ -324,61 +324,6 @@ def test_f64_any_lengths(lens: list[int], seed: int) -> None:
 _ODD = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308, 2.0**62, -(2.0**63), 0.5]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_matrix_path_equals_per_belief_path(data: st.DataObject) -> None:
-    """``PoolEngine._apply_matrix`` (a system with ``MatrixMatches``, stored as float64) gives
-    the per-belief path's bytes and ratings bit for bit, for any stored values (odd floats,
-    rounds too large for an int) -- or declines (None) where that path must decide: a stored
-    value of another length or tag, a ``rounds`` the summary cannot turn into an int -- or
-    refuses (RatingError) a rating that comes out non-finite, as the per-belief path does."""
-    system = make_system("elo")
-    assert isinstance(fast_path(system), MatrixMatches)
-    fast = PoolEngine("p", system)
-    plain = PoolEngine("p", system, _PlainCodec(codec_for("elo")))  # type: ignore[arg-type]
-    n = data.draw(st.integers(2, 8))
-    kinds = data.draw(st.sampled_from([["absent", "normal"], ["absent", "normal", "odd"],
-                                       ["absent", "normal", "odd", "short", "tag"]]))
-    stored: dict[str, bytes | None] = {}
-    for i in range(n):
-        kind = data.draw(st.sampled_from(kinds))
-        if kind == "absent":
-            continue
-        if kind == "normal":
-            vals = [data.draw(st.floats(-1e4, 1e4)), float(data.draw(st.integers(0, 1000)))]
-        else:
-            vals = [data.draw(st.sampled_from(_ODD)), data.draw(st.sampled_from(_ODD))]
-        raw = Float64Codec().encode(np.array(vals))
-        stored[f"u{i}"] = raw[:-1] if kind == "short" else (b"\x07" + raw[1:] if kind == "tag" else raw)
-    m = data.draw(st.integers(1, 12))
-    mb = MatchBatch("p")
-    for j in range(m):
-        a = data.draw(st.integers(0, n - 1))
-        b = (a + data.draw(st.integers(1, n - 1))) % n
-        mb.event_ids.append(f"e{j}")
-        mb.a.append(f"u{a}")
-        mb.b.append(f"u{b}")
-        mb.scores.append(data.draw(st.sampled_from([0.0, 0.5, 1.0, 0.25])))
-        mb.times.append(j)
-    try:
-        got: Applied | RatingError | None = fast._apply_matrix(mb, stored, index_players(mb))
-    except RatingError as exc:  # a non-finite rating: refused, as the per-belief path must refuse it
-        got = exc
-    try:
-        want = plain.apply_matches(mb, stored)
-    except (ValueError, OverflowError):  # RatingError included
-        assert got is None or isinstance(got, RatingError)  # the matrix path may not accept it
-        return
-    assert not isinstance(got, RatingError), got
-    if got is None:  # declined: then it is something the summary or codec needed per item
-        assert any(r is not None and (len(r) != 17 or r[0] != 1) for r in stored.values()) or any(
-            not abs(r.rounds) < 2**62 for r in want.ratings.values())
-        return
-    assert got.updates == want.updates
-    assert list(got.ratings) == list(want.ratings) == list(got.updates)
-    assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
-
-
 @cache
 def _round_beliefs(name: str) -> list[bytes]:
     """Stored Elo-MMR beliefs of players with 1 to 4 rounds behind them (histories of
@@ -396,12 +341,11 @@ def _round_beliefs(name: str) -> list[bytes]:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), name=st.sampled_from(["elo-mmr", "elo-mmx"]))
 def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str) -> None:
-    """``PoolEngine._apply_round_packed`` (rounds rated on the stored bytes past their tags)
-    gives the per-belief path's bytes and ratings bit for bit, newcomers included -- or
-    declines (None) where that path must decide and name the cause: a value of another tag
-    or size, a round it refuses (an odd weight, non-finite stored values), a round that
-    changes nothing (whose stored values that path still checks) -- or refuses
-    (RatingError) a rating that comes out non-finite, as that path does."""
+    """A round rated in a step's arena (``PoolEngine.held_rounds``, ``apply_round(..., columns=True)``:
+    the stored values gathered past their tags, the change by columns) gives the per-belief path's
+    bytes and ratings bit for bit, newcomers included, for any stored values (a value of another tag
+    or size, odd floats, a round it refuses, a round that changes nothing) -- or refuses
+    (RatingError) what that path refuses."""
     fast = PoolEngine("p", make_system(name))
     plain = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
     good = _round_beliefs(name)
@@ -430,23 +374,27 @@ def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str
     weight = data.draw(st.sampled_from([1.0, 1.0, 0.25, 1e300]))
     event = RoundEvent(event_id="r", pool="p", round_id="r", time=86_400_000 * 10, players=players, ranks=ranks,
                        weight=weight)
+    held = fast.held_rounds(stored)
+    assert held is not None
     try:
-        got: Applied | RatingError | None = fast._apply_round_packed(event, stored)
+        got: Applied | RatingError = fast.apply_round(event, held, columns=True)
     except RatingError as exc:
         got = exc
     try:
         want = plain.apply_round(event, stored)
     except RatingError:
-        assert got is None or isinstance(got, RatingError)
+        assert isinstance(got, RatingError)
         return
     assert not isinstance(got, RatingError), got
-    if got is None:
-        # plain values and rounds that change something take the packed path
-        assert drawn - {"absent", "normal"} or weight == 1e300 or n < 2 or len(set(ranks.tolist())) < 2
+    assert dict(got.updates) == want.updates
+    ch = got.change
+    if ch is None:
+        assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
         return
-    assert got.updates == want.updates
-    assert list(got.ratings) == list(want.ratings) == list(got.updates)
-    assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
+    assert not got.ratings
+    made = [Rating(*row) for row in zip(ch.rating.tolist(), ch.mu.tolist(), ch.sigma.tolist(), ch.rounds.tolist(),
+                                        strict=True)]
+    assert [_rbits(r) for r in made] == [_rbits(want.ratings[p]) for p in players]
 
 
 def _concat_inputs(kind: str, rng: np.random.Generator, k: int) -> list[object]:

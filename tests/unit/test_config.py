@@ -35,9 +35,10 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     assert s.redis_kwargs() == {"password": "rp"}
     s2 = from_env({}).with_default_system("elo-mmx", {"rho": "0.5"})
     assert (s2.rounds_system, s2.matches_system, s2.default_params) == ("elo-mmx", "elo-mmx", {"rho": "0.5"})
-    assert from_env({}).dedup == "ids" and from_env({"MMR_DEDUP": "offsets"}).dedup == "offsets"
-    with pytest.raises(ValueError, match="MMR_DEDUP='offset': expected one of ids, offsets"):
-        from_env({"MMR_DEDUP": "offset"})
+    assert from_env({}).on_rating_bug == "halt"
+    assert from_env({"MMR_ON_RATING_BUG": "dead-letter"}).on_rating_bug == "dead-letter"
+    with pytest.raises(ValueError, match="MMR_ON_RATING_BUG='skip': expected one of halt, dead-letter"):
+        from_env({"MMR_ON_RATING_BUG": "skip"})
     assert from_env({}).seen_max_ids == 0 and from_env({"MMR_SEEN_MAX_IDS": "5000"}).seen_max_ids == 5000
     assert from_env({}).gil_switch_ms == 1.0 and from_env({"MMR_GIL_SWITCH_MS": "0.5"}).gil_switch_ms == 0.5
     for bad in ("-1", "nan", "inf"):
@@ -105,8 +106,9 @@ def test_numbers_and_choices_are_checked_by_name() -> None:
     with pytest.raises(SettingError, match="MMR_ELO_PARALLEL_MIN='many': expected an integer"):
         engine_settings({"MMR_ELO_PARALLEL_MIN": "many"})
     # choices are matched without regard to case and kept in their canonical spelling
-    s = from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl", "MMR_LOG_LEVEL": "WARNING", "MMR_DEDUP": "Offsets"})
-    assert (s.security_protocol, s.log_level, s.dedup) == ("SASL_SSL", "warning", "offsets")
+    s = from_env({"MMR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl", "MMR_LOG_LEVEL": "WARNING",
+                  "MMR_ON_RATING_BUG": "Dead-Letter"})
+    assert (s.security_protocol, s.log_level, s.on_rating_bug) == ("SASL_SSL", "warning", "dead-letter")
     assert from_env({"MMR_TAKE_MAX": ""}).take_max == Settings().take_max  # empty: not set
 
 
@@ -142,7 +144,7 @@ def test_unknown_mmr_variables_are_named_in_a_warning(caplog: pytest.LogCaptureF
     assert s.take_max == Settings().take_max
     assert [r.getMessage() for r in caplog.records] == [
         "MMR_TAKEMAX is not a setting of mmr-stream and is ignored; did you mean MMR_TAKE_MAX? (see docs/operator.md)"]
-    assert warn_unknown({"MMR_NO_SUCH_THING": "1", "MMR_DEDUP": "ids"}) == ["MMR_NO_SUCH_THING"]
+    assert warn_unknown({"MMR_NO_SUCH_THING": "1", "MMR_LOG_LEVEL": "info"}) == ["MMR_NO_SUCH_THING"]
     assert {"MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE", "MMR_ELO_PARALLEL_MIN", "MMR_STATE_DIR",
             "MMR_TEST_FAULT_CRASH_AFTER_BATCHES", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"} <= known_names()
 
@@ -151,8 +153,8 @@ def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
     s = Settings()
     assert s.with_(take_max=5).take_max == 5 and s.take_max == 4096
     assert s.with_(take_within=1).take_within == 1.0
-    with pytest.raises(SettingError, match="MMR_DEDUP='offset'"):
-        s.with_(dedup="offset")
+    with pytest.raises(SettingError, match="MMR_ON_RATING_BUG='skip'"):
+        s.with_(on_rating_bug="skip")
     with pytest.raises(SettingError, match="MMR_TAKE_MAX='5': expected int"):
         s.with_(take_max="5")
     with pytest.raises(SettingError, match="MMR_INLINE_DELIVERY=1: expected bool"):
@@ -162,7 +164,8 @@ def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
 
 
 def test_to_env_round_trips_through_from_env() -> None:
-    s = Settings(app_id="x", take_max=7, take_within=0.5, inline_delivery=False, dedup="offsets", http_port=1234,
+    s = Settings(app_id="x", take_max=7, take_within=0.5, inline_delivery=False, on_rating_bug="dead-letter",
+                 http_port=1234,
                  rounds_system="elo", default_params={"k": "20", "scale": "400"}, security_protocol="SASL_SSL",
                  sasl_password=Secret("pw"), log_level="error", state_dir="/tmp/st", test_fault_crash_after_batches=3)
     assert from_env(s.to_env()) == s
@@ -209,9 +212,10 @@ def test_elo_mmr_reads_its_parallel_threshold_through_the_settings_when_it_rates
 
 
 def test_the_cli_reports_a_bad_setting_without_a_traceback(tmp_path: Path) -> None:
-    res = CliRunner().invoke(main, ["export", "--out", str(tmp_path / "x.jsonl")], env={"MMR_DEDUP": "sometimes"})
+    res = CliRunner().invoke(main, ["export", "--out", str(tmp_path / "x.jsonl")],
+                             env={"MMR_ON_RATING_BUG": "sometimes"})
     assert res.exit_code == 2, res.output
-    assert "MMR_DEDUP='sometimes': expected one of ids, offsets" in res.output
+    assert "MMR_ON_RATING_BUG='sometimes': expected one of halt, dead-letter" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -310,6 +311,19 @@ def test_robust_average_does_not_cycle() -> None:
     assert got == pytest.approx(robust_average(-nmu * nw, nw, terms), abs=1e-9)
 
 
+def _gathered(fast: EloMMRFastPath, packed: list[bytes], ranks: np.ndarray, time_ms: int,
+              weight: float = 1.0) -> list[bytes]:
+    """``rate_round_gathered`` of packed beliefs gathered as a pool's arena gathers them, cut back per player."""
+    flat = np.frombuffer(b"".join(packed), dtype="<f8").copy()
+    offsets = np.zeros(len(packed) + 1, dtype=np.int64)
+    np.cumsum([len(p) // 8 for p in packed], out=offsets[1:])
+    out = fast.rate_round_gathered(flat, offsets, ranks, time_ms, weight)
+    if out is None:
+        return packed
+    values, out_offsets = out
+    return [values[a:b].tobytes() for a, b in itertools.pairwise(out_offsets.tolist())]
+
+
 def test_packed_path_is_bit_identical() -> None:
     rng = np.random.default_rng(21)
     system = EloMMR()
@@ -317,13 +331,13 @@ def test_packed_path_is_bit_identical() -> None:
     ranks = rng.integers(1, 20, size=60)
     arrays = system.rate_round(beliefs, ranks, 8 * DAY)
     fast = EloMMRFastPath(system)
-    packed = fast.rate_round_packed([b.tobytes() for b in beliefs], ranks, 8 * DAY)
+    packed = _gathered(fast, [b.tobytes() for b in beliefs], ranks, 8 * DAY)
     assert [a.tobytes() for a in arrays] == packed
     assert fast.new_packed_belief() == system.new_belief().tobytes()
     with pytest.raises(RatingError, match="size"):
-        fast.rate_round_packed([packed[0], packed[1][:-1]], np.array([1, 2]), 0)
+        _gathered(fast, [packed[0], packed[1][:-8]], np.array([1, 2]), 0)
     tied = [fast.new_packed_belief()] * 3
-    assert fast.rate_round_packed(tied, np.array([1, 1, 1]), 0) == tied
+    assert _gathered(fast, tied, np.array([1, 1, 1]), 0) == tied
 
 
 def test_rank_values_only_matter_by_order() -> None:
@@ -350,7 +364,7 @@ def test_extreme_round_weight_is_rejected_not_stored(cls: type[EloMMR], weight: 
     with pytest.raises(RatingError, match="weight"):
         system.rate_round(beliefs, np.array([1, 2]), 0, weight)
     with pytest.raises(RatingError, match="weight"):
-        EloMMRFastPath(system).rate_round_packed([b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
+        _gathered(EloMMRFastPath(system), [b.tobytes() for b in beliefs], np.array([1, 2]), 0, weight)
 
 
 def test_out_of_order_round_does_not_count_drift_twice() -> None:

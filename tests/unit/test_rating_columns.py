@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.service.messages import rating_key, rating_value
-from stream.service.step import change_records
+from stream.service.step_rating import change_records
 from stream.text_columns import cat, join_rows, json_numbers, json_strings, pick, split
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

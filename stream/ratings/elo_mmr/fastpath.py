@@ -1,7 +1,7 @@
 """The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs, summaries from columns.
 
-Why packed: the embedded store and Redis keep beliefs as bytes anyway (Redis behind the
-float64 codec's tag byte), so the round's kernel can read them as they are and write its
+Why packed: the embedded store and a worker step hold a pool's beliefs as float64 values in one
+arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes its
 output as one array: no numpy object per player on the way in or out. The kernels are
 ``EloMMR``'s own (``_check_round``, ``_rate_flat``), so the results are ``rate_round``'s bit
 for bit.
@@ -9,7 +9,6 @@ for bit.
 
 from __future__ import annotations
 
-import itertools
 import math
 import struct
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR
-from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, header_columns, ratings_from_columns
+from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, ratings_from_columns
 
 
 class EloMMRFastPath(ColumnSummaries, PackedRounds):
@@ -34,36 +33,6 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
     def new_packed_belief(self) -> bytes:
         return self.system.new_belief().astype("<f8").tobytes()
 
-    def rate_round_packed(self, beliefs: Sequence[bytes], ranks: IntArray | Sequence[int], time_ms: int,
-                          weight: float = 1.0, perf_ceiling: float = math.inf) -> list[bytes]:
-        flat = self.rate_round_flat(beliefs, ranks, time_ms, weight, perf_ceiling)
-        if flat is None:
-            return list(beliefs)
-        out, out_offsets = flat
-        raw = out.astype("<f8", copy=False).tobytes()
-        bounds = (out_offsets * 8).tolist()
-        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
-
-    def rate_round_flat(self, beliefs: Sequence[bytes | memoryview], ranks: IntArray | Sequence[int],
-                        time_ms: int, weight: float = 1.0,
-                        perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
-        system = self.system
-        rk = system._check_round(len(beliefs), ranks, time_ms, weight, perf_ceiling)
-        if rk is None:
-            return None
-        n = len(beliefs)
-        nbytes = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-        lengths = nbytes // 8
-        if np.any(nbytes % 8) or lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
-            bad = int(np.flatnonzero((nbytes % 8 != 0) | (lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
-            raise RatingError(f"packed belief of player #{bad} has an invalid size {int(nbytes[bad])} bytes")
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        # writable, like concat_f64's: the kernels then have one numba signature, compiled once
-        flat = np.frombuffer(bytearray().join(beliefs), dtype="<f8")
-        out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
-        return out, out_offsets
-
     def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
                             time_ms: int, weight: float = 1.0,
                             perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
@@ -78,26 +47,10 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         return out, out_offsets
 
-    def summary_flat(self, values: FloatArray, offsets: IntArray) -> list[Rating] | None:
-        """From three columns of the header, as ``rate_round_flat`` returns the beliefs."""
-        starts = offsets[:-1]
-        if len(starts) == 0 or int(np.diff(offsets).min()) < HEADER:
-            return self.summary_many([values[a:b] for a, b in itertools.pairwise(offsets.tolist())])
-        mu, sig, rounds = values[starts], values[starts + 1], values[starts + 4]
-        return ratings_from_columns(mu - 3.0 * (sig - DISPLAY_SIG), mu, sig, rounds)
-
-    def change_columns(self, before: Sequence[bytes | memoryview], values: FloatArray, offsets: IntArray
-                       ) -> RoundChange | None:
-        """``summary_packed(before)``, ``summary_flat(values, offsets)`` and ``latest_performances``
-        of the new beliefs as columns (see ``PackedRounds.change_columns``); None when a summary
-        or a performance would take the per-belief path (Elo-MMχ keeps no performance: None there)."""
-        cols = header_columns(before, self.columns) if len(before) else None
-        return None if cols is None else self._change(cols, values, offsets)
-
     def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
                         ) -> RoundChange | None:
-        """``change_columns`` of a round rated by ``rate_round_gathered(flat, offsets, ...)`` (into
-        ``values``/``out_offsets``): the summaries before read from ``flat`` itself."""
+        """See ``PackedRounds.change_gathered``: the summaries before read from ``flat`` itself; None when
+        a summary or a performance would take the per-belief path (Elo-MMχ keeps no performance)."""
         starts = offsets[:-1]
         if not len(starts) or int(np.diff(offsets).min()) <= max(self.columns):
             return None

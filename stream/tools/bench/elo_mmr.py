@@ -14,18 +14,20 @@ import lzma
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from queue import Queue
-from typing import Any
+from typing import Any, cast
 
 import click
 import numpy as np
 import orjson
 
+from stream.engine.pool import PoolEngine
+from stream.events.model import RoundEvent
 from stream.ratings.base import Belief
-from stream.ratings.elo_mmr.fastpath import EloMMRFastPath
 from stream.ratings.elo_mmr.system import EloMMR, warmup
+from stream.state.packed_pool import PackedPool
 
 ORACLE_MAX = 10_000
 
@@ -177,21 +179,20 @@ def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, 
     return time.perf_counter() - t, rounds, results, beliefs
 
 
-def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, bytes]]:
-    """Whole history through ``rate_round_packed``, beliefs kept as bytes like a store would."""
+def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, PackedPool]:
+    """Whole history through the engine's round path on packed beliefs (``PoolEngine.store_round`` on the
+    pool's arena, as ``mmr replay --embedded`` rates it)."""
     t = time.perf_counter()
-    beliefs: dict[str, bytes] = {}
-    packed = EloMMRFastPath(system)
-    new = packed.new_packed_belief()
+    engine = PoolEngine("bench", system)
+    held = PackedPool()
     rounds = results = 0
-    for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
-        get = beliefs.get
-        current = [get(name, new) for name in names]
-        out = packed.rate_round_packed(current, ranks, time_ms, weight, ceiling)
-        beliefs.update(zip(names, out, strict=True))
+    for k, (names, ranks, time_ms, weight, ceiling) in enumerate(_prefetch(_parsed_rounds(path))):
+        event = RoundEvent(event_id=f"e{k}", pool="bench", round_id=f"r{k}", time=time_ms, players=names, ranks=ranks,
+                           weight=weight, perf_ceiling=ceiling)
+        held.update(cast("Mapping[str, bytes]", engine.store_round(event, held)))
         rounds += 1
         results += len(names)
-    return time.perf_counter() - t, rounds, results, beliefs
+    return time.perf_counter() - t, rounds, results, held
 
 
 def run_reference_history(path: Path, system_name: Any) -> float:
@@ -243,7 +244,7 @@ def bench_elo_mmr(
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))
     if history is not None:
-        for label, runner in (("packed bytes, rate_round_packed", run_history_packed),
+        for label, runner in (("packed beliefs in one arena, PoolEngine.store_round", run_history_packed),
                               ("numpy arrays, rate_round", run_history)):
             cpu = time.process_time()
             secs, rounds, results, _ = runner(history, EloMMR())

@@ -241,7 +241,6 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             target = _metric(port, "mmr_messages_done_total") + messages_per_run
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")
-            ahead0 = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed")
             phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
             w0, r0, m0 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
             b0 = None if broker_pid is None else _proc_ticks(broker_pid)
@@ -264,7 +263,6 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
             run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
-            run["worker_steps_rated_ahead"] = _metric(port, "mmr_steps_rated_ahead_total", outcome="landed") - ahead0
             # the steps' ratings and commits in all: the larger bounds the run (``mmr_step_seconds``)
             run["worker_step_phase_s"] = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) - was
                                           for ph, was in phases0.items()}
@@ -277,7 +275,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
                 else f"{run['players_differing']:,} PLAYERS DIFFER from the embedded replay")
         phases = run["worker_step_phase_s"]
         click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s (worker CPU {run['worker_cpu_s']:.1f} s; "
-                   f"{run['worker_steps']:.0f} Redis steps, {run['worker_steps_rated_ahead']:.0f} rated ahead; "
+                   f"{run['worker_steps']:.0f} Redis steps; "
                    f"ratings {phases['rate']:.1f} s, commits {phases['commit']:.1f} s), "
                    f"embedded {run['embedded_s']:.1f} s (CPU {run['embedded_cpu_s']:.1f} s): {run['ratio']:.2f}x"
                    f"{floor_text(run)}; "

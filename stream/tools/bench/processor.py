@@ -10,8 +10,7 @@ cost without Faust and Tansu (see BENCHMARKS.md,
     python -m stream.tools.bench.processor single elo 20000 4096   # kind system n take_batch
     python -m stream.tools.bench.processor batch elo 50 5          # n match_batch messages of 1,000
     python -m stream.tools.bench.processor columns elo 50 5        # the same as match_columns
-    python -m stream.tools.bench.processor columns elo 50 5 offsets  # matches recognised by offset (MMR_DEDUP)
-    python -m stream.tools.bench.processor columns elo 50 5 ids 1000000  # players in the pool (default 10,000)
+    python -m stream.tools.bench.processor columns elo 50 5 1000000  # players in the pool (default 10,000)
     python -m stream.tools.bench.processor rounds elo-mmr 40 4     # n rounds of 3,000 players (results/s)
     python -m stream.tools.bench.processor history elo-mmr FILE 16  # a history file, takes of 16 MiB
 
@@ -58,14 +57,13 @@ async def _redis_cpu(store: RedisStore) -> float:
 
 
 async def run(kind: str, system: str, n: int, take: int, redis_url: str,
-              dedup: str = "ids", players: int = 10_000, history: str = "") -> tuple[float, float, float]:
+              players: int = 10_000, history: str = "") -> tuple[float, float, float]:
     """(results/s by the wall clock, this process's CPU µs per result, Redis's CPU µs per result).
 
     The CPU times are what to compare on a shared, noisy machine: stolen time and other
     tenants move the wall clock between identical runs much more than the CPU spent."""
     tag = uuid.uuid4().hex[:6]
-    s = from_env().with_(redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)},
-                         dedup=dedup)
+    s = from_env().with_(redis_url=redis_url, key_prefix=f"benchp-{tag}", pools={"x": PoolConfig(system)})
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, seen_max_ids=s.seen_max_ids)
     proc = Processor(s, store, ThreadPoolExecutor(max_workers=1), Metrics())
     rng = random.Random(1)
@@ -109,9 +107,6 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     cuts = _cuts(msgs, take) if kind == "history" else list(range(0, len(msgs) + take, take))
     for k, i in enumerate(cuts):
         j = cuts[k + 1] if k + 1 < len(cuts) else len(msgs)
-        after = cuts[k + 2] if k + 2 < len(cuts) else len(msgs)
-        # the batch after this one is taken already, as in the worker's pipeline (``BatchPipeline.peek``)
-        proc.upcoming = lambda j=j, after=after: msgs[j:after] or None  # type: ignore[misc]
         if i < len(msgs):
             pending.append(await proc.start(msgs[i:j], safe=False))
         while pending and (len(pending) > 1 or i >= len(msgs)):  # publish in order, one batch behind
@@ -144,13 +139,12 @@ def main() -> None:
     kind, system = sys.argv[1], sys.argv[2]
     history = sys.argv[3] if kind == "history" else ""
     n, take = (0, int(sys.argv[4])) if kind == "history" else (int(sys.argv[3]), int(sys.argv[4]))
-    dedup = sys.argv[5] if len(sys.argv) > 5 else "ids"
-    players = int(sys.argv[6]) if len(sys.argv) > 6 else 10_000
+    players = int(sys.argv[5]) if len(sys.argv) > 5 else 10_000
     url = from_env(redis_url=BENCH_REDIS_URL).redis_url
     t0 = time.perf_counter()
-    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, dedup, players, history))
+    rate, cpu, redis_cpu = asyncio.run(run(kind, system, n, take, url, players, history))
     what = f"{history} takes of {take} MiB" if history else f"n={n} take={take}"
-    print(f"{kind} {system} {what} dedup={dedup} players={players:,}: {rate:,.0f} results/s; "
+    print(f"{kind} {system} {what} players={players:,}: {rate:,.0f} results/s; "
           f"CPU per result: {cpu:.2f} µs here, {redis_cpu:.2f} µs in Redis ({time.perf_counter() - t0:.0f} s in all)")
 
 

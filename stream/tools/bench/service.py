@@ -328,8 +328,6 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--latency-warmup", default=3.0, show_default=True,
               help="Seconds of the same load before it, reported apart (the worker's cold start on the pool).")
 @click.option("--latency-rate", default=0.0, help="Single matches/s for the latency run (0: half the measured max).")
-@click.option("--dedup", type=click.Choice(["ids", "offsets"]), default="ids", show_default=True,
-              help="The worker's MMR_DEDUP: how re-delivered matches are recognised.")
 @click.option("--only", "only", multiple=True, type=click.Choice([*PHASES, "history", "replay", "scale"]),
               help="Run only these phases (repeatable; default all but `scale`, and `history` and `replay` when "
                    "--history is given). "
@@ -360,7 +358,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
                    "the publisher, the embedded replay and the load generators as they are.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
-                  rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float, dedup: str,
+                  rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
                   history_check: bool,
                   scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
@@ -389,11 +387,11 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     s = base.with_(kafka_bootstrap=broker, redis_url=redis_url or base.redis_url,
                    app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
                    topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
-                   topic_dead=f"b{tag}-dead", partitions=1, dedup=dedup)
+                   topic_dead=f"b{tag}-dead", partitions=1)
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
-                           "dedup": dedup, "pool_players": pool_players, "worker_env": extra_env}
+                           "pool_players": pool_players, "worker_env": extra_env}
     worker = None
     try:
         from stream.service.topics import ensure_topics
@@ -589,7 +587,7 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
                         f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**{floor_text(run, '×')}; "
                         f"{run['worker_steps']:.0f} Redis "
-                        f"steps, {run['worker_steps_rated_ahead']:.0f} rated ahead (ratings "
+                        f"steps (ratings "
                         f"{run['worker_step_phase_s']['rate']:.1f} s, commits "
                         f"{run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
                         f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
@@ -637,7 +635,7 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         + ("every pool on one worker" if run["every_pool_on_one_worker"] else "**a pool split**")
                         + (", equal to the embedded replay" if not run["players_differing"] else
                            f", **{run['players_differing']:,} players differ**") + " |")
-    click.echo(f"(MMR_DEDUP={res['dedup']}, {res['pool_players']:,} players in the batched runs' pools)\n"
+    click.echo(f"({res['pool_players']:,} players in the batched runs' pools)\n"
                + "\n".join(rows))
     if json_out:
         Path(json_out).write_text(json.dumps(res, indent=2))

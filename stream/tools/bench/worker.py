@@ -191,7 +191,6 @@ def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, 
     (``mmr bench service --worker-env``: a setting for the worker alone, the replays beside it without it)."""
     env = dict(os.environ)
     env["MMR_POOLS_FILE"] = str(pools)
-    env["MMR_DEDUP"] = s.dedup
     env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
                 "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
                 "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
