@@ -63,7 +63,8 @@ def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
         team_ranks = np.array(f.team_ranks, dtype=np.int64)
         team_index = np.array(f.team_of, dtype=np.int64)
         ranks = team_ranks[team_index]
-        teams = Teams(team_of=team_index, ranks=team_ranks, weights=np.array(f.weights, dtype=np.float64))
+        teams = Teams(team_of=team_index, ranks=team_ranks, weights=np.array(f.weights, dtype=np.float64),
+                      sides=f.sides)
     return RoundEvent(event_id=obj["event_id"], pool=obj["pool"], round_id=obj["round_id"], time=f.time,
                       players=f.players, ranks=ranks, weight=f.weight, perf_ceiling=f.perf_ceiling, teams=teams)
 
@@ -90,7 +91,8 @@ def _plain_match(m: Any) -> bool:
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
-    return (type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
+    return ("neutral" not in m  # the columns carry no side: a neutral match takes the full decoder
+            and type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
             and type(a) is str and 0 < len(a) <= _PLAYER and type(b) is str and 0 < len(b) <= _PLAYER and a != b
             and (type(sc) is float or type(sc) is int) and _MIN_SCORE <= sc <= _MAX_SCORE)
 

@@ -34,7 +34,7 @@ class EloFastPath(ColumnSummaries, MatrixMatches):
         r = np.ascontiguousarray(state[:, 0])
         cnt = np.ascontiguousarray(state[:, 1])
         elo_match_steps(r, cnt, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
-                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale))
+                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale), np.zeros(len(a)))
         state[:, 0] = r
         state[:, 1] = cnt
 
