@@ -42,8 +42,8 @@ from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
 from stream.params import parse_params
-from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings import make_system
+from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
