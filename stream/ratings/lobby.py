@@ -170,7 +170,7 @@ def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | 
     name = system.name
     if name in SUM_MODELS:
         if name != "trueskill" and system.params.team_performance == "mean":  # type: ignore[attr-defined]
-            # a = ω/Σω; V_t = Σ a² σ² + Σ a β² = Σ a² σ² + β² (docs/teams.md, "Large teams")
+            # a = ω/Σω; V_t = Σ a² σ² + 1/Σ(a/β²) = Σ a² σ² + β² with the full-weight β (docs/teams.md, "Large teams")
             a = w / w.sum()
             if n == 1:  # a = 1 exactly: the member's own σ², whatever its ω
                 return Team(float(stack[0, 0]), float(stack[0, 1]) ** 2, n, None)
@@ -204,7 +204,8 @@ def outcomes(system: RatingSystem, a: Team, b: Team, advantage: float = 0.0) -> 
         e = performance_win_probability(diff, spread, bool(system.gaussian))  # type: ignore[attr-defined]
     else:
         assert a.belief is not None and b.belief is not None
-        e = float(system.win_probability(a.belief, b.belief, advantage))
+        e = float(system.win_probability(a.belief, b.belief, advantage) if advantage else
+                  system.win_probability(a.belief, b.belief))
     return e, 0.0, 1.0 - e
 
 

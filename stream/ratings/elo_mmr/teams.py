@@ -4,10 +4,10 @@ Member i of team t, after the usual diffusion, has skill ``s_i ~ N(μ_i, σ_i²)
 ``pre[i, 0]``) and performance noise ``β_i²`` (``pre[i, 3]²``), independent of everyone
 else's. Its coefficient in the team is ``a_i``: ``ω_i / Σ_{j∈t} ω_j`` in the default team model
 (``mean_model``: a team performs the ω-weighted mean of its members' skills plus one
-performance noise of variance ``Σ a_i β_i²``) or ``ω_i`` in the sum model (a team performs
+performance noise whose precision is the a-weighted mean of the members' ``1/β_i²``) or ``ω_i`` in the sum model (a team performs
 ``Σ ω_i p_i``, every member adding its own noise). So ``P_t ~ N(M_t, V_t)`` with
 ``M_t = Σ a_i μ_i + shift_t`` (``shift_t``: the learned side advantage of the team's side, 0
-without one) and ``V_t = Σ a_i² σ_i² + Σ a_i β_i²`` (mean) or ``Σ ω_i² (σ_i² + β_i²)`` (sum).
+without one) and ``V_t = Σ a_i² σ_i² + 1/Σ (a_i/β_i²)`` (mean) or ``Σ ω_i² (σ_i² + β_i²)`` (sum).
 The teams' performances are solved by the individual system's performance solve with the
 teams as its players; each member's performance is then the linear estimate
 ``μ_i + a_i·v_i/V_t · (P_t − M_t)`` (``v_i = σ_i² + β_i²``), and each member's belief gets the
@@ -58,16 +58,21 @@ def team_terms(pre, team_of, coef, nteams: int, mean_model: bool, team_shift):
     scale ``√V_t``."""
     tmu = np.zeros(nteams)
     tvar = np.zeros(nteams)
+    tprec = np.zeros(nteams)  # mean model: Σ a_i / β_i², the precision of the team's noise
     size = np.zeros(nteams, dtype=np.int64)
     for i in range(team_of.shape[0]):
         t = team_of[i]
         a = coef[i]
         tmu[t] += a * pre[i, 4]
         if mean_model:
-            tvar[t] += a * a * (pre[i, 0] * pre[i, 0]) + a * (pre[i, 3] * pre[i, 3])
+            tvar[t] += a * a * (pre[i, 0] * pre[i, 0])
+            tprec[t] += a / (pre[i, 3] * pre[i, 3])
         else:
             tvar[t] += a * a * (pre[i, 5] * pre[i, 5])
         size[t] += 1
+    if mean_model:
+        for t in range(nteams):
+            tvar[t] += 1.0 / tprec[t]
     tscale = np.sqrt(tvar)
     for i in range(team_of.shape[0]):
         t = team_of[i]

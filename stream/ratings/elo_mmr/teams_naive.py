@@ -48,12 +48,12 @@ def rate_team_round_naive(
     beta2 = np.array([d[3] ** 2 for d in pre])  # performance noise β²
     t_of = np.asarray(team_of)
     if getattr(params, "team_performance", "sum") == "mean":
-        # P = A s + ε: A[t, i] = ω_i / Σ_{j∈t} ω_j, ε_t ~ N(0, Σ_i A[t, i] β_i²), one noise a team
+        # P = A s + ε: A[t, i] = ω_i / Σ_{j∈t} ω_j, ε_t ~ N(0, 1/Σ_i A[t, i]/β_i²), one noise a team
         sums = np.zeros((nteams, n))
         sums[t_of, np.arange(n)] = omega
         sums /= sums.sum(axis=1, keepdims=True)
         cov_s = np.diag(sig2)  # the members' skills
-        team_cov = sums @ cov_s @ sums.T + np.diag(sums @ beta2)
+        team_cov = sums @ cov_s @ sums.T + np.diag(1.0 / (sums @ (1.0 / beta2)))
         cross = cov_s @ sums.T  # Cov(s, P)
     else:
         # P = A p: the members' performances p_i ~ N(μ_i, σ'² + β²), A[t, i] = ω_i
