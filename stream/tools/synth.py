@@ -175,8 +175,8 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
 @click.option("--teams", "n_teams", type=click.IntRange(2), default=2, show_default=True,
               help="kind=teams: teams a round.")
 @click.option("--team-noise", type=click.Choice(["member", "team"]), default="member", show_default=True,
-              help="kind=teams: member = a team performs the sum of its members' performances, each with its own "
-                   "noise; team = the mean of its members' skills plus one noise of the team.")
+              help="kind=teams: member = a team performs the sum of its members' performances, each with "
+                   "its own noise; team = the mean of its members' skills plus one noise of the team.")
 @click.option("--truth", type=click.Path(dir_okay=False), default=None,
               help="kind=teams: also write every player's final true skill (JSON) here.")
 @click.option("--matches", type=click.IntRange(1), default=10_000, show_default=True, help="kind=matches: count.")
@@ -191,8 +191,8 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
 @click.option("--pool", default="default", show_default=True, help="kind=matches/teams: pool of the events.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output JSONL file.")
 def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, team_size: int,
-          n_teams: int, team_noise: str, truth: str | None, matches: int, beta: float, drift: float, mu0: float, sigma0: float,
-          tie_step: float, draw_margin: float, pool: str, out: str) -> None:
+          n_teams: int, team_noise: str, truth: str | None, matches: int, beta: float, drift: float, mu0: float,
+          sigma0: float, tie_step: float, draw_margin: float, pool: str, out: str) -> None:
     """Write synthetic rounds (contest JSONL), matches or team rounds (event JSONL) to --out."""
     if kind == "teams":
         try:

@@ -62,7 +62,8 @@ def read_team_csv(path: str, pool: str = "default") -> Iterator[dict[str, Any]]:
                 raise InputError(where, f"team {row['team']!r} of {gid!r} has ranks {team['rank']} and {rank}")
             side = (row.get("side") or "").strip()
             if team["players"] and team.get("side", "") != side:
-                raise InputError(where, f"team {row['team']!r} of {gid!r} has sides {team.get('side', '')!r} and {side!r}")
+                raise InputError(where, f"team {row['team']!r} of {gid!r} has sides {team.get('side', '')!r} "
+                                        f"and {side!r}")
             if side:
                 team["side"] = side
             team["players"].append(row["player"].strip())

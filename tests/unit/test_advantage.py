@@ -16,6 +16,7 @@ from stream.events.model import MatchEvent, RoundEvent, Teams
 from stream.ratings import make_system
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings.base import RatingError
+from stream.ratings.elo_mmr import EloMMR
 from stream.ratings.elo_mmr.teams_naive import rate_team_round_naive
 from stream.ratings.lobby import predict
 from stream.tools.evaluate import evaluate_events
@@ -35,7 +36,8 @@ def _elo_oracle_step(h: float, v: float, d: float, s: float, scale: float, drift
 
 
 def test_learn_matches_glicko_step_for_elo() -> None:
-    """One side against none: the rule is Glicko's step of one rating (central difference ~1e-9)."""
+    """One side against none: the rule is Glicko's step of one rating (to the central difference's
+    error, ~1e-7 relative after 200 steps)."""
     params = AdvantageParams(advantage_sd=0.5, advantage_drift=1e-4)
     unit = 315.0
     adv = Advantages(params, unit)
@@ -44,11 +46,13 @@ def test_learn_matches_glicko_step_for_elo() -> None:
     for _ in range(200):
         d = float(rng.normal(0, 150))
         s = float(rng.choice([0.0, 0.5, 1.0]))
-        adv.learn(MATCH_SIDE, None, lambda x, d=d: 1.0 / (1.0 + 10.0 ** (-(d + x) / 400.0)), s)
+        def prob(x: float, d: float = d) -> float:
+            return 1.0 / (1.0 + 10.0 ** (-(d + x) / 400.0))
+        adv.learn(MATCH_SIDE, None, prob, s)
         h, v = _elo_oracle_step(h, v, d, s, 400.0, 1e-4 * unit * unit)
         got = adv.sides[MATCH_SIDE]
-        assert got.mean == pytest.approx(h, rel=1e-7, abs=1e-7)
-        assert got.var == pytest.approx(v, rel=1e-7)
+        assert got.mean == pytest.approx(h, rel=1e-6, abs=1e-6)
+        assert got.var == pytest.approx(v, rel=1e-6)
 
 
 def test_two_sides_are_the_rank_one_gaussian_update() -> None:
@@ -150,6 +154,7 @@ def test_zero_advantage_is_the_old_update_bit_for_bit(name: str, mus: list[tuple
 def test_team_shift_matches_the_dense_oracle(name: str, model: str) -> None:
     """A shifted team round of the kernel against the dense oracle (docs/teams.md)."""
     system = make_system(name, {"team_performance": model, "drift_per_day": 30.0})
+    assert isinstance(system, EloMMR)
     rng = np.random.default_rng(11)
     team_of = np.repeat(np.arange(2), [3, 4])
     beliefs = []
@@ -163,7 +168,7 @@ def test_team_shift_matches_the_dense_oracle(name: str, model: str) -> None:
     ranks = np.array([2, 1])
     shift = np.array([55.0, -10.0])
     got = system.rate_team_round_detailed(beliefs, team_of, ranks, 9 * DAY, 1.0, math.inf, None, shift)
-    want, perfs, team_perfs = rate_team_round_naive(beliefs, team_of, ranks, 9 * DAY, system.params,
+    want, perfs, team_perfs = rate_team_round_naive(beliefs, team_of.tolist(), ranks.tolist(), 9 * DAY, system.params,
                                                     system.gaussian, 1.0, math.inf, None, shift)
     np.testing.assert_allclose(got.team_performances, team_perfs, rtol=1e-11)
     np.testing.assert_allclose(got.performances, perfs, rtol=1e-9)

@@ -4,8 +4,8 @@ Member i of team t, after the usual diffusion, has skill ``s_i ~ N(μ_i, σ_i²)
 ``pre[i, 0]``) and performance noise ``β_i²`` (``pre[i, 3]²``), independent of everyone
 else's. Its coefficient in the team is ``a_i``: ``ω_i / Σ_{j∈t} ω_j`` in the default team model
 (``mean_model``: a team performs the ω-weighted mean of its members' skills plus one
-performance noise whose precision is the a-weighted mean of the members' ``1/β_i²``) or ``ω_i`` in the sum model (a team performs
-``Σ ω_i p_i``, every member adding its own noise). So ``P_t ~ N(M_t, V_t)`` with
+performance noise whose precision is the a-weighted mean of the members' ``1/β_i²``) or ``ω_i``
+in the sum model (a team performs ``Σ ω_i p_i``, every member adding its own noise). So ``P_t ~ N(M_t, V_t)`` with
 ``M_t = Σ a_i μ_i + shift_t`` (``shift_t``: the learned side advantage of the team's side, 0
 without one) and ``V_t = Σ a_i² σ_i² + 1/Σ (a_i/β_i²)`` (mean) or ``Σ ω_i² (σ_i² + β_i²)`` (sum).
 The teams' performances are solved by the individual system's performance solve with the
