@@ -37,7 +37,7 @@ def _elo_oracle_step(h: float, v: float, d: float, s: float, scale: float, drift
 
 def test_learn_matches_glicko_step_for_elo() -> None:
     """One side against none: the rule is Glicko's step of one rating (to the central difference's
-    error, ~1e-7 relative after 200 steps)."""
+    error: (δ/s)² ~ 1e-6 relative a step, δ = 1e-3·u)."""
     params = AdvantageParams(advantage_sd=0.5, advantage_drift=1e-4)
     unit = 315.0
     adv = Advantages(params, unit)
@@ -51,8 +51,8 @@ def test_learn_matches_glicko_step_for_elo() -> None:
         adv.learn(MATCH_SIDE, None, prob, s)
         h, v = _elo_oracle_step(h, v, d, s, 400.0, 1e-4 * unit * unit)
         got = adv.sides[MATCH_SIDE]
-        assert got.mean == pytest.approx(h, rel=1e-6, abs=1e-6)
-        assert got.var == pytest.approx(v, rel=1e-6)
+        assert got.mean == pytest.approx(h, rel=1e-5, abs=1e-4)
+        assert got.var == pytest.approx(v, rel=1e-5)
 
 
 def test_two_sides_are_the_rank_one_gaussian_update() -> None:
