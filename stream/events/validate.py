@@ -10,6 +10,8 @@ schemas' (``stream.events.schema.limits``).
 from __future__ import annotations
 
 import math
+import operator
+from itertools import repeat
 from operator import eq, itemgetter
 from typing import Any
 
@@ -153,8 +155,11 @@ def plain_match_rows(objs: list[Any]) -> list[Any] | None:
 
 
 def _rows_to_columns(ms: Any) -> list[Any] | None:
-    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them)."""
+    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them, or
+    an item with ``neutral``, which the columns do not carry: the full decoder keeps it)."""
     if type(ms) is not list or not ms or set(map(type, ms)) != _DICT:
+        return None
+    if any(map(operator.contains, ms, repeat("neutral"))):
         return None
     try:
         return [list(map(itemgetter(k), ms)) for k in COLUMNS]
