@@ -208,7 +208,8 @@ def _home_matches(h_true: float, n_players: int = 120, n: int = 12000, seed: int
         a, b = rng.choice(n_players, 2, replace=False)
         neutral = bool(rng.random() < 0.25)
         p = 1.0 / (1.0 + 10.0 ** (-(skill[a] - skill[b] + (0.0 if neutral else h_true)) / 400.0))
-        out.append(MatchEvent(f"m{i}", "p", i * 1000, f"x{a}", f"x{b}", float(rng.random() < p), neutral))
+        out.append(MatchEvent(event_id=f"m{i}", pool="p", time=i * 1000, a=f"x{a}", b=f"x{b}",
+                              score=float(rng.random() < p), neutral=neutral))
     return out
 
 
@@ -235,8 +236,9 @@ def test_eval_learns_team_sides() -> None:
         win = rng.random() < 1.0 / (1.0 + 10.0 ** (-d / 400.0))
         ranks = np.array([1, 2] if win else [2, 1], dtype=np.int64)
         team_of = np.repeat(np.arange(2), 3)
-        events.append(RoundEvent(f"r{i}", "t", f"r{i}", i * 1000, [f"x{j}" for j in who.tolist()], ranks[team_of],
-                                 teams=Teams(team_of, ranks, np.ones(6), ("home", "away"))))
+        events.append(RoundEvent(event_id=f"r{i}", pool="t", round_id=f"r{i}", time=i * 1000,
+                                 players=[f"x{j}" for j in who.tolist()], ranks=ranks[team_of],
+                                 teams=Teams(team_of=team_of, ranks=ranks, weights=np.ones(6), sides=("home", "away"))))
     _, ev = evaluate_events(make_system("elo"), events, warmup=0.1, min_history=0)
     sides = ev.advantages["t"].sides
     assert sides["home"].mean - sides["away"].mean == pytest.approx(70.0, abs=20.0)
