@@ -274,26 +274,43 @@ class Publisher:
         return eid
 
     async def match(self, pool: str, a: str, b: str, score: float, *, time: int,
-                    event_id: str | None = None) -> str:
-        """One 1-v-1 result: ``score`` is A's (1 win, 0.5 draw, 0 loss); ``time`` ms since the epoch."""
-        return await self._send_one({"type": "match", "event_id": event_id, "pool": pool, "time": time,
-                                    "a": a, "b": b, "score": score})
+                    event_id: str | None = None, neutral: bool = False) -> str:
+        """One 1-v-1 result: ``score`` is A's (1 win, 0.5 draw, 0 loss); ``time`` ms since the epoch;
+        unless ``neutral``, A is the side that may hold an advantage (home, white; docs/advantage.md)."""
+        obj: dict[str, Any] = {"type": "match", "event_id": event_id, "pool": pool, "time": time,
+                               "a": a, "b": b, "score": score}
+        if neutral:
+            obj["neutral"] = True
+        return await self._send_one(obj)
 
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional
-        ``event_id``). Sent as ``match_columns`` messages of at most ``batch`` matches and
-        ``max_message_bytes`` bytes. Every match is validated before any is sent."""
+        ``event_id``, ``neutral``). Sent as ``match_columns`` messages of at most ``batch`` matches and
+        ``max_message_bytes`` bytes; a neutral match (the columns carry no side) as a ``match`` of its
+        own, in its place. Every match is validated before any is sent."""
         events: list[MatchEvent] = []
         for i, m in enumerate(matches):
             row = {"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
                    "a": m.get("a"), "b": m.get("b"), "score": m.get("score")}
+            if m.get("neutral"):
+                row["neutral"] = True
             try:
                 _etype, _obj, _value, one = self._prepare(row)
             except InvalidEvent as exc:
                 raise InvalidEvent(f"match {i}: {exc.reason}", exc.event_id) from None
-            events.append(one)
-        for start in range(0, len(events), self.batch):
-            await self._send_columns(pool, events[start:start + self.batch])
+            events.append(one)  # a MatchEvent whose ``neutral`` is the row's
+        run: list[MatchEvent] = []
+        for ev in events:
+            if ev.neutral:
+                for start in range(0, len(run), self.batch):
+                    await self._send_columns(pool, run[start:start + self.batch])
+                run = []
+                await self.send({"type": "match", "event_id": ev.event_id, "pool": pool, "time": ev.time, "a": ev.a,
+                                 "b": ev.b, "score": ev.score, "neutral": True})
+            else:
+                run.append(ev)
+        for start in range(0, len(run), self.batch):
+            await self._send_columns(pool, run[start:start + self.batch])
         return [m.event_id for m in events]
 
     async def _send_columns(self, pool: str, events: list[MatchEvent]) -> None:

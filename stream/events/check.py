@@ -144,6 +144,7 @@ class RoundFields(NamedTuple):
     team_of: list[int] | None = None  #: a team round: each player's team (0-based) ...
     team_ranks: list[int] | None = None  #: ... each team's rank ...
     weights: list[float] | None = None  #: ... and the part of the round each player played
+    sides: tuple[str | None, ...] | None = None  #: ... and each team's ``side`` (None: no team has one)
 
 
 def round_fields(obj: dict[str, Any]) -> RoundFields:
@@ -153,8 +154,11 @@ def round_fields(obj: dict[str, Any]) -> RoundFields:
     team_of: list[int] | None = None
     team_ranks: list[int] | None = None
     weights: list[float] | None = None
+    sides: tuple[str | None, ...] | None = None
     if "teams" in obj:
         players, team_of, team_ranks, weights = _teams(obj["teams"], eid)
+        labels = tuple(team.get("side") for team in obj["teams"])
+        sides = None if all(x is None for x in labels) else labels
         if len(set(players)) != len(players):
             raise InvalidEvent(f"field teams: player {first_repeat(players)!r} appears twice in the round", eid)
         ranks = [team_ranks[t] for t in team_of]
@@ -176,7 +180,7 @@ def round_fields(obj: dict[str, Any]) -> RoundFields:
     return RoundFields(players=players, ranks=ranks, time=exact_int(obj["time"], "time", eid),
                        weight=_finite(obj.get("weight", 1.0), "weight", eid),
                        perf_ceiling=float(obj.get("perf_ceiling", math.inf)),
-                       team_of=team_of, team_ranks=team_ranks, weights=weights)
+                       team_of=team_of, team_ranks=team_ranks, weights=weights, sides=sides)
 
 
 def _teams(teams: list[dict[str, Any]], eid: str) -> tuple[list[str], list[int], list[int], list[float]]:
@@ -216,6 +220,7 @@ def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", i
         a=obj["a"],
         b=obj["b"],
         score=float(obj["score"]),
+        neutral=obj.get("neutral", False),
     )
 
 

@@ -78,6 +78,22 @@ class CsvMapping:
     score_a: str = "home_score"
     score_b: str = "away_score"
     time: str = "date"
+    #: optional: when the header has it, a true value (TRUE, true, 1, yes) marks a neutral match
+    #: (no side holds an advantage); absent or false, ``a`` is the side that may hold one
+    neutral: str = "neutral"
+
+
+_TRUE = frozenset({"true", "1", "yes", "y", "t"})
+_FALSE = frozenset({"false", "0", "no", "n", "f", ""})
+
+
+def _neutral(text: str | None, where: str) -> bool:
+    low = (text or "").strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise InputError(where, f"neutral must be true or false (got {text!r})")
 
 
 def open_text(path: str | Path) -> IO[str]:
@@ -295,6 +311,7 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
         missing = [c for c in columns if c not in header]
         if missing:
             raise InputError(f"{path}:1", f"missing CSV column(s) {', '.join(missing)}")
+        has_neutral = mapping.neutral in header
         for row in _reading(reader, path, lambda: reader.line_num + 1):
             where = f"{path}:{reader.line_num}"
             if any(row[c] is None for c in columns):  # DictReader's filler for a short row
@@ -312,7 +329,8 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
             score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
             t = _parse_time(row[mapping.time], where)
             eid = bounded_id(f"{Path(path).name}:{reader.line_num}", MAX_EVENT_ID_LENGTH)
-            yield where, MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score)
+            neutral = has_neutral and _neutral(row[mapping.neutral], where)
+            yield where, MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score, neutral=neutral)
 
 
 #: the record type of a ``MatchRun`` (``read_records(..., chunks=True)``)

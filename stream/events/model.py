@@ -38,11 +38,13 @@ class Teams:
 
     ``team_of[i]`` is the team (0-based, in the event's order) of ``players[i]``, ``ranks[t]``
     the rank of team t (1 = best, equal = tie), ``weights[i]`` the part of the round
-    ``players[i]`` played, in (0, 1] (1.0 unless the event says otherwise)."""
+    ``players[i]`` played, in (0, 1] (1.0 unless the event says otherwise); ``sides[t]`` the
+    ``side`` label of team t (None without one; ``sides`` is None when no team has one)."""
 
     team_of: IntArray
     ranks: IntArray
     weights: FloatArray
+    sides: tuple[str | None, ...] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -65,7 +67,8 @@ class RoundEvent:
 
 @dataclass(slots=True, kw_only=True)
 class MatchEvent:
-    """One 1-v-1 result: ``score`` is A's score (1 win, 0.5 draw, 0 loss)."""
+    """One 1-v-1 result: ``score`` is A's score (1 win, 0.5 draw, 0 loss); unless ``neutral``, A
+    is the side that may hold an advantage (home, white, first to move)."""
 
     event_id: str
     pool: str
@@ -73,6 +76,7 @@ class MatchEvent:
     a: str
     b: str
     score: float
+    neutral: bool = False
 
 
 @dataclass(slots=True)

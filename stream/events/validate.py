@@ -10,6 +10,8 @@ schemas' (``stream.events.schema.limits``).
 from __future__ import annotations
 
 import math
+import operator
+from itertools import repeat
 from operator import eq, itemgetter
 from typing import Any
 
@@ -63,7 +65,8 @@ def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
         team_ranks = np.array(f.team_ranks, dtype=np.int64)
         team_index = np.array(f.team_of, dtype=np.int64)
         ranks = team_ranks[team_index]
-        teams = Teams(team_of=team_index, ranks=team_ranks, weights=np.array(f.weights, dtype=np.float64))
+        teams = Teams(team_of=team_index, ranks=team_ranks, weights=np.array(f.weights, dtype=np.float64),
+                      sides=f.sides)
     return RoundEvent(event_id=obj["event_id"], pool=obj["pool"], round_id=obj["round_id"], time=f.time,
                       players=f.players, ranks=ranks, weight=f.weight, perf_ceiling=f.perf_ceiling, teams=teams)
 
@@ -90,7 +93,8 @@ def _plain_match(m: Any) -> bool:
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
-    return (type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
+    return ("neutral" not in m  # the columns carry no side: a neutral match takes the full decoder
+            and type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
             and type(a) is str and 0 < len(a) <= _PLAYER and type(b) is str and 0 < len(b) <= _PLAYER and a != b
             and (type(sc) is float or type(sc) is int) and _MIN_SCORE <= sc <= _MAX_SCORE)
 
@@ -151,8 +155,11 @@ def plain_match_rows(objs: list[Any]) -> list[Any] | None:
 
 
 def _rows_to_columns(ms: Any) -> list[Any] | None:
-    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them)."""
+    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them, or
+    an item with ``neutral``, which the columns do not carry: the full decoder keeps it)."""
     if type(ms) is not list or not ms or set(map(type, ms)) != _DICT:
+        return None
+    if any(map(operator.contains, ms, repeat("neutral"))):
         return None
     try:
         return [list(map(itemgetter(k), ms)) for k in COLUMNS]

@@ -276,12 +276,14 @@ class RatingSystem(ABC):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
         player_weights: FloatArray | None = None,
+        team_shift: FloatArray | None = None,
     ) -> list[Belief]:
         """Apply one round ranked by teams.
 
         ``beliefs[i]`` belongs to team ``team_of[i]`` (0-based), team t finished at
         ``team_ranks[t]`` (1 = best, equal ranks tie); ``player_weights[i]`` in (0, 1] is the
-        part of the round player i played (all 1 when None). Returns the new beliefs in the
+        part of the round player i played (all 1 when None); ``team_shift[t]`` the side
+        advantage team t plays with (None: none). Returns the new beliefs in the
         order of ``beliefs``. Systems without a team model refuse (this default).
         """
         raise RatingError(f"{self.name} does not rate team rounds (a round with teams)")
@@ -293,13 +295,16 @@ class RatingSystem(ABC):
         b: IntArray,
         scores: FloatArray,
         times_ms: IntArray,
+        advantages: FloatArray | None = None,
     ) -> list[Belief]:
         """Apply matches ``(a[m], b[m], scores[m])`` in order, exactly as if one at a time.
 
         ``beliefs`` are the distinct players the batch touches; ``a``/``b`` index into
-        it; ``scores[m]`` is A's score (1 win, 0.5 draw, 0 loss). Returns every player's
+        it; ``scores[m]`` is A's score (1 win, 0.5 draw, 0 loss); ``advantages[m]`` the side
+        advantage A plays with (stream.ratings.advantage; None: none). Returns every player's
         final belief in the order of ``beliefs``. The default runs each match as a
-        two-player round; 1-v-1 systems override with a batched kernel.
+        two-player round (with an advantage: a round of two teams of one, A's team shifted);
+        1-v-1 systems override with a batched kernel.
         """
         out = list(beliefs)
         for m in range(len(a)):
@@ -308,15 +313,30 @@ class RatingSystem(ABC):
             if s not in (0.0, 0.5, 1.0):
                 raise RatingError(f"{self.name} supports only scores 0, 0.5 and 1 (got {s})")
             ranks = np.array([1, 1] if s == 0.5 else ([1, 2] if s == 1.0 else [2, 1]))
-            out[ia], out[ib] = self.rate_round([out[ia], out[ib]], ranks, int(times_ms[m]))
+            shift = 0.0 if advantages is None else float(advantages[m])
+            if shift == 0.0:
+                out[ia], out[ib] = self.rate_round([out[ia], out[ib]], ranks, int(times_ms[m]))
+            else:
+                out[ia], out[ib] = self.rate_team_round([out[ia], out[ib]], np.array([0, 1]), ranks, int(times_ms[m]),
+                                                        team_shift=np.array([shift, 0.0]))
         return out
 
     # --- predictions ------------------------------------------------------------------
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        """Expected score of A against B (P(A wins) + P(draw)/2) before they play."""
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        """Expected score of A against B (P(A wins) + P(draw)/2) before they play; A plays with
+        the side advantage ``advantage`` (performance units, stream.ratings.advantage)."""
         ra, rb = self.summary(a), self.summary(b)
         # Logistic on the Elo scale as a generic fallback; systems override with their model.
-        return 1.0 / (1.0 + 10.0 ** ((rb.mu - ra.mu) / 400.0))
+        return 1.0 / (1.0 + 10.0 ** ((rb.mu - ra.mu - advantage) / 400.0))
+
+    #: the system's model takes a side advantage (``win_probability``'s ``advantage``, ``rate_matches``'s
+    #: ``advantages``, ``rate_team_round``'s ``team_shift``): stream.ratings.advantage
+    side_advantage: ClassVar[bool] = False
+
+    def advantage_unit(self) -> float:
+        """u: the system's performance scale, the unit of a side advantage's prior sd and drift
+        (stream.ratings.advantage): the sd of one performance (a logistic's sd on Elo scales)."""
+        return 400.0 / math.log(10.0) * math.pi / math.sqrt(3.0)
 
     def ranking_score(self, belief: Belief) -> float:
         """The number a predicted ranking sorts by (higher = better). Default: mu."""

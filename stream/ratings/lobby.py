@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import log_expit, log_ndtr
@@ -93,10 +93,16 @@ class LobbyPrediction:
     quality: float
 
 
-def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPrediction:
+def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]],
+            advantages: Sequence[float] | None = None) -> LobbyPrediction:
     """The prediction of a match between ``teams`` (each a non-empty list of member beliefs, every
-    member at full weight: a lobby is predicted before anyone has played a part of it)."""
+    member at full weight: a lobby is predicted before anyone has played a part of it);
+    ``advantages[t]``: the side advantage team t plays with (the pool's learned advantage of its
+    side, ``Advantages.shift``; None: a neutral match)."""
     n = len(teams)
+    shift = [0.0] * n if advantages is None else [float(x) for x in advantages]
+    if len(shift) != n:
+        raise LobbyRefused(f"{len(shift)} advantages for {n} teams")
     if n < 2:
         raise LobbyRefused(f"a prediction needs at least two teams (got {n})")
     for t, members in enumerate(teams):
@@ -111,7 +117,7 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
     outcome: tuple[float, float, float] = (0.5, 0.0, 0.5)
     for t in range(n):
         for u in range(t + 1, n):
-            outcome = outcomes(system, virtual[t], virtual[u])
+            outcome = outcomes(system, virtual[t], virtual[u], shift[t] - shift[u])
             win, draw, _ = outcome
             score[t, u] = win + 0.5 * draw
             score[u, t] = 1.0 - score[t, u]
@@ -125,6 +131,9 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]]) -> LobbyPre
                                # 1 − win − loss rounds to −1e-18 when a side is certain: a probability stays ≥ 0
                                draw=max(draw, 0.0) if name in DRAW_MODELS else None, expected_score=expected,
                                quality=1.0 - abs(2.0 * expected - 1.0))
+    if any(shift):
+        virtual = [replace(v, mean=v.mean + h, belief=None if v.belief is None else _shifted(v.belief, h))
+                   for v, h in zip(virtual, shift, strict=True)]
     first = _first(system, virtual)
     return LobbyPrediction(win=tuple(float(x) for x in first), expected_rank=ranks, draw=None, expected_score=None,
                            quality=float(n * first.min()))
@@ -160,6 +169,12 @@ def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | 
     stack = np.array([np.asarray(m, dtype=np.float64)[:2] for m in members])
     name = system.name
     if name in SUM_MODELS:
+        if name != "trueskill" and system.params.team_performance == "mean":  # type: ignore[attr-defined]
+            # a = ω/Σω; V_t = Σ a² σ² + 1/Σ(a/β²) = Σ a² σ² + β² with the full-weight β (docs/teams.md, "Large teams")
+            a = w / w.sum()
+            if n == 1:  # a = 1 exactly: the member's own σ², whatever its ω
+                return Team(float(stack[0, 0]), float(stack[0, 1]) ** 2, n, None)
+            return Team(float(np.dot(a, stack[:, 0])), float(np.dot(a * a, np.square(stack[:, 1]))), n, None)
         w2 = w * w
         var = float(np.dot(w2, np.square(stack[:, 1])) + (w2.sum() - 1.0) * _perf_var(system))
         return Team(float(np.dot(w, stack[:, 0])), var, n, None)
@@ -174,19 +189,31 @@ def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | 
     return Team(float(belief[0]), float(belief[1]) ** 2 if deviation else 0.0, n, belief)
 
 
-def outcomes(system: RatingSystem, a: Team, b: Team) -> tuple[float, float, float]:
-    """(P(a wins), P(draw), P(b wins)) of two teams; for two single players at full weight the
+def outcomes(system: RatingSystem, a: Team, b: Team, advantage: float = 0.0) -> tuple[float, float, float]:
+    """(P(a wins), P(draw), P(b wins)) of two teams, ``a`` playing with the side advantage
+    ``advantage`` over ``b`` (stream.ratings.advantage); for two single players at full weight the
     very arithmetic of the system's ``win_probability`` (TrueSkill: its win and draw parts)."""
     name = system.name
+    diff = a.mean - b.mean
+    if advantage:
+        diff += advantage
     if name == "trueskill":
-        return system.outcomes(a.mean - b.mean, a.var, b.var, a.players + b.players)  # type: ignore[attr-defined,no-any-return]
+        return system.outcomes(diff, a.var, b.var, a.players + b.players)  # type: ignore[attr-defined,no-any-return]
     if name in SUM_MODELS:  # Elo-MMR's and Elo-MMχ's performances
         spread = math.sqrt(a.var + b.var + 2 * system._perf_spread() ** 2)  # type: ignore[attr-defined]
-        e = performance_win_probability(a.mean - b.mean, spread, bool(system.gaussian))  # type: ignore[attr-defined]
+        e = performance_win_probability(diff, spread, bool(system.gaussian))  # type: ignore[attr-defined]
     else:
         assert a.belief is not None and b.belief is not None
-        e = float(system.win_probability(a.belief, b.belief))
+        e = float(system.win_probability(a.belief, b.belief, advantage) if advantage else
+                  system.win_probability(a.belief, b.belief))
     return e, 0.0, 1.0 - e
+
+
+def _shifted(belief: Belief, h: float) -> Belief:
+    """A point-rating belief whose rating is ``h`` higher (a team's side advantage)."""
+    out = np.array(belief, dtype=np.float64)
+    out[0] += h
+    return out
 
 
 def _perf_var(system: RatingSystem) -> float:

@@ -32,7 +32,8 @@ class TeamPredictor(Protocol):
 
     def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float: ...
 
-    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float: ...
+    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray,
+                        advantage: float = 0.0) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ class SystemTeams:
     def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
         return team(self.system, beliefs, weights).mean
 
-    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float:
-        win, draw, _ = outcomes(self.system, team(self.system, a, wa), team(self.system, b, wb))
+    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray,
+                        advantage: float = 0.0) -> float:
+        """P(a ahead) + P(tie)/2, team ``a`` playing with side advantage ``advantage`` over ``b``."""
+        win, draw, _ = outcomes(self.system, team(self.system, a, wa), team(self.system, b, wb), advantage)
         return win + 0.5 * draw
 
 

@@ -43,6 +43,7 @@ from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
 from stream.params import parse_params
 from stream.ratings import make_system
+from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
@@ -100,8 +101,12 @@ class Evaluator:
     """Applies events in order, scoring each from the state before it."""
 
     def __init__(self, system: RatingSystem, score_from: int, min_history: int = 5, trace: bool = False,
-                 trajectories: bool = False, teams: TeamPredictor | None = None) -> None:
+                 trajectories: bool = False, teams: TeamPredictor | None = None,
+                 advantage: AdvantageParams | None = None) -> None:
         self.system = system
+        # the side advantage: learned per pool where the system's model takes one (stream.ratings.advantage)
+        self.advantage = AdvantageParams() if advantage is None else advantage
+        self.advantages: dict[str, Advantages] = {}
         self._teams = teams
         self.team = TeamScores()
         self.score_from = score_from
@@ -128,8 +133,17 @@ class Evaluator:
         b = self.beliefs.setdefault(pool, {}).get(player)
         return b if b is not None else self.system.new_belief()
 
-    def _two_player(self, a: Belief, b: Belief, s: float) -> None:
-        p = self.system.win_probability(a, b)
+    def pool_advantages(self, pool: str) -> Advantages | None:
+        """The pool's learned advantages (None where the system takes none or they are off)."""
+        if not (self.system.side_advantage and self.advantage.advantage):
+            return None
+        got = self.advantages.get(pool)
+        if got is None:
+            got = self.advantages[pool] = Advantages(self.advantage, self.system.advantage_unit())
+        return got
+
+    def _two_player(self, a: Belief, b: Belief, s: float, shift: float = 0.0) -> None:
+        p = self.system.win_probability(a, b, shift) if shift else self.system.win_probability(a, b)
         self.p2.append(p)
         self.s2.append(s)
         if self.trace is not None:
@@ -160,26 +174,41 @@ class Evaluator:
         if isinstance(ev, MatchEvent):
             self.n_matches += 1
             a, b = self._get(ev.pool, ev.a), self._get(ev.pool, ev.b)
+            adv = None if ev.neutral else self.pool_advantages(ev.pool)
+            shift = 0.0 if adv is None else adv.shift(MATCH_SIDE)
             if scoring:
                 hist = self.history.get(ev.pool, {})
                 if min(hist.get(ev.a, 0), hist.get(ev.b, 0)) >= self.min_history:
                     # ranks for the pair metrics: a fractional score counts for whoever got more
                     rank_b = 2 if ev.score > 0.5 else 1 if ev.score == 0.5 else 0
-                    self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score)
+                    self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score, shift=shift)
             t0 = time.perf_counter()
-            new = self.system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([ev.score]),
-                                           np.array([ev.time], dtype=np.int64))
+            args = ([a, b], np.array([0]), np.array([1]), np.array([ev.score]), np.array([ev.time], dtype=np.int64))
+            new = self.system.rate_matches(*args, advantages=np.array([shift])) if shift else \
+                self.system.rate_matches(*args)
+            if adv is not None:
+                adv.learn(MATCH_SIDE, None, lambda x: self.system.win_probability(a, b, x), ev.score)
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, [ev.a, ev.b], new)
         elif ev.teams is not None:
             self.n_rounds += 1
             teams = ev.teams
             beliefs = [self._get(ev.pool, p) for p in ev.players]
+            adv = None if teams.sides is None else self.pool_advantages(ev.pool)
+            shifts = None if adv is None else np.array([adv.shift(side) for side in teams.sides or ()])
+            if shifts is not None and not shifts.any():
+                shifts = None
             if scoring:
-                self._score_team_round(ev, beliefs)
+                self._score_team_round(ev, beliefs, shifts)
             t0 = time.perf_counter()
-            new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
-                                              ev.perf_ceiling, teams.weights)
+            if shifts is None:
+                new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
+                                                  ev.perf_ceiling, teams.weights)
+            else:
+                new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
+                                                  ev.perf_ceiling, teams.weights, team_shift=shifts)
+            if adv is not None and len(teams.ranks) == 2:
+                self._learn_sides(adv, ev, beliefs)
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, ev.players, new)
         else:
@@ -207,8 +236,19 @@ class Evaluator:
             self._teams = team_predictor(self.system)
         return self._teams
 
-    def _score_team_round(self, ev: RoundEvent, beliefs: list[Belief]) -> None:
-        """Team-level pair inversion and rank deviation (and the two-team scores): module docstring."""
+    def _learn_sides(self, adv: Advantages, ev: RoundEvent, beliefs: list[Belief]) -> None:
+        """The advantages of the two sides of a round of two teams, by its outcome."""
+        assert ev.teams is not None and ev.teams.sides is not None
+        team_of, ranks, weights = ev.teams.team_of, ev.teams.ranks, ev.teams.weights
+        members = [np.flatnonzero(team_of == t) for t in range(2)]
+        (ba, wa), (bb, wb) = (([beliefs[i] for i in m.tolist()], weights[m]) for m in members)
+        pred = self.team_predictor()
+        score = 1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5
+        adv.learn(ev.teams.sides[0], ev.teams.sides[1], lambda x: pred.win_probability(ba, wa, bb, wb, x), score)
+
+    def _score_team_round(self, ev: RoundEvent, beliefs: list[Belief], shifts: FloatArray | None = None) -> None:
+        """Team-level pair inversion and rank deviation (and the two-team scores): module docstring.
+        ``shifts[t]``: team t's side advantage (None: none)."""
         assert ev.teams is not None
         pred = self.team_predictor()
         hist = self.history.get(ev.pool, {})
@@ -222,15 +262,22 @@ class Evaluator:
             return
         sides = [([beliefs[i] for i in members[t]], weights[members[t]]) for t in teams]
         strength = np.array([pred.strength(b, w) for b, w in sides])
+        if shifts is not None:
+            strength = strength + shifts[teams]
         p2 = None
         if len(ranks) == 2:
             (ba, wa), (bb, wb) = sides
-            p2 = pred.win_probability(ba, wa, bb, wb)
+            p2 = pred.win_probability(ba, wa, bb, wb) if shifts is None else \
+                pred.win_probability(ba, wa, bb, wb, float(shifts[0] - shifts[1]))
         self.team.add(ranks[teams], strength, p2)
 
-    def _score_round(self, ranks: np.ndarray, beliefs: list[Belief], two_player_score: float | None) -> None:
-        """Pair inversion and rank deviation of one scored event (plus the two-player scores)."""
+    def _score_round(self, ranks: np.ndarray, beliefs: list[Belief], two_player_score: float | None,
+                     shift: float = 0.0) -> None:
+        """Pair inversion and rank deviation of one scored event (plus the two-player scores);
+        ``shift``: the side advantage of the first of two players."""
         score = np.fromiter((self.system.ranking_score(b) for b in beliefs), dtype=np.float64, count=len(beliefs))
+        if shift:
+            score[0] += shift
         wrong, pairs = pair_inversions(ranks, score)
         dev = rank_deviations(ranks, score)
         self.scored_rounds += 1
@@ -241,7 +288,7 @@ class Evaluator:
         self.devs.append(dev)
         self.round_dev.append(float(dev.mean()))
         if two_player_score is not None:
-            self._two_player(beliefs[0], beliefs[1], two_player_score)
+            self._two_player(beliefs[0], beliefs[1], two_player_score, shift)
 
     def result(self, bins: int = 10) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -331,17 +378,23 @@ def _nan_none(x: float) -> float | None:
 
 def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float = 0.1, min_history: int = 5,
                     score_from: int | None = None, trace: bool = False, trajectories: bool = False,
-                    bins: int = 10, teams: TeamPredictor | None = None) -> tuple[dict[str, Any], Evaluator]:
+                    bins: int = 10, teams: TeamPredictor | None = None,
+                    advantage: AdvantageParams | None = None) -> tuple[dict[str, Any], Evaluator]:
     """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉). ``teams``:
-    the team predictions of team rounds (default: ``team_scores.team_predictor(system)``)."""
+    the team predictions of team rounds (default: ``team_scores.team_predictor(system)``);
+    ``advantage``: the side advantage's settings (default: learned, ``AdvantageParams()``)."""
     start = math.ceil(warmup * len(events)) if score_from is None else score_from
-    ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams)
+    ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams,
+                   advantage=advantage)
     t0 = time.perf_counter()
     for e in events:
         ev.add(e)
     res = ev.result(bins)
     res["runtime_s"] = time.perf_counter() - t0
     res["update_s"] = ev.update_s
+    learned = {pool: a.as_dict() for pool, a in sorted(ev.advantages.items()) if a.sides}
+    if learned:
+        res["advantage"] = learned
     return res, ev
 
 
@@ -389,20 +442,21 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     """Score --system's predictions on INPUT files (each from the state before the event)."""
     t0 = time.perf_counter()
     try:
-        p = parse_params(params)
+        p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
         events = load_events(inputs, pool, csv_mapping(csv_columns), progress)
         from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():
-            res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins)
+            res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv)
     except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     replay_s = float(res["runtime_s"])
     res["runtime_s"] = time.perf_counter() - t0  # the whole command: reading + replay + scoring
     res["read_s"] = res["runtime_s"] - replay_s
-    out = {"system": system, "params": sys_obj.params.as_dict(), "inputs": list(inputs), "warmup": warmup,
+    out = {"system": system, "params": {**sys_obj.params.as_dict(), **adv.as_dict()}, "inputs": list(inputs),
+           "warmup": warmup,
            "min_history": min_history, **res}
     if as_json:
         click.echo(json.dumps(out, default=float))

@@ -129,9 +129,11 @@ def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str
 
 def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, seed: int, noise: str = "logistic",
                       beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
-                      tie_step: float = 0.1, pool: str = "default",
+                      tie_step: float = 0.1, pool: str = "default", team_noise: str = "member",
                       ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """docs/interface.md ``round`` events with ``teams`` (see module docstring) and every player's final skill."""
+    """docs/interface.md ``round`` events with ``teams`` (see module docstring) and every player's final skill.
+    ``team_noise``: ``member``, a team performs the sum of its members' performances (each with its own
+    noise); ``team``, the mean of its members' skills plus one noise of the team (docs/teams.md, "Large teams")."""
     per_round = team_size * teams
     if teams < 2 or team_size < 1 or per_round > players:
         raise ValueError(f"{teams} teams of {team_size} need at least {per_round} players (have {players})")
@@ -145,7 +147,10 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
         if r and k == 0:
             skill += rng.normal(0.0, drift, players)
         who = rng.choice(players, size=per_round, replace=False).reshape(teams, team_size)
-        perf = (skill[who] + _noise(rng, noise, beta, per_round).reshape(teams, team_size)).sum(axis=1)
+        if team_noise == "team":
+            perf = skill[who].mean(axis=1) + _noise(rng, noise, beta, teams)
+        else:
+            perf = (skill[who] + _noise(rng, noise, beta, per_round).reshape(teams, team_size)).sum(axis=1)
         score = np.floor(perf / tie_step) if tie_step > 0 else perf
         rank = 1 + (score[None, :] > score[:, None]).sum(axis=1)  # 1 + teams strictly ahead
         rows.append({
@@ -169,6 +174,9 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
 @click.option("--team-size", type=click.IntRange(1), default=2, show_default=True, help="kind=teams: players a team.")
 @click.option("--teams", "n_teams", type=click.IntRange(2), default=2, show_default=True,
               help="kind=teams: teams a round.")
+@click.option("--team-noise", type=click.Choice(["member", "team"]), default="member", show_default=True,
+              help="kind=teams: member = a team performs the sum of its members' performances, each with "
+                   "its own noise; team = the mean of its members' skills plus one noise of the team.")
 @click.option("--truth", type=click.Path(dir_okay=False), default=None,
               help="kind=teams: also write every player's final true skill (JSON) here.")
 @click.option("--matches", type=click.IntRange(1), default=10_000, show_default=True, help="kind=matches: count.")
@@ -183,13 +191,13 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
 @click.option("--pool", default="default", show_default=True, help="kind=matches/teams: pool of the events.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output JSONL file.")
 def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, team_size: int,
-          n_teams: int, truth: str | None, matches: int, beta: float, drift: float, mu0: float, sigma0: float,
-          tie_step: float, draw_margin: float, pool: str, out: str) -> None:
+          n_teams: int, team_noise: str, truth: str | None, matches: int, beta: float, drift: float, mu0: float,
+          sigma0: float, tie_step: float, draw_margin: float, pool: str, out: str) -> None:
     """Write synthetic rounds (contest JSONL), matches or team rounds (event JSONL) to --out."""
     if kind == "teams":
         try:
             team_rows, skills = synth_team_rounds(players, rounds, team_size, n_teams, seed, noise, beta, drift, mu0,
-                                                  sigma0, tie_step, pool)
+                                                  sigma0, tie_step, pool, team_noise)
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
         n = write_jsonl_atomic(out, iter(team_rows))

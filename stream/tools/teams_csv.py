@@ -3,7 +3,7 @@
 Why a converter: team results come as tables (doubles draws, match sheets, lobby logs), one row
 per player of a game, and ``mmr eval`` / ``mmr replay`` read events. The columns:
 
-    event_id,time,team,rank,player[,weight][,pool]
+    event_id,time,team,rank,player[,weight][,side][,pool]
 
 * ``event_id``: the game; its rows may be anywhere in the file, games come out in the order of
   their first row (sort the file by time first: ratings are sequential);
@@ -11,7 +11,9 @@ per player of a game, and ``mmr eval`` / ``mmr replay`` read events. The columns
 * ``team``: any label, unique within the game; ``rank``: the team's place, 1 = best, equal =
   tie (every row of a team must give the same rank);
 * ``player``: the player id; ``weight`` (optional, empty = 1): the part of the game the player
-  played, in (0, 1]; ``pool`` (optional): the pool (default ``--pool``).
+  played, in (0, 1]; ``side`` (optional, empty = none): the team's side label (``home``/``away``,
+  ``blue``/``red``; at most 32 characters, the same for every row of a team), whose learned
+  advantage the team plays with (docs/advantage.md); ``pool`` (optional): the pool (default ``--pool``).
 
 Every event is checked by the worker's own decoder before it is written, so a bad row stops
 the conversion with its file and line.
@@ -58,6 +60,12 @@ def read_team_csv(path: str, pool: str = "default") -> Iterator[dict[str, Any]]:
             team = game["teams"].setdefault(row["team"].strip(), {"players": [], "rank": rank, "weights": []})
             if team["rank"] != rank:
                 raise InputError(where, f"team {row['team']!r} of {gid!r} has ranks {team['rank']} and {rank}")
+            side = (row.get("side") or "").strip()
+            if team["players"] and team.get("side", "") != side:
+                raise InputError(where, f"team {row['team']!r} of {gid!r} has sides {team.get('side', '')!r} "
+                                        f"and {side!r}")
+            if side:
+                team["side"] = side
             team["players"].append(row["player"].strip())
             team["weights"].append(weight)
     for gid, game in games.items():
@@ -79,7 +87,7 @@ def read_team_csv(path: str, pool: str = "default") -> Iterator[dict[str, Any]]:
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output event JSONL.")
 @click.option("--pool", default="default", show_default=True, help="Pool of rows without a pool column.")
 def teams_csv(path: str, out: str, pool: str) -> None:
-    """Convert a team CSV (one row per player: event_id,time,team,rank,player[,weight][,pool]) to events."""
+    """Convert a team CSV (one row per player: event_id,time,team,rank,player[,weight][,side][,pool]) to events."""
     try:
         n = write_jsonl_atomic(out, read_team_csv(path, pool))
     except InputError as exc:

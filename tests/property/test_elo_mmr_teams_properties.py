@@ -17,8 +17,9 @@ SETTINGS = settings(max_examples=25, deadline=None)
 warmup()
 
 
-def _system(gaussian: bool, split: bool, drift: bool) -> EloMMR:
-    return (EloMMX if gaussian else EloMMR)({"split_ties": split, "drift_per_day": 30.0 if drift else 0.0})
+def _system(gaussian: bool, split: bool, drift: bool, model: str = "mean") -> EloMMR:
+    return (EloMMX if gaussian else EloMMR)({"split_ties": split, "drift_per_day": 30.0 if drift else 0.0,
+                                             "team_performance": model})
 
 
 def _beliefs(system: EloMMR, n: int, seed: int) -> list[np.ndarray]:
@@ -117,11 +118,11 @@ def test_winning_never_lowers_a_member_and_losing_never_raises_one(case: tuple[l
 @given(case=team_rounds(), split=st.booleans(), partial=st.booleans())
 def test_shifts_follow_variance_shares_and_sum_to_the_team_shift(case: tuple[list[int], list[int], int],
                                                                  split: bool, partial: bool) -> None:
-    """The conditional Gaussian's bookkeeping: within a team, the members' weighted performance
-    shifts ω_i·(p_i − μ_i) sum to the team's shift P_t − M_t; each member's μ moves by
+    """The conditional Gaussian's bookkeeping (the sum model): within a team, the members' weighted
+    performance shifts ω_i·(p_i − μ_i) sum to the team's shift P_t − M_t; each member's μ moves by
     ω_i·σ_i'²/V_t · (P_t − M_t), so the member with the larger σ (and the same ω) moves more."""
     team_of, ranks, seed = case
-    system = _system(True, split, False)
+    system = _system(True, split, False, "sum")
     n = len(team_of)
     beliefs = _beliefs(system, n, seed)
     weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
@@ -169,3 +170,35 @@ def test_a_member_who_barely_played_barely_moves(case: tuple[list[int], list[int
     assert part.beliefs[0][4] == beliefs[0][4] + 1
     for a, b in zip(part.beliefs[1:], without.beliefs, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-3)
+
+
+@SETTINGS
+@given(case=team_rounds(), split=st.booleans(), partial=st.booleans())
+def test_mean_model_moves_follow_the_members_coefficients(case: tuple[list[int], list[int], int], split: bool,
+                                                          partial: bool) -> None:
+    """The mean model (docs/teams.md, "Large teams"): with a_i = ω_i/Σω, V_t = Σ a_i² σ_i'² + 1/Σ(a_i/β_i²),
+    each member's μ moves by a_i·σ_i'²/V_t · (P_t − M_t) and its σ² becomes σ_i'² − a_i² σ_i'⁴/V_t."""
+    team_of, ranks, seed = case
+    system = _system(True, split, False)
+    n = len(team_of)
+    beliefs = _beliefs(system, n, seed)
+    weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
+    out = system.rate_team_round_detailed(beliefs, team_of, ranks, 2 * DAY, player_weights=weights)
+    p = system.params
+    mu = np.array([b[0] for b in beliefs])
+    w = p.weight_limit * weights
+    sig2 = np.array([b[1] ** 2 for b in beliefs]) + w * p.sig_limit**2
+    beta2 = (1 + 1 / w) * p.sig_limit**2
+    team = np.asarray(team_of)
+    for t in range(len(ranks)):
+        m = team == t
+        if m.sum() == 1:
+            continue  # a team of one is the individual round (tested elsewhere)
+        a = weights[m] / weights[m].sum()
+        team_mu = float(np.sum(a * mu[m]))
+        team_var = float(np.sum(a * a * sig2[m]) + 1.0 / np.sum(a / beta2[m]))
+        shift = out.team_performances[t] - team_mu
+        moved = np.array([b[0] for b in out.beliefs])[m] - mu[m]
+        np.testing.assert_allclose(moved, a * sig2[m] / team_var * shift, rtol=1e-9, atol=1e-7)
+        new_var = np.array([b[1] ** 2 for b in out.beliefs])[m]
+        np.testing.assert_allclose(new_var, sig2[m] - a * a * sig2[m] ** 2 / team_var, rtol=1e-9)

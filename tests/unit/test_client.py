@@ -128,9 +128,12 @@ def test_every_example_payload_in_the_docs_is_valid() -> None:
             kinds.append("rating")
         else:
             etype, ev = decode_event(obj)
-            kinds.append("team round" if etype == "round" and ev.teams is not None
-                         else "round by columns" if etype == "round" and "standings" not in obj else etype)
-    assert sorted(kinds) == sorted([*INPUT_TYPES, "team round", "round by columns", "rating"])
+            kinds.append("team round with sides" if etype == "round" and ev.teams is not None and ev.teams.sides
+                         else "team round" if etype == "round" and ev.teams is not None
+                         else "round by columns" if etype == "round" and "standings" not in obj
+                         else "neutral match" if etype == "match" and ev.neutral else etype)
+    assert sorted(kinds) == sorted([*INPUT_TYPES, "team round", "round by columns", "rating", "neutral match",
+                                    "team round with sides"])
 
 
 def test_the_settings_limits_of_the_worker_apply() -> None:

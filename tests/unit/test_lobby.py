@@ -159,13 +159,17 @@ def test_sum_models_add_members_and_trueskill_draw_margin_is_the_packages() -> N
     eps = trueskill.calc_draw_margin(p.draw_probability, 4, env)  # type: ignore[attr-defined]
     # (the package's own inverse normal cdf is an approximation good to ~1e-9)
     assert math.isclose(pred.draw or 0.0, 2 * stats.norm.cdf(eps / c) - 1, rel_tol=1e-6)
-    # Elo-MMχ: a team of two new players against one with their summed mean is even only if the
-    # means add up (the team model of docs/teams.md)
-    mmx = _system("elo-mmx")
+    # Elo-MMχ with team_performance=sum: a team of two new players against one with their summed
+    # mean is even only if the means add up (the sum model of docs/teams.md)
+    mmx = make_system("elo-mmx", {"team_performance": "sum"})
     pair = [mmx.new_belief(), mmx.new_belief()]
     solo = mmx.new_belief()
     solo[0] = 2 * pair[0][0]
     assert math.isclose(predict(mmx, [pair, [solo]]).win[0], 0.5, abs_tol=1e-12)
+    # the default mean model: a pair against one player of their mean skill is even
+    mean = _system("elo-mmx")
+    solo[0] = pair[0][0]
+    assert math.isclose(predict(mean, [pair, [solo]]).win[0], 0.5, abs_tol=1e-12)
 
 
 @pytest.mark.parametrize("teams", [[[0, 1], [2]], [[0], [1], [2]]])

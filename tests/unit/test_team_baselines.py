@@ -146,8 +146,10 @@ def test_trueskill_team_win_probability_by_hand() -> None:
 @pytest.mark.parametrize("name", ["elo-mmx", "elo-mmr"])
 def test_elo_mmr_team_exact_sigma(name: str) -> None:
     """``team_exact_sigma``: the exact conditional variance as new σ² (Elo-MMχ: the same new μ);
-    teams of one unchanged bit for bit."""
-    plain, exact = make_system(name, {"team_exact_sigma": "false"}), make_system(name)
+    teams of one unchanged bit for bit. The sum model's numbers (``team_performance=sum``); the mean
+    model's below."""
+    plain = make_system(name, {"team_exact_sigma": "false", "team_performance": "sum"})
+    exact = make_system(name, {"team_performance": "sum"})
     beliefs = [plain.new_belief() for _ in range(5)]
     team_of, ranks = np.array([0, 0, 1, 1, 2]), np.array([2, 1, 3])
     a = plain.rate_team_round(beliefs, team_of, ranks, 0)
@@ -164,4 +166,13 @@ def test_elo_mmr_team_exact_sigma(name: str) -> None:
             assert np.sign(b[i][0] - 1500.0) == np.sign(a[i][0] - 1500.0)
     one = [exact.rate_round(beliefs, np.array([3, 1, 2, 5, 4]), 0),
            exact.rate_team_round(beliefs, np.arange(5), np.array([3, 1, 2, 5, 4]), 0)]
+    assert all(np.array_equal(x, y) for x, y in zip(*one, strict=True))
+    # the mean model: a = ½, V_t = Σ a² σ'² + β², new σ² = σ'² − a² σ'⁴ / V_t
+    mean = make_system(name)
+    c = mean.rate_team_round(beliefs, team_of, ranks, 0)
+    v_mean = 2 * 0.25 * sd2 + (1 + 1 / 0.2) * 80.0**2
+    for i in range(4):
+        assert c[i][1] ** 2 == pytest.approx(sd2 - 0.25 * sd2**2 / v_mean, rel=1e-12)
+    one = [mean.rate_round(beliefs, np.array([3, 1, 2, 5, 4]), 0),
+           mean.rate_team_round(beliefs, np.arange(5), np.array([3, 1, 2, 5, 4]), 0)]
     assert all(np.array_equal(x, y) for x, y in zip(*one, strict=True))

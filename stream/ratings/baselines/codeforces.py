@@ -129,8 +129,9 @@ class Codeforces(RatingSystem):
         new_r = r + weight * self.deltas(r, np.asarray(ranks))
         return [np.array([new_r[i], beliefs[i][1] + 1.0]) for i in range(n)]
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        return 1.0 / (1.0 + 10.0 ** ((float(b[0]) - float(a[0])) / 400.0))
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        ra = float(a[0])
+        return 1.0 / (1.0 + 10.0 ** ((float(b[0]) - (ra + advantage if advantage else ra)) / 400.0))
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

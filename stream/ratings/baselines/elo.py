@@ -68,6 +68,7 @@ def team_ratings(r: FloatArray, team_index: IntArray, weights: FloatArray, nteam
 
 class Elo(RatingSystem):
     name = "elo"
+    side_advantage = True
     params_type = EloParams
     params: EloParams
 
@@ -93,8 +94,10 @@ class Elo(RatingSystem):
 
     def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
                         weight: float = 1.0, perf_ceiling: float = math.inf,
-                        player_weights: FloatArray | None = None) -> list[Belief]:
-        """Team Elo (module docstring): ``rate_round``'s step at team level, applied to each member."""
+                        player_weights: FloatArray | None = None,
+                        team_shift: FloatArray | None = None) -> list[Belief]:
+        """Team Elo (module docstring): ``rate_round``'s step at team level, applied to each member;
+        team t plays with rating ``team rating + team_shift[t]`` (its side advantage)."""
         checked = team_round(beliefs, team_of, team_ranks, player_weights)
         if checked is None:
             return list(beliefs)
@@ -103,6 +106,8 @@ class Elo(RatingSystem):
         p = self.params
         r = np.fromiter((b[0] for b in beliefs), dtype=np.float64, count=n)
         tr = team_ratings(r, team_index, pw, nteams)
+        if team_shift is not None:
+            tr = tr + np.asarray(team_shift, dtype=np.float64)
         expected = (nteams - 0.5) - logistic_sums(tr, tr, p.scale)
         grad = round_scores(ranks) - expected
         step = p.k * weight * grad / ((nteams - 1) if p.normalize else 1.0)
@@ -110,16 +115,18 @@ class Elo(RatingSystem):
         return [np.array([new_r[i], beliefs[i][1] + 1.0]) for i in range(n)]
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                     times_ms: IntArray) -> list[Belief]:
-        """One numba pass over the batch (the service's hot path: ~0.1 µs a match)."""
+                     times_ms: IntArray, advantages: FloatArray | None = None) -> list[Belief]:
+        """One numba pass over the batch (the service's hot path); A of match m plays with the
+        side advantage ``advantages[m]`` (None: none)."""
         p = self.params
         if len(beliefs) == 0:
             return []
         cols = np.array(beliefs, dtype=np.float64).reshape(len(beliefs), -1)
         r = np.ascontiguousarray(cols[:, 0])
         cnt = np.ascontiguousarray(cols[:, 1])
+        shifts = np.zeros(len(a)) if advantages is None else np.asarray(advantages, dtype=np.float64)
         elo_match_steps(r, cnt, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
-                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale))
+                        np.asarray(scores, dtype=np.float64), float(p.k), float(p.scale), shifts)
         touched = np.zeros(len(beliefs), dtype=bool)
         touched[a] = True
         touched[b] = True
@@ -128,8 +135,13 @@ class Elo(RatingSystem):
             out[i] = np.array([r[i], cnt[i]])
         return out
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        return expected_score(float(a[0]), float(b[0]), self.params.scale)
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        ra = float(a[0])
+        return expected_score(ra + advantage if advantage else ra, float(b[0]), self.params.scale)
+
+    def advantage_unit(self) -> float:
+        """The sd of Elo's logistic performance difference over √2: scale/ln 10 · π/√3."""
+        return float(self.params.scale) / math.log(10.0) * math.pi / math.sqrt(3.0)
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

@@ -74,6 +74,7 @@ def update_period(r: float, rd: float, opp_r: FloatArray, opp_rd: FloatArray, sc
 
 class Glicko(RatingSystem):
     name = "glicko"
+    side_advantage = True
     params_type = GlickoParams
     params: GlickoParams
 
@@ -110,26 +111,31 @@ class Glicko(RatingSystem):
         return [np.array([new_r[i], new_rd[i], beliefs[i][2] + 1.0, float(time_ms)]) for i in range(n)]
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                     times_ms: IntArray) -> list[Belief]:
+                     times_ms: IntArray, advantages: FloatArray | None = None) -> list[Belief]:
+        """Each match one rating period of each player; A plays with the side advantage
+        ``advantages[m]`` (B sees A's rating that much higher, A sees B's that much lower)."""
         out = [x.copy() for x in beliefs]
         touched: set[int] = set()
         p = self.params
-        for ia, ib, s, t in zip(a.tolist(), b.tolist(), scores.tolist(), times_ms.tolist(), strict=True):
+        shifts = [0.0] * len(a) if advantages is None else np.asarray(advantages, dtype=np.float64).tolist()
+        for ia, ib, s, t, h in zip(a.tolist(), b.tolist(), scores.tolist(), times_ms.tolist(), shifts, strict=True):
             A, B = out[ia], out[ib]
             rda = self._inflated(float(A[1]), float(A[3]), t)
             rdb = self._inflated(float(B[1]), float(B[3]), t)
             ra, rb = float(A[0]), float(B[0])
-            na, nrda = update_period(ra, rda, np.array([rb]), np.array([rdb]), np.array([s]))
-            nb, nrdb = update_period(rb, rdb, np.array([ra]), np.array([rda]), np.array([1.0 - s]))
+            na, nrda = update_period(ra, rda, np.array([rb - h if h else rb]), np.array([rdb]), np.array([s]))
+            nb, nrdb = update_period(rb, rdb, np.array([ra + h if h else ra]), np.array([rda]), np.array([1.0 - s]))
             out[ia] = np.array([na, max(nrda, p.rd_min), A[2] + 1.0, float(t)])
             out[ib] = np.array([nb, max(nrdb, p.rd_min), B[2] + 1.0, float(t)])
             touched.update((ia, ib))
         return [out[i] if i in touched else beliefs[i] for i in range(len(beliefs))]
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        """E(s) with the combined deviation √(RD_a² + RD_b²) (Glickman 1999, eq. for predictions)."""
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        """E(s) with the combined deviation √(RD_a² + RD_b²) (Glickman 1999, eq. for predictions);
+        A's rating shifted by the side advantage."""
         gg = float(g(math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2)))
-        return 1.0 / (1.0 + 10.0 ** (-gg * (float(a[0]) - float(b[0])) / 400.0))
+        diff = float(a[0]) - float(b[0])
+        return 1.0 / (1.0 + 10.0 ** (-gg * (diff + advantage if advantage else diff) / 400.0))
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

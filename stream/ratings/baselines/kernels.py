@@ -322,13 +322,15 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
 
 @njit(cache=True, nogil=True)
 def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
-                    k: float, scale: float) -> None:
+                    k: float, scale: float, shifts: np.ndarray) -> None:
     """Sequential Elo steps over a batch of matches, in place (the plain loop of
-    tests/unit/test_baselines.py is the oracle: same operations in the same order, no fastmath, so the same bits)."""
+    tests/unit/test_baselines.py is the oracle: same operations in the same order, no fastmath, so the same bits).
+    ``shifts[j]``: the side advantage A plays with (0: none, the unshifted arithmetic)."""
     for j in range(a.shape[0]):
         ia = a[j]
         ib = b[j]
-        e = 1.0 / (1.0 + 10.0 ** ((r[ib] - r[ia]) / scale))
+        h = shifts[j]
+        e = 1.0 / (1.0 + 10.0 ** ((r[ib] - (r[ia] + h if h != 0.0 else r[ia])) / scale))
         d = k * (scores[j] - e)
         r[ia] += d
         r[ib] -= d

@@ -94,10 +94,11 @@ class TopCoder(RatingSystem):
         new_r, new_vol = self.update(r, vol, played, np.asarray(ranks))
         return [np.array([new_r[i], new_vol[i], played[i] + 1.0]) for i in range(n)]
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        """TopCoder's WP: ½(erf((R_a − R_b)/√(2(V_a² + V_b²))) + 1)."""
-        return 0.5 * (math.erf((float(a[0]) - float(b[0])) / math.sqrt(2.0 * (float(a[1]) ** 2
-                                                                               + float(b[1]) ** 2))) + 1.0)
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        """TopCoder's WP: ½(erf((R_a + advantage − R_b)/√(2(V_a² + V_b²))) + 1)."""
+        diff = float(a[0]) - float(b[0])
+        return 0.5 * (math.erf((diff + advantage if advantage else diff)
+                               / math.sqrt(2.0 * (float(a[1]) ** 2 + float(b[1]) ** 2))) + 1.0)
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

@@ -63,6 +63,7 @@ class TrueSkillParams(Params):
 
 class TrueSkill(RatingSystem):
     name = "trueskill"
+    side_advantage = True
     params_type = TrueSkillParams
     params: TrueSkillParams
 
@@ -103,7 +104,8 @@ class TrueSkill(RatingSystem):
 
     def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
                         weight: float = 1.0, perf_ceiling: float = math.inf,
-                        player_weights: FloatArray | None = None) -> list[Belief]:
+                        player_weights: FloatArray | None = None,
+                        team_shift: FloatArray | None = None) -> list[Belief]:
         """A round ranked by teams: the team layer of the module docstring.
 
         The chain returns the likelihood ``(π_t, τ_t)`` of team t's performance. Member i's
@@ -112,7 +114,8 @@ class TrueSkill(RatingSystem):
         Gaussian with precision ``ω_i² π_t / (1 + π_t (R_i + ω_i² β²))`` and precision-mean
         ``ω_i (τ_t − π_t (M_t − ω_i μ_i)) / (1 + π_t (R_i + ω_i² β²))``, where ``M_t = Σ ω_j μ_j``
         and ``R_i = Σ_{j≠i} ω_j² (σ_j² + τ² + β²)``. ``weight`` and ``perf_ceiling`` are ignored,
-        as in ``rate_round``.
+        as in ``rate_round``. ``team_shift[t]``: team t's side advantage, a member of the team of
+        known skill (added to ``M_t``, no variance).
         """
         checked = team_round(beliefs, team_of, team_ranks, player_weights)
         if checked is None:
@@ -125,6 +128,8 @@ class TrueSkill(RatingSystem):
         pvar = sig2 + p.beta**2
         tmu = np.zeros(nteams)
         np.add.at(tmu, team_index, pw * mu)
+        if team_shift is not None:
+            tmu = tmu + np.asarray(team_shift, dtype=np.float64)
         tvar = np.zeros(nteams)
         np.add.at(tvar, team_index, pw * pw * pvar)
         size = np.bincount(team_index, minlength=nteams)
@@ -149,33 +154,41 @@ class TrueSkill(RatingSystem):
         post_sig = np.sqrt(1.0 / post_pi)
         return [np.array([post_mu[i], post_sig[i], beliefs[i][2] + 1.0]) for i in range(n)]
 
-    def rate_pair(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
-        """Closed-form 1-v-1 update (one truncation factor: EP is exact after one pass)."""
+    def rate_pair(self, a: Belief, b: Belief, score: float, advantage: float = 0.0) -> tuple[Belief, Belief]:
+        """Closed-form 1-v-1 update (one truncation factor: EP is exact after one pass); A plays
+        with the side advantage ``advantage``."""
         p = self.params
         if score < 0.5:
-            nb, na = self.rate_pair(b, a, 1.0 - score)
+            nb, na = self.rate_pair(b, a, 1.0 - score, -advantage)
             return na, nb
         va = float(a[1]) ** 2 + p.tau**2
         vb = float(b[1]) ** 2 + p.tau**2
         c2 = va + vb + 2.0 * p.beta**2
         c = math.sqrt(c2)
-        t = (float(a[0]) - float(b[0])) / c
+        diff = float(a[0]) - float(b[0])
+        t = (diff + advantage if advantage else diff) / c
         v, w = (_v_w_draw if score == 0.5 else _v_w_win)(t, self.draw_margin / c)
         na = np.array([a[0] + va / c * v, math.sqrt(va * (1.0 - va / c2 * w)), a[2] + 1.0])
         nb = np.array([b[0] - vb / c * v, math.sqrt(vb * (1.0 - vb / c2 * w)), b[2] + 1.0])
         return na, nb
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                     times_ms: IntArray) -> list[Belief]:
+                     times_ms: IntArray, advantages: FloatArray | None = None) -> list[Belief]:
         out = list(beliefs)
-        for ia, ib, s in zip(a.tolist(), b.tolist(), scores.tolist(), strict=True):
-            out[ia], out[ib] = self.rate_pair(out[ia], out[ib], s)
+        shifts = [0.0] * len(a) if advantages is None else np.asarray(advantages, dtype=np.float64).tolist()
+        for ia, ib, s, h in zip(a.tolist(), b.tolist(), scores.tolist(), shifts, strict=True):
+            out[ia], out[ib] = self.rate_pair(out[ia], out[ib], s, h)
         return out
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        """P(A wins) + P(draw)/2 with the draw margin: d ~ N(μa − μb, σa² + σb² + 2β²)."""
-        win, draw, _ = self.outcomes(float(a[0] - b[0]), float(a[1]) ** 2, float(b[1]) ** 2, 2)
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        """P(A wins) + P(draw)/2 with the draw margin: d ~ N(μa − μb + advantage, σa² + σb² + 2β²)."""
+        diff = float(a[0] - b[0])
+        win, draw, _ = self.outcomes(diff + advantage if advantage else diff, float(a[1]) ** 2, float(b[1]) ** 2, 2)
         return win + 0.5 * draw
+
+    def advantage_unit(self) -> float:
+        """β: a side advantage is a shift of a performance."""
+        return float(self.params.beta)
 
     def outcomes(self, diff: float, var_a: float, var_b: float, players: int) -> tuple[float, float, float]:
         """(P(a wins), P(draw), P(b wins)) for ``d ~ N(diff, var_a + var_b + 2(β² + τ²))`` and the

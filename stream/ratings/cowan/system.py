@@ -335,9 +335,10 @@ class Cowan(RatingSystem):
         lo, probs = self.window(belief)
         return moments(probs, self.model.grid, lo)[0]
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
         """Σ_i Σ_k ρ_A(x_i) Λ(x_i, x_k) ρ_B(x_k) — the model has no draws, so this is
-        also A's expected score."""
+        also A's expected score. A side advantage is not part of this model yet (refused)."""
+        _no_advantage(advantage)
         m = self.model
         fa, fb = self.full(a), self.full(b)
         la, pa = self.window(a)
@@ -379,10 +380,12 @@ class Cowan(RatingSystem):
         b: IntArray,
         scores: FloatArray,
         times_ms: IntArray,
+        advantages: FloatArray | None = None,
         *,
         quantise: bool = True,
     ) -> list[Belief]:
         """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``).
+        ``advantages``: refused unless None or zeros (no side advantage in this model yet).
 
         ``times_ms`` is accepted for the interface but unused: as in the paper, skills drift
         by one kernel step per match, not per unit of time. Large batches with wide waves
@@ -394,6 +397,8 @@ class Cowan(RatingSystem):
         ``quantise=False`` returns the raw model instead (tests against the naive oracle,
         benchmarks; such beliefs are *not* what the pipeline stores).
         """
+        if advantages is not None and np.any(np.asarray(advantages) != 0.0):
+            _no_advantage(1.0)
         return self._rate(beliefs, a, b, scores, quantise)[0]
 
     def _rate(
@@ -669,3 +674,9 @@ def warmup() -> None:
 
 
 __all__ = ["Cowan", "CowanParams", "drift_naive", "fit_exp_sum", "fit_soe", "pack_soe", "posterior_naive", "warmup"]
+
+
+def _no_advantage(advantage: float) -> None:
+    """Cowan's luck function takes no side advantage yet (docs/advantage.md, "Open")."""
+    if advantage:
+        raise RatingError("cowan takes no side advantage (its events rate as neutral)")

@@ -117,6 +117,10 @@ class EloMMRParams(Params):
     #: result says less about each member than an individual result); false: the individual
     #: system's σ update. The default by the evidence of docs/evaluation.md, "Teams"; docs/teams.md
     team_exact_sigma: bool = True
+    #: team rounds: ``mean`` (default), a team performs the ω-weighted mean of its members' skills plus one
+    #: performance noise, so a team of any size behaves like one player of the individual system (docs/teams.md,
+    #: "Large teams"); ``sum``: a team performs the sum of its members' performances, each with its own noise
+    team_performance: str = "mean"
 
     def __post_init__(self) -> None:
         checks = {
@@ -128,6 +132,7 @@ class EloMMRParams(Params):
             "drift_per_day": self.drift_per_day >= 0 and math.isfinite(self.drift_per_day),
             "history_limit": int(self.history_limit) == self.history_limit and self.history_limit >= 0,
             "noob_delay": all(float(x) > 0 and math.isfinite(float(x)) for x in self.noob_delay),
+            "team_performance": self.team_performance in ("mean", "sum"),
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -167,6 +172,16 @@ def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
         bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
         raise RatingError(f"belief of player #{bad} has an invalid length {int(lengths[bad])}")
     return concat_f64(beliefs), offsets
+
+
+def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
+    """The per-team (or per-player) side advantage as the kernels take it: zeros when None."""
+    if shift is None:
+        return np.zeros(n)
+    out = np.asarray(shift, dtype=np.float64)
+    if out.shape != (n,) or not np.all(np.isfinite(out)):
+        raise RatingError(f"a side advantage must be {n} finite numbers")
+    return out
 
 
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
@@ -231,6 +246,7 @@ class EloMMR(RatingSystem):
     params_type: ClassVar[type[Params]] = EloMMRParams
     native: ClassVar[frozenset[str]] = frozenset({"rounds"})
     gaussian: ClassVar[bool] = False
+    side_advantage: ClassVar[bool] = True
 
     params: EloMMRParams
 
@@ -330,13 +346,16 @@ class EloMMR(RatingSystem):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
         player_weights: FloatArray | None = None,
+        team_shift: FloatArray | None = None,
     ) -> list[Belief]:
-        """A round ranked by teams (docs/teams.md): a team performs the sum of its members'
-        performances; the teams' performances are solved like players', and each member's
-        is their conditional expectation given their team's, then added as usual. Exact for
-        Elo-MMχ; for the logistic Elo-MMR the proposal of docs/teams.md (moment-matched)."""
+        """A round ranked by teams (docs/teams.md): a team performs the ω-weighted mean of its
+        members' skills plus one performance noise (``team_performance``); the teams' performances
+        are solved like players', and each member's skill is conditioned on its team's, then
+        updated as usual. Exact for Elo-MMχ; for the logistic Elo-MMR the proposal of
+        docs/teams.md (moment-matched). ``team_shift[t]``: the side advantage team t plays with
+        (docs/advantage.md; None: none)."""
         return self.rate_team_round_detailed(beliefs, team_of, team_ranks, time_ms, weight, perf_ceiling,
-                                             player_weights).beliefs
+                                             player_weights, team_shift).beliefs
 
     def rate_team_round_detailed(
         self,
@@ -347,6 +366,7 @@ class EloMMR(RatingSystem):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
         player_weights: FloatArray | Sequence[float] | None = None,
+        team_shift: FloatArray | Sequence[float] | None = None,
     ) -> TeamRoundResult:
         """Like ``rate_team_round`` but also returns the members' and teams' performances
         (NaN when the round changes nothing: fewer than two teams, or all teams tied)."""
@@ -365,7 +385,8 @@ class EloMMR(RatingSystem):
             n, KT.rate_team_round_flat,
             flat, offsets, team_index, rk.astype(np.float64), pw, float(time_ms), float(weight),
             float(perf_ceiling), p.weight_limit, self._noob, p.sig_limit, p.drift_per_day, p.rho, p.split_ties,
-            self.gaussian, int(p.history_limit), bool(p.team_exact_sigma),
+            self.gaussian, int(p.history_limit), bool(p.team_exact_sigma), p.team_performance == "mean",
+            _shifts(team_shift, nteams),
         )
         _check_output(out, bad, weight)
         return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)
@@ -397,10 +418,16 @@ class EloMMR(RatingSystem):
         w = p.weight_limit
         return math.sqrt((1 + 1 / w) * p.sig_limit**2 + p.drift_per_day / w)
 
-    def win_probability(self, a: Belief, b: Belief) -> float:
-        """P(A's performance beats B's): both ~ the model around μ with σ² + σ_perf²."""
+    def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
+        """P(A's performance beats B's): both ~ the model around μ with σ² + σ_perf², A's
+        shifted by the side advantage."""
         spread = math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2 + 2 * self._perf_spread() ** 2)
-        return performance_win_probability(float(a[0]) - float(b[0]), spread, self.gaussian)
+        diff = float(a[0]) - float(b[0])
+        return performance_win_probability(diff + advantage if advantage else diff, spread, self.gaussian)
+
+    def advantage_unit(self) -> float:
+        """σ_perf: a side advantage is a shift of a performance."""
+        return self._perf_spread()
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

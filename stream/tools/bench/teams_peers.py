@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem, team_round
+from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem, team_round
 from stream.ratings.baselines.trueskill import TrueSkill
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 
@@ -54,7 +54,10 @@ class _Peer(RatingSystem):
 
     def rate_team_round(self, beliefs: Sequence[Belief], team_of: IntArray, team_ranks: IntArray, time_ms: int,
                         weight: float = 1.0, perf_ceiling: float = math.inf,
-                        player_weights: FloatArray | None = None) -> list[Belief]:
+                        player_weights: FloatArray | None = None,
+                        team_shift: FloatArray | None = None) -> list[Belief]:
+        if team_shift is not None and np.any(np.asarray(team_shift) != 0.0):
+            raise RatingError(f"{self.name} takes no side advantage")
         checked = team_round(beliefs, team_of, team_ranks, player_weights)
         if checked is None:
             return list(beliefs)
@@ -112,7 +115,10 @@ class OpenSkillTeams:
     def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
         return float(sum(w * float(b[0]) for b, w in zip(beliefs, weights.tolist(), strict=True)))
 
-    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray) -> float:
+    def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray,
+                        advantage: float = 0.0) -> float:
+        if advantage:
+            raise RatingError("the peers' models take no side advantage")
         model = self.peer.model
         teams = [[model.rating(mu=float(x[0]), sigma=float(x[1])) for x in side] for side in (a, b)]
         return float(model.predict_win(teams)[0])

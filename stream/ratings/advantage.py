@@ -1,0 +1,148 @@
+"""The side advantage of a pool, learned online, shared by every rating system (docs/advantage.md).
+
+A pool has one advantage per side: ``MATCH_SIDE`` for the first player (``a``) of a match that is
+not neutral (home, white, first to move), and one per ``side`` label of the teams of team rounds
+(``home``/``away``, ``blue``/``red``...). A side's advantage ``h`` is in the performance units of
+the pool's system and enters its model where a skill does: the side plays as if its rating were
+``h`` higher (Elo, Glicko: the rating; TrueSkill, Elo-MMR/MMχ: the performance mean; Cowan: the
+argument of the luck function). So it moves the prediction and the update alike: winning at home
+moves ratings less, because a home win was expected more.
+
+Learning rule (derived in docs/advantage.md): each side's advantage is a Gaussian belief
+``N(m, v)``. Before an event each belief of the event's sides drifts, ``v += drift·u²`` (u: the
+system's performance unit, ``RatingSystem.advantage_unit``). The event's outcome score ``s`` (1,
+½, 0 for the first side) has likelihood ``p(x)^s (1 − p(x))^(1−s)`` where ``p(x)`` is the system's
+own probability that the first side finishes ahead when it plays with relative advantage
+``x = h_a − h_b``. One Laplace step at the prior mean (the extended Kalman filter of that
+likelihood) gives, with ``g = (s − p)·p′/(p(1 − p))`` (the score) and ``I = p′²/(p(1 − p))`` (the
+Fisher information), ``v_x = v_a + v_b``:
+
+    h_a ← h_a + v_a·g/(1 + I·v_x),   h_b ← h_b − v_b·g/(1 + I·v_x),
+    v_a ← v_a − v_a²·I/(1 + I·v_x),  v_b ← v_b − v_b²·I/(1 + I·v_x).
+
+For a Gaussian-link system this is the Gaussian posterior of a "player" playing on the side; for
+Elo it is the Glicko step of one rating. A side without a belief (the second player of a match)
+has ``v_b = 0`` and stays fixed at 0. ``p′`` is a central difference of the system's own
+probability with step ``1e-3·u``: one rule for every system, whatever its link.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from stream.ratings.base import RatingError, _coerce
+
+#: the side of the first player of a non-neutral match
+MATCH_SIDE = "match"
+#: the longest ``side`` label of a team (schemas/round.json)
+MAX_SIDE_LENGTH = 32
+#: relative step of the central difference of the system's probability (in units of u)
+DERIVATIVE_STEP = 1e-3
+#: parameter keys of the advantage (``--param``, a pool's configuration), all starting with this
+PREFIX = "advantage"
+
+
+@dataclass(frozen=True)
+class AdvantageParams:
+    """Per-pool settings. ``advantage``: learn and use it (false: every event is neutral);
+    ``advantage_init``: the prior mean of the match side's advantage (performance units of the
+    system; team sides start at 0); ``advantage_sd``: the prior sd, in units u; ``advantage_drift``:
+    the variance a side's belief gains per event of that side, in units u² (how fast it can follow a
+    change: the learning rate of a settled belief)."""
+
+    advantage: bool = True
+    advantage_init: float = 0.0
+    advantage_sd: float = 1.0
+    advantage_drift: float = 1e-6
+
+    def __post_init__(self) -> None:
+        ok = {"advantage_init": math.isfinite(self.advantage_init),
+              "advantage_sd": math.isfinite(self.advantage_sd) and self.advantage_sd >= 0,
+              "advantage_drift": math.isfinite(self.advantage_drift) and self.advantage_drift >= 0}
+        bad = [k for k, good in ok.items() if not good]
+        if bad:
+            raise RatingError(f"invalid advantage parameter(s): {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None = None) -> AdvantageParams:
+        known = {f.name: f for f in fields(cls)}
+        values = dict(values or {})
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise RatingError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**{k: _coerce(k, raw, getattr(cls, k)) for k, raw in values.items()})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def split_params(values: Mapping[str, Any] | None) -> tuple[dict[str, Any], AdvantageParams]:
+    """A pool's parameters split into the system's and the advantage's (keys ``advantage*``)."""
+    mine = {k: v for k, v in (values or {}).items() if k.startswith(PREFIX)}
+    rest = {k: v for k, v in (values or {}).items() if not k.startswith(PREFIX)}
+    return rest, AdvantageParams.from_mapping(mine)
+
+
+@dataclass(frozen=True, slots=True)
+class SideBelief:
+    """A side's advantage: mean and variance (performance units of the system)."""
+
+    mean: float
+    var: float
+
+
+@dataclass
+class Advantages:
+    """The learned advantages of one pool (module docstring); ``unit``: the system's u."""
+
+    params: AdvantageParams
+    unit: float
+    sides: dict[str, SideBelief] = field(default_factory=dict)
+
+    def belief(self, side: str | None) -> SideBelief | None:
+        """The side's belief (its prior when never seen); None for no side or with the advantage off."""
+        if side is None or not self.params.advantage:
+            return None
+        got = self.sides.get(side)
+        if got is not None:
+            return got
+        mean = self.params.advantage_init if side == MATCH_SIDE else 0.0
+        return SideBelief(mean, (self.params.advantage_sd * self.unit) ** 2)
+
+    def shift(self, side: str | None) -> float:
+        """The advantage a side plays with now (0 without one)."""
+        b = self.belief(side)
+        return 0.0 if b is None else b.mean
+
+    def learn(self, side_a: str | None, side_b: str | None, prob: Callable[[float], float], score: float) -> None:
+        """Update the two sides' beliefs by the outcome ``score`` of the first side (1, ½, 0);
+        ``prob(x)``: the system's probability that the first side finishes ahead (a draw counting
+        one half) when it plays with advantage ``x`` over the second (module docstring)."""
+        ba, bb = self.belief(side_a), self.belief(side_b)
+        if side_a == side_b or (ba is None and bb is None):
+            return  # the same side (or none) on both: the outcome says nothing about an advantage
+        drift = self.params.advantage_drift * self.unit * self.unit
+        va = 0.0 if ba is None else ba.var + drift
+        vb = 0.0 if bb is None else bb.var + drift
+        x = (0.0 if ba is None else ba.mean) - (0.0 if bb is None else bb.mean)
+        step = DERIVATIVE_STEP * self.unit
+        p = prob(x)
+        dp = (prob(x + step) - prob(x - step)) / (2.0 * step)
+        q = p * (1.0 - p)
+        if not (q > 0.0 and math.isfinite(dp)):  # a certain outcome carries no information on x
+            g = info = 0.0
+        else:
+            g = (score - p) * dp / q
+            info = dp * dp / q
+        denom = 1.0 + info * (va + vb)
+        if ba is not None and side_a is not None:
+            self.sides[side_a] = SideBelief(ba.mean + va * g / denom, va - va * va * info / denom)
+        if bb is not None and side_b is not None:
+            self.sides[side_b] = SideBelief(bb.mean - vb * g / denom, vb - vb * vb * info / denom)
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """The learned sides (what ``GET /pools/{pool}`` and ``mmr export`` show)."""
+        return {k: {"mean": b.mean, "sd": math.sqrt(b.var)} for k, b in sorted(self.sides.items())}
