@@ -133,7 +133,8 @@ def test_team_rounds_report_log_loss_under_the_keys_of_matches_and_fit_on_them(h
 
 
 def test_one_pool_selects_or_names_the_pool() -> None:
-    events = [MatchEvent(f"e{i}", pool, i, "a", "b", 1.0) for i, pool in enumerate(["x", "y", "x"])]
+    events = [MatchEvent(event_id=f"e{i}", pool=pool, time=i, a="a", b="b", score=1.0)
+              for i, pool in enumerate(["x", "y", "x"])]
     assert one_pool(events, "x") == ("x", [events[0], events[2]])
     single = events[:1]
     assert one_pool(single, None) == ("x", single)
