@@ -223,7 +223,8 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
         "default_train": default_train, "fitted_train": fitted_train,
         "params": written, "default_params": defaults(system, dims),
         "held_out": {"default": metrics(test_default), "fitted": metrics(test_fitted)},
-        "n_events": len(split.events), "n_train": split.n_train, "n_scored": test_fitted.get("n_scored_events", 0) + test_fitted.get("n_scored_team_rounds", 0),
+        "n_events": len(split.events), "n_train": split.n_train,
+        "n_scored": test_fitted.get("n_scored_events", 0) + test_fitted.get("n_scored_team_rounds", 0),
         "trials": trials, "seed": seed, "out": out, "runtime_s": time.perf_counter() - t0,
     }
     if skipped is not None:
