@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "replay": ("stream.tools.replay", "replay", "Replay a history embedded (final ratings) or into the service."),
     "eval": ("stream.tools.evaluate", "evaluate", "Score a rating system's predictions on a history."),
     "tune": ("stream.tools.tune", "tune", "Grid-search parameters on the first 10% and evaluate on the rest."),
+    "fit": ("stream.tools.fit", "fit", "Fit a pool's parameters on its own history and write its pools file."),
     "report": ("stream.tools.report", "report", "Write a Markdown/HTML report with plots comparing systems."),
     "bench": ("stream.tools.bench.command", "bench", "Benchmarks: measured side by side in one run."),
     "warm": ("stream.tools.warm", "warm", "Compile the rating kernels into numba's cache (after install)."),

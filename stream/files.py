@@ -22,22 +22,23 @@ from typing import Any, TypeVar
 import orjson
 from tqdm import tqdm
 
-from stream.events.inputs import MATCH_RUN, CsvMapping, read_records
+from stream.events.inputs import MATCH_RUN, CsvMapping, OnInvalid, read_records
 
 T = TypeVar("T")
 
 
 def iter_records(
     paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
-    chunks: bool = False,
+    chunks: bool = False, on_invalid: OnInvalid | None = None,
 ) -> Iterator[tuple[str, str, Any]]:
     """All records of all inputs in order, with a progress bar (events) on stderr.
 
     ``chunks``: runs of plain matches come as ``MATCH_RUN`` records (``read_records``), except
-    with ``skip``, which counts events one by one. ``prefetched`` runs this on a thread of its own."""
+    with ``skip``, which counts events one by one. ``prefetched`` runs this on a thread of its own.
+    ``on_invalid``: invalid records are handed to it and skipped (``read_records``)."""
     chunked = chunks and not skip
     records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
-        read_records(p, pool, mapping, chunked) for p in paths
+        read_records(p, pool, mapping, chunked, on_invalid) for p in paths
     )
     if skip:
         records = itertools.islice(records, skip, None)

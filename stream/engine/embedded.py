@@ -30,7 +30,7 @@ import orjson
 from stream.engine import explain
 from stream.engine.pool import PoolEngine
 from stream.engine.rating_columns import RatingColumns
-from stream.events.inputs import MATCH_RUN, InputError
+from stream.events.inputs import MATCH_RUN, InputError, OnInvalid
 from stream.events.model import MatchBatch, MatchEvent, MatchRun, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
@@ -229,13 +229,16 @@ class EmbeddedPipeline:
                 held.look_ahead(value.players)
         return record
 
-    def run(self, records: Iterable[tuple[str, str, Any]]) -> None:
-        """Apply every record; a bad one raises InputError naming its file and line."""
+    def run(self, records: Iterable[tuple[str, str, Any]], on_invalid: OnInvalid | None = None) -> None:
+        """Apply every record; a bad one raises InputError naming its file and line, or with
+        ``on_invalid`` is handed to it and skipped (as the service dead-letters it and goes on)."""
         for where, etype, value in records:
             try:
                 self.add(etype, value, where)
             except InvalidEvent as exc:
-                raise InputError(where, str(exc)) from None
+                if on_invalid is None:
+                    raise InputError(where, str(exc)) from None
+                on_invalid(InputError(where, str(exc)))
         self.flush()
 
     # --- the history (``history``): before the unit's commit, the store holds the old beliefs ---

@@ -4,7 +4,9 @@ Formats are detected by content (first non-empty line), compression by suffix
 (``.gz``, ``.xz``). Every record comes out with its location ("file:line") so a bad
 record is reported precisely and nothing after it is applied. Whatever a file holds, reading it
 either gives valid records or raises ``InputError`` naming the file and line: bytes that are
-not UTF-8, a damaged archive and CSV syntax included.
+not UTF-8, a damaged archive and CSV syntax included. A reader given ``on_invalid`` (the tools'
+``--skip-invalid``, ``SkippedLines``) hands it each invalid record's error instead and reads on;
+what stops the file itself (it cannot be read, a CSV header lacks a column) still raises.
 """
 
 from __future__ import annotations
@@ -67,6 +69,47 @@ class InputError(errors.InputError, ValueError):
         self.where = where
         self.reason = reason
         super().__init__(f"{where}: {reason}")
+
+
+#: receives the error of each invalid record that is skipped (``read_records``' ``on_invalid``)
+OnInvalid = Callable[[InputError], None]
+
+
+class SkippedLines:
+    """The invalid records a reading skipped (``on_invalid``): how many, and the first ``keep``
+    errors, each naming its file and line, for the one report at the end."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.keep = keep
+        self.count = 0
+        self.first: list[InputError] = []
+
+    def __call__(self, exc: InputError) -> None:
+        self.count += 1
+        if len(self.first) < self.keep:
+            self.first.append(exc)
+
+    def report(self) -> list[str]:
+        """Lines for stderr: the count, then the first reasons with their file:line (none when nothing was skipped)."""
+        if not self.count:
+            return []
+        shown = f", the first {len(self.first)}" if self.count > len(self.first) else ""
+        return [f"skipped {self.count} invalid record(s){shown}:", *(f"  {exc}" for exc in self.first)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The same for ``--json``: ``{"count", "first": ["file:line: reason", ...]}``."""
+        return {"count": self.count, "first": [str(exc) for exc in self.first]}
+
+
+def _or_skip(records: Iterable[_T], on_invalid: OnInvalid | None) -> Iterable[_T]:
+    """One record's items; when ``on_invalid`` is given, an InputError goes to it and nothing is yielded."""
+    if on_invalid is None:
+        return records
+    try:
+        return list(records)
+    except InputError as exc:
+        on_invalid(exc)
+        return ()
 
 
 @dataclass(frozen=True)
@@ -300,7 +343,8 @@ def _parse_time(text: str, where: str) -> int:
     return ms
 
 
-def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, Any]]:
+def _read_csv(path: str, mapping: CsvMapping, pool: str, on_invalid: OnInvalid | None = None,
+              ) -> Iterator[tuple[str, Any]]:
     with _opened(path) as fh:
         reader = csv.DictReader(fh)
         columns = (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
@@ -314,23 +358,31 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str) -> Iterator[tuple[str, 
         has_neutral = mapping.neutral in header
         for row in _reading(reader, path, lambda: reader.line_num + 1):
             where = f"{path}:{reader.line_num}"
-            if any(row[c] is None for c in columns):  # DictReader's filler for a short row
-                raise InputError(where, f"fewer fields than the header's {len(header)}")
-            a = _check_id(row[mapping.a], mapping.a, where)
-            b = _check_id(row[mapping.b], mapping.b, where)
-            if a == b:
-                raise InputError(where, f"{a!r} cannot play themself")
-            try:
-                sa, sb = float(row[mapping.score_a]), float(row[mapping.score_b])
-            except ValueError:
-                raise InputError(where, "scores must be numbers") from None
-            if not (math.isfinite(sa) and math.isfinite(sb)):
-                raise InputError(where, "scores must be finite")
-            score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
-            t = _parse_time(row[mapping.time], where)
             eid = bounded_id(f"{Path(path).name}:{reader.line_num}", MAX_EVENT_ID_LENGTH)
-            neutral = has_neutral and _neutral(row[mapping.neutral], where)
-            yield where, MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score, neutral=neutral)
+            for m in _or_skip(_csv_match(row, mapping, len(header), where, eid, pool, has_neutral), on_invalid):
+                yield where, m
+
+
+def _csv_match(row: dict[str, Any], mapping: CsvMapping, n_header: int, where: str, eid: str, pool: str,
+               has_neutral: bool = False) -> Iterator[MatchEvent]:
+    """The match of one CSV row (InputError naming ``where`` if it is not one)."""
+    columns = (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
+    if any(row[c] is None for c in columns):  # DictReader's filler for a short row
+        raise InputError(where, f"fewer fields than the header's {n_header}")
+    a = _check_id(row[mapping.a], mapping.a, where)
+    b = _check_id(row[mapping.b], mapping.b, where)
+    if a == b:
+        raise InputError(where, f"{a!r} cannot play themself")
+    try:
+        sa, sb = float(row[mapping.score_a]), float(row[mapping.score_b])
+    except ValueError:
+        raise InputError(where, "scores must be numbers") from None
+    if not (math.isfinite(sa) and math.isfinite(sb)):
+        raise InputError(where, "scores must be finite")
+    score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
+    t = _parse_time(row[mapping.time], where)
+    neutral = has_neutral and _neutral(row[mapping.neutral], where)
+    yield MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score, neutral=neutral)
 
 
 #: the record type of a ``MatchRun`` (``read_records(..., chunks=True)``)
@@ -340,7 +392,8 @@ CHUNK_LINES = 2048
 
 
 def read_records(
-    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False
+    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False,
+    on_invalid: OnInvalid | None = None,
 ) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(where, type, value)`` for every record of one file, in file order.
 
@@ -353,23 +406,26 @@ def read_records(
     column instead of through the schema validator line by line (``_match_runs``). Any block
     of lines holding anything else is read line by line as without it, so the records mean
     the same matches and a bad line raises the same error at the same line.
+
+    ``on_invalid``: an invalid record's InputError is handed to it and the reading goes on
+    (module docstring).
     """
     p = str(path)
     if pool is not None:
         _check_id(pool, "pool", p)
     fmt = detect_format(p)
     if fmt == "csv":
-        for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default"):
+        for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default", on_invalid):
             yield where, "match", m
         return
     with _opened(p) as fh:
         if fmt == "contests":
-            yield from _read_contests(fh, p, pool or "default")
+            yield from _read_contests(fh, p, pool or "default", on_invalid)
             return
         lines = enumerate(_reading(fh, p), 1)
         if not chunks:
             for line_no, line in lines:
-                yield from _record(p, line_no, line, pool)
+                yield from _or_skip(_record(p, line_no, line, pool), on_invalid)
             return
         while block := list(itertools.islice(lines, CHUNK_LINES)):
             runs = _match_runs(p, block, pool)
@@ -378,7 +434,7 @@ def read_records(
                     yield run.where(0), MATCH_RUN, run
                 continue
             for line_no, line in block:
-                yield from _record(p, line_no, line, pool)
+                yield from _or_skip(_record(p, line_no, line, pool), on_invalid)
 
 
 def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple[str, str, Any]]:
@@ -401,7 +457,8 @@ def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple
     yield where, etype, value
 
 
-def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str, Any]]:
+def _read_contests(fh: IO[str], path: str, pool: str, on_invalid: OnInvalid | None = None,
+                   ) -> Iterator[tuple[str, str, Any]]:
     """The rounds of a contest file: each line's standings read as columns by one numba pass
     when the line allows it (``_standings_scan``: the same values), else decoded whole."""
     from stream.events._standings_scan import scan_contest  # numba: only for contest files
@@ -411,16 +468,24 @@ def _read_contests(fh: IO[str], path: str, pool: str) -> Iterator[tuple[str, str
         if not text:
             continue
         where = f"{path}:{line_no}"
-        scanned = scan_contest(line, MAX_ID_LENGTH)  # not `text`: str.strip() takes more than JSON space
-        if scanned is not None:
-            obj, players, ranks = scanned
-            yield where, "round", contest_to_round(obj, where, pool, line_no, text, (players, ranks))
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(where, f"bad JSON: {exc}") from None
-        yield where, "round", contest_to_round(obj, where, pool, line_no, text)
+        for event in _or_skip(_contest(scan_contest, line, text, where, pool, line_no), on_invalid):
+            yield where, "round", event
+
+
+def _contest(scan: Callable[[str, int], Any], line: str, text: str, where: str, pool: str, line_no: int,
+             ) -> Iterator[RoundEvent]:
+    """The round of one contest line (InputError naming ``where`` if it is not one); ``scan``:
+    ``_standings_scan.scan_contest``."""
+    scanned = scan(line, MAX_ID_LENGTH)  # not `text`: str.strip() takes more than JSON space
+    if scanned is not None:
+        obj, players, ranks = scanned
+        yield contest_to_round(obj, where, pool, line_no, text, (players, ranks))
+        return
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(where, f"bad JSON: {exc}") from None
+    yield contest_to_round(obj, where, pool, line_no, text)
 
 
 _STR_TYPE = {str}

@@ -35,6 +35,24 @@ def load(target: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchDim:
+    """One parameter ``mmr fit`` searches, within ``[low, high]`` (``log``: on a log scale, for a
+    parameter whose effect is multiplicative: a rate, a noise, a drift).
+
+    Why the spaces are declared with the systems and kept small: the parameters worth fitting are
+    the ones that set how fast a rating follows new evidence (the dynamics, the update's step) and
+    how noisy one result is; they are what differs between games. Scale and origin parameters
+    (initial rating, the 400-point logistic unit) only relabel the ratings and are never searched,
+    nor are the numerical ones (grid sizes, tolerances). Bounds hold the default inside them, wide
+    enough for any game and narrow enough that a few dozen trials cover them."""
+
+    name: str
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SystemSpec:
     """One rating system as the project uses it (module docstring)."""
 
@@ -64,6 +82,8 @@ class SystemSpec:
     #: a "mean" team model whose belief's second value is a deviation, a team's the root mean
     #: square of its members' (glicko's RD, topcoder's volatility)
     team_deviation: bool = False
+    #: the parameters ``mmr fit`` searches (``SearchDim``); empty: none worth fitting
+    search_space: tuple[SearchDim, ...] = ()
 
     def system_type(self) -> type[RatingSystem]:
         """The system's class (imports its module)."""
@@ -84,4 +104,4 @@ class SystemSpec:
         return [load(target) for target in self.warmups]
 
 
-__all__ = ["FLOAT64_CODEC", "SystemSpec", "TeamModel", "load"]
+__all__ = ["FLOAT64_CODEC", "SearchDim", "SystemSpec", "TeamModel", "load"]

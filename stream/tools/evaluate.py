@@ -21,7 +21,13 @@ when every member has ``min_history`` earlier events; the qualifying teams of a 
 two) are ordered by the system's team strength for the pair inversion and rank deviation
 (aggregated per team), and a round of exactly two teams, both qualifying, gives a log loss and
 Brier of the probability that the first listed team finishes ahead (a tie scores ½), both from
-``stream.ratings.team_scores``.
+``stream.ratings.team_scores``. Those two-team predictions are also counted in ``log_loss``,
+``brier`` and ``accuracy`` with the two-player ones (a history of two-sided games scores the same
+way whether its sides are players or teams); ``team_log_loss`` and ``team_brier`` keep the
+team rounds' alone.
+
+Pools may have systems of their own (``--pools FILE``, the pools file the worker reads as
+``MMR_POOLS_FILE``): each event is predicted and applied by its pool's system.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 import click
 import numpy as np
 
-from stream.events.inputs import CsvMapping, InputError
+from stream.events.inputs import CsvMapping, InputError, OnInvalid
 from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
@@ -47,13 +53,15 @@ from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, sp
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
+from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
 
 Event = RoundEvent | MatchEvent
 
 
 def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapping | None = None,
-                progress: bool = False) -> list[Event]:
-    """All rounds and matches of the inputs, in file order (rounds assembled from results)."""
+                progress: bool = False, on_invalid: OnInvalid | None = None) -> list[Event]:
+    """All rounds and matches of the inputs, in file order (rounds assembled from results).
+    ``on_invalid``: an invalid record is handed to it and skipped (``read_records``), else it raises."""
     from stream.files import iter_records
 
     assembler = RoundAssembler()
@@ -67,7 +75,8 @@ def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapp
         seen.add(key)
         return True
 
-    for where, etype, value in iter_records(tuple(inputs), pool, mapping or CsvMapping(), progress):
+    for where, etype, value in iter_records(tuple(inputs), pool, mapping or CsvMapping(), progress,
+                                            on_invalid=on_invalid):
         try:
             if etype == "match" or etype == "round":
                 if fresh(value.pool, value.event_id):
@@ -83,7 +92,9 @@ def load_events(inputs: Iterable[str], pool: str | None = None, mapping: CsvMapp
                 if ev is not None:
                     out.append(ev)
         except (ValueError, KeyError) as exc:
-            raise InputError(where, str(exc)) from None
+            if on_invalid is None:
+                raise InputError(where, str(exc)) from None
+            on_invalid(InputError(where, str(exc)))
     return out
 
 
@@ -98,16 +109,22 @@ class Trace:
 
 
 class Evaluator:
-    """Applies events in order, scoring each from the state before it."""
+    """Applies events in order, scoring each from the state before it; ``pool_systems``: the
+    systems of pools that have their own (the others: ``system``)."""
 
     def __init__(self, system: RatingSystem, score_from: int, min_history: int = 5, trace: bool = False,
                  trajectories: bool = False, teams: TeamPredictor | None = None,
-                 advantage: AdvantageParams | None = None) -> None:
+                 advantage: AdvantageParams | None = None,
+                 pool_systems: Mapping[str, RatingSystem] | None = None) -> None:
+        #: the system of the event being applied (``add``)
         self.system = system
+        self._default = system
+        self._pool_systems = dict(pool_systems or {})
         # the side advantage: learned per pool where the system's model takes one (stream.ratings.advantage)
         self.advantage = AdvantageParams() if advantage is None else advantage
         self.advantages: dict[str, Advantages] = {}
-        self._teams = teams
+        #: the team predictor of each system (by id): ``teams`` is the default system's
+        self._predictors: dict[int, TeamPredictor] = {} if teams is None else {id(system): teams}
         self.team = TeamScores()
         self.score_from = score_from
         self.min_history = min_history
@@ -170,6 +187,7 @@ class Evaluator:
                 self.trace.trajectories.setdefault(p, []).append((self.n_events, self.system.summary(b).rating))
 
     def add(self, ev: Event) -> None:
+        self.system = self._pool_systems.get(ev.pool, self._default)
         scoring = self.n_events >= self.score_from
         if isinstance(ev, MatchEvent):
             self.n_matches += 1
@@ -232,9 +250,10 @@ class Evaluator:
         self.n_events += 1
 
     def team_predictor(self) -> TeamPredictor:
-        if self._teams is None:
-            self._teams = team_predictor(self.system)
-        return self._teams
+        got = self._predictors.get(id(self.system))
+        if got is None:
+            got = self._predictors[id(self.system)] = team_predictor(self.system)
+        return got
 
     def _learn_sides(self, adv: Advantages, ev: RoundEvent, beliefs: list[Belief]) -> None:
         """The advantages of the two sides of a round of two teams, by its outcome."""
@@ -298,6 +317,16 @@ class Evaluator:
             "n_scored_events": self.scored_rounds,
         }
         out.update(self.team.result())
+        if self.p2:
+            out["n_two_player"] = len(self.p2)
+        if self.p2 or self.team.p2:
+            # every two-sided prediction, players' and teams' (module docstring)
+            p, s = np.asarray(self.p2 + self.team.p2), np.asarray(self.s2 + self.team.s2)
+            out.update(_probability_scores(p, s, "n_two_sided", ""))
+            out["calibration"] = [
+                {"lo": c.lo, "hi": c.hi, "n": c.n, "mean_p": _nan_none(c.mean_p), "mean_s": _nan_none(c.mean_s)}
+                for c in calibration_table(p, s, bins)
+            ]
         if self.pairs > 0:
             devs = np.concatenate(self.devs)
             weights = np.asarray(self.round_n, dtype=np.float64)
@@ -308,13 +337,6 @@ class Evaluator:
             out["pair_inversion_round_mean"] = 100.0 * float(np.mean(self.round_pi))
             out["rank_deviation_round_mean"] = 100.0 * float(np.mean(self.round_dev))
             out["n_scored_players"] = len(devs)
-        if self.p2:
-            p, s = np.asarray(self.p2), np.asarray(self.s2)
-            out.update(_probability_scores(p, s, "n_two_player", ""))
-            out["calibration"] = [
-                {"lo": c.lo, "hi": c.hi, "n": c.n, "mean_p": _nan_none(c.mean_p), "mean_s": _nan_none(c.mean_s)}
-                for c in calibration_table(p, s, bins)
-            ]
         return out
 
 
@@ -379,13 +401,15 @@ def _nan_none(x: float) -> float | None:
 def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float = 0.1, min_history: int = 5,
                     score_from: int | None = None, trace: bool = False, trajectories: bool = False,
                     bins: int = 10, teams: TeamPredictor | None = None,
-                    advantage: AdvantageParams | None = None) -> tuple[dict[str, Any], Evaluator]:
+                    advantage: AdvantageParams | None = None,
+                    pool_systems: Mapping[str, RatingSystem] | None = None) -> tuple[dict[str, Any], Evaluator]:
     """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉). ``teams``:
     the team predictions of team rounds (default: ``team_scores.team_predictor(system)``);
-    ``advantage``: the side advantage's settings (default: learned, ``AdvantageParams()``)."""
+    ``advantage``: the side advantage's settings (default: learned, ``AdvantageParams()``);
+    ``pool_systems``: the systems of pools with their own (``Evaluator``)."""
     start = math.ceil(warmup * len(events)) if score_from is None else score_from
     ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams,
-                   advantage=advantage)
+                   advantage=advantage, pool_systems=pool_systems)
     t0 = time.perf_counter()
     for e in events:
         ev.add(e)
@@ -401,6 +425,11 @@ def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float
 def describe(system: str, params: Mapping[str, Any], warmup: float, min_history: int) -> dict[str, Any]:
     sys_obj = make_system(system, params)
     return {"system": system, "params": sys_obj.params.as_dict(), "warmup": warmup, "min_history": min_history}
+
+
+def load_pool_systems(path: str | None) -> dict[str, RatingSystem]:
+    """The system of each pool of a pools file (``--pools``; ``common.load_pools_file``)."""
+    return {name: make_system(cfg.system, cfg.params) for name, cfg in load_pools_file(path).items()}
 
 
 def csv_mapping(columns: str) -> CsvMapping:
@@ -437,27 +466,38 @@ def _human(res: dict[str, Any]) -> Iterator[str]:
               help="CSV input: A,B,A score,B score,time columns.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar while reading (stderr).")
+@pools_option
+@skip_invalid_option
 def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warmup: float, min_history: int,
-             bins: int, pool: str | None, csv_columns: str, as_json: bool, progress: bool) -> None:
+             bins: int, pool: str | None, csv_columns: str, as_json: bool, progress: bool, pools_file: str | None,
+             skip_invalid: bool) -> None:
     """Score --system's predictions on INPUT files (each from the state before the event)."""
     t0 = time.perf_counter()
+    skipped = skipped_lines(skip_invalid)
     try:
         p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
-        events = load_events(inputs, pool, csv_mapping(csv_columns), progress)
+        pool_systems = load_pool_systems(pools_file)
+        events = load_events(inputs, pool, csv_mapping(csv_columns), progress, skipped)
         from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():
-            res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv)
+            res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv,
+                                     pool_systems=pool_systems)
     except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    report_skipped(skipped)
     replay_s = float(res["runtime_s"])
     res["runtime_s"] = time.perf_counter() - t0  # the whole command: reading + replay + scoring
     res["read_s"] = res["runtime_s"] - replay_s
     out = {"system": system, "params": {**sys_obj.params.as_dict(), **adv.as_dict()}, "inputs": list(inputs),
            "warmup": warmup,
            "min_history": min_history, **res}
+    if pool_systems:
+        out["pools"] = {name: {"system": s.name, "params": s.params.as_dict()} for name, s in pool_systems.items()}
+    if skipped is not None:
+        out["skipped"] = skipped.as_dict()
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from stream.client import Publisher, match_batch_json, match_columns_json, round_json
-from stream.events.inputs import CsvMapping
+from stream.events.inputs import CsvMapping, OnInvalid
 from stream.events.model import MatchEvent
 from stream.events.validate import MATCH_LISTS
 from stream.service.config import Settings, from_env
@@ -90,9 +90,11 @@ async def publish_async(records: Iterable[tuple[str, str, Any]], s: Settings, ba
 def publish_history(inputs: tuple[str, ...], broker: str | None, *, pool: str | None = None,
                     mapping: CsvMapping | None = None, skip: int = 0, rate: float = 0.0, speedup: float = 0.0,
                     batch_size: int = 4096, progress: bool = True,
-                    settings: Settings | None = None) -> dict[tuple[str, int], int]:
+                    settings: Settings | None = None, on_invalid: OnInvalid | None = None,
+                    ) -> dict[tuple[str, int], int]:
     """Entry point of ``mmr replay --broker`` (topic names and security from the environment;
-    ``broker`` None: the settings' bootstrap servers, i.e. KAFKA_BOOTSTRAP_SERVERS)."""
+    ``broker`` None: the settings' bootstrap servers, i.e. KAFKA_BOOTSTRAP_SERVERS). ``on_invalid``:
+    invalid records are handed to it and not published (``read_records``)."""
     from dataclasses import replace
 
     from stream.files import iter_records
@@ -100,7 +102,7 @@ def publish_history(inputs: tuple[str, ...], broker: str | None, *, pool: str | 
     s = settings or from_env()
     if broker is not None:
         s = replace(s, kafka_bootstrap=broker)
-    records = iter_records(inputs, pool, mapping or CsvMapping(), progress, skip)
+    records = iter_records(inputs, pool, mapping or CsvMapping(), progress, skip, on_invalid=on_invalid)
     last = asyncio.run(publish_async(records, s, batch_size, rate, speedup))
     if progress:
         print(f"published to {s.kafka_bootstrap}: " + ", ".join(f"{t}/{p}@{o}" for (t, p), o in sorted(last.items())),

@@ -16,7 +16,9 @@ from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
+from stream.ratings import make_system
 from stream.ratings.base import RatingError
+from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
 
 
 def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
@@ -59,7 +61,7 @@ def fewer_collections() -> Iterator[None]:
 
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
 BROKER_FROM_ENV = "\0from-env"
-EMBEDDED_ONLY = ("system", "params", "out", "top", "history")
+EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "top", "history")
 BROKER_ONLY = ("rate", "speedup")
 
 
@@ -116,6 +118,8 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
     help="CSV input: A,B,A score,B score,time columns.",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@pools_option
+@skip_invalid_option
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -134,6 +138,8 @@ def replay(
     speedup: float,
     csv_columns: str,
     progress: bool,
+    pools_file: str | None,
+    skip_invalid: bool,
 ) -> None:
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
@@ -146,7 +152,9 @@ def replay(
     configuration chooses each pool's system), --rate and --speedup only to publishing.
 
     Bad input (malformed or invalid record) stops the replay with exit status 2, a
-    message naming the file and line, and no output file. With --embedded, a round
+    message naming the file and line, and no output file; with --skip-invalid such records
+    are skipped instead (as the service dead-letters them), counted and the first reasons
+    reported with their file and line. With --embedded, a round
     assembled from round_result events that is still incomplete when the input ends (its
     round_completed never came, or fewer results than it expects) is not bad input:
     it is not rated, as in the service, which dead-letters it after MMR_ROUND_TIMEOUT.
@@ -159,6 +167,7 @@ def replay(
         raise click.BadParameter("needs five column names", param_hint="--csv-columns")
     mapping = CsvMapping(*cols)
     check_mode_options(ctx, broker, embedded)
+    skipped = skipped_lines(skip_invalid)
     try:
         if broker is not None:
             from stream.tools.publish import publish_history
@@ -173,7 +182,9 @@ def replay(
                 speedup=speedup,
                 batch_size=batch_size,
                 progress=progress,
+                on_invalid=skipped,
             )
+            report_skipped(skipped)
             return
         from stream.engine.embedded import EmbeddedPipeline
         from stream.engine.rating_columns import message_lines
@@ -187,11 +198,15 @@ def replay(
                 assert sink is not None
                 sink.write_lines(message_lines(outputs), len(outputs))
 
-            pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size,
+            pool_systems = {name: (cfg.system, cfg.params) for name, cfg in load_pools_file(pools_file).items()}
+            pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size, pool_systems=pool_systems,
                                         history=None if sink is None else write_history)
+            for pool_system, pool_params in pool_systems.values():
+                make_system(pool_system, pool_params)  # fail fast on a bad name / parameter, as the worker does
             with compile_notice():
-                pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True),
-                                        prepare=pipeline.look_ahead))
+                pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True,
+                                                     on_invalid=skipped), prepare=pipeline.look_ahead),
+                             on_invalid=skipped)
             # after the last record of all inputs: a round may span files of one replay
             for open_round in pipeline.incomplete_rounds():
                 click.echo(f"warning: {open_round.describe()}", err=True)
@@ -204,6 +219,7 @@ def replay(
     except RatingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    report_skipped(skipped)
     if out:
         n = write_jsonl_atomic(out, iter(rows))
         click.echo(f"wrote {n} ratings to {out}", err=True)

@@ -42,7 +42,9 @@ def test_two_team_rounds_by_hand() -> None:
     # rank deviations: ½, ½ | 0, 0 | 1, 1
     assert res["team_rank_deviation"] == pytest.approx(50.0)
     assert res["n_scored_team_rounds"] == 3 and res["n_rounds"] == 3
-    assert "pair_inversion" not in res and "log_loss" not in res  # no individual events
+    assert "pair_inversion" not in res and "n_two_player" not in res  # no individual events
+    # the two-team predictions are the log loss and Brier of the history, as matches' would be
+    assert (res["log_loss"], res["brier"], res["n_two_sided"]) == (res["team_log_loss"], res["team_brier"], 3)
 
 
 def test_more_teams_and_the_qualifying_rule() -> None:

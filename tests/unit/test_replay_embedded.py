@@ -374,9 +374,9 @@ def test_the_collector_is_held_back_during_an_embedded_replay_and_restored_after
     during: list[tuple[tuple[int, int, int], int]] = []
     real_run = EmbeddedPipeline.run
 
-    def run(self: EmbeddedPipeline, records: object) -> None:
+    def run(self: EmbeddedPipeline, records: object, on_invalid: object = None) -> None:
         during.append((gc.get_threshold(), gc.get_freeze_count()))
-        real_run(self, records)  # type: ignore[arg-type]
+        real_run(self, records, on_invalid)  # type: ignore[arg-type]
 
     monkeypatch.setattr(EmbeddedPipeline, "run", run)
     before = gc.get_threshold()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from stream.ratings.spec import SystemSpec
+from stream.ratings.spec import SearchDim, SystemSpec
 
 _PACKAGE = "stream.ratings.elo_mmr"
+#: what ``mmr fit`` searches: sig_limit sets the noise of one performance and, with weight_limit,
+#: the drift between events (β² = (1 + 1/w)·sig_limit², γ² = w·sig_limit²)
+SEARCH_SPACE = (SearchDim("sig_limit", 10.0, 400.0, log=True), SearchDim("weight_limit", 0.01, 5.0, log=True))
 
 ELO_MMR = SystemSpec(
     name="elo-mmr",
@@ -14,6 +17,7 @@ ELO_MMR = SystemSpec(
     warmups=(f"{_PACKAGE}.system:warmup",),  # both variants, every kernel
     team_rounds=True,
     team_model="sum",
+    search_space=SEARCH_SPACE,
 )
 ELO_MMX = SystemSpec(
     name="elo-mmx",
@@ -23,6 +27,7 @@ ELO_MMX = SystemSpec(
     warmups=(f"{_PACKAGE}.system:warmup",),
     team_rounds=True,
     team_model="sum",
+    search_space=SEARCH_SPACE,
 )
 
 SPECS = (ELO_MMR, ELO_MMX)

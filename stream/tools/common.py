@@ -1,0 +1,58 @@
+"""Options and helpers shared by the offline commands (``eval``, ``replay``, ``tune``, ``fit``).
+
+Light on purpose (no rating system, no numba): ``mmr replay`` imports it without the evaluation
+harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from stream.config import SettingError
+from stream.events.inputs import SkippedLines
+from stream.service.config import PoolConfig, load_pools
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def skip_invalid_option(f: F) -> F:
+    """``--skip-invalid``: the same flag for every command that reads histories."""
+    opt = click.option("--skip-invalid", is_flag=True,
+                       help="Skip invalid records (counted; the first reasons reported with file:line) instead of "
+                            "stopping at the first.")
+    return opt(f)
+
+
+def pools_option(f: F) -> F:
+    """``--pools FILE``: a pools file as the worker reads it (``MMR_POOLS_FILE``)."""
+    opt = click.option("--pools", "pools_file", type=click.Path(exists=True, dir_okay=False), default=None,
+                       help="Pools file (JSON or TOML, as the worker's MMR_POOLS_FILE): the system and parameters "
+                            "of each pool it names (other pools: --system, --param).")
+    return opt(f)
+
+
+def skipped_lines(skip_invalid: bool) -> SkippedLines | None:
+    """What collects the skipped records with ``--skip-invalid`` (None: stop at the first)."""
+    return SkippedLines() if skip_invalid else None
+
+
+def report_skipped(skipped: SkippedLines | None) -> None:
+    """The skipped records on stderr: their count and the first reasons (nothing when none were)."""
+    for line in skipped.report() if skipped is not None else ():
+        click.echo(line, err=True)
+
+
+def load_pools_file(path: str | None) -> dict[str, PoolConfig]:
+    """The pools of a pools file, read by the reader of the worker's ``MMR_POOLS_FILE``
+    (``stream.service.config.load_pools``), so what a pool is evaluated or replayed with offline
+    is exactly what runs live; a file that cannot be read or parsed is a usage error naming it.
+    None: no file, no pool with its own system."""
+    if path is None:
+        return {}
+    try:
+        return load_pools(path)
+    except (OSError, ValueError, SettingError) as exc:  # JSON and TOML syntax errors are ValueErrors
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--pools") from None

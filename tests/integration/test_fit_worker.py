@@ -1,0 +1,72 @@
+"""What ``mmr fit`` tunes offline is what runs live: a worker started with ``MMR_POOLS_FILE`` set to
+the file fit wrote rates the pool with those parameters (its exported state equals the embedded
+replay's with the same file, which differs from the defaults') and predicts with them (its HTTP
+win probability is the fitted system's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from service_utils import (
+    MMR,
+    ROOT,
+    WorkerProcess,
+    announced_port,
+    embedded_state,
+    export_state,
+    http_get,
+    make_settings,
+    publish,
+    synth,
+    wait_caught_up,
+)
+
+from stream.ratings import make_system
+from stream.tools.common import load_pools_file
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+SYSTEM = "trueskill"  # its prediction depends on the fitted parameters (β, τ), not on the ratings alone
+
+
+def test_the_worker_rates_and_predicts_a_pool_with_the_parameters_fit_wrote(kafka_bootstrap: str, redis_url: str,
+                                                                             tmp_path: Path) -> None:
+    history = synth(tmp_path, "m.jsonl", "--kind", "matches", "--players", "50", "--rounds", "20", "--matches",
+                    "1200", "--pool", "chess", "--seed", "9")
+    pools = tmp_path / "pools.json"
+    done = subprocess.run([str(MMR), "fit", str(history), "--system", SYSTEM, "--out", str(pools), "--trials", "4",
+                           "--min-history", "2", "--json", "--no-progress"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    fitted: dict[str, Any] = json.loads(done.stdout)
+    configs = load_pools_file(str(pools))
+    assert configs["chess"].system == SYSTEM and configs["chess"].params == fitted["params"]
+    pool_systems = {name: (cfg.system, cfg.params) for name, cfg in configs.items()}
+    expected = embedded_state([history], "elo", pool_systems=pool_systems)
+    assert expected != embedded_state([history], SYSTEM)  # the fitted parameters change the ratings
+
+    s = make_settings(kafka_bootstrap, redis_url)
+    worker = WorkerProcess(s, tmp_path / "worker.log")
+    worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
+    worker.start()
+    try:
+        port = announced_port(worker)
+        publish([history], s)
+        wait_caught_up(s, worker)
+        state = export_state(s)
+        assert state == expected, worker.log_tail()
+        system, default = make_system(SYSTEM, fitted["params"]), make_system(SYSTEM)
+        top = sorted(expected.values(), key=lambda r: r["rating"], reverse=True)
+        a, b = top[0], top[-1]
+        code, wp = http_get(port, f"/pools/chess/win-probability?a={a['player']}&b={b['player']}")
+        assert code == 200, wp
+        ba, bb = (np.array([r["mu"], r["sigma"], r["rounds"]], dtype=np.float64) for r in (a, b))
+        assert wp["p_a"] == pytest.approx(system.win_probability(ba, bb), rel=1e-12, abs=0.0)
+        assert wp["p_a"] != pytest.approx(default.win_probability(ba, bb), rel=1e-6, abs=0.0)
+    finally:
+        worker.stop()
