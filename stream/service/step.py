@@ -175,8 +175,7 @@ class PoolStep:
             return None
         by_offsets = self.settings.dedup == "offsets"
         loop = asyncio.get_running_loop()
-        fault = self.settings.test_fault_rating_bug_pool
-        rate = _injected_bug if fault and pool == fault else rate_ops
+        rate = rate_ops
         optimistic = True
         attempt, delay = 0, 0.0
         while attempt < MAX_ATTEMPTS:
@@ -775,13 +774,6 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: lis
         else:
             out.append(cast("list[bytes | None]", b.texts)[i])
     return out
-
-
-def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-                  upto: dict[str, int] | None, dead_fn: DeadFn, explain: bool = True,
-                  places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
-    """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
-    raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")
 
 
 def _change_records_of(columns: RatingColumns) -> Mapping[str, bytes]:
