@@ -399,6 +399,8 @@ class Service:
 
     async def _housekeep(self) -> None:
         self.update_lag()
+        if self.topics is not None:
+            await self.topics.check_partitions()
         if self.processor.store_down:
             await self.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:

@@ -11,12 +11,13 @@ Ratings reach the topic in input order even when one batch is sent again: a batc
 acknowledged but whose predecessor was sent again after it is sent again too, after it (``settle``),
 so that the last version of each player on the topic is the newest (compaction keeps the last).
 
-Topics that vanish are noticed (``OutputTopics``): a batch counts as published only once its
-output topics are seen on the broker after its acknowledgements, with the partition counts the
-worker started with. A missing topic is created again with the specs of the start
-(``stream.service.topics.topic_specs``) and the batch is sent again; a topic whose partition count
-changed (deleted and created again by someone else, say a broker that creates topics on produce)
-stops the worker with one line: its keys would no longer land where the compacted history of their
+Topics that vanish are noticed (``OutputTopics``): before a batch's outputs are handed over, and
+again after the broker acknowledged them, its output topics must be on the broker; only then does
+the batch count as published. A missing topic is created again with the specs of the start
+(``stream.service.topics.topic_specs``) and the batch is sent again. The housekeeping timer also
+compares their partition counts with the ones the worker started with: a topic whose count changed
+(deleted and created again by someone else, say a broker that creates topics on produce) stops the
+worker with one line, since its keys would no longer land where the compacted history of their
 player is.
 """
 
@@ -86,6 +87,9 @@ class Publisher:
         self.backoff = backoff
         self.clock = 0  # hand-overs begun (``Delivery.sent``)
         self.waiting = 0  # deliveries the broker refused and that wait to be sent again
+        self._spell = (0.0, 0)  # since when (monotonic s) deliveries wait, and the retries counted by then
+        self._last: Delivery | None = None  # the delivery handed last
+        self._hold: Delivery | None = None  # no first hand-over until it is done (``_begin``)
         self._partition_cache: dict[bytes, int] = {}  # rating key -> partition
         self._cache_parts: list[int] = []
         r = metrics.registry
@@ -97,15 +101,13 @@ class Publisher:
     # --- one batch ---------------------------------------------------------------------------------
     async def hand(self, d: Delivery, part: Sequence[RatingOutput]) -> None:
         """Hand a committed step's ratings of ``d`` to the producer (the first time)."""
-        if not d.futures and not d.parts:
-            d.sent = self._tick()
+        await self._begin(d)
         d.parts.append(part)
         d.futures += await self._attempt(self.ratings(part))
 
     async def hand_dead(self, d: Delivery, dead: list[DeadLetter]) -> None:
         """Hand ``d``'s dead letters to the producer (the first time)."""
-        if not d.futures and not d.parts:
-            d.sent = self._tick()
+        await self._begin(d)
         d.dead += dead
         for letter in dead:
             d.futures += await self._attempt(self._send_dead(letter))
@@ -117,40 +119,54 @@ class Publisher:
         try:
             while True:
                 error = await self._failure(d.futures)
+                if error is None and self.topics is not None:
+                    error = await self.topics.ensure()
+                follow = False
                 if error is None and before is not None:
                     await before.done
-                    if before.sent > d.sent:  # the batch before was sent again after this one: follow it
-                        error = "the batch before it was sent again"
-                if error is None and self.topics is not None:
-                    error = await self.topics.check()
-                if error is None:
+                    follow = before.sent > d.sent  # the batch before was sent again after this one: follow it
+                if error is None and not follow:
                     break
-                if not waited:
-                    waited = True
-                    self.waiting += 1
-                    log.warning("publishing a batch (%d ratings, %d dead letters) failed: %s; retrying with backoff "
-                                "until the broker holds it (its input is not acknowledged meanwhile)",
-                                d.ratings(), len(d.dead), error)
+                if self._hold is None or self._hold.done.done():
+                    self._hold = self._last  # the batches handed so far are sent again before any new one
                 self.retries.inc()
-                await asyncio.sleep(random.uniform(delay / 2, delay))
-                delay = min(2 * delay, self.backoff[1])
-                if self.topics is not None:
-                    await self.topics.check()  # creates a missing topic before the outputs go out again
+                if error is not None:
+                    if not waited:
+                        waited = True
+                        self._wait_begins(error)
+                    await asyncio.sleep(random.uniform(delay / 2, delay))
+                    delay = min(2 * delay, self.backoff[1])
+                    if self.topics is not None:
+                        await self.topics.ensure()  # creates a missing topic before the outputs go out again
+                log.debug("batch of %d ratings, %d dead letters sent again: %s", d.ratings(), len(d.dead),
+                          error or "the batch before it was sent again")
                 d.sent = self._tick()
                 d.futures = []
                 for part in d.parts:
                     d.futures += await self._attempt(self.ratings(part))
                 for letter in d.dead:
                     d.futures += await self._attempt(self._send_dead(letter))
-            if waited:
-                log.warning("published the batch (%d ratings, %d dead letters) after the broker came back",
-                            d.ratings(), len(d.dead))
             self.metrics.ratings_out.inc(d.ratings())
         finally:
             if waited:
-                self.waiting -= 1
+                self._wait_ends()
             if not d.done.done():
                 d.done.set_result(None)
+
+    def _wait_begins(self, error: str) -> None:
+        """A batch waits to be sent again; the first of a spell is logged (one line a spell, not one a batch)."""
+        self.waiting += 1
+        if self.waiting == 1:
+            self._spell = (time.monotonic(), int(self.retries._value.get()))
+            log.warning("the broker does not hold a batch's outputs (%s): sending them again with backoff; the "
+                        "worker waits meanwhile, and acknowledges no input behind them", error)
+
+    def _wait_ends(self) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            began, retries = self._spell
+            log.warning("the broker holds the outputs again: %d sending(s) again over %.1f s",
+                        int(self.retries._value.get()) - retries, time.monotonic() - began)
 
     async def dead_letters(self, dead: list[DeadLetter]) -> None:
         """Publish ``dead`` (not of a batch: rounds that timed out) and wait until the broker holds them."""
@@ -162,6 +178,19 @@ class Publisher:
     def _tick(self) -> int:
         self.clock += 1
         return self.clock
+
+    async def _begin(self, d: Delivery) -> None:
+        """Before ``d``'s first hand-over: wait while batches handed before a failure are sent again.
+
+        Why: each of them is sent again after the one before it, and a batch handed meanwhile would be
+        sent before the one ahead of it is sent again, so it would have to be sent again too, and the batch
+        after it, as long as batches keep coming."""
+        if d.sent:
+            return
+        while self._hold is not None and not self._hold.done.done():
+            await asyncio.shield(self._hold.done)
+        d.sent = self._tick()
+        self._last = d
 
     @staticmethod
     async def _attempt(handing: Awaitable[list[Awaitable[Any]]]) -> list[Awaitable[Any]]:

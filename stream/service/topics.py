@@ -23,6 +23,9 @@ from stream.service.config import Settings
 
 log = logging.getLogger(__name__)
 
+#: how long a check of the output topics waits for the broker (a broker that does not answer is reported)
+CHECK_TIMEOUT_MS = 10_000
+
 
 def topic_specs(s: Settings) -> dict[str, dict[str, str]]:
     """name -> topic configs."""
@@ -68,8 +71,8 @@ async def _create_missing(admin: AIOKafkaAdminClient, s: Settings, specs: dict[s
 class OutputTopics:
     """The worker's output topics (ratings, dead letters) as the broker has them.
 
-    ``ensure`` creates a missing one again, with the specs of the start (``topic_specs``); ``check`` also
-    compares each one's partition count with the one the worker first saw. A changed count (the topic
+    ``ensure`` creates a missing one again, with the specs of the start (``topic_specs``); ``check_partitions``
+    also compares each one's partition count with the one the worker first saw. A changed count (the topic
     deleted and created again by someone else, or by a broker that creates topics on produce) is logged
     in one line and stops the worker (``on_changed``, SIGTERM by default): its keys would no longer land
     in the partition that holds their history."""
@@ -86,7 +89,8 @@ class OutputTopics:
 
     async def _client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.s.kafka_bootstrap, **self.s.aiokafka_kwargs())
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.s.kafka_bootstrap, request_timeout_ms=CHECK_TIMEOUT_MS,
+                                        **self.s.aiokafka_kwargs())
             await admin.start()
             self._admin = admin
         return self._admin
@@ -117,8 +121,9 @@ class OutputTopics:
             log.warning("output topic(s) %s missing on the broker; created again as at start", ", ".join(missing))
             return f"output topic(s) {', '.join(missing)} were missing"
 
-    async def check(self) -> str | None:
-        """``ensure``, then the partition counts (None: as first seen)."""
+    async def check_partitions(self) -> str | None:
+        """``ensure``, then the partition counts (None: as first seen). The housekeeping timer's, once a tick:
+        ``ensure`` alone is one request (a batch's), this a second."""
         error = await self.ensure()
         if error is not None:
             return error
