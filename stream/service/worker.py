@@ -130,6 +130,51 @@ def tune_gil(switch_ms: float) -> None:
         sys.setswitchinterval(switch_ms / 1000)
 
 
+class RepeatLimit(logging.Filter):
+    """At most ``burst`` records of one message template of one logger every ``interval`` seconds; the
+    rest are counted, and the next record let through says how many were left out.
+
+    Why: while the broker is down, aiokafka logs an ERROR for every connection, fetch, metadata and
+    coordinator attempt, each a few milliseconds apart: hundreds of lines for an outage of seconds,
+    which bury the worker's own one line that it waits (stream.service.publish)."""
+
+    def __init__(self, interval: float = 10.0, burst: int = 3) -> None:
+        super().__init__()
+        self.interval, self.burst = interval, burst
+        self._seen: dict[tuple[str, object], list[float]] = {}  # key -> [interval start, passed, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.msg)
+        now = record.created
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] >= self.interval:
+            left_out = 0 if seen is None else int(seen[2])
+            self._seen[key] = [now, 1, 0]
+            if len(self._seen) > 10_000:  # bounded: templates, not values, are the keys
+                self._seen.clear()
+            if left_out:
+                record.msg = f"{record.msg} ({left_out} more like it in the last {self.interval:.0f} s left out)"
+            return True
+        if seen[1] < self.burst:
+            seen[1] += 1
+            return True
+        seen[2] += 1
+        return False
+
+
+def limit_repeats(prefixes: tuple[str, ...] = ("aiokafka", "faust", "mode"), limit: RepeatLimit | None = None,
+                  ) -> RepeatLimit:
+    """Put one ``RepeatLimit`` on every logger created so far under ``prefixes`` (a filter of a logger
+    applies to its own records only, so each module's logger gets it)."""
+    limit = limit or RepeatLimit()
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.split(".")[0] in prefixes:
+            logger = logging.getLogger(name)
+            if limit not in logger.filters:
+                logger.addFilter(limit)
+    return limit
+
+
 def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> Any:
     """Faust's worker for ``app``, logging at ``loglevel``, without its terminal spinner.
 
@@ -179,4 +224,5 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
+    limit_repeats()
     faust_worker(svc.app, loglevel or settings.log_level, loop).execute_from_commandline()
