@@ -223,7 +223,7 @@ class Service:
             try:
                 if prev is not None:
                     await prev
-                if self.topics is not None and await self.topics.ensure() is not None:
+                if self.topics is not None and await self.topics.ensure(time.monotonic() - TOPICS_FRESH_S) is not None:
                     pub.retries.inc()  # a topic was missing: created again before this batch's outputs go out
                 while True:
                     part = await steps.get()
@@ -499,6 +499,8 @@ class Service:
 
 #: seconds between checks that held batches are on Redis's disk (stream.service.durability)
 DURABLE_TICK_S = 0.25
+#: a listing of the output topics at most this old answers for a batch about to be handed over (``_publish``)
+TOPICS_FRESH_S = 0.1
 #: seconds a stopping worker waits for the outputs it handed to the producer (``Service.stop_rating``)
 STOP_GRACE_S = 10.0
 

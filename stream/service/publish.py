@@ -120,7 +120,7 @@ class Publisher:
             while True:
                 error = await self._failure(d.futures)
                 if error is None and self.topics is not None:
-                    error = await self.topics.ensure()
+                    error = await self.topics.ensure(since=time.monotonic())  # a listing begun after the acks
                 follow = False
                 if error is None and before is not None:
                     await before.done

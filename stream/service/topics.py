@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -86,6 +87,7 @@ class OutputTopics:
         self.on_changed = on_changed or (lambda _: os.kill(os.getpid(), signal.SIGTERM))
         self._admin: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
+        self._listed_at = -1.0  # when the last listing that found every output topic began (``ensure``)
 
     async def _client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
@@ -100,16 +102,26 @@ class OutputTopics:
             admin, self._admin = self._admin, None
             await admin.close()
 
-    async def ensure(self) -> str | None:
+    async def ensure(self, since: float | None = None) -> str | None:
         """Create the missing output topics again. None when all were there; else what was wrong (the
         outputs sent since may have gone to a topic that was lost: the caller sends them again). A broker
-        that does not answer is reported the same way."""
+        that does not answer is reported the same way.
+
+        ``since`` (``time.monotonic()``, default now): a listing begun then or later that found every topic
+        answers for this call too, without a request of its own. Why: under load a batch is acknowledged
+        every few milliseconds, and the batches acknowledged while one listing is under way all wait for
+        the listing after it: one request answers for all of them."""
+        since = time.monotonic() if since is None else since
         async with self._lock:
+            if self._listed_at >= since:
+                return None
+            began = time.monotonic()
             try:
                 admin = await self._client()
                 existing = set(await admin.list_topics())
                 missing = [n for n in self.names if n not in existing]
                 if not missing:
+                    self._listed_at = began
                     return None
                 specs = topic_specs(self.s)
                 created = await _create_missing(admin, self.s, {n: specs[n] for n in missing}, existing)

@@ -153,7 +153,7 @@ class _Topics(OutputTopics):
         self.answers = answers
         self.checks = 0
 
-    async def ensure(self) -> str | None:
+    async def ensure(self, since: float | None = None) -> str | None:
         self.checks += 1
         return self.answers.pop(0) if self.answers else None
 
