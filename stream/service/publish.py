@@ -105,9 +105,9 @@ class Publisher:
         d.parts.append(part)
         d.futures += await self._attempt(self.ratings(part))
 
-    async def hand_dead(self, d: Delivery, dead: list[DeadLetter]) -> None:
-        """Hand ``d``'s dead letters to the producer (the first time)."""
-        await self._begin(d)
+    async def hand_dead(self, d: Delivery, dead: list[DeadLetter], batch: bool = True) -> None:
+        """Hand ``d``'s dead letters to the producer (the first time); ``batch``: of a batch's delivery."""
+        await self._begin(d, batch)
         d.dead += dead
         for letter in dead:
             d.futures += await self._attempt(self._send_dead(letter))
@@ -172,14 +172,14 @@ class Publisher:
         """Publish ``dead`` (not of a batch: rounds that timed out) and wait until the broker holds them."""
         if dead:
             d = Delivery()
-            await self.hand_dead(d, dead)
+            await self.hand_dead(d, dead, batch=False)
             await self.settle(d)
 
     def _tick(self) -> int:
         self.clock += 1
         return self.clock
 
-    async def _begin(self, d: Delivery) -> None:
+    async def _begin(self, d: Delivery, batch: bool = True) -> None:
         """Before ``d``'s first hand-over: wait while batches handed before a failure are sent again.
 
         Why: each of them is sent again after the one before it, and a batch handed meanwhile would be
@@ -190,7 +190,8 @@ class Publisher:
         while self._hold is not None and not self._hold.done.done():
             await asyncio.shield(self._hold.done)
         d.sent = self._tick()
-        self._last = d
+        if batch:  # the dead letters of timed-out rounds are in no order with the batches
+            self._last = d
 
     @staticmethod
     async def _attempt(handing: Awaitable[list[Awaitable[Any]]]) -> list[Awaitable[Any]]:
