@@ -31,13 +31,11 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import Counter, Gauge
 
 from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
-from stream.service import kafka_batches
 from stream.service.config import Settings
 from stream.service.messages import DeadLetter, rating_key, rating_value
 from stream.service.metrics import Metrics
@@ -217,12 +215,14 @@ class Publisher:
         return [await self.producer().send(self.settings.topic_dead, d.encode(), key=d.key())]
 
     async def ratings(self, outputs: Sequence[RatingOutput]) -> list[Awaitable[Any]]:
-        """Ratings as pre-built record batches, one per partition; the futures of the broker's acks.
+        """Ratings as record batches built by aiokafka's ``BatchBuilder``, one per partition at a time; the
+        futures of the broker's acks.
 
-        A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs ~20-30 µs of
-        Python each, ``BatchBuilder.append`` a few. Partitions are chosen with the Java-compatible murmur2
-        partitioner on the same key, so compaction and consumers see exactly what per-message sends
-        would give."""
+        Why batches: a round of 3,000 players is 3,000 messages, and ``producer.send`` is a Python call
+        with a future per message where ``BatchBuilder.append`` is one C call. Partitions are chosen by
+        aiokafka's Java-compatible murmur2 partitioner on the same key, so compaction and consumers see
+        exactly what per-message sends would give; a key's partition is remembered (players come back
+        again and again)."""
         topic = self.settings.topic_ratings
         kp = self.producer()
         parts = sorted(await kp.partitions_for(topic))
@@ -233,8 +233,6 @@ class Publisher:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        if isinstance(outputs, RatingColumns) and kafka_batches.supported(kp):
-            return await self._rating_columns(kp, topic, parts, outputs)
         messages: Iterable[tuple[bytes, bytes]]
         if isinstance(outputs, RatingColumns):  # a step's ratings by columns: their messages written so,
             messages = _column_messages(outputs)  # a part between two of the yields below
@@ -258,25 +256,6 @@ class Publisher:
                 b.append(key=key, value=value, timestamp=None)
         for p, b in batches.items():
             futs.append(await kp.send_batch(b, topic, partition=p))
-        return futs
-
-    async def _rating_columns(self, kp: Any, topic: str, parts: list[int],
-                              outputs: RatingColumns) -> list[Awaitable[Any]]:
-        """``ratings`` of a step's ratings by columns: ``SEND_SLICE`` rows at a time, between yields of the
-        event loop, their keys' partitions found and their record batches written by columns
-        (``stream.service.kafka_batches``: the bytes aiokafka's builder writes), with no object per message."""
-        futs: list[Awaitable[Any]] = []
-        max_bytes = self.settings.producer_batch_bytes
-        for start in range(0, len(outputs), SEND_SLICE):
-            if start:
-                await asyncio.sleep(0)
-            keys, values = outputs.part(start, start + SEND_SLICE).message_columns()
-            place = kafka_batches.partitions(keys, len(parts))
-            stamp = int(time.time() * 1000)
-            for j, p in enumerate(parts):
-                rows = np.flatnonzero(place == j)
-                for raw, count in kafka_batches.record_batches(keys, values, rows, stamp, max_bytes):
-                    futs.append(await kp.send_batch(kafka_batches.BuiltBatch(raw, count), topic, partition=p))
         return futs
 
 

@@ -22,7 +22,6 @@ from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import make_system, registry
-from stream.service import kafka_batches
 from stream.service.config import Settings, from_env
 from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
@@ -51,16 +50,14 @@ def warm_shared() -> None:
     """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
     ids (``stream.state.id_index``), the scan of rounds' standings, the embedded store of packed
     beliefs (``stream.state.packed_pool``), the read of a step's values into its arena
-    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``),
-    its rating messages (``stream.engine.rating_columns``) and their record batches
-    (``stream.service.kafka_batches``). ``mmr warm`` and the worker both run this."""
+    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``) and
+    its rating messages (``stream.engine.rating_columns``). ``mmr warm`` and the worker both run this."""
     id_index.warmup()
     _standings_scan.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
     commit_frames.warmup()
     rating_columns.warmup()
-    kafka_batches.warmup()
 
 
 def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
