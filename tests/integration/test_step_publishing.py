@@ -66,7 +66,7 @@ class _Batch:
 
 
 class _Producer:
-    """aiokafka's producer as ``Service._send_ratings`` uses it: each record batch sent is noted with the
+    """aiokafka's producer as ``Publisher.ratings`` uses it: each record batch sent is noted with the
     number of Redis commits made by then; its delivery future is resolved by the test (``deliver``)."""
 
     def __init__(self, commits: Callable[[], int]) -> None:
