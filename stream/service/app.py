@@ -2,10 +2,8 @@
 ratings and dead letters.
 
 Thin wiring around stream.service.processor. The agent iterates batches of the input topics'
-records, one Faust event per batch (``stream.service.delivery``). Faust settings: short
-rebalance/session timeouts (Faust's 60 s defaults make the first join wait ~30 s), no idempotent
-producer (Tansu answers InitProducerId with an error), at-least-once processing with the
-effectively-once step in Redis, memory:// store (state is in Redis).
+records, one Faust event per batch (``stream.service.delivery``); the Faust app's settings are
+``stream.service.faust_app``'s, the publishing of the outputs ``stream.service.publish``'s.
 
 Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated while
 batch N's ratings travel): Redis commit (the future ``Processor.start`` returns) → ratings and
@@ -14,10 +12,11 @@ Redis commit is on Redis's disk (``stream.service.durability``) → the ack of t
 which the commit timer commits their offsets. A Redis that restarts (and may have lost its last
 commits) makes the worker rate every batch not yet acked again, in order (``Service.rewind``).
 A crash anywhere in between re-delivers the batch;
-the Redis step recognises its event ids and applies nothing twice. A dead letter that cannot be
-published is retried with backoff (``Service.deliver_dead``); its batch, and every batch after it,
-stays unacknowledged until it is on the broker. A partition halted by a bug in the rating step
-(stream.service.halts) is paused, and its records from the offending one on are never acked.
+the Redis step recognises its event ids and applies nothing twice. Outputs the broker refuses are
+sent again with backoff (``Publisher.settle``); their batch, and every batch after it, stays
+unacknowledged until the broker holds them, and the worker waits, never exits, meanwhile. A
+partition halted by a bug in the rating step (stream.service.halts) is paused, and its records
+from the offending one on are never acked.
 """
 
 from __future__ import annotations
@@ -28,40 +27,31 @@ import contextlib
 import contextvars
 import functools
 import logging
-import os
-import signal
 import socket
 import time
-from collections.abc import Awaitable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-import numpy as np
-from aiokafka.partitioner import DefaultPartitioner
 from faust.types import TP
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
-from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.runtime import thread_names
-from stream.service import http, kafka_batches, pool_api
+from stream.service import http, pool_api
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
-from stream.service.faust_patches import (
-    DeliveryStats,
-    patch_fetch_wait,
-    patch_inline_delivery,
-    patch_table_start,
-    pause_fetching,
-)
+from stream.service.faust_app import faust_app
+from stream.service.faust_patches import DeliveryStats, pause_fetching
 from stream.service.halts import Halt
-from stream.service.messages import rating_value
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
-from stream.service.processor import BatchResult, DeadLetter, Message, Processor, rating_key
+from stream.service.processor import BatchResult, DeadLetter, Message, Processor
+from stream.service.publish import Delivery, Publisher
+from stream.service.topics import OutputTopics
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.marks import LostWrites
 from stream.state.redis_client import StoreUnavailable, connect_blocking
@@ -83,14 +73,16 @@ class Service:
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per input partition
     started: float = field(default_factory=time.time)
     batches_done: int = 0
-    _partition_cache: dict[bytes, int] = field(default_factory=dict)  # rating key -> partition
-    _cache_parts: list[int] = field(default_factory=list)
     pipeline: BatchPipeline[Message, list[Any]] = field(init=False)
     #: batches done but not yet acknowledged to Kafka: their commits may not be on Redis's disk yet
     durability: Durability[list[Any], Message] = field(init=False)
     _rewinding: asyncio.Task[None] | None = None
     rewinds: int = 0  # Redis restarts met (batches rated again from the last durable point)
     _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
+    _delivery: Delivery | None = None  # the last batch's outputs (``stream.service.publish``)
+    #: publishes the outputs until the broker holds them; ``topics`` checks that its topics are there
+    publisher: Publisher = field(init=False)
+    topics: OutputTopics | None = None
     #: the HTTP API's listening socket, bound when the app is built (``http.bind``)
     http_socket: socket.socket | None = None
     #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
@@ -99,8 +91,6 @@ class Service:
     #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
     http_store: RedisStore | None = None
     http_health: http.RedisPing | None = None
-    #: seconds between attempts to publish a dead letter the producer refused: doubling up to the second
-    dead_letter_backoff: tuple[float, float] = (0.1, 5.0)
     #: fetching of the input partitions is paused while Redis is unavailable (``pause_fetch``)
     fetch_paused: bool = False
     _input_topics: frozenset[str] = frozenset()
@@ -129,10 +119,8 @@ class Service:
         self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
         if self.store.fence is not None:
             self.store.fence.on_trip.append(self.schedule_rewind)
-        self.dead_letter_failures = Counter(
-            "mmr_dead_letter_publish_failures", "Attempts to publish a dead letter that failed (too large, a broker "
-            "error); each is retried with backoff and its input batch is not acknowledged until it is published",
-            registry=self.metrics.registry)
+        self.publisher = Publisher(self.settings, lambda: self.app.producer._ensure_producer(),  # type: ignore[attr-defined]
+                                   self.metrics, self.topics)
         self.processor.halts.on_halt = self.pause
 
     @property
@@ -155,6 +143,15 @@ class Service:
         if self._http_runner is None and self.http_socket is not None:
             self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
+    def waiting_for(self) -> str | None:
+        """Why the worker cannot go on now, for readiness (None: it can)."""
+        if self.topics is not None and self.topics.changed is not None:
+            return self.topics.changed
+        if self.publisher.waiting:
+            return (f"the broker has not acknowledged the outputs of {self.publisher.waiting} batch(es); "
+                    "sending them again with backoff")
+        return None
+
     async def close(self) -> None:
         """Release what the worker holds besides Faust's services, once those stopped (``create_app`` has the
         app call it last in its stop): the HTTP server and its socket, the HTTP API's Redis clients and the
@@ -173,128 +170,9 @@ class Service:
         if self.http_store is not None:
             await self.http_store.close()
         await self.store.close()
+        if self.topics is not None:
+            await self.topics.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
-
-    async def send(self, res: BatchResult) -> list[Awaitable[Any]]:
-        """Hand outputs and dead letters to the producer; the futures resolve on the broker's acks."""
-        futs: list[Awaitable[Any]] = []
-        if res.outputs:
-            futs += await self._send_ratings(res.outputs)
-        await self.publish_dead(res.dead, futs)
-        return futs
-
-    async def _send_ratings(self, outputs: Sequence[RatingOutput]) -> list[Awaitable[Any]]:
-        """Ratings as pre-built record batches, one per partition.
-
-        A round of 3,000 players is 3,000 messages; ``producer.send`` per message costs
-        ~20-30 µs of Python each, ``BatchBuilder.append`` a few. Partitions are chosen with
-        the Java-compatible murmur2 partitioner on the same key, so compaction and consumers
-        see exactly what per-message sends would give. Faust has no public batch send, so this
-        reaches for the aiokafka producer Faust wraps (``_ensure_producer``; its upgrade guard is
-        in tests/unit/test_faust_patches.py).
-        """
-        topic = self.settings.topic_ratings
-        kp = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka producer
-        parts = sorted(await kp.partitions_for(topic))
-        futs: list[Awaitable[Any]] = []
-        batches: dict[int, Any] = {}
-        single = parts[0] if len(parts) == 1 else None
-        cache = self._partition_cache
-        if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
-            cache.clear()
-            self._cache_parts = parts
-        if isinstance(outputs, RatingColumns) and kafka_batches.supported(kp):
-            return await self._send_rating_columns(kp, topic, parts, outputs)
-        messages: Iterable[tuple[bytes, bytes]]
-        if isinstance(outputs, RatingColumns):  # a step's ratings by columns: their messages written so,
-            messages = _column_messages(outputs)  # a part between two of the yields below
-        else:  # (made as they are sent, between the yields below)
-            messages = ((rating_key(o.pool, o.player), rating_value(o)) for o in outputs)
-        for i, (key, value) in enumerate(messages):
-            if i and not i % SEND_SLICE:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
-                await asyncio.sleep(0)
-            if single is not None:
-                p = single
-            else:  # murmur2 is pure Python in aiokafka (~2.3 µs a key); players come back again and again
-                p = cache.get(key, -1)
-                if p < 0:
-                    p = cache[key] = _PARTITIONER(key, parts, parts)
-            b = batches.get(p)
-            if b is None:
-                b = batches[p] = kp.create_batch()
-            if b.append(key=key, value=value, timestamp=None) is None:  # full: ship it, start another
-                futs.append(await kp.send_batch(b, topic, partition=p))
-                b = batches[p] = kp.create_batch()
-                b.append(key=key, value=value, timestamp=None)
-        for p, b in batches.items():
-            futs.append(await kp.send_batch(b, topic, partition=p))
-        return futs
-
-    async def _send_rating_columns(self, kp: Any, topic: str, parts: list[int],
-                                   outputs: RatingColumns) -> list[Awaitable[Any]]:
-        """``_send_ratings`` of a step's ratings by columns: ``SEND_SLICE`` rows at a time, between
-        yields of the event loop, their keys' partitions found and their record batches written by
-        columns (``stream.service.kafka_batches``: the bytes aiokafka's builder writes), with no
-        object per message."""
-        futs: list[Awaitable[Any]] = []
-        max_bytes = self.settings.producer_batch_bytes
-        for start in range(0, len(outputs), SEND_SLICE):
-            if start:
-                await asyncio.sleep(0)
-            keys, values = outputs.part(start, start + SEND_SLICE).message_columns()
-            place = kafka_batches.partitions(keys, len(parts))
-            stamp = int(time.time() * 1000)
-            for j, p in enumerate(parts):
-                rows = np.flatnonzero(place == j)
-                for raw, count in kafka_batches.record_batches(keys, values, rows, stamp, max_bytes):
-                    futs.append(await kp.send_batch(kafka_batches.BuiltBatch(raw, count), topic, partition=p))
-        return futs
-
-    async def publish_dead(self, dead: list[DeadLetter], futs: list[Awaitable[Any]] | None = None) -> None:
-        """Hand ``dead`` to the producer in order. With ``futs``, append one future per dead letter
-        (resolved once it is on the broker, see ``deliver_dead``) and return; without, wait for them."""
-        own = futs is None
-        futs = [] if futs is None else futs
-        self.recent_dead.extend(dead)
-        for d in dead:
-            futs.append(asyncio.ensure_future(self.deliver_dead(d, await self._send_dead(d))))
-        if own and futs:
-            await asyncio.gather(*futs)
-
-    async def deliver_dead(self, d: DeadLetter, sent: Awaitable[Any] | None = None) -> None:
-        """Wait until dead letter ``d`` is on the broker (``sent``: the producer's future of a first
-        attempt, None if it failed), publishing it again with backoff as long as that fails.
-
-        A dead letter that cannot be published (larger than the producer's request limit, a broker
-        error) must neither stop the worker nor be skipped: the batch it came from is acknowledged
-        only after this returns, so its input offset is not committed, and a restarted worker
-        delivers it again."""
-        delay, most = self.dead_letter_backoff
-        while True:
-            if sent is not None:
-                try:
-                    await sent
-                    return
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._dead_failed(d, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, most)
-            sent = await self._send_dead(d)
-
-    async def _send_dead(self, d: DeadLetter) -> Awaitable[Any] | None:
-        try:
-            return await self.app.producer.send(self.settings.topic_dead, d.key(), d.encode(), None, None, None)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # e.g. aiokafka's MessageSizeTooLargeError, raised before sending
-            self._dead_failed(d, exc)
-            return None
-
-    def _dead_failed(self, d: DeadLetter, exc: Exception) -> None:
-        self.dead_letter_failures.inc()
-        log.error("publishing the dead letter of %s:%s@%s failed; retrying: %r", d.topic, d.partition, d.offset, exc)
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
         """The pipeline's first stage: start the batch (rated now or after the batches before
@@ -303,17 +181,14 @@ class Service:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         prev, handed = self._handed, loop.create_future()
-        self._handed = handed
+        before, delivery = self._delivery, Delivery()
+        self._handed, self._delivery = handed, delivery
         steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
-        publishing = asyncio.ensure_future(self._publish(steps, prev, handed, produced))
-
-        def hand(outputs: Sequence[RatingOutput]) -> None:  # a step of the batch is committed
-            self._crash_if_asked(self.batches_done + 1)
-            steps.put_nowait(outputs)
+        publishing = asyncio.ensure_future(self._publish(steps, prev, handed, delivery, before, produced))
 
         try:
-                res = await (await self.processor.start(msgs, safe=True, hand=hand))
+            res = await (await self.processor.start(msgs, safe=True, hand=steps.put_nowait))
         except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
             publishing.cancel()
             if not handed.done():
@@ -322,50 +197,49 @@ class Service:
         done_at = time.perf_counter()
         self.metrics.stage.labels("rated").observe(done_at - started)
         self.batches_done += 1
-        self._crash_if_asked(self.batches_done)
         steps.put_nowait((res, done_at))
         if self.lost_writes is None:
             return [publishing]
         # the batch's commits all landed: its marks go to Redis before it is held (stream.state.marks)
         return [publishing, asyncio.ensure_future(self.lost_writes.mark(msgs))]
 
-    def _crash_if_asked(self, batch: int) -> None:
-        """Fault injection (``MMR_TEST_FAULT_CRASH_AFTER_BATCHES``): die after a Redis commit of that batch and
-        before its ratings are handed to the producer -- the worst moment for effectively-once."""
-        if 0 < self.settings.test_fault_crash_after_batches <= batch:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
-                       prev: asyncio.Future[None] | None, handed: asyncio.Future[None], produced: float | None,
-                       ) -> None:
+                       prev: asyncio.Future[None] | None, handed: asyncio.Future[None], delivery: Delivery,
+                       before: Delivery | None, produced: float | None) -> None:
         """Hand one batch's outputs to the producer, each step's ratings once the step is committed, the
         rest (dead letters) once the batch is, after the batch before it handed its own (so ratings reach
-        the topic in input order); resolves on the broker's acks. ``steps``: each committed step's ratings,
-        then (the batch's result, when it was committed); ``produced``: the record timestamp of the batch's
-        oldest message.
+        the topic in input order); returns once the broker holds them all (``Publisher.settle``: sent again
+        as long as it does not). ``steps``: each committed step's ratings, then (the batch's result, when it
+        was committed); ``produced``: the record timestamp of the batch's oldest message.
 
         Why step by step: a large take (a backlog many steps long, or ``MMR_TAKE_MAX_BYTES=0``) holds hundreds
         of thousands of ratings; handed over after the batch's last commit they would hold the event loop for
         seconds with nothing else to do, while step by step they are handed as the steps after them are rated
         (and reach the matchmakers a step's commit after they are made)."""
-        futs: list[Awaitable[Any]] = []
+        pub = self.publisher
         try:
-            if prev is not None:
-                await prev
-            while True:
-                part = await steps.get()
-                if isinstance(part, tuple):
-                    break
-                futs += await self._send_ratings(part)
-            res, done_at = part
-            futs += await self.send(res)
-            if produced is not None:  # clamped: the producer's clock may run ahead of ours
-                self.metrics.input_age.observe(max(0.0, time.time() - produced))
+            try:
+                if prev is not None:
+                    await prev
+                if self.topics is not None and await self.topics.ensure(time.monotonic() - TOPICS_FRESH_S) is not None:
+                    pub.retries.inc()  # a topic was missing: created again before this batch's outputs go out
+                while True:
+                    part = await steps.get()
+                    if isinstance(part, tuple):
+                        break
+                    await pub.hand(delivery, part)
+                res, done_at = part
+                self.recent_dead.extend(res.dead)
+                await pub.hand_dead(delivery, res.dead)
+                if produced is not None:  # clamped: the producer's clock may run ahead of ours
+                    self.metrics.input_age.observe(max(0.0, time.time() - produced))
+            finally:
+                if not handed.done():
+                    handed.set_result(None)
+            await pub.settle(delivery, before)
         finally:
-            if not handed.done():
-                handed.set_result(None)
-        if futs:
-            await asyncio.gather(*futs)
+            if not delivery.done.done():  # cancelled before it settled: the batch after it must not wait
+                delivery.done.set_result(None)
         self.metrics.stage.labels("published").observe(time.perf_counter() - done_at)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
@@ -428,7 +302,7 @@ class Service:
         pending = await self.pipeline.reset()
         await self.processor.settle()  # no step of a batch taken back outlives it (stream.state.fence)
         self.processor.reset()
-        self._handed = None
+        self._handed = self._delivery = None
         batches = [(msgs, tokens) for tokens, msgs in held] + pending
         self.rewinds += 1
         log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
@@ -460,6 +334,8 @@ class Service:
     def not_rating(self) -> str | None:
         """Why the worker rates nothing now (readiness answers 503 with it), or None."""
         reason = None if self.lost_writes is None else self.lost_writes.reason
+        if reason is None:
+            reason = self.waiting_for()
         if reason is None and self.processor.store_down:
             reason = ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
                       "(mmr_store_unavailable, mmr_store_retries_total)")
@@ -521,16 +397,18 @@ class Service:
 
     async def _housekeep(self) -> None:
         self.update_lag()
+        if self.topics is not None:
+            await self.topics.check_partitions()
         if self.processor.store_down:
             await self.pause_fetch(True)  # partitions assigned since the pause (a rebalance) too
         try:
             dead = [] if self.processor.store_down else await self.processor.expire(
-                sources=self.round_sources(), stop=lambda: self.stopping, publish=self.publish_dead)
+                sources=self.round_sources(), stop=lambda: self.stopping, publish=self.publisher.dead_letters)
         except StoreUnavailable as exc:  # a timer that raises is never run again: retried on the next tick
             log.warning("expiring rounds: %r; retrying", exc)
             dead = []
-        if dead:
-            await self.publish_dead(dead)
+        self.recent_dead.extend(dead)
+        await self.publisher.dead_letters(dead)
 
     def pause(self, halt: Halt) -> None:
         """Stop fetching a halted partition (records fetched already are held back by the processor).
@@ -617,60 +495,16 @@ class Service:
         return out
 
 
-_PARTITIONER = DefaultPartitioner()
-
-#: ratings handed to the producer between two yields of the event loop (``Service._send_ratings``)
-SEND_SLICE = 4096
-
-
-def _column_messages(outputs: RatingColumns) -> Iterator[tuple[bytes, bytes]]:
-    """The messages of ``outputs``, made ``SEND_SLICE`` rows at a time as they are asked for: all
-    at once, a step's ~50,000 would hold the event loop ~80 ms with a commit's reply waiting."""
-    for start in range(0, len(outputs), SEND_SLICE):
-        yield from zip(*outputs.part(start, start + SEND_SLICE).messages(), strict=True)
-
 #: seconds between checks that held batches are on Redis's disk (stream.service.durability)
 DURABLE_TICK_S = 0.25
+#: a listing of the output topics at most this old answers for a batch about to be handed over (``_publish``)
+TOPICS_FRESH_S = 0.1
 #: seconds a stopping worker waits for the outputs it handed to the producer (``Service.stop_rating``)
 STOP_GRACE_S = 10.0
 
 
 def _message_size(m: Message) -> int:
     return len(m.value)
-
-
-
-def faust_kwargs(s: Settings) -> dict[str, Any]:
-    kw: dict[str, Any] = dict(
-        broker=";".join(f"kafka://{h.strip()}" for h in s.kafka_bootstrap.split(",") if h.strip()),
-        store="memory://",
-        value_serializer="raw",
-        key_serializer="raw",
-        processing_guarantee="at_least_once",
-        broker_rebalance_timeout=4.0,
-        broker_session_timeout=6.0,
-        broker_heartbeat_interval=1.0,
-        broker_commit_interval=0.5,
-        consumer_auto_offset_reset="earliest",
-        producer_acks=-1,
-        producer_linger_ms=1,
-        producer_max_batch_size=s.producer_batch_bytes,
-        producer_max_request_size=s.producer_max_request_bytes,
-        topic_disable_leader=True,
-        topic_allow_declare=False,  # created up front by stream.service.topics
-        web_enabled=False,  # our own aiohttp server (stream.service.http)
-        stream_wait_empty=False,
-        # Faust wants a data directory even with memory:// stores; keep it out of the cwd
-        datadir=s.faust_state_dir(),
-    )
-    ctx = s.ssl_context()
-    if "SASL" in s.security_protocol.upper():
-        kw["broker_credentials"] = faust.SASLCredentials(
-            username=s.sasl_username, password=s.sasl_password.get_secret_value(), ssl_context=ctx,
-            mechanism=s.sasl_mechanism)
-    elif ctx is not None:
-        kw["broker_credentials"] = faust.SSLCredentials(ctx)
-    return kw
 
 
 def set_numba_threads(n: int) -> None:
@@ -687,18 +521,6 @@ def set_numba_threads(n: int) -> None:
     import numba
 
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
-
-
-def faust_app(s: Settings, app_id: str, *, worker_patches: bool = True) -> faust.App:
-    """A Faust app with the worker's settings and its departures from Faust's per-message path
-    (``stream.service.faust_patches``); without ``worker_patches`` only the fetch wait, as Faust
-    itself runs (the bare loop of ``mmr bench service``)."""
-    patch_fetch_wait(s.fetch_max_wait_ms, s.fetch_idle_wait_ms)
-    if worker_patches:
-        patch_table_start()
-        if s.inline_delivery:
-            patch_inline_delivery()
-    return faust.App(app_id, **faust_kwargs(s))
 
 
 def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, http.RedisPing]:
@@ -729,10 +551,14 @@ def create_app(s: Settings) -> Service:
     metrics.id_index_bytes.set_function(store.ids_nbytes)
     metrics.count_from("mmr_deliveries_waited", "Fetched messages whose hand-over to the agent had to wait "
                        "(the batch channel full: the agent is behind)", lambda: DeliveryStats.waited)
-    svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock)
+    svc = Service(s, app, store, executor, metrics, Processor(s, store, executor, metrics), http_socket=sock,
+                  topics=OutputTopics(s))
     Gauge("mmr_inputs_held", "Input messages rated and published but not yet acknowledged to Kafka: their Redis "
           "commits may not be on Redis's disk yet (MMR_REDIS_DURABLE_AFTER_S)",
           registry=metrics.registry).set_function(lambda: svc.durability.held_messages)
+    metrics.count_from("mmr_output_topics_recreated", "Output topics found missing on the broker and created "
+                       "again (the outputs sent since were sent again)",
+                       lambda: svc.topics.recreated if svc.topics else 0)
     metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
                        "again every batch not yet acknowledged", lambda: svc.rewinds)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)

@@ -104,8 +104,6 @@ class Settings:
     #: the longest the long-poll grows to, doubling from MMR_FETCH_MAX_WAIT_MS, while fetches bring
     #: nothing (faust_patches.FetchWaits); at most MMR_FETCH_MAX_WAIT_MS: a fixed wait
     fetch_idle_wait_ms: int = setting(100, "MMR_FETCH_IDLE_WAIT_MS")
-    #: deliver fetched messages to the agent inline when nothing waits (faust_patches.patch_inline_delivery)
-    inline_delivery: bool = setting(True, "MMR_INLINE_DELIVERY")
     #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     numba_threads: int = setting(0, "MMR_NUMBA_THREADS")
     #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
@@ -169,10 +167,6 @@ class Settings:
     #: "halt" stops its partition at that message and alerts; "dead-letter" dead-letters it with
     #: the reason "internal error" and goes on (stream.service.halts)
     on_rating_bug: OnRatingBug = setting("halt", "MMR_ON_RATING_BUG")
-    #: tests only: the worker SIGKILLs itself after this many Redis commits, before publishing
-    test_fault_crash_after_batches: int = setting(0, "MMR_TEST_FAULT_CRASH_AFTER_BATCHES")
-    #: tests only: the rating step of this pool raises (a bug in the rating step, on the numba thread)
-    test_fault_rating_bug_pool: str = setting("", "MMR_TEST_FAULT_RATING_BUG_POOL")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -1,13 +1,15 @@
 """The places where the worker reaches into Faust's private code, because no setting or public call does it.
 
-Four are class-level patches, of Faust's aiokafka driver, aiokafka's fetcher and Faust's table
-manager: idempotent, and process-wide (every app the process builds after the call gets them; the
-worker builds one). ``app.faust_app`` applies them (the driver's as configured:
-``MMR_FETCH_MAX_WAIT_MS``, ``MMR_FETCH_IDLE_WAIT_MS``, ``MMR_INLINE_DELIVERY``). The fifth,
-``pause_fetching``, calls the aiokafka consumer that Faust's consumer thread owns. They were
-written against faust-streaming 0.15, mode-streaming 0.7 and aiokafka 0.14 (pinned in
-pyproject.toml); tests/unit/test_faust_patches.py checks that the code they replace is still
-there, so an upgrade that moves it fails those tests instead of silently undoing the patch.
+Each stays because it carries a win a user sees (docs/ARCHITECTURE.md lists them with their
+measurements). Three are class-level patches, of Faust's aiokafka driver and aiokafka's fetcher:
+idempotent, and process-wide (every app the process builds after the call gets them; the worker
+builds one). ``faust_app.faust_app`` applies them (the fetch waits as configured:
+``MMR_FETCH_MAX_WAIT_MS``, ``MMR_FETCH_IDLE_WAIT_MS``). The fourth, ``pause_fetching``, calls the
+aiokafka consumer that Faust's consumer thread owns; ``stream.service.publish`` sends record batches
+through the aiokafka producer Faust wraps. They were written against faust-streaming 0.15,
+mode-streaming 0.7 and aiokafka 0.14 (pinned in pyproject.toml);
+tests/unit/test_faust_patches.py checks that the code they replace is still there, so an upgrade
+that moves it fails those tests instead of silently undoing the patch.
 """
 
 from __future__ import annotations
@@ -22,16 +24,15 @@ def patch_fetch_wait(ms: int, idle_ms: int = 0) -> None:
     """Make Faust's consumer long-poll ``ms`` instead of its hard-coded 1,500 ms while records
     arrive, and up to ``idle_ms`` while none do (``FetchWaits``; ``idle_ms <= ms``: ``ms`` always).
 
-    Why short: Tansu 0.6 answers a fetch that spans several partitions, some of them empty,
-    only when ``fetch_max_wait_ms`` expires, even when another partition has data (a
-    single-partition fetch returns at once). Faust subscribes the worker to three input
-    topics, so every message waited up to 1.5 s: produce→rating p50 was ~0.6 s at 200
-    matches/s. Why longer when nothing arrives: every fetch costs the worker's consumer thread
-    and event loop and the broker about a millisecond of CPU each, so a fixed 10 ms wait kept an
-    idle worker and its broker each ~10 % busy, and in a backfill, where the worker's own input
-    partitions wait in its buffer, the idle topics' fetches took ~4 CPU-s of a worker's run
-    (BENCHMARKS.md, "Service"). On Kafka a fetch returns as soon as data arrives, so the longer
-    wait costs nothing; on Tansu it bounds the delay of the first message after a quiet spell.
+    Why short: Tansu answers a fetch that spans several partitions, some of them empty, only when
+    ``fetch_max_wait_ms`` expires, even when another partition has data (a single-partition fetch
+    returns at once). Faust subscribes the worker to three input topics, so with Faust's wait every
+    message waited up to the whole of it. Why longer when nothing arrives: every fetch costs the
+    worker's consumer thread, its event loop and the broker some CPU, so a fixed short wait keeps an
+    idle worker and its broker busy, and in a backfill, where the worker's own input partitions wait
+    in its buffer, the idle topics' fetches take a share of the worker's CPU (BENCHMARKS.md,
+    "Service"). On Kafka a fetch returns as soon as data arrives, so the longer wait costs nothing;
+    on Tansu it bounds the delay of the first message after a quiet spell.
     """
     from aiokafka.consumer.fetcher import Fetcher
     from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -96,31 +97,6 @@ def patch_fetcher_waits(fetcher_cls: Any) -> None:
     fetcher_cls._proc_fetch_request = proc_fetch_request
 
 
-def patch_table_start() -> None:
-    """Start Faust's table manager without its fixed one-second pause when the app has no tables.
-
-    ``TableManager.on_start`` sleeps a second before it finalises the tables' changelog channels,
-    and the conductor subscribes to the input topics only after that: time for an app to declare
-    its tables while it starts. The worker declares none (its state is in Redis), so the pause only
-    delays every worker's first fetch, a replacement worker's included, by a second. An app with
-    tables keeps Faust's start as it is.
-    """
-    from faust.tables.manager import TableManager
-
-    cls: Any = TableManager
-    original = getattr(cls, "_mmr_original_on_start", None) or cls.on_start
-
-    async def on_start(self: Any) -> None:
-        if len(self):
-            await original(self)
-        elif not self.should_stop:  # Faust's own steps after its pause
-            await self._update_channels()
-            await self.recovery.start()
-
-    cls._mmr_original_on_start = original
-    cls.on_start = on_start
-
-
 class _Resumed:
     """Awaitable that finishes a coroutine which already ran up to its first suspension.
 
@@ -176,13 +152,11 @@ def patch_inline_delivery() -> None:
     ``await consumer.wait_first(on_message(message), suspend_flow.wait())`` so that a
     rebalance (``suspend_flow`` set) abandons a delivery that is stuck on a full buffer.
     ``wait_first`` wraps both coroutines and the service's ``stopped`` and ``crashed`` events
-    in four tasks and an ``asyncio.wait``, per message, on the event-loop
-    thread that also runs the agent. py-spy of the worker at 2,000 single matches/s: the
-    event-loop thread held the GIL 58 % of the time, and this hand-over was the largest single
-    item of it (~13 %). The batch delivery (``stream.service.delivery``) does not change that:
-    the fetch loop still calls ``wait_first`` once per record. ``mmr bench service --only bare``,
-    its batch-delivery loop, alternating: 66.6k-68.0k msgs/s with this patch, 21.1k-23.1k
-    without (``MMR_INLINE_DELIVERY=0``).
+    in four tasks and an ``asyncio.wait``, per message, on the event-loop thread that also runs
+    the agent and the rating pipeline: the largest single item of that thread's time in a
+    profile of the worker under single matches. The batch delivery (``stream.service.delivery``)
+    does not change that: the fetch loop still calls ``wait_first`` once per record. The worker's
+    throughput and produce-to-rating latency with and without it: BENCHMARKS.md, "Faust delivery".
 
     Almost always ``on_message`` finishes without suspending: it appends the record to the
     open batch, or the batch channel has room for the closed one. So, when the flow is not
@@ -194,11 +168,8 @@ def patch_inline_delivery() -> None:
 
     After an inline delivery the fetch loop yields to the event loop once, as Faust's own
     ``asyncio.wait`` did, so the agent and the batch timer run between records. Without that
-    yield, Faust's fetch loop (which yields every 100 messages) ran ahead of its consumer: in
-    ``mmr bench service`` with Faust's per-record streams ~1,800 of 20,000 hand-overs waited
-    on a full buffer (Faust's four tasks again) and the bare loop ran at 6.3k msgs/s against
-    9.7k-10.5k for Faust's own; with the yield, none waited and it ran at 11.3k-16.2k
-    (BENCHMARKS.md).
+    yield, Faust's fetch loop (which yields every 100 messages) runs ahead of its consumer, and
+    the hand-overs wait on a full buffer (Faust's four tasks again).
     """
     from faust.transport.drivers import aiokafka as faust_aiokafka
     from mode.services import WaitResults

@@ -96,8 +96,7 @@ class Handed:
             if not outputs:
                 return
         self._parts.append(outputs)
-        self._metrics.ratings_out.inc(len(outputs))
-        self._hand(outputs)
+        self._hand(outputs)  # counted in mmr_ratings_out once the broker holds them (stream.service.publish)
 
     def again(self) -> None:
         """The batch is tried again: a rating of a version handed already is not handed from now on."""

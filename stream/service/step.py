@@ -24,10 +24,10 @@ from stream.ratings.base import RatingError
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
-from stream.service.planning import DeadFn, Op, Places, RoundOp, StepInputs, split_steps, step_inputs
+from stream.service.planning import DeadFn, Op, RoundOp, StepInputs, split_steps, step_inputs
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
-from stream.service.step_rating import Rated, rate_ops
+from stream.service.step_rating import rate_ops
 from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
@@ -72,8 +72,7 @@ class PoolStep:
         if engine is None:
             return
         loop = asyncio.get_running_loop()
-        fault = self.settings.test_fault_rating_bug_pool
-        rate = _injected_bug if fault and pool == fault else rate_ops
+        rate = rate_ops  # looked up at each step: tests/faults.py can swap it for a failing one
         optimistic = True
         attempt, delay = 0, 0.0
         while attempt < MAX_ATTEMPTS:
@@ -243,8 +242,3 @@ class PoolStep:
         log.error("%s; dead-lettering %d message(s)", exc, len(msgs))
         return [self.dead(m, f"pool config: {exc}", eid, pool) for m, eid in msgs.values()]
 
-
-def _injected_bug(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-                  dead_fn: DeadFn, places: Places | None = None) -> Rated:
-    """``rate_ops`` with a bug: what the test setting MMR_TEST_FAULT_RATING_BUG_POOL runs for its pool."""
-    raise RuntimeError(f"injected bug in the rating step of pool {engine.pool!r} (MMR_TEST_FAULT_RATING_BUG_POOL)")

@@ -22,7 +22,6 @@ from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import make_system, registry
-from stream.service import kafka_batches
 from stream.service.config import Settings, from_env
 from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
@@ -51,16 +50,14 @@ def warm_shared() -> None:
     """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
     ids (``stream.state.id_index``), the scan of rounds' standings, the embedded store of packed
     beliefs (``stream.state.packed_pool``), the read of a step's values into its arena
-    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``),
-    its rating messages (``stream.engine.rating_columns``) and their record batches
-    (``stream.service.kafka_batches``). ``mmr warm`` and the worker both run this."""
+    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``) and
+    its rating messages (``stream.engine.rating_columns``). ``mmr warm`` and the worker both run this."""
     id_index.warmup()
     _standings_scan.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
     commit_frames.warmup()
     rating_columns.warmup()
-    kafka_batches.warmup()
 
 
 def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
@@ -130,6 +127,51 @@ def tune_gil(switch_ms: float) -> None:
         sys.setswitchinterval(switch_ms / 1000)
 
 
+class RepeatLimit(logging.Filter):
+    """At most ``burst`` records of one message template of one logger every ``interval`` seconds; the
+    rest are counted, and the next record let through says how many were left out.
+
+    Why: while the broker is down, aiokafka logs an ERROR for every connection, fetch, metadata and
+    coordinator attempt, each a few milliseconds apart: hundreds of lines for an outage of seconds,
+    which bury the worker's own one line that it waits (stream.service.publish)."""
+
+    def __init__(self, interval: float = 10.0, burst: int = 3) -> None:
+        super().__init__()
+        self.interval, self.burst = interval, burst
+        self._seen: dict[tuple[str, object], list[float]] = {}  # key -> [interval start, passed, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.msg)
+        now = record.created
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] >= self.interval:
+            left_out = 0 if seen is None else int(seen[2])
+            self._seen[key] = [now, 1, 0]
+            if len(self._seen) > 10_000:  # bounded: templates, not values, are the keys
+                self._seen.clear()
+            if left_out:
+                record.msg = f"{record.msg} ({left_out} more like it in the last {self.interval:.0f} s left out)"
+            return True
+        if seen[1] < self.burst:
+            seen[1] += 1
+            return True
+        seen[2] += 1
+        return False
+
+
+def limit_repeats(prefixes: tuple[str, ...] = ("aiokafka", "faust", "mode"), limit: RepeatLimit | None = None,
+                  ) -> RepeatLimit:
+    """Put one ``RepeatLimit`` on every logger created so far under ``prefixes`` (a filter of a logger
+    applies to its own records only, so each module's logger gets it)."""
+    limit = limit or RepeatLimit()
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.split(".")[0] in prefixes:
+            logger = logging.getLogger(name)
+            if limit not in logger.filters:
+                logger.addFilter(limit)
+    return limit
+
+
 def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> Any:
     """Faust's worker for ``app``, logging at ``loglevel``, without its terminal spinner.
 
@@ -179,4 +221,5 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
         loop.run_until_complete(loop.run_in_executor(svc.executor, warmup, settings))
     tune_gc()
     tune_gil(settings.gil_switch_ms)
+    limit_repeats()
     faust_worker(svc.app, loglevel or settings.log_level, loop).execute_from_commandline()

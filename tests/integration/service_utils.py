@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -58,11 +59,15 @@ class WorkerProcess:
         self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra_env: dict[str, str] = {}
+        #: options of tests/faults.py (``--crash-after-batches N``, ``--rating-bug-pool POOL``): the worker
+        #: runs with those faults installed
+        self.faults: list[str] = []
 
     def start(self) -> Self:
         log = self.log_path.open("ab")
         env = env_for(self.s, **self.extra_env)
-        self.proc = subprocess.Popen([str(MMR), "worker", *self.args], env=env, stdout=log,
+        command = [sys.executable, str(ROOT / "tests" / "faults.py"), *self.faults] if self.faults else [str(MMR)]
+        self.proc = subprocess.Popen([*command, "worker", *self.args], env=env, stdout=log,
                                      stderr=subprocess.STDOUT, cwd=ROOT)
         log.close()
         return self

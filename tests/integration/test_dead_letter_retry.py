@@ -46,7 +46,7 @@ def test_an_unpublishable_dead_letter_is_retried_and_holds_back_the_ack(kafka_bo
         produce_raw(s, s.topic_matches, [(b"dl", _match("m1", "A", "B")), (b"dl", b"not json " * 200),
                                          (b"dl", _match("m2", "B", "C"))])
         # the same dead letter, attempted again and again
-        wait_for("3 failed attempts", lambda: metric(port, "mmr_dead_letter_publish_failures_total") >= 3, refused,
+        wait_for("3 failed attempts", lambda: metric(port, "mmr_publish_retries_total") >= 3, refused,
                  every=0.5)
         time.sleep(2)  # the commit timer runs every 0.5 s
         assert refused.alive(), refused.log_tail()

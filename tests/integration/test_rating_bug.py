@@ -1,6 +1,6 @@
 """A bug in the rating step halts the partition of its message; it is neither dead-lettered nor a crash.
 
-The processor on a real Redis (no broker): the test setting ``test_fault_rating_bug_pool`` makes
+The processor on a real Redis (no broker): ``faults.rating_bug`` (tests/faults.py) makes
 one pool's rating step raise on the numba thread, as a bug in a kernel would; a pool whose Redis
 key holds another type (``StateError``) is the other kind of error that is neither the input's
 nor the infrastructure's. The worker end to end (pause, acks, /healthz, restart with a fix) is
@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+from faults import rating_bug
 
 from stream.service.config import Settings
 from stream.service.processor import Message, Processor
@@ -24,7 +25,7 @@ from stream.state.redis_store import Commit, Conflict, RedisStore
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = Settings(matches_system="elo", test_fault_rating_bug_pool="bug")
+SETTINGS = Settings(matches_system="elo")
 
 
 def _match(offset: int, partition: int, pool: str, eid: str, a: str = "x", b: str = "y") -> Message:
@@ -54,8 +55,9 @@ def test_a_bug_halts_its_partition_at_its_message_and_the_rest_goes_on(redis_url
             proc = Processor(SETTINGS, store, ex)
             paused: list[tuple[str, int, int]] = []
             proc.halts.on_halt = lambda h: paused.append((h.topic, h.partition, h.offset))
-            res = await (await proc.start(first))
-            res2 = await (await proc.start(later))
+            with rating_bug("bug"):
+                res = await (await proc.start(first))
+                res2 = await (await proc.start(later))
             out = {"res": res, "res2": res2, "paused": paused, "halts": proc.halts.listing(),
                    "held": [proc.halts.held(m) for m in first + later],
                    "halted": _sample(proc, "mmr_partitions_halted"),
@@ -93,12 +95,13 @@ def test_a_fixed_processor_resumes_at_the_halted_message_and_ends_as_without_the
         clean = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
         with ThreadPoolExecutor(1) as ex:
             buggy = Processor(SETTINGS, halted, ex)
-            await (await buggy.start(first))
+            with rating_bug("bug"):
+                await (await buggy.start(first))
             assert buggy.halts.listing()[0]["offset"] == 1
-            fixed = Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), halted, ex)
+            fixed = Processor(SETTINGS, halted, ex)
             res = await (await fixed.start(redelivered))
             assert res.dead == []
-            await (await Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), clean, ex).start(first))
+            await (await Processor(SETTINGS, clean, ex).start(first))
         out = (await _rounds(halted, "c"), await _rounds(halted, "bug"), await _rounds(clean, "c"),
                await _rounds(clean, "bug"))
         await halted.close()
@@ -119,12 +122,13 @@ def test_dead_letter_mode_and_a_pool_whose_keys_are_unusable(redis_url: str) -> 
         store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(SETTINGS.with_(on_rating_bug="dead-letter"), store, ex)
-            res = await (await proc.start(batch))
+            with rating_bug("bug"):
+                res = await (await proc.start(batch))
             dl = (res, proc.halts.listing(), _sample(proc, "mmr_rating_bugs_total",
                                                      {"kind": "bug", "action": "dead_lettered"}),
                   _sample(proc, "mmr_dead_letters_total", {"reason": "internal"}), await _rounds(store, "c"))
             await store.r.set(store.key("broken", "lb"), b"not a sorted set")
-            proc2 = Processor(SETTINGS.with_(test_fault_rating_bug_pool=""), store, ex)
+            proc2 = Processor(SETTINGS, store, ex)
             res2 = await (await proc2.start([_match(5, 3, "c", "c1"), _match(6, 3, "broken", "k0"),
                                              _match(7, 3, "c", "c2", "y", "z")]))
             st = (res2, proc2.halts.listing(), _sample(proc2, "mmr_rating_bugs_total",
@@ -162,11 +166,12 @@ def test_an_open_round_of_the_halted_partition_does_not_time_out_while_it_waits(
         store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(settings, store, ex)
-            await (await proc.start(results))
-            await (await proc.start([bug]))
-            held = await (await proc.start([completed]))
-            expired = await proc.expire(10**15 // 2)  # far in the future: any open round the worker holds is due
-            fixed = Processor(settings.with_(test_fault_rating_bug_pool=""), store, ex)
+            with rating_bug("bug"):
+                await (await proc.start(results))
+                await (await proc.start([bug]))
+                held = await (await proc.start([completed]))
+                expired = await proc.expire(10**15 // 2)  # far in the future: any open round the worker holds is due
+            fixed = Processor(settings, store, ex)
             res = await (await fixed.start([bug, completed]))
             out = (proc.halts.listing(), held, expired, res, await _rounds(store, "y"), await _rounds(store, "bug"))
         await store.close()

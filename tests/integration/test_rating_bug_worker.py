@@ -3,7 +3,7 @@ offending message, the other partition goes on; a worker without the bug resumes
 rebalance while halted halts the partition again at the same message.
 
 Pools on both partitions of the matches topic; the worker is started with
-``MMR_TEST_FAULT_RATING_BUG_POOL`` (the rating step of that pool raises). After the halt is on
+``tests/faults.py --rating-bug-pool`` (the rating step of that pool raises). After the halt is on
 ``/healthz``, more events go to every pool: the other partition's pools end equal to the embedded
 replay of all their events, the halted partition's committed offset stays at the offending
 message and nothing of that partition from it on is applied, nothing is dead-lettered. Then the
@@ -88,7 +88,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
     before = ev.add(a, 6) + ev.add(b, 6) + ev.add(c, 6)
     offending = ev.add(bug, 3)  # the first is the offending message: offset 6 of partition 1
     worker = WorkerProcess(s, tmp_path / "buggy.log")
-    worker.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
+    worker.faults = ["--rating-bug-pool", bug]
     worker.start()
     try:
         port = announced_port(worker)
@@ -144,7 +144,7 @@ def test_a_halted_partition_moved_by_a_rebalance_halts_again_at_the_same_message
     first = ev.add(a, 3) + ev.add(c, 3) + ev.add(bug, 2)  # the offending message: offset 3 of partition 1
     workers = [WorkerProcess(s, tmp_path / f"w{i}.log") for i in range(2)]
     for w in workers:
-        w.extra_env = {"MMR_TEST_FAULT_RATING_BUG_POOL": bug}
+        w.faults = ["--rating-bug-pool", bug]
     workers[0].start()
     try:
         ports = [announced_port(workers[0])]

@@ -169,7 +169,7 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
 def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
                                            tmp_path: Path) -> None:
     """6,000 one-match messages against a worker that takes 64 at a time: the agent falls
-    behind, its buffer (the batch channel) fills, and hand-overs wait (``MMR_INLINE_DELIVERY``'s fallback to Faust's own
+    behind, its buffer (the batch channel) fills, and hand-overs wait (the inline hand-over's fallback to Faust's own
     path, counted in ``mmr_deliveries_waited_total``); the result is still the embedded
     replay's, bit for bit."""
     s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
@@ -199,7 +199,7 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
     rng = random.Random(5)
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log)
-    worker.extra_env = {"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}  # first: die between Redis commit and publish
+    worker.faults = ["--crash-after-batches", "3"]  # first: die between Redis commit and publish
     worker.start()
     # ~25 s of streaming: rounds one by one, matches in messages of 50
     producer = BackgroundPublish([histories["rounds"], histories["matches"]], s, batch_size=50, rate=250.0).start()

@@ -17,17 +17,15 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import orjson
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatch
 from prometheus_client import generate_latest
 
 from stream.events.model import RatingOutput
 from stream.service.app import Service
 from stream.service.config import Settings
-from stream.service.kafka_batches import BuiltBatch
 from stream.service.messages import rating_key, rating_value
 from stream.service.metrics import Metrics
 from stream.service.processor import Handed, Message, Processor
@@ -68,7 +66,7 @@ class _Batch:
 
 
 class _Producer:
-    """aiokafka's producer as ``Service._send_ratings`` uses it: each record batch sent is noted with the
+    """aiokafka's producer as ``Publisher.ratings`` uses it: each record batch sent is noted with the
     number of Redis commits made by then; its delivery future is resolved by the test (``deliver``)."""
 
     def __init__(self, commits: Callable[[], int]) -> None:
@@ -82,11 +80,8 @@ class _Producer:
     def create_batch(self) -> _Batch:
         return _Batch()
 
-    async def send_batch(self, batch: _Batch | BuiltBatch, topic: str, partition: int) -> asyncio.Future[None]:
-        # a step's ratings by columns come as record batches already written: read back as a broker would
-        records = batch.records if isinstance(batch, _Batch) else [
-            (cast(bytes, r.key), cast(bytes, r.value)) for r in DefaultRecordBatch(bytearray(batch._build()))]
-        self.sent.append((self.commits(), records))
+    async def send_batch(self, batch: _Batch, topic: str, partition: int) -> asyncio.Future[None]:
+        self.sent.append((self.commits(), batch.records))
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.futures.append(fut)
         return fut

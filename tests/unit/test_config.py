@@ -46,8 +46,6 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
             from_env({"MMR_GIL_SWITCH_MS": bad})
     with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
         from_env({"MMR_SEEN_MAX_IDS": "-1"})
-    # the worker's Faust patches: on by default, each can be turned off
-    assert from_env({}).inline_delivery and not from_env({"MMR_INLINE_DELIVERY": "0"}).inline_delivery
 
 
 def test_the_worker_sets_the_gil_switch_interval() -> None:
@@ -81,15 +79,15 @@ def test_the_worker_hands_its_settings_to_the_store() -> None:
 @pytest.mark.parametrize(("word", "value"), [("1", True), ("true", True), ("Yes", True), ("ON", True), ("on", True),
                                              ("0", False), ("FALSE", False), ("no", False), ("off", False)])
 def test_one_boolean_grammar_for_every_switch(word: str, value: bool) -> None:
-    s = from_env({"MMR_INLINE_DELIVERY": word, "MMR_REDIS_CLUSTER": word})
-    assert s.inline_delivery is s.redis_cluster is value
+    s = from_env({"MMR_REDIS_CLUSTER": word})
+    assert s.redis_cluster is value
     assert engine_settings({"MMR_NUMBA_CACHE": word}).numba_cache is value
 
 
 @pytest.mark.parametrize("word", ["2", "enabled", "nope", "tru"])
 def test_a_boolean_that_is_no_word_of_the_grammar_is_refused(word: str) -> None:
-    with pytest.raises(SettingError, match=f"MMR_INLINE_DELIVERY='{word}': expected one of 1/0, true/false"):
-        from_env({"MMR_INLINE_DELIVERY": word})
+    with pytest.raises(SettingError, match=f"MMR_NUMBA_CACHE='{word}': expected one of 1/0, true/false"):
+        engine_settings({"MMR_NUMBA_CACHE": word})
 
 
 def test_numbers_and_choices_are_checked_by_name() -> None:
@@ -146,7 +144,9 @@ def test_unknown_mmr_variables_are_named_in_a_warning(caplog: pytest.LogCaptureF
         "MMR_TAKEMAX is not a setting of mmr-stream and is ignored; did you mean MMR_TAKE_MAX? (see docs/operator.md)"]
     assert warn_unknown({"MMR_NO_SUCH_THING": "1", "MMR_LOG_LEVEL": "info"}) == ["MMR_NO_SUCH_THING"]
     assert {"MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE", "MMR_ELO_PARALLEL_MIN", "MMR_STATE_DIR",
-            "MMR_TEST_FAULT_CRASH_AFTER_BATCHES", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"} <= known_names()
+            "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"} <= known_names()
+    gone = {"MMR_TEST_FAULT_CRASH_AFTER_BATCHES", "MMR_TEST_FAULT_RATING_BUG_POOL", "MMR_INLINE_DELIVERY"}
+    assert not gone & known_names()
 
 
 def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
@@ -157,17 +157,17 @@ def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
         s.with_(on_rating_bug="skip")
     with pytest.raises(SettingError, match="MMR_TAKE_MAX='5': expected int"):
         s.with_(take_max="5")
-    with pytest.raises(SettingError, match="MMR_INLINE_DELIVERY=1: expected bool"):
-        s.with_(inline_delivery=1)
+    with pytest.raises(SettingError, match="MMR_REDIS_CLUSTER=1: expected"):
+        s.with_(redis_cluster=1)
     with pytest.raises(TypeError):
         s.with_(overlap_commits=True)
 
 
 def test_to_env_round_trips_through_from_env() -> None:
-    s = Settings(app_id="x", take_max=7, take_within=0.5, inline_delivery=False, on_rating_bug="dead-letter",
+    s = Settings(app_id="x", take_max=7, take_within=0.5, redis_cluster=False, on_rating_bug="dead-letter",
                  http_port=1234,
                  rounds_system="elo", default_params={"k": "20", "scale": "400"}, security_protocol="SASL_SSL",
-                 sasl_password=Secret("pw"), log_level="error", state_dir="/tmp/st", test_fault_crash_after_batches=3)
+                 sasl_password=Secret("pw"), log_level="error", state_dir="/tmp/st")
     assert from_env(s.to_env()) == s
     assert from_env(Settings().to_env()) == Settings()
 
@@ -184,14 +184,11 @@ def test_mmr_params_is_parsed_as_param_options_are() -> None:
         from_env({"MMR_PARAMS": "k"})
 
 
-def test_the_state_directory_and_the_fault_switch() -> None:
-    from stream.service.app import faust_kwargs
+def test_the_state_directory() -> None:
+    from stream.service.faust_app import faust_kwargs
 
     assert faust_kwargs(from_env({"MMR_STATE_DIR": "/var/lib/mmr"}))["datadir"] == "/var/lib/mmr"
     assert faust_kwargs(from_env({"MMR_APP_ID": "a1"}))["datadir"].endswith("mmr-faust-a1")
-    assert from_env({"MMR_TEST_FAULT_CRASH_AFTER_BATCHES": "3"}).test_fault_crash_after_batches == 3
-    assert from_env({"MMR_TEST_FAULT_RATING_BUG_POOL": "chess"}).test_fault_rating_bug_pool == "chess"
-    assert Settings().test_fault_rating_bug_pool == ""
 
 
 def test_what_a_bug_in_the_rating_step_does_is_a_choice() -> None:

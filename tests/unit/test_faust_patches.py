@@ -272,7 +272,7 @@ async def test_an_event_wait_is_recognised_by_its_frame() -> None:
 
 
 def test_fausts_producer_still_hands_out_its_aiokafka_producer() -> None:
-    """``Service._send_ratings`` ships pre-built record batches through the aiokafka producer
+    """``Publisher.ratings`` ships pre-built record batches through the aiokafka producer
     Faust wraps (Faust has no public batch send)."""
     from aiokafka import AIOKafkaProducer
 
@@ -299,54 +299,3 @@ def test_fausts_consumer_still_owns_an_aiokafka_consumer_on_its_thread() -> None
         assert callable(getattr(AIOKafkaConsumer, name)), name
     check = inspect.getsource(FetchResult.check_assignment)
     assert "tp_state.paused" in check and "self._partition_records = None" in check
-
-
-@pytest.mark.parametrize("tables", [0, 1])
-@in_loop
-async def test_a_table_manager_without_tables_starts_without_fausts_pause(tables: int) -> None:
-    """The patched ``on_start`` finalises the channels and starts recovery as Faust's does; only an
-    app without tables skips the second's pause before it (the worker's case)."""
-    import faust
-    from faust.tables.manager import TableManager
-
-    from stream.service.faust_patches import patch_table_start
-
-    cls: Any = TableManager
-    before = cls.on_start
-    try:
-        patch_table_start()
-        patch_table_start()  # idempotent: wraps Faust's method once
-        app = faust.App(f"mmr-test-tables-{id(object())}", broker="kafka://127.0.0.1:1", store="memory://")
-        if tables:
-            app.Table("totals", default=int)
-        manager: Any = app.tables
-        steps: list[Any] = []
-
-        async def sleep(seconds: float) -> None:
-            steps.append(("pause", seconds))
-
-        async def update_channels() -> None:
-            steps.append("channels")
-
-        async def start_recovery() -> None:
-            steps.append("recovery")
-
-        manager.sleep = sleep
-        manager._update_channels = update_channels
-        manager.recovery.start = start_recovery
-        await manager.on_start()
-        assert steps == ([("pause", 1.0)] if tables else []) + ["channels", "recovery"]
-        assert cls._mmr_original_on_start.__qualname__ == "TableManager.on_start"
-    finally:
-        cls.on_start = before
-
-
-def test_fausts_table_manager_still_pauses_a_second_then_finalises_its_channels() -> None:
-    """``patch_table_start`` runs the two steps after the pause itself: they must still be these."""
-    from faust.tables.manager import TableManager
-
-    cls: Any = TableManager
-    body = inspect.getsource(getattr(cls, "_mmr_original_on_start", cls.on_start))
-    assert [line.strip() for line in body.splitlines()[2:]] == [
-        "await self.sleep(1.0)", "if not self.should_stop:", "await self._update_channels()",
-        "await self.recovery.start()"]

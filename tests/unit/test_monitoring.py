@@ -164,7 +164,7 @@ def test_every_rule_names_only_what_the_worker_exposes(alert: str) -> None:
 def test_the_rules_cover_what_an_operator_is_paged_for() -> None:
     used = {alert: selectors(r["expr"])[0] for r in rules() for alert in [r["alert"]]}
     needed = {"worker down": {"up"}, "lag": {"mmr_consumer_lag"}, "dead letters": {"mmr_dead_letters_total"},
-              "redis": {"mmr_store_unavailable"}, "kafka": {"mmr_dead_letter_publish_failures_total"},
+              "redis": {"mmr_store_unavailable"}, "kafka": {"mmr_publish_waiting"},
               "batch latency": {"mmr_batch_seconds_bucket"}}
     for what, metrics in needed.items():
         assert any(metrics <= names for names in used.values()), f"no alert on {what}"

@@ -50,3 +50,37 @@ def test_faust_alone_would_log_everything_at_warning(root_logging: None) -> None
         assert logging.getLogger().getEffectiveLevel() == logging.DEBUG
     finally:
         loop.close()
+
+
+def test_repeated_records_are_limited_per_template_and_counted() -> None:
+    from stream.service.worker import RepeatLimit
+
+    limit = RepeatLimit(interval=10.0, burst=2)
+
+    def record(msg: str, at: float, name: str = "aiokafka.conn") -> logging.LogRecord:
+        r = logging.LogRecord(name, logging.ERROR, __file__, 1, msg, ("x",), None)
+        r.created = at
+        return r
+
+    passed = [limit.filter(record("Unable connect to %s", t)) for t in (0.0, 0.1, 0.2, 0.3, 0.4)]
+    assert passed == [True, True, False, False, False]
+    assert limit.filter(record("Another message %s", 0.5))  # another template: its own count
+    assert limit.filter(record("Unable connect to %s", 0.6, "aiokafka.client"))  # another logger too
+    later = record("Unable connect to %s", 10.5)
+    assert limit.filter(later)
+    assert later.getMessage() == "Unable connect to x (3 more like it in the last 10 s left out)"
+
+
+def test_the_limit_goes_on_each_library_logger() -> None:
+    from stream.service.worker import limit_repeats
+
+    logging.getLogger("aiokafka.mmr-test-child")
+    limit = limit_repeats()
+    try:
+        assert limit in logging.getLogger("aiokafka.mmr-test-child").filters
+        assert limit not in logging.getLogger("stream.service.app").filters
+    finally:
+        for name in list(logging.Logger.manager.loggerDict):
+            logger = logging.getLogger(name)
+            if limit in logger.filters:
+                logger.removeFilter(limit)

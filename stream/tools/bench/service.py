@@ -131,8 +131,8 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
 def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: str) -> None:
     """The bare take loop (``python -m stream.tools.bench.service BOOTSTRAP TOPIC[,TOPIC...] N STATE
     faust|worker|batch``)."""
-    from stream.service.app import faust_app
     from stream.service.delivery import BatchDelivery
+    from stream.service.faust_app import faust_app
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
     app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=patches != "faust")
