@@ -51,6 +51,7 @@ from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor
 from stream.service.publish import Delivery, Publisher
+from stream.service.read_api import ReadApi, RedisPing
 from stream.service.topics import OutputTopics
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.marks import LostWrites
@@ -90,7 +91,7 @@ class Service:
     _http_runner: Any = None
     #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
     http_store: RedisStore | None = None
-    http_health: http.RedisPing | None = None
+    http_health: RedisPing | None = None
     #: fetching of the input partitions is paused while Redis is unavailable (``pause_fetch``)
     fetch_paused: bool = False
     _input_topics: frozenset[str] = frozenset()
@@ -128,9 +129,9 @@ class Service:
         """The HTTP API's bound port (None before ``create_app`` bound it)."""
         return None if self.http_socket is None else http.bound_port(self.http_socket)
 
-    def read_api(self) -> http.ReadApi:
+    def read_api(self) -> ReadApi:
         port = self.http_port
-        return http.ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
+        return ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
                             self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
                             health=self.http_health, concurrency=self.settings.http_redis_connections,
                             halted=self.processor.halts.listing, blocked=self.not_rating,
@@ -523,14 +524,14 @@ def set_numba_threads(n: int) -> None:
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
 
-def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, http.RedisPing]:
+def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, RedisPing]:
     """The HTTP API's Redis clients, apart from the pipeline's so that a busy pipeline never starves
     the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
     (the API lets as many requests read at once), and the health probes' ping on a client of its own."""
     reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster, history_limit=s.history_limit,
                                 max_connections=s.http_redis_connections, client_name=s.redis_client_name("reads"),
                                 **s.redis_kwargs())
-    health = http.RedisPing(lambda: connect_blocking(s.redis_url, cluster, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
+    health = RedisPing(lambda: connect_blocking(s.redis_url, cluster, socket_connect_timeout=http.HEALTH_TIMEOUT_S,
                                                      socket_timeout=http.HEALTH_TIMEOUT_S,
                                                      client_name=s.redis_client_name("health"), **s.redis_kwargs()))
     return reads, health

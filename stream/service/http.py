@@ -66,13 +66,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import http_exceptions, web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from stream import __version__
 from stream.engine.pool import PoolConfigError, PoolEngine
@@ -90,7 +88,7 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.state.redis_client import AnyBlockingRedis
+from stream.service.read_api import ReadApi
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -123,88 +121,8 @@ _STORED = text_answer("a stored value of the pool is not a belief, or the pool w
 _POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
 
 
-class RedisPing:
-    """The health probes' PING of Redis on a blocking client and a thread of their own.
-
-    A client on the event loop would be timed by the loop: one busy with many readers, or short of
-    CPU, reads a PONG late, and a probe would call a healthy Redis unhealthy. Here the client's
-    socket timeouts (``HEALTH_TIMEOUT_S``) bound Redis' answer alone, and a late loop only delays the
-    probe's. Probes that arrive while a ping is under way share its answer, so a Redis that hangs
-    costs each probe one timeout at most, however many wait. The client is made on the thread at the
-    first ping (a cluster client asks for the slot map as it is made)."""
-
-    def __init__(self, connect: Callable[[], AnyBlockingRedis]) -> None:
-        self._connect = connect
-        self._client: AnyBlockingRedis | None = None
-        self._thread = thread_names.named_executor(thread_names.HEALTH)
-        self._inflight: asyncio.Future[None] | None = None
-
-    def _ping(self) -> None:
-        if self._client is None:
-            self._client = self._connect()
-        try:
-            self._client.ping()
-        except Exception:
-            client, self._client = self._client, None  # made again at the next ping: a fresh slot map
-            client.close()
-            raise
-
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
-
-    async def close(self) -> None:
-        """Close the client on its thread, after a ping under way (which the socket's timeouts bound), and end
-        the thread. A ping asked after this raises ``RuntimeError``."""
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_client)
-        except RuntimeError:  # closed already
-            return
-        self._thread.shutdown(wait=True)  # idle now: returns at once
-
-    async def __call__(self) -> None:
-        """Return once Redis answered a PING; raise what the ping raised (a timeout, a refused connection)."""
-        loop = asyncio.get_running_loop()
-        if self._inflight is None or self._inflight.done() or self._inflight.get_loop() is not loop:
-            self._inflight = loop.run_in_executor(self._thread, self._ping)
-        await asyncio.shield(self._inflight)
-
-
 class HttpPortTaken(InfrastructureError, RuntimeError):
     """The configured HTTP port is in use (another worker, another program)."""
-
-
-class Engines(Protocol):
-    """Where a pool's rating engine comes from (the worker's pool registry)."""
-
-    async def engine(self, pool: str, kind: str) -> PoolEngine: ...
-
-
-@dataclass(frozen=True)
-class ReadApi:
-    """What the HTTP API reads: Redis, the pools' engines, the metrics, a thread for the kernels."""
-
-    store: RedisStore
-    engines: Engines
-    registry: CollectorRegistry
-    executor: Executor
-    port: int  # the bound port (served by /healthz)
-    running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
-    health: RedisPing | None = None  # the health probes' ping (None: the store's client, on the event loop)
-    concurrency: int = 16  # requests reading Redis at once (at most the read client's connections)
-    #: the input partitions halted by a bug in the rating step (stream.service.halts.Halts.listing)
-    halted: Callable[[], list[dict[str, Any]]] = list
-    #: why the worker rates nothing now (Redis unavailable under a commit, Redis lost acknowledged writes), or None
-    blocked: Callable[[], str | None] = lambda: None
-    #: the bearer token every route but the probes and the console's assets requires ("": none)
-    token: str = ""
-    #: requests handled at once; more answer 429 (the probes are never refused)
-    max_requests: int = 256
-    #: the worker's own event loop (``/livez`` asks it to answer; None: this one)
-    worker_loop: asyncio.AbstractEventLoop | None = None
-    #: what the worker knows of itself for the console's health page (stream.service.pool_api.STATUS)
-    status: Callable[[], dict[str, Any]] | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -30,11 +30,9 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
+from stream.service.read_api import ReadApi
 from stream.state.pool_reads import percentile_rank
 from stream.state.redis_store import RedisStore
-
-if TYPE_CHECKING:
-    from stream.service.http import ReadApi
 
 EngineOf = Callable[[str], Awaitable[PoolEngine]]
 
