@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 
 #: the Redis database of the benchmarks unless REDIS_URL names one (keeps them off the service's)
 BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
-DEFAULT_ROUNDS_SYSTEM = "elo-mmr"
-DEFAULT_MATCHES_SYSTEM = "cowan"
+#: the system of every pool neither the pools file nor ``--system`` / MMR_SYSTEM names: it rates every
+#: event kind (matches, rounds of any size, team rounds), so no pool's events are refused by default
+DEFAULT_SYSTEM = "elo-mmr"
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -48,7 +49,12 @@ LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 OnRatingBug = Literal["halt", "dead-letter"]
 
 #: variables ``from_env`` reads beyond the fields' own: they fill several fields or a dict
-COMPOSITE_NAMES = ("MMR_SYSTEM", "MMR_PARAMS", "MMR_POOLS_FILE")
+COMPOSITE_NAMES = ("MMR_PARAMS", "MMR_POOLS_FILE")
+#: variables that chose a pool's system by the kind of its first event: refused with this hint, as
+#: ignoring them would rate with another system than the operator meant
+REFUSED_NAMES = {name: "a pool's system does not depend on the kind of its events: set MMR_SYSTEM (every pool "
+                       "without configuration) or name the pool in MMR_POOLS_FILE (docs/operator.md)"
+                 for name in ("MMR_ROUNDS_SYSTEM", "MMR_MATCHES_SYSTEM")}
 #: ``MMR_*`` variables read outside the package: the test harness (tests/conftest.py) and
 #: the example matchmaker (deploy/matchmaker.py)
 OUTSIDE_NAMES = ("MMR_TEST_REDIS_DB", "MMR_API")
@@ -132,8 +138,8 @@ class Settings:
     http_token_file: str = setting("", "MMR_HTTP_TOKEN_FILE")
     #: published ratings kept per player for the HTTP API's history (stream.state.history); 0: none kept
     history_limit: int = setting(100, "MMR_HISTORY_LIMIT")
-    rounds_system: str = setting(DEFAULT_ROUNDS_SYSTEM, "MMR_ROUNDS_SYSTEM")
-    matches_system: str = setting(DEFAULT_MATCHES_SYSTEM, "MMR_MATCHES_SYSTEM")
+    #: the system of every pool the pools file does not name (``system_for``)
+    system: str = setting(DEFAULT_SYSTEM, "MMR_SYSTEM")
     #: parameters of the default system (``MMR_PARAMS``, see ``from_env``)
     default_params: dict[str, Any] = field(default_factory=dict)
     #: per-pool systems (``MMR_POOLS_FILE``, see ``load_pools``)
@@ -209,20 +215,16 @@ class Settings:
         """``mmr worker --system/--param``: the default for every pool without its own config."""
         if not name and not params:
             return self
-        return replace(
-            self,
-            rounds_system=name or self.rounds_system,
-            matches_system=name or self.matches_system,
-            default_params=dict(params or {}),
-        )
+        return replace(self, system=name or self.system, default_params=dict(params or {}))
 
-    def system_for(self, pool: str, kind: str) -> PoolConfig:
-        """Configured system of a pool; for an unconfigured pool the default of its first event kind."""
+    def system_for(self, pool: str) -> PoolConfig:
+        """The system a new pool is rated with: the pools file's, else the default (``system``,
+        ``default_params``). Never the kind of the pool's first event, so every worker, whatever
+        reaches it first, fixes the same system (docs/interface.md)."""
         cfg = self.pools.get(pool)
         if cfg is not None:
             return cfg
-        name = self.rounds_system if kind == "rounds" else self.matches_system
-        return PoolConfig(name, dict(self.default_params))
+        return PoolConfig(self.system, dict(self.default_params))
 
     def input_topics(self) -> tuple[str, str, str]:
         return self.topic_matches, self.topic_rounds, self.topic_results
@@ -318,7 +320,7 @@ def load_pools(path: str | Path) -> dict[str, PoolConfig]:
 def known_names() -> set[str]:
     """Every ``MMR_*`` (and other) variable the package or its harness reads."""
     return {*env_names(Settings).values(), *env_names(EngineSettings).values(), *file_names(Settings).values(),
-            *file_names(EngineSettings).values(), *COMPOSITE_NAMES, *OUTSIDE_NAMES}
+            *file_names(EngineSettings).values(), *COMPOSITE_NAMES, *OUTSIDE_NAMES, *REFUSED_NAMES}
 
 
 _reported: set[str] = set()
@@ -348,11 +350,11 @@ def from_env(env: Mapping[str, str] | None = None, **defaults: Any) -> Settings:
     ``defaults`` replace the built-in default of a setting whose variable is not set (a
     benchmark's own Redis database, say)."""
     e = os.environ if env is None else env
+    for name, hint in REFUSED_NAMES.items():
+        if e.get(name, "").strip():
+            raise SettingError(f"{name} is not read: {hint}")
     warn_unknown(e)
     values = {**defaults, **load(Settings, e)}
-    system = e.get("MMR_SYSTEM", "").strip()
-    if system:
-        values["rounds_system"] = values["matches_system"] = system
     try:
         if e.get("MMR_PARAMS", "").strip():
             values["default_params"] = parse_param_list(e["MMR_PARAMS"])

@@ -32,7 +32,7 @@ class PoolRegistry:
             return eng
         stored = await self.store.meta(pool)
         if stored is None:
-            cfg = self.settings.system_for(pool, kind)  # checked when the worker started
+            cfg = self.settings.system_for(pool)  # checked when the worker started
             eng = self.engines[pool] = PoolEngine(pool, make_system(cfg.system, cfg.params))
             self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
             return eng

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
-    out = [(s.rounds_system, s.default_params), (s.matches_system, s.default_params)]
+    out: list[tuple[str, dict[str, object]]] = [(s.system, s.default_params)]
     out += [(p.system, p.params) for p in s.pools.values()]
     return out
 

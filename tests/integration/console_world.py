@@ -66,7 +66,7 @@ def matches(pool: str, n: int, players: int, seed: int) -> list[dict[str, Any]]:
 def start_world(kafka: str, redis_url: str, tmp: Path, rounds_of: int = 4, **env: str) -> World:
     """A worker with a bearer token and a history limit; ``rounds_of`` produce calls per pool (each
     its own batch, so a player's ratings are published in several versions)."""
-    s = make_settings(kafka, redis_url, matches_system="elo-mmx", history_limit=HISTORY_LIMIT)
+    s = make_settings(kafka, redis_url, system="elo-mmx", history_limit=HISTORY_LIMIT)
     worker = WorkerProcess(s, tmp / "worker.log")
     worker.extra_env = {"MMR_HTTP_TOKEN": TOKEN, **env}
     worker.start()

@@ -8,14 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from service_utils import embedded_state
+from service_utils import embedded_state, pool_systems
 
-from stream.service.config import Settings
+from stream.service.config import PoolConfig, Settings
 from stream.service.processor import Message
 
-SETTINGS = Settings(matches_system="elo", rounds_system="elo-mmr")
 MATCH_POOLS = [f"m{i}" for i in range(16)]
 ROUND_POOLS = [f"r{i}" for i in range(8)]
+
+
+def outage_pools(matches_system: str = "elo", rounds_system: str = "elo-mmr") -> dict[str, PoolConfig]:
+    """``Settings.pools`` of the stream: its match pools rated by ``matches_system``, its round pools by
+    ``rounds_system`` (what ``replayed`` replays with)."""
+    return pool_systems({**dict.fromkeys(MATCH_POOLS, matches_system), **dict.fromkeys(ROUND_POOLS, rounds_system)})
+
+
+SETTINGS = Settings(pools=outage_pools())
 
 
 def events(n_batches: int, per_batch: int, seed: int) -> list[list[dict[str, Any]]]:

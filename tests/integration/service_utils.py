@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -24,7 +24,7 @@ from history_sink import history_lines
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
-from stream.service.config import Settings
+from stream.service.config import PoolConfig, Settings
 from stream.service.export import export_rows
 from stream.state.redis_store import RedisStore
 
@@ -43,6 +43,11 @@ def make_settings(kafka: str, redis_url: str, **over: Any) -> Settings:
         topic_dead=f"t{tag}-dead", partitions=2, key_prefix=f"mmr-{tag}", http_port=0, log_level="warning",
     )
     return s.with_(**over)
+
+
+def pool_systems(systems: Mapping[str, str]) -> dict[str, PoolConfig]:
+    """``Settings.pools`` that rate each pool of ``systems`` (pool -> system name) with its defaults."""
+    return {pool: PoolConfig(name) for pool, name in systems.items()}
 
 
 def env_for(s: Settings, **extra: str) -> dict[str, str]:

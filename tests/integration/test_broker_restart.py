@@ -112,7 +112,7 @@ async def _partitions(s: Settings, topic: str) -> int:
 
 
 def test_a_broker_restarted_empty_under_a_stream(broker: Broker, redis_url: str, tmp_path: Path) -> None:
-    s = make_settings(broker.bootstrap, redis_url, matches_system=SYSTEM, partitions=2)
+    s = make_settings(broker.bootstrap, redis_url, system=SYSTEM, partitions=2)
     first = synth(tmp_path, "first.jsonl", "--kind", "matches", "--players", "60", "--matches", "3000", "--pool", "m",
                   "--seed", "3")
     more = synth(tmp_path, "more.jsonl", "--kind", "matches", "--players", "60", "--matches", "500", "--pool", "m2",

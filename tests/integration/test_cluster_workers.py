@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 from cluster_utils import LocalCluster
-from outage_stream import MATCH_POOLS, ROUND_POOLS, events, history, replayed
+from outage_stream import MATCH_POOLS, ROUND_POOLS, events, history, outage_pools, replayed
 from redis.crc import key_slot
 from service_utils import (
     MMR,
@@ -40,7 +40,7 @@ def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
         kafka_bootstrap: str, replicated: LocalCluster, tmp_path: Path) -> None:
     rng = random.Random(25)
     batches = events(30, 20, seed=25)  # 600 events over 16 match pools and 8 round pools
-    s = make_settings(kafka_bootstrap, replicated.url, partitions=4, matches_system=MATCHES, rounds_system=ROUNDS,
+    s = make_settings(kafka_bootstrap, replicated.url, partitions=4, pools=outage_pools(MATCHES, ROUNDS),
                       take_max=32)
     keys = KeySpace(s.key_prefix)
     owner = {p: replicated.slot_owner(key_slot(keys.key(p, "gen").encode())) for p in MATCH_POOLS + ROUND_POOLS}

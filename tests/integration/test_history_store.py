@@ -23,7 +23,7 @@ def _match(i: int, a: str, b: str) -> Message:
 
 
 async def _rate(redis_url: str, limit: int, batches: int, before: bool = False) -> tuple[RedisStore, list[dict]]:
-    s = Settings(redis_url=redis_url, key_prefix=f"hist{uuid.uuid4().hex[:6]}", matches_system="elo",
+    s = Settings(redis_url=redis_url, key_prefix=f"hist{uuid.uuid4().hex[:6]}", system="elo",
                  redis_cluster=False)
     store = RedisStore.from_url(redis_url, prefix=s.key_prefix, history_limit=limit)
     if before:  # another program's value under a player's history key

@@ -46,7 +46,7 @@ def _path(pool: str, player: str) -> str:
 
 async def _rated(redis_url: str, players: list[str]) -> tuple[Settings, dict[str, float]]:
     """Settings on a fresh prefix, and the ratings the processor wrote for ``players``."""
-    s = Settings(redis_url=redis_url, key_prefix=f"http{uuid.uuid4().hex[:6]}", matches_system="elo",
+    s = Settings(redis_url=redis_url, key_prefix=f"http{uuid.uuid4().hex[:6]}", system="elo",
                  redis_cluster=False, http_redis_connections=4)
     store = RedisStore.from_url(redis_url, prefix=s.key_prefix)
     try:

@@ -98,7 +98,7 @@ def _quantiles(xs: list[int]) -> str:
 
 
 def test_http_load_beside_a_stream(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
-    s = make_settings(kafka_bootstrap, redis_url, matches_system="elo-mmx")
+    s = make_settings(kafka_bootstrap, redis_url, system="elo-mmx")
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
         port = announced_port(worker)

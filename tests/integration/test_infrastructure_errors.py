@@ -165,7 +165,7 @@ def test_a_worker_with_the_right_password_rates_and_logs_no_secret(redis_server:
     from stream.client import Publisher
 
     url = f"redis://127.0.0.1:{redis_server.port}/0?password={PASSWORD}"
-    s = make_settings(kafka_bootstrap, url, log_level="debug", matches_system="elo")
+    s = make_settings(kafka_bootstrap, url, log_level="debug", system="elo")
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
         async def publish() -> None:

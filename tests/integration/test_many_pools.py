@@ -32,7 +32,7 @@ def test_a_batch_of_thousands_of_pools_is_rated_through_the_default_connection_p
         store = RedisStore.from_url(redis_url, prefix=f"mp{uuid.uuid4().hex[:6]}")
         try:
             with ThreadPoolExecutor(1) as ex:
-                res = await Processor(Settings(matches_system="elo"), store, ex).process(msgs)
+                res = await Processor(Settings(system="elo"), store, ex).process(msgs)
             assert res.dead == []
             assert sorted((o.pool, o.player) for o in res.outputs) == sorted(
                 (f"pool{i}", p) for i in range(POOLS) for p in "ab")

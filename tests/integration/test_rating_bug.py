@@ -25,7 +25,7 @@ from stream.state.redis_store import Commit, Conflict, RedisStore
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = Settings(matches_system="elo")
+SETTINGS = Settings(system="elo")
 
 
 def _match(offset: int, partition: int, pool: str, eid: str, a: str = "x", b: str = "y") -> Message:
@@ -160,7 +160,7 @@ def test_an_open_round_of_the_halted_partition_does_not_time_out_while_it_waits(
                                              "time": 6, "standings": [{"player": "p", "rank": 1},
                                                                       {"player": "q", "rank": 2}]}))
     completed = rr(3, {"type": "round_completed", "event_id": "rc", "participants": 2})
-    settings = SETTINGS.with_(rounds_system="elo-mmr")
+    settings = SETTINGS.with_(system="elo-mmr")
 
     async def run() -> tuple[Any, ...]:
         store = RedisStore.from_url(redis_url, prefix=f"t{uuid.uuid4().hex[:8]}")

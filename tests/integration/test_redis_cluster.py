@@ -49,7 +49,7 @@ async def _rows(store: RedisStore) -> list[dict[str, Any]]:
 def _run(msgs: list[Message], store: RedisStore) -> Any:
     async def go() -> Any:
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(system="elo"), store, ex)
             res = await proc.process(msgs)
         return res
     return go()
@@ -145,7 +145,7 @@ def test_a_moved_slot_and_a_slot_being_migrated_are_infrastructure_errors(redis_
         # the worker's processor meets the same half-migrated slot: it waits, nothing is dead-lettered
         redis_cluster.move_slot(slot, dst, keys_first=2)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(system="elo"), store, ex)
 
             async def worker_batch() -> Any:  # as the worker runs it: retried until Redis takes it
                 return await (await proc.start(_msgs([pool], 10, 4), safe=True))
@@ -217,8 +217,8 @@ def test_rounds_assembled_from_results_on_a_cluster(redis_cluster: LocalCluster,
     async def run(url: str, prefix: str) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
         store = RedisStore.from_url(url, prefix=prefix)
         with ThreadPoolExecutor(1) as ex:
-            a = await Processor(Settings(rounds_system="elo-mmr"), store, ex).process(first)
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            a = await Processor(Settings(system="elo-mmr"), store, ex).process(first)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             b = await proc.process(second)
             expired = await proc.expire(now_ms=2**62)
         rows = await export_rows(store)

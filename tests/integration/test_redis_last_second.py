@@ -29,7 +29,7 @@ import redis
 from cluster_utils import LocalCluster
 from cluster_utils import available as cluster_available
 from local_servers import RedisServer
-from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, replayed
+from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, outage_pools, replayed
 from service_utils import (
     BackgroundPublish,
     WorkerProcess,
@@ -214,7 +214,7 @@ def test_redis_losing_its_last_second_twice_loses_no_event(kafka_bootstrap: str,
     want = replayed(batches, tmp_path)
     # steps of at most 6 players: a take's rounds of a pool (5 players each) are mostly one step each, so
     # the restarts also meet a batch between two of its steps' commits
-    s = make_settings(kafka_bootstrap, everysec_redis.url, matches_system="elo", rounds_system="elo-mmr",
+    s = make_settings(kafka_bootstrap, everysec_redis.url, pools=outage_pools(),
                       take_max=64, max_step_players=6)
     warmup, history = tmp_path / "warmup.jsonl", tmp_path / "history.jsonl"
     warmup.write_bytes(b"".join(orjson.dumps(ev) + b"\n" for b in batches[:2] for ev in b))

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from local_servers import AOF_ALWAYS, RedisServer
-from outage_stream import SETTINGS, events, history, messages, replayed
+from outage_stream import SETTINGS, events, history, messages, outage_pools, replayed
 from service_utils import (
     MMR,
     ROOT,
@@ -73,7 +73,7 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
     evs = [ev for batch in events(20, 30, seed=5) for ev in batch]
     before, after = evs[:300], evs[300:]
     want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
     worker.start()
@@ -129,7 +129,7 @@ def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap
     evs = [ev for batch in events(10, 30, seed=6) for ev in batch]
     before, after = evs[:150], evs[150:]
     want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
     first = WorkerProcess(s, tmp_path / "worker1.log")
     first.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
     first.start()
@@ -178,7 +178,7 @@ def test_redis_outage_under_commits_is_reported_paused_and_bounded(kafka_bootstr
     server.start()
     evs = [ev for batch in events(40, 60, seed=9) for ev in batch]  # 2,400 events
     want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_TAKE_MAX": "100"}
     worker.start()
@@ -281,7 +281,7 @@ def test_rebuild_with_wipe_replaces_what_the_prefix_held(kafka_bootstrap: str, r
     from stream.service.rebuild import run_rebuild
 
     evs = [ev for batch in events(5, 30, seed=8) for ev in batch]
-    s = make_settings(kafka_bootstrap, redis_url, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, redis_url, pools=outage_pools())
     publish([history([evs], tmp_path)], s, batch_size=7)
     other = redis.Redis.from_url(redis_url)
     try:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
-from stream.service.config import Settings
+from stream.service.config import PoolConfig, Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.cache import BeliefCache
@@ -193,7 +193,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(system="elo"), store, ex)
             first = await proc.process(msgs)
             before = {p: v for chunk in [x async for x in store.scan_players("x")] for p, v in chunk}
             again = await proc.process(msgs[1:])  # re-delivered from offset 1
@@ -234,7 +234,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(), store, ex)
             first = await proc.process(msgs[:2])
             assert first.outputs == [] and first.dead == []
             assert sorted(await store.top("x", 10)) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
@@ -285,7 +285,7 @@ def test_the_processor_explains_each_change_as_the_embedded_history_does(redis_u
         store = _store(redis_url)
         outputs = []
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr", matches_system="cowan"), store, ex)
+            proc = Processor(Settings(pools={"r": PoolConfig("elo-mmr"), "x": PoolConfig("cowan")}), store, ex)
             for i, e in enumerate([*events, *batches]):  # one message a step: the units of the embedded replay
                 res = await proc.process([Message("in", 0, i, orjson.dumps(e))])
                 assert res.dead == []
@@ -325,11 +325,11 @@ def test_partly_redelivered_batch_applies_only_the_new_messages(redis_url: str) 
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             ref_store = _store(redis_url)
-            await Processor(Settings(matches_system="elo"), ref_store, ex).process(msgs)
+            await Processor(Settings(system="elo"), ref_store, ex).process(msgs)
             want = await _state(ref_store)
             for budget in (0, 256 << 20):
                 store = _store(redis_url)
-                proc = Processor(Settings(matches_system="elo"), store, ex)
+                proc = Processor(Settings(system="elo"), store, ex)
                 proc.cache = BeliefCache(budget)
                 await proc.process(msgs[:5])
                 again = await proc.process(msgs[3:9])  # 3, 4 applied before; 5..8 new
@@ -434,7 +434,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
     async def run() -> None:
         with ThreadPoolExecutor(1) as ex:
             ref_store = _store(redis_url)
-            ref = Processor(Settings(matches_system=system), ref_store, ex)
+            ref = Processor(Settings(system=system), ref_store, ex)
             for m in msgs:
                 await ref.process([m])
             want = await _state(ref_store)
@@ -442,7 +442,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
             for budget in (0, 2000, 256 << 20):
                 store = _store(redis_url)
                 other = RedisStore(store.r, store.prefix)
-                procs = [Processor(Settings(matches_system=system), s, ex) for s in (store, other)]
+                procs = [Processor(Settings(system=system), s, ex) for s in (store, other)]
                 for p in procs:
                     p.cache = BeliefCache(budget)
                 for i, m in enumerate(msgs):
@@ -474,7 +474,7 @@ def test_predecoded_messages_give_the_same_result(redis_url: str) -> None:
     async def state(predecode: bool, prefix: str) -> tuple[dict[str, bytes], list[Any], list[str]]:
         store = RedisStore.from_url(redis_url, prefix=prefix)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo"), store, ex)
+            proc = Processor(Settings(system="elo"), store, ex)
             msgs = [Message("in", 0, k, v) for k, v in enumerate(raw)]
             if predecode:
                 proc.predecode(msgs)
@@ -510,12 +510,11 @@ def test_a_corrupt_stored_belief_dead_letters_its_events_and_nothing_else(redis_
              {"event_id": "n3", "time": 12, "a": "p2", "b": "p3", "score": 0.0}]
     rnd = {"type": "round", "event_id": "r1", "round_id": "r1", "time": 13,
            "standings": [{"player": "p0", "rank": 1}, {"player": "p1", "rank": 2}]}
-    rounds_system = system if system == "elo-mmr" else "elo-mmx"
 
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            settings = Settings(matches_system=system, rounds_system=rounds_system)
+            settings = Settings(system=system)
             proc = Processor(settings, store, ex)
             if system == "elo-mmr":  # a rounds pool: the same players, rated by a round first
                 standings = [{"player": f"p{i}", "rank": i + 1} for i in range(4)]
@@ -570,7 +569,7 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
         await store.r.hset(store.key("x", "meta"),
                            mapping={"system": meta["system"], "params": orjson.dumps(meta["params"])})
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(matches_system="elo", rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo"), store, ex)
             res = await proc.process(batch)
             again = await proc.process([msg(6, "x", match("x", "x2")),
                                         msg(7, "x", {"type": "round_result", "event_id": "xb", "round_id": "R1",
@@ -611,7 +610,7 @@ def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            res = await Processor(Settings(matches_system="elo"), store, ex).process(msgs)
+            res = await Processor(Settings(system="elo"), store, ex).process(msgs)
         assert res.dead == []
         assert await store.r.type(store.key("kc}:p:x", "lb")) == b"zset"
         assert await store.r.type(store.key("kc", "lb")) == b"zset"

@@ -78,7 +78,7 @@ def test_due_rounds_are_expired_oldest_first_in_bounded_slices(redis_url: str) -
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             await _open_rounds(proc, n)
             opened = [(r.pool, r.round_id) for r in proc.rounds.assembler.open_rounds()]
             assert sorted(opened) == sorted((f"pool{i % 3}", f"R{i}") for i in range(n))
@@ -111,7 +111,7 @@ def test_expiry_returns_one_dead_letter_per_due_round_and_keeps_the_others(redis
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             await _open_rounds(proc, 10)
             assert await proc.expire(0) == []  # nothing is due yet
             dead = await proc.expire(10**15 // 2)
@@ -127,7 +127,7 @@ def test_a_slice_whose_redis_write_fails_is_written_by_the_next_expiry(redis_url
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             await _open_rounds(proc, 4)
             store.fail = 1
             with pytest.raises(redis.exceptions.ConnectionError):
@@ -156,7 +156,7 @@ def test_an_open_round_costs_the_worker_less_than_a_kilobyte(redis_url: str) -> 
     async def run() -> None:
         store = _store(redis_url)
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             await _open_rounds(proc, 200)  # the pools' state (engines, id indexes) outside the measure
             msgs = _msgs([_result(i) for i in range(200, 200 + n)], 200)
             gc.collect()
@@ -186,7 +186,7 @@ def test_with_publish_a_slice_is_published_before_its_write_and_once_when_the_wr
             published.extend((d.pool, d.reason, len(store.slices)) for d in dead)
 
         with ThreadPoolExecutor(1) as ex:
-            proc = Processor(Settings(rounds_system="elo-mmr"), store, ex)
+            proc = Processor(Settings(system="elo-mmr"), store, ex)
             await _open_rounds(proc, 4)
             store.fail = 1
             with pytest.raises(redis.exceptions.ConnectionError):

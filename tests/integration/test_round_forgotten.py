@@ -28,7 +28,7 @@ from stream.state.redis_store import RedisStore
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 FAR = 10**15 // 2  # a clock far past every deadline (ms)
-SETTINGS = Settings(rounds_system="elo-mmr")
+SETTINGS = Settings(system="elo-mmr")
 
 
 def _msg(offset: int, body: dict[str, Any]) -> Message:
@@ -100,7 +100,7 @@ def test_a_restarted_worker_times_out_a_round_whose_results_it_never_saw(kafka_b
     # acks at once (not 3 s after the commit), and a timeout longer than taking the results and stopping: the
     # first worker must not time the round out itself
     s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=6.0, redis_durable_after_s=0.0,
-                      rounds_system="elo-mmr")
+                      system="elo-mmr")
     results = [(b"default", orjson.dumps(_result("default", "RZ", p, k + 1))) for k, p in enumerate("AB")]
     log = tmp_path / "worker.log"
     worker = WorkerProcess(s, log).start()

@@ -34,6 +34,7 @@ from service_utils import (
     export_state,
     http_get,
     make_settings,
+    pool_systems,
     produce_raw,
     publish,
     read_json_topic,
@@ -48,6 +49,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROUNDS_SYSTEM = "elo-mmr"
 MATCHES_SYSTEM = "cowan"
+#: the pools of these tests: matches in "m" and "pool0".."pool2" rated by Cowan, rounds in "default" by the default
+POOLS = pool_systems({"default": ROUNDS_SYSTEM, "m": MATCHES_SYSTEM, **{f"pool{k}": MATCHES_SYSTEM for k in range(3)}})
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +137,7 @@ def _os_thread_names(pid: int) -> set[str]:
 
 def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: str, redis_url: str,
                                                                histories: dict[str, Path], tmp_path: Path) -> None:
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, pools=POOLS)
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
         paths = [histories["rounds"], histories["matches"]]
@@ -172,7 +175,7 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
     behind, its buffer (the batch channel) fills, and hand-overs wait (the inline hand-over's fallback to Faust's own
     path, counted in ``mmr_deliveries_waited_total``); the result is still the embedded
     replay's, bit for bit."""
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, pools=POOLS)
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_TAKE_MAX": "64", "MMR_MAX_INFLIGHT": "64"}
     worker.start()
@@ -194,7 +197,7 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
 def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redis_url: str, histories: dict[str, Path],
                                                       tmp_path: Path) -> None:
     """Re-delivered batches are recognised by event id."""
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
+    s = make_settings(kafka_bootstrap, redis_url, pools=POOLS,
                       take_max=64)
     rng = random.Random(5)
     log = tmp_path / "worker.log"
@@ -243,8 +246,7 @@ def _completed(eid: str, rid: str, n: int) -> bytes:
 def test_dead_letters_and_round_assembly(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     pools = tmp_path / "pools.json"
     pools.write_text(json.dumps({"pools": {"default": {"system": ROUNDS_SYSTEM}, "m": {"system": MATCHES_SYSTEM}}}))
-    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, max_participants=5,
-                      rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, round_timeout_s=2.0, max_participants=5)
     worker = WorkerProcess(s, tmp_path / "worker.log")
     worker.extra_env = {"MMR_POOLS_FILE": str(pools)}
     worker.start()
@@ -374,7 +376,7 @@ def _check_http_on_a_corrupt_value(s: Settings, port: int) -> None:
 def test_open_round_survives_a_crash(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     """Results of a round still being assembled are mirrored in Redis: a SIGKILL between its
     results loses nothing, and the round equals the same round sent whole (embedded)."""
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, pools=POOLS)
     players = [f"p{i}" for i in range(8)]
     ranks = [1, 2, 2, 4, 5, 6, 7, 8]
     results = [(b"default", _result(f"res{i}", "RX", p, r))
@@ -407,7 +409,7 @@ def test_two_workers_share_partitions_and_survive_rebalances(kafka_bootstrap: st
     extra = [synth(tmp_path, f"m{k}.jsonl", "--kind", "matches", "--players", "100", "--matches", "1500",
                    "--pool", f"pool{k}", "--seed", str(20 + k)) for k in range(3)]
     paths = [histories["rounds"], *extra]
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system=ROUNDS_SYSTEM, matches_system=MATCHES_SYSTEM,
+    s = make_settings(kafka_bootstrap, redis_url, pools=POOLS,
                       take_max=64)
     w1 = WorkerProcess(s, tmp_path / "w1.log").start()
     w2 = WorkerProcess(s, tmp_path / "w2.log").start()
@@ -459,8 +461,7 @@ def test_team_rounds_through_the_worker_equal_the_embedded_replay(kafka_bootstra
     systems = {"t": "elo-mmx", "u": "elo-mmr", "m": MATCHES_SYSTEM}
     pools = tmp_path / "pools.json"
     pools.write_text(json.dumps({"pools": {pool: {"system": name} for pool, name in systems.items()}}))
-    s = make_settings(kafka_bootstrap, redis_url, max_participants=8, rounds_system=ROUNDS_SYSTEM,
-                      matches_system=MATCHES_SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, max_participants=8)
     history = tmp_path / "teams.jsonl"
     rows = [*_team_rounds(40, 7, "t"), *_team_rounds(30, 8, "u")]
     history.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))

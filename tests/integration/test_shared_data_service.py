@@ -24,6 +24,7 @@ from service_utils import (
     announced_port,
     export_state,
     make_settings,
+    pool_systems,
     publish,
     read_json_topic,
     wait_caught_up,
@@ -54,7 +55,7 @@ def test_real_histories_through_the_service_equal_the_embedded_replay(kafka_boot
         pipe.run(read_records(path, pool))
     expected: dict[tuple[str, str], dict[str, Any]] = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
 
-    s = make_settings(kafka_bootstrap, redis_url, rounds_system="elo-mmr", matches_system="cowan",
+    s = make_settings(kafka_bootstrap, redis_url, pools=pool_systems({pool: system for _, pool, system in inputs}),
                       max_step_players=500)
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:

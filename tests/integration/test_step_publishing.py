@@ -49,7 +49,7 @@ ROUNDS = [_round(k) for k in range(8)]  # each a step of its own (60 players at 
 
 
 def _settings(**kw: Any) -> Settings:
-    return Settings(rounds_system="elo-mmr", max_step_players=60, **kw)
+    return Settings(system="elo-mmr", max_step_players=60, **kw)
 
 
 def _store(redis_url: str) -> RedisStore:

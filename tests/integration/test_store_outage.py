@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from local_servers import AOF_ALWAYS, RedisServer
-from outage_stream import events, history, replayed
+from outage_stream import events, history, outage_pools, replayed
 from service_utils import (
     WorkerProcess,
     announced_port,
@@ -52,7 +52,7 @@ def test_redis_down_pauses_the_fetch_and_is_reported(kafka_bootstrap: str, tmp_p
     evs = [ev for batch in events(15, 20, seed=3) for ev in batch]
     before, first, during = evs[:100], evs[100:101], evs[101:]
     want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, matches_system="elo", rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
         port = announced_port(worker)

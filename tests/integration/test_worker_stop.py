@@ -50,7 +50,7 @@ SYSTEM = "elo"
 def test_a_stop_mid_batch_is_clean_and_loses_nothing(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "12000",
                     "--pool", "m", "--seed", "3")
-    s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM, take_max=16)  # HTTP port 0: each worker's own
+    s = make_settings(kafka_bootstrap, redis_url, system=SYSTEM, take_max=16)  # HTTP port 0: each worker's own
     # a backlog of one-match messages in batches of 16, thousands of them queued in the worker's pipeline
     # (MMR_MAX_INFLIGHT's default): a stop always meets batches being rated and published
     publish([history], s, batch_size=1)
@@ -159,7 +159,7 @@ def _stop_during_a_sweep(s: Settings, n: int, *, sweep_goes_on: bool) -> tuple[l
 def test_a_stop_during_a_sweep_of_timed_out_rounds_publishes_before_the_producer_stops(
         kafka_bootstrap: str, redis_url: str) -> None:
     n = 4 * EXPIRE_SLICE  # four slices
-    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, system="elo-mmr")
     published, rest = _stop_during_a_sweep(s, n, sweep_goes_on=True)
     assert published and rest
     assert sorted(published + rest) == sorted(f"R{i}" for i in range(n))  # every round once
@@ -172,7 +172,7 @@ def test_a_sweep_the_stop_cancels_loses_no_dead_letter(kafka_bootstrap: str, red
     topic too, and its rounds, still open in Redis, are timed out again by the next owner with the rest."""
     monkeypatch.setattr(app_module, "STOP_GRACE_S", 1.0)
     n = 4 * EXPIRE_SLICE
-    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, rounds_system="elo-mmr")
+    s = make_settings(kafka_bootstrap, redis_url, partitions=1, round_timeout_s=0.001, system="elo-mmr")
     published, rest = _stop_during_a_sweep(s, n, sweep_goes_on=False)
     assert set(published) | set(rest) == {f"R{i}" for i in range(n)}  # none lost
     assert len(published) == len(set(published)) == 2 * EXPIRE_SLICE and len(rest) == len(set(rest))
@@ -183,7 +183,7 @@ def test_a_worker_stopped_in_process_leaves_no_thread_nor_redis_connection(
         kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     history = synth(tmp_path, "matches.jsonl", "--kind", "matches", "--players", "20", "--matches", "50",
                     "--pool", "m", "--seed", "5")
-    s = make_settings(kafka_bootstrap, redis_url, matches_system=SYSTEM)
+    s = make_settings(kafka_bootstrap, redis_url, system=SYSTEM)
     publish([history], s)
     client = redis.Redis.from_url(redis_url)
 

@@ -71,7 +71,7 @@ def test_the_replay_phase_compares_the_workers_final_state_with_the_embedded_out
     from stream.tools.bench.history import differing_rows
 
     rounds = [_round(k, ["a", "b", "c", "d"][k % 2:]) for k in range(4)]
-    s = Settings(redis_url=redis_url, key_prefix=f"bh{uuid.uuid4().hex[:6]}", rounds_system="elo-mmr")
+    s = Settings(redis_url=redis_url, key_prefix=f"bh{uuid.uuid4().hex[:6]}", system="elo-mmr")
 
     async def into_redis() -> None:
         store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)

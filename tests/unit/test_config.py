@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from stream.cli import main
 from stream.config import EngineSettings, Secret, SettingError, engine_settings
-from stream.service.config import Settings, from_env, known_names, warn_unknown
+from stream.service.config import PoolConfig, Settings, from_env, known_names, warn_unknown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,20 +21,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
     s = from_env({})
     assert (s.kafka_bootstrap, s.redis_url) == ("127.0.0.1:9092", "redis://127.0.0.1:6379/0")
-    assert (s.rounds_system, s.matches_system) == ("elo-mmr", "cowan")
+    assert s.system == "elo-mmr" and s.system_for("any").system == "elo-mmr"
     pools = tmp_path / "pools.toml"
     pools.write_text('[pools.chess]\nsystem = "cowan"\nparams = { beta = 0.7 }\n')
     s = from_env({"KAFKA_BOOTSTRAP_SERVERS": "k:1,k:2", "MMR_SYSTEM": "elo", "MMR_PARAMS": "k=20",
                   "MMR_POOLS_FILE": str(pools), "MMR_TAKE_MAX": "10", "MMR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
                   "MMR_KAFKA_SASL_USERNAME": "u", "MMR_KAFKA_SASL_PASSWORD": "p", "MMR_REDIS_PASSWORD": "rp"})
-    assert s.take_max == 10 and s.rounds_system == s.matches_system == "elo"
-    assert s.system_for("chess", "rounds").params == {"beta": 0.7}
-    assert s.system_for("other", "matches").system == "elo" and s.system_for("other", "rounds").params == {"k": "20"}
+    assert s.take_max == 10 and s.system == "elo"
+    assert s.system_for("chess") == PoolConfig("cowan", {"beta": 0.7})
+    assert s.system_for("other") == PoolConfig("elo", {"k": "20"})
     kw = s.aiokafka_kwargs()
     assert kw["sasl_plain_username"] == "u" and kw["security_protocol"] == "SASL_PLAINTEXT"
     assert s.redis_kwargs() == {"password": "rp"}
     s2 = from_env({}).with_default_system("elo-mmx", {"rho": "0.5"})
-    assert (s2.rounds_system, s2.matches_system, s2.default_params) == ("elo-mmx", "elo-mmx", {"rho": "0.5"})
+    assert (s2.system, s2.default_params) == ("elo-mmx", {"rho": "0.5"})
     assert from_env({}).on_rating_bug == "halt"
     assert from_env({"MMR_ON_RATING_BUG": "dead-letter"}).on_rating_bug == "dead-letter"
     with pytest.raises(ValueError, match="MMR_ON_RATING_BUG='skip': expected one of halt, dead-letter"):
@@ -46,6 +46,15 @@ def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:
             from_env({"MMR_GIL_SWITCH_MS": bad})
     with pytest.raises(ValueError, match="MMR_SEEN_MAX_IDS=-1"):
         from_env({"MMR_SEEN_MAX_IDS": "-1"})
+
+
+@pytest.mark.parametrize("name", ["MMR_ROUNDS_SYSTEM", "MMR_MATCHES_SYSTEM"])
+def test_a_system_by_event_kind_is_refused_with_the_way_to_set_it(name: str) -> None:
+    """A pool's system never depends on the kind of its first event (docs/interface.md): the variables
+    that chose one by kind are refused, naming MMR_SYSTEM and the pools file, not ignored."""
+    with pytest.raises(SettingError, match=f"{name} is not read: .*MMR_SYSTEM.*MMR_POOLS_FILE"):
+        from_env({name: "cowan"})
+    assert from_env({name: ""}).system == "elo-mmr"
 
 
 def test_the_worker_sets_the_gil_switch_interval() -> None:
@@ -166,7 +175,7 @@ def test_settings_built_in_code_are_checked_as_from_the_environment() -> None:
 def test_to_env_round_trips_through_from_env() -> None:
     s = Settings(app_id="x", take_max=7, take_within=0.5, redis_cluster=False, on_rating_bug="dead-letter",
                  http_port=1234,
-                 rounds_system="elo", default_params={"k": "20", "scale": "400"}, security_protocol="SASL_SSL",
+                 system="elo", default_params={"k": "20", "scale": "400"}, security_protocol="SASL_SSL",
                  sasl_password=Secret("pw"), log_level="error", state_dir="/tmp/st")
     assert from_env(s.to_env()) == s
     assert from_env(Settings().to_env()) == Settings()
