@@ -29,6 +29,7 @@ from stream.events.validate import (
     round_of_columns,
 )
 from stream.ratings.base import IntArray
+from stream.service import topic_kinds
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
@@ -148,6 +149,7 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
     plan = Plan(time.perf_counter(), len(msgs))
     out, ops, results = plan.out, plan.ops, plan.results
     topics, types = plan.topics, plan.types
+    topic_rule = topic_kinds.rule(*settings.input_topics())
     for msg in msgs:
         topics[msg.topic] = topics.get(msg.topic, 0) + 1
         decoded, msg.decoded = msg.decoded, None
@@ -159,6 +161,10 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
             etype, value = decoded
         except InvalidEvent as exc:
             out.dead.append(dead(msg, exc.reason, exc.event_id, peek_pool(msg.value)))
+            continue
+        misplaced = topic_rule.misplaced(msg.topic, etype)
+        if misplaced is not None:
+            out.dead.append(dead(msg, misplaced, *topic_kinds.event_of(etype, value)))
             continue
         types[etype] = types.get(etype, 0) + 1
         if etype == "match" or etype in MATCH_LISTS:
