@@ -45,6 +45,7 @@ DEFAULT_SYSTEM = "elo-mmr"
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LogFormat = Literal["text", "json"]
 #: what the worker does with a message whose rating step fails with a bug (stream.service.halts)
 OnRatingBug = Literal["halt", "dead-letter"]
 
@@ -167,6 +168,8 @@ class Settings:
     #: may postpone a write by up to two while a slow fsync runs. 0: at once (``appendfsync always``)
     redis_durable_after_s: float = setting(3.0, "MMR_REDIS_DURABLE_AFTER_S")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
+    #: "text" (Faust's) or "json": one JSON object a line (stream.service.logs)
+    log_format: LogFormat = setting("text", "MMR_LOG_FORMAT")
     #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
     #: a message whose rating step fails with a bug (neither bad input nor Redis unavailable):

@@ -34,6 +34,7 @@ from typing import cast
 from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
+from stream.service.batch_log import batch_done
 from stream.service.config import Settings
 from stream.service.halts import REDIS_DOWN, Halts, peek_event
 from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
@@ -319,9 +320,13 @@ class Processor:
             committed[pool] = BatchResult()  # added once (a retry message by message adds nothing more)
         if self.store_down:
             await self._store_state(False)
-        self.metrics.batch_latency.observe(time.perf_counter() - plan.t0)
+        seconds = time.perf_counter() - plan.t0
+        self.metrics.batch_latency.observe(seconds)
         self.metrics.batch_messages.observe(plan.n_msgs)
         self.metrics.ratings_out.inc(len(out.outputs))
+        handed = 0 if self._handed is None else sum(map(len, self._handed._parts))
+        batch_done(plan.n_msgs, plan.types, len(out.outputs) + handed, len(out.dead),
+                   len(dict.fromkeys([*plan.ops, *plan.results])), seconds)
         return out
 
     async def settle(self) -> int:

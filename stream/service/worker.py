@@ -22,7 +22,8 @@ from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import make_system, registry
-from stream.service.config import Settings, from_env
+from stream.service.config import LogFormat, Settings, from_env
+from stream.service.logs import logging_config
 from stream.state import commit_frames, id_index, packed_pool, tagged_pool
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,7 @@ def limit_repeats(prefixes: tuple[str, ...] = ("aiokafka", "faust", "mode"), lim
     return limit
 
 
-def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> Any:
+def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop, log_format: LogFormat = "text") -> Any:
     """Faust's worker for ``app``, logging at ``loglevel``, without its terminal spinner.
 
     Why: at a level of WARNING or above, Faust's worker turns every log record into a step of a
@@ -180,17 +181,17 @@ def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> An
     spinner stops once the worker has started; the level stays). Every ``log.debug`` of aiokafka,
     Faust and the worker then made a record that the handlers dropped: ~0.45 s of the GIL in the
     worker's replay of the Codeforces history (BENCHMARKS.md, "Service"). A service writes a log,
-    not a terminal, so the root logger keeps ``loglevel``."""
+    not a terminal, so the root logger keeps ``loglevel``. ``log_format``: ``stream.service.logs``."""
     import faust
 
-    worker = faust.Worker(app, loglevel=loglevel, loop=loop)
+    worker = faust.Worker(app, loglevel=loglevel, loop=loop, logging_config=logging_config(log_format, loglevel))
     worker.spinner = None
     return worker
 
 
 @click.command()
-@click.option("--system", default=None, help="Default system for pools without configuration "
-              "(default: elo-mmr for rounds, cowan for matches).")
+@click.option("--system", default=None, help="System of every pool the pools file does not name "
+              "(default: MMR_SYSTEM, else elo-mmr).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Parameter of the default system.")
 @click.option("--loglevel", default=None, help="Log level (default MMR_LOG_LEVEL or info).")
 def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) -> None:
@@ -222,4 +223,4 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     tune_gc()
     tune_gil(settings.gil_switch_ms)
     limit_repeats()
-    faust_worker(svc.app, loglevel or settings.log_level, loop).execute_from_commandline()
+    faust_worker(svc.app, loglevel or settings.log_level, loop, settings.log_format).execute_from_commandline()
