@@ -10,14 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from stream.ratings import make_system
+from stream.ratings.cowan.system import Cowan
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = 400 / math.log(10)
 
 
 def test_cowan_mu_is_natural_and_sigma_and_rating_are_display_units() -> None:
-    system = make_system("cowan")
+    system = Cowan()
     beliefs = [system.new_belief() for _ in range(3)]
     a, b = np.array([0, 1, 0, 2], dtype=np.int64), np.array([1, 2, 2, 1], dtype=np.int64)
     beliefs = system.rate_matches(beliefs, a, b, np.array([1.0, 0.0, 0.5, 1.0]), np.arange(4, dtype=np.int64))
