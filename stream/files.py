@@ -31,24 +31,44 @@ def iter_records(
     paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
     chunks: bool = False, on_invalid: OnInvalid | None = None,
 ) -> Iterator[tuple[str, str, Any]]:
-    """All records of all inputs in order, with a progress bar (events) on stderr.
+    """All records of all inputs in order, with a progress bar on stderr.
 
-    ``chunks``: runs of plain matches come as ``MATCH_RUN`` records (``read_records``), except
-    with ``skip``, which counts events one by one. ``prefetched`` runs this on a thread of its own.
-    ``on_invalid``: invalid records are handed to it and skipped (``read_records``)."""
+    The bar counts the inputs' bytes on disk (compressed bytes of a ``.gz``/``.xz``), so it has a
+    total (the files' sizes) and an ETA, and reaches the total at the last file's end; the events
+    read so far are shown beside it. ``chunks``: runs of plain matches come as ``MATCH_RUN`` records
+    (``read_records``), except with ``skip``, which counts events one by one. ``prefetched`` runs
+    this on a thread of its own. ``on_invalid``: invalid records are handed to it and skipped
+    (``read_records``)."""
     chunked = chunks and not skip
-    records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
-        read_records(p, pool, mapping, chunked, on_invalid) for p in paths
-    )
-    if skip:
-        records = itertools.islice(records, skip, None)
-    if not chunked:
-        yield from tqdm(records, unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5)
+    if not progress:
+        records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
+            read_records(p, pool, mapping, chunked, on_invalid) for p in paths)
+        yield from itertools.islice(records, skip, None) if skip else records
         return
-    with tqdm(unit=" events", disable=not progress, file=sys.stderr, mininterval=0.5) as bar:
+    with tqdm(total=_total_bytes(paths), unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+              mininterval=0.5, dynamic_ncols=True) as bar:
+        events = 0
+
+        def counted(n: int) -> None:  # a read from disk: a few a megabyte, not one an event
+            bar.set_postfix_str(f"{events:,} events", refresh=False)
+            bar.update(n)
+
+        records = itertools.chain.from_iterable(read_records(p, pool, mapping, chunked, on_invalid, counted)
+                                                for p in paths)
+        if skip:
+            records = itertools.islice(records, skip, None)
         for record in records:
             yield record
-            bar.update(len(record[2]) if record[1] == MATCH_RUN else 1)
+            events += len(record[2]) if record[1] == MATCH_RUN else 1
+        bar.set_postfix_str(f"{events:,} events", refresh=False)
+
+
+def _total_bytes(paths: tuple[str, ...]) -> int | None:
+    """The inputs' sizes on disk; None (a bar without a total) if one cannot be read (the reader names it)."""
+    try:
+        return sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return None
 
 
 class JsonlWriter:

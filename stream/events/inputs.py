@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from stream import errors
+from stream.events.counted_io import open_counted
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, MatchEvent, MatchRun, RoundEvent
 from stream.events.schema import limits
 from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
@@ -139,22 +140,26 @@ def _neutral(text: str | None, where: str) -> bool:
     raise InputError(where, f"neutral must be true or false (got {text!r})")
 
 
-def open_text(path: str | Path) -> IO[str]:
+def open_text(path: str | Path, counted: Callable[[int], None] | None = None) -> IO[str]:
     """The file's text. Bytes that are not UTF-8 come out as lone surrogates (``surrogateescape``)
     instead of failing the whole read, so the record holding them is reported with its line:
-    the JSON parser refuses them, and so does ``_check_id`` in a CSV name."""
+    the JSON parser refuses them, and so does ``_check_id`` in a CSV name. ``counted``: told the
+    size of each read from disk (compressed bytes for ``.gz``/``.xz``; ``counted_io``)."""
     p = str(path)
+    source: Any = p if counted is None else open_counted(p, counted)
     if p.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig", errors="surrogateescape")
+        return io.TextIOWrapper(gzip.open(source, "rb"), encoding="utf-8-sig", errors="surrogateescape")
     if p.endswith(".xz"):
-        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8-sig", errors="surrogateescape")
+        return io.TextIOWrapper(lzma.open(source, "rb"), encoding="utf-8-sig", errors="surrogateescape")
+    if counted is not None:
+        return io.TextIOWrapper(source, encoding="utf-8-sig", errors="surrogateescape")
     return open(p, encoding="utf-8-sig", errors="surrogateescape")
 
 
-def _opened(path: str | Path) -> IO[str]:
+def _opened(path: str | Path, counted: Callable[[int], None] | None = None) -> IO[str]:
     """``open_text``, a failure to open raised as InputError naming the file."""
     try:
-        return open_text(path)
+        return open_text(path, counted)
     except _READ_ERRORS as exc:
         raise InputError(str(path), f"cannot read the file: {exc}") from None
 
@@ -344,8 +349,8 @@ def _parse_time(text: str, where: str) -> int:
 
 
 def _read_csv(path: str, mapping: CsvMapping, pool: str, on_invalid: OnInvalid | None = None,
-              ) -> Iterator[tuple[str, Any]]:
-    with _opened(path) as fh:
+              counted: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
+    with _opened(path, counted) as fh:
         reader = csv.DictReader(fh)
         columns = (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
         try:
@@ -394,6 +399,7 @@ CHUNK_LINES = 2048
 def read_records(
     path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False,
     on_invalid: OnInvalid | None = None,
+    counted: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(where, type, value)`` for every record of one file, in file order.
 
@@ -408,17 +414,18 @@ def read_records(
     the same matches and a bad line raises the same error at the same line.
 
     ``on_invalid``: an invalid record's InputError is handed to it and the reading goes on
-    (module docstring).
+    (module docstring). ``counted``: told the size of each read of the file from disk (a progress
+    bar's bytes).
     """
     p = str(path)
     if pool is not None:
         _check_id(pool, "pool", p)
     fmt = detect_format(p)
     if fmt == "csv":
-        for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default", on_invalid):
+        for where, m in _read_csv(p, csv_mapping or CsvMapping(), pool or "default", on_invalid, counted):
             yield where, "match", m
         return
-    with _opened(p) as fh:
+    with _opened(p, counted) as fh:
         if fmt == "contests":
             yield from _read_contests(fh, p, pool or "default", on_invalid)
             return
