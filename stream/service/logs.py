@@ -49,10 +49,10 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in out:
                 out[key] = value
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
+        if record.exc_text:  # formatted already, and masked (stream.redact): never formatted again from exc_info
             out["exc"] = record.exc_text
+        elif record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             out["stack"] = self.formatStack(record.stack_info)
         return orjson.dumps(out, default=repr).decode()

@@ -104,3 +104,15 @@ def test_a_batch_is_one_info_line_with_its_numbers(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="stream.service.batches"):
         batch_log.batch_done(1, {}, 0, 0, 0, 0.0)
     assert caplog.records == []
+
+
+def test_a_traceback_formatted_already_is_written_as_it_is() -> None:
+    """stream.redact masks a record's traceback into ``exc_text``: the JSON line takes that one, never
+    the traceback formatted again from ``exc_info``."""
+    try:
+        raise ValueError("password hunter2")
+    except ValueError as exc:
+        record = logging.LogRecord("x", logging.ERROR, "f", 1, "failed", (), (type(exc), exc, exc.__traceback__))
+    record.exc_text = "ValueError: password **********"
+    line = json.loads(logs.JsonFormatter().format(record))
+    assert line["exc"] == "ValueError: password **********" and "hunter2" not in json.dumps(line)
