@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -51,8 +54,18 @@ def pool_systems(systems: Mapping[str, str]) -> dict[str, PoolConfig]:
 
 
 def env_for(s: Settings, **extra: str) -> dict[str, str]:
-    """The environment of an ``mmr`` subprocess that runs with ``s`` (plus ``extra``)."""
-    return {**os.environ, **s.to_env(), **extra}
+    """The environment of an ``mmr`` subprocess that runs with ``s`` (plus ``extra``); the settings' pools
+    in a pools file of their own (``MMR_POOLS_FILE``), unless ``extra`` names one."""
+    env = {**os.environ, **s.to_env(), **extra}
+    if s.pools and "MMR_POOLS_FILE" not in extra:
+        text = json.dumps({"pools": {p: {"system": c.system, "params": c.params} for p, c in sorted(s.pools.items())}})
+        path = Path(tempfile.gettempdir()) / f"mmr-test-pools-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        if not path.exists():  # written whole, then named: a subprocess started meanwhile never reads half of it
+            part = path.with_suffix(f".{os.getpid()}.part")
+            part.write_text(text)
+            os.replace(part, path)
+        env["MMR_POOLS_FILE"] = str(path)
+    return env
 
 
 class WorkerProcess:
