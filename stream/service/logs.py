@@ -7,10 +7,12 @@ milliseconds), ``level``, ``logger``, ``message``, the record's ``extra`` fields
 
 Why counted: a broker or Redis outage makes the same warning or error at every retry of every
 connection, dozens a second, each with its traceback; what the operator needs is the first one and
-how often it recurred. ``Repeats`` lets the first record of a kind (logger, level, message
-template) through, drops the same kind for ``interval`` seconds while counting it, and appends
-"(repeated N times in the last 10 s)" to the next one after that. Records below WARNING are never
-dropped (the per-batch INFO line is one a batch by design).
+how often it recurred. ``Repeats`` lets the first record of a kind (logger, level, message as
+formatted: one template may say different things, "pausing ..." and "resuming ...") through,
+drops the same kind for ``interval`` seconds while counting it, and appends "(repeated N times in
+the last T s)" to the next one after that. Records below WARNING are never dropped (the per-batch
+INFO line is one a batch by design). A count is written with the next record of its kind: an
+outage that ends leaves its last count unwritten (the metrics have it).
 
 Faust configures logging when its worker starts (``mode.utils.logging``): ``logging_config`` is
 the ``dictConfig`` the worker hands it (``stream.service.worker.faust_worker``).
@@ -72,7 +74,7 @@ class Repeats(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        kind = (record.name, record.levelno, str(record.msg))
+        kind = (record.name, record.levelno, record.getMessage())
         now = self.clock()
         with self._lock:
             window = self._windows.get(kind)
@@ -80,7 +82,7 @@ class Repeats(logging.Filter):
                 self._windows[kind] = (window[0], window[1] + 1)
                 return False
             self._windows[kind] = (now, 0)
-            if len(self._windows) > 10_000:  # many kinds (messages formatted in advance): forget the old ones
+            if len(self._windows) > 10_000:  # many kinds (messages naming ever new ids): forget the old ones
                 self._forget(now)
         if window is not None and window[1]:  # counted since it was last written, ``now - opened`` ago
             record.msg = f"{record.msg} (repeated {window[1]} times in the last {now - window[0]:.0f} s)"

@@ -59,12 +59,12 @@ def test_json_lines_carry_time_level_logger_message_extra_and_traceback(capture:
 
 def test_repeated_errors_are_written_once_an_interval_with_their_count(capture: tuple) -> None:
     log, out, repeats, clock = capture
-    for i in range(459):  # a broker outage: the same error, other arguments, many a second
-        log.error("connection to node %d failed", i % 3)
+    for i in range(459):  # a broker outage: the same error many a second
+        log.error("connection to node %d failed", 1)
         log.info("batch %d", i)  # below WARNING: never held back
         clock.now += 0.01
     log.warning("another warning")
-    assert [r["message"] for r in _lines(out) if r["level"] == "ERROR"] == ["connection to node 0 failed"]
+    assert [r["message"] for r in _lines(out) if r["level"] == "ERROR"] == ["connection to node 1 failed"]
     clock.now += repeats.interval
     log.error("connection to node %d failed", 1)
     lines = _lines(out)
@@ -74,8 +74,15 @@ def test_repeated_errors_are_written_once_an_interval_with_their_count(capture: 
     assert sum(r["level"] == "INFO" for r in lines) == 459
     assert [r["message"] for r in lines if r["level"] == "WARNING"] == ["another warning"]
     clock.now += 0.5  # a new interval began with the line just written: the next one is held again
-    log.error("connection to node %d failed", 2)
+    log.error("connection to node %d failed", 1)
     assert len([r for r in _lines(out) if r["level"] == "ERROR"]) == 2
+    # one template, another message: written (a "resuming" right after its "pausing")
+    log.error("connection to node %d failed", 2)
+    log.warning("%s fetching", "pausing")
+    log.warning("%s fetching", "resuming")
+    lines = _lines(out)
+    assert [r["message"] for r in lines[-3:]] == ["connection to node 2 failed", "pausing fetching",
+                                                  "resuming fetching"]
 
 
 def test_the_worker_config_builds_the_json_handler_with_the_filter() -> None:
