@@ -1,4 +1,4 @@
-"""The worker's log (stream.service.logs, stream.service.batch_log): JSON lines, repeats counted, a line a batch."""
+"""The worker's log (stream.service.logs, stream.service.batch_log): JSON lines, a line a batch."""
 
 from __future__ import annotations
 
@@ -13,27 +13,17 @@ import pytest
 from stream.service import batch_log, logs
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def capture() -> Iterator[tuple[logging.Logger, io.StringIO, logs.Repeats, Clock]]:
-    """A logger writing JSON lines to a buffer through the worker's handler setup, with a settable clock."""
-    out, clock = io.StringIO(), Clock()
+def capture() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """A logger writing JSON lines to a buffer, as the worker's handler does."""
+    out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(logs.JsonFormatter())
-    repeats = logs.Repeats(clock=clock)
-    handler.addFilter(repeats)
     log = logging.getLogger("test.logs")
     log.handlers[:] = [handler]
     log.setLevel(logging.INFO)
     log.propagate = False
-    yield log, out, repeats, clock
+    yield log, out
     log.handlers.clear()
 
 
@@ -42,7 +32,7 @@ def _lines(out: io.StringIO) -> list[dict[str, object]]:
 
 
 def test_json_lines_carry_time_level_logger_message_extra_and_traceback(capture: tuple) -> None:
-    log, out, _, _ = capture
+    log, out = capture
     log.info("rated %d events", 5, extra={"pool": "chess", "events": 5})
     try:
         raise KeyError("x")
@@ -57,45 +47,17 @@ def test_json_lines_carry_time_level_logger_message_extra_and_traceback(capture:
     assert error["message"] == "a step failed\nover two lines"
 
 
-def test_repeated_errors_are_written_once_an_interval_with_their_count(capture: tuple) -> None:
-    log, out, repeats, clock = capture
-    for i in range(459):  # a broker outage: the same error many a second
-        log.error("connection to node %d failed", 1)
-        log.info("batch %d", i)  # below WARNING: never held back
-        clock.now += 0.01
-    log.warning("another warning")
-    assert [r["message"] for r in _lines(out) if r["level"] == "ERROR"] == ["connection to node 1 failed"]
-    clock.now += repeats.interval
-    log.error("connection to node %d failed", 1)
-    lines = _lines(out)
-    errors = [r for r in lines if r["level"] == "ERROR"]
-    assert errors[-1]["message"] == "connection to node 1 failed (repeated 458 times in the last 15 s)"
-    assert errors[-1]["repeated"] == 458
-    assert sum(r["level"] == "INFO" for r in lines) == 459
-    assert [r["message"] for r in lines if r["level"] == "WARNING"] == ["another warning"]
-    clock.now += 0.5  # a new interval began with the line just written: the next one is held again
-    log.error("connection to node %d failed", 1)
-    assert len([r for r in _lines(out) if r["level"] == "ERROR"]) == 2
-    # one template, another message: written (a "resuming" right after its "pausing")
-    log.error("connection to node %d failed", 2)
-    log.warning("%s fetching", "pausing")
-    log.warning("%s fetching", "resuming")
-    lines = _lines(out)
-    assert [r["message"] for r in lines[-3:]] == ["connection to node 2 failed", "pausing fetching",
-                                                  "resuming fetching"]
-
-
-def test_the_worker_config_builds_the_json_handler_with_the_filter() -> None:
+def test_the_worker_config_builds_the_json_handler() -> None:
     config = logs.logging_config("json", "info")
     assert config.pop("merge") is True
     handler = config["handlers"]["default"]
-    assert handler["formatter"] == "json" and handler["filters"] == ["repeats"] and handler["level"] == "INFO"
+    assert handler["formatter"] == "json" and handler["level"] == "INFO"
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
         logging.config.dictConfig({"version": 1, "disable_existing_loggers": False, **config})
         [h] = root.handlers
-        assert isinstance(h.formatter, logs.JsonFormatter) and any(isinstance(f, logs.Repeats) for f in h.filters)
+        assert isinstance(h.formatter, logs.JsonFormatter)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
