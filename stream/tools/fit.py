@@ -82,16 +82,6 @@ def propose(trial: optuna.Trial, dims: Sequence[SearchDim], kinds: Mapping[str, 
     return point
 
 
-def learned_starting_values(result: Mapping[str, Any], pool: str) -> dict[str, Any]:
-    """Pool state learned over the whole history that a live pool should start from, as parameters.
-
-    The side advantage a system learns per pool (``result["advantage"][pool]``: each side's mean,
-    reported by ``evaluate_events`` where the pool's system learns one) starts the live pool at
-    the value it reached, as ``advantage_init``, instead of at the prior; nothing otherwise."""
-    side = result.get("advantage", {}).get(pool, {}).get("match")
-    return {} if side is None else {"advantage_init": rounded(float(side["mean"]))}
-
-
 def write_pools_file(path: str, pool: str, system: str, params: Mapping[str, Any]) -> None:
     """``{"pools": {pool: {"system", "params"}}}`` as TOML (a ``.toml`` suffix) or JSON, the
     other pools of an existing file kept; written beside and renamed, never left half written."""
@@ -215,7 +205,6 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
         sys.exit(2)
     report_skipped(skipped)
     written = {k: getattr(fitted_sys.params, k) for k in (*fixed, *point)}
-    written.update(learned_starting_values(test_fitted, name))
     write_pools_file(out, name, system, written)
     result = {
         "system": system, "pool": name, "objective": split.objective,

@@ -79,5 +79,5 @@ def test_the_documented_example_runs(kafka_bootstrap: str, tmp_path: Path) -> No
     script.write_text(re.findall(r"```python\n(.*?)```", text, re.DOTALL)[0])
     done = subprocess.run([sys.executable, str(script)], env=env_for(s), capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr
-    assert len(read_topic(s, s.topic_matches)) == 3 and len(read_topic(s, s.topic_rounds)) == 2
+    assert len(read_topic(s, s.topic_matches)) == 4 and len(read_topic(s, s.topic_rounds)) == 2
     assert len(read_topic(s, s.topic_results)) == 2

@@ -22,6 +22,7 @@ from cluster_utils import LocalCluster
 from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, messages, replayed
 from redis.crc import key_slot
 
+from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.redis_client import StoreUnavailable
@@ -29,6 +30,9 @@ from stream.state.redis_store import Commit, RedisStore
 
 #: in one process under pytest-xdist with the other modules of group "heavy" (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240), pytest.mark.xdist_group("heavy")]
+
+#: every pool rated by elo (the outage stream's SETTINGS take only its own pools)
+ANY_POOL = Settings(system="elo")
 
 
 def wait_calls(cluster: LocalCluster, i: int) -> int:
@@ -58,7 +62,7 @@ def test_a_commit_returns_only_once_the_replica_holds_it(replicated: LocalCluste
         replica = replicated.replicas_of(master)[0]
         before = wait_calls(replicated, master)
         with ThreadPoolExecutor(1) as ex:
-            assert (await Processor(SETTINGS, store, ex).process(_matches(pool, 0, 5))).dead == []
+            assert (await Processor(ANY_POOL, store, ex).process(_matches(pool, 0, 5))).dead == []
         assert wait_calls(replicated, master) > before
 
         on_replica = replicated.node(replica)
@@ -78,7 +82,7 @@ def test_a_commit_returns_only_once_the_replica_holds_it(replicated: LocalCluste
             with pytest.raises(StoreUnavailable, match="replicas"):
                 await store.snapshot(pool, ["direct"], ["late"])
             with ThreadPoolExecutor(1) as ex:
-                proc = Processor(SETTINGS, store, ex)
+                proc = Processor(ANY_POOL, store, ex)
 
                 async def worker_batch() -> Any:  # as the worker runs it: retried until Redis takes it
                     return await (await proc.start(_matches(pool, 5, 4), safe=True))
@@ -108,7 +112,7 @@ def test_without_replicas_nothing_waits_unless_replicas_are_required(redis_clust
         store = RedisStore.from_url(redis_cluster.url, prefix=prefix)
         before = [wait_calls(redis_cluster, i) for i in range(3)]
         with ThreadPoolExecutor(1) as ex:
-            assert (await Processor(SETTINGS, store, ex).process(_matches(pool, 0, 5))).dead == []
+            assert (await Processor(ANY_POOL, store, ex).process(_matches(pool, 0, 5))).dead == []
         assert [wait_calls(redis_cluster, i) for i in range(3)] == before
         strict = RedisStore.from_url(redis_cluster.url, prefix=prefix, min_replicas=1, wait_timeout_ms=100)
         snap = await strict.snapshot(pool, [], [])
