@@ -83,7 +83,7 @@ def test_a_bug_halts_one_partition_and_a_fixed_worker_resumes_there(kafka_bootst
     pools = _pools_by_partition(2)
     (a, b), (c, bug) = pools[0], pools[1]
     d = _pools_by_partition(3)[1][2]  # a pool of the halted partition that starts after the halt
-    s = make_settings(kafka_bootstrap, redis_url, partitions=2)  # HTTP port 0: each worker's own
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2, system="cowan")  # HTTP port 0: each worker's own
     ev = Events()
     before = ev.add(a, 6) + ev.add(b, 6) + ev.add(c, 6)
     offending = ev.add(bug, 3)  # the first is the offending message: offset 6 of partition 1
@@ -139,7 +139,7 @@ def test_a_halted_partition_moved_by_a_rebalance_halts_again_at_the_same_message
     every partition an owner again, the halted one starts at its committed offset and halts there
     once more (on whichever worker owns it); the other partition goes on; nothing is dead-lettered."""
     (a, b), (c, bug) = _pools_by_partition(2)[0], _pools_by_partition(2)[1]
-    s = make_settings(kafka_bootstrap, redis_url, partitions=2)  # HTTP port 0: each worker's own
+    s = make_settings(kafka_bootstrap, redis_url, partitions=2, system="cowan")  # HTTP port 0: each worker's own
     ev = Events()
     first = ev.add(a, 3) + ev.add(c, 3) + ev.add(bug, 2)  # the offending message: offset 3 of partition 1
     workers = [WorkerProcess(s, tmp_path / f"w{i}.log") for i in range(2)]
