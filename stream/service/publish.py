@@ -35,6 +35,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import Counter, Gauge
 
 from stream.engine.rating_columns import RatingColumns
+from stream.errors import InfrastructureError
 from stream.events.model import RatingOutput
 from stream.service.config import Settings
 from stream.service.messages import DeadLetter, rating_key, rating_value
@@ -53,7 +54,7 @@ BACKOFF_S = (0.1, 5.0)
 _PARTITIONER = DefaultPartitioner()
 
 
-class TopicChanged(Exception):
+class TopicChanged(InfrastructureError):
     """An output topic's partition count is not what the worker started with."""
 
 
