@@ -28,6 +28,7 @@ topic, so that a health check can tell a live loop from a stuck one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -220,4 +221,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: main's finally stopped the consumer
+        asyncio.run(main())
