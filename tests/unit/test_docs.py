@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
 from stream.config import EngineSettings, env_names
 from stream.service.config import COMPOSITE_NAMES, OUTSIDE_NAMES, REFUSED_NAMES, Settings
 
-ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = ROOT / "docs" / "operator.md"
 #: the documents a reader reaches from the README
 DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "deploy" / "README.md",

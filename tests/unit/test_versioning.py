@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 from click.testing import CliRunner
 from packaging.version import Version
+from repo_paths import ROOT
 
 import stream
 from stream.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 HEADING = re.compile(r"^## \[(?P<name>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?$")
 SECTIONS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}

@@ -15,11 +15,10 @@ from pathlib import Path
 import numba
 import pytest
 from numba.core import caching
+from repo_paths import ROOT
 
 from stream.runtime import locator as _numba_locator
 from stream.runtime import numba_cache as _numba_cache
-
-ROOT = Path(__file__).resolve().parents[2]
 
 #: a small kernel of the package (compiles in a fraction of a second); prints how many
 #: functions numba compiled (0: all loaded from the cache) and its result
