@@ -2,7 +2,7 @@
 and the worker's ``/openapi.json`` all carry; the CHANGELOG follows Keep a Changelog and never names
 a release ahead of it (CHANGELOG.md, "Version policy"). The built wheel's own version and
 ``mmr --version`` from it: tests/packaging/test_wheel.py; ``info.version`` of the served OpenAPI
-document: tests/unit/test_openapi_document.py."""
+document: tests/unit/service/test_openapi_document.py."""
 
 from __future__ import annotations
 
