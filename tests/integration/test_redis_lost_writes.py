@@ -40,6 +40,7 @@ from service_utils import (
     metric,
     publish,
     read_json_topic,
+    sample,
     wait_caught_up,
     wait_for,
 )
@@ -271,8 +272,9 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
                     killed = True
                     private_redis.kill()
                     loop = asyncio.get_running_loop()
-                    loop.call_later(2.0, lambda: during.append((proc.metrics.store_unavailable._value.get(),
-                                                                proc.metrics.store_retries._value.get(), list(calls))))
+                    loop.call_later(2.0, lambda: during.append((sample(proc.metrics, "mmr_store_unavailable"),
+                                                                sample(proc.metrics, "mmr_store_retries_total"),
+                                                                list(calls))))
                     loop.call_later(3.0, private_redis.start)
                 return await commit(*args, **kwargs)
 
@@ -280,8 +282,8 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
                 if b == 3:
                     store.commit = commit_after_a_kill  # type: ignore[method-assign]
                 assert (await (await proc.start(msgs, safe=True))).dead == []
-            retries = proc.metrics.store_retries._value.get()
-            assert proc.metrics.store_unavailable._value.get() == 0
+            retries = sample(proc.metrics, "mmr_store_retries_total")
+            assert sample(proc.metrics, "mmr_store_unavailable") == 0
         rows = await export_rows(store)
         await store.close()
         return rows, calls, during, retries
