@@ -19,7 +19,7 @@ flag numba would have set wherever SciPy is installed whole (its wheels always c
 calls numba's own ``ensure_blas`` when it is compiled, which imports ``scipy.linalg`` then.
 
 This touches numba's private module attributes: the supported numba versions are bounded in
-pyproject.toml and tests/unit/test_numba_blas.py checks the behaviour.
+pyproject.toml and tests/unit/runtime/test_numba_blas.py checks the behaviour.
 """
 
 from __future__ import annotations

@@ -70,6 +70,11 @@ class BatchDelivery:
         self.batches = 0  # batches put on the channel (observability, tests)
         self.dropped = 0  # records dropped by ``clear`` or as stale (re-fetched by Faust)
 
+    @property
+    def open_records(self) -> int:
+        """Records in the open batch, not yet put on the channel (observability, tests)."""
+        return len(self._open)
+
     def serve(self, on_batch: Callable[[list[Any]], Awaitable[None]], name: str | None = None) -> None:
         """Everything the app needs, in one place: ``install``, the window timer as an app
         task, and the agent over ``channel`` that hands each batch's current records (see

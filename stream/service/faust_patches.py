@@ -8,7 +8,7 @@ builds one). ``faust_app.faust_app`` applies them (the fetch waits as configured
 aiokafka consumer that Faust's consumer thread owns; ``stream.service.publish`` sends record batches
 through the aiokafka producer Faust wraps. They were written against faust-streaming 0.15,
 mode-streaming 0.7 and aiokafka 0.14 (pinned in pyproject.toml);
-tests/unit/test_faust_patches.py checks that the code they replace is still there, so an upgrade
+tests/unit/service/test_faust_patches.py checks that the code they replace is still there, so an upgrade
 that moves it fails those tests instead of silently undoing the patch.
 """
 

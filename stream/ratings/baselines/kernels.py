@@ -52,7 +52,7 @@ def logistic_rows(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
     """``logistic_row_sums`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``len(r)``).
 
     The same kernel either way, so the same bits: each row is one thread's loop over j, whatever
-    the number of threads (tests/unit/test_baselines.py compares them bit for bit). A kernel
+    the number of threads (tests/unit/ratings/baselines/test_baselines.py compares them bit for bit). A kernel
     compiled without ``parallel`` would not do: LLVM vectorizes its inner sum in another order.
     """
     threads = numba.get_num_threads()
@@ -324,7 +324,8 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
 def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
                     k: float, scale: float, shifts: np.ndarray) -> None:
     """Sequential Elo steps over a batch of matches, in place (the plain loop of
-    tests/unit/test_baselines.py is the oracle: same operations in the same order, no fastmath, so the same bits).
+    tests/unit/ratings/baselines/test_baselines.py is the oracle: same operations in the same order,
+    no fastmath, so the same bits).
     ``shifts[j]``: the side advantage A plays with (0: none, the unshifted arithmetic)."""
     for j in range(a.shape[0]):
         ia = a[j]

@@ -104,7 +104,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     c0 = time.process_time()
     t0 = time.perf_counter()
     pending: deque[asyncio.Future[Any]] = deque()
-    cuts = _cuts(msgs, take) if kind == "history" else list(range(0, len(msgs) + take, take))
+    cuts = take_cuts(msgs, take) if kind == "history" else list(range(0, len(msgs) + take, take))
     for k, i in enumerate(cuts):
         j = cuts[k + 1] if k + 1 < len(cuts) else len(msgs)
         if i < len(msgs):
@@ -124,7 +124,7 @@ async def run(kind: str, system: str, n: int, take: int, redis_url: str,
     return results / dt, 1e6 * cpu / results, 1e6 * redis_cpu / results
 
 
-def _cuts(msgs: list[Message], take_mib: int) -> list[int]:
+def take_cuts(msgs: list[Message], take_mib: int) -> list[int]:
     """Where take batches of at most ``take_mib`` MiB of values start (as ``BatchDelivery`` closes them)."""
     cuts, size = [0], 0
     for i, m in enumerate(msgs):
