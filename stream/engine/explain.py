@@ -139,9 +139,6 @@ def player_matches(batch: MatchBatch, idx: PlayerIndex) -> tuple[list[int], list
     return counts.tolist(), ids
 
 
-_ROUND_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "round_id")
-_PERF_KEYS = (*_ROUND_KEYS, "performance")
-_MATCH_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "matches", "match_ids")
 #: the start of every explanation's JSON text; the rest is one ``%`` template per kind (below)
 _HEAD = b'{"rating_before":%b,"mu_before":%b,"sigma_before":%b,"delta":%b,'
 _MATCH_TEMPLATE = _HEAD + b'"matches":%d,"match_ids":%b}'

@@ -75,6 +75,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from stream import __version__
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.errors import InfrastructureError
+from stream.events.model import MAX_ID_LENGTH
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
@@ -101,8 +102,6 @@ HEALTH_TIMEOUT_S = 2.0
 #: one MGET and a prediction of bounded cost (the lobby's pairs and integrals grow with teams²)
 MAX_IDS = 1000
 MAX_TEAMS = 64
-#: the interface's (docs/interface.md) longest player id
-MAX_ID_LENGTH = 128
 #: seconds ``/livez`` waits for the worker's event loop to run a callback before answering 503
 LIVEZ_TIMEOUT_S = 10.0
 #: at most one log line per this many seconds about requests that could not be parsed

@@ -390,7 +390,7 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
     ngroups = gstart.shape[0] - 1
     sw = TANH_MULTIPLIER / ss
     sarg = 0.5 * sw
-    const = _group_constants(sw, gstart, split)
+    const = _group_constants(sw, gstart)
     npanels = max(1, math.ceil((hi - lo) / max_width))
     width = (hi - lo) / npanels
     # fewer nodes when the panels came out narrower than the widest accurate panel
@@ -421,8 +421,8 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
 
 
 @nb.njit(cache=True, nogil=True)
-def _group_constants(sw, gstart, split: bool):
-    """Logistic const_g = Σ w ranked worse − Σ w ranked better (same with split ties)."""
+def _group_constants(sw, gstart):
+    """Logistic const_g = Σ w ranked worse − Σ w ranked better (the same with split ties)."""
     ngroups = gstart.shape[0] - 1
     own = np.zeros(ngroups)
     for g in range(ngroups):
@@ -444,7 +444,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     ngroups = gstart.shape[0] - 1
     sw = TANH_MULTIPLIER / ss
     sarg = 0.5 * sw
-    const = _group_constants(sw, gstart, split)
+    const = _group_constants(sw, gstart)
     smin = ss.min()
     dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
     max_width = 2.0 * PANEL_FRACTION * dist

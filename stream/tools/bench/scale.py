@@ -49,11 +49,6 @@ def pools_by_partition(pools: Iterable[str], partitions: int) -> dict[int, list[
     return out
 
 
-def pools_moved(pools: Iterable[str], old: int, new: int) -> list[str]:
-    """The pools whose partition changes when the topic goes from ``old`` to ``new`` partitions."""
-    return [p for p in pools if partition_of(p, old) != partition_of(p, new)]
-
-
 def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
     """Pool names, one keyed onto each partition (warm-up traffic that reaches every worker)."""
     found: dict[int, str] = {}
