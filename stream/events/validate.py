@@ -107,8 +107,7 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     accepts, with the same decoded values; anything unusual (including every invalid event)
     returns None and goes through the full validator, so dead-letter reasons are unchanged.
     Checked column by column (``_plain_columns``): C-level ``map`` passes instead of a
-    Python call per match (``match_batch``: ~0.7 µs a match instead of ~0.9 µs; ``match_columns``,
-    which has no object per match to parse or pick apart: ~0.4 µs).
+    Python call per match (``match_columns`` has no object per match to parse or pick apart).
     """
     etype = obj.get("type")
     pool = obj.get("pool")
@@ -194,7 +193,7 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
     columns, or None: use ``decode_event``.
 
     The worker's hot path for rounds. The generated validator walks a round's standings one
-    item at a time (~35 µs per 1,000 players, more than the Elo-MMR kernel spends on them);
+    item at a time (more than the Elo-MMR kernel spends on them);
     here the players and ranks are picked out and checked column by column with C-level
     ``map`` passes. It only accepts rounds every check of ``decode_event`` accepts, with the
     same decoded values; anything unusual (team rounds, integral floats, a player listed twice,

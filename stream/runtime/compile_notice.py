@@ -57,7 +57,7 @@ class CompileTimer(event.Listener):  # type: ignore[misc]
     def on_start(self, ev: Any) -> None:
         if self._depth == 0:
             if self.kernels == 0:
-                print(f"{PREFIX}compiling rating kernels for this machine (once, ~20-40 s; cached in "
+                print(f"{PREFIX}compiling rating kernels for this machine (once; cached in "
                       f"{cache_location()}{self.hint})", file=self.out, flush=True)
             self._started = time.perf_counter()
         self._depth += 1

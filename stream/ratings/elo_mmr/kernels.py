@@ -97,7 +97,7 @@ def _inv_mills(t: float) -> float:
 
 @nb.njit(cache=True, nogil=True)
 def _tanh(z: float) -> float:
-    """tanh via one exp (several times faster than libm's tanh; error ~1 ulp of 1)."""
+    """tanh via one exp (cheaper than libm's tanh; error ~1 ulp of 1)."""
     return 1.0 - 2.0 / (1.0 + math.exp(2.0 * z))
 
 
@@ -798,7 +798,7 @@ def _first_non_finite(flat, offsets) -> int:
 
     ``x * 0.0`` is ±0.0 for every finite ``x`` and NaN for NaN and ±inf; the pass ORs whether it is
     non-zero rather than summing it: an OR may be taken in any order, so it compiles to vector code,
-    where a sum of floats must be added in order (0.52 → 0.29 ns a value, BENCHMARKS.md, "Elo-MMR")."""
+    where a sum of floats must be added in order."""
     bad = False
     for q in range(flat.shape[0]):
         bad |= flat[q] * 0.0 != 0.0

@@ -92,9 +92,8 @@ from stream.runtime import parallel_min_players
 HEADER = K.HEADER
 #: rounds smaller than this run the kernels on one thread; None: the setting ``MMR_ELO_PARALLEL_MIN``
 #: (``stream.runtime.parallel_min_players``, read at the first round, not at import).
-#: Measured on the shared 2-core box: with other jobs running, numba's workqueue pool
-#: made the Codeforces history 1.8× slower in wall time and used 1.8× the CPU (a
-#: descheduled worker stalls every parallel loop), so only very large rounds use it.
+#: On a machine shared with other work a descheduled thread of numba's workqueue pool stalls
+#: every parallel loop, so only very large rounds use it.
 PARALLEL_MIN_PLAYERS: int | None = None
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
@@ -187,11 +186,9 @@ def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
     """Split the kernel output into independent per-player arrays (copies).
 
-    Views would cost a quarter as much (~0.1 µs instead of ~0.4 µs per player) but keep
-    the whole round's buffer alive while any one of its players is not rated again; a
-    caller holding beliefs in memory over a long history (the evaluation harness) would
-    then retain nearly every buffer ever allocated (~2 GB for the Codeforces history
-    instead of ~0.3 GB).
+    Views would be cheaper but keep the whole round's buffer alive while any one of its
+    players is not rated again; a caller holding beliefs in memory over a long history (the
+    evaluation harness) would then retain nearly every buffer ever allocated.
     """
     bounds = offsets.tolist()
     return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]
