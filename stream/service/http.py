@@ -17,23 +17,7 @@ Redis on a client of their own again (``ReadApi.health``, a ``RedisPing``), so t
 read connection is busy; that ping runs on a thread of its own, bounded by ``HEALTH_TIMEOUT_S`` on its
 socket, so that what a probe judges is Redis, not how late the busy event loop gets to its answer.
 
-Routes:
-    GET /livez                                     200 while the process and its event loop answer (no Redis, no Kafka)
-    GET /readyz                                    200 once the app runs and Redis answers, else 503; a
-                                                   partition halted by a bug: 200 "degraded" and the halts
-    GET /healthz                                   the same as /readyz; {"status", "http_port"[, "halted"]}
-    GET /metrics                                   Prometheus text format
-    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown) and the
-                                                   explanation of its latest change (the fields of the
-                                                   rating message: docs/matchmaker.md); any player id,
-                                                   percent-encoded ({, }, /, %, ...)
-    GET /pools/{pool}/leaderboard?n=20&offset=0    a page of the leaderboard by displayed rating
-    GET /pools/{pool}/leaderboard/rank/{player}    the player's rank and place on the leaderboard
-    GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
-    POST /pools/{pool}/players                     {"players": [ids]}: many players' ratings at once
-    POST /pools/{pool}/predict                     {"teams": [[ids], ...]}: a lobby's prediction
-                                                   (stream.ratings.lobby)
-    GET /openapi.json                              the OpenAPI document of these routes
+The routes and their answers: ``GET /openapi.json`` and docs/matchmaker.md.
 
 Served on a thread and event loop of its own (``HttpServer``, thread ``mmr-http``), apart from the
 worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue, so

@@ -31,23 +31,15 @@ is folded into the Gaussian term preserving its weight, as the reference does. W
 established player), so terms older than 100 rounds weigh ~1e-16 of a new one and the
 fold is invisible; memory per player stays bounded at 6 + 300 floats.
 
-Public API
-----------
-``EloMMR`` / ``EloMMX`` (``RatingSystem``): ``rate_round`` (whole round in numba
-kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
-``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
-(the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
-by σ² + σ_perf²), ``ranking_score`` (μ), ``rate_team_round`` / ``rate_team_round_detailed``
-(rounds ranked by teams, ``_elo_mmr_teams``; docs/teams.md). ``EloMMRParams`` holds the parameters and
-``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
-Kernels release the GIL; call them from one thread at a time (numba's workqueue pool is
-not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players (default 20,000) run
-single-threaded, see ``PARALLEL_MIN_PLAYERS``.
+A round is rated whole in numba kernels (``kernels``: why it is O(nodes·N), not O(N²)); team
+rounds in ``teams`` (docs/teams.md). The kernels release the GIL; call them from one thread at a
+time (numba's workqueue pool is not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players
+run single-threaded (``PARALLEL_MIN_PLAYERS``).
 
 Intentional differences from the reference
 ------------------------------------------
 * Performances are exact (no subsampling) and solved by the Chebyshev-panel method of
-  ``_elo_mmr_kernels`` instead of Newton on O(N) sums; results agree to ~1e-9 points.
+  ``kernels`` instead of Newton on O(N) sums; results agree to ~1e-9 points.
 * ``perf_ceiling`` also caps Elo-MMχ performances (the reference caps only the logistic
   variant). ρ = ∞ collapses to the Gaussian term like the reference's special case.
 * The reference keeps every logistic term in ``mmr`` (its history bound is the

@@ -135,7 +135,7 @@ def rate_team_round_flat(flat, offsets, team_of, team_ranks, player_weights, tim
                          drift_per_day: float, rho: float, split: bool, gaussian: bool, history_limit: int,
                          exact_sigma: bool, mean_model: bool, team_shift):
     """One team round: (new flat beliefs, new offsets, member performances, team performances,
-    bad player), like ``_elo_mmr_kernels.rate_round_flat``. ``gaussian``: Elo-MMχ; else the
+    bad player), like ``kernels.rate_round_flat``. ``gaussian``: Elo-MMχ; else the
     logistic proposal of docs/teams.md (teams' terms logistic of the same variance, members'
     performances added to their logistic histories). ``mean_model``: the team model of the
     parameter ``team_performance`` (module docstring); ``team_shift[t]``: the side advantage
