@@ -158,13 +158,16 @@ class RepeatLimit(logging.Filter):
         return False
 
 
-def limit_repeats(prefixes: tuple[str, ...] = ("aiokafka", "faust", "mode"), limit: RepeatLimit | None = None,
-                  ) -> RepeatLimit:
-    """Put one ``RepeatLimit`` on every logger created so far under ``prefixes`` (a filter of a logger
-    applies to its own records only, so each module's logger gets it)."""
-    limit = limit or RepeatLimit()
+#: the libraries whose loggers repeat themselves while the broker is down
+NOISY_LOGGERS = ("aiokafka", "faust", "mode")
+
+
+def limit_repeats() -> RepeatLimit:
+    """Put one ``RepeatLimit`` on every logger created so far under ``NOISY_LOGGERS`` (a filter of a
+    logger applies to its own records only, so each module's logger gets it)."""
+    limit = RepeatLimit()
     for name in list(logging.Logger.manager.loggerDict):
-        if name.split(".")[0] in prefixes:
+        if name.split(".")[0] in NOISY_LOGGERS:
             logger = logging.getLogger(name)
             if limit not in logger.filters:
                 logger.addFilter(limit)
