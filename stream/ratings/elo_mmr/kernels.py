@@ -676,19 +676,21 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
 
 
 @nb.njit(cache=True, nogil=True)
-def _new_lengths(offsets, collapse: bool, gaussian: bool, history_limit: int):
+def _out_offsets(offsets, collapse: bool, gaussian: bool, history_limit: int):
+    """Where each new belief starts in the round's output: the header, and (Elo-MMR) the logistic
+    terms kept plus the new one, at most ``history_limit`` of them."""
     n = offsets.shape[0] - 1
-    lengths = np.empty(n, dtype=np.int64)
+    out = np.empty(n + 1, dtype=np.int64)
+    out[0] = 0
     for i in range(n):
-        if gaussian:
-            lengths[i] = HEADER
-            continue
-        m = 0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3
-        m += 1
-        if history_limit > 0 and m > history_limit:
-            m = history_limit
-        lengths[i] = HEADER + 3 * m
-    return lengths
+        length = HEADER
+        if not gaussian:
+            m = 1 + (0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3)
+            if history_limit > 0 and m > history_limit:
+                m = history_limit
+            length += 3 * m
+        out[i + 1] = out[i] + length
+    return out
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -782,12 +784,8 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
     for g in range(gstart.shape[0] - 1):
         for q in range(gstart[g], gstart[g + 1]):
             perfs[order[q]] = min(perf_g[g], perf_ceiling)
-    lengths = _new_lengths(offsets, collapse, gaussian, history_limit)
-    out_offsets = np.empty(n + 1, dtype=np.int64)
-    out_offsets[0] = 0
-    for i in range(n):
-        out_offsets[i + 1] = out_offsets[i] + lengths[i]
-    out = np.empty(out_offsets[n])
+    out_offsets = _out_offsets(offsets, collapse, gaussian, history_limit)
+    out = np.empty(out_offsets[-1])
     _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
     return out, out_offsets, perfs, -1
 
