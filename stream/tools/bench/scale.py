@@ -231,8 +231,3 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                        f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
             out["runs"].append(run)
     return out
-
-
-#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
-#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
-#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores

@@ -165,6 +165,8 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: st
     app.main()
 
 
+#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
+#: every match is its own produce request, and the broker's load would be measured, not the worker's
 LATENCY_LINGER_MS = 5
 #: the latency run ends this long after the last rating arrived, once everything is produced
 QUIET_S = 2.0
