@@ -415,7 +415,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
         beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
-        # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
+        # numpy only for the team models (a large lobby's prediction is long: not on the rating thread);
         # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
         with _stored_value_errors():  # a stored value that decodes but gives no finite prediction
