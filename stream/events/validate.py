@@ -129,12 +129,11 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
             return None
     else:
         return None
-    ids, times, a, b, scores = cols
-    score_types = set(map(type, scores))
-    if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
+    plain = _plain(cols)
+    if plain is None:
         return None
-    floats = scores if score_types == _FLOAT else list(map(float, scores))
-    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=floats, times=times)
+    ids, times, a, b, scores = plain
+    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=scores, times=times)
 
 
 def plain_match_rows(objs: list[Any]) -> list[Any] | None:
@@ -142,8 +141,12 @@ def plain_match_rows(objs: list[Any]) -> list[Any] | None:
     ``match`` events that are each certainly valid (``_plain_match``, checked column by
     column), or None: something needs the full validator."""
     cols = _rows_to_columns(objs)
-    if cols is None:
-        return None
+    return None if cols is None else _plain(cols)
+
+
+def _plain(cols: list[Any]) -> list[Any] | None:
+    """``cols`` (``COLUMNS``) with the scores as floats when every match is certainly valid
+    (``_plain_columns``), else None."""
     ids, times, a, b, scores = cols
     score_types = set(map(type, scores))
     if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
