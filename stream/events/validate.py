@@ -30,7 +30,6 @@ from stream.events.check import (
     check_schema,
     exact_int,
     parse_json,
-    round_fields,
     to_match,
     validator,
 )
@@ -40,7 +39,7 @@ from stream.ratings.base import IntArray
 
 __all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "MAX_EVENT_ID_LENGTH", "MAX_EXACT_FLOAT",
            "InvalidEvent", "check_schema", "decode_event", "exact_int", "fast_matches", "fast_round", "parse_json",
-           "plain_match_rows", "round_of_columns", "schema", "to_match", "to_round", "validator"]
+           "plain_match_rows", "round_of_columns", "schema", "to_match", "validator"]
 
 _LIMITS = limits()
 #: the schemas' bounds the fast paths check by hand
@@ -48,11 +47,6 @@ _ID, _POOL, _PLAYER, _ROUND_ID = _LIMITS.event_id_length, _LIMITS.pool_length, _
     _LIMITS.round_id_length
 _MIN_TIME, _MAX_TIME = _LIMITS.min_time, _LIMITS.max_time
 _MIN_SCORE, _MAX_SCORE = _LIMITS.min_score, _LIMITS.max_score
-
-
-def to_round(obj: dict[str, Any]) -> RoundEvent:
-    """A schema-valid ``round`` dict → RoundEvent (``check.round_fields``: rejects a player listed twice, ...)."""
-    return round_event(obj, round_fields(obj))
 
 
 def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
