@@ -21,7 +21,6 @@ from numba import njit, prange
 
 from stream.runtime import parallel_min_players
 
-LN10_400 = math.log(10.0) / 400.0
 #: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, read
 #: at the first round by ``stream.runtime.parallel_min_players``:
 #: the threshold of Elo-MMR's kernels, ``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``, for the
@@ -289,7 +288,6 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
             k = pred[i] + 1
     tree = np.zeros(k + 1, dtype=np.int64)
     wrong = 0.0
-    inserted = 0
     start = 0
     while start < n:
         end = start
@@ -314,7 +312,6 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
             while x <= k:
                 tree[x] += 1
                 x += x & (-x)
-        inserted += end - start
         start = end
     pairs = n * (n - 1) / 2.0
     return wrong, pairs

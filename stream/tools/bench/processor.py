@@ -4,8 +4,7 @@ The worker's processor on pre-built input messages in take batches (started one 
 other as the worker's pipeline does; the worker's settings apply, ``MMR_SEEN_MAX_IDS`` bounding
 the recorded ids as in the worker), plus
 the serialisation the publisher does per rating; prints results/s. Shows the pipeline's own
-cost without Faust and Tansu (see BENCHMARKS.md,
-"Service"). Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
+cost without Faust and Tansu. Keys go under a fresh prefix, deleted at the end. Never asserted in tests.
 
     python -m stream.tools.bench.processor single elo 20000 4096   # kind system n take_batch
     python -m stream.tools.bench.processor batch elo 50 5          # n match_batch messages of 1,000
