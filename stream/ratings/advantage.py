@@ -29,6 +29,7 @@ probability with step ``1e-3·u``: one rule for every system, whatever its link.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -43,6 +44,9 @@ MAX_SIDE_LENGTH = 32
 DERIVATIVE_STEP = 1e-3
 #: parameter keys of the advantage (``--param``, a pool's configuration), all starting with this
 PREFIX = "advantage"
+#: a side's belief as stored (Redis ``<prefix>:{pool}:adv``: side -> these bytes): mean and variance,
+#: little-endian float64, so what is read back is the very belief (no decimal text)
+_STORED = struct.Struct("<dd")
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,31 @@ class Advantages:
             self.sides[side_a] = SideBelief(ba.mean + va * g / denom, va - va * va * info / denom)
         if bb is not None and side_b is not None:
             self.sides[side_b] = SideBelief(bb.mean - vb * g / denom, vb - vb * vb * info / denom)
+
+    @property
+    def active(self) -> bool:
+        """Whether events rate and learn with sides (False: the advantage is off)."""
+        return self.params.advantage
+
+    def copy(self) -> Advantages:
+        """The same beliefs, learned on independently (a step that may fail learns on a copy)."""
+        return Advantages(self.params, self.unit, dict(self.sides))
+
+    def stored(self) -> dict[str, bytes]:
+        """Each learned side's belief as stored (``_STORED``: mean, variance; bit for bit)."""
+        return {k: _STORED.pack(b.mean, b.var) for k, b in self.sides.items()}
+
+    def load(self, stored: Mapping[str, bytes] | Mapping[bytes, bytes]) -> Advantages:
+        """These settings with the sides ``stored`` holds (``stored()``'s form; fields as str or bytes)."""
+        sides = {}
+        for k, raw in stored.items():
+            name = k.decode() if isinstance(k, bytes) else k
+            try:
+                mean, var = _STORED.unpack(raw)
+            except struct.error as exc:
+                raise RatingError(f"the stored advantage of side {name!r} is not a belief ({exc})") from exc
+            sides[name] = SideBelief(mean, var)
+        return Advantages(self.params, self.unit, sides)
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         """The learned sides (what ``GET /pools/{pool}`` and ``mmr export`` show)."""

@@ -16,8 +16,8 @@ from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
-from stream.ratings import make_system
 from stream.ratings.base import RatingError
+from stream.ratings.sided import make_pool_system
 from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
 
 
@@ -202,7 +202,7 @@ def replay(
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size, pool_systems=pool_systems,
                                         history=None if sink is None else write_history)
             for pool_system, pool_params in pool_systems.values():
-                make_system(pool_system, pool_params)  # fail fast on a bad name / parameter, as the worker does
+                make_pool_system(pool_system, pool_params)  # fail fast on a bad name / parameter, as the worker does
             with compile_notice():
                 pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True,
                                                      on_invalid=skipped), prepare=pipeline.look_ahead),
