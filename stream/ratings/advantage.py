@@ -160,6 +160,11 @@ class Advantages:
         """Each learned side's belief as stored (``_STORED``: mean, variance; bit for bit)."""
         return {k: _STORED.pack(b.mean, b.var) for k, b in self.sides.items()}
 
+    @staticmethod
+    def decode(raw: bytes) -> SideBelief:
+        """One side's stored belief (``stored()``'s value)."""
+        return SideBelief(*_STORED.unpack(raw))
+
     def load(self, stored: Mapping[str, bytes] | Mapping[bytes, bytes]) -> Advantages:
         """These settings with the sides ``stored`` holds (``stored()``'s form; fields as str or bytes)."""
         sides = {}

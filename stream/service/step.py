@@ -137,6 +137,8 @@ class PoolStep:
                 continue
             self.rounds.committed(pool, step.rounds)
             self.cache.committed(pool, gen, new_gen, commit.beliefs, commit.advantages)
+            if commit.advantages:
+                self.metrics.set_advantages(pool, commit.advantages)
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()

@@ -61,7 +61,7 @@ def fewer_collections() -> Iterator[None]:
 
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
 BROKER_FROM_ENV = "\0from-env"
-EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "top", "history")
+EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "advantages", "top", "history")
 BROKER_ONLY = ("rate", "speedup")
 
 
@@ -95,6 +95,9 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="System parameter (repeatable).")
 @click.option("--embedded", is_flag=True, help="Run the pipeline in-process (no Kafka, no Redis).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Embedded: final ratings JSONL.")
+@click.option("--advantages", is_flag=True,
+              help='Embedded: after the ratings in --out, a line per pool with its learned side advantage '
+                   '({"type": "advantage", ...}, as `mmr export --advantages`).')
 @click.option("--history", type=click.Path(dir_okay=False),
               help="Embedded: every player's rating after every round or match batch, explained (JSONL).")
 @click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default'); overrides events'.")
@@ -128,6 +131,7 @@ def replay(
     params: tuple[str, ...],
     embedded: bool,
     out: str | None,
+    advantages: bool,
     history: str | None,
     pool: str | None,
     top: int,
@@ -211,6 +215,7 @@ def replay(
             for open_round in pipeline.incomplete_rounds():
                 click.echo(f"warning: {open_round.describe()}", err=True)
             rows = list(pipeline.final_ratings())
+            learned = list(pipeline.advantages()) if advantages else []
         if sink is not None:
             click.echo(f"wrote {sink.rows} rating changes to {history}", err=True)
     except InputError as exc:
@@ -221,7 +226,7 @@ def replay(
         sys.exit(2)
     report_skipped(skipped)
     if out:
-        n = write_jsonl_atomic(out, iter(rows))
-        click.echo(f"wrote {n} ratings to {out}", err=True)
+        n = write_jsonl_atomic(out, iter(rows + learned)) - len(learned)
+        click.echo(f"wrote {n} ratings{f' and {len(learned)} advantages' if learned else ''} to {out}", err=True)
     if top:
         print_leaderboard(rows, top)
