@@ -133,8 +133,11 @@ class Advantages:
         vb = 0.0 if bb is None else bb.var + drift
         x = (0.0 if ba is None else ba.mean) - (0.0 if bb is None else bb.mean)
         step = DERIVATIVE_STEP * self.unit
-        p = prob(x)
-        dp = (prob(x + step) - prob(x - step)) / (2.0 * step)
+        try:
+            p = prob(x)
+            dp = (prob(x + step) - prob(x - step)) / (2.0 * step)
+        except ArithmeticError:  # ratings out of any range (an overflow): the outcome teaches nothing
+            p, dp = 0.5, math.nan
         q = p * (1.0 - p)
         if not (q > 0.0 and math.isfinite(dp)):  # a certain outcome carries no information on x
             g = info = 0.0
