@@ -2,9 +2,10 @@
 on a multi-partition input topic (the real broker), a real Redis Cluster of three masters with a
 replica each (the ``replicated`` fixture), pools on every master, Cowan match pools and Elo-MMR round
 pools, and Elo/Elo-MMR pools of matches with a home side and team rounds with side labels (their learned
-side advantage is pool state: ``:adv``). While the events stream in, workers are SIGKILLed at seeded random moments and restarted, and
-a master is SIGKILLed so that its replica is promoted. At the end ``mmr export`` equals the embedded
-replay of the same events bit for bit (the side advantages too), and nothing was dead-lettered.
+side advantage is pool state: ``:adv``). While the events stream in, workers are SIGKILLed at seeded
+random moments and restarted, and a master is SIGKILLed so that its replica is promoted. At the end
+``mmr export`` equals the embedded replay of the same events bit for bit (the side advantages too), and
+nothing was dead-lettered.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from outage_stream import MATCH_POOLS, ROUND_POOLS, events, history, outage_pool
 from redis.crc import key_slot
 from service_utils import (
     MMR,
-    BackgroundPublish,
     SIDED_POOLS,
+    BackgroundPublish,
     WorkerProcess,
     env_for,
     make_settings,

@@ -26,6 +26,7 @@ import orjson
 import pytest
 from service_utils import (
     MMR,
+    SIDED_POOLS,
     BackgroundPublish,
     WorkerProcess,
     announced_port,
@@ -35,7 +36,6 @@ from service_utils import (
     http_get,
     make_settings,
     pool_systems,
-    SIDED_POOLS,
     produce_raw,
     publish,
     read_json_topic,
