@@ -34,9 +34,9 @@ from stream.events.inputs import MATCH_RUN, InputError, OnInvalid
 from stream.events.model import MatchBatch, MatchEvent, MatchRun, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
-from stream.ratings import make_system
 from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
+from stream.ratings.sided import make_pool_system
 from stream.state.memory import Held, MemoryStore
 from stream.state.packed_pool import PackedPool
 
@@ -49,6 +49,12 @@ _SUMMARY_BLOCK = 1 << 14
 #: players per block of ``_block_summaries``: each block's beliefs are gathered into one
 #: buffer (and ``summary_many`` concatenates them again), ~6 KB a player each
 _BELIEF_BLOCK = 1 << 11
+
+
+def advantage_row(pool: str, sides: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """The line of a pool's learned side advantage beside its players' ratings (``mmr replay --out``,
+    ``mmr export``): ``{"type": "advantage", "pool", "sides": {side: {"mean", "sd"}}}``."""
+    return {"type": "advantage", "pool": pool, "sides": {k: dict(v) for k, v in sides.items()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +108,13 @@ class EmbeddedPipeline:
         #: "file:line" of the first event of each open round, to name it if it stays incomplete
         self.round_where: dict[tuple[str, str], str] = {}
         self.history = history
-        make_system(system, params)  # fail fast on a bad name / parameter
+        make_pool_system(system, params)  # fail fast on a bad name / parameter
 
     def engine(self, pool: str) -> PoolEngine:
         eng = self.engines.get(pool)
         if eng is None:
             name, params = self.pool_systems.get(pool, self.default)
-            eng = self.engines[pool] = PoolEngine(pool, make_system(name, params))
+            eng = self.engines[pool] = PoolEngine.of_params(pool, name, params)
         return eng
 
     def held(self, pool: str) -> Mapping[str, Held]:
@@ -171,8 +177,7 @@ class EmbeddedPipeline:
             if not pending:
                 self.pending_where[pool] = run.where(i)
             j = min(n, i + self.batch_size - len(pending))
-            pending.extend(MatchBatch(pool, event_ids=ids[i:j], a=batch.a[i:j], b=batch.b[i:j],
-                                      scores=batch.scores[i:j], times=batch.times[i:j]))
+            pending.extend(batch.slice(i, j))
             self.pending_ids.setdefault(pool, set()).update(ids[i:j])
             i = j
             if len(pending) >= self.batch_size:
@@ -356,6 +361,13 @@ class EmbeddedPipeline:
             if block is None:
                 block = [summary(eng.unpack(held[p])) for p in held.names[a: a + _SUMMARY_BLOCK]]
             yield from block
+
+    def advantages(self) -> Iterator[dict[str, Any]]:
+        """The learned side advantage of each pool that learned one, in first-seen order: the
+        ``advantage`` lines of ``mmr replay --out`` and ``mmr export`` (docs/advantage.md)."""
+        for pool, eng in self.engines.items():
+            if eng.advantages.sides:
+                yield advantage_row(pool, eng.advantages.as_dict())
 
     def beliefs(self) -> Iterator[tuple[str, str, Belief]]:
         """(pool, player, belief as an array) of every player, in first-seen order."""

@@ -47,10 +47,12 @@ from typing import TypeVar, cast
 import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
-from stream.ratings import make_system
+from stream.ratings import sided
+from stream.ratings.advantage import AdvantageParams, Advantages
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
+from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
@@ -137,16 +139,31 @@ class PoolEngine:
     def from_meta(cls, pool: str, system: str, params: Mapping[str, object]) -> PoolEngine:
         """The engine of a pool whose system was fixed in stored meta (``PoolConfigError`` if refused)."""
         try:
-            built = make_system(system, params)
+            built, advantage = sided.make_pool_system(system, params)
         except (ValueError, TypeError) as exc:  # RatingError is a ValueError
             shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
             raise PoolConfigError(f"pool {pool!r}: its stored system {system} ({shown or 'defaults'}) is "
                                   f"refused by this version: {exc}") from exc
-        return cls(pool, built)
+        return cls(pool, built, advantage=advantage)
 
-    def __init__(self, pool: str, system: RatingSystem, codec: Codec | None = None) -> None:
+    @classmethod
+    def of_params(cls, pool: str, system: str, params: Mapping[str, object] | None) -> PoolEngine:
+        """The engine of a pool of ``system`` with ``params`` (the system's and the ``advantage*`` keys)."""
+        built, advantage = sided.make_pool_system(system, params)
+        return cls(pool, built, advantage=advantage)
+
+    def __init__(self, pool: str, system: RatingSystem, codec: Codec | None = None,
+                 advantage: AdvantageParams | None = None) -> None:
         self.pool = pool
         self.system = system
+        #: the side advantage's settings (the pool's ``advantage*`` parameters)
+        self.advantage = AdvantageParams() if advantage is None else advantage
+        #: the pool's sided events rate and learn with the advantage (else they rate as neutral)
+        self.takes_sides = sided.takes_sides(system, self.advantage)
+        #: the pool's learned advantages, changed by every sided event this engine rates: the embedded
+        #: replay's own state; a worker's step first sets them to what it read from Redis (``load_advantages``)
+        self.advantages: Advantages = sided.new_advantages(system, self.advantage)
+        self._predictor: TeamPredictor | None = None
         self.codec = codec if codec is not None else codec_for(system.name)
         self.fast = fast = fast_path(system)
         #: the system's beliefs come back from the store as they are (a lossless codec, or
@@ -192,13 +209,43 @@ class PoolEngine:
         back = decode_many(codec, encode_many(codec, list(moved.values())))
         return dict(zip(moved, back, strict=True))
 
+    # --- the side advantage (stream.ratings.sided) -------------------------------------
+    def sided_round(self, event: RoundEvent) -> bool:
+        """Whether the round rates with the pool's advantages (a team round with sides, a pool that takes them)."""
+        return self.takes_sides and event.teams is not None and event.teams.sides is not None
+
+    def sided_matches(self, batch: MatchBatch) -> bool:
+        """Whether a match of the batch rates with the pool's advantage (one not neutral, a pool that takes it)."""
+        return self.takes_sides and (batch.neutral is None or not all(batch.neutral))
+
+    def load_advantages(self, stored: Mapping[bytes, bytes] | Mapping[str, bytes]) -> None:
+        """The pool's advantages as stored (``Advantages.stored``): what a worker's step read."""
+        self.advantages = self.advantages.load(stored)
+
+    def team_predictor(self) -> TeamPredictor:
+        """The team model the advantage of a round of two teams is learned with (``sided.rate_team_round``)."""
+        if self._predictor is None:
+            self._predictor = team_predictor(self.system)
+        return self._predictor
+
+    # --- decoded beliefs: the oracles -----------------------------------------------
     def rate_round(self, event: RoundEvent, beliefs: Mapping[str, Belief]) -> dict[str, Belief]:
-        """New beliefs of the players the round changed (duplicates were rejected upstream)."""
+        """New beliefs of the players the round changed (duplicates were rejected upstream). A team
+        round with sides rates with the pool's advantages and, of two teams, learns them."""
         new = self.system.new_belief
         before = [b if (b := beliefs.get(p)) is not None else new() for p in event.players]
         teams = event.teams
         if teams is None:
             after = self.system.rate_round(before, event.ranks, event.time, event.weight, event.perf_ceiling)
+        elif self.sided_round(event):
+            assert teams.sides is not None
+            adv = self.advantages.copy()  # kept only once the round is rated
+            after = sided.rate_team_round(self.system, adv, before, teams.team_of, teams.ranks, event.time,
+                                          event.weight, event.perf_ceiling, teams.weights, teams.sides,
+                                          self.team_predictor)
+            changed = self._changed(event.players, before, after, beliefs)
+            self.advantages = adv
+            return changed
         else:
             after = self.system.rate_team_round(before, teams.team_of, teams.ranks, event.time, event.weight,
                                                 event.perf_ceiling, teams.weights)
@@ -206,7 +253,7 @@ class PoolEngine:
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                      index: PlayerIndex | None = None) -> dict[str, Belief]:
-        """New beliefs after a batch of matches, with exact sequential meaning.
+        """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``).
 
         ``index``: the batch's ``index_players``, when the caller built it already."""
         return self._rate_matches_coded(batch, beliefs, index)[0]
@@ -214,15 +261,51 @@ class PoolEngine:
     def _rate_matches_coded(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                             index: PlayerIndex | None = None) -> tuple[dict[str, Belief], dict[str, np.ndarray]]:
         """``rate_matches`` and the codes the system returned with the new beliefs, by player
-        (``FastPath.rate_matches_coded``: what the codec stores them from)."""
+        (``FastPath.rate_matches_coded``: what the codec stores them from; none for a sided batch)."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
+        if self.sided_matches(batch):
+            after = self._rate_sided(batch, idx, before)
+            return self._changed(idx.players, before, after, beliefs), {}
         after, codes = self.fast.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
         changed = self._changed(idx.players, before, after, beliefs)
         if not self.exact_store:  # round-tripped by _changed
             return changed, {}
         return changed, {p: c for p, c in zip(idx.players, codes, strict=True) if c is not None}
+
+    def _rate_sided(self, batch: MatchBatch, idx: PlayerIndex, before: list[Belief]) -> list[Belief]:
+        """A batch holding matches that are not neutral, in order: each run of neutral matches by the
+        batch kernel (as a batch without sides), each other match alone with the pool's advantage, which
+        it then teaches (``sided.rate_match``). The same beliefs and advantages however the matches
+        are cut into batches. ``self.advantages`` changes only once every match is rated."""
+        adv = self.advantages.copy()
+        cur = list(before)
+        a_of, b_of = idx.a.tolist(), idx.b.tolist()
+        place = dict(zip(idx.players, range(len(idx.players)), strict=True))
+        neutral = batch.neutral_flags()
+        system, fast = self.system, self.fast
+        scores, times = batch.scores, batch.times
+        i, n = 0, len(batch)
+        while i < n:
+            if neutral[i]:
+                j = i
+                while j < n and neutral[j]:
+                    j += 1
+                part = batch.slice(i, j)  # rated as a batch of its own would be
+                part_idx = index_players(part)
+                places = [place[p] for p in part_idx.players]
+                out, _ = fast.rate_matches_coded([cur[k] for k in places], part_idx.a, part_idx.b,
+                                                 part.score_array(), part.time_array())
+                for k, belief in zip(places, out, strict=True):
+                    cur[k] = belief
+                i = j
+                continue
+            ia, ib = a_of[i], b_of[i]
+            cur[ia], cur[ib] = sided.rate_match(system, adv, cur[ia], cur[ib], scores[i], times[i])
+            i += 1
+        self.advantages = adv
+        return cur
 
     # --- what the embedded store holds (packed bytes or arrays: ``packed``) ------------
     def unpack(self, held: Held) -> Belief:
@@ -331,6 +414,10 @@ class PoolEngine:
 
     def _store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
         fast = self.fast
+        if self.sided_matches(batch):  # through arrays (``_rate_sided``), back into what the store holds
+            idx = index_players(batch)
+            arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
+            return self._held_form(self.rate_matches(batch, arrays, idx), held)
         if isinstance(fast, ArenaMatches) and self.exact_store:
             return self._store_matches_arena(fast, batch, held)
         if not self.packed:
@@ -339,6 +426,14 @@ class PoolEngine:
         arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
         changed = self.rate_matches(batch, arrays, idx)
         return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
+
+    def _held_form(self, changed: dict[str, Belief], held: Mapping[str, Held]) -> Mapping[str, Held]:
+        """New beliefs as the embedded store holds them: slots of the pool's arena, packed bytes, or arrays."""
+        if isinstance(self.fast, ArenaMatches) and self.exact_store:
+            return self._arena_put(changed, held)
+        if self.packed:
+            return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
+        return changed
 
     def _store_matches_arena(self, fast: ArenaMatches, batch: MatchBatch,
                              held: Mapping[str, Held]) -> dict[str, Held]:

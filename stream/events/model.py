@@ -78,7 +78,9 @@ class MatchEvent:
 @dataclass(slots=True)
 class MatchBatch:
     """Consecutive matches of one pool, applied with exact sequential meaning. ``MatchBatch(pool)`` is an
-    empty batch; its columns are given by name."""
+    empty batch; its columns are given by name. ``neutral[m]``: match m is neutral (no side holds an
+    advantage); None when none is (the usual batch, and what every columns decoder gives: a neutral
+    match takes the full decoder, which ``add``s it here)."""
 
     pool: str
     _: KW_ONLY
@@ -87,8 +89,13 @@ class MatchBatch:
     b: list[str] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     times: list[int] = field(default_factory=list)
+    neutral: list[bool] | None = None
 
     def add(self, m: MatchEvent) -> None:
+        if m.neutral or self.neutral is not None:
+            if self.neutral is None:
+                self.neutral = [False] * len(self.a)
+            self.neutral.append(m.neutral)
         self.event_ids.append(m.event_id)
         self.a.append(m.a)
         self.b.append(m.b)
@@ -97,6 +104,8 @@ class MatchBatch:
 
     def extend(self, other: MatchBatch) -> None:
         """Append ``other``'s matches after these (same pool): one batch, the same sequential meaning."""
+        if self.neutral is not None or other.neutral is not None:
+            self.neutral = self.neutral_flags() + other.neutral_flags()
         self.event_ids += other.event_ids
         self.a += other.a
         self.b += other.b
@@ -105,6 +114,24 @@ class MatchBatch:
 
     def __len__(self) -> int:
         return len(self.a)
+
+    def neutral_flags(self) -> list[bool]:
+        """``neutral`` of every match (a new list)."""
+        return [False] * len(self.a) if self.neutral is None else list(self.neutral)
+
+    def is_neutral(self, m: int) -> bool:
+        return self.neutral is not None and self.neutral[m]
+
+    def event(self, m: int) -> MatchEvent:
+        """Match ``m`` as an event."""
+        return MatchEvent(event_id=self.event_ids[m], pool=self.pool, time=self.times[m], a=self.a[m], b=self.b[m],
+                          score=self.scores[m], neutral=self.is_neutral(m))
+
+    def slice(self, i: int, j: int) -> MatchBatch:
+        """Matches ``i`` to ``j`` (excluded) as a batch of their own."""
+        return MatchBatch(self.pool, event_ids=self.event_ids[i:j], a=self.a[i:j], b=self.b[i:j],
+                          scores=self.scores[i:j], times=self.times[i:j],
+                          neutral=None if self.neutral is None else self.neutral[i:j])
 
     def score_array(self) -> FloatArray:
         import numpy as np
@@ -137,8 +164,7 @@ class MatchRun:
     def events(self) -> list[MatchEvent]:
         """The matches one at a time."""
         b = self.batch
-        return [MatchEvent(event_id=e, pool=b.pool, time=t, a=x, b=y, score=sc)
-                for e, t, x, y, sc in zip(b.event_ids, b.times, b.a, b.b, b.scores, strict=True)]
+        return [b.event(m) for m in range(len(b))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ probability with step ``1e-3·u``: one rule for every system, whatever its link.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -43,6 +44,9 @@ MAX_SIDE_LENGTH = 32
 DERIVATIVE_STEP = 1e-3
 #: parameter keys of the advantage (``--param``, a pool's configuration), all starting with this
 PREFIX = "advantage"
+#: a side's belief as stored (Redis ``<prefix>:{pool}:adv``: side -> these bytes): mean and variance,
+#: little-endian float64, so what is read back is the very belief (no decimal text)
+_STORED = struct.Struct("<dd")
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,11 @@ class Advantages:
         vb = 0.0 if bb is None else bb.var + drift
         x = (0.0 if ba is None else ba.mean) - (0.0 if bb is None else bb.mean)
         step = DERIVATIVE_STEP * self.unit
-        p = prob(x)
-        dp = (prob(x + step) - prob(x - step)) / (2.0 * step)
+        try:
+            p = prob(x)
+            dp = (prob(x + step) - prob(x - step)) / (2.0 * step)
+        except ArithmeticError:  # ratings out of any range (an overflow): the outcome teaches nothing
+            p, dp = 0.5, math.nan
         q = p * (1.0 - p)
         if not (q > 0.0 and math.isfinite(dp)):  # a certain outcome carries no information on x
             g = info = 0.0
@@ -142,6 +149,36 @@ class Advantages:
             self.sides[side_a] = SideBelief(ba.mean + va * g / denom, va - va * va * info / denom)
         if bb is not None and side_b is not None:
             self.sides[side_b] = SideBelief(bb.mean - vb * g / denom, vb - vb * vb * info / denom)
+
+    @property
+    def active(self) -> bool:
+        """Whether events rate and learn with sides (False: the advantage is off)."""
+        return self.params.advantage
+
+    def copy(self) -> Advantages:
+        """The same beliefs, learned on independently (a step that may fail learns on a copy)."""
+        return Advantages(self.params, self.unit, dict(self.sides))
+
+    def stored(self) -> dict[str, bytes]:
+        """Each learned side's belief as stored (``_STORED``: mean, variance; bit for bit)."""
+        return {k: _STORED.pack(b.mean, b.var) for k, b in self.sides.items()}
+
+    @staticmethod
+    def decode(raw: bytes) -> SideBelief:
+        """One side's stored belief (``stored()``'s value)."""
+        return SideBelief(*_STORED.unpack(raw))
+
+    def load(self, stored: Mapping[str, bytes] | Mapping[bytes, bytes]) -> Advantages:
+        """These settings with the sides ``stored`` holds (``stored()``'s form; fields as str or bytes)."""
+        sides = {}
+        for k, raw in stored.items():
+            name = k.decode() if isinstance(k, bytes) else k
+            try:
+                mean, var = _STORED.unpack(raw)
+            except struct.error as exc:
+                raise RatingError(f"the stored advantage of side {name!r} is not a belief ({exc})") from exc
+            sides[name] = SideBelief(mean, var)
+        return Advantages(self.params, self.unit, sides)
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         """The learned sides (what ``GET /pools/{pool}`` and ``mmr export`` show)."""

@@ -61,6 +61,7 @@ from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.errors import InfrastructureError
 from stream.events.model import MAX_ID_LENGTH
 from stream.ratings import lobby
+from stream.ratings.advantage import MATCH_SIDE, MAX_SIDE_LENGTH, Advantages
 from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
 from stream.service import console, pool_api
@@ -73,6 +74,7 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
+from stream.service.pool_api import learned_advantages
 from stream.service.read_api import ReadApi
 from stream.state.redis_store import RedisStore
 
@@ -199,6 +201,37 @@ def _players(body: dict[str, Any]) -> list[str]:
     if not wanted:
         raise web.HTTPBadRequest(text="players: at least one player id is required")
     return wanted
+
+
+def _lobby(body: dict[str, Any]) -> tuple[list[list[str]], list[str | None] | None, bool]:
+    """``_teams``, and the optional ``sides`` (one label or null per team) and ``neutral`` (a bool)."""
+    teams = _teams(body)
+    sides, neutral = body.get("sides"), body.get("neutral", False)
+    if not isinstance(neutral, bool):
+        raise web.HTTPBadRequest(text="neutral: true or false")
+    if sides is not None:
+        if not (isinstance(sides, list) and len(sides) == len(teams)):
+            raise web.HTTPBadRequest(text=f"sides: a list of one side label (or null) per team ({len(teams)})")
+        for t, side in enumerate(sides):
+            if side is not None and not (isinstance(side, str) and 0 < len(side) <= MAX_SIDE_LENGTH):
+                raise web.HTTPBadRequest(text=f"sides[{t}]: a label of 1 to {MAX_SIDE_LENGTH} characters, or null")
+        if neutral:
+            raise web.HTTPBadRequest(text="sides and neutral: a lobby with sides is not neutral")
+    return teams, sides, neutral
+
+
+def _lobby_shifts(adv: Advantages | None, teams: list[list[str]], sides: list[str | None] | None,
+                  neutral: bool) -> list[float] | None:
+    """The advantage each team plays with (docs/advantage.md): its side's, with ``sides``; else, for two
+    players (a match) not ``neutral``, the match side's for the first; None: none (also where the pool
+    learns none)."""
+    if adv is None:
+        return None
+    if sides is not None:
+        return [adv.shift(side) for side in sides]
+    if not neutral and len(teams) == 2 and len(teams[0]) == len(teams[1]) == 1:
+        return [adv.shift(MATCH_SIDE), 0.0]
+    return None
 
 
 def _teams(body: dict[str, Any]) -> list[list[str]]:
@@ -411,7 +444,8 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool, teams, eng = await _pool_post(api, request, _teams)
+        pool, (teams, sides, neutral), eng = await _pool_post(api, request, _lobby)
+        shifts = _lobby_shifts(await learned_advantages(api.store, eng), teams, sides, neutral)
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
         beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
@@ -420,32 +454,43 @@ def make_web_app(api: ReadApi) -> web.Application:
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
         with _stored_value_errors():  # a stored value that decodes but gives no finite prediction
             try:
-                pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs)
+                pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs,
+                                                                        shifts)
             except lobby.LobbyRefused as exc:
                 raise web.HTTPBadRequest(text=f"teams: {exc}") from exc
         return web.json_response({
             "pool": pool, "system": eng.system.name,
-            "teams": [{"players": team, "known": [raws[p] is not None for p in team], "win": w, "expected_rank": r}
-                      for team, w, r in zip(teams, pred.win, pred.expected_rank, strict=True)],
+            "teams": [{"players": team, "known": [raws[p] is not None for p in team], "win": w, "expected_rank": r,
+                       "advantage": h}
+                      for team, w, r, h in zip(teams, pred.win, pred.expected_rank, shifts or [0.0] * len(teams),
+                                               strict=True)],
             "draw": pred.draw, "expected_score": pred.expected_score, "quality": pred.quality})
 
     @routes.get("/pools/{pool:[^/]+}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
         {200: json_answer("WinProbability"), **_POOL_ERRORS},
         [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
-         query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob")]))
+         query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob"),
+         query_param("neutral", {"type": "boolean", "default": False},
+                     "a neutral match (else a plays with the pool's learned match-side advantage: home, white)",
+                     example=False)]))
     async def win_probability(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
         a, b = request.query.get("a"), request.query.get("b")
         if not a or not b:
             raise web.HTTPBadRequest(text="query parameters a and b are required")
+        neutral = request.query.get("neutral", "false")
+        if neutral not in ("true", "false"):
+            raise web.HTTPBadRequest(text="neutral must be true or false")
         eng = await _engine(api, pool)
+        shifts = _lobby_shifts(await learned_advantages(api.store, eng), [[a], [b]], None, neutral == "true")
+        shift = shifts[0] if shifts else 0.0
         raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
-        p = await asyncio.get_running_loop().run_in_executor(api.executor, eng.system.win_probability, ba, bb)
+        p = await asyncio.get_running_loop().run_in_executor(api.executor, eng.system.win_probability, ba, bb, shift)
         if not math.isfinite(p):  # a stored value that decodes but is no belief (NaN is not JSON)
             raise web.HTTPInternalServerError(text=f"the win probability of {a!r} against {b!r} is not finite")
-        return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "known": [raws[a] is not None,
-                                                                                      raws[b] is not None]})
+        return web.json_response({"pool": pool, "a": a, "b": b, "p_a": p, "advantage": shift,
+                                  "known": [raws[a] is not None, raws[b] is not None]})
 
     @routes.get("/openapi.json", operation("This API's OpenAPI document", {200: json_answer({"type": "object"})}))
     async def openapi(request: web.Request) -> web.Response:

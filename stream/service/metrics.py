@@ -6,11 +6,17 @@ without "duplicated timeseries" errors from the global default registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
+
+from stream.ratings.advantage import Advantages
+
+#: series of ``mmr_side_advantage`` at most (pools × sides): a pool has a few sides, but a worker may rate
+#: many pools; past this, new (pool, side) pairs are not shown (their values are in ``GET /pools/{pool}``)
+MAX_ADVANTAGE_SERIES = 1000
 
 
 class Metrics:
@@ -69,8 +75,24 @@ class Metrics:
             "dead-lettered)", registry=r)
         self.fetch_paused = Gauge("mmr_fetch_paused_partitions", "Assigned input partitions whose fetching is "
                                   "paused because Redis is unavailable", registry=r)
+        self.advantage = Gauge(
+            "mmr_side_advantage", "The learned side advantage of a pool's side (its mean, in the performance units "
+            "of the pool's system: docs/advantage.md), as this worker last committed it", ["pool", "side"],
+            registry=r)
+        self._advantage_series: set[tuple[str, str]] = set()
         self.id_index_bytes = Gauge("mmr_applied_ids_index_bytes", "Memory of the worker's index of applied event "
                                     "ids (the digests of its pools' :ids logs, stream.state.id_index)", registry=r)
+
+    def set_advantages(self, pool: str, stored: Mapping[str, bytes]) -> None:
+        """``mmr_side_advantage`` of the sides a commit of ``pool`` wrote (``Advantages.stored`` bytes);
+        at most ``MAX_ADVANTAGE_SERIES`` series in all."""
+        for side, raw in stored.items():
+            key = (pool, side)
+            if key not in self._advantage_series:
+                if len(self._advantage_series) >= MAX_ADVANTAGE_SERIES:
+                    continue
+                self._advantage_series.add(key)
+            self.advantage.labels(pool, side).set(Advantages.decode(raw).mean)
 
     def count_from(self, name: str, doc: str, read: Callable[[], float]) -> None:
         """A counter kept elsewhere (read when scraped), e.g. by a process-wide patch of Faust."""

@@ -91,6 +91,8 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"pool": {"type": "string"}, "a": {"type": "string"}, "b": {"type": "string"},
                        "p_a": {"type": "number", "minimum": 0, "maximum": 1,
                                "description": "expected score of a against b (P(win) + P(draw)/2)"},
+                       "advantage": {"type": "number", "description": "the side advantage a played with (the "
+                                     "pool's learned match-side advantage; 0 when neutral or none is learned)"},
                        "known": {"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2}},
     },
     "PredictRequest": {
@@ -98,8 +100,16 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"teams": {"type": "array", "minItems": 2, "maxItems": 64,
                                  "items": {"type": "array", "minItems": 1, "items": NAME, "uniqueItems": True},
                                  "description": "teams of player ids (a player alone: a team of one); "
-                                                "each player in one team only; 1000 players at most"}},
-        "example": {"teams": [["ann", "bob"], ["cat", "dan"]]},
+                                                "each player in one team only; 1000 players at most"},
+                       "sides": {"type": "array", "items": {"type": ["string", "null"], "minLength": 1,
+                                                            "maxLength": 32},
+                                 "description": "each team's side label (home/away, blue/red): the team plays with "
+                                                "the pool's learned advantage of its side (docs/advantage.md)"},
+                       "neutral": {"type": "boolean", "default": False,
+                                   "description": "without sides, for two players: false (the default) gives the "
+                                                  "first the pool's learned match-side advantage (home, white), "
+                                                  "true none"}},
+        "example": {"teams": [["ann", "bob"], ["cat", "dan"]], "sides": ["home", "away"]},
     },
     "Prediction": {
         "type": "object", "required": ["pool", "system", "teams", "draw", "expected_score", "quality"],
@@ -115,7 +125,8 @@ SCHEMAS: dict[str, Any] = {
                             "description": "two teams: P(this team wins); more: P(it finishes first)"},
                     "expected_rank": {"type": "number", "minimum": 1,
                                       "description": "1 + Σ over the other teams of P(ahead of this one), "
-                                                     "a draw counting one half"}}}},
+                                                     "a draw counting one half"},
+                    "advantage": {"type": "number", "description": "the side advantage the team played with"}}}},
             "draw": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
                      "description": "two teams, systems that model draws (trueskill): P(draw); else null"},
             "expected_score": {"type": ["number", "null"], "minimum": 0, "maximum": 1,

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from stream.engine.pool import PoolEngine
+from stream.ratings.advantage import Advantages
 from stream.ratings.base import RatingError
 from stream.service.openapi import (
     PLAYER,
@@ -78,9 +79,15 @@ SCHEMAS.update({
                                       "description": "topic/partition -> highest input offset applied"},
                        "history_limit": {"type": "integer", "minimum": 0,
                                          "description": "ratings kept per player (0: no history)"},
-                       "advantages": {"type": ["object", "null"],
-                                      "description": "learned side advantages (side -> value); null where the "
-                                                     "pool's system learns none"}},
+                       "advantages": {"type": ["object", "null"], "additionalProperties": {
+                                          "type": "object", "required": ["mean", "sd"],
+                                          "properties": {"mean": {"type": "number"},
+                                                         "sd": {"type": "number", "minimum": 0}}},
+                                      "description": "learned side advantages as stored in Redis (side -> its "
+                                                     "belief, in the performance units of the pool's system: "
+                                                     "docs/advantage.md; a side not listed plays with its prior); "
+                                                     "null where the pool learns none (its system takes no "
+                                                     "advantage, or its parameters turn it off)"}},
     },
     "Distribution": {
         "type": "object", "required": ["pool", "total", "min", "max", "bins", "percentiles"],
@@ -120,6 +127,18 @@ def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> i
     if not lo <= value <= hi:
         raise web.HTTPBadRequest(text=f"{name} must be {lo} to {hi}")
     return value
+
+
+async def learned_advantages(store: RedisStore, eng: PoolEngine) -> Advantages | None:
+    """The pool's learned side advantages as Redis holds them (``:adv``), None where the pool learns none.
+    Read from Redis, not from the engine: the worker's engine rates on its own thread, and another worker
+    may have rated the pool since."""
+    if not eng.takes_sides:
+        return None
+    try:
+        return eng.advantages.load(await store.advantages(eng.pool))
+    except RatingError as exc:
+        raise web.HTTPInternalServerError(text=f"pool {eng.pool!r}: {exc}") from exc
 
 
 async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
@@ -182,10 +201,10 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         if meta is None:
             raise web.HTTPNotFound(text=f"unknown pool {name!r}")
         counts = await api.store.pool_counts(name)
-        advantages = getattr(eng, "advantages", None)  # the pool's learned side advantages, where it learns them
+        learned = await learned_advantages(api.store, eng)
         return web.json_response({"pool": name, "system": meta["system"], "params": meta["params"], **counts,
                                   "history_limit": api.store.history_limit,
-                                  "advantages": advantages() if callable(advantages) else advantages})
+                                  "advantages": None if learned is None else learned.as_dict()})
 
     @routes.get("/pools/{pool:[^/]+}/distribution", operation(
         "The pool's displayed ratings: a histogram of equal bins and percentiles (read from the leaderboard, "

@@ -6,7 +6,6 @@ import logging
 from typing import Any
 
 from stream.engine.pool import PoolEngine
-from stream.ratings import make_system
 from stream.service.config import PoolConfig, Settings
 from stream.state.redis_store import RedisStore
 
@@ -33,7 +32,7 @@ class PoolRegistry:
         stored = await self.store.meta(pool)
         if stored is None:
             cfg = self.settings.system_for(pool)  # checked when the worker started
-            eng = self.engines[pool] = PoolEngine(pool, make_system(cfg.system, cfg.params))
+            eng = self.engines[pool] = PoolEngine.of_params(pool, cfg.system, cfg.params)
             self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
             return eng
         cfg = PoolConfig(stored["system"], stored["params"])

@@ -27,7 +27,7 @@ from stream.service.metrics import Metrics
 from stream.service.planning import DeadFn, Op, RoundOp, StepInputs, split_steps, step_inputs
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
-from stream.service.step_rating import rate_ops
+from stream.service.step_rating import rate_ops, sided_step
 from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
@@ -72,13 +72,14 @@ class PoolStep:
         if engine is None:
             return
         loop = asyncio.get_running_loop()
+        sides = sided_step(engine, step.ops)  # its read also takes the pool's learned advantages
         rate = rate_ops  # looked up at each step: tests/faults.py can swap it for a failing one
         optimistic = True
         attempt, delay = 0, 0.0
         while attempt < MAX_ATTEMPTS:
             attempt += 1
             try:
-                gen, stored, seen, checked = await self._read(pool, step.players, step.ids, optimistic)
+                gen, stored, seen, checked, adv = await self._read(pool, step.players, step.ids, optimistic, sides)
             except StoreRestarted:
                 raise
             except StoreUnavailable:
@@ -89,7 +90,8 @@ class PoolStep:
                 continue
             started = time.perf_counter()
             commit, outputs, dead, stats = await loop.run_in_executor(
-                self.executor, partial(rate, places=step.places), engine, step.ops, stored, seen, self.dead)
+                self.executor, partial(rate, places=step.places, advantages=adv), engine, step.ops, stored, seen,
+                self.dead)
             self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated:
                 outputs = await self._explain_again(pool, outputs)
@@ -126,6 +128,7 @@ class PoolStep:
                 engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
                 if engine is None:
                     return
+                sides = sided_step(engine, step.ops)
                 continue
             except Conflict:
                 self.cache.drop(pool)
@@ -133,7 +136,9 @@ class PoolStep:
                 await asyncio.sleep(0.001 * attempt)
                 continue
             self.rounds.committed(pool, step.rounds)
-            self.cache.committed(pool, gen, new_gen, commit.beliefs)
+            self.cache.committed(pool, gen, new_gen, commit.beliefs, commit.advantages)
+            if commit.advantages:
+                self.metrics.set_advantages(pool, commit.advantages)
             self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
             self.metrics.batches.labels(step.kind).inc()
@@ -194,29 +199,30 @@ class PoolStep:
             out.append(o)
         return out
 
-    async def _read(self, pool: str, players: dict[str, int], ids: list[str],
-                    optimistic: bool) -> tuple[str, dict[str, bytes | None], set[str], bool]:
+    async def _read(self, pool: str, players: dict[str, int], ids: list[str], optimistic: bool, sides: bool = False,
+                    ) -> tuple[str, dict[str, bytes | None], set[str], bool, dict[bytes, bytes] | None]:
         """What a step of ``pool`` starts from: (gen, stored beliefs, applied event ids, whether
-        those were read).
+        those were read, and with ``sides`` the pool's learned advantages, else None).
 
-        When every player is cached (and ``optimistic``), nothing is read: the commit then
-        checks the event ids itself (``check_ids``) and its compare-and-set on ``gen`` proves
-        the cached beliefs current. Otherwise one snapshot reads the event ids and the players
-        not cached; a snapshot at another ``gen`` than the cache's replaces it.
+        When every player (and with ``sides`` the advantages) is cached, and ``optimistic``, nothing
+        is read: the commit then checks the event ids itself (``check_ids``) and its compare-and-set
+        on ``gen`` proves the cache current. Otherwise one snapshot reads the event ids, the players
+        not cached and with ``sides`` the advantages; a snapshot at another ``gen`` than the cache's
+        replaces it. A step without sides never reads the advantages.
         """
         cache = self.cache
         entry = cache.pool(pool)
         missing = entry.missing(players)
-        if optimistic and entry.gen is not None and not missing:
-            return entry.gen, entry.get_many(players), set(), False
-        snap = await self.store.snapshot(pool, missing, ids)
+        if optimistic and entry.gen is not None and not missing and (not sides or entry.adv is not None):
+            return entry.gen, entry.get_many(players), set(), False, dict(entry.adv or {}) if sides else None
+        snap = await self.store.snapshot(pool, missing, ids, advantages=sides)
         if entry.gen is not None and snap.gen != entry.gen:  # someone else wrote the pool: read everything
             cache.drop(pool)
-            snap = await self.store.snapshot(pool, list(players), ids)
+            snap = await self.store.snapshot(pool, list(players), ids, advantages=sides)
         if not cache.enabled:
-            return snap.gen, snap.beliefs, snap.seen, True
-        entry = cache.fill(pool, snap.gen, snap.beliefs)  # complete for ``players`` even if the budget drops it
-        return snap.gen, entry.get_many(players), snap.seen, True
+            return snap.gen, snap.beliefs, snap.seen, True, snap.advantages
+        entry = cache.fill(pool, snap.gen, snap.beliefs, snap.advantages)  # complete for ``players``
+        return snap.gen, entry.get_many(players), snap.seen, True, snap.advantages
 
     async def _engine_or_refuse(self, pool: str, kind: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
         """The pool's engine, or None once ``ops`` are dead-lettered because its stored

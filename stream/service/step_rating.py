@@ -31,7 +31,7 @@ from stream.engine.explain import (
 )
 from stream.engine.pool import Applied, PoolEngine
 from stream.engine.rating_columns import RatingColumns
-from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
+from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp
@@ -123,9 +123,17 @@ class _Tally:
         return outputs
 
 
+def sided_step(engine: PoolEngine, ops: Sequence[Op]) -> bool:
+    """Whether a step holds an event rated with the pool's learned advantages (a match not neutral, a team
+    round with sides, of a pool that takes them): its read then takes them too (``rate_ops``' ``advantages``)."""
+    return engine.takes_sides and any(engine.sided_round(op.event) if isinstance(op, RoundOp)
+                                      else engine.sided_matches(op.batch) for op in ops)
+
+
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             dead_fn: DeadFn, by_columns: bool = True,
-             places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+             dead_fn: DeadFn, by_columns: bool = True, places: Places | None = None,
+             advantages: Mapping[bytes, bytes] | None = None,
+             ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
@@ -135,8 +143,16 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
     ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
     ``rate_rounds`` finds them (the same results as by name).
+    ``advantages``: the pool's learned side advantages as the step read them (``:adv``; None: not read, the
+    step holds no sided event: ``sided_step``). The engine rates with them, not with what it holds from an
+    earlier step (another worker may have rated the pool since); the commit writes the sides that changed.
+    A sided event never takes ``rate_rounds`` (a round there has no teams).
     """
-    if by_columns and _rounds_by_columns(engine, ops):
+    adv_before: dict[str, bytes] | None = None
+    if advantages is not None:
+        engine.load_advantages(advantages)
+        adv_before = engine.advantages.stored()
+    elif by_columns and _rounds_by_columns(engine, ops):
         return cast(Rated, rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, places))
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
@@ -191,9 +207,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             except RatingError:
                 parts = []  # find the culprit(s): one match at a time is the same sequential meaning
                 for i in range(len(batch)):
-                    one = MatchBatch(batch.pool)
-                    one.add(MatchEvent(event_id=batch.event_ids[i], pool=batch.pool, time=batch.times[i],
-                                       a=batch.a[i], b=batch.b[i], score=batch.scores[i]))
+                    one = batch.slice(i, i + 1)
                     one_idx = index_players(one)
                     one_before = ratings_stored(engine, stored, one_idx.players)
                     try:
@@ -224,6 +238,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             made = [o for o in made if o.rounds]
         commit.changes = change_records(players, rounds, eids, times, texts)  # (rounds 0: no explanation, no record)
         outputs.extend(made)
+    if adv_before is not None:
+        commit.advantages = {k: v for k, v in engine.advantages.stored().items() if adv_before.get(k) != v}
     return commit, outputs, dead, counts
 
 
@@ -459,8 +475,7 @@ def _keep_matches(op: MatchOp, keep: list[bool], republish: dict[str, tuple[str,
             if seen is None or eid in seen:
                 republish[src.a[i]] = republish[src.b[i]] = (eid, src.times[i])
             continue
-        batch.add(MatchEvent(event_id=eid, pool=batch.pool, time=src.times[i], a=src.a[i], b=src.b[i],
-                             score=src.scores[i]))
+        batch.add(src.event(i))
         msgs.append(op.msgs[i])
     return batch, msgs
 

@@ -21,7 +21,8 @@ from stream.engine.pool import PoolEngine
 from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
-from stream.ratings import make_system, registry
+from stream.ratings import registry
+from stream.ratings.sided import make_pool_system
 from stream.service.config import LogFormat, Settings, from_env
 from stream.service.logs import logging_config
 from stream.state import commit_frames, id_index, packed_pool, tagged_pool
@@ -83,7 +84,7 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
     engine would serve it from its decoded-belief cache, and the decoder would first run,
     and without a cache be compiled, in the middle of the worker's first busy seconds); a
     single player's read (the HTTP API's) too."""
-    system = make_system(name, params)
+    system, _ = make_pool_system(name, params)
     stored: dict[str, bytes | None] = {}
     players = [f"w{i}" for i in range(4)]
     for k in range(2):
@@ -204,7 +205,7 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     settings = from_env().with_default_system(system, parse_params(params))
     try:
         for name, p in systems_in_use(settings):
-            make_system(name, p)
+            make_pool_system(name, p)  # the system's keys and the side advantage's (``advantage*``)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     loop = asyncio.new_event_loop()

@@ -37,6 +37,8 @@ class PoolCache:
     gen: str | None = None
     values: dict[str, bytes | None] = field(default_factory=dict)
     nbytes: int = 0
+    #: the pool's learned side advantages (``:adv``, side -> stored bytes) at ``gen``; None: not known
+    adv: dict[bytes, bytes] | None = None
 
     def missing(self, players: Iterable[str]) -> list[str]:
         """The players whose stored belief must still be read (all of them when ``gen`` is unknown)."""
@@ -77,23 +79,30 @@ class BeliefCache:
         self.pools.clear()
         self.nbytes = 0
 
-    def fill(self, pool: str, gen: str, read: Mapping[str, bytes | None]) -> PoolCache:
-        """Record a read at ``gen``; a read at another ``gen`` than the cached one replaces the pool."""
+    def fill(self, pool: str, gen: str, read: Mapping[str, bytes | None],
+             adv: Mapping[bytes, bytes] | None = None) -> PoolCache:
+        """Record a read at ``gen`` (``adv``: the advantages it read, if it read them); a read at another
+        ``gen`` than the cached one replaces the pool."""
         entry = self.pool(pool)
         if entry.gen != gen:
             self.drop(pool)
             entry = self.pool(pool)
             entry.gen = gen
+        if adv is not None:
+            entry.adv = dict(adv)
         self._put(pool, entry, read)
         return entry
 
-    def committed(self, pool: str, old_gen: str, new_gen: int, written: Mapping[str, bytes]) -> None:
-        """Our commit moved ``gen`` from ``old_gen`` to ``new_gen`` writing ``written``."""
+    def committed(self, pool: str, old_gen: str, new_gen: int, written: Mapping[str, bytes],
+                  adv: Mapping[str, bytes] | None = None) -> None:
+        """Our commit moved ``gen`` from ``old_gen`` to ``new_gen`` writing ``written`` (and the sides ``adv``)."""
         entry = self.pool(pool)
         if entry.gen != old_gen:  # the entries are of another gen: nothing known of the others
             self.drop(pool)
             entry = self.pool(pool)
         entry.gen = str(new_gen)
+        if entry.adv is not None and adv:
+            entry.adv.update((k.encode(), v) for k, v in adv.items())
         self._put(pool, entry, written)
 
     def _put(self, pool: str, entry: PoolCache, items: Mapping[str, bytes | None]) -> None:

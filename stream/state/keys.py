@@ -32,7 +32,7 @@ _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
 _UNESCAPE = re.compile("%(25|7B|7D|3A)")
 _UNESCAPES = {v[1:]: k for k, v in _ESCAPES.items()}
 #: the suffixes of a pool's own keys (besides players and pending rounds)
-POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "done:old", "wm", "chg", "meta")
+POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "done:old", "wm", "chg", "meta", "adv")
 
 
 def escape(name: str) -> str:

@@ -131,6 +131,12 @@ class PoolReads:
                 if isinstance(system, bytes) and not isinstance(players, BaseException):
                     yield {"pool": pool, "system": system.decode(), "players": int(players)}
 
+    async def advantages(self, pool: str) -> dict[bytes, bytes]:
+        """The pool's learned side advantages as stored (``:adv``: side -> ``Advantages.stored`` bytes;
+        empty: none learned)."""
+        async with self._io():
+            return dict(await self.r.hgetall(self.key(pool, "adv")))
+
     async def pool_counts(self, pool: str) -> dict[str, Any]:
         """What a pool holds: players on the leaderboard, rounds being assembled, recorded event ids."""
         async with self._io():

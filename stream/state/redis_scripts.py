@@ -56,7 +56,7 @@ end
 # MULTI, COMMIT_APPLY_LUA, the frames of MSET/ZADD/HSET (stream.state.commit_frames), EXEC. The check refuses
 # before anything is written; WATCH makes EXEC a no-op when any of those keys changed after it (another
 # writer), so the transaction applies against exactly what the check saw, and its commands cannot fail.
-# KEYS (both): gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg (all in the pool's slot)
+# KEYS (both): gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg, adv (all in the pool's slot)
 # CHECK ARGV: 1 expected gen, 2 expected ids epoch ('' = do not check the log), 3 expected length of ``:ids``
 #       in bytes (with ARGV[2]), 4 '1' = check the first offsets, 5 n_offsets, 6 offsets blob (per
 #       topic/partition three strings: field, first offset to check ('' = none), last offset), 7 meta JSON
@@ -65,8 +65,8 @@ end
 # checked against), -4 (the pool's keys are in another key format); an error reply starting with "MMRSTATE"
 # when a key holds what the commit cannot write over.
 COMMIT_CHECK_LUA = ITEMS_LUA + """
-local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set', 'hash'}
-for i = 1, 10 do
+local kinds = {'string', 'string', 'zset', 'set', 'hash', 'hash', 'string', 'string', 'set', 'hash', 'hash'}
+for i = 1, 11 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= kinds[i] then return bad(KEYS[i], 'holds a ' .. t .. ', not a ' .. kinds[i]) end
 end
@@ -106,7 +106,9 @@ return 0
 # APPLY ARGV: 1 n_done, 2 n_offsets, 3 offsets blob (as the check's), 4 meta JSON ("" = keep), 5 pending-round
 # key prefix, 6 the new ids' digests (16 bytes each, appended to ``:ids``), 7 done-rounds blob (two strings per
 # round: its id, its escaped id), 8 seen_max_ids ('0' = unbounded; see stream.state.redis_store's docstring; it
-# bounds ``:done`` too), 9 the key format. Every write but the bulk ones, none of which can fail past the check.
+# bounds ``:done`` too), 9 the key format, 10 n_adv, 11 the learned side advantages the step changed (two strings
+# per side: the side, its belief's bytes; HSET into ``:adv``). Every write but the bulk ones, none of which can
+# fail past the check.
 # Returns {new gen, ids epoch}.
 COMMIT_APPLY_LUA = ITEMS_LUA + """
 local cap = tonumber(ARGV[8])
@@ -135,6 +137,8 @@ if ARGV[4] ~= '' and not (cur[1] or cur[2] or cur[3]) then
   local m = cjson.decode(ARGV[4])
   redis.call('HSET', KEYS[6], 'system', m['system'], 'params', m['params'], 'keys', ARGV[9])
 end
+local adv = items(ARGV[11], 2 * tonumber(ARGV[10]))
+if #adv > 0 then redis.call('HSET', KEYS[11], unpack(adv)) end
 return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[8]) or '0'}
 """
 
@@ -214,12 +218,13 @@ end
 
 
 # The read half of a batch, atomically and with one argument per list (a Lua string per name rather than
-# a Python object per argument in redis-py): KEYS gen, ids, wm, ids:old, ids:epoch; ARGV 1 player key prefix,
-# 2 the ids epoch the caller's index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players, 5 blob
-# of the players' escaped names, 6 n_wm, 7 blob of watermark fields ("topic/partition").
+# a Python object per argument in redis-py): KEYS gen, ids, wm, ids:old, ids:epoch, adv; ARGV 1 player key
+# prefix, 2 the ids epoch the caller's index holds ('' = none), 3 the length of ``:ids`` it holds, 4 n_players,
+# 5 blob of the players' escaped names, 6 n_wm, 7 blob of watermark fields ("topic/partition"), 8 '1' = read the
+# learned side advantages (a step holding a sided event).
 # Returns {gen, ids epoch, 1 = both generations in full (else the tail only), the bytes of ``:ids`` from the
 # caller's length on (or all of it), all of ``:ids:old`` (or ''), beliefs (false = none), watermarks (false =
-# none)}.
+# none), ``:adv`` as a flat list of side and value (or false: not asked)}.
 SNAPSHOT_LUA = ITEMS_LUA + VALUES_LUA + """
 local gen = redis.call('GET', KEYS[1]) or '0'
 local ep = redis.call('GET', KEYS[5]) or '0'
@@ -237,7 +242,13 @@ local vals = values_of(ARGV[1], items(ARGV[5], tonumber(ARGV[4])))
 local nw = tonumber(ARGV[6])
 local wms = {}
 if nw > 0 then wms = redis.call('HMGET', KEYS[3], unpack(items(ARGV[7], nw))) end
-return {gen, ep, full, cur, old, vals, wms}
+local adv = false
+if ARGV[8] == '1' then
+  local t = redis.call('TYPE', KEYS[6])['ok']
+  if t ~= 'none' and t ~= 'hash' then return redis.error_reply('WRONGTYPE ' .. KEYS[6] .. ' holds a ' .. t) end
+  adv = redis.call('HGETALL', KEYS[6])
+end
+return {gen, ep, full, cur, old, vals, wms, adv}
 """
 
 

@@ -15,6 +15,8 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:{<pool>}:chg             HASH    player -> the explanation of their latest change (JSON
                                               ``[version, event_id, time, {the fields of stream.engine.explain}]``),
                                               written by the commit with the belief (members unescaped)
+    {prefix}:{<pool>}:adv             HASH    side -> its learned advantage, '<dd' mean and variance (bit for bit;
+                                              stream.ratings.advantage), written by the commit that learned it
     {prefix}:{<pool>}:meta            HASH    system, params (JSON): fixed at the pool's first commit;
                                               keys: the key format (stream.state.keys.KEY_FORMAT)
     {prefix}:{<pool>}:pend:<round_id> HASH    results of a round still being assembled (event_id -> JSON)
@@ -117,6 +119,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -162,6 +165,7 @@ class Snapshot:
     beliefs: dict[str, bytes | None]
     seen: set[str]
     watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> highest offset applied
+    advantages: dict[bytes, bytes] | None = None  # ``:adv`` (None: not asked)
 
 
 @dataclass(slots=True)
@@ -184,6 +188,8 @@ class Commit:
     #: the ratings the step publishes (``RatingOutput`` rows or ``RatingColumns``): the players' history
     #: records, appended in the commit's transaction (stream.state.history; none where it is empty)
     published: Sequence[Any] = ()
+    #: side -> its learned advantage's stored bytes: the sides the step changed (HSET into ``:adv``)
+    advantages: dict[str, bytes] = field(default_factory=dict)
 
     def pack(self) -> Rows:
         """The players' values and scores and the changes by columns (``stream.state.commit_frames``)."""
@@ -309,9 +315,9 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
 
     # --- reads -----------------------------------------------------------------------
     async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
-                       watermarks: Sequence[str] = ()) -> Snapshot:
-        """gen, which of ``event_ids`` were applied, beliefs and the watermarks asked for, in one
-        atomic round trip (one Lua script).
+                       watermarks: Sequence[str] = (), advantages: bool = False) -> Snapshot:
+        """gen, which of ``event_ids`` were applied, beliefs, the watermarks asked for and (with
+        ``advantages``) the learned side advantages, in one atomic round trip (one Lua script).
 
         The names go as two length-prefixed blobs: redis-py packs every argument in Python
         (~1.5 µs each), which made the read of a 1,000-match batch (2,000 keys, 1,000 ids) cost
@@ -319,18 +325,20 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         ``:ids`` log gained since this store's index of it, and the index answers.
         """
         async with self._io():
-            return await self._read(pool, list(players), event_ids, list(watermarks))
+            return await self._read(pool, list(players), event_ids, list(watermarks), advantages)
 
-    async def _read(self, pool: str, players: list[str], event_ids: Sequence[str], fields: list[str]) -> Snapshot:
+    async def _read(self, pool: str, players: list[str], event_ids: Sequence[str], fields: list[str],
+                    advantages: bool = False) -> Snapshot:
         await self._confirm(pool)
         idx = self._ids.get(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         try:
             res = await self._snapshot(keys=[self.key(pool, "gen"), self.key(pool, "ids"), self.key(pool, "wm"),
-                                             self.key(pool, "ids:old"), self.key(pool, "ids:epoch")],
+                                             self.key(pool, "ids:old"), self.key(pool, "ids:epoch"),
+                                             self.key(pool, "adv")],
                                        args=[self.keys.player_prefix(pool), held[0], held[1],
                                              len(players), strings_blob(escape_all(players)), len(fields),
-                                             strings_blob(fields)])
+                                             strings_blob(fields), "1" if advantages else ""])
         except ResponseError as exc:
             if not str(exc).startswith("WRONGTYPE"):
                 raise
@@ -342,11 +350,12 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         elif idx is not None and self._ids.get(pool) is idx and (str(idx.epoch), idx.length) == held:
             idx.append(res[3] or b"")
         else:  # the index changed while this read was under way: read again from what it holds now
-            return await self._read(pool, players, event_ids, fields)
+            return await self._read(pool, players, event_ids, fields, advantages)
         seen = _members(idx, event_ids)
         beliefs: dict[str, bytes | None] = dict(zip(players, res[5], strict=True))
         wms = {f: int(v) for f, v in zip(fields, res[6], strict=True) if v}
-        return Snapshot(gen, beliefs, seen, wms)
+        adv = None if res[7] is None else dict(zip(res[7][::2], res[7][1::2], strict=True))
+        return Snapshot(gen, beliefs, seen, wms, adv)
 
     def ids_nbytes(self) -> int:
         """Memory of the indexes of applied ids (all pools)."""
@@ -556,7 +565,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
             raise AlreadyApplied(pool)
         held = (str(idx.epoch), idx.length) if idx is not None else ("", 0)
         keys = [self.key(pool, s)
-                for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old", "chg")]
+                for s in ("gen", "ids", "lb", "done", "wm", "meta", "ids:old", "ids:epoch", "done:old", "chg", "adv")]
         meta_json = ""
         if meta is not None:
             params_json = orjson.dumps(meta["params"]).decode()
@@ -580,7 +589,8 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         check = ("EVAL", COMMIT_CHECK_LUA, len(keys), *keys, gen, held[0], held[1], "1" if check_ids else "",
                  len(c.offsets), offsets_blob, meta_json, KEY_FORMAT)
         apply = ("EVAL", COMMIT_APPLY_LUA, len(keys), *keys, len(c.done_rounds), len(c.offsets), offsets_blob,
-                 meta_json, self.keys.pend_prefix(pool), digest_blob, strings_blob(done), self.seen_max_ids, KEY_FORMAT)
+                 meta_json, self.keys.pend_prefix(pool), digest_blob, strings_blob(done), self.seen_max_ids, KEY_FORMAT,
+                 len(c.advantages), _pairs_blob(c.advantages))
         watched = ("WATCH", *keys, self.key(pool, "open"))
         try:
             res = (await self._replicated(pool, keys[0], self._transaction(watched, check, apply, bulk),
@@ -663,6 +673,12 @@ def _retrieved(done: asyncio.Future[Any]) -> None:
 def _script_wrote(replies: list[Any]) -> bool:
     """Whether the commit wrote (its reply is then the apply script's list; a refusal code otherwise)."""
     return isinstance(replies[0], list)
+
+
+def _pairs_blob(pairs: Mapping[str, bytes]) -> bytes:
+    """``strings_blob`` of each name (UTF-8) and its value (bytes as they are), one after the other."""
+    enc = [x for k, v in pairs.items() for x in (k.encode(), v)]
+    return struct.pack(f"<{len(enc)}I", *map(len, enc)) + b"".join(enc)
 
 
 def _members(idx: PoolIds, event_ids: Sequence[str]) -> set[str]:

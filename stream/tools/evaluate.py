@@ -48,7 +48,7 @@ from stream.events.model import MatchEvent, RoundEvent
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS
 from stream.params import parse_params
-from stream.ratings import make_system
+from stream.ratings import make_system, sided
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
@@ -115,7 +115,8 @@ class Evaluator:
     def __init__(self, system: RatingSystem, score_from: int, min_history: int = 5, trace: bool = False,
                  trajectories: bool = False, teams: TeamPredictor | None = None,
                  advantage: AdvantageParams | None = None,
-                 pool_systems: Mapping[str, RatingSystem] | None = None) -> None:
+                 pool_systems: Mapping[str, RatingSystem] | None = None,
+                 pool_advantage: Mapping[str, AdvantageParams] | None = None) -> None:
         #: the system of the event being applied (``add``)
         self.system = system
         self._default = system
@@ -123,6 +124,8 @@ class Evaluator:
         # the side advantage: learned per pool where the system's model takes one (stream.ratings.advantage)
         self.advantage = AdvantageParams() if advantage is None else advantage
         self.advantages: dict[str, Advantages] = {}
+        #: the advantage's settings of pools with their own (a pools file's ``advantage*`` parameters)
+        self._pool_advantage = dict(pool_advantage or {})
         #: the team predictor of each system (by id): ``teams`` is the default system's
         self._predictors: dict[int, TeamPredictor] = {} if teams is None else {id(system): teams}
         self.team = TeamScores()
@@ -152,11 +155,12 @@ class Evaluator:
 
     def pool_advantages(self, pool: str) -> Advantages | None:
         """The pool's learned advantages (None where the system takes none or they are off)."""
-        if not (self.system.side_advantage and self.advantage.advantage):
+        params = self._pool_advantage.get(pool, self.advantage)
+        if not sided.takes_sides(self.system, params):
             return None
         got = self.advantages.get(pool)
         if got is None:
-            got = self.advantages[pool] = Advantages(self.advantage, self.system.advantage_unit())
+            got = self.advantages[pool] = sided.new_advantages(self.system, params)
         return got
 
     def _two_player(self, a: Belief, b: Belief, s: float, shift: float = 0.0) -> None:
@@ -201,11 +205,11 @@ class Evaluator:
                     rank_b = 2 if ev.score > 0.5 else 1 if ev.score == 0.5 else 0
                     self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score, shift=shift)
             t0 = time.perf_counter()
-            args = ([a, b], np.array([0]), np.array([1]), np.array([ev.score]), np.array([ev.time], dtype=np.int64))
-            new = self.system.rate_matches(*args, advantages=np.array([shift])) if shift else \
-                self.system.rate_matches(*args)
-            if adv is not None:
-                adv.learn(MATCH_SIDE, None, lambda x: self.system.win_probability(a, b, x), ev.score)
+            if adv is None:
+                new = self.system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([ev.score]),
+                                               np.array([ev.time], dtype=np.int64))
+            else:
+                new = sided.rate_match(self.system, adv, a, b, ev.score, ev.time)
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, [ev.a, ev.b], new)
         elif ev.teams is not None:
@@ -213,20 +217,16 @@ class Evaluator:
             teams = ev.teams
             beliefs = [self._get(ev.pool, p) for p in ev.players]
             adv = None if teams.sides is None else self.pool_advantages(ev.pool)
-            shifts = None if adv is None else np.array([adv.shift(side) for side in teams.sides or ()])
-            if shifts is not None and not shifts.any():
-                shifts = None
             if scoring:
-                self._score_team_round(ev, beliefs, shifts)
+                self._score_team_round(ev, beliefs, None if adv is None else sided.team_shifts(adv, teams.sides or ()))
             t0 = time.perf_counter()
-            if shifts is None:
+            if adv is None or teams.sides is None:
                 new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
                                                   ev.perf_ceiling, teams.weights)
             else:
-                new = self.system.rate_team_round(beliefs, teams.team_of, teams.ranks, ev.time, ev.weight,
-                                                  ev.perf_ceiling, teams.weights, team_shift=shifts)
-            if adv is not None and len(teams.ranks) == 2:
-                self._learn_sides(adv, ev, beliefs)
+                new = sided.rate_team_round(self.system, adv, beliefs, teams.team_of, teams.ranks, ev.time,
+                                            ev.weight, ev.perf_ceiling, teams.weights, teams.sides,
+                                            self.team_predictor)
             self.update_s += time.perf_counter() - t0
             self._record(ev.pool, ev.players, new)
         else:
@@ -254,16 +254,6 @@ class Evaluator:
         if got is None:
             got = self._predictors[id(self.system)] = team_predictor(self.system)
         return got
-
-    def _learn_sides(self, adv: Advantages, ev: RoundEvent, beliefs: list[Belief]) -> None:
-        """The advantages of the two sides of a round of two teams, by its outcome."""
-        assert ev.teams is not None and ev.teams.sides is not None
-        team_of, ranks, weights = ev.teams.team_of, ev.teams.ranks, ev.teams.weights
-        members = [np.flatnonzero(team_of == t) for t in range(2)]
-        (ba, wa), (bb, wb) = (([beliefs[i] for i in m.tolist()], weights[m]) for m in members)
-        pred = self.team_predictor()
-        score = 1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5
-        adv.learn(ev.teams.sides[0], ev.teams.sides[1], lambda x: pred.win_probability(ba, wa, bb, wb, x), score)
 
     def _score_team_round(self, ev: RoundEvent, beliefs: list[Belief], shifts: FloatArray | None = None) -> None:
         """Team-level pair inversion and rank deviation (and the two-team scores): module docstring.
@@ -402,14 +392,16 @@ def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float
                     score_from: int | None = None, trace: bool = False, trajectories: bool = False,
                     bins: int = 10, teams: TeamPredictor | None = None,
                     advantage: AdvantageParams | None = None,
-                    pool_systems: Mapping[str, RatingSystem] | None = None) -> tuple[dict[str, Any], Evaluator]:
+                    pool_systems: Mapping[str, RatingSystem] | None = None,
+                    pool_advantage: Mapping[str, AdvantageParams] | None = None) -> tuple[dict[str, Any], Evaluator]:
     """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉). ``teams``:
     the team predictions of team rounds (default: ``team_scores.team_predictor(system)``);
     ``advantage``: the side advantage's settings (default: learned, ``AdvantageParams()``);
-    ``pool_systems``: the systems of pools with their own (``Evaluator``)."""
+    ``pool_systems``, ``pool_advantage``: the systems and advantage settings of pools with their own
+    (``Evaluator``; ``load_pool_systems``)."""
     start = math.ceil(warmup * len(events)) if score_from is None else score_from
     ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams,
-                   advantage=advantage, pool_systems=pool_systems)
+                   advantage=advantage, pool_systems=pool_systems, pool_advantage=pool_advantage)
     t0 = time.perf_counter()
     for e in events:
         ev.add(e)
@@ -427,9 +419,11 @@ def describe(system: str, params: Mapping[str, Any], warmup: float, min_history:
     return {"system": system, "params": sys_obj.params.as_dict(), "warmup": warmup, "min_history": min_history}
 
 
-def load_pool_systems(path: str | None) -> dict[str, RatingSystem]:
-    """The system of each pool of a pools file (``--pools``; ``common.load_pools_file``)."""
-    return {name: make_system(cfg.system, cfg.params) for name, cfg in load_pools_file(path).items()}
+def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[str, AdvantageParams]]:
+    """The system and the advantage's settings of each pool of a pools file (``--pools``;
+    ``common.load_pools_file``; ``sided.make_pool_system``)."""
+    built = {name: sided.make_pool_system(cfg.system, cfg.params) for name, cfg in load_pools_file(path).items()}
+    return {k: v[0] for k, v in built.items()}, {k: v[1] for k, v in built.items()}
 
 
 def csv_mapping(columns: str) -> CsvMapping:
@@ -477,13 +471,13 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     try:
         p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
-        pool_systems = load_pool_systems(pools_file)
+        pool_systems, pool_advantage = load_pool_systems(pools_file)
         events = load_events(inputs, pool, csv_mapping(csv_columns), progress, skipped)
         from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():
             res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv,
-                                     pool_systems=pool_systems)
+                                     pool_systems=pool_systems, pool_advantage=pool_advantage)
     except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -495,7 +489,8 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
            "warmup": warmup,
            "min_history": min_history, **res}
     if pool_systems:
-        out["pools"] = {name: {"system": s.name, "params": s.params.as_dict()} for name, s in pool_systems.items()}
+        out["pools"] = {name: {"system": s.name, "params": {**s.params.as_dict(), **pool_advantage[name].as_dict()}}
+                        for name, s in pool_systems.items()}
     if skipped is not None:
         out["skipped"] = skipped.as_dict()
     if as_json:

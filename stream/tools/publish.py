@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from stream.client import Publisher, match_batch_json, match_columns_json, round_json
+from stream.client import Publisher, match_batch_json, match_columns_json, match_json, round_json
 from stream.events.inputs import CsvMapping, OnInvalid
 from stream.events.model import MatchEvent
 from stream.events.validate import MATCH_LISTS
@@ -50,6 +50,10 @@ def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
     for _where, etype, value in records:
         if etype == "match" or etype in MATCH_LISTS:
             for m in [value] if etype == "match" else value:
+                if m.neutral:  # the columns carry no side: a match of its own, in its place
+                    yield from flush(m.pool)
+                    yield s.topic_matches, m.pool, match_json(m), 1, m.time
+                    continue
                 batch = pending.setdefault(m.pool, [])
                 batch.append(m)
                 if len(batch) >= batch_size:

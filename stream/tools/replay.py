@@ -16,8 +16,8 @@ from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
-from stream.ratings import make_system
 from stream.ratings.base import RatingError
+from stream.ratings.sided import make_pool_system
 from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
 
 
@@ -60,7 +60,7 @@ def fewer_collections() -> Iterator[None]:
 
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
 BROKER_FROM_ENV = "\0from-env"
-EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "top", "history")
+EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "advantages", "top", "history")
 BROKER_ONLY = ("rate", "speedup")
 
 
@@ -94,6 +94,9 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="System parameter (repeatable).")
 @click.option("--embedded", is_flag=True, help="Run the pipeline in-process (no Kafka, no Redis).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Embedded: final ratings JSONL.")
+@click.option("--advantages", is_flag=True,
+              help='Embedded: after the ratings in --out, a line per pool with its learned side advantage '
+                   '({"type": "advantage", ...}, as `mmr export --advantages`).')
 @click.option("--history", type=click.Path(dir_okay=False),
               help="Embedded: every player's rating after every round or match batch, explained (JSONL).")
 @click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default'); overrides events'.")
@@ -127,6 +130,7 @@ def replay(
     params: tuple[str, ...],
     embedded: bool,
     out: str | None,
+    advantages: bool,
     history: str | None,
     pool: str | None,
     top: int,
@@ -201,7 +205,7 @@ def replay(
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size, pool_systems=pool_systems,
                                         history=None if sink is None else write_history)
             for pool_system, pool_params in pool_systems.values():
-                make_system(pool_system, pool_params)  # fail fast on a bad name / parameter, as the worker does
+                make_pool_system(pool_system, pool_params)  # fail fast on a bad name / parameter, as the worker does
             with compile_notice():
                 pipeline.run(prefetched(iter_records(inputs, pool, mapping, progress, skip, chunks=True,
                                                      on_invalid=skipped), prepare=pipeline.look_ahead),
@@ -210,6 +214,7 @@ def replay(
             for open_round in pipeline.incomplete_rounds():
                 click.echo(f"warning: {open_round.describe()}", err=True)
             rows = list(pipeline.final_ratings())
+            learned = list(pipeline.advantages()) if advantages else []
         if sink is not None:
             click.echo(f"wrote {sink.rows} rating changes to {history}", err=True)
     except InputError as exc:
@@ -220,7 +225,7 @@ def replay(
         sys.exit(2)
     report_skipped(skipped)
     if out:
-        n = write_jsonl_atomic(out, iter(rows))
-        click.echo(f"wrote {n} ratings to {out}", err=True)
+        n = write_jsonl_atomic(out, iter(rows + learned)) - len(learned)
+        click.echo(f"wrote {n} ratings{f' and {len(learned)} advantages' if learned else ''} to {out}", err=True)
     if top:
         print_leaderboard(rows, top)

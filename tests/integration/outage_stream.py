@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from service_utils import embedded_state, pool_systems
+from service_utils import SIDED_POOLS, embedded_state, pool_systems, sided_event
 
 from stream.service.config import PoolConfig, Settings
 from stream.service.processor import Message
@@ -17,24 +17,30 @@ MATCH_POOLS = [f"m{i}" for i in range(16)]
 ROUND_POOLS = [f"r{i}" for i in range(8)]
 
 
-def outage_pools(matches_system: str = "elo", rounds_system: str = "elo-mmr") -> dict[str, PoolConfig]:
+def outage_pools(matches_system: str = "elo", rounds_system: str = "elo-mmr", sided: bool = False,
+                 ) -> dict[str, PoolConfig]:
     """``Settings.pools`` of the stream: its match pools rated by ``matches_system``, its round pools by
-    ``rounds_system`` (what ``replayed`` replays with)."""
-    return pool_systems({**dict.fromkeys(MATCH_POOLS, matches_system), **dict.fromkeys(ROUND_POOLS, rounds_system)})
+    ``rounds_system`` (what ``replayed`` replays with); with ``sided``, the pools of ``sided_event`` too."""
+    return pool_systems({**dict.fromkeys(MATCH_POOLS, matches_system), **dict.fromkeys(ROUND_POOLS, rounds_system),
+                         **(SIDED_POOLS if sided else {})})
 
 
 SETTINGS = Settings(pools=outage_pools())
 
 
-def events(n_batches: int, per_batch: int, seed: int) -> list[list[dict[str, Any]]]:
-    """Batches of matches (80 %) and whole rounds over all pools, in time order."""
+def events(n_batches: int, per_batch: int, seed: int, sided: bool = False) -> list[list[dict[str, Any]]]:
+    """Batches of matches (80 %) and whole rounds over all pools, in time order; with ``sided``, a third
+    of the events are ``sided_event``s instead (matches with a home side, team rounds with side labels)."""
     rng = random.Random(seed)
+    side_rng = random.Random(seed + 1)  # (without ``sided``, the stream is the same as before)
     batches, t = [], 0
     for _ in range(n_batches):
         batch = []
         for _ in range(per_batch):
             t += 1
-            if rng.random() < 0.8:
+            if sided and side_rng.random() < 0.33:
+                batch.append(sided_event(side_rng, t))
+            elif rng.random() < 0.8:
                 pool = rng.choice(MATCH_POOLS)
                 a, b = rng.sample(range(12), 2)
                 batch.append({"type": "match", "event_id": f"{pool}-e{t}", "pool": pool, "time": t,
@@ -66,8 +72,11 @@ def history(batches: list[list[dict[str, Any]]], tmp: Path, name: str = "history
 
 
 def replayed(batches: list[list[dict[str, Any]]], tmp: Path, matches_system: str = "elo",
-             rounds_system: str = "elo-mmr") -> dict[tuple[str, str], dict[str, Any]]:
-    """The embedded replay of the batches: (pool, player) -> exported row."""
+             rounds_system: str = "elo-mmr", advantages: dict[str, dict[bytes, bytes]] | None = None,
+             ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The embedded replay of the batches: (pool, player) -> exported row; ``advantages``: gets the pools'
+    learned side advantages as Redis should hold them (``service_utils.embedded_state``)."""
     systems: dict[str, tuple[str, dict[str, Any]]] = {p: (matches_system, {}) for p in MATCH_POOLS}
     systems.update((p, (rounds_system, {})) for p in ROUND_POOLS)
-    return embedded_state([history(batches, tmp)], matches_system, pool_systems=systems)
+    systems.update((p, (name, {})) for p, name in SIDED_POOLS.items())
+    return embedded_state([history(batches, tmp)], matches_system, pool_systems=systems, advantages=advantages)

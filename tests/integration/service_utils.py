@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -296,6 +297,56 @@ def produce_raw(s: Settings, topic: str, items: Sequence[tuple[bytes | None, byt
     asyncio.run(_produce_raw(s, topic, items))
 
 
+#: the pools of ``sided_event`` (docs/advantage.md): matches with a home side (some neutral) and team rounds
+#: with side labels, each rated by a system that learns the side advantage
+SIDED_POOLS = {"home-elo": "elo", "home-mmr": "elo-mmr", "afl": "elo-mmr", "moba": "elo"}
+
+
+def sided_event(rng: random.Random, t: int, tag: str = "") -> dict[str, Any]:
+    """One event of a stream with sides, at time ``t``: a match of ``home-elo``/``home-mmr`` (a third
+    neutral) or a round of two teams of ``afl`` (``home``/``away``, listed either way) or ``moba``
+    (``blue``/``red``, some ties)."""
+    kind = rng.random()
+    eid = f"s{tag}-{t}"
+    if kind < 0.6:
+        pool = "home-elo" if kind < 0.3 else "home-mmr"
+        a, b = rng.sample(range(20), 2)
+        ev: dict[str, Any] = {"type": "match", "event_id": eid, "pool": pool, "time": t, "a": f"c{a}",
+                              "b": f"c{b}", "score": rng.choice([0.0, 0.5, 1.0, 1.0])}
+        if rng.random() < 0.33:
+            ev["neutral"] = True
+        return ev
+    pool, labels = ("afl", ["home", "away"]) if kind < 0.85 else ("moba", ["blue", "red"])
+    if rng.random() < 0.5:
+        labels.reverse()
+    ps = rng.sample(range(16), 6)
+    ranks = rng.choice([(1, 2), (2, 1), (1, 2), (1, 1)])
+    return {"type": "round", "event_id": eid, "pool": pool, "round_id": eid, "time": t,
+            "teams": [{"players": [f"t{p}" for p in ps[3 * k:3 * k + 3]], "rank": ranks[k], "side": labels[k]}
+                      for k in range(2)]}
+
+
+def sided_history(path: Path, n: int, seed: int) -> Path:
+    """``n`` events of ``sided_event`` as a JSONL history."""
+    rng = random.Random(seed)
+    path.write_bytes(b"".join(orjson.dumps(sided_event(rng, t)) + b"\n" for t in range(1, n + 1)))
+    return path
+
+
+async def _stored_advantages(s: Settings) -> dict[str, dict[bytes, bytes]]:
+    store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
+    try:
+        out = {pool: await store.advantages(pool) for pool in await store.pools()}
+    finally:
+        await store.close()
+    return {pool: adv for pool, adv in out.items() if adv}
+
+
+def stored_advantages(s: Settings) -> dict[str, dict[bytes, bytes]]:
+    """Each pool's learned side advantages as Redis holds them (``:adv``: side -> bytes), pools with none left out."""
+    return asyncio.run(_stored_advantages(s))
+
+
 async def _export(s: Settings) -> list[dict[str, Any]]:
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
     try:
@@ -310,12 +361,17 @@ def export_state(s: Settings) -> dict[tuple[str, str], dict[str, Any]]:
 
 def embedded_state(paths: list[Path], system: str, pool_systems: dict[str, tuple[str, dict[str, Any]]] | None = None,
                    batch_size: int = 4096, history: list[dict[str, Any]] | None = None,
+                   advantages: dict[str, dict[bytes, bytes]] | None = None,
                    ) -> dict[tuple[str, str], dict[str, Any]]:
-    """The final ratings of the embedded replay; ``history``: gets its rating messages (``--history``)."""
+    """The final ratings of the embedded replay; ``history``: gets its rating messages (``--history``);
+    ``advantages``: gets each pool's learned side advantages as the worker stores them (``stored_advantages``)."""
     pipe = EmbeddedPipeline(system, {}, pool_systems=pool_systems, batch_size=batch_size,
                             history=None if history is None else history_lines(history))
     for p in paths:
         pipe.run(read_records(p))
+    if advantages is not None:
+        advantages.update({pool: {k.encode(): v for k, v in eng.advantages.stored().items()}
+                           for pool, eng in pipe.engines.items() if eng.advantages.sides})
     return {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
 
 

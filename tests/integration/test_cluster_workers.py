@@ -1,9 +1,11 @@
 """The deployment the issue asks for, all at once: two ``mmr worker`` processes of one consumer group
 on a multi-partition input topic (the real broker), a real Redis Cluster of three masters with a
 replica each (the ``replicated`` fixture), pools on every master, Cowan match pools and Elo-MMR round
-pools. While the events stream in, workers are SIGKILLed at seeded random moments and restarted, and
-a master is SIGKILLed so that its replica is promoted. At the end ``mmr export`` equals the embedded
-replay of the same events bit for bit, and nothing was dead-lettered.
+pools, and Elo/Elo-MMR pools of matches with a home side and team rounds with side labels (their learned
+side advantage is pool state: ``:adv``). While the events stream in, workers are SIGKILLed at seeded
+random moments and restarted, and a master is SIGKILLed so that its replica is promoted. At the end
+``mmr export`` equals the embedded replay of the same events bit for bit (the side advantages too), and
+nothing was dead-lettered.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from outage_stream import MATCH_POOLS, ROUND_POOLS, events, history, outage_pool
 from redis.crc import key_slot
 from service_utils import (
     MMR,
+    SIDED_POOLS,
     BackgroundPublish,
     WorkerProcess,
     env_for,
     make_settings,
     read_json_topic,
+    stored_advantages,
     wait_caught_up,
 )
 
@@ -39,8 +43,8 @@ MATCHES, ROUNDS = "cowan", "elo-mmr"
 def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
         kafka_bootstrap: str, replicated: LocalCluster, tmp_path: Path) -> None:
     rng = random.Random(25)
-    batches = events(30, 20, seed=25)  # 600 events over 16 match pools and 8 round pools
-    s = make_settings(kafka_bootstrap, replicated.url, partitions=4, pools=outage_pools(MATCHES, ROUNDS),
+    batches = events(30, 20, seed=25, sided=True)  # 600 events over 16 match pools, 8 round pools, 4 with sides
+    s = make_settings(kafka_bootstrap, replicated.url, partitions=4, pools=outage_pools(MATCHES, ROUNDS, sided=True),
                       take_max=32)
     keys = KeySpace(s.key_prefix)
     owner = {p: replicated.slot_owner(key_slot(keys.key(p, "gen").encode())) for p in MATCH_POOLS + ROUND_POOLS}
@@ -48,7 +52,8 @@ def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
     # REDIS_URL names node 0 (restarted workers and `mmr export` connect through it): kill another master
     victim = rng.choice(sorted(set(owner.values()) - {0}))
     path = history(batches, tmp_path)
-    want = replayed(batches, tmp_path, MATCHES, ROUNDS)
+    learned: dict[str, dict[bytes, bytes]] = {}
+    want = replayed(batches, tmp_path, MATCHES, ROUNDS, learned)
 
     logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
     workers = [WorkerProcess(s, log).start() for log in logs]
@@ -72,12 +77,14 @@ def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
         out = tmp_path / "export.jsonl"
         subprocess.run([str(MMR), "export", "--out", str(out)], env=env_for(s), check=True, capture_output=True,
                        timeout=120)
+        stored = stored_advantages(s)
     finally:
         for w in workers:
             w.stop()
     got = {(r["pool"], r["player"]): r for r in map(orjson.loads, out.read_bytes().splitlines())}
     assert got == want  # every float bit for bit: nothing lost, nothing applied twice
-    assert {p for p, _ in got} == set(MATCH_POOLS + ROUND_POOLS)
+    assert stored == learned and set(learned) == set(SIDED_POOLS)  # no side advantage learned twice or lost
+    assert {p for p, _ in got} == set(MATCH_POOLS + ROUND_POOLS) | set(SIDED_POOLS)
     assert read_json_topic(s, s.topic_dead) == []
     # the victim is gone and its replica serves its slots
     masters = {replicated.ports.index(port) for _, port, _ in replicated.masters()}

@@ -63,7 +63,7 @@ def test_the_worker_rates_and_predicts_a_pool_with_the_parameters_fit_wrote(kafk
         system, default = make_system(SYSTEM, fitted["params"]), make_system(SYSTEM)
         top = sorted(expected.values(), key=lambda r: r["rating"], reverse=True)
         a, b = top[0], top[-1]
-        code, wp = http_get(port, f"/pools/chess/win-probability?a={a['player']}&b={b['player']}")
+        code, wp = http_get(port, f"/pools/chess/win-probability?a={a['player']}&b={b['player']}&neutral=true")
         assert code == 200, wp
         ba, bb = (np.array([r["mu"], r["sigma"], r["rounds"]], dtype=np.float64) for r in (a, b))
         assert wp["p_a"] == pytest.approx(system.win_probability(ba, bb), rel=1e-12, abs=0.0)

@@ -37,7 +37,7 @@ SOLO = ["p0", "p1", "p2", "p3", "p4", "p5"]
 
 def _events() -> list[dict[str, Any]]:
     """Team rounds in pool ``duos`` (elo-mmx), a round with a tie in ``solo`` (elo-mmr), matches in ``chess``
-    (cowan) and ``blitz`` (trueskill)."""
+    (cowan) and ``blitz`` (trueskill), team rounds with sides ``home``/``away`` in ``afl`` (elo-mmx)."""
     out: list[dict[str, Any]] = []
     rng = np.random.default_rng(3)
     for k in range(6):
@@ -49,6 +49,10 @@ def _events() -> list[dict[str, Any]]:
     for i, pool in enumerate(("chess", "blitz")):
         out.append({"type": "match", "event_id": f"m{i}", "pool": pool, "time": 1, "a": "ann", "b": "bob",
                     "score": 1.0})
+    for k in range(4):  # the home team wins three of four
+        out.append({"type": "round", "event_id": f"a{k}", "pool": "afl", "round_id": f"a{k}", "time": k,
+                    "teams": [{"players": DUOS[:2], "rank": 1 if k else 2, "side": "home"},
+                              {"players": DUOS[2:4], "rank": 2 if k else 1, "side": "away"}]})
     return out
 
 
@@ -57,7 +61,7 @@ async def _client(redis_url: str) -> AsyncIterator[tuple[TestClient[Any, Any], P
     s = Settings(redis_url=redis_url, key_prefix=f"lobby{uuid.uuid4().hex[:6]}", redis_cluster=False,
                  http_redis_connections=4,
                  pools={"duos": PoolConfig("elo-mmx"), "solo": PoolConfig("elo-mmr"), "chess": PoolConfig("cowan"),
-                        "blitz": PoolConfig("trueskill")})
+                        "blitz": PoolConfig("trueskill"), "afl": PoolConfig("elo-mmx")})
     store = RedisStore.from_url(redis_url, prefix=s.key_prefix)
     try:
         with ThreadPoolExecutor(1) as ex:
@@ -136,11 +140,58 @@ def test_predict_teams_players_and_the_pairing(redis_url: str) -> None:
     ({"teams": [[f"p{t}"] for t in range(MAX_TEAMS + 1)]}, 400, f"at most {MAX_TEAMS} per request"),
     ({"teams": [[f"a{i}" for i in range(600)], [f"b{i}" for i in range(600)]]}, 400,
      f"teams: 1200 players, at most {MAX_IDS} per request"),
+    ({"teams": [["ann"], ["bob"]], "sides": ["home"]}, 400, "sides: a list of one side label (or null) per team"),
+    ({"teams": [["ann"], ["bob"]], "sides": ["home", ""]}, 400, "sides[1]: a label of 1 to 32 characters"),
+    ({"teams": [["ann"], ["bob"]], "sides": ["home", "x" * 33]}, 400, "sides[1]: a label"),
+    ({"teams": [["ann"], ["bob"]], "sides": ["home", None], "neutral": True}, 400, "sides and neutral"),
+    ({"teams": [["ann"], ["bob"]], "neutral": "yes"}, 400, "neutral: true or false"),
 ])
 def test_predict_refuses_a_wrong_lobby_naming_the_field(redis_url: str, body: Any, status: int, reason: str) -> None:
     async def check(client: TestClient[Any, Any], proc: Processor) -> None:
         got, text = await _post(client, "/pools/duos/predict", body)
         assert (got, reason in text) == (status, True), text
+
+    _run(redis_url, check)
+
+
+def test_predictions_take_the_pools_learned_side_advantage(redis_url: str) -> None:
+    """A pool's learned side advantage (docs/advantage.md), read from Redis: ``GET /pools/{pool}`` shows it
+    (null where the system takes none), a pairing's first player plays with the match side's unless
+    ``neutral``, a lobby's teams with their ``sides``' -- each exactly the Python API's with those shifts."""
+    async def check(client: TestClient[Any, Any], proc: Processor) -> None:
+        blitz = await (await client.get("/pools/blitz")).json()
+        h = blitz["advantages"]["match"]["mean"]
+        assert h > 0  # the one match was won by its home side
+        assert (await (await client.get("/pools/chess")).json())["advantages"] is None  # cowan takes none
+        afl = (await (await client.get("/pools/afl")).json())["advantages"]
+        assert set(afl) == {"home", "away"} and afl["home"]["mean"] > 0 > afl["away"]["mean"]
+        eng = await proc.registry.engine("blitz", "rounds")
+        raws = await proc.store.beliefs("blitz", ["ann", "bob"])
+        ann, bob = eng.decode_all(raws, ["ann", "bob"], remember=False).values()
+        home = await (await client.get("/pools/blitz/win-probability?a=ann&b=bob")).json()
+        away = await (await client.get("/pools/blitz/win-probability?a=bob&b=ann")).json()
+        neutral = await (await client.get("/pools/blitz/win-probability?a=ann&b=bob&neutral=true")).json()
+        assert (home["advantage"], neutral["advantage"]) == (h, 0.0)
+        assert home["p_a"] == eng.system.win_probability(ann, bob, h) > neutral["p_a"]
+        assert neutral["p_a"] == eng.system.win_probability(ann, bob)
+        assert away["p_a"] == eng.system.win_probability(bob, ann, h)
+        assert (await client.get("/pools/blitz/win-probability?a=ann&b=bob&neutral=1")).status == 400
+        status, pred = await _post(client, "/pools/blitz/predict", {"teams": [["ann"], ["bob"]], "neutral": True})
+        assert status == 200 and pred["expected_score"] == neutral["p_a"] and pred["teams"][0]["advantage"] == 0.0
+        # a lobby of teams with sides: each team with its side's learned advantage
+        teams = [DUOS[2:4], DUOS[:2]]
+        status, pred = await _post(client, "/pools/afl/predict", {"teams": teams, "sides": ["away", "home"]})
+        assert status == 200, pred
+        eng = await proc.registry.engine("afl", "rounds")
+        raws = await proc.store.beliefs("afl", DUOS[:4])
+        known = eng.decode_all(raws, DUOS[:4], remember=False)
+        shifts = [afl["away"]["mean"], afl["home"]["mean"]]
+        want = lobby.predict(eng.system, [[known[p] for p in t] for t in teams], shifts)
+        assert [t["win"] for t in pred["teams"]] == list(want.win)
+        assert [t["advantage"] for t in pred["teams"]] == shifts
+        status, plain = await _post(client, "/pools/afl/predict", {"teams": teams})  # no sides: no advantage
+        assert plain["teams"][0]["win"] == lobby.predict(eng.system, [[known[p] for p in t] for t in teams]).win[0]
+        assert plain["teams"][0]["win"] > pred["teams"][0]["win"]  # the away team is given less away
 
     _run(redis_url, check)
 

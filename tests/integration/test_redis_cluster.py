@@ -36,8 +36,10 @@ def _msgs(pools: list[str], start: int, n: int) -> list[Message]:
     out = []
     for k in range(start, start + n):
         pool = pools[k % len(pools)]
-        ms = [{"event_id": f"{pool}-m{k}-{j}", "time": k, "a": f"p{(k + j) % 5}", "b": f"x}}:lb{(k + 2 * j + 1) % 4}",
-               "score": (j % 3) / 2} for j in range(3)]
+        ms: list[dict[str, Any]] = [{"event_id": f"{pool}-m{k}-{j}", "time": k, "a": f"p{(k + j) % 5}",
+                                     "b": f"x}}:lb{(k + 2 * j + 1) % 4}", "score": (j % 3) / 2} for j in range(3)]
+        if k % 3 == 0:  # the others have a home side: Elo learns its advantage (``:adv``, docs/advantage.md)
+            ms[1]["neutral"] = True
         out.append(Message("in", k % 4, k, orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})))
     return out
 
@@ -84,6 +86,8 @@ def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalClu
             sorted((o.pool, o.player, o.rating, o.version) for o in want.outputs)
         exported.extend(await _rows(store))
         assert exported == await _rows(single)
+        learned = {p: await store.advantages(p) for p in POOLS}
+        assert all(learned.values()) and learned == {p: await single.advantages(p) for p in POOLS}
         assert await store.pools() == sorted(POOLS)
         for pool in POOLS:
             assert await store.top(pool, 3) == await single.top(pool, 3)

@@ -26,6 +26,7 @@ import orjson
 import pytest
 from service_utils import (
     MMR,
+    SIDED_POOLS,
     BackgroundPublish,
     WorkerProcess,
     announced_port,
@@ -38,10 +39,13 @@ from service_utils import (
     produce_raw,
     publish,
     read_json_topic,
+    sided_history,
+    stored_advantages,
     synth,
     wait_caught_up,
 )
 
+from stream.ratings import make_system
 from stream.ratings.base import RatingError
 from stream.service.config import Settings
 
@@ -49,8 +53,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROUNDS_SYSTEM = "elo-mmr"
 MATCHES_SYSTEM = "cowan"
-#: the pools of these tests: matches in "m" and "pool0".."pool2" rated by Cowan, rounds in "default" by the default
-POOLS = pool_systems({"default": ROUNDS_SYSTEM, "m": MATCHES_SYSTEM, **{f"pool{k}": MATCHES_SYSTEM for k in range(3)}})
+#: the pools of these tests: matches in "m" and "pool0".."pool2" rated by Cowan, rounds in "default" by the default;
+#: matches with a home side and team rounds with side labels in ``SIDED_POOLS`` (Elo, Elo-MMR: they learn the side
+#: advantage, docs/advantage.md)
+POOLS = pool_systems({"default": ROUNDS_SYSTEM, "m": MATCHES_SYSTEM, **{f"pool{k}": MATCHES_SYSTEM for k in range(3)},
+                      **SIDED_POOLS})
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +68,23 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                         "--seed", "11"),
         "matches": synth(d, "matches.jsonl", "--kind", "matches", "--players", "200", "--matches", "6000",
                          "--pool", "m", "--seed", "12"),
+        "sided": sided_history(d / "sided.jsonl", 1500, 13),
     }
 
 
+def _paths(h: dict[str, Path], sided: bool = True) -> list[Path]:
+    return [h["rounds"], h["matches"], *([h["sided"]] if sided else [])]
+
+
 def _embedded(h: dict[str, Path], batch_size: int = 4096, history: list[dict[str, Any]] | None = None,
+              advantages: dict[str, dict[bytes, bytes]] | None = None, sided: bool = True,
               ) -> dict[tuple[str, str], dict[str, Any]]:
-    """The embedded replay (its own batch size: results must not depend on where batches are cut)."""
-    return embedded_state([h["rounds"], h["matches"]], ROUNDS_SYSTEM, batch_size=batch_size,
-                          pool_systems={"default": (ROUNDS_SYSTEM, {}), "m": (MATCHES_SYSTEM, {})}, history=history)
+    """The embedded replay (its own batch size: results must not depend on where batches are cut);
+    ``advantages``: gets the learned side advantages as Redis should hold them."""
+    return embedded_state(_paths(h, sided), ROUNDS_SYSTEM, batch_size=batch_size,
+                          pool_systems={"default": (ROUNDS_SYSTEM, {}), "m": (MATCHES_SYSTEM, {}),
+                                        **{p: (n, {}) for p, n in SIDED_POOLS.items()}},
+                          history=history, advantages=advantages)
 
 
 #: the fields of a rating message that explain the change (stream.engine.explain)
@@ -95,8 +111,9 @@ def _check_explanations(outputs: list[dict[str, Any]], history: list[dict[str, A
             if prev is not None:
                 assert (o["rating_before"], o["mu_before"], o["sigma_before"]) == (prev["rating"], prev["mu"],
                                                                                 prev["sigma"])
-            elif v == o["matches"]:  # the player's first change: from the prior
-                assert o["rating_before"] == 1500.0
+            elif v == o["matches"]:  # the player's first change: from the prior of the pool's system
+                system = make_system(POOLS[o["pool"]].system)
+                assert o["rating_before"] == system.summary(system.new_belief()).rating
 
 
 def _diff(got: dict[tuple[str, str], dict[str, Any]], want: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -140,7 +157,7 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
     s = make_settings(kafka_bootstrap, redis_url, pools=POOLS)
     worker = WorkerProcess(s, tmp_path / "worker.log").start()
     try:
-        paths = [histories["rounds"], histories["matches"]]
+        paths = _paths(histories)
         publish(paths, s, batch_size=500)
         wait_caught_up(s, worker)
         if sys.platform.startswith("linux"):  # its threads carry their names for the OS (stream.runtime.thread_names)
@@ -148,20 +165,33 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
             assert {"mmr-numba", "mmr-frames"} <= _os_thread_names(worker.proc.pid)
         state = export_state(s)
         history: list[dict[str, Any]] = []
-        expected = _embedded(histories, history=history)
+        learned: dict[str, dict[bytes, bytes]] = {}
+        expected = _embedded(histories, history=history, advantages=learned)
         assert state == expected, _diff(state, expected)  # every float bit for bit
+        adv = stored_advantages(s)
+        assert set(learned) == {"home-elo", "home-mmr", "afl", "moba"}
+        assert adv == learned  # the pools' side advantages, bit for bit
         outputs = read_json_topic(s, s.topic_ratings)
         _check_explanations(outputs, history)
         out = tmp_path / "export.jsonl"
-        subprocess.run([str(MMR), "export", "--out", str(out)], env=env_for(s), check=True, capture_output=True)
+        subprocess.run([str(MMR), "export", "--out", str(out), "--advantages"], env=env_for(s), check=True,
+                       capture_output=True)
         rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-        assert {(r["pool"], r["player"]): r for r in rows} == state  # `mmr export` writes the same rows
-        assert {o["system"] for o in outputs} == {ROUNDS_SYSTEM, MATCHES_SYSTEM}
+        lines = [r for r in rows if r.get("type") == "advantage"]
+        assert {(r["pool"], r["player"]): r for r in rows if "type" not in r} == state  # the same rows
+        replayed = tmp_path / "replay.jsonl"
+        subprocess.run([str(MMR), "replay", str(histories["sided"]), "--embedded", "--no-progress", "--advantages",
+                        "--system", "elo", "--out", str(replayed), "--pools", env_for(s)["MMR_POOLS_FILE"]],
+                       env=env_for(s), check=True, capture_output=True)
+        again_lines = [r for r in map(orjson.loads, replayed.read_bytes().splitlines()) if r.get("type")]
+        assert {r["pool"]: r for r in lines} == {r["pool"]: r for r in again_lines} and len(lines) == 4
+        assert {o["system"] for o in outputs} == {ROUNDS_SYSTEM, MATCHES_SYSTEM, "elo"}
         _check_ratings_topic(outputs, state)
 
         publish(paths, s, batch_size=700)  # same events, other message boundaries
         wait_caught_up(s, worker)
         assert export_state(s) == state
+        assert stored_advantages(s) == adv  # a batch applied before teaches nothing again
         again = read_json_topic(s, s.topic_ratings)
         _check_ratings_topic(again, state)  # re-published (same versions, same numbers), nothing re-rated
         assert read_json_topic(s, s.topic_dead) == []
@@ -181,10 +211,10 @@ def test_a_full_stream_buffer_loses_nothing(kafka_bootstrap: str, redis_url: str
     worker.start()
     try:
         port = announced_port(worker)
-        publish([histories["rounds"], histories["matches"]], s, batch_size=1)
+        publish(_paths(histories, sided=False), s, batch_size=1)
         wait_caught_up(s, worker)
         state = export_state(s)
-        expected = _embedded(histories)
+        expected = _embedded(histories, sided=False)
         assert state == expected, _diff(state, expected)
         code, text = http_get(port, "/metrics")
         waited = [float(line.split()[-1]) for line in text.splitlines()
@@ -205,7 +235,7 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
     worker.faults = ["--crash-after-batches", "3"]  # first: die between Redis commit and publish
     worker.start()
     # ~25 s of streaming: rounds one by one, matches in messages of 50
-    producer = BackgroundPublish([histories["rounds"], histories["matches"]], s, batch_size=50, rate=250.0).start()
+    producer = BackgroundPublish(_paths(histories), s, batch_size=50, rate=250.0).start()
     try:
         deadline = time.monotonic() + 120
         while worker.alive() and time.monotonic() < deadline:  # the injected crash
@@ -221,8 +251,10 @@ def test_sigkill_while_streaming_equals_uninterrupted(kafka_bootstrap: str, redi
         producer.join()
         wait_caught_up(s, worker, timeout=180)
         state = export_state(s)
-        expected = _embedded(histories, 7)
+        learned: dict[str, dict[bytes, bytes]] = {}
+        expected = _embedded(histories, 7, advantages=learned)
         assert state == expected, _diff(state, expected)  # no batch lost, none applied twice (rounds agree)
+        assert stored_advantages(s) == learned and learned  # nor a side advantage learned twice
         _check_ratings_topic(read_json_topic(s, s.topic_ratings), state)
     finally:
         worker.stop()

@@ -98,7 +98,7 @@ def test_matches_by_hand_and_their_batches(tmp_path: Path) -> None:
     src = _write(tmp_path / "m.jsonl", [_match("m1", 1, "a", "b", 1.0), _match("m2", 2, "a", "c", 1.0)])
     expected_a = 1.0 / (1.0 + 10 ** ((1500 - 1516) / 400))
     a_after = 1516 + 32 * (1 - expected_a)
-    rows, final = _history([src], "elo")
+    rows, final = _history([src], "elo", params={"advantage": False})  # (a plays with no home advantage)
     by = {r["player"]: r for r in rows}
     assert len(rows) == 3
     assert by["a"]["matches"] == 2 and by["a"]["match_ids"] == ["m1", "m2"] and by["a"]["event_id"] == "m2"
@@ -106,7 +106,7 @@ def test_matches_by_hand_and_their_batches(tmp_path: Path) -> None:
     assert by["a"]["delta"] == by["a"]["rating"] - 1500.0 and by["a"]["version"] == 2
     assert by["b"]["matches"] == 1 and by["b"]["match_ids"] == ["m1"] and by["b"]["rating"] == 1484.0
     assert "performance" not in by["a"] and "round_id" not in by["a"]
-    one, _ = _history([src], "elo", batch_size=1)
+    one, _ = _history([src], "elo", batch_size=1, params={"advantage": False})
     a_lines = [r for r in one if r["player"] == "a"]
     assert [r["match_ids"] for r in a_lines] == [["m1"], ["m2"]]
     assert [r["rating_before"] for r in a_lines] == [1500.0, 1516.0]
