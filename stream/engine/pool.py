@@ -49,7 +49,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
-from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
+from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
@@ -209,20 +209,11 @@ class PoolEngine:
         """New beliefs after a batch of matches, with exact sequential meaning.
 
         ``index``: the batch's ``index_players``, when the caller built it already."""
-        return self._rate_matches_coded(batch, beliefs, index)[0]
-
-    def _rate_matches_coded(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
-                            index: PlayerIndex | None = None) -> tuple[dict[str, Belief], dict[str, np.ndarray]]:
-        """``rate_matches`` and the codes the system returned with the new beliefs, by player
-        (``FastPath.rate_matches_coded``: what the codec stores them from)."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
-        after, codes = self.fast.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
-        changed = self._changed(idx.players, before, after, beliefs)
-        if not self.exact_store:  # round-tripped by _changed
-            return changed, {}
-        return changed, {p: c for p, c in zip(idx.players, codes, strict=True) if c is not None}
+        after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
+        return self._changed(idx.players, before, after, beliefs)
 
     # --- what the embedded store holds (packed bytes or arrays: ``packed``) ------------
     def unpack(self, held: Held) -> Belief:
@@ -411,15 +402,12 @@ class PoolEngine:
             size = 0
         self._decoded_bytes = size
 
-    def _encode(self, changed: dict[str, Belief], codes: Mapping[str, np.ndarray] | None = None) -> Applied:
+    def _encode(self, changed: dict[str, Belief]) -> Applied:
         players = list(changed)
         beliefs = list(changed.values())
         ratings = dict(zip(players, self.fast.summary_many(beliefs), strict=True))
         _check_finite(ratings)
-        if codes:
-            encoded = encode_coded(self.codec, beliefs, list(map(codes.get, players)))
-        else:
-            encoded = encode_many(self.codec, beliefs)
+        encoded = encode_many(self.codec, beliefs)
         if self.decoded_budget:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
@@ -492,7 +480,7 @@ class PoolEngine:
         """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
         idx = index if index is not None else index_players(batch)
         with _belief_faults(self.system.name):
-            return self._encode(*self._rate_matches_coded(batch, self.decode_all(stored, idx.players), idx))
+            return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))
 
     def rating_of(self, player: str, raw: bytes) -> Rating:
         """The rating the stored value of ``player`` holds (``RatingError`` when it is not a belief)."""

@@ -4,15 +4,11 @@ bounds. Example counts stay small: the machine is shared."""
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.ratings.cowan.codec import CowanCodec, _encode_many_coded
-from stream.ratings.cowan.fastpath import CowanFastPath
-from stream.ratings.cowan.quant import QMIN
+from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import Cowan
 
 SYSTEMS = {
@@ -125,12 +121,11 @@ def test_any_batching_gives_the_same_bits(ms: list[tuple[int, int, float]], whic
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ms=matches, which=st.sampled_from(sorted(SYSTEMS)), seed=st.integers(0, 3),
        path=st.sampled_from(["parallel", "serial", "single"]))
-def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
+def test_every_kernel_path_stores_codec_fixed_points(
         ms: list[tuple[int, int, float]], which: str, seed: int, path: str) -> None:
-    """``CowanFastPath.rate_matches_coded``'s codes are the quantised windows ``encode`` computes again:
-    ``encode_coded`` writes the very bytes of ``encode_many``, from every kernel path (the
-    parallel and serial batch kernels, the single-match one), and the beliefs are
-    ``rate_matches``' own. A player the batch did not touch has no code."""
+    """What the engine stores (``rate_matches`` then ``encode_many``) from every kernel path (the
+    parallel and serial batch kernels, the single-match one): ``encode_many`` writes ``encode``'s
+    bytes, and they decode to the very beliefs ``rate_matches`` returned."""
     s, codec = SYSTEMS[which], CowanCodec()
     bel = _population(s, seed)
     a, b, sc = _columns(ms, len(bel))
@@ -139,20 +134,10 @@ def test_bytes_written_from_the_kernels_codes_equal_encoding_the_beliefs(
     t = np.zeros(len(a), np.int64)
     s.parallel_min_batch = 10**9 if path == "serial" else 0
     try:
-        out, codes = CowanFastPath(s).rate_matches_coded(bel, a, b, sc, t)
-        plain = s.rate_matches(bel, a, b, sc, t)
+        out = s.rate_matches(bel, a, b, sc, t)
     finally:
         s.parallel_min_batch = 0
-    touched = set(a.tolist()) | set(b.tolist())
-    assert {i for i, c in enumerate(codes) if c is not None} == touched
-    assert all(np.array_equal(x, y) for x, y in zip(out, plain, strict=True))
-    assert codec.encode_coded(out, codes) == codec.encode_many(out)
-    rated = sorted(touched)
-    assert codec.encode_coded([out[i] for i in rated], [codes[i] for i in rated]) == [codec.encode(out[i])
-                                                                                     for i in rated]
-    # ... written from the codes indeed, not by the fallback to encoding the beliefs
-    heads = np.array([(out[i][0], out[i][1]) for i in rated])
-    qoffs = np.cumsum([0] + [len(codes[i]) for i in rated]).astype(np.int64)
-    buf, ends, bad = _encode_many_coded(heads, np.concatenate([codes[i] for i in rated]), qoffs, QMIN)
-    assert bad == -1
-    assert [bytes(buf[x:y]) for x, y in pairwise(ends.tolist())] == [codec.encode(out[i]) for i in rated]
+    rated = sorted(set(a.tolist()) | set(b.tolist()))
+    data = codec.encode_many([out[i] for i in rated])
+    assert data == [codec.encode(out[i]) for i in rated]
+    assert all(np.array_equal(codec.decode(d), out[i]) for d, i in zip(data, rated, strict=True))

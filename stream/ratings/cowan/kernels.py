@@ -571,9 +571,8 @@ def update_pair_in(
     (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
     beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
     own functions), so every intermediate belief is a fixed point of the codec;
-    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite), and
-    ``codes[i]`` (a matrix like ``dens``, int64) receives the quantised values of row i's
-    window (see ``canonicalise_row``).
+    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite);
+    ``codes`` (a matrix like ``dens``, int64) is the quantiser's scratch.
     """
     rho_a = dens[ia]
     rho_b = dens[ib]
@@ -669,15 +668,14 @@ def rate_pair(
     taps: np.ndarray,
     fpar: np.ndarray,
     ipar: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int]:
     """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
     ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
     entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
     call with few arguments instead of the batch set-up, same arithmetic, same bits.
     ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
     qmin, n + 1]``; the int returned has bit 0 / bit 1 set if A's / B's belief came out
-    non-finite (quantised runs only). Also returns the quantised values of both new
-    windows (see ``canonicalise_row``; meaningless when not quantised)."""
+    non-finite (quantised runs only)."""
     n1 = ipar[5]
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)
@@ -706,7 +704,6 @@ def rate_pair(
     out_a[1] = bel_a[1] + 1.0
     for x in range(lo, hi + 1):
         out_a[2 + x - lo] = dens[0, x]
-    q_a = codes[0, lo : hi + 1].copy()
     lo = lohi[1, 0]
     hi = lohi[1, 1]
     out_b = np.empty(hi - lo + 3)
@@ -714,8 +711,7 @@ def rate_pair(
     out_b[1] = bel_b[1] + 1.0
     for x in range(lo, hi + 1):
         out_b[2 + x - lo] = dens[1, x]
-    q_b = codes[1, lo : hi + 1].copy()
-    return out_a, out_b, q_a, q_b, int(status[0]) + 2 * int(status[1])
+    return out_a, out_b, int(status[0]) + 2 * int(status[1])
 
 
 @njit(cache=True, nogil=True)

@@ -399,29 +399,27 @@ class Cowan(RatingSystem):
         """
         if advantages is not None and np.any(np.asarray(advantages) != 0.0):
             _no_advantage(1.0)
-        return self._rate(beliefs, a, b, scores, quantise)[0]
+        return self._rate(beliefs, a, b, scores, quantise)
 
     def _rate(
         self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
-    ) -> tuple[list[Belief], list[np.ndarray | None]]:
+    ) -> list[Belief]:
         a = np.ascontiguousarray(a, dtype=np.int64)
         b = np.ascontiguousarray(b, dtype=np.int64)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         nplayers = len(beliefs)
         _validate(a, b, scores, nplayers)
-        codes: list[np.ndarray | None] = [None] * nplayers
         if a.shape[0] == 0:
-            return list(beliefs), codes
+            return list(beliefs)
         if self.p.algorithm == "naive":
-            return self._rate_naive(beliefs, a, b, scores, quantise), codes
+            return self._rate_naive(beliefs, a, b, scores, quantise)
         if a.shape[0] == 1:  # the service's common case: no batch set-up
-            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise, codes)
+            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise)
         flat, start, cap, lohi, rounds = self._arena_of(beliefs)
-        # the new windows go after the old ones; their codes at the same positions
-        qvals = np.empty(flat.shape[0] if quantise else 1, dtype=np.int64)
+        # the new windows go after the old ones
         slot = np.arange(nplayers, dtype=np.int64)
-        vals, qvals, status, _ = self._run_arena(flat, qvals, start, cap, lohi, rounds, flat.shape[0], slot, a, b,
-                                                 scores, quantise, quantise)
+        vals, status, _ = self._run_arena(flat, start, cap, lohi, rounds, flat.shape[0], slot, a, b, scores,
+                                          quantise)
         if quantise and status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
@@ -429,18 +427,15 @@ class Cowan(RatingSystem):
         new_flat, offs = gather(vals, start, lohi, rounds, who)
         out: list[Belief] = list(beliefs)
         bounds = offs.tolist()
-        for i, s, e, q in zip(who.tolist(), bounds[:-1], bounds[1:], start[who].tolist(), strict=True):
+        for i, s, e in zip(who.tolist(), bounds[:-1], bounds[1:], strict=True):
             out[i] = new_flat[s:e]  # views of one new buffer: beliefs are never written in place
-            if quantise:
-                codes[i] = qvals[q : q + e - s - HEADER]
-        return out, codes
+        return out
 
-    def _run_arena(self, vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray,
-                   lohi: np.ndarray, rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray,
-                   b: np.ndarray, scores: np.ndarray, quantise: bool,
-                   want_codes: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _run_arena(self, vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+                   rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
+                   scores: np.ndarray, quantise: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """The matches ``(slot[a[m]], slot[b[m]])`` on an arena (``_cowan_arena``), in place:
-        ``(vals, qvals, status, end)`` — the arena's arrays (new ones if they grew), the flags
+        ``(vals, status, end)`` — the arena's values (a new array if it grew), the flags
         of local players whose belief came out non-finite, the arena's new end. Large batches
         with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
         m = self.model
@@ -462,18 +457,18 @@ class Cowan(RatingSystem):
             _, order, starts = schedule_waves(a, b, status.shape[0])
             wide = a.shape[0] >= self.parallel_min_width * (starts.shape[0] - 1)
         if wide:
-            vals, qvals, end = run_arena_waves(
-                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
+            vals, end = run_arena_waves(
+                vals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
                 dsoes, m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
-                quantise, QMIN, want_codes, grow, status, numba.get_num_threads(),
+                quantise, QMIN, grow, status, numba.get_num_threads(),
             )
         else:
-            vals, qvals, end = run_arena_serial(
-                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
+            vals, end = run_arena_serial(
+                vals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
                 m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
-                QMIN, want_codes, grow, status,
+                QMIN, grow, status,
             )
-        return vals, qvals, status, end
+        return vals, status, end
 
     def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
         """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
@@ -496,9 +491,8 @@ class Cowan(RatingSystem):
         # every match may move both windows to fresh cells: room for that now (free until
         # written), so that the kernel never grows the arena by copying it
         arena.reserve(2 * a.shape[0] * arena.cells)
-        arena.vals, _, status, arena.end = self._run_arena(
-            arena.vals, arena.qvals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores,
-            True, False)
+        arena.vals, status, arena.end = self._run_arena(
+            arena.vals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores, True)
         if status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         live = arena.live_cells()
@@ -550,8 +544,7 @@ class Cowan(RatingSystem):
             raise RatingError(f"cowan: belief window [{lo}, {lo + bel.shape[0] - HEADER - 1}] outside the grid")
         return bel
 
-    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
-                  codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
+    def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool) -> list[Belief]:
         """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
         without the batch arena, wave schedule or per-batch tables."""
         m = self.model
@@ -560,7 +553,7 @@ class Cowan(RatingSystem):
         else:
             dtab, dsoe = m.gtab, self._no_dsoes[0]
         fpar, raw, quant = self._pair_consts
-        new_a, new_b, q_a, q_b, status = K.rate_pair(
+        new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
             m.soe, m.gtab, m.taps, fpar, quant if quantise else raw,
         )
@@ -569,10 +562,7 @@ class Cowan(RatingSystem):
         out = list(beliefs)
         out[ia] = new_a
         out[ib] = new_b
-        if quantise:
-            codes[ia] = q_a
-            codes[ib] = q_b
-        return out, codes
+        return out
 
     # ---- the naive oracle ----------------------------------------------------------
     def naive_update(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
