@@ -150,9 +150,11 @@ class ArenaMatches(ABC):
         """An empty arena for this system's beliefs."""
 
     @abstractmethod
-    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
+                   advantages: FloatArray | None = None) -> None:
         """``rate_matches`` on the beliefs ``arena`` holds at ``slots`` (local player i at
-        ``slots[i]``), written back in place."""
+        ``slots[i]``; A of match m with the side advantage ``advantages[m]``, None: none), written
+        back in place."""
 
     @abstractmethod
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:

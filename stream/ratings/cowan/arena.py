@@ -154,10 +154,12 @@ def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: 
                  pa: int, pb: int, dest_a: int, dest_b: int, score: float, dens: np.ndarray, codes: np.ndarray,
                  lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray, gtab: np.ndarray,
                  dtab: np.ndarray, dsoe: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
-                 drift_rate: float, tail: float, quant: bool, qmin: int, work: np.ndarray) -> int:
+                 drift_rate: float, tail: float, quant: bool, qmin: int, h: float, ex: np.ndarray, lpar: np.ndarray,
+                 work: np.ndarray) -> int:
     """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
     windows, and left so), ``codes`` (the quantiser's scratch) and ``work`` (``work_cells``):
-    ``update_pair_in``, then the new windows written at ``dest_a`` / ``dest_b``. Returns the
+    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at ``dest_a`` /
+    ``dest_b``. Returns the
     ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
@@ -173,7 +175,7 @@ def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: 
     st[0] = 0
     st[1] = 0
     update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps,
-                   drift_mode, drift_rate, tail, quant, qmin, codes, st, work)
+                   drift_mode, drift_rate, tail, quant, qmin, codes, st, h, ex, lpar, work)
     for row in range(2):
         p = pa if row == 0 else pb
         d = dest_a if row == 0 else dest_b
@@ -198,12 +200,14 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                     dtabs: np.ndarray, dsoes: np.ndarray, a0: float, beta: float, soe: np.ndarray,
                     gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
                     drift_rate: float, tail: float, quant: bool, qmin: int, grow: int,
-                    status: np.ndarray, nt: int) -> tuple[np.ndarray, int]:
+                    status: np.ndarray, nt: int, advs: np.ndarray, ex: np.ndarray,
+                    lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
     numba threads (they touch distinct players). Returns the arena's values (a new
     array if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
     (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
-    threads, each with its own scratch rows.
+    threads, each with its own scratch rows. ``advs[m]``: A's side advantage in match m (an empty
+    array: none in the batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
 
     Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
     not a fixed share: a wave ends when its last match does, and matches differ in cost
@@ -245,9 +249,11 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                     _prefetch_dest(vals, start, lohi, slot[a[nxt]], dest[2 * nq], grow)
                     _prefetch_dest(vals, start, lohi, slot[b[nxt]], dest[2 * nq + 1], grow)
                 k = dtab_index[m]
+                h = advs[m] if advs.shape[0] else 0.0
                 bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
                                     dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
-                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, work)
+                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, h, ex,
+                                    lpar, work)
                 if bits & 1:
                     status[a[m]] = 1
                 if bits & 2:
@@ -262,7 +268,8 @@ def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi:
                      scores: np.ndarray, dtab_index: np.ndarray, dtabs: np.ndarray, dsoes: np.ndarray, a0: float,
                      beta: float, soe: np.ndarray, gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray,
                      drift_mode: int, drift_rate: float, tail: float, quant: bool, qmin: int,
-                     grow: int, status: np.ndarray) -> tuple[np.ndarray, int]:
+                     grow: int, status: np.ndarray, advs: np.ndarray, ex: np.ndarray,
+                     lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """``run_arena_waves`` on one thread, in arrival order (no schedule, no parallel launch:
     small batches). Same arithmetic, so the same bits."""
     n1 = (gtab.shape[0] + 1) // 2
@@ -282,9 +289,10 @@ def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi:
         vals = _grown(vals, end, need)
         end = need
         k = dtab_index[m]
+        h = advs[m] if advs.shape[0] else 0.0
         bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
                             dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k], dsoes[k], res_mode, form, taps,
-                            drift_mode, drift_rate, tail, quant, qmin, work)
+                            drift_mode, drift_rate, tail, quant, qmin, h, ex, lpar, work)
         if bits & 1:
             status[a[m]] = 1
         if bits & 2:

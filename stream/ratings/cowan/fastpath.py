@@ -70,7 +70,8 @@ class CowanFastPath(FastPath, ArenaMatches):
     def new_arena(self) -> CowanArena:
         return self.system.new_arena()
 
-    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
+                   advantages: FloatArray | None = None) -> None:
         if not isinstance(arena, CowanArena):
             raise TypeError("a Cowan arena is needed")
-        self.system.rate_arena(arena, slots, a, b, scores)
+        self.system.rate_arena(arena, slots, a, b, scores, advantages)
