@@ -47,6 +47,10 @@ are the same; copies, zeroing and scaling of a window so run several cells per i
 Two running sums (both players' masses) share a loop over the cells both windows have, then
 each runs on alone, instead of one loop with a test per cell and player.
 
+A match with a side advantage (``h != 0``: A's skills seen by the luck as ``x_i + h``) takes
+neither sweep: its luck is a new function of ``i − k`` for every ``h``, tabulated for the match
+(``stream.ratings.cowan.shift``) and convolved by ``_direct`` / ``_fft_conv`` (``shifted_lik``).
+
 ``rate_pair`` is the single-match entry point (the streaming service's common case): the
 same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
 
