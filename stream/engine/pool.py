@@ -50,7 +50,7 @@ from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_playe
 from stream.ratings import sided
 from stream.ratings.advantage import AdvantageParams, Advantages
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
-from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
+from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.state.memory import Held
@@ -256,23 +256,14 @@ class PoolEngine:
         """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``).
 
         ``index``: the batch's ``index_players``, when the caller built it already."""
-        return self._rate_matches_coded(batch, beliefs, index)[0]
-
-    def _rate_matches_coded(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
-                            index: PlayerIndex | None = None) -> tuple[dict[str, Belief], dict[str, np.ndarray]]:
-        """``rate_matches`` and the codes the system returned with the new beliefs, by player
-        (``FastPath.rate_matches_coded``: what the codec stores them from; none for a sided batch)."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
         before = [x if (x := beliefs.get(p)) is not None else new() for p in idx.players]
         if self.sided_matches(batch):
             after = self._rate_sided(batch, idx, before)
-            return self._changed(idx.players, before, after, beliefs), {}
-        after, codes = self.fast.rate_matches_coded(before, idx.a, idx.b, batch.score_array(), batch.time_array())
-        changed = self._changed(idx.players, before, after, beliefs)
-        if not self.exact_store:  # round-tripped by _changed
-            return changed, {}
-        return changed, {p: c for p, c in zip(idx.players, codes, strict=True) if c is not None}
+        else:
+            after = self.system.rate_matches(before, idx.a, idx.b, batch.score_array(), batch.time_array())
+        return self._changed(idx.players, before, after, beliefs)
 
     def _rate_sided(self, batch: MatchBatch, idx: PlayerIndex, before: list[Belief]) -> list[Belief]:
         """A batch holding matches that are not neutral, in order: each run of neutral matches by the
@@ -284,7 +275,7 @@ class PoolEngine:
         a_of, b_of = idx.a.tolist(), idx.b.tolist()
         place = dict(zip(idx.players, range(len(idx.players)), strict=True))
         neutral = batch.neutral_flags()
-        system, fast = self.system, self.fast
+        system = self.system
         scores, times = batch.scores, batch.times
         i, n = 0, len(batch)
         while i < n:
@@ -295,8 +286,8 @@ class PoolEngine:
                 part = batch.slice(i, j)  # rated as a batch of its own would be
                 part_idx = index_players(part)
                 places = [place[p] for p in part_idx.players]
-                out, _ = fast.rate_matches_coded([cur[k] for k in places], part_idx.a, part_idx.b,
-                                                 part.score_array(), part.time_array())
+                out = system.rate_matches([cur[k] for k in places], part_idx.a, part_idx.b,
+                                          part.score_array(), part.time_array())
                 for k, belief in zip(places, out, strict=True):
                     cur[k] = belief
                 i = j
@@ -506,15 +497,12 @@ class PoolEngine:
             size = 0
         self._decoded_bytes = size
 
-    def _encode(self, changed: dict[str, Belief], codes: Mapping[str, np.ndarray] | None = None) -> Applied:
+    def _encode(self, changed: dict[str, Belief]) -> Applied:
         players = list(changed)
         beliefs = list(changed.values())
         ratings = dict(zip(players, self.fast.summary_many(beliefs), strict=True))
         _check_finite(ratings)
-        if codes:
-            encoded = encode_coded(self.codec, beliefs, list(map(codes.get, players)))
-        else:
-            encoded = encode_many(self.codec, beliefs)
+        encoded = encode_many(self.codec, beliefs)
         if self.decoded_budget:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
@@ -587,7 +575,7 @@ class PoolEngine:
         """Rate a batch of matches on encoded beliefs (exact sequential meaning)."""
         idx = index if index is not None else index_players(batch)
         with _belief_faults(self.system.name):
-            return self._encode(*self._rate_matches_coded(batch, self.decode_all(stored, idx.players), idx))
+            return self._encode(self.rate_matches(batch, self.decode_all(stored, idx.players), idx))
 
     def rating_of(self, player: str, raw: bytes) -> Rating:
         """The rating the stored value of ``player`` holds (``RatingError`` when it is not a belief)."""

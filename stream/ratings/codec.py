@@ -70,16 +70,6 @@ class CodecBase:
         return [decode(d) for d in datas]
 
 
-def encode_coded(codec: Codec, beliefs: Sequence[Belief], codes: Sequence[object | None]) -> list[bytes]:
-    """``encode_many``, from what ``FastPath.rate_matches_coded`` returned with the
-    beliefs, for a codec that can use it (``encode_coded``; Cowan's)."""
-    coded = getattr(codec, "encode_coded", None)
-    if coded is None:
-        return encode_many(codec, beliefs)
-    out: list[bytes] = coded(beliefs, codes)  # falls back to encoding the beliefs itself
-    return out
-
-
 def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:
     """``codec.encode_many`` or, for a codec written without it, the per-item loop."""
     many = getattr(codec, "encode_many", None)

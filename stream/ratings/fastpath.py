@@ -5,7 +5,7 @@ of them (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_pr
 ``ranking_score``), which is all a new system or the evaluation harness needs. The engine
 (``stream.engine.pool``) also wants forms that skip per-player Python objects: summaries of a
 whole batch at once, rounds rated on packed beliefs gathered in one arena, matches rated in
-place in a pool-wide arena, the codes a codec can store new beliefs from. ``fast_path(system)`` gives the
+place in a pool-wide arena. ``fast_path(system)`` gives the
 engine the system's ``FastPath``; a system without one gets this module's ``FastPath``,
 whose methods are the per-belief loops over the six. Every form gives bit for bit what the
 per-belief methods give (tests/unit/ratings/test_batch_codec.py checks each against them).
@@ -46,14 +46,6 @@ class FastPath:
         """``[system.summary(b) for b in beliefs]``, field for field, and its errors."""
         summary = self.system.summary
         return [summary(b) for b in beliefs]
-
-    def rate_matches_coded(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                           times_ms: IntArray) -> tuple[list[Belief], list[np.ndarray | None]]:
-        """``system.rate_matches`` plus, per returned belief, what its codec can store it from
-        without computing it again (``Codec.encode_coded``; Cowan: the quantised log-densities
-        its kernels computed to quantise it). None where there is nothing: here, everywhere."""
-        out = self.system.rate_matches(beliefs, a, b, scores, times_ms)
-        return out, [None] * len(out)
 
     def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
         """Each belief's performance in the round that last changed it, read from its packed
@@ -158,9 +150,11 @@ class ArenaMatches(ABC):
         """An empty arena for this system's beliefs."""
 
     @abstractmethod
-    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
+                   advantages: FloatArray | None = None) -> None:
         """``rate_matches`` on the beliefs ``arena`` holds at ``slots`` (local player i at
-        ``slots[i]``), written back in place."""
+        ``slots[i]``; A of match m with the side advantage ``advantages[m]``, None: none), written
+        back in place."""
 
     @abstractmethod
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:

@@ -150,15 +150,16 @@ def _grown(arr: np.ndarray, keep: int, need: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray,
+def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray,
                  pa: int, pb: int, dest_a: int, dest_b: int, score: float, dens: np.ndarray, codes: np.ndarray,
                  lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray, gtab: np.ndarray,
                  dtab: np.ndarray, dsoe: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
-                 drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool, work: np.ndarray) -> int:
+                 drift_rate: float, tail: float, quant: bool, qmin: int, h: float, ex: np.ndarray, lpar: np.ndarray,
+                 work: np.ndarray) -> int:
     """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
-    windows, and left so) and the scratch ``work`` (``work_cells``): ``update_pair_in``, then
-    the new windows written at ``dest_a`` / ``dest_b`` (and their quantised values into
-    ``qvals`` with ``want_codes``). Returns the
+    windows, and left so), ``codes`` (the quantiser's scratch) and ``work`` (``work_cells``):
+    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at ``dest_a`` /
+    ``dest_b``. Returns the
     ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
@@ -174,7 +175,7 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
     st[0] = 0
     st[1] = 0
     update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps,
-                   drift_mode, drift_rate, tail, quant, qmin, codes, st, work)
+                   drift_mode, drift_rate, tail, quant, qmin, codes, st, h, ex, lpar, work)
     for row in range(2):
         p = pa if row == 0 else pb
         d = dest_a if row == 0 else dest_b
@@ -185,11 +186,6 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
         for t in range(w):
             dst[t] = src[t]
             src[t] = 0.0
-        if want_codes:
-            qsrc = codes[row, lo : lo + w]
-            qdst = qvals[d : d + w]
-            for t in range(w):
-                qdst[t] = qsrc[t]
         start[p] = d
         lohi[p, 0] = lo
         lohi[p, 1] = lo + w - 1
@@ -198,18 +194,20 @@ def _arena_match(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, lohi: n
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
                     rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
                     scores: np.ndarray, order: np.ndarray, wave_starts: np.ndarray, dtab_index: np.ndarray,
                     dtabs: np.ndarray, dsoes: np.ndarray, a0: float, beta: float, soe: np.ndarray,
                     gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
-                    drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool, grow: int,
-                    status: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray, int]:
+                    drift_rate: float, tail: float, quant: bool, qmin: int, grow: int,
+                    status: np.ndarray, nt: int, advs: np.ndarray, ex: np.ndarray,
+                    lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
-    numba threads (they touch distinct players). Returns the arena's values and codes (new
-    arrays if they had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
+    numba threads (they touch distinct players). Returns the arena's values (a new
+    array if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
     (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
-    threads, each with its own scratch rows.
+    threads, each with its own scratch rows. ``advs[m]``: A's side advantage in match m (an empty
+    array: none in the batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
 
     Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
     not a fixed share: a wave ends when its last match does, and matches differ in cost
@@ -231,8 +229,6 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
         cnt = wave_starts[w + 1] - s0
         need = _layout(start, cap, lohi, slot, a, b, order, s0, cnt, end, grow, n1, dest)
         vals = _grown(vals, end, need)
-        if want_codes:
-            qvals = _grown(qvals, end, need)
         end = need
         chunks = min(nt, cnt)
         counter[0] = 0
@@ -253,25 +249,27 @@ def run_arena_waves(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap:
                     _prefetch_dest(vals, start, lohi, slot[a[nxt]], dest[2 * nq], grow)
                     _prefetch_dest(vals, start, lohi, slot[b[nxt]], dest[2 * nq + 1], grow)
                 k = dtab_index[m]
-                bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
+                h = advs[m] if advs.shape[0] else 0.0
+                bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
                                     dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
-                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin,
-                                    want_codes, work)
+                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, h, ex,
+                                    lpar, work)
                 if bits & 1:
                     status[a[m]] = 1
                 if bits & 2:
                     status[b[m]] = 1
                 q = nq
-    return vals, qvals, end
+    return vals, end
 
 
 @njit(cache=True, nogil=True)
-def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
                      rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
                      scores: np.ndarray, dtab_index: np.ndarray, dtabs: np.ndarray, dsoes: np.ndarray, a0: float,
                      beta: float, soe: np.ndarray, gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray,
-                     drift_mode: int, drift_rate: float, tail: float, quant: bool, qmin: int, want_codes: bool,
-                     grow: int, status: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+                     drift_mode: int, drift_rate: float, tail: float, quant: bool, qmin: int,
+                     grow: int, status: np.ndarray, advs: np.ndarray, ex: np.ndarray,
+                     lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """``run_arena_waves`` on one thread, in arrival order (no schedule, no parallel launch:
     small batches). Same arithmetic, so the same bits."""
     n1 = (gtab.shape[0] + 1) // 2
@@ -289,18 +287,17 @@ def run_arena_serial(vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap
             _prefetch_window(vals, start, lohi, slot[b[m + 1]])
         need = _layout(start, cap, lohi, slot, a, b, one, _ZERO(), _ONE(), end, grow, n1, dest)
         vals = _grown(vals, end, need)
-        if want_codes:
-            qvals = _grown(qvals, end, need)
         end = need
         k = dtab_index[m]
-        bits = _arena_match(vals, qvals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
+        h = advs[m] if advs.shape[0] else 0.0
+        bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
                             dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k], dsoes[k], res_mode, form, taps,
-                            drift_mode, drift_rate, tail, quant, qmin, want_codes, work)
+                            drift_mode, drift_rate, tail, quant, qmin, h, ex, lpar, work)
         if bits & 1:
             status[a[m]] = 1
         if bits & 2:
             status[b[m]] = 1
-    return vals, qvals, end
+    return vals, end
 
 
 @njit(cache=True, nogil=True)
@@ -413,7 +410,6 @@ class CowanArena(Arena):
         self._map = _anonymous_map(1 << 16)
         self.vals: FloatArray = np.frombuffer(self._map, dtype=np.float64)
         self._mapped: FloatArray | None = self.vals  # ``vals`` while it is still that view
-        self.qvals: IntArray = np.empty(1, dtype=np.int64)  # no codes kept: the embedded store does not encode
         self.end = 0
         self.start: IntArray = np.empty(1024, dtype=np.int64)
         self.cap: IntArray = np.empty(1024, dtype=np.int64)

@@ -34,7 +34,6 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 # isort: split
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import cast
 
 import numpy as np
 from numba import njit
@@ -165,37 +164,6 @@ def _encode_many(flat: np.ndarray, offsets: np.ndarray, qmin: int) -> tuple[np.n
             return buf, ends, i
         buf = _with_room(buf, pos, room)
         pos = _encode_into(int(lo), int(rounds), q[:m], qmin, nib, buf, pos)
-        ends[i + 1] = pos
-    return buf[:pos], ends, -1
-
-
-@njit(cache=True, nogil=True)
-def _encode_many_coded(heads: np.ndarray, qflat: np.ndarray, qoffs: np.ndarray,
-                       qmin: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """``_encode_many`` from the quantised windows ``qflat[qoffs[i]:qoffs[i + 1]]`` with
-    ``heads[i] = (lo, rounds)``, no quantising: ``(bytes, byte offsets, -1)``, or
-    ``(_, _, i)`` for the first entry that is no quantised window (the caller then encodes
-    the beliefs themselves)."""
-    n = qoffs.shape[0] - 1
-    ends = np.zeros(n + 1, dtype=np.int64)
-    widest = 1
-    for i in range(n):
-        widest = max(widest, qoffs[i + 1] - qoffs[i])
-    nib = np.empty(24 * widest + 2, dtype=np.uint8)
-    room = 16 + 12 * widest + 1
-    buf = np.empty(max(2 * room, 4 * (qoffs[n] - qoffs[0])), dtype=np.uint8)
-    pos = 0
-    for i in range(n):
-        q = qflat[qoffs[i] : qoffs[i + 1]]
-        lo = heads[i, 0]
-        rounds = heads[i, 1]
-        if q.shape[0] == 0 or not (abs(lo) < 2.0**62 and abs(rounds) < 2.0**62):
-            return buf, ends, i
-        a, z = qwindow(q, q.shape[0], qmin)
-        if a != 0 or z != q.shape[0] - 1:  # not a canonical window (its edges are >= qmin)
-            return buf, ends, i
-        buf = _with_room(buf, pos, room)
-        pos = _encode_into(int(lo), int(rounds), q, qmin, nib, buf, pos)
         ends[i + 1] = pos
     return buf[:pos], ends, -1
 
@@ -354,29 +322,6 @@ class CowanCodec(CodecBase):
         blob = buf.tobytes()
         bounds = ends.tolist()
         return [blob[s:e] for s, e in pairwise(bounds)]
-
-    def encode_coded(self, beliefs: Sequence[Belief], codes: Sequence[np.ndarray | None]) -> list[bytes]:
-        """``encode_many(beliefs)`` byte for byte, written from ``codes[i]``, the quantised
-        window that ``CowanFastPath.rate_matches_coded`` returned with belief i, where there is one.
-
-        Why it is the same bytes: the kernels quantise every new belief with this codec's
-        functions (``canonicalise_row``) and return ``exp(q·δ)`` normalised; quantising that
-        again, as ``encode`` does, gives back the same ``q`` (the log of the peak is 0 up to
-        rounding, far below half a quantum). ``tests/property`` checks it on random batches."""
-        n = len(beliefs)
-        have = [i for i in range(n) if codes[i] is not None]
-        if len(have) < 2 or len(have) != n:  # (the service's batches: every player has codes)
-            return self.encode_many(beliefs)
-        coded = cast("list[np.ndarray]", codes)
-        heads = np.array([(b[0], b[1]) for b in beliefs], dtype=np.float64)
-        qflat = np.concatenate(coded)
-        qoffs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, coded), dtype=np.int64, count=n), out=qoffs[1:])
-        buf, ends, bad = _encode_many_coded(heads, qflat, qoffs, _QMIN)
-        if bad >= 0:
-            return self.encode_many(beliefs)
-        blob = buf.tobytes()
-        return [blob[s:e] for s, e in pairwise(ends.tolist())]
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
         """One njit call for the whole batch; bit for bit ``[decode(d) for d in datas]``

@@ -1,5 +1,5 @@
 """The engine's fast path of Cowan: beliefs that are codec fixed points, batched summaries,
-and the quantised codes the codec writes new beliefs from."""
+matches rated in place in a pool-wide arena."""
 
 from __future__ import annotations
 
@@ -67,18 +67,11 @@ class CowanFastPath(FastPath, ArenaMatches):
             )
         ]
 
-    def rate_matches_coded(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
-                           times_ms: IntArray) -> tuple[list[Belief], list[np.ndarray | None]]:
-        """``rate_matches`` and, for each new belief, the quantised log-densities of its window
-        (int64, one per probability) that the kernels computed to quantise it:
-        ``CowanCodec.encode_coded`` writes its bytes from them instead of taking the logarithm
-        of every cell again. None for a belief the batch did not change."""
-        return self.system._rate(beliefs, a, b, scores, True)
-
     def new_arena(self) -> CowanArena:
         return self.system.new_arena()
 
-    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+    def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
+                   advantages: FloatArray | None = None) -> None:
         if not isinstance(arena, CowanArena):
             raise TypeError("a Cowan arena is needed")
-        self.system.rate_arena(arena, slots, a, b, scores)
+        self.system.rate_arena(arena, slots, a, b, scores, advantages)

@@ -47,6 +47,10 @@ are the same; copies, zeroing and scaling of a window so run several cells per i
 Two running sums (both players' masses) share a loop over the cells both windows have, then
 each runs on alone, instead of one loop with a test per cell and player.
 
+A match with a side advantage (``h != 0``: A's skills seen by the luck as ``x_i + h``) takes
+neither sweep: its luck is a new function of ``i − k`` for every ``h``, tabulated for the match
+(``stream.ratings.cowan.shift``) and convolved by ``_direct`` / ``_fft_conv`` (``shifted_lik``).
+
 ``rate_pair`` is the single-match entry point (the streaming service's common case): the
 same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
 
@@ -79,6 +83,7 @@ from stream.ratings.cowan.drift import (  # noqa: F401 (DRIFT_EXP, DRIFT_TAPS, _
 )
 from stream.ratings.cowan.lanes import win_lik_pair
 from stream.ratings.cowan.quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
+from stream.ratings.cowan.shift import shifted_draw, shifted_luck
 
 # residual modes
 RES_SOE = 0  # sum of exponentials (two sweeps)
@@ -533,11 +538,14 @@ def update_pair(
     qmin: int,
     codes: np.ndarray,
     status: np.ndarray,
+    h: float,
+    ex: np.ndarray,
+    lpar: np.ndarray,
 ) -> None:
     """``update_pair_in`` with scratch of its own."""
     work = np.empty(work_cells(dens.shape[1], taps))
     update_pair_in(dens, lohi, ia, ib, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
-                   drift_rate, tail, quant, qmin, codes, status, work)
+                   drift_rate, tail, quant, qmin, codes, status, h, ex, lpar, work)
 
 
 @njit(cache=True, nogil=True)
@@ -563,17 +571,23 @@ def update_pair_in(
     qmin: int,
     codes: np.ndarray,
     status: np.ndarray,
+    h: float,
+    ex: np.ndarray,
+    lpar: np.ndarray,
     work: np.ndarray,
 ) -> None:
     """One match: both posteriors from the pre-match beliefs, then drift, in place.
+
+    ``h``: A's side advantage (skill units; 0: none), ``ex``/``lpar`` the luck's tables for it
+    (``shift.luck_tables``; read only when ``h != 0``): the likelihoods then come from
+    ``shifted_lik`` instead of the sweeps.
 
     ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
     (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
     beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
     own functions), so every intermediate belief is a fixed point of the codec;
-    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite), and
-    ``codes[i]`` (a matrix like ``dens``, int64) receives the quantised values of row i's
-    window (see ``canonicalise_row``).
+    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite);
+    ``codes`` (a matrix like ``dens``, int64) is the quantiser's scratch.
     """
     rho_a = dens[ia]
     rho_b = dens[ib]
@@ -584,8 +598,11 @@ def update_pair_in(
     n1 = dens.shape[1]
     fa = work[:ma]
     fb = work[n1 : n1 + mb]
-    partial = 0.0 < score < 1.0
-    if partial and form == FORM_PAPER:
+    paper_draw = 0.0 < score < 1.0 and form == FORM_PAPER
+    if h != 0.0:
+        shifted_lik(rho_a, la, ha, rho_b, lb, hb, h, score, paper_draw, a0, beta, ex, lpar, fa, fb,
+                    work[2 * n1 : 6 * n1 - 2])
+    elif paper_draw:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
         if res_mode == RES_SOE and dsoe[0] == 1.0:
             draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
@@ -607,6 +624,8 @@ def update_pair_in(
         else:
             win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
             win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
+    if not paper_draw:
+        # fa, fb: W_A(i) = P(A beats B | A at i), W_B(k) = P(B beats A | B at k); the result's likelihood
         if score == 1.0:
             for t in range(mb):
                 fb[t] = 1.0 - fb[t]
@@ -669,15 +688,18 @@ def rate_pair(
     taps: np.ndarray,
     fpar: np.ndarray,
     ipar: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    h: float,
+    ex: np.ndarray,
+    lpar: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
     ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
     entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
     call with few arguments instead of the batch set-up, same arithmetic, same bits.
     ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
-    qmin, n + 1]``; the int returned has bit 0 / bit 1 set if A's / B's belief came out
-    non-finite (quantised runs only). Also returns the quantised values of both new
-    windows (see ``canonicalise_row``; meaningless when not quantised)."""
+    qmin, n + 1]``; ``h``, ``ex``, ``lpar``: A's side advantage and the luck's tables for it
+    (``update_pair_in``); the int returned has bit 0 / bit 1 set if A's / B's belief came out
+    non-finite (quantised runs only)."""
     n1 = ipar[5]
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)
@@ -697,7 +719,7 @@ def rate_pair(
     status = np.zeros(2, dtype=np.uint8)
     update_pair(
         dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
-        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status,
+        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status, h, ex, lpar,
     )
     lo = lohi[0, 0]
     hi = lohi[0, 1]
@@ -706,7 +728,6 @@ def rate_pair(
     out_a[1] = bel_a[1] + 1.0
     for x in range(lo, hi + 1):
         out_a[2 + x - lo] = dens[0, x]
-    q_a = codes[0, lo : hi + 1].copy()
     lo = lohi[1, 0]
     hi = lohi[1, 1]
     out_b = np.empty(hi - lo + 3)
@@ -714,8 +735,7 @@ def rate_pair(
     out_b[1] = bel_b[1] + 1.0
     for x in range(lo, hi + 1):
         out_b[2 + x - lo] = dens[1, x]
-    q_b = codes[1, lo : hi + 1].copy()
-    return out_a, out_b, q_a, q_b, int(status[0]) + 2 * int(status[1])
+    return out_a, out_b, int(status[0]) + 2 * int(status[1])
 
 
 @njit(cache=True, nogil=True)
@@ -735,6 +755,53 @@ def expected_score(
     """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive)."""
     fa = np.empty(ha - la + 1)
     win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+    acc = 0.0
+    for t in range(ha - la + 1):
+        acc += rho_a[la + t] * fa[t]
+    return acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
+    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]``: an FFT for wide windows, else the direct sum
+    (the rule of the draw fallback in ``update_pair_in``)."""
+    if (hi - lo + 1) * (hi_o - lo_o + 1) >= FFT_MIN_WORK and (hi - lo + 1) + (hi_o - lo_o + 1) < FFT_MAX:
+        _fft_conv(rho, lo_o, hi_o, lo, hi, tab, out)
+    else:
+        _direct(rho, lo_o, hi_o, lo, hi, tab, out)
+
+
+@njit(cache=True, nogil=True)
+def shifted_lik(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int, hb: int, h: float, score: float,
+                paper_draw: bool, a0: float, beta: float, ex: np.ndarray, lpar: np.ndarray, fa: np.ndarray,
+                fb: np.ndarray, tabs: np.ndarray) -> None:
+    """The likelihood rows of a match in which A plays with advantage ``h`` (``stream.ratings.cowan.shift``):
+    ``fa[i − la] = Σ_k ρ_B(k) Λ(x_i + h, x_k)`` and ``fb[k − lb] = Σ_i ρ_A(i) Λ(x_k, x_i + h)`` (what
+    ``win_lik`` gives with ``h = 0``), or with ``paper_draw`` the paper's draw likelihoods with
+    ``Λ(x_i + h, x_k)^s Λ(x_k, x_i + h)^(1−s)``. ``tabs``: scratch of ``2·(2n + 1)`` cells for the
+    two sides' tables, ``Λ(x_k, x_i + h) = Λ(x_k − h, x_i)`` being B's."""
+    size = tabs.shape[0] // 2
+    gp = tabs[:size]
+    gm = tabs[size : 2 * size]
+    shifted_luck(ex, lpar, a0, beta, h, la - hb, ha - lb, gp)
+    shifted_luck(ex, lpar, a0, beta, -h, lb - ha, hb - la, gm)
+    if paper_draw:
+        shifted_draw(gp, gm, score, la - hb, ha - lb)
+    _conv(rho_b, lb, hb, la, ha, gp, fa)
+    _conv(rho_a, la, ha, lb, hb, gm, fb)
+
+
+@njit(cache=True, nogil=True)
+def expected_score_shifted(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int, hb: int, a0: float,
+                           beta: float, h: float, ex: np.ndarray, lpar: np.ndarray) -> float:
+    """``Σ_i Σ_k ρ_A(i) Λ(x_i + h, x_k) ρ_B(k)`` (``expected_score`` with A's advantage ``h``), by
+    the direct sum whatever the windows: a prediction is also what the advantage is learned from,
+    by a difference quotient in ``h`` (``stream.ratings.advantage``), which the FFT's rounding
+    (~1e-13 of the sum) would blur more than the sum's."""
+    tab = np.empty(rho_a.shape[0] * 2 - 1)
+    shifted_luck(ex, lpar, a0, beta, h, la - hb, ha - lb, tab)
+    fa = np.empty(ha - la + 1)
+    _direct(rho_b, lb, hb, la, ha, tab, fa)
     acc = 0.0
     for t in range(ha - la + 1):
         acc += rho_a[la + t] * fa[t]

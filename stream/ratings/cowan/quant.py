@@ -271,10 +271,7 @@ def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.n
     it, dequantise; ``bounds`` receives the new window. False (row untouched) if the window
     holds non-finite, negative or only zero values — what ``encode`` rejects.
 
-    ``codes`` (int64, as long as ``row``) is the scratch for the quantised values; on True
-    ``codes[bounds[0] : bounds[1] + 1]`` holds the new window's, exactly the ``q`` that
-    ``encode`` would compute again from the new row (``CowanCodec.encode_coded`` writes the
-    bytes from them: no logarithm per cell a second time)."""
+    ``codes`` (int64, as long as ``row``) is the scratch for the quantised values."""
     lo = int(bounds[0])
     hi = int(bounds[1])
     m = hi - lo + 1

@@ -43,6 +43,11 @@ sums instead.
 Windows: every update drops ≤ 1e-13 of the mass from each tail (``TAIL``), which keeps
 windows at about ±7.3 sd and is what makes established players cheaper than new ones.
 
+Side advantage (docs/advantage.md, "Cowan"): ``rate_matches(..., advantages)`` and
+``win_probability(a, b, h)`` let A play as if its skill were h higher, ``Λ(x + h, y)``; such a
+match convolves with the luck function tabulated for it (``shift``), one without takes the sweeps
+above, bit for bit as if advantages did not exist.
+
 Quantised state: beliefs are stored by a lossy codec (``stream.ratings.cowan.codec``:
 log-density relative to the peak rounded to 2^−24, cells below ~2.4e-16 of the peak dropped
 from the window edges). The quantised belief is the state itself: the prior and the belief
@@ -79,6 +84,7 @@ from stream.ratings.base import (
 )
 from stream.ratings.cowan import kernels as K
 from stream.ratings.cowan.arena import CowanArena, arena_from_flat, gather, run_arena_serial, run_arena_waves
+from stream.ratings.cowan.inputs import check_advantages, check_matches, stack_rows
 from stream.ratings.cowan.model import (
     _FROZEN_DRAW_FITS,
     _FROZEN_DRAW_MAX_ERR,
@@ -97,6 +103,7 @@ from stream.ratings.cowan.model import (
 )
 from stream.ratings.cowan.naive import drift_naive, posterior_naive
 from stream.ratings.cowan.quant import QMIN, canonical
+from stream.ratings.cowan.shift import luck_tables
 from stream.ratings.cowan.windows import HEADER, moments
 from stream.ratings.waves import schedule_waves
 
@@ -149,6 +156,8 @@ class Cowan(RatingSystem):
     name: ClassVar[str] = "cowan"
     params_type: ClassVar[type[Params]] = CowanParams
     native: ClassVar[frozenset[str]] = frozenset({"matches"})
+    #: a side advantage shifts the luck function's argument (``stream.ratings.cowan.shift``)
+    side_advantage: ClassVar[bool] = True
 
     def __init__(self, params: Params | Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
@@ -168,6 +177,27 @@ class Cowan(RatingSystem):
     @property
     def laplace_scale(self) -> float:
         return self.p.laplace_scale or math.pi / math.sqrt(6.0)
+
+    def advantage_unit(self) -> float:
+        """u in skill units: the sd of the luck function's distribution of performance differences
+        (the logistic's π/√3; the Laplace luck's √2·scale, the same by default)."""
+        return math.sqrt(2.0) * self.laplace_scale if self.laplace else math.pi / math.sqrt(3.0)
+
+    @cached_property
+    def _shift_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ex, lpar)`` of ``shift.shifted_luck`` for this grid and luck (built on first use)."""
+        p = self.p
+        return luck_tables(p.n, 2.0 * p.M / p.n, self.laplace_scale if self.laplace else 1.0, self.laplace)
+
+    def _shift_args(self, advs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(advs, ex, lpar)`` for the kernels: no advantage, an empty array and tables never read."""
+        if advs is None:
+            return _NO_ADVS, _NO_EX, _NO_LPAR
+        return (advs, *self._shift_tables)
+
+    def _advantages(self, advantages: FloatArray | None, count: int) -> np.ndarray | None:
+        """``inputs.check_advantages`` on this grid (None: no advantage in the batch)."""
+        return check_advantages(advantages, count, 2.0 * self.p.M)
 
     def luck(self, x: Any, y: Any) -> Any:
         """Λ(x, y): probability that skill x beats skill y (vectorised)."""
@@ -336,13 +366,18 @@ class Cowan(RatingSystem):
         return moments(probs, self.model.grid, lo)[0]
 
     def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
-        """Σ_i Σ_k ρ_A(x_i) Λ(x_i, x_k) ρ_B(x_k) — the model has no draws, so this is
-        also A's expected score. A side advantage is not part of this model yet (refused)."""
-        _no_advantage(advantage)
+        """Σ_i Σ_k ρ_A(x_i) Λ(x_i + h, x_k) ρ_B(x_k), h = ``advantage`` (A's side advantage, skill
+        units) — the model has no draws, so this is also A's expected score."""
         m = self.model
         fa, fb = self.full(a), self.full(b)
         la, pa = self.window(a)
         lb, pb = self.window(b)
+        if advantage:
+            h = self._advantages(np.array([advantage], dtype=np.float64), 1)
+            assert h is not None
+            ex, lpar = self._shift_tables
+            return float(K.expected_score_shifted(fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
+                                                  m.a0, m.beta, float(h[0]), ex, lpar))
         return float(
             K.expected_score(
                 fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
@@ -385,7 +420,8 @@ class Cowan(RatingSystem):
         quantise: bool = True,
     ) -> list[Belief]:
         """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``).
-        ``advantages``: refused unless None or zeros (no side advantage in this model yet).
+        ``advantages[m]``: A's side advantage h in match m (skill units, |h| ≤ 2M): A plays as if
+        its skill were h higher (``stream.ratings.cowan.shift``); None or zeros: none.
 
         ``times_ms`` is accepted for the interface but unused: as in the paper, skills drift
         by one kernel step per match, not per unit of time. Large batches with wide waves
@@ -397,31 +433,24 @@ class Cowan(RatingSystem):
         ``quantise=False`` returns the raw model instead (tests against the naive oracle,
         benchmarks; such beliefs are *not* what the pipeline stores).
         """
-        if advantages is not None and np.any(np.asarray(advantages) != 0.0):
-            _no_advantage(1.0)
-        return self._rate(beliefs, a, b, scores, quantise)[0]
-
-    def _rate(
-        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
-    ) -> tuple[list[Belief], list[np.ndarray | None]]:
         a = np.ascontiguousarray(a, dtype=np.int64)
         b = np.ascontiguousarray(b, dtype=np.int64)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         nplayers = len(beliefs)
-        _validate(a, b, scores, nplayers)
-        codes: list[np.ndarray | None] = [None] * nplayers
+        check_matches(a, b, scores, nplayers)
+        advs = self._advantages(advantages, a.shape[0])
         if a.shape[0] == 0:
-            return list(beliefs), codes
+            return list(beliefs)
         if self.p.algorithm == "naive":
-            return self._rate_naive(beliefs, a, b, scores, quantise), codes
+            return self._rate_naive(beliefs, a, b, scores, quantise, advs)
         if a.shape[0] == 1:  # the service's common case: no batch set-up
-            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise, codes)
+            return self._rate_one(beliefs, int(a[0]), int(b[0]), float(scores[0]), quantise,
+                                  0.0 if advs is None else float(advs[0]))
         flat, start, cap, lohi, rounds = self._arena_of(beliefs)
-        # the new windows go after the old ones; their codes at the same positions
-        qvals = np.empty(flat.shape[0] if quantise else 1, dtype=np.int64)
+        # the new windows go after the old ones
         slot = np.arange(nplayers, dtype=np.int64)
-        vals, qvals, status, _ = self._run_arena(flat, qvals, start, cap, lohi, rounds, flat.shape[0], slot, a, b,
-                                                 scores, quantise, quantise)
+        vals, status, _ = self._run_arena(flat, start, cap, lohi, rounds, flat.shape[0], slot, a, b, scores,
+                                          quantise, advs)
         if quantise and status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
@@ -429,18 +458,17 @@ class Cowan(RatingSystem):
         new_flat, offs = gather(vals, start, lohi, rounds, who)
         out: list[Belief] = list(beliefs)
         bounds = offs.tolist()
-        for i, s, e, q in zip(who.tolist(), bounds[:-1], bounds[1:], start[who].tolist(), strict=True):
+        for i, s, e in zip(who.tolist(), bounds[:-1], bounds[1:], strict=True):
             out[i] = new_flat[s:e]  # views of one new buffer: beliefs are never written in place
-            if quantise:
-                codes[i] = qvals[q : q + e - s - HEADER]
-        return out, codes
+        return out
 
-    def _run_arena(self, vals: np.ndarray, qvals: np.ndarray, start: np.ndarray, cap: np.ndarray,
-                   lohi: np.ndarray, rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray,
-                   b: np.ndarray, scores: np.ndarray, quantise: bool,
-                   want_codes: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """The matches ``(slot[a[m]], slot[b[m]])`` on an arena (``_cowan_arena``), in place:
-        ``(vals, qvals, status, end)`` — the arena's arrays (new ones if they grew), the flags
+    def _run_arena(self, vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
+                   rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
+                   scores: np.ndarray, quantise: bool,
+                   advs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """The matches ``(slot[a[m]], slot[b[m]])`` (A with advantage ``advs[m]``; None: none) on an
+        arena (``_cowan_arena``), in place:
+        ``(vals, status, end)`` — the arena's values (a new array if it grew), the flags
         of local players whose belief came out non-finite, the arena's new end. Large batches
         with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
         m = self.model
@@ -451,7 +479,7 @@ class Cowan(RatingSystem):
             if mid.size:
                 partial = [float(s) for s in np.unique(mid)]
         dtabs = np.stack([self._dtab(s) for s in partial]) if partial else self._no_dtabs
-        dsoes = _stack_rows([self._dsoe(s) for s in partial]) if partial else self._no_dsoes
+        dsoes = stack_rows([self._dsoe(s) for s in partial]) if partial else self._no_dsoes
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
@@ -462,20 +490,21 @@ class Cowan(RatingSystem):
             _, order, starts = schedule_waves(a, b, status.shape[0])
             wide = a.shape[0] >= self.parallel_min_width * (starts.shape[0] - 1)
         if wide:
-            vals, qvals, end = run_arena_waves(
-                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
+            vals, end = run_arena_waves(
+                vals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
                 dsoes, m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
-                quantise, QMIN, want_codes, grow, status, numba.get_num_threads(),
+                quantise, QMIN, grow, status, numba.get_num_threads(), *self._shift_args(advs),
             )
         else:
-            vals, qvals, end = run_arena_serial(
-                vals, qvals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
+            vals, end = run_arena_serial(
+                vals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
                 m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
-                QMIN, want_codes, grow, status,
+                QMIN, grow, status, *self._shift_args(advs),
             )
-        return vals, qvals, status, end
+        return vals, status, end
 
-    def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray) -> None:
+    def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
+                   advantages: FloatArray | None = None) -> None:
         """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
         in place, quantised: the same bits as ``rate_matches`` on the arena's belief arrays.
         On ``RatingError`` (a belief came out non-finite) the arena's beliefs of this batch
@@ -484,21 +513,21 @@ class Cowan(RatingSystem):
         b = np.ascontiguousarray(b, dtype=np.int64)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         slots = np.ascontiguousarray(slots, dtype=np.int64)
-        _validate(a, b, scores, slots.shape[0])
+        check_matches(a, b, scores, slots.shape[0])
+        advs = self._advantages(advantages, a.shape[0])
         if a.shape[0] == 0:
             return
         if self.p.algorithm == "naive":
             beliefs = arena.beliefs(slots)
-            new = self._rate_naive(beliefs, a, b, scores, True)
+            new = self._rate_naive(beliefs, a, b, scores, True, advs)
             for i in np.unique(np.concatenate((a, b))).tolist():
                 arena.set(int(slots[i]), new[i])
             return
         # every match may move both windows to fresh cells: room for that now (free until
         # written), so that the kernel never grows the arena by copying it
         arena.reserve(2 * a.shape[0] * arena.cells)
-        arena.vals, _, status, arena.end = self._run_arena(
-            arena.vals, arena.qvals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores,
-            True, False)
+        arena.vals, status, arena.end = self._run_arena(
+            arena.vals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores, True, advs)
         if status.any():
             raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
         live = arena.live_cells()
@@ -551,39 +580,40 @@ class Cowan(RatingSystem):
         return bel
 
     def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
-                  codes: list[np.ndarray | None]) -> tuple[list[Belief], list[np.ndarray | None]]:
-        """One match (validated) by ``K.rate_pair``: the same ``update_pair`` as a batch,
-        without the batch arena, wave schedule or per-batch tables."""
+                  h: float) -> list[Belief]:
+        """One match (validated; A with advantage ``h``) by ``K.rate_pair``: the same ``update_pair``
+        as a batch, without the batch arena, wave schedule or per-batch tables."""
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)
         else:
             dtab, dsoe = m.gtab, self._no_dsoes[0]
         fpar, raw, quant = self._pair_consts
-        new_a, new_b, q_a, q_b, status = K.rate_pair(
+        new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
-            m.soe, m.gtab, m.taps, fpar, quant if quantise else raw,
+            m.soe, m.gtab, m.taps, fpar, quant if quantise else raw, h,
+            *(self._shift_tables if h else (_NO_EX, _NO_LPAR)),
         )
         if quantise and status:
             raise RatingError(f"cowan: non-finite belief for player {ia if status & 1 else ib}")
         out = list(beliefs)
         out[ia] = new_a
         out[ib] = new_b
-        if quantise:
-            codes[ia] = q_a
-            codes[ib] = q_b
-        return out, codes
+        return out
 
     # ---- the naive oracle ----------------------------------------------------------
-    def naive_update(self, a: Belief, b: Belief, score: float) -> tuple[Belief, Belief]:
+    def naive_update(self, a: Belief, b: Belief, score: float, advantage: float = 0.0) -> tuple[Belief, Belief]:
         """One match by the general algorithm (§4.1) on the windows, then the drift kernel
         by ``np.convolve``: the oracle the fast kernels are tested against (same model,
-        same trimming rule, O(|A|·|B|) work and no shared code with the kernels)."""
+        same trimming rule, O(|A|·|B|) work and no shared code with the kernels). A side
+        advantage h = ``advantage`` is A's skills seen by the luck function as ``x_i + h``."""
         grid = self.model.grid
         la, pa = self.window(a)
         lb, pb = self.window(b)
         xa = grid[la : la + pa.shape[0]]
         xb = grid[lb : lb + pb.shape[0]]
+        if advantage:
+            xa = xa + advantage
         post_a, post_b = posterior_naive(xa, pa, xb, pb, self.luck, score, self.p.draw_form)
         return self._naive_drift(la, post_a, a[1] + 1), self._naive_drift(lb, post_b, b[1] + 1)
 
@@ -600,48 +630,21 @@ class Cowan(RatingSystem):
         return np.concatenate(([float(a + t0), rounds], kept / kept.sum()))
 
     def _rate_naive(
-        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool
+        self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray, quantise: bool,
+        advs: np.ndarray | None,
     ) -> list[Belief]:
         out = list(beliefs)
         for m in range(a.shape[0]):
             ia, ib = int(a[m]), int(b[m])
-            na, nb = self.naive_update(out[ia], out[ib], float(scores[m]))
+            na, nb = self.naive_update(out[ia], out[ib], float(scores[m]), 0.0 if advs is None else float(advs[m]))
             out[ia], out[ib] = (canonical(na), canonical(nb)) if quantise else (na, nb)
         return out
 
 
-
-def _stack_rows(rows: list[np.ndarray]) -> np.ndarray:
-    """Rows of different lengths as one zero-padded matrix."""
-    if len(rows) == 1:
-        return rows[0][None, :]
-    out = np.zeros((len(rows), max(r.shape[0] for r in rows)))
-    for i, r in enumerate(rows):
-        out[i, : r.shape[0]] = r
-    return out
-
-
-def _validate(a: np.ndarray, b: np.ndarray, scores: np.ndarray, nplayers: int) -> None:
-    if not (a.shape == b.shape == scores.shape) or a.ndim != 1:
-        raise RatingError("cowan: a, b and scores must be 1-D arrays of one length")
-    if a.shape[0] == 0:
-        return
-    if a.shape[0] == 1:  # scalar checks: numpy reductions cost more than the rest of the call
-        ia, ib, sc = int(a[0]), int(b[0]), float(scores[0])
-        if not (0 <= ia < nplayers and 0 <= ib < nplayers):
-            raise RatingError("cowan: player index out of range")
-        if ia == ib:
-            raise RatingError(f"cowan: match 0 pits player {ia} against itself")
-        if not 0.0 <= sc <= 1.0:  # also rejects NaN
-            raise RatingError("cowan: scores must be finite and lie in [0, 1]")
-        return
-    if a.min() < 0 or b.min() < 0 or a.max() >= nplayers or b.max() >= nplayers:
-        raise RatingError("cowan: player index out of range")
-    bad = np.flatnonzero(a == b)
-    if bad.size:
-        raise RatingError(f"cowan: match {int(bad[0])} pits player {int(a[bad[0]])} against itself")
-    if not np.all(np.isfinite(scores)) or scores.min() < 0.0 or scores.max() > 1.0:
-        raise RatingError("cowan: scores must be finite and lie in [0, 1]")
+#: the kernels' advantage arguments of a batch without one (an empty array; tables never read)
+_NO_ADVS = np.zeros(0)
+_NO_EX = np.ones(1)
+_NO_LPAR = np.zeros(3)
 
 
 def warmup() -> None:
@@ -658,6 +661,7 @@ def warmup() -> None:
             bel, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 0.0]), np.zeros(3, np.int64)
         )
         sys_.win_probability(out[0], out[1])
+        sys_.win_probability(out[0], out[1], 0.1)  # with a side advantage (``shift``)
         wide = sys_.parallel_min_batch
         players = [sys_.new_belief() for _ in range(2 * wide)]
         scores = np.resize(np.array([1.0, 0.5, 0.0]), wide)
@@ -675,8 +679,3 @@ def warmup() -> None:
 
 __all__ = ["Cowan", "CowanParams", "drift_naive", "fit_exp_sum", "fit_soe", "pack_soe", "posterior_naive", "warmup"]
 
-
-def _no_advantage(advantage: float) -> None:
-    """Cowan's luck function takes no side advantage yet (docs/advantage.md, "Open")."""
-    if advantage:
-        raise RatingError("cowan takes no side advantage (its events rate as neutral)")

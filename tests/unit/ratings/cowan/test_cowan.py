@@ -697,7 +697,8 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
     from stream.ratings.cowan import kernels as _cowan_kernels
 
     cowan.warmup()
-    dispatchers: list[Any] = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair]
+    dispatchers: list[Any] = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair,
+                              _cowan_kernels.expected_score_shifted]
     before = [len(d.signatures) for d in dispatchers]
     assert all(before)
     system = make_system("cowan")
@@ -711,6 +712,12 @@ def test_warmup_compiles_every_kernel_the_service_calls() -> None:
         slots = arena.add(beliefs)
         system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
     system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
+    # with a side advantage: the same kernels, and the prediction's own
+    system.rate_matches(beliefs[:4], np.array([0, 2]), np.array([1, 3]), np.array([1.0, 0.5]), np.zeros(2, np.int64),
+                        advantages=np.array([0.3, 0.0]))
+    system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]),
+                        advantages=np.array([0.3]))
+    system.win_probability(beliefs[0], beliefs[1], 0.3)
     assert [len(d.signatures) for d in dispatchers] == before
 
 
@@ -729,9 +736,11 @@ def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:
     from stream.ratings.cowan import kernels as _cowan_kernels
     from stream.ratings.cowan import lanes as _cowan_lanes
     from stream.ratings.cowan import quant as _cowan_quant
+    from stream.ratings.cowan import shift as _cowan_shift
     from stream.ratings.cowan import windows as _cowan_windows
 
-    modules = [_cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_windows, cowan_codec]
+    modules = [_cowan_arena, _cowan_drift, _cowan_kernels, _cowan_lanes, _cowan_quant, _cowan_shift, _cowan_windows,
+               cowan_codec]
     # (functions inlined into their callers, ``inline="always"``, are typed in place: no dispatch)
     kernels = {name for m in modules for name, f in vars(m).items()
                if hasattr(f, "py_func") and f.targetoptions.get("inline") != "always"}
