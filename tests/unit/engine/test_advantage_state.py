@@ -92,7 +92,7 @@ def test_off_or_a_system_without_sides_rates_them_as_neutral() -> None:
     assert off == _embedded("elo", without, 5) and off[1] == {}
     on = _embedded("elo", events, 5)
     assert on[0] != off[0]  # (the test can fail: the advantage changes the ratings)
-    eng = PoolEngine.of_params("p", "cowan", {})
+    eng = PoolEngine.of_params("p", "codeforces", {})
     assert not eng.takes_sides and not eng.sided_matches(MatchBatch("p", a=["a"], b=["b"], scores=[1.0], times=[0]))
 
 
@@ -196,7 +196,7 @@ def test_steps_without_sides_do_not_read_the_advantages() -> None:
     for values, engine, want in ((rounds, PoolEngine.of_params("p", "elo", {}), False),
                                  (neutral, PoolEngine.of_params("p", "elo", {}), False),
                                  (home, PoolEngine.of_params("p", "elo", {"advantage": False}), False),
-                                 (home, PoolEngine.of_params("p", "cowan", {}), False),
+                                 (home, PoolEngine.of_params("p", "codeforces", {}), False),
                                  (home, PoolEngine.of_params("p", "elo", {}), True)):
         ops = plan_batch([Message("in", 0, i, v) for i, v in enumerate(values)], s, None, _dead).ops["p"]
         assert sided_step(engine, ops) == want

@@ -106,13 +106,14 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
         rows.append((row, lo, hi))
     dtab, dsoe = (s._dtab(score), s._dsoe(score)) if 0.0 < score < 1.0 else (m.gtab, s._no_dsoes[0])
     results = []
+    no_shift = s._shift_args(None)[1:]  # no side advantage: tables never read
     for soe in (m.soe, _generic(m.soe)):
         dens = np.stack([r[0] for r in rows])
         lohi = np.array([[r[1], r[2]] for r in rows], dtype=np.int64)
         codes = np.zeros((2, n1), dtype=np.int64)
         status = np.zeros(2, dtype=np.uint8)
         kern.update_pair(dens, lohi, 0, 1, score, m.a0, m.beta, soe, m.gtab, dtab, dsoe, m.res_mode, m.form,
-                         m.taps, m.drift_mode, m.drift_rate, TAIL, quant, QMIN, codes, status)
+                         m.taps, m.drift_mode, m.drift_rate, TAIL, quant, QMIN, codes, status, 0.0, *no_shift)
         results.append((dens, lohi, codes, status))
     for x, y in zip(*results, strict=True):
         assert x.tobytes() == y.tobytes()

@@ -1,7 +1,8 @@
 """Cowan's side advantage (stream.ratings.cowan.shift, docs/advantage.md): no advantage is the old
 arithmetic bit for bit on every path, the naive algorithm agrees with the kernels, a home win moves
 ratings less, bad advantages are refused, and the evaluation learns a real home advantage back.
-The kernels against the naive oracle and batching with advantages: tests/property/test_cowan_properties.py."""
+The kernels against the naive oracle and batching with advantages:
+tests/property/ratings/cowan/test_cowan_properties.py."""
 
 from __future__ import annotations
 
