@@ -72,7 +72,7 @@ import orjson
 from aiohttp import http_exceptions, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from stream import __version__
+from stream import __version__, redact
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.errors import InfrastructureError
 from stream.ratings import lobby
@@ -300,7 +300,11 @@ def make_web_app(api: ReadApi) -> web.Application:
         try:
             await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
-            return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
+            body = {"status": "unhealthy", "redis": redact.mask(repr(exc)), "http_port": api.port}
+            reason = api.blocked()  # what the worker knows besides (credentials refused: it stops)
+            if reason is not None:
+                body["reason"] = reason
+            return web.json_response(body, status=503)
         if not api.running():
             return web.json_response({"status": "starting", "http_port": api.port}, status=503)
         reason = api.blocked()
