@@ -142,7 +142,7 @@ class Service:
                             health=self.http_health, concurrency=self.settings.http_redis_connections,
                             halted=self.processor.halts.listing, blocked=self.not_rating,
                             token=self.settings.http_bearer_token(),
-                            max_requests=self.settings.http_max_requests,
+                            max_requests=self.settings.http_max_requests, cpu_share=self.settings.http_cpu_share,
                             status=functools.partial(pool_api.worker_status, self))
 
     async def serve_http(self) -> None:

@@ -35,9 +35,11 @@ rated over either. A server with no marks at all but pools listed was written by
 the marks: they are set to the committed offsets then (upgrade all workers together).
 
 Limits: on a Redis Cluster the marks live on the node that owns their slot: a node that restarts
-empty is detected only when it is that one (each node's restart trips the fence, but the marks
-tell only about their own node); replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) are the
-protection there.
+empty is detected only when it is that one. Another node's restart trips the fence, but the marks,
+intact on their own node, cover every acknowledged offset, and the worker rates that node's pools
+on from no belief. Replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) and AOF on the masters are the
+protection there (docs/operator.md, "Limit: on a Redis Cluster the marks cover one node", with the
+two designs that would close it).
 """
 
 from __future__ import annotations
