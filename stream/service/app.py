@@ -589,6 +589,9 @@ def create_app(s: Settings) -> Service:
     metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
                        "again every batch not yet acknowledged", lambda: svc.rewinds)
     store.on_refused = svc.credentials_refused
+    metrics.count_from("mmr_http_rested_seconds", "Seconds the HTTP API's thread rested to stay within "
+                       "MMR_HTTP_CPU_SHARE of a CPU (requests waited meanwhile)",
+                       lambda: svc._http_runner.cpu.rested if svc._http_runner and svc._http_runner.cpu else 0.0)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
     svc.lost_writes = LostWrites(store, svc.http_store.r)
     Gauge("mmr_redis_lost_writes_partitions", "Input partitions whose acknowledged records a restarted Redis lost "
