@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 from stream.state.commit_frames import strings_blob
 from stream.state.fence import StoreRestarted
-from stream.state.redis_client import StoreUnavailable, infrastructure_errors
+from stream.state.redis_client import CredentialsRefused, StoreUnavailable, infrastructure_errors
 from stream.state.redis_scripts import ITEMS_LUA
 from stream.state.redis_store import RedisStore
 
@@ -195,8 +195,8 @@ class LostWrites:
             begin = await earliest([(t, p) for t, p, _ in first.values()])
             behind = {f"{t}/{p}": off - 1 for t, p, off in first.values() if off > begin.get((t, p), 0)}
             if behind:
+                marks = await self._read()
                 with infrastructure_errors():
-                    marks = await read_marks(self.reads, self.store.prefix)
                     written_before = not marks and bool(await self.reads.exists(self.store.keys.pools_key()))
                 if written_before:
                     log.warning("Redis holds pools but no state marks (written by a version before them): marking "
@@ -241,10 +241,20 @@ class LostWrites:
 
     async def check(self) -> list[Lost]:
         """Compare the server's marks with what this worker acknowledged (StoreUnavailable: not answered)."""
-        with infrastructure_errors():
-            marks = await read_marks(self.reads, self.store.prefix)
+        marks = await self._read()
         self.checks += 1
         return lost(self.acknowledged, marks)
+
+    async def _read(self) -> dict[str, int]:
+        """The server's marks through ``reads``; refused credentials are told to the store's owner as the
+        store's own uses tell them (``RedisStore.on_refused``: the worker stops), not only retried."""
+        try:
+            with infrastructure_errors():
+                return await read_marks(self.reads, self.store.prefix)
+        except CredentialsRefused as exc:
+            if self.store.on_refused is not None:
+                self.store.on_refused(exc)
+            raise
 
     async def wait_until_whole(self, on_lost: Any = None, on_whole: Any = None) -> None:
         """Return once the server holds every acknowledged offset's commits: at once when nothing was lost;
