@@ -56,10 +56,9 @@ def round_json(ev: RoundEvent) -> bytes:
     """A decoded round as the ``round`` message: its column form (``players`` and ``ranks``), or
     ``teams`` for a team round.
 
-    Why columns and not ``standings``: no JSON object per player. Over the Codeforces history
-    (3.1 million results) the messages are half the bytes (52.6 against 108.5 MB) through the
-    broker and the worker's consumer, and made in a sixth of the time; the worker decodes both
-    forms in about the same time (BENCHMARKS.md, "Service")."""
+    Why columns and not ``standings``: no JSON object per player, so a message is about half the
+    bytes through the broker and the worker's consumer, and cheaper to make; the worker decodes
+    both forms alike."""
     obj: dict[str, Any] = {
         "type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
     }

@@ -37,7 +37,7 @@ def json_numbers(values: np.ndarray) -> Column:
     """``orjson.dumps(x)`` of each of ``values`` (float64 or int64) as a column: cut from one
     ``orjson.dumps`` of the array at its commas (a number has none). orjson writes an array's
     numbers as it writes Python's: the shortest text that reads back the same double, ``null`` for
-    a NaN or an infinity (tests/unit/test_rating_columns.py checks both)."""
+    a NaN or an infinity (tests/unit/engine/test_rating_columns.py checks both)."""
     return _uncomma(np.frombuffer(orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8),
                     values.shape[0])
 

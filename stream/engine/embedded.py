@@ -252,7 +252,7 @@ class EmbeddedPipeline:
 
     def _history_round_columns(self, eng: PoolEngine, event: RoundEvent, change: RoundChange) -> None:
         """``_history_round`` by columns, from the round's ``RoundChange``: the same messages, byte
-        for byte (tests/unit/test_explain.py), with no ``Rating``, text or dict per player."""
+        for byte (tests/unit/engine/test_explain.py), with no ``Rating``, text or dict per player."""
         assert self.history is not None
         shown = np.flatnonzero(change.rounds)  # rounds 0: only registered, as the worker publishes
         if not len(shown):

@@ -63,7 +63,7 @@ def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], playe
         # the header of each stored value: no decode (the summary reads three values of hundreds)
         prior = codec.encode(engine.system.new_belief())
         get = stored.get
-        ratings = fast.summary_packed([prior if (r := get(p)) is None else r for p in players], tag=prior[0])
+        ratings = fast.summary_packed([prior if (r := get(p)) is None else r for p in players], tag=codec.tag[0])
         if ratings is not None:
             return dict(zip(players, ratings, strict=True))
     try:
@@ -77,7 +77,7 @@ def ratings_held(engine: PoolEngine, held: Mapping[str, Held], players: Sequence
     """The summaries of what the embedded store holds for ``players`` (the prior's for absent ones)."""
     fast = engine.fast
     if engine.packed and isinstance(fast, ColumnSummaries) and players:
-        prior = fast.system.new_belief().astype("<f8").tobytes()
+        prior = Float64Codec.pack(fast.system.new_belief())
         packed = [prior if (h := held.get(p)) is None else h for p in players]
         ratings = fast.summary_packed(cast("list[bytes]", packed))
         if ratings is not None:
@@ -101,15 +101,15 @@ def performances_encoded(engine: PoolEngine, updates: Mapping[str, bytes]) -> di
     system keeps none, or its values are not float64-coded)."""
     if not isinstance(engine.codec, Float64Codec):
         return None
-    return _performances(engine, list(updates), list(updates.values()), skip=1)  # past the codec's tag
+    return _performances(engine, list(updates), list(updates.values()), skip=len(Float64Codec.tag))
 
 
 def performances_held(engine: PoolEngine, changed: Mapping[str, Held]) -> dict[str, float] | None:
     """``performances_encoded`` from what the embedded store holds next (packed bytes or arrays)."""
     if engine.fast.latest_performances(()) is None:
         return None
-    packed = [h if isinstance(h, bytes) else np.ascontiguousarray(h, dtype="<f8").tobytes()
-              for h in changed.values()]
+    # (arena slots, the ints of ``Held``, are Cowan's, whose beliefs keep no performance)
+    packed = [h if isinstance(h, bytes) else Float64Codec.pack(cast("Belief", h)) for h in changed.values()]
     return _performances(engine, list(changed), packed)
 
 
@@ -139,9 +139,6 @@ def player_matches(batch: MatchBatch, idx: PlayerIndex) -> tuple[list[int], list
     return counts.tolist(), ids
 
 
-_ROUND_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "round_id")
-_PERF_KEYS = (*_ROUND_KEYS, "performance")
-_MATCH_KEYS = ("rating_before", "mu_before", "sigma_before", "delta", "matches", "match_ids")
 #: the start of every explanation's JSON text; the rest is one ``%`` template per kind (below)
 _HEAD = b'{"rating_before":%b,"mu_before":%b,"sigma_before":%b,"delta":%b,'
 _MATCH_TEMPLATE = _HEAD + b'"matches":%d,"match_ids":%b}'

@@ -11,7 +11,7 @@ buffers joined by one numba pass from the columns' texts -- the numbers' from on
 (``stream.text_columns``).
 
 Exactness: ``messages`` gives each row's ``rating_key(o.pool, o.player)`` and ``rating_value(o)``
-byte for byte (tests/unit/test_rating_columns.py). An explanation is a JSON object's text (or
+byte for byte (tests/unit/engine/test_rating_columns.py). An explanation is a JSON object's text (or
 None), as ``stream.engine.explain`` writes it. A column that does not fit the arrays (an integer
 beyond int64, say a corrupt belief's round count) is written row by row by those functions.
 """

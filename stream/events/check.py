@@ -1,7 +1,7 @@
 """Checking an event: its JSON Schema and the rules a schema cannot state. Pure Python.
 
 The JSON Schemas in ``stream/schemas/`` (``stream.events.schema``) are the wire contract; each is
-compiled once (fastjsonschema generates Python code per schema, ~10x faster than interpreting it).
+compiled once (fastjsonschema generates Python code per schema rather than interpreting it per event).
 Rules a schema cannot express (a player twice in one round, a player playing themself, columns of
 different lengths, an integer written as a float beyond 2^53) are checked here too, so a bad event is
 rejected *before* anything is applied, and so are the worker's own limits (its pools, the most

@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 
 #: ``maxLength`` of a player id in the schemas
 MAX_ID_LENGTH = limits().player_length
-#: bounds of ``time`` (ms since the epoch, negative before 1970) and ``rank`` in the schemas:
-#: both are stored as int64
-MAX_INT64 = 2**63 - 1
-MIN_INT64 = -(2**63)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

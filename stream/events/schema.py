@@ -31,7 +31,6 @@ class Limits(NamedTuple):
     round_id_length: int  #: ... of a ``round_id``
     min_time: int  #: ``time``'s range (ms since the epoch: stored as int64)
     max_time: int
-    max_rank: int  #: ``rank``'s largest value (the least is 1)
     min_score: float  #: ``score``'s range (A's score)
     max_score: float
 
@@ -48,7 +47,6 @@ def limits() -> Limits:
         round_id_length=rnd["round_id"]["maxLength"],
         min_time=match["time"]["minimum"],
         max_time=match["time"]["maximum"],
-        max_rank=rnd["standings"]["items"]["properties"]["rank"]["maximum"],
         min_score=float(match["score"]["minimum"]),
         max_score=float(match["score"]["maximum"]),
     )

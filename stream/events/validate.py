@@ -30,7 +30,6 @@ from stream.events.check import (
     check_schema,
     exact_int,
     parse_json,
-    round_fields,
     to_match,
     validator,
 )
@@ -40,7 +39,7 @@ from stream.ratings.base import IntArray
 
 __all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "MAX_EVENT_ID_LENGTH", "MAX_EXACT_FLOAT",
            "InvalidEvent", "check_schema", "decode_event", "exact_int", "fast_matches", "fast_round", "parse_json",
-           "plain_match_rows", "round_of_columns", "schema", "to_match", "to_round", "validator"]
+           "plain_match_rows", "round_of_columns", "schema", "to_match", "validator"]
 
 _LIMITS = limits()
 #: the schemas' bounds the fast paths check by hand
@@ -48,11 +47,6 @@ _ID, _POOL, _PLAYER, _ROUND_ID = _LIMITS.event_id_length, _LIMITS.pool_length, _
     _LIMITS.round_id_length
 _MIN_TIME, _MAX_TIME = _LIMITS.min_time, _LIMITS.max_time
 _MIN_SCORE, _MAX_SCORE = _LIMITS.min_score, _LIMITS.max_score
-
-
-def to_round(obj: dict[str, Any]) -> RoundEvent:
-    """A schema-valid ``round`` dict → RoundEvent (``check.round_fields``: rejects a player listed twice, ...)."""
-    return round_event(obj, round_fields(obj))
 
 
 def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
@@ -107,8 +101,7 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
     accepts, with the same decoded values; anything unusual (including every invalid event)
     returns None and goes through the full validator, so dead-letter reasons are unchanged.
     Checked column by column (``_plain_columns``): C-level ``map`` passes instead of a
-    Python call per match (``match_batch``: ~0.7 µs a match instead of ~0.9 µs; ``match_columns``,
-    which has no object per match to parse or pick apart: ~0.4 µs).
+    Python call per match (``match_columns`` has no object per match to parse or pick apart).
     """
     etype = obj.get("type")
     pool = obj.get("pool")
@@ -130,12 +123,11 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
             return None
     else:
         return None
-    ids, times, a, b, scores = cols
-    score_types = set(map(type, scores))
-    if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
+    plain = _plain(cols)
+    if plain is None:
         return None
-    floats = scores if score_types == _FLOAT else list(map(float, scores))
-    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=floats, times=times)
+    ids, times, a, b, scores = plain
+    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=scores, times=times)
 
 
 def plain_match_rows(objs: list[Any]) -> list[Any] | None:
@@ -143,8 +135,12 @@ def plain_match_rows(objs: list[Any]) -> list[Any] | None:
     ``match`` events that are each certainly valid (``_plain_match``, checked column by
     column), or None: something needs the full validator."""
     cols = _rows_to_columns(objs)
-    if cols is None:
-        return None
+    return None if cols is None else _plain(cols)
+
+
+def _plain(cols: list[Any]) -> list[Any] | None:
+    """``cols`` (``COLUMNS``) with the scores as floats when every match is certainly valid
+    (``_plain_columns``), else None."""
     ids, times, a, b, scores = cols
     score_types = set(map(type, scores))
     if score_types not in _NUMBER or not _plain_columns(ids, times, a, b, scores):
@@ -194,7 +190,7 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
     columns, or None: use ``decode_event``.
 
     The worker's hot path for rounds. The generated validator walks a round's standings one
-    item at a time (~35 µs per 1,000 players, more than the Elo-MMR kernel spends on them);
+    item at a time (more than the Elo-MMR kernel spends on them);
     here the players and ranks are picked out and checked column by column with C-level
     ``map`` passes. It only accepts rounds every check of ``decode_event`` accepts, with the
     same decoded values; anything unusual (team rounds, integral floats, a player listed twice,

@@ -53,9 +53,9 @@ class RatingError(InputError, ValueError):
 class Rating(NamedTuple):
     """What users see of a belief: the interface's (docs/interface.md) output fields.
 
-    A NamedTuple rather than a frozen dataclass: immutable all the same, and built ~5x
-    faster (a frozen dataclass's ``__init__`` sets every field through
-    ``object.__setattr__``), which counts at one per changed player per batch.
+    A NamedTuple rather than a frozen dataclass: immutable all the same, and cheaper to build
+    (a frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``), which
+    counts at one per changed player per batch.
     """
 
     rating: float  # the displayed (conservative) rating
@@ -149,9 +149,9 @@ def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = 
 
     Why: ``np.concatenate`` releases the GIL for every input array of more than a few
     hundred values and must win it back after each one. On the worker's numba thread, while
-    the event loop's thread is busy, every win-back waits up to Python's switch interval
-    (5 ms), so concatenating the thousands of Cowan beliefs of a merged batch of single
-    matches took seconds instead of milliseconds (BENCHMARKS.md, "Service"). One
+    the event loop's thread is busy, every win-back waits up to Python's switch interval, so
+    concatenating the thousands of Cowan beliefs of a merged batch of single matches would
+    wait thousands of intervals. One
     ``bytearray.join`` over the arrays' buffers copies everything in one go (a mutable
     buffer, so the result is writable like ``concatenate``'s). Anything but 1-D float64
     arrays takes ``np.concatenate`` itself.

@@ -8,7 +8,7 @@ whole batch at once, rounds rated on packed beliefs gathered in one arena, match
 place in a pool-wide arena, the codes a codec can store new beliefs from. ``fast_path(system)`` gives the
 engine the system's ``FastPath``; a system without one gets this module's ``FastPath``,
 whose methods are the per-belief loops over the six. Every form gives bit for bit what the
-per-belief methods give (tests/unit/test_batch_codec.py checks each against them).
+per-belief methods give (tests/unit/ratings/test_batch_codec.py checks each against them).
 
 Optional forms are separate abstract classes (``PackedRounds``, ``ArenaMatches``): the
 engine asks ``isinstance`` once per pool, so no method exists only to raise.

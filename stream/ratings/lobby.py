@@ -25,7 +25,7 @@ Team models (docs/teams.md, "Lobby predictions"), at ω = 1 (with ω: ``Team``):
   This is the team model these systems rate team rounds with.
 * ``elo``, ``codeforces``, ``glicko``, ``topcoder`` (point ratings): a team plays as one player
   whose rating is its members' mean (and whose deviation is the root mean square of theirs),
-  the team Elo of issue 26.
+  as they rate team rounds.
 * ``cowan``: its luck function compares two players on a grid and has no notion of a team or of
   a third player, so it predicts two single players and refuses anything else (``RatingError``).
   Any other system does the same, with its own ``win_probability``.

@@ -2,9 +2,8 @@
 
 Why one record: the CLI's names, the engine's fast path, the stored belief's codec, the
 kernels a worker compiles before its first event, what a system can rate and how the lobby
-predicts its teams were tables keyed by system name in as many modules; each system now
-states them once, in its package's ``spec`` module, and ``stream.ratings.registry`` lists
-the systems. Every table is read from there.
+predicts its teams are stated once, in the system package's ``spec`` module, and
+``stream.ratings.registry`` lists the systems: adding a system touches no other table.
 
 Light on purpose: a spec names its classes as ``"module:Name"`` strings and imports them on
 first use, so reading the registry (``mmr --help``, ``stream.config``) imports no numba.

@@ -10,7 +10,7 @@ why importing ``stream`` does none of it (a game server importing ``stream.clien
 nor numpy and keeps its environment as it was). It is done where kernels are needed:
 
 * by every module that imports numba, through ``import stream.runtime.configured`` placed before its
-  numba import (``tests/unit/test_runtime.py`` checks that each does), so no entry path can define a
+  numba import (``tests/unit/runtime/test_runtime.py`` checks that each does), so no entry path can define a
   kernel in an unconfigured numba;
 * explicitly by the entry points (the ``mmr`` CLI, the worker, the tools) before they import anything.
 

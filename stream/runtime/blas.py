@@ -6,7 +6,7 @@ Before numba compiles or loads its first function it loads its registries of
 implementations, among them ``numba.np.arraymath``, which on import asks whether a BLAS is
 there by importing ``scipy.linalg.cython_blas``. That imports the whole of ``scipy.linalg``
 (through SciPy's array-API layer also ``numpy.f2py``, ``charset_normalizer`` and ``unittest``):
-a few tenths of a second (BENCHMARKS.md, Cowan) on the start-up path of every process that
+a noticeable part of the start-up of every process that
 loads a kernel, for a flag (``arraymath._HAVE_BLAS``) that only chooses how a
 compiled ``np.convolve`` / ``np.correlate`` takes its inner products. None of the cached
 kernels needs it to load.
@@ -19,7 +19,7 @@ flag numba would have set wherever SciPy is installed whole (its wheels always c
 calls numba's own ``ensure_blas`` when it is compiled, which imports ``scipy.linalg`` then.
 
 This touches numba's private module attributes: the supported numba versions are bounded in
-pyproject.toml and tests/unit/test_numba_blas.py checks the behaviour.
+pyproject.toml and tests/unit/runtime/test_numba_blas.py checks the behaviour.
 """
 
 from __future__ import annotations

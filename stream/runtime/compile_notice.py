@@ -3,9 +3,9 @@
 Why
 ---
 A fresh install, or a new version of the kernels' sources (``stream.runtime.numba_cache`` names
-the cache by them), compiles every kernel a command needs at its first use: tens of
-seconds during which a replay would otherwise print nothing. Later runs load the machine
-code from numba's cache in well under a second. A run that takes a path the earlier ones
+the cache by them), compiles every kernel a command needs at its first use: a long
+wait during which a replay would otherwise print nothing. Later runs load the machine
+code from numba's cache. A run that takes a path the earlier ones
 did not (Cowan's parallel waves on a large batch, another system) compiles that path then:
 ``mmr warm`` compiles every path of every system ahead.
 
@@ -57,7 +57,7 @@ class CompileTimer(event.Listener):  # type: ignore[misc]
     def on_start(self, ev: Any) -> None:
         if self._depth == 0:
             if self.kernels == 0:
-                print(f"{PREFIX}compiling rating kernels for this machine (once, ~20-40 s; cached in "
+                print(f"{PREFIX}compiling rating kernels for this machine (once; cached in "
                       f"{cache_location()}{self.hint})", file=self.out, flush=True)
             self._started = time.perf_counter()
         self._depth += 1

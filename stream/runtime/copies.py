@@ -3,9 +3,8 @@
 Why a function of its own: numba checks every array index it cannot prove non-negative for a
 negative (from-the-end) one, so a copy loop indexed by a start read from memory plus its counter
 pays that check on each value and stays a scalar loop, and a slice assignment costs a slice's set-up
-on each call. Indexed by unsigned integers, the same moves run ~3x faster: a gather of beliefs
-381 -> 81 ns a slot, a commit's Redis frames 54 -> 19 ms for 50,000 players (BENCHMARKS.md,
-"Elo-MMR" and "Service").
+on each call. Indexed by unsigned integers, the same moves need no check and become vector moves
+(a gather of beliefs, a commit's Redis frames).
 """
 
 from __future__ import annotations

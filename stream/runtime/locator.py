@@ -25,7 +25,7 @@ installed (numba's pickles are not promised to load across them).
 
 This subclasses a private class of numba (``numba.core.caching._CacheLocator``) and is named
 in its ``NUMBA_CACHE_LOCATOR_CLASSES``: the supported numba versions are bounded in
-pyproject.toml and tests/unit/test_numba_locator.py checks them.
+pyproject.toml and tests/unit/runtime/test_numba_locator.py checks them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ _PACKAGE = PACKAGE
 SHIPPED = PACKAGE / "_numba_shipped"
 _LOCATOR = "stream.runtime.locator.PackageLocator"
 #: numba's own locators, after ours (a name without a module is one of ``numba.core.caching``)
-_NUMBA_LOCATORS = "UserProvidedCacheLocator,InTreeCacheLocator,UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator"
+NUMBA_LOCATORS = "UserProvidedCacheLocator,InTreeCacheLocator,UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator"
 
 
 _IMPORTS_NUMBA = re.compile(rb"^\s*(?:from numba[ .]|import numba\b)", re.MULTILINE)
@@ -87,7 +87,7 @@ def configure() -> None:
     except OSError:
         return
     os.environ["NUMBA_CACHE_DIR"] = str(target)
-    locators = os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES") or _NUMBA_LOCATORS
+    locators = os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES") or NUMBA_LOCATORS
     if _LOCATOR not in locators.split(","):
         locators = f"{_LOCATOR},{locators}"
     os.environ["NUMBA_CACHE_LOCATOR_CLASSES"] = locators

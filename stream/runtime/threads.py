@@ -8,8 +8,8 @@ region: at the end of each conflict-free wave of Cowan's matches while the other
 finishes its share, and after each kernel call while the Python side of the pipeline
 reads the next batch, looks up its players and stores the results. On a machine with few
 cores that polling takes the core the history's read-ahead thread, the main thread or another
-process needs: it costs an embedded Cowan replay about a quarter more CPU time than idle
-workers that sleep, and the wall time grows with it (BENCHMARKS.md, Cowan).
+process needs, so an embedded Cowan replay spends more CPU time than with idle workers that
+sleep, and its wall time grows with it.
 ``OMP_WAIT_POLICY=PASSIVE`` makes them sleep at once; the cost is a wake-up
 (microseconds) per parallel region, a wave of thousands of matches.
 
@@ -22,8 +22,7 @@ numba starts one thread per CPU the process may run on (``sched_getaffinity``). 
 limited by a CPU quota (Kubernetes' ``limits.cpu``, ``docker run --cpus``) still sees every
 core of its node, so a worker limited to 2 CPUs on a 32-core node would split each parallel
 region 32 ways and spend its quota in bursts that the kernel then throttles for the rest of
-each period (reported for OpenMP and TBB pools under ``docker --cpus``; on 2 cores, where no more
-than 2 can run at once, 16 threads cost nothing measurable: BENCHMARKS.md, "Service"). So, unless
+each period (reported for OpenMP and TBB pools under ``docker --cpus``). So, unless
 ``NUMBA_NUM_THREADS`` is set, the number of threads is the quota rounded up (``cpu_quota``:
 cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, the smallest of
 this process's cgroup and its ancestors) where that is fewer than the CPUs. numba reads the

@@ -4,8 +4,8 @@ Why: Faust hands every fetched record to an agent as its own event: the conducto
 it into an ``Event`` and queues it on the agent's channel, the agent's ``Stream`` tracks it,
 runs its processors (``take_events`` is one) and acks it, and ``take_events`` re-collects
 the events into a batch. For the worker, which rates whole batches anyway, that is pure
-overhead: py-spy of the worker at 4,000-7,000 single matches/s put ~30 % of the event-loop
-thread's time there, on the thread that also runs the rating pipeline (BENCHMARKS.md, "Service").
+overhead, and under single matches a large share of the event-loop thread's time, on the
+thread that also runs the rating pipeline.
 
 So the worker replaces the conductor's per-record callback (the one Faust's consumer calls
 for every fetched record) with ``BatchDelivery.on_message``: a record of an input topic is
@@ -70,6 +70,11 @@ class BatchDelivery:
         self.batches = 0  # batches put on the channel (observability, tests)
         self.dropped = 0  # records dropped by ``clear`` or as stale (re-fetched by Faust)
 
+    @property
+    def open_records(self) -> int:
+        """Records in the open batch, not yet put on the channel (observability, tests)."""
+        return len(self._open)
+
     def serve(self, on_batch: Callable[[list[Any]], Awaitable[None]], name: str | None = None) -> None:
         """Everything the app needs, in one place: ``install``, the window timer as an app
         task, and the agent over ``channel`` that hands each batch's current records (see
@@ -124,8 +129,7 @@ class BatchDelivery:
         Why wait before taking the batch, not after: with large messages the agent is often
         behind (the pipeline holds ``MMR_MAX_INFLIGHT_BYTES``). Closing a batch every
         ``within`` regardless queued small batches that the pipeline then rated one by one;
-        Faust's own ``take_events`` hands over everything buffered meanwhile. Measured on
-        ``match_columns``/``match_batch`` of 1,000 (BENCHMARKS.md)."""
+        Faust's own ``take_events`` hands over everything buffered meanwhile."""
         async with self._lock:
             while self._queued >= self.queue_batches:
                 self._room.clear()
@@ -146,7 +150,7 @@ class BatchDelivery:
         while the records arriving after it start another. Under a backlog that cut the stream into
         full batches (``max_batch_bytes``) with a small one between each two, the few records of one
         window: each small batch then became a step of its own, whose commit the next batch's rating
-        waits for (BENCHMARKS.md, "Service"). Left open, the batch takes in everything that arrives
+        waits for. Left open, the batch takes in everything that arrives
         until the agent is free, which is what a batch closed at once would have waited for anyway:
         no record is taken later (a batch rated whole, though, ends later than a part of it would).
         An idle agent, the usual case below capacity, gets each batch ``within`` after its first record."""

@@ -48,13 +48,11 @@ class Durability(Generic[T, M]):
         self.alive = alive
         #: (monotonic time held, tokens, messages), in the order the batches were taken
         self.held: deque[tuple[float, list[T], list[M]]] = deque()
-        self.acked_batches = 0  # observability, tests
 
     def hold(self, tokens: list[T], msgs: list[M]) -> None:
         """A batch whose commit and outputs are done: acknowledged at once when ``after_s`` is 0."""
         if self.after_s <= 0 and not self.held:
             self.ack(tokens)
-            self.acked_batches += 1
             return
         self.held.append((time.monotonic(), tokens, msgs))
 
@@ -77,7 +75,6 @@ class Durability(Generic[T, M]):
             _, tokens, _ = self.held.popleft()
             self.ack(tokens)
             n += 1
-        self.acked_batches += n
         return n
 
     def take(self) -> list[tuple[list[T], list[M]]]:

@@ -1,7 +1,7 @@
 """The worker's Faust app: its settings and the departures from Faust's own code it runs with.
 
-Faust settings: short rebalance/session timeouts (Faust's 60 s defaults make the first join wait
-~30 s), no idempotent producer (Tansu answers InitProducerId with an error), at-least-once processing
+Faust settings: short rebalance/session timeouts (with Faust's 60 s defaults the first join waits
+for most of them), no idempotent producer (Tansu answers InitProducerId with an error), at-least-once processing
 with the effectively-once step in Redis, memory:// store (state is in Redis), topics created by
 ``stream.service.topics`` (never declared by Faust), our own HTTP server.
 """

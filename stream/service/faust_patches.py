@@ -8,7 +8,7 @@ builds one). ``faust_app.faust_app`` applies them (the fetch waits as configured
 aiokafka consumer that Faust's consumer thread owns; ``stream.service.publish`` sends record batches
 through the aiokafka producer Faust wraps. They were written against faust-streaming 0.15,
 mode-streaming 0.7 and aiokafka 0.14 (pinned in pyproject.toml);
-tests/unit/test_faust_patches.py checks that the code they replace is still there, so an upgrade
+tests/unit/service/test_faust_patches.py checks that the code they replace is still there, so an upgrade
 that moves it fails those tests instead of silently undoing the patch.
 """
 
@@ -30,8 +30,8 @@ def patch_fetch_wait(ms: int, idle_ms: int = 0) -> None:
     message waited up to the whole of it. Why longer when nothing arrives: every fetch costs the
     worker's consumer thread, its event loop and the broker some CPU, so a fixed short wait keeps an
     idle worker and its broker busy, and in a backfill, where the worker's own input partitions wait
-    in its buffer, the idle topics' fetches take a share of the worker's CPU (BENCHMARKS.md,
-    "Service"). On Kafka a fetch returns as soon as data arrives, so the longer wait costs nothing;
+    in its buffer, the idle topics' fetches take a share of the worker's CPU. On Kafka a fetch
+    returns as soon as data arrives, so the longer wait costs nothing;
     on Tansu it bounds the delay of the first message after a quiet spell.
     """
     from aiokafka.consumer.fetcher import Fetcher
@@ -156,7 +156,8 @@ def patch_inline_delivery() -> None:
     the agent and the rating pipeline: the largest single item of that thread's time in a
     profile of the worker under single matches. The batch delivery (``stream.service.delivery``)
     does not change that: the fetch loop still calls ``wait_first`` once per record. The worker's
-    throughput and produce-to-rating latency with and without it: BENCHMARKS.md, "Faust delivery".
+    throughput and produce-to-rating latency with and without it: BENCHMARKS.md, "Faust delivery
+    and hand-written wire formats".
 
     Almost always ``on_message`` finishes without suspending: it appends the record to the
     open batch, or the batch channel has room for the closed one. So, when the flow is not

@@ -17,23 +17,7 @@ Redis on a client of their own again (``ReadApi.health``, a ``RedisPing``), so t
 read connection is busy; that ping runs on a thread of its own, bounded by ``HEALTH_TIMEOUT_S`` on its
 socket, so that what a probe judges is Redis, not how late the busy event loop gets to its answer.
 
-Routes:
-    GET /livez                                     200 while the process and its event loop answer (no Redis, no Kafka)
-    GET /readyz                                    200 once the app runs and Redis answers, else 503; a
-                                                   partition halted by a bug: 200 "degraded" and the halts
-    GET /healthz                                   the same as /readyz; {"status", "http_port"[, "halted"]}
-    GET /metrics                                   Prometheus text format
-    GET /pools/{pool}/players/{player}             the player's current rating (404 if unknown) and the
-                                                   explanation of its latest change (the fields of the
-                                                   rating message: docs/matchmaker.md); any player id,
-                                                   percent-encoded ({, }, /, %, ...)
-    GET /pools/{pool}/leaderboard?n=20&offset=0    a page of the leaderboard by displayed rating
-    GET /pools/{pool}/leaderboard/rank/{player}    the player's rank and place on the leaderboard
-    GET /pools/{pool}/win-probability?a=X&b=Y      expected score of A against B
-    POST /pools/{pool}/players                     {"players": [ids]}: many players' ratings at once
-    POST /pools/{pool}/predict                     {"teams": [[ids], ...]}: a lobby's prediction
-                                                   (stream.ratings.lobby)
-    GET /openapi.json                              the OpenAPI document of these routes
+The routes and their answers: ``GET /openapi.json`` and docs/matchmaker.md.
 
 Served on a thread and event loop of its own (``HttpServer``, thread ``mmr-http``), apart from the
 worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue;
@@ -76,6 +60,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from stream import __version__, redact
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.errors import InfrastructureError
+from stream.events.model import MAX_ID_LENGTH
 from stream.ratings import lobby
 from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
@@ -102,8 +87,6 @@ HEALTH_TIMEOUT_S = 2.0
 #: one MGET and a prediction of bounded cost (the lobby's pairs and integrals grow with teams²)
 MAX_IDS = 1000
 MAX_TEAMS = 64
-#: the interface's (docs/interface.md) longest player id
-MAX_ID_LENGTH = 128
 #: seconds ``/livez`` waits for the worker's event loop to run a callback before answering 503
 LIVEZ_TIMEOUT_S = 10.0
 #: at most one log line per this many seconds about requests that could not be parsed
@@ -439,7 +422,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
         beliefs: list[list[Belief]] = [[next(members) for _ in team] for team in teams]
-        # numpy only for the team models (a large lobby takes tens of ms: not on the rating thread);
+        # numpy only for the team models (a large lobby's prediction is long: not on the rating thread);
         # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
         with _stored_value_errors():  # a stored value that decodes but gives no finite prediction

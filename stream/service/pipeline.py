@@ -82,6 +82,11 @@ class BatchPipeline(Generic[M, T]):
     def inflight(self) -> int:
         return self._inflight
 
+    @property
+    def inflight_bytes(self) -> int:
+        """The ``size`` of the messages in flight (0 when ``max_inflight_bytes`` is not set)."""
+        return self._inflight_bytes
+
     def start(self) -> None:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._guard(self._rate_loop())),

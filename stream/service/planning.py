@@ -56,7 +56,7 @@ class MatchOp:
 
         Safe because every system's ``rate_matches`` has exact sequential meaning *including*
         its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
-        applied as a fixed point after every match; tests/unit/test_replay_embedded.py checks
+        applied as a fixed point after every match; tests/unit/engine/test_replay_embedded.py checks
         batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
         against the embedded replay with different batch sizes)."""
         self.batch.extend(batch)

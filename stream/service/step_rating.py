@@ -4,7 +4,7 @@ Pure (no I/O): given what the step's read returned (the stored beliefs and the e
 before), ``rate_ops`` applies the step's ops in order, exactly as the embedded replay applies them,
 and returns the ``Commit`` for Redis, the rating outputs (each with its explanation) and the dead
 letters. A step of rounds only, of a system that rates rounds packed, goes by columns in one
-arena (``rate_rounds``: the same commit and outputs, byte for byte, tests/unit/test_step_columns.py).
+arena (``rate_rounds``: the same commit and outputs, byte for byte, tests/unit/service/test_step_columns.py).
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ class _Block:
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
                 dead_fn: DeadFn, places: Places | None = None) -> Rated:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
-    order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
+    order) and dead letters, byte for byte (tests/unit/service/test_step_columns.py).
 
     Why: a step of the Codeforces history is ~20 rounds of ~3,000 players, and a player's output
     and explanation show only their last round of the step. Each round keeps its new ratings as

@@ -76,13 +76,13 @@ def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
 
 def warm_encoded_path(name: str, params: dict[str, object]) -> None:
     """Rate a few matches and a round on *stored bytes*, twice, so the codec's batch
-    decode/encode and ``summary_many`` (njit, loaded from numba's cache on first use:
-    ~0.1-0.5 s) are ready before the first event instead of inside its latency.
+    decode/encode and ``summary_many`` (njit, loaded from numba's cache on first use) are
+    ready before the first event instead of inside its latency.
 
     Each pass gets a fresh engine, so the second one decodes what the first stored (one
     engine would serve it from its decoded-belief cache, and the decoder would first run,
-    and without a cache be compiled, ~1 s, in the middle of the worker's first busy
-    seconds: seen as a p99 of 1 s there); a single player's read (the HTTP API's) too."""
+    and without a cache be compiled, in the middle of the worker's first busy seconds); a
+    single player's read (the HTTP API's) too."""
     system = make_system(name, params)
     stored: dict[str, bytes | None] = {}
     players = [f"w{i}" for i in range(4)]
@@ -106,9 +106,8 @@ def tune_gc() -> None:
 
     Why: a batch allocates tens of thousands of short-lived objects (decoded events, beliefs,
     outputs) next to long-lived ones (Faust, numba, caches); with CPython's default threshold
-    (700) the collector ran many times per batch and rescanned the long-lived heap: measured
-    on a 50,000-match ``elo`` batch, the rating step took 0.19 s with the defaults and 0.12 s
-    with the collector off. Reference cycles are still collected, just in larger steps.
+    (700) the collector runs many times per batch and rescans the long-lived heap each time.
+    Reference cycles are still collected, just in larger steps.
     """
     gc.collect()
     gc.freeze()
@@ -122,8 +121,7 @@ def tune_gil(switch_ms: float) -> None:
     the numba thread (the Python around the nogil kernels: summaries, encoding, outputs) and
     Faust's consumer thread. When the event loop wants the GIL while the numba thread holds
     it, it waits for the switch interval, and a batch's hand-over, commit and publish each
-    pay that. Measured at 6,000–8,000 single matches/s
-    (BENCHMARKS.md, "Service"): p99 lower in 5 of 6 alternating pairs at 1 ms, throughput unchanged."""
+    pay that in latency."""
     if switch_ms > 0:
         sys.setswitchinterval(switch_ms / 1000)
 
@@ -160,13 +158,16 @@ class RepeatLimit(logging.Filter):
         return False
 
 
-def limit_repeats(prefixes: tuple[str, ...] = ("aiokafka", "faust", "mode"), limit: RepeatLimit | None = None,
-                  ) -> RepeatLimit:
-    """Put one ``RepeatLimit`` on every logger created so far under ``prefixes`` (a filter of a logger
-    applies to its own records only, so each module's logger gets it)."""
-    limit = limit or RepeatLimit()
+#: the libraries whose loggers repeat themselves while the broker is down
+NOISY_LOGGERS = ("aiokafka", "faust", "mode")
+
+
+def limit_repeats() -> RepeatLimit:
+    """Put one ``RepeatLimit`` on every logger created so far under ``NOISY_LOGGERS`` (a filter of a
+    logger applies to its own records only, so each module's logger gets it)."""
+    limit = RepeatLimit()
     for name in list(logging.Logger.manager.loggerDict):
-        if name.split(".")[0] in prefixes:
+        if name.split(".")[0] in NOISY_LOGGERS:
             logger = logging.getLogger(name)
             if limit not in logger.filters:
                 logger.addFilter(limit)
@@ -179,8 +180,8 @@ def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop, log_f
     Why: at a level of WARNING or above, Faust's worker turns every log record into a step of a
     progress spinner, and for that sets the root logger to DEBUG for the life of the process (the
     spinner stops once the worker has started; the level stays). Every ``log.debug`` of aiokafka,
-    Faust and the worker then made a record that the handlers dropped: ~0.45 s of the GIL in the
-    worker's replay of the Codeforces history (BENCHMARKS.md, "Service"). A service writes a log,
+    Faust and the worker then makes a record that the handlers drop, holding the GIL for it. A
+    service writes a log,
     not a terminal, so the root logger keeps ``loglevel``. ``log_format``: ``stream.service.logs``."""
     import faust
 

@@ -3,7 +3,7 @@
 Rounds go out as whole ``round`` events (topic MMR_TOPIC_ROUNDS), 1-v-1 results as
 ``match_columns`` messages (the compact column form of ``match_batch``) of up to
 ``batch_size`` consecutive matches of one pool (topic
-MMR_TOPIC_MATCHES; Faust costs ~75 µs per *message*, so carrying many matches per message
+MMR_TOPIC_MATCHES; Faust's cost is per *message*, so carrying many matches per message
 is where throughput comes from), ``round_result``/``round_completed`` unchanged (topic
 MMR_TOPIC_ROUND_RESULTS). Every message is keyed by its pool, so a pool's events stay in
 one partition and in order (``stream.client.Publisher`` sends them). Event ids are kept

@@ -43,9 +43,8 @@ def fewer_collections() -> Iterator[None]:
     Why: a replay allocates containers by the million (decoded lines, batches, the store's
     dict and sets) that die by reference counting or live to the end, and next to them lie
     the hundreds of thousands of objects numba and numpy create at import. With Python's
-    thresholds the collector ran ~500 times over 200,000 Cowan matches, its full passes
-    walking every imported object again: 0.8–0.95 s of the process's ~13 CPU-seconds on a
-    loaded machine (BENCHMARKS.md, Cowan), much of it on the main thread between kernel calls.
+    thresholds the collector runs hundreds of times over a long replay, its full passes
+    walking every imported object again, on the main thread between kernel calls.
     ``gc.freeze`` moves what exists before the replay out of every later pass, and a young
     generation of ``GC_YOUNG`` objects makes the passes rare; cycles are still collected,
     later. The ratings do not depend on when it runs."""

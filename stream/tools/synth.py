@@ -21,8 +21,7 @@ The model is the one Elo-MMR is derived from:
 
 Rounds are written as contest JSONL of the Elo-MMR reference (0-based tie ranges, best
 first); matches as docs/interface.md ``match`` events; team rounds as docs/interface.md ``round`` events with
-``teams``. Everything is vectorised with numpy so the
-demo's 2,000 players × 200 rounds takes well under a second.
+``teams``. Everything is vectorised with numpy, so even large histories are quick to make.
 """
 
 from __future__ import annotations

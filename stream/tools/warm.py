@@ -3,8 +3,8 @@
 Why
 ---
 numba compiles a kernel at its first call and keeps the machine code in its cache
-(``stream.runtime.numba_cache``): the first run of a fresh install or of new kernel sources spends
-tens of seconds compiling, later runs load the cache in well under a second. Running this
+(``stream.runtime.numba_cache``): the first run of a fresh install or of new kernel sources waits
+for the compiler, later runs only load the cache. Running this
 once, right after installing or while building an image, moves that wait out of the first
 replay and out of a worker's first events.
 
@@ -36,7 +36,7 @@ from stream.ratings.registry import SPECS
 def warm(systems: tuple[str, ...], export_to: Path | None) -> None:
     """Compile the rating kernels into numba's cache (once per install and machine).
 
-    Progress goes to stderr, one line per system; a warm cache makes this take a second or two."""
+    Progress goes to stderr, one line per system; with a warm cache it only loads the kernels."""
     from stream.runtime.compile_notice import cache_location, compile_notice
     from stream.service.worker import warm_shared, warm_system
 

@@ -29,6 +29,7 @@ from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
 from stream.service.config import PoolConfig, Settings
 from stream.service.export import export_rows
+from stream.service.metrics import Metrics
 from stream.state.redis_store import RedisStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,6 +209,14 @@ def metric(port: int, name: str) -> float:
     _, text = http_get(port, "/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith((name + " ", name + "{")))
+
+
+def sample(metrics: Metrics, name: str) -> float:
+    """The value of the unlabelled metric ``name`` (a counter's with ``_total``) in a processor's own registry,
+    as ``/metrics`` would export it; fails on a name it does not export, so no check passes on a misspelt one."""
+    value = metrics.registry.get_sample_value(name)
+    assert value is not None, f"no metric {name}"
+    return value
 
 
 class BackgroundPublish:

@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,12 @@ from service_utils import (
     metric,
     publish,
     read_json_topic,
+    sample,
     wait_caught_up,
     wait_for,
 )
 
+from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.service.processor import Processor
 from stream.state.redis_store import RedisStore
@@ -51,6 +54,53 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 #: no AOF and no RDB snapshots: a killed server starts again empty
 NO_PERSISTENCE = ("--appendonly", "no", "--save", "")
+#: an event as published (outage_stream.events)
+Event = dict[str, Any]
+#: the exported rows of a state, by (pool, player)
+State = dict[tuple[str, str], dict[str, Any]]
+
+
+@pytest.fixture
+def forgetful_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test alone with no persistence: killed and started again, it is empty."""
+    with RedisServer(tmp_path / "redis", *NO_PERSISTENCE) as server:
+        yield server
+
+
+def _split_history(kafka_bootstrap: str, server: RedisServer, tmp_path: Path, rounds: int, seed: int,
+                   cut: int) -> tuple[list[Event], list[Event], State, Settings]:
+    """The events published before Redis loses its writes and after, the embedded replay of all of
+    them (what the state must end as), and the settings of a worker on ``server``."""
+    evs = [ev for batch in events(rounds, 30, seed=seed) for ev in batch]
+    return evs[:cut], evs[cut:], replayed([evs], tmp_path), make_settings(kafka_bootstrap, server.url,
+                                                                          pools=outage_pools())
+
+
+def _durable_worker(s: Settings, log: Path) -> WorkerProcess:
+    """A worker whose commits count as durable after 0.5 s (how soon it may trust Redis to keep them)."""
+    worker = WorkerProcess(s, log)
+    worker.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
+    return worker
+
+
+def _rates_nothing_over_the_lost_writes(s: Settings, port: int, worker: WorkerProcess, published_before: int) -> None:
+    """Redis came back empty: the worker reports the lost writes, answers /readyz 503 saying so, stays
+    alive, and neither publishes a rating nor writes to Redis (given the time to do it, were it wrong)."""
+    wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_partitions") > 0, worker)
+    status, body = http_get(port, "/readyz")
+    assert status == 503 and "lost acknowledged writes" in body["reason"], body
+    time.sleep(3.0)  # a worker rating over the empty state would have published by now
+    assert worker.alive(), worker.log_tail()
+    assert len(read_json_topic(s, s.topic_ratings)) == published_before  # nothing from the lost state
+    assert export_state(s) == {}  # nothing written into the restarted server
+
+
+def _rebuild(s: Settings) -> str:
+    """``mmr rebuild`` of the pools' state from the input topics; what it said on stderr."""
+    done = subprocess.run([str(MMR), "rebuild", "--no-progress"], env=env_for(s), cwd=ROOT, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
 
 
 def _versions_consistent(ratings: list[dict[str, Any]]) -> None:
@@ -67,15 +117,11 @@ def _versions_consistent(ratings: list[dict[str, Any]]) -> None:
 
 
 def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_bootstrap: str,
+                                                                         forgetful_redis: RedisServer,
                                                                          tmp_path: Path) -> None:
-    server = RedisServer(tmp_path / "redis", *NO_PERSISTENCE)
-    server.start()
-    evs = [ev for batch in events(20, 30, seed=5) for ev in batch]
-    before, after = evs[:300], evs[300:]
-    want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
-    worker = WorkerProcess(s, tmp_path / "worker.log")
-    worker.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
+    server = forgetful_redis
+    before, after, want, s = _split_history(kafka_bootstrap, server, tmp_path, 20, seed=5, cut=300)
+    worker = _durable_worker(s, tmp_path / "worker.log")
     worker.start()
     try:
         port = announced_port(worker)
@@ -87,21 +133,13 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
         server.kill()
         server.start()  # empty
         publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
-        wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_partitions") > 0, worker)
-        status, body = http_get(port, "/readyz")
-        assert status == 503 and "lost acknowledged writes" in body["reason"], body
-        time.sleep(3.0)  # a worker rating over the empty state would have published by now
-        assert worker.alive(), worker.log_tail()
-        assert len(read_json_topic(s, s.topic_ratings)) == published_before  # nothing from the lost state
-        assert export_state(s) == {}  # nothing written into the restarted server
+        _rates_nothing_over_the_lost_writes(s, port, worker, published_before)
         log = worker.log_tail(200_000)
         assert log.count("[ERROR] Redis lost acknowledged writes") == 1, log  # one ERROR line, not one per poll
         assert metric(port, "mmr_redis_lost_writes_partitions") > 0 and metric(port, "mmr_store_unavailable") == 1
 
-        done = subprocess.run([str(MMR), "rebuild", "--no-progress"], env=env_for(s), cwd=ROOT, capture_output=True,
-                              text=True, timeout=180)
-        assert done.returncode == 0, done.stderr
-        assert "rebuilt" in done.stderr and "0 dead letters" in done.stderr, done.stderr
+        said = _rebuild(s)
+        assert "rebuilt" in said and "0 dead letters" in said, said
 
         wait_caught_up(s, worker)
         wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
@@ -110,7 +148,6 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
         ratings = read_json_topic(s, s.topic_ratings)
     finally:
         worker.stop()
-        server.stop()
     assert state == want  # every float bit for bit
     _versions_consistent(ratings)
     latest = {}
@@ -120,18 +157,14 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
     assert read_json_topic(s, s.topic_dead) == []
 
 
-def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap: str, forgetful_redis: RedisServer,
+                                                                tmp_path: Path) -> None:
     """The worker stopped, Redis restarted empty, a new worker started: it takes its partitions at the group's
     committed offsets, finds Redis without the marks of what was acknowledged, and rates nothing until
     ``mmr rebuild``; then the state equals the embedded replay."""
-    server = RedisServer(tmp_path / "redis", *NO_PERSISTENCE)
-    server.start()
-    evs = [ev for batch in events(10, 30, seed=6) for ev in batch]
-    before, after = evs[:150], evs[150:]
-    want = replayed([evs], tmp_path)
-    s = make_settings(kafka_bootstrap, server.url, pools=outage_pools())
-    first = WorkerProcess(s, tmp_path / "worker1.log")
-    first.extra_env = {"MMR_REDIS_DURABLE_AFTER_S": "0.5"}
+    server = forgetful_redis
+    before, after, want, s = _split_history(kafka_bootstrap, server, tmp_path, 10, seed=6, cut=150)
+    first = _durable_worker(s, tmp_path / "worker1.log")
     first.start()
     try:
         announced_port(first)
@@ -147,24 +180,15 @@ def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap
     try:
         port = announced_port(worker)
         publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
-        wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_partitions") > 0, worker)
-        status, body = http_get(port, "/readyz")
-        assert status == 503 and "lost acknowledged writes" in body["reason"], body
-        time.sleep(3.0)
-        assert worker.alive(), worker.log_tail()
-        assert len(read_json_topic(s, s.topic_ratings)) == published_before
-        assert export_state(s) == {}
+        _rates_nothing_over_the_lost_writes(s, port, worker, published_before)
 
-        done = subprocess.run([str(MMR), "rebuild", "--no-progress"], env=env_for(s), cwd=ROOT, capture_output=True,
-                              text=True, timeout=180)
-        assert done.returncode == 0, done.stderr
+        _rebuild(s)
         wait_caught_up(s, worker)
         wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
         state = export_state(s)
         ratings = read_json_topic(s, s.topic_ratings)
     finally:
         worker.stop()
-        server.stop()
     assert state == want  # every float bit for bit
     _versions_consistent(ratings)
     assert read_json_topic(s, s.topic_dead) == []
@@ -248,8 +272,9 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
                     killed = True
                     private_redis.kill()
                     loop = asyncio.get_running_loop()
-                    loop.call_later(2.0, lambda: during.append((proc.metrics.store_unavailable._value.get(),
-                                                                proc.metrics.store_retries._value.get(), list(calls))))
+                    loop.call_later(2.0, lambda: during.append((sample(proc.metrics, "mmr_store_unavailable"),
+                                                                sample(proc.metrics, "mmr_store_retries_total"),
+                                                                list(calls))))
                     loop.call_later(3.0, private_redis.start)
                 return await commit(*args, **kwargs)
 
@@ -257,8 +282,8 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
                 if b == 3:
                     store.commit = commit_after_a_kill  # type: ignore[method-assign]
                 assert (await (await proc.start(msgs, safe=True))).dead == []
-            retries = proc.metrics.store_retries._value.get()
-            assert proc.metrics.store_unavailable._value.get() == 0
+            retries = sample(proc.metrics, "mmr_store_retries_total")
+            assert sample(proc.metrics, "mmr_store_unavailable") == 0
         rows = await export_rows(store)
         await store.close()
         return rows, calls, during, retries

@@ -7,10 +7,10 @@ import re
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
+from repo_paths import ROOT
 
 from stream.client import InvalidEvent, Publisher, deterministic_id
 from stream.events.validate import INPUT_TYPES, decode_event, validator
@@ -119,7 +119,7 @@ def test_topics_by_type() -> None:
 
 
 def test_every_example_payload_in_the_docs_is_valid() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "publisher.md").read_text()
+    text = (ROOT / "docs" / "publisher.md").read_text()
     examples = [orjson.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
     kinds = []
     for obj in examples:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from repo_paths import ROOT
 
 from stream.cli import main
 from stream.config import EngineSettings, Secret, SettingError, engine_settings
 from stream.service.config import PoolConfig, Settings, from_env, known_names, warn_unknown
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_from_env_defaults_and_overrides(tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 KUSTOMIZATIONS = {"base": K8S / "base", "production": K8S / "overlays" / "production",
                   "example": K8S / "overlays" / "example"}

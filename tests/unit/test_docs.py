@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
 from stream.config import EngineSettings, env_names
 from stream.service.config import COMPOSITE_NAMES, OUTSIDE_NAMES, REFUSED_NAMES, Settings
 
-ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = ROOT / "docs" / "operator.md"
 #: the documents a reader reaches from the README
 DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "deploy" / "README.md",
@@ -62,3 +62,17 @@ def test_benchmarks_is_a_current_table_whose_rows_name_date_commit_command_and_m
         _, figure, when, command, machine = cells
         assert figure and command and machine, row
         assert re.search(r"\b20\d\d-\d\d-\d\d\b", when) and re.search(r"\b[0-9a-f]{7}\b", when), row
+
+
+def test_every_test_a_document_or_comment_cites_exists() -> None:
+    """Tests move with the packages they test (tests/unit/<package>/): a path that names one, with or
+    without ``::test_name``, must lead to that module and that test."""
+    sources = [*DOCS, ROOT / "Makefile", ROOT / "pyproject.toml", *(ROOT / "deploy").rglob("*.*"),
+               *(ROOT / "stream").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "examples").rglob("*.py")]
+    broken = []
+    for source in sources:
+        for path, name in re.findall(r"\b(tests/[\w/]+\.py)(?:::(\w+))?", source.read_text(errors="replace")):
+            target = ROOT / path
+            if not target.exists() or (name and not re.search(rf"^(?:async )?def {name}\b", target.read_text(), re.M)):
+                broken.append(f"{source.relative_to(ROOT)}: {path}{'::' + name if name else ''}")
+    assert not broken, broken

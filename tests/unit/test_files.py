@@ -11,11 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
+from repo_paths import ROOT
 
 from stream.events.inputs import CsvMapping
 from stream.files import iter_records, prefetched, write_jsonl_atomic
 
-SERVICE = Path(__file__).resolve().parents[2] / "stream" / "service"
+SERVICE = ROOT / "stream" / "service"
 
 
 def test_write_jsonl_atomic_writes_every_row(tmp_path: Path) -> None:

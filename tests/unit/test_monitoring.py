@@ -28,8 +28,8 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
 RULES = MONITORING / "alerts.yml"
 RULE_TESTS = MONITORING / "alerts_test.yml"

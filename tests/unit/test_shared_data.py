@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from repo_paths import SHARED_DATA as DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
 FOOTBALL = DATA / "football" / "results.csv"
 MMR = [sys.executable, "-m", "stream.cli"]

@@ -2,21 +2,20 @@
 and the worker's ``/openapi.json`` all carry; the CHANGELOG follows Keep a Changelog and never names
 a release ahead of it (CHANGELOG.md, "Version policy"). The built wheel's own version and
 ``mmr --version`` from it: tests/packaging/test_wheel.py; ``info.version`` of the served OpenAPI
-document: tests/unit/test_openapi_document.py."""
+document: tests/unit/service/test_openapi_document.py."""
 
 from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 from click.testing import CliRunner
 from packaging.version import Version
+from repo_paths import ROOT
 
 import stream
 from stream.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 HEADING = re.compile(r"^## \[(?P<name>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?$")
 SECTIONS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}

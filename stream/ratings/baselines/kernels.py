@@ -21,7 +21,6 @@ from numba import njit, prange
 
 from stream.runtime import parallel_min_players
 
-LN10_400 = math.log(10.0) / 400.0
 #: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, read
 #: at the first round by ``stream.runtime.parallel_min_players``:
 #: the threshold of Elo-MMR's kernels, ``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``, for the
@@ -52,7 +51,7 @@ def logistic_rows(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
     """``logistic_row_sums`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``len(r)``).
 
     The same kernel either way, so the same bits: each row is one thread's loop over j, whatever
-    the number of threads (tests/unit/test_baselines.py compares them bit for bit). A kernel
+    the number of threads (tests/unit/ratings/baselines/test_baselines.py compares them bit for bit). A kernel
     compiled without ``parallel`` would not do: LLVM vectorizes its inner sum in another order.
     """
     threads = numba.get_num_threads()
@@ -289,7 +288,6 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
             k = pred[i] + 1
     tree = np.zeros(k + 1, dtype=np.int64)
     wrong = 0.0
-    inserted = 0
     start = 0
     while start < n:
         end = start
@@ -314,7 +312,6 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
             while x <= k:
                 tree[x] += 1
                 x += x & (-x)
-        inserted += end - start
         start = end
     pairs = n * (n - 1) / 2.0
     return wrong, pairs
@@ -324,7 +321,8 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
 def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
                     k: float, scale: float, shifts: np.ndarray) -> None:
     """Sequential Elo steps over a batch of matches, in place (the plain loop of
-    tests/unit/test_baselines.py is the oracle: same operations in the same order, no fastmath, so the same bits).
+    tests/unit/ratings/baselines/test_baselines.py is the oracle: same operations in the same order,
+    no fastmath, so the same bits).
     ``shifts[j]``: the side advantage A plays with (0: none, the unshifted arithmetic)."""
     for j in range(a.shape[0]):
         ia = a[j]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
+from stream.ratings.codec import Float64Codec
 from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR
 from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, ratings_from_columns
 
@@ -31,7 +32,7 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         return ratings_from_columns(cols[0] - 3.0 * (cols[1] - DISPLAY_SIG), cols[0], cols[1], cols[2])
 
     def new_packed_belief(self) -> bytes:
-        return self.system.new_belief().astype("<f8").tobytes()
+        return Float64Codec.pack(self.system.new_belief())
 
     def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
                             time_ms: int, weight: float = 1.0,

@@ -97,7 +97,7 @@ def _inv_mills(t: float) -> float:
 
 @nb.njit(cache=True, nogil=True)
 def _tanh(z: float) -> float:
-    """tanh via one exp (several times faster than libm's tanh; error ~1 ulp of 1)."""
+    """tanh via one exp (cheaper than libm's tanh; error ~1 ulp of 1)."""
     return 1.0 - 2.0 / (1.0 + math.exp(2.0 * z))
 
 
@@ -390,7 +390,7 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
     ngroups = gstart.shape[0] - 1
     sw = TANH_MULTIPLIER / ss
     sarg = 0.5 * sw
-    const = _group_constants(sw, gstart, split)
+    const = _group_constants(sw, gstart)
     npanels = max(1, math.ceil((hi - lo) / max_width))
     width = (hi - lo) / npanels
     # fewer nodes when the panels came out narrower than the widest accurate panel
@@ -421,8 +421,8 @@ def _solve_logistic(smu, ss, gstart, split: bool, lo: float, hi: float, max_widt
 
 
 @nb.njit(cache=True, nogil=True)
-def _group_constants(sw, gstart, split: bool):
-    """Logistic const_g = Σ w ranked worse − Σ w ranked better (same with split ties)."""
+def _group_constants(sw, gstart):
+    """Logistic const_g = Σ w ranked worse − Σ w ranked better (the same with split ties)."""
     ngroups = gstart.shape[0] - 1
     own = np.zeros(ngroups)
     for g in range(ngroups):
@@ -444,7 +444,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     ngroups = gstart.shape[0] - 1
     sw = TANH_MULTIPLIER / ss
     sarg = 0.5 * sw
-    const = _group_constants(sw, gstart, split)
+    const = _group_constants(sw, gstart)
     smin = ss.min()
     dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
     max_width = 2.0 * PANEL_FRACTION * dist
@@ -676,19 +676,21 @@ def _robust_average(offset: float, slope: float, out, start: int, stop: int, gue
 
 
 @nb.njit(cache=True, nogil=True)
-def _new_lengths(offsets, collapse: bool, gaussian: bool, history_limit: int):
+def _out_offsets(offsets, collapse: bool, gaussian: bool, history_limit: int):
+    """Where each new belief starts in the round's output: the header, and (Elo-MMR) the logistic
+    terms kept plus the new one, at most ``history_limit`` of them."""
     n = offsets.shape[0] - 1
-    lengths = np.empty(n, dtype=np.int64)
+    out = np.empty(n + 1, dtype=np.int64)
+    out[0] = 0
     for i in range(n):
-        if gaussian:
-            lengths[i] = HEADER
-            continue
-        m = 0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3
-        m += 1
-        if history_limit > 0 and m > history_limit:
-            m = history_limit
-        lengths[i] = HEADER + 3 * m
-    return lengths
+        length = HEADER
+        if not gaussian:
+            m = 1 + (0 if collapse else (offsets[i + 1] - offsets[i] - HEADER) // 3)
+            if history_limit > 0 and m > history_limit:
+                m = history_limit
+            length += 3 * m
+        out[i + 1] = out[i] + length
+    return out
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -782,12 +784,8 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
     for g in range(gstart.shape[0] - 1):
         for q in range(gstart[g], gstart[g + 1]):
             perfs[order[q]] = min(perf_g[g], perf_ceiling)
-    lengths = _new_lengths(offsets, collapse, gaussian, history_limit)
-    out_offsets = np.empty(n + 1, dtype=np.int64)
-    out_offsets[0] = 0
-    for i in range(n):
-        out_offsets[i + 1] = out_offsets[i] + lengths[i]
-    out = np.empty(out_offsets[n])
+    out_offsets = _out_offsets(offsets, collapse, gaussian, history_limit)
+    out = np.empty(out_offsets[-1])
     _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse, history_limit)
     return out, out_offsets, perfs, -1
 
@@ -798,7 +796,7 @@ def _first_non_finite(flat, offsets) -> int:
 
     ``x * 0.0`` is ±0.0 for every finite ``x`` and NaN for NaN and ±inf; the pass ORs whether it is
     non-zero rather than summing it: an OR may be taken in any order, so it compiles to vector code,
-    where a sum of floats must be added in order (0.52 → 0.29 ns a value, BENCHMARKS.md, "Elo-MMR")."""
+    where a sum of floats must be added in order."""
     bad = False
     for q in range(flat.shape[0]):
         bad |= flat[q] * 0.0 != 0.0

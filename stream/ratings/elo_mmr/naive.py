@@ -1,6 +1,6 @@
 """Plain O(N²) oracle of Elo-MMR / Elo-MMχ (paper Algorithms 1–3), for tests only.
 
-Why it exists: the fast kernels in ``_elo_mmr_kernels`` solve every performance
+Why it exists: the fast kernels in ``kernels`` solve every performance
 equation against a piecewise Chebyshev interpolant, which is clever and therefore
 suspect. This module does the same mathematics the obvious way — every player's
 performance equation is summed term by term over all opponents and solved by a

@@ -31,23 +31,15 @@ is folded into the Gaussian term preserving its weight, as the reference does. W
 established player), so terms older than 100 rounds weigh ~1e-16 of a new one and the
 fold is invisible; memory per player stays bounded at 6 + 300 floats.
 
-Public API
-----------
-``EloMMR`` / ``EloMMX`` (``RatingSystem``): ``rate_round`` (whole round in numba
-kernels; see ``_elo_mmr_kernels`` for why it is O(nodes·N), not O(N²)),
-``rate_round_detailed`` (also returns performances), ``performances``, ``diffuse``
-(the pseudodiffusion alone), ``win_probability`` (P(A's performance > B's), both spread
-by σ² + σ_perf²), ``ranking_score`` (μ), ``rate_team_round`` / ``rate_team_round_detailed``
-(rounds ranked by teams, ``_elo_mmr_teams``; docs/teams.md). ``EloMMRParams`` holds the parameters and
-``warmup()`` compiles (or loads from numba's cache) every kernel on a tiny round.
-Kernels release the GIL; call them from one thread at a time (numba's workqueue pool is
-not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players (default 20,000) run
-single-threaded, see ``PARALLEL_MIN_PLAYERS``.
+A round is rated whole in numba kernels (``kernels``: why it is O(nodes·N), not O(N²)); team
+rounds in ``teams`` (docs/teams.md). The kernels release the GIL; call them from one thread at a
+time (numba's workqueue pool is not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players
+run single-threaded (``PARALLEL_MIN_PLAYERS``).
 
 Intentional differences from the reference
 ------------------------------------------
 * Performances are exact (no subsampling) and solved by the Chebyshev-panel method of
-  ``_elo_mmr_kernels`` instead of Newton on O(N) sums; results agree to ~1e-9 points.
+  ``kernels`` instead of Newton on O(N) sums; results agree to ~1e-9 points.
 * ``perf_ceiling`` also caps Elo-MMχ performances (the reference caps only the logistic
   variant). ρ = ∞ collapses to the Gaussian term like the reference's special case.
 * The reference keeps every logistic term in ``mmr`` (its history bound is the
@@ -92,9 +84,8 @@ from stream.runtime import parallel_min_players
 HEADER = K.HEADER
 #: rounds smaller than this run the kernels on one thread; None: the setting ``MMR_ELO_PARALLEL_MIN``
 #: (``stream.runtime.parallel_min_players``, read at the first round, not at import).
-#: Measured on the shared 2-core box: with other jobs running, numba's workqueue pool
-#: made the Codeforces history 1.8× slower in wall time and used 1.8× the CPU (a
-#: descheduled worker stalls every parallel loop), so only very large rounds use it.
+#: On a machine shared with other work a descheduled thread of numba's workqueue pool stalls
+#: every parallel loop, so only very large rounds use it.
 PARALLEL_MIN_PLAYERS: int | None = None
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
@@ -187,11 +178,9 @@ def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
     """Split the kernel output into independent per-player arrays (copies).
 
-    Views would cost a quarter as much (~0.1 µs instead of ~0.4 µs per player) but keep
-    the whole round's buffer alive while any one of its players is not rated again; a
-    caller holding beliefs in memory over a long history (the evaluation harness) would
-    then retain nearly every buffer ever allocated (~2 GB for the Codeforces history
-    instead of ~0.3 GB).
+    Views would be cheaper but keep the whole round's buffer alive while any one of its
+    players is not rated again; a caller holding beliefs in memory over a long history (the
+    evaluation harness) would then retain nearly every buffer ever allocated.
     """
     bounds = offsets.tolist()
     return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]

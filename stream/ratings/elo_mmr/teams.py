@@ -135,7 +135,7 @@ def rate_team_round_flat(flat, offsets, team_of, team_ranks, player_weights, tim
                          drift_per_day: float, rho: float, split: bool, gaussian: bool, history_limit: int,
                          exact_sigma: bool, mean_model: bool, team_shift):
     """One team round: (new flat beliefs, new offsets, member performances, team performances,
-    bad player), like ``_elo_mmr_kernels.rate_round_flat``. ``gaussian``: Elo-MMχ; else the
+    bad player), like ``kernels.rate_round_flat``. ``gaussian``: Elo-MMχ; else the
     logistic proposal of docs/teams.md (teams' terms logistic of the same variance, members'
     performances added to their logistic histories). ``mean_model``: the team model of the
     parameter ``team_performance`` (module docstring); ``team_shift[t]``: the side advantage
@@ -156,13 +156,8 @@ def rate_team_round_flat(flat, offsets, team_of, team_ranks, player_weights, tim
         for q in range(gstart[g], gstart[g + 1]):
             team_perfs[order[q]] = perf_g[g]
     perfs = member_performances(pre, team_of, coef, tmu, tvar, size, team_perfs, team_shift, perf_ceiling)
-    n = team_of.shape[0]
-    lengths = K._new_lengths(offsets, collapse, gaussian, history_limit)
-    out_offsets = np.empty(n + 1, dtype=np.int64)
-    out_offsets[0] = 0
-    for i in range(n):
-        out_offsets[i + 1] = out_offsets[i] + lengths[i]
-    out = np.empty(out_offsets[n])
+    out_offsets = K._out_offsets(offsets, collapse, gaussian, history_limit)
+    out = np.empty(out_offsets[-1])
     if exact_sigma:
         pre2, obs = exact_sigma_terms(pre, team_of, coef, tmu, tvar, size, team_perfs, team_shift, perf_ceiling,
                                       mean_model)

@@ -7,7 +7,7 @@ teams, the teams' covariance (``A D Aᵀ`` plus the teams' own noise in the mean
 conditions the members' skills on the solved team performances with a matrix inverse; each
 member's update is then the individual update whose (performance, noise) gives that Gaussian
 posterior. Diffusion, the
-teams' performance equations and the members' updates are ``_elo_mmr_naive``'s, term by
+teams' performance equations and the members' updates are ``naive``'s, term by
 term. Nothing here is fast.
 """
 

@@ -32,6 +32,7 @@ import numpy as np
 from stream.ratings.base import Belief
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import Cowan, warmup
+from stream.tools.bench import best_of
 
 
 def _schedule(rng: np.random.Generator, players: int, matches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -50,15 +51,6 @@ def _established(system: Cowan, players: int, games: int, seed: int) -> list[Bel
     p = 0.1 + 0.8 / (1.0 + np.exp(skill[b] - skill[a]))
     scores = (rng.random(n) < p).astype(float)
     return system.rate_matches(beliefs, a, b, scores, np.zeros(n, np.int64))
-
-
-def _best(fn: Callable[[], Any], repeat: int) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def _best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
@@ -212,8 +204,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
             for d in data:
                 codec.decode(d)
 
-        enc_us = _best(enc, repeat) / 200 * 1e6
-        dec_us = _best(dec_all, repeat) / 200 * 1e6
+        enc_us = best_of(enc, repeat) / 200 * 1e6
+        dec_us = best_of(dec_all, repeat) / 200 * 1e6
         click.echo(
             f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max {max(len(d) for d in data):5d} "
             f"(float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}); max TV {tv:.1e}; "

@@ -2,8 +2,8 @@
 
 Why: on one small machine the worker shares its cores with the broker, Redis and the load
 generator, so a latency measured there says little without how busy each of them was. The
-test broker's (Tansu's in-memory storage) own CPU grows with the records its partitions hold
-(BENCHMARKS.md, "Service", entry 05fc931). Reads ``/proc/<pid>/stat`` (utime + stime,
+test broker's (Tansu's in-memory storage) own CPU grows with the records its partitions hold.
+Reads ``/proc/<pid>/stat`` (utime + stime,
 children not included) and ``/proc/stat``; where they are missing (not Linux, a process that
 is gone) the figure is left out rather than guessed.
 """

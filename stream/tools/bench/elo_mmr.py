@@ -14,7 +14,7 @@ import lzma
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from queue import Queue
 from typing import Any, cast
@@ -28,6 +28,7 @@ from stream.events.model import RoundEvent
 from stream.ratings.base import Belief
 from stream.ratings.elo_mmr.system import EloMMR, warmup
 from stream.state.packed_pool import PackedPool
+from stream.tools.bench import best_of
 
 ORACLE_MAX = 10_000
 
@@ -51,22 +52,13 @@ def _round_setup(n: int, seed: int) -> tuple[EloMMR, list[Belief], np.ndarray, l
     return system, beliefs, ranks, warm
 
 
-def _best_of(fn: Callable[[], Any], repeat: int) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
-
-
 def _time_oracle(system: EloMMR, beliefs: list[Belief], ranks: np.ndarray) -> tuple[float, str]:
     """The naive oracle on the round, or above ORACLE_MAX its per-rank solve × ranks."""
     from stream.ratings.elo_mmr import naive
 
     if len(beliefs) <= ORACLE_MAX:
         run = functools.partial(naive.rate_round_naive, beliefs, ranks, 4 * 86_400_000, system.params)
-        return _best_of(run, 1), ""
+        return best_of(run, 1) * 1e3, ""
     mu = np.array([b[0] for b in beliefs])
     s = np.array([math.hypot(b[1], 200.0) for b in beliefs])
     distinct = np.unique(ranks)
@@ -121,7 +113,7 @@ def _time_openskill(ranks: np.ndarray) -> float | None:
     model = PlackettLuce()
     teams = [[model.rating()] for _ in range(len(ranks))]
     rank_list = [float(r) for r in ranks]
-    return _best_of(lambda: model.rate(teams, ranks=rank_list), 1)
+    return best_of(lambda: model.rate(teams, ranks=rank_list), 1) * 1e3
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:
@@ -233,7 +225,7 @@ def bench_elo_mmr(
     click.echo("-" * len(header))
     for n in (int(x) for x in sizes.split(",") if x.strip()):
         system, beliefs, ranks, warm = _round_setup(n, seed=n)
-        ours = _best_of(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5)
+        ours = best_of(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5) * 1e3
         cells = [f"{n:>8}", f"{ours:>9.2f}"]
         if peers:
             oracle, note = _time_oracle(system, beliefs, ranks)

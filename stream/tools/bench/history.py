@@ -173,9 +173,9 @@ def floor_text(run: dict[str, Any], times: str = "x") -> str:
 def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
     """The median and range of the runs' ratios and walls ("" for fewer than two runs).
 
-    Why: on a shared 2-core machine the same tree's ratio varies by up to 40 % between runs of one
-    sitting (BENCHMARKS.md, "Service"), the embedded replay's wall as much as the worker's: one
-    run does not tell a change of a few per cent from the sitting, a median of several does."""
+    Why: on a shared machine the same tree's ratio varies widely between runs of one sitting, the
+    embedded replay's wall as much as the worker's: one run does not tell a change of a few per
+    cent from the sitting, a median of several does."""
     if len(runs) < 2:
         return ""
 

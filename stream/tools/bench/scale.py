@@ -49,11 +49,6 @@ def pools_by_partition(pools: Iterable[str], partitions: int) -> dict[int, list[
     return out
 
 
-def pools_moved(pools: Iterable[str], old: int, new: int) -> list[str]:
-    """The pools whose partition changes when the topic goes from ``old`` to ``new`` partitions."""
-    return [p for p in pools if partition_of(p, old) != partition_of(p, new)]
-
-
 def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
     """Pool names, one keyed onto each partition (warm-up traffic that reaches every worker)."""
     found: dict[int, str] = {}
@@ -236,8 +231,3 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                        f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
             out["runs"].append(run)
     return out
-
-
-#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
-#: every match was its own produce request: Tansu used ~0.6 core at 3,000 matches/s, and the
-#: broker, the benchmark's producer and consumer and the worker overloaded the 2 cores

@@ -16,11 +16,10 @@ for every pool staying on one worker and for the final state equal to the embedd
 (``stream.tools.bench.scale``, docs/scaling.md).
 
 The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
-(the test broker) fetches more slowly the more records a partition holds (a fresh topic:
-p50 2.3 ms produce→consume; the ratings partition after the batched runs, millions of
-records: p50 31 ms, p99 371 ms; BENCHMARKS.md, "Service", entry 363c557), so run after the
-batched phases on the same topics it measured the broker's storage, not the service. A
-production Kafka finds an offset through its index.
+(the test broker) fetches more slowly the more records a partition holds (the ratings
+partition after the batched runs holds millions of records), so run after the batched phases
+on the same topics it measured the broker's storage, not the service. A production Kafka
+finds an offset through its index.
 
 The latency run also reports, from the same samples, the two legs split by the rating record's
 own timestamp (produce→published by the worker, published→received by a consumer), p50/p99 per
@@ -166,6 +165,8 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: st
     app.main()
 
 
+#: the latency run's game-server producer: Kafka's default linger since 4.0 (KIP-1030). With 0,
+#: every match is its own produce request, and the broker's load would be measured, not the worker's
 LATENCY_LINGER_MS = 5
 #: the latency run ends this long after the last rating arrived, once everything is produced
 QUIET_S = 2.0
@@ -188,9 +189,8 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     rng = random.Random(3)
-    # fetch_max_wait_ms: Tansu 0.6 answers a long-poll only when the wait expires, not when data
-    # arrives (measured: p50 delivery 133 ms at aiokafka's default 500 ms, 2 ms at 10 ms), so the
-    # measuring consumer's own default wait added ~130 ms to every sample
+    # fetch_max_wait_ms: Tansu answers a long-poll only when the wait expires, not when data
+    # arrives, so the measuring consumer's own default wait would add to every sample
     consumer = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5,
                                 **s.aiokafka_kwargs())
     await consumer.start()
@@ -241,9 +241,9 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                         to_receive.append(wall - r.timestamp / 1000)
 
     # The load generator's own pauses would count as the service's latency: its sends wait and
-    # its receipts are stamped late. With everything the earlier phases left in this process,
-    # a full collection of Python's cyclic GC took 30-60 ms, every ~5 s of the run (BENCHMARKS.md,
-    # entry 621de15); frozen, the collections only look at what the run itself allocates.
+    # its receipts are stamped late. A full collection of Python's cyclic GC walks everything the
+    # earlier phases left in this process; frozen, the collections only look at what the run
+    # itself allocates.
     gc.collect()
     gc.freeze()
     marks: list[asyncio.Task[dict[str, dict[str, float]]]] = []

@@ -93,7 +93,7 @@ def _stage_summary(before: dict[str, dict[str, float]], after: dict[str, dict[st
 
 
 #: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
-#: event loop ~1 ms: at 20 Hz that was ~4 % of its main thread in py-spy)
+#: event loop time the bench would count as the worker's)
 POLL_S = 0.1
 DONE_POLL_S = 0.5
 
@@ -110,9 +110,9 @@ def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
 def _wait_done(port: int, target: float, timeout: float) -> float:
     """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's
     ``perf_counter`` clock: the worker stamps the moment itself (``mmr_messages_done_timestamp_seconds``),
-    so the bench polls only every ``DONE_POLL_S``. Why: a scrape costs the worker's event loop a few ms
-    (``/metrics`` renders every family), and polled every ``POLL_S`` through a run of tens of seconds it
-    took ~6 % of the worker's event loop (py-spy); the stamp is also exact, not up to a poll late."""
+    so the bench polls only every ``DONE_POLL_S``. Why: a scrape costs the worker's event loop time
+    (``/metrics`` renders every family) that the bench would count as the worker's; the stamp is
+    also exact, not up to a poll late."""
     deadline = time.monotonic() + timeout
     name = "mmr_messages_done_total"
     while time.monotonic() < deadline:

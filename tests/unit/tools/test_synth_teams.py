@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from stream.events.validate import to_round
+from stream.events.validate import decode_event
 from stream.tools.bench.teams import bench_teams
 from stream.tools.synth import synth, synth_team_rounds
 
@@ -21,7 +21,8 @@ def test_team_rounds_are_valid_seeded_and_reformed() -> None:
     assert len(truth) == 40
     line_ups = set()
     for row in rows:
-        ev = to_round(row)  # the decoder of the worker and the replay
+        etype, ev = decode_event(row)  # the decoder of the worker and the replay
+        assert etype == "round"
         assert ev.teams is not None and len(ev.teams.ranks) == 4
         assert len(ev.players) == 12 == len(set(ev.players))
         assert np.bincount(ev.teams.team_of).tolist() == [3, 3, 3, 3]

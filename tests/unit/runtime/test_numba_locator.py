@@ -15,11 +15,10 @@ from pathlib import Path
 import numba
 import pytest
 from numba.core import caching
+from repo_paths import ROOT
 
 from stream.runtime import locator as _numba_locator
 from stream.runtime import numba_cache as _numba_cache
-
-ROOT = Path(__file__).resolve().parents[2]
 
 #: a small kernel of the package (compiles in a fraction of a second); prints how many
 #: functions numba compiled (0: all loaded from the cache) and its result
@@ -56,7 +55,7 @@ def test_the_numba_version_is_one_this_locator_was_checked_with() -> None:
     version = tuple(int(x) for x in numba.__version__.split(".")[:2])
     assert tuple(map(int, low.split("."))) <= version < tuple(map(int, high.split(".")))
     assert issubclass(_numba_locator.PackageLocator, caching._CacheLocator)
-    for name in _numba_cache._NUMBA_LOCATORS.split(","):
+    for name in _numba_cache.NUMBA_LOCATORS.split(","):
         assert isinstance(getattr(caching, name), type), name
 
 
@@ -85,9 +84,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def _shipped(built: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
     shipped, digest = built
-    shutil.copytree(shipped, tmp_path / "shipped")
-    _numba_locator._seeded.clear()
-    _numba_locator._shipped_fits.cache_clear()
+    shutil.copytree(shipped, tmp_path / "shipped")  # a root of this test's own: nothing seeded from it yet
     return tmp_path / "shipped", digest
 
 
@@ -149,6 +146,6 @@ def test_configuring_numba_puts_this_locator_first_and_keeps_a_users_list(tmp_pa
         return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
                               check=True).stdout.strip()
 
-    assert locators() == f"{_numba_locator.LOCATOR},{_numba_cache._NUMBA_LOCATORS}"
+    assert locators() == f"{_numba_locator.LOCATOR},{_numba_cache.NUMBA_LOCATORS}"
     assert locators(NUMBA_CACHE_LOCATOR_CLASSES="mine.Locator") == f"{_numba_locator.LOCATOR},mine.Locator"
     assert locators(MMR_NUMBA_CACHE="0") == ""

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from history_sink import history_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repo_paths import ROOT
+from repo_paths import SHARED_DATA as DATA
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.engine.explain import MAX_MATCH_IDS, player_matches, round_template, round_text_column, round_texts
@@ -28,7 +30,6 @@ from stream.ratings.elo_mmr.system import EloMMR
 from stream.text_columns import split
 from stream.tools.replay import replay
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
 
 
@@ -169,7 +170,7 @@ def test_every_line_is_a_rating_message_of_the_schema(tmp_path: Path) -> None:
     explanation fields are typed (extra fields stay allowed)."""
     import fastjsonschema
 
-    schema = orjson.loads((Path(__file__).resolve().parents[2] / "stream" / "schemas" / "rating.json").read_bytes())
+    schema = orjson.loads((ROOT / "stream" / "schemas" / "rating.json").read_bytes())
     assert {"rating_before", "delta", "round_id", "matches", "match_ids", "performance"} <= set(schema["properties"])
     events = [_round("e1", "r1", 1, [("a", 1), ("b", 2), ("c", 2)])]
     events += [_match(f"m{k}", k, "a", "b", 1.0) for k in range(20)]

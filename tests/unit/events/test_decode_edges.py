@@ -1,4 +1,4 @@
-"""Edge cases of decoding found by fuzzing the decoders (tests/property/test_fuzz_decoders.py).
+"""Edge cases of decoding found by fuzzing the decoders (tests/property/events/test_fuzz_decoders.py).
 
 Each test is the smallest input of one bug: it failed before the fix.
 """

@@ -6,9 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from repo_paths import ROOT
 
 #: loads a Cowan kernel from numba's cache (or compiles it), then reports what was imported,
 #: numba's BLAS flag, and a compiled ``np.dot`` and ``np.convolve``

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import ROOT as REPO_ROOT
 
 from stream.ratings import RatingError, RatingSystem, lobby
 from stream.ratings.codec import Float64Codec, codec_for
@@ -23,7 +24,7 @@ from stream.ratings.fastpath import FastPath, fast_path
 from stream.ratings.registry import SPECS, spec
 from stream.ratings.spec import SystemSpec, load
 
-ROOT = Path(__file__).resolve().parents[2] / "stream"
+ROOT = REPO_ROOT / "stream"
 NAMES = list(SPECS)
 #: tables keyed by words that happen to be system names but list something else
 NOT_SYSTEMS = {

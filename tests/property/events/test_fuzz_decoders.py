@@ -53,10 +53,12 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from stream.events.inputs import MATCH_RUN, InputError, read_records
-from stream.events.model import MAX_INT64, MIN_INT64, MatchBatch, MatchEvent, RoundEvent
+from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.events.validate import MATCH_LISTS, InvalidEvent, decode_event, fast_matches, parse_json
 
 SCALE = float(os.environ.get("MMR_FUZZ_SCALE", "1"))
+#: the bounds of an int64 (``time`` and ``rank`` are stored as one)
+MAX_INT64, MIN_INT64 = 2**63 - 1, -(2**63)
 
 
 def fuzz(examples: int) -> Callable[[Any], Any]:

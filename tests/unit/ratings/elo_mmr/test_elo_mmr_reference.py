@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import itertools
 import lzma
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
+from repo_paths import SHARED_DATA
 
 from stream.ratings.elo_mmr.system import EloMMR, EloMMX
 
 elo_mmr_py = pytest.importorskip("elo_mmr_py", reason="elo_mmr_py (the reference) is not installed")
 
 # The shared data folder sits beside the repository (../shared/data); tests needing it skip without it.
-CODEFORCES = Path(__file__).resolve().parents[2].parent / "shared/data/codeforces/contests-2010-2020.jsonl.xz"
+CODEFORCES = SHARED_DATA / "codeforces/contests-2010-2020.jsonl.xz"
 
 Contest = dict[str, Any]
 

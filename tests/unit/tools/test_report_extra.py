@@ -10,10 +10,10 @@ import tomllib
 from pathlib import Path
 
 import orjson
+from repo_paths import ROOT
 
 from stream.tools.report import REPORT_EXTRA
 
-ROOT = Path(__file__).resolve().parents[2]
 #: the real entry point, in a Python where ``import matplotlib`` fails as it does where it is not installed
 NO_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None; from stream.cli import main; main()"
 

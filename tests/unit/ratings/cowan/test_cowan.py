@@ -813,9 +813,13 @@ def test_summaries_from_the_arena_are_summary_many_of_its_beliefs(sys_: Cowan) -
         want = fast.summary_many(arena.beliefs(pick))
         assert fast.summary_arena(arena, pick) == want
         assert [tuple(map(float, r)) for r in want] == [tuple(map(float, sys_.summary(x))) for x in arena.beliefs(pick)]
-    eng = PoolEngine("p", sys_)
-    eng._arena = arena
-    assert eng.summary_many_held(slots.tolist()) == fast.summary_many(arena.beliefs(slots))
+    eng = PoolEngine("p", sys_)  # its own arena, filled as the embedded replay's store fills it
+    batch = MatchBatch("p")
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
+        batch.add(MatchEvent(event_id=f"m{i}", pool="p", time=i, a=f"q{x}", b=f"q{y}", score=(i % 3) / 2))
+    held = list(eng.store_matches(batch, {}).values())
+    assert len(held) == 30 and all(isinstance(h, int) for h in held)  # arena slots
+    assert eng.summary_many_held(held) == fast.summary_many(eng.unpack_many(held))
     arena.rounds[int(slots[4])] = np.nan  # a malformed belief: named as ``summary`` names it
     with pytest.raises(ValueError, match="NaN"):
         fast.summary_arena(arena, slots)

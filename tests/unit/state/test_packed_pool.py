@@ -125,18 +125,6 @@ def test_with_slack_a_belief_stays_in_its_slot_until_it_outgrows_it() -> None:
     assert starts[24] < starts[0]
 
 
-def test_the_copies_benchmark_gathers_and_writes_back_a_pool_unchanged() -> None:
-    """``python -m stream.tools.bench.copies``: rounds gathered and written back with their own values
-    leave every belief as it was (its numbers are only printed)."""
-    from stream.tools.bench import copies as bench_copies
-
-    pool = bench_copies.arena(np.random.default_rng(0), 200)
-    want = {p: pool[p] for p in pool}
-    gather_ns, check_ns, put_ns = bench_copies.run(4, 50, pool)
-    assert gather_ns > 0 and check_ns > 0 and put_ns > 0
-    assert {p: pool[p] for p in pool} == want
-
-
 def _grown_to_a_map(n: int = 1 << 17) -> PackedPool:
     """A pool whose arena is a memory map (8 MiB or more: ``_MAP_MIN_VALUES``)."""
     pool = PackedPool()

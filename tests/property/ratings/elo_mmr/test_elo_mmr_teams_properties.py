@@ -5,12 +5,14 @@ Example counts are kept small: every example runs real rounds through the numba 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.ratings.elo_mmr.system import EloMMR, EloMMX, warmup
+from stream.ratings.elo_mmr.system import EloMMR, EloMMX, TeamRoundResult, warmup
 
 DAY = 86_400_000
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -38,6 +40,33 @@ def _beliefs(system: EloMMR, n: int, seed: int) -> list[np.ndarray]:
             ranks = rng.permutation(n) + 1
             out = system.rate_round(out, ranks, -DAY * (3 - r))
     return out
+
+
+class _TeamRound(NamedTuple):
+    """A team round rated by Elo-MMχ and what the checks of its bookkeeping need, member by member."""
+
+    out: TeamRoundResult  #: the detailed result (beliefs, performances, team performances)
+    weights: np.ndarray  #: ω: how much of the round each member played
+    mu: np.ndarray  #: μ before the round
+    sig2: np.ndarray  #: σ'² after the diffusion
+    beta2: np.ndarray  #: β²: the performance noise at the member's weight
+    team: np.ndarray  #: each member's team
+
+
+def _rated_in_teams(case: tuple[list[int], list[int], int], split: bool, partial: bool, model: str) -> _TeamRound:
+    """``case`` rated by the Gaussian system with team performance ``model``; with ``partial``, each
+    member played half the round or all of it at random."""
+    team_of, ranks, seed = case
+    system = _system(True, split, False, model)
+    n = len(team_of)
+    beliefs = _beliefs(system, n, seed)
+    weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
+    out = system.rate_team_round_detailed(beliefs, team_of, ranks, 2 * DAY, player_weights=weights)
+    p = system.params
+    w = p.weight_limit * weights
+    return _TeamRound(out, weights, np.array([b[0] for b in beliefs]),
+                      np.array([b[1] ** 2 for b in beliefs]) + w * p.sig_limit**2, (1 + 1 / w) * p.sig_limit**2,
+                      np.asarray(team_of))
 
 
 @st.composite
@@ -121,18 +150,8 @@ def test_shifts_follow_variance_shares_and_sum_to_the_team_shift(case: tuple[lis
     """The conditional Gaussian's bookkeeping (the sum model): within a team, the members' weighted
     performance shifts ω_i·(p_i − μ_i) sum to the team's shift P_t − M_t; each member's μ moves by
     ω_i·σ_i'²/V_t · (P_t − M_t), so the member with the larger σ (and the same ω) moves more."""
-    team_of, ranks, seed = case
-    system = _system(True, split, False, "sum")
-    n = len(team_of)
-    beliefs = _beliefs(system, n, seed)
-    weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
-    out = system.rate_team_round_detailed(beliefs, team_of, ranks, 2 * DAY, player_weights=weights)
-    p = system.params
-    mu = np.array([b[0] for b in beliefs])
-    w = p.weight_limit * weights
-    sig2 = np.array([b[1] ** 2 for b in beliefs]) + w * p.sig_limit**2  # σ'² after the diffusion
-    beta2 = (1 + 1 / w) * p.sig_limit**2
-    team = np.asarray(team_of)
+    ranks = case[1]
+    out, weights, mu, sig2, beta2, team = _rated_in_teams(case, split, partial, "sum")
     for t in range(len(ranks)):
         m = team == t
         team_mu = float(np.sum(weights[m] * mu[m]))
@@ -178,18 +197,8 @@ def test_mean_model_moves_follow_the_members_coefficients(case: tuple[list[int],
                                                           partial: bool) -> None:
     """The mean model (docs/teams.md, "Large teams"): with a_i = ω_i/Σω, V_t = Σ a_i² σ_i'² + 1/Σ(a_i/β_i²),
     each member's μ moves by a_i·σ_i'²/V_t · (P_t − M_t) and its σ² becomes σ_i'² − a_i² σ_i'⁴/V_t."""
-    team_of, ranks, seed = case
-    system = _system(True, split, False)
-    n = len(team_of)
-    beliefs = _beliefs(system, n, seed)
-    weights = np.where(np.random.default_rng(seed).random(n) < 0.5, 0.5, 1.0) if partial else np.ones(n)
-    out = system.rate_team_round_detailed(beliefs, team_of, ranks, 2 * DAY, player_weights=weights)
-    p = system.params
-    mu = np.array([b[0] for b in beliefs])
-    w = p.weight_limit * weights
-    sig2 = np.array([b[1] ** 2 for b in beliefs]) + w * p.sig_limit**2
-    beta2 = (1 + 1 / w) * p.sig_limit**2
-    team = np.asarray(team_of)
+    ranks = case[1]
+    out, weights, mu, sig2, beta2, team = _rated_in_teams(case, split, partial, "mean")
     for t in range(len(ranks)):
         m = team == t
         if m.sum() == 1:

@@ -4,11 +4,11 @@ with ``by_columns=False``): the same commit, outputs and dead letters, byte for 
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from repo_paths import SHARED_DATA as DATA
 
 from stream.engine.pool import PoolEngine
 from stream.events.inputs import read_records
@@ -21,7 +21,6 @@ from stream.service.step_rating import rate_ops
 from stream.state.commit_frames import frames
 from stream.state.tagged_pool import TaggedFlat
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
 needs_codeforces = pytest.mark.skipif(not CODEFORCES.exists(),
                                       reason=f"the shared Codeforces history is absent ({CODEFORCES})")

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
+from repo_paths import ROOT
 
 from stream.ratings.cowan.system import Cowan
 
-ROOT = Path(__file__).resolve().parents[2]
 SCALE = 400 / math.log(10)
 
 

@@ -364,7 +364,7 @@ def test_submit_also_blocks_at_max_inflight_bytes_but_admits_anything_when_idle(
                 if not f.done():
                     f.set_result(None)
         await asyncio.wait_for(p.drain(), 1)
-        assert p.inflight == 0 and p._inflight_bytes == 0
+        assert p.inflight == 0 and p.inflight_bytes == 0
         assert rec.done_tokens == ["huge", "a", "b", "c", "d"]
         await p.stop()
 
@@ -573,6 +573,7 @@ def test_stop_cancels_both_stages_cleanly() -> None:
         fails = Failures()
         rec = Recorder(futs_per_call=1)
         p: BatchPipeline[int, str] = BatchPipeline(rec.work, rec.done, max_merge=1, on_error=fails)
+        before = asyncio.all_tasks()
         await p.stop()  # never started: no-op
         await p.submit([0], "a")  # ack stage will wait on a's future
         await spin()
@@ -580,12 +581,12 @@ def test_stop_cancels_both_stages_cleanly() -> None:
         rec.entered.clear()
         await p.submit([1], "b")
         await asyncio.wait_for(rec.entered.wait(), 1)
-        tasks = list(p._tasks)
+        tasks = asyncio.all_tasks() - before  # the pipeline's two stages
         assert len(tasks) == 2 and not any(t.done() for t in tasks)
 
         await asyncio.wait_for(p.stop(), 1)
         assert all(t.cancelled() for t in tasks)
-        assert p._tasks == []
+        assert not asyncio.all_tasks() - before  # no task of the pipeline left
         assert fails.errors == []  # cancellation is not a failure
         # (stop() cancels the ack task inside asyncio.gather, which cancels the pending delivery
         # futures themselves; resolve them only if they are still pending)
@@ -608,11 +609,12 @@ def test_stop_after_a_stage_failure_does_not_raise() -> None:
             raise RuntimeError("work failed")
 
         p: BatchPipeline[int, str] = BatchPipeline(work, lambda t, m: None, on_error=fails)
+        before = asyncio.all_tasks()
         await p.submit([1], "a")
         await asyncio.wait_for(fails.failed.wait(), 1)
         await spin()
         await asyncio.wait_for(p.stop(), 1)
-        assert p._tasks == []
+        assert not asyncio.all_tasks() - before  # no task of the pipeline left
 
     run(scenario)
 

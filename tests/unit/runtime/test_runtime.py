@@ -83,7 +83,7 @@ def test_the_limits_are_the_schemas_and_every_input_schema_states_the_same() -> 
 
     lim = limits()
     assert (lim.event_id_length, lim.pool_length, lim.player_length, lim.round_id_length) == (256, 128, 128, 256)
-    assert (lim.min_time, lim.max_time, lim.max_rank) == (-(2**63), 2**63 - 1, 2**63 - 1)
+    assert (lim.min_time, lim.max_time) == (-(2**63), 2**63 - 1)
     expected = {"event_id": lim.event_id_length, "pool": lim.pool_length, "round_id": lim.round_id_length,
                 "a": lim.player_length, "b": lim.player_length, "player": lim.player_length}
 

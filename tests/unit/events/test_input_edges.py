@@ -1,4 +1,4 @@
-"""Edge cases of the input-file readers found by fuzzing them (tests/property/test_fuzz_decoders.py).
+"""Edge cases of the input-file readers found by fuzzing them (tests/property/events/test_fuzz_decoders.py).
 
 Each test is the smallest input of one bug: it failed before the fix (a bad file raised
 something other than InputError naming the file and line, or a value was silently changed).

@@ -37,9 +37,20 @@ def test_glicko_round_is_one_period_against_everyone() -> None:
 
 
 def test_glicko_rd_grows_with_time() -> None:
+    """A belief of RD 100 rated 4 periods after its last game is rated as one of RD √(100² + 4·c²) rated at
+    once; RD grows to the system's maximum (350) and no further."""
     g = Glicko({"c": "50", "period_days": "1"})
-    assert g._inflated(100.0, 0.0, 4 * 86_400_000) == pytest.approx(math.sqrt(100.0**2 + 4 * 50.0**2))
-    assert g._inflated(340.0, 0.0, 400 * 86_400_000) == 350.0
+    day = 86_400_000
+    opponent = g.new_belief()
+
+    def after(rd: float, days: int) -> np.ndarray:
+        return g.rate_matches([np.array([1500.0, rd, 0.0, 0.0]), opponent], np.array([0]), np.array([1]),
+                              np.array([1.0]), np.array([days * day]))[0]
+
+    grown = math.sqrt(100.0**2 + 4 * 50.0**2)
+    assert after(100.0, 4)[:2] == pytest.approx(after(grown, 0)[:2], rel=1e-12)
+    assert not np.allclose(after(100.0, 4)[:2], after(100.0, 0)[:2])
+    assert after(340.0, 400)[:2] == pytest.approx(after(350.0, 0)[:2], rel=1e-12)
 
 
 def test_elo_gradient_step_by_hand() -> None:

@@ -85,7 +85,7 @@ async def test_other_topics_go_through_faust() -> None:
     _app, d, _agent_side, faust_saw = make()
     other = record("somewhere-else", 5)
     await d.on_message(other)
-    assert faust_saw == [other] and d._open == []
+    assert faust_saw == [other] and d.open_records == 0
 
 
 @in_loop
@@ -111,7 +111,7 @@ async def test_revocation_drops_the_open_batch_and_stale_records() -> None:
     app, d, agent_side, _ = make(max_batch=100, within=10.0)
     await d.on_message(record("in-a", 0))
     d.clear()  # partitions revoked: Faust fetches these again from the committed offset
-    assert d._open == [] and d.dropped == 1
+    assert d.open_records == 0 and d.dropped == 1
     await d.on_message(record("in-a", 1))
     await d.flush()
     assert offsets(await take(d, agent_side)) == [("in-a", 1)]  # the cleared record is not in it
@@ -130,7 +130,7 @@ async def test_on_message_waits_while_the_flow_is_suspended() -> None:
     app.flow_control.suspend()
     waiting = asyncio.create_task(d.on_message(record("in-a", 0)))
     await asyncio.sleep(0.02)
-    assert not waiting.done() and d._open == []  # not even in the open batch
+    assert not waiting.done() and d.open_records == 0  # not even in the open batch
     app.flow_control.resume()
     await asyncio.wait_for(waiting, 2.0)
     await d.flush()
@@ -150,7 +150,7 @@ async def test_while_the_agent_is_behind_the_open_batch_grows_instead_of_queuein
         for i in range(1, 6):  # the agent is busy for several windows
             await d.on_message(record("in-a", i))
             await asyncio.sleep(0.01)
-        assert d.batches == 1 and len(d._open) == 5
+        assert d.batches == 1 and d.open_records == 5
         assert offsets(await take(d, agent_side)) == [("in-a", 0)]
         assert offsets(await take(d, agent_side)) == [("in-a", i) for i in range(1, 6)]  # one batch
     finally:
@@ -169,7 +169,7 @@ async def test_while_the_agent_works_on_a_batch_the_timer_leaves_the_open_batch_
         for i in range(5):  # several windows while the agent works
             await d.on_message(record("in-a", i))
             await asyncio.sleep(0.01)
-        assert d.batches == 0 and len(d._open) == 5
+        assert d.batches == 0 and d.open_records == 5
         d.agent_idle()
         d.agent_busy()  # took another batch before the timer ran: still nothing closed
         await asyncio.sleep(0.02)
@@ -197,7 +197,7 @@ async def test_while_the_agent_is_behind_the_open_batch_grows_only_to_its_byte_b
     feeding = asyncio.create_task(fetch_loop())
     await asyncio.sleep(0.05)
     assert not feeding.done()  # one batch of 300 bytes queued, the next full: the loop waits
-    assert d.batches == 1 and len(d._open) == 3
+    assert d.batches == 1 and d.open_records == 3
     sizes: list[int] = []
     while sum(sizes) < 10:
         sizes.append(len(await take(d, agent_side)))
