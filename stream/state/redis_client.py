@@ -109,8 +109,8 @@ _AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid u
 
 def is_auth_error(exc: BaseException) -> bool:
     """Whether ``exc`` is Redis refusing the credentials (wrong or missing password or user)."""
-    if isinstance(exc, rex.AuthenticationError | rex.AuthenticationWrongNumberOfArgsError):
-        return True
+    if isinstance(exc, rex.AuthenticationError | rex.AuthenticationWrongNumberOfArgsError | rex.NoPermissionError):
+        return True  # (redis-py strips a mapped reply's code: a NoPermissionError's text has no "NOPERM")
     return isinstance(exc, rex.ResponseError) and str(exc).startswith(_AUTH_REPLIES)
 
 
@@ -134,7 +134,9 @@ def connect_error(exc: BaseException, url: str) -> ConnectError | None:
         missing = text.startswith("NOAUTH") or "Authentication required" in text or "already authenticated" in text
         cause = ("authentication required: the server has a password and none was given (set it in REDIS_URL, "
                  "MMR_REDIS_PASSWORD or MMR_REDIS_PASSWORD_FILE)" if missing else
-                 "authentication failed: wrong password or user")
+                 "authentication failed: the user's ACL does not allow a command the worker runs"
+                 if isinstance(exc, rex.NoPermissionError) or text.startswith("NOPERM")
+                 else "authentication failed: wrong password or user")
         return ConnectError("Redis", mask_url(url), cause, detail, retry=False)
     if _is_tls_error(exc):
         return ConnectError("Redis", mask_url(url), "TLS handshake failed (rediss:// to a server without TLS, "
