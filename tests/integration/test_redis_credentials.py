@@ -6,7 +6,7 @@ them as an outage: one ERROR line naming authentication and Redis's address (sec
 ``/readyz`` 503 with that reason while it stops, exit status 1; no secret in any line it wrote; what it
 acknowledged before is in Redis (docs/operator.md, "Redis refused the credentials").
 
-The worker stops within milliseconds of the refusal, too soon for a probe from outside to be sure to
+The worker stops right after the refusal, too soon for a probe from outside to be sure to
 see readiness name it: ``test_readiness_names_the_refused_credentials`` checks that on a worker built
 in the test's process (``create_app``: its store, its HTTP API) with its stop swapped for a flag."""
 
