@@ -27,9 +27,11 @@ import contextlib
 import contextvars
 import functools
 import logging
+import os
+import signal
 import socket
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +57,7 @@ from stream.service.read_api import ReadApi, RedisPing
 from stream.service.topics import OutputTopics
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.marks import LostWrites
-from stream.state.redis_client import StoreUnavailable, connect_blocking
+from stream.state.redis_client import CredentialsRefused, StoreUnavailable, connect_blocking, connect_error
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,10 @@ class Service:
     _tick: asyncio.Future[None] | None = None  # the housekeeping tick under way
     #: the state marks: what a restarted Redis must hold of what was acknowledged (stream.state.marks)
     lost_writes: LostWrites | None = None
+    #: why the worker stops by itself (Redis refused the credentials): readiness answers it until the end
+    fatal: str | None = None
+    #: stops the process (``fatal``): SIGTERM, so that Faust stops as on any stop; tests swap it
+    on_fatal: Callable[[], None] = field(default=lambda: os.kill(os.getpid(), signal.SIGTERM))
     #: the latest dead letters handed to the producer (the console's health page: stream.service.pool_api)
     recent_dead: collections.deque[DeadLetter] = field(
         default_factory=lambda: collections.deque(maxlen=pool_api.RECENT_DEAD))
@@ -136,7 +142,7 @@ class Service:
                             health=self.http_health, concurrency=self.settings.http_redis_connections,
                             halted=self.processor.halts.listing, blocked=self.not_rating,
                             token=self.settings.http_bearer_token(),
-                            max_requests=self.settings.http_max_requests,
+                            max_requests=self.settings.http_max_requests, cpu_share=self.settings.http_cpu_share,
                             status=functools.partial(pool_api.worker_status, self))
 
     async def serve_http(self) -> None:
@@ -332,8 +338,28 @@ class Service:
         got = await self.app.consumer.earliest_offsets(*[TP(t, p) for t, p in tps])
         return {(tp[0], tp[1]): int(off) for tp, off in got.items()}
 
+    def credentials_refused(self, exc: CredentialsRefused) -> None:
+        """Redis refused the worker's credentials (a password or ACL changed under it): one ERROR line naming
+        authentication and the address (secrets masked), readiness says it, and the worker stops.
+
+        Why stop rather than retry: a running worker cannot learn new credentials, so retrying only hides
+        the fault behind an endless back-off. A restart reads them again (a ``*_FILE`` secret mounted from a
+        Kubernetes Secret included), and a restart with the old ones ends at once with the same one line
+        (``mmr: Redis at ...: authentication failed``). What the worker took and did not acknowledge is
+        rated again by the partitions' next owner, as after any stop."""
+        if self.fatal is not None:
+            return
+        err = connect_error(exc.__cause__ or exc, self.settings.redis_url)
+        what = str(err) if err is not None else str(exc)
+        self.fatal = (f"{what}; the worker stops (waiting does not fix refused credentials): start it again with "
+                      "the right ones (REDIS_URL, MMR_REDIS_USERNAME, MMR_REDIS_PASSWORD or their *_FILE)")
+        log.error("%s", self.fatal)
+        self.on_fatal()
+
     def not_rating(self) -> str | None:
         """Why the worker rates nothing now (readiness answers 503 with it), or None."""
+        if self.fatal is not None:
+            return self.fatal
         reason = None if self.lost_writes is None else self.lost_writes.reason
         if reason is None:
             reason = self.waiting_for()
@@ -562,6 +588,10 @@ def create_app(s: Settings) -> Service:
                        lambda: svc.topics.recreated if svc.topics else 0)
     metrics.count_from("mmr_redis_restarts", "Redis restarts met by the worker (a new run_id): each made it rate "
                        "again every batch not yet acknowledged", lambda: svc.rewinds)
+    store.on_refused = svc.credentials_refused
+    metrics.count_from("mmr_http_rested_seconds", "Seconds the HTTP API's thread rested to stay within "
+                       "MMR_HTTP_CPU_SHARE of a CPU (requests waited meanwhile)",
+                       lambda: svc._http_runner.cpu.rested if svc._http_runner and svc._http_runner.cpu else 0.0)
     svc.http_store, svc.http_health = http_clients(s, store.is_cluster)
     svc.lost_writes = LostWrites(store, svc.http_store.r)
     Gauge("mmr_redis_lost_writes_partitions", "Input partitions whose acknowledged records a restarted Redis lost "

@@ -132,6 +132,9 @@ class Settings:
     #: requests the HTTP API handles at once (its own thread and event loop); more answer 429 at once
     #: (the health probes are never refused)
     http_max_requests: int = setting(256, "MMR_HTTP_MAX_REQUESTS")
+    #: the most of a CPU the HTTP API's thread takes, over each 0.1 s (it rests when over): its GIL time
+    #: is what delays rating under HTTP load (stream.service.http.CpuShare); 1: no bound
+    http_cpu_share: float = setting(0.25, "MMR_HTTP_CPU_SHARE")
     #: a bearer token every HTTP route but the health probes requires (``Authorization: Bearer ...``;
     #: the console asks for it once); empty: no authentication
     http_token: Secret = setting(Secret(), "MMR_HTTP_TOKEN")
@@ -197,6 +200,8 @@ class Settings:
             raise SettingError(f"MMR_HTTP_REDIS_CONNECTIONS={self.http_redis_connections}: expected a positive count")
         if self.http_max_requests < 1:
             raise SettingError(f"MMR_HTTP_MAX_REQUESTS={self.http_max_requests}: expected a positive count")
+        if not 0 < self.http_cpu_share <= 1:
+            raise SettingError(f"MMR_HTTP_CPU_SHARE={self.http_cpu_share}: expected a share of a CPU in (0, 1]")
         if self.history_limit < 0:
             raise SettingError(f"MMR_HISTORY_LIMIT={self.history_limit}: expected 0 (no history) or a count of ratings")
 

@@ -20,13 +20,14 @@ socket, so that what a probe judges is Redis, not how late the busy event loop g
 The routes and their answers: ``GET /openapi.json`` and docs/matchmaker.md.
 
 Served on a thread and event loop of its own (``HttpServer``, thread ``mmr-http``), apart from the
-worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue, so
-no load of requests delays a batch beyond the GIL's switch interval (MMR_GIL_SWITCH_MS) at a time;
+worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue;
 at most ``MMR_HTTP_MAX_REQUESTS`` requests are handled at once, more answer 429 at once (the health
-probes never). ``/livez`` asks the worker's loop to answer (``LIVEZ_TIMEOUT_S``), so it still says
-whether the loop that rates is alive. With a bearer token (MMR_HTTP_TOKEN or MMR_HTTP_TOKEN_FILE)
-every route but the probes and the console's page and assets (which hold no data; the page asks for
-the token and sends it with its reads) answers 401 without ``Authorization: Bearer <token>``.
+probes never), and the thread takes at most ``MMR_HTTP_CPU_SHARE`` of a CPU (``CpuShare``): the GIL
+it holds is what delays rating, and only a bound on its time bounds that. ``/livez`` asks the
+worker's loop to answer (``LIVEZ_TIMEOUT_S``), so it still says whether the loop that rates is alive.
+With a bearer token (MMR_HTTP_TOKEN or MMR_HTTP_TOKEN_FILE) every route but the probes and the
+console's page and assets (which hold no data; the page asks for the token and sends it with its
+reads) answers 401 without ``Authorization: Bearer <token>``.
 A request aiohttp cannot parse (a line over 8,190 bytes, a bad header) answers 400 and logs one
 line, at most one per ``BAD_REQUEST_LOG_S`` (with the count since the last one), never a traceback.
 
@@ -56,7 +57,7 @@ import orjson
 from aiohttp import http_exceptions, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from stream import __version__
+from stream import __version__, redact
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.errors import InfrastructureError
 from stream.events.model import MAX_ID_LENGTH
@@ -92,6 +93,8 @@ MAX_TEAMS = 64
 LIVEZ_TIMEOUT_S = 10.0
 #: at most one log line per this many seconds about requests that could not be parsed
 BAD_REQUEST_LOG_S = 10.0
+#: seconds between two checks of the HTTP thread's CPU share (``CpuShare``, ``MMR_HTTP_CPU_SHARE``)
+SHARE_TICK_S = 0.01
 #: the routes that answer without the bearer token: the probes, and the console's page and assets
 OPEN_PATHS = frozenset({"/livez", "/readyz", "/healthz"})
 OPEN_PREFIXES = ("/console/",)
@@ -316,7 +319,11 @@ def make_web_app(api: ReadApi) -> web.Application:
         try:
             await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
-            return web.json_response({"status": "unhealthy", "redis": repr(exc), "http_port": api.port}, status=503)
+            body = {"status": "unhealthy", "redis": redact.mask(repr(exc)), "http_port": api.port}
+            reason = api.blocked()  # what the worker knows besides (credentials refused: it stops)
+            if reason is not None:
+                body["reason"] = reason
+            return web.json_response(body, status=503)
         if not api.running():
             return web.json_response({"status": "starting", "http_port": api.port}, status=503)
         reason = api.blocked()
@@ -543,6 +550,39 @@ class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         super().exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
+class CpuShare:
+    """Keeps the CPU time of the thread that calls ``tick`` at or below ``share`` of the wall time, over
+    windows of ``WINDOW_S``: a tick that finds the thread over its share sleeps (``time.sleep``) until it
+    is back at it, at most ``MAX_REST_S`` at once. ``rested``: the seconds slept in all.
+
+    Why: the HTTP thread and the thread that rates share the GIL, and a thread that wants it waits for
+    the holder to hand it over. Clients reading as fast as they can keep the HTTP thread runnable all
+    the time, so however few requests are let in at once (``MMR_HTTP_MAX_REQUESTS``: a 429 costs a
+    parse and an answer too), the rating loop waits for the GIL at every wake-up (a fetch, a Redis
+    reply, a produce ack) and a batch pays for each. Resting is the one bound that holds whatever the
+    requests cost: a sleeping thread holds no GIL and its event loop takes no connection, so clients
+    wait in the socket's backlog and the rating thread has the GIL at once."""
+
+    WINDOW_S = 0.1
+    MAX_REST_S = 0.05
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.rested = 0.0
+        self._t0, self._cpu0 = time.monotonic(), time.thread_time()
+
+    def tick(self) -> None:
+        now, cpu = time.monotonic(), time.thread_time()
+        rest = (cpu - self._cpu0) / self.share - (now - self._t0)
+        if rest > 0:
+            rest = min(rest, self.MAX_REST_S)
+            time.sleep(rest)
+            self.rested += rest
+            now += rest
+        if now - self._t0 >= self.WINDOW_S:
+            self._t0, self._cpu0 = now, cpu
+
+
 class HttpServer:
     """The API served on a thread and event loop of its own (thread ``mmr-http``).
 
@@ -553,6 +593,8 @@ class HttpServer:
     def __init__(self, api: ReadApi, sock: socket.socket) -> None:
         self.api = dataclasses.replace(api, engines=StoredEngines(api.store))
         self.sock = sock
+        #: the thread's CPU share (``MMR_HTTP_CPU_SHARE``), checked every ``SHARE_TICK_S`` on its loop
+        self.cpu = CpuShare(api.cpu_share) if api.cpu_share < 1 else None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -580,10 +622,16 @@ class HttpServer:
             loop.close()
             return
         started.set_result(None)
+        if self.cpu is not None:
+            self._govern(loop, self.cpu)
         try:
             loop.run_forever()
         finally:
             loop.close()
+
+    def _govern(self, loop: asyncio.AbstractEventLoop, cpu: CpuShare) -> None:
+        cpu.tick()
+        loop.call_later(SHARE_TICK_S, self._govern, loop, cpu)
 
     async def _stop(self) -> None:
         if self._runner is not None:

@@ -92,6 +92,8 @@ class ReadApi:
     token: str = ""
     #: requests handled at once; more answer 429 (the probes are never refused)
     max_requests: int = 256
+    #: the most of a CPU the HTTP thread takes (stream.service.http.CpuShare); 1: no bound
+    cpu_share: float = 1.0
     #: the worker's own event loop (``/livez`` asks it to answer; None: this one)
     worker_loop: asyncio.AbstractEventLoop | None = None
     #: what the worker knows of itself for the console's health page (``stream.service.pool_api``)

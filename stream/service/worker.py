@@ -225,4 +225,9 @@ def worker(system: str | None, params: tuple[str, ...], loglevel: str | None) ->
     tune_gc()
     tune_gil(settings.gil_switch_ms)
     limit_repeats()
-    faust_worker(svc.app, loglevel or settings.log_level, loop, settings.log_format).execute_from_commandline()
+    try:
+        faust_worker(svc.app, loglevel or settings.log_level, loop, settings.log_format).execute_from_commandline()
+    except SystemExit as exc:
+        if svc.fatal is not None and not exc.code:  # stopped by itself on a fault (logged): not a clean stop
+            sys.exit(1)
+        raise

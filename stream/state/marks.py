@@ -35,9 +35,11 @@ rated over either. A server with no marks at all but pools listed was written by
 the marks: they are set to the committed offsets then (upgrade all workers together).
 
 Limits: on a Redis Cluster the marks live on the node that owns their slot: a node that restarts
-empty is detected only when it is that one (each node's restart trips the fence, but the marks
-tell only about their own node); replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) are the
-protection there.
+empty is detected only when it is that one. Another node's restart trips the fence, but the marks,
+intact on their own node, cover every acknowledged offset, and the worker rates that node's pools
+on from no belief. Replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) and AOF on the masters are the
+protection there (docs/operator.md, "Limit: on a Redis Cluster the marks cover one node", with the
+two designs that would close it).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from typing import Any, Protocol
 
 from stream.state.commit_frames import strings_blob
 from stream.state.fence import StoreRestarted
-from stream.state.redis_client import StoreUnavailable, infrastructure_errors
+from stream.state.redis_client import CredentialsRefused, StoreUnavailable, infrastructure_errors
 from stream.state.redis_scripts import ITEMS_LUA
 from stream.state.redis_store import RedisStore
 
@@ -193,8 +195,8 @@ class LostWrites:
             begin = await earliest([(t, p) for t, p, _ in first.values()])
             behind = {f"{t}/{p}": off - 1 for t, p, off in first.values() if off > begin.get((t, p), 0)}
             if behind:
+                marks = await self._read()
                 with infrastructure_errors():
-                    marks = await read_marks(self.reads, self.store.prefix)
                     written_before = not marks and bool(await self.reads.exists(self.store.keys.pools_key()))
                 if written_before:
                     log.warning("Redis holds pools but no state marks (written by a version before them): marking "
@@ -239,10 +241,20 @@ class LostWrites:
 
     async def check(self) -> list[Lost]:
         """Compare the server's marks with what this worker acknowledged (StoreUnavailable: not answered)."""
-        with infrastructure_errors():
-            marks = await read_marks(self.reads, self.store.prefix)
+        marks = await self._read()
         self.checks += 1
         return lost(self.acknowledged, marks)
+
+    async def _read(self) -> dict[str, int]:
+        """The server's marks through ``reads``; refused credentials are told to the store's owner as the
+        store's own uses tell them (``RedisStore.on_refused``: the worker stops), not only retried."""
+        try:
+            with infrastructure_errors():
+                return await read_marks(self.reads, self.store.prefix)
+        except CredentialsRefused as exc:
+            if self.store.on_refused is not None:
+                self.store.on_refused(exc)
+            raise
 
     async def wait_until_whole(self, on_lost: Any = None, on_whole: Any = None) -> None:
         """Return once the server holds every acknowledged offset's commits: at once when nothing was lost;

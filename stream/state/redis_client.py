@@ -15,7 +15,9 @@ worker retries with back-off instead of dead-lettering valid events.
 Credentials refused (a wrong password or user, a password missing) and a failed TLS handshake are
 not outages: waiting does not fix them. ``connect_error`` names them (``stream.errors.ConnectError``:
 component, address with its secrets masked, cause), ``ping`` raises that at once, and ``is_cluster``
-does not wait through them.
+does not wait through them. Met by a running client (a password changed under it, an ACL changed),
+``infrastructure_errors`` raises them as ``CredentialsRefused``, a ``StoreUnavailable`` that the
+worker stops on instead of retrying.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ class StoreUnavailable(InfrastructureError, rex.ConnectionError):
     A ``redis.exceptions.ConnectionError`` so that code catching that keeps catching this."""
 
 
+class CredentialsRefused(StoreUnavailable):
+    """Redis refused the credentials (a wrong or missing password or user, a user disabled, an ACL that no
+    longer allows a command): the operation could not be done now, as with any ``StoreUnavailable`` -- code
+    that retries one keeps its input, never dead-letters nor halts it -- but waiting does not fix it. The
+    worker stops on the first one (``stream.service.app``, ``Service.credentials_refused``)."""
+
+
 #: reply prefixes of transient server states that redis-py reports as a plain ResponseError
 _TRANSIENT_REPLIES = ("LOADING", "BUSY ", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK ", "OOM ",
                       "READONLY", "NOREPLICAS", "UNBLOCKED")
@@ -75,16 +84,18 @@ def is_infrastructure_error(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def infrastructure_errors() -> Iterator[None]:
-    """Re-raise infrastructure errors (``is_infrastructure_error``) as ``StoreUnavailable``."""
+    """Re-raise infrastructure errors (``is_infrastructure_error``) as ``StoreUnavailable``, and refused
+    credentials (``is_auth_error``) as ``CredentialsRefused``."""
     try:
         yield
     except StoreUnavailable:
         raise
     except Exception as exc:
+        if is_auth_error(exc):  # before the outages: NOPERM and WRONGPASS replies are not ConnectionErrors
+            raise CredentialsRefused(f"Redis refused the credentials: {type(exc).__name__}: {exc} (REDIS_URL, "
+                                     "MMR_REDIS_USERNAME, MMR_REDIS_PASSWORD)") from exc
         if is_infrastructure_error(exc):
             hint = ""
-            if is_auth_error(exc):  # reported by name; the worker's back-off retries it like an outage
-                hint = " (Redis refused the credentials: REDIS_URL, MMR_REDIS_PASSWORD)"
             if isinstance(exc, rex.AskError):  # the cluster client follows these itself: a plain client met a cluster
                 hint = " (a slot of a Redis Cluster: is MMR_REDIS_CLUSTER=0 set for a cluster?)"
             raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}{hint}") from exc
@@ -98,8 +109,8 @@ _AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid u
 
 def is_auth_error(exc: BaseException) -> bool:
     """Whether ``exc`` is Redis refusing the credentials (wrong or missing password or user)."""
-    if isinstance(exc, rex.AuthenticationError | rex.AuthenticationWrongNumberOfArgsError):
-        return True
+    if isinstance(exc, rex.AuthenticationError | rex.AuthenticationWrongNumberOfArgsError | rex.NoPermissionError):
+        return True  # (redis-py strips a mapped reply's code: a NoPermissionError's text has no "NOPERM")
     return isinstance(exc, rex.ResponseError) and str(exc).startswith(_AUTH_REPLIES)
 
 
@@ -123,7 +134,9 @@ def connect_error(exc: BaseException, url: str) -> ConnectError | None:
         missing = text.startswith("NOAUTH") or "Authentication required" in text or "already authenticated" in text
         cause = ("authentication required: the server has a password and none was given (set it in REDIS_URL, "
                  "MMR_REDIS_PASSWORD or MMR_REDIS_PASSWORD_FILE)" if missing else
-                 "authentication failed: wrong password or user")
+                 "authentication failed: the user's ACL does not allow a command the worker runs"
+                 if isinstance(exc, rex.NoPermissionError) or text.startswith("NOPERM")
+                 else "authentication failed: wrong password or user")
         return ConnectError("Redis", mask_url(url), cause, detail, retry=False)
     if _is_tls_error(exc):
         return ConnectError("Redis", mask_url(url), "TLS handshake failed (rediss:// to a server without TLS, "

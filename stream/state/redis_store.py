@@ -120,7 +120,7 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,7 +138,7 @@ from stream.state.history import HISTORY_LIMIT, history_frame, history_rows
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
 from stream.state.pool_reads import PoolReads
-from stream.state.redis_client import AnyRedis, connect, infrastructure_errors, is_cluster
+from stream.state.redis_client import AnyRedis, CredentialsRefused, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import (
     BELIEFS_LUA,
     COMMIT_APPLY_LUA,
@@ -249,6 +249,8 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         self._unconfirmed: set[str] = set()
         #: checks every new connection for a restarted server (stream.state.fence); None: not checked
         self.fence: ServerFence | None = None
+        #: told of every refusal of the credentials met by ``_io`` (the worker stops on it); still raised
+        self.on_refused: Callable[[CredentialsRefused], None] | None = None
         #: pools whose keys ``meta`` found in the current format (or absent): round assembly, which can
         #: touch a pool before its first step does, reads ``meta`` first for the others
         self._current: set[str] = set()
@@ -279,14 +281,19 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         work begun before a restart of the server refused (``fence.Superseded``)."""
         if self.fence is not None:
             self.fence.guard()
-        with infrastructure_errors():
-            if self._cold:
-                self._warming = self._warming or asyncio.Lock()
-                async with self._warming:
-                    if self._cold:
-                        await self.r.initialize()
-                        self._cold = False
-            yield
+        try:
+            with infrastructure_errors():
+                if self._cold:
+                    self._warming = self._warming or asyncio.Lock()
+                    async with self._warming:
+                        if self._cold:
+                            await self.r.initialize()
+                            self._cold = False
+                yield
+        except CredentialsRefused as exc:
+            if self.on_refused is not None:
+                self.on_refused(exc)
+            raise
 
     @property
     def is_cluster(self) -> bool:

@@ -54,3 +54,24 @@ def test_a_connect_error_is_one_line_naming_component_address_and_cause() -> Non
     err = ConnectError("Redis", "redis://h:1/0", "unreachable", "Connection refused", retry=True)
     assert str(err) == "Redis at redis://h:1/0: unreachable (Connection refused)" and err.retry
     assert isinstance(err, InfrastructureError)
+
+
+def test_refused_credentials_name_their_cause_with_the_url_masked() -> None:
+    import redis.exceptions as rex
+
+    from stream.state.redis_client import CredentialsRefused, StoreUnavailable, connect_error, infrastructure_errors
+
+    url = "redis://:pw-in-the-url@h:1/0"
+    # the texts redis-py gives them (a mapped reply's code, WRONGPASS, NOAUTH, NOPERM, left out)
+    causes = {rex.AuthenticationError("invalid username-password pair or user is disabled."): "wrong password",
+              rex.AuthenticationError("Authentication required."): "authentication required",
+              rex.NoPermissionError("User mmr has no permissions to run the 'evalsha' command"): "ACL"}
+    for exc, cause in causes.items():
+        err = connect_error(exc, url)
+        assert err is not None and not err.retry and cause in str(err) and "pw-in-the-url" not in str(err)
+        assert str(err).startswith("Redis at redis://:**********@h:1/0: authentication")
+        try:  # met by a running client: not an outage to wait through, but still never a bug of the input
+            with infrastructure_errors():
+                raise exc
+        except CredentialsRefused as refused:
+            assert isinstance(refused, StoreUnavailable) and refused.__cause__ is exc

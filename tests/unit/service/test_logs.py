@@ -85,3 +85,31 @@ def test_a_traceback_formatted_already_is_written_as_it_is() -> None:
     record.exc_text = "ValueError: password **********"
     line = json.loads(logs.JsonFormatter().format(record))
     assert line["exc"] == "ValueError: password **********" and "hunter2" not in json.dumps(line)
+
+
+class _Settings:
+    def __repr__(self) -> str:
+        return "Settings(redis_url='redis://:json-extra-secret@h/0')"
+
+
+def test_secrets_in_extra_fields_and_exception_text_are_masked(capture: tuple) -> None:
+    """The record factory of stream.redact masks a record's message and traceback; the ``extra`` fields
+    are set on the record after it, and a non-JSON value is written as its ``repr``: the formatter masks
+    every string of the line."""
+    from stream import redact
+
+    redact.install(["json-extra-secret"])
+    log, out = capture
+    log.warning("connecting", extra={"url": "redis://:json-extra-secret@h/0", "settings": _Settings(),
+                                     "nested": {"tries": [1, "json-extra-secret"]}, "n": 3})
+    err = ConnectionError("AUTH json-extra-secret refused")
+    log.error("failed", extra={"error": err})
+    record = logging.LogRecord("x", logging.ERROR, "f", 1, "failed", (), (type(err), err, None))
+    out.write(logs.JsonFormatter().format(record) + "\n")  # a record made before install(): exc_info only
+    text = out.getvalue()
+    assert "json-extra-secret" not in text
+    warn, error, raw = _lines(out)
+    assert warn["url"] == f"redis://:{redact.MASK}@h/0" and warn["n"] == 3
+    assert warn["nested"] == {"tries": [1, redact.MASK]} and redact.MASK in str(warn["settings"])
+    assert error["error"] == f"ConnectionError('AUTH {redact.MASK} refused')"
+    assert redact.MASK in str(raw["exc"])
