@@ -36,6 +36,7 @@ from tqdm import tqdm
 from stream.events.inputs import InputError
 from stream.params import parse_params
 from stream.ratings import make_system
+from stream.ratings.advantage import MATCH_SIDE, split_params
 from stream.ratings.base import Params, RatingError
 from stream.ratings.registry import spec
 from stream.ratings.spec import SearchDim
@@ -164,6 +165,20 @@ def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence
     return dict(best.user_attrs["point"]), best.value, default_value
 
 
+def advantage_start(split: HoldOut, result: Mapping[str, Any], pool: str, params: tuple[str, ...]
+                    ) -> dict[str, Any]:
+    """The ``advantage*`` parameters the pools file carries: those given (``--param``) and, where the
+    whole history taught the match side an advantage, its learned mean as ``advantage_init``, so the
+    worker starts the pool from what the history says instead of from no advantage (team sides start
+    at 0: their labels are the pool's own, learned from its first rounds)."""
+    out = {k: v for k, v in split.advantage.as_dict().items()
+           if any(p.split("=", 1)[0].strip() == k for p in params)}
+    learned = result.get("advantage", {}).get(pool, {}).get(MATCH_SIDE)
+    if split.advantage.advantage and learned is not None:
+        out["advantage_init"] = float(learned["mean"])
+    return out
+
+
 def _table(rows: list[tuple[str, str, str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return [f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c:>{widths[2]}}" for a, b, c in rows]
@@ -184,13 +199,14 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
     """Fit --system's parameters for one pool on the first --train of its history in INPUT, score
     them and the defaults on the rest, and write the pools file that runs them (--out)."""
     t0 = time.perf_counter()
-    fixed = parse_params(params)
+    given = parse_params(params)
     skipped = skipped_lines(skip_invalid)
     try:
+        fixed, adv = split_params(given)  # the system's keys; the side advantage's (``advantage*``)
         dims = search_space(system, fixed)
         base = make_system(system, fixed)  # fail fast on a bad name or value
         name, events = one_pool(load_events(inputs, None, csv_mapping(csv_columns), on_invalid=skipped), pool)
-        split = HoldOut.split(events, train, warmup, min_history, objective)
+        split = HoldOut.split(events, train, warmup, min_history, objective, adv)
         if not as_json:
             click.echo(f"fit {system} on pool {name!r}: {split.describe()}; {trials} trials (seed {seed})", err=True)
         point, fitted_train, default_train = search(split, system, fixed, dims, trials, seed, progress)
@@ -205,6 +221,7 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
         sys.exit(2)
     report_skipped(skipped)
     written = {k: getattr(fitted_sys.params, k) for k in (*fixed, *point)}
+    written.update(advantage_start(split, test_fitted, name, params))
     write_pools_file(out, name, system, written)
     result = {
         "system": system, "pool": name, "objective": split.objective,

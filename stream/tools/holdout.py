@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
 from stream.events.model import MatchEvent
+from stream.ratings.advantage import AdvantageParams
 from stream.ratings.base import RatingSystem
 from stream.tools.common import skip_invalid_option
 from stream.tools.evaluate import Event, evaluate_events
@@ -64,23 +65,28 @@ class HoldOut:
     warmup: float
     min_history: int
     objective: str
+    #: the side advantage's settings every replay learns it with (``advantage*`` parameters)
+    advantage: AdvantageParams = field(default_factory=AdvantageParams)
 
     @classmethod
     def split(cls, events: Sequence[Event], train: float, warmup: float, min_history: int,
-              objective: str = "auto") -> HoldOut:
+              objective: str = "auto", advantage: AdvantageParams | None = None) -> HoldOut:
         """``train``: the fraction of the events in the prefix (at least one held out)."""
         if len(events) < 2:
             raise click.ClickException(f"{len(events)} event(s): too few to train on some and score the rest")
         n_train = min(math.ceil(train * len(events)), len(events) - 1)
-        return cls(events, n_train, warmup, min_history, pick_objective(objective, events))
+        return cls(events, n_train, warmup, min_history, pick_objective(objective, events),
+                   AdvantageParams() if advantage is None else advantage)
 
     def train(self, system: RatingSystem) -> dict[str, Any]:
         """``system``'s scores on the training prefix."""
-        return evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history)[0]
+        return evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
+                               advantage=self.advantage)[0]
 
     def test(self, system: RatingSystem) -> dict[str, Any]:
         """``system``'s scores on the held-out events, after replaying the prefix."""
-        return evaluate_events(system, self.events, self.warmup, self.min_history, score_from=self.n_train)[0]
+        return evaluate_events(system, self.events, self.warmup, self.min_history, score_from=self.n_train,
+                               advantage=self.advantage)[0]
 
     def value(self, result: Mapping[str, Any]) -> float:
         """The objective's value in a result (NaN when the events scored gave none)."""

@@ -20,6 +20,7 @@ import click
 from stream.events.inputs import InputError
 from stream.params import parse_params
 from stream.ratings import make_system
+from stream.ratings.advantage import split_params
 from stream.ratings.base import RatingError
 from stream.tools.common import report_skipped, skipped_lines
 from stream.tools.evaluate import csv_mapping, load_events
@@ -50,12 +51,13 @@ def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], para
     """Grid-search --system's parameters on the first --train of INPUT, evaluate the best on the rest."""
     t0 = time.perf_counter()
     grid = parse_grid(grid_specs)
-    fixed = parse_params(params)
+    given = parse_params(params)
     skipped = skipped_lines(skip_invalid)
     try:
+        fixed, adv = split_params(given)  # the system's keys; the side advantage's (``advantage*``)
         make_system(system, {**fixed, **{k: v[0] for k, v in grid.items()}})  # fail fast on names/values
         split = HoldOut.split(load_events(inputs, pool, csv_mapping(csv_columns), on_invalid=skipped), train,
-                              warmup, min_history, objective)
+                              warmup, min_history, objective, adv)
         used = split.objective
         rows: list[dict[str, Any]] = []
         keys = list(grid)

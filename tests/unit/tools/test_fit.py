@@ -187,3 +187,30 @@ def test_skip_invalid_in_csv_rows(tmp_path: Path) -> None:
     assert out["n_events"] == 28 and out["skipped"]["count"] == 2
     assert [r.split(": ")[0] for r in out["skipped"]["first"]] == [f"{csv}:6", f"{csv}:10"]
     assert math.isfinite(out["log_loss"])
+
+
+def test_fit_writes_the_learned_home_advantage_as_the_pools_starting_value(tmp_path: Path) -> None:
+    """A history whose home side wins two games in three among equal players: the pools file starts the
+    pool with the advantage the whole history taught (``advantage_init``), and eval reading the file
+    starts from it; ``advantage=false`` writes none."""
+    import random
+
+    rng = random.Random(3)
+    lines = []
+    for i in range(1500):
+        a, b = rng.sample([f"p{j}" for j in range(40)], 2)
+        lines.append(json.dumps({"type": "match", "event_id": f"m{i}", "pool": "league", "time": i, "a": a, "b": b,
+                                 "score": 1.0 if rng.random() < 2 / 3 else 0.0}))
+    path = tmp_path / "home.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    pools = tmp_path / "pools.json"
+    out = _fit(path, pools, "elo", "--trials", "3")
+    start = out["params"]["advantage_init"]
+    assert 60.0 < start < 240.0  # 2/3 home wins: an Elo edge of 120 points, learned back within a factor of 2
+    assert json.loads(pools.read_text())["pools"]["league"]["params"] == out["params"]
+    by_file = _run(evaluate, str(path), "--min-history", "2", "--pools", str(pools))
+    by_param = _run(evaluate, str(path), "--min-history", "2", "--system", "elo",
+                    *(a for k, v in out["params"].items() for a in ("--param", f"{k}={v!r}")))
+    assert by_file["log_loss"] == by_param["log_loss"]
+    off = _fit(path, tmp_path / "off.json", "elo", "--trials", "2", "--param", "advantage=false")
+    assert "advantage_init" not in off["params"] and off["params"]["advantage"] is False
