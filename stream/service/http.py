@@ -136,7 +136,7 @@ async def _engine(api: ReadApi, pool: str) -> PoolEngine:
     if await api.store.meta(pool) is None:
         raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
     try:
-        return await api.engines.engine(pool, "rounds")
+        return await api.engines.engine(pool)
     except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
         raise web.HTTPInternalServerError(text=str(exc)) from exc
 
@@ -518,7 +518,7 @@ class StoredEngines:
         self.store = store
         self.engines: dict[str, PoolEngine] = {}
 
-    async def engine(self, pool: str, kind: str) -> PoolEngine:
+    async def engine(self, pool: str) -> PoolEngine:
         eng = self.engines.get(pool)
         if eng is None:
             meta = await self.store.meta(pool)

@@ -69,7 +69,7 @@ class RedisPing:
 class Engines(Protocol):
     """Where a pool's rating engine comes from (the worker's pool registry)."""
 
-    async def engine(self, pool: str, kind: str) -> PoolEngine: ...
+    async def engine(self, pool: str) -> PoolEngine: ...
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ class PoolRegistry:
         self.engines.pop(pool, None)
         self.unsaved.pop(pool, None)
 
-    async def engine(self, pool: str, kind: str) -> PoolEngine:
+    async def engine(self, pool: str) -> PoolEngine:
         eng = self.engines.get(pool)
         if eng is not None:
             return eng

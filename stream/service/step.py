@@ -68,7 +68,7 @@ class PoolStep:
 
     async def _apply_step(self, pool: str, step: StepInputs, out: BatchResult) -> None:
         """One step: read, rate, commit, again from the read on a conflict."""
-        engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
+        engine = await self._engine_or_refuse(pool, step.ops, out)
         if engine is None:
             return
         loop = asyncio.get_running_loop()
@@ -125,7 +125,7 @@ class PoolStep:
             except MetaConflict:  # another worker fixed the pool's system first: rate with that one
                 self.cache.drop(pool)
                 self.registry.forget(pool)
-                engine = await self._engine_or_refuse(pool, step.kind, step.ops, out)
+                engine = await self._engine_or_refuse(pool, step.ops, out)
                 if engine is None:
                     return
                 sides = sided_step(engine, step.ops)
@@ -153,7 +153,7 @@ class PoolStep:
         their events were applied before (a re-delivery) and their outputs may never have reached the topic.
         Same versions as before, or newer; consumers keep the highest."""
         try:
-            engine = await self.registry.engine(pool, "rounds")
+            engine = await self.registry.engine(pool)
         except PoolConfigError:  # its events are dead-lettered by the step
             return
         stored = await self.store.beliefs(pool, list(players))
@@ -224,11 +224,11 @@ class PoolStep:
         entry = cache.fill(pool, snap.gen, snap.beliefs, snap.advantages)  # complete for ``players``
         return snap.gen, entry.get_many(players), snap.seen, True, snap.advantages
 
-    async def _engine_or_refuse(self, pool: str, kind: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
+    async def _engine_or_refuse(self, pool: str, ops: list[Op], out: BatchResult) -> PoolEngine | None:
         """The pool's engine, or None once ``ops`` are dead-lettered because its stored
         system cannot be built by this version (``_refuse``)."""
         try:
-            return await self.registry.engine(pool, kind)
+            return await self.registry.engine(pool)
         except PoolConfigError as exc:
             out.dead.extend(await self._refuse(pool, ops, exc))
             return None
