@@ -5,8 +5,9 @@ oracle of every faster form below). The embedded replay calls them through ``sto
 ``store_matches`` on what its store holds; the worker through ``apply_round`` /
 ``apply_matches`` on encoded bytes (what Redis holds), which also return the new ratings to
 publish. The faster forms a pool may take, each bit for bit its oracle (docs/ARCHITECTURE.md,
-"Fast paths and their oracles"): an Elo-MMR pool's rounds on packed beliefs gathered from the
-embedded store's arena (``PackedPool``); a Cowan pool's matches in place in that store's arena.
+"Fast paths and their oracles"): an Elo-MMR pool's rounds on packed beliefs gathered from one
+arena (the embedded store's ``PackedPool``, a worker step's ``TaggedPool``); a Cowan pool's
+matches in place in the embedded store's arena.
 Every new belief passes through ``canonical`` — ``decode(encode(b))`` for a lossy
 codec, ``b`` itself for a lossless one or for a system whose beliefs are already fixed
 points of its codec (Cowan quantises after every match, so batching never changes a
@@ -47,11 +48,12 @@ import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import make_system
-from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
-from stream.ratings.codec import Codec, codec_for, decode_many, encode_coded, encode_many
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
+from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_coded, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
 
 _H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
 
@@ -112,8 +114,12 @@ class Applied:
     ``PoolEngine._changed``): stored and on the leaderboard, but not published.
     """
 
+    #: (a ``FlatBeliefs`` of a step's arena: ``apply_round`` on a ``TaggedPool``)
     updates: Mapping[str, bytes] = field(default_factory=dict)
     ratings: dict[str, Rating] = field(default_factory=dict)
+    #: a round's change by columns (``apply_round(..., columns=True)`` where the packed path can
+    #: give it): ``ratings`` is then left empty, the new ratings are these columns
+    change: RoundChange | None = None
 
 
 class PoolConfigError(RatingError):
@@ -418,10 +424,68 @@ class PoolEngine:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
 
-    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None]) -> Applied:
-        """Rate one round on encoded beliefs; returns encoded updates and new ratings."""
+    @property
+    def rounds_packed(self) -> bool:
+        """Whether a step's rounds without teams are rated in one arena (``held_rounds``)."""
+        return self.packed and isinstance(self.fast, PackedRounds) and isinstance(self.codec, Float64Codec)
+
+    def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False,
+                    at: IntArray | None = None) -> Applied:
+        """Rate one round on encoded beliefs; returns encoded updates and new ratings (with
+        ``columns``, as ``Applied.change`` instead where the packed path can give them). ``at``:
+        the players' places in the step's order, for a step's arena (``held_rounds``) that knows it."""
         with _belief_faults(self.system.name):
+            fast = self._apply_round_held(event, stored, at) if isinstance(stored, TaggedPool) and columns else None
+            if fast is not None:
+                return fast
             return self._encode(self.rate_round(event, self.decode_all(stored, event.players)))
+
+    def held_rounds(self, stored: Mapping[str, bytes | None], order: Mapping[str, int] | None = None,
+                    ) -> TaggedPool | None:
+        """``stored`` as a step of rounds rates it in one arena (``TaggedPool``: each round
+        gathered by index, its output taken back in one copy, ``apply_round(..., columns=True)``),
+        for a pool whose rounds take the packed path (None otherwise). ``order``: the step's
+        players → their places, by which its rounds' players are then found (``apply_round``'s ``at``)."""
+        if not self.rounds_packed:
+            return None
+        # the byte every value starts with: the encoding of a belief of no values
+        return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)), order)
+
+    def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None,
+                    ) -> tuple[list[bytes], FloatArray, IntArray]:
+        """The stored values of ``players`` as ``held`` has them (each rated there; ``idx``: their
+        indices in its arena, if known), written from its arena in one pass: ``held[p]`` of
+        each, byte for byte; with the beliefs they were written from, one after another, and
+        their offsets (a view of the arena's gather buffer: valid until ``held`` gathers again)."""
+        flat, offsets = held.encoded(players, idx)
+        return cast(Float64Codec, self.codec).encode_flat(flat, offsets), flat, offsets
+
+    def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
+        """``apply_round`` with ``columns`` on a step's arena: the round gathered by
+        index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
+        which ``held.update`` takes in one copy), its change by columns from the gathered
+        values. The same kernel on the same values: the same bits. None for anything else,
+        decided by the per-belief path then, including every error (nothing is written)."""
+        if event.teams is not None:
+            return None
+        fast = cast(PackedRounds, self.fast)
+        players = event.players
+        idx = held.indices(players, at)
+        if idx is None:
+            return None
+        flat, offsets = held.pool.gather(idx, np.frombuffer(fast.new_packed_belief(), dtype="<f8"))
+        try:
+            result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight,
+                                              event.perf_ceiling)
+        except RatingError:
+            return None
+        if result is None:  # changes nothing: the per-belief path stores newcomers (``_changed``)
+            return None
+        values, out_offsets = result
+        change = fast.change_gathered(flat, offsets, values, out_offsets)
+        if change is None or not _finite(change):
+            return None
+        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag, at), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

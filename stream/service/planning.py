@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+import numpy as np
 import orjson
 
 from stream.events.check import check_participants, check_pool
@@ -239,6 +240,16 @@ def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
     return [ops[:k], ops[k:]]
 
 
+@dataclass(frozen=True, slots=True)
+class Places:
+    """Where a step's ops name their players: ``order``, each of the step's players → their place
+    (0, 1, ... in the order first named); ``at[k]``, the places of the players of op k (a round's,
+    in its order; None for a match op)."""
+
+    order: dict[str, int]
+    at: list[IntArray | None]
+
+
 class _Numbering(dict[str, int]):
     """Player → place: looking up a player not numbered yet numbers them (the next place)."""
 
@@ -259,11 +270,25 @@ class StepInputs:
     players: dict[str, int]  # every player the step touches, in order (→ their place there)
     offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
     rounds: list[str]  # ids of assembled rounds the commit marks done
+    #: each op's players' places in ``players`` (``Places.at``; empty: not known)
+    at: list[IntArray | None] = field(default_factory=list)
+
+    @property
+    def places(self) -> Places | None:
+        """``players`` and ``at``, for the rating to find each round's players by place (None: not known)."""
+        return Places(self.players, self.at) if len(self.at) == len(self.ops) and self.ops else None
 
 
 def step_inputs(ops: list[Op]) -> StepInputs:
-    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds."""
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and
+    where each round names its players among the step's (``StepInputs.at``).
+
+    Why the places: every player-round is hashed here once anyway (the step's players, in
+    order); numbering them as they come costs the event loop ~25 ms a step of the Codeforces
+    history (~160,000 player-rounds), and spares the numba thread, which bounds the worker's
+    run, a look-up by name of each (BENCHMARKS.md, "Service")."""
     ids: list[str] = []
+    at: list[IntArray | None] = []
     offsets: dict[str, tuple[int | None, int]] = {}
     rounds: list[str] = []
     numbering = _Numbering()
@@ -271,7 +296,8 @@ def step_inputs(ops: list[Op]) -> StepInputs:
     for op in ops:
         if isinstance(op, RoundOp):
             ids.append(op.event.event_id)
-            deque(map(place, op.event.players), maxlen=0)
+            names = op.event.players
+            at.append(np.fromiter(map(place, names), dtype=np.int64, count=len(names)))
             note_offset(offsets, op.msg)
             if op.round_done is not None:
                 rounds.append(op.round_done)
@@ -279,10 +305,11 @@ def step_inputs(ops: list[Op]) -> StepInputs:
             ids.extend(op.batch.event_ids)
             op.index = index_players(op.batch)
             deque(map(place, op.index.players), maxlen=0)
+            at.append(None)
             for msg in op.sources:
                 note_offset(offsets, msg)
     kind = "rounds" if isinstance(ops[0], RoundOp) else "matches"
-    return StepInputs(ops, kind, ids, dict(numbering), offsets, rounds)
+    return StepInputs(ops, kind, ids, dict(numbering), offsets, rounds, at)
 
 
 def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message) -> None:

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
+from functools import partial
 
 import orjson
 
@@ -88,7 +89,7 @@ class PoolStep:
                 continue
             started = time.perf_counter()
             commit, outputs, dead, stats = await loop.run_in_executor(
-                self.executor, rate, engine, step.ops, stored, seen, self.dead)
+                self.executor, partial(rate, places=step.places), engine, step.ops, stored, seen, self.dead)
             self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated:
                 outputs = await self._explain_again(pool, outputs)

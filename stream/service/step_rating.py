@@ -3,30 +3,47 @@
 Pure (no I/O): given what the step's read returned (the stored beliefs and the event ids applied
 before), ``rate_ops`` applies the step's ops in order, exactly as the embedded replay applies them,
 and returns the ``Commit`` for Redis, the rating outputs (each with its explanation) and the dead
-letters.
+letters. A step of rounds only, of a system that rates rounds packed, goes by columns in one
+arena (``rate_rounds``: the same commit and outputs, byte for byte, tests/unit/test_step_columns.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
+from typing import TypeAlias, cast
 
+import numpy as np
 import orjson
 
-from stream.engine.explain import Explainer, performances_encoded, ratings_stored
+from stream.engine.explain import (
+    Explainer,
+    performances_encoded,
+    ratings_stored,
+    round_numbers,
+    round_template,
+    round_text_column,
+    round_texts,
+)
 from stream.engine.pool import Applied, PoolEngine
+from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, MatchEvent, PlayerIndex, RatingOutput, index_players
-from stream.ratings.base import Rating, RatingError, rows_of_columns
+from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.messages import DeadLetter, Message
-from stream.service.planning import DeadFn, MatchOp, Op, RoundOp
+from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp
 from stream.state.redis_store import Commit
+from stream.state.tagged_pool import TaggedFlat, TaggedPool
+from stream.text_columns import Column, split
 
 log = logging.getLogger(__name__)
 
 _ROUNDS = attrgetter("rounds")
+#: what rating a step gives: the commit, the outputs, the dead letters, the counts
+Rated: TypeAlias = "tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]"
 
 
 @dataclass(slots=True)
@@ -37,7 +54,7 @@ class Counts:
 
 @dataclass(slots=True)
 class _Tally:
-    """What ``rate_ops`` adds up over a step's ops."""
+    """What ``rate_ops`` and ``rate_rounds`` add up over a step's ops, and the rounds' part they share."""
 
     seen: set[str]  # event ids applied before the step
     done_ids: set[str]  # ``seen`` and those applied in the step so far
@@ -51,23 +68,25 @@ class _Tally:
     def of(cls, seen: set[str], dead_fn: DeadFn) -> _Tally:
         return cls(seen, set(seen), dead_fn, Counts(), Commit(), [], {})
 
-    def rate_round(self, engine: PoolEngine, op: RoundOp, stored: Mapping[str, bytes | None],
+    def rate_round(self, engine: PoolEngine, op: RoundOp, stored: Mapping[str, bytes | None], before: bool,
+                   columns: bool = False, at: IntArray | None = None,
                    ) -> tuple[Applied, dict[str, Rating] | None] | None:
         """Rate the round of ``op`` on ``stored`` (which the caller updates with it) and note it in the
         commit: its event ids, its round done. None when nothing more is to be done with it: applied
         before (a re-delivery: its players' ratings are published again, ``republished``) or earlier in
-        the step, or its rating failed (dead-lettered whole, its round done). Also the summaries of
-        its players before it (``ratings_stored``), read before the rating so that the rating reuses
-        what that read decoded."""
+        the step, or its rating failed (dead-lettered whole, its round done). ``before``: also the
+        summaries of its players before it (``ratings_stored``, else None), read before the rating so
+        that the rating reuses what that read decoded. ``at``: the round's players' places in the step
+        (``PoolEngine.apply_round``)."""
         ev = op.event
         if ev.event_id in self.done_ids:
             if ev.event_id in self.seen:
                 self.counts.repeated += 1
                 self.republish.update(dict.fromkeys(ev.players, (ev.event_id, ev.time)))
             return None
-        summaries = ratings_stored(engine, stored, ev.players)
+        summaries = ratings_stored(engine, stored, ev.players) if before else None
         try:
-            applied = engine.apply_round(ev, stored)
+            applied = engine.apply_round(ev, stored, columns=columns, at=at)
         except RatingError as exc:
             self.dead.append(self.dead_fn(op.msg, f"rating: {exc}", ev.event_id, ev.pool))
             if op.round_done is not None:  # dead-lettered whole: its late results are late, not a new round
@@ -105,13 +124,20 @@ class _Tally:
 
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             dead_fn: DeadFn) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+             dead_fn: DeadFn, by_columns: bool = True,
+             places: Places | None = None) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly
     as the embedded pipeline skips them. The outputs explain each change
     (``stream.engine.explain``) and the commit stores it (``:chg``, for the HTTP API).
+    ``by_columns``: a step of rounds only, of a system rating them packed, goes through
+    ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
+    ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
+    ``rate_rounds`` finds them (the same results as by name).
     """
+    if by_columns and _rounds_by_columns(engine, ops):
+        return cast(Rated, rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, places))
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
     done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
@@ -122,7 +148,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
     system = engine.system.name
     for op in ops:
         if isinstance(op, RoundOp):
-            rated = tally.rate_round(engine, op, stored)
+            rated = tally.rate_round(engine, op, stored, True)
             if rated is None:
                 continue
             ev = op.event
@@ -199,6 +225,197 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
         commit.changes = change_records(players, rounds, eids, times, texts)  # (rounds 0: no explanation, no record)
         outputs.extend(made)
     return commit, outputs, dead, counts
+
+
+def _rounds_by_columns(engine: PoolEngine, ops: list[Op]) -> bool:
+    """Whether a step is rounds only, without teams, of a pool whose rounds take the packed path: what
+    ``rate_rounds`` rates by columns in one arena."""
+    return engine.rounds_packed and all(isinstance(op, RoundOp) and op.event.teams is None for op in ops)
+
+
+@dataclass(slots=True)
+class _Block:
+    """One rated round of ``rate_rounds``: its players and their new ratings as columns, what
+    their outputs cite, and their explanations (as numbers and a template, or as texts)."""
+
+    players: list[str]
+    rating: FloatArray
+    mu: FloatArray
+    sigma: FloatArray
+    rounds: IntArray
+    event_id: str
+    time: int
+    template: bytes = b""
+    round_id: str = ""  # (explained by columns)
+    numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
+    texts: list[bytes | None] | None = None  # per player (explained from the summaries)
+    idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
+
+
+def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
+                dead_fn: DeadFn, places: Places | None = None) -> Rated:
+    """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
+    order) and dead letters, byte for byte (tests/unit/test_step_columns.py).
+
+    Why: a step of the Codeforces history is ~20 rounds of ~3,000 players, and a player's output
+    and explanation show only their last round of the step. Each round keeps its new ratings as
+    the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
+    explanations as numbers; once, at the end, each player's last round is found (one dict), and
+    only those rows become outputs and explanation texts. The outputs stay columns
+    (``RatingColumns``: their messages and ``:chg`` records are joined from the columns' texts, no
+    tuple per rating), and the texts one column (``round_text_column``), when every round was
+    explained by columns. A round the packed path cannot give as columns keeps its summaries'
+    values and explanations.
+
+    The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
+    a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
+    output taken back in one copy, and each changed player's value is encoded once, at the end, for
+    the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
+    player and round to read, cut and store was more of the step's time than the kernel's).
+
+    The commit comes back sealed (``Commit.seal``): its blobs, the players' written from the arena,
+    are made here on the numba thread, so the event loop sends it as soon as the commit before it
+    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service").
+
+    With ``places`` (the step's players numbered by the event loop as it planned the step), each
+    round's players are found in the arena by their places, not looked up by name one by one."""
+    held = engine.held_rounds(stored_in, None if places is None else places.order)
+    stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
+    tally = _Tally.of(seen, dead_fn)
+    commit, dead, counts = tally.commit, tally.dead, tally.counts
+    blocks: list[_Block] = []
+    op_places: list[IntArray | None] = [None] * len(ops) if places is None else places.at
+    for op, op_at in zip(ops, op_places, strict=True):
+        rated = tally.rate_round(engine, op, stored, False, columns=True, at=op_at)
+        if rated is None:
+            continue
+        ev = op.event
+        applied = rated[0]
+        ch = applied.change
+        if ch is not None:
+            block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time,
+                           round_template(ev.round_id, ch.performance is not None), ev.round_id, round_numbers(ch))
+        elif not applied.ratings:  # a round that changes nothing and has no newcomer (ratings and updates alike)
+            continue
+        else:  # its summaries, and its explanations as ``Explainer.round`` writes them
+            players = list(applied.ratings)
+            r_col, mu_col, sigma_col, rounds_col = zip(*applied.ratings.values(), strict=True)
+            wide = not all(abs(x) < 2**62 for x in rounds_col)  # a corrupt belief's count: kept as Python ints
+            block = _Block(players, np.array(r_col, dtype=np.float64), np.array(mu_col, dtype=np.float64),
+                           np.array(sigma_col, dtype=np.float64),
+                           np.array(rounds_col, dtype=object if wide else np.int64), ev.event_id, ev.time)
+            one = Explainer()
+            one.round(ev, ratings_stored(engine, stored, players), applied.ratings,
+                      performances_encoded(engine, applied.updates))
+            block.texts = list(map(one.of.get, players))
+        blocks.append(block)
+        # (a round's updates are its ratings' players: the commit's, below)
+        if held is not None and isinstance(applied.updates, TaggedFlat) and applied.updates.pool is held.pool:
+            block.idx = held.put(applied.updates)
+        else:
+            stored.update(applied.updates)
+    if not blocks:
+        return commit, tally.republished(engine, stored, ()), dead, counts
+    # each player's last row of all blocks' (``at``), players in the order of their first row
+    players, at, held_at = _last_rows(blocks, held)
+    outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
+    arena: tuple[FloatArray, IntArray] | None = None
+    if held is None:
+        values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
+    else:
+        values, flat, offsets = engine.encode_held(held, players, held_at)
+        arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
+        held.release()  # (the gather buffer is an array of its own, not a view of the arena)
+    commit.beliefs = dict(zip(players, values, strict=True))
+    tag = b"" if held is None else held.tag
+    return _rounds_end(engine, blocks, players, at, commit, outputs, dead, counts, arena, tag)
+
+
+def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at: IntArray, commit: Commit,
+                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts,
+                arena: tuple[FloatArray, IntArray] | None, tag: bytes) -> Rated:
+    """The end of ``rate_rounds`` once its beliefs are encoded (``commit.beliefs``): the outputs by columns,
+    their explanations and ``:chg`` records, the commit's rows (from the encoded beliefs' buffer ``arena``)."""
+    sizes = [len(b.players) for b in blocks]
+    of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
+    rating = np.concatenate([b.rating for b in blocks])[at].tolist()
+    commit.scores.update(zip(players, rating, strict=True))
+    rounds = np.concatenate([b.rounds for b in blocks])[at]
+    shown = np.flatnonzero(rounds)  # rounds 0: only registered, not published
+    if len(shown) < len(players):
+        players, rating = [players[i] for i in shown.tolist()], [rating[i] for i in shown.tolist()]
+        at, of_block, rounds = at[shown], of_block[shown], rounds[shown]
+    bl = of_block.tolist()
+    eids = list(map([b.event_id for b in blocks].__getitem__, bl))
+    times = list(map([b.time for b in blocks].__getitem__, bl))
+    ver = rounds.tolist()
+    mu = np.concatenate([b.mu for b in blocks])[at]
+    sigma = np.concatenate([b.sigma for b in blocks])[at]
+    texts = _block_texts(blocks, at, of_block, bl, sizes)
+    # by columns: no tuple per rating unless something reads them so; their messages written by columns
+    columns = RatingColumns(engine.pool, engine.system.name, players, rating, mu, sigma, ver, ver, eids, times, texts)
+    commit.changes = _change_records_of(columns)
+    outputs = [*outputs, *columns] if outputs else columns
+    if arena is None:
+        commit.seal()
+    else:
+        commit.seal(*arena, tag=tag)
+    return commit, outputs, dead, counts
+
+
+def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str], IntArray, IntArray | None]:
+    """Each player's last row of all ``blocks``' rows (``at``), the players in the order of their
+    first row, and (when every block was rated in ``held``'s arena) their indices there.
+
+    With the arena's indices this is two ``ufunc.at`` passes over the rows and one name per
+    player; otherwise one dict of every row's player (a dict keeps a key's first place and its
+    last value)."""
+    if held is not None and all(b.idx is not None for b in blocks):
+        idx = np.concatenate([cast("IntArray", b.idx) for b in blocks])
+        rows = np.arange(idx.shape[0], dtype=np.int64)
+        n = len(held.pool.names)
+        first = np.full(n, idx.shape[0], dtype=np.int64)
+        np.minimum.at(first, idx, rows)
+        last = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(last, idx, rows)
+        rated = np.flatnonzero(last >= 0)
+        order = rated[np.argsort(first[rated], kind="stable")]
+        return list(map(held.pool.names.__getitem__, order.tolist())), last[order], order
+    by_player = dict(zip(itertools.chain.from_iterable(b.players for b in blocks), itertools.count()))
+    return list(by_player), np.fromiter(by_player.values(), dtype=np.int64, count=len(by_player)), None
+
+
+def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: list[int], sizes: list[int],
+                 ) -> list[bytes | None] | Column:
+    """The explanation of each of the rows ``at`` (of all blocks', in order; ``of_block``, as a list
+    ``bl``: each one's block): a column rendered from the numbers when every block was explained by
+    columns (``round_text_column``), else one each, as the blocks have them."""
+    if all(b.numbers is not None for b in blocks):
+        numbers = np.concatenate([cast("FloatArray", b.numbers) for b in blocks])[at]
+        return round_text_column([orjson.dumps(b.round_id) for b in blocks], of_block, numbers)
+    starts = np.cumsum([0, *sizes]).tolist()
+    out: list[bytes | None] = []
+    for row, k in zip(at.tolist(), bl, strict=True):  # rare (a round off the packed path): row by row
+        b = blocks[k]
+        i = row - starts[k]
+        if b.numbers is not None:
+            out.append(round_texts([b.template], b.numbers[i:i + 1])[0])
+        else:
+            out.append(cast("list[bytes | None]", b.texts)[i])
+    return out
+
+
+def _change_records_of(columns: RatingColumns) -> Mapping[str, bytes]:
+    """``change_records`` of a step's ratings by columns: by columns where their explanations are a
+    column and their versions and times fit int64 (``RatingColumns.records``), else one by one."""
+    texts = columns.explain
+    if isinstance(texts, tuple):
+        try:
+            return columns.records()
+        except OverflowError:
+            texts = split(texts)
+    return change_records(columns.players, columns.version, columns.event_ids, columns.times,
+                          cast("Sequence[bytes | None]", texts))
 
 
 def change_records(players: Sequence[str], versions: Sequence[int], event_ids: Sequence[str],

@@ -9,8 +9,9 @@ And redis-py packs a command's arguments one by one in Python, so the frames are
 by one numba pass over the commit's strings held by columns (``Rows``), no ``bytes`` per
 argument. The store sends them between its commit scripts (``stream.state.redis_store``).
 
-``Rows`` holds a commit's strings by columns; ``frames`` adds the pool's key names when the
-commit is sent. The players are in ascending order of their
+``Rows`` is made where it is cheapest -- on the numba thread as the step's last work
+(``Commit.seal``), straight from the arena its new beliefs are in (``rows_flat``); ``frames``
+adds the pool's key names when the commit is sent. The players are in ascending order of their
 new leaderboard score: a sorted set whose members arrive in score order finds each one's place
 along the path the one before it took (skiplist nodes already in the CPU's cache), ~10 % less
 of Redis's CPU on the Codeforces history (BENCHMARKS.md, 2026-11-27 60432c9).
@@ -222,6 +223,15 @@ def rows_of(players: list[str], values: Sequence[bytes], scores: Sequence[float]
     return _rows(players, b"", value_cat, value_at, scores, changes)
 
 
+def rows_flat(players: list[str], flat: FloatArray, offsets: IntArray, tag: bytes, scores: Sequence[float],
+              changes: Mapping[str, bytes]) -> Rows:
+    """``rows_of`` the values ``tag`` + ``flat[offsets[i] : offsets[i + 1]]`` (little-endian float64)
+    of ``players[i]``, as the arena holds them: the arena's bytes, no ``bytes`` per value."""
+    value_at = np.ascontiguousarray(offsets, dtype=np.int64) * 8
+    raw = np.ascontiguousarray(flat, dtype="<f8").view(np.uint8)
+    return _rows(players, tag, raw, value_at, scores, changes)
+
+
 def frames(rows: Rows, player_prefix: bytes, lb_key: bytes, chg_key: bytes) -> list[memoryview]:
     """The commit's bulk writes as frames of the Redis protocol, one per command, ready to send:
     ``MSET`` of the players' keys (``player_prefix`` + escaped name) to their values, ``ZADD lb_key``
@@ -255,4 +265,5 @@ def strings_blob(items: Sequence[str]) -> bytes:
 
 def warmup() -> None:
     """Compile (or load from numba's cache) the frames' writer on two players and a change."""
-    frames(rows_of(["a", "b:c"], [b"\x01", b"\x01\x00"], [1.0, 2.0], {"a": b"{}"}), b"p:", b"lb", b"chg")
+    frames(rows_flat(["a", "b:c"], np.zeros(3), np.array([0, 1, 3]), b"\x01", [1.0, 2.0], {"a": b"{}"}),
+           b"p:", b"lb", b"chg")

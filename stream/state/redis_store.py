@@ -126,9 +126,10 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
+from stream.ratings.base import FloatArray, IntArray
 from stream.runtime import thread_names
 from stream.state import legacy_pools
-from stream.state.commit_frames import Rows, frames, rows_of, strings_blob
+from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.history import HISTORY_LIMIT, history_frame, history_rows
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
@@ -175,9 +176,12 @@ class Commit:
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
     #: offset is at or below the stored watermark (the worker gives none: it recognises events by id).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records)
+    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records; by
+    #: columns, ``commit_frames.ChangeRecords``, from a step of rounds)
     changes: Mapping[str, bytes] = field(default_factory=dict)
-    #: the ratings the step publishes (``RatingOutput`` rows): the players' history
+    #: the commit's bulk writes by columns, made once the rest is final (``seal``)
+    rows: Rows | None = None
+    #: the ratings the step publishes (``RatingOutput`` rows or ``RatingColumns``): the players' history
     #: records, appended in the commit's transaction (stream.state.history; none where it is empty)
     published: Sequence[Any] = ()
 
@@ -186,6 +190,19 @@ class Commit:
         players = list(self.beliefs)
         return rows_of(players, list(map(self.beliefs.__getitem__, players)),
                        list(map(self.scores.__getitem__, players)), self.changes)
+
+    def seal(self, flat: FloatArray | None = None, offsets: IntArray | None = None, tag: bytes = b"") -> None:
+        """Make the rows now, so the commit only frames and sends them: the numba thread calls this as
+        a step's last work, and the event loop then sends the commit at once when the one before
+        lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
+        offsets[i + 1]]`` of the i-th player, as the arena holds them (read from there by numba,
+        ``rows_flat``, which keeps a view of ``flat``: nothing may write there until the commit has
+        been sent for the last time). Its beliefs, scores and changes may not change after."""
+        if flat is None or offsets is None:
+            self.rows = self.pack()
+            return
+        players = list(self.beliefs)
+        self.rows = rows_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players)), self.changes)
 
 
 class RedisStore(RoundState, ReplicatedWrites, PoolReads):
@@ -595,7 +612,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
                      history_prefix: bytes) -> list[memoryview]:
         """The commit's bulk writes (``commit_frames.frames``) and, with a history limit, the append of
         its players' history records as one more command (``stream.state.history``)."""
-        out = frames(c.pack(), player_prefix, lb_key, chg_key)
+        out = frames(c.rows if c.rows is not None else c.pack(), player_prefix, lb_key, chg_key)
         rows = history_rows(c.published, c.beliefs) if self.history_limit > 0 else None
         if rows is not None:
             out.append(history_frame(rows, self.history_limit, history_prefix, chg_key))

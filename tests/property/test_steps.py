@@ -1,5 +1,5 @@
 """``planning.split_steps``: how a pool's ops are cut into Redis steps of bounded player counts;
-``planning.step_inputs``: the step's players, in the order first named.
+``planning.step_inputs``: where a step's rounds name their players among the step's.
 
 The cut must keep every op, in order, never split one, and cut only where the next op
 would take the step past the bound (greedy), except the last cut: the last two greedy steps
@@ -93,12 +93,21 @@ def test_a_small_leftover_step_is_evened_with_the_step_before() -> None:
 
 
 @given(ops=_ops())
-def test_a_steps_players_are_its_ops_players_first_named_first(ops: list[RoundOp | MatchOp]) -> None:
+def test_a_steps_places_name_each_rounds_players_among_the_steps_players_in_order(
+        ops: list[RoundOp | MatchOp]) -> None:
     """The step's players are every player of its ops, first named first (what its read asks
-    Redis for)."""
+    Redis for), and each round's places point at its own players there, in its order."""
     if not ops:
         return
     step = step_inputs(list(ops))
     names = [p for op in ops for p in (op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b])]
     assert list(step.players) == list(dict.fromkeys(names))
     assert list(step.players.values()) == list(range(len(step.players)))
+    places = step.places
+    assert places is not None and len(places.at) == len(ops)
+    order = list(places.order)
+    for op, at in zip(ops, places.at, strict=True):
+        if isinstance(op, RoundOp):
+            assert at is not None and [order[k] for k in at.tolist()] == op.event.players
+        else:
+            assert at is None

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.engine.pool import PoolEngine
-from stream.events.model import MatchBatch
+from stream.engine.pool import Applied, PoolEngine
+from stream.events.model import MatchBatch, RoundEvent
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
@@ -319,6 +319,82 @@ def test_f64_any_lengths(lens: list[int], seed: int) -> None:
     assert datas == [codec.encode(b) for b in beliefs]
     assert all(type(d) is bytes for d in datas)
     assert [_bits(x) for x in codec.decode_many(datas)] == [_bits(codec.decode(d)) for d in datas]
+
+
+_ODD = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308, 2.0**62, -(2.0**63), 0.5]
+
+
+@cache
+def _round_beliefs(name: str) -> list[bytes]:
+    """Stored Elo-MMR beliefs of players with 1 to 4 rounds behind them (histories of
+    several lengths), made by the per-belief path."""
+    eng = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    stored: dict[str, bytes | None] = {}
+    for k in range(4):
+        players = [f"h{i}" for i in range(k, 8)]
+        event = RoundEvent(event_id=f"w{k}", pool="p", round_id=f"w{k}", time=86_400_000 * k, players=players,
+                           ranks=np.arange(len(players)) % 3)
+        stored.update(eng.apply_round(event, stored).updates)
+    return [raw for raw in stored.values() if raw is not None]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(["elo-mmr", "elo-mmx"]))
+def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str) -> None:
+    """A round rated in a step's arena (``PoolEngine.held_rounds``, ``apply_round(..., columns=True)``:
+    the stored values gathered past their tags, the change by columns) gives the per-belief path's
+    bytes and ratings bit for bit, newcomers included, for any stored values (a value of another tag
+    or size, odd floats, a round it refuses, a round that changes nothing) -- or refuses
+    (RatingError) what that path refuses."""
+    fast = PoolEngine("p", make_system(name))
+    plain = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    good = _round_beliefs(name)
+    n = data.draw(st.integers(1, 9))
+    kinds = data.draw(st.sampled_from([["absent", "normal"], ["absent", "normal", "odd", "short", "tag", "len"]]))
+    stored: dict[str, bytes | None] = {}
+    drawn = set()
+    for i in range(n):
+        kind = data.draw(st.sampled_from(kinds))
+        drawn.add(kind)
+        if kind == "absent":
+            continue
+        raw = data.draw(st.sampled_from(good))
+        if kind == "odd":  # a value of the right size holding odd floats
+            k = (len(raw) - 1) // 8
+            raw = raw[:1] + np.array([data.draw(st.sampled_from(_ODD)) for _ in range(k)], dtype="<f8").tobytes()
+        elif kind == "short":
+            raw = raw[:-1]
+        elif kind == "tag":
+            raw = b"\x07" + raw[1:]
+        elif kind == "len":  # whole float64s, but not a header plus terms of three
+            raw = raw + np.zeros(1, dtype="<f8").tobytes()
+        stored[f"u{i}"] = raw
+    players = [f"u{i}" for i in range(n)]
+    ranks = np.array(data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)))
+    weight = data.draw(st.sampled_from([1.0, 1.0, 0.25, 1e300]))
+    event = RoundEvent(event_id="r", pool="p", round_id="r", time=86_400_000 * 10, players=players, ranks=ranks,
+                       weight=weight)
+    held = fast.held_rounds(stored)
+    assert held is not None
+    try:
+        got: Applied | RatingError = fast.apply_round(event, held, columns=True)
+    except RatingError as exc:
+        got = exc
+    try:
+        want = plain.apply_round(event, stored)
+    except RatingError:
+        assert isinstance(got, RatingError)
+        return
+    assert not isinstance(got, RatingError), got
+    assert dict(got.updates) == want.updates
+    ch = got.change
+    if ch is None:
+        assert [_rbits(r) for r in got.ratings.values()] == [_rbits(r) for r in want.ratings.values()]
+        return
+    assert not got.ratings
+    made = [Rating(*row) for row in zip(ch.rating.tolist(), ch.mu.tolist(), ch.sigma.tolist(), ch.rounds.tolist(),
+                                        strict=True)]
+    assert [_rbits(r) for r in made] == [_rbits(want.ratings[p]) for p in players]
 
 
 def _concat_inputs(kind: str, rng: np.random.Generator, k: int) -> list[object]:

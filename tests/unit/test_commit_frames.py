@@ -7,12 +7,13 @@ import math
 from typing import Any, cast
 
 import hiredis
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.state.commit_frames import _score_texts, frames, rows_of, score_order, score_text
+from stream.state.commit_frames import _score_texts, frames, rows_flat, rows_of, score_order, score_text
 from stream.state.keys import escape
 
 PREFIX, LB, CHG = b"mmr:{p}:p:", b"mmr:{p}:lb", b"mmr:{p}:chg"
@@ -101,3 +102,27 @@ def test_only_the_changes_when_no_player_is_written() -> None:
 def test_a_nan_score_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(ValueError, match="NaN"):
         rows_of(["a", "b"], [b"", b""], [1.0, float("nan")], {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(names, st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=7), scores),
+                max_size=30, unique_by=lambda r: r[0]),
+       st.sampled_from([b"\x01", b"", b"\x02\x03"]), st.integers(0, 3), st.lists(st.binary(max_size=30), max_size=30))
+def test_frames_from_the_arena_equal_the_plain_form(rows: list[tuple[str, list[float], float]], tag: bytes,
+                                                    lead: int, texts: list[bytes]) -> None:
+    """``rows_flat`` (values read from one float64 array by numba) gives the frames of each value's
+    ``bytes``, whatever the lengths, the tag, and where in the array the first value starts."""
+    players = [p for p, _, _ in rows]
+    beliefs = [np.array(v, dtype="<f8") for _, v, _ in rows]
+    ss = [s for _, _, s in rows]
+    flat = np.concatenate([np.full(lead, 7.0), *beliefs]) if beliefs else np.full(lead, 7.0)
+    offsets = lead + np.concatenate([[0], np.cumsum([len(b) for b in beliefs], dtype=np.int64)]).astype(np.int64)
+    values = [tag + b.tobytes() for b in beliefs]
+    changes = _changes(players, texts)
+    got = [bytes(f) for f in frames(rows_flat(players, flat, offsets, tag, ss, changes), PREFIX, LB, CHG)]
+    assert got == _plain(players, values, ss, changes)
+
+
+def test_the_arena_rows_refuse_a_nan_score_too() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        rows_flat(["a"], np.zeros(1), np.array([0, 1]), b"\x01", [float("nan")], {})
