@@ -18,7 +18,6 @@ import numpy as np
 
 from stream.engine import rating_columns
 from stream.engine.pool import PoolEngine
-from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import make_system, registry
@@ -49,12 +48,11 @@ def warmup(s: Settings) -> None:
 
 def warm_shared() -> None:
     """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
-    ids (``stream.state.id_index``), the scan of rounds' standings, the embedded store of packed
+    ids (``stream.state.id_index``), the embedded store of packed
     beliefs (``stream.state.packed_pool``), the read of a step's values into its arena
     (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``) and
     its rating messages (``stream.engine.rating_columns``). ``mmr warm`` and the worker both run this."""
     id_index.warmup()
-    _standings_scan.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
     commit_frames.warmup()
