@@ -4,8 +4,7 @@ Why: a worker's step writes ~50,000 players' keys, scores and rating messages. M
 at a time (a format, a dict, an ``orjson.dumps`` each) that is a Python frame per string; made
 here, the numbers of a column are written by one ``orjson.dumps`` of the array and cut at their
 commas, and each row's string is joined from its parts by one numba pass (``join_rows``). The
-commit's Redis frames (``stream.state.commit_frames``) and the rating messages
-(``stream.engine.rating_columns``) are written so.
+rating messages (``stream.engine.rating_columns``) are written so.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
 
 # isort: split
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import cast, overload
 
@@ -32,8 +32,31 @@ import orjson
 from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.ratings.base import rows_of_columns
 from stream.runtime.copies import copy_into
-from stream.state.commit_frames import ChangeRecords
 from stream.text_columns import Column, cat, join_rows, json_numbers, json_strings, split
+
+
+class ChangeRecords(Mapping[str, bytes]):
+    """Player -> the record of their change (``RedisStore`` ``:chg``), held as a column: ``records``'
+    i-th string is ``players[i]``'s. ``frames`` writes the column as it is; a dict of it is made only
+    if something looks a player up."""
+
+    def __init__(self, players: Sequence[str], records: Column) -> None:
+        if records[1].shape[0] != len(players) + 1:
+            raise ValueError(f"{records[1].shape[0] - 1} records for {len(players)} players")
+        self.players = players
+        self.records = records
+        self._of: dict[str, bytes] | None = None
+
+    def __getitem__(self, player: str) -> bytes:
+        if self._of is None:
+            self._of = dict(zip(self.players, split(self.records), strict=True))
+        return self._of[player]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.players)
+
+    def __len__(self) -> int:
+        return len(self.players)
 
 
 class RatingColumns(Sequence[RatingOutput]):

@@ -273,10 +273,6 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
     player and round to read, cut and store was more of the step's time than the kernel's).
 
-    The commit comes back sealed (``Commit.seal``): its blobs, the players' written from the arena,
-    are made here on the numba thread, so the event loop sends it as soon as the commit before it
-    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service").
-
     With ``places`` (the step's players numbered by the event loop as it planned the step), each
     round's players are found in the arena by their places, not looked up by name one by one."""
     held = engine.held_rounds(stored_in, None if places is None else places.order)
@@ -319,23 +315,19 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
     outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
-    arena: tuple[FloatArray, IntArray] | None = None
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
     else:
-        values, flat, offsets = engine.encode_held(held, players, held_at)
-        arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
-        held.release()  # (the gather buffer is an array of its own, not a view of the arena)
+        values = engine.encode_held(held, players, held_at)
+        held.release()
     commit.beliefs = dict(zip(players, values, strict=True))
-    tag = b"" if held is None else held.tag
-    return _rounds_end(engine, blocks, players, at, commit, outputs, dead, counts, arena, tag)
+    return _rounds_end(engine, blocks, players, at, commit, outputs, dead, counts)
 
 
 def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at: IntArray, commit: Commit,
-                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts,
-                arena: tuple[FloatArray, IntArray] | None, tag: bytes) -> Rated:
+                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts) -> Rated:
     """The end of ``rate_rounds`` once its beliefs are encoded (``commit.beliefs``): the outputs by columns,
-    their explanations and ``:chg`` records, the commit's rows (from the encoded beliefs' buffer ``arena``)."""
+    their explanations and ``:chg`` records."""
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
     rating = np.concatenate([b.rating for b in blocks])[at].tolist()
@@ -356,10 +348,6 @@ def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at
     columns = RatingColumns(engine.pool, engine.system.name, players, rating, mu, sigma, ver, ver, eids, times, texts)
     commit.changes = _change_records_of(columns)
     outputs = [*outputs, *columns] if outputs else columns
-    if arena is None:
-        commit.seal()
-    else:
-        commit.seal(*arena, tag=tag)
     return commit, outputs, dead, counts
 
 
