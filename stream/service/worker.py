@@ -16,7 +16,6 @@ from typing import Any
 import click
 import numpy as np
 
-from stream.engine import rating_columns
 from stream.engine.pool import PoolEngine
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
@@ -49,12 +48,11 @@ def warmup(s: Settings) -> None:
 def warm_shared() -> None:
     """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
     ids (``stream.state.id_index``), the embedded store of packed beliefs (``stream.state.packed_pool``),
-    the read of a step's values into its arena (``stream.state.tagged_pool``) and its rating messages
-    (``stream.engine.rating_columns``). ``mmr warm`` and the worker both run this."""
+    and the read of a step's values into its arena (``stream.state.tagged_pool``). ``mmr warm`` and the
+    worker both run this."""
     id_index.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
-    rating_columns.warmup()
 
 
 def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:

@@ -68,57 +68,32 @@ class HistoryRows:
 
 def history_rows(published: Sequence[Any], written: Mapping[str, bytes]) -> HistoryRows | None:
     """The history records of a commit: of ``published`` (the step's rating outputs, as
-    ``RatingOutput`` or ``RatingColumns``), the rows of players whose belief the commit writes
+    ``RatingOutput``), the rows of players whose belief the commit writes
     (``written``), each player's latest version only. The other rows re-publish what an earlier
     commit wrote (a re-delivery) and are in the history already. None: nothing to record."""
     if not len(published):
         return None
-    cols = _columns(published)
-    if cols is None:  # rows one by one: a list of outputs (matches, or a re-delivery's re-publications)
-        best: dict[str, Any] = {}
-        for o in published:
-            if o.player in written:
-                held = best.get(o.player)
-                if held is None or o.version >= held.version:
-                    best[o.player] = o
-        if not best:
-            return None
-        rows = list(best.values())
-        players = [o.player for o in rows]
-        heads = np.empty(len(rows), dtype=_HEAD)
-        heads["version"] = [o.version for o in rows]
-        heads["time"] = [o.time for o in rows]
-        heads["rating"] = [o.rating for o in rows]
-        heads["mu"] = [o.mu for o in rows]
-        heads["sigma"] = [o.sigma for o in rows]
-        eids = [o.event_id for o in rows]
-    else:  # a step's columns: one row per player, all written by the commit
-        players, version, time, rating, mu, sigma, eids = cols
-        heads = np.empty(len(players), dtype=_HEAD)
-        heads["version"], heads["time"], heads["rating"], heads["mu"], heads["sigma"] = (
-            version, time, rating, mu, sigma)
+    best: dict[str, Any] = {}
+    for o in published:
+        if o.player in written:
+            held = best.get(o.player)
+            if held is None or o.version >= held.version:
+                best[o.player] = o
+    if not best:
+        return None
+    rows = list(best.values())
+    players = [o.player for o in rows]
+    heads = np.empty(len(rows), dtype=_HEAD)
+    heads["version"] = [o.version for o in rows]
+    heads["time"] = [o.time for o in rows]
+    heads["rating"] = [o.rating for o in rows]
+    heads["mu"] = [o.mu for o in rows]
+    heads["sigma"] = [o.sigma for o in rows]
+    eids = [o.event_id for o in rows]
     raw = heads.tobytes()
     size = RECORD.size
     records = [raw[i * size:(i + 1) * size] + e.encode() for i, e in enumerate(eids)]
     return HistoryRows(escape_all(list(players)), records)
-
-
-_COLUMNS = ("players", "version", "times", "rating", "mu", "sigma", "event_ids")
-
-
-def _columns(published: Any) -> tuple[Any, ...] | None:
-    """The columns of a step's ratings held by columns (``stream.engine.rating_columns.RatingColumns``,
-    known here by its columns: the engine imports this layer, not back), when its integers fit int64."""
-    if isinstance(published, list) or not all(hasattr(published, c) for c in _COLUMNS):
-        return None
-    try:
-        version = np.asarray(published.version, dtype=np.int64)
-        time = np.asarray(published.times, dtype=np.int64)
-    except OverflowError:
-        return None
-    return (published.players, version, time, np.asarray(published.rating, dtype=np.float64),
-            np.asarray(published.mu, dtype=np.float64), np.asarray(published.sigma, dtype=np.float64),
-            published.event_ids)
 
 
 def history_command(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> tuple[Any, ...]:

@@ -178,10 +178,9 @@ class Commit:
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
     #: offset is at or below the stored watermark (the worker gives none: it recognises events by id).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records; by
-    #: columns, ``rating_columns.ChangeRecords``, from a step of rounds)
+    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records)
     changes: Mapping[str, bytes] = field(default_factory=dict)
-    #: the ratings the step publishes (``RatingOutput`` rows or ``RatingColumns``): the players' history
+    #: the ratings the step publishes (``RatingOutput`` rows): the players' history
     #: records, appended in the commit's transaction (stream.state.history; none where it is empty)
     published: Sequence[Any] = ()
 

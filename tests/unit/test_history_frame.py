@@ -1,9 +1,8 @@
-"""The history records of a commit (stream.state.history): which rows are recorded, by rows or by
-columns, and the command that appends them."""
+"""The history records of a commit (stream.state.history): which rows are recorded, and the
+command that appends them."""
 
 from __future__ import annotations
 
-from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
 from stream.state.history import HISTORY_LUA, RECORD, decode, history_command, history_rows
 
@@ -24,18 +23,10 @@ def test_rows_of_written_players_latest_version_only() -> None:
     assert history_rows([_out("b", 1, 1.0, "e")], {"a": b""}) is None
 
 
-def test_columns_and_rows_give_the_same_records() -> None:
-    cols = RatingColumns("p", "elo", ["a", "x:{y}"], [1.5, 2.5], [3.0, 4.0], [5.0, 6.0], [1, 2], [1, 2], ["e1", "é2"],
-                         [10, 20], None)
-    by_cols, by_rows = history_rows(cols, {"a": b"", "x:{y}": b""}), history_rows(list(cols), {"a": b"", "x:{y}": b""})
-    assert by_cols is not None and by_rows is not None
-    assert (by_cols.keys, by_cols.records) == (by_rows.keys, by_rows.records)
-
-
 def test_the_command_appends_each_players_record_to_their_key() -> None:
-    cols = RatingColumns("p", "elo", ["a", "x:{y}"], [1.5, 2.5], [3.0, 4.0], [5.0, 6.0], [1, 2], [1, 2], ["e1", "é2"],
-                         [10, 20], None)
-    rows = history_rows(cols, {"a": b"", "x:{y}": b""})
+    published = [RatingOutput("p", "a", 1.5, 3.0, 5.0, 1, 1, "e1", 10, "elo"),
+                 RatingOutput("p", "x:{y}", 2.5, 4.0, 6.0, 2, 2, "é2", 20, "elo")]
+    rows = history_rows(published, {"a": b"", "x:{y}": b""})
     assert rows is not None
     args: list[bytes | str | int] = ["EVAL", HISTORY_LUA, 1, b"mmr:{p}:chg", 7]
     rows_in = [(1.5, 3.0, 5.0, 1, 10, "e1"), (2.5, 4.0, 6.0, 2, 20, "é2")]
