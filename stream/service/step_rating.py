@@ -243,7 +243,6 @@ class _Block:
     event_id: str
     time: int
     template: bytes = b""
-    round_id: str = ""  # (explained by columns)
     numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
     texts: list[bytes | None] | None = None  # per player (explained from the summaries)
     idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
@@ -285,7 +284,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         ch = applied.change
         if ch is not None:
             block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time,
-                           round_template(ev.round_id, ch.performance is not None), ev.round_id, round_numbers(ch))
+                           round_template(ev.round_id, ch.performance is not None), round_numbers(ch))
         elif not applied.ratings:  # a round that changes nothing and has no newcomer (ratings and updates alike)
             continue
         else:  # its summaries, and its explanations as ``Explainer.round`` writes them
