@@ -7,17 +7,14 @@ from typing import Any
 
 import orjson
 
-from stream.engine.rating_columns import message_lines
-from stream.events.model import RatingOutput
+from stream.events.model import RatingOutput, rating_value
 
 
 def history_lines(rows: list[dict[str, Any]]) -> Callable[[Sequence[RatingOutput]], None]:
     """An ``EmbeddedPipeline`` ``history`` that appends to ``rows`` each message as the replay's
-    file has it (``message_lines``, the bytes ``mmr replay --history`` writes), decoded."""
+    file has it (``rating_value``, the bytes ``mmr replay --history`` writes), decoded."""
 
     def sink(outputs: Sequence[RatingOutput]) -> None:
-        lines = bytes(message_lines(outputs)).splitlines()
-        assert len(lines) == len(outputs)
-        rows.extend(map(orjson.loads, lines))
+        rows.extend(orjson.loads(rating_value(o)) for o in outputs)
 
     return sink

@@ -11,10 +11,9 @@ listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in
 ``history``: called with the rating messages of every rated unit (a round, or a flushed batch
 of matches: one per player it changed, as the worker publishes them, explained by
 ``stream.engine.explain``), in input order; ``mmr replay --history`` streams them to a file.
-Without it nothing of that is computed. A round rated in its pool's arena hands them on as
-columns (``RatingColumns``, from the round's ``RoundChange``), as the worker's step of rounds does:
-the whole history is ~3 million messages, and one ``Rating``, explanation and dict per message
-was most of such a replay's time (BENCHMARKS.md, "`mmr replay --embedded --history`").
+Without it nothing of that is computed. A round rated in its pool's arena explains its players
+from the round's ``RoundChange`` (its columns), as the worker's step of rounds does, instead of a
+``Rating`` and an explanation dict per player.
 """
 
 from __future__ import annotations
@@ -22,26 +21,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
-import orjson
 
 from stream.engine import explain
 from stream.engine.pool import PoolEngine
-from stream.engine.rating_columns import RatingColumns
 from stream.events.inputs import MATCH_RUN, InputError, OnInvalid
 from stream.events.model import MatchBatch, MatchEvent, MatchRun, RatingOutput, RoundEvent, index_players
 from stream.events.rounds import RoundAssembler
 from stream.events.validate import MATCH_LISTS, InvalidEvent
-from stream.ratings.base import Belief, Rating, RatingError, RatingSystem
+from stream.ratings.base import Belief, Rating, RatingError, RatingSystem, rows_of_columns
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.ratings.sided import make_pool_system
 from stream.state.memory import Held, MemoryStore
 from stream.state.packed_pool import PackedPool
 
 #: receives the rating messages of one rated unit (``EmbeddedPipeline``'s ``history``), each a
-#: ``RatingOutput`` (the message is ``rating_value`` of it; a ``RatingColumns`` writes them all at once)
+#: ``RatingOutput`` (the message is ``rating_value`` of it)
 HistorySink = Callable[[Sequence[RatingOutput]], None]
 
 #: players summarised at a time from an arena's columns (``EmbeddedPipeline.final_ratings``)
@@ -264,12 +262,14 @@ class EmbeddedPipeline:
             return
         players = event.players if len(shown) == len(event.players) else [event.players[i] for i in shown.tolist()]
         n = len(players)
-        texts = explain.round_text_column([orjson.dumps(event.round_id)], np.zeros(n, dtype=np.int64),
-                                          explain.round_numbers(change)[shown])
+        numbers = explain.round_numbers(change)[shown]
+        texts = explain.round_texts([explain.round_template(event.round_id, change.performance is not None)] * n,
+                                    numbers)
         rounds = change.rounds[shown].tolist()
-        self.history(RatingColumns(eng.pool, eng.system.name, players, change.rating[shown], change.mu[shown],
-                                   change.sigma[shown], rounds, rounds, [event.event_id] * n, [event.time] * n,
-                                   texts))
+        self.history(list(rows_of_columns(RatingOutput, repeat(eng.pool), players, change.rating[shown].tolist(),
+                                          change.mu[shown].tolist(), change.sigma[shown].tolist(), rounds, rounds,
+                                          repeat(event.event_id), repeat(event.time), repeat(eng.system.name),
+                                          texts)))
 
     def _before_matches(self, eng: PoolEngine, batch: MatchBatch) -> dict[str, Any]:
         return explain.ratings_held(eng, self.store.pool(batch.pool), index_players(batch).players)
@@ -296,8 +296,8 @@ class EmbeddedPipeline:
             return
         rating, mu, sigma, rounds = map(list, zip(*map(after.__getitem__, shown), strict=True))
         event_ids, times = map(list, zip(*map(cause.__getitem__, shown), strict=True))
-        self.history(RatingColumns(eng.pool, eng.system.name, shown, rating, mu, sigma, rounds, rounds, event_ids,
-                                   times, list(map(ex.of.get, shown))))
+        self.history(list(rows_of_columns(RatingOutput, repeat(eng.pool), shown, rating, mu, sigma, rounds, rounds,
+                                          event_ids, times, repeat(eng.system.name), list(map(ex.of.get, shown)))))
 
     # --- results -------------------------------------------------------------------
     def incomplete_rounds(self) -> list[IncompleteRound]:

@@ -35,11 +35,10 @@ import numpy as np
 import orjson
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating
+from stream.ratings.base import Belief, FloatArray, Rating
 from stream.ratings.codec import Float64Codec
 from stream.ratings.fastpath import ColumnSummaries, RoundChange
 from stream.state.memory import Held
-from stream.text_columns import Column, join_rows, json_numbers, pick
 
 from .pool import _BELIEF_FAULTS, PoolEngine
 
@@ -164,20 +163,6 @@ def round_numbers(change: RoundChange) -> FloatArray:
 def round_template(round_id: str, performance: bool) -> bytes:
     """The ``%`` template of a round's explanations (``round_texts``)."""
     return _round_template(round_id, performance)
-
-
-def round_text_column(round_ids: Sequence[bytes], of_row: IntArray, numbers: FloatArray) -> Column:
-    """``round_texts`` as a column (``stream.text_columns``): row i's explanation is of the round whose
-    id's JSON text is ``round_ids[of_row[i]]``, from row i of ``numbers`` (with the performance when
-    they have five columns), byte for byte the text ``round_texts`` gives, with no ``bytes`` per row."""
-    n, width = numbers.shape
-    col = [json_numbers(np.ascontiguousarray(numbers[:, k])) for k in range(width)]
-    ids = pick(round_ids, of_row)
-    parts: list[bytes | Column] = [b'{"rating_before":', col[0], b',"mu_before":', col[1], b',"sigma_before":', col[2],
-                                   b',"delta":', col[3], b',"round_id":', ids]
-    if width == 5:  # (``round_numbers`` of a system keeping performances)
-        parts += [b',"performance":', col[4]]
-    return join_rows(n, [*parts, b"}"])
 
 
 def round_texts(templates: Sequence[bytes], numbers: FloatArray) -> list[bytes]:

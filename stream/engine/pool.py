@@ -49,7 +49,7 @@ import numpy as np
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import sided
 from stream.ratings.advantage import AdvantageParams, Advantages
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
+from stream.ratings.base import Belief, IntArray, Rating, RatingError, RatingSystem
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.ratings.team_scores import TeamPredictor, team_predictor
@@ -534,14 +534,12 @@ class PoolEngine:
         # the byte every value starts with: the encoding of a belief of no values
         return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)), order)
 
-    def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None,
-                    ) -> tuple[list[bytes], FloatArray, IntArray]:
+    def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None) -> list[bytes]:
         """The stored values of ``players`` as ``held`` has them (each rated there; ``idx``: their
-        indices in its arena, if known), written from its arena in one pass: ``held[p]`` of
-        each, byte for byte; with the beliefs they were written from, one after another, and
-        their offsets (a view of the arena's gather buffer: valid until ``held`` gathers again)."""
+        indices in its arena, if known), written from its arena in one pass: ``held[p]`` of each,
+        byte for byte."""
         flat, offsets = held.encoded(players, idx)
-        return cast(Float64Codec, self.codec).encode_flat(flat, offsets), flat, offsets
+        return cast(Float64Codec, self.codec).encode_flat(flat, offsets)
 
     def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
         """``apply_round`` with ``columns`` on a step's arena: the round gathered by

@@ -255,12 +255,8 @@ def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], Int
     return players, ranks
 
 
-def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None,
-                     columns: tuple[list[str], IntArray] | None = None) -> RoundEvent:
+def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None) -> RoundEvent:
     """One contest line of the reference format → RoundEvent (rank = lo + 1).
-
-    ``columns``: the standings as (players, ranks), already checked as ``_standings_columns``
-    checks them (``_standings_scan``: then ``obj``'s own standings are not read).
 
     The event id is the contest's name plus a digest of its line (``raw``, or the parsed
     object): re-reading a file gives the same ids (so replaying it twice changes nothing),
@@ -268,17 +264,14 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
     ids of names that fit are unchanged.
     """
-    if columns is not None:
-        players, ranks = columns
+    if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
+        raise InputError(where, "a contest needs a 'standings' list of at least one player")
+    standings = obj["standings"]
+    fast = _standings_columns(standings)
+    if fast is not None:
+        players, ranks = fast
     else:
-        if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
-            raise InputError(where, "a contest needs a 'standings' list of at least one player")
-        standings = obj["standings"]
-        fast = _standings_columns(standings)
-        if fast is not None:
-            players, ranks = fast
-        else:
-            players, ranks = _standings_checked(standings, where)
+        players, ranks = _standings_checked(standings, where)
     n = len(players)
     if len(set(players)) != n:
         seen: set[str] = set()
@@ -463,28 +456,18 @@ def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple
 
 def _read_contests(fh: IO[str], path: str, pool: str, on_invalid: OnInvalid | None = None,
                    ) -> Iterator[tuple[str, str, Any]]:
-    """The rounds of a contest file: each line's standings read as columns by one numba pass
-    when the line allows it (``_standings_scan``: the same values), else decoded whole."""
-    from stream.events._standings_scan import scan_contest  # numba: only for contest files
-
+    """The rounds of a contest file, a line each."""
     for line_no, line in enumerate(_reading(fh, path), 1):
         text = line.strip()
         if not text:
             continue
         where = f"{path}:{line_no}"
-        for event in _or_skip(_contest(scan_contest, line, text, where, pool, line_no), on_invalid):
+        for event in _or_skip(_contest(line, text, where, pool, line_no), on_invalid):
             yield where, "round", event
 
 
-def _contest(scan: Callable[[str, int], Any], line: str, text: str, where: str, pool: str, line_no: int,
-             ) -> Iterator[RoundEvent]:
-    """The round of one contest line (InputError naming ``where`` if it is not one); ``scan``:
-    ``_standings_scan.scan_contest``."""
-    scanned = scan(line, MAX_ID_LENGTH)  # not `text`: str.strip() takes more than JSON space
-    if scanned is not None:
-        obj, players, ranks = scanned
-        yield contest_to_round(obj, where, pool, line_no, text, (players, ranks))
-        return
+def _contest(line: str, text: str, where: str, pool: str, line_no: int) -> Iterator[RoundEvent]:
+    """The round of one contest line (InputError naming ``where`` if it is not one)."""
     yield contest_to_round(_json(line, where), where, pool, line_no, text)
 
 

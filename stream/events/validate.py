@@ -39,7 +39,7 @@ from stream.ratings.base import IntArray
 
 __all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "MAX_EVENT_ID_LENGTH", "MAX_EXACT_FLOAT",
            "InvalidEvent", "check_schema", "decode_event", "exact_int", "fast_matches", "fast_round", "parse_json",
-           "plain_match_rows", "round_of_columns", "schema", "to_match", "validator"]
+           "plain_match_rows", "schema", "to_match", "validator"]
 
 _LIMITS = limits()
 #: the schemas' bounds the fast paths check by hand
@@ -218,15 +218,6 @@ def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
     except OverflowError:
         return None
     if int(ranks.min()) < 1:
-        return None
-    return _plain_round_event(obj, players, ranks)
-
-
-def round_of_columns(obj: dict[str, Any], players: list[str], ranks: IntArray) -> RoundEvent | None:
-    """``fast_round`` of a round whose standings were read as columns (``players``, ``ranks``) from its
-    bytes, ``obj`` being the rest of it (``stream.events._standings_scan.scan_round``): the same checks
-    of the same values, so the same event or None."""
-    if not _plain_round(obj) or not players or int(ranks.min()) < 1:
         return None
     return _plain_round_event(obj, players, ranks)
 

@@ -100,7 +100,7 @@ class Float64Codec(CodecBase):
     The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
     what ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored
     values without decoding them asks this class for the parts: ``tag``, ``pack``/``unpack``,
-    ``encode_flat`` / ``flat_bytes`` (stored values from one array of beliefs)."""
+    ``encode_flat`` (stored values from one array of beliefs)."""
 
     name = "f64"
     lossless = True
@@ -147,13 +147,6 @@ class Float64Codec(CodecBase):
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self.tag
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
-
-    def flat_bytes(self, values: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
-        """``encode_flat`` in parts, for a writer that frames the values itself (numba): ``(tag,
-        raw, ends)`` with value i = ``tag + raw[ends[i]:ends[i + 1]]``; ``raw`` a byte view of
-        ``values`` when it is little-endian float64 already (so valid while ``values`` is)."""
-        raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
-        return self.tag, raw, np.ascontiguousarray(offsets, dtype=np.int64) * 8
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
         n = len(datas)

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from stream.events.check import check_participants, check_pool
-from stream.events.model import MAX_ID_LENGTH, MatchBatch, PlayerIndex, RoundEvent, index_players
+from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.events.validate import (
     MATCH_LISTS,
     InvalidEvent,
@@ -26,7 +26,6 @@ from stream.events.validate import (
     fast_matches,
     fast_round,
     parse_json,
-    round_of_columns,
 )
 from stream.ratings.base import IntArray
 from stream.service import topic_kinds
@@ -93,41 +92,20 @@ def allowed(settings: Settings, pool: str) -> bool:
     return not settings.pools or pool in settings.pools
 
 
-#: the worker's scan of a round's standings from its bytes (``use_standings_scan``). None in a game
-#: server's ``Publisher`` (stream.client), which decodes with this module but must not import numba:
-#: rounds are then decoded whole, to the same values
-_scan_round: Callable[[bytes, int], tuple[dict[str, Any], list[str], IntArray] | None] | None = None
-
-
-def use_standings_scan() -> None:
-    """Decode plain rounds by reading their standings from the bytes (numba: the worker's processor)."""
-    global _scan_round
-    from stream.events._standings_scan import scan_round
-
-    _scan_round = scan_round
-
-
 def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
     RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
-    scanned = None if _scan_round is None else _scan_round(msg.value, MAX_ID_LENGTH)  # the hot path of rounds
-    fast = None if scanned is None else round_of_columns(*scanned)
-    obj: dict[str, Any] = {}  # the decoded JSON: not made for a round the scan took
     etype: str
     value: Any
-    eid: str | None
-    if fast is not None:
-        etype, value, pool, eid = "round", fast, fast.pool, fast.event_id
-    else:
-        obj = parse_json(msg.value)
-        batch = fast_matches(obj)
-        if batch is not None:  # the hot path: a valid match/match_batch straight into columns
-            if not allowed(settings, batch.pool):
-                raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
-            return obj["type"], batch
-        fast = fast_round(obj)  # rounds the scan does not take: their standings checked by columns
-        etype, value = ("round", fast) if fast is not None else decode_event(obj)
-        pool, eid = obj["pool"], obj.get("event_id")
+    obj = parse_json(msg.value)
+    batch = fast_matches(obj)
+    if batch is not None:  # the hot path: a valid match/match_batch straight into columns
+        if not allowed(settings, batch.pool):
+            raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+        return obj["type"], batch
+    fast = fast_round(obj)  # a plain round: its standings checked by columns
+    etype, value = ("round", fast) if fast is not None else decode_event(obj)
+    pool, eid = obj["pool"], obj.get("event_id")
     check_pool(pool, settings.pools, eid)
     if etype == "match" or etype in MATCH_LISTS:  # unusual but valid (e.g. an integral float time): same columns
         batch = MatchBatch(pool)

@@ -39,7 +39,7 @@ from stream.service.config import Settings
 from stream.service.halts import REDIS_DOWN, Halts, peek_event
 from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
 from stream.service.metrics import Metrics, reason_label
-from stream.service.planning import Plan, decode_message, plan_batch, use_standings_scan
+from stream.service.planning import Plan, decode_message, plan_batch
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
 from stream.service.step import PoolStep
@@ -121,7 +121,6 @@ class Processor:
         self.store = store
         self.executor = executor
         self.metrics = metrics or Metrics()
-        use_standings_scan()
         self.registry = PoolRegistry(settings, store)
         #: beliefs as last read or committed (exact while the pool's gen is unchanged; see stream.state.cache)
         self.cache = BeliefCache(settings.belief_cache_mb << 20)

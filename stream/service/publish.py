@@ -27,14 +27,13 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import Counter, Gauge
 
-from stream.engine.rating_columns import RatingColumns
 from stream.errors import InfrastructureError
 from stream.events.model import RatingOutput
 from stream.service.config import Settings
@@ -234,11 +233,8 @@ class Publisher:
         if len(cache) > 1_000_000 or self._cache_parts != parts:  # bounded; reset when partitions change
             cache.clear()
             self._cache_parts = parts
-        messages: Iterable[tuple[bytes, bytes]]
-        if isinstance(outputs, RatingColumns):  # a step's ratings by columns: their messages written so,
-            messages = _column_messages(outputs)  # a part between two of the yields below
-        else:  # (made as they are sent, between the yields below)
-            messages = ((rating_key(o.pool, o.player), rating_value(o)) for o in outputs)
+        # (made as they are sent, between the yields below)
+        messages = ((rating_key(o.pool, o.player), rating_value(o)) for o in outputs)
         for i, (key, value) in enumerate(messages):
             if i and not i % SEND_SLICE:  # let a step committing meanwhile go on (a step is ~25,000 ratings)
                 await asyncio.sleep(0)
@@ -259,9 +255,3 @@ class Publisher:
             futs.append(await kp.send_batch(b, topic, partition=p))
         return futs
 
-
-def _column_messages(outputs: RatingColumns) -> Iterator[tuple[bytes, bytes]]:
-    """The messages of ``outputs``, made ``SEND_SLICE`` rows at a time as they are asked for: all at once,
-    a step's ~50,000 would hold the event loop with a commit's reply waiting."""
-    for start in range(0, len(outputs), SEND_SLICE):
-        yield from zip(*outputs.part(start, start + SEND_SLICE).messages(), strict=True)

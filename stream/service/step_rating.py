@@ -26,18 +26,15 @@ from stream.engine.explain import (
     ratings_stored,
     round_numbers,
     round_template,
-    round_text_column,
     round_texts,
 )
 from stream.engine.pool import Applied, PoolEngine
-from stream.engine.rating_columns import RatingColumns
 from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp
 from stream.state.redis_store import Commit
 from stream.state.tagged_pool import TaggedFlat, TaggedPool
-from stream.text_columns import Column, split
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +259,6 @@ class _Block:
     event_id: str
     time: int
     template: bytes = b""
-    round_id: str = ""  # (explained by columns)
     numbers: FloatArray | None = None  # ``round_numbers`` (explained by columns)
     texts: list[bytes | None] | None = None  # per player (explained from the summaries)
     idx: IntArray | None = None  # the players' indices in the step's arena (rated there)
@@ -277,21 +273,15 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     and explanation show only their last round of the step. Each round keeps its new ratings as
     the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
     explanations as numbers; once, at the end, each player's last round is found (one dict), and
-    only those rows become outputs and explanation texts. The outputs stay columns
-    (``RatingColumns``: their messages and ``:chg`` records are joined from the columns' texts, no
-    tuple per rating), and the texts one column (``round_text_column``), when every round was
-    explained by columns. A round the packed path cannot give as columns keeps its summaries'
-    values and explanations.
+    only those rows become outputs and explanation texts (``round_texts``: one ``orjson.dumps`` of
+    their numbers). A round the packed path cannot give as columns keeps its summaries' values and
+    explanations.
 
     The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
     a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
     output taken back in one copy, and each changed player's value is encoded once, at the end, for
     the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
     player and round to read, cut and store was more of the step's time than the kernel's).
-
-    The commit comes back sealed (``Commit.seal``): its blobs, the players' written from the arena,
-    are made here on the numba thread, so the event loop sends it as soon as the commit before it
-    lands instead of building tens of MB of arguments first (BENCHMARKS.md, "Service").
 
     With ``places`` (the step's players numbered by the event loop as it planned the step), each
     round's players are found in the arena by their places, not looked up by name one by one."""
@@ -310,7 +300,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         ch = applied.change
         if ch is not None:
             block = _Block(ev.players, ch.rating, ch.mu, ch.sigma, ch.rounds, ev.event_id, ev.time,
-                           round_template(ev.round_id, ch.performance is not None), ev.round_id, round_numbers(ch))
+                           round_template(ev.round_id, ch.performance is not None), round_numbers(ch))
         elif not applied.ratings:  # a round that changes nothing and has no newcomer (ratings and updates alike)
             continue
         else:  # its summaries, and its explanations as ``Explainer.round`` writes them
@@ -335,23 +325,19 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
     outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
-    arena: tuple[FloatArray, IntArray] | None = None
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
     else:
-        values, flat, offsets = engine.encode_held(held, players, held_at)
-        arena = (flat, offsets)  # the arena's gather buffer: nothing gathers from ``held`` after this
-        held.release()  # (the gather buffer is an array of its own, not a view of the arena)
+        values = engine.encode_held(held, players, held_at)
+        held.release()
     commit.beliefs = dict(zip(players, values, strict=True))
-    tag = b"" if held is None else held.tag
-    return _rounds_end(engine, blocks, players, at, commit, outputs, dead, counts, arena, tag)
+    return _rounds_end(engine, blocks, players, at, commit, outputs, dead, counts)
 
 
 def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at: IntArray, commit: Commit,
-                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts,
-                arena: tuple[FloatArray, IntArray] | None, tag: bytes) -> Rated:
+                outputs: Sequence[RatingOutput], dead: list[DeadLetter], counts: Counts) -> Rated:
     """The end of ``rate_rounds`` once its beliefs are encoded (``commit.beliefs``): the outputs by columns,
-    their explanations and ``:chg`` records, the commit's rows (from the encoded beliefs' buffer ``arena``)."""
+    their explanations and ``:chg`` records."""
     sizes = [len(b.players) for b in blocks]
     of_block = np.repeat(np.arange(len(blocks)), sizes)[at]
     rating = np.concatenate([b.rating for b in blocks])[at].tolist()
@@ -367,15 +353,11 @@ def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at
     ver = rounds.tolist()
     mu = np.concatenate([b.mu for b in blocks])[at]
     sigma = np.concatenate([b.sigma for b in blocks])[at]
-    texts = _block_texts(blocks, at, of_block, bl, sizes)
-    # by columns: no tuple per rating unless something reads them so; their messages written by columns
-    columns = RatingColumns(engine.pool, engine.system.name, players, rating, mu, sigma, ver, ver, eids, times, texts)
-    commit.changes = _change_records_of(columns)
-    outputs = [*outputs, *columns] if outputs else columns
-    if arena is None:
-        commit.seal()
-    else:
-        commit.seal(*arena, tag=tag)
+    texts = _block_texts(blocks, at, bl, sizes)
+    made = list(rows_of_columns(RatingOutput, repeat(engine.pool), players, rating, mu.tolist(), sigma.tolist(),
+                                ver, ver, eids, times, repeat(engine.system.name), texts))
+    commit.changes = change_records(players, ver, eids, times, texts)
+    outputs = [*outputs, *made]
     return commit, outputs, dead, counts
 
 
@@ -401,14 +383,13 @@ def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str]
     return list(by_player), np.fromiter(by_player.values(), dtype=np.int64, count=len(by_player)), None
 
 
-def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: list[int], sizes: list[int],
-                 ) -> list[bytes | None] | Column:
-    """The explanation of each of the rows ``at`` (of all blocks', in order; ``of_block``, as a list
-    ``bl``: each one's block): a column rendered from the numbers when every block was explained by
-    columns (``round_text_column``), else one each, as the blocks have them."""
+def _block_texts(blocks: list[_Block], at: IntArray, bl: list[int], sizes: list[int]) -> list[bytes | None]:
+    """The explanation of each of the rows ``at`` (of all blocks', in order; ``bl``: each one's
+    block): rendered from the numbers at once when every block was explained by columns, else one
+    each, as the blocks have them."""
     if all(b.numbers is not None for b in blocks):
         numbers = np.concatenate([cast("FloatArray", b.numbers) for b in blocks])[at]
-        return round_text_column([orjson.dumps(b.round_id) for b in blocks], of_block, numbers)
+        return list(round_texts([blocks[k].template for k in bl], numbers))
     starts = np.cumsum([0, *sizes]).tolist()
     out: list[bytes | None] = []
     for row, k in zip(at.tolist(), bl, strict=True):  # rare (a round off the packed path): row by row
@@ -419,19 +400,6 @@ def _block_texts(blocks: list[_Block], at: IntArray, of_block: IntArray, bl: lis
         else:
             out.append(cast("list[bytes | None]", b.texts)[i])
     return out
-
-
-def _change_records_of(columns: RatingColumns) -> Mapping[str, bytes]:
-    """``change_records`` of a step's ratings by columns: by columns where their explanations are a
-    column and their versions and times fit int64 (``RatingColumns.records``), else one by one."""
-    texts = columns.explain
-    if isinstance(texts, tuple):
-        try:
-            return columns.records()
-        except OverflowError:
-            texts = split(texts)
-    return change_records(columns.players, columns.version, columns.event_ids, columns.times,
-                          cast("Sequence[bytes | None]", texts))
 
 
 def change_records(players: Sequence[str], versions: Sequence[int], event_ids: Sequence[str],

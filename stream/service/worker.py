@@ -16,16 +16,14 @@ from typing import Any
 import click
 import numpy as np
 
-from stream.engine import rating_columns
 from stream.engine.pool import PoolEngine
-from stream.events import _standings_scan
 from stream.events.model import MatchBatch, MatchEvent, RoundEvent
 from stream.params import parse_params
 from stream.ratings import registry
 from stream.ratings.sided import make_pool_system
 from stream.service.config import LogFormat, Settings, from_env
 from stream.service.logs import logging_config
-from stream.state import commit_frames, id_index, packed_pool, tagged_pool
+from stream.state import id_index, packed_pool, tagged_pool
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +48,12 @@ def warmup(s: Settings) -> None:
 
 def warm_shared() -> None:
     """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
-    ids (``stream.state.id_index``), the scan of rounds' standings, the embedded store of packed
-    beliefs (``stream.state.packed_pool``), the read of a step's values into its arena
-    (``stream.state.tagged_pool``), the frames of a step's commit (``stream.state.commit_frames``) and
-    its rating messages (``stream.engine.rating_columns``). ``mmr warm`` and the worker both run this."""
+    ids (``stream.state.id_index``), the embedded store of packed beliefs (``stream.state.packed_pool``),
+    and the read of a step's values into its arena (``stream.state.tagged_pool``). ``mmr warm`` and the
+    worker both run this."""
     id_index.warmup()
-    _standings_scan.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
-    commit_frames.warmup()
-    rating_columns.warmup()
 
 
 def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:

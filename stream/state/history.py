@@ -9,9 +9,8 @@ Why a list per player, written inside the commit: the history must never disagre
 so each commit appends, in the same ``MULTI``/``EXEC`` that writes the beliefs, one record per
 player whose rating it publishes (the same rating, mu, sigma, version, event id and time as the
 rating message), and trims the list to the last ``limit``. The append is one ``EVAL`` of
-``HISTORY_LUA`` whose arguments (a key name and a record per player) are written as one frame of the
-Redis protocol by a numba pass (``history_frame``): one command and one reply for the whole step,
-not two per player, and no Python object per argument. A key that holds another type is skipped
+``HISTORY_LUA`` whose arguments are a key name and a record per player (``history_command``): one
+command and one reply for the whole step, not two per player. A key that holds another type is skipped
 (``redis.pcall``): the commit still lands, without that player's record (nothing but another program
 writes under the store's prefix).
 
@@ -22,20 +21,14 @@ written).
 
 from __future__ import annotations
 
-import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
-
-# isort: split
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numba as nb
 import numpy as np
 
-from stream.state.commit_frames import _bulk, _count
 from stream.state.keys import escape_all
-from stream.text_columns import cat
 
 #: published ratings kept per player unless configured (MMR_HISTORY_LIMIT): a chart's worth; ~60-90 bytes
 #: of Redis memory a record (its 40 bytes, the event id, the list's per-entry overhead)
@@ -62,104 +55,54 @@ return 0
 
 @dataclass(frozen=True)
 class HistoryRows:
-    """The records of one commit's published ratings, by columns (one per player)."""
+    """The records of one commit's published ratings (one per player): the players' escaped
+    names and their records (``RECORD`` + the event id)."""
 
-    keys: np.ndarray  # escaped player names, one after another
-    key_at: np.ndarray
-    heads: np.ndarray  # (n, RECORD.size) uint8
-    eids: np.ndarray
-    eid_at: np.ndarray
+    keys: list[str]
+    records: list[bytes]
 
     @property
     def players(self) -> int:
-        return int(self.key_at.shape[0]) - 1
+        return len(self.keys)
 
 
 def history_rows(published: Sequence[Any], written: Mapping[str, bytes]) -> HistoryRows | None:
     """The history records of a commit: of ``published`` (the step's rating outputs, as
-    ``RatingOutput`` or ``RatingColumns``), the rows of players whose belief the commit writes
+    ``RatingOutput``), the rows of players whose belief the commit writes
     (``written``), each player's latest version only. The other rows re-publish what an earlier
     commit wrote (a re-delivery) and are in the history already. None: nothing to record."""
     if not len(published):
         return None
-    cols = _columns(published)
-    if cols is None:  # rows one by one: a list of outputs (matches, or a re-delivery's re-publications)
-        best: dict[str, Any] = {}
-        for o in published:
-            if o.player in written:
-                held = best.get(o.player)
-                if held is None or o.version >= held.version:
-                    best[o.player] = o
-        if not best:
-            return None
-        rows = list(best.values())
-        players = [o.player for o in rows]
-        heads = np.empty(len(rows), dtype=_HEAD)
-        heads["version"] = [o.version for o in rows]
-        heads["time"] = [o.time for o in rows]
-        heads["rating"] = [o.rating for o in rows]
-        heads["mu"] = [o.mu for o in rows]
-        heads["sigma"] = [o.sigma for o in rows]
-        eids = [o.event_id for o in rows]
-    else:  # a step's columns: one row per player, all written by the commit
-        players, version, time, rating, mu, sigma, eids = cols
-        heads = np.empty(len(players), dtype=_HEAD)
-        heads["version"], heads["time"], heads["rating"], heads["mu"], heads["sigma"] = (
-            version, time, rating, mu, sigma)
-    key_cat, key_at = cat(list(map(str.encode, escape_all(list(players)))))
-    eid_cat, eid_at = cat(list(map(str.encode, eids)))
-    return HistoryRows(key_cat, key_at, heads.view(np.uint8).reshape(len(players), RECORD.size), eid_cat, eid_at)
-
-
-_COLUMNS = ("players", "version", "times", "rating", "mu", "sigma", "event_ids")
-
-
-def _columns(published: Any) -> tuple[Any, ...] | None:
-    """The columns of a step's ratings held by columns (``stream.engine.rating_columns.RatingColumns``,
-    known here by its columns: the engine imports this layer, not back), when its integers fit int64."""
-    if isinstance(published, list) or not all(hasattr(published, c) for c in _COLUMNS):
+    best: dict[str, Any] = {}
+    for o in published:
+        if o.player in written:
+            held = best.get(o.player)
+            if held is None or o.version >= held.version:
+                best[o.player] = o
+    if not best:
         return None
-    try:
-        version = np.asarray(published.version, dtype=np.int64)
-        time = np.asarray(published.times, dtype=np.int64)
-    except OverflowError:
-        return None
-    return (published.players, version, time, np.asarray(published.rating, dtype=np.float64),
-            np.asarray(published.mu, dtype=np.float64), np.asarray(published.sigma, dtype=np.float64),
-            published.event_ids)
+    rows = list(best.values())
+    players = [o.player for o in rows]
+    heads = np.empty(len(rows), dtype=_HEAD)
+    heads["version"] = [o.version for o in rows]
+    heads["time"] = [o.time for o in rows]
+    heads["rating"] = [o.rating for o in rows]
+    heads["mu"] = [o.mu for o in rows]
+    heads["sigma"] = [o.sigma for o in rows]
+    eids = [o.event_id for o in rows]
+    raw = heads.tobytes()
+    size = RECORD.size
+    records = [raw[i * size:(i + 1) * size] + e.encode() for i, e in enumerate(eids)]
+    return HistoryRows(escape_all(list(players)), records)
 
 
-@nb.njit(cache=True, nogil=True)
-def _write(out, none, head, script, one, route, limit, prefix, keys, key_at, heads, eids, eid_at):  # type: ignore[no-untyped-def]
-    n = key_at.shape[0] - 1
-    pos = _count(out, 0, 42, 5 + 2 * n)
-    pos = _bulk(out, pos, none, head, 0, head.shape[0])
-    pos = _bulk(out, pos, none, script, 0, script.shape[0])
-    pos = _bulk(out, pos, none, one, 0, one.shape[0])
-    pos = _bulk(out, pos, none, route, 0, route.shape[0])
-    pos = _bulk(out, pos, none, limit, 0, limit.shape[0])
-    for i in range(n):
-        pos = _bulk(out, pos, prefix, keys, key_at[i], key_at[i + 1])
-        pos = _bulk(out, pos, heads[i], eids, eid_at[i], eid_at[i + 1])
-    return pos
-
-
-def _u8(b: bytes) -> np.ndarray:
-    return np.frombuffer(b, dtype=np.uint8)
-
-
-def history_frame(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> memoryview:
+def history_command(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> tuple[Any, ...]:
     """``EVAL HISTORY_LUA 1 route_key limit key1 record1 ...`` (key i: ``prefix`` + the i-th escaped
-    name) as one frame of the Redis protocol (``route_key``: a key of the pool's slot, for a cluster's
-    routing)."""
-    n = rows.players
-    size = (len(HISTORY_LUA) + len(route_key) + len(prefix) + 64 + int(rows.key_at[-1]) + int(rows.eid_at[-1])
-            + n * (RECORD.size + len(prefix)) + 15 * (2 * n + 7))
-    out = np.empty(size, dtype=np.uint8)
-    end = _write(out, np.empty(0, dtype=np.uint8), _u8(b"EVAL"), _u8(HISTORY_LUA.encode()), _u8(b"1"),
-                 _u8(route_key), _u8(str(limit).encode()), _u8(prefix), rows.keys, rows.key_at, rows.heads,
-                 rows.eids, rows.eid_at)
-    return out.data[:end]
+    name; ``route_key``: a key of the pool's slot, for a cluster's routing)."""
+    args: list[Any] = [b""] * (2 * rows.players)
+    args[0::2] = [prefix + k.encode() for k in rows.keys]
+    args[1::2] = rows.records
+    return ("EVAL", HISTORY_LUA, 1, route_key, limit, *args)
 
 
 def decode(record: bytes) -> dict[str, Any]:
@@ -168,8 +111,3 @@ def decode(record: bytes) -> dict[str, Any]:
     return {"version": version, "time": time, "rating": rating, "mu": mu, "sigma": sigma,
             "event_id": record[RECORD.size:].decode()}
 
-
-def warmup() -> None:
-    """Compile (or load from numba's cache) the frame's writer."""
-    rows = HistoryRows(*cat([b"a"]), np.zeros((1, RECORD.size), dtype=np.uint8), *cat([b"e"]))
-    history_frame(rows, 1, b"h:", b"k")

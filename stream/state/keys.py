@@ -22,6 +22,7 @@ pool written before names were escaped.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 
 #: version of the key layout, stored in each pool's meta as ``keys``; a pool whose meta lacks it was
@@ -120,3 +121,9 @@ class KeySpace:
     def legacy_base(self, pool: str) -> str:
         """The start of the pool's keys in the layout before ``KEY_FORMAT`` 2 (names not escaped)."""
         return f"{self.prefix}:{{{pool}}}:"
+
+
+def strings_blob(items: Sequence[str]) -> bytes:
+    """Length-prefixed list for the scripts: all little-endian u32 lengths first, then the bytes."""
+    enc = [it.encode() for it in items]
+    return struct.pack(f"<{len(enc)}I", *[len(b) for b in enc]) + b"".join(enc)

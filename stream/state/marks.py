@@ -51,8 +51,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from stream.state.commit_frames import strings_blob
 from stream.state.fence import StoreRestarted
+from stream.state.keys import strings_blob
 from stream.state.redis_client import CredentialsRefused, StoreUnavailable, infrastructure_errors
 from stream.state.redis_scripts import ITEMS_LUA
 from stream.state.redis_store import RedisStore

@@ -53,7 +53,7 @@ end
 
 # A commit is two scripts around the bulk writes (stream.state.redis_store ``RedisStore.commit``): on one
 # connection, WATCH every key below (and the pool's ``:open``), COMMIT_CHECK_LUA, and only when it answered 0:
-# MULTI, COMMIT_APPLY_LUA, the frames of MSET/ZADD/HSET (stream.state.commit_frames), EXEC. The check refuses
+# MULTI, COMMIT_APPLY_LUA, MSET/ZADD/HSET (redis_store.bulk_commands), EXEC. The check refuses
 # before anything is written; WATCH makes EXEC a no-op when any of those keys changed after it (another
 # writer), so the transaction applies against exactly what the check saw, and its commands cannot fail.
 # KEYS (both): gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg, adv (all in the pool's slot)

@@ -45,10 +45,12 @@ A commit is one transaction on one connection of the slot's master: WATCH of the
 check script (``COMMIT_CHECK_LUA``: the compare-and-set token, the log of applied ids, the offsets,
 the meta), and only when it passed MULTI, the apply script (``COMMIT_APPLY_LUA``: ids, rounds done,
 watermarks, meta, ``gen``), the players' beliefs, leaderboard scores and explanations as plain
-MSET/ZADD/HSET frames (stream.state.commit_frames), EXEC. Why not one script: a script cutting tens
-of thousands of values out of its arguments costs Redis three times the CPU of the same writes sent
-as commands (BENCHMARKS.md). WATCH makes EXEC write nothing when any of those keys changed after the
-check (another worker's commit, a round opened meanwhile); the commit is then checked again.
+MSET/ZADD/HSET commands (``bulk_commands``), EXEC. Why not one script: a script cutting tens of
+thousands of values out of its arguments costs Redis three times the CPU of the same writes sent as
+commands. The scores are sent in ascending order: a sorted set whose members arrive in score order
+finds each one's place along the path the one before it took. WATCH makes EXEC write nothing when
+any of those keys changed after the check (another worker's commit, a round opened meanwhile); the
+commit is then checked again.
 
 Neither a script nor a transaction is rolled back when a command in it fails, so the check looks
 first at everything that could make one of the writes fail (the type of every key written, the
@@ -125,18 +127,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import hiredis
+import numpy as np
 import orjson
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from stream.ratings.base import FloatArray, IntArray
 from stream.runtime import thread_names
 from stream.state import legacy_pools
-from stream.state.commit_frames import Rows, frames, rows_flat, rows_of, strings_blob
 from stream.state.fence import ServerFence, fence_cluster
-from stream.state.history import HISTORY_LIMIT, history_frame, history_rows
+from stream.state.history import HISTORY_LIMIT, history_command, history_rows
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
-from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape
+from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape, strings_blob
 from stream.state.pool_reads import PoolReads
 from stream.state.redis_client import AnyRedis, CredentialsRefused, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import (
@@ -180,35 +182,13 @@ class Commit:
     #: batch. The last offsets advance ``:wm``; ``check_ids`` also refuses the commit when a first
     #: offset is at or below the stored watermark (the worker gives none: it recognises events by id).
     offsets: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records; by
-    #: columns, ``commit_frames.ChangeRecords``, from a step of rounds)
+    #: player -> the explanation of their change (``:chg``; stream.service.step_rating.change_records)
     changes: Mapping[str, bytes] = field(default_factory=dict)
-    #: the commit's bulk writes by columns, made once the rest is final (``seal``)
-    rows: Rows | None = None
-    #: the ratings the step publishes (``RatingOutput`` rows or ``RatingColumns``): the players' history
+    #: the ratings the step publishes (``RatingOutput`` rows): the players' history
     #: records, appended in the commit's transaction (stream.state.history; none where it is empty)
     published: Sequence[Any] = ()
     #: side -> its learned advantage's stored bytes: the sides the step changed (HSET into ``:adv``)
     advantages: dict[str, bytes] = field(default_factory=dict)
-
-    def pack(self) -> Rows:
-        """The players' values and scores and the changes by columns (``stream.state.commit_frames``)."""
-        players = list(self.beliefs)
-        return rows_of(players, list(map(self.beliefs.__getitem__, players)),
-                       list(map(self.scores.__getitem__, players)), self.changes)
-
-    def seal(self, flat: FloatArray | None = None, offsets: IntArray | None = None, tag: bytes = b"") -> None:
-        """Make the rows now, so the commit only frames and sends them: the numba thread calls this as
-        a step's last work, and the event loop then sends the commit at once when the one before
-        lands. ``flat``/``offsets``/``tag``: ``beliefs[p]`` is ``tag`` + ``flat[offsets[i] :
-        offsets[i + 1]]`` of the i-th player, as the arena holds them (read from there by numba,
-        ``rows_flat``, which keeps a view of ``flat``: nothing may write there until the commit has
-        been sent for the last time). Its beliefs, scores and changes may not change after."""
-        if flat is None or offsets is None:
-            self.rows = self.pack()
-            return
-        players = list(self.beliefs)
-        self.rows = rows_flat(players, flat, offsets, tag, list(map(self.scores.__getitem__, players)), self.changes)
 
 
 class RedisStore(RoundState, ReplicatedWrites, PoolReads):
@@ -582,14 +562,13 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
             await self._list_pool(pool)
         offsets = [str(x) for tp, (first, last) in c.offsets.items()
                    for x in (tp, "" if first is None else first, last)]
-        # the bulk frames are written on the store's thread (their pass runs without the GIL) while the WATCH
-        # and the check make their round trip: the event loop meanwhile hands the next step to the rating
-        # thread, which would otherwise wait for the tens of ms a step's frames take (BENCHMARKS.md, "Service")
+        # the bulk commands are packed on the store's thread while the WATCH and the check make their round
+        # trip: the event loop meanwhile hands the next step to the rating thread
         if self._frames is None:
             self._frames = thread_names.named_executor(thread_names.FRAMES)
         bulk = asyncio.get_running_loop().run_in_executor(
-            self._frames, self._bulk_frames, c, self.keys.player_prefix(pool).encode(), keys[2].encode(),
-            keys[9].encode(), self.keys.history_prefix(pool).encode())
+            self._frames, bulk_commands, c, self.keys.player_prefix(pool).encode(), keys[2].encode(),
+            keys[9].encode(), self.keys.history_prefix(pool).encode(), self.history_limit)
         bulk.add_done_callback(_retrieved)  # (a commit refused before its frames are sent never awaits them)
         done = [x for rid in c.done_rounds for x in (rid, escape(rid))]
         offsets_blob = strings_blob(offsets)
@@ -625,18 +604,8 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
                 self._ids.pop(pool, None)
         return new_gen
 
-    def _bulk_frames(self, c: Commit, player_prefix: bytes, lb_key: bytes, chg_key: bytes,
-                     history_prefix: bytes) -> list[memoryview]:
-        """The commit's bulk writes (``commit_frames.frames``) and, with a history limit, the append of
-        its players' history records as one more command (``stream.state.history``)."""
-        out = frames(c.rows if c.rows is not None else c.pack(), player_prefix, lb_key, chg_key)
-        rows = history_rows(c.published, c.beliefs) if self.history_limit > 0 else None
-        if rows is not None:
-            out.append(history_frame(rows, self.history_limit, history_prefix, chg_key))
-        return out
-
     def _transaction(self, watched: Command, check: Command, apply: Command,
-                     bulk_frames: Awaitable[list[memoryview]]) -> Exchange:
+                     bulk_frames: Awaitable[list[bytes]]) -> Exchange:
         """A commit on one connection: ``watched`` (WATCH) and ``check``; unless the check refused (its
         reply, not 0, is the commit's reply), ``apply`` and the ``bulk`` frames (awaited once the check
         has answered) in one MULTI/EXEC. An EXEC
@@ -669,6 +638,37 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
             await self.r.execute_command("SCRIPT", "LOAD", script.script, target_nodes=self.r.get_node_from_key(key))
         else:
             await self.r.script_load(script.script)
+
+
+def bulk_commands(c: Commit, player_prefix: bytes, lb_key: bytes, chg_key: bytes, history_prefix: bytes,
+                  history_limit: int) -> list[bytes]:
+    """The commit's bulk writes, packed by the Redis client's protocol library (hiredis): ``MSET``
+    of the players' keys (``player_prefix`` + escaped name) to their beliefs, ``ZADD lb_key`` of
+    their scores in ascending order, ``HSET chg_key`` of the changes -- those with something to
+    write -- and, with a ``history_limit``, the append of their history records (``stream.state.history``).
+    A NaN score, which a sorted set refuses, raises ValueError here, before anything is sent."""
+    players = list(c.beliefs)
+    scores = np.array(list(map(c.scores.__getitem__, players)), dtype=np.float64).reshape(-1)
+    if np.isnan(scores).any():
+        raise ValueError("a leaderboard score is NaN")
+    order = np.argsort(scores, kind="stable").tolist()
+    players = [players[i] for i in order]
+    commands: list[tuple[Any, ...]] = []
+    if players:
+        keys = [player_prefix + k.encode() for k in escape_all(players)]
+        mset: list[Any] = [b""] * (2 * len(players))
+        mset[0::2], mset[1::2] = keys, list(map(c.beliefs.__getitem__, players))
+        zadd: list[Any] = [b""] * (2 * len(players))
+        zadd[0::2], zadd[1::2] = scores[order].tolist(), players
+        commands += [("MSET", *mset), ("ZADD", lb_key, *zadd)]
+    if c.changes:
+        hset: list[Any] = [b""] * (2 * len(c.changes))
+        hset[0::2], hset[1::2] = list(c.changes), list(c.changes.values())
+        commands.append(("HSET", chg_key, *hset))
+    rows = history_rows(c.published, c.beliefs) if history_limit > 0 else None
+    if rows is not None:
+        commands.append(history_command(rows, history_limit, history_prefix, chg_key))
+    return [hiredis.pack_command(cmd) for cmd in commands]
 
 
 def _retrieved(done: asyncio.Future[Any]) -> None:

@@ -190,7 +190,7 @@ def replay(
             report_skipped(skipped)
             return
         from stream.engine.embedded import EmbeddedPipeline
-        from stream.engine.rating_columns import message_lines
+        from stream.events.model import rating_value
         from stream.runtime.compile_notice import compile_notice
 
         with contextlib.ExitStack() as stack:
@@ -199,7 +199,7 @@ def replay(
 
             def write_history(outputs: Sequence[RatingOutput]) -> None:
                 assert sink is not None
-                sink.write_lines(message_lines(outputs), len(outputs))
+                sink.write_lines(b"".join([rating_value(o) + b"\n" for o in outputs]), len(outputs))
 
             pool_systems = {name: (cfg.system, cfg.params) for name, cfg in load_pools_file(pools_file).items()}
             pipeline = EmbeddedPipeline(system, parse_params(params), batch_size=batch_size, pool_systems=pool_systems,

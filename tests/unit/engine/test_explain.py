@@ -15,19 +15,15 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from history_sink import history_lines
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from repo_paths import ROOT
 from repo_paths import SHARED_DATA as DATA
 
 from stream.engine.embedded import EmbeddedPipeline
-from stream.engine.explain import MAX_MATCH_IDS, player_matches, round_template, round_text_column, round_texts
+from stream.engine.explain import MAX_MATCH_IDS, player_matches
 from stream.engine.pool import PoolEngine
-from stream.engine.rating_columns import RatingColumns, message_lines
 from stream.events.inputs import read_records
-from stream.events.model import MatchBatch, MatchEvent, RatingOutput, index_players
+from stream.events.model import MatchBatch, MatchEvent, RatingOutput, index_players, rating_value
 from stream.ratings.elo_mmr.system import EloMMR
-from stream.text_columns import split
 from stream.tools.replay import replay
 
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
@@ -233,20 +229,27 @@ def _history_bytes(paths: list[Path], system: str, monkeypatch: pytest.MonkeyPat
     ``monkeypatch``, every round explained player by player (the path that explains what the
     arena cannot give as columns)."""
     chunks: list[bytes] = []
-    by_columns = 0
 
     def sink(outputs: Sequence[RatingOutput]) -> None:
-        nonlocal by_columns
-        by_columns += isinstance(outputs, RatingColumns) and isinstance(outputs.explain, tuple)  # (a text column)
-        chunks.append(bytes(message_lines(outputs)))
+        chunks.append(b"".join(rating_value(o) + b"\n" for o in outputs))
 
     if monkeypatch is not None:
         monkeypatch.setattr(PoolEngine, "store_round_change", lambda self, event, held: (
             self.store_round(event, held), None))
-    pipe = EmbeddedPipeline(system, history=sink, **kw)
+    pipe = _Counting(system, history=sink, **kw)
     for p in paths:
         pipe.run(read_records(p))
-    return b"".join(chunks), by_columns
+    return b"".join(chunks), pipe.by_columns
+
+
+class _Counting(EmbeddedPipeline):
+    """Counts the rounds explained from their ``RoundChange`` (by columns)."""
+
+    by_columns = 0
+
+    def _history_round_columns(self, *args: Any) -> None:
+        self.by_columns += 1
+        super()._history_round_columns(*args)
 
 
 @pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx", "trueskill"])
@@ -338,18 +341,3 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     played = sum(players[9] in (batch.a[j], batch.b[j]) for j in range(len(batch)))
     assert summed["match_ids"][-1] == "late\u00e9" and summed["matches"] == played + 1 > MAX_MATCH_IDS // 2
     assert summed["delta"] == -3.25 - before[players[9]].rating
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(max_size=6), min_size=1, max_size=4), st.sampled_from([4, 5]), st.data())
-def test_round_text_column_is_round_texts_byte_for_byte(round_ids: list[str], width: int, data: st.DataObject) -> None:
-    """The explanations of a step's rows by columns (``round_text_column``) are the texts ``round_texts`` writes
-    from each row's round template: numbers of any float64 (NaN and infinities too), round ids with quotes,
-    backslashes and ``%``."""
-    n = data.draw(st.integers(min_value=0, max_value=20))
-    of_row = np.array(data.draw(st.lists(st.integers(0, len(round_ids) - 1), min_size=n, max_size=n)), dtype=np.int64)
-    numbers = np.array(data.draw(st.lists(st.lists(st.floats(), min_size=width, max_size=width), min_size=n,
-                                          max_size=n)), dtype=np.float64).reshape(n, width)
-    templates = [round_template(round_ids[k], width == 5) for k in of_row.tolist()]
-    column = round_text_column([orjson.dumps(r) for r in round_ids], of_row, numbers)
-    assert split(column) == round_texts(templates, numbers)

@@ -18,7 +18,7 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message, rating_value
 from stream.service.planning import RoundOp, step_inputs
 from stream.service.step_rating import rate_ops
-from stream.state.commit_frames import frames
+from stream.state.redis_store import bulk_commands
 from stream.state.tagged_pool import TaggedFlat
 
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
@@ -38,14 +38,11 @@ def _rounds(n: int) -> list[RoundEvent]:
 
 def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None], seen: set[str],
           by_columns: bool, by_place: bool = False) -> tuple[Any, ...]:
-    """The step's commit, outputs, dead letters, counts and frames; ``by_place``: its rounds' players
+    """The step's commit, outputs, dead letters, counts and bulk commands; ``by_place``: its rounds' players
     found by their places, as the worker numbers them (``step_inputs``), else by name."""
     places = step_inputs(list(ops)).places if by_place else None
     commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, _dead, by_columns, places)
-    # the frames the commit sends: from rows sealed from the step's arena (by columns), or packed when it is sent
-    names = (b"p:", b"lb", b"chg")
-    blobs = tuple(map(bytes, frames(commit.rows if commit.rows is not None else commit.pack(), *names)))
-    assert blobs == tuple(map(bytes, frames(commit.pack(), *names)))
+    blobs = tuple(bulk_commands(commit, b"p:", b"lb", b"chg", b"h:", 0))  # the bytes the commit sends
     return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
             [(tuple(o), rating_value(o)) for o in outputs], dead, (counts.applied, counts.repeated), blobs)
 
@@ -168,5 +165,5 @@ def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(sy
         plain.update(on_bytes.updates)
         held.update(in_arena.updates)
         players.update(dict.fromkeys(ev.players))
-    assert dict(zip(players, engine.encode_held(held, list(players))[0], strict=True)) == {p: plain[p] for p in players}
+    assert dict(zip(players, engine.encode_held(held, list(players)), strict=True)) == {p: plain[p] for p in players}
     assert PoolEngine("q", make_system("elo")).held_rounds({}) is None  # rounds not packed: no arena

@@ -1,13 +1,10 @@
-"""The history records of a commit (stream.state.history): which rows are recorded, and the frame
-written by numba equals what redis-py packs for the same command."""
+"""The history records of a commit (stream.state.history): which rows are recorded, and the
+command that appends them."""
 
 from __future__ import annotations
 
-from redis.asyncio.connection import Connection
-
-from stream.engine.rating_columns import RatingColumns
 from stream.events.model import RatingOutput
-from stream.state.history import HISTORY_LUA, RECORD, decode, history_frame, history_rows
+from stream.state.history import HISTORY_LUA, RECORD, decode, history_command, history_rows
 
 
 def _out(player: str, version: int, rating: float, eid: str) -> RatingOutput:
@@ -18,31 +15,21 @@ def test_rows_of_written_players_latest_version_only() -> None:
     published = [_out("a", 3, 1.0, "old"), _out("b", 7, 2.0, "re"), _out("a", 4, 5.0, "new"), _out("c", 1, 9.0, "x")]
     rows = history_rows(published, {"a": b"", "c": b""})  # b: a re-publication, not written by the commit
     assert rows is not None and rows.players == 2
-    recs = [bytes(rows.heads[i]) + bytes(rows.eids[rows.eid_at[i]:rows.eid_at[i + 1]]) for i in range(2)]
-    assert [decode(r) for r in recs] == [
+    assert rows.keys == ["a", "c"]
+    assert [decode(r) for r in rows.records] == [
         {"version": 4, "time": 1004, "rating": 5.0, "mu": 6.0, "sigma": 50.0, "event_id": "new"},
         {"version": 1, "time": 1001, "rating": 9.0, "mu": 10.0, "sigma": 50.0, "event_id": "x"}]
     assert history_rows([], {"a": b""}) is None
     assert history_rows([_out("b", 1, 1.0, "e")], {"a": b""}) is None
 
 
-def test_columns_and_rows_give_the_same_records() -> None:
-    cols = RatingColumns("p", "elo", ["a", "x:{y}"], [1.5, 2.5], [3.0, 4.0], [5.0, 6.0], [1, 2], [1, 2], ["e1", "é2"],
-                         [10, 20], None)
-    by_cols, by_rows = history_rows(cols, {"a": b"", "x:{y}": b""}), history_rows(list(cols), {"a": b"", "x:{y}": b""})
-    assert by_cols is not None and by_rows is not None
-    for f in ("keys", "key_at", "heads", "eids", "eid_at"):
-        assert bytes(getattr(by_cols, f).tobytes()) == bytes(getattr(by_rows, f).tobytes()), f
-
-
-def test_the_frame_is_the_command_redis_py_packs() -> None:
-    cols = RatingColumns("p", "elo", ["a", "x:{y}"], [1.5, 2.5], [3.0, 4.0], [5.0, 6.0], [1, 2], [1, 2], ["e1", "é2"],
-                         [10, 20], None)
-    rows = history_rows(cols, {"a": b"", "x:{y}": b""})
+def test_the_command_appends_each_players_record_to_their_key() -> None:
+    published = [RatingOutput("p", "a", 1.5, 3.0, 5.0, 1, 1, "e1", 10, "elo"),
+                 RatingOutput("p", "x:{y}", 2.5, 4.0, 6.0, 2, 2, "é2", 20, "elo")]
+    rows = history_rows(published, {"a": b"", "x:{y}": b""})
     assert rows is not None
-    frame = bytes(history_frame(rows, 7, b"mmr:{p}:h:", b"mmr:{p}:chg"))
     args: list[bytes | str | int] = ["EVAL", HISTORY_LUA, 1, b"mmr:{p}:chg", 7]
     rows_in = [(1.5, 3.0, 5.0, 1, 10, "e1"), (2.5, 4.0, 6.0, 2, 20, "é2")]
     for name, (r, m, s, v, t, e) in zip([b"a", b"x%3A%7By%7D"], rows_in, strict=True):
         args += [b"mmr:{p}:h:" + name, RECORD.pack(v, t, r, m, s) + e.encode()]
-    assert frame == b"".join(Connection().pack_command(*args))
+    assert history_command(rows, 7, b"mmr:{p}:h:", b"mmr:{p}:chg") == tuple(args)
