@@ -99,7 +99,7 @@ def match_batch_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
 
 
 def match_json(m: MatchEvent) -> bytes:
-    """One ``match`` message (``neutral`` where it is: the columns carry no side)."""
+    """One ``match`` message (``neutral`` where it is)."""
     obj: dict[str, Any] = {"type": "match", "event_id": m.event_id, "pool": m.pool, "time": m.time, "a": m.a,
                            "b": m.b, "score": m.score}
     if m.neutral:
@@ -109,11 +109,15 @@ def match_json(m: MatchEvent) -> bytes:
 
 def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
     """The compact column form (what the publisher sends): about half the bytes of
-    ``match_batch_json`` and a third of the worker's decoding cost. Every match of it is not
-    neutral (the columns carry no side): a neutral one goes as ``match_json``."""
-    return orjson.dumps({"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
-                         "time": [m.time for m in matches], "a": [m.a for m in matches],
-                         "b": [m.b for m in matches], "score": [m.score for m in matches]})
+    ``match_batch_json`` and a third of the worker's decoding cost. The ``neutral`` column only
+    when some match is neutral (absent means none is: the usual message stays as small)."""
+    obj: dict[str, Any] = {"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
+                           "time": [m.time for m in matches], "a": [m.a for m in matches],
+                           "b": [m.b for m in matches], "score": [m.score for m in matches]}
+    neutral = [m.neutral for m in matches]
+    if True in neutral:
+        obj["neutral"] = neutral
+    return orjson.dumps(obj)
 
 
 def deterministic_id(event: Mapping[str, Any]) -> str:
@@ -299,8 +303,8 @@ class Publisher:
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional
         ``event_id``, ``neutral``). Sent as ``match_columns`` messages of at most ``batch`` matches and
-        ``max_message_bytes`` bytes; a neutral match (the columns carry no side) as a ``match`` of its
-        own, in its place. Every match is validated before any is sent."""
+        ``max_message_bytes`` bytes (with a ``neutral`` column where some match is neutral). Every
+        match is validated before any is sent."""
         events: list[MatchEvent] = []
         for i, m in enumerate(matches):
             row = {"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
@@ -312,18 +316,8 @@ class Publisher:
             except InvalidEvent as exc:
                 raise InvalidEvent(f"match {i}: {exc.reason}", exc.event_id) from None
             events.append(one)  # a MatchEvent whose ``neutral`` is the row's
-        run: list[MatchEvent] = []
-        for ev in events:
-            if ev.neutral:
-                for start in range(0, len(run), self.batch):
-                    await self._send_columns(pool, run[start:start + self.batch])
-                run = []
-                await self.send({"type": "match", "event_id": ev.event_id, "pool": pool, "time": ev.time, "a": ev.a,
-                                 "b": ev.b, "score": ev.score, "neutral": True})
-            else:
-                run.append(ev)
-        for start in range(0, len(run), self.batch):
-            await self._send_columns(pool, run[start:start + self.batch])
+        for start in range(0, len(events), self.batch):
+            await self._send_columns(pool, events[start:start + self.batch])
         return [m.event_id for m in events]
 
     async def _send_columns(self, pool: str, events: list[MatchEvent]) -> None:
@@ -365,8 +359,9 @@ class Publisher:
 
     def _column_ids(self, obj: Mapping[str, Any]) -> list[str] | None:
         """The ids of a ``match_columns`` event that has none, one per match (left missing, for
-        the validator to report, when the columns are not lists)."""
-        names = ("time", "a", "b", "score")
+        the validator to report, when the columns are not lists): each the id its match would get
+        as a ``match`` (``neutral`` in it where the column says so)."""
+        names = ("time", "a", "b", "score", "neutral") if "neutral" in obj else ("time", "a", "b", "score")
         if not all(isinstance(obj.get(k), list) for k in names):
             return None
         cols: list[list[Any]] = [obj[k] for k in names]
@@ -374,8 +369,11 @@ class Publisher:
         for name, col in zip(names, cols, strict=True):
             if len(col) != n:
                 raise InvalidEvent(f"field {name}: {len(col)} items, but a has {n}")
-        return [self._new_id({"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc})
-                for t, a, b, sc in zip(*cols, strict=True)]
+        if len(cols) == 4:
+            cols.append([False] * n)
+        return [self._new_id({"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc,
+                              **({"neutral": True} if neu is True else {})})
+                for t, a, b, sc, neu in zip(*cols, strict=True)]
 
     def _with_id(self, head: dict[str, Any], m: Any) -> Any:
         """A ``match_batch`` item with its id filled in (anything but a dict is left to the validator)."""

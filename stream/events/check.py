@@ -29,7 +29,8 @@ from stream.events.schema import limits, schema
 INPUT_TYPES = ("match", "match_batch", "match_columns", "round", "round_result", "round_completed")
 #: event types that carry many matches (decoded to a list of MatchEvent)
 MATCH_LISTS = ("match_batch", "match_columns")
-#: the five columns of a ``match_columns`` event, in the order of MatchBatch.add's fields
+#: the five columns every ``match_columns`` event has, in the order of MatchBatch.add's fields (an
+#: optional sixth, ``neutral``, is read where one is)
 COLUMNS = ("event_id", "time", "a", "b", "score")
 ALL_TYPES = (*INPUT_TYPES, "rating")
 #: ``maxLength`` of ``event_id`` in the schemas
@@ -239,11 +240,12 @@ def check_event(obj: dict[str, Any]) -> tuple[str, Any]:
         return etype, [to_match(m, obj["pool"], "matches.{0}.{1}", i) for i, m in enumerate(obj["matches"])]
     if etype == "match_columns":
         n = len(obj["event_id"])
-        for col in COLUMNS[1:]:
+        cols = (*COLUMNS, "neutral") if "neutral" in obj else COLUMNS
+        for col in cols[1:]:
             if len(obj[col]) != n:
                 raise InvalidEvent(f"field {col}: {len(obj[col])} items, but event_id has {n}")
-        rows = zip(*(obj[col] for col in COLUMNS), strict=True)
-        return etype, [to_match(dict(zip(COLUMNS, row, strict=True)), obj["pool"], "{1}.{0}", i)
+        rows = zip(*(obj[col] for col in cols), strict=True)
+        return etype, [to_match(dict(zip(cols, row, strict=True)), obj["pool"], "{1}.{0}", i)
                        for i, row in enumerate(rows)]
     eid = obj["event_id"]
     exact: dict[str, Any] = {k: exact_int(obj[k], k, eid)

@@ -496,13 +496,14 @@ def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[
     # ``count`` compares with ==: a ``type`` of any JSON value (a list, unhashable) is just not "match"
     if list(map(dict.get, objs, itertools.repeat("type"))).count("match") != len(objs):
         return None
-    cols = plain_match_rows(objs)
-    if cols is None:
+    rows = plain_match_rows(objs)
+    if rows is None:
         return None
-    ids, times, a, b, scores = cols
+    (ids, times, a, b, scores), neutral = rows
     line_nos = [n for n, _ in block]
     if pool is not None:  # (checked by the caller) every event's own pool is replaced
-        return [MatchRun(MatchBatch(pool, event_ids=ids, a=a, b=b, scores=scores, times=times), p, line_nos)]
+        return [MatchRun(MatchBatch(pool, event_ids=ids, a=a, b=b, scores=scores, times=times, neutral=neutral),
+                         p, line_nos)]
     pools: list[Any] = list(map(dict.get, objs, itertools.repeat("pool")))
     if set(map(type, pools)) != _STR_TYPE:
         return None
@@ -513,7 +514,9 @@ def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[
     i = 0
     for name, group in itertools.groupby(pools):
         j = i + sum(1 for _ in group)
-        batch = MatchBatch(name, event_ids=ids[i:j], a=a[i:j], b=b[i:j], scores=scores[i:j], times=times[i:j])
+        flags = None if neutral is None or True not in neutral[i:j] else neutral[i:j]
+        batch = MatchBatch(name, event_ids=ids[i:j], a=a[i:j], b=b[i:j], scores=scores[i:j], times=times[i:j],
+                           neutral=flags)
         runs.append(MatchRun(batch, p, line_nos[i:j]))
         i = j
     return runs

@@ -79,8 +79,8 @@ class MatchEvent:
 class MatchBatch:
     """Consecutive matches of one pool, applied with exact sequential meaning. ``MatchBatch(pool)`` is an
     empty batch; its columns are given by name. ``neutral[m]``: match m is neutral (no side holds an
-    advantage); None when none is (the usual batch, and what every columns decoder gives: a neutral
-    match takes the full decoder, which ``add``s it here)."""
+    advantage); None when none is (every decoder gives None then, so batches of the same matches are
+    equal whichever decoder built them)."""
 
     pool: str
     _: KW_ONLY

@@ -87,7 +87,7 @@ def _plain_match(m: Any) -> bool:
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
-    return ("neutral" not in m  # the columns carry no side: a neutral match takes the full decoder
+    return (type(m.get("neutral", False)) is bool
             and type(eid) is str and 0 < len(eid) <= _ID and type(t) is int and _MIN_TIME <= t <= _MAX_TIME
             and type(a) is str and 0 < len(a) <= _PLAYER and type(b) is str and 0 < len(b) <= _PLAYER and a != b
             and (type(sc) is float or type(sc) is int) and _MIN_SCORE <= sc <= _MAX_SCORE)
@@ -111,31 +111,42 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
         if not _plain_match(obj):
             return None
         return MatchBatch(pool=pool, event_ids=[obj["event_id"]], a=[obj["a"]], b=[obj["b"]],
-                          scores=[float(obj["score"])], times=[obj["time"]])
+                          scores=[float(obj["score"])], times=[obj["time"]],
+                          neutral=[True] if obj.get("neutral") else None)
     cols: list[Any] | None
     if etype == "match_columns":
         cols = [obj.get(k) for k in COLUMNS]
         if set(map(type, cols)) != _LIST or not cols[0] or len(set(map(len, cols))) != 1:
             return None
+        neutral = obj.get("neutral")
+        if neutral is not None and not _plain_flags(neutral, len(cols[0])):
+            return None
     elif etype == "match_batch":
         cols = _rows_to_columns(obj.get("matches"))
         if cols is None:
             return None
+        neutral = cols.pop()
     else:
         return None
     plain = _plain(cols)
     if plain is None:
         return None
     ids, times, a, b, scores = plain
-    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=scores, times=times)
+    return MatchBatch(pool=pool, event_ids=ids, a=a, b=b, scores=scores, times=times,
+                      neutral=neutral if neutral is not None and True in neutral else None)
 
 
-def plain_match_rows(objs: list[Any]) -> list[Any] | None:
+def plain_match_rows(objs: list[Any]) -> tuple[list[Any], list[bool] | None] | None:
     """The five columns (``COLUMNS``; scores as floats) of parsed ``match_batch`` items or
     ``match`` events that are each certainly valid (``_plain_match``, checked column by
-    column), or None: something needs the full validator."""
+    column), and their ``neutral`` flags (None: none is neutral; ``MatchBatch.neutral``), or
+    None: something needs the full validator."""
     cols = _rows_to_columns(objs)
-    return None if cols is None else _plain(cols)
+    if cols is None:
+        return None
+    neutral = cols.pop()
+    plain = _plain(cols)
+    return None if plain is None else (plain, neutral if neutral is not None and True in neutral else None)
 
 
 def _plain(cols: list[Any]) -> list[Any] | None:
@@ -151,22 +162,31 @@ def _plain(cols: list[Any]) -> list[Any] | None:
 
 
 def _rows_to_columns(ms: Any) -> list[Any] | None:
-    """The five columns of a ``match_batch``'s items (None: not a plain list of dicts with them, or
-    an item with ``neutral``, which the columns do not carry: the full decoder keeps it)."""
+    """The five columns of a ``match_batch``'s items, then their ``neutral`` flags (None when no item
+    has one), or None: not a plain list of dicts with them, or a ``neutral`` that is not a bool."""
     if type(ms) is not list or not ms or set(map(type, ms)) != _DICT:
         return None
+    neutral = None
     if any(map(operator.contains, ms, repeat("neutral"))):
-        return None
+        neutral = list(map(dict.get, ms, repeat("neutral"), repeat(False)))
+        if set(map(type, neutral)) != _BOOL:
+            return None
     try:
-        return [list(map(itemgetter(k), ms)) for k in COLUMNS]
+        return [*(list(map(itemgetter(k), ms)) for k in COLUMNS), neutral]
     except KeyError:
         return None
+
+
+def _plain_flags(flags: Any, n: int) -> bool:
+    """``flags`` is a ``neutral`` column the schema accepts for ``n`` matches: a list of n bools."""
+    return type(flags) is list and len(flags) == n and set(map(type, flags)) == _BOOL
 
 
 _STR = {str}
 _LIST = {list}
 _DICT = {dict}
 _FLOAT = {float}
+_BOOL = {bool}
 _INT = {int}
 _NUMBER = ({float}, {int}, {float, int})
 

@@ -1,7 +1,8 @@
 """``mmr replay INPUT --broker URL``: publish a history to the service's input topics.
 
 Rounds go out as whole ``round`` events (topic MMR_TOPIC_ROUNDS), 1-v-1 results as
-``match_columns`` messages (the compact column form of ``match_batch``) of up to
+``match_columns`` messages (the compact column form of ``match_batch``; a ``neutral`` column
+where some match is neutral) of up to
 ``batch_size`` consecutive matches of one pool (topic
 MMR_TOPIC_MATCHES; Faust's cost is per *message*, so carrying many matches per message
 is where throughput comes from), ``round_result``/``round_completed`` unchanged (topic
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from stream.client import Publisher, match_batch_json, match_columns_json, match_json, round_json
+from stream.client import Publisher, match_batch_json, match_columns_json, round_json
 from stream.events.inputs import CsvMapping, OnInvalid
 from stream.events.model import MatchEvent
 from stream.events.validate import MATCH_LISTS
@@ -50,10 +51,6 @@ def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
     for _where, etype, value in records:
         if etype == "match" or etype in MATCH_LISTS:
             for m in [value] if etype == "match" else value:
-                if m.neutral:  # the columns carry no side: a match of its own, in its place
-                    yield from flush(m.pool)
-                    yield s.topic_matches, m.pool, match_json(m), 1, m.time
-                    continue
                 batch = pending.setdefault(m.pool, [])
                 batch.append(m)
                 if len(batch) >= batch_size:

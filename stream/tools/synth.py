@@ -11,7 +11,11 @@ The model is the one Elo-MMR is derived from:
   the standings sort performances, and performances that round to the same multiple
   of ``--tie-step`` tie (so that readers and metrics see occasional ties);
 * matches (``--kind matches``) pair two random players of a period; A wins when her
-  performance is higher by more than ``--draw-margin``, a draw otherwise when within it;
+  performance is higher by more than ``--draw-margin``, a draw otherwise when within it. No
+  side holds an advantage in this model, so every match says ``"neutral": true`` (a rating
+  system that learns a home advantage, docs/advantage.md, must not learn one from it); with
+  ``--home-advantage H`` A is the home side instead, her performance raised by H, and the
+  matches are not neutral (data to test that the advantage is learned: its truth is H);
 * team rounds (``--kind teams``, docs/teams.md): every round draws ``--teams`` teams of
   ``--team-size`` players at random (teams are re-formed every round), a team performs the sum
   of its members' performances, and the teams are ranked by it (ties as for rounds). A day is
@@ -101,8 +105,14 @@ def synth_rounds(players: int, rounds: int, participation: float, seed: int, noi
 
 def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str = "logistic",
                   beta: float = 200.0, drift: float = 35.0, mu0: float = 1500.0, sigma0: float = 350.0,
-                  draw_margin: float = 0.0, pool: str = "default") -> Iterator[dict[str, Any]]:
-    """docs/interface.md ``match`` events: ``matches`` spread evenly over ``rounds`` periods."""
+                  draw_margin: float = 0.0, pool: str = "default", home_advantage: float | None = None,
+                  ) -> Iterator[dict[str, Any]]:
+    """docs/interface.md ``match`` events: ``matches`` spread evenly over ``rounds`` periods. Neutral
+    (``"neutral": true``) unless ``home_advantage`` is given: then A plays at home, her performance
+    raised by it (performance units of the model), and no match is neutral. The draws of the random
+    generator are the same either way."""
+    home = 0.0 if home_advantage is None else home_advantage
+    side: dict[str, Any] = {"neutral": True} if home_advantage is None else {}
     rng = np.random.default_rng(seed)
     names = player_names(players)
     skill = rng.normal(mu0, sigma0, players)
@@ -117,12 +127,12 @@ def synth_matches(players: int, rounds: int, matches: int, seed: int, noise: str
             continue
         a = rng.integers(0, players, m)
         b = (a + rng.integers(1, players, m)) % players  # never a == b
-        diff = skill[a] - skill[b] + _noise(rng, noise, beta, m) - _noise(rng, noise, beta, m)
+        diff = skill[a] - skill[b] + _noise(rng, noise, beta, m) - _noise(rng, noise, beta, m) + home
         score = np.where(diff > draw_margin, 1.0, np.where(diff < -draw_margin, 0.0, 0.5))
         t0 = (EPOCH_S + r * DAY_S) * 1000
         for j in range(m):
             yield {"type": "match", "event_id": f"synth-m{k + 1}", "pool": pool, "time": t0 + j,
-                   "a": names[int(a[j])], "b": names[int(b[j])], "score": float(score[j])}
+                   "a": names[int(a[j])], "b": names[int(b[j])], "score": float(score[j]), **side}
             k += 1
 
 
@@ -187,12 +197,20 @@ def synth_team_rounds(players: int, rounds: int, team_size: int, teams: int, see
               help="kind=rounds: performances equal after flooring to this step tie (0 = no ties).")
 @click.option("--draw-margin", type=float, default=0.0, show_default=True,
               help="kind=matches: |performance difference| at most this is a draw.")
+@click.option("--home-advantage", type=float, default=None,
+              help="kind=matches: A plays at home with this advantage (performance units, as --beta), and "
+                   "the matches are not neutral (a pool that learns the advantage, docs/advantage.md, should "
+                   "find it). Without it there is no side advantage in the model and every match says "
+                   '"neutral": true.')
 @click.option("--pool", default="default", show_default=True, help="kind=matches/teams: pool of the events.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="Output JSONL file.")
 def synth(players: int, rounds: int, participation: float, seed: int, noise: str, kind: str, team_size: int,
           n_teams: int, team_noise: str, truth: str | None, matches: int, beta: float, drift: float, mu0: float,
-          sigma0: float, tie_step: float, draw_margin: float, pool: str, out: str) -> None:
-    """Write synthetic rounds (contest JSONL), matches or team rounds (event JSONL) to --out."""
+          sigma0: float, tie_step: float, draw_margin: float, home_advantage: float | None, pool: str,
+          out: str) -> None:
+    """Write synthetic rounds (contest JSONL), matches or team rounds (event JSONL) to --out.
+
+    Matches are neutral (no side advantage in the model) unless --home-advantage is given."""
     if kind == "teams":
         try:
             team_rows, skills = synth_team_rounds(players, rounds, team_size, n_teams, seed, noise, beta, drift, mu0,
@@ -207,6 +225,7 @@ def synth(players: int, rounds: int, participation: float, seed: int, noise: str
     if kind == "rounds":
         rows = synth_rounds(players, rounds, participation, seed, noise, beta, drift, mu0, sigma0, tie_step)
     else:
-        rows = synth_matches(players, rounds, matches, seed, noise, beta, drift, mu0, sigma0, draw_margin, pool)
+        rows = synth_matches(players, rounds, matches, seed, noise, beta, drift, mu0, sigma0, draw_margin, pool,
+                             home_advantage)
     n = write_jsonl_atomic(out, rows)
     click.echo(f"wrote {n} {'rounds' if kind == 'rounds' else 'matches'} to {out}", err=True)

@@ -58,6 +58,14 @@ def test_batches_get_one_id_per_match_same_as_single_matches() -> None:
     singles = [pub.prepare({"type": "match", "pool": "p", **r})[1]["event_id"] for r in rows]
     assert [m["event_id"] for m in batch["matches"]] == cols["event_id"] == singles
     assert len(set(singles)) == 2
+    # a neutral match's id is its id as a neutral ``match``, whichever form carries it
+    sided = [{**rows[0], "neutral": True}, {**rows[1], "neutral": False}]
+    _, batch = pub.prepare({"type": "match_batch", "pool": "p", "matches": sided})
+    _, cols = pub.prepare({"type": "match_columns", "pool": "p", **{k: [r[k] for r in sided] for k in sided[0]}})
+    singles = [pub.prepare({"type": "match", "pool": "p", **r})[1]["event_id"] for r in rows]
+    neutral_one = pub.prepare({"type": "match", "pool": "p", **sided[0]})[1]["event_id"]
+    assert cols["event_id"] == [neutral_one, singles[1]] and neutral_one != singles[0]
+    assert [m["event_id"] for m in batch["matches"]][0] == neutral_one
 
 
 @pytest.mark.parametrize(("event", "field"), [
@@ -131,9 +139,10 @@ def test_every_example_payload_in_the_docs_is_valid() -> None:
             kinds.append("team round with sides" if etype == "round" and ev.teams is not None and ev.teams.sides
                          else "team round" if etype == "round" and ev.teams is not None
                          else "round by columns" if etype == "round" and "standings" not in obj
-                         else "neutral match" if etype == "match" and ev.neutral else etype)
+                         else "neutral match" if etype == "match" and ev.neutral
+                         else "columns with neutral" if etype == "match_columns" and "neutral" in obj else etype)
     assert sorted(kinds) == sorted([*INPUT_TYPES, "team round", "round by columns", "rating", "neutral match",
-                                    "team round with sides"])
+                                    "team round with sides", "columns with neutral"])
 
 
 def test_the_settings_limits_of_the_worker_apply() -> None:

@@ -4,10 +4,12 @@ The comparison a user makes: the same file of matches, each program as a whole p
 (imports, the numba cache, reading and checking every line, rating, writing the output),
 ``mmr replay FILE --system cowan --embedded --out X`` against a plain Python loop that reads
 the same JSONL with orjson and rates every match with openskill's ``PlackettLuce`` (one
-``rate`` call per match, ratings in a dict). Runs alternate (ours, theirs, ours, ...), so
-load from other jobs on a shared machine hits both alike; each run's wall time and CPU
-time (user + system of the child process, all threads) are printed, and the ratio of
-rates, ours / openskill's (≥ 1: the replay is at least as fast), by wall and by CPU.
+``rate`` call per match, ratings in a dict). The matches are neutral (``mmr synth``'s model has no
+side advantage, and openskill takes none): a match that is not neutral would be rated one at a
+time with a learned home advantage (docs/advantage.md), which is not the same work. Runs
+alternate (ours, theirs, ours, ...), so load from other jobs on a shared machine hits both
+alike; each run's wall time and CPU time (user + system of the child process, all threads) are
+printed, and the ratio of rates, ours / openskill's (≥ 1: the replay is at least as fast), by wall and by CPU.
 
 ``python -m stream.tools.bench.cowan_replay FILE`` runs the openskill loop alone.
 """
@@ -72,9 +74,9 @@ def side_by_side(matches: int, players: int, pairs: int, seed: int) -> None:
         ours = [sys.executable, "-m", "stream.cli", "replay", src, "--system", "cowan", "--embedded",
                 "--out", str(Path(tmp) / "ratings.jsonl"), "--no-progress"]
         theirs = [sys.executable, "-m", "stream.tools.bench.cowan_replay", src]
-        click.echo(f"whole process, {matches:,} matches among {players:,} players (`mmr synth --kind matches "
-                   f"--seed {seed}`), load average {os.getloadavg()[0]:.2f}; first a run of ours to load "
-                   "numba's cache")
+        click.echo(f"whole process, {matches:,} neutral matches among {players:,} players (`mmr synth --kind "
+                   f"matches --seed {seed}`: no side advantage), load average {os.getloadavg()[0]:.2f}; first a run "
+                   "of ours to load numba's cache")
         _timed(ours)
         click.echo(f"{'run':>3}  {'mmr replay wall / CPU s':>24}  {'openskill wall / CPU s':>23}  "
                    f"{'ratio wall':>10}  {'ratio CPU':>9}")

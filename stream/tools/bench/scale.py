@@ -65,8 +65,9 @@ def scale_pools(n: int) -> list[str]:
 
 def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int, players: int,
                    seed: int = 5) -> list[tuple[bytes, bytes]]:
-    """``messages`` ``match_batch`` messages of ``matches`` each, the pools taken in turn; written to
-    ``path`` as a JSONL input of ``mmr replay`` and returned as (key, value) keyed by pool."""
+    """``messages`` ``match_batch`` messages of ``matches`` each (neutral: drawn without a side advantage),
+    the pools taken in turn; written to ``path`` as a JSONL input of ``mmr replay`` and returned as
+    (key, value) keyed by pool."""
     rng = random.Random(seed)
     items: list[tuple[bytes, bytes]] = []
     with path.open("wb") as f:
@@ -77,7 +78,7 @@ def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int
                 a = rng.randrange(players)
                 b = (a + 1 + rng.randrange(players - 1)) % players
                 ms.append({"event_id": f"{pool}-{k}-{i}", "time": 1_700_000_000_000 + k * matches + i,
-                           "a": f"p{a}", "b": f"p{b}", "score": rng.choice((0.0, 1.0))})
+                           "a": f"p{a}", "b": f"p{b}", "score": rng.choice((0.0, 1.0)), "neutral": True})
             value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
             f.write(value + b"\n")
             items.append((pool.encode(), value))

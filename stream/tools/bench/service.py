@@ -8,7 +8,11 @@ Measured in one run, on the same broker:
   batched match results/s (``match_batch`` of 1,000; Cowan, and ``elo`` for the pipeline's
   own ceiling, also as ``match_columns``, the compact form), results/s in rounds of 3,000
   players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
-  the measured single-match rate.
+  the measured single-match rate. Every match of these is ``neutral`` (drawn with no side
+  advantage, like for like with a system that takes none);
+* ``sided``: the ``match_columns`` of the ``columns`` phase without ``neutral``, so the pool (Elo,
+  its ``advantage`` on) rates each match one at a time with the learned home advantage and learns
+  it (docs/advantage.md): what sides cost a user, beside the ``columns`` figure.
 
 ``--only scale`` (not in the default run): N workers in one consumer group on topics of 12
 partitions, ``match_batch`` load over 48 pools; results/s per worker count, each run checked
@@ -79,7 +83,7 @@ from stream.tools.bench.worker import (
     _Worker,
 )
 
-PHASES = ("bare", "singles", "batched", "columns", "rounds", "latency")
+PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
@@ -391,7 +395,8 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
-                           "pool_players": pool_players, "worker_env": extra_env}
+                           "pool_players": pool_players, "worker_env": extra_env, "matches": "neutral",
+                           "load_average": os.getloadavg()}
     worker = None
     try:
         from stream.service.topics import ensure_topics
@@ -423,7 +428,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             pools = tmp / "pools.json"
             pools.write_text(json.dumps({"pools": {
                 "cw": {"system": "cowan"}, "cs": {"system": "cowan"}, "cb": {"system": "cowan"},
-                "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"},
+                "es": {"system": "elo"}, "eb": {"system": "elo"}, "ec": {"system": "elo"}, "ea": {"system": "elo"},
                 "rw": {"system": "elo-mmr"}, "er": {"system": "elo-mmr"}, POOL: {"system": history_system},
                 **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
@@ -462,13 +467,15 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             if "columns" in phases:
                 click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
                            err=True)
-                items = []
-                for k in range(batched):
-                    ms = [_match(k * 1000 + i, "ec", pool_players, rng) for i in range(1000)]
-                    items.append((b"ec", orjson.dumps({"type": "match_columns", "pool": "ec",
-                                                       **{c: [m[c] for m in ms] for c in ("event_id", "time", "a", "b",
-                                                                                          "score")}})))
+                items = _columns(batched, "ec", pool_players, rng, neutral=True)
                 res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
+
+            if "sided" in phases:
+                click.echo("match_columns messages of 1,000, not neutral (elo: the home advantage learned, one match "
+                           "at a time) ...", err=True)
+                items = _columns(batched, "ea", pool_players, rng, neutral=False)
+                res["batched_columns_sided_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items,
+                                                                                 1800)
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
@@ -535,6 +542,18 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
     _report(res, json_out)
 
 
+def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool) -> list[tuple[bytes, bytes]]:
+    """``n`` ``match_columns`` messages of 1,000 matches of ``pool``, with ``neutral`` (all true) or without
+    it (none is neutral)."""
+    items = []
+    names = ("event_id", "time", "a", "b", "score", *(("neutral",) if neutral else ()))
+    for k in range(n):
+        ms = [_match(k * 1000 + i, pool, players, rng, neutral) for i in range(1000)]
+        items.append((pool.encode(), orjson.dumps({"type": "match_columns", "pool": pool,
+                                                   **{c: [m[c] for m in ms] for c in names}})))
+    return items
+
+
 def _report(res: dict[str, Any], json_out: str | None) -> None:
     """The JSON and a markdown table of what was measured (phases left out by --only are omitted)."""
     click.echo(json.dumps(res, indent=2))
@@ -565,6 +584,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     if "batched_columns_elo_results_per_s" in res:
         rows.append(f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
                     f"results/s |")
+    if "batched_columns_sided_elo_results_per_s" in res:
+        rows.append("| worker: `match_columns` of 1,000 (elo), **not neutral**: the home advantage learned, one "
+                    f"match at a time | {res['batched_columns_sided_elo_results_per_s']:,.0f} results/s |")
     if "rounds_per_s" in res:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")
@@ -635,7 +657,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         + ("every pool on one worker" if run["every_pool_on_one_worker"] else "**a pool split**")
                         + (", equal to the embedded replay" if not run["players_differing"] else
                            f", **{run['players_differing']:,} players differ**") + " |")
-    click.echo(f"({res['pool_players']:,} players in the batched runs' pools)\n"
+    click.echo(f"({res['pool_players']:,} players in the batched runs' pools; every match neutral unless the row "
+               "says it is not)\n"
                + "\n".join(rows))
     if json_out:
         Path(json_out).write_text(json.dumps(res, indent=2))

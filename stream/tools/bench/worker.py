@@ -179,11 +179,16 @@ async def _delete_prefix(s: Settings) -> int:
     return n
 
 
-def _match(i: int, pool: str, n_players: int, rng: random.Random) -> dict[str, Any]:
+def _match(i: int, pool: str, n_players: int, rng: random.Random, neutral: bool = True) -> dict[str, Any]:
+    """A random match between two of ``n_players``: neutral unless told, since its result is drawn
+    with no side advantage (and a match that is not neutral is rated one at a time, docs/advantage.md)."""
     a = rng.randrange(n_players)
     b = (a + 1 + rng.randrange(n_players - 1)) % n_players
-    return {"event_id": f"{pool}-{i}", "time": 1_700_000_000_000 + i, "a": f"p{a}", "b": f"p{b}",
-            "score": rng.choice((0.0, 1.0))}
+    m: dict[str, Any] = {"event_id": f"{pool}-{i}", "time": 1_700_000_000_000 + i, "a": f"p{a}", "b": f"p{b}",
+                         "score": rng.choice((0.0, 1.0))}
+    if neutral:
+        m["neutral"] = True
+    return m
 
 
 def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

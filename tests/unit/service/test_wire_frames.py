@@ -21,9 +21,16 @@ def test_publisher_frames_round_trip_through_validation() -> None:
     etype, back = decode_event(orjson.loads(round_json(ev)))
     assert etype == "round" and back.players == ev.players and back.ranks.tolist() == [1, 2, 2] and back.weight == 0.5
     ms = [MatchEvent(event_id=f"m{i}", pool="p", time=i, a="a", b="b", score=1.0) for i in range(5)]
+    mixed = [MatchEvent(event_id=f"n{i}", pool="p", time=i, a="a", b="b", score=0.5, neutral=i % 2 == 1)
+             for i in range(5)]
     for form, to_json in (("match_batch", match_batch_json), ("match_columns", match_columns_json)):
-        etype, batch = decode_event(orjson.loads(to_json("p", ms)))
-        assert etype == form and batch == ms
+        for matches in (ms, mixed):
+            obj = orjson.loads(to_json("p", matches))
+            etype, batch = decode_event(obj)
+            assert etype == form and batch == matches
+    # the column only where some match is neutral
+    assert "neutral" not in orjson.loads(match_columns_json("p", ms))
+    assert orjson.loads(match_columns_json("p", mixed))["neutral"] == [False, True, False, True, False]
     # matches held per pool until batch_size or a round of the same pool; order kept per pool
     records = [("f:1", "match", ms[0]), ("f:2", "match", ms[1]), ("f:3", "round", ev), ("f:4", "match", ms[2]),
                ("f:5", "match", ms[3]), ("f:6", "match", ms[4])]
