@@ -65,7 +65,7 @@ def test_batches_get_one_id_per_match_same_as_single_matches() -> None:
     singles = [pub.prepare({"type": "match", "pool": "p", **r})[1]["event_id"] for r in rows]
     neutral_one = pub.prepare({"type": "match", "pool": "p", **sided[0]})[1]["event_id"]
     assert cols["event_id"] == [neutral_one, singles[1]] and neutral_one != singles[0]
-    assert [m["event_id"] for m in batch["matches"]][0] == neutral_one
+    assert batch["matches"][0]["event_id"] == neutral_one
 
 
 @pytest.mark.parametrize(("event", "field"), [
