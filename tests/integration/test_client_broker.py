@@ -26,8 +26,8 @@ async def _publish_every_kind(s: Settings) -> dict[str, Any]:
     # a small message limit: 40 matches cannot travel in one match_columns message
     async with Publisher(settings=s, deterministic_ids=True, max_message_bytes=2000) as pub:
         ids["match"] = await pub.match("chess", "alice", "bob", 1.0, time=1000)
-        ids["matches"] = await pub.matches("chess", [{"a": f"p{i}", "b": "q", "score": 0.5, "time": 1001 + i}
-                                                     for i in range(40)])
+        ids["matches"] = await pub.matches("chess", [{"a": f"p{i}", "b": "q", "score": 0.5, "time": 1001 + i,
+                                                      "neutral": i % 3 == 0} for i in range(40)])
         ids["batch"] = await pub.send({"type": "match_batch", "pool": "go", "matches": [
             {"time": 5, "a": "x", "b": "y", "score": 0}]})
         ids["round"] = await pub.round("go", "r1", time=2000, standings={"x": 1, "y": 2, "z": 2})
@@ -57,6 +57,8 @@ def test_every_kind_reaches_its_topic_keyed_by_pool(kafka_bootstrap: str) -> Non
     assert [m.event_id for m in chess] == [ids["match"], *ids["matches"]]  # one partition: in order
     assert len([1 for pool, etype, _ in matches if pool == "chess" and etype == "match_columns"]) > 1
     assert [m.a for m in chess[1:]] == [f"p{i}" for i in range(40)]
+    assert [m.neutral for m in chess[1:]] == [i % 3 == 0 for i in range(40)]  # the column, not messages of their own
+    assert [etype for pool, etype, _ in matches if pool == "chess"].count("match") == 1  # pub.match's alone
     assert {etype for pool, etype, _ in matches if pool == "go"} == {"match_batch"}
     assert [m.event_id for pool, _, ms in matches if pool == "go" for m in ms] == ids["batch"]
 

@@ -171,6 +171,11 @@ def test_end_to_end_equals_embedded_and_double_replay_is_noop(kafka_bootstrap: s
         adv = stored_advantages(s)
         assert set(learned) == {"home-elo", "home-mmr", "afl", "moba"}
         assert adv == learned  # the pools' side advantages, bit for bit
+        # what it was about: the sided pools' matches came as match_columns mixing neutral and not
+        sent = read_json_topic(s, s.topic_matches)
+        flags = [m.get("neutral") for m in sent if m["pool"] in SIDED_POOLS]
+        assert {m["type"] for m in sent} == {"match_columns"}
+        assert any(f is not None and True in f and False in f for f in flags)
         outputs = read_json_topic(s, s.topic_ratings)
         _check_explanations(outputs, history)
         out = tmp_path / "export.jsonl"
