@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import random
+import signal
 import time
 
 from stream.client import Publisher
@@ -36,8 +36,14 @@ async def run(pool: str, players: int, games: int, rate: float, seed: int) -> in
     rng = random.Random(seed)
     skills = {f"player-{i:03d}": rng.gauss(0.0, 1.0) for i in range(players)}
     sent = 0
+    # Ctrl-C or SIGTERM ends the loop between two games; leaving the `async with` then flushes what
+    # was sent, so a stopped game server loses no result it reported as published
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     async with Publisher(deterministic_ids=False) as pub:
-        while games <= 0 or sent < games:
+        while not stop.is_set() and (games <= 0 or sent < games):
             a, b, score = play(rng, skills)
             await pub.match(pool, a, b, score, time=int(time.time() * 1000))
             sent += 1
@@ -57,9 +63,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.0, help="games a second; 0: as fast as the broker takes them")
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
-        sent = asyncio.run(run(args.pool, args.players, args.games, args.rate, args.seed))
-        print(f"done: {sent} games published to pool {args.pool!r}")
+    sent = asyncio.run(run(args.pool, args.players, args.games, args.rate, args.seed))
+    print(f"done: {sent} games published to pool {args.pool!r}")
 
 
 if __name__ == "__main__":
