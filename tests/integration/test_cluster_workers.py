@@ -83,7 +83,7 @@ def test_two_workers_on_a_replicated_cluster_survive_worker_and_master_kills(
             w.stop()
     got = {(r["pool"], r["player"]): r for r in map(orjson.loads, out.read_bytes().splitlines())}
     assert got == want  # every float bit for bit: nothing lost, nothing applied twice
-    # no side advantage learned twice or lost: the sided pools' and the Cowan match pools' (their matches are not neutral)
+    # no side advantage learned twice or lost (the Cowan match pools learn one: their matches are not neutral)
     assert stored == learned and set(learned) == {*SIDED_POOLS, *MATCH_POOLS}
     assert {p for p, _ in got} == set(MATCH_POOLS + ROUND_POOLS) | set(SIDED_POOLS)
     assert read_json_topic(s, s.topic_dead) == []
