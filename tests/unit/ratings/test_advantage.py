@@ -8,11 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from home_matches import home_matches
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import ndtr
 
-from stream.events.model import MatchEvent, RoundEvent, Teams
+from stream.events.model import RoundEvent, Teams
 from stream.ratings import make_system
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
 from stream.ratings.base import RatingError
@@ -199,23 +200,9 @@ def test_lobby_takes_sides() -> None:
             assert three.win[0] > three.win[1]
 
 
-def _home_matches(h_true: float, n_players: int = 120, n: int = 12000, seed: int = 5) -> list[MatchEvent]:
-    """Matches whose first player wins with Elo's probability of (skill difference + h_true); a quarter neutral."""
-    rng = np.random.default_rng(seed)
-    skill = rng.normal(1500.0, 150.0, n_players)
-    out = []
-    for i in range(n):
-        a, b = rng.choice(n_players, 2, replace=False)
-        neutral = bool(rng.random() < 0.25)
-        p = 1.0 / (1.0 + 10.0 ** (-(skill[a] - skill[b] + (0.0 if neutral else h_true)) / 400.0))
-        out.append(MatchEvent(event_id=f"m{i}", pool="p", time=i * 1000, a=f"x{a}", b=f"x{b}",
-                              score=float(rng.random() < p), neutral=neutral))
-    return out
-
-
 def test_eval_learns_a_real_home_advantage() -> None:
     """``mmr eval``'s learned advantage converges near the true one, and predicts better than none."""
-    events = _home_matches(80.0)
+    events = home_matches(80.0)
     res, ev = evaluate_events(make_system("elo"), events, warmup=0.1, min_history=0)
     learned = ev.advantages["p"].sides[MATCH_SIDE]
     assert learned.mean == pytest.approx(80.0, abs=15.0)

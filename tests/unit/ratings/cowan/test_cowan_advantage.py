@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from home_matches import home_matches
 
-from stream.events.model import MatchEvent
 from stream.ratings import make_system
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams
 from stream.ratings.base import RatingError
@@ -20,20 +20,6 @@ from stream.ratings.lobby import predict
 from stream.tools.evaluate import evaluate_events
 
 PARAMS = [{}, {"draw_form": "blatmmr"}, {"algorithm": "laplace"}, {"residual": "direct"}]
-
-
-def _home_matches(h_elo: float, n: int, n_players: int = 100, seed: int = 5) -> list[MatchEvent]:
-    """Matches whose first player wins with Elo's probability of (skill difference + h_elo); a quarter neutral."""
-    rng = np.random.default_rng(seed)
-    skill = rng.normal(1500.0, 150.0, n_players)
-    out = []
-    for i in range(n):
-        a, b = rng.choice(n_players, 2, replace=False)
-        neutral = bool(rng.random() < 0.25)
-        p = 1.0 / (1.0 + 10.0 ** (-(skill[a] - skill[b] + (0.0 if neutral else h_elo)) / 400.0))
-        out.append(MatchEvent(event_id=f"m{i}", pool="p", time=i * 1000, a=f"x{a}", b=f"x{b}",
-                              score=float(rng.random() < p), neutral=neutral))
-    return out
 
 
 def _population(s: Cowan, n: int = 10, seed: int = 3) -> list[np.ndarray]:
@@ -143,7 +129,7 @@ def test_lobby_takes_cowans_sides() -> None:
 def test_eval_learns_a_real_home_advantage_for_cowan() -> None:
     """``mmr eval`` learns cowan's advantage (its own units: skill) from matches with a home edge of
     80 Elo points, and predicts better with it than without."""
-    events = _home_matches(80.0, n=3000)
+    events = home_matches(80.0, n=3000, n_players=100)
     res, ev = evaluate_events(make_system("cowan"), events, warmup=0.1, min_history=0)
     learned = ev.advantages["p"].sides[MATCH_SIDE]
     assert 0.15 < learned.mean < 1.5  # skill units (80 Elo points on Cowan's luck with β = 0.8: ~0.55)
