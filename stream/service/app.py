@@ -208,6 +208,7 @@ class Service:
         if self.lost_writes is None:
             return [publishing]
         # the batch's commits all landed: its marks go to Redis before it is held (stream.state.marks)
+        self.lost_writes.committed(msgs, res.gens)
         return [publishing, asyncio.ensure_future(self.lost_writes.mark(msgs))]
 
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
@@ -316,6 +317,7 @@ class Service:
                     len(batches), sum(len(m) for m, _ in batches))
         if self.store.fence is not None:
             if self.lost_writes is not None:  # a server that lost acknowledged commits: wait for a rebuild
+                self.lost_writes.rewound()
                 await self.lost_writes.wait_until_whole(self._state_lost, self._state_whole)
             self.store.fence.accept()
         await self.pipeline.resume(batches)
@@ -597,7 +599,10 @@ def create_app(s: Settings) -> Service:
     Gauge("mmr_redis_lost_writes_partitions", "Input partitions whose acknowledged records a restarted Redis lost "
           "the commits of (stream.state.marks): while not 0 nothing is rated until the state is rebuilt "
           "(mmr rebuild)", registry=metrics.registry).set_function(
-              lambda: 0 if svc.lost_writes is None else len(svc.lost_writes.missing))
+              lambda: 0 if svc.lost_writes is None else svc.lost_writes.lost_partitions)
+    Gauge("mmr_redis_lost_writes_pools", "Pools whose acknowledged commits a restarted Redis (Cluster) node lost "
+          "(stream.state.marks): while not 0 nothing is rated until the state is rebuilt (mmr rebuild)",
+          registry=metrics.registry).set_function(lambda: 0 if svc.lost_writes is None else svc.lost_writes.lost_pools)
     Gauge("mmr_http_port", "The TCP port the worker's HTTP API listens on (MMR_HTTP_PORT 0: chosen at start)",
           registry=metrics.registry).set(http.bound_port(sock))
 

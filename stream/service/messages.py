@@ -97,10 +97,14 @@ class BatchResult:
     #: where the ratings of each step go once the step is committed (``Processor.start``'s ``hand``),
     #: instead of ``outputs``: so the worker publishes a step's ratings while the steps after it are rated
     hand: Callable[[Sequence[RatingOutput]], None] | None = field(default=None, repr=False, compare=False)
+    #: pool -> its commit counter after its last commit of the batch (stream.state.marks: the pools' marks)
+    gens: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: BatchResult) -> None:
         self.outputs += other.outputs
         self.dead += other.dead
+        for pool, gen in other.gens.items():
+            self.gens[pool] = max(gen, self.gens.get(pool, 0))
 
     def rated(self, outputs: Sequence[RatingOutput]) -> None:
         """Ratings of a step that is committed (or found applied before): handed on, or kept in ``outputs``."""

@@ -13,8 +13,10 @@ The records of the partitions are taken in the order they arrive from the broker
 offset order, those of one fetch merged by record time (the order a worker takes them in); a pool whose
 events are spread over several partitions is rated in that order, as by the worker.
 
-At the end the state marks are raised to each partition's last offset read, so a worker waiting for
-the state (stream.state.marks) sees its acknowledged offsets covered and rates again by itself.
+At the end the state marks are raised to each partition's last offset read and the pools' marks removed
+(the commit counters a rebuild leaves are not those it replaces, and the losses found are rebuilt), so a
+worker waiting for the state (stream.state.marks) sees its acknowledged offsets covered and rates again by
+itself.
 
 ``--wipe`` deletes every key of the prefix first (a state that is not a prefix of the history: an old
 snapshot whose event-id log was bounded, MMR_SEEN_MAX_IDS); without it the records are rated over what
@@ -43,7 +45,7 @@ from stream.service.metrics import Metrics
 from stream.service.processor import Processor
 from stream.state.keys import KeySpace
 from stream.state.legacy_pools import glob_escape
-from stream.state.marks import write_marks
+from stream.state.marks import clear_pool_marks, write_marks
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,7 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
             if progress is not None:
                 progress(out)
         await write_marks(store, {key: last for key, (_, last) in out.read.items()})
+        await clear_pool_marks(store)
         out.halted = processor.halts.listing()
     finally:
         await consumer.stop()

@@ -137,6 +137,7 @@ class PoolStep:
                 continue
             self.rounds.committed(pool, step.rounds)
             self.cache.committed(pool, gen, new_gen, commit.beliefs, commit.advantages)
+            out.gens[pool] = new_gen  # the pool's mark (stream.state.marks)
             if commit.advantages:
                 self.metrics.set_advantages(pool, commit.advantages)
             self.registry.unsaved.pop(pool, None)

@@ -34,25 +34,36 @@ is) as acknowledged: a Redis that restarted empty together with the worker, or w
 rated over either. A server with no marks at all but pools listed was written by a version before
 the marks: they are set to the committed offsets then (upgrade all workers together).
 
-Limits: on a Redis Cluster the marks live on the node that owns their slot: a node that restarts
-empty is detected only when it is that one. Another node's restart trips the fence, but the marks,
-intact on their own node, cover every acknowledged offset, and the worker rates that node's pools
-on from no belief. Replicas with ``WAIT`` (MMR_REDIS_MIN_REPLICAS) and AOF on the masters are the
-protection there (docs/operator.md, "Limit: on a Redis Cluster the marks cover one node", with the
-two designs that would close it).
+On a Redis Cluster the marks live on the node that owns their slot, and each pool's keys on the node
+that owns the pool's: a node other than the marks' that restarts empty (or from an older state) trips
+the fence, but the marks, intact on their own node, cover every acknowledged offset. So each pool has a
+mark of its own too, on its own node: its commit counter ``gen``, which every commit raises in the
+pool's own transaction, so that the node cannot keep a commit and lose the counter or the reverse. The
+worker remembers, per pool, the counter of the last commit it acknowledged to Kafka (``acked``: a
+batch's counters, ``committed`` with its commits, count only once its records are acknowledged, so a
+crash that loses commits not yet on disk is not taken for a loss), and writes them with the next
+batch's marks (``pool:<pool>`` fields of the same hash: a topic's name holds no ``:``), from where a
+worker that starts or gets partitions takes them. The check reads every such pool's counter (one
+pipeline, every node): a counter below the acknowledged one means the pool's node lost acknowledged
+commits. The worker then records the loss in the marks (``lost:<pool>``, so that every worker that
+checks sees it, a restarted one too) and waits as for a partition, until ``mmr rebuild`` has rated the
+topics again and removed those fields (``clear_pool_marks``); the counters remembered from before the
+rebuild are then void and dropped. A marks hash without pool fields (a version before them) checks
+what this worker acknowledged since it started only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stream.state.fence import StoreRestarted
-from stream.state.keys import strings_blob
+from stream.state.keys import KeySpace, strings_blob
 from stream.state.redis_client import CredentialsRefused, StoreUnavailable, infrastructure_errors
 from stream.state.redis_scripts import ITEMS_LUA
 from stream.state.redis_store import RedisStore
@@ -81,6 +92,11 @@ class _Offsets(Protocol):
     topic: str
     partition: int
     offset: int
+
+
+#: fields of the marks hash beside the partitions' (a topic's name holds no ``:``): a pool's commit counter
+#: acknowledged to Kafka, and the one a worker found lost (until a rebuild removes it)
+POOL_FIELD, LOST_FIELD = "pool:", "lost:"
 
 
 def marks_key(prefix: str) -> str:
@@ -117,6 +133,39 @@ async def read_marks(client: Any, prefix: str) -> dict[str, int]:
     return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
 
+async def read_gens(client: Any, keys: KeySpace, pools: Iterable[str]) -> dict[str, int]:
+    """Each pool's commit counter (0: none) through ``client``, in one pipeline (every node of a cluster)."""
+    names = sorted(pools)
+    if not names:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for p in names:
+        pipe.get(keys.key(p, "gen"))
+    return {p: int(v or 0) for p, v in zip(names, await pipe.execute(), strict=True)}
+
+
+async def clear_pool_marks(store: RedisStore) -> int:
+    """Remove the pools' fields from the marks (``mmr rebuild``, at its end: the counters of before are void,
+    and so are the losses found); how many."""
+    key = marks_key(store.prefix)
+    async with store._io():
+        fields = [f for f in await store.r.hkeys(key) if f.startswith((POOL_FIELD.encode(), LOST_FIELD.encode()))]
+        return int(await store.r.hdel(key, *fields)) if fields else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LostPool:
+    """A pool whose node lost commits acknowledged to Kafka (a Redis Cluster node, see the module docstring)."""
+
+    pool: str
+    acknowledged: int  # the pool's commit counter as of its last commit acknowledged
+    held: int  # the server's counter (0: none of its commits)
+
+    def __str__(self) -> str:
+        held = "none of its commits" if self.held == 0 else f"its commits up to {self.held}"
+        return f"pool {self.pool!r}: acknowledged up to commit {self.acknowledged}, Redis holds {held}"
+
+
 @dataclass(frozen=True, slots=True)
 class Lost:
     """An input partition whose acknowledged records the server lost the commits of."""
@@ -151,23 +200,54 @@ class LostWrites:
         #: "topic/partition" -> highest offset this worker acknowledged to Kafka
         self.acknowledged: dict[str, int] = {}
         #: what the last check found missing (empty: nothing lost, or not checked)
-        self.missing: list[Lost] = []
+        self.missing: list[Lost | LostPool] = []
+        #: pool -> commit counter of its last commit acknowledged (``committed`` then ``acked``), and those of
+        #: them not yet written to the marks
+        self.gens: dict[str, int] = {}
+        self._unwritten: dict[str, int] = {}
+        #: per batch committed and not yet acknowledged: its highest offsets, its pools' counters
+        self._pending: list[tuple[dict[str, int], Mapping[str, int]]] = []
         self.since = 0.0  # wall time the loss was found
         self.checks = 0  # checks after restarts (observability, tests)
         #: the input partitions (topic, partition) whose first records this worker took since it got them
         self._taken_up: set[tuple[str, int]] = set()
 
+    def committed(self, msgs: Iterable[_Offsets], gens: Mapping[str, int]) -> None:
+        """A batch's commits landed, raising its pools' counters to ``gens``: they count once it is acknowledged."""
+        if gens:
+            self._pending.append((highest_offsets(msgs), gens))
+
     def acked(self, records: Iterable[_Offsets]) -> None:
-        """Records acknowledged to Kafka (their offsets may be committed from now on)."""
+        """Records acknowledged to Kafka (their offsets may be committed from now on). A batch is acknowledged
+        whole, in order, once its commits are on disk (stream.service.durability): a batch with any record
+        acknowledged has its counters acknowledged (those of a halted partition never are)."""
         for tp, off in highest_offsets(records).items():
             if off > self.acknowledged.get(tp, -1):
                 self.acknowledged[tp] = off
+        if not self._pending:
+            return
+        keep = []
+        for offsets, gens in self._pending:
+            if not any(self.acknowledged.get(tp, -1) >= off for tp, off in offsets.items()):
+                keep.append((offsets, gens))
+                continue
+            for pool, gen in gens.items():
+                if gen > self.gens.get(pool, 0):
+                    self.gens[pool] = self._unwritten[pool] = gen
+        self._pending = keep
+
+    def rewound(self) -> None:
+        """The batches not acknowledged were taken back (Redis restarted): their counters may be lost, never count."""
+        self._pending.clear()
 
     def forget(self, sources: Iterable[tuple[str, int]]) -> None:
         """Partitions revoked: their next owner compares its own acknowledgements."""
+        gone = set()
         for topic, partition in sources:
+            gone.add(f"{topic}/{partition}")
             self.acknowledged.pop(f"{topic}/{partition}", None)
             self._taken_up.discard((topic, partition))
+        self._pending = [(o, g) for o, g in self._pending if gone.isdisjoint(o)]
 
     async def taken_up(self, records: Iterable[_Offsets],
                        earliest: Callable[[list[tuple[str, int]]], Awaitable[Mapping[tuple[str, int], int]]],
@@ -219,8 +299,12 @@ class LostWrites:
         offsets = highest_offsets(msgs)
         delay, most = MARK_BACKOFF
         while True:
+            gens = dict(self._unwritten)  # counters acknowledged since the last marks: with these
             try:
-                await write_marks(self.store, offsets)
+                await write_marks(self.store, {**offsets, **{POOL_FIELD + p: g for p, g in gens.items()}})
+                for p, g in gens.items():
+                    if self._unwritten.get(p) == g:
+                        del self._unwritten[p]
                 return
             except StoreRestarted:  # Superseded included: the rewind takes the batch back
                 return
@@ -239,18 +323,50 @@ class LostWrites:
         return (f"Redis lost acknowledged writes ({shown}): not rating until the state is rebuilt "
                 "(mmr rebuild; docs/operator.md, 'Redis lost acknowledged writes')")
 
-    async def check(self) -> list[Lost]:
-        """Compare the server's marks with what this worker acknowledged (StoreUnavailable: not answered)."""
+    @property
+    def lost_partitions(self) -> int:
+        return sum(isinstance(x, Lost) for x in self.missing)
+
+    @property
+    def lost_pools(self) -> int:
+        return sum(isinstance(x, LostPool) for x in self.missing)
+
+    async def check(self) -> list[Lost | LostPool]:
+        """Compare the server's marks and pool counters with what was acknowledged (StoreUnavailable: not answered);
+        a pool newly found lost is recorded in the marks."""
         marks = await self._read()
         self.checks += 1
-        return lost(self.acknowledged, marks)
+        flagged = {k[len(LOST_FIELD):]: v for k, v in marks.items() if k.startswith(LOST_FIELD)}
+        if not flagged and self.lost_pools:  # a rebuild removed them: the counters of before are void
+            self._rebuilt()
+        acked = {k[len(POOL_FIELD):]: v for k, v in marks.items() if k.startswith(POOL_FIELD)}
+        for pool, gen in (*self.gens.items(), *flagged.items()):
+            acked[pool] = max(gen, acked.get(pool, 0))
+        with self._errors():
+            held = await read_gens(self.reads, self.store.keys, acked)
+            pools = [LostPool(p, g, held[p]) for p, g in sorted(acked.items()) if p in flagged or held[p] < g]
+            found = {LOST_FIELD + x.pool: x.acknowledged for x in pools if x.pool not in flagged}
+            if found:  # every worker that checks sees it, until a rebuild
+                await self.reads.hset(marks_key(self.store.prefix), mapping=found)
+        return [*lost(self.acknowledged, marks), *pools]
+
+    def _rebuilt(self) -> None:
+        self.gens.clear()
+        self._unwritten.clear()
+        self._pending.clear()
 
     async def _read(self) -> dict[str, int]:
-        """The server's marks through ``reads``; refused credentials are told to the store's owner as the
+        """The server's marks through ``reads``."""
+        with self._errors():
+            return await read_marks(self.reads, self.store.prefix)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Redis's errors as the store raises them; refused credentials are told to the store's owner as the
         store's own uses tell them (``RedisStore.on_refused``: the worker stops), not only retried."""
         try:
             with infrastructure_errors():
-                return await read_marks(self.reads, self.store.prefix)
+                yield
         except CredentialsRefused as exc:
             if self.store.on_refused is not None:
                 self.store.on_refused(exc)
@@ -268,6 +384,7 @@ class LostWrites:
                 continue
             if not missing:
                 if self.missing:
+                    self._rebuilt()
                     log.warning("the state marks cover every acknowledged offset again (rebuilt after %.0f s): "
                                 "rating again", time.time() - self.since)
                     self.missing = []
