@@ -6,6 +6,10 @@
   ``mmr rebuild`` then rates the input topics into Redis again, the worker goes on by itself, and the
   state equals the embedded replay bit for bit, with no two different ratings of one version on the
   ratings topic and no version going back.
+* A Redis Cluster master SIGKILLed and started again empty (no persistence, no replica promoted): one
+  holding pools but not the marks' key, so the marks, intact, cover every acknowledged offset. The pools'
+  own marks (their commit counters) show the loss: the same report (``mmr_redis_lost_writes_pools``),
+  nothing published from the lost state, and after ``mmr rebuild`` the state equals the embedded replay.
 * Redis down for ~12 s under a stream of commits (AOF ``always``): the documented metrics move
   (``mmr_store_unavailable``, ``mmr_store_retries_total``, ``mmr_fetch_paused_partitions``), ``/readyz``
   says why, ``mmr_inflight_messages`` stays within ``MMR_MAX_INFLIGHT`` plus a take batch and stops
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import time
 import uuid
@@ -24,9 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from cluster_utils import LocalCluster
+from cluster_utils import available as cluster_available
 from local_servers import AOF_ALWAYS, RedisServer
-from outage_stream import SETTINGS, events, history, messages, outage_pools, replayed
+from outage_stream import MATCH_POOLS, ROUND_POOLS, SETTINGS, events, history, messages, outage_pools, replayed
+from redis.crc import key_slot
 from service_utils import (
     MMR,
     ROOT,
@@ -48,6 +57,8 @@ from service_utils import (
 from stream.service.config import Settings
 from stream.service.export import export_rows
 from stream.service.processor import Processor
+from stream.state.keys import KeySpace
+from stream.state.marks import marks_key
 from stream.state.redis_store import RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -189,6 +200,70 @@ def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap
         ratings = read_json_topic(s, s.topic_ratings)
     finally:
         worker.stop()
+    assert state == want  # every float bit for bit
+    _versions_consistent(ratings)
+    assert read_json_topic(s, s.topic_dead) == []
+
+
+@pytest.mark.xdist_group("heavy")
+def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A master of a Redis Cluster without replicas, holding pools but not the marks' key, SIGKILLed and
+    started again empty (its AOF deleted, its cluster config kept: it serves its slots again, without their
+    keys). The partition marks, on another master, cover every acknowledged offset; the pools' counters do not:
+    no rating of those pools is published from the empty master, and after ``mmr rebuild`` the state equals
+    the embedded replay."""
+    if not cluster_available():
+        pytest.skip("redis-server / redis-cli not on PATH")
+    with LocalCluster(tmp_path / "cluster", masters=3, timeout=60) as cluster:
+        evs = [ev for batch in events(20, 30, seed=7) for ev in batch]
+        before, after, want = evs[:300], evs[300:], replayed([evs], tmp_path)
+        s = make_settings(kafka_bootstrap, cluster.url, pools=outage_pools())
+        keys = KeySpace(s.key_prefix)
+        owner = {p: cluster.slot_owner(key_slot(keys.key(p, "gen").encode())) for p in MATCH_POOLS + ROUND_POOLS}
+        marks_node = cluster.slot_owner(key_slot(marks_key(s.key_prefix).encode()))
+        # REDIS_URL names node 0 (`mmr rebuild`, `mmr export` connect through it): another master
+        victim = next(i for i in (1, 2) if i != marks_node)
+        lost_pools = {p for p, i in owner.items() if i == victim}
+        assert lost_pools
+        worker = _durable_worker(s, tmp_path / "worker.log")
+        worker.start()
+        try:
+            port = announced_port(worker)
+            publish([history([before], tmp_path, "before.jsonl")], s, batch_size=10)
+            wait_caught_up(s, worker)  # every offset acknowledged: the pools' counters with them
+            assert export_state(s) == replayed([before], tmp_path)
+            published_before = {orjson.dumps(r) for r in read_json_topic(s, s.topic_ratings)}
+
+            cluster.kill(victim)
+            shutil.rmtree(cluster.dirs[victim] / "appendonlydir")
+            cluster.restart(victim)  # empty, serving its slots
+            assert cluster.node(victim).dbsize() == 0
+            publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
+            wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_pools") > 0, worker)
+            status, body = http_get(port, "/readyz")
+            assert status == 503 and "lost acknowledged writes" in body["reason"], body
+            assert "Redis holds none of its commits" in body["reason"], body
+            time.sleep(3.0)  # a worker rating over the empty pools would have published by now
+            assert worker.alive(), worker.log_tail()
+            # the pools of the other masters may be rated until the worker meets the restarted one; of its own, only
+            # ratings published before may be published again (a batch taken back re-publishes what it rated)
+            again = [r for r in read_json_topic(s, s.topic_ratings) if r["pool"] in lost_pools]
+            assert all(orjson.dumps(r) in published_before for r in again), again
+            assert cluster.node(victim).dbsize() == 0  # nothing written into the restarted master
+            assert metric(port, "mmr_redis_lost_writes_pools") == len(lost_pools)
+            assert metric(port, "mmr_redis_lost_writes_partitions") == 0  # the partition marks are intact
+            log = worker.log_tail(200_000)
+            assert log.count("[ERROR] Redis lost acknowledged writes") == 1, log
+
+            said = _rebuild(s)
+            assert "rebuilt" in said and "0 dead letters" in said, said
+            wait_caught_up(s, worker)
+            wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
+            assert metric(port, "mmr_redis_lost_writes_pools") == 0 and metric(port, "mmr_store_unavailable") == 0
+            state = export_state(s)
+            ratings = read_json_topic(s, s.topic_ratings)
+        finally:
+            worker.stop()
     assert state == want  # every float bit for bit
     _versions_consistent(ratings)
     assert read_json_topic(s, s.topic_dead) == []
