@@ -11,7 +11,16 @@ from dataclasses import dataclass
 import pytest
 from conftest import in_loop
 
-from stream.state.marks import Lost, LostWrites, highest_offsets, lost, read_marks, write_marks
+from stream.state.marks import (
+    Lost,
+    LostPool,
+    LostWrites,
+    clear_pool_marks,
+    highest_offsets,
+    lost,
+    read_marks,
+    write_marks,
+)
 from stream.state.redis_store import RedisStore
 
 
@@ -119,5 +128,81 @@ async def test_partitions_taken_up_are_checked_against_their_committed_offsets(
         await write_marks(store, {"m/0": 10})
         await asyncio.wait_for(waiting, 5)
         assert guard.missing == []
+    finally:
+        await store.close()
+
+
+@in_loop
+async def test_a_pool_whose_node_lost_its_commits_is_found_by_its_counter(redis_url: str,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The pools' marks: a pool's commit counter acknowledged (and written with the next batch's marks) against
+    the server's. A pool whose counter is gone -- its Redis Cluster node restarted empty while the partition marks,
+    on another node, are intact -- is a loss: reported, recorded for every worker, waited out until a rebuild."""
+    caplog.set_level(logging.WARNING, logger="stream.state.marks")
+    store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
+    guard = LostWrites(store, store.r, poll_s=0.05)
+    events: list[str] = []
+
+    async def on_lost() -> None:
+        events.append("lost")
+
+    async def on_whole() -> None:
+        events.append("whole")
+
+    gen = {p: store.keys.key(p, "gen") for p in ("p", "q")}
+    try:
+        await store.r.mset({gen["p"]: 3, gen["q"]: 2})
+        guard.committed([Rec("m", 0, 4), Rec("m", 1, 1)], {"p": 3, "q": 2})
+        assert guard.gens == {}  # not acknowledged yet: a crash may lose these commits without losing anything
+        guard.acked([Rec("m", 1, 1)])  # a batch is acknowledged whole: any of its records stands for it
+        assert guard.gens == {"p": 3, "q": 2}
+        await guard.mark([Rec("m", 0, 5), Rec("m", 1, 2)])  # the next batch's marks carry them
+        assert await read_marks(store.r, store.prefix) == {"m/0": 5, "m/1": 2, "pool:p": 3, "pool:q": 2}
+        await guard.wait_until_whole(on_lost, on_whole)
+        assert events == [] and guard.reason is None
+
+        await store.r.delete(gen["p"])  # the node of p's slot restarted empty; the marks are intact
+        waiting = asyncio.ensure_future(guard.wait_until_whole(on_lost, on_whole))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and events == ["lost"] and guard.missing == [LostPool("p", 3, 0)]
+        assert guard.lost_pools == 1 and guard.lost_partitions == 0
+        assert guard.reason is not None and "pool 'p': acknowledged up to commit 3, Redis holds none of its commits" \
+            in guard.reason
+        assert (await read_marks(store.r, store.prefix))["lost:p"] == 3  # recorded for every worker
+
+        fresh = LostWrites(store, store.r)  # a worker started since: nothing in memory, the marks say it
+        assert await fresh.check() == [LostPool("p", 3, 0)]
+        await store.r.set(gen["p"], 1)  # counters below the acknowledged one are not enough: the loss is recorded
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and guard.missing == [LostPool("p", 3, 1)]
+
+        assert await clear_pool_marks(store) == 3  # `mmr rebuild`, at its end (p rebuilt in one commit)
+        await asyncio.wait_for(waiting, 5)
+        assert events == ["lost", "whole"] and guard.missing == [] and guard.gens == {}
+        assert await read_marks(store.r, store.prefix) == {"m/0": 5, "m/1": 2}
+        assert await fresh.check() == []
+        errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "Redis lost acknowledged writes" in errors[0].getMessage()
+    finally:
+        await store.close()
+
+
+@in_loop
+async def test_counters_not_acknowledged_never_count(redis_url: str) -> None:
+    """Counters of batches taken back (a restart) or of partitions revoked are never acknowledged; a marks hash
+    without pool fields (a version before them) and pools with counters check as whole."""
+    store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
+    guard = LostWrites(store, store.r)
+    try:
+        await store.r.set(store.keys.key("p", "gen"), 7)
+        await write_marks(store, {"m/0": 9, "m/1": 3})
+        guard.committed([Rec("m", 0, 9)], {"p": 9})  # a commit a crash lost before it was on disk
+        guard.rewound()
+        guard.committed([Rec("m", 1, 3)], {"p": 8})
+        guard.forget([("m", 1)])
+        guard.committed([Rec("m", 0, 9)], {})  # nothing committed: nothing kept
+        guard.acked([Rec("m", 0, 9), Rec("m", 1, 3)])
+        assert guard.gens == {} and guard._pending == []
+        assert await guard.check() == []
     finally:
         await store.close()
