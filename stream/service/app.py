@@ -208,8 +208,8 @@ class Service:
         if self.lost_writes is None:
             return [publishing]
         # the batch's commits all landed: its marks go to Redis before it is held (stream.state.marks)
-        self.lost_writes.committed(msgs, res.gens)
-        return [publishing, asyncio.ensure_future(self.lost_writes.mark(msgs))]
+        offsets = self.lost_writes.committed(msgs, res.gens)
+        return [publishing, asyncio.ensure_future(self.lost_writes.mark(offsets))]
 
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
                        prev: asyncio.Future[None] | None, handed: asyncio.Future[None], delivery: Delivery,

@@ -212,10 +212,13 @@ class LostWrites:
         #: the input partitions (topic, partition) whose first records this worker took since it got them
         self._taken_up: set[tuple[str, int]] = set()
 
-    def committed(self, msgs: Iterable[_Offsets], gens: Mapping[str, int]) -> None:
-        """A batch's commits landed, raising its pools' counters to ``gens``: they count once it is acknowledged."""
+    def committed(self, msgs: Iterable[_Offsets], gens: Mapping[str, int]) -> dict[str, int]:
+        """A batch's commits landed, raising its pools' counters to ``gens``: they count once it is acknowledged.
+        Returns the batch's highest offsets (for its ``mark``)."""
+        offsets = highest_offsets(msgs)
         if gens:
-            self._pending.append((highest_offsets(msgs), gens))
+            self._pending.append((offsets, gens))
+        return offsets
 
     def acked(self, records: Iterable[_Offsets]) -> None:
         """Records acknowledged to Kafka (their offsets may be committed from now on). A batch is acknowledged
@@ -293,10 +296,11 @@ class LostWrites:
         if behind:
             await self.wait_until_whole(on_lost, on_whole)
 
-    async def mark(self, msgs: Iterable[_Offsets]) -> None:
-        """Write the marks of a batch whose commits all landed; retried while Redis is unavailable. A restart
-        of the server ends the attempts: the batch is taken back and rated (and marked) again."""
-        offsets = highest_offsets(msgs)
+    async def mark(self, msgs: Iterable[_Offsets] | Mapping[str, int]) -> None:
+        """Write the marks of a batch whose commits all landed (its messages, or their ``highest_offsets``);
+        retried while Redis is unavailable. A restart of the server ends the attempts: the batch is taken back
+        and rated (and marked) again."""
+        offsets = msgs if isinstance(msgs, Mapping) else highest_offsets(msgs)
         delay, most = MARK_BACKOFF
         while True:
             gens = dict(self._unwritten)  # counters acknowledged since the last marks: with these
