@@ -1,4 +1,4 @@
-"""Lost Redis writes, detected: how far each input partition's commits are held by the Redis server.
+"""Lost Redis writes, detected: how far each input partition's (and each pool's) commits are held by Redis.
 
 Why: a Redis that restarts without persistence (or from an old snapshot, or from an AOF that lost
 more than its fsync interval) comes back without commits whose input records the worker has
@@ -10,6 +10,8 @@ sees *that* the server restarted; these marks tell *whether it kept what was ack
 The marker, one key outside every pool's slot::
 
     {prefix}:marks   HASH  "topic/partition" -> highest input offset of a batch whose commits this Redis holds
+                           "pool:<pool>"     -> the pool's commit counter (``gen``) as of commits acknowledged
+                           "lost:<pool>"     -> that counter, where a worker found the pool's commits lost
 
 The worker writes a batch's highest offset per input partition once all of the batch's commits
 have landed (``StateMarks.write``: raised, never lowered, confirmed by the replicas like a commit),
