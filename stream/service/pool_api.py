@@ -12,8 +12,10 @@ Reads are those of ``stream.state.pool_reads`` (one script each: one state betwe
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -119,7 +121,8 @@ SCHEMAS.update({
 })
 
 
-def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+def query_int(request: web.Request, name: str, default: int, lo: float = -math.inf, hi: float = math.inf) -> int:
+    """The integer query parameter ``name``; 400 naming it when it is not one, or not ``lo`` to ``hi``."""
     try:
         value = int(request.query.get(name, str(default)))
     except ValueError:
@@ -127,6 +130,16 @@ def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> i
     if not lo <= value <= hi:
         raise web.HTTPBadRequest(text=f"{name} must be {lo} to {hi}")
     return value
+
+
+@contextlib.contextmanager
+def stored_value_errors() -> Iterator[None]:
+    """A ``RatingError`` of what is stored (a value that is no belief, a belief that gives no finite
+    prediction) answers 500 with its text: the pool's fault, not the request's."""
+    try:
+        yield
+    except RatingError as exc:
+        raise web.HTTPInternalServerError(text=str(exc)) from exc
 
 
 async def learned_advantages(store: RedisStore, eng: PoolEngine) -> Advantages | None:
@@ -165,10 +178,8 @@ def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> N
         raw, records = await api.store.history(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        try:
+        with stored_value_errors():
             r = eng.rating_of(name, raw)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
         return web.json_response({"pool": pool, "player": name, "history": records,
                                   "current": {"rating": r.rating, "mu": r.mu, "sigma": r.sigma, "version": r.rounds},
                                   "limit": api.store.history_limit})
@@ -184,8 +195,8 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
          query_param("n", {"type": "integer", "minimum": 1, "maximum": MAX_POOLS}, "pools listed at most",
                      example=1000)]))
     async def pools(request: web.Request) -> web.Response:
-        offset = _count(request, "offset", 0, 0, 2**53)
-        n = _count(request, "n", 1000, 1, MAX_POOLS)
+        offset = query_int(request, "offset", 0, 0, 2**53)
+        n = query_int(request, "n", 1000, 1, MAX_POOLS)
         names = await api.store.pools()
         listed = [p async for p in api.store.pool_summaries(names[offset:offset + n])]
         return web.json_response({"pools": listed, "total": len(names), "offset": offset})
@@ -214,7 +225,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         [POOL, query_param("bins", {"type": "integer", "minimum": 1, "maximum": MAX_BINS}, "bins", example=20)]))
     async def distribution(request: web.Request) -> web.Response:
         name = request.match_info["pool"]
-        bins = _count(request, "bins", 20, 1, MAX_BINS)
+        bins = query_int(request, "bins", 20, 1, MAX_BINS)
         await engine_of(name)
         body = await api.store.distribution(name, bins)
         return web.json_response({"pool": name, **body})
@@ -223,7 +234,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         "What the worker knows of itself: counters, rates' inputs, consumer lag, recent dead letters, "
         "Redis and Kafka", {200: json_answer("Status")}), "tags": ["operations"]})
     async def status(request: web.Request) -> web.Response:
-        body: dict[str, Any] = {"time": _now(), "http_port": api.port, "running": api.running(),
+        body: dict[str, Any] = {"time": time.time(), "http_port": api.port, "running": api.running(),
                                 "halted": api.halted()}
         if api.status is not None:
             body.update(api.status())
@@ -234,12 +245,6 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
             body["redis"] = {"status": "unavailable", "error": str(exc)[:300]}
         body["counters"] = _counters(api)
         return web.json_response(body)
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
 
 
 #: the counters the health page shows (and derives rates from, between two reads)
