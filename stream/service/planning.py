@@ -50,14 +50,9 @@ class MatchOp:
     index: PlayerIndex | None = None  # built once the batch is final (after merging)
 
     def add(self, batch: MatchBatch, msg: Message) -> None:
-        """Append the matches of one more message: consecutive match messages of a pool are
-        one kernel call and one encode per player.
-
-        Safe because every system's ``rate_matches`` has exact sequential meaning *including*
-        its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
-        applied as a fixed point after every match; tests/unit/engine/test_replay_embedded.py checks
-        batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
-        against the embedded replay with different batch sizes)."""
+        """Append the matches of one more message: consecutive match messages of a pool are one kernel
+        call. Safe because every system's ``rate_matches`` has exact sequential meaning, its stored form
+        included (tests/unit/engine/test_replay_embedded.py: batch_size=1 == batch_size=4096)."""
         self.batch.extend(batch)
         self.msgs += [msg] * len(batch)
         self.sources.append(msg)
@@ -80,8 +75,7 @@ class Plan:
     types: dict[str, int] = field(default_factory=dict)  # valid events per type
 
     def count(self, metrics: Metrics) -> None:
-        """Its messages and events in the metrics (one labelled inc per batch, not per message: a labelled
-        inc is slow)."""
+        """Its messages and events in the metrics (one labelled inc per batch: a labelled inc is slow)."""
         for topic, n in self.topics.items():
             metrics.messages_in.labels(topic).inc(n)
         for etype, n in self.types.items():
@@ -165,15 +159,9 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
 
 
 def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
-    """``ops`` cut into runs that each touch at most ``max_players`` distinct players
-    (a run ends before the op that would pass it; one op alone may pass it).
-
-    Why: a Redis step reads and writes every player it touches, and Redis runs nothing
-    else meanwhile, so a take of whole rounds of a large pool would hold Redis for seconds
-    in one script (BENCHMARKS.md, "Service"). Players, not input bytes, are the cost: a take
-    of many matches among few players still writes each player once, so cutting takes by
-    input bytes would only make more, smaller steps.
-    The usual batch is counted without a set: its ops name fewer player slots than that."""
+    """``ops`` cut into runs that each touch at most ``max_players`` distinct players (a run ends before
+    the op that would pass it; one op alone may pass it). Why: a Redis step reads and writes every player
+    it touches while Redis runs nothing else, and players, not input bytes, are its cost."""
     if max_players <= 0 or sum(len(op.event.players) if isinstance(op, RoundOp) else 2 * len(op.batch)
                                 for op in ops) <= max_players:
         return [ops]
@@ -196,15 +184,10 @@ def _names(op: Op) -> Sequence[str]:
 
 
 def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
-    """The last two steps' ``ops`` cut where the first part reaches half their players (the first
-    op at which it holds at least half), when both parts stay within ``max_players``; else None.
-
-    Why: cut greedily, a batch's last step is whatever is left, often a few rounds. The worker
-    rates each step while the step before it commits, and the next batch's first step only once
-    that commit has landed, so a last step rated in 0.1 s behind a commit of 0.6 s left the
-    kernels' thread waiting for the rest (BENCHMARKS.md, "Service"). Halved, the two steps are
-    about equal and each is rated for about as long as a commit takes; the count of steps and
-    every other cut stay as they were."""
+    """The last two steps' ``ops`` cut where the first part reaches half their players, when both parts
+    stay within ``max_players``; else None. Why: cut greedily, the last step is whatever is left, and
+    the worker rates each step while the one before commits, so a short last step left the kernels'
+    thread waiting behind a long commit (BENCHMARKS.md, "Service")."""
     seen: set[str] = set()
     grown: list[int] = []  # grown[j]: the players of ops[: j + 1]
     for op in ops:
@@ -258,13 +241,10 @@ class StepInputs:
 
 
 def step_inputs(ops: list[Op]) -> StepInputs:
-    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and
-    where each round names its players among the step's (``StepInputs.at``).
-
-    Why the places: every player-round is hashed here once anyway (the step's players, in
-    order); numbering them as they come costs the event loop ~25 ms a step of the Codeforces
-    history (~160,000 player-rounds), and spares the numba thread, which bounds the worker's
-    run, a look-up by name of each (BENCHMARKS.md, "Service")."""
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and where
+    each round names its players among the step's (``StepInputs.at``). Why the places: every
+    player-round is hashed here anyway, and numbering them spares the numba thread, which bounds the
+    worker's run, a look-up by name of each (BENCHMARKS.md, "Service")."""
     ids: list[str] = []
     at: list[IntArray | None] = []
     offsets: dict[str, tuple[int | None, int]] = {}
