@@ -272,6 +272,12 @@ def make_web_app(api: ReadApi) -> web.Application:
         finally:
             handling[0] -= 1
 
+    not_ready = json_answer("Health", "starting or unhealthy")
+
+    @routes.get("/readyz", {**operation("Readiness: the app runs and Redis answers a PING within 2 s",
+                                        {200: _HEALTH, 503: not_ready}), "operationId": "readyz"})
+    @routes.get("/healthz", {**operation("The same as /readyz", {200: _HEALTH, 503: not_ready}),
+                             "operationId": "healthz"})
     async def ready(request: web.Request) -> web.Response:
         try:
             await ping()
@@ -304,11 +310,6 @@ def make_web_app(api: ReadApi) -> web.Application:
             except TimeoutError:
                 return web.json_response({"status": "stalled", "http_port": api.port}, status=503)
         return web.json_response({"status": "alive", "http_port": api.port})
-
-    for path, summary in (("/readyz", "Readiness: the app runs and Redis answers a PING within 2 s"),
-                          ("/healthz", "The same as /readyz")):
-        routes.get(path, {**operation(summary, {200: _HEALTH, 503: json_answer("Health", "starting or unhealthy")}),
-                          "operationId": path[1:]})(ready)
 
     @routes.get("/metrics", operation("Prometheus metrics", {200: text_answer("Prometheus text format")}))
     async def metrics(request: web.Request) -> web.Response:
