@@ -15,7 +15,6 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-import orjson
 
 from stream.events.check import check_participants, check_pool
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
@@ -30,7 +29,7 @@ from stream.events.validate import (
 from stream.ratings.base import IntArray
 from stream.service import topic_kinds
 from stream.service.config import Settings
-from stream.service.messages import BatchResult, DeadLetter, Message
+from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
 from stream.service.metrics import Metrics
 
 
@@ -132,7 +131,7 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
                 raise decoded
             etype, value = decoded
         except InvalidEvent as exc:
-            out.dead.append(dead(msg, exc.reason, exc.event_id, peek_pool(msg.value)))
+            out.dead.append(dead(msg, exc.reason, exc.event_id, peek_event(msg.value)[0]))
             continue
         misplaced = topic_rule.misplaced(msg.topic, etype)
         if misplaced is not None:
@@ -276,13 +275,3 @@ def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message) -> Non
     tp = f"{msg.topic}/{msg.partition}"
     first, last = offsets.get(tp, (None, msg.offset))
     offsets[tp] = (first, max(last, msg.offset))
-
-
-def peek_pool(raw: bytes) -> str | None:
-    """Best-effort pool of an invalid message (keys its dead letter)."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    pool = obj.get("pool") if isinstance(obj, dict) else None
-    return pool if isinstance(pool, str) else None

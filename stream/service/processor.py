@@ -22,10 +22,10 @@ from typing import cast
 from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
-from stream.service.batch_log import batch_done
 from stream.service.config import Settings
-from stream.service.halts import REDIS_DOWN, Halts, peek_event
-from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
+from stream.service.halts import REDIS_DOWN, Halts
+from stream.service.logs import batch_done
+from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
 from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import Plan, decode_message, plan_batch
 from stream.service.registry import PoolRegistry
@@ -35,7 +35,7 @@ from stream.state.cache import BeliefCache
 from stream.state.fence import Superseded
 from stream.state.redis_store import RedisStore
 
-__all__ = ["BatchResult", "DeadLetter", "Message", "PoolRegistry", "Processor", "rating_key"]
+__all__ = ["BatchResult", "DeadLetter", "Message", "Processor"]
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import Counter, Gauge
 
-from stream.events.model import RatingOutput
+from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.service.config import Settings
-from stream.service.messages import DeadLetter, rating_key, rating_value
+from stream.service.messages import DeadLetter
 from stream.service.metrics import Metrics
 from stream.service.topics import OutputTopics
 
