@@ -111,7 +111,7 @@ class Service:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
-                                      size=_message_size, on_error=self.app.crash,
+                                      size=lambda m: len(m.value), on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
         self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
         if self.store.fence is not None:
@@ -128,26 +128,16 @@ class Service:
     def read_api(self) -> ReadApi:
         port = self.http_port
         return ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
-                            self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
-                            health=self.http_health, concurrency=self.settings.http_redis_connections,
-                            halted=self.processor.halts.listing, blocked=self.not_rating,
-                            token=self.settings.http_bearer_token(),
-                            max_requests=self.settings.http_max_requests, cpu_share=self.settings.http_cpu_share,
-                            status=functools.partial(pool_api.worker_status, self))
+                       self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
+                       health=self.http_health, concurrency=self.settings.http_redis_connections,
+                       halted=self.processor.halts.listing, blocked=self.not_rating,
+                       token=self.settings.http_bearer_token(), max_requests=self.settings.http_max_requests,
+                       cpu_share=self.settings.http_cpu_share, status=functools.partial(pool_api.worker_status, self))
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
         if self._http_runner is None and self.http_socket is not None:
             self._http_runner = await http.serve(self.read_api(), self.http_socket)
-
-    def waiting_for(self) -> str | None:
-        """Why the worker cannot go on now, for readiness (None: it can)."""
-        if self.topics is not None and self.topics.changed is not None:
-            return self.topics.changed
-        if self.publisher.waiting:
-            return (f"the broker has not acknowledged the outputs of {self.publisher.waiting} batch(es); "
-                    "sending them again with backoff")
-        return None
 
     async def close(self) -> None:
         """Release the HTTP server, the Redis clients and the threads once Faust's services stopped: a worker
@@ -319,13 +309,17 @@ class Service:
         """Why the worker rates nothing now (readiness answers 503 with it), or None."""
         if self.fatal is not None:
             return self.fatal
-        reason = None if self.lost_writes is None else self.lost_writes.reason
-        if reason is None:
-            reason = self.waiting_for()
-        if reason is None and self.processor.store_down:
-            reason = ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
-                      "(mmr_store_unavailable, mmr_store_retries_total)")
-        return reason
+        if self.lost_writes is not None and self.lost_writes.reason is not None:
+            return self.lost_writes.reason
+        if self.topics is not None and self.topics.changed is not None:
+            return self.topics.changed
+        if self.publisher.waiting:
+            return (f"the broker has not acknowledged the outputs of {self.publisher.waiting} batch(es); "
+                    "sending them again with backoff")
+        if self.processor.store_down:
+            return ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
+                    "(mmr_store_unavailable, mmr_store_retries_total)")
+        return None
 
     async def stop_housekeeping(self) -> None:
         """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way
@@ -463,10 +457,6 @@ DURABLE_TICK_S = 0.25
 TOPICS_FRESH_S = 0.1
 #: seconds a stopping worker waits for the outputs it handed to the producer (``Service.stop_rating``)
 STOP_GRACE_S = 10.0
-
-
-def _message_size(m: Message) -> int:
-    return len(m.value)
 
 
 def set_numba_threads(n: int) -> None:

@@ -1,12 +1,8 @@
 """Which event types each input topic takes (docs/interface.md, "Events and topics").
 
-A producer that sends a ``round`` to the matches topic is misconfigured: its events would be rated
-(the ``type`` field says what an event is), but out of order with the pool's events on their own
-topic, and an operator reading the topics would not find them where the contract puts them. So each
-input topic takes its own types only, and anything else is dead-lettered with a reason naming the
-topic it belongs on. One topic configured for several kinds (``MMR_TOPIC_ROUNDS`` equal to
-``MMR_TOPIC_MATCHES``, say) takes the types of each. Messages of other topics (a processor fed by a
-tool or a test, not by the worker's consumer) are not checked.
+A ``round`` sent to the matches topic would be rated out of order with its pool's events on their
+own topic, so each input topic takes its own types only, and anything else is dead-lettered with a
+reason naming the topic it belongs on (a topic configured for several kinds takes each one's types).
 """
 
 from __future__ import annotations
@@ -54,6 +50,3 @@ def event_of(etype: str, value: Any) -> tuple[str | None, str | None]:
     if ids is not None:
         return (ids[0] if len(ids) else None), value.pool
     return getattr(value, "event_id", None), getattr(value, "pool", None)
-
-
-__all__ = ["MATCH_TYPES", "RESULT_TYPES", "ROUND_TYPES", "TopicRule", "event_of", "rule"]
