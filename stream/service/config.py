@@ -236,7 +236,6 @@ class Settings:
             env["MMR_PARAMS"] = ",".join(f"{k}={v}" for k, v in self.default_params.items())
         return env
 
-    # --- client arguments --------------------------------------------------------------
     def ssl_context(self) -> ssl.SSLContext | None:
         if "SSL" not in self.security_protocol:
             return None

@@ -136,7 +136,6 @@ class Processor:
         self.metrics.dead_letters.labels(reason_label(reason)).inc()
         return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, event_id, pool)
 
-    # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
         """One take batch (any mix of input topics and pools), committed when this returns.
         Errors propagate (the worker uses ``start(..., safe=True)``, which retries and
@@ -330,7 +329,6 @@ class Processor:
                 log.exception("pausing or resuming the fetch failed")
         self.metrics.store_unavailable.set(1 if down else 0)
 
-    # --- rounds ----------------------------------------------------------------------
     async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
                      stop: Callable[[], bool] | None = None,
                      publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:

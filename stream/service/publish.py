@@ -79,7 +79,6 @@ class Publisher:
         self.retries = Counter("mmr_publish_retries", "Batches (or dead letters) handed to the producer again after "
                                "the broker refused them or lost their topic", registry=r)
 
-    # --- one batch ---------------------------------------------------------------------------------
     async def hand(self, d: Delivery, part: Sequence[RatingOutput]) -> None:
         """Hand a committed step's ratings of ``d`` to the producer (the first time)."""
         await self._begin(d)
@@ -190,7 +189,6 @@ class Publisher:
         results = await asyncio.gather(*futures, return_exceptions=True)  # a future cancelled by the producer too
         return next((repr(res) for res in results if isinstance(res, BaseException)), None)
 
-    # --- the producer ------------------------------------------------------------------------------
     async def _send_dead(self, d: DeadLetter) -> list[Awaitable[Any]]:
         return [await self.producer().send(self.settings.topic_dead, d.encode(), key=d.key())]
 
