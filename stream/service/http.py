@@ -43,6 +43,9 @@ from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
 from stream.service import console, pool_api
 from stream.service.openapi import (
+    COUNT,
+    INT,
+    NAME,
     PLAYER,
     POOL,
     ApiRoutes,
@@ -337,10 +340,8 @@ def make_web_app(api: ReadApi) -> web.Application:
     @routes.get("/pools/{pool:[^/]+}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",
         {200: json_answer("Leaderboard"), **_POOL_ERRORS},
-        [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
-         query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
-                     "entries skipped (0 = from the best)",
-                     example=0)]))
+        [POOL, query_param("n", INT, "entries (1 to 1000; outside, the nearest)", example=20),
+         query_param("offset", {**COUNT, "maximum": MAX_OFFSET}, "entries skipped (0 = from the best)", example=0)]))
     async def leaderboard(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
         n = min(max(query_int(request, "n", 20), 1), 1000)
@@ -348,15 +349,15 @@ def make_web_app(api: ReadApi) -> web.Application:
         eng = await _engine(api, pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
-        body: dict[str, Any] = {"pool": pool, "top": rows, "offset": offset, "total": total}
-        if unreadable:
-            body["unreadable"] = unreadable
-        return web.json_response(body)
+        return web.json_response({"pool": pool, "top": rows, "offset": offset, "total": total, **unreadable})
 
-    async def _rows(pool: str, eng: PoolEngine, players: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
-        """The ratings of the stored players among ``players`` (in order) and the unreadable ones."""
+    async def _rows(pool: str, eng: PoolEngine, players: list[str],
+                    ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+        """The ratings of the stored players among ``players`` (in order), and ``{"unreadable": [...]}``
+        those whose stored value is not a belief, if any."""
         raws = await api.store.beliefs(pool, players)
-        rows, unreadable = [], []
+        rows: list[dict[str, Any]] = []
+        unreadable: list[str] = []
         for p, raw in raws.items():
             if raw is None:
                 continue
@@ -365,7 +366,7 @@ def make_web_app(api: ReadApi) -> web.Application:
             except RatingError as exc:  # one corrupt value does not take the whole answer down
                 log.warning("pool %r: %s", pool, exc)
                 unreadable.append(p)
-        return rows, unreadable
+        return rows, {"unreadable": unreadable} if unreadable else {}
 
     @routes.get("/pools/{pool:[^/]+}/leaderboard/rank/{player:.+}", operation(
         "A player's rank on the leaderboard", {200: json_answer("LeaderboardRank"),
@@ -391,11 +392,9 @@ def make_web_app(api: ReadApi) -> web.Application:
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
             _explain(row, changes[row["player"]])
-        found = {r["player"] for r in rows} | set(unreadable)
-        body: dict[str, Any] = {"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found]}
-        if unreadable:
-            body["unreadable"] = unreadable
-        return web.json_response(body)
+        found = {r["player"] for r in rows} | set(unreadable.get("unreadable", ()))
+        return web.json_response({"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found],
+                                  **unreadable})
 
     @routes.post("/pools/{pool:[^/]+}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
@@ -427,8 +426,7 @@ def make_web_app(api: ReadApi) -> web.Application:
     @routes.get("/pools/{pool:[^/]+}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
         {200: json_answer("WinProbability"), **_POOL_ERRORS},
-        [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
-         query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob"),
+        [POOL, query_param("a", NAME, "player A", True, "ann"), query_param("b", NAME, "player B", True, "bob"),
          query_param("neutral", {"type": "boolean", "default": False},
                      "a neutral match (else a plays with the pool's learned match-side advantage: home, white)",
                      example=False)]))

@@ -83,14 +83,13 @@ class Publisher:
         """Hand a committed step's ratings of ``d`` to the producer (the first time)."""
         await self._begin(d)
         d.parts.append(part)
-        d.futures += await self._attempt(self.ratings(part))
+        await self._send(d, [part], [])
 
     async def hand_dead(self, d: Delivery, dead: list[DeadLetter], batch: bool = True) -> None:
         """Hand ``d``'s dead letters to the producer (the first time); ``batch``: of a batch's delivery."""
         await self._begin(d, batch)
         d.dead += dead
-        for letter in dead:
-            d.futures += await self._attempt(self._send_dead(letter))
+        await self._send(d, [], dead)
 
     async def settle(self, d: Delivery, before: Delivery | None = None) -> None:
         """Until the broker holds every output of ``d`` (sent after those of ``before``, the batch before
@@ -122,10 +121,7 @@ class Publisher:
                           error or "the batch before it was sent again")
                 d.sent = self._tick()
                 d.futures = []
-                for part in d.parts:
-                    d.futures += await self._attempt(self.ratings(part))
-                for letter in d.dead:
-                    d.futures += await self._attempt(self._send_dead(letter))
+                await self._send(d, d.parts, d.dead)
             self.metrics.ratings_out.inc(d.ratings())
         finally:
             if waited:
@@ -188,6 +184,13 @@ class Publisher:
         """None once every future succeeded, else the first error (all of them waited for)."""
         results = await asyncio.gather(*futures, return_exceptions=True)  # a future cancelled by the producer too
         return next((repr(res) for res in results if isinstance(res, BaseException)), None)
+
+    async def _send(self, d: Delivery, parts: Iterable[Sequence[RatingOutput]], dead: Iterable[DeadLetter]) -> None:
+        """Hand ``parts`` and ``dead`` to the producer, the futures of their acks to ``d``."""
+        for part in parts:
+            d.futures += await self._attempt(self.ratings(part))
+        for letter in dead:
+            d.futures += await self._attempt(self._send_dead(letter))
 
     async def _send_dead(self, d: DeadLetter) -> list[Awaitable[Any]]:
         return [await self.producer().send(self.settings.topic_dead, d.encode(), key=d.key())]
