@@ -2,15 +2,17 @@
 
 A run of consecutive match messages of a pool is one ``MatchOp`` (one kernel call), a round
 is one ``RoundOp``; ``round_result``/``round_completed`` are set aside for the round book
-(stream.service.round_book), which turns a completed round into a ``RoundOp``.
+(stream.service.round_book), which turns a completed round into a ``RoundOp``. An event on an
+input topic that does not take its type is dead-lettered (``TopicRule``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain
 from typing import Any
 
@@ -27,7 +29,6 @@ from stream.events.validate import (
     parse_json,
 )
 from stream.ratings.base import IntArray
-from stream.service import topic_kinds
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
 from stream.service.metrics import Metrics
@@ -61,6 +62,50 @@ Op = RoundOp | MatchOp
 DeadFn = Callable[..., DeadLetter]
 
 
+#: the event types each input topic takes (docs/interface.md, "Events and topics"): one sent to another
+#: topic would be rated out of order with its pool's events there, so it is dead-lettered with a reason
+#: naming the topic it belongs on (a topic configured for several kinds takes each one's types)
+MATCH_TYPES = ("match", "match_batch", "match_columns")
+ROUND_TYPES = ("round",)
+RESULT_TYPES = ("round_result", "round_completed")
+
+
+class TopicRule:
+    """The types each input topic takes, and where each type belongs."""
+
+    def __init__(self, matches: str, rounds: str, results: str) -> None:
+        self.takes: dict[str, frozenset[str]] = {}
+        self.home: dict[str, str] = {}
+        for topic, types in ((matches, MATCH_TYPES), (rounds, ROUND_TYPES), (results, RESULT_TYPES)):
+            self.takes[topic] = self.takes.get(topic, frozenset()) | frozenset(types)
+            self.home.update(dict.fromkeys(types, topic))
+
+    def misplaced(self, topic: str, etype: str) -> str | None:
+        """The dead letter's reason for an event of type ``etype`` read from ``topic``; None when it belongs there."""
+        takes = self.takes.get(topic)
+        if takes is None or etype in takes:
+            return None
+        return (f"field type: a {etype!r} event on topic {topic!r}, which takes {', '.join(sorted(takes))} only; "
+                f"send it to {self.home[etype]!r}")
+
+
+@lru_cache(maxsize=8)
+def topic_rule(matches: str, rounds: str, results: str) -> TopicRule:
+    """The rule of these input topics (``Settings.input_topics()``), built once."""
+    return TopicRule(matches, rounds, results)
+
+
+def event_of(value: Any) -> tuple[str | None, str | None]:
+    """(event id, pool) of a decoded event (``decode_message``'s value), for its dead letter: a match list
+    is named by its first match."""
+    if isinstance(value, Mapping):
+        return value.get("event_id"), value.get("pool")
+    ids = getattr(value, "event_ids", None)
+    if ids is not None:
+        return (ids[0] if len(ids) else None), value.pool
+    return getattr(value, "event_id", None), getattr(value, "pool", None)
+
+
 @dataclass(slots=True)
 class Plan:
     """One take batch decoded and grouped (``plan_batch``)."""
@@ -81,10 +126,6 @@ class Plan:
             metrics.events_in.labels(etype).inc(n)
 
 
-def allowed(settings: Settings, pool: str) -> bool:
-    return not settings.pools or pool in settings.pools
-
-
 def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
     RoundEvent, round results/completions as dicts. Raises InvalidEvent."""
@@ -93,8 +134,7 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     obj = parse_json(msg.value)
     batch = fast_matches(obj)
     if batch is not None:  # the hot path: a valid match/match_batch straight into columns
-        if not allowed(settings, batch.pool):
-            raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+        check_pool(batch.pool, settings.pools, obj.get("event_id"))
         return obj["type"], batch
     fast = fast_round(obj)  # a plain round: its standings checked by columns
     etype, value = ("round", fast) if fast is not None else decode_event(obj)
@@ -120,7 +160,7 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
     plan = Plan(time.perf_counter(), len(msgs))
     out, ops, results = plan.out, plan.ops, plan.results
     topics, types = plan.topics, plan.types
-    topic_rule = topic_kinds.rule(*settings.input_topics())
+    rules = topic_rule(*settings.input_topics())
     for msg in msgs:
         topics[msg.topic] = topics.get(msg.topic, 0) + 1
         decoded, msg.decoded = msg.decoded, None
@@ -133,9 +173,9 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
         except InvalidEvent as exc:
             out.dead.append(dead(msg, exc.reason, exc.event_id, peek_event(msg.value)[0]))
             continue
-        misplaced = topic_rule.misplaced(msg.topic, etype)
+        misplaced = rules.misplaced(msg.topic, etype)
         if misplaced is not None:
-            out.dead.append(dead(msg, misplaced, *topic_kinds.event_of(etype, value)))
+            out.dead.append(dead(msg, misplaced, *event_of(value)))
             continue
         types[etype] = types.get(etype, 0) + 1
         if etype == "match" or etype in MATCH_LISTS:
