@@ -100,46 +100,30 @@ class Settings:
     partitions: int = setting(4, "MMR_PARTITIONS")
     replication: int = setting(1, "MMR_REPLICATION")
     key_prefix: str = setting("mmr", "MMR_KEY_PREFIX")
-    #: a take batch: messages, bytes of record values (stream.service.delivery; 0: no byte bound), seconds
     take_max: int = setting(4096, "MMR_TAKE_MAX")
     take_max_bytes: int = setting(16 << 20, "MMR_TAKE_MAX_BYTES")
     take_within: float = setting(0.02, "MMR_TAKE_WITHIN")
-    #: back-pressure of the batch pipeline (stream.service.pipeline): messages taken but not yet acked,
-    #: their bytes, and the bytes queued take batches are merged up to
     max_inflight: int = setting(16384, "MMR_MAX_INFLIGHT")
     max_inflight_bytes: int = setting(4 << 20, "MMR_MAX_INFLIGHT_BYTES")
     max_merge_bytes: int = setting(2 << 20, "MMR_MAX_MERGE_BYTES")
-    #: distinct players of one Redis step: a batch touching more is applied as several steps; 0: no limit
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
-    #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
-    #: Faust's producer_max_batch_size (keep it below the broker's ``message.max.bytes``) and
-    #: producer_max_request_size
     producer_batch_bytes: int = setting(256 * 1024, "MMR_PRODUCER_BATCH_BYTES")
     producer_max_request_bytes: int = setting(1_000_000, "MMR_PRODUCER_MAX_REQUEST_BYTES")
-    #: the consumer's long-poll while records arrive, and the longest it grows to while none do
-    #: (faust_patches.patch_fetch_wait)
     fetch_max_wait_ms: int = setting(10, "MMR_FETCH_MAX_WAIT_MS")
     fetch_idle_wait_ms: int = setting(100, "MMR_FETCH_IDLE_WAIT_MS")
-    #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     numba_threads: int = setting(0, "MMR_NUMBA_THREADS")
-    #: Python's GIL switch interval in the worker, ms (0: Python's default; ``worker.tune_gil``)
     gil_switch_ms: float = setting(1.0, "MMR_GIL_SWITCH_MS")
-    #: seconds a round assembled from round_result events may stay incomplete
     round_timeout_s: float = setting(300.0, "MMR_ROUND_TIMEOUT")
     max_participants: int = setting(100_000, "MMR_MAX_PARTICIPANTS")
-    #: bound of a pool's recorded event ids (stream.state.redis_store); 0: every id kept for ever
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
-    #: the worker's HTTP API (stream.service.http); port 0: any free port
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")
     http_redis_connections: int = setting(16, "MMR_HTTP_REDIS_CONNECTIONS")
     http_max_requests: int = setting(256, "MMR_HTTP_MAX_REQUESTS")
     http_cpu_share: float = setting(0.25, "MMR_HTTP_CPU_SHARE")
-    #: a bearer token every HTTP route but the health probes requires; empty: none. The file wins.
     http_token: Secret = setting(Secret(), "MMR_HTTP_TOKEN")
     http_token_file: str = setting("", "MMR_HTTP_TOKEN_FILE")
-    #: published ratings kept per player for the HTTP API's history (stream.state.history); 0: none kept
     history_limit: int = setting(100, "MMR_HISTORY_LIMIT")
     #: the system of every pool the pools file does not name (``system_for``), and its parameters
     #: (``MMR_PARAMS``, see ``from_env``)
@@ -158,23 +142,13 @@ class Settings:
     redis_username: str = setting("", "MMR_REDIS_USERNAME")
     redis_password: Secret = setting(Secret(), "MMR_REDIS_PASSWORD")
     redis_ca_certs: str = setting("", "MMR_REDIS_CA_CERTS")
-    #: REDIS_URL names a Redis Cluster node (True) or a single server (False); None ("auto"): ask it
     redis_cluster: bool | None = setting(None, "MMR_REDIS_CLUSTER")
-    #: replicas that must confirm a commit (Redis ``WAIT``; -1 "auto": 1 when the pool's master has a
-    #: replica), and how long a commit waits for them before the batch is retried
     redis_min_replicas: int = setting(-1, "MMR_REDIS_MIN_REPLICAS")
     redis_wait_timeout_ms: int = setting(1000, "MMR_REDIS_WAIT_TIMEOUT_MS")
-    #: seconds after which a Redis commit is taken to be on Redis's disk, and its input offsets are
-    #: committed to Kafka (stream.service.durability; ``appendfsync everysec`` may postpone a write by up
-    #: to two). 0: at once (``appendfsync always``)
     redis_durable_after_s: float = setting(3.0, "MMR_REDIS_DURABLE_AFTER_S")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
-    #: "text" (Faust's) or "json": one JSON object a line (stream.service.logs)
     log_format: LogFormat = setting("text", "MMR_LOG_FORMAT")
-    #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
-    #: a message whose rating step fails with a bug: "halt" stops its partition there, "dead-letter"
-    #: dead-letters it as "internal error" (stream.service.halts)
     on_rating_bug: OnRatingBug = setting("halt", "MMR_ON_RATING_BUG")
 
     def __post_init__(self) -> None:
