@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis.exceptions
@@ -56,9 +56,7 @@ class Halt:
     since: float  # seconds since the epoch
 
     def as_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "pool": self.pool,
-                "event_id": self.event_id, "kind": self.kind, "error": self.error,
-                "since_ms": int(self.since * 1000)}
+        return {**{k: v for k, v in asdict(self).items() if k != "since"}, "since_ms": int(self.since * 1000)}
 
 
 class Halts:

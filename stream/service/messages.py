@@ -25,12 +25,8 @@ MAX_FIELD = 1024
 
 @dataclass(slots=True)
 class Message:
-    """One input record: where it came from and its bytes.
-
-    ``decoded``: what ``Processor.predecode`` made of it (``(type, value)`` or the
-    InvalidEvent), so that ``process`` need not decode it again. ``timestamp``: the Kafka
-    record's timestamp (seconds since the epoch; the producer's clock unless the topic uses
-    LogAppendTime), for ``mmr_input_age_seconds``."""
+    """One input record: where it came from and its bytes; ``decoded``: what ``Processor.predecode`` made
+    of it (``(type, value)`` or the InvalidEvent); ``timestamp``: the Kafka record's, in seconds."""
 
     topic: str
     partition: int

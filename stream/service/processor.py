@@ -137,9 +137,8 @@ class Processor:
         return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, event_id, pool)
 
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
-        """One take batch (any mix of input topics and pools), committed when this returns.
-        Errors propagate (the worker uses ``start(..., safe=True)``, which retries and
-        dead-letters instead)."""
+        """One take batch (any mix of input topics and pools), committed when this returns; errors propagate
+        (the worker's ``start(..., safe=True)`` retries and dead-letters instead)."""
         return await (await self.start(msgs, safe=False))
 
     async def start(self, msgs: Sequence[Message], safe: bool = True,
