@@ -319,7 +319,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    pool_api.add_history_route(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
+    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
                 operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
@@ -452,7 +452,6 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(routes.document(__version__))
 
-    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))
     console.add_routes(routes)
     app = web.Application(middlewares=[guard])
     app.add_routes(routes.table)

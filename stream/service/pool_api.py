@@ -133,9 +133,9 @@ async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
     return {"percentile": percentile_rank(lower, equal, total), "players": total}
 
 
-def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
-    """``GET /pools/{pool}/players/{player}/history`` (registered before the player's route, whose
-    ``{player:.+}`` would take ``.../history`` too)."""
+def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
+    """The routes of this module, registered before the player's route (``stream.service.http``), whose
+    ``{player:.+}`` would take ``.../history`` too."""
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}/history", operation(
         "A player's recent ratings, oldest first: each its rating, mu, sigma, version, time and cause event",
@@ -152,10 +152,6 @@ def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> N
         return web.json_response({"pool": pool, "player": name, "history": records,
                                   "current": {"rating": r.rating, "mu": r.mu, "sigma": r.sigma, "version": r.rounds},
                                   "limit": api.store.history_limit})
-
-
-def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
-    """The routes of this module but the history's (``add_history_route``)."""
 
     @routes.get("/pools", operation(
         "The pools rated into this Redis, by name: each its system and players",
