@@ -143,16 +143,6 @@ async def _stored_beliefs(api: ReadApi, pool: str, eng: PoolEngine, ids: list[st
     return raws, [known[p] if p in known else eng.system.new_belief() for p in ids]
 
 
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        raise web.HTTPBadRequest(text="body: not JSON") from None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="body: a JSON object is required")
-    return body
-
-
 def _ids(value: Any, field: str) -> list[str]:
     """A JSON list of player ids, checked (400 naming the field, also above ``MAX_IDS``)."""
     if not isinstance(value, list):
@@ -232,8 +222,13 @@ async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[s
                      ) -> tuple[str, T, PoolEngine]:
     """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
     engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
-    pool = request.match_info["pool"]
-    parsed = parse(await _json_object(request))
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        raise web.HTTPBadRequest(text="body: not JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="body: a JSON object is required")
+    pool, parsed = request.match_info["pool"], parse(body)
     return pool, parsed, await _engine(api, pool)
 
 

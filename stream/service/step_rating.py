@@ -401,9 +401,8 @@ def change_records(players: Sequence[str], versions: Sequence[int], event_ids: S
                     strict=True))
 
 
-def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
+def _last_match_per_player(batch: MatchBatch, idx: PlayerIndex) -> dict[str, tuple[str, int]]:
     """Each player's last match in the batch as (event id, time): what their output cites."""
-    idx = index if index is not None else index_players(batch)
     last = idx.last_match().tolist()
     ids, times = batch.event_ids, batch.times
     cited = zip(map(ids.__getitem__, last), map(times.__getitem__, last), strict=True)
