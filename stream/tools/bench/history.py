@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -78,13 +78,14 @@ def _as_bytes(x: object) -> bytes:
     return x if isinstance(x, bytes) else str(x).encode()
 
 
-def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int]:
-    """(players, players whose final rating row differs from the embedded replay's)."""
-    pipe = EmbeddedPipeline(system, {}, pool_systems={POOL: (system, {})})
-    pipe.run(read_records(path, POOL))
-    want = {r["player"]: r for r in pipe.final_ratings()}
-    got = {r["player"]: r for r in _stored_rows(s, POOL)}
-    return _count_differing(want, got)
+def compare_with_embedded(path: str | Path, s: Settings, system: str, pools: Sequence[str] = (POOL,),
+                          pool: str | None = POOL) -> tuple[int, int]:
+    """(players, players whose final rating row in Redis differs from ``mmr replay --embedded`` on
+    ``path``) over ``pools`` (``pool``: the pool every event is read into; None: their own)."""
+    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
+    pipe.run(read_records(path, pool))
+    return _count_differing({(r["pool"], r["player"]): r for r in pipe.final_ratings()},
+                            {(r["pool"], r["player"]): r for r in _stored_rows(s, pools)})
 
 
 def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
@@ -98,24 +99,23 @@ def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int
 
     with open(embedded_out, "rb") as fh:
         want = dict(key(orjson.loads(line)) for line in fh if line.strip())
-    got = dict(key(r) for r in _stored_rows(s, pool))
-    return _count_differing(want, got)
+    return _count_differing(want, dict(key(r) for r in _stored_rows(s, [pool])))
 
 
-def _stored_rows(s: Settings, pool: str) -> list[dict[str, Any]]:
-    """The rating rows Redis holds for ``pool``, as ``mmr export`` writes them."""
+def _stored_rows(s: Settings, pools: Sequence[str]) -> list[dict[str, Any]]:
+    """The rating rows Redis holds for ``pools``, as ``mmr export`` writes them."""
 
     async def stored() -> list[dict[str, Any]]:
         store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
         try:
-            return await export_rows(store, [pool])
+            return await export_rows(store, list(pools))
         finally:
             await store.close()
 
     return asyncio.run(stored())
 
 
-def _count_differing(want: dict[str, Any], got: dict[str, Any]) -> tuple[int, int]:
+def _count_differing(want: dict[Any, Any], got: dict[Any, Any]) -> tuple[int, int]:
     """(players wanted, players whose row is missing on either side or differs)."""
     return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
 
@@ -211,6 +211,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     import sys
     import time
 
+    from stream.tools.bench import timed
     from stream.tools.bench.cpu_meter import ThreadTimes, _machine_ticks, _proc_ticks, peak_rss_mib
     from stream.tools.bench.worker import _metric, _stage_summary, _stage_totals, _wait_done
 
@@ -224,20 +225,12 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
         run: dict[str, Any] = {"pool": pool}
         for leg in ("worker", "embedded") if k % 2 == 0 else ("embedded", "worker"):
             click.echo(f"  run {k + 1}/{len(pools)}: {leg} ...", err=True)
-            c0 = _children_cpu()
             if leg == "embedded":
-                t0 = time.perf_counter()
-                proc = subprocess.Popen([mmr, "replay", path, "--system", system, "--embedded", "--out",
-                                         str(tmp / "embedded.jsonl"), "--no-progress"], env=env,
-                                        stdout=subprocess.DEVNULL)
-                _, status, usage = os.wait4(proc.pid, 0)  # its own peak memory, not the children's largest
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                run["embedded_s"] = time.perf_counter() - t0
-                if proc.returncode:
-                    raise click.ClickException(f"mmr replay --embedded exited with {proc.returncode}")
-                run["embedded_cpu_s"] = usage.ru_utime + usage.ru_stime
-                run["embedded_peak_rss_mib"] = usage.ru_maxrss / 1024
+                emb = timed([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                             str(tmp / "embedded.jsonl"), "--no-progress"], env)
+                run.update(embedded_s=emb.wall, embedded_cpu_s=emb.cpu, embedded_peak_rss_mib=emb.max_rss_mib)
                 continue
+            c0 = _children_cpu()
             target = _metric(port, "mmr_messages_done_total") + messages_per_run
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")

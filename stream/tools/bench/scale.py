@@ -22,7 +22,6 @@ import random
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,18 @@ from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
-from stream.tools.bench.worker import POLL_S, _delete_prefix, _free_port, _match, _metric, _pids, _produce, _Worker
+from stream.tools.bench.history import compare_with_embedded
+from stream.tools.bench.worker import (
+    POLL_S,
+    _delete_prefix,
+    _free_port,
+    _match,
+    _metric,
+    _pids,
+    _produce,
+    _Worker,
+    suffixed,
+)
 
 
 def partition_of(pool: str, partitions: int) -> int:
@@ -113,31 +123,6 @@ def split_by_partitions(per_partition: Sequence[int], handled: Sequence[int]) ->
     return [sorted(ps) for ps in owned] if place(0) else None
 
 
-def differing_players(path: Path, system: str, pools: Sequence[str], redis_url: str, prefix: str,
-                      **redis_kwargs: Any) -> tuple[int, int]:
-    """(players, players whose final row in Redis differs from ``mmr replay --embedded`` on ``path``)."""
-    import asyncio
-
-    from stream.engine.embedded import EmbeddedPipeline
-    from stream.events.inputs import read_records
-    from stream.service.export import export_rows
-    from stream.state.redis_store import RedisStore
-
-    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
-    pipe.run(read_records(path))
-    want = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
-
-    async def stored() -> list[dict[str, Any]]:
-        store = RedisStore.from_url(redis_url, prefix=prefix, **redis_kwargs)
-        try:
-            return await export_rows(store, list(pools))
-        finally:
-            await store.close()
-
-    got = {(r["pool"], r["player"]): r for r in asyncio.run(stored())}
-    return len(want), sum(1 for k in want.keys() | got.keys() if want.get(k) != got.get(k))
-
-
 def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
                items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
                pools: list[str], worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -187,8 +172,7 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         by_partition = pools_by_partition(pools, s.partitions)
         split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
                                                  for q in range(s.partitions)], handled)
-        players, differing = differing_players(workload, system, pools, s.redis_url, s.key_prefix,
-                                                           **s.redis_kwargs())
+        players, differing = compare_with_embedded(workload, s, system, pools, None)
         results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
         return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
                 "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
@@ -221,10 +205,8 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
     for r in range(repeats):
         for n in workers:
             tag = f"x{n}r{r}"
-            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
-                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
-                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
-                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
+            run_s = suffixed(s, tag, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
+                             partitions=partitions)
             click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
                        err=True)
             run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)

@@ -81,9 +81,21 @@ from stream.tools.bench.worker import (
     _wait_metric,
     _wait_port,
     _Worker,
+    batches,
+    singles,
+    suffixed,
 )
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
+#: the bare loop's variants: result key, what the progress line adds, ``bench_bare_faust``'s options
+BARE: tuple[tuple[str, str, dict[str, bool]], ...] = (
+    ("bare_faust_msgs_per_s", "", {}),
+    ("bare_faust_3topics_msgs_per_s", ", subscribed like the worker (+ 2 empty topics)", {"idle_topics": True}),
+    ("bare_faust_patched_msgs_per_s", " as subscribed, with the worker's Faust patches",
+     {"idle_topics": True, "worker_patches": True}),
+    ("bare_batch_delivery_msgs_per_s", " as subscribed, with the worker's batch delivery",
+     {"idle_topics": True, "worker_patches": True, "batch_delivery": True}),
+)
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
@@ -320,7 +332,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.command("service")
 @click.option("--broker", default=None, help="Bootstrap servers (default: start Tansu on a free port).")
 @click.option("--redis-url", default=None, help="Redis (default REDIS_URL or redis://127.0.0.1:6379/14).")
-@click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
+@click.option("--singles", "n_singles", default=20000, show_default=True, help="Single-match messages.")
 @click.option("--batched", default=1000, show_default=True,
               help="match_batch (and match_columns) messages of 1,000 matches, per batched run.")
 @click.option("--pool-players", default=10000, show_default=True,
@@ -361,7 +373,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="Set in the bench's workers' environment only (repeatable): a worker setting measured with "
                    "the publisher, the embedded replay and the load generators as they are.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
-def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
+def bench_service(broker: str | None, redis_url: str | None, n_singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
                   history_check: bool,
@@ -403,21 +415,12 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
 
         asyncio.run(ensure_topics(s))
         rng = random.Random(1)
-        singles_cs = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
-                      for i in range(singles)]
+        singles_cs = singles("cs", n_singles, 2000, rng)
         if "bare" in phases:
-            click.echo("bare Faust take loop ...", err=True)
-            res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
-            click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
-            res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                    idle_topics=True)
-            click.echo("bare Faust take loop as subscribed, with the worker's Faust patches ...", err=True)
-            res["bare_faust_patched_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                    idle_topics=True, worker_patches=True)
-            click.echo("... and with the worker's batch delivery ...", err=True)
-            res["bare_batch_delivery_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                     idle_topics=True, worker_patches=True,
-                                                                     batch_delivery=True)
+            bare = [(b"bare", v) for _, v in singles_cs]
+            for key, what, options in BARE:
+                click.echo(f"bare Faust take loop{what} ...", err=True)
+                res[key] = bench_bare_faust(s, bare, **options)
         if "scale" in phases:
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
@@ -449,19 +452,16 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
 
                 click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
-                items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
-                         for i in range(singles)]
+                items = singles("es", n_singles, 2000, rng)
                 res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
 
             if "batched" in phases:
                 click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
-                items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
-                    _match(k * 1000 + i, "cb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
+                items = batches("cb", batched, pool_players, rng)
                 res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
                 click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
-                items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
-                    _match(k * 1000 + i, "eb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
+                items = batches("eb", batched, pool_players, rng)
                 res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
 
             if "columns" in phases:
@@ -515,9 +515,7 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 half = latency_rate or res["single_match_msgs_per_s"] / 2
                 if phases - {"bare", "latency"}:  # fresh topics (see the module docstring)
                     worker.stop()
-                    s = replace(s, app_id=f"{s.app_id}-lat", topic_matches=f"{s.topic_matches}-lat",
-                                topic_rounds=f"{s.topic_rounds}-lat", topic_results=f"{s.topic_results}-lat",
-                                topic_ratings=f"{s.topic_ratings}-lat", topic_dead=f"{s.topic_dead}-lat")
+                    s = suffixed(s, "lat", app_id=f"{s.app_id}-lat")
                     asyncio.run(ensure_topics(s))
                     click.echo("a worker on fresh topics for the latency run ...", err=True)
                     worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)

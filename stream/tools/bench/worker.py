@@ -15,10 +15,12 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from stream.service.config import Settings
 
@@ -189,6 +191,25 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random, neutral: bool 
     if neutral:
         m["neutral"] = True
     return m
+
+
+def suffixed(s: Settings, tag: str, **changes: Any) -> Settings:
+    """``s`` with topics of its own (each name followed by ``-tag``) and ``changes``."""
+    return replace(s, topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
+                   topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
+                   topic_dead=f"{s.topic_dead}-{tag}", **changes)
+
+
+def singles(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """``n`` single ``match`` messages of ``pool`` among ``players``, keyed by the pool."""
+    return [(pool.encode(), orjson.dumps({"type": "match", "pool": pool, **_match(i, pool, players, rng)}))
+            for i in range(n)]
+
+
+def batches(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """``n`` ``match_batch`` messages of 1,000 matches of ``pool`` among ``players``, keyed by the pool."""
+    return [(pool.encode(), orjson.dumps({"type": "match_batch", "pool": pool, "matches": [
+        _match(k * 1000 + i, pool, players, rng) for i in range(1000)]})) for k in range(n)]
 
 
 def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
