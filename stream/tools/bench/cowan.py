@@ -1,16 +1,11 @@
 """``mmr bench cowan``: matches per second of Cowan's system and bytes per stored belief.
 
-Prints a table; numbers are recorded in BENCHMARKS.md (tests never assert timings).
-Each row reports wall-clock matches/s and matches per CPU-second of the process (summed over
-threads): the per-core rate, which stays meaningful when other jobs share the cores.
-Rows: batches on one thread, batches on all numba threads, one match at a
-time through ``rate_matches`` (includes the Python overhead per call), the direct-sum
-residual, paper-form draws, the Laplace variant, and the naive oracle (on a few matches;
-the speed-up is fast/naive). Every belief is quantised after every match (the codec's
-fixed point is the state, see ``stream.ratings.cowan.quant``); rows marked "raw" skip that
-step (``rate_matches(..., quantise=False)``) in the same run, so the difference is the
-cost of the quantisation; ``--no-quantise`` runs every row raw. Players are "established"
-by warm-up matches first, because window sizes (cells carrying mass) drive the cost.
+Each row gives wall-clock matches/s and matches per CPU-second of the process (the per-core rate,
+which stays meaningful when other jobs share the cores): batches on one and on all numba threads,
+one match per ``rate_matches`` call, the residual and draw variants, and the naive oracle. Rows
+marked "raw" skip the quantisation after every match (the codec's fixed point is the state,
+``stream.ratings.cowan.quant``), so the difference is its cost. Players are "established" by
+warm-up matches first, because window sizes (cells carrying mass) drive the cost.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Cowan's whole embedded replay against openskill.py's plain 1-v-1 loop, side by side.
 
-The comparison a user makes: the same file of matches, each program as a whole process
-(imports, the numba cache, reading and checking every line, rating, writing the output),
-``mmr replay FILE --system cowan --embedded --out X`` against a plain Python loop that reads
-the same JSONL with orjson and rates every match with openskill's ``PlackettLuce`` (one
-``rate`` call per match, ratings in a dict). The matches are neutral (``mmr synth``'s model has no
-side advantage, and openskill takes none): a match that is not neutral would be rated one at a
-time with a learned home advantage (docs/advantage.md), which is not the same work. Runs
-alternate (ours, theirs, ours, ...), so load from other jobs on a shared machine hits both
-alike; each run's wall time and CPU time (user + system of the child process, all threads) are
-printed, and the ratio of rates, ours / openskill's (≥ 1: the replay is at least as fast), by wall and by CPU.
+The comparison a user makes: the same file of matches, each program a whole process (imports,
+the numba cache, reading and checking every line, rating, writing the output): ``mmr replay FILE
+--system cowan --embedded`` against a plain loop rating every match with openskill's
+``PlackettLuce``. The matches are neutral (openskill takes no side advantage; a match that is not
+neutral is rated alone with a learned one, which is not the same work). Runs alternate, so load
+from other jobs hits both alike; printed: each run's wall and CPU, and the ratio of rates, ours /
+openskill's (≥ 1: the replay is at least as fast).
 
 ``python -m stream.tools.bench.cowan_replay FILE`` runs the openskill loop alone.
 """

@@ -1,15 +1,10 @@
 """``mmr bench service --only scale``: pools on partitions, the workload, the run, the checks.
 
-The phase (run by ``stream.tools.bench.service``) starts N workers in one consumer group on
-topics of ``--partitions`` partitions and publishes ``match_batch`` messages spread over
-``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. What it checks besides
-results/s:
-
-* each worker handled exactly the messages of the pools whose partition it was assigned, the
-  partition computed here as Kafka's default partitioner does (``partition_of``): so every
-  pool's events were handled by one worker, and the partitioner here is the producer's;
-* the final Redis state of every pool equals ``mmr replay --embedded`` on the same events,
-  bit for bit.
+N workers in one consumer group on topics of ``--partitions`` partitions, ``match_batch`` messages
+spread over ``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. Checked besides
+results/s: each worker handled exactly the messages of whole partitions (computed as Kafka's default
+partitioner does, ``partition_of``), so every pool stayed on one worker; and every pool's final Redis
+state equals ``mmr replay --embedded`` on the same events, bit for bit.
 """
 
 from __future__ import annotations
@@ -83,12 +78,7 @@ def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int
     with path.open("wb") as f:
         for k in range(messages):
             pool = pools[k % len(pools)]
-            ms = []
-            for i in range(matches):
-                a = rng.randrange(players)
-                b = (a + 1 + rng.randrange(players - 1)) % players
-                ms.append({"event_id": f"{pool}-{k}-{i}", "time": 1_700_000_000_000 + k * matches + i,
-                           "a": f"p{a}", "b": f"p{b}", "score": rng.choice((0.0, 1.0)), "neutral": True})
+            ms = [_match(k * matches + i, pool, players, rng) for i in range(matches)]
             value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
             f.write(value + b"\n")
             items.append((pool.encode(), value))

@@ -1,39 +1,23 @@
 """``mmr bench service``: one worker on a local broker + Redis, beside a bare Faust take loop.
 
-Measured in one run, on the same broker:
-* bare Faust: ``async for events in stream.take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``
-  doing nothing, over the very single-match messages the worker gets next, produced and
-  clocked the same way (the ceiling any Faust worker has per message);
-* the worker: single-``match`` messages/s (Cowan, and ``elo`` for the service's own cost),
-  batched match results/s (``match_batch`` of 1,000; Cowan, and ``elo`` for the pipeline's
-  own ceiling, also as ``match_columns``, the compact form), results/s in rounds of 3,000
-  players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
-  the measured single-match rate. Every match of these is ``neutral`` (drawn with no side
-  advantage, like for like with a system that takes none);
-* ``sided``: the ``match_columns`` of the ``columns`` phase without ``neutral``, so the pool (Elo,
-  its ``advantage`` on) rates each match one at a time with the learned home advantage and learns
-  it (docs/advantage.md): what sides cost a user, beside the ``columns`` figure.
+Measured in one run, on the same broker: a bare Faust take loop over the very single-match
+messages the worker gets next (the ceiling any Faust worker has per message); the worker's
+single ``match`` messages/s (Cowan, and ``elo`` for the service's own cost), ``match_batch`` and
+``match_columns`` results/s, rounds of 3,000 players (Elo-MMR), ``sided`` (``match_columns`` not
+neutral: each match rated alone with the learned home advantage, docs/advantage.md), and
+produce→rating latency at half the single-match rate. Every other match is ``neutral``, like for
+like with a system that takes no side advantage. ``--only scale`` (``stream.tools.bench.scale``,
+docs/scaling.md) and ``--history`` (``stream.tools.bench.history``) are phases of their own.
 
-``--only scale`` (not in the default run): N workers in one consumer group on topics of 12
-partitions, ``match_batch`` load over 48 pools; results/s per worker count, each run checked
-for every pool staying on one worker and for the final state equal to the embedded replay
-(``stream.tools.bench.scale``, docs/scaling.md).
+Why the latency run gets fresh topics and a worker of its own: Tansu's in-memory storage (the
+test broker) fetches more slowly the more records a partition holds, so after the batched phases
+it would measure the broker's storage, not the service (a production Kafka finds an offset
+through its index). It also splits each sample by the rating record's own timestamp and reports
+the CPU of every process meanwhile (``cpu_meter``): on Tansu the broker's share grows.
 
-The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
-(the test broker) fetches more slowly the more records a partition holds (the ratings
-partition after the batched runs holds millions of records), so run after the batched phases
-on the same topics it measured the broker's storage, not the service. A production Kafka
-finds an offset through its index.
-
-The latency run also reports, from the same samples, the two legs split by the rating record's
-own timestamp (produce→published by the worker, published→received by a consumer), p50/p99 per
-second of the run, and the CPU each process used meanwhile (worker, broker, Redis, this load
-generator; ``stream.tools.bench.cpu_meter``): on Tansu the broker's share grows as the run goes on.
-
-Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
-messages committed to Redis *and* published): the messages are produced as fast as possible
-(concurrently) and the clock runs from the start of producing until the last one is handled.
-Never asserted in tests.
+Throughput is clocked by the worker's own counter ``mmr_messages_done`` (input messages committed
+to Redis *and* published), from the start of producing (as fast as possible, concurrently) until
+the last one is handled. Never asserted in tests.
 """
 
 from __future__ import annotations
@@ -87,32 +71,25 @@ from stream.tools.bench.worker import (
 )
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
-#: the bare loop's variants: result key, what the progress line adds, ``bench_bare_faust``'s options
+#: the bare loop's variants: result key, its label, ``bench_bare_faust``'s options
 BARE: tuple[tuple[str, str, dict[str, bool]], ...] = (
-    ("bare_faust_msgs_per_s", "", {}),
-    ("bare_faust_3topics_msgs_per_s", ", subscribed like the worker (+ 2 empty topics)", {"idle_topics": True}),
-    ("bare_faust_patched_msgs_per_s", " as subscribed, with the worker's Faust patches",
+    ("bare_faust_msgs_per_s", "bare Faust take loop (same single-match msgs)", {}),
+    ("bare_faust_3topics_msgs_per_s", "bare Faust take loop, + the worker's 2 other (empty) input topics",
+     {"idle_topics": True}),
+    ("bare_faust_patched_msgs_per_s", "the same, with the worker's Faust patches (inline delivery, no Monitor hooks)",
      {"idle_topics": True, "worker_patches": True}),
-    ("bare_batch_delivery_msgs_per_s", " as subscribed, with the worker's batch delivery",
+    ("bare_batch_delivery_msgs_per_s", "the same, with the worker's batch delivery (one Faust event per batch)",
      {"idle_topics": True, "worker_patches": True, "batch_delivery": True}),
 )
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
                      worker_patches: bool = False, batch_delivery: bool = False) -> float:
-    """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
-
-    Same broker, same messages (the single-match payloads), same take settings
-    (``take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``) and the same clock as
-    ``_measure``: the loop is subscribed and warm, then the messages are produced
-    concurrently and the clock runs from the start of producing to the last one taken.
-    ``idle_topics``: also subscribe to two empty topics, as the worker is subscribed to its
-    rounds and round-results topics besides the matches topic. ``worker_patches``: with the
-    worker's changes to Faust's per-message path (``stream.service.faust_patches``: inline
-    delivery, no Monitor hooks), so the worker can also be compared with a loop that runs the
-    same Faust machinery it runs. ``batch_delivery``: also with the worker's batch delivery
-    (``stream.service.delivery``): the loop iterates batches of records instead of taking events.
-    """
+    """msgs/s of a bare Faust take loop (subprocess) over ``items``, with the worker's take settings
+    and ``_measure``'s clock. ``idle_topics``: also subscribed to two empty topics, as the worker is;
+    ``worker_patches``: with the worker's changes to Faust's per-message path
+    (``stream.service.faust_patches``); ``batch_delivery``: with its batch delivery
+    (``stream.service.delivery``)."""
     from stream.service.topics import ensure_topics
 
     topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
@@ -190,18 +167,11 @@ QUIET_S = 2.0
 
 async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str,
                    warmup: float = 0.0) -> dict[str, Any]:
-    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99).
+    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99),
+    split by the rating record's own timestamp into produce→published and published→received.
 
-    The first ``warmup`` seconds of the load are produced at the same rate but reported apart
-    (``latency_warmup_*``), not in the p50/p99: they hold the worker's cold start on the pool
-    (every player's first belief read from Redis, its cache filling, the batch sizes settling),
-    which is a restart's cost, not the steady state at that rate.
-
-    Also split in two by the rating record's own timestamp (set by the worker's producer when it
-    sends): produce→published (the broker's delivery to the worker, batching, rating, Redis) and
-    published→received (the worker's producer, the broker, the measuring consumer). Wall clocks of
-    one machine, millisecond resolution.
-    """
+    The first ``warmup`` seconds of the load are reported apart (``latency_warmup_*``): they hold
+    the worker's cold start on the pool (a restart's cost, not the steady state at that rate)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     rng = random.Random(3)
@@ -418,8 +388,8 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
         singles_cs = singles("cs", n_singles, 2000, rng)
         if "bare" in phases:
             bare = [(b"bare", v) for _, v in singles_cs]
-            for key, what, options in BARE:
-                click.echo(f"bare Faust take loop{what} ...", err=True)
+            for key, label, options in BARE:
+                click.echo(f"{label} ...", err=True)
                 res[key] = bench_bare_faust(s, bare, **options)
         if "scale" in phases:
             counts = tuple(int(x) for x in scale_workers.split(","))
@@ -565,12 +535,7 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows.append("| the worker's own environment (`--worker-env`) | "
                     + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
-        rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
-                 f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |",
-                 f"| the same, with the worker's Faust patches (inline delivery, no Monitor hooks) | "
-                 f"{res['bare_faust_patched_msgs_per_s']:,.0f} msgs/s |",
-                 f"| the same, with the worker's batch delivery (one Faust event per batch) | "
-                 f"{res['bare_batch_delivery_msgs_per_s']:,.0f} msgs/s |"]
+        rows += [f"| {label} | {res[key]:,.0f} msgs/s |" for key, label, _ in BARE]
     if "single_match_msgs_per_s" in res:
         rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
                  f"{pct(res['single_match_msgs_per_s'])} |",
@@ -622,16 +587,17 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         if summary:
             rows.append(f"| the same, over its runs (which leg went first alternated) | {summary} |")
     if "latency_p99_ms" in res:
+
+        def p50_p99(name: str) -> str:
+            return f"p50 {res[f'{name}_p50_ms']:.1f} ms, p99 {res[f'{name}_p99_ms']:.1f} ms |"
+
         rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
-                    f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",
-                    f"| of which produce→published (worker's send) | p50 {res['latency_to_published_p50_ms']:.1f} ms, "
-                    f"p99 {res['latency_to_published_p99_ms']:.1f} ms |",
-                    f"| of which published→received | p50 {res['latency_published_to_received_p50_ms']:.1f} ms, "
-                    f"p99 {res['latency_published_to_received_p99_ms']:.1f} ms |")
+                 + p50_p99("latency"),
+                 "| of which produce→published (worker's send) | " + p50_p99("latency_to_published"),
+                 "| of which published→received | " + p50_p99("latency_published_to_received"))
         if res.get("latency_warmup_s"):
             rows.append(f"| the {res['latency_warmup_s']:g} s of the same load before it (the worker's cold start "
-                        f"on the pool; not in the figures above) | p50 {res['latency_warmup_p50_ms']:.1f} ms, "
-                        f"p99 {res['latency_warmup_p99_ms']:.1f} ms |")
+                        "on the pool; not in the figures above) | " + p50_p99("latency_warmup"))
         st = res.get("latency_worker_stage_means_ms") or {}
         if st:
             size = st.get("messages", [0.0, 0.0])

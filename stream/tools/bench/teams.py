@@ -1,20 +1,11 @@
 """``mmr bench teams``: every team model on the same team rounds, in one run, one table.
 
-Synthetic scenarios (``mmr synth --kind teams``, seeded; teams re-formed every round):
-
-* ``2v2``: 300 players, 4,000 rounds of two teams of two;
-* ``5v5``: 500 players, 3,000 rounds of two teams of five;
-* ``squads``: 1,000 players, 600 free-for-all rounds of 25 squads of four;
-
-each with Gaussian and with logistic performance noise (``--noise``). Per system the table
-gives how well the final ratings recover the true final skills (Spearman and Kendall rank
-correlation of μ with the truth, over players with at least ``--min-history`` rounds) and how
-well the ratings before each round predicted it (``mmr eval``'s team metrics: log loss, Brier
-and accuracy of two-team rounds; team-level pair inversion and rank deviation), and the
-seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, the two
-also with ``team_exact_sigma=false``, trueskill, elo) and, when installed, the ``trueskill``
-package and openskill's models (``bench_teams_peers``). ``--input FILE`` scores a team history
-(event JSONL) instead, without the truth columns.
+Synthetic scenarios (``mmr synth --kind teams``, seeded; ``SCENARIOS``), each with Gaussian and
+logistic performance noise. Per system: the rank correlation (Spearman, Kendall) of final μ with the
+true final skills over players with ``--min-history`` rounds, ``mmr eval``'s team metrics of the
+predictions before each round, and the seconds of the replay. Systems: ours with a team model (the
+Elo-MMR pair also with ``team_exact_sigma=false``) and, when installed, the ``trueskill`` package and
+openskill's models (``teams_peers``). ``--input FILE`` scores a team history instead (no truth).
 """
 
 from __future__ import annotations

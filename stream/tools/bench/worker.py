@@ -61,8 +61,8 @@ def _metric(port: int, name: str, **labels: str) -> float:
 
 
 def _stage_totals(port: int) -> dict[str, dict[str, float]]:
-    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
-    count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
+    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum, count and
+    cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
     out: dict[str, dict[str, float]] = {}
     for fam in _families(port):
         if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
@@ -110,11 +110,10 @@ def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
 
 
 def _wait_done(port: int, target: float, timeout: float) -> float:
-    """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's
-    ``perf_counter`` clock: the worker stamps the moment itself (``mmr_messages_done_timestamp_seconds``),
-    so the bench polls only every ``DONE_POLL_S``. Why: a scrape costs the worker's event loop time
-    (``/metrics`` renders every family) that the bench would count as the worker's; the stamp is
-    also exact, not up to a poll late."""
+    """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's ``perf_counter``
+    clock, by the worker's own stamp (``mmr_messages_done_timestamp_seconds``). Why: a scrape costs the
+    worker's event loop time the bench would count as the worker's, so it polls only every ``DONE_POLL_S``,
+    and the stamp is exact, not up to a poll late."""
     deadline = time.monotonic() + timeout
     name = "mmr_messages_done_total"
     while time.monotonic() < deadline:
