@@ -43,7 +43,14 @@ from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, sp
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
-from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
+from stream.tools.common import (
+    csv_mapping,
+    load_pools_file,
+    pools_option,
+    report_skipped,
+    skip_invalid_option,
+    skipped_lines,
+)
 
 Event = RoundEvent | MatchEvent
 
@@ -372,13 +379,6 @@ def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[s
     ``common.load_pools_file``; ``sided.make_pool_system``)."""
     built = {name: sided.make_pool_system(cfg.system, cfg.params) for name, cfg in load_pools_file(path).items()}
     return {k: v[0] for k, v in built.items()}, {k: v[1] for k, v in built.items()}
-
-
-def csv_mapping(columns: str) -> CsvMapping:
-    cols = [c.strip() for c in columns.split(",")]
-    if len(cols) != 5:
-        raise click.BadParameter("needs five column names", param_hint="--csv-columns")
-    return CsvMapping(*cols)
 
 
 def _human(res: dict[str, Any]) -> Iterator[str]:
