@@ -33,8 +33,7 @@ RESULT, COMPLETION = 1, 2
 
 
 class _Completion(NamedTuple):
-    """The fields of a ``round_completed`` that the round takes (as they came; converted at
-    dispatch): kept instead of the whole decoded event."""
+    """The fields of a ``round_completed`` the round takes (converted at dispatch), not the whole event."""
 
     event_id: str
     participants: Any
@@ -71,17 +70,15 @@ class OpenRound(NamedTuple):
 class RoundAssembler:
     """Pure state machine; the worker feeds it in partition order.
 
-    A round leaves the open set when it is dispatched (returned by ``add_result`` /
-    ``add_completed``), expired or found invalid; from then on its events are late. With
-    ``close_on_dispatch`` false a dispatched round is only *held* until the caller either
-    ``close``s it (its rating is durable) or ``forget``s it (the rating failed: the caller
-    feeds its events again), so that a rating that fails after dispatch does not leave the
-    round marked as rated.
+    A round leaves the open set when it is dispatched (returned by ``add_result`` / ``add_completed``),
+    expired or found invalid; from then on its events are late. With ``close_on_dispatch`` false a
+    dispatched round is only *held* until the caller ``close``s it (its rating is durable) or
+    ``forget``s it (the rating failed: its events come again), so that a failed rating does not leave
+    the round marked as rated.
 
-    A round's ``first_seen`` is the latest ``now`` the assembler was given when the round
-    opened (a clock stepping back does not move it earlier), so the open rounds, kept in
-    opening order, are also in deadline order: ``expire`` looks at the oldest only, and stops
-    at the first that has not timed out.
+    A round's ``first_seen`` is the latest ``now`` given when it opened (a clock stepping back does not
+    move it earlier), so the open rounds, kept in opening order, are in deadline order: ``expire``
+    stops at the first that has not timed out.
     """
 
     def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000,
@@ -233,11 +230,8 @@ class RoundAssembler:
         self._closed.clear()
 
     def expire(self, now: int, timeout_ms: int, limit: int | None = None) -> list[tuple[str, str, str]]:
-        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of
-        them: ``[(pool, round_id, reason)]`` (fewer than ``limit``: no other round is due).
-
-        Costs what it returns, not what is open: the rounds are in deadline order (class
-        docstring), so the walk ends at the first round not due."""
+        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of them:
+        ``[(pool, round_id, reason)]``. Costs what it returns, not what is open (class docstring)."""
         due: list[tuple[RoundKey, _Pending]] = []
         for key, pend in self._open.items():
             if now - pend.first_seen <= timeout_ms or (limit is not None and len(due) >= limit):
