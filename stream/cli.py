@@ -1,12 +1,9 @@
-"""``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
-and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust).
-``mmr --version`` is ``stream.__version__``, the one source of the version: the wheel's metadata
-(pyproject.toml, dynamic) and the HTTP API's OpenAPI document read it too.
+"""``mmr``: the command line. Thin: each subcommand is imported only when invoked, so ``mmr --help``
+stays instant (no numba, no Faust). ``mmr --version`` is ``stream.__version__``, the one source of it.
 
 A failure of Redis or the broker ends a command with one line on stderr naming the component, its
-address (secrets masked) and the cause, and exit status 1; the traceback only with ``mmr --debug``
-or ``MMR_LOG_LEVEL=debug``. Every log record of the process has the settings' secrets masked
-(``stream.redact``)."""
+address (secrets masked) and the cause, exit status 1; the traceback only with ``mmr --debug`` or
+``MMR_LOG_LEVEL=debug``. Every log record has the settings' secrets masked (``stream.redact``)."""
 
 from __future__ import annotations
 
@@ -125,10 +122,8 @@ def _mask_secrets() -> None:
 
 
 def infrastructure_line(exc: BaseException) -> str | None:
-    """The one line that reports ``exc`` when it is a failure of Redis or the broker (None: it is not).
-
-    Errors of the package say what they mean (``stream.errors.InfrastructureError``); redis-py's and
-    aiokafka's own, met outside the checks of ``stream.service.preflight``, are named by component."""
+    """The one line that reports ``exc`` when it is a failure of Redis or the broker (None: it is not):
+    the package's own errors say what they mean, redis-py's and aiokafka's are named by component."""
     from stream import redact
 
     if isinstance(exc, errors.InfrastructureError):

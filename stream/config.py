@@ -1,25 +1,19 @@
 """The environment grammar of mmr-stream, and the engine's own switches.
 
-Every environment variable the package reads is a field of a frozen dataclass — the
-service's ``Settings`` (``stream.service.config``) or ``EngineSettings`` below — declared
-once with ``setting(default, "NAME")`` and parsed by ``load``, so all of them share one
-grammar:
+Every environment variable the package reads is a field of a frozen dataclass (the service's
+``Settings`` or ``EngineSettings`` below) declared with ``setting(default, "NAME")`` and parsed by
+``load``, so all share one grammar:
 
-- booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is
-  refused, so a typo never silently reads as false;
-  a switch typed ``bool | None`` also takes ``auto`` (None: detected at run time);
-- ``Literal`` choices (matched without regard to case), integers, numbers, strings;
-- ``Secret`` for passwords: the value never appears in a ``repr``;
-- an empty variable means "not set" (the default);
-- a secret (a ``Secret`` setting, or one declared with ``file=True`` such as ``REDIS_URL``, whose URL may
-  hold a password) may instead be read from a file: ``NAME_FILE`` names it (Docker and Kubernetes
-  secrets are mounted as files); its text without the trailing newline is the value. Setting both
-  ``NAME`` and ``NAME_FILE`` is an error.
+- booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is refused, so
+  a typo never reads as false; a ``bool | None`` switch also takes ``auto`` (detected at run time);
+- ``Literal`` choices (any case), integers, numbers, strings; ``Secret`` for passwords (never in a
+  ``repr``); an empty variable means "not set";
+- a secret (a ``Secret``, or a setting declared ``file=True`` such as ``REDIS_URL``) may be read from
+  the file ``NAME_FILE`` names (Docker and Kubernetes mount secrets as files), without its trailing
+  newline; setting both ``NAME`` and ``NAME_FILE`` is an error.
 
-A value that does not parse raises ``SettingError`` naming the variable. The engine's
-switches live here, below every package, because the modules that use them read them at
-import time (numba's cache directory, Elo-MMR's parallel threshold), before any service
-settings exist.
+A value that does not parse raises ``SettingError`` naming the variable. The engine's switches live
+here, below every package, because their modules read them at import time, before any settings exist.
 """
 
 from __future__ import annotations
@@ -169,11 +163,9 @@ def load(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def check_fields(obj: Any) -> None:
-    """Types and choices of a settings object however it was built (``load``, code, ``with_``).
-
-    Called from ``__post_init__``: a ``str`` given for a ``Secret`` becomes one, an ``int``
-    for a ``float`` a float; anything else of the wrong type or outside its choices is
-    refused, named by its variable."""
+    """Types and choices of a settings object however it was built (``load``, code, ``with_``), from
+    ``__post_init__``: a ``str`` for a ``Secret`` becomes one, an ``int`` for a ``float`` a float; anything
+    else of the wrong type or outside its choices is refused, named by its variable."""
     hints = _hints(type(obj))
     for f in fields(obj):
         hint, value = hints[f.name], getattr(obj, f.name)

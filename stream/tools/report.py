@@ -1,16 +1,10 @@
 """``mmr report``: compare systems on one history in a Markdown (or HTML) page with PNG plots.
 
-Why a separate command from ``mmr eval``: the report needs per-prediction traces
-(probability, outcome, rating difference) and rating trajectories, which ``eval`` does
-not keep because they cost memory on big histories. Plots use matplotlib's Agg backend
-(files only, no display, no network). Contents:
-
-* a metrics table (the ``mmr eval`` numbers, same protocol) with runtimes;
-* calibration curves per system (mean observed score per predicted-probability bin);
-* log loss by rating difference (as in Cowan's Fig. 5.1), binned on the difference of
-  the two players' μ (Elo scale; Cowan: its displayed mean rating) before the event;
-* rating trajectories of the top players (by the first system's final rating);
-* runtime per system (time spent in the systems' updates, and the whole replay).
+Why a separate command from ``mmr eval``: the report needs per-prediction traces and rating
+trajectories, which ``eval`` does not keep because they cost memory on big histories. Contents:
+the ``mmr eval`` metrics with runtimes, calibration curves, log loss by rating difference (as in
+Cowan's Fig. 5.1), the top players' trajectories and the runtime per system (matplotlib's Agg
+backend: files only, no display).
 """
 
 from __future__ import annotations
