@@ -186,16 +186,11 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     for tp in tps:
         await consumer.position(tp)
     producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=LATENCY_LINGER_MS,
-                                enable_idempotence=False,
-                                **s.aiokafka_kwargs())
+                                enable_idempotence=False, **s.aiokafka_kwargs())
     await producer.start()
     sent: dict[str, tuple[float, float]] = {}
-    lat: list[float] = []
-    to_publish: list[float] = []
-    to_receive: list[float] = []
-    timeline: list[tuple[float, float, float]] = []  # (s into the run when produced, latency, to published)
-    warm_timeline: list[tuple[float, float]] = []  # (s into the warm-up when produced, latency)
-    warm: list[float] = []  # latencies of what was produced during the warm-up
+    #: (s into the load when produced, latency, produce→published, published→received)
+    samples: list[tuple[float, float, float, float]] = []
     n_warm = int(rate * warmup)
     n = n_warm + int(rate * seconds)
 
@@ -207,7 +202,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         # everything is produced and nothing new arrived for QUIET_S, not only at n samples
         deadline = time.monotonic() + warmup + seconds + 30
         last = time.monotonic()
-        while len(lat) + len(warm) < n and time.monotonic() < deadline and not (
+        while len(samples) < n and time.monotonic() < deadline and not (
                 produced.is_set() and time.monotonic() - last > QUIET_S):
             got = await consumer.getmany(timeout_ms=50)
             if got:
@@ -217,14 +212,9 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                 for r in records:
                     eid = orjson.loads(r.value or b"{}").get("event_id")
                     t = sent.pop(eid, None)
-                    if t is not None and t[0] - t0 < warmup:
-                        warm.append(now - t[0])
-                        warm_timeline.append((t[0] - t0, now - t[0]))
-                    elif t is not None:
-                        lat.append(now - t[0])
-                        timeline.append((t[0] - t0, now - t[0], r.timestamp / 1000 - t[1]))
-                        to_publish.append(r.timestamp / 1000 - t[1])
-                        to_receive.append(wall - r.timestamp / 1000)
+                    if t is not None:
+                        stamp = r.timestamp / 1000
+                        samples.append((t[0] - t0, now - t[0], stamp - t[1], wall - stamp))
 
     # The load generator's own pauses would count as the service's latency: its sends wait and
     # its receipts are stamped late. A full collection of Python's cyclic GC walks everything the
@@ -253,30 +243,28 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         gc.unfreeze()
     await producer.stop()
     await consumer.stop()
-    out: dict[str, Any] = {"latency_samples": len(lat), "latency_warmup_s": warmup}
+    warm = [x for x in samples if x[0] < warmup]
+    run = [x for x in samples if x[0] >= warmup]
+    out: dict[str, Any] = {"latency_samples": len(run), "latency_warmup_s": warmup}
     if marks:
         # where a batch's time goes in the worker (mmr_stage_seconds): means per batch, ms
         out["latency_worker_stage_means_ms"] = _stage_summary(await marks[0], _stage_totals(port))
     if warmup:
-        out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99(warm)
-    for name, xs in (("latency", lat), ("latency_to_published", to_publish),
-                     ("latency_published_to_received", to_receive)):
-        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99(xs)
-    by_second: dict[int, tuple[list[float], list[float]]] = {}
-    if warm_timeline:  # how the cold start fades: p50 and p99 per second of the warm-up
-        per: dict[int, list[float]] = {}
-        for at, x in warm_timeline:
-            per.setdefault(int(at), []).append(x)
-        out["latency_warmup_by_second_p50_p99_ms"] = [[round(v, 1) for v in _p50_p99(per[k])] for k in sorted(per)]
-    for at, x, pub in timeline:  # seconds after the warm-up
-        total, published = by_second.setdefault(int(at - warmup), ([], []))
-        total.append(x)
-        published.append(pub)
+        out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99([x[1] for x in warm])
+    for name, col in (("latency", 1), ("latency_to_published", 2), ("latency_published_to_received", 3)):
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99([x[col] for x in run])
+
+    def by_second(xs: list[tuple[float, float, float, float]], start: float, cols: tuple[int, ...]) -> list[Any]:
+        per: dict[int, list[tuple[float, float, float, float]]] = {}
+        for x in xs:
+            per.setdefault(int(x[0] - start), []).append(x)
+        return [[round(v, 1) for c in cols for v in _p50_p99([x[c] for x in per[k]])] for k in sorted(per)]
+
+    if warm:  # how the cold start fades: p50 and p99 per second of the warm-up
+        out["latency_warmup_by_second_p50_p99_ms"] = by_second(warm, 0.0, (1,))
     # how latency moves during the run (the test broker slows as its partitions fill), and how
     # much of it is the worker's: p50 and p99 of produce→rating, then of produce→published
-    out["latency_by_second_p50_p99_ms"] = [[round(v, 1) for v in (*_p50_p99(by_second[k][0]),
-                                                                   *_p50_p99(by_second[k][1]))]
-                                           for k in sorted(by_second)]
+    out["latency_by_second_p50_p99_ms"] = by_second(run, warmup, (1, 2))
     return out
 
 
@@ -417,35 +405,26 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
             _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
 
-            if "singles" in phases:
-                click.echo("single-match messages (cowan) ...", err=True)
-                res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
-
-                click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
-                items = singles("es", n_singles, 2000, rng)
-                res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
-
-            if "batched" in phases:
-                click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
-                items = batches("cb", batched, pool_players, rng)
-                res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-                click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
-                items = batches("eb", batched, pool_players, rng)
-                res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-            if "columns" in phases:
-                click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
-                           err=True)
-                items = _columns(batched, "ec", pool_players, rng, neutral=True)
-                res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-            if "sided" in phases:
-                click.echo("match_columns messages of 1,000, not neutral (elo: the home advantage learned, one match "
-                           "at a time) ...", err=True)
-                items = _columns(batched, "ea", pool_players, rng, neutral=False)
-                res["batched_columns_sided_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items,
-                                                                                 1800)
+            # (phase, result key, what is measured, its messages, results a message, timeout s): in this order,
+            # which is also the order of the draws of ``rng``
+            for phase, key, what, make, per, timeout in (
+                ("singles", "single_match_msgs_per_s", "single-match messages (cowan)", lambda: singles_cs, 1, 600),
+                ("singles", "single_match_elo_msgs_per_s", "single-match messages (elo: the service's own "
+                 "per-message cost)", lambda: singles("es", n_singles, 2000, rng), 1, 600),
+                ("batched", "batched_match_results_per_s", "match_batch messages of 1,000 (cowan)",
+                 lambda: batches("cb", batched, pool_players, rng), 1000, 900),
+                ("batched", "batched_match_elo_results_per_s", "match_batch messages of 1,000 (elo: the "
+                 "pipeline's own ceiling)", lambda: batches("eb", batched, pool_players, rng), 1000, 900),
+                ("columns", "batched_columns_elo_results_per_s", "match_columns messages of 1,000 (elo: the "
+                 "compact form `replay --broker` publishes)", lambda: _columns(batched, "ec", pool_players, rng, True),
+                 1000, 900),
+                ("sided", "batched_columns_sided_elo_results_per_s", "match_columns messages of 1,000, not neutral "
+                 "(elo: the home advantage learned, one match at a time)",
+                 lambda: _columns(batched, "ea", pool_players, rng, False), 1000, 1800),
+            ):
+                if phase in phases:
+                    click.echo(f"{what} ...", err=True)
+                    res[key] = per * _measure(port, s, s.topic_matches, make(), timeout)
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
