@@ -62,7 +62,7 @@ from stream.tools.bench.worker import (
     _produce,
     _stage_summary,
     _stage_totals,
-    _wait_metric,
+    _wait_done,
     _wait_port,
     _Worker,
     batches,
@@ -403,7 +403,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
                       "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
             asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
-            _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
+            _wait_done(port, 2.0, 120)
 
             # (phase, result key, what is measured, its messages, results a message, timeout s): in this order,
             # which is also the order of the draws of ``rng``
@@ -470,7 +470,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                     worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)
                     worker.ready()
                     asyncio.run(_produce(s, s.topic_matches, warm))
-                    _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
+                    _wait_done(port, 1.0, 120)
                 click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
                 res.update(latency_rate_per_s=half)
                 meter = CpuMeter(_pids(s, worker, tansu))

@@ -100,15 +100,6 @@ POLL_S = 0.1
 DONE_POLL_S = 0.5
 
 
-def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _metric(port, name) >= target:
-            return time.perf_counter()
-        time.sleep(POLL_S)
-    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
-
-
 def _wait_done(port: int, target: float, timeout: float) -> float:
     """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's ``perf_counter``
     clock, by the worker's own stamp (``mmr_messages_done_timestamp_seconds``). Why: a scrape costs the
