@@ -71,6 +71,19 @@ from stream.tools.bench.worker import (
 )
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
+#: the worker's throughput phases on the matches topic: (phase, result key, what is measured, results a
+#: message, timeout s)
+THROUGHPUT = (
+    ("singles", "single_match_msgs_per_s", "single `match` messages (cowan)", 1, 600),
+    ("singles", "single_match_elo_msgs_per_s", "single `match` (elo: the service's own per-message cost)", 1, 600),
+    ("batched", "batched_match_results_per_s", "`match_batch` of 1,000 (cowan)", 1000, 900),
+    ("batched", "batched_match_elo_results_per_s", "`match_batch` of 1,000 (elo: the pipeline's own ceiling)", 1000,
+     900),
+    ("columns", "batched_columns_elo_results_per_s", "`match_columns` of 1,000 (elo: the compact form `replay "
+     "--broker` publishes)", 1000, 900),
+    ("sided", "batched_columns_sided_elo_results_per_s", "`match_columns` of 1,000 (elo), **not neutral**: the home "
+     "advantage learned, one match at a time", 1000, 1800),
+)
 #: the bare loop's variants: result key, its label, ``bench_bare_faust``'s options
 BARE: tuple[tuple[str, str, dict[str, bool]], ...] = (
     ("bare_faust_msgs_per_s", "bare Faust take loop (same single-match msgs)", {}),
@@ -405,26 +418,18 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
             _wait_done(port, 2.0, 120)
 
-            # (phase, result key, what is measured, its messages, results a message, timeout s): in this order,
-            # which is also the order of the draws of ``rng``
-            for phase, key, what, make, per, timeout in (
-                ("singles", "single_match_msgs_per_s", "single-match messages (cowan)", lambda: singles_cs, 1, 600),
-                ("singles", "single_match_elo_msgs_per_s", "single-match messages (elo: the service's own "
-                 "per-message cost)", lambda: singles("es", n_singles, 2000, rng), 1, 600),
-                ("batched", "batched_match_results_per_s", "match_batch messages of 1,000 (cowan)",
-                 lambda: batches("cb", batched, pool_players, rng), 1000, 900),
-                ("batched", "batched_match_elo_results_per_s", "match_batch messages of 1,000 (elo: the "
-                 "pipeline's own ceiling)", lambda: batches("eb", batched, pool_players, rng), 1000, 900),
-                ("columns", "batched_columns_elo_results_per_s", "match_columns messages of 1,000 (elo: the "
-                 "compact form `replay --broker` publishes)", lambda: _columns(batched, "ec", pool_players, rng, True),
-                 1000, 900),
-                ("sided", "batched_columns_sided_elo_results_per_s", "match_columns messages of 1,000, not neutral "
-                 "(elo: the home advantage learned, one match at a time)",
-                 lambda: _columns(batched, "ea", pool_players, rng, False), 1000, 1800),
-            ):
+            makers = {  # the messages of each throughput phase, made in ``THROUGHPUT``'s order (``rng``'s draws)
+                "single_match_msgs_per_s": lambda: singles_cs,
+                "single_match_elo_msgs_per_s": lambda: singles("es", n_singles, 2000, rng),
+                "batched_match_results_per_s": lambda: batches("cb", batched, pool_players, rng),
+                "batched_match_elo_results_per_s": lambda: batches("eb", batched, pool_players, rng),
+                "batched_columns_elo_results_per_s": lambda: _columns(batched, "ec", pool_players, rng, True),
+                "batched_columns_sided_elo_results_per_s": lambda: _columns(batched, "ea", pool_players, rng, False),
+            }
+            for phase, key, what, per, timeout in THROUGHPUT:
                 if phase in phases:
                     click.echo(f"{what} ...", err=True)
-                    res[key] = per * _measure(port, s, s.topic_matches, make(), timeout)
+                    res[key] = per * _measure(port, s, s.topic_matches, makers[key](), timeout)
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
@@ -515,20 +520,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                     + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
         rows += [f"| {label} | {res[key]:,.0f} msgs/s |" for key, label, _ in BARE]
-    if "single_match_msgs_per_s" in res:
-        rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
-                 f"{pct(res['single_match_msgs_per_s'])} |",
-                 f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s"
-                 f"{pct(res['single_match_elo_msgs_per_s'])} |"]
-    if "batched_match_results_per_s" in res:
-        rows += [f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |",
-                 f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |"]
-    if "batched_columns_elo_results_per_s" in res:
-        rows.append(f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
-                    f"results/s |")
-    if "batched_columns_sided_elo_results_per_s" in res:
-        rows.append("| worker: `match_columns` of 1,000 (elo), **not neutral**: the home advantage learned, one "
-                    f"match at a time | {res['batched_columns_sided_elo_results_per_s']:,.0f} results/s |")
+    rows += [f"| worker: {what} | {res[key]:,.0f} " + (f"msgs/s{pct(res[key])} |" if per == 1 else "results/s |")
+             for _, key, what, per, _ in THROUGHPUT if key in res]
     if "rounds_per_s" in res:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")
@@ -550,10 +543,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
                         f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**{floor_text(run, '×')}; "
-                        f"{run['worker_steps']:.0f} Redis "
-                        f"steps (ratings "
-                        f"{run['worker_step_phase_s']['rate']:.1f} s, commits "
-                        f"{run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
+                        f"{run['worker_steps']:.0f} Redis steps (ratings {run['worker_step_phase_s']['rate']:.1f} s, "
+                        f"commits {run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
                         f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
                         + ("final state equal to the embedded replay" if not run["players_differing"] else
                            f"**{run['players_differing']:,} of {run['players']:,} players differ**")
