@@ -24,10 +24,8 @@ from stream.events.inputs import MATCH_RUN, CsvMapping, OnInvalid, read_records
 T = TypeVar("T")
 
 
-def iter_records(
-    paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
-    chunks: bool = False, on_invalid: OnInvalid | None = None,
-) -> Iterator[tuple[str, str, Any]]:
+def iter_records(paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
+                 chunks: bool = False, on_invalid: OnInvalid | None = None) -> Iterator[tuple[str, str, Any]]:
     """All records of all inputs in order (``read_records``), with a progress bar on stderr.
 
     The bar counts the inputs' bytes on disk, so it has a total (the files' sizes) and an ETA; the

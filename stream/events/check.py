@@ -209,15 +209,9 @@ def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", i
     if obj["a"] == obj["b"]:
         raise InvalidEvent(f"field {field.format(index, 'b')}: player {obj['a']!r} cannot play themself", eid)
     time = obj["time"]
-    return MatchEvent(
-        event_id=eid,
-        pool=pool if pool is not None else obj["pool"],
-        time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
-        a=obj["a"],
-        b=obj["b"],
-        score=float(obj["score"]),
-        neutral=obj.get("neutral", False),
-    )
+    return MatchEvent(event_id=eid, pool=pool if pool is not None else obj["pool"],
+                      time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
+                      a=obj["a"], b=obj["b"], score=float(obj["score"]), neutral=obj.get("neutral", False))
 
 
 def check_event(obj: dict[str, Any]) -> tuple[str, Any]:

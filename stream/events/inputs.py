@@ -313,20 +313,11 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     round_id = bounded_id(full_id, MAX_ROUND_ID_LENGTH)
     if raw is None:
         raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.blake2b(
-        raw.encode() if isinstance(raw, str) else raw, digest_size=_ID_DIGEST_CHARS // 2
-    ).hexdigest()
+    digest = hashlib.blake2b(raw.encode() if isinstance(raw, str) else raw,
+                             digest_size=_ID_DIGEST_CHARS // 2).hexdigest()
     prefix = bounded_id(full_id, MAX_EVENT_ID_LENGTH - len("contest:") - 1 - len(digest))
-    return RoundEvent(
-        event_id=f"contest:{prefix}:{digest}",
-        pool=pool,
-        round_id=round_id,
-        time=time_ms,
-        players=players,
-        ranks=ranks,
-        weight=float(weight),
-        perf_ceiling=float(ceiling),
-    )
+    return RoundEvent(event_id=f"contest:{prefix}:{digest}", pool=pool, round_id=round_id, time=time_ms,
+                      players=players, ranks=ranks, weight=float(weight), perf_ceiling=float(ceiling))
 
 
 def _milliseconds(seconds: int | float) -> int:
@@ -404,11 +395,9 @@ MATCH_RUN = "match_run"
 CHUNK_LINES = 2048
 
 
-def read_records(
-    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False,
-    on_invalid: OnInvalid | None = None,
-    counted: Callable[[int], None] | None = None,
-) -> Iterator[tuple[str, str, Any]]:
+def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None,
+                 chunks: bool = False, on_invalid: OnInvalid | None = None,
+                 counted: Callable[[int], None] | None = None) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(where, type, value)`` for every record of one file, in file order: 'round' (RoundEvent),
     'match' (MatchEvent), 'match_batch' or 'match_columns' (list of MatchEvent), or 'round_result'/
     'round_completed' (the validated dict). Raises InputError at the first bad record, unless

@@ -167,9 +167,8 @@ class RoundAssembler:
             raise InvalidEvent(f"field round_id: round {key[1]!r} completed twice", eid)
         if obj["participants"] > self.max_participants:
             self._open.pop(key, None)
-            raise InvalidEvent(
-                f"field participants: {obj['participants']} exceeds the maximum {self.max_participants}", eid
-            )
+            raise InvalidEvent(f"field participants: {obj['participants']} exceeds the maximum "
+                               f"{self.max_participants}", eid)
         pend.completed = _Completion(eid, obj["participants"], obj["time"], obj.get("weight", 1.0),
                                      obj.get("perf_ceiling", math.inf))
         pend.ids[eid] = pend.ids.get(eid, 0) | COMPLETION
@@ -188,25 +187,16 @@ class RoundAssembler:
             return None
         if n > expected:
             self.close(*key)
-            raise InvalidEvent(
-                f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp.event_id
-            )
+            raise InvalidEvent(f"field participants: round {key[1]!r} got {n} results, expected {expected}",
+                               comp.event_id)
         if self.close_on_dispatch:
             self.close(*key)
         else:
             self._open.pop(key, None)
             self._held[key] = list(pend.ids)
-        players = list(pend.results)
-        return RoundEvent(
-            event_id=comp.event_id,
-            pool=key[0],
-            round_id=key[1],
-            time=int(comp.time),
-            players=players,
-            ranks=np.fromiter(pend.results.values(), dtype=np.int64, count=n),
-            weight=float(comp.weight),
-            perf_ceiling=float(comp.perf_ceiling),
-        )
+        return RoundEvent(event_id=comp.event_id, pool=key[0], round_id=key[1], time=int(comp.time),
+                          players=list(pend.results), ranks=np.fromiter(pend.results.values(), dtype=np.int64, count=n),
+                          weight=float(comp.weight), perf_ceiling=float(comp.perf_ceiling))
 
     def close(self, pool: str, round_id: str) -> None:
         """The round is finished (rated durably, expired or invalid): its later events are late."""

@@ -61,10 +61,8 @@ def _established(system: Cowan, players: int, games: int, seed: int) -> list[Bel
 @click.option("--replay-players", default=20_000, show_default=True, help="players of that replay")
 @click.option("--replay-pairs", default=2, show_default=True, help="alternating runs of each program")
 @click.option("--only-replay", is_flag=True, help="only the whole-process replay against openskill")
-def bench_cowan(
-    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int, quantise: bool,
-    replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool,
-) -> None:
+def bench_cowan(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int,
+                quantise: bool, replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool) -> None:
     """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief; the
     whole embedded replay against openskill.py's 1-v-1 loop (``bench_cowan_replay``)."""
     if not only_replay:
