@@ -62,3 +62,11 @@ def csv_mapping(columns: str) -> CsvMapping:
     if len(cols) != 5:
         raise click.BadParameter("needs five column names", param_hint="--csv-columns")
     return CsvMapping(*cols)
+
+
+def csv_columns_option(f: F) -> F:
+    """``--csv-columns``, given to the command as ``mapping`` (a ``CsvMapping``)."""
+    opt = click.option("--csv-columns", "mapping", default="home_team,away_team,home_score,away_score,date",
+                       show_default=True, help="CSV input: A,B,A score,B score,time columns.",
+                       callback=lambda _ctx, _param, value: csv_mapping(value))
+    return opt(f)

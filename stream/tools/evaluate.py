@@ -44,7 +44,8 @@ from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 from stream.tools.common import (
-    csv_mapping,
+    csv_columns_option,
+    csv_mapping,  # noqa: F401  (``mmr fit`` and ``mmr tune`` take it from here)
     load_pools_file,
     pools_option,
     report_skipped,
@@ -404,14 +405,13 @@ def _human(res: dict[str, Any]) -> Iterator[str]:
               help="Score only players with at least this many earlier events.")
 @click.option("--bins", type=click.IntRange(1), default=10, show_default=True, help="Calibration bins.")
 @click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default').")
-@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True,
-              help="CSV input: A,B,A score,B score,time columns.")
+@csv_columns_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar while reading (stderr).")
 @pools_option
 @skip_invalid_option
 def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warmup: float, min_history: int,
-             bins: int, pool: str | None, csv_columns: str, as_json: bool, progress: bool, pools_file: str | None,
+             bins: int, pool: str | None, mapping: CsvMapping, as_json: bool, progress: bool, pools_file: str | None,
              skip_invalid: bool) -> None:
     """Score --system's predictions on INPUT files (each from the state before the event)."""
     t0 = time.perf_counter()
@@ -420,7 +420,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
         pool_systems, pool_advantage = load_pool_systems(pools_file)
-        events = load_events(inputs, pool, csv_mapping(csv_columns), progress, skipped)
+        events = load_events(inputs, pool, mapping, progress, skipped)
         from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():

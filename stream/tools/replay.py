@@ -12,14 +12,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from stream.events.inputs import InputError
+from stream.events.inputs import CsvMapping, InputError
 from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
 from stream.ratings.base import RatingError
 from stream.ratings.sided import make_pool_system
 from stream.tools.common import (
-    csv_mapping,
+    csv_columns_option,
     load_pools_file,
     pools_option,
     report_skipped,
@@ -110,15 +110,14 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
                    "a value.")
 @click.option("--rate", type=float, default=0.0, help="Broker: events per second (0 = as fast as possible).")
 @click.option("--speedup", type=float, default=0.0, help="Broker: time compression factor on event times.")
-@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True,
-              help="CSV input: A,B,A score,B score,time columns.")
+@csv_columns_option
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @pools_option
 @skip_invalid_option
 @click.pass_context
 def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tuple[str, ...], embedded: bool,
            out: str | None, advantages: bool, history: str | None, pool: str | None, top: int, batch_size: int,
-           skip: int, broker: str | None, rate: float, speedup: float, csv_columns: str, progress: bool,
+           skip: int, broker: str | None, rate: float, speedup: float, mapping: CsvMapping, progress: bool,
            pools_file: str | None, skip_invalid: bool) -> None:
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
@@ -135,7 +134,6 @@ def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tup
     MMR_ROUND_TIMEOUT): a "warning:" line on stderr names it (pool, round id, results k/n, the
     file:line of its first event), and the exit status stays 0.
     """
-    mapping = csv_mapping(csv_columns)
     check_mode_options(ctx, broker, embedded)
     skipped = skipped_lines(skip_invalid)
     try:

@@ -26,6 +26,7 @@ from stream.ratings.base import Belief
 from stream.ratings.elo_mmr.system import EloMMR, warmup
 from stream.state.packed_pool import PackedPool
 from stream.tools.bench import best_of
+from stream.tools.synth import tie_ranges
 
 ORACLE_MAX = 10_000
 
@@ -73,8 +74,9 @@ def _time_reference(warm: list[np.ndarray], ranks: np.ndarray, system_name: Any)
     except ImportError:
         return None
 
-    def contest(r: np.ndarray, day: int) -> Any:
-        standings = _reference_ties([(f"p{i}", int(x) - 1, int(x) - 1) for i, x in enumerate(r)])
+    def contest(r: np.ndarray, day: int) -> Any:  # best first, 0-based tie ranges; ties in the players' order
+        order, lo, hi = tie_ranges(-np.asarray(r, dtype=np.float64), 0.0)
+        standings = [(f"p{i}", a, b) for i, a, b in zip(order.tolist(), lo.tolist(), hi.tolist(), strict=True)]
         return elo_mmr_py.Contest(standings=standings, name=f"d{day}", time_seconds=day * 86_400)
 
     rater = elo_mmr_py.Rater(system_name)
@@ -83,20 +85,6 @@ def _time_reference(warm: list[np.ndarray], ranks: np.ndarray, system_name: Any)
     t = time.perf_counter()
     rater.add(final)
     return (time.perf_counter() - t) * 1e3
-
-
-def _reference_ties(standings: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """Sort by rank and convert to the reference's 0-based (lo, hi) position ranges."""
-    standings = sorted(standings, key=lambda s: s[1])
-    out: list[tuple[str, int, int]] = []
-    i = 0
-    while i < len(standings):
-        j = i
-        while j < len(standings) and standings[j][1] == standings[i][1]:
-            j += 1
-        out.extend((name, i, j - 1) for name, _, _ in standings[i:j])
-        i = j
-    return out
 
 
 def _time_openskill(ranks: np.ndarray) -> float | None:
