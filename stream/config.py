@@ -121,16 +121,11 @@ def parse(name: str, raw: str, hint: Any) -> Any:
             return BOOLEAN_WORDS[text.lower()]
         except KeyError:
             raise SettingError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off") from None
-    if hint is int:
+    if hint in (int, float):
         try:
-            return int(text)
+            return hint(text)
         except ValueError:
-            raise SettingError(f"{name}={raw!r}: expected an integer") from None
-    if hint is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise SettingError(f"{name}={raw!r}: expected a number") from None
+            raise SettingError(f"{name}={raw!r}: expected {'an integer' if hint is int else 'a number'}") from None
     if hint is Secret:
         return Secret(raw)
     if get_origin(hint) is Literal:
