@@ -78,11 +78,14 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; bad parameters and settings end it as usage errors (exit 2), a failure of
         Redis or the broker as one line (exit 1)."""
+        from stream import redact
         from stream.service.config import warn_unknown
 
         warn_unknown()
-        debug = bool(ctx.params.get("debug")) or _debug_level()
-        _mask_secrets()
+        s = _settings()
+        debug = bool(ctx.params.get("debug")) or (s is not None and s.log_level == "debug")
+        if s is not None:
+            redact.install(s.secrets())
         try:
             return super().invoke(ctx)
         except ParamError as exc:
@@ -106,19 +109,6 @@ def _settings() -> Any:
         return from_env()
     except (SettingError, ParamError):
         return None
-
-
-def _debug_level() -> bool:
-    s = _settings()
-    return s is not None and s.log_level == "debug"
-
-
-def _mask_secrets() -> None:
-    from stream import redact
-
-    s = _settings()
-    if s is not None:
-        redact.install(s.secrets())
 
 
 def infrastructure_line(exc: BaseException) -> str | None:
