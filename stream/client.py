@@ -86,13 +86,15 @@ def match_batch_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
          **({"neutral": True} if m.neutral else {})} for m in matches]})
 
 
+def _match_event(pool: Any, event_id: Any, time: Any, a: Any, b: Any, score: Any, neutral: Any) -> dict[str, Any]:
+    """A ``match`` event as the schema writes it (``neutral`` only where it is)."""
+    return {"type": "match", "event_id": event_id, "pool": pool, "time": time, "a": a, "b": b, "score": score,
+            **({"neutral": True} if neutral else {})}
+
+
 def match_json(m: MatchEvent) -> bytes:
-    """One ``match`` message (``neutral`` where it is)."""
-    obj: dict[str, Any] = {"type": "match", "event_id": m.event_id, "pool": m.pool, "time": m.time, "a": m.a,
-                           "b": m.b, "score": m.score}
-    if m.neutral:
-        obj["neutral"] = True
-    return orjson.dumps(obj)
+    """One ``match`` message."""
+    return orjson.dumps(_match_event(m.pool, m.event_id, m.time, m.a, m.b, m.score, m.neutral))
 
 
 def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
@@ -123,12 +125,7 @@ def _standings(standings: Mapping[str, int] | Sequence[Mapping[str, Any]]) -> li
 
 
 def _optional(weight: float | None, perf_ceiling: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if weight is not None:
-        out["weight"] = weight
-    if perf_ceiling is not None:
-        out["perf_ceiling"] = perf_ceiling
-    return out
+    return {k: v for k, v in (("weight", weight), ("perf_ceiling", perf_ceiling)) if v is not None}
 
 
 # --- the publisher ----------------------------------------------------------------------
@@ -276,11 +273,7 @@ class Publisher:
                     event_id: str | None = None, neutral: bool = False) -> str:
         """One 1-v-1 result: ``score`` is A's (1 win, 0.5 draw, 0 loss); ``time`` ms since the epoch;
         unless ``neutral``, A is the side that may hold an advantage (home, white; docs/advantage.md)."""
-        obj: dict[str, Any] = {"type": "match", "event_id": event_id, "pool": pool, "time": time,
-                               "a": a, "b": b, "score": score}
-        if neutral:
-            obj["neutral"] = True
-        return await self._send_one(obj)
+        return await self._send_one(_match_event(pool, event_id, time, a, b, score, neutral))
 
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional ``event_id``,
@@ -288,10 +281,8 @@ class Publisher:
         ``max_message_bytes`` bytes. Every match is validated before any is sent."""
         events: list[MatchEvent] = []
         for i, m in enumerate(matches):
-            row = {"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
-                   "a": m.get("a"), "b": m.get("b"), "score": m.get("score")}
-            if m.get("neutral"):
-                row["neutral"] = True
+            row = _match_event(pool, m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score"),
+                               m.get("neutral"))
             try:
                 _etype, _obj, _value, one = self._prepare(row)
             except InvalidEvent as exc:
@@ -351,8 +342,7 @@ class Publisher:
                 raise InvalidEvent(f"field {name}: {len(col)} items, but a has {n}")
         if len(cols) == 4:
             cols.append([False] * n)
-        return [self._new_id({"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc,
-                              **({"neutral": True} if neu is True else {})})
+        return [self._new_id(_match_event(obj.get("pool"), None, t, a, b, sc, neu is True))
                 for t, a, b, sc, neu in zip(*cols, strict=True)]
 
     def _with_id(self, head: dict[str, Any], m: Any) -> Any:
