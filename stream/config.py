@@ -19,8 +19,9 @@ here, below every package, because their modules read them at import time, befor
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
+from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from stream.errors import ConfigurationError
@@ -80,14 +81,8 @@ def env_name(f: Field[Any]) -> str | None:
     return name
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = get_type_hints(cls)
-    return hints
+#: the resolved annotations of a settings class (resolved once: ``check_fields`` runs at every construction)
+_hints: Callable[[type], dict[str, Any]] = cache(get_type_hints)
 
 
 def env_names(cls: type) -> dict[str, str]:
