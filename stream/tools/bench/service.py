@@ -40,6 +40,7 @@ from typing import Any
 import click
 import orjson
 
+from stream.params import ParamError, parse_params
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools.bench import scale as bench_scale
 from stream.tools.bench.cpu_meter import CpuMeter
@@ -282,14 +283,11 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
 
 
 def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
-    """``--worker-env KEY=VALUE`` options as a dict (the first ``=`` ends the key)."""
-    env = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint="--worker-env")
-        env[key] = value
-    return env
+    """``--worker-env KEY=VALUE`` options as a dict, read as ``--param`` is (the first ``=`` ends the key)."""
+    try:
+        return parse_params(items, "--worker-env")
+    except ParamError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--worker-env") from None
 
 
 def _p50_p99(xs: list[float]) -> tuple[float, float]:
