@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,7 @@ def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]
 
     A name ``SYSTEM:K=V,K=V`` is one of our systems with those parameters (e.g.
     ``elo-mmx:weight_limit=1``), labelled by the name itself."""
-    out: dict[str, Callable[[], RatingSystem]] = {
-        label: (lambda n=n, p=p: make_system(n, p)) for label, (n, p) in OURS.items()  # type: ignore[misc]
-    }
+    out: dict[str, Callable[[], RatingSystem]] = {label: partial(make_system, n, p) for label, (n, p) in OURS.items()}
     out.update(available_peers())
     for name in names or ():
         system, sep, text = name.partition(":")
@@ -73,7 +72,7 @@ def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]
                 make_system(system, params)
             except (ParamError, RatingError) as exc:
                 raise click.BadParameter(str(exc), param_hint="--system") from None
-            out[name] = lambda system=system, params=params: make_system(system, params)  # type: ignore[misc]
+            out[name] = partial(make_system, system, params)
     if names:
         unknown = sorted(set(names) - set(out))
         if unknown:
