@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 
 from stream import errors
+from stream.events.check import first_repeat
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, MatchEvent, MatchRun, RoundEvent
 from stream.events.schema import limits
 from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
@@ -283,18 +284,9 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
         raise InputError(where, "a contest needs a 'standings' list of at least one player")
     standings = obj["standings"]
-    fast = _standings_columns(standings)
-    if fast is not None:
-        players, ranks = fast
-    else:
-        players, ranks = _standings_checked(standings, where)
-    n = len(players)
-    if len(set(players)) != n:
-        seen: set[str] = set()
-        for p in players:
-            if p in seen:
-                raise InputError(where, f"player {p!r} appears twice in the contest")
-            seen.add(p)
+    players, ranks = _standings_columns(standings) or _standings_checked(standings, where)
+    if len(set(players)) != len(players):
+        raise InputError(where, f"player {first_repeat(players)!r} appears twice in the contest")
     name = obj.get("name", obj.get("id", line_no))
     t = obj.get("time_seconds", 0)
     weight = obj.get("weight", 1.0)

@@ -17,6 +17,8 @@ import functools
 import os
 import platform
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 import numba
@@ -44,6 +46,11 @@ def _established(system: Cowan, players: int, games: int, seed: int) -> list[Bel
     p = 0.1 + 0.8 / (1.0 + np.exp(skill[b] - skill[a]))
     scores = (rng.random(n) < p).astype(float)
     return system.rate_matches(beliefs, a, b, scores, np.zeros(n, np.int64))
+
+
+def _each(fn: Callable[[Any], object], items: list[Any]) -> None:
+    for x in items:
+        fn(x)
 
 
 @click.command("cowan")
@@ -163,18 +170,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         data = [codec.encode(x) for x in beliefs[:200]]
         dec = [codec.decode(d) for d in data]
         tv = max(0.5 * float(np.abs(fast.full(x) - fast.full(y)).sum()) for x, y in zip(beliefs, dec, strict=False))
-        sample = beliefs[:200]
-
-        def enc(sample: list[Belief] = sample) -> None:
-            for x in sample:
-                codec.encode(x)
-
-        def dec_all(data: list[bytes] = data) -> None:
-            for d in data:
-                codec.decode(d)
-
-        enc_us = best_of(enc, repeat) / 200 * 1e6
-        dec_us = best_of(dec_all, repeat) / 200 * 1e6
+        enc_us = best_of(functools.partial(_each, codec.encode, beliefs[:200]), repeat) / 200 * 1e6
+        dec_us = best_of(functools.partial(_each, codec.decode, data), repeat) / 200 * 1e6
         click.echo(f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max "
                    f"{max(len(d) for d in data):5d} (float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}"
                    f"); max TV {tv:.1e}; encode {enc_us:5.1f} µs, decode {dec_us:5.1f} µs")
