@@ -43,11 +43,11 @@ def timed(argv: list[str], env: Mapping[str, str] | None = None) -> Run:
     """Run ``argv`` to completion (its output discarded); a failure raises ClickException. The CPU
     time and peak memory are the process's own, from ``wait4`` (not the largest of all children)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    with subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode:
         raise click.ClickException(f"{' '.join(argv[:4])} ... exited with {proc.returncode}: {err[-2000:]}")
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
