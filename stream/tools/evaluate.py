@@ -6,11 +6,8 @@ its own (no match batching), and encoding every belief for the store would only 
 runtime we report. The systems and the reader (``read_records``, ``RoundAssembler``) are the
 pipeline's, so what we measure is what the service computes.
 
-Protocol (Elo-MMR paper §6.2): the first ``warmup`` fraction of events only update; afterwards a
-round is scored on its participants with at least ``min_history`` earlier events (pair inversion,
-rank deviation), and a two-player event when both qualify (log loss, Brier, calibration).
-Aggregates are per participant, ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|`` (``stream.scoring``), with
-pooled and per-round means alongside.
+The protocol and the metrics: docs/evaluation.md ("Protocol and metric definitions", ``stream.scoring``);
+pooled and per-round means are reported beside the per-participant aggregates.
 
 Team rounds are scored at team level (``team_*``): a team qualifies when every member does; the
 qualifying teams (at least two) are ordered by the system's team strength, and a round of exactly
