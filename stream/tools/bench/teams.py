@@ -1,11 +1,7 @@
-"""``mmr bench teams``: every team model on the same team rounds, in one run, one table.
-
-Synthetic scenarios (``mmr synth --kind teams``, seeded; ``SCENARIOS``), each with Gaussian and
-logistic performance noise. Per system: the rank correlation (Spearman, Kendall) of final μ with the
-true final skills over players with ``--min-history`` rounds, ``mmr eval``'s team metrics of the
-predictions before each round, and the seconds of the replay. Systems: ours with a team model (the
-Elo-MMR pair also with ``team_exact_sigma=false``) and, when installed, the ``trueskill`` package and
-openskill's models (``teams_peers``). ``--input FILE`` scores a team history instead (no truth).
+"""``mmr bench teams``: every team model on the same team rounds, in one run, one table
+(docs/evaluation.md, "Teams"): ours with a team model and, when installed, the ``trueskill`` package
+and openskill's models (``teams_peers``), on seeded synthetic scenarios with known skills or on a
+team history (``--input``).
 """
 
 from __future__ import annotations
