@@ -1,10 +1,6 @@
-"""``mmr bench service --only scale``: pools on partitions, the workload, the run, the checks.
-
-N workers in one consumer group on topics of ``--partitions`` partitions, ``match_batch`` messages
-spread over ``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. Checked besides
-results/s: each worker handled exactly the messages of whole partitions (computed as Kafka's default
-partitioner does, ``partition_of``), so every pool stayed on one worker; and every pool's final Redis
-state equals ``mmr replay --embedded`` on the same events, bit for bit.
+"""``mmr bench service --only scale`` (docs/scaling.md): N workers in one consumer group, results/s,
+and the checks that every pool stayed on one worker (whole partitions per worker, computed as Kafka's
+default partitioner does: ``partition_of``) and that its final state equals ``mmr replay --embedded``.
 """
 
 from __future__ import annotations
