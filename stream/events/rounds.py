@@ -1,6 +1,6 @@
 """Assembling a round from per-player ``round_result`` events and a ``round_completed``.
 
-Semantics (documented in the README):
+Semantics (the first as docs/interface.md states it):
 * Results are collected per (pool, round_id). The round is dispatched when its
   ``round_completed`` has arrived *and* exactly ``participants`` distinct players have
   reported; it then takes the completion's ``event_id``, ``time`` and ``weight``.
