@@ -1,19 +1,12 @@
-"""The environment grammar of mmr-stream, and the engine's own switches.
+"""The environment grammar of mmr-stream (docs/operator.md, "Configuration"), and the engine's switches.
 
 Every environment variable the package reads is a field of a frozen dataclass (the service's
 ``Settings`` or ``EngineSettings`` below) declared with ``setting(default, "NAME")`` and parsed by
-``load``, so all share one grammar:
-
-- booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is refused, so
-  a typo never reads as false; a ``bool | None`` switch also takes ``auto`` (detected at run time);
-- ``Literal`` choices (any case), integers, numbers, strings; ``Secret`` for passwords (never in a
-  ``repr``); an empty variable means "not set";
-- a secret (a ``Secret``, or a setting declared ``file=True`` such as ``REDIS_URL``) may be read from
-  the file ``NAME_FILE`` names (Docker and Kubernetes mount secrets as files), without its trailing
-  newline; setting both ``NAME`` and ``NAME_FILE`` is an error.
-
-A value that does not parse raises ``SettingError`` naming the variable. The engine's switches live
-here, below every package, because their modules read them at import time, before any settings exist.
+``load``, so all share one grammar. A value that does not parse raises ``SettingError`` naming the
+variable: a typo never reads as false. A secret (a ``Secret``, never in a ``repr``; or a setting
+declared ``file=True`` such as ``REDIS_URL``) may be read from the file ``NAME_FILE`` names, as Docker
+and Kubernetes mount secrets. The engine's switches live here, below every package, because their
+modules read them at import time, before any settings exist.
 """
 
 from __future__ import annotations
