@@ -1,12 +1,9 @@
 """``mmr bench replay --history FILE``: ``mmr replay --embedded`` against the Rust reference, whole processes.
 
-What a user waits for: each side is a fresh process that reads the contest file and rates it
-to the end — ours ``mmr replay FILE --system elo-mmr --embedded --out F`` (imports, numba's
-cache, reading, rating, writing the output), the reference ``elo_mmr_py.rate_latest(...,
-system='mmr-fast')`` on the same contests read with lzma + orjson (as ``mmr bench elo-mmr
---reference-history`` does). The two alternate (``--repeat`` pairs, the order flipped every
-pair) so that a shared machine's load falls on both alike; each process's own CPU time and
-peak memory come from ``wait4``. The ratio is ours / reference: below 1 is faster.
+What a user waits for: each side a fresh process that reads the contest file and rates it to the end
+(ours ``mmr replay --system elo-mmr --embedded --out F``; the reference ``elo_mmr_py.rate_latest`` on
+the contests read with lzma + orjson), alternating (``--repeat`` pairs, the order flipped every pair)
+so that a shared machine's load falls on both alike. The ratio is ours / reference: below 1 is faster.
 """
 
 from __future__ import annotations
