@@ -5,8 +5,8 @@ messages the worker gets next (the ceiling any Faust worker has per message); th
 single ``match`` messages/s (Cowan, and ``elo`` for the service's own cost), ``match_batch`` and
 ``match_columns`` results/s, rounds of 3,000 players (Elo-MMR), ``sided`` (``match_columns`` not
 neutral: each match rated alone with the learned home advantage, docs/advantage.md), and
-produce→rating latency at half the single-match rate. Every other match is ``neutral``, like for
-like with a system that takes no side advantage. ``--only scale`` (``stream.tools.bench.scale``,
+produce→rating latency at half the single-match rate. All matches but ``sided``'s are ``neutral``,
+like for like with a system that takes no side advantage. ``--only scale`` (``stream.tools.bench.scale``,
 docs/scaling.md) and ``--history`` (``stream.tools.bench.history``) are phases of their own.
 
 Why the latency run gets fresh topics and a worker of its own: Tansu's in-memory storage (the
