@@ -1,12 +1,9 @@
-"""``mmr``: the command line. Thin: each subcommand lives in stream.tools / stream.service
-and is imported only when invoked, so ``mmr --help`` stays instant (no numba, no Faust).
-``mmr --version`` is ``stream.__version__``, the one source of the version: the wheel's metadata
-(pyproject.toml, dynamic) and the HTTP API's OpenAPI document read it too.
+"""``mmr``: the command line. Thin: each subcommand is imported only when invoked, so ``mmr --help``
+stays instant (no numba, no Faust). ``mmr --version`` is ``stream.__version__``, the one source of it.
 
 A failure of Redis or the broker ends a command with one line on stderr naming the component, its
-address (secrets masked) and the cause, and exit status 1; the traceback only with ``mmr --debug``
-or ``MMR_LOG_LEVEL=debug``. Every log record of the process has the settings' secrets masked
-(``stream.redact``)."""
+address (secrets masked) and the cause, exit status 1; the traceback only with ``mmr --debug`` or
+``MMR_LOG_LEVEL=debug``. Every log record has the settings' secrets masked (``stream.redact``)."""
 
 from __future__ import annotations
 
@@ -81,11 +78,14 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; bad parameters and settings end it as usage errors (exit 2), a failure of
         Redis or the broker as one line (exit 1)."""
+        from stream import redact
         from stream.service.config import warn_unknown
 
         warn_unknown()
-        debug = bool(ctx.params.get("debug")) or _debug_level()
-        _mask_secrets()
+        s = _settings()
+        debug = bool(ctx.params.get("debug")) or (s is not None and s.log_level == "debug")
+        if s is not None:
+            redact.install(s.secrets())
         try:
             return super().invoke(ctx)
         except ParamError as exc:
@@ -111,24 +111,9 @@ def _settings() -> Any:
         return None
 
 
-def _debug_level() -> bool:
-    s = _settings()
-    return s is not None and s.log_level == "debug"
-
-
-def _mask_secrets() -> None:
-    from stream import redact
-
-    s = _settings()
-    if s is not None:
-        redact.install(s.secrets())
-
-
 def infrastructure_line(exc: BaseException) -> str | None:
-    """The one line that reports ``exc`` when it is a failure of Redis or the broker (None: it is not).
-
-    Errors of the package say what they mean (``stream.errors.InfrastructureError``); redis-py's and
-    aiokafka's own, met outside the checks of ``stream.service.preflight``, are named by component."""
+    """The one line that reports ``exc`` when it is a failure of Redis or the broker (None: it is not):
+    the package's own errors say what they mean, redis-py's and aiokafka's are named by component."""
     from stream import redact
 
     if isinstance(exc, errors.InfrastructureError):

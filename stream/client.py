@@ -1,19 +1,12 @@
-"""Publishing events to the service: ``from stream.client import Publisher``.
+"""Publishing events to the service: ``from stream.client import Publisher`` (docs/publisher.md).
 
-A game server needs only this module: importing it loads neither numba, numpy nor Faust, and
-changes no environment variable. Every event is checked by the checks the worker runs
-(``stream.events.check``: the schema, the rules a schema cannot state, the settings' pools and
-``MMR_MAX_PARTICIPANTS``), so what the client accepts the worker accepts, and a bad event raises
-``InvalidEvent`` naming the field *before* anything is sent. Each message is keyed by its pool, so a pool's events stay
-in one partition and in order; topic names come from the settings (``MMR_TOPIC_*``).
-
-Event ids make re-publishing harmless (the worker applies an id once). Pass your own, or
-leave ``event_id=None``: with ``deterministic_ids=True`` the id is a digest of the event's
-content (``deterministic_id``), so sending the same result twice is a no-op; otherwise a
-random uuid4. See docs/publisher.md for the API and an example of every event type.
-
-The frames ``mmr replay --broker`` publishes (``round_json``, ``match_columns_json``) live
-here too, and ``stream.tools.publish`` sends them through a ``Publisher``.
+A game server needs only this module: importing it loads neither numba, numpy nor Faust, and changes
+no environment variable. Every event goes through the worker's own checks (``stream.events.check``,
+the settings' pools and ``MMR_MAX_PARTICIPANTS``), so a bad event raises ``InvalidEvent`` naming the
+field *before* anything is sent. Messages are keyed by pool, so a pool's events stay in one partition
+and in order. Event ids make re-publishing harmless (the worker applies an id once): your own, or with
+``deterministic_ids=True`` a digest of the event's content, else a random uuid4. The frames ``mmr
+replay --broker`` publishes (``round_json``, ``match_columns_json``) live here too.
 """
 
 from __future__ import annotations
@@ -53,15 +46,10 @@ _DIGEST_BYTES = 16
 
 # --- frames -----------------------------------------------------------------------------
 def round_json(ev: RoundEvent) -> bytes:
-    """A decoded round as the ``round`` message: its column form (``players`` and ``ranks``), or
-    ``teams`` for a team round.
-
-    Why columns and not ``standings``: no JSON object per player, so a message is about half the
-    bytes through the broker and the worker's consumer, and cheaper to make; the worker decodes
-    both forms alike."""
-    obj: dict[str, Any] = {
-        "type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id, "time": ev.time,
-    }
+    """A decoded round as the ``round`` message: ``teams`` for a team round, else the column form
+    (``players`` and ``ranks``): no JSON object per player, so about half the bytes of ``standings``."""
+    obj: dict[str, Any] = {"type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id,
+                           "time": ev.time}
     if ev.teams is None:
         obj["players"] = ev.players
         obj["ranks"] = ev.ranks.tolist()
@@ -98,19 +86,20 @@ def match_batch_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
          **({"neutral": True} if m.neutral else {})} for m in matches]})
 
 
+def _match_event(pool: Any, event_id: Any, time: Any, a: Any, b: Any, score: Any, neutral: Any) -> dict[str, Any]:
+    """A ``match`` event as the schema writes it (``neutral`` only where it is)."""
+    return {"type": "match", "event_id": event_id, "pool": pool, "time": time, "a": a, "b": b, "score": score,
+            **({"neutral": True} if neutral else {})}
+
+
 def match_json(m: MatchEvent) -> bytes:
-    """One ``match`` message (``neutral`` where it is)."""
-    obj: dict[str, Any] = {"type": "match", "event_id": m.event_id, "pool": m.pool, "time": m.time, "a": m.a,
-                           "b": m.b, "score": m.score}
-    if m.neutral:
-        obj["neutral"] = True
-    return orjson.dumps(obj)
+    """One ``match`` message."""
+    return orjson.dumps(_match_event(m.pool, m.event_id, m.time, m.a, m.b, m.score, m.neutral))
 
 
 def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
-    """The compact column form (what the publisher sends): about half the bytes of
-    ``match_batch_json`` and a third of the worker's decoding cost. The ``neutral`` column only
-    when some match is neutral (absent means none is: the usual message stays as small)."""
+    """The compact column form (what the publisher sends): about half the bytes of ``match_batch_json``
+    and a third of the worker's decoding cost; a ``neutral`` column only when some match is neutral."""
     obj: dict[str, Any] = {"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
                            "time": [m.time for m in matches], "a": [m.a for m in matches],
                            "b": [m.b for m in matches], "score": [m.score for m in matches]}
@@ -121,10 +110,8 @@ def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
 
 
 def deterministic_id(event: Mapping[str, Any]) -> str:
-    """``{type}-{32 hex digits}``: blake2b of the event without ``event_id``, keys sorted.
-
-    The same result (type, pool, time, players, scores or ranks, ...) always gets the same id,
-    so a retried send is recognised by the worker; two *different* results at the same
+    """``{type}-{32 hex digits}``: blake2b of the event without ``event_id``, keys sorted. The same result
+    always gets the same id, so a retried send is recognised; two *different* results at the same
     millisecond between the same players need ids of their own."""
     content = {k: v for k, v in event.items() if k != "event_id"}
     digest = hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=_DIGEST_BYTES)
@@ -138,23 +125,17 @@ def _standings(standings: Mapping[str, int] | Sequence[Mapping[str, Any]]) -> li
 
 
 def _optional(weight: float | None, perf_ceiling: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if weight is not None:
-        out["weight"] = weight
-    if perf_ceiling is not None:
-        out["perf_ceiling"] = perf_ceiling
-    return out
+    return {k: v for k, v in (("weight", weight), ("perf_ceiling", perf_ceiling)) if v is not None}
 
 
 # --- the publisher ----------------------------------------------------------------------
 class Publisher:
-    """An async Kafka publisher of the service's input events.
-
+    """An async Kafka publisher of the service's input events:
     ``async with Publisher() as pub: await pub.match("chess", "alice", "bob", 1.0, time=ms)``.
-    ``bootstrap`` None: the settings' ``kafka_bootstrap`` (KAFKA_BOOTSTRAP_SERVERS); topics and
-    security from ``settings`` (default: ``from_env()``). Sends are buffered: ``flush`` (and
-    leaving the ``async with``) waits for the broker's acknowledgements and raises the first
-    error. Each sending method returns the event id(s) it sent.
+
+    ``bootstrap`` None: KAFKA_BOOTSTRAP_SERVERS; topics and security from ``settings`` (default
+    ``from_env()``). Sends are buffered: ``flush`` (and leaving the ``async with``) waits for the
+    acknowledgements and raises the first error. Each sending method returns the id(s) it sent.
     """
 
     def __init__(self, bootstrap: str | None = None, *, settings: Settings | None = None,
@@ -239,10 +220,8 @@ class Publisher:
         return etype, obj
 
     def _prepare(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any], bytes, Any]:
-        """``(type, event, its bytes, what the checks read of them)``. The bytes are parsed again and go
-        through the worker's own checks (``stream.events.check``: schema, the rules a schema cannot
-        state, and the settings' pool list and ``MMR_MAX_PARTICIPANTS``), so the client refuses what
-        the worker would dead-letter."""
+        """``(type, event, its bytes, what the checks read of them)``: the bytes are parsed again and go
+        through the worker's own checks (``_check``), so the client refuses what the worker dead-letters."""
         obj = dict(event)
         try:
             if obj.get("type") == "match_columns" and "event_id" not in obj:
@@ -294,23 +273,16 @@ class Publisher:
                     event_id: str | None = None, neutral: bool = False) -> str:
         """One 1-v-1 result: ``score`` is A's (1 win, 0.5 draw, 0 loss); ``time`` ms since the epoch;
         unless ``neutral``, A is the side that may hold an advantage (home, white; docs/advantage.md)."""
-        obj: dict[str, Any] = {"type": "match", "event_id": event_id, "pool": pool, "time": time,
-                               "a": a, "b": b, "score": score}
-        if neutral:
-            obj["neutral"] = True
-        return await self._send_one(obj)
+        return await self._send_one(_match_event(pool, event_id, time, a, b, score, neutral))
 
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional
-        ``event_id``, ``neutral``). Sent as ``match_columns`` messages of at most ``batch`` matches and
-        ``max_message_bytes`` bytes (with a ``neutral`` column where some match is neutral). Every
-        match is validated before any is sent."""
+        """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional ``event_id``,
+        ``neutral``), sent as ``match_columns`` messages of at most ``batch`` matches and
+        ``max_message_bytes`` bytes. Every match is validated before any is sent."""
         events: list[MatchEvent] = []
         for i, m in enumerate(matches):
-            row = {"type": "match", "event_id": m.get("event_id"), "pool": pool, "time": m.get("time"),
-                   "a": m.get("a"), "b": m.get("b"), "score": m.get("score")}
-            if m.get("neutral"):
-                row["neutral"] = True
+            row = _match_event(pool, m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score"),
+                               m.get("neutral"))
             try:
                 _etype, _obj, _value, one = self._prepare(row)
             except InvalidEvent as exc:
@@ -358,9 +330,8 @@ class Publisher:
                                     **_optional(weight, perf_ceiling)})
 
     def _column_ids(self, obj: Mapping[str, Any]) -> list[str] | None:
-        """The ids of a ``match_columns`` event that has none, one per match (left missing, for
-        the validator to report, when the columns are not lists): each the id its match would get
-        as a ``match`` (``neutral`` in it where the column says so)."""
+        """The ids of a ``match_columns`` event that has none: each the id its match would get as a ``match``
+        (None, for the validator to report, when the columns are not lists)."""
         names = ("time", "a", "b", "score", "neutral") if "neutral" in obj else ("time", "a", "b", "score")
         if not all(isinstance(obj.get(k), list) for k in names):
             return None
@@ -371,8 +342,7 @@ class Publisher:
                 raise InvalidEvent(f"field {name}: {len(col)} items, but a has {n}")
         if len(cols) == 4:
             cols.append([False] * n)
-        return [self._new_id({"type": "match", "pool": obj.get("pool"), "time": t, "a": a, "b": b, "score": sc,
-                              **({"neutral": True} if neu is True else {})})
+        return [self._new_id(_match_event(obj.get("pool"), None, t, a, b, sc, neu is True))
                 for t, a, b, sc, neu in zip(*cols, strict=True)]
 
     def _with_id(self, head: dict[str, Any], m: Any) -> Any:

@@ -1,32 +1,20 @@
-"""The environment grammar of mmr-stream, and the engine's own switches.
+"""The environment grammar of mmr-stream (docs/operator.md, "Configuration"), and the engine's switches.
 
-Every environment variable the package reads is a field of a frozen dataclass — the
-service's ``Settings`` (``stream.service.config``) or ``EngineSettings`` below — declared
-once with ``setting(default, "NAME")`` and parsed by ``load``, so all of them share one
-grammar:
-
-- booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything else is
-  refused, so a typo never silently reads as false;
-  a switch typed ``bool | None`` also takes ``auto`` (None: detected at run time);
-- ``Literal`` choices (matched without regard to case), integers, numbers, strings;
-- ``Secret`` for passwords: the value never appears in a ``repr``;
-- an empty variable means "not set" (the default);
-- a secret (a ``Secret`` setting, or one declared with ``file=True`` such as ``REDIS_URL``, whose URL may
-  hold a password) may instead be read from a file: ``NAME_FILE`` names it (Docker and Kubernetes
-  secrets are mounted as files); its text without the trailing newline is the value. Setting both
-  ``NAME`` and ``NAME_FILE`` is an error.
-
-A value that does not parse raises ``SettingError`` naming the variable. The engine's
-switches live here, below every package, because the modules that use them read them at
-import time (numba's cache directory, Elo-MMR's parallel threshold), before any service
-settings exist.
+Every environment variable the package reads is a field of a frozen dataclass (the service's
+``Settings`` or ``EngineSettings`` below) declared with ``setting(default, "NAME")`` and parsed by
+``load``, so all share one grammar. A value that does not parse raises ``SettingError`` naming the
+variable: a typo never reads as false. A secret (a ``Secret``, never in a ``repr``; or a setting
+declared ``file=True`` such as ``REDIS_URL``) may be read from the file ``NAME_FILE`` names, as Docker
+and Kubernetes mount secrets. The engine's switches live here, below every package, because their
+modules read them at import time, before any settings exist.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
+from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from stream.errors import ConfigurationError
@@ -86,14 +74,8 @@ def env_name(f: Field[Any]) -> str | None:
     return name
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = get_type_hints(cls)
-    return hints
+#: the resolved annotations of a settings class (resolved once: ``check_fields`` runs at every construction)
+_hints: Callable[[type], dict[str, Any]] = cache(get_type_hints)
 
 
 def env_names(cls: type) -> dict[str, str]:
@@ -127,16 +109,11 @@ def parse(name: str, raw: str, hint: Any) -> Any:
             return BOOLEAN_WORDS[text.lower()]
         except KeyError:
             raise SettingError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off") from None
-    if hint is int:
+    if hint in (int, float):
         try:
-            return int(text)
+            return hint(text)
         except ValueError:
-            raise SettingError(f"{name}={raw!r}: expected an integer") from None
-    if hint is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise SettingError(f"{name}={raw!r}: expected a number") from None
+            raise SettingError(f"{name}={raw!r}: expected {'an integer' if hint is int else 'a number'}") from None
     if hint is Secret:
         return Secret(raw)
     if get_origin(hint) is Literal:
@@ -169,11 +146,9 @@ def load(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def check_fields(obj: Any) -> None:
-    """Types and choices of a settings object however it was built (``load``, code, ``with_``).
-
-    Called from ``__post_init__``: a ``str`` given for a ``Secret`` becomes one, an ``int``
-    for a ``float`` a float; anything else of the wrong type or outside its choices is
-    refused, named by its variable."""
+    """Types and choices of a settings object however it was built (``load``, code, ``with_``), from
+    ``__post_init__``: a ``str`` for a ``Secret`` becomes one, an ``int`` for a ``float`` a float; anything
+    else of the wrong type or outside its choices is refused, named by its variable."""
     hints = _hints(type(obj))
     for f in fields(obj):
         hint, value = hints[f.name], getattr(obj, f.name)

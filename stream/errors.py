@@ -1,15 +1,12 @@
 """The errors of mmr-stream: one base, three kinds, told apart by what fixes them.
 
-* ``InputError``: an event, a file's line, a parameter of a request is wrong. The input is at fault:
-  it is dead-lettered (or the command names the file and line); retrying changes nothing.
-* ``InfrastructureError``: Redis, the broker or the network did not do what was asked (unreachable,
-  refused the credentials, lost what it held, a port taken). Transient ones are retried with backoff;
-  the others (a wrong password, a TLS or SASL mismatch) are reported once, naming the component and
-  its address, and not retried.
+* ``InputError``: the input is at fault (an event, a file's line, a request's parameter): it is
+  dead-lettered, or the command names the file and line; retrying changes nothing.
+* ``InfrastructureError``: Redis, the broker or the network failed. Transient ones are retried with
+  backoff; the others (a wrong password, a TLS or SASL mismatch) are reported once, not retried.
 * ``ConfigurationError``: a setting or parameter cannot be used: the operator must change it.
 
-Each class of the package derives from one of these (and keeps the built-in base it had, such as
-``ValueError``, so code catching that still does). Pure Python: importable without numpy or numba.
+Each error class of the package derives from one of these, keeping its built-in base (``ValueError``).
 """
 
 from __future__ import annotations

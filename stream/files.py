@@ -1,8 +1,5 @@
 """Reading histories and writing JSONL outputs: the file I/O shared by the tools and the service.
-
-Sits below both ``stream.tools`` and ``stream.service`` (it imports only ``stream.events``), so
-``mmr export`` (service) writes its output the same way as ``mmr replay`` (tools) without the
-service importing the tools.
+Below both (it imports only ``stream.events``), so ``mmr export`` writes as ``mmr replay`` does.
 """
 
 from __future__ import annotations
@@ -27,36 +24,31 @@ from stream.events.inputs import MATCH_RUN, CsvMapping, OnInvalid, read_records
 T = TypeVar("T")
 
 
-def iter_records(
-    paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
-    chunks: bool = False, on_invalid: OnInvalid | None = None,
-) -> Iterator[tuple[str, str, Any]]:
-    """All records of all inputs in order, with a progress bar on stderr.
+def iter_records(paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
+                 chunks: bool = False, on_invalid: OnInvalid | None = None) -> Iterator[tuple[str, str, Any]]:
+    """All records of all inputs in order (``read_records``), with a progress bar on stderr.
 
-    The bar counts the inputs' bytes on disk (compressed bytes of a ``.gz``/``.xz``), so it has a
-    total (the files' sizes) and an ETA, and reaches the total at the last file's end; the events
-    read so far are shown beside it. ``chunks``: runs of plain matches come as ``MATCH_RUN`` records
-    (``read_records``), except with ``skip``, which counts events one by one. ``prefetched`` runs
-    this on a thread of its own. ``on_invalid``: invalid records are handed to it and skipped
-    (``read_records``)."""
+    The bar counts the inputs' bytes on disk, so it has a total (the files' sizes) and an ETA; the
+    events read so far are shown beside it. ``chunks``: runs of plain matches come as ``MATCH_RUN``
+    records, except with ``skip``, which counts events one by one."""
     chunked = chunks and not skip
-    if not progress:
-        records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
-            read_records(p, pool, mapping, chunked, on_invalid) for p in paths)
-        yield from itertools.islice(records, skip, None) if skip else records
+    bar = tqdm(total=_total_bytes(paths), unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+               mininterval=0.5, dynamic_ncols=True) if progress else None
+    events = 0
+
+    def counted(n: int) -> None:  # a read from disk: a few a megabyte, not one an event
+        assert bar is not None
+        bar.set_postfix_str(f"{events:,} events", refresh=False)
+        bar.update(n)
+
+    records: Iterator[tuple[str, str, Any]] = itertools.chain.from_iterable(
+        read_records(p, pool, mapping, chunked, on_invalid, None if bar is None else counted) for p in paths)
+    if skip:
+        records = itertools.islice(records, skip, None)
+    if bar is None:
+        yield from records
         return
-    with tqdm(total=_total_bytes(paths), unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-              mininterval=0.5, dynamic_ncols=True) as bar:
-        events = 0
-
-        def counted(n: int) -> None:  # a read from disk: a few a megabyte, not one an event
-            bar.set_postfix_str(f"{events:,} events", refresh=False)
-            bar.update(n)
-
-        records = itertools.chain.from_iterable(read_records(p, pool, mapping, chunked, on_invalid, counted)
-                                                for p in paths)
-        if skip:
-            records = itertools.islice(records, skip, None)
+    with bar:
         for record in records:
             yield record
             events += len(record[2]) if record[1] == MATCH_RUN else 1
@@ -88,14 +80,6 @@ class JsonlWriter:
         self._fh = os.fdopen(fd, "wb", buffering=1 << 20)
         return self
 
-    def write(self, row: dict[str, Any]) -> None:
-        self._fh.write(_line(row))
-        self.rows += 1
-
-    def write_many(self, rows: list[dict[str, Any]]) -> None:
-        self._fh.writelines(map(_line, rows))
-        self.rows += len(rows)
-
     def write_lines(self, lines: bytes | memoryview, rows: int) -> None:
         """``rows`` rows already written as JSON lines (each ending in a newline)."""
         self._fh.write(lines)
@@ -115,12 +99,9 @@ class JsonlWriter:
 
 
 def _create_beside(path: Path) -> tuple[int, str]:
-    """A new, uniquely named hidden file beside ``path``, opened for writing: (fd, its path).
-
-    Made with mode 0666 less the umask, as ``open`` makes any file, rather than by
-    ``tempfile.mkstemp``, whose 0600 the output would keep after the rename: an output
-    others could read (a shared results folder, a web server's) would otherwise be the
-    owner's alone."""
+    """A new, uniquely named hidden file beside ``path``, opened for writing: (fd, its path). Mode 0666
+    less the umask, as ``open`` makes any file: ``tempfile.mkstemp``'s 0600 would stay on the output
+    after the rename, so others could no longer read it (a shared results folder, a web server)."""
     for _ in range(100):
         tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
         try:
@@ -128,10 +109,6 @@ def _create_beside(path: Path) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")
-
-
-def _line(row: dict[str, Any]) -> bytes:
-    return orjson.dumps(row) + b"\n"
 
 
 _DONE = object()
@@ -152,25 +129,20 @@ class _Raised:
 def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-4,
                prepare: Callable[[T], T] | None = None, prepare_ahead: int = PREPARE_AHEAD,
                ) -> Generator[T, None, None]:
-    """``items``, produced by a thread of their own: reading and decoding a history (lzma
-    releases the GIL; JSON decoding and checks do not) runs while the consumer's numba
-    kernels run without the GIL, on the other core.
+    """``items``, produced by a thread of their own: reading and decoding a history runs while the
+    consumer's numba kernels run without the GIL, on the other core. The same items in the same order;
+    an exception of ``items`` is raised here at its place. Closing this generator stops the thread at
+    its next item and closes ``items`` there.
 
-    The same items in the same order, and an exception of ``items`` is raised here at its
-    place (after every item before it). Closing this generator (the consumer stopped, say on
-    a rating error) stops the thread at its next item and closes ``items`` there.
+    ``switch_interval``: the GIL switch interval while both run (restored at the end): how long the
+    consumer can wait for the GIL after each kernel returns while the reader decodes; the reader's
+    work is thousands of short steps, so a short interval costs it little.
 
-    ``switch_interval``: while both threads are running, Python's GIL switch interval (5 ms
-    by default) is how long the consumer can wait for the GIL after each kernel returns while
-    the reader decodes; the reader's work is thousands of short steps, so a short interval
-    costs it little and the consumer then waits at most that long. Restored at the end.
-
-    ``prepare``: applied to each item in the reading thread (work for the consumer done ahead),
-    as late as it can be: once at most ``prepare_ahead`` items wait before it. Items are still
-    read up to ``depth`` ahead. Why: what a look-up ahead finds goes stale as the consumer moves
-    on (``PackedPool.look_ahead`` answers −1 for a player the rounds not yet rated will register,
-    and the consumer looks those up again). Prepared 64 rounds ahead, half of the Codeforces
-    history's 3.1M player-rounds were looked up twice; 4 ahead, 0.49M (BENCHMARKS.md, Elo-MMR).
+    ``prepare``: applied to each item in the reading thread, as late as it can be (once at most
+    ``prepare_ahead`` items wait before it), while items are still read up to ``depth`` ahead. Why:
+    what a look-up ahead finds goes stale as the consumer moves on (``PackedPool.look_ahead`` answers
+    −1 for a player the rounds not yet rated will register); prepared 64 rounds ahead, half of the
+    Codeforces history's player-rounds were looked up twice (BENCHMARKS.md, Elo-MMR).
     """
     ahead = max(1, min(prepare_ahead, depth)) if prepare is not None else depth
     queue: Queue[object] = Queue(maxsize=ahead)
@@ -243,5 +215,5 @@ def write_jsonl_atomic(path: str, rows: Iterator[dict[str, Any]]) -> int:
     """Write rows to a temporary file beside ``path`` and rename: never a partial output."""
     with JsonlWriter(path) as out:
         for row in rows:
-            out.write(row)
+            out.write_lines(orjson.dumps(row) + b"\n", 1)
     return out.rows

@@ -1,28 +1,11 @@
-"""Prediction-quality metrics of the evaluation harness (``mmr eval``, ``mmr tune``, ``mmr report``).
+"""Prediction-quality metrics of the evaluation harness (``mmr eval``, ``mmr tune``, ``mmr report``),
+defined in docs/evaluation.md ("Protocol and metric definitions"): pair inversion and rank deviation
+of a round (Elo-MMR paper §6.2), log loss, Brier and calibration of two-player events.
 
-Definitions (Elo-MMR paper §6.2 for rounds; proper scoring rules for two-player events):
-
-* **pair inversion** of a round: the fraction of pairs of participants whose predicted
-  order (by the rating before the round, higher = better) disagrees with the outcome.
-  A pair that tied in the outcome counts as correct (whoever was rated higher "won or
-  tied"); a pair predicted equal but with different outcomes counts half. Computed in
-  O(N log N) by a sort plus a Fenwick-tree merge count, never over all N² pairs.
-* **rank deviation** of a participant: ``|predicted rank − actual rank| / (N − 1)`` where the
-  predicted rank is the place by rating (equal ratings share the middle of their range)
-  and the actual rank of a tied player is the place of the tie range closest to the
-  prediction (so the deviation is 0 whenever the prediction falls inside the range).
-* **log loss** of a two-player event with predicted probability ``p`` of the first
-  player's score ``s`` (1, ½, 0): ``−[s·ln p + (1 − s)·ln(1 − p)]`` (a draw is s = ½);
-  **Brier**: ``(p − s)²``; a **calibration table** bins ``p`` and compares it with the
-  mean observed ``s``.
-
-Aggregation (paper §6.2) is per participant: ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|``. For pair
-inversion, player i's metric is the fraction of its N − 1 opponents predicted wrongly; the mean
-over a round's players equals the round's fraction of wrong pairs, so the aggregate is the
-participant-weighted mean of the per-round pair fractions. The paper tabulates the
-complement ("pair inv." = % predicted correctly, higher is better); we report the
-inversions (lower is better) and the complement as ``pair_correct``.
-
+Pair inversion is counted in O(N log N) by a sort plus a Fenwick-tree merge count, never over all N²
+pairs (``pair_inversions_naive`` is the oracle). Aggregated per participant (paper §6.2), player i's
+metric is the fraction of its N − 1 opponents predicted wrongly, whose mean over a round equals the
+round's fraction of wrong pairs: the aggregate is the participant-weighted mean of the rounds'.
 All functions are pure and deterministic.
 """
 

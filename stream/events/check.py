@@ -1,15 +1,11 @@
 """Checking an event: its JSON Schema and the rules a schema cannot state. Pure Python.
 
-The JSON Schemas in ``stream/schemas/`` (``stream.events.schema``) are the wire contract; each is
-compiled once (fastjsonschema generates Python code per schema rather than interpreting it per event).
-Rules a schema cannot express (a player twice in one round, a player playing themself, columns of
-different lengths, an integer written as a float beyond 2^53) are checked here too, so a bad event is
-rejected *before* anything is applied, and so are the worker's own limits (its pools, the most
-participants of a round: ``check_pool``, ``check_participants``).
-
-``check_event`` is what every decoder runs (``stream.events.validate.decode_event`` builds the
-engine's records from its result), and all a game server's client needs (``stream.client``): it
-imports neither numpy nor numba, and what it accepts the worker accepts.
+The schemas (``stream.events.schema``, the wire contract) are compiled once by fastjsonschema. The
+rules a schema cannot express (a player twice in a round or playing themself, columns of different
+lengths, an integer written as a float beyond 2^53) and the worker's own limits (``check_pool``,
+``check_participants``) are checked here too, so a bad event is rejected before anything is applied.
+``check_event`` is what every decoder runs, and all a game server's client needs (``stream.client``):
+without numpy or numba, what it accepts the worker accepts.
 """
 
 from __future__ import annotations
@@ -60,9 +56,8 @@ def validator(event_type: str) -> Callable[[Any], Any]:
 
 @cache
 def _round_columns_validator() -> Callable[[Any], Any]:
-    """The validator of a ``round`` in the column form: the schema's column branch made its
-    top-level form, so that a bad player or rank is named by its field (``players.3``), not only
-    as "no branch of oneOf matched"."""
+    """The validator of a ``round`` in the column form: the schema's column branch made top-level, so that
+    a bad player or rank is named by its field (``players.3``), not as "no branch of oneOf matched"."""
     sch = schema("round")
     branch = next(b for b in sch.pop("oneOf") if "players" in b.get("properties", {}))
     sch["properties"] = {**sch["properties"], **branch["properties"]}
@@ -214,15 +209,9 @@ def to_match(obj: dict[str, Any], pool: str | None = None, field: str = "{1}", i
     if obj["a"] == obj["b"]:
         raise InvalidEvent(f"field {field.format(index, 'b')}: player {obj['a']!r} cannot play themself", eid)
     time = obj["time"]
-    return MatchEvent(
-        event_id=eid,
-        pool=pool if pool is not None else obj["pool"],
-        time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
-        a=obj["a"],
-        b=obj["b"],
-        score=float(obj["score"]),
-        neutral=obj.get("neutral", False),
-    )
+    return MatchEvent(event_id=eid, pool=pool if pool is not None else obj["pool"],
+                      time=time if type(time) is int else exact_int(time, field.format(index, "time"), eid),
+                      a=obj["a"], b=obj["b"], score=float(obj["score"]), neutral=obj.get("neutral", False))
 
 
 def check_event(obj: dict[str, Any]) -> tuple[str, Any]:

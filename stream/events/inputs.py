@@ -1,12 +1,11 @@
 """Reading history files: event JSONL, the Elo-MMR reference's contest JSONL, 1-v-1 CSV.
 
-Formats are detected by content (first non-empty line), compression by suffix
-(``.gz``, ``.xz``). Every record comes out with its location ("file:line") so a bad
-record is reported precisely and nothing after it is applied. Whatever a file holds, reading it
-either gives valid records or raises ``InputError`` naming the file and line: bytes that are
-not UTF-8, a damaged archive and CSV syntax included. A reader given ``on_invalid`` (the tools'
-``--skip-invalid``, ``SkippedLines``) hands it each invalid record's error instead and reads on;
-what stops the file itself (it cannot be read, a CSV header lacks a column) still raises.
+Formats are detected by content (first non-empty line), compression by suffix (``.gz``, ``.xz``).
+Every record comes with its "file:line", so a bad one is reported precisely and nothing after it
+is applied: whatever a file holds (bytes that are not UTF-8, a damaged archive, CSV syntax),
+reading it gives valid records or raises ``InputError`` naming the file and line. Given
+``on_invalid`` (``--skip-invalid``, ``SkippedLines``) a reader hands it each invalid record's error
+and reads on; what stops the file itself (unreadable, a CSV header lacking a column) still raises.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import numpy as np
 import orjson
 
 from stream import errors
-from stream.events.counted_io import open_counted
+from stream.events.check import first_repeat
 from stream.events.model import MAX_ID_LENGTH, MatchBatch, MatchEvent, MatchRun, RoundEvent
 from stream.events.schema import limits
 from stream.events.validate import InvalidEvent, decode_event, plain_match_rows
@@ -51,12 +50,8 @@ _T = TypeVar("_T")
 
 
 def bounded_id(text: str, limit: int) -> str:
-    """``text`` itself when it fits in ``limit`` characters, else a readable prefix + ``~`` + a digest.
-
-    Deterministic (re-reading a file gives the same ids, so a replay or a re-publish stays a
-    no-op) and distinct for distinct texts (the digest is of the whole text, so long names that
-    share a prefix differ). Texts that fit are returned unchanged so existing ids never move.
-    """
+    """``text`` itself when it fits in ``limit`` characters, else a readable prefix + ``~`` + a digest of
+    the whole text: deterministic (a re-read or re-publish stays a no-op) and distinct for distinct texts."""
     if len(text) <= limit:
         return text
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_ID_DIGEST_CHARS // 2).hexdigest()
@@ -140,20 +135,49 @@ def _neutral(text: str | None, where: str) -> bool:
     raise InputError(where, f"neutral must be true or false (got {text!r})")
 
 
+class _CountingRaw(io.RawIOBase):
+    """A binary file that reports the size of each read to ``counted``."""
+
+    def __init__(self, raw: Any, counted: Callable[[int], None]) -> None:
+        super().__init__()
+        self._raw = raw
+        self._counted = counted
+
+    @classmethod
+    def buffered(cls, path: str, counted: Callable[[int], None]) -> io.BufferedReader:
+        return io.BufferedReader(cls(open(path, "rb", buffering=0), counted))
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        n: int | None = self._raw.readinto(buffer)
+        if n:
+            self._counted(n)
+        return n
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
 def open_text(path: str | Path, counted: Callable[[int], None] | None = None) -> IO[str]:
     """The file's text. Bytes that are not UTF-8 come out as lone surrogates (``surrogateescape``)
     instead of failing the whole read, so the record holding them is reported with its line:
-    the JSON parser refuses them, and so does ``_check_id`` in a CSV name. ``counted``: told the
-    size of each read from disk (compressed bytes for ``.gz``/``.xz``; ``counted_io``)."""
+    the JSON parser refuses them, and so does ``_check_id`` in a CSV name.
+
+    ``counted``: told the size of each read from disk, for a progress bar with a total. Why bytes on
+    disk: their total is known before reading (the file's size), whatever the format; counted below
+    the decompressor, the bar reaches its total exactly at the file's end."""
     p = str(path)
-    source: Any = p if counted is None else open_counted(p, counted)
-    if p.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(source, "rb"), encoding="utf-8-sig", errors="surrogateescape")
-    if p.endswith(".xz"):
-        return io.TextIOWrapper(lzma.open(source, "rb"), encoding="utf-8-sig", errors="surrogateescape")
-    if counted is not None:
-        return io.TextIOWrapper(source, encoding="utf-8-sig", errors="surrogateescape")
-    return open(p, encoding="utf-8-sig", errors="surrogateescape")
+    opener: Any = gzip.open if p.endswith(".gz") else lzma.open if p.endswith(".xz") else None
+    if counted is None and opener is None:
+        return open(p, encoding="utf-8-sig", errors="surrogateescape")
+    source: Any = p if counted is None else _CountingRaw.buffered(p, counted)
+    return io.TextIOWrapper(source if opener is None else opener(source, "rb"), encoding="utf-8-sig",
+                            errors="surrogateescape")
 
 
 def _opened(path: str | Path, counted: Callable[[int], None] | None = None) -> IO[str]:
@@ -165,9 +189,8 @@ def _opened(path: str | Path, counted: Callable[[int], None] | None = None) -> I
 
 
 def _reading(items: Iterable[_T], path: str, line: Callable[[], int] | None = None) -> Iterator[_T]:
-    """``items`` (read from ``path``), a read error raised as InputError at ``line()``, the
-    number of the line being read; by default the number of items before it + 1 (the lines of
-    a text file)."""
+    """``items`` (read from ``path``), a read error raised as InputError at ``line()``, the number of the
+    line being read (by default, of a text file's)."""
     it = iter(items)
     count = 0
     while True:
@@ -212,11 +235,8 @@ def _check_id(value: Any, what: str, where: str) -> str:
 
 
 def _standings_columns(standings: list[Any]) -> tuple[list[str], IntArray] | None:
-    """Columns of well-formed standings, checked by C-level passes over each column.
-
-    Returns None when anything is off; ``_standings_checked`` then finds the bad row
-    and reports it. Rows are exactly ``[str, int, int]`` with ``0 <= lo <= hi < n``.
-    """
+    """Columns of well-formed standings (rows exactly ``[str, int, int]``, ``0 <= lo <= hi < n``), checked by
+    C-level passes over each column; None when anything is off (``_standings_checked`` then names the row)."""
     n = len(standings)
     if n == 0 or set(map(type, standings)) != {list} or sum(map(len, standings)) != 3 * n:
         return None
@@ -258,27 +278,15 @@ def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], Int
 def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | bytes | None = None) -> RoundEvent:
     """One contest line of the reference format → RoundEvent (rank = lo + 1).
 
-    The event id is the contest's name plus a digest of its line (``raw``, or the parsed
-    object): re-reading a file gives the same ids (so replaying it twice changes nothing),
-    while two different contests that share a name are both rated. Names too long for the
-    schemas' id limits are shortened by ``bounded_id`` (prefix + digest of the whole name);
-    ids of names that fit are unchanged.
-    """
+    The event id is the contest's name (``bounded_id``) plus a digest of its line (``raw``, or the
+    parsed object): re-reading a file gives the same ids, while two different contests that share a
+    name are both rated."""
     if not isinstance(obj, dict) or not isinstance(obj.get("standings"), list) or not obj["standings"]:
         raise InputError(where, "a contest needs a 'standings' list of at least one player")
     standings = obj["standings"]
-    fast = _standings_columns(standings)
-    if fast is not None:
-        players, ranks = fast
-    else:
-        players, ranks = _standings_checked(standings, where)
-    n = len(players)
-    if len(set(players)) != n:
-        seen: set[str] = set()
-        for p in players:
-            if p in seen:
-                raise InputError(where, f"player {p!r} appears twice in the contest")
-            seen.add(p)
+    players, ranks = _standings_columns(standings) or _standings_checked(standings, where)
+    if len(set(players)) != len(players):
+        raise InputError(where, f"player {first_repeat(players)!r} appears twice in the contest")
     name = obj.get("name", obj.get("id", line_no))
     t = obj.get("time_seconds", 0)
     weight = obj.get("weight", 1.0)
@@ -297,25 +305,15 @@ def contest_to_round(obj: Any, where: str, pool: str, line_no: int, raw: str | b
     round_id = bounded_id(full_id, MAX_ROUND_ID_LENGTH)
     if raw is None:
         raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.blake2b(
-        raw.encode() if isinstance(raw, str) else raw, digest_size=_ID_DIGEST_CHARS // 2
-    ).hexdigest()
+    digest = hashlib.blake2b(raw.encode() if isinstance(raw, str) else raw,
+                             digest_size=_ID_DIGEST_CHARS // 2).hexdigest()
     prefix = bounded_id(full_id, MAX_EVENT_ID_LENGTH - len("contest:") - 1 - len(digest))
-    return RoundEvent(
-        event_id=f"contest:{prefix}:{digest}",
-        pool=pool,
-        round_id=round_id,
-        time=time_ms,
-        players=players,
-        ranks=ranks,
-        weight=float(weight),
-        perf_ceiling=float(ceiling),
-    )
+    return RoundEvent(event_id=f"contest:{prefix}:{digest}", pool=pool, round_id=round_id, time=time_ms,
+                      players=players, ranks=ranks, weight=float(weight), perf_ceiling=float(ceiling))
 
 
 def _milliseconds(seconds: int | float) -> int:
-    """``seconds`` × 1000 toward zero, exact: a float is taken as the decimal it prints as
-    (``1.001`` s is 1001 ms, where ``int(1.001 * 1000)`` is 1000)."""
+    """``seconds`` × 1000 toward zero, exact: a float as the decimal it prints as (``1.001`` s is 1001 ms)."""
     if isinstance(seconds, int):
         return seconds * 1000
     return int(Decimal(repr(seconds)) * 1000)
@@ -389,27 +387,18 @@ MATCH_RUN = "match_run"
 CHUNK_LINES = 2048
 
 
-def read_records(
-    path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None, chunks: bool = False,
-    on_invalid: OnInvalid | None = None,
-    counted: Callable[[int], None] | None = None,
-) -> Iterator[tuple[str, str, Any]]:
-    """Yield ``(where, type, value)`` for every record of one file, in file order.
+def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapping | None = None,
+                 chunks: bool = False, on_invalid: OnInvalid | None = None,
+                 counted: Callable[[int], None] | None = None) -> Iterator[tuple[str, str, Any]]:
+    """Yield ``(where, type, value)`` for every record of one file, in file order: 'round' (RoundEvent),
+    'match' (MatchEvent), 'match_batch' or 'match_columns' (list of MatchEvent), or 'round_result'/
+    'round_completed' (the validated dict). Raises InputError at the first bad record, unless
+    ``on_invalid`` takes it; ``counted``: see ``open_text``.
 
-    ``type`` is 'round' (RoundEvent), 'match' (MatchEvent), 'match_batch' or 'match_columns'
-    (list of MatchEvent), or 'round_result'/'round_completed' (the validated dict). Raises
-    InputError at the first bad record.
-
-    ``chunks=True`` (the embedded replay): runs of plain ``match`` lines of one pool come as
-    one ``MATCH_RUN`` record (a ``MatchRun``; ``where`` is its first line), checked column by
-    column instead of through the schema validator line by line (``_match_runs``). Any block
-    of lines holding anything else is read line by line as without it, so the records mean
-    the same matches and a bad line raises the same error at the same line.
-
-    ``on_invalid``: an invalid record's InputError is handed to it and the reading goes on
-    (module docstring). ``counted``: told the size of each read of the file from disk (a progress
-    bar's bytes).
-    """
+    ``chunks=True`` (the embedded replay): runs of plain ``match`` lines of one pool come as one
+    ``MATCH_RUN`` record (a ``MatchRun``; ``where`` is its first line), checked column by column
+    (``_match_runs``). A block holding anything else is read line by line, so the records mean the
+    same matches and a bad line raises the same error at the same line."""
     p = str(path)
     if pool is not None:
         _check_id(pool, "pool", p)
@@ -483,10 +472,8 @@ _STR_TYPE = {str}
 
 
 def _match_runs(p: str, block: list[tuple[int, str]], pool: str | None) -> list[MatchRun] | None:
-    """The lines of ``block`` as runs of matches of one pool, when every line is a plain
-    ``match`` (``validate.plain_match_rows``: a strict subset of what the schema accepts, with
-    the values ``to_match`` gives); None when any line is anything else (blank, not JSON,
-    another type, anything unusual or invalid): the caller then reads the block line by line."""
+    """The lines of ``block`` as runs of matches of one pool, when every line is a plain ``match``
+    (``validate.plain_match_rows``); None when any is anything else: the caller reads it line by line."""
     try:
         objs = list(map(orjson.loads, [line for _, line in block]))
     except orjson.JSONDecodeError:

@@ -1,12 +1,8 @@
-"""Decoded, validated events: what the engine consumes.
+"""Decoded, validated events: what the engine consumes, from files and from Kafka alike.
 
-Both the embedded replay (reading files) and the streaming worker (reading Kafka)
-turn raw input into these objects, so everything downstream is shared. Records are built by
-keyword (``MatchEvent(event_id=..., pool=..., ...)``): a field added later cannot shift the others.
-
-The module imports without numpy: a game server's client (``stream.client``) builds ``MatchEvent``
-records without loading it. The helpers that make arrays (``MatchBatch.score_array``,
-``index_players``, ...) import numpy when they are called, which the engine has done long before.
+Records are built by keyword: a field added later cannot shift the others. The module imports
+without numpy (``stream.client`` builds ``MatchEvent`` records without loading it); the helpers that
+make arrays import it when called, which the engine has done long before.
 """
 
 from __future__ import annotations
@@ -30,12 +26,9 @@ MAX_ID_LENGTH = limits().player_length
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Teams:
-    """The teams of a team round, parallel to its ``players`` (listed team by team).
-
-    ``team_of[i]`` is the team (0-based, in the event's order) of ``players[i]``, ``ranks[t]``
-    the rank of team t (1 = best, equal = tie), ``weights[i]`` the part of the round
-    ``players[i]`` played, in (0, 1] (1.0 unless the event says otherwise); ``sides[t]`` the
-    ``side`` label of team t (None without one; ``sides`` is None when no team has one)."""
+    """The teams of a team round, parallel to its ``players`` (listed team by team): ``team_of[i]`` is the
+    team (0-based) of ``players[i]``, ``ranks[t]`` the rank of team t, ``weights[i]`` the part of the
+    round ``players[i]`` played, in (0, 1]; ``sides[t]`` team t's ``side`` label (``sides`` None: none has one)."""
 
     team_of: IntArray
     ranks: IntArray
@@ -45,10 +38,8 @@ class Teams:
 
 @dataclass(slots=True, kw_only=True)
 class RoundEvent:
-    """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie).
-
-    A team round also carries ``teams``; ``ranks[i]`` is then the rank of ``players[i]``'s
-    team, and a rating system rates it with ``rate_team_round`` (never ``rate_round``)."""
+    """One ranked round: ``players[i]`` finished at ``ranks[i]`` (1 = best, equal = tie). A team round also
+    carries ``teams`` (``ranks[i]``: the rank of ``players[i]``'s team), rated by ``rate_team_round``."""
 
     event_id: str
     pool: str
@@ -147,8 +138,7 @@ class MatchBatch:
 @dataclass(frozen=True, slots=True)
 class MatchRun:
     """Consecutive ``match`` lines of one file and pool, read and checked as columns
-    (``stream.events.inputs.read_records(..., chunks=True)``): the same matches as one
-    ``match`` record per line, with each one's line number, for a "file:line" when needed."""
+    (``read_records(..., chunks=True)``), with each one's line number for a "file:line"."""
 
     batch: MatchBatch
     path: str
@@ -169,13 +159,9 @@ class MatchRun:
 
 @dataclass(frozen=True, slots=True)
 class PlayerIndex:
-    """A batch's players and each match's two positions among them.
-
-    ``players`` is in first-appearance order over the ``a`` column, then the ``b`` column;
-    ``a[j]`` / ``b[j]`` index ``players``. Built once per batch (``index_players``) and
-    shared by the Redis read, the rating kernels and the outputs: building it costs about
-    as much as the ``elo`` kernel itself.
-    """
+    """A batch's players (in first-appearance order over the ``a`` column, then ``b``) and each match's
+    two positions among them. Built once per batch (``index_players``) and shared by the Redis read,
+    the kernels and the outputs: building it costs about as much as the ``elo`` kernel itself."""
 
     players: list[str]
     a: IntArray
@@ -210,13 +196,10 @@ Event = RoundEvent | MatchEvent
 
 
 class RatingOutput(NamedTuple):
-    """The interface's (docs/interface.md) output ``rating`` event (one per changed player per batch).
-
-    A NamedTuple for the same reason as ``Rating``: several times cheaper to build than a dataclass.
-    ``explain``: the fields that explain the change (``stream.engine.explain``: the rating before,
-    the change, its cause, the round's performance), added to the message as they are; the
-    worker carries them as the JSON text of an object, encoded once for the message and the
-    stored record (``stream.service.messages.rating_value``)."""
+    """The interface's (docs/interface.md) output ``rating`` event (one per changed player per batch); a
+    NamedTuple, as ``Rating``, because it is several times cheaper to build than a dataclass.
+    ``explain``: the fields that explain the change (``stream.engine.explain``), added to the message
+    as they are; the worker carries them as JSON text, encoded once (``rating_value``)."""
 
     pool: str
     player: str
@@ -238,19 +221,9 @@ class RatingOutput(NamedTuple):
 
     def contract_dict(self) -> dict[str, object]:
         """The interface's (docs/interface.md) fields (``as_dict`` without the explanation)."""
-        return {
-            "type": "rating",
-            "pool": self.pool,
-            "player": self.player,
-            "rating": self.rating,
-            "mu": self.mu,
-            "sigma": self.sigma,
-            "rounds": self.rounds,
-            "version": self.version,
-            "event_id": self.event_id,
-            "time": self.time,
-            "system": self.system,
-        }
+        return {"type": "rating", "pool": self.pool, "player": self.player, "rating": self.rating, "mu": self.mu,
+                "sigma": self.sigma, "rounds": self.rounds, "version": self.version, "event_id": self.event_id,
+                "time": self.time, "system": self.system}
 
 
 def rating_key(pool: str, player: str) -> bytes:
@@ -259,9 +232,8 @@ def rating_key(pool: str, player: str) -> bytes:
 
 
 def rating_value(o: RatingOutput) -> bytes:
-    """The rating message: ``orjson.dumps(o.as_dict())``, byte for byte. An explanation the worker
-    carries as JSON text (``stream.engine.explain.Explainer``) is spliced in as it is, after the
-    docs/interface.md's fields, where ``as_dict`` puts its keys: it is neither decoded nor encoded again."""
+    """The rating message: ``orjson.dumps(o.as_dict())``, byte for byte; an explanation carried as JSON
+    text is spliced in as it is (neither decoded nor encoded again)."""
     x = o.explain
     if isinstance(x, bytes) and len(x) > 2:
         return orjson.dumps(o.contract_dict())[:-1] + b"," + x[1:]

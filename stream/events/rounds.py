@@ -1,6 +1,6 @@
 """Assembling a round from per-player ``round_result`` events and a ``round_completed``.
 
-Semantics (documented in the README):
+Semantics (the first as docs/interface.md states it):
 * Results are collected per (pool, round_id). The round is dispatched when its
   ``round_completed`` has arrived *and* exactly ``participants`` distinct players have
   reported; it then takes the completion's ``event_id``, ``time`` and ``weight``.
@@ -33,8 +33,7 @@ RESULT, COMPLETION = 1, 2
 
 
 class _Completion(NamedTuple):
-    """The fields of a ``round_completed`` that the round takes (as they came; converted at
-    dispatch): kept instead of the whole decoded event."""
+    """The fields of a ``round_completed`` the round takes (converted at dispatch), not the whole event."""
 
     event_id: str
     participants: Any
@@ -71,17 +70,15 @@ class OpenRound(NamedTuple):
 class RoundAssembler:
     """Pure state machine; the worker feeds it in partition order.
 
-    A round leaves the open set when it is dispatched (returned by ``add_result`` /
-    ``add_completed``), expired or found invalid; from then on its events are late. With
-    ``close_on_dispatch`` false a dispatched round is only *held* until the caller either
-    ``close``s it (its rating is durable) or ``forget``s it (the rating failed: the caller
-    feeds its events again), so that a rating that fails after dispatch does not leave the
-    round marked as rated.
+    A round leaves the open set when it is dispatched (returned by ``add_result`` / ``add_completed``),
+    expired or found invalid; from then on its events are late. With ``close_on_dispatch`` false a
+    dispatched round is only *held* until the caller ``close``s it (its rating is durable) or
+    ``forget``s it (the rating failed: its events come again), so that a failed rating does not leave
+    the round marked as rated.
 
-    A round's ``first_seen`` is the latest ``now`` the assembler was given when the round
-    opened (a clock stepping back does not move it earlier), so the open rounds, kept in
-    opening order, are also in deadline order: ``expire`` looks at the oldest only, and stops
-    at the first that has not timed out.
+    A round's ``first_seen`` is the latest ``now`` given when it opened (a clock stepping back does not
+    move it earlier), so the open rounds, kept in opening order, are in deadline order: ``expire``
+    stops at the first that has not timed out.
     """
 
     def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000,
@@ -170,9 +167,8 @@ class RoundAssembler:
             raise InvalidEvent(f"field round_id: round {key[1]!r} completed twice", eid)
         if obj["participants"] > self.max_participants:
             self._open.pop(key, None)
-            raise InvalidEvent(
-                f"field participants: {obj['participants']} exceeds the maximum {self.max_participants}", eid
-            )
+            raise InvalidEvent(f"field participants: {obj['participants']} exceeds the maximum "
+                               f"{self.max_participants}", eid)
         pend.completed = _Completion(eid, obj["participants"], obj["time"], obj.get("weight", 1.0),
                                      obj.get("perf_ceiling", math.inf))
         pend.ids[eid] = pend.ids.get(eid, 0) | COMPLETION
@@ -191,25 +187,16 @@ class RoundAssembler:
             return None
         if n > expected:
             self.close(*key)
-            raise InvalidEvent(
-                f"field participants: round {key[1]!r} got {n} results, expected {expected}", comp.event_id
-            )
+            raise InvalidEvent(f"field participants: round {key[1]!r} got {n} results, expected {expected}",
+                               comp.event_id)
         if self.close_on_dispatch:
             self.close(*key)
         else:
             self._open.pop(key, None)
             self._held[key] = list(pend.ids)
-        players = list(pend.results)
-        return RoundEvent(
-            event_id=comp.event_id,
-            pool=key[0],
-            round_id=key[1],
-            time=int(comp.time),
-            players=players,
-            ranks=np.fromiter(pend.results.values(), dtype=np.int64, count=n),
-            weight=float(comp.weight),
-            perf_ceiling=float(comp.perf_ceiling),
-        )
+        return RoundEvent(event_id=comp.event_id, pool=key[0], round_id=key[1], time=int(comp.time),
+                          players=list(pend.results), ranks=np.fromiter(pend.results.values(), dtype=np.int64, count=n),
+                          weight=float(comp.weight), perf_ceiling=float(comp.perf_ceiling))
 
     def close(self, pool: str, round_id: str) -> None:
         """The round is finished (rated durably, expired or invalid): its later events are late."""
@@ -233,11 +220,8 @@ class RoundAssembler:
         self._closed.clear()
 
     def expire(self, now: int, timeout_ms: int, limit: int | None = None) -> list[tuple[str, str, str]]:
-        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of
-        them: ``[(pool, round_id, reason)]`` (fewer than ``limit``: no other round is due).
-
-        Costs what it returns, not what is open: the rounds are in deadline order (class
-        docstring), so the walk ends at the first round not due."""
+        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of them:
+        ``[(pool, round_id, reason)]``. Costs what it returns, not what is open (class docstring)."""
         due: list[tuple[RoundKey, _Pending]] = []
         for key, pend in self._open.items():
             if now - pend.first_seen <= timeout_ms or (limit is not None and len(due) >= limit):

@@ -1,10 +1,7 @@
-"""Decoding of incoming events into the engine's records (``stream.events.model``).
-
-Every event, from a file or from Kafka, is checked by ``stream.events.check`` (its JSON Schema and
-the rules a schema cannot state; pure Python, what the client runs too) and decoded here: a round's
-ranks become arrays. The fast paths (``fast_matches``, ``fast_round``) take only events every check
-accepts, with the same values, and leave anything unusual to ``decode_event``; their bounds are the
-schemas' (``stream.events.schema.limits``).
+"""Decoding of incoming events into the engine's records (``stream.events.model``), after the checks of
+``stream.events.check``. The fast paths (``fast_matches``, ``fast_round``) take only events every check
+accepts, with the same values, and leave anything unusual (every invalid event included) to
+``decode_event``, so dead-letter reasons are the same; their bounds are the schemas' (``limits``).
 """
 
 from __future__ import annotations
@@ -66,12 +63,8 @@ def round_event(obj: dict[str, Any], f: RoundFields) -> RoundEvent:
 
 
 def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
-    """Validate one parsed event (``check.check_event``) and decode what can be decoded on its own.
-
-    Returns ``(type, value)``: a RoundEvent, a MatchEvent, a list of MatchEvent for a
-    ``match_batch`` or ``match_columns``, or the validated dict for ``round_result``/
-    ``round_completed`` (those are assembled into rounds by ``stream.events.rounds``).
-    """
+    """Validate one parsed event (``check.check_event``): ``(type, value)``, a RoundEvent, a MatchEvent,
+    a list of MatchEvent, or the validated dict of a ``round_result``/``round_completed``."""
     etype, value = check_event(obj)
     if etype == "round":
         return etype, round_event(obj, value)
@@ -79,11 +72,8 @@ def decode_event(obj: dict[str, Any]) -> tuple[str, Any]:
 
 
 def _plain_match(m: Any) -> bool:
-    """True when ``m`` is certainly a valid match item: exact built-in types, bounds of the schema.
-
-    A strict subset of what the schema accepts (no bools, no integral floats for ``time``, no
-    subclasses), so a True here means the full validator would accept it too.
-    """
+    """True when ``m`` is certainly a valid match item: exact built-in types (no bools, no integral floats
+    for ``time``, no subclasses), bounds of the schema; a strict subset of what the schema accepts."""
     if type(m) is not dict:
         return False
     eid, t, a, b, sc = m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score")
@@ -94,15 +84,9 @@ def _plain_match(m: Any) -> bool:
 
 
 def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
-    """A ``match``, ``match_batch`` or ``match_columns`` decoded straight into columns, or None:
-    use ``decode_event``.
-
-    The hot path of the service. It only accepts events every check of ``decode_event``
-    accepts, with the same decoded values; anything unusual (including every invalid event)
-    returns None and goes through the full validator, so dead-letter reasons are unchanged.
-    Checked column by column (``_plain_columns``): C-level ``map`` passes instead of a
-    Python call per match (``match_columns`` has no object per match to parse or pick apart).
-    """
+    """A ``match``, ``match_batch`` or ``match_columns`` decoded straight into columns, or None: use
+    ``decode_event``. The service's hot path: checked column by column (``_plain_columns``), C-level
+    ``map`` passes instead of a Python call per match."""
     etype = obj.get("type")
     pool = obj.get("pool")
     if type(pool) is not str or not 0 < len(pool) <= _POOL:
@@ -137,10 +121,9 @@ def fast_matches(obj: dict[str, Any]) -> MatchBatch | None:
 
 
 def plain_match_rows(objs: list[Any]) -> tuple[list[Any], list[bool] | None] | None:
-    """The five columns (``COLUMNS``; scores as floats) of parsed ``match_batch`` items or
-    ``match`` events that are each certainly valid (``_plain_match``, checked column by
-    column), and their ``neutral`` flags (None: none is neutral; ``MatchBatch.neutral``), or
-    None: something needs the full validator."""
+    """The five columns (``COLUMNS``; scores as floats) of parsed ``match_batch`` items or ``match``
+    events that are each certainly valid (``_plain_match``, by columns) and their ``neutral`` flags
+    (None: none is neutral), or None: something needs the full validator."""
     cols = _rows_to_columns(objs)
     if cols is None:
         return None
@@ -206,16 +189,10 @@ def _plain_columns(ids: list[Any], times: list[Any], a: list[Any], b: list[Any],
 
 
 def fast_round(obj: dict[str, Any]) -> RoundEvent | None:
-    """A ``round`` with standings (or in the column form, ``players`` and ``ranks``) decoded by
-    columns, or None: use ``decode_event``.
-
-    The worker's hot path for rounds. The generated validator walks a round's standings one
-    item at a time (more than the Elo-MMR kernel spends on them);
-    here the players and ranks are picked out and checked column by column with C-level
-    ``map`` passes. It only accepts rounds every check of ``decode_event`` accepts, with the
-    same decoded values; anything unusual (team rounds, integral floats, a player listed twice,
-    every invalid round) returns None and goes through the full validator, so dead-letter
-    reasons are unchanged."""
+    """A ``round`` with standings (or ``players`` and ``ranks``) decoded by columns, or None: use
+    ``decode_event`` (team rounds, integral floats, a player listed twice, anything invalid). The
+    worker's hot path for rounds: the generated validator walks standings one item at a time (more
+    than the Elo-MMR kernel spends on them); here each column is checked by C-level ``map`` passes."""
     if not _plain_round(obj):
         return None
     standings = obj.get("standings")

@@ -1,22 +1,12 @@
 """The Faust application: one agent over batches of the three input topics' records, publishing
-ratings and dead letters.
+ratings and dead letters (the logic is stream.service.processor's; this module only wires it).
 
-Thin wiring around stream.service.processor. The agent iterates batches of the input topics'
-records, one Faust event per batch (``stream.service.delivery``); the Faust app's settings are
-``stream.service.faust_app``'s, the publishing of the outputs ``stream.service.publish``'s.
-
-Order per batch (run by ``stream.service.pipeline.BatchPipeline``, so batch N+1 is rated while
-batch N's ratings travel): Redis commit (the future ``Processor.start`` returns) → ratings and
-dead letters handed to the producer → the broker acks them → the input records are held until their
-Redis commit is on Redis's disk (``stream.service.durability``) → the ack of the input records, after
-which the commit timer commits their offsets. A Redis that restarts (and may have lost its last
-commits) makes the worker rate every batch not yet acked again, in order (``Service.rewind``).
-A crash anywhere in between re-delivers the batch;
-the Redis step recognises its event ids and applies nothing twice. Outputs the broker refuses are
-sent again with backoff (``Publisher.settle``); their batch, and every batch after it, stays
-unacknowledged until the broker holds them, and the worker waits, never exits, meanwhile. A
-partition halted by a bug in the rating step (stream.service.halts) is paused, and its records
-from the offending one on are never acked.
+Per batch, in order (``BatchPipeline``, so batch N+1 is rated while batch N's ratings travel):
+Redis commit → outputs handed to the producer → the broker acks them → the input records held
+until their commit is on Redis's disk (``stream.service.durability``) → the records acked. A crash
+anywhere re-delivers the batch and the Redis step applies nothing twice; a Redis restart makes the
+worker rate every batch not yet acked again, in order (``Service.rewind``). docs/operator.md,
+"Delivery semantics", states the guarantees.
 """
 
 from __future__ import annotations
@@ -121,7 +111,7 @@ class Service:
         self.pipeline = BatchPipeline(self.rate, self.done, max_inflight=self.settings.max_inflight,
                                       max_inflight_bytes=self.settings.max_inflight_bytes,
                                       max_merge=self.settings.take_max, max_merge_bytes=self.settings.max_merge_bytes,
-                                      size=_message_size, on_error=self.app.crash,
+                                      size=lambda m: len(m.value), on_error=self.app.crash,
                                       on_queued=self.metrics.stage.labels("queued").observe)
         self.durability = Durability(self.settings.redis_durable_after_s, self._ack, self._alive)
         if self.store.fence is not None:
@@ -138,35 +128,20 @@ class Service:
     def read_api(self) -> ReadApi:
         port = self.http_port
         return ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
-                            self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
-                            health=self.http_health, concurrency=self.settings.http_redis_connections,
-                            halted=self.processor.halts.listing, blocked=self.not_rating,
-                            token=self.settings.http_bearer_token(),
-                            max_requests=self.settings.http_max_requests, cpu_share=self.settings.http_cpu_share,
-                            status=functools.partial(pool_api.worker_status, self))
+                       self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
+                       health=self.http_health, concurrency=self.settings.http_redis_connections,
+                       halted=self.processor.halts.listing, blocked=self.not_rating,
+                       token=self.settings.http_bearer_token(), max_requests=self.settings.http_max_requests,
+                       cpu_share=self.settings.http_cpu_share, status=functools.partial(pool_api.worker_status, self))
 
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
         if self._http_runner is None and self.http_socket is not None:
             self._http_runner = await http.serve(self.read_api(), self.http_socket)
 
-    def waiting_for(self) -> str | None:
-        """Why the worker cannot go on now, for readiness (None: it can)."""
-        if self.topics is not None and self.topics.changed is not None:
-            return self.topics.changed
-        if self.publisher.waiting:
-            return (f"the broker has not acknowledged the outputs of {self.publisher.waiting} batch(es); "
-                    "sending them again with backoff")
-        return None
-
     async def close(self) -> None:
-        """Release what the worker holds besides Faust's services, once those stopped (``create_app`` has the
-        app call it last in its stop): the HTTP server and its socket, the HTTP API's Redis clients and the
-        health ping's thread, the rating pipeline's Redis client and the kernels' thread (which ends after a
-        kernel under way).
-
-        Why: an exiting process frees them anyway, but a worker stopped in a process that goes on (a
-        program that embeds it, the tests) left a thread and open Redis connections behind each time."""
+        """Release the HTTP server, the Redis clients and the threads once Faust's services stopped: a worker
+        stopped in a process that goes on (a program that embeds it, the tests) must leave none behind."""
         if self._http_runner is not None:
             runner, self._http_runner = self._http_runner, None
             await runner.cleanup()  # closes the listening socket
@@ -182,8 +157,7 @@ class Service:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def rate(self, msgs: list[Message]) -> list[Awaitable[Any]]:
-        """The pipeline's first stage: start the batch (rated now or after the batches before
-        it); its outputs are handed to the producer as its steps are committed, in input order
+        """The pipeline's first stage: rate the batch, its outputs handed on as its steps commit
         (``_publish``). Returns once the batch is committed."""
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -214,16 +188,10 @@ class Service:
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
                        prev: asyncio.Future[None] | None, handed: asyncio.Future[None], delivery: Delivery,
                        before: Delivery | None, produced: float | None) -> None:
-        """Hand one batch's outputs to the producer, each step's ratings once the step is committed, the
-        rest (dead letters) once the batch is, after the batch before it handed its own (so ratings reach
-        the topic in input order); returns once the broker holds them all (``Publisher.settle``: sent again
-        as long as it does not). ``steps``: each committed step's ratings, then (the batch's result, when it
-        was committed); ``produced``: the record timestamp of the batch's oldest message.
-
-        Why step by step: a large take (a backlog many steps long, or ``MMR_TAKE_MAX_BYTES=0``) holds hundreds
-        of thousands of ratings; handed over after the batch's last commit they would hold the event loop for
-        seconds with nothing else to do, while step by step they are handed as the steps after them are rated
-        (and reach the matchmakers a step's commit after they are made)."""
+        """Hand one batch's outputs to the producer after the batch before it handed its own (input order):
+        each step's ratings once it is committed (``steps``; last, the batch's result), so that a large take
+        is handed while its later steps are rated instead of holding the event loop at its end; the dead
+        letters once the batch is. Returns once the broker holds them all (``Publisher.settle``)."""
         pub = self.publisher
         try:
             try:
@@ -251,10 +219,9 @@ class Service:
         self.metrics.stage.labels("published").observe(time.perf_counter() - done_at)
 
     def done(self, tokens: list[list[Any]], msgs: list[Message]) -> None:
-        """The pipeline's last stage, after the broker acked the outputs: hold the input records until
-        their Redis commits are on disk (``stream.service.durability``), which acks them (Faust messages),
-        so Faust may commit their offsets. Records of a halted partition from its halt on are not
-        held (so never acked): its committed offset stays at the offending message."""
+        """The pipeline's last stage, after the broker acked the outputs: hold the input records until their
+        commits are on Redis's disk (``stream.service.durability``), which acks them. Records of a halted
+        partition from its halt on are never acked: its committed offset stays at the offending message."""
         halts = self.processor.halts
         if halts:
             tokens = [[r for r in records if not halts.holds(r.topic, r.partition, r.offset)] for records in tokens]
@@ -294,18 +261,12 @@ class Service:
             await self.rewind()
 
     async def rewind(self) -> None:
-        """Redis restarted and may have lost commits it acknowledged: rate again, in their first order,
-        every batch not known to be on its disk -- those held (``durability``), then those still in the
-        pipeline -- before anything newer. The restarted Redis kept a prefix of the commits; the dedup
-        skips that prefix (and re-publishes its players' ratings) and the rest is applied again in order.
-        Nothing is sought on the broker: every record after the last acknowledged one is still here.
-        The outputs of batches already rated are published first (``BatchPipeline.reset``), so that each
-        version a commit produced reaches the topic even when the restarted Redis kept that commit and
-        the replay finds nothing to apply. The pipeline admits no batch from the start of that wait on (the
-        consumer keeps taking meanwhile; the fetch is paused only once a batch failed on Redis): what it
-        takes is rated after the batches taken back, never on a Redis that lacks their commits.
-        In-memory state that mirrors Redis (assembled rounds, belief cache, index of applied ids, pool
-        systems) is dropped first and read again from the restarted server."""
+        """Redis restarted and may have lost commits it acknowledged: rate again, in their first order, every
+        batch not known to be on its disk (those held, then those in the pipeline) before anything newer.
+        The restarted Redis kept a prefix of the commits: the dedup skips it (re-publishing its players'
+        ratings) and the rest is applied again. Outputs of batches already rated are published first
+        (``BatchPipeline.reset``), so each version a commit made reaches the topic even when Redis kept it;
+        the pipeline admits nothing new meanwhile. What mirrors Redis in memory is dropped first."""
         held = self.durability.take()
         pending = await self.pipeline.reset()
         await self.processor.settle()  # no step of a batch taken back outlives it (stream.state.fence)
@@ -318,22 +279,15 @@ class Service:
         if self.store.fence is not None:
             if self.lost_writes is not None:  # a server that lost acknowledged commits: wait for a rebuild
                 self.lost_writes.rewound()
-                await self.lost_writes.wait_until_whole(self._state_lost, self._state_whole)
+                await self.lost_writes.wait_until_whole(*self.state_lost_whole())
             self.store.fence.accept()
         await self.pipeline.resume(batches)
 
-    async def _state_lost(self) -> None:
-        """Redis lost acknowledged writes (stream.state.marks): nothing is rated (the fence stays tripped, the
-        pipeline paused by the rewind), fetching is paused, round expiry skipped (``store_down``)."""
-        self.processor.store_down = True
-        self.metrics.store_unavailable.set(1)
-        await self.pause_fetch(True)
-
-    async def _state_whole(self) -> None:
-        """The marks cover every acknowledged offset again (the state was rebuilt): fetch again."""
-        self.processor.store_down = False
-        self.metrics.store_unavailable.set(0)
-        await self.pause_fetch(False)
+    def state_lost_whole(self) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+        """What Redis losing acknowledged writes does, and its rebuild undoes (stream.state.marks): as Redis
+        being unavailable, nothing is rated, fetching is paused and round expiry skipped (``store_down``)."""
+        return (functools.partial(self.processor.set_store_down, True),
+                functools.partial(self.processor.set_store_down, False))
 
     async def earliest_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The broker's earliest offset of each input partition (stream.state.marks, ``taken_up``)."""
@@ -341,14 +295,9 @@ class Service:
         return {(tp[0], tp[1]): int(off) for tp, off in got.items()}
 
     def credentials_refused(self, exc: CredentialsRefused) -> None:
-        """Redis refused the worker's credentials (a password or ACL changed under it): one ERROR line naming
-        authentication and the address (secrets masked), readiness says it, and the worker stops.
-
-        Why stop rather than retry: a running worker cannot learn new credentials, so retrying only hides
-        the fault behind an endless back-off. A restart reads them again (a ``*_FILE`` secret mounted from a
-        Kubernetes Secret included), and a restart with the old ones ends at once with the same one line
-        (``mmr: Redis at ...: authentication failed``). What the worker took and did not acknowledge is
-        rated again by the partitions' next owner, as after any stop."""
+        """Redis refused the worker's credentials (changed under it): one ERROR line, readiness says it, and
+        the worker stops, because a running worker cannot learn new credentials and retrying would only hide
+        the fault behind an endless back-off; a restart reads them again."""
         if self.fatal is not None:
             return
         err = connect_error(exc.__cause__ or exc, self.settings.redis_url)
@@ -362,25 +311,23 @@ class Service:
         """Why the worker rates nothing now (readiness answers 503 with it), or None."""
         if self.fatal is not None:
             return self.fatal
-        reason = None if self.lost_writes is None else self.lost_writes.reason
-        if reason is None:
-            reason = self.waiting_for()
-        if reason is None and self.processor.store_down:
-            reason = ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
-                      "(mmr_store_unavailable, mmr_store_retries_total)")
-        return reason
+        if self.lost_writes is not None and self.lost_writes.reason is not None:
+            return self.lost_writes.reason
+        if self.topics is not None and self.topics.changed is not None:
+            return self.topics.changed
+        if self.publisher.waiting:
+            return (f"the broker has not acknowledged the outputs of {self.publisher.waiting} batch(es); "
+                    "sending them again with backoff")
+        if self.processor.store_down:
+            return ("Redis unavailable: the batch under way is retried with back-off and fetching is paused "
+                    "(mmr_store_unavailable, mmr_store_retries_total)")
+        return None
 
     async def stop_housekeeping(self) -> None:
-        """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way,
-        while the producer still runs. Its sweep of timed-out rounds stops after the slice it is at; each
-        slice's dead letters are on the broker before the slice is marked done in Redis, so a sweep that
-        does not end in time is cancelled without losing any: the rounds it did not mark done stay open in
-        Redis, for the partitions' next owner to time out (those of the slice cut short perhaps dead-lettered
-        twice), as do the rounds it did not reach.
-
-        Why: Faust cancels its timers only after it has stopped the producer; a sweep still under way then
-        would mark rounds done in Redis and hand their dead letters to a stopped producer, retrying until
-        cancelled, and they would be lost."""
+        """Start no housekeeping tick from now on, and wait (within ``STOP_GRACE_S``) for the one under way
+        while the producer still runs: Faust cancels its timers only after stopping the producer, and a
+        sweep of timed-out rounds would hand their dead letters to a stopped producer. A sweep cancelled
+        loses none: a slice's dead letters are on the broker before it is marked done in Redis."""
         self.stopping = True
         tick = self._tick
         if tick is None:
@@ -393,15 +340,9 @@ class Service:
                         "mark done stay open in Redis, for the partitions' next owner", STOP_GRACE_S)
 
     async def stop_rating(self) -> None:
-        """Stop the housekeeping timer's work (``stop_housekeeping``), then the pipeline, before Faust stops its
-        producer (``on_before_shutdown``, sent once the consumer has stopped): outputs already handed to the
-        producer go out (within ``STOP_GRACE_S``), and the batch being rated and those queued are left
-        unacknowledged, for the partitions' next owner to rate again (the Redis step recognises what was
-        committed).
-
-        Why: the pipeline's tasks are not Faust services, so a worker stopped mid-batch went on rating and
-        publishing after its producer had stopped; the first publish then failed ("Producer service not yet
-        started") and the stop ended as a crash with an error log."""
+        """Stop the housekeeping and the pipeline before Faust stops its producer (``on_before_shutdown``):
+        the pipeline's tasks are not Faust services and would go on publishing to a stopped producer.
+        Outputs handed already go out (within ``STOP_GRACE_S``); the batches not done stay unacknowledged."""
         await self.stop_housekeeping()
         if self._rewinding is not None:
             self._rewinding.cancel()
@@ -445,19 +386,10 @@ class Service:
         self.app.consumer.pause_partitions([TP(halt.topic, halt.partition)])
 
     async def pause_fetch(self, paused: bool) -> None:
-        """Pause (or resume) fetching the assigned input partitions while Redis is unavailable.
-
-        Why: a batch that cannot be committed is retried with back-off, and without a pause the
-        consumer keeps fetching behind it until back-pressure (``MMR_MAX_INFLIGHT``) stops it: up
-        to that many messages held in memory that cannot be rated before Redis answers. The pause
-        is the consumer's (``faust_patches.pause_fetching``): offsets and the group are untouched,
-        so a paused worker keeps its partitions, and resuming fetches from the first message not
-        yet taken. Called again by the housekeeping timer while Redis is unavailable: partitions
-        assigned by a rebalance meanwhile start unpaused.
-
-        One call at a time, and a call whose ``paused`` is no longer the processor's state when its
-        turn comes does nothing: the processor calls again on every change, so the last call
-        applied is always the current state (a pause that waited behind a resume must not win)."""
+        """Pause (or resume) fetching the assigned input partitions while Redis is unavailable, so that the
+        consumer does not fill memory with messages that cannot be rated (``faust_patches.pause_fetching``:
+        offsets and the group untouched). One call at a time; a call whose ``paused`` is no longer the
+        processor's state when its turn comes does nothing (a pause that waited behind a resume must not win)."""
         async with self._pausing:
             if paused != self.processor.store_down:
                 return
@@ -488,9 +420,8 @@ class Service:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(hw - pos, 0))
 
     def disown(self, tps: Iterable[tuple[str, int]]) -> None:
-        """Partitions revoked: their hold time starts again, and what this worker knew of their positions
-        (another worker may have moved them on since) is dropped, their ``mmr_consumer_lag`` with it: a lag
-        left at its last value would be summed with the new owner's by every dashboard and alert."""
+        """Partitions revoked: their hold time, positions and ``mmr_consumer_lag`` are dropped (a lag left
+        at its last value would be summed with the new owner's by every dashboard)."""
         for tp in tps:  # (topic, partition) pairs: Faust's TP or plain tuples
             key = (tp[0], tp[1])
             self.owned_since.pop(key, None)
@@ -502,11 +433,9 @@ class Service:
                 self.metrics.lag.remove(key[0], str(key[1]))
 
     def round_sources(self) -> list[str]:
-        """The input partitions ("topic/partition") whose open rounds this worker times out: those assigned
-        to it (so no two workers expire one pool's rounds), held for at least the round timeout (a new owner
-        -- after a rebalance, a restart -- first reads what is waiting in the partition, where a completion
-        may be; before it, the previous owner's memory was what timed the rounds), not halted (a halt holds
-        back the rest of the partition), and with no lag behind what the broker last reported."""
+        """The input partitions ("topic/partition") whose open rounds this worker times out: assigned to it
+        (no two workers expire one pool's rounds), held for at least the round timeout and without lag (a
+        completion may wait in the partition), and not halted."""
         try:
             assignment = self.app.consumer.assignment()
         except Exception:  # not started / rebalancing: nothing this tick
@@ -532,19 +461,9 @@ TOPICS_FRESH_S = 0.1
 STOP_GRACE_S = 10.0
 
 
-def _message_size(m: Message) -> int:
-    return len(m.value)
-
-
 def set_numba_threads(n: int) -> None:
-    """Threads of numba's parallel kernels called from *this* thread (the setting is per thread).
-
-    0 keeps numba's default (all cores). Measured here (2 shared cores), one thread helped
-    mid-sized Cowan batches through the processor alone (300 matches: 5.0k → 8.0k matches/s)
-    but cost the worker 20-30 % on ``match_batch`` of 1,000 and on rounds, where the
-    parallel kernels have enough work per wave; batches under ``parallel_min_batch`` (the
-    usual single-match take batch) run the serial kernel either way.
-    """
+    """Threads of numba's parallel kernels called from *this* thread (the setting is per thread);
+    0 keeps numba's default (all cores)."""
     if n <= 0:
         return
     import numba
@@ -553,9 +472,8 @@ def set_numba_threads(n: int) -> None:
 
 
 def http_clients(s: Settings, cluster: bool) -> tuple[RedisStore, RedisPing]:
-    """The HTTP API's Redis clients, apart from the pipeline's so that a busy pipeline never starves
-    the reads nor the reads the pipeline: a read store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections
-    (the API lets as many requests read at once), and the health probes' ping on a client of its own."""
+    """The HTTP API's Redis clients, apart from the pipeline's so that neither starves the other: a read
+    store of ``MMR_HTTP_REDIS_CONNECTIONS`` connections, and the health probes' ping on a client of its own."""
     reads = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, cluster=cluster, history_limit=s.history_limit,
                                 max_connections=s.http_redis_connections, client_name=s.redis_client_name("reads"),
                                 **s.redis_kwargs())
@@ -616,7 +534,7 @@ def create_app(s: Settings) -> Service:
             fetched.observe(max(0.0, time.time() - oldest))
         svc.processor.predecode(msgs)  # while the pipeline's previous batch waits on numba or Redis
         if svc.lost_writes is not None:  # partitions just got: their committed offsets held by Redis? (waits if not)
-            await svc.lost_writes.taken_up(msgs, svc.earliest_offsets, svc._state_lost, svc._state_whole)
+            await svc.lost_writes.taken_up(msgs, svc.earliest_offsets, *svc.state_lost_whole())
         await svc.pipeline.submit(msgs, records)
 
     delivery = BatchDelivery(app, set(s.input_topics()), max_batch=s.take_max, within=s.take_within,
@@ -629,7 +547,7 @@ def create_app(s: Settings) -> Service:
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
         delivery.clear()  # records not yet handed to the agent: Faust fetches them again
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
-        svc.processor.forget_rounds()
+        svc.processor.rounds.forget()
         svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
         svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
         # a halted partition's next owner (this worker again, or another) starts at its committed

@@ -16,7 +16,7 @@ import re
 import ssl
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -61,6 +61,22 @@ REFUSED_NAMES = {name: "a pool's system does not depend on the kind of its event
 OUTSIDE_NAMES = ("MMR_TEST_REDIS_DB", "MMR_API")
 
 
+#: each checked setting (beyond its type): whether a value is accepted, and what is expected
+_BOUNDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("seen_max_ids", lambda v: v >= 0, "0 (no limit) or a positive count"),
+    ("max_step_players", lambda v: v >= 0, "0 (no limit) or a positive count"),
+    ("gil_switch_ms", lambda v: 0 <= v < 1000,
+     "0 (Python's default) or a positive number of milliseconds below 1000"),
+    ("redis_min_replicas", lambda v: v >= -1, "-1 (auto: 1 when the master has a replica) or a count of replicas"),
+    ("redis_wait_timeout_ms", lambda v: v > 0, "a positive number of milliseconds"),
+    ("http_port", lambda v: 0 <= v <= 65535, "0 (any free port) to 65535"),
+    ("http_redis_connections", lambda v: v >= 1, "a positive count"),
+    ("http_max_requests", lambda v: v >= 1, "a positive count"),
+    ("http_cpu_share", lambda v: 0 < v <= 1, "a share of a CPU in (0, 1]"),
+    ("history_limit", lambda v: v >= 0, "0 (no history) or a count of ratings"),
+)
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     system: str
@@ -69,6 +85,9 @@ class PoolConfig:
 
 @dataclass(frozen=True)
 class Settings:
+    """The worker's settings, each read from its variable; docs/operator.md, "Configuration", says what
+    each one means and why its default is what it is."""
+
     kafka_bootstrap: str = setting("127.0.0.1:9092", "KAFKA_BOOTSTRAP_SERVERS")
     #: may hold a password (``redis://:PASSWORD@host``, ``?password=``): also ``REDIS_URL_FILE``
     redis_url: str = setting("redis://127.0.0.1:6379/0", "REDIS_URL", file=True)
@@ -81,70 +100,34 @@ class Settings:
     partitions: int = setting(4, "MMR_PARTITIONS")
     replication: int = setting(1, "MMR_REPLICATION")
     key_prefix: str = setting("mmr", "MMR_KEY_PREFIX")
-    #: messages per take batch
     take_max: int = setting(4096, "MMR_TAKE_MAX")
-    #: bytes of record values per take batch (stream.service.delivery): bounds what a worker holds
-    #: while it is behind, whatever the size of the messages; 0: no byte bound
     take_max_bytes: int = setting(16 << 20, "MMR_TAKE_MAX_BYTES")
-    #: seconds a take batch waits for more messages
     take_within: float = setting(0.02, "MMR_TAKE_WITHIN")
-    #: messages taken but not yet acked (back-pressure of the batch pipeline) ...
     max_inflight: int = setting(16384, "MMR_MAX_INFLIGHT")
-    #: ... and their bytes (see stream.service.pipeline)
     max_inflight_bytes: int = setting(4 << 20, "MMR_MAX_INFLIGHT_BYTES")
-    #: queued take batches are merged up to this many input bytes
     max_merge_bytes: int = setting(2 << 20, "MMR_MAX_MERGE_BYTES")
-    #: distinct players of one Redis step: a batch touching more is applied as several steps; 0: no limit
     max_step_players: int = setting(50_000, "MMR_MAX_STEP_PLAYERS")
-    #: worker-side copy of the beliefs it wrote (stream.state.cache); 0 disables
     belief_cache_mb: int = setting(256, "MMR_BELIEF_CACHE_MB")
-    #: bytes of one record batch of the ratings producer (Faust's producer_max_batch_size,
-    #: 16 KiB by default). aiokafka keeps one batch per partition waiting and sends one request
-    #: per broker at a time, so the batch size bounds the ratings published per round trip.
-    #: Keep it below the broker's ``message.max.bytes``
     producer_batch_bytes: int = setting(256 * 1024, "MMR_PRODUCER_BATCH_BYTES")
-    #: largest request the producer sends (Faust's producer_max_request_size); a larger dead
-    #: letter is retried until it fits (never skipped: see stream.service.app.Service.deliver_dead)
     producer_max_request_bytes: int = setting(1_000_000, "MMR_PRODUCER_MAX_REQUEST_BYTES")
-    #: consumer long-poll while records arrive (Faust hard-codes 1500; see faust_patches.patch_fetch_wait)
     fetch_max_wait_ms: int = setting(10, "MMR_FETCH_MAX_WAIT_MS")
-    #: the longest the long-poll grows to, doubling from MMR_FETCH_MAX_WAIT_MS, while fetches bring
-    #: nothing (faust_patches.FetchWaits); at most MMR_FETCH_MAX_WAIT_MS: a fixed wait
     fetch_idle_wait_ms: int = setting(100, "MMR_FETCH_IDLE_WAIT_MS")
-    #: threads of numba's parallel kernels on the worker's numba thread; 0: numba's default
     numba_threads: int = setting(0, "MMR_NUMBA_THREADS")
-    #: Python's GIL switch interval in the worker, ms (``sys.setswitchinterval``; 0: Python's
-    #: default of 5). See ``stream.service.worker.tune_gil``
     gil_switch_ms: float = setting(1.0, "MMR_GIL_SWITCH_MS")
-    #: seconds a round assembled from round_result events may stay incomplete
     round_timeout_s: float = setting(300.0, "MMR_ROUND_TIMEOUT")
     max_participants: int = setting(100_000, "MMR_MAX_PARTICIPANTS")
-    #: bound of a pool's recorded event ids (``:ids`` kept in two generations of this many; see
-    #: stream.state.redis_store): an event re-sent after this many newer ids is applied again.
-    #: 0: every id is kept for ever (exact, unbounded memory)
     seen_max_ids: int = setting(0, "MMR_SEEN_MAX_IDS")
-    #: the worker's HTTP API; port 0: any free port (printed at start and served by /healthz)
     http_host: str = setting("127.0.0.1", "MMR_HTTP_HOST")
     http_port: int = setting(0, "MMR_HTTP_PORT")
-    #: Redis connections of the HTTP API's own read client (per node of a cluster), apart from the
-    #: pipeline's; as many requests read at once, more wait their turn (stream.service.http)
     http_redis_connections: int = setting(16, "MMR_HTTP_REDIS_CONNECTIONS")
-    #: requests the HTTP API handles at once (its own thread and event loop); more answer 429 at once
-    #: (the health probes are never refused)
     http_max_requests: int = setting(256, "MMR_HTTP_MAX_REQUESTS")
-    #: the most of a CPU the HTTP API's thread takes, over each 0.1 s (it rests when over): its GIL time
-    #: is what delays rating under HTTP load (stream.service.http.CpuShare); 1: no bound
     http_cpu_share: float = setting(0.25, "MMR_HTTP_CPU_SHARE")
-    #: a bearer token every HTTP route but the health probes requires (``Authorization: Bearer ...``;
-    #: the console asks for it once); empty: no authentication
     http_token: Secret = setting(Secret(), "MMR_HTTP_TOKEN")
-    #: a file holding that token (a mounted secret; its surrounding whitespace dropped); wins over MMR_HTTP_TOKEN
     http_token_file: str = setting("", "MMR_HTTP_TOKEN_FILE")
-    #: published ratings kept per player for the HTTP API's history (stream.state.history); 0: none kept
     history_limit: int = setting(100, "MMR_HISTORY_LIMIT")
-    #: the system of every pool the pools file does not name (``system_for``)
+    #: the system of every pool the pools file does not name (``system_for``), and its parameters
+    #: (``MMR_PARAMS``, see ``from_env``)
     system: str = setting(DEFAULT_SYSTEM, "MMR_SYSTEM")
-    #: parameters of the default system (``MMR_PARAMS``, see ``from_env``)
     default_params: dict[str, Any] = field(default_factory=dict)
     #: per-pool systems (``MMR_POOLS_FILE``, see ``load_pools``)
     pools: dict[str, PoolConfig] = field(default_factory=dict)
@@ -159,51 +142,22 @@ class Settings:
     redis_username: str = setting("", "MMR_REDIS_USERNAME")
     redis_password: Secret = setting(Secret(), "MMR_REDIS_PASSWORD")
     redis_ca_certs: str = setting("", "MMR_REDIS_CA_CERTS")
-    #: REDIS_URL names a Redis Cluster node (True) or a single server (False); None ("auto"): ask it
     redis_cluster: bool | None = setting(None, "MMR_REDIS_CLUSTER")
-    #: replicas that must confirm a commit (Redis ``WAIT``) before its batch is acked; -1 ("auto"): 1 when
-    #: the pool's master has a replica, else 0 (stream.state.redis_store)
     redis_min_replicas: int = setting(-1, "MMR_REDIS_MIN_REPLICAS")
-    #: how long a commit waits for those replicas before the batch is retried
     redis_wait_timeout_ms: int = setting(1000, "MMR_REDIS_WAIT_TIMEOUT_MS")
-    #: seconds after which a Redis commit is taken to be on Redis's disk, and its input offsets are
-    #: committed to Kafka (stream.service.durability): ``appendfsync everysec`` fsyncs every second and
-    #: may postpone a write by up to two while a slow fsync runs. 0: at once (``appendfsync always``)
     redis_durable_after_s: float = setting(3.0, "MMR_REDIS_DURABLE_AFTER_S")
     log_level: LogLevel = setting("info", "MMR_LOG_LEVEL")
-    #: "text" (Faust's) or "json": one JSON object a line (stream.service.logs)
     log_format: LogFormat = setting("text", "MMR_LOG_FORMAT")
-    #: Faust's data directory (nothing durable is kept there); "": ``$TMPDIR/mmr-faust-<app id>``
     state_dir: str = setting("", "MMR_STATE_DIR")
-    #: a message whose rating step fails with a bug (neither bad input nor Redis unavailable):
-    #: "halt" stops its partition at that message and alerts; "dead-letter" dead-letters it with
-    #: the reason "internal error" and goes on (stream.service.halts)
     on_rating_bug: OnRatingBug = setting("halt", "MMR_ON_RATING_BUG")
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name, value in (("MMR_SEEN_MAX_IDS", self.seen_max_ids), ("MMR_MAX_STEP_PLAYERS", self.max_step_players)):
-            if value < 0:
-                raise SettingError(f"{name}={value}: expected 0 (no limit) or a positive count")
-        if not 0 <= self.gil_switch_ms < 1000:
-            raise SettingError(f"MMR_GIL_SWITCH_MS={self.gil_switch_ms}: expected 0 (Python's default) or a positive "
-                               "number of milliseconds below 1000")
-        if self.redis_min_replicas < -1:
-            raise SettingError(f"MMR_REDIS_MIN_REPLICAS={self.redis_min_replicas}: expected -1 (auto: 1 when the "
-                               "master has a replica) or a count of replicas")
-        if self.redis_wait_timeout_ms <= 0:
-            raise SettingError(f"MMR_REDIS_WAIT_TIMEOUT_MS={self.redis_wait_timeout_ms}: expected a positive number "
-                               "of milliseconds")
-        if not 0 <= self.http_port <= 65535:
-            raise SettingError(f"MMR_HTTP_PORT={self.http_port}: expected 0 (any free port) to 65535")
-        if self.http_redis_connections < 1:
-            raise SettingError(f"MMR_HTTP_REDIS_CONNECTIONS={self.http_redis_connections}: expected a positive count")
-        if self.http_max_requests < 1:
-            raise SettingError(f"MMR_HTTP_MAX_REQUESTS={self.http_max_requests}: expected a positive count")
-        if not 0 < self.http_cpu_share <= 1:
-            raise SettingError(f"MMR_HTTP_CPU_SHARE={self.http_cpu_share}: expected a share of a CPU in (0, 1]")
-        if self.history_limit < 0:
-            raise SettingError(f"MMR_HISTORY_LIMIT={self.history_limit}: expected 0 (no history) or a count of ratings")
+        variables = env_names(Settings)
+        for attr, ok, expected in _BOUNDS:
+            value = getattr(self, attr)
+            if not ok(value):
+                raise SettingError(f"{variables[attr]}={value}: expected {expected}")
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "redis_url")
@@ -256,7 +210,6 @@ class Settings:
             env["MMR_PARAMS"] = ",".join(f"{k}={v}" for k, v in self.default_params.items())
         return env
 
-    # --- client arguments --------------------------------------------------------------
     def ssl_context(self) -> ssl.SSLContext | None:
         if "SSL" not in self.security_protocol:
             return None

@@ -1,30 +1,17 @@
 """Batch delivery: the input topics' records reach the Faust agent as one event per batch.
 
-Why: Faust hands every fetched record to an agent as its own event: the conductor decodes
-it into an ``Event`` and queues it on the agent's channel, the agent's ``Stream`` tracks it,
-runs its processors (``take_events`` is one) and acks it, and ``take_events`` re-collects
-the events into a batch. For the worker, which rates whole batches anyway, that is pure
-overhead, and under single matches a large share of the event-loop thread's time, on the
-thread that also runs the rating pipeline.
+Why: Faust hands every fetched record to an agent as its own ``Event`` (decoded, queued, tracked
+by a ``Stream``, acked, re-collected by ``take_events``): for a worker that rates whole batches,
+pure overhead on the thread that also runs the rating pipeline. So the conductor's per-record
+callback is replaced (``BatchDelivery.on_message``): an input record joins the open batch, which
+goes as *one* value on an in-memory Faust channel ``within`` seconds after its first record or at
+``max_batch`` records or ``max_batch_bytes`` bytes. Other topics' records take Faust's own path.
+Faust still runs the group, fetching, offsets, rebalances, flow control and the producer; the agent
+acks each record itself once its outputs are on the broker.
 
-So the worker replaces the conductor's per-record callback (the one Faust's consumer calls
-for every fetched record) with ``BatchDelivery.on_message``: a record of an input topic is
-appended to the open batch; every ``within`` seconds after a batch's first record, or at
-``max_batch`` records or ``max_batch_bytes`` bytes of values, the batch is put as *one* value on
-an in-memory Faust channel, which the worker's agent iterates. Records of any other topic go
-through Faust's own callback, unchanged.
-
-What Faust still does: the consumer group, fetching, offsets and their commits, rebalances,
-flow control, the producer, timers; the agent is a Faust agent over a Faust channel.
-What changes: the agent acks each record itself (``Message.ack``) once its outputs are on
-the broker. Faust's per-record sensor hooks (its ``Monitor``) run once per batch, not per record.
-
-Rebalances keep Faust's meaning. Faust stops the flow and clears every agent's buffer when
-partitions are revoked (records it dropped are fetched again from the committed offset);
-``on_message`` waits while the flow is stopped, the channel's queue is one of the buffers
-Faust clears, ``clear()`` drops the open batch (the worker calls it on revocation), and a
-record fetched before the last rebalance (``generation_id``) is dropped as Faust's streams
-drop it.
+Rebalances keep Faust's meaning: ``on_message`` waits while the flow is stopped, the channel is
+one of the buffers Faust clears, ``clear()`` drops the open batch, and a record fetched before the
+last rebalance (``generation_id``) is dropped as Faust's streams drop it.
 """
 
 from __future__ import annotations
@@ -42,18 +29,12 @@ class BatchDelivery:
         self.app = app
         self.topics = frozenset(topics)
         self.max_batch = max(1, max_batch)
-        #: the open batch also closes at this many bytes of record values (0: no byte bound).
-        #: Why: while the agent is behind, the open batch grows, and with large records (a round
-        #: of thousands of players is 50-500 KB) ``max_batch`` records alone would hold hundreds
-        #: of megabytes (gigabytes once decoded); past this bound the fetch loop waits instead
-        #: (back-pressure)
+        #: the open batch also closes at this many bytes of record values (0: no byte bound): with large
+        #: records, ``max_batch`` alone would let a batch grow to gigabytes while the agent is behind
         self.max_batch_bytes = max(0, max_batch_bytes)
         self.within = within
-        #: the in-memory channel the agent iterates: one value per batch (a list of Faust
-        #: messages). While ``queue_batches`` of them wait there, the open batch is not closed
-        #: but keeps growing (the agent is behind, so it takes a bigger batch next), up to
-        #: ``max_batch``, where ``on_message`` waits (and with it Faust's fetch loop:
-        #: back-pressure)
+        #: the channel the agent iterates, one value per batch. While ``queue_batches`` wait there the
+        #: open batch keeps growing, up to ``max_batch``, where ``on_message`` (and Faust's fetch loop) waits
         self.channel = app.channel(maxsize=queue_batches + 1)
         self.queue_batches = max(1, queue_batches)
         self._queued = 0  # batches put on the channel that the agent has not taken yet
@@ -76,9 +57,8 @@ class BatchDelivery:
         return len(self._open)
 
     def serve(self, on_batch: Callable[[list[Any]], Awaitable[None]], name: str | None = None) -> None:
-        """Everything the app needs, in one place: ``install``, the window timer as an app
-        task, and the agent over ``channel`` that hands each batch's current records (see
-        ``current``) to ``on_batch``. Call it while building the app, before it starts."""
+        """``install``, the window timer as an app task, and the agent over ``channel`` handing each batch's
+        current records (``current``) to ``on_batch``. Call it while building the app, before it starts."""
         self.install()
         self.app.task(self.run_timer)
 
@@ -95,11 +75,8 @@ class BatchDelivery:
         self.app.agent(self.channel, name=name)(agent)
 
     def install(self) -> None:
-        """Route the input topics' records here instead of through Faust's conductor.
-
-        Faust's consumer calls ``app.topics.on_message`` for every fetched record; the
-        conductor still subscribes the input topics (``aiter`` registers them, as an agent's
-        stream would), only its delivery of their records is bypassed."""
+        """Route the input topics' records here instead of through Faust's conductor (which still
+        subscribes them: ``aiter`` registers them, as an agent's stream would)."""
         conductor = self.app.topics
         if self._faust_on_message is None:
             self._faust_on_message = conductor.on_message
@@ -124,12 +101,8 @@ class BatchDelivery:
             await self.flush()
 
     async def flush(self) -> None:
-        """Put the open batch on the channel once the agent has room for it.
-
-        Why wait before taking the batch, not after: with large messages the agent is often
-        behind (the pipeline holds ``MMR_MAX_INFLIGHT_BYTES``). Closing a batch every
-        ``within`` regardless queued small batches that the pipeline then rated one by one;
-        Faust's own ``take_events`` hands over everything buffered meanwhile."""
+        """Put the open batch on the channel once the agent has room for it: waiting before taking the
+        batch, not after, lets it take in what arrives meanwhile instead of queueing small batches."""
         async with self._lock:
             while self._queued >= self.queue_batches:
                 self._room.clear()
@@ -143,17 +116,10 @@ class BatchDelivery:
                 await self.channel.put(batch)
 
     async def run_timer(self) -> None:
-        """Close each batch ``within`` seconds after its first record, or later, once the agent has
-        finished the batch it works on (a Faust app task).
-
-        Why not while the agent works: it takes nothing meanwhile, so a batch closed then only waits,
-        while the records arriving after it start another. Under a backlog that cut the stream into
-        full batches (``max_batch_bytes``) with a small one between each two, the few records of one
-        window: each small batch then became a step of its own, whose commit the next batch's rating
-        waits for. Left open, the batch takes in everything that arrives
-        until the agent is free, which is what a batch closed at once would have waited for anyway:
-        no record is taken later (a batch rated whole, though, ends later than a part of it would).
-        An idle agent, the usual case below capacity, gets each batch ``within`` after its first record."""
+        """Close each batch ``within`` seconds after its first record, or later, once the agent has finished
+        the batch it works on (a Faust app task). Why not while it works: a batch closed then only waits,
+        and under a backlog becomes a small step of its own between full ones; left open, it takes in
+        what arrives until the agent is free, and no record is taken later."""
         while True:
             await self._nonempty.wait()
             if self.within > 0:
@@ -171,10 +137,8 @@ class BatchDelivery:
         self._idle.set()
 
     def clear(self) -> None:
-        """Drop the open batch (partitions revoked: Faust fetches those records again).
-
-        Faust has cleared the channel's queue by then (``flow_control.clear``), so nothing
-        waits there any more."""
+        """Drop the open batch (partitions revoked: Faust fetches those records again, and has cleared the
+        channel's queue by then)."""
         self.dropped += len(self._open)
         self._open = []
         self._open_bytes = 0
@@ -183,11 +147,8 @@ class BatchDelivery:
         self._room.set()
 
     def current(self, batch: list[Any]) -> list[Any]:
-        """Called by the agent for each batch it takes (which makes room for the next one).
-
-        The records of ``batch`` fetched in the current consumer generation, none while a
-        rebalance stops the flow (Faust's streams drop the others the same way; they are
-        fetched again from the committed offsets after the rebalance)."""
+        """The records of a batch the agent took (making room for the next) fetched in the current
+        consumer generation, none while a rebalance stops the flow (as Faust's streams drop them)."""
         self._queued = max(0, self._queued - 1)  # the agent took one: room for the next
         self._room.set()
         gen = self.app.consumer_generation_id

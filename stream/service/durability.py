@@ -1,25 +1,12 @@
 """Input offsets are committed to Kafka only once their Redis commits are on Redis's disk.
 
-Why: Redis acknowledges a write before it is fsynced. With ``appendfsync everysec`` the AOF is
-fsynced once a second (and a write that Redis postpones while a slow fsync runs waits up to two
-seconds more), so a crash of the host -- or of Redis while it postponed a write -- loses the
-commits of the last second or two. Had the worker acknowledged their input records to Kafka,
-those events would never be rated again. So a batch whose outputs the broker acknowledged is
-*held* here, not acknowledged, until its commit is old enough to be on disk:
-
-* every ``tick`` (a timer of the worker) pings the store. An answer from the same server process
-  (stream.state.fence: a new connection checks the server's ``run_id``; an old one cannot outlive
-  its server) proves the server did not restart since the batches were held; those held at least
-  ``after_s`` (MMR_REDIS_DURABLE_AFTER_S) before the ping are then on disk, and are acknowledged
-  (their offsets committed by Faust's commit timer), in order;
-* when the server did restart (the fence tripped), everything held is taken back (``take``) and
-  rated again, in the order it was first taken, before anything newer (stream.service.app,
-  ``Service.rewind``): the restarted Redis kept some prefix of the commits, the event-id
-  dedup skips what it kept and re-publishes those players' ratings, and the rest is
-  applied again in order. A worker that restarts with Redis resumes from the committed offsets,
-  which only ever cover commits that were on disk.
-
-Memory: the records of the last ``after_s`` seconds (plus a tick) stay referenced here.
+Why: Redis acknowledges a write before it is fsynced (``appendfsync everysec``: up to a second or
+two), and an event whose input record was acknowledged would never be rated again had a crash lost
+its commit. So a batch whose outputs the broker acknowledged is *held* here until its commit is old
+enough: every ``tick`` pings the store, and an answer from the same server process (the fence of
+stream.state.fence) proves that the batches held ``after_s`` (MMR_REDIS_DURABLE_AFTER_S) before the
+ping are on disk; they are acknowledged in order. A restarted server (the fence tripped) makes the
+worker take back everything held (``take``) and rate it again, in order (``Service.rewind``).
 """
 
 from __future__ import annotations

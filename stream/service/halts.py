@@ -1,29 +1,13 @@
-"""Input partitions halted by a bug in the rating step.
+"""Input partitions halted by a bug in the rating step (docs/operator.md, "A bug in the rating step").
 
-An error in the rating step is one of three kinds, and each has its own answer:
-
-* **the input** (a message that does not validate, a result a rating system refuses:
-  ``InvalidEvent``, ``RatingError``): dead-lettered with its reason; the worker goes on;
-* **the infrastructure** (Redis unreachable, slow, failing over; another writer winning the
-  pool's commit again and again: ``REDIS_DOWN``): the batch is retried with back-off until it
-  goes through; nothing is dead-lettered, nothing is skipped;
-* **anything else** is a bug of ours (or a pool's Redis keys holding what this version cannot
-  use, ``StateError``). The input is valid, so dead-lettering it would lose a user's event to
-  our bug, and re-running it does not help, so crashing would only restart into the same
-  message again and again while every other partition of the worker waits.
-
-So a bug **halts the input partition** (topic, partition) of the message it happened on, at
-that message: its offset and every later one of that partition are neither applied nor
-acknowledged (the committed offset stays at the message), their fetching is paused, and the
-worker's other partitions go on. The halt is loud: an error log line with the traceback, pool,
-event id and topic/partition/offset; ``mmr_partitions_halted`` (gauge) and
-``mmr_rating_bugs_total{kind, action}`` (counter); the list of halts on ``/healthz`` and
-``/readyz``. Once a fixed version runs, it resumes from the committed offset: the message is
-rated, nothing is lost and nothing applied twice (later messages are recognised as usual).
-``MMR_ON_RATING_BUG=dead-letter`` dead-letters the message instead (reason ``internal error``).
-
-A halt lasts until the partition is revoked (a rebalance, a stop): whoever owns it next starts
-at the committed offset, the same message, and halts there again if it runs the same code.
+An error in the rating step is the input's (``InvalidEvent``, ``RatingError``: dead-lettered with its
+reason), the infrastructure's (``REDIS_DOWN``: the batch retried with back-off until it goes through),
+or a bug of ours (anything else, a pool's keys this version cannot use included). A bug's input is
+valid, so dead-lettering it would lose a user's event to our bug, and crashing would restart into the
+same message while the worker's other partitions wait. So a bug **halts the input partition** of its
+message at that message: nothing of it from there is applied or acknowledged, its fetching is paused,
+the other partitions go on, and the halt is loud (an error with the traceback, metrics, ``/healthz``).
+A fixed version resumes from the committed offset. A halt lasts until the partition is revoked.
 """
 
 from __future__ import annotations
@@ -31,14 +15,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import orjson
 import redis.exceptions
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from stream.service.messages import MAX_FIELD, Message
+from stream.service.messages import Message, clip, peek_event
 from stream.state.redis_store import Conflict, StateError
 
 log = logging.getLogger(__name__)
@@ -73,9 +56,7 @@ class Halt:
     since: float  # seconds since the epoch
 
     def as_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "pool": self.pool,
-                "event_id": self.event_id, "kind": self.kind, "error": self.error,
-                "since_ms": int(self.since * 1000)}
+        return {**{k: v for k, v in asdict(self).items() if k != "since"}, "since_ms": int(self.since * 1000)}
 
 
 class Halts:
@@ -111,8 +92,8 @@ class Halts:
     def halt(self, msg: Message, exc: BaseException) -> Halt:
         """Stop ``msg``'s partition at ``msg``: log the traceback, count, pause (``on_halt``)."""
         pool, event_id = peek_event(msg.value)
-        h = Halt(msg.topic, msg.partition, msg.offset, pool, event_id, bug_kind(exc),
-                 _clip(f"{type(exc).__name__}: {exc}"), time.time())
+        h = Halt(msg.topic, msg.partition, msg.offset, pool and clip(pool), event_id and clip(event_id), bug_kind(exc),
+                 clip(f"{type(exc).__name__}: {exc}"), time.time())
         self._by_tp[(h.topic, h.partition)] = h
         self.bugs.labels(h.kind, "halted").inc()
         log.error("rating step failed with a bug on %s/%s@%s (pool %r, event %r): partition %s/%s HALTED at offset "
@@ -143,25 +124,3 @@ class Halts:
     def listing(self) -> list[dict[str, Any]]:
         """The halts, oldest first (``/healthz``)."""
         return [h.as_dict() for h in sorted(self._by_tp.values(), key=lambda h: h.since)]
-
-
-def peek_event(raw: bytes) -> tuple[str | None, str | None]:
-    """Best-effort (pool, event id) of a message that decoded (the first id of a batch of matches)."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(obj, dict):
-        return None, None
-    pool = obj.get("pool")
-    eid = obj.get("event_id")
-    if isinstance(eid, list):  # match_columns
-        eid = eid[0] if eid else None
-    elif eid is None and isinstance(obj.get("matches"), list) and obj["matches"]:  # match_batch
-        first = obj["matches"][0]
-        eid = first.get("event_id") if isinstance(first, dict) else None
-    return (_clip(pool) if isinstance(pool, str) else None), (_clip(eid) if isinstance(eid, str) else None)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_FIELD else f"{text[:MAX_FIELD]}... ({len(text)} characters)"

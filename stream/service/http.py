@@ -1,47 +1,23 @@
 """Read-only HTTP API of the worker (aiohttp): ratings, leaderboards, win probabilities, health, metrics.
 
-Served by the worker itself so that reads see the same Redis and the same per-pool
-systems (``win_probability`` needs the pool's rating model, not just two numbers). The module
-knows only what it reads (``ReadApi``), not the worker that builds it.
+Served by the worker itself so that reads see the same Redis and the same per-pool systems
+(``win_probability`` needs the pool's rating model, not just two numbers); the module knows only
+what it reads (``ReadApi``). The routes and their answers: ``GET /openapi.json`` (every route is
+registered with its operation, ``openapi.ApiRoutes``) and docs/matchmaker.md.
 
-The socket is bound and served when the worker starts (``bind``, ``serve``), before its warm-up
-and before it joins the consumer group: a port that is taken stops the start with a clear
-message, and with port 0 (the default) the system picks a free one, so several workers run on
-one host with defaults. ``mmr worker`` prints the bound port at start; ``/healthz`` serves it
-and the gauge ``mmr_http_port`` exports it.
-
-Reads have a Redis client of their own (``ReadApi.store``), separate from the rating pipeline's, so
-that neither starves the other, and at most ``ReadApi.concurrency`` requests use it at once: more
-clients wait their turn instead of failing on an exhausted connection pool. The health probes ping
-Redis on a client of their own again (``ReadApi.health``, a ``RedisPing``), so they answer while every
-read connection is busy; that ping runs on a thread of its own, bounded by ``HEALTH_TIMEOUT_S`` on its
-socket, so that what a probe judges is Redis, not how late the busy event loop gets to its answer.
-
-The routes and their answers: ``GET /openapi.json`` and docs/matchmaker.md.
-
-Served on a thread and event loop of its own (``HttpServer``, thread ``mmr-http``), apart from the
-worker's loop, which rates: a request's parsing, reads and answer never wait in that loop's queue;
-at most ``MMR_HTTP_MAX_REQUESTS`` requests are handled at once, more answer 429 at once (the health
-probes never), and the thread takes at most ``MMR_HTTP_CPU_SHARE`` of a CPU (``CpuShare``): the GIL
-it holds is what delays rating, and only a bound on its time bounds that. ``/livez`` asks the
-worker's loop to answer (``LIVEZ_TIMEOUT_S``), so it still says whether the loop that rates is alive.
-With a bearer token (MMR_HTTP_TOKEN or MMR_HTTP_TOKEN_FILE) every route but the probes and the
-console's page and assets (which hold no data; the page asks for the token and sends it with its
-reads) answers 401 without ``Authorization: Bearer <token>``.
-A request aiohttp cannot parse (a line over 8,190 bytes, a bad header) answers 400 and logs one
-line, at most one per ``BAD_REQUEST_LOG_S`` (with the count since the last one), never a traceback.
-
-Every route is registered with its OpenAPI operation (``stream.service.openapi.ApiRoutes``), so
-the document served is that of the routes the app has. A request that is wrong answers 400 with a
-text naming the field, also above the size limits (``MAX_IDS`` players, ``MAX_TEAMS`` teams; a
-body over aiohttp's 1 MiB answers 413).
+The socket is bound when the worker starts (``bind``; port 0: any free one) so that a taken port
+stops the start with a clear message. Served on a thread and event loop of its own (``HttpServer``)
+so that no request waits in the queue of the loop that rates; its CPU share is bounded
+(``CpuShare``), since the GIL it holds is what delays rating. Reads have a Redis client of their own
+(``ReadApi.store``) and at most ``ReadApi.concurrency`` requests use it at once; the health probes
+ping Redis on a client and thread of their own (``ReadApi.health``), so that they judge Redis, not
+how busy this loop is. ``MMR_HTTP_MAX_REQUESTS``, ``MMR_HTTP_TOKEN``: docs/operator.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import errno
 import hmac
@@ -50,7 +26,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import orjson
@@ -67,6 +43,9 @@ from stream.ratings.base import Belief, RatingError
 from stream.runtime import thread_names
 from stream.service import console, pool_api
 from stream.service.openapi import (
+    COUNT,
+    INT,
+    NAME,
     PLAYER,
     POOL,
     ApiRoutes,
@@ -75,7 +54,7 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.service.pool_api import learned_advantages
+from stream.service.pool_api import learned_advantages, query_int, stored_value_errors
 from stream.service.read_api import ReadApi
 from stream.state.redis_store import RedisStore
 
@@ -114,9 +93,7 @@ class HttpPortTaken(InfrastructureError, RuntimeError):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0: any free port).
-
-    Raises ``HttpPortTaken`` naming the port and the setting when it is in use."""
+    """A listening socket on ``host:port`` (port 0: any free port); ``HttpPortTaken`` when it is in use."""
     try:
         sock = socket.create_server((host, port), backlog=128)
     except OSError as exc:
@@ -156,34 +133,14 @@ def _row(pool: str, player: str, eng: PoolEngine, raw: bytes) -> dict[str, Any]:
             "version": r.rounds, "system": eng.system.name}
 
 
-@contextlib.contextmanager
-def _stored_value_errors() -> Iterator[None]:
-    """A ``RatingError`` of what is stored (a value that is no belief, a belief that gives no finite
-    prediction) answers 500 with its text: the pool's fault, not the request's."""
-    try:
-        yield
-    except RatingError as exc:
-        raise web.HTTPInternalServerError(text=str(exc)) from exc
-
-
 async def _stored_beliefs(api: ReadApi, pool: str, eng: PoolEngine, ids: list[str],
                           ) -> tuple[dict[str, bytes | None], list[Belief]]:
     """The stored values of ``ids`` as read, and the players' beliefs in the order of ``ids``: the
     stored one decoded, the system's new-player belief for a player without one."""
     raws = await api.store.beliefs(pool, ids)
-    with _stored_value_errors():
+    with stored_value_errors():
         known = eng.decode_all(raws, ids, remember=False)  # players without a stored belief are left out
     return raws, [known[p] if p in known else eng.system.new_belief() for p in ids]
-
-
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        raise web.HTTPBadRequest(text="body: not JSON") from None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="body: a JSON object is required")
-    return body
 
 
 def _ids(value: Any, field: str) -> list[str]:
@@ -265,16 +222,14 @@ async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[s
                      ) -> tuple[str, T, PoolEngine]:
     """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
     engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
-    pool = request.match_info["pool"]
-    parsed = parse(await _json_object(request))
-    return pool, parsed, await _engine(api, pool)
-
-
-def _count(request: web.Request, name: str, default: int) -> int:
     try:
-        return int(request.query.get(name, str(default)))
-    except ValueError:
-        raise web.HTTPBadRequest(text=f"{name} must be an integer") from None
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        raise web.HTTPBadRequest(text="body: not JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="body: a JSON object is required")
+    pool, parsed = request.match_info["pool"], parse(body)
+    return pool, parsed, await _engine(api, pool)
 
 
 def make_web_app(api: ReadApi) -> web.Application:
@@ -315,7 +270,13 @@ def make_web_app(api: ReadApi) -> web.Application:
         finally:
             handling[0] -= 1
 
-    async def ready() -> web.Response:
+    not_ready = json_answer("Health", "starting or unhealthy")
+
+    @routes.get("/readyz", {**operation("Readiness: the app runs and Redis answers a PING within 2 s",
+                                        {200: _HEALTH, 503: not_ready}), "operationId": "readyz"})
+    @routes.get("/healthz", {**operation("The same as /readyz", {200: _HEALTH, 503: not_ready}),
+                             "operationId": "healthz"})
+    async def ready(request: web.Request) -> web.Response:
         try:
             await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
@@ -348,22 +309,12 @@ def make_web_app(api: ReadApi) -> web.Application:
                 return web.json_response({"status": "stalled", "http_port": api.port}, status=503)
         return web.json_response({"status": "alive", "http_port": api.port})
 
-    @routes.get("/readyz", operation("Readiness: the app runs and Redis answers a PING within 2 s",
-                                     {200: _HEALTH, 503: json_answer("Health", "starting or unhealthy")}))
-    async def readyz(request: web.Request) -> web.Response:
-        return await ready()
-
-    @routes.get("/healthz", operation("The same as /readyz",
-                                      {200: _HEALTH, 503: json_answer("Health", "starting or unhealthy")}))
-    async def healthz(request: web.Request) -> web.Response:
-        return await ready()
-
     @routes.get("/metrics", operation("Prometheus metrics", {200: text_answer("Prometheus text format")}))
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    pool_api.add_history_route(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
+    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
                 operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
@@ -375,7 +326,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        with _stored_value_errors():
+        with stored_value_errors():
             row = _row(pool, name, eng, raw)
         _explain(row, change)
         row.update(await pool_api.standing(api.store, pool, name))
@@ -384,28 +335,24 @@ def make_web_app(api: ReadApi) -> web.Application:
     @routes.get("/pools/{pool:[^/]+}/leaderboard", operation(
         "A page of the leaderboard: players by displayed rating, best first",
         {200: json_answer("Leaderboard"), **_POOL_ERRORS},
-        [POOL, query_param("n", {"type": "integer"}, "entries (1 to 1000; outside, the nearest)", example=20),
-         query_param("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
-                     "entries skipped (0 = from the best)",
-                     example=0)]))
+        [POOL, query_param("n", INT, "entries (1 to 1000; outside, the nearest)", example=20),
+         query_param("offset", {**COUNT, "maximum": MAX_OFFSET}, "entries skipped (0 = from the best)", example=0)]))
     async def leaderboard(request: web.Request) -> web.Response:
         pool = request.match_info["pool"]
-        n = min(max(_count(request, "n", 20), 1), 1000)
-        offset = _count(request, "offset", 0)
-        if not 0 <= offset <= MAX_OFFSET:
-            raise web.HTTPBadRequest(text=f"offset must be 0 to {MAX_OFFSET}")
+        n = min(max(query_int(request, "n", 20), 1), 1000)
+        offset = query_int(request, "offset", 0, 0, MAX_OFFSET)
         eng = await _engine(api, pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
-        body: dict[str, Any] = {"pool": pool, "top": rows, "offset": offset, "total": total}
-        if unreadable:
-            body["unreadable"] = unreadable
-        return web.json_response(body)
+        return web.json_response({"pool": pool, "top": rows, "offset": offset, "total": total, **unreadable})
 
-    async def _rows(pool: str, eng: PoolEngine, players: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
-        """The ratings of the stored players among ``players`` (in order) and the unreadable ones."""
+    async def _rows(pool: str, eng: PoolEngine, players: list[str],
+                    ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+        """The ratings of the stored players among ``players`` (in order), and ``{"unreadable": [...]}``
+        those whose stored value is not a belief, if any."""
         raws = await api.store.beliefs(pool, players)
-        rows, unreadable = [], []
+        rows: list[dict[str, Any]] = []
+        unreadable: list[str] = []
         for p, raw in raws.items():
             if raw is None:
                 continue
@@ -414,7 +361,7 @@ def make_web_app(api: ReadApi) -> web.Application:
             except RatingError as exc:  # one corrupt value does not take the whole answer down
                 log.warning("pool %r: %s", pool, exc)
                 unreadable.append(p)
-        return rows, unreadable
+        return rows, {"unreadable": unreadable} if unreadable else {}
 
     @routes.get("/pools/{pool:[^/]+}/leaderboard/rank/{player:.+}", operation(
         "A player's rank on the leaderboard", {200: json_answer("LeaderboardRank"),
@@ -440,11 +387,9 @@ def make_web_app(api: ReadApi) -> web.Application:
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
             _explain(row, changes[row["player"]])
-        found = {r["player"] for r in rows} | set(unreadable)
-        body: dict[str, Any] = {"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found]}
-        if unreadable:
-            body["unreadable"] = unreadable
-        return web.json_response(body)
+        found = {r["player"] for r in rows} | set(unreadable.get("unreadable", ()))
+        return web.json_response({"pool": pool, "players": rows, "unknown": [p for p in wanted if p not in found],
+                                  **unreadable})
 
     @routes.post("/pools/{pool:[^/]+}/predict", operation(
         "A lobby's prediction: each team's chance, expected rank, the draw probability, the match quality",
@@ -459,7 +404,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         # numpy only for the team models (a large lobby's prediction is long: not on the rating thread);
         # the others may call a kernel in win_probability and take the kernels' thread, like /win-probability
         executor = None if eng.system.name in lobby.SUM_MODELS | lobby.MEAN_MODELS else api.executor
-        with _stored_value_errors():  # a stored value that decodes but gives no finite prediction
+        with stored_value_errors():  # a stored value that decodes but gives no finite prediction
             try:
                 pred = await asyncio.get_running_loop().run_in_executor(executor, lobby.predict, eng.system, beliefs,
                                                                         shifts)
@@ -476,8 +421,7 @@ def make_web_app(api: ReadApi) -> web.Application:
     @routes.get("/pools/{pool:[^/]+}/win-probability", operation(
         "Expected score of a against b (unknown players: the system's new-player belief)",
         {200: json_answer("WinProbability"), **_POOL_ERRORS},
-        [POOL, query_param("a", {"type": "string", "minLength": 1, "maxLength": 128}, "player A", True, "ann"),
-         query_param("b", {"type": "string", "minLength": 1, "maxLength": 128}, "player B", True, "bob"),
+        [POOL, query_param("a", NAME, "player A", True, "ann"), query_param("b", NAME, "player B", True, "bob"),
          query_param("neutral", {"type": "boolean", "default": False},
                      "a neutral match (else a plays with the pool's learned match-side advantage: home, white)",
                      example=False)]))
@@ -503,7 +447,6 @@ def make_web_app(api: ReadApi) -> web.Application:
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(routes.document(__version__))
 
-    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))
     console.add_routes(routes)
     app = web.Application(middlewares=[guard])
     app.add_routes(routes.table)
@@ -529,9 +472,8 @@ class StoredEngines:
 
 
 class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """aiohttp's server logger, but a request it could not parse (``HttpProcessingError``: a line over
-    8,190 bytes, a bad header) is one WARNING line without a traceback, at most one per
-    ``BAD_REQUEST_LOG_S`` with the count since the last: a client cannot flood the log."""
+    """aiohttp's server logger, but requests it could not parse (``HttpProcessingError``) are one WARNING
+    line without a traceback per ``BAD_REQUEST_LOG_S``, with their count: a client cannot flood the log."""
 
     def __init__(self) -> None:
         super().__init__(logging.getLogger("aiohttp.server"), {})
@@ -552,16 +494,13 @@ class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 class CpuShare:
     """Keeps the CPU time of the thread that calls ``tick`` at or below ``share`` of the wall time, over
-    windows of ``WINDOW_S``: a tick that finds the thread over its share sleeps (``time.sleep``) until it
-    is back at it, at most ``MAX_REST_S`` at once. ``rested``: the seconds slept in all.
+    windows of ``WINDOW_S``: a tick over its share sleeps until it is back at it (at most ``MAX_REST_S``
+    at once; ``rested``: the seconds slept in all).
 
-    Why: the HTTP thread and the thread that rates share the GIL, and a thread that wants it waits for
-    the holder to hand it over. Clients reading as fast as they can keep the HTTP thread runnable all
-    the time, so however few requests are let in at once (``MMR_HTTP_MAX_REQUESTS``: a 429 costs a
-    parse and an answer too), the rating loop waits for the GIL at every wake-up (a fetch, a Redis
-    reply, a produce ack) and a batch pays for each. Resting is the one bound that holds whatever the
-    requests cost: a sleeping thread holds no GIL and its event loop takes no connection, so clients
-    wait in the socket's backlog and the rating thread has the GIL at once."""
+    Why: the HTTP thread and the rating thread share the GIL, and clients reading as fast as they can
+    keep the HTTP thread runnable however few requests are let in (a 429 costs a parse too), so the
+    rating loop would wait for the GIL at every wake-up. A sleeping thread holds no GIL and takes no
+    connection: clients wait in the socket's backlog."""
 
     WINDOW_S = 0.1
     MAX_REST_S = 0.05
@@ -584,11 +523,8 @@ class CpuShare:
 
 
 class HttpServer:
-    """The API served on a thread and event loop of its own (thread ``mmr-http``).
-
-    The read store and the health ping of ``api`` are used on that loop only (the store's connections
-    are made there); the pools' engines are made there too (``StoredEngines``). ``cleanup`` stops the
-    server and closes the read store's connections on that loop, then ends the thread."""
+    """The API served on a thread and event loop of its own (thread ``mmr-http``), where the read store,
+    the health ping and the pools' engines (``StoredEngines``) are used and closed."""
 
     def __init__(self, api: ReadApi, sock: socket.socket) -> None:
         self.api = dataclasses.replace(api, engines=StoredEngines(api.store))

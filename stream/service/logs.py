@@ -1,32 +1,31 @@
-"""The worker's log: plain text or one JSON object a line.
+"""The worker's log: plain text or one JSON object a line, and one INFO line per batch.
 
-Why structured: a log collector (Loki, Elasticsearch, CloudWatch) indexes fields, not sentences;
-with ``MMR_LOG_FORMAT=json`` each record is one JSON object on one line: ``time`` (ISO 8601, UTC,
-milliseconds), ``level``, ``logger``, ``message``, the record's ``extra`` fields, and ``exc``
-(the traceback) when it has one.
+Why structured: a log collector indexes fields, not sentences; with ``MMR_LOG_FORMAT=json`` each
+record is one JSON object on one line: ``time`` (ISO 8601, UTC, milliseconds), ``level``, ``logger``,
+``message``, the record's ``extra`` fields, and ``exc`` (the traceback) when it has one. Every string
+of the line passes through ``stream.redact.mask`` here, since a call's ``extra`` fields are set on the
+record after ``stream.redact``'s record factory made it. ``logging_config`` is the ``dictConfig`` the
+worker hands Faust (``stream.service.worker.faust_worker``); repeated records of the libraries are
+held back by ``stream.service.worker.RepeatLimit``.
 
-Every string the line carries passes through ``stream.redact.mask``: the record factory
-``stream.redact.install`` sets masks a record's message and traceback, but a call's ``extra`` fields
-are set on the record after the factory made it, and a value that is not JSON (an exception, a
-settings object) is written as its ``repr`` here, so only the formatter sees the final text.
-
-Repeated records are held back by ``stream.service.worker.RepeatLimit`` on the loggers of aiokafka,
-Faust and mode (a broker outage's flood), not here: one limiter.
-
-Faust configures logging when its worker starts (``mode.utils.logging``): ``logging_config`` is
-the ``dictConfig`` the worker hands it (``stream.service.worker.faust_worker``).
+Why a line per batch and not per event (``batch_done``): the operator sees the worker's pace at one
+record a take, a few dozen a second at most, while events run at tens of thousands a second.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from stream import redact
+from stream.events.validate import MATCH_LISTS
 from stream.service.config import LogFormat
+
+batches = logging.getLogger("stream.service.batches")
 
 #: the attributes every LogRecord has: the others are a call's ``extra`` fields
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
@@ -86,4 +85,15 @@ def logging_config(fmt: LogFormat, level: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["JsonFormatter", "logging_config"]
+def batch_done(messages: int, types: Mapping[str, int], ratings: int, dead_letters: int, pools: int,
+               seconds: float) -> None:
+    """Log one rated batch, its numbers also as ``extra`` fields; ``types``: its valid events per type, a
+    match list counted once as itself and its matches once each as ``match`` (``planning.Plan.types``).
+    ``MMR_LOG_LEVEL=warning`` turns it off (nothing is formatted then)."""
+    if not batches.isEnabledFor(logging.INFO):
+        return
+    events = sum(n for t, n in types.items() if t not in MATCH_LISTS)
+    batches.info("batch: %d messages, %d events, %d ratings, %d dead letters, %d pools in %.3f s", messages, events,
+                 ratings, dead_letters, pools, seconds,
+                 extra={"messages": messages, "events": events, "ratings": ratings, "dead_letters": dead_letters,
+                        "pools": pools, "duration_s": round(seconds, 6)})

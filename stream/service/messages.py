@@ -1,8 +1,4 @@
-"""What the processor takes and gives: input records, dead letters, a batch's results.
-
-``rating_key`` and ``rating_value`` (a rating message's key and value) live beside ``RatingOutput``
-(``stream.events.model``), as ``mmr replay --history`` writes the same bytes; they are named here too,
-where the worker's modules take them."""
+"""What the processor takes and gives: input records, dead letters, a batch's results."""
 
 from __future__ import annotations
 
@@ -16,8 +12,6 @@ from typing import Any
 import orjson
 
 from stream.events.model import RatingOutput
-from stream.events.model import rating_key as rating_key
-from stream.events.model import rating_value as rating_value
 from stream.events.validate import InvalidEvent
 
 #: bytes of the original message a dead letter carries. The whole message stays in the input
@@ -31,12 +25,8 @@ MAX_FIELD = 1024
 
 @dataclass(slots=True)
 class Message:
-    """One input record: where it came from and its bytes.
-
-    ``decoded``: what ``Processor.predecode`` made of it (``(type, value)`` or the
-    InvalidEvent), so that ``process`` need not decode it again. ``timestamp``: the Kafka
-    record's timestamp (seconds since the epoch; the producer's clock unless the topic uses
-    LogAppendTime), for ``mmr_input_age_seconds``."""
+    """One input record: where it came from and its bytes; ``decoded``: what ``Processor.predecode`` made
+    of it (``(type, value)`` or the InvalidEvent); ``timestamp``: the Kafka record's, in seconds."""
 
     topic: str
     partition: int
@@ -66,8 +56,9 @@ class DeadLetter:
         head = self.original[:ORIGINAL_PREFIX]
         text = _utf8_prefix(head, whole=len(head) == len(self.original))
         return orjson.dumps({
-            "type": "dead_letter", "reason": _clip(self.reason), "topic": self.topic, "partition": self.partition,
-            "offset": self.offset, "event_id": _clip(self.event_id), "pool": _clip(self.pool),
+            "type": "dead_letter", "reason": clip(self.reason), "topic": self.topic, "partition": self.partition,
+            "offset": self.offset, "event_id": self.event_id and clip(self.event_id),
+            "pool": self.pool and clip(self.pool),
             "original": text, "original_b64": None if text is not None else base64.b64encode(head).decode(),
             "original_size": len(self.original), "original_truncated": len(head) < len(self.original),
             "original_sha256": hashlib.sha256(self.original).hexdigest(), "time": int(time.time() * 1000),
@@ -84,10 +75,27 @@ def _utf8_prefix(head: bytes, whole: bool) -> str | None:
         return head[:exc.start].decode("utf-8")
 
 
-def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_FIELD:
-        return text
-    return f"{text[:MAX_FIELD]}... ({len(text)} characters)"
+def clip(text: str) -> str:
+    """``text`` cut to ``MAX_FIELD`` characters, saying how long it was."""
+    return text if len(text) <= MAX_FIELD else f"{text[:MAX_FIELD]}... ({len(text)} characters)"
+
+
+def peek_event(raw: bytes) -> tuple[str | None, str | None]:
+    """Best-effort (pool, event id) of a message (the first id of a batch of matches), for its dead letter or halt."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    pool = obj.get("pool")
+    eid = obj.get("event_id")
+    if isinstance(eid, list):  # match_columns
+        eid = eid[0] if eid else None
+    elif eid is None and isinstance(obj.get("matches"), list) and obj["matches"]:  # match_batch
+        first = obj["matches"][0]
+        eid = first.get("event_id") if isinstance(first, dict) else None
+    return (pool if isinstance(pool, str) else None), (eid if isinstance(eid, str) else None)
 
 
 @dataclass(slots=True)

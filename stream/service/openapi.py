@@ -1,13 +1,9 @@
 """The OpenAPI 3.1 document of the worker's HTTP API, built from the routes themselves.
 
-Why it is built here and not written as a file: every route is registered through ``ApiRoutes``
-with its operation (parameters, body, answers), so a route cannot exist without its documented
-form, and ``GET /openapi.json`` serves the document of exactly the routes the app has
-(tests/integration/test_openapi.py checks both directions and runs schemathesis against the
-running server). The schemas describe what the handlers in ``stream.service.http`` answer; extra
-fields may be added to the answers (they are open objects), never removed.
-
-Errors answer ``text/plain`` with the reason, naming the field of the request that is wrong.
+Every route is registered through ``ApiRoutes`` with its operation, so a route cannot exist without
+its documented form, and ``GET /openapi.json`` serves exactly the routes the app has
+(tests/integration/test_openapi.py checks both directions and runs schemathesis against it). Answers
+are open objects: fields may be added, never removed. Errors answer ``text/plain`` naming the field.
 """
 
 from __future__ import annotations
@@ -28,113 +24,86 @@ _EXPLANATION = ("delta", "event_id", "time", "round_id", "matches", "match_ids",
 #: what the docs/interface.md allows as a player id or a pool name
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
 TEXT = {"text/plain": {"schema": {"type": "string"}}}
+#: schema fragments the answers share
+STR: dict[str, Any] = {"type": "string"}
+NUM: dict[str, Any] = {"type": "number"}
+INT: dict[str, Any] = {"type": "integer"}
+COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+STRS: dict[str, Any] = {"type": "array", "items": STR}
+RATINGS: dict[str, Any] = {"type": "array", "items": {"$ref": "#/components/schemas/Rating"}}
+
+
+def obj(required: list[str], properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """A JSON object's schema: its ``required`` fields and ``properties``."""
+    return {"type": "object", "required": required, "properties": properties, **more}
+
+
+def doc(schema: dict[str, Any], description: str, **more: Any) -> dict[str, Any]:
+    """``schema`` with a description (and ``more`` keywords)."""
+    return {**schema, **more, "description": description}
+
 
 SCHEMAS: dict[str, Any] = {
-    "Health": {
-        "type": "object", "required": ["status", "http_port"],
-        "properties": {"status": {"type": "string", "enum": ["alive", "ok", "degraded", "starting", "unhealthy"]},
-                       "http_port": {"type": "integer"},
-                       "redis": {"type": "string", "description": "why Redis did not answer"},
-                       "reason": {"type": "string", "description": "why the worker rates nothing now (Redis "
-                                  "unavailable under a commit, or Redis lost acknowledged writes; docs/operator.md)"},
-                       "halted": {"type": "array", "items": {"type": "object"},
-                                  "description": "input partitions halted by a bug in the rating step "
-                                                 "(status `degraded`; docs/operator.md)"}},
-    },
-    "Rating": {
-        "type": "object", "required": ["pool", "player", "rating", "mu", "sigma", "rounds", "version", "system"],
-        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
-                       "rating": {"type": "number", "description": "the displayed (conservative) rating"},
-                       "mu": {"type": "number"}, "sigma": {"type": "number"},
-                       "rounds": {"type": "integer", "description": "events that changed this player"},
-                       "version": {"type": "integer"}, "system": {"type": "string"},
-                       # the explanation of the latest change, as in the rating message (its shipped schema)
-                       **{k: v for k, v in schema("rating")["properties"].items()
-                          if k.endswith("_before") or k in _EXPLANATION}},
-    },
-    "Leaderboard": {
-        "type": "object", "required": ["pool", "top", "offset", "total"],
-        "properties": {"pool": {"type": "string"},
-                       "top": {"type": "array", "items": {"$ref": "#/components/schemas/Rating"},
-                               "description": "players by displayed rating, best first, from `offset` on"},
-                       "offset": {"type": "integer", "minimum": 0},
-                       "total": {"type": "integer", "minimum": 0, "description": "players on the leaderboard"},
-                       "unreadable": {"type": "array", "items": {"type": "string"},
-                                      "description": "players whose stored value is not a belief (logged)"}},
-    },
-    "LeaderboardRank": {
-        "type": "object", "required": ["pool", "player", "rank", "offset", "rating", "total"],
-        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
-                       "rank": {"type": "integer", "minimum": 1,
-                                "description": "1 + players with a higher displayed rating (ties share a rank)"},
-                       "offset": {"type": "integer", "minimum": 0,
-                                  "description": "the player's place in the leaderboard's order (0 = first): "
-                                                 "the page `?offset=` this value starts with this player"},
-                       "rating": {"type": "number"}, "total": {"type": "integer", "minimum": 1}},
-    },
-    "Players": {
-        "type": "object", "required": ["pool", "players", "unknown"],
-        "properties": {"pool": {"type": "string"},
-                       "players": {"type": "array", "items": {"$ref": "#/components/schemas/Rating"},
-                                   "description": "the known players, in the order asked (each once)"},
-                       "unknown": {"type": "array", "items": {"type": "string"},
-                                   "description": "ids without a rating in the pool"},
-                       "unreadable": {"type": "array", "items": {"type": "string"}}},
-    },
-    "PlayersRequest": {
-        "type": "object", "required": ["players"],
-        "properties": {"players": {"type": "array", "minItems": 1, "maxItems": 1000, "items": NAME}},
-        "example": {"players": ["ann", "bob", "zed"]},
-    },
-    "WinProbability": {
-        "type": "object", "required": ["pool", "a", "b", "p_a", "known"],
-        "properties": {"pool": {"type": "string"}, "a": {"type": "string"}, "b": {"type": "string"},
-                       "p_a": {"type": "number", "minimum": 0, "maximum": 1,
-                               "description": "expected score of a against b (P(win) + P(draw)/2)"},
-                       "advantage": {"type": "number", "description": "the side advantage a played with (the "
-                                     "pool's learned match-side advantage; 0 when neutral or none is learned)"},
-                       "known": {"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2}},
-    },
-    "PredictRequest": {
-        "type": "object", "required": ["teams"],
-        "properties": {"teams": {"type": "array", "minItems": 2, "maxItems": 64,
-                                 "items": {"type": "array", "minItems": 1, "items": NAME, "uniqueItems": True},
-                                 "description": "teams of player ids (a player alone: a team of one); "
-                                                "each player in one team only; 1000 players at most"},
-                       "sides": {"type": "array", "items": {"type": ["string", "null"], "minLength": 1,
-                                                            "maxLength": 32},
-                                 "description": "each team's side label (home/away, blue/red): the team plays with "
-                                                "the pool's learned advantage of its side (docs/advantage.md)"},
-                       "neutral": {"type": "boolean", "default": False,
-                                   "description": "without sides, for two players: false (the default) gives the "
-                                                  "first the pool's learned match-side advantage (home, white), "
-                                                  "true none"}},
-        "example": {"teams": [["ann", "bob"], ["cat", "dan"]], "sides": ["home", "away"]},
-    },
-    "Prediction": {
-        "type": "object", "required": ["pool", "system", "teams", "draw", "expected_score", "quality"],
-        "properties": {
-            "pool": {"type": "string"}, "system": {"type": "string"},
-            "teams": {"type": "array", "items": {
-                "type": "object", "required": ["players", "known", "win", "expected_rank"],
-                "properties": {
-                    "players": {"type": "array", "items": {"type": "string"}},
-                    "known": {"type": "array", "items": {"type": "boolean"},
-                              "description": "per player: rated in the pool (else the system's new-player belief)"},
-                    "win": {"type": "number", "minimum": 0, "maximum": 1,
-                            "description": "two teams: P(this team wins); more: P(it finishes first)"},
-                    "expected_rank": {"type": "number", "minimum": 1,
-                                      "description": "1 + Σ over the other teams of P(ahead of this one), "
-                                                     "a draw counting one half"},
-                    "advantage": {"type": "number", "description": "the side advantage the team played with"}}}},
-            "draw": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
-                     "description": "two teams, systems that model draws (trueskill): P(draw); else null"},
-            "expected_score": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
-                               "description": "two teams: the first team's win + draw/2 (the pairing "
-                                              "prediction); more teams: null"},
-            "quality": {"type": "number", "minimum": 0, "maximum": 1,
-                        "description": "balance: two teams 1 − |2·expected_score − 1|; n teams n · min win"}},
-    },
+    "Health": obj(["status", "http_port"], {
+        "status": {"type": "string", "enum": ["alive", "ok", "degraded", "starting", "unhealthy"]}, "http_port": INT,
+        "redis": doc(STR, "why Redis did not answer"),
+        "reason": doc(STR, "why the worker rates nothing now (Redis unavailable under a commit, or Redis lost "
+                           "acknowledged writes; docs/operator.md)"),
+        "halted": doc({"type": "array", "items": {"type": "object"}}, "input partitions halted by a bug in the "
+                      "rating step (status `degraded`; docs/operator.md)")}),
+    "Rating": obj(["pool", "player", "rating", "mu", "sigma", "rounds", "version", "system"], {
+        "pool": STR, "player": STR, "rating": doc(NUM, "the displayed (conservative) rating"), "mu": NUM,
+        "sigma": NUM, "rounds": doc(INT, "events that changed this player"), "version": INT, "system": STR,
+        # the explanation of the latest change, as in the rating message (its shipped schema)
+        **{k: v for k, v in schema("rating")["properties"].items() if k.endswith("_before") or k in _EXPLANATION}}),
+    "Leaderboard": obj(["pool", "top", "offset", "total"], {
+        "pool": STR, "top": doc(RATINGS, "players by displayed rating, best first, from `offset` on"),
+        "offset": COUNT, "total": doc(COUNT, "players on the leaderboard"),
+        "unreadable": doc(STRS, "players whose stored value is not a belief (logged)")}),
+    "LeaderboardRank": obj(["pool", "player", "rank", "offset", "rating", "total"], {
+        "pool": STR, "player": STR,
+        "rank": doc(INT, "1 + players with a higher displayed rating (ties share a rank)", minimum=1),
+        "offset": doc(COUNT, "the player's place in the leaderboard's order (0 = first): the page `?offset=` "
+                             "this value starts with this player"),
+        "rating": NUM, "total": {"type": "integer", "minimum": 1}}),
+    "Players": obj(["pool", "players", "unknown"], {
+        "pool": STR, "players": doc(RATINGS, "the known players, in the order asked (each once)"),
+        "unknown": doc(STRS, "ids without a rating in the pool"), "unreadable": STRS}),
+    "PlayersRequest": obj(["players"], {"players": {"type": "array", "minItems": 1, "maxItems": 1000, "items": NAME}},
+                          example={"players": ["ann", "bob", "zed"]}),
+    "WinProbability": obj(["pool", "a", "b", "p_a", "known"], {
+        "pool": STR, "a": STR, "b": STR,
+        "p_a": doc(NUM, "expected score of a against b (P(win) + P(draw)/2)", minimum=0, maximum=1),
+        "advantage": doc(NUM, "the side advantage a played with (the pool's learned match-side advantage; 0 when "
+                              "neutral or none is learned)"),
+        "known": {"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2}}),
+    "PredictRequest": obj(["teams"], {
+        "teams": doc({"type": "array", "minItems": 2, "maxItems": 64,
+                      "items": {"type": "array", "minItems": 1, "items": NAME, "uniqueItems": True}},
+                     "teams of player ids (a player alone: a team of one); each player in one team only; 1000 "
+                     "players at most"),
+        "sides": doc({"type": "array", "items": {"type": ["string", "null"], "minLength": 1, "maxLength": 32}},
+                     "each team's side label (home/away, blue/red): the team plays with the pool's learned "
+                     "advantage of its side (docs/advantage.md)"),
+        "neutral": doc({"type": "boolean", "default": False}, "without sides, for two players: false (the "
+                       "default) gives the first the pool's learned match-side advantage (home, white), true none")},
+        example={"teams": [["ann", "bob"], ["cat", "dan"]], "sides": ["home", "away"]}),
+    "Prediction": obj(["pool", "system", "teams", "draw", "expected_score", "quality"], {
+        "pool": STR, "system": STR,
+        "teams": {"type": "array", "items": obj(["players", "known", "win", "expected_rank"], {
+            "players": STRS,
+            "known": doc({"type": "array", "items": {"type": "boolean"}},
+                         "per player: rated in the pool (else the system's new-player belief)"),
+            "win": doc(NUM, "two teams: P(this team wins); more: P(it finishes first)", minimum=0, maximum=1),
+            "expected_rank": doc(NUM, "1 + Σ over the other teams of P(ahead of this one), a draw counting one half",
+                                 minimum=1),
+            "advantage": doc(NUM, "the side advantage the team played with")})},
+        "draw": doc({"type": ["number", "null"]}, "two teams, systems that model draws (trueskill): P(draw); else "
+                    "null", minimum=0, maximum=1),
+        "expected_score": doc({"type": ["number", "null"]}, "two teams: the first team's win + draw/2 (the pairing "
+                              "prediction); more teams: null", minimum=0, maximum=1),
+        "quality": doc(NUM, "balance: two teams 1 − |2·expected_score − 1|; n teams n · min win", minimum=0,
+                       maximum=1)}),
 }
 
 

@@ -1,29 +1,16 @@
 """Two-stage batch pipeline: rate batch N+1 while the broker acknowledges batch N.
 
-Why: a worker that handles one take batch at a time (decode → Redis read → rate → Redis
-commit → publish → *wait for the broker's acks* → ack the input → take the next batch)
-keeps less than one core busy and pays the broker's round trip on every batch. Here the
-Faust agent only hands batches over; two tasks do the rest:
+Why: a worker that handles one take batch at a time pays the broker's round trip on every batch
+and keeps less than one core busy. Here the Faust agent only hands batches over, and two tasks, each
+strictly in submission order, do the rest: **rate** merges the queued batches (up to ``max_merge``
+messages and ``max_merge_bytes``: one Redis read, kernel call and commit for all) and runs
+``work(msgs)``, which commits and hands the outputs to the producer, returning their delivery
+futures; **ack** waits for those, then calls ``done``, which acks the input. So each batch still goes
+commit → publish → ack, in input order; a crash re-delivers the unacked input.
 
-* **rate** (one task, strictly in submission order): merges whatever batches are queued
-  (up to ``max_merge`` messages and ``max_merge_bytes``: one Redis read, one kernel call, one commit for all of
-  them), runs ``work(msgs)`` — which commits to Redis and *enqueues* the outputs at the
-  producer, returning their delivery futures — and passes the futures on;
-* **ack** (one task, same order): waits for those futures, then calls ``done(tokens)``,
-  which acks the input messages so their offsets may be committed.
-
-So each batch still goes Redis commit → publish (acknowledged by the broker) → input ack,
-and rating outputs reach the producer in input order (``work`` runs strictly in order).
-A crash anywhere re-delivers the unacked input; the Redis step recognises it.
-
-Back-pressure: ``submit`` waits while more than ``max_inflight`` messages or
-``max_inflight_bytes`` bytes are submitted but not yet done, so the consumer stops taking
-(and Kafka keeps the backlog). The byte bound matters for large messages: with the message
-bound alone, thousands of ``match_columns`` messages of 1,000 matches each are held decoded
-in memory at once, and a worker with fewer of them in flight rates more per second
-(BENCHMARKS.md, "Service").
-A failure in either stage is fatal for the worker (``on_error``): it must not keep
-consuming while nothing is acknowledged; waiting ``submit``/``drain`` calls raise.
+Back-pressure: ``submit`` waits while more than ``max_inflight`` messages or ``max_inflight_bytes``
+bytes are in flight (the byte bound for large messages, held decoded), so the consumer stops taking.
+A failure in either stage is fatal for the worker (``on_error``): waiting ``submit``/``drain`` raise.
 """
 
 from __future__ import annotations
@@ -136,15 +123,9 @@ class BatchPipeline(Generic[M, T]):
 
     async def reset(self) -> list[tuple[list[M], list[T]]]:
         """Stop both stages and give back every batch submitted and not done, in submission order, as
-        (messages, tokens) (merged batches as one), once the delivery futures ``work`` returned for them
-        are settled (what was rated goes out; their errors are dropped). The pipeline is then empty and
-        paused: ``submit`` waits until ``resume``. For a rewind (stream.service.app): the batches are
-        rated again from the start, before anything submitted meanwhile.
-
-        Paused from the call on, not only once it returns: while it waits for those deliveries the
-        consumer keeps taking, and a batch admitted then would be left in the queue *ahead* of the
-        batches given back once ``resume`` queues them, and rated before them: newer events applied
-        to a restarted Redis that lacks older ones."""
+        (messages, tokens), once the delivery futures ``work`` returned for them are settled (what was
+        rated goes out). For a rewind: the pipeline is paused from the call on (a batch admitted while
+        this waits would be rated before those given back) until ``resume``."""
         self._paused = True  # before the first await: ``submit`` admits nothing more (``_admits``)
         await self.stop()
         out: list[tuple[list[M], list[T]]] = []

@@ -2,20 +2,21 @@
 
 A run of consecutive match messages of a pool is one ``MatchOp`` (one kernel call), a round
 is one ``RoundOp``; ``round_result``/``round_completed`` are set aside for the round book
-(stream.service.round_book), which turns a completed round into a ``RoundOp``.
+(stream.service.round_book), which turns a completed round into a ``RoundOp``. An event on an
+input topic that does not take its type is dead-lettered (``TopicRule``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain
 from typing import Any
 
 import numpy as np
-import orjson
 
 from stream.events.check import check_participants, check_pool
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
@@ -28,9 +29,8 @@ from stream.events.validate import (
     parse_json,
 )
 from stream.ratings.base import IntArray
-from stream.service import topic_kinds
 from stream.service.config import Settings
-from stream.service.messages import BatchResult, DeadLetter, Message
+from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
 from stream.service.metrics import Metrics
 
 
@@ -50,14 +50,9 @@ class MatchOp:
     index: PlayerIndex | None = None  # built once the batch is final (after merging)
 
     def add(self, batch: MatchBatch, msg: Message) -> None:
-        """Append the matches of one more message: consecutive match messages of a pool are
-        one kernel call and one encode per player.
-
-        Safe because every system's ``rate_matches`` has exact sequential meaning *including*
-        its stored form: results do not depend on where batches are cut (Cowan's lossy codec is
-        applied as a fixed point after every match; tests/unit/engine/test_replay_embedded.py checks
-        batch_size=1 == batch_size=4096 per system, and the integration tests compare the service
-        against the embedded replay with different batch sizes)."""
+        """Append the matches of one more message: consecutive match messages of a pool are one kernel
+        call. Safe because every system's ``rate_matches`` has exact sequential meaning, its stored form
+        included (tests/unit/engine/test_replay_embedded.py: batch_size=1 == batch_size=4096)."""
         self.batch.extend(batch)
         self.msgs += [msg] * len(batch)
         self.sources.append(msg)
@@ -65,6 +60,50 @@ class MatchOp:
 
 Op = RoundOp | MatchOp
 DeadFn = Callable[..., DeadLetter]
+
+
+#: the event types each input topic takes (docs/interface.md, "Events and topics"): one sent to another
+#: topic would be rated out of order with its pool's events there, so it is dead-lettered with a reason
+#: naming the topic it belongs on (a topic configured for several kinds takes each one's types)
+MATCH_TYPES = ("match", "match_batch", "match_columns")
+ROUND_TYPES = ("round",)
+RESULT_TYPES = ("round_result", "round_completed")
+
+
+class TopicRule:
+    """The types each input topic takes, and where each type belongs."""
+
+    def __init__(self, matches: str, rounds: str, results: str) -> None:
+        self.takes: dict[str, frozenset[str]] = {}
+        self.home: dict[str, str] = {}
+        for topic, types in ((matches, MATCH_TYPES), (rounds, ROUND_TYPES), (results, RESULT_TYPES)):
+            self.takes[topic] = self.takes.get(topic, frozenset()) | frozenset(types)
+            self.home.update(dict.fromkeys(types, topic))
+
+    def misplaced(self, topic: str, etype: str) -> str | None:
+        """The dead letter's reason for an event of type ``etype`` read from ``topic``; None when it belongs there."""
+        takes = self.takes.get(topic)
+        if takes is None or etype in takes:
+            return None
+        return (f"field type: a {etype!r} event on topic {topic!r}, which takes {', '.join(sorted(takes))} only; "
+                f"send it to {self.home[etype]!r}")
+
+
+@lru_cache(maxsize=8)
+def topic_rule(matches: str, rounds: str, results: str) -> TopicRule:
+    """The rule of these input topics (``Settings.input_topics()``), built once."""
+    return TopicRule(matches, rounds, results)
+
+
+def event_of(value: Any) -> tuple[str | None, str | None]:
+    """(event id, pool) of a decoded event (``decode_message``'s value), for its dead letter: a match list
+    is named by its first match."""
+    if isinstance(value, Mapping):
+        return value.get("event_id"), value.get("pool")
+    ids = getattr(value, "event_ids", None)
+    if ids is not None:
+        return (ids[0] if len(ids) else None), value.pool
+    return getattr(value, "event_id", None), getattr(value, "pool", None)
 
 
 @dataclass(slots=True)
@@ -79,18 +118,6 @@ class Plan:
     topics: dict[str, int] = field(default_factory=dict)  # messages per input topic
     types: dict[str, int] = field(default_factory=dict)  # valid events per type
 
-    def count(self, metrics: Metrics) -> None:
-        """Its messages and events in the metrics (one labelled inc per batch, not per message: a labelled
-        inc is slow)."""
-        for topic, n in self.topics.items():
-            metrics.messages_in.labels(topic).inc(n)
-        for etype, n in self.types.items():
-            metrics.events_in.labels(etype).inc(n)
-
-
-def allowed(settings: Settings, pool: str) -> bool:
-    return not settings.pools or pool in settings.pools
-
 
 def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     """``(type, value)`` of a valid message: matches of any form as one MatchBatch, a round as a
@@ -100,8 +127,7 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
     obj = parse_json(msg.value)
     batch = fast_matches(obj)
     if batch is not None:  # the hot path: a valid match/match_batch straight into columns
-        if not allowed(settings, batch.pool):
-            raise InvalidEvent(f"unknown pool {batch.pool!r}", obj.get("event_id"))
+        check_pool(batch.pool, settings.pools, obj.get("event_id"))
         return obj["type"], batch
     fast = fast_round(obj)  # a plain round: its standings checked by columns
     etype, value = ("round", fast) if fast is not None else decode_event(obj)
@@ -123,11 +149,11 @@ def decode_message(msg: Message, settings: Settings) -> tuple[str, Any]:
 def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None, dead: DeadFn) -> Plan:
     """Decode and group one take batch: ops per pool (message order kept), round results per
     pool, and the dead letters of invalid messages. A message's ``decoded`` is consumed (a
-    retry decodes it again). Its messages are counted in ``metrics`` (None: later, ``Plan.count``)."""
+    retry decodes it again). Its messages are counted in ``metrics`` (None: not counted)."""
     plan = Plan(time.perf_counter(), len(msgs))
     out, ops, results = plan.out, plan.ops, plan.results
     topics, types = plan.topics, plan.types
-    topic_rule = topic_kinds.rule(*settings.input_topics())
+    rules = topic_rule(*settings.input_topics())
     for msg in msgs:
         topics[msg.topic] = topics.get(msg.topic, 0) + 1
         decoded, msg.decoded = msg.decoded, None
@@ -138,11 +164,11 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
                 raise decoded
             etype, value = decoded
         except InvalidEvent as exc:
-            out.dead.append(dead(msg, exc.reason, exc.event_id, peek_pool(msg.value)))
+            out.dead.append(dead(msg, exc.reason, exc.event_id, peek_event(msg.value)[0]))
             continue
-        misplaced = topic_rule.misplaced(msg.topic, etype)
+        misplaced = rules.misplaced(msg.topic, etype)
         if misplaced is not None:
-            out.dead.append(dead(msg, misplaced, *topic_kinds.event_of(etype, value)))
+            out.dead.append(dead(msg, misplaced, *event_of(value)))
             continue
         types[etype] = types.get(etype, 0) + 1
         if etype == "match" or etype in MATCH_LISTS:
@@ -159,21 +185,18 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
             ops.setdefault(value.pool, []).append(RoundOp(value, msg))
         else:
             results.setdefault(value["pool"], []).append((etype, value, msg))
-    if metrics is not None:
-        plan.count(metrics)
+    if metrics is not None:  # one labelled inc per batch, not per message: a labelled inc is slow
+        for topic, n in topics.items():
+            metrics.messages_in.labels(topic).inc(n)
+        for etype, n in types.items():
+            metrics.events_in.labels(etype).inc(n)
     return plan
 
 
 def split_steps(ops: list[Op], max_players: int) -> list[list[Op]]:
-    """``ops`` cut into runs that each touch at most ``max_players`` distinct players
-    (a run ends before the op that would pass it; one op alone may pass it).
-
-    Why: a Redis step reads and writes every player it touches, and Redis runs nothing
-    else meanwhile, so a take of whole rounds of a large pool would hold Redis for seconds
-    in one script (BENCHMARKS.md, "Service"). Players, not input bytes, are the cost: a take
-    of many matches among few players still writes each player once, so cutting takes by
-    input bytes would only make more, smaller steps.
-    The usual batch is counted without a set: its ops name fewer player slots than that."""
+    """``ops`` cut into runs that each touch at most ``max_players`` distinct players (a run ends before
+    the op that would pass it; one op alone may pass it). Why: a Redis step reads and writes every player
+    it touches while Redis runs nothing else, and players, not input bytes, are its cost."""
     if max_players <= 0 or sum(len(op.event.players) if isinstance(op, RoundOp) else 2 * len(op.batch)
                                 for op in ops) <= max_players:
         return [ops]
@@ -196,15 +219,10 @@ def _names(op: Op) -> Sequence[str]:
 
 
 def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
-    """The last two steps' ``ops`` cut where the first part reaches half their players (the first
-    op at which it holds at least half), when both parts stay within ``max_players``; else None.
-
-    Why: cut greedily, a batch's last step is whatever is left, often a few rounds. The worker
-    rates each step while the step before it commits, and the next batch's first step only once
-    that commit has landed, so a last step rated in 0.1 s behind a commit of 0.6 s left the
-    kernels' thread waiting for the rest (BENCHMARKS.md, "Service"). Halved, the two steps are
-    about equal and each is rated for about as long as a commit takes; the count of steps and
-    every other cut stay as they were."""
+    """The last two steps' ``ops`` cut where the first part reaches half their players, when both parts
+    stay within ``max_players``; else None. Why: cut greedily, the last step is whatever is left, and
+    the worker rates each step while the one before commits, so a short last step left the kernels'
+    thread waiting behind a long commit (BENCHMARKS.md, "Service")."""
     seen: set[str] = set()
     grown: list[int] = []  # grown[j]: the players of ops[: j + 1]
     for op in ops:
@@ -258,13 +276,10 @@ class StepInputs:
 
 
 def step_inputs(ops: list[Op]) -> StepInputs:
-    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and
-    where each round names its players among the step's (``StepInputs.at``).
-
-    Why the places: every player-round is hashed here once anyway (the step's players, in
-    order); numbering them as they come costs the event loop ~25 ms a step of the Codeforces
-    history (~160,000 player-rounds), and spares the numba thread, which bounds the worker's
-    run, a look-up by name of each (BENCHMARKS.md, "Service")."""
+    """``ops`` (one step, in order) with their ids, players, offsets and assembled rounds, and where
+    each round names its players among the step's (``StepInputs.at``). Why the places: every
+    player-round is hashed here anyway, and numbering them spares the numba thread, which bounds the
+    worker's run, a look-up by name of each (BENCHMARKS.md, "Service")."""
     ids: list[str] = []
     at: list[IntArray | None] = []
     offsets: dict[str, tuple[int | None, int]] = {}
@@ -296,13 +311,3 @@ def note_offset(offsets: dict[str, tuple[int | None, int]], msg: Message) -> Non
     tp = f"{msg.topic}/{msg.partition}"
     first, last = offsets.get(tp, (None, msg.offset))
     offsets[tp] = (first, max(last, msg.offset))
-
-
-def peek_pool(raw: bytes) -> str | None:
-    """Best-effort pool of an invalid message (keys its dead letter)."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    pool = obj.get("pool") if isinstance(obj, dict) else None
-    return pool if isinstance(pool, str) else None

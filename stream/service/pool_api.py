@@ -1,19 +1,14 @@
-"""The HTTP API's routes over pools as a whole and a player's history (registered by
-``stream.service.http.make_web_app`` on its table, with their OpenAPI operations):
-
-    GET /pools                                     the pools with their systems and players (paged)
-    GET /pools/{pool}                              system, parameters, counts, learned side advantages
-    GET /pools/{pool}/distribution?bins=20         histogram and percentiles of the displayed ratings
-    GET /pools/{pool}/players/{player}/history     the player's recent ratings, oldest first
-    GET /status                                    what the worker knows of itself (the console's health page)
-
-Reads are those of ``stream.state.pool_reads`` (one script each: one state between two commits).
+"""The HTTP API's routes over pools as a whole (``GET /pools``, ``/pools/{pool}``, its distribution), a
+player's history and the worker's ``/status``, registered by ``stream.service.http.make_web_app``. Reads
+are those of ``stream.state.pool_reads`` (one script each: one state between two commits).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -22,11 +17,17 @@ from stream.engine.pool import PoolEngine
 from stream.ratings.advantage import Advantages
 from stream.ratings.base import RatingError
 from stream.service.openapi import (
+    COUNT,
+    INT,
+    NUM,
     PLAYER,
     POOL,
     SCHEMAS,
+    STR,
     ApiRoutes,
+    doc,
     json_answer,
+    obj,
     operation,
     query_param,
     text_answer,
@@ -43,83 +44,54 @@ MAX_BINS = 200
 MAX_POOLS = 10_000
 
 _NO_POOL = text_answer("unknown pool")
-_RECORD = {
-    "type": "object", "required": ["rating", "mu", "sigma", "version", "time", "event_id"],
-    "properties": {"rating": {"type": "number"}, "mu": {"type": "number"}, "sigma": {"type": "number"},
-                   "version": {"type": "integer", "description": "the rating message's version"},
-                   "time": {"type": "integer", "description": "the cause event's time (ms since the epoch)"},
-                   "event_id": {"type": "string", "description": "the cause event (its output's event_id)"}},
-}
+_RECORD = obj(["rating", "mu", "sigma", "version", "time", "event_id"], {
+    "rating": NUM, "mu": NUM, "sigma": NUM, "version": doc(INT, "the rating message's version"),
+    "time": doc(INT, "the cause event's time (ms since the epoch)"),
+    "event_id": doc(STR, "the cause event (its output's event_id)")})
 SCHEMAS.update({
-    "PlayerRating": {"allOf": [{"$ref": "#/components/schemas/Rating"}, {
-        "type": "object",
-        "properties": {"percentile": {"type": "number", "minimum": 0, "maximum": 100,
-                                      "description": "100 × (players with a lower displayed rating + half of those "
-                                                     "level, the player included) / players"},
-                       "players": {"type": "integer", "minimum": 1, "description": "players on the leaderboard"}}}]},
-    "Pools": {
-        "type": "object", "required": ["pools", "total", "offset"],
-        "properties": {"pools": {"type": "array", "items": {
-            "type": "object", "required": ["pool", "system", "players"],
-            "properties": {"pool": {"type": "string"}, "system": {"type": "string"},
-                           "players": {"type": "integer", "minimum": 0}}}},
-            "total": {"type": "integer", "minimum": 0, "description": "pools listed in Redis (committed or not)"},
-            "offset": {"type": "integer", "minimum": 0}},
-    },
-    "Pool": {
-        "type": "object", "required": ["pool", "system", "params", "players", "advantages"],
-        "properties": {"pool": {"type": "string"}, "system": {"type": "string"},
-                       "params": {"type": "object", "description": "the system's parameters, fixed at the pool's "
-                                                                   "first commit"},
-                       "players": {"type": "integer", "minimum": 0, "description": "players on the leaderboard"},
-                       "open_rounds": {"type": "integer", "minimum": 0,
-                                       "description": "rounds being assembled from round_result events"},
-                       "event_ids_recorded": {"type": "integer", "minimum": 0},
-                       "watermarks": {"type": "object", "additionalProperties": {"type": "integer"},
-                                      "description": "topic/partition -> highest input offset applied"},
-                       "history_limit": {"type": "integer", "minimum": 0,
-                                         "description": "ratings kept per player (0: no history)"},
-                       "advantages": {"type": ["object", "null"], "additionalProperties": {
-                                          "type": "object", "required": ["mean", "sd"],
-                                          "properties": {"mean": {"type": "number"},
-                                                         "sd": {"type": "number", "minimum": 0}}},
-                                      "description": "learned side advantages as stored in Redis (side -> its "
-                                                     "belief, in the performance units of the pool's system: "
-                                                     "docs/advantage.md; a side not listed plays with its prior); "
-                                                     "null where the pool learns none (its system takes no "
-                                                     "advantage, or its parameters turn it off)"}},
-    },
-    "Distribution": {
-        "type": "object", "required": ["pool", "total", "min", "max", "bins", "percentiles"],
-        "properties": {"pool": {"type": "string"}, "total": {"type": "integer", "minimum": 0},
-                       "min": {"type": ["number", "null"]}, "max": {"type": ["number", "null"]},
-                       "bins": {"type": "array", "items": {
-                           "type": "object", "required": ["lo", "hi", "count"],
-                           "properties": {"lo": {"type": "number"}, "hi": {"type": "number"},
-                                          "count": {"type": "integer", "minimum": 0}}},
-                                "description": "equal bins from min to max: [lo, hi), the last [lo, hi]; the "
-                                               "counts add up to total"},
-                       "percentiles": {"type": "object", "additionalProperties": {"type": "number"},
-                                       "description": "p1 ... p99: the displayed rating at that percentile "
-                                                      "(nearest rank, ascending)"}},
-    },
-    "History": {
-        "type": "object", "required": ["pool", "player", "history", "current", "limit"],
-        "properties": {"pool": {"type": "string"}, "player": {"type": "string"},
-                       "history": {"type": "array", "items": _RECORD,
-                                   "description": "the player's recent ratings, oldest first; the last is the "
-                                                  "current one (where history was kept when it was made)"},
-                       "current": {"type": "object", "description": "the stored rating now",
-                                   "properties": {"rating": {"type": "number"}, "mu": {"type": "number"},
-                                                  "sigma": {"type": "number"}, "version": {"type": "integer"}}},
-                       "limit": {"type": "integer", "minimum": 0, "description": "ratings kept per player"}},
-    },
+    "PlayerRating": {"allOf": [{"$ref": "#/components/schemas/Rating"}, {"type": "object", "properties": {
+        "percentile": doc(NUM, "100 × (players with a lower displayed rating + half of those level, the player "
+                               "included) / players", minimum=0, maximum=100),
+        "players": doc(INT, "players on the leaderboard", minimum=1)}}]},
+    "Pools": obj(["pools", "total", "offset"], {
+        "pools": {"type": "array", "items": obj(["pool", "system", "players"],
+                                                {"pool": STR, "system": STR, "players": COUNT})},
+        "total": doc(COUNT, "pools listed in Redis (committed or not)"), "offset": COUNT}),
+    "Pool": obj(["pool", "system", "params", "players", "advantages"], {
+        "pool": STR, "system": STR,
+        "params": doc({"type": "object"}, "the system's parameters, fixed at the pool's first commit"),
+        "players": doc(COUNT, "players on the leaderboard"),
+        "open_rounds": doc(COUNT, "rounds being assembled from round_result events"),
+        "event_ids_recorded": COUNT,
+        "watermarks": doc({"type": "object", "additionalProperties": INT},
+                          "topic/partition -> highest input offset applied"),
+        "history_limit": doc(COUNT, "ratings kept per player (0: no history)"),
+        "advantages": doc({"type": ["object", "null"], "additionalProperties": obj(
+                              ["mean", "sd"], {"mean": NUM, "sd": {"type": "number", "minimum": 0}})},
+                          "learned side advantages as stored in Redis (side -> its belief, in the performance units "
+                          "of the pool's system: docs/advantage.md; a side not listed plays with its prior); null "
+                          "where the pool learns none (its system takes no advantage, or its parameters turn it "
+                          "off)")}),
+    "Distribution": obj(["pool", "total", "min", "max", "bins", "percentiles"], {
+        "pool": STR, "total": COUNT, "min": {"type": ["number", "null"]}, "max": {"type": ["number", "null"]},
+        "bins": doc({"type": "array", "items": obj(["lo", "hi", "count"], {"lo": NUM, "hi": NUM, "count": COUNT})},
+                    "equal bins from min to max: [lo, hi), the last [lo, hi]; the counts add up to total"),
+        "percentiles": doc({"type": "object", "additionalProperties": NUM},
+                           "p1 ... p99: the displayed rating at that percentile (nearest rank, ascending)")}),
+    "History": obj(["pool", "player", "history", "current", "limit"], {
+        "pool": STR, "player": STR,
+        "history": doc({"type": "array", "items": _RECORD}, "the player's recent ratings, oldest first; the last "
+                       "is the current one (where history was kept when it was made)"),
+        "current": {"type": "object", "description": "the stored rating now",
+                    "properties": {"rating": NUM, "mu": NUM, "sigma": NUM, "version": INT}},
+        "limit": doc(COUNT, "ratings kept per player")}),
     "Status": {"type": "object", "description": "what the worker knows of itself: counters, lag, recent dead "
                                                 "letters, Redis and Kafka (docs/operator.md, Health and metrics)"},
 })
 
 
-def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+def query_int(request: web.Request, name: str, default: int, lo: float = -math.inf, hi: float = math.inf) -> int:
+    """The integer query parameter ``name``; 400 naming it when it is not one, or not ``lo`` to ``hi``."""
     try:
         value = int(request.query.get(name, str(default)))
     except ValueError:
@@ -127,6 +99,16 @@ def _count(request: web.Request, name: str, default: int, lo: int, hi: int) -> i
     if not lo <= value <= hi:
         raise web.HTTPBadRequest(text=f"{name} must be {lo} to {hi}")
     return value
+
+
+@contextlib.contextmanager
+def stored_value_errors() -> Iterator[None]:
+    """A ``RatingError`` of what is stored (a value that is no belief, a belief that gives no finite
+    prediction) answers 500 with its text: the pool's fault, not the request's."""
+    try:
+        yield
+    except RatingError as exc:
+        raise web.HTTPInternalServerError(text=str(exc)) from exc
 
 
 async def learned_advantages(store: RedisStore, eng: PoolEngine) -> Advantages | None:
@@ -151,9 +133,9 @@ async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
     return {"percentile": percentile_rank(lower, equal, total), "players": total}
 
 
-def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
-    """``GET /pools/{pool}/players/{player}/history`` (registered before the player's route, whose
-    ``{player:.+}`` would take ``.../history`` too)."""
+def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
+    """The routes of this module, registered before the player's route (``stream.service.http``), whose
+    ``{player:.+}`` would take ``.../history`` too."""
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}/history", operation(
         "A player's recent ratings, oldest first: each its rating, mu, sigma, version, time and cause event",
@@ -165,17 +147,11 @@ def add_history_route(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> N
         raw, records = await api.store.history(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
-        try:
+        with stored_value_errors():
             r = eng.rating_of(name, raw)
-        except RatingError as exc:
-            raise web.HTTPInternalServerError(text=str(exc)) from exc
         return web.json_response({"pool": pool, "player": name, "history": records,
                                   "current": {"rating": r.rating, "mu": r.mu, "sigma": r.sigma, "version": r.rounds},
                                   "limit": api.store.history_limit})
-
-
-def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
-    """The routes of this module but the history's (``add_history_route``)."""
 
     @routes.get("/pools", operation(
         "The pools rated into this Redis, by name: each its system and players",
@@ -184,8 +160,8 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
          query_param("n", {"type": "integer", "minimum": 1, "maximum": MAX_POOLS}, "pools listed at most",
                      example=1000)]))
     async def pools(request: web.Request) -> web.Response:
-        offset = _count(request, "offset", 0, 0, 2**53)
-        n = _count(request, "n", 1000, 1, MAX_POOLS)
+        offset = query_int(request, "offset", 0, 0, 2**53)
+        n = query_int(request, "n", 1000, 1, MAX_POOLS)
         names = await api.store.pools()
         listed = [p async for p in api.store.pool_summaries(names[offset:offset + n])]
         return web.json_response({"pools": listed, "total": len(names), "offset": offset})
@@ -214,7 +190,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         [POOL, query_param("bins", {"type": "integer", "minimum": 1, "maximum": MAX_BINS}, "bins", example=20)]))
     async def distribution(request: web.Request) -> web.Response:
         name = request.match_info["pool"]
-        bins = _count(request, "bins", 20, 1, MAX_BINS)
+        bins = query_int(request, "bins", 20, 1, MAX_BINS)
         await engine_of(name)
         body = await api.store.distribution(name, bins)
         return web.json_response({"pool": name, **body})
@@ -223,7 +199,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
         "What the worker knows of itself: counters, rates' inputs, consumer lag, recent dead letters, "
         "Redis and Kafka", {200: json_answer("Status")}), "tags": ["operations"]})
     async def status(request: web.Request) -> web.Response:
-        body: dict[str, Any] = {"time": _now(), "http_port": api.port, "running": api.running(),
+        body: dict[str, Any] = {"time": time.time(), "http_port": api.port, "running": api.running(),
                                 "halted": api.halted()}
         if api.status is not None:
             body.update(api.status())
@@ -234,12 +210,6 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
             body["redis"] = {"status": "unavailable", "error": str(exc)[:300]}
         body["counters"] = _counters(api)
         return web.json_response(body)
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
 
 
 #: the counters the health page shows (and derives rates from, between two reads)

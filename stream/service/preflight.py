@@ -1,15 +1,10 @@
 """Reaching Redis and the broker before anything else: one clear line when that fails.
 
-Why
----
-redis-py and aiokafka retry a connection that fails and, when they give up, report it in their own
-words: aiokafka ends every failed bootstrap in "Unable to bootstrap from [...]" whether the broker is
-down, refused the SASL mechanism or spoke no TLS; redis-py reports a wrong password as a connection
-error that the worker's own back-off would retry for ever. So a command that needs them first
-connects once to each, with a short timeout and no retry, and turns what it meets into a
-``stream.errors.ConnectError``: the component, its address (secrets masked) and the cause (wrong
-password, unreachable, TLS, SASL). The ``mmr`` command prints that line and exits (``stream.cli``);
-a game server's ``stream.client.Publisher`` raises it from ``start``.
+Why: redis-py and aiokafka retry a failing connection and then report it in their own words
+(aiokafka: "Unable to bootstrap from [...]" whatever the cause; redis-py: a wrong password as a
+connection error the worker would retry for ever). So a command that needs them first connects once
+to each, with a short timeout and no retry, and raises a ``stream.errors.ConnectError`` naming the
+component, its address (secrets masked) and the cause (wrong password, unreachable, TLS, SASL).
 """
 
 from __future__ import annotations

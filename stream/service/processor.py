@@ -1,25 +1,13 @@
 """The worker's logic without Faust: raw Kafka messages in; Redis commits, rating outputs and dead letters out.
 
-Why separate from the Faust app: this is everything that must be right (validation,
-ordering, idempotence, the atomic step) and it is testable against a real Redis without a
-broker; the app (stream.service.app) only moves bytes between topics and here.
-
-Per take batch:
-1. every message is parsed and validated; anything wrong becomes a dead letter with the
-   original's prefix, reason and source topic/partition/offset (stream.service.planning);
-2. events are grouped per pool, keeping message order, into ops; ``round_result`` and
-   ``round_completed`` go through the round book (stream.service.round_book), which makes a
-   completed round an op;
-3. per pool, the atomic step: read, rate on the single numba thread, commit; again from the
-   read on a conflict (stream.service.step); ``MAX_CONCURRENT_STEPS`` pools at a time;
-4. the caller publishes the returned outputs and dead letters, and only then acks. With ``hand``
-   (``start``), the ratings of each step are handed on as soon as it is committed instead, in the
-   order of the steps, while the batch's later steps are rated (``Handed``).
-
-An error that is neither the input's nor the infrastructure's -- a bug -- halts the input
-partition of the message it happened on (stream.service.halts): the batch is retried message by
-message to find that message; from it on, nothing of its partition is applied (``halts``), and
-the caller acks none of those messages.
+Apart from the Faust app (which only moves bytes) because this is everything that must be right
+(validation, ordering, idempotence, the atomic step), testable against a real Redis without a broker.
+Per take batch: messages decoded and grouped per pool into ops, invalid ones dead-lettered
+(stream.service.planning), round results assembled (stream.service.round_book), then per pool the
+atomic step (stream.service.step), ``MAX_CONCURRENT_STEPS`` pools at a time. The caller publishes the
+outputs and only then acks; with ``hand`` each step's ratings are handed on once it is committed.
+A bug (neither the input's error nor the infrastructure's) halts the partition of the message it
+happened on (stream.service.halts), found by retrying the batch message by message.
 """
 
 from __future__ import annotations
@@ -34,10 +22,10 @@ from typing import cast
 from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
-from stream.service.batch_log import batch_done
 from stream.service.config import Settings
-from stream.service.halts import REDIS_DOWN, Halts, peek_event
-from stream.service.messages import BatchResult, DeadLetter, Message, rating_key
+from stream.service.halts import REDIS_DOWN, Halts
+from stream.service.logs import batch_done
+from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
 from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import Plan, decode_message, plan_batch
 from stream.service.registry import PoolRegistry
@@ -47,17 +35,13 @@ from stream.state.cache import BeliefCache
 from stream.state.fence import Superseded
 from stream.state.redis_store import RedisStore
 
-__all__ = ["BatchResult", "DeadLetter", "Message", "PoolRegistry", "Processor", "rating_key"]
+__all__ = ["BatchResult", "DeadLetter", "Message", "Processor"]
 
 log = logging.getLogger(__name__)
 
-#: pools of one batch stepped at once. A pool's step (and its round assembly) holds one Redis
-#: connection at a time, so this many steps never take more of the client's connection pool
-#: than that. One task per pool would ask redis-py's non-blocking pool (100 connections by
-#: default) for thousands of connections in a batch of thousands of pools: ``MaxConnectionsError``
-#: on most of them, the batch retried with back-off for minutes. Redis runs one command at a
-#: time and the client's own work is the worker's CPU, so a few dozen round trips in flight
-#: are as fast as more; the rest of the pool stays free for HTTP reads and round expiry.
+#: pools of one batch stepped at once, each holding one Redis connection at a time: a task per pool
+#: would exhaust the client's connection pool on a batch of thousands of pools, and Redis runs one
+#: command at a time, so a few dozen round trips in flight are as fast as more.
 MAX_CONCURRENT_STEPS = 32
 
 
@@ -71,15 +55,9 @@ def step_concurrency(store: RedisStore) -> int:
 
 
 class Handed:
-    """Where one batch's ratings go step by step (``Processor.start``'s ``hand``), each step's as soon as
-    it is committed: the worker publishes them while the batch's later steps are rated, instead of all of
-    the batch's at its end (a large take, many steps long, holds hundreds of thousands of ratings, whose
-    hand-over to the producer after the last commit would be seconds with nothing else to do).
-
-    A batch that fails is tried again (``Processor.process_safely``), and the try finds the steps that
-    committed before applied already and hands their players' current ratings again (``republish``):
-    from the first retry on, a rating of a version handed already in this batch is left out, so each
-    version a commit produced is handed once, and in the order of the commits."""
+    """Where one batch's ratings go step by step (``Processor.start``'s ``hand``), each step's once it is
+    committed. A batch tried again finds its committed steps applied and re-publishes their players'
+    ratings: from the first retry on, a version handed already is left out, so each is handed once."""
 
     def __init__(self, hand: Callable[[Sequence[RatingOutput]], None], metrics: Metrics) -> None:
         self._hand = hand
@@ -144,12 +122,8 @@ class Processor:
         self._handed: Handed | None = None
 
     def predecode(self, msgs: Sequence[Message]) -> None:
-        """Decode and validate ``msgs`` ahead of ``process`` (which then skips that step).
-
-        Why: the worker calls this as it takes messages, while the previous batch waits on
-        the numba thread or on Redis -- decoding needs no state, so it need not wait its
-        turn in the batch pipeline. Never raises: anything unexpected is left to ``process``.
-        """
+        """Decode and validate ``msgs`` ahead of ``process``, while the previous batch waits on the numba
+        thread or on Redis (decoding needs no state). Never raises: anything unexpected is left to ``process``."""
         for msg in msgs:
             try:
                 msg.decoded = decode_message(msg, self.settings)
@@ -162,14 +136,9 @@ class Processor:
         self.metrics.dead_letters.labels(reason_label(reason)).inc()
         return DeadLetter(reason, msg.topic, msg.partition, msg.offset, msg.value, event_id, pool)
 
-    def _plan(self, msgs: list[Message]) -> Plan:
-        return plan_batch(msgs, self.settings, self.metrics, self._dead)
-
-    # --- the batch -----------------------------------------------------------------
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
-        """One take batch (any mix of input topics and pools), committed when this returns.
-        Errors propagate (the worker uses ``start(..., safe=True)``, which retries and
-        dead-letters instead)."""
+        """One take batch (any mix of input topics and pools), committed when this returns; errors propagate
+        (the worker's ``start(..., safe=True)`` retries and dead-letters instead)."""
         return await (await self.start(msgs, safe=False))
 
     async def start(self, msgs: Sequence[Message], safe: bool = True,
@@ -196,7 +165,8 @@ class Processor:
         committed: dict[str, BatchResult] = {}
         try:
             try:
-                fut.set_result(await self._apply_plan(self._plan(msgs), committed))
+                fut.set_result(await self._apply_plan(plan_batch(msgs, self.settings, self.metrics, self._dead),
+                                                      committed))
             except Superseded:
                 raise
             except Exception as exc:
@@ -223,13 +193,9 @@ class Processor:
 
     async def process_safely(self, msgs: Sequence[Message], committed: dict[str, BatchResult] | None = None,
                              ) -> BatchResult:
-        """Process one batch now; never lets an error escape (the worker must not die on input nor on a bug).
-
-        Redis being unreachable is retried with back-off; any other error is retried message
-        by message, and a message that still fails halts its partition there (``_failed``); the
-        messages of a halted partition after it are skipped. ``committed``: the results of
-        pools that an earlier attempt at this batch committed (not applied again).
-        Called only from ``start`` (it does not wait for other batches)."""
+        """Process one batch now (only from ``start``); never lets an error escape. Redis unavailable is
+        retried with back-off; any other error message by message, a message that still fails alone going
+        to ``_failed``. ``committed``: the results of pools an earlier attempt committed (not applied again)."""
         committed = {} if committed is None else committed
         msgs = list(msgs)
         delay = 0.1
@@ -240,7 +206,7 @@ class Processor:
             if self.store.fence is not None:
                 self.store.fence.guard()  # Superseded (Redis restarted since the batch began): never retried
             try:
-                return await self._apply_plan(self._plan(msgs), committed)
+                return await self._apply_plan(plan_batch(msgs, self.settings, self.metrics, self._dead), committed)
             except Superseded:
                 raise
             except REDIS_DOWN as exc:
@@ -263,11 +229,8 @@ class Processor:
                 return total
 
     def _failed(self, m: Message, exc: Exception) -> BatchResult:
-        """A message that fails alone, with an error that is not Redis being unavailable.
-
-        A rating system refusing its input is the input's fault: a dead letter with the reason.
-        Anything else is a bug (stream.service.halts): the message's partition halts at it, or,
-        with ``MMR_ON_RATING_BUG=dead-letter``, it is dead-lettered as an internal error."""
+        """A message that fails alone: a rating system refusing it is the input's fault (a dead letter);
+        anything else a bug, which halts its partition (``MMR_ON_RATING_BUG``: or dead-letters it)."""
         if isinstance(exc, RatingError):
             pool, event_id = peek_event(m.value)
             return BatchResult(dead=[self._dead(m, f"rating: {exc}", event_id, pool)])
@@ -318,7 +281,7 @@ class Processor:
             out.add(committed[pool])
             committed[pool] = BatchResult()  # added once (a retry message by message adds nothing more)
         if self.store_down:
-            await self._store_state(False)
+            await self.set_store_down(False)
         seconds = time.perf_counter() - plan.t0
         self.metrics.batch_latency.observe(seconds)
         self.metrics.batch_messages.observe(plan.n_msgs)
@@ -330,11 +293,7 @@ class Processor:
 
     async def settle(self) -> int:
         """Cancel the pool steps still running and wait until every one has ended; how many were running.
-
-        For a rewind (stream.service.app), before the restarted Redis is accepted: stopping the pipeline
-        cancels the batch under way, and this makes sure none of its steps outlives that (a step still
-        running then is cancelled here and waited for). Those steps could not write meanwhile anyway: the
-        fence refuses them (``Superseded``), before and after ``accept``."""
+        For a rewind, before the restarted Redis is accepted: no step of a batch taken back outlives it."""
         running = [t for t in self._steps if not t.done()]
         for t in running:
             t.cancel()
@@ -356,10 +315,11 @@ class Processor:
     async def _store_failed(self) -> None:
         self.metrics.store_retries.inc()
         if not self.store_down:
-            await self._store_state(True)
+            await self.set_store_down(True)
 
-    async def _store_state(self, down: bool) -> None:
-        """Redis unavailable (``down``) or answering again: the gauge, and the worker's fetch pause."""
+    async def set_store_down(self, down: bool) -> None:
+        """Redis unavailable (``down``; or lost acknowledged writes, stream.state.marks) or answering again:
+        the gauge, and the worker's fetch pause."""
         self.store_down = down
         if self.on_store_down is not None:
             try:
@@ -368,18 +328,11 @@ class Processor:
                 log.exception("pausing or resuming the fetch failed")
         self.metrics.store_unavailable.set(1 if down else 0)
 
-    # --- rounds ----------------------------------------------------------------------
-    def forget_rounds(self) -> None:
-        """Drop the in-memory round assembly state (on partition revocation; see ``RoundBook.forget``)."""
-        self.rounds.forget()
-
     async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
                      stop: Callable[[], bool] | None = None,
                      publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:
-        """Dead-letter the rounds whose results waited longer than the timeout, of the input partitions
-        ``sources`` ("topic/partition"; None: those round results came from, but for halted ones: a halt
-        holds back the rest of its partition, where the rounds' completions may be; see ``RoundBook.expire``,
-        which ``stop`` ends early and ``publish`` publishes each slice's dead letters before its write)."""
+        """``RoundBook.expire`` of the input partitions ``sources`` (None: those round results came from but
+        the halted ones, which hold back the rest of their partition, where the completions may be)."""
         if sources is None:
             sources = [src for src in sorted(self.rounds.sources)
                        if not self.halts.holds(src.rpartition("/")[0], int(src.rpartition("/")[2]), 2**62)]

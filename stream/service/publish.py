@@ -1,24 +1,12 @@
 """Publishing a batch's outputs (ratings, dead letters) until the broker holds them.
 
-A produce that fails is the infrastructure's fault, never the batch's: the batch's outputs are kept
-(``Delivery``) and handed to the producer again, after a backoff with jitter, for as long as the
-broker refuses them; meanwhile the batch is not done, so its input is not acknowledged (its offsets
-are not committed) and the pipeline's bounds stop the consumer from taking more. The worker never
-exits on a broker error: ``Publisher.waiting`` and the metric ``mmr_publish_waiting`` say that it
-waits, and readiness answers 503 with the reason.
-
-Ratings reach the topic in input order even when one batch is sent again: a batch that the broker
-acknowledged but whose predecessor was sent again after it is sent again too, after it (``settle``),
-so that the last version of each player on the topic is the newest (compaction keeps the last).
-
-Topics that vanish are noticed (``OutputTopics``): before a batch's outputs are handed over, and
-again after the broker acknowledged them, its output topics must be on the broker; only then does
-the batch count as published. A missing topic is created again with the specs of the start
-(``stream.service.topics.topic_specs``) and the batch is sent again. The housekeeping timer also
-compares their partition counts with the ones the worker started with: a topic whose count changed
-(deleted and created again by someone else, say a broker that creates topics on produce) stops the
-worker with one line, since its keys would no longer land where the compacted history of their
-player is.
+A produce that fails is the infrastructure's fault, never the batch's: its outputs are kept
+(``Delivery``) and handed to the producer again, with backoff and jitter, for as long as the broker
+refuses them; the batch's input is not acknowledged meanwhile and the worker never exits on it
+(``mmr_publish_waiting``, readiness 503). Ratings reach the topic in input order even when a batch is
+sent again: the batches after it are sent again too, after it (``settle``), so the last version of
+each player on the compacted topic is the newest. A batch counts as published only once its output
+topics are on the broker (``OutputTopics``; a missing one is created again and the batch sent again).
 """
 
 from __future__ import annotations
@@ -34,10 +22,9 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import Counter, Gauge
 
-from stream.errors import InfrastructureError
-from stream.events.model import RatingOutput
+from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.service.config import Settings
-from stream.service.messages import DeadLetter, rating_key, rating_value
+from stream.service.messages import DeadLetter
 from stream.service.metrics import Metrics
 from stream.service.topics import OutputTopics
 
@@ -51,10 +38,6 @@ SEND_SLICE = 4096
 BACKOFF_S = (0.1, 5.0)
 
 _PARTITIONER = DefaultPartitioner()
-
-
-class TopicChanged(InfrastructureError):
-    """An output topic's partition count is not what the worker started with."""
 
 
 @dataclass(eq=False)
@@ -96,19 +79,17 @@ class Publisher:
         self.retries = Counter("mmr_publish_retries", "Batches (or dead letters) handed to the producer again after "
                                "the broker refused them or lost their topic", registry=r)
 
-    # --- one batch ---------------------------------------------------------------------------------
     async def hand(self, d: Delivery, part: Sequence[RatingOutput]) -> None:
         """Hand a committed step's ratings of ``d`` to the producer (the first time)."""
         await self._begin(d)
         d.parts.append(part)
-        d.futures += await self._attempt(self.ratings(part))
+        await self._send(d, [part], [])
 
     async def hand_dead(self, d: Delivery, dead: list[DeadLetter], batch: bool = True) -> None:
         """Hand ``d``'s dead letters to the producer (the first time); ``batch``: of a batch's delivery."""
         await self._begin(d, batch)
         d.dead += dead
-        for letter in dead:
-            d.futures += await self._attempt(self._send_dead(letter))
+        await self._send(d, [], dead)
 
     async def settle(self, d: Delivery, before: Delivery | None = None) -> None:
         """Until the broker holds every output of ``d`` (sent after those of ``before``, the batch before
@@ -140,10 +121,7 @@ class Publisher:
                           error or "the batch before it was sent again")
                 d.sent = self._tick()
                 d.futures = []
-                for part in d.parts:
-                    d.futures += await self._attempt(self.ratings(part))
-                for letter in d.dead:
-                    d.futures += await self._attempt(self._send_dead(letter))
+                await self._send(d, d.parts, d.dead)
             self.metrics.ratings_out.inc(d.ratings())
         finally:
             if waited:
@@ -178,11 +156,8 @@ class Publisher:
         return self.clock
 
     async def _begin(self, d: Delivery, batch: bool = True) -> None:
-        """Before ``d``'s first hand-over: wait while batches handed before a failure are sent again.
-
-        Why: each of them is sent again after the one before it, and a batch handed meanwhile would be
-        sent before the one ahead of it is sent again, so it would have to be sent again too, and the batch
-        after it, as long as batches keep coming."""
+        """Before ``d``'s first hand-over: wait while batches handed before a failure are sent again (a batch
+        handed meanwhile would overtake them, and have to be sent again too, as long as batches keep coming)."""
         if d.sent:
             return
         while self._hold is not None and not self._hold.done.done():
@@ -210,19 +185,21 @@ class Publisher:
         results = await asyncio.gather(*futures, return_exceptions=True)  # a future cancelled by the producer too
         return next((repr(res) for res in results if isinstance(res, BaseException)), None)
 
-    # --- the producer ------------------------------------------------------------------------------
+    async def _send(self, d: Delivery, parts: Iterable[Sequence[RatingOutput]], dead: Iterable[DeadLetter]) -> None:
+        """Hand ``parts`` and ``dead`` to the producer, the futures of their acks to ``d``."""
+        for part in parts:
+            d.futures += await self._attempt(self.ratings(part))
+        for letter in dead:
+            d.futures += await self._attempt(self._send_dead(letter))
+
     async def _send_dead(self, d: DeadLetter) -> list[Awaitable[Any]]:
         return [await self.producer().send(self.settings.topic_dead, d.encode(), key=d.key())]
 
     async def ratings(self, outputs: Sequence[RatingOutput]) -> list[Awaitable[Any]]:
         """Ratings as record batches built by aiokafka's ``BatchBuilder``, one per partition at a time; the
-        futures of the broker's acks.
-
-        Why batches: a round of 3,000 players is 3,000 messages, and ``producer.send`` is a Python call
-        with a future per message where ``BatchBuilder.append`` is one C call. Partitions are chosen by
-        aiokafka's Java-compatible murmur2 partitioner on the same key, so compaction and consumers see
-        exactly what per-message sends would give; a key's partition is remembered (players come back
-        again and again)."""
+        futures of the broker's acks. Why: ``producer.send`` is a Python call and a future per message,
+        ``BatchBuilder.append`` one C call. Partitions are aiokafka's murmur2 of the same key, as
+        per-message sends would give; a key's partition is remembered."""
         topic = self.settings.topic_ratings
         kp = self.producer()
         parts = sorted(await kp.partitions_for(topic))

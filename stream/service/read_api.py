@@ -1,6 +1,5 @@
-"""What the HTTP API reads, apart from the routes that read it: Redis and its health ping, the
-pools' engines, the metrics, the worker's state (``ReadApi``). Both route modules
-(``stream.service.http``, ``stream.service.pool_api``) take it, so it lives below them."""
+"""What the HTTP API reads (``ReadApi``): Redis and its health ping, the pools' engines, the metrics,
+the worker's state. Below both route modules (``http``, ``pool_api``), which take it."""
 
 from __future__ import annotations
 
@@ -19,14 +18,9 @@ from stream.state.redis_store import RedisStore
 
 
 class RedisPing:
-    """The health probes' PING of Redis on a blocking client and a thread of their own.
-
-    A client on the event loop would be timed by the loop: one busy with many readers, or short of
-    CPU, reads a PONG late, and a probe would call a healthy Redis unhealthy. Here the client's
-    socket timeouts (``HEALTH_TIMEOUT_S``) bound Redis' answer alone, and a late loop only delays the
-    probe's. Probes that arrive while a ping is under way share its answer, so a Redis that hangs
-    costs each probe one timeout at most, however many wait. The client is made on the thread at the
-    first ping (a cluster client asks for the slot map as it is made)."""
+    """The health probes' PING of Redis on a blocking client and a thread of their own: on the event loop,
+    a busy loop would read a PONG late and call a healthy Redis unhealthy; here the socket's timeouts
+    (``HEALTH_TIMEOUT_S``) bound Redis' answer alone. Probes during a ping share its answer."""
 
     def __init__(self, connect: Callable[[], AnyBlockingRedis]) -> None:
         self._connect = connect
@@ -50,8 +44,7 @@ class RedisPing:
             client.close()
 
     async def close(self) -> None:
-        """Close the client on its thread, after a ping under way (which the socket's timeouts bound), and end
-        the thread. A ping asked after this raises ``RuntimeError``."""
+        """Close the client on its thread, after a ping under way, and end the thread."""
         try:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._close_client)
         except RuntimeError:  # closed already

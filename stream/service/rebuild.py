@@ -1,28 +1,14 @@
 """``mmr rebuild``: the state in Redis rated again from the input topics, from their earliest retained offset.
 
-For a Redis that lost acknowledged writes (stream.state.marks: the worker then rates nothing and says
-so on ``/readyz``): every record of the three input topics, from each partition's first retained offset
-to its end when the rebuild starts, goes through the worker's own rating path (``Processor``: the same
-validation, round assembly, atomic steps and dedup as ``mmr worker``, so the state is what a worker
-rating the same records would leave: the embedded replay's, when the topics hold the whole history).
-Nothing is published: the ratings of those events were published when they were first rated (and a
-worker that takes the records after the ones it acknowledged re-publishes their players' ratings, as
-for any re-delivery), and their dead letters are on the dead-letter topic already.
-
-The records of the partitions are taken in the order they arrive from the broker, each partition's in
-offset order, those of one fetch merged by record time (the order a worker takes them in); a pool whose
-events are spread over several partitions is rated in that order, as by the worker.
-
-At the end the state marks are raised to each partition's last offset read and the pools' marks removed
-(the commit counters a rebuild leaves are not those it replaces, and the losses found are rebuilt), so a
-worker waiting for the state (stream.state.marks) sees its acknowledged offsets covered and rates again by
-itself.
-
-``--wipe`` deletes every key of the prefix first (a state that is not a prefix of the history: an old
-snapshot whose event-id log was bounded, MMR_SEEN_MAX_IDS); without it the records are rated over what
-Redis holds, which the dedup makes safe for a state that holds a prefix of the history (an empty
-Redis, an AOF cut back). Workers must be stopped or waiting meanwhile: a worker that rates while the
-rebuild runs could apply a pool's newer events before the rebuild applies its older ones.
+For a Redis that lost acknowledged writes (stream.state.marks; docs/operator.md, "Redis lost
+acknowledged writes"): every record of the three input topics, up to each partition's end when the
+rebuild starts, goes through the worker's own rating path (``Processor``), in the order a worker takes
+them, so the state is what a worker rating the same records would leave. Nothing is published (those
+ratings and dead letters were published when first rated). At the end the state marks are raised to
+each partition's last offset read and the pools' marks removed (the commit counters the rebuild leaves
+are not those it replaced), so a waiting worker rates again by itself. ``--wipe`` deletes every
+key of the prefix first (a state that is not a prefix of the history); without it the dedup makes the
+rebuild safe over a state that holds a prefix. Workers must be stopped or waiting meanwhile.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Rounds reported player by player: the assembler's state, mirrored in Redis.
 
-The results and the completion of an open round are saved in the pool's ``pend:<round id>``
-hash as they arrive (keyed by event id, so saving again is harmless), and a round is marked
-done in Redis by the same atomic commit that stores its ratings (or when it expires). So Redis
-always knows which rounds are open, with what, and which are done; the in-memory assembler is
-a cache of it. A dispatched round is closed in memory only once its commit returned
-(``committed``): until then a retry of the batch (after a Redis error, say) assembles and
-rates it again, and the ids of its events dedup whatever had landed.
+An open round's results and completion are saved in its pool's ``pend:<round id>`` hash as they
+arrive (keyed by event id: saving again is harmless), and the commit that stores a round's ratings
+marks it done (or its expiry does), so the in-memory assembler is a cache of Redis. A dispatched
+round is closed in memory only once its commit returned (``committed``): a retry of the batch
+assembles and rates it again, and the event ids dedup what had landed.
 
-Expiry is found in Redis, not in memory: a failed batch, a rewind, a halt, a rebalance or a
-restart drops the in-memory rounds, and a round that never gets another event (its completion
-lost) would otherwise stay open for good. Each open round is in its pool's ``open`` sorted set
-(by the time it opened), written with its first saved result and removed by the script that
-marks it done; each pool with open rounds is in a sorted set of its input partition (by its
-earliest round), written before that. ``expire`` sweeps the partitions it is given -- the worker
-gives those it owns, so two workers never expire one pool's rounds -- in bounded slices.
+Expiry is found in Redis, not in memory (a failed batch, a rewind, a rebalance or a restart drops
+the memory, and a round whose completion was lost would stay open for good): each open round is in
+its pool's ``open`` sorted set, each pool with open rounds in a sorted set of its input partition
+(the hint, written first). ``expire`` sweeps the partitions it is given, the worker's own, so no two
+workers expire one pool's rounds.
 """
 
 from __future__ import annotations
@@ -37,10 +33,8 @@ from stream.service.planning import DeadFn, Op, RoundOp
 from stream.state import open_rounds
 from stream.state.redis_store import RedisStore
 
-#: rounds expired per slice: closed in memory, marked done in Redis in one round trip and
-#: dead-lettered, before the event loop runs anything else again. A tick that finds tens of
-#: thousands of rounds due (rounds that never complete) thus never holds a batch up for
-#: longer than one slice.
+#: rounds expired per slice (closed in memory, marked done in Redis in one round trip, dead-lettered)
+#: before the event loop runs anything else: many rounds due never hold a batch up longer than one slice
 EXPIRE_SLICE = 500
 
 #: locks striped by pool name: a pool's round assembly and the sweep of its open rounds take turns
@@ -77,11 +71,8 @@ class RoundBook:
                        out: BatchResult) -> dict[str, tuple[str, int]]:
         """Feed a batch's round_result/round_completed of ``pool`` to the assembler; a round they
         complete is appended to ``ops`` (to be marked done by its commit); the others are saved.
-
-        Returns the players of results applied before (player -> (event id, time)): a re-delivery
-        of a round whose commit landed while its ratings may not have reached the topic (a crash
-        or a rewind between the commit and the publish); the caller publishes their ratings again,
-        as the step does for re-delivered whole rounds and matches."""
+        Returns the players of results applied before (player -> (event id, time)), whose ratings the
+        caller publishes again (a re-delivery: they may never have reached the topic)."""
         async with self._lock(pool):
             return await self._assemble(pool, items, ops, out)
 
@@ -94,13 +85,7 @@ class RoundBook:
                  if t == "round_result" and v["event_id"] in snap.seen}
         self.metrics.duplicates.inc(len(items) - len(fresh))
         unknown = sorted({v["round_id"] for _, v, _ in fresh if not self.assembler.knows(pool, v["round_id"])})
-        if unknown:
-            done, pend = await self.store.round_state(pool, unknown)
-            for rid in unknown:
-                if rid in done or (pool, rid) in self._expiring:
-                    self.assembler.close(pool, rid)
-                elif rid in pend:
-                    self._rehydrate(pool, rid, pend[rid])
+        await self._read_rounds(pool, unknown)
         now = int(time.time() * 1000)
         to_save: dict[str, dict[str, bytes]] = {}
         for etype, value, msg in fresh:
@@ -128,9 +113,8 @@ class RoundBook:
         return again
 
     async def _hint(self, pool: str, sources: set[str], first: int) -> None:
-        """The pool has rounds open since ``first`` from these input partitions: its hints, written before
-        the rounds' ``open`` entries (a hint without rounds is removed by the sweep; rounds without a hint
-        would not be found). Skipped where this worker wrote an earlier or equal time already."""
+        """The pool has rounds open since ``first`` from these input partitions: its hints, written before the
+        rounds' ``open`` entries (rounds without a hint would not be found), unless written already."""
         self.sources |= sources
         todo = [src for src in sorted(sources) if self._hinted.get((src, pool), first + 1) > first]
         if todo:
@@ -142,15 +126,19 @@ class RoundBook:
             return self.assembler.add_result(value, now)
         return self.assembler.add_completed(value, now)
 
-    def _rehydrate(self, pool: str, rid: str, entries: dict[str, bytes]) -> None:
-        """Replay the persisted entries of an open round into the assembler, in offset order."""
-        rows = sorted((orjson.loads(v) for v in entries.values()), key=lambda r: r["o"])
-        for row in rows:
-            value = row["e"]
-            try:
-                self._feed(value["type"], value, int(time.time() * 1000))
-            except InvalidEvent:
-                continue
+    async def _read_rounds(self, pool: str, rids: list[str]) -> None:
+        """Rounds the assembler does not know, as Redis has them: done (or expiring) ones closed, open ones
+        replayed from their saved entries in offset order."""
+        if not rids:
+            return
+        done, pend = await self.store.round_state(pool, rids)
+        for rid in rids:
+            if rid in done or (pool, rid) in self._expiring:
+                self.assembler.close(pool, rid)
+            elif rid in pend:
+                for row in sorted((orjson.loads(v) for v in pend[rid].values()), key=lambda r: r["o"]):
+                    with contextlib.suppress(InvalidEvent):
+                        self._feed(row["e"]["type"], row["e"], int(time.time() * 1000))
 
     def committed(self, pool: str, round_ids: list[str]) -> None:
         """These dispatched rounds are done in Redis: later events of theirs are late."""
@@ -164,12 +152,8 @@ class RoundBook:
         self.committed(pool, [round_id])
 
     def forget(self) -> None:
-        """Drop the in-memory state; every round is read from Redis again when next touched.
-
-        On partition revocation: another worker may take over the pools and continue their
-        open rounds from Redis (a stale round here could time out and expire a round another
-        worker is filling). After a failed batch: memory may be ahead of Redis (a round
-        dispatched whose commit did not land)."""
+        """Drop the in-memory state; every round is read from Redis again when next touched (partitions
+        revoked: another worker may fill their rounds; a failed batch: memory may be ahead of Redis)."""
         self.assembler.clear()
         self._hinted.clear()  # a restarted Redis may have lost them
         self.metrics.pending_rounds.set(0)
@@ -179,23 +163,13 @@ class RoundBook:
                      publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:
         """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition"; None: every one
         round results came from here) whose first result was saved longer than the timeout ago, found in
-        Redis (the module docstring), ``EXPIRE_SLICE`` at a time (other tasks run between slices).
+        Redis, ``EXPIRE_SLICE`` at a time. A round whose commit is under way is left to its commit.
 
-        A slice is closed in memory before it is marked done in Redis (so that a batch running
-        meanwhile finds its events late, as Redis will say). If that write fails, the error
-        propagates and the next call writes the slice again first; its dead letters are
-        returned once it is written. ``forget`` keeps such a slice: its rounds did time out.
-        A round whose commit is under way (dispatched, not yet committed) is left to its commit.
-        Once ``stop()`` is true no further slice is begun (the worker stops): the rounds not reached stay
-        open in Redis, and the dead letters of the slices written are returned.
-
-        With ``publish`` (which returns once the dead letters are on the broker), a slice's dead letters
-        are published before the slice is marked done in Redis, once, and only the rest are returned (a
-        round closed in memory before this sweep that Redis still had open). Why: a round marked done exists
-        nowhere else; if the sweep is cancelled (a stop that cannot wait) between the write and the publish,
-        its dead letter is lost. Published first, a cancelled sweep leaves the round open in Redis, and the
-        partition's next owner times it out again: its dead letter is published at least once (twice
-        when the cancel fell between the broker's ack and the write), and nothing is rated."""
+        A slice is closed in memory before it is marked done in Redis, so a batch running meanwhile finds
+        its events late; if that write fails, the next call writes the slice first. Once ``stop()`` is
+        true no further slice is begun. With ``publish`` (returning once the broker holds them) a slice's
+        dead letters are published before its write, and only the rest are returned: a round marked done
+        exists nowhere else, so a sweep cancelled between the write and the publish would lose them."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         before = now - int(self.settings.round_timeout_s * 1000)
         todo = sorted(self.sources) if sources is None else list(sources)
@@ -263,13 +237,7 @@ class RoundBook:
             due = await open_rounds.due_rounds(self.store, pools, before, per_pool)
             for pool, (rows, _) in due.items():
                 unknown = [rid for rid, _ in rows if not self.assembler.knows(pool, rid)]
-                if unknown:  # forgotten (a failed batch, a restart): its results, for the dead letter
-                    done, pend = await self.store.round_state(pool, unknown)
-                    for rid in unknown:
-                        if rid in done:
-                            self.assembler.close(pool, rid)
-                        elif rid in pend:
-                            self._rehydrate(pool, rid, pend[rid])
+                await self._read_rounds(pool, unknown)  # forgotten (a failed batch, a restart): for the dead letter
                 for rid, _ in rows:
                     if self.assembler.is_held(pool, rid):  # complete: its commit (or the batch's retry) rates it
                         if rid in unknown:  # complete in Redis but not being committed: the retry of its batch will

@@ -20,14 +20,13 @@ import orjson
 
 from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import RatingOutput
-from stream.ratings.base import RatingError
 from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics
 from stream.service.planning import DeadFn, Op, RoundOp, StepInputs, split_steps, step_inputs
 from stream.service.registry import PoolRegistry
 from stream.service.round_book import RoundBook
-from stream.service.step_rating import rate_ops, sided_step
+from stream.service.step_rating import rate_ops, republished, sided_step
 from stream.state.cache import BeliefCache
 from stream.state.fence import StoreRestarted
 from stream.state.redis_client import StoreUnavailable
@@ -157,21 +156,7 @@ class PoolStep:
             engine = await self.registry.engine(pool)
         except PoolConfigError:  # its events are dead-lettered by the step
             return
-        stored = await self.store.beliefs(pool, list(players))
-        outputs: list[RatingOutput] = []
-        for p, (eid, t) in players.items():
-            raw = stored.get(p)
-            if raw is None:
-                continue
-            try:
-                r = engine.rating_of(p, raw)
-            except RatingError as exc:
-                log.warning("pool %r: not re-publishing player %r: %s", pool, p, exc)
-                continue
-            if r.rounds:
-                outputs.append(RatingOutput(pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, eid, t,
-                                            engine.system.name))
-        out.rated(outputs)
+        out.rated(republished(engine, await self.store.beliefs(pool, list(players)), players))
 
     async def _unavailable(self, pool: str, delay: float) -> float:
         """Wait before trying a step again after Redis failed it; the next, longer wait (up to 5 s)."""

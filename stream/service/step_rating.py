@@ -97,27 +97,27 @@ class _Tally:
             self.commit.done_rounds.append(op.round_done)
         return applied, summaries
 
-    def republished(self, engine: PoolEngine, stored: Mapping[str, bytes | None],
-                    changed: Container[str]) -> list[RatingOutput]:
-        """The current ratings of the players of events applied before (``republish``) but for those
-        ``changed`` in the step. A batch re-delivered after a crash between the Redis commit and the
-        publish may never have had its ratings reach the topic, so they are published again (same
-        versions as before, or newer; consumers keep the highest version)."""
-        outputs = []
-        for p, c in self.republish.items():
-            raw = stored.get(p)
-            if p in changed or raw is None:
-                continue
-            try:
-                r = engine.rating_of(p, raw)
-            except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
-                log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
-                continue
-            if not r.rounds:  # only registered (see PoolEngine._changed): never published
-                continue
+
+def republished(engine: PoolEngine, stored: Mapping[str, bytes | None], players: Mapping[str, tuple[str, int]],
+                changed: Container[str] = ()) -> list[RatingOutput]:
+    """The current ratings of ``players`` (-> the event id and time their output cites), of events applied
+    before, but for those ``changed`` in the step. A batch re-delivered after a crash between the Redis
+    commit and the publish may never have had its ratings reach the topic, so they are published again
+    (same versions as before, or newer; consumers keep the highest version)."""
+    outputs = []
+    for p, c in players.items():
+        raw = stored.get(p)
+        if p in changed or raw is None:
+            continue
+        try:
+            r = engine.rating_of(p, raw)
+        except RatingError as exc:  # corrupt since it was applied: its later events dead-letter
+            log.warning("pool %r: not re-publishing player %r: %s", engine.pool, p, exc)
+            continue
+        if r.rounds:  # else only registered (see PoolEngine._changed): never published
             outputs.append(RatingOutput(engine.pool, p, r.rating, r.mu, r.sigma, r.rounds, r.rounds, c[0], c[1],
                                         engine.system.name))
-        return outputs
+    return outputs
 
 
 def sided_step(engine: PoolEngine, ops: Sequence[Op]) -> bool:
@@ -133,17 +133,13 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
              ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
-    Events already applied (``seen``) or repeated inside the batch are skipped, exactly
-    as the embedded pipeline skips them. The outputs explain each change
-    (``stream.engine.explain``) and the commit stores it (``:chg``, for the HTTP API).
-    ``by_columns``: a step of rounds only, of a system rating them packed, goes through
-    ``rate_rounds`` (the same results; False: the general path, for tests comparing them).
-    ``places``: where the ops name their players among the step's (``StepInputs.places``), by which
-    ``rate_rounds`` finds them (the same results as by name).
-    ``advantages``: the pool's learned side advantages as the step read them (``:adv``; None: not read, the
-    step holds no sided event: ``sided_step``). The engine rates with them, not with what it holds from an
-    earlier step (another worker may have rated the pool since); the commit writes the sides that changed.
-    A sided event never takes ``rate_rounds`` (a round there has no teams).
+    Events already applied (``seen``) or repeated inside the batch are skipped, exactly as the
+    embedded pipeline skips them. The outputs explain each change (``stream.engine.explain``) and
+    the commit stores it (``:chg``). ``by_columns``: a step of rounds only, of a system rating them
+    packed, goes through ``rate_rounds`` (False: the general path, for tests comparing them).
+    ``places``: the ops' players among the step's (``StepInputs.places``). ``advantages``: the pool's
+    learned side advantages as the step read them (None: the step holds no sided event, ``sided_step``),
+    rated with rather than what the engine holds (another worker may have rated the pool since).
     """
     adv_before: dict[str, bytes] | None = None
     if advantages is not None:
@@ -168,9 +164,8 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
             applied, before = rated
             explainer.round(ev, before, applied.ratings, performances_encoded(engine, applied.updates))
             stored.update(applied.updates)
-            # per player, but in C (``dict.fromkeys``, ``map``): a loop body per player here was ~10 % of
-            # the numba thread's time on the Codeforces history (BENCHMARKS.md, "Service"); the first op's
-            # ratings and causes are taken as they are (this call's own dicts), not merged into empty ones
+            # per player, but in C (``dict.fromkeys``, ``map``: no loop body per player, BENCHMARKS.md,
+            # "Service"); the first op's ratings and causes are taken as they are, not merged into empty ones
             commit.beliefs.update(applied.updates)
             if ratings:
                 ratings.update(applied.ratings)
@@ -222,7 +217,7 @@ def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | Non
                 counts.applied += len(part)
                 commit.event_ids.extend(part.event_ids)
                 cause.update(_last_match_per_player(part, part_idx))
-    outputs = tally.republished(engine, stored, ratings)
+    outputs = republished(engine, stored, republish, ratings)
     if ratings:  # one output per changed player, built by columns (C-level zip/map, no loop body per player)
         players = list(ratings)
         rating, mu, sigma, rounds = zip(*ratings.values(), strict=True)
@@ -269,22 +264,12 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/service/test_step_columns.py).
 
-    Why: a step of the Codeforces history is ~20 rounds of ~3,000 players, and a player's output
-    and explanation show only their last round of the step. Each round keeps its new ratings as
-    the packed path's columns (``Applied.change``: no ``Rating`` per player and round), and its
-    explanations as numbers; once, at the end, each player's last round is found (one dict), and
-    only those rows become outputs and explanation texts (``round_texts``: one ``orjson.dumps`` of
-    their numbers). A round the packed path cannot give as columns keeps its summaries' values and
-    explanations.
-
-    The beliefs are held as the embedded replay holds them, in one arena (``PoolEngine.held_rounds``,
-    a ``TaggedPool``): a player's stored value is read once, each round is gathered by index and its
-    output taken back in one copy, and each changed player's value is encoded once, at the end, for
-    the commit (a player is in ~4.5 rounds of a step of the Codeforces history: a ``bytes`` per
-    player and round to read, cut and store was more of the step's time than the kernel's).
-
-    With ``places`` (the step's players numbered by the event loop as it planned the step), each
-    round's players are found in the arena by their places, not looked up by name one by one."""
+    Why: a step holds many large rounds, and a player's output and explanation show only their last
+    round of it. Each round keeps its new ratings as the packed path's columns (``Applied.change``)
+    and its explanations as numbers; at the end only each player's last row becomes an output and a
+    text (``round_texts``). The beliefs are held in one arena (``PoolEngine.held_rounds``): a player
+    in several rounds of the step is read and encoded once, not once a round; with ``places`` each
+    round's players are found there by place, not by name."""
     held = engine.held_rounds(stored_in, None if places is None else places.order)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
@@ -321,10 +306,11 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
         else:
             stored.update(applied.updates)
     if not blocks:
-        return commit, tally.republished(engine, stored, ()), dead, counts
+        return commit, republished(engine, stored, tally.republish), dead, counts
     # each player's last row of all blocks' (``at``), players in the order of their first row
     players, at, held_at = _last_rows(blocks, held)
-    outputs: Sequence[RatingOutput] = tally.republished(engine, stored, set(players) if tally.republish else ())
+    outputs: Sequence[RatingOutput] = republished(engine, stored, tally.republish,
+                                                  set(players) if tally.republish else ())
     if held is None:
         values: Iterable[bytes] = map(cast("dict[str, bytes]", stored).__getitem__, players)
     else:
@@ -363,11 +349,8 @@ def _rounds_end(engine: PoolEngine, blocks: list[_Block], players: list[str], at
 
 def _last_rows(blocks: list[_Block], held: TaggedPool | None) -> tuple[list[str], IntArray, IntArray | None]:
     """Each player's last row of all ``blocks``' rows (``at``), the players in the order of their
-    first row, and (when every block was rated in ``held``'s arena) their indices there.
-
-    With the arena's indices this is two ``ufunc.at`` passes over the rows and one name per
-    player; otherwise one dict of every row's player (a dict keeps a key's first place and its
-    last value)."""
+    first row, and (when every block was rated in ``held``'s arena) their indices there: two
+    ``ufunc.at`` passes, else one dict (a dict keeps a key's first place and its last value)."""
     if held is not None and all(b.idx is not None for b in blocks):
         idx = np.concatenate([cast("IntArray", b.idx) for b in blocks])
         rows = np.arange(idx.shape[0], dtype=np.int64)
@@ -404,11 +387,9 @@ def _block_texts(blocks: list[_Block], at: IntArray, bl: list[int], sizes: list[
 
 def change_records(players: Sequence[str], versions: Sequence[int], event_ids: Sequence[str],
                    times: Sequence[int], texts: Sequence[bytes | None]) -> dict[str, bytes]:
-    """Per published player (by columns), the explanation of their latest change as the commit
-    stores it (``RedisStore`` ``:chg``): ``orjson.dumps([version, event_id, time, {the
-    explanation's fields}])`` byte for byte, around the explanation's JSON text as the message
-    carries it (not encoded again); each distinct event id is encoded once (a round's players
-    share one). A player without an explanation (None) has no record."""
+    """Per published player (by columns), the ``:chg`` record of their latest change: byte for byte
+    ``orjson.dumps([version, event_id, time, {the explanation}])``, around the explanation's JSON text
+    as the message carries it; each distinct event id encoded once. No explanation (None): no record."""
     if None in texts:
         kept = [i for i, x in enumerate(texts) if x is not None]
         players, versions, event_ids, times = ([players[i] for i in kept], [versions[i] for i in kept],
@@ -420,9 +401,8 @@ def change_records(players: Sequence[str], versions: Sequence[int], event_ids: S
                     strict=True))
 
 
-def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) -> dict[str, tuple[str, int]]:
+def _last_match_per_player(batch: MatchBatch, idx: PlayerIndex) -> dict[str, tuple[str, int]]:
     """Each player's last match in the batch as (event id, time): what their output cites."""
-    idx = index if index is not None else index_players(batch)
     last = idx.last_match().tolist()
     ids, times = batch.event_ids, batch.times
     cited = zip(map(ids.__getitem__, last), map(times.__getitem__, last), strict=True)
@@ -430,17 +410,16 @@ def _last_match_per_player(batch: MatchBatch, index: PlayerIndex | None = None) 
 
 
 def _keep_matches(op: MatchOp, keep: list[bool], republish: dict[str, tuple[str, int]],
-                  seen: set[str] | None = None) -> tuple[MatchBatch, list[Message]]:
-    """The matches of ``op`` marked in ``keep`` (in order); the players of the others go to
-    ``republish`` -- all of them, or with ``seen`` only those of events applied before this
-    batch (a repeat inside the batch is not a re-delivery)."""
+                  seen: set[str]) -> tuple[MatchBatch, list[Message]]:
+    """The matches of ``op`` marked in ``keep`` (in order); the players of the others applied before this
+    batch (``seen``; a repeat inside the batch is not a re-delivery) go to ``republish``."""
     src = op.batch
     batch = MatchBatch(src.pool)
     msgs: list[Message] = []
     for i, k in enumerate(keep):
         eid = src.event_ids[i]
         if not k:
-            if seen is None or eid in seen:
+            if eid in seen:
                 republish[src.a[i]] = republish[src.b[i]] = (eid, src.times[i])
             continue
         batch.add(src.event(i))

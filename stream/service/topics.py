@@ -1,11 +1,8 @@
 """Creating the service's topics up front, and the worker's output topics again when they vanish.
 
-A real Kafka cluster usually has auto-creation off, and a broker that creates a topic on a
-produce or a metadata request (Tansu does) creates it with its own defaults; the worker, the
-publisher and the benchmark call ``ensure_topics`` before producing or consuming. The ratings
-topic is compacted (one message per pool+player survives); brokers that reject the config get
-it without. ``OutputTopics`` is the worker's check that its output topics are still there
-(stream.service.publish): it lists topics, which creates none.
+A real Kafka cluster usually has auto-creation off, and a broker that creates a topic on a produce
+(Tansu does) gives it its own defaults: ``ensure_topics`` runs before producing or consuming. The
+ratings topic is compacted (one message per pool+player survives) where the broker accepts it.
 """
 
 from __future__ import annotations
@@ -70,13 +67,9 @@ async def _create_missing(admin: AIOKafkaAdminClient, s: Settings, specs: dict[s
 
 
 class OutputTopics:
-    """The worker's output topics (ratings, dead letters) as the broker has them.
-
-    ``ensure`` creates a missing one again, with the specs of the start (``topic_specs``); ``check_partitions``
-    also compares each one's partition count with the one the worker first saw. A changed count (the topic
-    deleted and created again by someone else, or by a broker that creates topics on produce) is logged
-    in one line and stops the worker (``on_changed``, SIGTERM by default): its keys would no longer land
-    in the partition that holds their history."""
+    """The worker's output topics (ratings, dead letters) as the broker has them: ``ensure`` creates a
+    missing one again (``topic_specs``); ``check_partitions`` also stops the worker (``on_changed``) when a
+    partition count changed, since its keys would no longer land where their compacted history is."""
 
     def __init__(self, s: Settings, on_changed: Callable[[str], None] | None = None) -> None:
         self.s = s
@@ -104,13 +97,9 @@ class OutputTopics:
 
     async def ensure(self, since: float | None = None) -> str | None:
         """Create the missing output topics again. None when all were there; else what was wrong (the
-        outputs sent since may have gone to a topic that was lost: the caller sends them again). A broker
-        that does not answer is reported the same way.
-
-        ``since`` (``time.monotonic()``, default now): a listing begun then or later that found every topic
-        answers for this call too, without a request of its own. Why: under load a batch is acknowledged
-        every few milliseconds, and the batches acknowledged while one listing is under way all wait for
-        the listing after it: one request answers for all of them."""
+        caller sends the outputs sent since again), a broker that does not answer included. ``since``
+        (``time.monotonic()``, default now): a listing begun then or later that found every topic answers
+        for this call too, so that the batches acknowledged during one listing share the next."""
         since = time.monotonic() if since is None else since
         async with self._lock:
             if self._listed_at >= since:

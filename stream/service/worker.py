@@ -1,8 +1,7 @@
 """``mmr worker``: run the streaming service (one Faust worker process).
 
-Start-up order: settings → fail fast on unknown systems/parameters and on a taken HTTP port →
-create topics → warm up the numba kernels on the dedicated thread (no compile latency on the
-first event) → Faust worker (joins the group, consumes, serves HTTP).
+Start-up: settings, systems and the HTTP port checked → topics created → the numba kernels warmed
+up on their thread (no compile latency on the first event) → the Faust worker.
 """
 
 from __future__ import annotations
@@ -29,9 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def systems_in_use(s: Settings) -> list[tuple[str, dict[str, object]]]:
-    out: list[tuple[str, dict[str, object]]] = [(s.system, s.default_params)]
-    out += [(p.system, p.params) for p in s.pools.values()]
-    return out
+    return [(s.system, s.default_params), *((p.system, p.params) for p in s.pools.values())]
 
 
 def warmup(s: Settings) -> None:
@@ -47,19 +44,15 @@ def warmup(s: Settings) -> None:
 
 
 def warm_shared() -> None:
-    """Compile (or load) the kernels every pool runs whatever its system: the index of applied event
-    ids (``stream.state.id_index``), the embedded store of packed beliefs (``stream.state.packed_pool``),
-    and the read of a step's values into its arena (``stream.state.tagged_pool``). ``mmr warm`` and the
-    worker both run this."""
+    """Compile (or load) the kernels every pool runs whatever its system (``mmr warm`` and the worker)."""
     id_index.warmup()
     packed_pool.warmup()
     tagged_pool.warmup()
 
 
 def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
-    """Compile (or load) system ``name``'s kernels: the warm-ups its spec names (each once per
-    process: ``warmed`` holds those already run; ``elo-mmr`` and ``elo-mmx`` share theirs), then
-    its rating of stored bytes with ``params`` (``warm_encoded_path``)."""
+    """Compile (or load) system ``name``'s kernels: the warm-ups its spec names, once a process (``warmed``),
+    then its rating of stored bytes with ``params`` (``warm_encoded_path``)."""
     spec = registry.spec(name)
     spec.build(params)  # bad parameters fail here, before any compiling
     for target, fn in zip(spec.warmups, spec.warmup_functions(), strict=True):
@@ -70,14 +63,9 @@ def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
 
 
 def warm_encoded_path(name: str, params: dict[str, object]) -> None:
-    """Rate a few matches and a round on *stored bytes*, twice, so the codec's batch
-    decode/encode and ``summary_many`` (njit, loaded from numba's cache on first use) are
-    ready before the first event instead of inside its latency.
-
-    Each pass gets a fresh engine, so the second one decodes what the first stored (one
-    engine would serve it from its decoded-belief cache, and the decoder would first run,
-    and without a cache be compiled, in the middle of the worker's first busy seconds); a
-    single player's read (the HTTP API's) too."""
+    """Rate a few matches and a round on *stored bytes*, twice, each pass with a fresh engine (so the
+    second decodes what the first stored), and read one player as the HTTP API does: the codec's
+    kernels are loaded before the first event instead of inside its latency."""
     system, _ = make_pool_system(name, params)
     stored: dict[str, bytes | None] = {}
     players = [f"w{i}" for i in range(4)]
@@ -97,37 +85,25 @@ def warm_encoded_path(name: str, params: dict[str, object]) -> None:
 
 
 def tune_gc() -> None:
-    """Freeze what start-up allocated and collect the young generation less often.
-
-    Why: a batch allocates tens of thousands of short-lived objects (decoded events, beliefs,
-    outputs) next to long-lived ones (Faust, numba, caches); with CPython's default threshold
-    (700) the collector runs many times per batch and rescans the long-lived heap each time.
-    Reference cycles are still collected, just in larger steps.
-    """
+    """Freeze what start-up allocated and collect the young generation less often: a batch allocates
+    tens of thousands of short-lived objects, and at CPython's default threshold the collector would
+    run many times a batch, rescanning the long-lived heap (Faust, numba, caches) each time."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
 
 
 def tune_gil(switch_ms: float) -> None:
-    """Let a thread waiting for the GIL have it after ``switch_ms`` instead of Python's 5 ms.
-
-    Why: three threads of the worker run Python: the event loop (fetching, acks, publishing),
-    the numba thread (the Python around the nogil kernels: summaries, encoding, outputs) and
-    Faust's consumer thread. When the event loop wants the GIL while the numba thread holds
-    it, it waits for the switch interval, and a batch's hand-over, commit and publish each
-    pay that in latency."""
+    """Let a thread waiting for the GIL have it after ``switch_ms`` instead of Python's 5 ms: the event
+    loop waits that long for the GIL the numba thread holds, at each hand-over, commit and publish."""
     if switch_ms > 0:
         sys.setswitchinterval(switch_ms / 1000)
 
 
 class RepeatLimit(logging.Filter):
     """At most ``burst`` records of one message template of one logger every ``interval`` seconds; the
-    rest are counted, and the next record let through says how many were left out.
-
-    Why: while the broker is down, aiokafka logs an ERROR for every connection, fetch, metadata and
-    coordinator attempt, each a few milliseconds apart: hundreds of lines for an outage of seconds,
-    which bury the worker's own one line that it waits (stream.service.publish)."""
+    next record let through says how many were left out. Why: while the broker is down aiokafka logs an
+    ERROR for every attempt, burying the worker's own one line that it waits."""
 
     def __init__(self, interval: float = 10.0, burst: int = 3) -> None:
         super().__init__()
@@ -170,14 +146,8 @@ def limit_repeats() -> RepeatLimit:
 
 
 def faust_worker(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop, log_format: LogFormat = "text") -> Any:
-    """Faust's worker for ``app``, logging at ``loglevel``, without its terminal spinner.
-
-    Why: at a level of WARNING or above, Faust's worker turns every log record into a step of a
-    progress spinner, and for that sets the root logger to DEBUG for the life of the process (the
-    spinner stops once the worker has started; the level stays). Every ``log.debug`` of aiokafka,
-    Faust and the worker then makes a record that the handlers drop, holding the GIL for it. A
-    service writes a log,
-    not a terminal, so the root logger keeps ``loglevel``. ``log_format``: ``stream.service.logs``."""
+    """Faust's worker for ``app``, logging at ``loglevel`` in ``log_format``, without its terminal spinner:
+    for it Faust sets the root logger to DEBUG for good, and every debug call would make a record."""
     import faust
 
     worker = faust.Worker(app, loglevel=loglevel, loop=loop, logging_config=logging_config(log_format, loglevel))

@@ -1,7 +1,5 @@
 """Options and helpers shared by the offline commands (``eval``, ``replay``, ``tune``, ``fit``).
-
-Light on purpose (no rating system, no numba): ``mmr replay`` imports it without the evaluation
-harness.
+Light on purpose (no rating system, no numba): ``mmr replay`` imports it without the evaluation harness.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from stream.config import SettingError
-from stream.events.inputs import SkippedLines
+from stream.events.inputs import CsvMapping, SkippedLines
 from stream.service.config import PoolConfig, load_pools
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,3 +54,19 @@ def load_pools_file(path: str | None) -> dict[str, PoolConfig]:
         return load_pools(path)
     except (OSError, ValueError, SettingError) as exc:  # JSON and TOML syntax errors are ValueErrors
         raise click.BadParameter(f"{path}: {exc}", param_hint="--pools") from None
+
+
+def csv_mapping(columns: str) -> CsvMapping:
+    """``--csv-columns``: the five column names of a 1-v-1 CSV."""
+    cols = [c.strip() for c in columns.split(",")]
+    if len(cols) != 5:
+        raise click.BadParameter("needs five column names", param_hint="--csv-columns")
+    return CsvMapping(*cols)
+
+
+def csv_columns_option(f: F) -> F:
+    """``--csv-columns``, given to the command as ``mapping`` (a ``CsvMapping``)."""
+    opt = click.option("--csv-columns", "mapping", default="home_team,away_team,home_score,away_score,date",
+                       show_default=True, help="CSV input: A,B,A score,B score,time columns.",
+                       callback=lambda _ctx, _param, value: csv_mapping(value))
+    return opt(f)

@@ -1,33 +1,20 @@
 """``mmr eval``: score a rating system's predictions on a history (docs/interface.md).
 
-Why the harness drives the systems directly (beliefs in a dict per pool) instead of the
-embedded pipeline: a prediction must come from the state *before* each event, so every
-event is applied on its own (no match batching), and encoding every belief for the
-store (what the pipeline does for the service) would only add time to the runtime we
-report. The systems are the same objects the pipeline uses, and records come from the
-same reader (``stream.events.inputs.read_records``, rounds assembled from
-``round_result``/``round_completed`` by the same ``RoundAssembler``), so what we measure
-is what the service computes.
+Why the harness drives the systems directly (beliefs in a dict per pool) instead of the embedded
+pipeline: a prediction must come from the state *before* each event, so every event is applied on
+its own (no match batching), and encoding every belief for the store would only add time to the
+runtime we report. The systems and the reader (``read_records``, ``RoundAssembler``) are the
+pipeline's, so what we measure is what the service computes.
 
-Protocol (Elo-MMR paper §6.2): the first ``warmup`` fraction of events only update;
-afterwards a round is scored on its participants with at least ``min_history`` earlier
-events (pair inversion and rank deviation among them), and a two-player event (a match
-or a two-player round) when both players qualify (log loss, Brier, calibration).
-Aggregates follow the paper: per participant, ``Σ_t Σ_i metric(i, t) / Σ_t |P_t|`` (see
-``stream.scoring``); pooled-over-pairs and per-round means are reported alongside.
+The protocol and the metrics: docs/evaluation.md ("Protocol and metric definitions", ``stream.scoring``);
+pooled and per-round means are reported beside the per-participant aggregates.
 
-Team rounds are scored at team level, under keys of their own (``team_*``): a team qualifies
-when every member has ``min_history`` earlier events; the qualifying teams of a round (at least
-two) are ordered by the system's team strength for the pair inversion and rank deviation
-(aggregated per team), and a round of exactly two teams, both qualifying, gives a log loss and
-Brier of the probability that the first listed team finishes ahead (a tie scores ½), both from
-``stream.ratings.team_scores``. Those two-team predictions are also counted in ``log_loss``,
-``brier`` and ``accuracy`` with the two-player ones (a history of two-sided games scores the same
-way whether its sides are players or teams); ``team_log_loss`` and ``team_brier`` keep the
-team rounds' alone.
-
-Pools may have systems of their own (``--pools FILE``, the pools file the worker reads as
-``MMR_POOLS_FILE``): each event is predicted and applied by its pool's system.
+Team rounds are scored at team level (``team_*``): a team qualifies when every member does; the
+qualifying teams (at least two) are ordered by the system's team strength, and a round of exactly
+two teams gives the probability that the first finishes ahead (a tie scores ½;
+``stream.ratings.team_scores``). Those predictions also count in ``log_loss``, ``brier`` and
+``accuracy`` beside the two-player ones (two-sided games score alike whether their sides are
+players or teams). Pools may have systems of their own (``--pools FILE``, as ``MMR_POOLS_FILE``).
 """
 
 from __future__ import annotations
@@ -53,7 +40,15 @@ from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, sp
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
-from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
+from stream.tools.common import (
+    csv_columns_option,
+    csv_mapping,  # noqa: F401  (``mmr fit`` and ``mmr tune`` take it from here)
+    load_pools_file,
+    pools_option,
+    report_skipped,
+    skip_invalid_option,
+    skipped_lines,
+)
 
 Event = RoundEvent | MatchEvent
 
@@ -108,6 +103,37 @@ class Trace:
     trajectories: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
+@dataclass
+class PairScores:
+    """The pair metrics of the scored rounds (of players, or of teams) and the two-sided predictions."""
+
+    rounds: int = 0
+    wrong: float = 0.0
+    pairs: float = 0.0
+    round_pi: list[float] = field(default_factory=list)
+    round_n: list[int] = field(default_factory=list)
+    devs: list[FloatArray] = field(default_factory=list)
+    p2: list[float] = field(default_factory=list)
+    s2: list[float] = field(default_factory=list)
+
+    def add(self, ranks: np.ndarray, strength: FloatArray) -> None:
+        """One round's scored participants: their ranks and predicted strengths."""
+        wrong, pairs = pair_inversions(ranks, strength)
+        self.rounds += 1
+        self.wrong += wrong
+        self.pairs += pairs
+        self.round_pi.append(wrong / pairs)
+        self.round_n.append(len(ranks))
+        self.devs.append(rank_deviations(ranks, strength))
+
+    def pair_metrics(self, prefix: str) -> dict[str, Any]:
+        """Pair inversion weighted per participant (module docstring), rank deviation, pooled inversion."""
+        weights = np.asarray(self.round_n, dtype=np.float64)
+        return {f"{prefix}pair_inversion": 100.0 * float(np.dot(weights, self.round_pi) / weights.sum()),
+                f"{prefix}rank_deviation": 100.0 * float(np.concatenate(self.devs).mean()),
+                f"{prefix}pair_inversion_pooled": 100.0 * self.wrong / self.pairs}
+
+
 class Evaluator:
     """Applies events in order, scoring each from the state before it; ``pool_systems``: the
     systems of pools that have their own (the others: ``system``)."""
@@ -128,25 +154,15 @@ class Evaluator:
         self._pool_advantage = dict(pool_advantage or {})
         #: the team predictor of each system (by id): ``teams`` is the default system's
         self._predictors: dict[int, TeamPredictor] = {} if teams is None else {id(system): teams}
-        self.team = TeamScores()
+        self.scores = PairScores()
+        self.team = PairScores()
         self.score_from = score_from
         self.min_history = min_history
         self.beliefs: dict[str, dict[str, Belief]] = {}
         self.history: dict[str, dict[str, int]] = {}
         self.trace = Trace() if trace else None
         self.trajectories = trajectories
-        self.n_events = 0
-        self.n_rounds = 0
-        self.n_matches = 0
-        self.scored_rounds = 0
-        self.wrong = 0.0
-        self.pairs = 0.0
-        self.round_pi: list[float] = []
-        self.round_n: list[int] = []
-        self.devs: list[np.ndarray] = []
-        self.round_dev: list[float] = []
-        self.p2: list[float] = []
-        self.s2: list[float] = []
+        self.n_events = self.n_rounds = self.n_matches = 0
         self.update_s = 0.0
 
     def _get(self, pool: str, player: str) -> Belief:
@@ -163,21 +179,9 @@ class Evaluator:
             got = self.advantages[pool] = sided.new_advantages(self.system, params)
         return got
 
-    def _two_player(self, a: Belief, b: Belief, s: float, shift: float = 0.0) -> None:
-        p = self.system.win_probability(a, b, shift) if shift else self.system.win_probability(a, b)
-        self.p2.append(p)
-        self.s2.append(s)
-        if self.trace is not None:
-            self.trace.p.append(p)
-            self.trace.s.append(s)
-            self.trace.diff.append(self._elo_scale(a) - self._elo_scale(b))
-
     def _elo_scale(self, belief: Belief) -> float:
-        """The belief's location on the Elo scale, for "log loss by rating difference".
-
-        μ for every system except Cowan's, whose μ is in natural units and whose displayed
-        rating is 400/ln10 · mean + 1500; conservative displays (μ − kσ) would mix in σ.
-        """
+        """The belief's location on the Elo scale, for "log loss by rating difference": μ, but Cowan's
+        displayed rating (its μ is in natural units); conservative displays (μ − kσ) would mix in σ."""
         r = self.system.summary(belief)
         return r.rating if self.system.name == "cowan" else r.mu
 
@@ -190,32 +194,33 @@ class Evaluator:
             if self.trajectories and self.trace is not None:
                 self.trace.trajectories.setdefault(p, []).append((self.n_events, self.system.summary(b).rating))
 
+    def _qualified(self, pool: str, players: Sequence[str]) -> list[bool]:
+        hist = self.history.get(pool, {})
+        return [hist.get(p, 0) >= self.min_history for p in players]
+
     def add(self, ev: Event) -> None:
         self.system = self._pool_systems.get(ev.pool, self._default)
         scoring = self.n_events >= self.score_from
         if isinstance(ev, MatchEvent):
             self.n_matches += 1
+            players = [ev.a, ev.b]
             a, b = self._get(ev.pool, ev.a), self._get(ev.pool, ev.b)
             adv = None if ev.neutral else self.pool_advantages(ev.pool)
             shift = 0.0 if adv is None else adv.shift(MATCH_SIDE)
-            if scoring:
-                hist = self.history.get(ev.pool, {})
-                if min(hist.get(ev.a, 0), hist.get(ev.b, 0)) >= self.min_history:
-                    # ranks for the pair metrics: a fractional score counts for whoever got more
-                    rank_b = 2 if ev.score > 0.5 else 1 if ev.score == 0.5 else 0
-                    self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score, shift=shift)
+            if scoring and all(self._qualified(ev.pool, players)):
+                # ranks for the pair metrics: a fractional score counts for whoever got more
+                rank_b = 2 if ev.score > 0.5 else 1 if ev.score == 0.5 else 0
+                self._score_round(np.array([1, rank_b]), [a, b], two_player_score=ev.score, shift=shift)
             t0 = time.perf_counter()
             if adv is None:
                 new = self.system.rate_matches([a, b], np.array([0]), np.array([1]), np.array([ev.score]),
                                                np.array([ev.time], dtype=np.int64))
             else:
                 new = sided.rate_match(self.system, adv, a, b, ev.score, ev.time)
-            self.update_s += time.perf_counter() - t0
-            self._record(ev.pool, [ev.a, ev.b], new)
         elif ev.teams is not None:
             self.n_rounds += 1
-            teams = ev.teams
-            beliefs = [self._get(ev.pool, p) for p in ev.players]
+            players, teams = ev.players, ev.teams
+            beliefs = [self._get(ev.pool, p) for p in players]
             adv = None if teams.sides is None else self.pool_advantages(ev.pool)
             if scoring:
                 self._score_team_round(ev, beliefs, None if adv is None else sided.team_shifts(adv, teams.sides or ()))
@@ -227,26 +232,22 @@ class Evaluator:
                 new = sided.rate_team_round(self.system, adv, beliefs, teams.team_of, teams.ranks, ev.time,
                                             ev.weight, ev.perf_ceiling, teams.weights, teams.sides,
                                             self.team_predictor)
-            self.update_s += time.perf_counter() - t0
-            self._record(ev.pool, ev.players, new)
         else:
             self.n_rounds += 1
-            beliefs = [self._get(ev.pool, p) for p in ev.players]
+            players = ev.players
+            beliefs = [self._get(ev.pool, p) for p in players]
             if scoring:
-                hist = self.history.get(ev.pool, {})
-                mask = np.fromiter((hist.get(p, 0) >= self.min_history for p in ev.players), dtype=bool,
-                                   count=len(ev.players))
+                mask = np.array(self._qualified(ev.pool, players), dtype=bool)
                 if mask.sum() >= 2:
-                    sub = [b for b, m in zip(beliefs, mask.tolist(), strict=True) if m]
                     ranks = np.asarray(ev.ranks)[mask]
                     s2 = None
-                    if len(ev.players) == 2:
+                    if len(players) == 2:
                         s2 = 1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5
-                    self._score_round(ranks, sub, two_player_score=s2)
+                    self._score_round(ranks, [b for b, m in zip(beliefs, mask.tolist(), strict=True) if m], s2)
             t0 = time.perf_counter()
             new = self.system.rate_round(beliefs, ev.ranks, ev.time, ev.weight, ev.perf_ceiling)
-            self.update_s += time.perf_counter() - t0
-            self._record(ev.pool, ev.players, new)
+        self.update_s += time.perf_counter() - t0
+        self._record(ev.pool, players, new)
         self.n_events += 1
 
     def team_predictor(self) -> TeamPredictor:
@@ -260,25 +261,23 @@ class Evaluator:
         ``shifts[t]``: team t's side advantage (None: none)."""
         assert ev.teams is not None
         pred = self.team_predictor()
-        hist = self.history.get(ev.pool, {})
         team_of, ranks, weights = ev.teams.team_of, np.asarray(ev.teams.ranks), ev.teams.weights
         members: list[list[int]] = [[] for _ in range(len(ranks))]
         for i, t in enumerate(team_of.tolist()):
             members[t].append(i)
-        ok = [all(hist.get(ev.players[i], 0) >= self.min_history for i in m) for m in members]
-        teams = [t for t in range(len(ranks)) if ok[t]]
+        teams = [t for t in range(len(ranks)) if all(self._qualified(ev.pool, [ev.players[i] for i in members[t]]))]
         if len(teams) < 2:
             return
         sides = [([beliefs[i] for i in members[t]], weights[members[t]]) for t in teams]
         strength = np.array([pred.strength(b, w) for b, w in sides])
         if shifts is not None:
             strength = strength + shifts[teams]
-        p2 = None
+        self.team.add(ranks[teams], strength)
         if len(ranks) == 2:
             (ba, wa), (bb, wb) = sides
-            p2 = pred.win_probability(ba, wa, bb, wb) if shifts is None else \
-                pred.win_probability(ba, wa, bb, wb, float(shifts[0] - shifts[1]))
-        self.team.add(ranks[teams], strength, p2)
+            self.team.p2.append(pred.win_probability(ba, wa, bb, wb) if shifts is None else
+                                pred.win_probability(ba, wa, bb, wb, float(shifts[0] - shifts[1])))
+            self.team.s2.append(1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5)
 
     def _score_round(self, ranks: np.ndarray, beliefs: list[Belief], two_player_score: float | None,
                      shift: float = 0.0) -> None:
@@ -287,89 +286,45 @@ class Evaluator:
         score = np.fromiter((self.system.ranking_score(b) for b in beliefs), dtype=np.float64, count=len(beliefs))
         if shift:
             score[0] += shift
-        wrong, pairs = pair_inversions(ranks, score)
-        dev = rank_deviations(ranks, score)
-        self.scored_rounds += 1
-        self.wrong += wrong
-        self.pairs += pairs
-        self.round_pi.append(wrong / pairs)
-        self.round_n.append(len(beliefs))
-        self.devs.append(dev)
-        self.round_dev.append(float(dev.mean()))
-        if two_player_score is not None:
-            self._two_player(beliefs[0], beliefs[1], two_player_score, shift)
+        self.scores.add(ranks, score)
+        if two_player_score is None:
+            return
+        a, b = beliefs
+        p = self.system.win_probability(a, b, shift) if shift else self.system.win_probability(a, b)
+        self.scores.p2.append(p)
+        self.scores.s2.append(two_player_score)
+        if self.trace is not None:
+            self.trace.p.append(p)
+            self.trace.s.append(two_player_score)
+            self.trace.diff.append(self._elo_scale(a) - self._elo_scale(b))
 
     def result(self, bins: int = 10) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n_events": self.n_events,
-            "n_rounds": self.n_rounds,
-            "n_matches": self.n_matches,
-            "n_scored_events": self.scored_rounds,
-        }
-        out.update(self.team.result())
-        if self.p2:
-            out["n_two_player"] = len(self.p2)
-        if self.p2 or self.team.p2:
+        sc, team = self.scores, self.team
+        out: dict[str, Any] = {"n_events": self.n_events, "n_rounds": self.n_rounds, "n_matches": self.n_matches,
+                               "n_scored_events": sc.rounds}
+        if team.rounds:
+            out.update(n_scored_team_rounds=team.rounds, n_scored_teams=sum(team.round_n), **team.pair_metrics("team_"))
+            if team.p2:
+                out.update(_probability_scores(np.asarray(team.p2), np.asarray(team.s2), "n_team_two", "team_"))
+        if sc.p2:
+            out["n_two_player"] = len(sc.p2)
+        if sc.p2 or team.p2:
             # every two-sided prediction, players' and teams' (module docstring)
-            p, s = np.asarray(self.p2 + self.team.p2), np.asarray(self.s2 + self.team.s2)
+            p, s = np.asarray(sc.p2 + team.p2), np.asarray(sc.s2 + team.s2)
             out.update(_probability_scores(p, s, "n_two_sided", ""))
             out["calibration"] = [
                 {"lo": c.lo, "hi": c.hi, "n": c.n, "mean_p": _nan_none(c.mean_p), "mean_s": _nan_none(c.mean_s)}
                 for c in calibration_table(p, s, bins)
             ]
-        if self.pairs > 0:
-            devs = np.concatenate(self.devs)
-            weights = np.asarray(self.round_n, dtype=np.float64)
-            out["pair_inversion"] = 100.0 * float(np.dot(weights, self.round_pi) / weights.sum())
+        if sc.pairs > 0:
+            metrics = sc.pair_metrics("")
+            out["pair_inversion"] = metrics["pair_inversion"]
             out["pair_correct"] = 100.0 - out["pair_inversion"]
-            out["rank_deviation"] = 100.0 * float(devs.mean())
-            out["pair_inversion_pooled"] = 100.0 * self.wrong / self.pairs
-            out["pair_inversion_round_mean"] = 100.0 * float(np.mean(self.round_pi))
-            out["rank_deviation_round_mean"] = 100.0 * float(np.mean(self.round_dev))
-            out["n_scored_players"] = len(devs)
-        return out
-
-
-@dataclass
-class TeamScores:
-    """The team-level metrics of the scored team rounds (module docstring)."""
-
-    rounds: int = 0
-    wrong: float = 0.0
-    pairs: float = 0.0
-    round_pi: list[float] = field(default_factory=list)
-    round_n: list[int] = field(default_factory=list)
-    devs: list[FloatArray] = field(default_factory=list)
-    p2: list[float] = field(default_factory=list)
-    s2: list[float] = field(default_factory=list)
-
-    def add(self, ranks: np.ndarray, strength: FloatArray, p2: float | None) -> None:
-        """One round's qualifying teams: their ranks, predicted strengths and, for a round of two
-        teams, the predicted probability that the first finishes ahead."""
-        wrong, pairs = pair_inversions(ranks, strength)
-        self.rounds += 1
-        self.wrong += wrong
-        self.pairs += pairs
-        self.round_pi.append(wrong / pairs)
-        self.round_n.append(len(ranks))
-        self.devs.append(rank_deviations(ranks, strength))
-        if p2 is not None:
-            self.p2.append(p2)
-            self.s2.append(1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5)
-
-    def result(self) -> dict[str, Any]:
-        if not self.rounds:
-            return {}
-        weights = np.asarray(self.round_n, dtype=np.float64)
-        out: dict[str, Any] = {
-            "n_scored_team_rounds": self.rounds,
-            "n_scored_teams": int(weights.sum()),
-            "team_pair_inversion": 100.0 * float(np.dot(weights, self.round_pi) / weights.sum()),
-            "team_rank_deviation": 100.0 * float(np.concatenate(self.devs).mean()),
-            "team_pair_inversion_pooled": 100.0 * self.wrong / self.pairs,
-        }
-        if self.p2:
-            out.update(_probability_scores(np.asarray(self.p2), np.asarray(self.s2), "n_team_two", "team_"))
+            out["rank_deviation"] = metrics["rank_deviation"]
+            out["pair_inversion_pooled"] = metrics["pair_inversion_pooled"]
+            out["pair_inversion_round_mean"] = 100.0 * float(np.mean(sc.round_pi))
+            out["rank_deviation_round_mean"] = 100.0 * float(np.mean([d.mean() for d in sc.devs]))
+            out["n_scored_players"] = sum(map(len, sc.devs))
         return out
 
 
@@ -395,10 +350,8 @@ def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float
                     pool_systems: Mapping[str, RatingSystem] | None = None,
                     pool_advantage: Mapping[str, AdvantageParams] | None = None) -> tuple[dict[str, Any], Evaluator]:
     """Run ``events`` through ``system``; score from ``score_from`` (default ⌈warmup·n⌉). ``teams``:
-    the team predictions of team rounds (default: ``team_scores.team_predictor(system)``);
-    ``advantage``: the side advantage's settings (default: learned, ``AdvantageParams()``);
-    ``pool_systems``, ``pool_advantage``: the systems and advantage settings of pools with their own
-    (``Evaluator``; ``load_pool_systems``)."""
+    the team predictions (default ``team_scores.team_predictor(system)``); ``advantage``: the side
+    advantage's settings; ``pool_systems``, ``pool_advantage``: those of pools with their own."""
     start = math.ceil(warmup * len(events)) if score_from is None else score_from
     ev = Evaluator(system, start, min_history, trace=trace, trajectories=trajectories, teams=teams,
                    advantage=advantage, pool_systems=pool_systems, pool_advantage=pool_advantage)
@@ -426,13 +379,6 @@ def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[s
     return {k: v[0] for k, v in built.items()}, {k: v[1] for k, v in built.items()}
 
 
-def csv_mapping(columns: str) -> CsvMapping:
-    cols = [c.strip() for c in columns.split(",")]
-    if len(cols) != 5:
-        raise click.BadParameter("needs five column names", param_hint="--csv-columns")
-    return CsvMapping(*cols)
-
-
 def _human(res: dict[str, Any]) -> Iterator[str]:
     for k, v in res.items():
         if k == "calibration":
@@ -456,14 +402,13 @@ def _human(res: dict[str, Any]) -> Iterator[str]:
               help="Score only players with at least this many earlier events.")
 @click.option("--bins", type=click.IntRange(1), default=10, show_default=True, help="Calibration bins.")
 @click.option("--pool", default=None, help="Pool for contest/CSV input (default 'default').")
-@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True,
-              help="CSV input: A,B,A score,B score,time columns.")
+@csv_columns_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar while reading (stderr).")
 @pools_option
 @skip_invalid_option
 def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warmup: float, min_history: int,
-             bins: int, pool: str | None, csv_columns: str, as_json: bool, progress: bool, pools_file: str | None,
+             bins: int, pool: str | None, mapping: CsvMapping, as_json: bool, progress: bool, pools_file: str | None,
              skip_invalid: bool) -> None:
     """Score --system's predictions on INPUT files (each from the state before the event)."""
     t0 = time.perf_counter()
@@ -472,7 +417,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
         pool_systems, pool_advantage = load_pool_systems(pools_file)
-        events = load_events(inputs, pool, csv_mapping(csv_columns), progress, skipped)
+        events = load_events(inputs, pool, mapping, progress, skipped)
         from stream.runtime.compile_notice import compile_notice
 
         with compile_notice():
@@ -486,8 +431,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     res["runtime_s"] = time.perf_counter() - t0  # the whole command: reading + replay + scoring
     res["read_s"] = res["runtime_s"] - replay_s
     out = {"system": system, "params": {**sys_obj.params.as_dict(), **adv.as_dict()}, "inputs": list(inputs),
-           "warmup": warmup,
-           "min_history": min_history, **res}
+           "warmup": warmup, "min_history": min_history, **res}
     if pool_systems:
         out["pools"] = {name: {"system": s.name, "params": {**s.params.as_dict(), **pool_advantage[name].as_dict()}}
                         for name, s in pool_systems.items()}

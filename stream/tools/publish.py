@@ -1,18 +1,10 @@
 """``mmr replay INPUT --broker URL``: publish a history to the service's input topics.
 
-Rounds go out as whole ``round`` events (topic MMR_TOPIC_ROUNDS), 1-v-1 results as
-``match_columns`` messages (the compact column form of ``match_batch``; a ``neutral`` column
-where some match is neutral) of up to
-``batch_size`` consecutive matches of one pool (topic
-MMR_TOPIC_MATCHES; Faust's cost is per *message*, so carrying many matches per message
-is where throughput comes from), ``round_result``/``round_completed`` unchanged (topic
-MMR_TOPIC_ROUND_RESULTS). Every message is keyed by its pool, so a pool's events stay in
-one partition and in order (``stream.client.Publisher`` sends them). Event ids are kept
-(contest/CSV inputs get deterministic ids from the reader), so publishing the same file
-twice changes nothing in the service.
-
-``--skip K`` skips the first K records (the progress bar counts records), which resumes
-an interrupted replay; re-publishing an overlap is harmless for the same reason.
+Rounds go out as ``round`` events, 1-v-1 results as ``match_columns`` messages of up to
+``batch_size`` consecutive matches of one pool (Faust's cost is per *message*, so many matches a
+message is where throughput comes from), ``round_result``/``round_completed`` unchanged; each keyed by
+its pool (``stream.client.Publisher``). Event ids are kept (contest and CSV inputs get deterministic
+ones from the reader), so publishing a file twice, or an overlap after ``--skip K``, changes nothing.
 """
 
 from __future__ import annotations
@@ -36,11 +28,8 @@ __all__ = ["match_batch_json", "match_columns_json", "messages", "publish_async"
 
 def messages(records: Iterable[tuple[str, str, Any]], s: Settings,
              batch_size: int) -> Iterator[tuple[str, str, bytes, int, int]]:
-    """(topic, pool, value, n_events, event time ms) in publishing order.
-
-    Matches are held per pool until ``batch_size`` or until a round of that pool comes
-    (so a pool's matches and rounds keep their relative order as far as two topics allow).
-    """
+    """(topic, pool, value, n_events, event time ms) in publishing order. Matches are held per pool until
+    ``batch_size`` or a round of that pool (so they keep their order as far as two topics allow)."""
     pending: dict[str, list[MatchEvent]] = {}
 
     def flush(pool: str) -> Iterator[tuple[str, str, bytes, int, int]]:

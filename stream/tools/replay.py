@@ -18,17 +18,22 @@ from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atom
 from stream.params import parse_params
 from stream.ratings.base import RatingError
 from stream.ratings.sided import make_pool_system
-from stream.tools.common import load_pools_file, pools_option, report_skipped, skip_invalid_option, skipped_lines
+from stream.tools.common import (
+    csv_columns_option,
+    load_pools_file,
+    pools_option,
+    report_skipped,
+    skip_invalid_option,
+    skipped_lines,
+)
 
 
 def print_leaderboard(rows: list[dict[str, Any]], top: int) -> None:
     best = sorted(rows, key=lambda r: r["rating"], reverse=True)[:top]
     click.echo(f"{'#':>3}  {'player':<24} {'pool':<10} {'rating':>9} {'mu':>9} {'sigma':>7} {'rounds':>6}")
     for i, r in enumerate(best, 1):
-        click.echo(
-            f"{i:>3}  {r['player'][:24]:<24} {r['pool'][:10]:<10} {r['rating']:>9.1f} {r['mu']:>9.1f} "
-            f"{r['sigma']:>7.1f} {r['rounds']:>6}"
-        )
+        click.echo(f"{i:>3}  {r['player'][:24]:<24} {r['pool'][:10]:<10} {r['rating']:>9.1f} {r['mu']:>9.1f} "
+                   f"{r['sigma']:>7.1f} {r['rounds']:>6}")
 
 
 #: container allocations between two young-generation collections during an embedded replay
@@ -40,14 +45,11 @@ GC_YOUNG = 50_000
 def fewer_collections() -> Iterator[None]:
     """The cyclic garbage collector nearly out of an embedded replay's way, restored after.
 
-    Why: a replay allocates containers by the million (decoded lines, batches, the store's
-    dict and sets) that die by reference counting or live to the end, and next to them lie
-    the hundreds of thousands of objects numba and numpy create at import. With Python's
-    thresholds the collector runs hundreds of times over a long replay, its full passes
-    walking every imported object again, on the main thread between kernel calls.
-    ``gc.freeze`` moves what exists before the replay out of every later pass, and a young
-    generation of ``GC_YOUNG`` objects makes the passes rare; cycles are still collected,
-    later. The ratings do not depend on when it runs."""
+    Why: a replay allocates containers by the million that die by reference counting or live to the
+    end, beside the hundreds of thousands of objects numba and numpy create at import; with Python's
+    thresholds the collector's full passes walk all of them again and again, on the main thread
+    between kernel calls. ``gc.freeze`` takes what exists before the replay out of every pass, and a
+    young generation of ``GC_YOUNG`` objects makes the passes rare (cycles are still collected)."""
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(GC_YOUNG, thresholds[1], thresholds[2])
@@ -103,90 +105,44 @@ def check_mode_options(ctx: click.Context, broker: str | None, embedded: bool) -
 @click.option("--top", type=int, default=0, help="Embedded: print the top-N leaderboard.")
 @click.option("--batch-size", type=int, default=4096, show_default=True, help="Matches per batch.")
 @click.option("--skip", type=int, default=0, help="Skip the first K events (resume a replay).")
-@click.option(
-    "--broker",
-    is_flag=False,
-    flag_value=BROKER_FROM_ENV,
-    default=None,
-    metavar="[BOOTSTRAP]",
-    help="Publish to the service's topics instead: to BOOTSTRAP, or to KAFKA_BOOTSTRAP_SERVERS without a value.",
-)
+@click.option("--broker", is_flag=False, flag_value=BROKER_FROM_ENV, default=None, metavar="[BOOTSTRAP]",
+              help="Publish to the service's topics instead: to BOOTSTRAP, or to KAFKA_BOOTSTRAP_SERVERS without "
+                   "a value.")
 @click.option("--rate", type=float, default=0.0, help="Broker: events per second (0 = as fast as possible).")
 @click.option("--speedup", type=float, default=0.0, help="Broker: time compression factor on event times.")
-@click.option(
-    "--csv-columns",
-    default="home_team,away_team,home_score,away_score,date",
-    show_default=True,
-    help="CSV input: A,B,A score,B score,time columns.",
-)
+@csv_columns_option
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @pools_option
 @skip_invalid_option
 @click.pass_context
-def replay(
-    ctx: click.Context,
-    inputs: tuple[str, ...],
-    system: str,
-    params: tuple[str, ...],
-    embedded: bool,
-    out: str | None,
-    advantages: bool,
-    history: str | None,
-    pool: str | None,
-    top: int,
-    batch_size: int,
-    skip: int,
-    broker: str | None,
-    rate: float,
-    speedup: float,
-    csv_columns: str,
-    progress: bool,
-    pools_file: str | None,
-    skip_invalid: bool,
-) -> None:
+def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tuple[str, ...], embedded: bool,
+           out: str | None, advantages: bool, history: str | None, pool: str | None, top: int, batch_size: int,
+           skip: int, broker: str | None, rate: float, speedup: float, mapping: CsvMapping, progress: bool,
+           pools_file: str | None, skip_invalid: bool) -> None:
     """Replay INPUT files (event JSONL, contest JSONL, 1-v-1 CSV; plain, .gz or .xz).
 
-    With --embedded the service's pipeline runs in-process and --out gets the final
-    rating of every player and --history every rating message the service would publish,
-    one line per player and rated unit (a round; the matches of one --batch-size batch),
-    with the rating before, the change and its cause; with --broker the events are published to the service
-    (``--broker`` alone: to KAFKA_BOOTSTRAP_SERVERS). Options of the other mode are
-    refused: --system, --param, --out and --top apply in-process only (the worker's
-    configuration chooses each pool's system), --rate and --speedup only to publishing.
+    With --embedded the service's pipeline runs in-process: --out gets the final rating of every
+    player, --history every rating message the service would publish (a line per player and rated
+    unit: a round, or the matches of one --batch-size batch) with the rating before, the change and
+    its cause. With --broker the events are published to the service (--broker alone: to
+    KAFKA_BOOTSTRAP_SERVERS). Options of the other mode are refused.
 
-    Bad input (malformed or invalid record) stops the replay with exit status 2, a
-    message naming the file and line, and no output file; with --skip-invalid such records
-    are skipped instead (as the service dead-letters them), counted and the first reasons
-    reported with their file and line. With --embedded, a round
-    assembled from round_result events that is still incomplete when the input ends (its
-    round_completed never came, or fewer results than it expects) is not bad input:
-    it is not rated, as in the service, which dead-letters it after MMR_ROUND_TIMEOUT.
-    Each such round gets a "warning:" line on stderr (pool, round id, results k/n, the
-    file:line of its first event); the exit status stays 0 and the ratings are as if
-    its events were absent.
+    Bad input stops the replay with exit status 2, a message naming the file and line, and no
+    output file; with --skip-invalid such records are skipped (as the service dead-letters them),
+    counted and the first reasons reported. A round assembled from round_result events that is
+    still incomplete when the input ends is not rated (the service dead-letters it after
+    MMR_ROUND_TIMEOUT): a "warning:" line on stderr names it (pool, round id, results k/n, the
+    file:line of its first event), and the exit status stays 0.
     """
-    cols = [c.strip() for c in csv_columns.split(",")]
-    if len(cols) != 5:
-        raise click.BadParameter("needs five column names", param_hint="--csv-columns")
-    mapping = CsvMapping(*cols)
     check_mode_options(ctx, broker, embedded)
     skipped = skipped_lines(skip_invalid)
     try:
         if broker is not None:
             from stream.tools.publish import publish_history
 
-            publish_history(
-                inputs,
-                None if broker == BROKER_FROM_ENV else broker,
-                pool=pool,
-                mapping=mapping,
-                skip=skip,
-                rate=rate,
-                speedup=speedup,
-                batch_size=batch_size,
-                progress=progress,
-                on_invalid=skipped,
-            )
+            publish_history(inputs, None if broker == BROKER_FROM_ENV else broker, pool=pool, mapping=mapping,
+                            skip=skip, rate=rate, speedup=speedup, batch_size=batch_size, progress=progress,
+                            on_invalid=skipped)
             report_skipped(skipped)
             return
         from stream.engine.embedded import EmbeddedPipeline
@@ -217,10 +173,7 @@ def replay(
             learned = list(pipeline.advantages()) if advantages else []
         if sink is not None:
             click.echo(f"wrote {sink.rows} rating changes to {history}", err=True)
-    except InputError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except RatingError as exc:
+    except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     report_skipped(skipped)

@@ -1,16 +1,10 @@
 """``mmr report``: compare systems on one history in a Markdown (or HTML) page with PNG plots.
 
-Why a separate command from ``mmr eval``: the report needs per-prediction traces
-(probability, outcome, rating difference) and rating trajectories, which ``eval`` does
-not keep because they cost memory on big histories. Plots use matplotlib's Agg backend
-(files only, no display, no network). Contents:
-
-* a metrics table (the ``mmr eval`` numbers, same protocol) with runtimes;
-* calibration curves per system (mean observed score per predicted-probability bin);
-* log loss by rating difference (as in Cowan's Fig. 5.1), binned on the difference of
-  the two players' μ (Elo scale; Cowan: its displayed mean rating) before the event;
-* rating trajectories of the top players (by the first system's final rating);
-* runtime per system (time spent in the systems' updates, and the whole replay).
+Why a separate command from ``mmr eval``: the report needs per-prediction traces and rating
+trajectories, which ``eval`` does not keep because they cost memory on big histories. Contents:
+the ``mmr eval`` metrics with runtimes, calibration curves, log loss by rating difference (as in
+Cowan's Fig. 5.1), the top players' trajectories and the runtime per system (matplotlib's Agg
+backend: files only, no display).
 """
 
 from __future__ import annotations
@@ -24,11 +18,12 @@ from typing import Any
 import click
 import numpy as np
 
-from stream.events.inputs import InputError
+from stream.events.inputs import CsvMapping, InputError
 from stream.ratings import make_system
 from stream.ratings.base import RatingError
 from stream.scoring import calibration_table, log_loss
-from stream.tools.evaluate import Trace, csv_mapping, evaluate_events, load_events
+from stream.tools.common import csv_columns_option
+from stream.tools.evaluate import Trace, evaluate_events, load_events
 
 #: what ``mmr report`` says where matplotlib is missing (pyproject.toml, extra ``report``)
 REPORT_EXTRA = "mmr report draws its plots with matplotlib, which is not installed: pip install 'mmr-stream[report]'"
@@ -181,10 +176,10 @@ def render_html(title: str, command: str, header: list[str], rows: list[list[str
 @click.option("--top", type=click.IntRange(0), default=5, show_default=True, help="Players in the trajectory plot.")
 @click.option("--bins", type=click.IntRange(1), default=10, show_default=True, help="Calibration bins.")
 @click.option("--pool", default=None, help="Pool for contest/CSV input.")
-@click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date", show_default=True)
+@csv_columns_option
 def report(inputs: tuple[str, ...], systems: tuple[str, ...], params: tuple[str, ...], out_dir: str, fmt: str,
            title: str, warmup: float, min_history: int, top: int, bins: int, pool: str | None,
-           csv_columns: str) -> None:
+           mapping: CsvMapping) -> None:
     """Evaluate each --system on INPUT and write a report with plots to --out.
 
     Needs matplotlib: pip install 'mmr-stream[report]'."""
@@ -201,7 +196,7 @@ def report(inputs: tuple[str, ...], systems: tuple[str, ...], params: tuple[str,
     traces: dict[str, Trace] = {}
     finals: dict[str, dict[str, float]] = {}
     try:
-        events = load_events(inputs, pool, csv_mapping(csv_columns))
+        events = load_events(inputs, pool, mapping)
         for name in systems:
             system = make_system(name, per_system[name])
             res, ev = evaluate_events(system, events, warmup, min_history, trace=True, trajectories=top > 0,

@@ -1,31 +1,22 @@
 """``mmr synth``: synthetic histories drawn from the Elo-MMR paper's generative model.
 
-Why a generator at all: the evaluation harness, the demo and the tests need data whose
-ground truth is known (true skills) and that is reproducible bit for bit from a seed.
-The model is the one Elo-MMR is derived from:
+Why: the evaluation harness, the demo and the tests need data whose ground truth (true skills) is
+known and that is reproducible bit for bit from a seed. The model is the one Elo-MMR is derived from:
 
-* every player has a latent skill, initially ``N(mu0, sigma0²)`` (defaults 1500, 350);
-* between rounds each skill takes a Gaussian random-walk step ``N(0, drift²)``;
-* in a round every participant draws a performance ``skill + noise`` with logistic
-  (Elo-MMR) or Gaussian (Elo-MMX / TrueSkill) noise of standard deviation ``beta``;
-  the standings sort performances, and performances that round to the same multiple
-  of ``--tie-step`` tie (so that readers and metrics see occasional ties);
-* matches (``--kind matches``) pair two random players of a period; A wins when her
-  performance is higher by more than ``--draw-margin``, a draw otherwise when within it. No
-  side holds an advantage in this model, so every match says ``"neutral": true`` (a rating
-  system that learns a home advantage, docs/advantage.md, must not learn one from it); with
-  ``--home-advantage H`` A is the home side instead, her performance raised by H, and the
-  matches are not neutral (data to test that the advantage is learned: its truth is H);
-* team rounds (``--kind teams``, docs/teams.md): every round draws ``--teams`` teams of
-  ``--team-size`` players at random (teams are re-formed every round), a team performs the sum
-  of its members' performances, and the teams are ranked by it (ties as for rounds). A day is
-  as many rounds as it takes every player to play once on average, and skills drift once a
-  day. ``--truth FILE`` writes every player's skill after the last round (JSON), the ground
-  truth ``mmr bench teams`` compares final ratings with.
+* every player has a latent skill, initially ``N(mu0, sigma0²)``, taking a Gaussian random-walk
+  step ``N(0, drift²)`` between rounds;
+* in a round every participant performs ``skill + noise`` (logistic, Elo-MMR; or Gaussian, Elo-MMX
+  and TrueSkill; standard deviation ``beta``); performances equal to a multiple of ``--tie-step`` tie;
+* matches (``--kind matches``) pair two random players of a period; A wins when ahead by more than
+  ``--draw-margin``. No side holds an advantage in this model, so every match is ``"neutral": true``;
+  with ``--home-advantage H`` A plays at home, raised by H, and no match is neutral (its truth is H);
+* team rounds (``--kind teams``, docs/teams.md): teams re-formed at random every round, a team
+  performing the sum of its members' performances; skills drift once a day (as many rounds as it
+  takes every player to play once); ``--truth FILE`` writes the final skills, ``mmr bench teams``'
+  ground truth.
 
-Rounds are written as contest JSONL of the Elo-MMR reference (0-based tie ranges, best
-first); matches as docs/interface.md ``match`` events; team rounds as docs/interface.md ``round`` events with
-``teams``. Everything is vectorised with numpy, so even large histories are quick to make.
+Rounds are written as the Elo-MMR reference's contest JSONL, matches and team rounds as
+docs/interface.md events.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``mmr teams-csv``: team results in a CSV (one row per player) → team ``round`` events (JSONL).
 
-Why a converter: team results come as tables (doubles draws, match sheets, lobby logs), one row
-per player of a game, and ``mmr eval`` / ``mmr replay`` read events. The columns:
+Why: team results come as tables (match sheets, lobby logs), a row per player of a game, and
+``mmr eval`` / ``mmr replay`` read events. The columns:
 
     event_id,time,team,rank,player[,weight][,side][,pool]
 

@@ -1,21 +1,11 @@
 """``mmr warm``: compile the rating kernels into numba's cache before they are needed.
 
-Why
----
-numba compiles a kernel at its first call and keeps the machine code in its cache
-(``stream.runtime.numba_cache``): the first run of a fresh install or of new kernel sources waits
-for the compiler, later runs only load the cache. Running this
-once, right after installing or while building an image, moves that wait out of the first
-replay and out of a worker's first events.
-
-It compiles what the service and the embedded replay use, by the worker's own warm-up
-(``stream.service.worker``): the kernels every pool runs (``warm_shared``), then per system the
-warm-ups its spec names (every variant and code path of its kernels) and its rating of stored
-bytes through the pool engine (the codecs; ``warm_system``).
-
-``--export DIR`` then copies the cache of these sources to ``DIR/<digest>`` with a manifest of
-the versions and CPU it was built for: ``setup.py`` ships that in the wheel
-(``stream.runtime.locator``), so a fresh install on a machine like the build's does not compile.
+Why: numba compiles a kernel at its first call and keeps the machine code in its cache
+(``stream.runtime.numba_cache``); run once after installing or while building an image, this moves
+that wait out of the first replay and a worker's first events. It compiles what the service and the
+embedded replay use, by the worker's own warm-up (``warm_shared``, ``warm_system``). ``--export DIR``
+then copies the cache with a manifest of the versions and CPU it was built for to ``DIR/<digest>``:
+``setup.py`` ships that in the wheel (``stream.runtime.locator``).
 """
 
 from __future__ import annotations

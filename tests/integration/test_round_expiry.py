@@ -133,7 +133,7 @@ def test_a_slice_whose_redis_write_fails_is_written_by_the_next_expiry(redis_url
             with pytest.raises(redis.exceptions.ConnectionError):
                 await proc.expire(10**15 // 2)
             assert not await store.r.sismember(store.key("pool1", "done"), "R1")
-            proc.forget_rounds()  # a failed batch drops the round memory: the expired rounds stay expired
+            proc.rounds.forget()  # a failed batch drops the round memory: the expired rounds stay expired
             late = await proc.process(_msgs([_result(1, "b", 2), _completed(1, 2)], 100))
             assert [d.reason for d in late.dead] == ["field round_id: round 'R1' was already rated (late event)"] * 2
             assert late.outputs == []

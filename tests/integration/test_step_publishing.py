@@ -24,10 +24,9 @@ import pytest
 from prometheus_client import generate_latest
 from service_utils import sample
 
-from stream.events.model import RatingOutput
+from stream.events.model import RatingOutput, rating_key, rating_value
 from stream.service.app import Service
 from stream.service.config import Settings
-from stream.service.messages import rating_key, rating_value
 from stream.service.metrics import Metrics
 from stream.service.processor import Handed, Message, Processor
 from stream.state.redis_client import StoreUnavailable

@@ -1,5 +1,5 @@
 """The worker's log with ``MMR_LOG_FORMAT=json`` (stream.service.logs): every record one JSON object on
-its line, and one INFO line per batch (stream.service.batch_log) whose numbers add up to what was sent."""
+its line, and one INFO line per batch (stream.service.logs) whose numbers add up to what was sent."""
 
 from __future__ import annotations
 

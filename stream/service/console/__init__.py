@@ -1,20 +1,10 @@
 """The operator's console: a read-only web page served by the worker's HTTP API at ``/``.
 
-One HTML page and its script and style (``static/``, package data: nothing is fetched from
-elsewhere). The script reads the JSON API (stream.service.http, stream.service.pool_api) and
-renders, by hash routes a person can share:
-
-    /#/                                     the pools, each a link whose text is the pool's name
-    /#/pools/<pool>?offset=N                the pool: system, counts, the rating histogram, the
-                                            leaderboard with paging and a search by player id
-    /#/pools/<pool>/players/<player>        the player: rating, percentile, the rating-history chart
-                                            (mu with a ±sigma band, each point's cause event)
-    /#/health                               the worker: event and rating rates, consumer lag, recent
-                                            dead letters with their reasons, Redis and Kafka
-
-Names are percent-encoded in the hash as in the API's paths. With a bearer token set
-(MMR_HTTP_TOKEN), the page and its assets answer without it (they hold no data); the script asks for
-the token once, keeps it in the browser's session storage and sends it with every read.
+One HTML page with its script and style (``static/``, package data: nothing is fetched from
+elsewhere), reading the JSON API and rendering by hash routes a person can share: ``/#/`` (the
+pools), ``/#/pools/<pool>`` (system, counts, histogram, leaderboard), ``/#/pools/<pool>/players/<player>``
+(rating, percentile, the history chart), ``/#/health`` (rates, lag, recent dead letters). With a bearer
+token set, the page and its assets answer without it (they hold no data); the script asks for it once.
 """
 
 from __future__ import annotations

@@ -1,19 +1,57 @@
 """``mmr bench``: benchmarks measured side by side in one run (``command`` holds the command and
-the table of benches; one module a bench)."""
+the table of benches; one module a bench), and the timing they share."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import click
+
+
+def best_times(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """The shortest wall and the shortest CPU time (all threads of the process) of ``repeat`` runs of
+    ``fn``, in seconds: the runs least disturbed by other work. On a shared machine the CPU time is
+    the honest per-core measure: wall time also counts waiting for a core."""
+    wall = cpu = math.inf
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall = min(wall, time.perf_counter() - t)
+        cpu = min(cpu, time.process_time() - c)
+    return wall, cpu
 
 
 def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """The shortest of ``repeat`` runs of ``fn``, in seconds: the run least disturbed by other work."""
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    """The shortest wall time of ``repeat`` runs of ``fn``, in seconds."""
+    return best_times(fn, repeat)[0]
+
+
+class Run(NamedTuple):
+    """One process: wall and CPU seconds, peak resident memory (MiB)."""
+
+    wall: float
+    cpu: float
+    max_rss_mib: float
+
+
+def timed(argv: list[str], env: Mapping[str, str] | None = None) -> Run:
+    """Run ``argv`` to completion (its output discarded); a failure raises ClickException. The CPU
+    time and peak memory are the process's own, from ``wait4`` (not the largest of all children)."""
+    t = time.perf_counter()
+    with subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode:
+        raise click.ClickException(f"{' '.join(argv[:4])} ... exited with {proc.returncode}: {err[-2000:]}")
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -1,16 +1,11 @@
 """``mmr bench cowan``: matches per second of Cowan's system and bytes per stored belief.
 
-Prints a table; numbers are recorded in BENCHMARKS.md (tests never assert timings).
-Each row reports wall-clock matches/s and matches per CPU-second of the process (summed over
-threads): the per-core rate, which stays meaningful when other jobs share the cores.
-Rows: batches on one thread, batches on all numba threads, one match at a
-time through ``rate_matches`` (includes the Python overhead per call), the direct-sum
-residual, paper-form draws, the Laplace variant, and the naive oracle (on a few matches;
-the speed-up is fast/naive). Every belief is quantised after every match (the codec's
-fixed point is the state, see ``stream.ratings.cowan.quant``); rows marked "raw" skip that
-step (``rate_matches(..., quantise=False)``) in the same run, so the difference is the
-cost of the quantisation; ``--no-quantise`` runs every row raw. Players are "established"
-by warm-up matches first, because window sizes (cells carrying mass) drive the cost.
+Each row gives wall-clock matches/s and matches per CPU-second of the process (the per-core rate,
+which stays meaningful when other jobs share the cores): batches on one and on all numba threads,
+one match per ``rate_matches`` call, the residual and draw variants, and the naive oracle. Rows
+marked "raw" skip the quantisation after every match (the codec's fixed point is the state,
+``stream.ratings.cowan.quant``), so the difference is its cost. Players are "established" by
+warm-up matches first, because window sizes (cells carrying mass) drive the cost.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from __future__ import annotations
 import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
 
 # isort: split
-import math
+import functools
 import os
 import platform
 import time
@@ -32,7 +27,7 @@ import numpy as np
 from stream.ratings.base import Belief
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import Cowan, warmup
-from stream.tools.bench import best_of
+from stream.tools.bench import best_of, best_times
 
 
 def _schedule(rng: np.random.Generator, players: int, matches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -53,16 +48,9 @@ def _established(system: Cowan, players: int, games: int, seed: int) -> list[Bel
     return system.rate_matches(beliefs, a, b, scores, np.zeros(n, np.int64))
 
 
-def _best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """Best wall time and best CPU time of the process (all threads). On a shared machine
-    the CPU time is the honest per-core measure: wall time also counts waiting for a core."""
-    wall, cpu = math.inf, math.inf
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        fn()
-        wall = min(wall, time.perf_counter() - t)
-        cpu = min(cpu, time.process_time() - c)
-    return wall, cpu
+def _each(fn: Callable[[Any], object], items: list[Any]) -> None:
+    for x in items:
+        fn(x)
 
 
 @click.command("cowan")
@@ -80,10 +68,8 @@ def _best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 @click.option("--replay-players", default=20_000, show_default=True, help="players of that replay")
 @click.option("--replay-pairs", default=2, show_default=True, help="alternating runs of each program")
 @click.option("--only-replay", is_flag=True, help="only the whole-process replay against openskill")
-def bench_cowan(
-    players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int, quantise: bool,
-    replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool,
-) -> None:
+def bench_cowan(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int,
+                quantise: bool, replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool) -> None:
     """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief; the
     whole embedded replay against openskill.py's 1-v-1 loop (``bench_cowan_replay``)."""
     if not only_replay:
@@ -100,10 +86,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
     warmup()
     click.echo(f"warm-up (compile or load cache): {time.perf_counter() - t0:.2f} s")
     threads = numba.get_num_threads()
-    click.echo(
-        f"machine: {platform.machine()} {os.cpu_count()} cpus, numba threads {threads}, "
-        f"load average {os.getloadavg()[0]:.2f}"
-    )
+    click.echo(f"machine: {platform.machine()} {os.cpu_count()} cpus, numba threads {threads}, "
+               f"load average {os.getloadavg()[0]:.2f}")
     fast = Cowan()
     rng = np.random.default_rng(seed)
     est = _established(fast, players, history, seed)
@@ -120,12 +104,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
               who: str, count: int = matches, q: bool = quantise) -> float:
         numba.set_num_threads(nthreads)
         system.parallel_min_batch = 256 if nthreads > 1 else 10**12
-        wall, cpu = _best_cpu(
-            lambda: system.rate_matches(
-                beliefs, a[:count], b[:count], scores[:count], zeros[:count], quantise=q
-            ),
-            repeat,
-        )
+        wall, cpu = best_times(lambda: system.rate_matches(beliefs, a[:count], b[:count], scores[:count],
+                                                           zeros[:count], quantise=q), repeat)
         numba.set_num_threads(threads)
         rows.append((label, who, count / wall, count / cpu))
         return count / cpu
@@ -157,20 +137,18 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         cur = list(est)
         for m in range(n1):
             i, j = int(a[m]), int(b[m])
-            cur[i], cur[j] = fast.rate_matches(
-                [cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1], quantise=q
-            )
+            cur[i], cur[j] = fast.rate_matches([cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1],
+                                               quantise=q)
 
-    wall, cpu = _best_cpu(lambda: one_at_a_time(quantise), 1)
-    rows.append(("fast, one match per rate_matches call", "established", n1 / wall, n1 / cpu))
-    wall, cpu = _best_cpu(lambda: one_at_a_time(False), 1)
-    rows.append(("fast, one match per rate_matches call, raw", "established", n1 / wall, n1 / cpu))
+    for q, raw in ((quantise, ""), (False, ", raw")):
+        wall, cpu = best_times(functools.partial(one_at_a_time, q), 1)
+        rows.append((f"fast, one match per rate_matches call{raw}", "established", n1 / wall, n1 / cpu))
 
     def naive() -> None:
         for m in range(naive_n):
             fast.naive_update(est[int(a[m])], est[int(b[m])], float(wins[m]))
 
-    wall, cpu = _best_cpu(naive, 1)
+    wall, cpu = best_times(naive, 1)
     naive_rate = naive_n / cpu
     rows.append(("naive oracle (§4.1, O(|A|·|B|))", "established", naive_n / wall, naive_rate))
 
@@ -182,10 +160,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
     click.echo(f"fast / naive speed-up (CPU time, established): {serial_est / naive_rate:,.0f}x")
     if quantise:
         for who, q_rate, raw_rate in (("established", serial_est, raw_est), ("new", new_q, raw_new)):
-            click.echo(
-                f"quantisation after every match ({who}): {1e6 / q_rate - 1e6 / raw_rate:.1f} µs per match "
-                f"(CPU), {100.0 * (raw_rate / q_rate - 1.0):.0f}% more time than raw"
-            )
+            click.echo(f"quantisation after every match ({who}): {1e6 / q_rate - 1e6 / raw_rate:.1f} µs per "
+                       f"match (CPU), {100.0 * (raw_rate / q_rate - 1.0):.0f}% more time than raw")
     click.echo("matches/s = wall clock (best of --repeat); per CPU-s = matches per second of process CPU")
     click.echo("time summed over threads, i.e. per core, robust to other load on a shared machine")
 
@@ -194,20 +170,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         data = [codec.encode(x) for x in beliefs[:200]]
         dec = [codec.decode(d) for d in data]
         tv = max(0.5 * float(np.abs(fast.full(x) - fast.full(y)).sum()) for x, y in zip(beliefs, dec, strict=False))
-        sample = beliefs[:200]
-
-        def enc(sample: list[Belief] = sample) -> None:
-            for x in sample:
-                codec.encode(x)
-
-        def dec_all(data: list[bytes] = data) -> None:
-            for d in data:
-                codec.decode(d)
-
-        enc_us = best_of(enc, repeat) / 200 * 1e6
-        dec_us = best_of(dec_all, repeat) / 200 * 1e6
-        click.echo(
-            f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max {max(len(d) for d in data):5d} "
-            f"(float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}); max TV {tv:.1e}; "
-            f"encode {enc_us:5.1f} µs, decode {dec_us:5.1f} µs"
-        )
+        enc_us = best_of(functools.partial(_each, codec.encode, beliefs[:200]), repeat) / 200 * 1e6
+        dec_us = best_of(functools.partial(_each, codec.decode, data), repeat) / 200 * 1e6
+        click.echo(f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max "
+                   f"{max(len(d) for d in data):5d} (float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}"
+                   f"); max TV {tv:.1e}; encode {enc_us:5.1f} µs, decode {dec_us:5.1f} µs")

@@ -1,15 +1,12 @@
 """Cowan's whole embedded replay against openskill.py's plain 1-v-1 loop, side by side.
 
-The comparison a user makes: the same file of matches, each program as a whole process
-(imports, the numba cache, reading and checking every line, rating, writing the output),
-``mmr replay FILE --system cowan --embedded --out X`` against a plain Python loop that reads
-the same JSONL with orjson and rates every match with openskill's ``PlackettLuce`` (one
-``rate`` call per match, ratings in a dict). The matches are neutral (``mmr synth``'s model has no
-side advantage, and openskill takes none): a match that is not neutral would be rated one at a
-time with a learned home advantage (docs/advantage.md), which is not the same work. Runs
-alternate (ours, theirs, ours, ...), so load from other jobs on a shared machine hits both
-alike; each run's wall time and CPU time (user + system of the child process, all threads) are
-printed, and the ratio of rates, ours / openskill's (≥ 1: the replay is at least as fast), by wall and by CPU.
+The comparison a user makes: the same file of matches, each program a whole process (imports,
+the numba cache, reading and checking every line, rating, writing the output): ``mmr replay FILE
+--system cowan --embedded`` against a plain loop rating every match with openskill's
+``PlackettLuce``. The matches are neutral (openskill takes no side advantage; a match that is not
+neutral is rated alone with a learned one, which is not the same work). Runs alternate, so load
+from other jobs hits both alike; printed: each run's wall and CPU, and the ratio of rates, ours /
+openskill's (≥ 1: the replay is at least as fast).
 
 ``python -m stream.tools.bench.cowan_replay FILE`` runs the openskill loop alone.
 """
@@ -17,8 +14,6 @@ printed, and the ratio of rates, ours / openskill's (≥ 1: the replay is at lea
 from __future__ import annotations
 
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +24,7 @@ import click
 import orjson
 
 from stream.files import write_jsonl_atomic
+from stream.tools.bench import timed
 from stream.tools.synth import synth_matches
 
 
@@ -54,18 +50,6 @@ def openskill_loop(path: str) -> int:
     return n
 
 
-def _timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system, all threads) of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    wall = time.perf_counter() - t
-    if done.returncode:
-        raise click.ClickException(f"{' '.join(cmd)} failed: {done.stderr.decode(errors='replace')[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def side_by_side(matches: int, players: int, pairs: int, seed: int) -> None:
     """Write the matches, then alternate the two programs ``pairs`` times and print each run."""
     with tempfile.TemporaryDirectory(prefix="mmr-bench-cowan-") as tmp:
@@ -77,12 +61,11 @@ def side_by_side(matches: int, players: int, pairs: int, seed: int) -> None:
         click.echo(f"whole process, {matches:,} neutral matches among {players:,} players (`mmr synth --kind "
                    f"matches --seed {seed}`: no side advantage), load average {os.getloadavg()[0]:.2f}; first a run "
                    "of ours to load numba's cache")
-        _timed(ours)
+        timed(ours)
         click.echo(f"{'run':>3}  {'mmr replay wall / CPU s':>24}  {'openskill wall / CPU s':>23}  "
                    f"{'ratio wall':>10}  {'ratio CPU':>9}")
         for i in range(1, pairs + 1):
-            w1, c1 = _timed(ours)
-            w2, c2 = _timed(theirs)
+            (w1, c1, _), (w2, c2, _) = timed(ours), timed(theirs)
             click.echo(f"{i:>3}  {w1:>11.2f} / {c1:>10.2f}  {w2:>10.2f} / {c2:>10.2f}  {w2 / w1:>10.2f}  "
                        f"{c2 / c1:>9.2f}")
         click.echo("ratio = our rate / openskill's (the same matches): >= 1 means the replay keeps up; "

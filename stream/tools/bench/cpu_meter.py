@@ -1,11 +1,8 @@
 """CPU used by named processes over a window, from Linux's /proc (for ``mmr bench service``).
 
 Why: on one small machine the worker shares its cores with the broker, Redis and the load
-generator, so a latency measured there says little without how busy each of them was. The
-test broker's (Tansu's in-memory storage) own CPU grows with the records its partitions hold.
-Reads ``/proc/<pid>/stat`` (utime + stime,
-children not included) and ``/proc/stat``; where they are missing (not Linux, a process that
-is gone) the figure is left out rather than guessed.
+generator, so a latency measured there says little without how busy each of them was. Where
+/proc is missing (not Linux, a process that is gone) a figure is left out rather than guessed.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ def peak_rss_mib(pid: int) -> float | None:
 
 
 def _stat_fields(path: str) -> list[str] | None:
-    """The fields of a ``/proc/.../stat`` after the command name (field 3 of proc(5) is the first); None
-    if unreadable. The command name may hold spaces and parentheses: the fields start after its last ")"."""
+    """The fields of a ``/proc/.../stat`` after the command name, which may hold spaces and parentheses
+    (field 3 of proc(5) is the first); None if unreadable."""
     try:
         with open(path) as f:
             stat = f.read()
@@ -54,9 +51,8 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 
 class CpuMeter:
-    """``start()``, then ``stop()`` gives the cores each named process used in between
-    (1.0 = one core busy all the time) and the share of the whole machine that was busy
-    (left out when no clock tick passed in the window: there is nothing to divide by)."""
+    """``start()``, then ``stop()`` gives the cores each named process used in between (1.0 = one core
+    busy all the time) and the share of the whole machine that was busy (when a clock tick passed)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
@@ -86,8 +82,8 @@ class CpuMeter:
 
 
 def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
-    """Each live thread of ``pid``: (its OS name, ns on a core, ns runnable but waiting for one, its start in
-    seconds since boot), from ``/proc/PID/task``; threads that end while read are left out."""
+    """Each live thread of ``pid``: (OS name, ns on a core, ns runnable but waiting for one, start in seconds
+    since boot); threads that end while read are left out."""
     out: dict[int, tuple[str, int, int, float]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -121,17 +117,13 @@ def _uptime() -> float | None:
 
 class ThreadTimes:
     """``start()``, then ``stop()`` gives, per thread of one process over the window, the seconds it spent
-    on a core, runnable but waiting for a core, and the rest of its life in the window (asleep: waiting
-    for work, for a lock such as the GIL, or for I/O), by the threads' OS names (``stream.runtime.thread_names``).
-    The process's first thread is "main"; threads of one name are told apart in the order they started
-    ("mmr-numba", "mmr-numba#2": a thread that starts a parallel kernel gives its name to the kernel's
-    helper threads).
+    on a core, runnable but waiting for a core, and asleep (waiting for work, a lock such as the GIL, or
+    I/O), by the threads' OS names; the first thread is "main", threads of one name are numbered in the
+    order they started ("mmr-numba#2"). A thread that ended within the window is left out.
 
-    Why: in the worker the kernels' thread bounds a replay, and whether it waits for a core (the machine
-    is short of cores) or sleeps (its next step is not ready, or the GIL is taken) asks for different
-    remedies; py-spy tells neither apart from running. Reads ``/proc/PID/task/*/schedstat`` (Linux with
-    scheduler statistics); where it is missing the result is empty. A thread that ended within the
-    window is left out."""
+    Why: the kernels' thread bounds a replay, and waiting for a core (the machine is short of cores) and
+    sleeping (its next step is not ready, or the GIL is taken) ask for different remedies; py-spy tells
+    neither apart from running. Reads ``/proc/PID/task/*/schedstat``; without it the result is empty."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid

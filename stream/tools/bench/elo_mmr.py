@@ -1,10 +1,8 @@
 """``mmr bench elo-mmr``: single rounds and the whole Codeforces history.
 
-Prints a table; numbers are recorded in BENCHMARKS.md (tests never assert timings).
-Peers: our plain O(N²) oracle, the Rust reference ``elo_mmr_py`` (``mmr`` exact,
-``mmr-fast`` subsampled) and openskill.py's Plackett-Luce, each on the same round.
-The whole-history run reads the xz JSONL itself (lzma + orjson) so that it measures
-the rating core end to end without depending on the engine/replay layer.
+Peers: our plain O(N²) oracle, the Rust reference ``elo_mmr_py`` (``mmr`` exact, ``mmr-fast``
+subsampled) and openskill.py's Plackett-Luce, each on the same round. The whole-history run reads
+the file itself (lzma + orjson) to measure the rating core without the replay's reader.
 """
 
 from __future__ import annotations
@@ -12,11 +10,9 @@ from __future__ import annotations
 import functools
 import lzma
 import math
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from queue import Queue
 from typing import Any, cast
 
 import click
@@ -25,20 +21,19 @@ import orjson
 
 from stream.engine.pool import PoolEngine
 from stream.events.model import RoundEvent
+from stream.files import prefetched
 from stream.ratings.base import Belief
 from stream.ratings.elo_mmr.system import EloMMR, warmup
 from stream.state.packed_pool import PackedPool
 from stream.tools.bench import best_of
+from stream.tools.synth import tie_ranges
 
 ORACLE_MAX = 10_000
 
 
 def _round_setup(n: int, seed: int) -> tuple[EloMMR, list[Belief], np.ndarray, list[np.ndarray]]:
-    """A round of n players after 3 warm-up rounds (so terms differ), ranks with ties.
-
-    Returns (system, beliefs before the round, the round's ranks, the warm-up ranks), so
-    that the reference can be given exactly the same history.
-    """
+    """A round of n players after 3 warm-up rounds (so terms differ), ranks with ties: (system, beliefs
+    before the round, the round's ranks, the warm-up ranks, for the reference to get the same history)."""
     rng = np.random.default_rng(seed)
     system = EloMMR()
     beliefs = [system.new_belief() for _ in range(n)]
@@ -79,8 +74,9 @@ def _time_reference(warm: list[np.ndarray], ranks: np.ndarray, system_name: Any)
     except ImportError:
         return None
 
-    def contest(r: np.ndarray, day: int) -> Any:
-        standings = _reference_ties([(f"p{i}", int(x) - 1, int(x) - 1) for i, x in enumerate(r)])
+    def contest(r: np.ndarray, day: int) -> Any:  # best first, 0-based tie ranges; ties in the players' order
+        order, lo, hi = tie_ranges(-np.asarray(r, dtype=np.float64), 0.0)
+        standings = [(f"p{i}", a, b) for i, a, b in zip(order.tolist(), lo.tolist(), hi.tolist(), strict=True)]
         return elo_mmr_py.Contest(standings=standings, name=f"d{day}", time_seconds=day * 86_400)
 
     rater = elo_mmr_py.Rater(system_name)
@@ -89,20 +85,6 @@ def _time_reference(warm: list[np.ndarray], ranks: np.ndarray, system_name: Any)
     t = time.perf_counter()
     rater.add(final)
     return (time.perf_counter() - t) * 1e3
-
-
-def _reference_ties(standings: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """Sort by rank and convert to the reference's 0-based (lo, hi) position ranges."""
-    standings = sorted(standings, key=lambda s: s[1])
-    out: list[tuple[str, int, int]] = []
-    i = 0
-    while i < len(standings):
-        j = i
-        while j < len(standings) and standings[j][1] == standings[i][1]:
-            j += 1
-        out.extend((name, i, j - 1) for name, _, _ in standings[i:j])
-        i = j
-    return out
 
 
 def _time_openskill(ranks: np.ndarray) -> float | None:
@@ -136,32 +118,13 @@ def _parsed_rounds(path: Path) -> Iterator[tuple[list[str], np.ndarray, int, flo
                math.inf if ceiling is None else float(ceiling))
 
 
-def _prefetch(items: Iterator[Any], depth: int = 16) -> Iterator[Any]:
-    """Run a generator in a background thread: parsing overlaps the nogil kernels."""
-    queue: Queue[Any] = Queue(maxsize=depth)
-    done = object()
-
-    def produce() -> None:
-        try:
-            for item in items:
-                queue.put(item)
-        finally:
-            queue.put(done)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    while (item := queue.get()) is not done:
-        yield item
-    thread.join()
-
-
 def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, Belief]]:
     """Whole history through ``rate_round`` (arrays); returns (seconds, rounds, results, beliefs)."""
     t = time.perf_counter()
     beliefs: dict[str, Belief] = {}
     new = system.new_belief
     rounds = results = 0
-    for names, ranks, time_ms, weight, ceiling in _prefetch(_parsed_rounds(path)):
+    for names, ranks, time_ms, weight, ceiling in prefetched(_parsed_rounds(path), depth=16):
         get = beliefs.get
         current = [b if (b := get(name)) is not None else new() for name in names]
         out = system.rate_round(current, ranks, time_ms, weight, ceiling)
@@ -178,7 +141,7 @@ def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, Pac
     engine = PoolEngine("bench", system)
     held = PackedPool()
     rounds = results = 0
-    for k, (names, ranks, time_ms, weight, ceiling) in enumerate(_prefetch(_parsed_rounds(path))):
+    for k, (names, ranks, time_ms, weight, ceiling) in enumerate(prefetched(_parsed_rounds(path), depth=16)):
         event = RoundEvent(event_id=f"e{k}", pool="bench", round_id=f"r{k}", time=time_ms, players=names, ranks=ranks,
                            weight=weight, perf_ceiling=ceiling)
         held.update(cast("Mapping[str, bytes]", engine.store_round(event, held)))
@@ -191,13 +154,9 @@ def run_reference_history(path: Path, system_name: Any) -> float:
     import elo_mmr_py
 
     t = time.perf_counter()
-    contests = [
-        elo_mmr_py.Contest(
-            standings=[tuple(s) for s in c["standings"]], name=c.get("name"),
-            time_seconds=int(c["time_seconds"]), weight=float(c.get("weight", 1.0)),
-        )
-        for c in read_history(path)
-    ]
+    contests = [elo_mmr_py.Contest(standings=[tuple(s) for s in c["standings"]], name=c.get("name"),
+                                   time_seconds=int(c["time_seconds"]), weight=float(c.get("weight", 1.0)))
+                for c in read_history(path)]
     elo_mmr_py.rate_latest(contests, system=system_name)
     return time.perf_counter() - t
 
@@ -212,9 +171,8 @@ def run_reference_history(path: Path, system_name: Any) -> float:
 @click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
               help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(
-    sizes: str, history: Path | None, reference_history: bool, reference_exact: bool, peers: bool
-) -> None:
+def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, reference_exact: bool,
+                  peers: bool) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()

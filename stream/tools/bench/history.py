@@ -1,25 +1,20 @@
 """``mmr bench service --history FILE``: a whole real history through the bench's worker.
 
-Why a phase of its own: the other phases send uniform synthetic load to pools of 10,000
-players. A real history is what ``mmr replay --broker`` sends: the Codeforces file is 1,071
-rounds of up to ~30,000 contestants, 280,701 players over ten years, so takes hold hundreds
-of rounds and a Redis step can touch a large share of the pool. The phase publishes the file
-exactly as ``mmr replay --broker`` would (pool ``hist``), and reports:
-
-* the wall time from the first message produced to the last one committed and published,
-  and results/s;
-* the longest Redis command of the run with this run's keys (``SLOWLOG``, so only commands
-  over Redis's ``slowlog-log-slower-than``, 10 ms by default): Redis runs nothing else
-  meanwhile, which is what ``MMR_MAX_STEP_PLAYERS`` bounds;
-* with the check on, whether the pool's final state equals ``mmr replay --embedded`` on the
-  same file, bit for bit (players compared, players that differ).
+Why a phase of its own: the other phases send uniform synthetic load to pools of 10,000 players,
+while a real history (the Codeforces file: rounds of up to ~30,000 of 280,701 players) makes takes
+of hundreds of rounds and Redis steps touching a large share of the pool. The file is published as
+``mmr replay --broker`` would (pool ``hist``); reported: the wall time to the last message committed
+and published, the longest Redis command with this run's keys (``SLOWLOG``: Redis runs nothing else
+meanwhile, which ``MMR_MAX_STEP_PLAYERS`` bounds) and whether the final state equals ``mmr replay
+--embedded`` bit for bit. ``--only replay`` runs ``mmr replay --broker`` itself against ``--embedded``
+(``replay_vs_embedded``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -78,13 +73,14 @@ def _as_bytes(x: object) -> bytes:
     return x if isinstance(x, bytes) else str(x).encode()
 
 
-def compare_with_embedded(path: str, s: Settings, system: str) -> tuple[int, int]:
-    """(players, players whose final rating row differs from the embedded replay's)."""
-    pipe = EmbeddedPipeline(system, {}, pool_systems={POOL: (system, {})})
-    pipe.run(read_records(path, POOL))
-    want = {r["player"]: r for r in pipe.final_ratings()}
-    got = {r["player"]: r for r in _stored_rows(s, POOL)}
-    return _count_differing(want, got)
+def compare_with_embedded(path: str | Path, s: Settings, system: str, pools: Sequence[str] = (POOL,),
+                          pool: str | None = POOL) -> tuple[int, int]:
+    """(players, players whose final rating row in Redis differs from ``mmr replay --embedded`` on
+    ``path``) over ``pools`` (``pool``: the pool every event is read into; None: their own)."""
+    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
+    pipe.run(read_records(path, pool))
+    return _count_differing({(r["pool"], r["player"]): r for r in pipe.final_ratings()},
+                            {(r["pool"], r["player"]): r for r in _stored_rows(s, pools)})
 
 
 def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
@@ -98,24 +94,23 @@ def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int
 
     with open(embedded_out, "rb") as fh:
         want = dict(key(orjson.loads(line)) for line in fh if line.strip())
-    got = dict(key(r) for r in _stored_rows(s, pool))
-    return _count_differing(want, got)
+    return _count_differing(want, dict(key(r) for r in _stored_rows(s, [pool])))
 
 
-def _stored_rows(s: Settings, pool: str) -> list[dict[str, Any]]:
-    """The rating rows Redis holds for ``pool``, as ``mmr export`` writes them."""
+def _stored_rows(s: Settings, pools: Sequence[str]) -> list[dict[str, Any]]:
+    """The rating rows Redis holds for ``pools``, as ``mmr export`` writes them."""
 
     async def stored() -> list[dict[str, Any]]:
         store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
         try:
-            return await export_rows(store, [pool])
+            return await export_rows(store, list(pools))
         finally:
             await store.close()
 
     return asyncio.run(stored())
 
 
-def _count_differing(want: dict[str, Any], got: dict[str, Any]) -> tuple[int, int]:
+def _count_differing(want: dict[Any, Any], got: dict[Any, Any]) -> tuple[int, int]:
     """(players wanted, players whose row is missing on either side or differs)."""
     return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))
 
@@ -142,8 +137,7 @@ def _redis_cpu(s: Settings) -> float | None:
 
 def threads_text(threads: dict[str, dict[str, float]]) -> str:
     """``ThreadTimes`` of the worker leg, the busiest thread first: "name on a core / waiting for a core /
-    asleep" (seconds). The window ends when the bench sees the last message done, up to ``DONE_POLL_S``
-    after it, so every thread's "asleep" holds up to that much idle time after the end."""
+    asleep" (seconds; "asleep" holds up to ``DONE_POLL_S`` of idle time after the end)."""
     out = []
     for name, t in sorted(threads.items(), key=lambda kv: -kv[1]["on_core_s"]):
         if t["on_core_s"] >= 0.05:
@@ -171,11 +165,8 @@ def floor_text(run: dict[str, Any], times: str = "x") -> str:
 
 
 def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
-    """The median and range of the runs' ratios and walls ("" for fewer than two runs).
-
-    Why: on a shared machine the same tree's ratio varies widely between runs of one sitting, the
-    embedded replay's wall as much as the worker's: one run does not tell a change of a few per
-    cent from the sitting, a median of several does."""
+    """The median and range of the runs' ratios and walls ("" for fewer than two runs). Why: on a shared
+    machine one run does not tell a change of a few per cent from the sitting, a median of several does."""
     if len(runs) < 2:
         return ""
 
@@ -189,28 +180,21 @@ def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
 
 def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],
                        messages_per_run: int, tmp: Path, broker_pid: int | None = None) -> list[dict[str, Any]]:
-    """The same file through ``mmr replay --broker`` into the running worker (one fresh pool per run,
-    ``pools``) and through ``mmr replay --embedded``, alternating which goes first; each as a user
-    runs it (a subprocess from the file to the end).
+    """The same file through ``mmr replay --broker`` into the running, warm worker (one fresh pool per
+    run, ``pools``) and through ``mmr replay --embedded``, each a subprocess as a user runs it, alternating
+    which goes first. The worker's clock runs until its ``mmr_messages_done`` counts every message (all
+    ratings committed to Redis and published). Per run: both walls, their ratio, the CPU of every process
+    and the worker's stage means.
 
-    The worker's clock runs from starting ``mmr replay --broker`` to the worker's ``mmr_messages_done``
-    counting all of its messages: every rating committed to Redis *and* acknowledged by the broker
-    ("all ratings published"; the input offsets are committed ``MMR_REDIS_DURABLE_AFTER_S`` later,
-    stream.service.durability). The worker is already running and warm, as a service is. The embedded
-    clock runs from starting ``mmr replay --embedded --out FILE`` until it exits. Per run: both walls,
-    their ratio, the CPU seconds of the worker process, of Redis and of each replay process, and the
-    worker's stage means (``mmr_stage_seconds``).
-
-    With ``broker_pid`` (a broker the bench started on this machine) also the broker's CPU seconds and
-    ``ratio_floor``: the ratio the worker leg would reach if the worker itself used no more CPU than
-    the embedded replay and every core were busy from start to end, i.e. the CPU of the worker leg's
-    other processes (Redis, broker, publisher) plus the embedded replay's, over the cores, over the
-    embedded wall. Where those processes share the worker's cores, no change to the worker alone can
-    bring the ratio below it; ``machine_busy`` says how full the cores were during the worker leg."""
+    With ``broker_pid`` (a broker the bench started here) also ``ratio_floor``: the ratio the worker leg
+    would reach if the worker used no more CPU than the embedded replay and every core were busy, i.e.
+    the CPU of the other processes (Redis, broker, publisher) plus the embedded replay's, over the cores,
+    over the embedded wall: no change to the worker alone can beat it while they share its cores."""
     import subprocess
     import sys
     import time
 
+    from stream.tools.bench import timed
     from stream.tools.bench.cpu_meter import ThreadTimes, _machine_ticks, _proc_ticks, peak_rss_mib
     from stream.tools.bench.worker import _metric, _stage_summary, _stage_totals, _wait_done
 
@@ -224,20 +208,12 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
         run: dict[str, Any] = {"pool": pool}
         for leg in ("worker", "embedded") if k % 2 == 0 else ("embedded", "worker"):
             click.echo(f"  run {k + 1}/{len(pools)}: {leg} ...", err=True)
-            c0 = _children_cpu()
             if leg == "embedded":
-                t0 = time.perf_counter()
-                proc = subprocess.Popen([mmr, "replay", path, "--system", system, "--embedded", "--out",
-                                         str(tmp / "embedded.jsonl"), "--no-progress"], env=env,
-                                        stdout=subprocess.DEVNULL)
-                _, status, usage = os.wait4(proc.pid, 0)  # its own peak memory, not the children's largest
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                run["embedded_s"] = time.perf_counter() - t0
-                if proc.returncode:
-                    raise click.ClickException(f"mmr replay --embedded exited with {proc.returncode}")
-                run["embedded_cpu_s"] = usage.ru_utime + usage.ru_stime
-                run["embedded_peak_rss_mib"] = usage.ru_maxrss / 1024
+                emb = timed([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                             str(tmp / "embedded.jsonl"), "--no-progress"], env)
+                run.update(embedded_s=emb.wall, embedded_cpu_s=emb.cpu, embedded_peak_rss_mib=emb.max_rss_mib)
                 continue
+            c0 = _children_cpu()
             target = _metric(port, "mmr_messages_done_total") + messages_per_run
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")

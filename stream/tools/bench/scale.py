@@ -1,15 +1,6 @@
-"""``mmr bench service --only scale``: pools on partitions, the workload, the run, the checks.
-
-The phase (run by ``stream.tools.bench.service``) starts N workers in one consumer group on
-topics of ``--partitions`` partitions and publishes ``match_batch`` messages spread over
-``--pools`` pools, keyed by pool as ``mmr replay --broker`` keys them. What it checks besides
-results/s:
-
-* each worker handled exactly the messages of the pools whose partition it was assigned, the
-  partition computed here as Kafka's default partitioner does (``partition_of``): so every
-  pool's events were handled by one worker, and the partitioner here is the producer's;
-* the final Redis state of every pool equals ``mmr replay --embedded`` on the same events,
-  bit for bit.
+"""``mmr bench service --only scale`` (docs/scaling.md): N workers in one consumer group, results/s,
+and the checks that every pool stayed on one worker (whole partitions per worker, computed as Kafka's
+default partitioner does: ``partition_of``) and that its final state equals ``mmr replay --embedded``.
 """
 
 from __future__ import annotations
@@ -22,7 +13,6 @@ import random
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +22,18 @@ from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
-from stream.tools.bench.worker import POLL_S, _delete_prefix, _free_port, _match, _metric, _pids, _produce, _Worker
+from stream.tools.bench.history import compare_with_embedded
+from stream.tools.bench.worker import (
+    POLL_S,
+    _delete_prefix,
+    _free_port,
+    _match,
+    _metric,
+    _pids,
+    _produce,
+    _Worker,
+    suffixed,
+)
 
 
 def partition_of(pool: str, partitions: int) -> int:
@@ -73,12 +74,7 @@ def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int
     with path.open("wb") as f:
         for k in range(messages):
             pool = pools[k % len(pools)]
-            ms = []
-            for i in range(matches):
-                a = rng.randrange(players)
-                b = (a + 1 + rng.randrange(players - 1)) % players
-                ms.append({"event_id": f"{pool}-{k}-{i}", "time": 1_700_000_000_000 + k * matches + i,
-                           "a": f"p{a}", "b": f"p{b}", "score": rng.choice((0.0, 1.0)), "neutral": True})
+            ms = [_match(k * matches + i, pool, players, rng) for i in range(matches)]
             value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
             f.write(value + b"\n")
             items.append((pool.encode(), value))
@@ -111,31 +107,6 @@ def split_by_partitions(per_partition: Sequence[int], handled: Sequence[int]) ->
         return False
 
     return [sorted(ps) for ps in owned] if place(0) else None
-
-
-def differing_players(path: Path, system: str, pools: Sequence[str], redis_url: str, prefix: str,
-                      **redis_kwargs: Any) -> tuple[int, int]:
-    """(players, players whose final row in Redis differs from ``mmr replay --embedded`` on ``path``)."""
-    import asyncio
-
-    from stream.engine.embedded import EmbeddedPipeline
-    from stream.events.inputs import read_records
-    from stream.service.export import export_rows
-    from stream.state.redis_store import RedisStore
-
-    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
-    pipe.run(read_records(path))
-    want = {(r["pool"], r["player"]): r for r in pipe.final_ratings()}
-
-    async def stored() -> list[dict[str, Any]]:
-        store = RedisStore.from_url(redis_url, prefix=prefix, **redis_kwargs)
-        try:
-            return await export_rows(store, list(pools))
-        finally:
-            await store.close()
-
-    got = {(r["pool"], r["player"]): r for r in asyncio.run(stored())}
-    return len(want), sum(1 for k in want.keys() | got.keys() if want.get(k) != got.get(k))
 
 
 def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
@@ -187,8 +158,7 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         by_partition = pools_by_partition(pools, s.partitions)
         split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
                                                  for q in range(s.partitions)], handled)
-        players, differing = differing_players(workload, system, pools, s.redis_url, s.key_prefix,
-                                                           **s.redis_kwargs())
+        players, differing = compare_with_embedded(workload, s, system, pools, None)
         results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
         return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
                 "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
@@ -221,10 +191,8 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
     for r in range(repeats):
         for n in workers:
             tag = f"x{n}r{r}"
-            run_s = replace(s, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
-                            topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
-                            topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
-                            topic_dead=f"{s.topic_dead}-{tag}", partitions=partitions)
+            run_s = suffixed(s, tag, app_id=f"{s.app_id}-{tag}", key_prefix=f"{s.key_prefix}-{tag}",
+                             partitions=partitions)
             click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
                        err=True)
             run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)

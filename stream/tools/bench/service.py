@@ -1,39 +1,23 @@
 """``mmr bench service``: one worker on a local broker + Redis, beside a bare Faust take loop.
 
-Measured in one run, on the same broker:
-* bare Faust: ``async for events in stream.take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``
-  doing nothing, over the very single-match messages the worker gets next, produced and
-  clocked the same way (the ceiling any Faust worker has per message);
-* the worker: single-``match`` messages/s (Cowan, and ``elo`` for the service's own cost),
-  batched match results/s (``match_batch`` of 1,000; Cowan, and ``elo`` for the pipeline's
-  own ceiling, also as ``match_columns``, the compact form), results/s in rounds of 3,000
-  players (Elo-MMR), and p50/p99 produce→rating latency of single matches produced at half
-  the measured single-match rate. Every match of these is ``neutral`` (drawn with no side
-  advantage, like for like with a system that takes none);
-* ``sided``: the ``match_columns`` of the ``columns`` phase without ``neutral``, so the pool (Elo,
-  its ``advantage`` on) rates each match one at a time with the learned home advantage and learns
-  it (docs/advantage.md): what sides cost a user, beside the ``columns`` figure.
+Measured in one run, on the same broker: a bare Faust take loop over the very single-match
+messages the worker gets next (the ceiling any Faust worker has per message); the worker's
+single ``match`` messages/s (Cowan, and ``elo`` for the service's own cost), ``match_batch`` and
+``match_columns`` results/s, rounds of 3,000 players (Elo-MMR), ``sided`` (``match_columns`` not
+neutral: each match rated alone with the learned home advantage, docs/advantage.md), and
+produce→rating latency at half the single-match rate. All matches but ``sided``'s are ``neutral``,
+like for like with a system that takes no side advantage. ``--only scale`` (``stream.tools.bench.scale``,
+docs/scaling.md) and ``--history`` (``stream.tools.bench.history``) are phases of their own.
 
-``--only scale`` (not in the default run): N workers in one consumer group on topics of 12
-partitions, ``match_batch`` load over 48 pools; results/s per worker count, each run checked
-for every pool staying on one worker and for the final state equal to the embedded replay
-(``stream.tools.bench.scale``, docs/scaling.md).
+Why the latency run gets fresh topics and a worker of its own: Tansu's in-memory storage (the
+test broker) fetches more slowly the more records a partition holds, so after the batched phases
+it would measure the broker's storage, not the service (a production Kafka finds an offset
+through its index). It also splits each sample by the rating record's own timestamp and reports
+the CPU of every process meanwhile (``cpu_meter``): on Tansu the broker's share grows.
 
-The latency run gets its own topics and a worker started for them: Tansu's in-memory storage
-(the test broker) fetches more slowly the more records a partition holds (the ratings
-partition after the batched runs holds millions of records), so run after the batched phases
-on the same topics it measured the broker's storage, not the service. A production Kafka
-finds an offset through its index.
-
-The latency run also reports, from the same samples, the two legs split by the rating record's
-own timestamp (produce→published by the worker, published→received by a consumer), p50/p99 per
-second of the run, and the CPU each process used meanwhile (worker, broker, Redis, this load
-generator; ``stream.tools.bench.cpu_meter``): on Tansu the broker's share grows as the run goes on.
-
-Throughput is taken from the worker's own Prometheus counter ``mmr_messages_done`` (input
-messages committed to Redis *and* published): the messages are produced as fast as possible
-(concurrently) and the clock runs from the start of producing until the last one is handled.
-Never asserted in tests.
+Throughput is clocked by the worker's own counter ``mmr_messages_done`` (input messages committed
+to Redis *and* published), from the start of producing (as fast as possible, concurrently) until
+the last one is handled. Never asserted in tests.
 """
 
 from __future__ import annotations
@@ -56,6 +40,7 @@ from typing import Any
 import click
 import orjson
 
+from stream.params import ParamError, parse_params
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools.bench import scale as bench_scale
 from stream.tools.bench.cpu_meter import CpuMeter
@@ -78,29 +63,47 @@ from stream.tools.bench.worker import (
     _produce,
     _stage_summary,
     _stage_totals,
-    _wait_metric,
+    _wait_done,
     _wait_port,
     _Worker,
+    batches,
+    singles,
+    suffixed,
 )
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
+#: the worker's throughput phases on the matches topic: (phase, result key, what is measured, results a
+#: message, timeout s)
+THROUGHPUT = (
+    ("singles", "single_match_msgs_per_s", "single `match` messages (cowan)", 1, 600),
+    ("singles", "single_match_elo_msgs_per_s", "single `match` (elo: the service's own per-message cost)", 1, 600),
+    ("batched", "batched_match_results_per_s", "`match_batch` of 1,000 (cowan)", 1000, 900),
+    ("batched", "batched_match_elo_results_per_s", "`match_batch` of 1,000 (elo: the pipeline's own ceiling)", 1000,
+     900),
+    ("columns", "batched_columns_elo_results_per_s", "`match_columns` of 1,000 (elo: the compact form `replay "
+     "--broker` publishes)", 1000, 900),
+    ("sided", "batched_columns_sided_elo_results_per_s", "`match_columns` of 1,000 (elo), **not neutral**: the home "
+     "advantage learned, one match at a time", 1000, 1800),
+)
+#: the bare loop's variants: result key, its label, ``bench_bare_faust``'s options
+BARE: tuple[tuple[str, str, dict[str, bool]], ...] = (
+    ("bare_faust_msgs_per_s", "bare Faust take loop (same single-match msgs)", {}),
+    ("bare_faust_3topics_msgs_per_s", "bare Faust take loop, + the worker's 2 other (empty) input topics",
+     {"idle_topics": True}),
+    ("bare_faust_patched_msgs_per_s", "the same, with the worker's Faust patches (inline delivery, no Monitor hooks)",
+     {"idle_topics": True, "worker_patches": True}),
+    ("bare_batch_delivery_msgs_per_s", "the same, with the worker's batch delivery (one Faust event per batch)",
+     {"idle_topics": True, "worker_patches": True, "batch_delivery": True}),
+)
 
 
 def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
                      worker_patches: bool = False, batch_delivery: bool = False) -> float:
-    """msgs/s of a bare Faust take loop (subprocess) over ``items``, measured like the worker.
-
-    Same broker, same messages (the single-match payloads), same take settings
-    (``take_events(MMR_TAKE_MAX, within=MMR_TAKE_WITHIN)``) and the same clock as
-    ``_measure``: the loop is subscribed and warm, then the messages are produced
-    concurrently and the clock runs from the start of producing to the last one taken.
-    ``idle_topics``: also subscribe to two empty topics, as the worker is subscribed to its
-    rounds and round-results topics besides the matches topic. ``worker_patches``: with the
-    worker's changes to Faust's per-message path (``stream.service.faust_patches``: inline
-    delivery, no Monitor hooks), so the worker can also be compared with a loop that runs the
-    same Faust machinery it runs. ``batch_delivery``: also with the worker's batch delivery
-    (``stream.service.delivery``): the loop iterates batches of records instead of taking events.
-    """
+    """msgs/s of a bare Faust take loop (subprocess) over ``items``, with the worker's take settings
+    and ``_measure``'s clock. ``idle_topics``: also subscribed to two empty topics, as the worker is;
+    ``worker_patches``: with the worker's changes to Faust's per-message path
+    (``stream.service.faust_patches``); ``batch_delivery``: with its batch delivery
+    (``stream.service.delivery``)."""
     from stream.service.topics import ensure_topics
 
     topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
@@ -178,18 +181,11 @@ QUIET_S = 2.0
 
 async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: str,
                    warmup: float = 0.0) -> dict[str, Any]:
-    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99).
+    """Single matches at ``rate``/s; produce→rating latency from the ratings topic (ms p50, p99),
+    split by the rating record's own timestamp into produce→published and published→received.
 
-    The first ``warmup`` seconds of the load are produced at the same rate but reported apart
-    (``latency_warmup_*``), not in the p50/p99: they hold the worker's cold start on the pool
-    (every player's first belief read from Redis, its cache filling, the batch sizes settling),
-    which is a restart's cost, not the steady state at that rate.
-
-    Also split in two by the rating record's own timestamp (set by the worker's producer when it
-    sends): produce→published (the broker's delivery to the worker, batching, rating, Redis) and
-    published→received (the worker's producer, the broker, the measuring consumer). Wall clocks of
-    one machine, millisecond resolution.
-    """
+    The first ``warmup`` seconds of the load are reported apart (``latency_warmup_*``): they hold
+    the worker's cold start on the pool (a restart's cost, not the steady state at that rate)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     rng = random.Random(3)
@@ -204,16 +200,11 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     for tp in tps:
         await consumer.position(tp)
     producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=LATENCY_LINGER_MS,
-                                enable_idempotence=False,
-                                **s.aiokafka_kwargs())
+                                enable_idempotence=False, **s.aiokafka_kwargs())
     await producer.start()
     sent: dict[str, tuple[float, float]] = {}
-    lat: list[float] = []
-    to_publish: list[float] = []
-    to_receive: list[float] = []
-    timeline: list[tuple[float, float, float]] = []  # (s into the run when produced, latency, to published)
-    warm_timeline: list[tuple[float, float]] = []  # (s into the warm-up when produced, latency)
-    warm: list[float] = []  # latencies of what was produced during the warm-up
+    #: (s into the load when produced, latency, produce→published, published→received)
+    samples: list[tuple[float, float, float, float]] = []
     n_warm = int(rate * warmup)
     n = n_warm + int(rate * seconds)
 
@@ -225,7 +216,7 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         # everything is produced and nothing new arrived for QUIET_S, not only at n samples
         deadline = time.monotonic() + warmup + seconds + 30
         last = time.monotonic()
-        while len(lat) + len(warm) < n and time.monotonic() < deadline and not (
+        while len(samples) < n and time.monotonic() < deadline and not (
                 produced.is_set() and time.monotonic() - last > QUIET_S):
             got = await consumer.getmany(timeout_ms=50)
             if got:
@@ -235,14 +226,9 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
                 for r in records:
                     eid = orjson.loads(r.value or b"{}").get("event_id")
                     t = sent.pop(eid, None)
-                    if t is not None and t[0] - t0 < warmup:
-                        warm.append(now - t[0])
-                        warm_timeline.append((t[0] - t0, now - t[0]))
-                    elif t is not None:
-                        lat.append(now - t[0])
-                        timeline.append((t[0] - t0, now - t[0], r.timestamp / 1000 - t[1]))
-                        to_publish.append(r.timestamp / 1000 - t[1])
-                        to_receive.append(wall - r.timestamp / 1000)
+                    if t is not None:
+                        stamp = r.timestamp / 1000
+                        samples.append((t[0] - t0, now - t[0], stamp - t[1], wall - stamp))
 
     # The load generator's own pauses would count as the service's latency: its sends wait and
     # its receipts are stamped late. A full collection of Python's cyclic GC walks everything the
@@ -271,42 +257,37 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         gc.unfreeze()
     await producer.stop()
     await consumer.stop()
-    out: dict[str, Any] = {"latency_samples": len(lat), "latency_warmup_s": warmup}
+    warm = [x for x in samples if x[0] < warmup]
+    run = [x for x in samples if x[0] >= warmup]
+    out: dict[str, Any] = {"latency_samples": len(run), "latency_warmup_s": warmup}
     if marks:
         # where a batch's time goes in the worker (mmr_stage_seconds): means per batch, ms
         out["latency_worker_stage_means_ms"] = _stage_summary(await marks[0], _stage_totals(port))
     if warmup:
-        out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99(warm)
-    for name, xs in (("latency", lat), ("latency_to_published", to_publish),
-                     ("latency_published_to_received", to_receive)):
-        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99(xs)
-    by_second: dict[int, tuple[list[float], list[float]]] = {}
-    if warm_timeline:  # how the cold start fades: p50 and p99 per second of the warm-up
-        per: dict[int, list[float]] = {}
-        for at, x in warm_timeline:
-            per.setdefault(int(at), []).append(x)
-        out["latency_warmup_by_second_p50_p99_ms"] = [[round(v, 1) for v in _p50_p99(per[k])] for k in sorted(per)]
-    for at, x, pub in timeline:  # seconds after the warm-up
-        total, published = by_second.setdefault(int(at - warmup), ([], []))
-        total.append(x)
-        published.append(pub)
+        out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99([x[1] for x in warm])
+    for name, col in (("latency", 1), ("latency_to_published", 2), ("latency_published_to_received", 3)):
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99([x[col] for x in run])
+
+    def by_second(xs: list[tuple[float, float, float, float]], start: float, cols: tuple[int, ...]) -> list[Any]:
+        per: dict[int, list[tuple[float, float, float, float]]] = {}
+        for x in xs:
+            per.setdefault(int(x[0] - start), []).append(x)
+        return [[round(v, 1) for c in cols for v in _p50_p99([x[c] for x in per[k]])] for k in sorted(per)]
+
+    if warm:  # how the cold start fades: p50 and p99 per second of the warm-up
+        out["latency_warmup_by_second_p50_p99_ms"] = by_second(warm, 0.0, (1,))
     # how latency moves during the run (the test broker slows as its partitions fill), and how
     # much of it is the worker's: p50 and p99 of produce→rating, then of produce→published
-    out["latency_by_second_p50_p99_ms"] = [[round(v, 1) for v in (*_p50_p99(by_second[k][0]),
-                                                                   *_p50_p99(by_second[k][1]))]
-                                           for k in sorted(by_second)]
+    out["latency_by_second_p50_p99_ms"] = by_second(run, warmup, (1, 2))
     return out
 
 
 def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
-    """``--worker-env KEY=VALUE`` options as a dict (the first ``=`` ends the key)."""
-    env = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint="--worker-env")
-        env[key] = value
-    return env
+    """``--worker-env KEY=VALUE`` options as a dict, read as ``--param`` is (the first ``=`` ends the key)."""
+    try:
+        return parse_params(items, "--worker-env")
+    except ParamError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--worker-env") from None
 
 
 def _p50_p99(xs: list[float]) -> tuple[float, float]:
@@ -320,7 +301,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.command("service")
 @click.option("--broker", default=None, help="Bootstrap servers (default: start Tansu on a free port).")
 @click.option("--redis-url", default=None, help="Redis (default REDIS_URL or redis://127.0.0.1:6379/14).")
-@click.option("--singles", default=20000, show_default=True, help="Single-match messages.")
+@click.option("--singles", "n_singles", default=20000, show_default=True, help="Single-match messages.")
 @click.option("--batched", default=1000, show_default=True,
               help="match_batch (and match_columns) messages of 1,000 matches, per batched run.")
 @click.option("--pool-players", default=10000, show_default=True,
@@ -361,7 +342,7 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="Set in the bench's workers' environment only (repeatable): a worker setting measured with "
                    "the publisher, the embedded replay and the load generators as they are.")
 @click.option("--json-out", default=None, type=click.Path(dir_okay=False))
-def bench_service(broker: str | None, redis_url: str | None, singles: int, batched: int, pool_players: int,
+def bench_service(broker: str | None, redis_url: str | None, n_singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
                   history_check: bool,
@@ -403,21 +384,12 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
 
         asyncio.run(ensure_topics(s))
         rng = random.Random(1)
-        singles_cs = [(b"cs", orjson.dumps({"type": "match", "pool": "cs", **_match(i, "cs", 2000, rng)}))
-                      for i in range(singles)]
+        singles_cs = singles("cs", n_singles, 2000, rng)
         if "bare" in phases:
-            click.echo("bare Faust take loop ...", err=True)
-            res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
-            click.echo("bare Faust take loop, subscribed like the worker (+ 2 empty topics) ...", err=True)
-            res["bare_faust_3topics_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                    idle_topics=True)
-            click.echo("bare Faust take loop as subscribed, with the worker's Faust patches ...", err=True)
-            res["bare_faust_patched_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                    idle_topics=True, worker_patches=True)
-            click.echo("... and with the worker's batch delivery ...", err=True)
-            res["bare_batch_delivery_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs],
-                                                                     idle_topics=True, worker_patches=True,
-                                                                     batch_delivery=True)
+            bare = [(b"bare", v) for _, v in singles_cs]
+            for key, label, options in BARE:
+                click.echo(f"{label} ...", err=True)
+                res[key] = bench_bare_faust(s, bare, **options)
         if "scale" in phases:
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
@@ -442,40 +414,20 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
             warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
                       "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
             asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
-            _wait_metric(port, "mmr_messages_done_total", 2.0, 120)
+            _wait_done(port, 2.0, 120)
 
-            if "singles" in phases:
-                click.echo("single-match messages (cowan) ...", err=True)
-                res["single_match_msgs_per_s"] = _measure(port, s, s.topic_matches, singles_cs, 600)
-
-                click.echo("single-match messages (elo: the service's own per-message cost) ...", err=True)
-                items = [(b"es", orjson.dumps({"type": "match", "pool": "es", **_match(i, "es", 2000, rng)}))
-                         for i in range(singles)]
-                res["single_match_elo_msgs_per_s"] = _measure(port, s, s.topic_matches, items, 600)
-
-            if "batched" in phases:
-                click.echo("match_batch messages of 1,000 (cowan) ...", err=True)
-                items = [(b"cb", orjson.dumps({"type": "match_batch", "pool": "cb", "matches": [
-                    _match(k * 1000 + i, "cb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
-                res["batched_match_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-                click.echo("match_batch messages of 1,000 (elo: the pipeline's own ceiling) ...", err=True)
-                items = [(b"eb", orjson.dumps({"type": "match_batch", "pool": "eb", "matches": [
-                    _match(k * 1000 + i, "eb", pool_players, rng) for i in range(1000)]})) for k in range(batched)]
-                res["batched_match_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-            if "columns" in phases:
-                click.echo("match_columns messages of 1,000 (elo: the compact form `replay --broker` publishes) ...",
-                           err=True)
-                items = _columns(batched, "ec", pool_players, rng, neutral=True)
-                res["batched_columns_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items, 900)
-
-            if "sided" in phases:
-                click.echo("match_columns messages of 1,000, not neutral (elo: the home advantage learned, one match "
-                           "at a time) ...", err=True)
-                items = _columns(batched, "ea", pool_players, rng, neutral=False)
-                res["batched_columns_sided_elo_results_per_s"] = 1000 * _measure(port, s, s.topic_matches, items,
-                                                                                 1800)
+            makers = {  # the messages of each throughput phase, made in ``THROUGHPUT``'s order (``rng``'s draws)
+                "single_match_msgs_per_s": lambda: singles_cs,
+                "single_match_elo_msgs_per_s": lambda: singles("es", n_singles, 2000, rng),
+                "batched_match_results_per_s": lambda: batches("cb", batched, pool_players, rng),
+                "batched_match_elo_results_per_s": lambda: batches("eb", batched, pool_players, rng),
+                "batched_columns_elo_results_per_s": lambda: _columns(batched, "ec", pool_players, rng, True),
+                "batched_columns_sided_elo_results_per_s": lambda: _columns(batched, "ea", pool_players, rng, False),
+            }
+            for phase, key, what, per, timeout in THROUGHPUT:
+                if phase in phases:
+                    click.echo(f"{what} ...", err=True)
+                    res[key] = per * _measure(port, s, s.topic_matches, makers[key](), timeout)
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
@@ -515,15 +467,13 @@ def bench_service(broker: str | None, redis_url: str | None, singles: int, batch
                 half = latency_rate or res["single_match_msgs_per_s"] / 2
                 if phases - {"bare", "latency"}:  # fresh topics (see the module docstring)
                     worker.stop()
-                    s = replace(s, app_id=f"{s.app_id}-lat", topic_matches=f"{s.topic_matches}-lat",
-                                topic_rounds=f"{s.topic_rounds}-lat", topic_results=f"{s.topic_results}-lat",
-                                topic_ratings=f"{s.topic_ratings}-lat", topic_dead=f"{s.topic_dead}-lat")
+                    s = suffixed(s, "lat", app_id=f"{s.app_id}-lat")
                     asyncio.run(ensure_topics(s))
                     click.echo("a worker on fresh topics for the latency run ...", err=True)
                     worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)
                     worker.ready()
                     asyncio.run(_produce(s, s.topic_matches, warm))
-                    _wait_metric(port, "mmr_messages_done_total", 1.0, 120)
+                    _wait_done(port, 1.0, 120)
                 click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
                 res.update(latency_rate_per_s=half)
                 meter = CpuMeter(_pids(s, worker, tansu))
@@ -567,26 +517,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows.append("| the worker's own environment (`--worker-env`) | "
                     + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
-        rows += [f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |",
-                 f"| bare Faust take loop, + the worker's 2 other (empty) input topics | {bare3:,.0f} msgs/s |",
-                 f"| the same, with the worker's Faust patches (inline delivery, no Monitor hooks) | "
-                 f"{res['bare_faust_patched_msgs_per_s']:,.0f} msgs/s |",
-                 f"| the same, with the worker's batch delivery (one Faust event per batch) | "
-                 f"{res['bare_batch_delivery_msgs_per_s']:,.0f} msgs/s |"]
-    if "single_match_msgs_per_s" in res:
-        rows += [f"| worker: single `match` messages (cowan) | {res['single_match_msgs_per_s']:,.0f} msgs/s"
-                 f"{pct(res['single_match_msgs_per_s'])} |",
-                 f"| worker: single `match` (elo) | {res['single_match_elo_msgs_per_s']:,.0f} msgs/s"
-                 f"{pct(res['single_match_elo_msgs_per_s'])} |"]
-    if "batched_match_results_per_s" in res:
-        rows += [f"| worker: `match_batch` of 1,000 (cowan) | {res['batched_match_results_per_s']:,.0f} results/s |",
-                 f"| worker: `match_batch` of 1,000 (elo) | {res['batched_match_elo_results_per_s']:,.0f} results/s |"]
-    if "batched_columns_elo_results_per_s" in res:
-        rows.append(f"| worker: `match_columns` of 1,000 (elo) | {res['batched_columns_elo_results_per_s']:,.0f} "
-                    f"results/s |")
-    if "batched_columns_sided_elo_results_per_s" in res:
-        rows.append("| worker: `match_columns` of 1,000 (elo), **not neutral**: the home advantage learned, one "
-                    f"match at a time | {res['batched_columns_sided_elo_results_per_s']:,.0f} results/s |")
+        rows += [f"| {label} | {res[key]:,.0f} msgs/s |" for key, label, _ in BARE]
+    rows += [f"| worker: {what} | {res[key]:,.0f} " + (f"msgs/s{pct(res[key])} |" if per == 1 else "results/s |")
+             for _, key, what, per, _ in THROUGHPUT if key in res]
     if "rounds_per_s" in res:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")
@@ -608,10 +541,8 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
                         f"{run['worker_cpu_s']:.1f} s, Redis {run['redis_cpu_s'] or 0:.1f} s, publisher "
                         f"{run['publisher_cpu_s']:.1f} s), embedded {run['embedded_s']:.1f} s (CPU "
                         f"{run['embedded_cpu_s']:.1f} s): **{run['ratio']:.2f}×**{floor_text(run, '×')}; "
-                        f"{run['worker_steps']:.0f} Redis "
-                        f"steps (ratings "
-                        f"{run['worker_step_phase_s']['rate']:.1f} s, commits "
-                        f"{run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
+                        f"{run['worker_steps']:.0f} Redis steps (ratings {run['worker_step_phase_s']['rate']:.1f} s, "
+                        f"commits {run['worker_step_phase_s']['commit']:.1f} s in all); peak RSS worker "
                         f"{run['worker_peak_rss_mib'] or 0:.0f} MiB, embedded {run['embedded_peak_rss_mib']:.0f} MiB; "
                         + ("final state equal to the embedded replay" if not run["players_differing"] else
                            f"**{run['players_differing']:,} of {run['players']:,} players differ**")
@@ -624,16 +555,17 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         if summary:
             rows.append(f"| the same, over its runs (which leg went first alternated) | {summary} |")
     if "latency_p99_ms" in res:
+
+        def p50_p99(name: str) -> str:
+            return f"p50 {res[f'{name}_p50_ms']:.1f} ms, p99 {res[f'{name}_p99_ms']:.1f} ms |"
+
         rows += (f"| produce→rating latency at {res['latency_rate_per_s']:,.0f} single matches/s | "
-                    f"p50 {res['latency_p50_ms']:.1f} ms, p99 {res['latency_p99_ms']:.1f} ms |",
-                    f"| of which produce→published (worker's send) | p50 {res['latency_to_published_p50_ms']:.1f} ms, "
-                    f"p99 {res['latency_to_published_p99_ms']:.1f} ms |",
-                    f"| of which published→received | p50 {res['latency_published_to_received_p50_ms']:.1f} ms, "
-                    f"p99 {res['latency_published_to_received_p99_ms']:.1f} ms |")
+                 + p50_p99("latency"),
+                 "| of which produce→published (worker's send) | " + p50_p99("latency_to_published"),
+                 "| of which published→received | " + p50_p99("latency_published_to_received"))
         if res.get("latency_warmup_s"):
             rows.append(f"| the {res['latency_warmup_s']:g} s of the same load before it (the worker's cold start "
-                        f"on the pool; not in the figures above) | p50 {res['latency_warmup_p50_ms']:.1f} ms, "
-                        f"p99 {res['latency_warmup_p99_ms']:.1f} ms |")
+                        "on the pool; not in the figures above) | " + p50_p99("latency_warmup"))
         st = res.get("latency_worker_stage_means_ms") or {}
         if st:
             size = st.get("messages", [0.0, 0.0])

@@ -1,20 +1,7 @@
-"""``mmr bench teams``: every team model on the same team rounds, in one run, one table.
-
-Synthetic scenarios (``mmr synth --kind teams``, seeded; teams re-formed every round):
-
-* ``2v2``: 300 players, 4,000 rounds of two teams of two;
-* ``5v5``: 500 players, 3,000 rounds of two teams of five;
-* ``squads``: 1,000 players, 600 free-for-all rounds of 25 squads of four;
-
-each with Gaussian and with logistic performance noise (``--noise``). Per system the table
-gives how well the final ratings recover the true final skills (Spearman and Kendall rank
-correlation of μ with the truth, over players with at least ``--min-history`` rounds) and how
-well the ratings before each round predicted it (``mmr eval``'s team metrics: log loss, Brier
-and accuracy of two-team rounds; team-level pair inversion and rank deviation), and the
-seconds the whole replay took. Systems: ours with a team model (elo-mmx, elo-mmr, the two
-also with ``team_exact_sigma=false``, trueskill, elo) and, when installed, the ``trueskill``
-package and openskill's models (``bench_teams_peers``). ``--input FILE`` scores a team history
-(event JSONL) instead, without the truth columns.
+"""``mmr bench teams``: every team model on the same team rounds, in one run, one table
+(docs/evaluation.md, "Teams"): ours with a team model and, when installed, the ``trueskill`` package
+and openskill's models (``teams_peers``), on seeded synthetic scenarios with known skills or on a
+team history (``--input``).
 """
 
 from __future__ import annotations
@@ -24,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +58,7 @@ def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]
 
     A name ``SYSTEM:K=V,K=V`` is one of our systems with those parameters (e.g.
     ``elo-mmx:weight_limit=1``), labelled by the name itself."""
-    out: dict[str, Callable[[], RatingSystem]] = {
-        label: (lambda n=n, p=p: make_system(n, p)) for label, (n, p) in OURS.items()  # type: ignore[misc]
-    }
+    out: dict[str, Callable[[], RatingSystem]] = {label: partial(make_system, n, p) for label, (n, p) in OURS.items()}
     out.update(available_peers())
     for name in names or ():
         system, sep, text = name.partition(":")
@@ -82,7 +68,7 @@ def systems(names: Sequence[str] | None) -> dict[str, Callable[[], RatingSystem]
                 make_system(system, params)
             except (ParamError, RatingError) as exc:
                 raise click.BadParameter(str(exc), param_hint="--system") from None
-            out[name] = lambda system=system, params=params: make_system(system, params)  # type: ignore[misc]
+            out[name] = partial(make_system, system, params)
     if names:
         unknown = sorted(set(names) - set(out))
         if unknown:

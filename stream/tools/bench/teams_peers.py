@@ -18,26 +18,16 @@ from typing import Any
 import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingError, RatingSystem, team_round
-from stream.ratings.baselines.trueskill import TrueSkill
+from stream.ratings.baselines.trueskill import TrueSkill, TrueSkillParams
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 
 
-@dataclass(frozen=True)
-class PeerParams(Params):
-    """The packages' defaults ×42; ``draw_probability`` is the trueskill package's."""
-
-    mu: float = 1500.0
-    sigma: float = 350.0
-    beta: float = 175.0
-    tau: float = 3.5
-    draw_probability: float = 0.10
-
-
 class _Peer(RatingSystem):
-    """Belief ``[mu, sigma, rounds]``; only team rounds."""
+    """Belief ``[mu, sigma, rounds]``; only team rounds; the parameters of our TrueSkill (the packages'
+    defaults ×42; ``draw_probability`` is the trueskill package's)."""
 
-    params_type = PeerParams
-    params: PeerParams
+    params_type = TrueSkillParams
+    params: TrueSkillParams
 
     def new_belief(self) -> Belief:
         return np.array([self.params.mu, self.params.sigma, 0.0])
@@ -101,9 +91,7 @@ class TrueSkillPackage(_Peer):
 
     def team_predictor(self) -> TeamPredictor:
         """The same model as ours, so our TrueSkill's team predictions with the same parameters."""
-        p = self.params
-        return team_predictor(TrueSkill({"mu": p.mu, "sigma": p.sigma, "beta": p.beta, "tau": p.tau,
-                                         "draw_probability": p.draw_probability}))
+        return team_predictor(TrueSkill(self.params))
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from stream.service.config import Settings
 
@@ -59,8 +61,8 @@ def _metric(port: int, name: str, **labels: str) -> float:
 
 
 def _stage_totals(port: int) -> dict[str, dict[str, float]]:
-    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum,
-    count and cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
+    """Per ``mmr_stage_seconds`` stage (and ``mmr_batch_messages`` as "messages"): its sum, count and
+    cumulative bucket counts (keyed by the bucket's upper bound, as text)."""
     out: dict[str, dict[str, float]] = {}
     for fam in _families(port):
         if fam.name not in ("mmr_stage_seconds", "mmr_batch_messages"):
@@ -98,21 +100,11 @@ POLL_S = 0.1
 DONE_POLL_S = 0.5
 
 
-def _wait_metric(port: int, name: str, target: float, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _metric(port, name) >= target:
-            return time.perf_counter()
-        time.sleep(POLL_S)
-    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
-
-
 def _wait_done(port: int, target: float, timeout: float) -> float:
-    """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's
-    ``perf_counter`` clock: the worker stamps the moment itself (``mmr_messages_done_timestamp_seconds``),
-    so the bench polls only every ``DONE_POLL_S``. Why: a scrape costs the worker's event loop time
-    (``/metrics`` renders every family) that the bench would count as the worker's; the stamp is
-    also exact, not up to a poll late."""
+    """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's ``perf_counter``
+    clock, by the worker's own stamp (``mmr_messages_done_timestamp_seconds``). Why: a scrape costs the
+    worker's event loop time the bench would count as the worker's, so it polls only every ``DONE_POLL_S``,
+    and the stamp is exact, not up to a poll late."""
     deadline = time.monotonic() + timeout
     name = "mmr_messages_done_total"
     while time.monotonic() < deadline:
@@ -189,6 +181,25 @@ def _match(i: int, pool: str, n_players: int, rng: random.Random, neutral: bool 
     if neutral:
         m["neutral"] = True
     return m
+
+
+def suffixed(s: Settings, tag: str, **changes: Any) -> Settings:
+    """``s`` with topics of its own (each name followed by ``-tag``) and ``changes``."""
+    return replace(s, topic_matches=f"{s.topic_matches}-{tag}", topic_rounds=f"{s.topic_rounds}-{tag}",
+                   topic_results=f"{s.topic_results}-{tag}", topic_ratings=f"{s.topic_ratings}-{tag}",
+                   topic_dead=f"{s.topic_dead}-{tag}", **changes)
+
+
+def singles(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """``n`` single ``match`` messages of ``pool`` among ``players``, keyed by the pool."""
+    return [(pool.encode(), orjson.dumps({"type": "match", "pool": pool, **_match(i, pool, players, rng)}))
+            for i in range(n)]
+
+
+def batches(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """``n`` ``match_batch`` messages of 1,000 matches of ``pool`` among ``players``, keyed by the pool."""
+    return [(pool.encode(), orjson.dumps({"type": "match_batch", "pool": pool, "matches": [
+        _match(k * 1000 + i, pool, players, rng) for i in range(1000)]})) for k in range(n)]
 
 
 def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

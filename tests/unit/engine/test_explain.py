@@ -295,7 +295,6 @@ def test_encoded_explanations_are_the_bytes_of_their_dicts() -> None:
     from stream.engine.explain import Explainer
     from stream.events.model import RatingOutput, RoundEvent
     from stream.ratings.base import Rating
-    from stream.service.messages import rating_value
     from stream.service.step_rating import change_records
 
     odd = [1e16, -1.5e-7, 5e-324, 0.1, -0.0, 1e300, 123456.789, 2.0**60, -7.0, 1e-5]

@@ -1,4 +1,4 @@
-"""The worker's log (stream.service.logs, stream.service.batch_log): JSON lines, a line a batch."""
+"""The worker's log (stream.service.logs): JSON lines, a line a batch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stream.service import batch_log, logs
+from stream.service import logs
 
 
 @pytest.fixture
@@ -65,13 +65,13 @@ def test_the_worker_config_builds_the_json_handler() -> None:
 
 def test_a_batch_is_one_info_line_with_its_numbers(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="stream.service.batches"):
-        batch_log.batch_done(12, {"match_batch": 2, "match": 10, "round": 1}, 25, 1, 3, 0.0123)
+        logs.batch_done(12, {"match_batch": 2, "match": 10, "round": 1}, 25, 1, 3, 0.0123)
     [rec] = caplog.records
     assert rec.getMessage() == "batch: 12 messages, 11 events, 25 ratings, 1 dead letters, 3 pools in 0.012 s"
     assert (rec.events, rec.ratings, rec.pools, rec.duration_s) == (11, 25, 3, 0.0123)  # type: ignore[attr-defined]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="stream.service.batches"):
-        batch_log.batch_done(1, {}, 0, 0, 0, 0.0)
+        logs.batch_done(1, {}, 0, 0, 0, 0.0)
     assert caplog.records == []
 
 

@@ -12,10 +12,10 @@ from repo_paths import SHARED_DATA as DATA
 
 from stream.engine.pool import PoolEngine
 from stream.events.inputs import read_records
-from stream.events.model import RoundEvent
+from stream.events.model import RoundEvent, rating_value
 from stream.ratings import make_system
 from stream.ratings.fastpath import RoundChange
-from stream.service.messages import DeadLetter, Message, rating_value
+from stream.service.messages import DeadLetter, Message
 from stream.service.planning import RoundOp, step_inputs
 from stream.service.step_rating import rate_ops
 from stream.state.redis_store import bulk_commands

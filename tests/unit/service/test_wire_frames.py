@@ -7,10 +7,10 @@ import base64
 import numpy as np
 import orjson
 
-from stream.events.model import MatchEvent, RoundEvent
+from stream.events.model import MatchEvent, RoundEvent, rating_key
 from stream.events.validate import decode_event
 from stream.service.config import from_env
-from stream.service.processor import DeadLetter, rating_key
+from stream.service.processor import DeadLetter
 from stream.tools.publish import match_batch_json, match_columns_json, messages, round_json
 
 

@@ -66,8 +66,8 @@ def test_prediction_comes_before_update() -> None:
     """A single scored match: the probability must be the prior 1/2, not the posterior."""
     events = [MatchEvent(event_id=f"m{i}", pool="p", time=i, a="a", b="b", score=1.0) for i in range(3)]
     res, ev = evaluate_events(make_system("elo"), events, warmup=0.0, min_history=0)
-    assert ev.p2[0] == 0.5
-    assert ev.p2[1] < ev.p2[2] < 1.0  # grows as A keeps winning
+    assert ev.scores.p2[0] == 0.5
+    assert ev.scores.p2[1] < ev.scores.p2[2] < 1.0  # grows as A keeps winning
     assert res["n_two_player"] == 3
 
 

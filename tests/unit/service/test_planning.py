@@ -1,4 +1,4 @@
-"""Each input topic takes its own event types (stream.service.topic_kinds), as the batch plan applies it."""
+"""Each input topic takes its own event types (stream.service.planning), as the batch plan applies it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 
 from stream.service.config import Settings
 from stream.service.messages import DeadLetter, Message
-from stream.service.planning import plan_batch
-from stream.service.topic_kinds import MATCH_TYPES, RESULT_TYPES, ROUND_TYPES, TopicRule
+from stream.service.planning import MATCH_TYPES, RESULT_TYPES, ROUND_TYPES, TopicRule, plan_batch
 
 S = Settings()
 EVENTS: dict[str, dict[str, Any]] = {
