@@ -43,9 +43,9 @@ mark of its own too, on its own node: its commit counter ``gen``, which every co
 pool's own transaction, so that the node cannot keep a commit and lose the counter or the reverse. The
 worker remembers, per pool, the counter of the last commit it acknowledged to Kafka (``acked``: a
 batch's counters, ``committed`` with its commits, count only once its records are acknowledged, so a
-crash that loses commits not yet on disk is not taken for a loss), and writes them with the next
-batch's marks (``pool:<pool>`` fields of the same hash: a topic's name holds no ``:``), from where a
-worker that starts or gets partitions takes them. The check reads every such pool's counter (one
+crash that loses commits not yet on disk is not taken for a loss), and writes them with a later
+batch's marks, at most once a second (``pool:<pool>`` fields of the same hash: a topic's name holds no
+``:``), from where a worker that starts or gets partitions takes them. The check reads every such pool's counter (one
 pipeline, every node): a counter below the acknowledged one means the pool's node lost acknowledged
 commits. The worker then records the loss in the marks (``lost:<pool>``, so that every worker that
 checks sees it, a restarted one too) and waits as for a partition, until ``mmr rebuild`` has rated the
@@ -88,6 +88,8 @@ return raised
 
 #: seconds between attempts at a mark while Redis is unavailable: doubling up to the second value
 MARK_BACKOFF = (0.05, 5.0)
+#: seconds between two writes of the pools' acknowledged counters into the marks (with a batch's marks)
+GENS_EVERY_S = 1.0
 
 
 class _Offsets(Protocol):
@@ -207,6 +209,7 @@ class LostWrites:
         #: them not yet written to the marks
         self.gens: dict[str, int] = {}
         self._unwritten: dict[str, int] = {}
+        self._gens_due = 0.0  # monotonic time from which they go with a batch's marks again
         #: per batch committed and not yet acknowledged: its highest offsets, its pools' counters
         self._pending: list[tuple[dict[str, int], Mapping[str, int]]] = []
         self.since = 0.0  # wall time the loss was found
@@ -305,9 +308,12 @@ class LostWrites:
         offsets = msgs if isinstance(msgs, Mapping) else highest_offsets(msgs)
         delay, most = MARK_BACKOFF
         while True:
-            gens = dict(self._unwritten)  # counters acknowledged since the last marks: with these
+            # the counters acknowledged since they were last written, at most every GENS_EVERY_S (a field per pool)
+            gens = dict(self._unwritten) if time.monotonic() >= self._gens_due else {}
             try:
                 await write_marks(self.store, {**offsets, **{POOL_FIELD + p: g for p, g in gens.items()}})
+                if gens:
+                    self._gens_due = time.monotonic() + GENS_EVERY_S
                 for p, g in gens.items():
                     if self._unwritten.get(p) == g:
                         del self._unwritten[p]
