@@ -4,7 +4,8 @@ For a Redis that lost acknowledged writes (stream.state.marks; docs/operator.md,
 acknowledged writes"): every record of the three input topics, up to each partition's end when the
 rebuild starts, goes through the worker's own rating path (``Processor``), in the order a worker takes
 them, so the state is what a worker rating the same records would leave. Nothing is published (those
-ratings and dead letters were published when first rated). At the end the state marks are raised to
+ratings and dead letters were published when first rated). At the end every pool rated is listed again
+(the set of pools may be on another Redis Cluster master than the pool), the state marks are raised to
 each partition's last offset read and the pools' marks removed (the commit counters the rebuild leaves
 are not those it replaced), so a waiting worker rates again by itself. ``--wipe`` deletes every
 key of the prefix first (a state that is not a prefix of the history); without it the dedup makes the
@@ -148,6 +149,10 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
             out.ratings += len(res.outputs)
             if progress is not None:
                 progress(out)
+        pools = sorted(processor.registry.engines)
+        if pools:  # listed again: on a Redis Cluster the set of pools may be on a master that lost it
+            async with store._io():
+                await store.r.sadd(store.keys.pools_key(), *pools)
         await write_marks(store, {key: last for key, (_, last) in out.read.items()})
         await clear_pool_marks(store)
         out.halted = processor.halts.listing()
