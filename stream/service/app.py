@@ -379,6 +379,8 @@ class Service:
             dead = []
         self.recent_dead.extend(dead)
         await self.publisher.dead_letters(dead)
+        if self.lost_writes is not None and not self.processor.store_down:
+            await self.lost_writes.flush()  # the pools' counters no batch carried (stream.state.marks)
 
     def pause(self, halt: Halt) -> None:
         """Stop fetching a halted partition (records fetched already are held back by the processor).

@@ -44,8 +44,9 @@ pool's own transaction, so that the node cannot keep a commit and lose the count
 worker remembers, per pool, the counter of the last commit it acknowledged to Kafka (``acked``: a
 batch's counters, ``committed`` with its commits, count only once its records are acknowledged, so a
 crash that loses commits not yet on disk is not taken for a loss), and writes them with a later
-batch's marks, at most once a second (``pool:<pool>`` fields of the same hash: a topic's name holds no
-``:``), from where a worker that starts or gets partitions takes them. The check reads every such pool's counter (one
+batch's marks or at the worker's next housekeeping tick (``flush``), at most once a second
+(``pool:<pool>`` fields of the same hash: a topic's name holds no ``:``), from where a worker that starts
+or gets partitions takes them. The check reads every such pool's counter (one
 pipeline, every node): a counter below the acknowledged one means the pool's node lost acknowledged
 commits. The worker then records the loss in the marks (``lost:<pool>``, so that every worker that
 checks sees it, a restarted one too) and waits as for a partition, until ``mmr rebuild`` has rated the
@@ -308,15 +309,10 @@ class LostWrites:
         offsets = msgs if isinstance(msgs, Mapping) else highest_offsets(msgs)
         delay, most = MARK_BACKOFF
         while True:
-            # the counters acknowledged since they were last written, at most every GENS_EVERY_S (a field per pool)
-            gens = dict(self._unwritten) if time.monotonic() >= self._gens_due else {}
+            gens = self._due()
             try:
                 await write_marks(self.store, {**offsets, **{POOL_FIELD + p: g for p, g in gens.items()}})
-                if gens:
-                    self._gens_due = time.monotonic() + GENS_EVERY_S
-                for p, g in gens.items():
-                    if self._unwritten.get(p) == g:
-                        del self._unwritten[p]
+                self._written(gens)
                 return
             except StoreRestarted:  # Superseded included: the rewind takes the batch back
                 return
@@ -324,6 +320,30 @@ class LostWrites:
                 log.warning("writing the state marks: Redis unavailable (%r); trying again in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, most)
+
+    async def flush(self) -> None:
+        """Write the counters acknowledged since they were last written when no batch carried them (the worker's
+        housekeeping tick), so that a worker started after this one stopped compares them too. Redis unavailable
+        (or restarted): left for the next batch or tick."""
+        gens = self._due()
+        if gens:
+            try:
+                await write_marks(self.store, {POOL_FIELD + p: g for p, g in gens.items()})
+            except StoreUnavailable as exc:
+                log.debug("writing the pools' counters into the state marks: %r", exc)
+                return
+            self._written(gens)
+
+    def _due(self) -> dict[str, int]:
+        """The counters acknowledged since they were last written, at most every GENS_EVERY_S (a field per pool)."""
+        return dict(self._unwritten) if time.monotonic() >= self._gens_due else {}
+
+    def _written(self, gens: Mapping[str, int]) -> None:
+        if gens:
+            self._gens_due = time.monotonic() + GENS_EVERY_S
+        for p, g in gens.items():
+            if self._unwritten.get(p) == g:
+                del self._unwritten[p]
 
     @property
     def reason(self) -> str | None:

@@ -190,7 +190,8 @@ async def test_a_pool_whose_node_lost_its_commits_is_found_by_its_counter(redis_
 @in_loop
 async def test_counters_not_acknowledged_never_count(redis_url: str) -> None:
     """Counters of batches taken back (a restart) or of partitions revoked are never acknowledged; a marks hash
-    without pool fields (a version before them) and pools with counters check as whole."""
+    without pool fields (a version before them) and pools with counters check as whole; a counter acknowledged
+    with no batch after it is written by ``flush``."""
     store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
     guard = LostWrites(store, store.r)
     try:
@@ -204,5 +205,9 @@ async def test_counters_not_acknowledged_never_count(redis_url: str) -> None:
         guard.acked([Rec("m", 0, 9), Rec("m", 1, 3)])
         assert guard.gens == {} and guard._pending == []
         assert await guard.check() == []
+        guard.committed([Rec("m", 0, 10)], {"p": 7})
+        guard.acked([Rec("m", 0, 10)])
+        await guard.flush()  # no batch came to carry it: the housekeeping tick writes it
+        assert (await read_marks(store.r, store.prefix))["pool:p"] == 7
     finally:
         await store.close()
