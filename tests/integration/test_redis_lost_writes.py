@@ -206,12 +206,15 @@ def test_redis_restarted_empty_with_the_worker_is_not_rated_over(kafka_bootstrap
 
 
 @pytest.mark.xdist_group("heavy")
-def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_the_worker", [False, True], ids=["under-the-worker", "with-the-worker"])
+def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, tmp_path: Path,
+                                                          with_the_worker: bool) -> None:
     """A master of a Redis Cluster without replicas, holding pools but not the marks' key, SIGKILLed and
     started again empty (its AOF deleted, its cluster config kept: it serves its slots again, without their
-    keys). The partition marks, on another master, cover every acknowledged offset; the pools' counters do not:
-    no rating of those pools is published from the empty master, and after ``mmr rebuild`` the state equals
-    the embedded replay."""
+    keys), under a running worker or while none runs (a new worker then takes the partitions at their
+    committed offsets). The partition marks, on another master, cover every acknowledged offset; the pools'
+    counters do not: no rating of those pools is published from the empty master, and after ``mmr rebuild``
+    the state equals the embedded replay."""
     if not cluster_available():
         pytest.skip("redis-server / redis-cli not on PATH")
     with LocalCluster(tmp_path / "cluster", masters=3, timeout=60) as cluster:
@@ -223,8 +226,8 @@ def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, 
         while True:
             s = make_settings(kafka_bootstrap, cluster.url, pools=outage_pools())
             keys = KeySpace(s.key_prefix)
-            if cluster.slot_owner(key_slot(marks_key(s.key_prefix).encode())) != victim and \
-                    cluster.slot_owner(key_slot(keys.pools_key().encode())) == victim:
+            marks_node = cluster.slot_owner(key_slot(marks_key(s.key_prefix).encode()))
+            if marks_node != victim and cluster.slot_owner(key_slot(keys.pools_key().encode())) == victim:
                 break
         owner = {p: cluster.slot_owner(key_slot(keys.key(p, "gen").encode())) for p in MATCH_POOLS + ROUND_POOLS}
         lost_pools = {p for p, i in owner.items() if i == victim}
@@ -237,11 +240,20 @@ def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, 
             wait_caught_up(s, worker)  # every offset acknowledged: the pools' counters with them
             assert export_state(s) == replayed([before], tmp_path)
             published_before = {orjson.dumps(r) for r in read_json_topic(s, s.topic_ratings)}
+            if with_the_worker:  # the counters it acknowledged reach the marks (its housekeeping tick), then it stops
+                fields = {f"pool:{p}".encode() for p in lost_pools}
+                wait_for("the pools' counters in the marks",
+                         lambda: fields <= set(cluster.node(marks_node).hkeys(marks_key(s.key_prefix))), worker)
+                worker.stop()
 
             cluster.kill(victim)
             shutil.rmtree(cluster.dirs[victim] / "appendonlydir")
             cluster.restart(victim)  # empty, serving its slots
             assert cluster.node(victim).dbsize() == 0
+            if with_the_worker:
+                worker = _durable_worker(s, tmp_path / "worker2.log")
+                worker.start()
+                port = announced_port(worker)
             publish([history([after], tmp_path, "after.jsonl")], s, batch_size=10)
             wait_for("the lost writes reported", lambda: metric(port, "mmr_redis_lost_writes_pools") > 0, worker)
             status, body = http_get(port, "/readyz")
