@@ -6,10 +6,11 @@
   ``mmr rebuild`` then rates the input topics into Redis again, the worker goes on by itself, and the
   state equals the embedded replay bit for bit, with no two different ratings of one version on the
   ratings topic and no version going back.
-* A Redis Cluster master SIGKILLed and started again empty (no persistence, no replica promoted): one
-  holding pools but not the marks' key, so the marks, intact, cover every acknowledged offset. The pools'
-  own marks (their commit counters) show the loss: the same report (``mmr_redis_lost_writes_pools``),
-  nothing published from the lost state, and after ``mmr rebuild`` the state equals the embedded replay.
+* A Redis Cluster master SIGKILLed and started again empty (no persistence, no replica promoted), under
+  a worker or while none runs: one holding pools but not the marks' key, so the marks, intact, cover every
+  acknowledged offset. The pools' own marks (their commit counters) show the loss: the same report
+  (``mmr_redis_lost_writes_pools``), nothing published from the lost state, and after ``mmr rebuild`` the
+  state equals the embedded replay.
 * Redis down for ~12 s under a stream of commits (AOF ``always``): the documented metrics move
   (``mmr_store_unavailable``, ``mmr_store_retries_total``, ``mmr_fetch_paused_partitions``), ``/readyz``
   says why, ``mmr_inflight_messages`` stays within ``MMR_MAX_INFLIGHT`` plus a take batch and stops
