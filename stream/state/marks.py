@@ -46,12 +46,12 @@ batch's counters, ``committed`` with its commits, count only once its records ar
 crash that loses commits not yet on disk is not taken for a loss), and writes them with a later
 batch's marks or at the worker's next housekeeping tick (``flush``), at most once a second
 (``pool:<pool>`` fields of the same hash: a topic's name holds no ``:``), from where a worker that starts
-or gets partitions takes them. The check reads every such pool's counter (one
-pipeline, every node): a counter below the acknowledged one means the pool's node lost acknowledged
-commits. The worker then records the loss in the marks (``lost:<pool>``, so that every worker that
-checks sees it, a restarted one too) and waits as for a partition, until ``mmr rebuild`` has rated the
-topics again and removed those fields (``clear_pool_marks``); the counters remembered from before the
-rebuild are then void and dropped. A marks hash without pool fields (a version before them) checks
+or gets partitions takes them. The check reads every such pool's counter (one pipeline, every node):
+a counter below the acknowledged one means the pool's node lost acknowledged commits. The worker then
+records the loss in the marks (``lost:<pool>``, so that every worker that checks sees it, a restarted
+one too) and waits as for a partition, until ``mmr rebuild`` has rated the topics again and removed
+those fields (``clear_pool_marks``); the counters remembered from before the rebuild are then void and
+dropped. A marks hash without pool fields (a version before them) checks
 what this worker acknowledged since it started only.
 """
 
