@@ -11,14 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from stream.events.model import MatchEvent
 from stream.ratings.registry import SPECS
 from stream.tools.evaluate import evaluate
-from stream.tools.fit import fit
-from stream.tools.holdout import one_pool, pick_objective
+from stream.tools.fit import Search, choose, fit
+from stream.tools.holdout import Difference, one_pool, paired_difference, pick_objective
 from stream.tools.replay import replay
 from stream.tools.synth import synth
 
@@ -214,3 +215,69 @@ def test_fit_writes_the_learned_home_advantage_as_the_pools_starting_value(tmp_p
     assert by_file["log_loss"] == by_param["log_loss"]
     off = _fit(path, tmp_path / "off.json", "elo", "--trials", "2", "--param", "advantage=false")
     assert "advantage_init" not in off["params"] and off["params"]["advantage"] is False
+
+
+def test_paired_difference_takes_its_error_from_batches() -> None:
+    rng = np.random.default_rng(1)
+    ref = rng.random(400)
+    shifted = paired_difference(ref - 0.01, ref)
+    assert shifted.mean == pytest.approx(-0.01) and shifted.se == pytest.approx(0.0, abs=1e-12) and shifted.below(2)
+    # a difference that drifts slowly (as two settings' ratings do): its batches see it, sd/√n would not
+    slow = np.repeat(rng.normal(0.0, 0.01, 20), 20)
+    d = paired_difference(ref + slow, ref)
+    naive = float(np.std(slow, ddof=1) / math.sqrt(slow.size))
+    assert d.se > 3 * naive and d.mean == pytest.approx(float(slow.mean()))
+    with pytest.raises(ValueError, match="too few"):
+        paired_difference(ref[:30], ref[:30])
+
+
+@pytest.mark.parametrize(("found", "improved", "says"), [
+    (Search({"k": 32.0}, 0.60, 0.60, True, None), False, "no trial beat the defaults"),
+    (Search({"k": 20.0}, 0.5999, 0.60, False, Difference(-1e-4, 1e-4)), False, "within 2 se: noise"),
+    (Search({"k": 20.0}, 0.59, 0.60, False, Difference(-1e-2, 1e-3)), True, "beyond 2 se"),
+    (Search({"k": 20.0}, 0.59, 0.60, False, None), True, "beat the defaults"),
+])
+def test_the_best_trial_is_written_only_beyond_noise(found: Search, improved: bool, says: str) -> None:
+    ok, why = choose(found, 2.0)
+    assert ok is improved and says in why
+    assert choose(found, 0.0)[0] is (not found.best_is_default)  # --z 0: whenever better
+
+
+def _sided_rounds(path: Path, home_edge: float, n: int = 1200) -> None:
+    """Two teams of three, a home and an away side; the home side plays ``home_edge`` Elo points up."""
+    rng = np.random.default_rng(4)
+    skill = rng.normal(1500.0, 150.0, 40)
+    lines = []
+    for i in range(n):
+        who = rng.choice(40, 6, replace=False)
+        d = skill[who[:3]].mean() - skill[who[3:]].mean() + home_edge
+        win = bool(rng.random() < 1.0 / (1.0 + 10.0 ** (-d / 400.0)))
+        teams = [{"players": [f"x{j}" for j in who[:3].tolist()], "rank": 1 if win else 2, "side": "home"},
+                 {"players": [f"x{j}" for j in who[3:].tolist()], "rank": 2 if win else 1, "side": "away"}]
+        lines.append(json.dumps({"type": "round", "event_id": f"r{i}", "pool": "league", "round_id": f"r{i}",
+                                 "time": 1_700_000_000_000 + i * 3_600_000, "teams": teams}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_fit_writes_every_sides_learned_belief_and_eval_starts_from_it(tmp_path: Path) -> None:
+    """Team rounds with home/away labels: the pools file starts each side from the belief the history
+    taught it (mean and sd), and eval reading the file plays with exactly those parameters."""
+    path, pools = tmp_path / "sided.jsonl", tmp_path / "pools.json"
+    _sided_rounds(path, 120.0)
+    out = _fit(path, pools, "elo-mmr", "--trials", "3", "--min-history", "0", "--z", "0")
+    params = out["params"]
+    home, away = params["advantage_init_home"], params["advantage_init_away"]
+    assert home > 0 > away and home == -away  # two sides, one observation each event: mirror images
+    assert 0 < params["advantage_sd_home"] == params["advantage_sd_away"] < 0.5  # narrower than the prior (1 u)
+    assert "advantage_init" not in params and out["improved"] is (out["fitted_train"] < out["default_train"])
+    assert json.loads(pools.read_text())["pools"]["league"]["params"] == params
+    common = (str(path), "--min-history", "0")
+    by_file = _run(evaluate, *common, "--pools", str(pools))
+    by_param = _run(evaluate, *common, "--system", "elo-mmr",
+                    *(a for k, v in params.items() for a in ("--param", f"{k}={v!r}")))
+    assert by_file["log_loss"] == by_param["log_loss"]
+    assert by_file["pools"]["league"]["params"]["advantage_init_home"] == home
+    fresh = _run(evaluate, *common, "--system", "elo-mmr", *(a for k, v in params.items()
+                                                             if not k.startswith("advantage")
+                                                             for a in ("--param", f"{k}={v!r}")))
+    assert fresh["log_loss"] != by_param["log_loss"]  # the starting beliefs make a difference
