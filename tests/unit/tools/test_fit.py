@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from home_matches import sided_round_lines
 
 from stream.events.model import MatchEvent
 from stream.ratings.registry import SPECS
@@ -243,27 +244,11 @@ def test_the_best_trial_is_written_only_beyond_noise(found: Search, improved: bo
     assert choose(found, 0.0)[0] is (not found.best_is_default)  # --z 0: whenever better
 
 
-def _sided_rounds(path: Path, home_edge: float, n: int = 1200) -> None:
-    """Two teams of three, a home and an away side; the home side plays ``home_edge`` Elo points up."""
-    rng = np.random.default_rng(4)
-    skill = rng.normal(1500.0, 150.0, 40)
-    lines = []
-    for i in range(n):
-        who = rng.choice(40, 6, replace=False)
-        d = skill[who[:3]].mean() - skill[who[3:]].mean() + home_edge
-        win = bool(rng.random() < 1.0 / (1.0 + 10.0 ** (-d / 400.0)))
-        teams = [{"players": [f"x{j}" for j in who[:3].tolist()], "rank": 1 if win else 2, "side": "home"},
-                 {"players": [f"x{j}" for j in who[3:].tolist()], "rank": 2 if win else 1, "side": "away"}]
-        lines.append(json.dumps({"type": "round", "event_id": f"r{i}", "pool": "league", "round_id": f"r{i}",
-                                 "time": 1_700_000_000_000 + i * 3_600_000, "teams": teams}))
-    path.write_text("\n".join(lines) + "\n")
-
-
 def test_fit_writes_every_sides_learned_belief_and_eval_starts_from_it(tmp_path: Path) -> None:
     """Team rounds with home/away labels: the pools file starts each side from the belief the history
     taught it (mean and sd), and eval reading the file plays with exactly those parameters."""
     path, pools = tmp_path / "sided.jsonl", tmp_path / "pools.json"
-    _sided_rounds(path, 120.0)
+    path.write_text("\n".join(sided_round_lines(120.0)) + "\n")
     out = _fit(path, pools, "elo-mmr", "--trials", "3", "--min-history", "0", "--z", "0")
     params = out["params"]
     home, away = params["advantage_init_home"], params["advantage_init_away"]
