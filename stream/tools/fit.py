@@ -52,7 +52,7 @@ from stream.ratings.registry import spec
 from stream.ratings.spec import SearchDim
 from stream.tools.common import report_skipped, skipped_lines
 from stream.tools.evaluate import csv_mapping, load_events
-from stream.tools.holdout import Difference, HoldOut, metrics, one_pool, paired_difference, protocol_options
+from stream.tools.holdout import BATCHES, Difference, HoldOut, metrics, one_pool, paired_difference, protocol_options
 
 if TYPE_CHECKING:
     import optuna
@@ -196,8 +196,9 @@ def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence
     assert best.value is not None and default_value is not None
     at_default = best.number == 0 or best.value >= default_value
     diff = None
-    if not at_default and losses.get("best") is not None and losses.get("default") is not None:
-        diff = paired_difference(losses["best"], losses["default"])
+    best_losses, default_losses = losses.get("best"), losses.get("default")
+    if not at_default and best_losses is not None and default_losses is not None and best_losses.size >= 2 * BATCHES:
+        diff = paired_difference(best_losses, default_losses)  # (fewer predictions: no error to judge by)
     return Search(dict(best.user_attrs["point"]), best.value, default_value, at_default, diff)
 
 
@@ -279,10 +280,13 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         fitted_train = found.value if improved else found.default_value
         fitted_sys = make_system(system, {**fixed, **point})
         with tqdm(total=2, unit=" replays", desc="held-out", file=sys.stderr, disable=not progress) as bar:
-            test_default = split.test(base)
+            test_default, loss_default = split.test_losses(base)
             bar.update(1)
-            test_fitted = split.test(fitted_sys)
+            test_fitted, loss_fitted = split.test_losses(fitted_sys)
             bar.update(1)
+        held_out_diff = None
+        if improved and loss_default is not None and loss_fitted is not None and loss_default.size >= 2 * BATCHES:
+            held_out_diff = paired_difference(loss_fitted, loss_default)
     except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -296,6 +300,7 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         "default_train": found.default_value, "fitted_train": fitted_train,
         "improved": improved, "decision": why, "best_train": found.value, "best_params": found.point,
         "train_difference": None if found.difference is None else dataclasses.asdict(found.difference),
+        "held_out_difference": None if held_out_diff is None else dataclasses.asdict(held_out_diff),
         "params": written, "default_params": defaults(system, dims),
         "held_out": {"default": metrics(test_default), "fitted": metrics(test_fitted)},
         "n_events": len(split.events), "n_train": split.n_train,
@@ -314,6 +319,8 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
     scores = _table([(split.objective, "train", "held-out"),
                      ("default", f"{found.default_value:.4f}", f"{result['default']:.4f}"),
                      ("fitted", f"{fitted_train:.4f}", f"{result['fitted']:.4f}")])
-    lines += ["", *scores, "", why + ("" if improved else ": the defaults are written"),
+    held = [] if held_out_diff is None else \
+        [f"held out, fitted − default: {held_out_diff.mean:+.5f} ± {held_out_diff.se:.5f} (se)"]
+    lines += ["", *scores, "", why + ("" if improved else ": the defaults are written"), *held,
               f"wrote pool {name!r} to {out}"]
     click.echo("\n".join(lines))

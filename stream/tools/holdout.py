@@ -24,7 +24,7 @@ from stream.ratings.advantage import AdvantageParams
 from stream.ratings.base import FloatArray, RatingSystem
 from stream.scoring import brier, log_loss
 from stream.tools.common import skip_invalid_option
-from stream.tools.evaluate import Event, evaluate_events
+from stream.tools.evaluate import Evaluator, Event, evaluate_events
 
 #: what a search minimises; ``auto``: ``pick_objective``
 OBJECTIVES = ("auto", "log_loss", "brier", "pair_inversion", "rank_deviation", "team_pair_inversion",
@@ -94,8 +94,15 @@ class HoldOut:
         (``PER_EVENT``), each prediction's loss in event order (None for the others). The events
         scored depend on the history only (``min_history``), never on the parameters, so the losses
         of two systems on one prefix are paired prediction by prediction."""
-        res, ev = evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
-                                  advantage=self.advantage)
+        return self._losses(*evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
+                                             advantage=self.advantage))
+
+    def test_losses(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
+        """``test``'s scores and each held-out prediction's loss, as ``train_losses``."""
+        return self._losses(*evaluate_events(system, self.events, self.warmup, self.min_history,
+                                             score_from=self.n_train, advantage=self.advantage))
+
+    def _losses(self, res: dict[str, Any], ev: Evaluator) -> tuple[dict[str, Any], FloatArray | None]:
         loss = PER_EVENT.get(self.objective)
         if loss is None:
             return res, None

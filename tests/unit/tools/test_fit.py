@@ -75,6 +75,11 @@ def test_fit_writes_the_pools_file_that_eval_and_replay_read_with_those_paramete
     # the first trial is the defaults: never worse on the prefix; and here better on the held-out part
     assert out["fitted_train"] <= out["default_train"]
     assert out["fitted"] <= out["default"] and out["held_out"]["fitted"]["log_loss"] == out["fitted"]
+    # ... beyond the noise of the training prefix, and the held-out difference comes with its error
+    assert out["improved"] and "beyond 2 se" in out["decision"]
+    assert out["train_difference"]["mean"] == pytest.approx(out["fitted_train"] - out["default_train"])
+    assert out["held_out_difference"]["mean"] == pytest.approx(out["fitted"] - out["default"])
+    assert out["held_out_difference"]["se"] > 0
     # what eval reads from the file is what --param of the same values gives
     k = out["params"]["k"]
     common = (str(history["matches"]), "--min-history", "2")
