@@ -13,6 +13,12 @@ errors of the paired difference of their losses); else the defaults are written,
 The protocol is ``mmr tune``'s (``stream.tools.holdout``); by default the prefix is the first
 half of the history: the parameters are meant to run live, and should reflect as much of the
 pool's history as can be spared while leaving an equal part held out to judge them.
+Every prediction after the warm-up is scored by default (``--min-history 0``, where ``mmr tune``
+and ``mmr eval`` keep 5): the parameters run live on every event, newcomers' included, and they
+set how fast a newcomer's rating moves, which predictions of experienced players only cannot
+judge; and a team round is scored only when every member of both teams qualifies, which on large
+teams leaves few rounds (on AFL, 18 to 26 a side, about one in twenty), a sample of the seasons
+without debutants rather than of the game.
 
 Values are rounded to ``SIGNIFICANT`` digits when a trial proposes them, so that the written
 file is readable and the parameters scored are exactly the ones written.
@@ -257,7 +263,7 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
               help="Standard errors by which the best trial must beat the defaults on the training prefix to be "
                    "written (log loss, Brier: paired per prediction; 0: whenever better); else the defaults are.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
-@protocol_options(train=0.5)
+@protocol_options(train=0.5, min_history=0)
 def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, progress: bool, system: str,
         params: tuple[str, ...], objective: str, train: float, warmup: float, min_history: int, pool: str | None,
         csv_columns: str, skip_invalid: bool, as_json: bool) -> None:

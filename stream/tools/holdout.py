@@ -165,8 +165,9 @@ def one_pool(events: Sequence[Event], pool: str | None) -> tuple[str, list[Event
     raise click.UsageError(f"no event of pool {pool!r}; the input holds {', '.join(pools)}")
 
 
-def protocol_options(train: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options of the protocol, shared by ``tune`` and ``fit``; ``train``: the default fraction."""
+def protocol_options(train: float, min_history: int = 5) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of the protocol, shared by ``tune`` and ``fit``; ``train``: the default fraction,
+    ``min_history``: the default ``--min-history``."""
 
     def add(f: Callable[..., Any]) -> Callable[..., Any]:
         for opt in reversed((
@@ -180,7 +181,7 @@ def protocol_options(train: float) -> Callable[[Callable[..., Any]], Callable[..
                          show_default=True, help="Fraction of the events the search sees (the rest is held out)."),
             click.option("--warmup", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
                          show_default=True, help="Fraction of the training prefix that only updates."),
-            click.option("--min-history", type=click.IntRange(0), default=5, show_default=True,
+            click.option("--min-history", type=click.IntRange(0), default=min_history, show_default=True,
                          help="Score only players with at least this many earlier events."),
             click.option("--pool", default=None, help="Pool for contest/CSV input."),
             click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date",

@@ -43,7 +43,7 @@ def test_the_worker_rates_and_predicts_a_pool_with_the_parameters_fit_wrote(kafk
                     "1200", "--pool", "chess", "--seed", "9")
     pools = tmp_path / "pools.json"
     done = subprocess.run([str(MMR), "fit", str(history), "--system", SYSTEM, "--out", str(pools), "--trials", "4",
-                           "--min-history", "2", "--json", "--no-progress"], capture_output=True, text=True,
+                           "--min-history", "2", "--z", "0", "--json", "--no-progress"], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     fitted: dict[str, Any] = json.loads(done.stdout)

@@ -271,3 +271,12 @@ def test_fit_writes_every_sides_learned_belief_and_eval_starts_from_it(tmp_path:
                                                              if not k.startswith("advantage")
                                                              for a in ("--param", f"{k}={v!r}")))
     assert fresh["log_loss"] != by_param["log_loss"]  # the starting beliefs make a difference
+
+
+def test_fit_scores_every_prediction_after_the_warm_up_by_default(tmp_path: Path) -> None:
+    """``--min-history 0`` is fit's default: every held-out round is scored, debutants' included."""
+    path = tmp_path / "sided.jsonl"
+    path.write_text("\n".join(sided_round_lines(120.0, n=300)) + "\n")
+    out = _run(fit, str(path), "--system", "elo-mmr", "--out", str(tmp_path / "p.json"), "--no-progress",
+               "--trials", "2")
+    assert out["n_scored"] == out["n_events"] - out["n_train"] == 150
