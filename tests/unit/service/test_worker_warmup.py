@@ -56,6 +56,7 @@ def test_warm_system_takes_a_pools_side_advantage_parameters() -> None:
     from stream.service.worker import warm_system
 
     warm_system("elo", {"k": 20.0, "advantage_init_home": 30.0, "advantage_sd_home": 0.1}, set())
-    for bad in ({"k": -1.0}, {"advantage_sd_home": -1.0}):
+    bads: list[dict[str, object]] = [{"k": -1.0}, {"advantage_sd_home": -1.0}]
+    for bad in bads:
         with pytest.raises(RatingError):
             warm_system("elo", bad, set())
