@@ -6,6 +6,9 @@ were chosen on. A candidate replays only the training prefix (its own ``warmup``
 updates, as in ``mmr eval``); the chosen parameters, and the defaults beside them, then replay
 the whole history and are scored on the events after the prefix (the prefix acts as their
 warm-up). Every replay and score is ``mmr eval``'s (``evaluate.evaluate_events``).
+
+``paired_difference`` says whether one setting beats another on the same predictions beyond
+noise: ``mmr fit``'s decision rule on the prefix, and its report on the held-out part.
 """
 
 from __future__ import annotations
