@@ -109,7 +109,8 @@ class HoldOut:
         loss = PER_EVENT.get(self.objective)
         if loss is None:
             return res, None
-        return res, np.asarray(loss(np.asarray(ev.p2 + ev.team.p2), np.asarray(ev.s2 + ev.team.s2)), dtype=float)
+        return res, np.asarray(loss(np.asarray(ev.scores.p2 + ev.team.p2), np.asarray(ev.scores.s2 + ev.team.s2)),
+                               dtype=np.float64)
 
     def test(self, system: RatingSystem) -> dict[str, Any]:
         """``system``'s scores on the held-out events, after replaying the prefix."""
