@@ -1,9 +1,16 @@
 """Writes the replicas confirm: the ``WAIT`` half of ``RedisStore`` (stream.state.redis_store).
 
-Why a module of its own: how a write is confirmed by the replicas (one pipeline with ``WAIT n
-timeout`` on one connection of the slot's master, the replicas a master has, the pools whose
-last write is not confirmed yet) is independent of what the store writes; the store's module
-docstring says why every acked write waits (asynchronous replication), this one how.
+Replication is asynchronous: a master that dies right after a commit can take the commit with it,
+while the worker has already acked the batch to Kafka. So every write the worker acks on (the
+commit, the pool's listing, pending round results) goes in one pipeline with ``WAIT n timeout`` on
+one connection of the slot's master (WAIT counts the replicas holding everything that connection
+wrote), and counts as done only once ``n`` replicas confirmed it: ``min_replicas``
+(MMR_REDIS_MIN_REPLICAS), by default 1 when the master has a replica (``INFO replication``, asked
+again every ``REPLICAS_TTL_S`` and after any failure), else 0. Fewer within the timeout:
+``StoreUnavailable`` (the batch is retried, never acked) and the pool is marked unconfirmed; its
+next use first sends a write that changes nothing (``INCRBY gen 0``) with a ``WAIT``, which confirms
+everything the master holds before anything else is done or acked.
+
 ``RedisStore`` inherits these methods; they use its client, key space and the state declared
 below, which ``RedisStore.__init__`` sets.
 """
