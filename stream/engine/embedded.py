@@ -1,19 +1,14 @@
 """The in-process pipeline: the service's steps with files in and a dict as the store.
 
-``mmr replay --embedded`` and the tests use it; the worker runs the same PoolEngine
-on Kafka batches and Redis, so given the same events both end in the same state.
+``mmr replay --embedded`` and the tests use it; the worker runs the same PoolEngine on Kafka
+batches and Redis, so given the same events both end in the same state. One difference is
+inherent: the service expires a round still incomplete after ``MMR_ROUND_TIMEOUT``, while a replay
+has no clock; what is open after the last record is listed by ``incomplete_rounds()``.
 
-One difference is inherent: the service expires a round assembled from ``round_result``
-events once it stayed incomplete for ``MMR_ROUND_TIMEOUT`` and dead-letters it, while a
-replay has no clock to wait on. What is still open after the last record is therefore
-listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in either.
-
-``history``: called with the rating messages of every rated unit (a round, or a flushed batch
-of matches: one per player it changed, as the worker publishes them, explained by
-``stream.engine.explain``), in input order; ``mmr replay --history`` streams them to a file.
-Without it nothing of that is computed. A round rated in its pool's arena explains its players
-from the round's ``RoundChange`` (its columns), as the worker's step of rounds does, instead of a
-``Rating`` and an explanation dict per player.
+``history``: called with the rating messages of every rated unit (a round, or a flushed batch of
+matches), explained by ``stream.engine.explain``, in input order (``mmr replay --history``); without
+it none is computed. A round rated in its pool's arena is explained from its ``RoundChange``
+(columns), as the worker's step of rounds does.
 """
 
 from __future__ import annotations

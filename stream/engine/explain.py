@@ -1,28 +1,20 @@
 """Explained rating changes: what a game client shows beside a new rating.
 
 For each player a rated unit changed (a round, or a batch of matches) the explanation holds
+``rating_before``, ``mu_before``, ``sigma_before`` (the prior's for a newcomer) and ``delta`` =
+``rating`` − ``rating_before``; the cause: ``round_id``, or ``matches`` (how many the change covers)
+and ``match_ids`` (the last ``MAX_MATCH_IDS``, oldest first); ``performance`` in a round where the
+system's beliefs keep it (``FastPath.latest_performances``).
 
-* ``rating_before``, ``mu_before``, ``sigma_before``: the summary of the player's belief before
-  the unit (the system's prior for a newcomer), and ``delta`` = ``rating`` − ``rating_before``;
-* the cause: ``round_id`` for a round; for matches ``matches`` (how many of the player's matches
-  the change covers) and ``match_ids`` (the last ``MAX_MATCH_IDS`` of them, oldest first; the
-  output's ``event_id`` is the last one);
-* ``performance``: the player's performance in the round, where the system's beliefs keep it
-  (Elo-MMR with logistic terms: ``FastPath.latest_performances``).
+The worker (``stream.service.step``) and the embedded replay's ``--history`` build it with the same
+functions from the same beliefs, so both give the same bits, from what the store held before the
+unit and the ratings after it (the kernels are not involved). Each explanation is encoded once, as
+JSON text, by columns (one ``orjson.dumps`` of a unit's numbers, one ``%`` template per player); the
+rating message and the ``:chg`` record embed those bytes.
 
-The worker (``stream.service.step``) and the embedded replay's history (``--history``) build it
-with the same functions from the same beliefs, so both give the same bits. It is computed only
-where outputs are made, from what the store held before the unit and the ratings after it: the
-rating kernels are not involved. Each explanation is encoded once, as JSON text, by columns (one
-``orjson.dumps`` of a unit's numbers, one ``%`` template per player): the rating message and the
-``:chg`` record embed those bytes, so a rating and its record cost one encoding, not two, and no
-dict per player is built.
-
-A rating message covers everything its step changed for the player. A round is its own unit
-and replaces the explanation; consecutive match units of one step add up (``rating_before``
-stays that of the first, ``matches`` counts them all). So the explanation of a match message
-depends on where the worker's batches were cut (as its ``version`` steps do), while a round's
-does not: the embedded replay cuts matches by ``--batch-size``.
+A round is its own unit and replaces the explanation; consecutive match units of one step add up
+(``rating_before`` stays that of the first, ``matches`` counts them all), so a match message's
+explanation depends on where the batches were cut, as its ``version`` steps do.
 """
 
 from __future__ import annotations
@@ -143,9 +135,9 @@ _HEAD = b'{"rating_before":%b,"mu_before":%b,"sigma_before":%b,"delta":%b,'
 _MATCH_TEMPLATE = _HEAD + b'"matches":%d,"match_ids":%b}'
 
 
-def _round_template(round_id: str, performance: bool) -> bytes:
-    """The ``%`` template of a round's explanations: the round id's JSON text is the same for
-    every player (its ``%`` escaped, as it becomes part of the template)."""
+def round_template(round_id: str, performance: bool) -> bytes:
+    """The ``%`` template of a round's explanations (``round_texts``): the round id's JSON text is the
+    same for every player (its ``%`` escaped, as it becomes part of the template)."""
     rid = orjson.dumps(round_id).replace(b"%", b"%%")
     return _HEAD + b'"round_id":' + rid + (b',"performance":%b}' if performance else b"}")
 
@@ -158,11 +150,6 @@ def round_numbers(change: RoundChange) -> FloatArray:
     rb = change.rating_before
     cols = (rb, change.mu_before, change.sigma_before, np.subtract(change.rating, rb))  # delta as ``_columns``
     return np.column_stack(cols if change.performance is None else (*cols, change.performance))
-
-
-def round_template(round_id: str, performance: bool) -> bytes:
-    """The ``%`` template of a round's explanations (``round_texts``)."""
-    return _round_template(round_id, performance)
 
 
 def round_texts(templates: Sequence[bytes], numbers: FloatArray) -> list[bytes]:
@@ -231,9 +218,9 @@ class Explainer:
         if perfs is not None and all(map(perfs.__contains__, players)):
             it = _texts(rb, mb, sb, delta, list(map(perfs.__getitem__, players)))
             rows = zip(it, it, it, it, it, strict=False)
-            self.of.update(zip(players, map(_round_template(event.round_id, True).__mod__, rows), strict=True))
+            self.of.update(zip(players, map(round_template(event.round_id, True).__mod__, rows), strict=True))
             return
-        plain, with_perf = _round_template(event.round_id, False), _round_template(event.round_id, True)
+        plain, with_perf = round_template(event.round_id, False), round_template(event.round_id, True)
         it = _texts(rb, mb, sb, delta)
         rows4 = zip(it, it, it, it, strict=False)
         for p, row in zip(players, rows4, strict=True):  # some players without a performance

@@ -1,12 +1,11 @@
-"""The index of open rounds that round expiry sweeps (the keys ``:open`` and ``open-rounds:<source>`` of
-stream.state.redis_store's key layout; the service's side is stream.service.round_book).
+"""The index of open rounds that round expiry sweeps (``:open`` and ``open-rounds:<source>`` of
+stream.state.redis_store's layout; the service's side: stream.service.round_book).
 
-A pool's ``:open`` (round id -> when its first result was saved, ms) is written with the round's pending
-results (``RedisStore.save_pending``) and emptied by the scripts that mark rounds done. The hint of an input
-partition ("topic/partition": pool -> the earliest time of its open rounds from there) is outside every pool's
-slot, written before the round's own entry (a hint without rounds is dropped by a sweep; a round without a
-hint would not be found) and moved by the sweep of its owner. Every function raises ``StoreUnavailable`` when
-Redis fails.
+A pool's ``:open`` (round id -> when its first result was saved, ms) is written with the round's
+pending results and emptied by the scripts that mark rounds done. The hint of an input partition
+(pool -> its earliest open round from there) is outside every pool's slot, written before the
+round's own entry (a hint without rounds is dropped by a sweep; a round without a hint would not be
+found) and moved by the sweep of its owner.
 """
 
 from __future__ import annotations

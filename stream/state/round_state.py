@@ -1,15 +1,10 @@
 """The state of rounds being assembled from per-player results: the ``RoundState`` half of ``RedisStore``
-(stream.state.redis_store, whose docstring holds the key layout: ``:pend:<round_id>``, ``:done``,
-``:done:old``, ``:open`` and ``open-rounds:<source>``).
+(keys ``:pend:<round_id>``, ``:done``, ``:done:old``, ``:open``; stream.state.redis_store). The round book
+(stream.service.round_book) mirrors its rounds here, and round expiry closes them, apart from the
+atomic step (whose commit marks the rounds it rated done). The sweep's index: stream.state.open_rounds.
 
-Why a module of its own: the round book (stream.service.round_book) mirrors its assembled rounds in
-these keys, and round expiry closes them, independently of the atomic step that rates and commits a
-batch (``RedisStore.commit``, which marks the rounds it rated done in the same script). The index of
-open rounds that expiry sweeps is stream.state.open_rounds.
-
-``RedisStore`` inherits these methods; they use its client, key space, scripts and the state declared
-below, which ``RedisStore.__init__`` sets. Every method raises ``StoreUnavailable`` when Redis fails
-and ``StateError`` when a pool's keys hold what the scripts cannot write over.
+``RedisStore`` inherits these methods; they use the state declared below, which ``RedisStore.__init__``
+sets. ``StateError``: a pool's keys hold what the scripts cannot write over.
 """
 
 from __future__ import annotations
