@@ -42,13 +42,10 @@ Explanation = dict[str, Any]
 
 def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], players: Sequence[str]
                    ) -> dict[str, Rating] | None:
-    """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None
-    when a stored value is not a belief (rating it fails too, and names the cause).
-
-    Read from the values' headers when the system's summary reads fixed positions of a float64
-    belief (``ColumnSummaries``: Elo-MMR, the baselines), without decoding them. Otherwise decoded
-    with ``remember``: for a system whose decoded beliefs the engine keeps (Cowan), the rating
-    that follows then decodes nothing again."""
+    """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None when a
+    stored value is not a belief (rating it fails too, and names the cause). Read from the values'
+    headers where the summary reads fixed positions (``ColumnSummaries``); otherwise decoded with
+    ``remember``, so the rating that follows decodes nothing again."""
     fast, codec = engine.fast, engine.codec
     if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec) and players:
         # the header of each stored value: no decode (the summary reads three values of hundreds)
@@ -143,10 +140,8 @@ def round_template(round_id: str, performance: bool) -> bytes:
 
 
 def round_numbers(change: RoundChange) -> FloatArray:
-    """The numbers of a round's explanations from its change by columns
-    (``PoolEngine.apply_round(..., columns=True)``): one row per player of
-    ``round_template``'s values (rating, μ, σ before, ``delta``, and the performance where
-    the system keeps one), the same float64 values ``Explainer.round`` writes."""
+    """The numbers of a round's explanations from its change by columns: a row per player of
+    ``round_template``'s values, the same float64 values ``Explainer.round`` writes."""
     rb = change.rating_before
     cols = (rb, change.mu_before, change.sigma_before, np.subtract(change.rating, rb))  # delta as ``_columns``
     return np.column_stack(cols if change.performance is None else (*cols, change.performance))
@@ -184,11 +179,8 @@ def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mappin
 
 
 class Explainer:
-    """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the
-    JSON text of their explanation (an object), encoded once, by columns, as the unit is
-    explained; the message and the ``:chg`` record both embed those very bytes
-    (``stream.service.messages.rating_value``, ``stream.service.step_rating.change_records``).
-    ``fields`` decodes one."""
+    """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the JSON text
+    of their explanation, which the message and the ``:chg`` record both embed."""
 
     def __init__(self) -> None:
         self.of: dict[str, bytes] = {}

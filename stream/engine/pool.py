@@ -44,7 +44,7 @@ from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChan
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
-from stream.state.tagged_pool import TaggedFlat, TaggedPool
+from stream.state.tagged_pool import TaggedPool
 
 #: what codecs and kernels raise on a belief they cannot use (``RatingError`` is a ValueError:
 #: it passes through unchanged); numba re-raises a kernel's exception as ``SystemError``
@@ -88,13 +88,8 @@ def _finite(change: RoundChange) -> bool:
 
 @dataclass(slots=True)
 class Applied:
-    """What one batch changes: new encoded beliefs and the players' new ratings.
-
-    ``ratings[player]`` is the Rating after the batch; its ``rounds`` doubles as the
-    per-player output version (it grows by one for every event that changes the player).
-    A player with ``rounds`` 0 was only registered by an event that changed nothing (see
-    ``PoolEngine._changed``): stored and on the leaderboard, but not published.
-    """
+    """What one batch changes: new encoded beliefs and the players' new ratings, whose ``rounds`` is
+    the per-player output version (0: only registered, ``PoolEngine._changed``: not published)."""
 
     #: (a ``FlatBeliefs`` of a step's arena: ``apply_round`` on a ``TaggedPool``)
     updates: Mapping[str, bytes] = field(default_factory=dict)
@@ -105,11 +100,8 @@ class Applied:
 
 
 class PoolConfigError(RatingError):
-    """A pool's system, as fixed in its stored meta, cannot be built by this version.
-
-    Written by another version: a system or parameter this one does not know, or a value
-    its checks now refuse. The worker dead-letters the pool's events with this reason
-    (``pool config: ...``) and rates its other pools; ``mmr export`` names it and stops."""
+    """A pool's system, as fixed in its stored meta by another version, cannot be built by this one: the
+    worker dead-letters the pool's events (``pool config: ...``) and rates its other pools."""
 
 
 class PoolEngine:
@@ -165,7 +157,6 @@ class PoolEngine:
         self._decoded: dict[str, tuple[bytes, Belief]] = {}
         self._decoded_bytes = 0
 
-    # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
         """The belief as it comes back from the store (no round trip when the system's
         beliefs are already fixed points of its codec: ``exact_store``)."""
@@ -175,11 +166,9 @@ class PoolEngine:
 
     def _changed(self, players: list[str], before: list[Belief], after: list[Belief],
                  known: Mapping[str, Belief]) -> dict[str, Belief]:
-        """The players whose belief the event changed, plus the players ``known`` (the store)
-        did not hold yet: an event that changes nothing (a round of one player, or all tied)
-        still makes its players part of the pool, stored at their prior with ``rounds`` 0,
-        so that the final ratings list every player who took part (docs/interface.md: "the final
-        rating of every player"). No rating is published for them: nothing changed."""
+        """The players whose belief the event changed, plus those ``known`` (the store) did not hold yet:
+        an event that changes nothing still makes its players part of the pool, at their prior with
+        ``rounds`` 0, so the final ratings list every player who took part (none is published)."""
         # (the system returns an unchanged player's very object)
         moved = {p: new for p, old, new in zip(players, before, after, strict=True) if new is not old or p not in known}
         if self.exact_store:  # the hot path: no call per player
@@ -232,8 +221,7 @@ class PoolEngine:
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                      index: PlayerIndex | None = None) -> dict[str, Belief]:
-        """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``).
-
+        """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``);
         ``index``: the batch's ``index_players``, when the caller built it already."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
@@ -346,10 +334,9 @@ class PoolEngine:
 
     def store_round_change(self, event: RoundEvent, held: Mapping[str, Held]
                            ) -> tuple[Mapping[str, Held], RoundChange | None]:
-        """``store_round``, and the round's change by columns (each player's summary before and after,
-        the performance) where the pool's arena rates it (``_store_round_dense``), read from the very
-        values the kernel read and wrote. None where another path rates the round, or a summary is not
-        finite: the caller then explains it player by player (``stream.engine.explain.Explainer``)."""
+        """``store_round``, and the round's change by columns where the pool's arena rates it (read from
+        the very values the kernel read and wrote); None where another path rates the round, or a summary
+        is not finite: the caller then explains it player by player (``stream.engine.explain``)."""
         return self._store_round(event, held, change=True)
 
     def _store_round(self, event: RoundEvent, held: Mapping[str, Held], change: bool,
@@ -417,12 +404,9 @@ class PoolEngine:
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str],
                    remember: bool = True) -> dict[str, Belief]:
-        """The stored beliefs of ``players`` (absent ones left out), decoded in one batch
-        (players whose bytes are the ones last seen come from ``_decoded``).
-
-        ``remember=False`` only reads ``_decoded``: for callers on another thread than the
-        worker's numba thread (the HTTP API), whose updates would race with the batches'
-        (``_remember``'s byte count is a read-modify-write)."""
+        """The stored beliefs of ``players`` (absent ones left out), decoded in one batch (bytes last
+        seen come from ``_decoded``). ``remember=False`` only reads ``_decoded``: for callers on another
+        thread than the worker's numba thread, whose updates would race with the batches'."""
         present = [(p, raw) for p in players if (raw := stored.get(p)) is not None]
         if not self.decoded_budget:
             return self._decode_present(present)
@@ -513,9 +497,9 @@ class PoolEngine:
         return cast(Float64Codec, self.codec).encode_flat(flat, offsets)
 
     def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
-        """``apply_round`` with ``columns`` on a step's arena, as ``_store_round_dense`` (its new
-        beliefs a ``TaggedFlat``, which ``held.update`` takes in one copy). None for anything else,
-        decided by the per-belief path then, including every error (nothing is written)."""
+        """``apply_round`` with ``columns`` on a step's arena, as ``_store_round_dense`` (its new beliefs a
+        ``FlatBeliefs`` with the store's tag, which ``held.update`` takes in one copy). None for anything
+        else, decided by the per-belief path then, including every error (nothing is written)."""
         if event.teams is not None:
             return None
         idx = held.indices(event.players, at)
@@ -528,7 +512,7 @@ class PoolEngine:
         if rated is None or rated[2] is None:  # (changes nothing: the per-belief path stores newcomers)
             return None
         values, offsets, change = rated
-        return Applied(updates=TaggedFlat(event.players, idx, values, offsets, held.pool, held.tag, at), change=change)
+        return Applied(updates=FlatBeliefs(event.players, idx, values, offsets, held.pool, held.tag, at), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

@@ -92,15 +92,19 @@ def slot_size(c: int) -> int:
 
 class FlatBeliefs(Mapping[str, bytes]):
     """A round's new packed beliefs as the kernel wrote them (``flat[offsets[k] : offsets[k + 1]]``:
-    ``players[k]``'s), a ``Mapping[str, bytes]``; the ``PackedPool`` it was gathered from takes it in one copy."""
+    ``players[k]``'s), a ``Mapping[str, bytes]`` (each value after ``tag``: a ``TaggedPool``'s, as the
+    store holds them); the ``PackedPool`` it was gathered from takes it in one copy. ``at``: the players'
+    places in a step's order, when the round was found by them (``TaggedPool.indices``)."""
 
     def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
-                 pool: PackedPool) -> None:
+                 pool: PackedPool, tag: bytes = b"", at: IntArray | None = None) -> None:
         self.players = players
         self.idx = idx  # the players' indices in ``pool`` when gathered (−1: not there yet)
         self.flat = flat
         self.offsets = offsets
         self.pool = pool
+        self.tag = tag
+        self.at = at
         self._pos: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -113,7 +117,7 @@ class FlatBeliefs(Mapping[str, bytes]):
         if self._pos is None:
             self._pos = {p: k for k, p in enumerate(self.players)}
         k = self._pos[player]
-        return self.flat[self.offsets[k]: self.offsets[k + 1]].astype("<f8", copy=False).tobytes()
+        return self.tag + self.flat[self.offsets[k]: self.offsets[k + 1]].astype("<f8", copy=False).tobytes()
 
 
 class PackedPool(Mapping[str, bytes]):

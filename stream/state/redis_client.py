@@ -138,10 +138,7 @@ def connect_error(exc: BaseException, url: str) -> ConnectError | None:
 def ping(url: str, timeout_s: float = 3.0, **kwargs: Any) -> None:
     """Connect to ``url`` once and ``PING`` it, within about ``timeout_s``; raise ``ConnectError`` naming
     the cause (no retry: the caller decides whether waiting helps)."""
-    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
-    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
-    client = redis.Redis.from_url(node, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-                                  retry=Retry(NoBackoff(), 0), **kw)
+    client = _probe(url, timeout_s, timeout_s, kwargs)
     try:
         client.ping()
     except Exception as exc:
@@ -151,6 +148,14 @@ def ping(url: str, timeout_s: float = 3.0, **kwargs: Any) -> None:
         raise err from exc
     finally:
         client.close()
+
+
+def _probe(url: str, connect_s: float, timeout_s: float, kwargs: dict[str, Any]) -> redis.Redis:
+    """A blocking client of the node ``url`` names, without its DB (a cluster node refuses SELECT), that
+    tries each command once, with the credentials and CA of ``kwargs``."""
+    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
+    return redis.Redis.from_url(urlparse(url)._replace(path="").geturl(), socket_connect_timeout=connect_s,
+                                socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0), **kw)
 
 
 def _retry() -> AsyncRetry:
@@ -164,13 +169,10 @@ def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:
     """Whether the server ``url`` names runs in cluster mode (``INFO cluster``), waiting up to
     ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server; refused
     credentials and a failed TLS handshake raise ``ConnectError`` at once (waiting does not fix them)."""
-    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
-    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
     deadline = time.monotonic() + wait_s
     delay = 0.1
     while True:
-        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, retry=Retry(NoBackoff(), 0),
-                                      **kw)
+        client = _probe(url, 2, 5, kwargs)
         try:
             info = client.info("cluster")
             return bool(int(info.get("cluster_enabled", 0)))

@@ -27,7 +27,7 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:open-rounds:<topic>/<p>  ZSET    pool -> earliest ``open`` time (ms) of its rounds from that input
                                               partition; a hint, written before the round's ``open`` entry
                                               (outside any pool slot): what round expiry sweeps
-                                              (stream.state.open_rounds)
+                                              (stream.state.round_state)
     {prefix}:{<pool>}:h:<player>      LIST    the player's last ``history_limit`` published ratings, oldest
                                               first (MMR_HISTORY_LIMIT; written by the commit with the belief:
                                               stream.state.history)
@@ -35,7 +35,7 @@ player and round names are escaped so that no two names share a key: stream.stat
                                               before the pool's first commit)
 
 The rest of the store: the history lists in stream.state.history, the console's reads in
-stream.state.pool_reads, rounds being assembled in stream.state.round_state and stream.state.open_rounds,
+stream.state.pool_reads, rounds being assembled in stream.state.round_state,
 the writes the replicas confirm (``WAIT``: replication is asynchronous, and the worker acks only what
 the replicas hold) in stream.state.replication, the errors in stream.state.store_errors. Errors of
 Redis itself are ``StoreUnavailable`` from every method (stream.state.redis_client): retry later.

@@ -52,20 +52,6 @@ def _untag_into(raw, lengths, skip, arena, start, idx):  # type: ignore[no-untyp
         src += lengths[k]
 
 
-class TaggedFlat(FlatBeliefs):
-    """``FlatBeliefs`` read as the store holds them (``tag`` + packed belief); ``at``: the players'
-    places in the step's order, when the round was found by them."""
-
-    def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
-                 pool: PackedPool, tag: bytes, at: IntArray | None = None) -> None:
-        super().__init__(players, idx, flat, offsets, pool)
-        self.tag = tag
-        self.at = at
-
-    def __getitem__(self, player: str) -> bytes:
-        return self.tag + super().__getitem__(player)
-
-
 class TaggedPool(Mapping[str, bytes]):
     """A step's stored values (what Redis holds) with the beliefs of the players rated so far in a
     ``PackedPool`` (``pool``): a round is gathered by index and its output block taken back in one
@@ -172,9 +158,9 @@ class TaggedPool(Mapping[str, bytes]):
         return idx
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
-        """New values: a ``TaggedFlat`` gathered from ``pool`` in one copy, others value by value
+        """New values: a ``FlatBeliefs`` gathered from ``pool`` in one copy, others value by value
         (``tag`` and whole float64 values, as the codec writes them)."""
-        if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:  # (a ``TaggedFlat``)
+        if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:
             self.put(changed)
             return
         skip = len(self.tag)
@@ -199,7 +185,7 @@ class TaggedPool(Mapping[str, bytes]):
         by_place[at] = idx
 
     def put(self, changed: FlatBeliefs) -> IntArray:
-        """``update`` with a ``TaggedFlat`` gathered from ``pool``; the players' indices in ``pool``
+        """``update`` with a ``FlatBeliefs`` gathered from ``pool``; the players' indices in ``pool``
         (those new to it registered in order)."""
         pool = self.pool
         if changed.pool is not pool:
@@ -210,7 +196,7 @@ class TaggedPool(Mapping[str, bytes]):
         pool.update(changed)  # (registers the players new to it, in order, from ``base`` on)
         if new.size:
             idx[new] = np.arange(base, base + new.size, dtype=np.int64)
-            self._placed(changed.players, idx, changed.at if isinstance(changed, TaggedFlat) else None)
+            self._placed(changed.players, idx, changed.at)
         return idx
 
     def release(self) -> None:
