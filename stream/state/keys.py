@@ -15,7 +15,6 @@ stream.state.redis_store migrates or refuses a pool written before names were es
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Sequence
 
@@ -24,8 +23,6 @@ from collections.abc import Sequence
 KEY_FORMAT = "2"
 
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
-_UNESCAPE = re.compile("%(25|7B|7D|3A)")
-_UNESCAPES = {v[1:]: k for k, v in _ESCAPES.items()}
 #: the suffixes of a pool's own keys (besides players and pending rounds)
 POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "done:old", "wm", "chg", "meta", "adv")
 
@@ -42,11 +39,6 @@ def escape_all(names: list[str]) -> list[str]:
     if "%" in joined or "{" in joined or "}" in joined or ":" in joined:
         return list(map(escape, names))
     return names
-
-
-def unescape(text: str) -> str:
-    """The inverse of ``escape``."""
-    return _UNESCAPE.sub(lambda m: _UNESCAPES[m.group(1)], text)
 
 
 def needs_escape(name: str) -> bool:
