@@ -1,23 +1,19 @@
 """Redis restarts, noticed before anything is written to the restarted server.
 
-Why: a Redis that restarts from its AOF with ``appendfsync everysec`` may come back without its
-last second or two of writes, commits whose replies the worker already had. Writing on would apply
-later batches on a state that lacks earlier ones, and a re-delivery of the lost batches would no
-longer give the embedded replay's state. So every new connection of the store first asks the server
-its ``run_id`` (``INFO server``: new on every start) and compares it with the one seen at that
-address: the first connection records it; another value *trips* the fence: the connection is closed
-before any command is sent and ``StoreRestarted`` is raised (a ``StoreUnavailable``: callers retry),
-for every later connection too, until the owner has put its own state back in line and calls
-``accept`` (the worker replays every input whose commit may be lost: stream.service.durability).
-An existing connection cannot outlive the server process that accepted it, so checking new ones is
-enough. On a Redis Cluster every node is checked at its own address (``fence_cluster``).
+Why: a Redis restarting from its AOF (``appendfsync everysec``) may come back without its last writes,
+commits the worker already had replies for; writing on would apply later batches on a state that
+lacks earlier ones. So every new connection of the store first asks the server its ``run_id`` (new
+on every start) and compares it with the one seen at that address. Another value *trips* the fence:
+the connection is closed before any command is sent and ``StoreRestarted`` (a ``StoreUnavailable``)
+is raised, for every new connection, until the owner has put its state back in line and calls
+``accept`` (stream.service.durability). An existing connection cannot outlive its server process,
+so checking new ones is enough; on a Redis Cluster each node is checked at its own address.
 
 Work begun before a restart never reaches the server after it: the fence counts *epochs* (one more
-on each trip and each ``accept``), and work that may write (a batch of the worker's processor) marks
-its task with the epoch it began in (``begin``, a context variable its subtasks inherit). Once the
-epoch moved on such work is *superseded*: every use of the store (``guard``) and every new connection
-refuse it with ``Superseded``, which no caller retries, so a step still running when the owner took
-its batch back cannot write after ``accept``, ahead of the batches the owner rates again.
+on each trip and each ``accept``), and work that may write marks its task with the epoch it began in
+(``begin``, a context variable its subtasks inherit). Once the epoch moved on, every use of the store
+(``guard``) and every new connection refuse such work with ``Superseded``, which no caller retries:
+a step still running when the owner took its batch back cannot write ahead of the batches rated again.
 """
 
 from __future__ import annotations

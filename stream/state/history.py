@@ -75,18 +75,12 @@ def history_rows(published: Sequence[Any], written: Mapping[str, bytes]) -> Hist
     if not best:
         return None
     rows = list(best.values())
-    players = [o.player for o in rows]
     heads = np.empty(len(rows), dtype=_HEAD)
-    heads["version"] = [o.version for o in rows]
-    heads["time"] = [o.time for o in rows]
-    heads["rating"] = [o.rating for o in rows]
-    heads["mu"] = [o.mu for o in rows]
-    heads["sigma"] = [o.sigma for o in rows]
-    eids = [o.event_id for o in rows]
-    raw = heads.tobytes()
-    size = RECORD.size
-    records = [raw[i * size:(i + 1) * size] + e.encode() for i, e in enumerate(eids)]
-    return HistoryRows(escape_all(list(players)), records)
+    for name in _HEAD.names:  # (the fields of ``RatingOutput``)
+        heads[name] = [getattr(o, name) for o in rows]
+    raw, size = heads.tobytes(), RECORD.size
+    records = [raw[i * size:(i + 1) * size] + o.event_id.encode() for i, o in enumerate(rows)]
+    return HistoryRows(escape_all([o.player for o in rows]), records)
 
 
 def history_command(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> tuple[Any, ...]:
