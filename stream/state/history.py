@@ -76,7 +76,7 @@ def history_rows(published: Sequence[Any], written: Mapping[str, bytes]) -> Hist
         return None
     rows = list(best.values())
     heads = np.empty(len(rows), dtype=_HEAD)
-    for name in _HEAD.names:  # (the fields of ``RatingOutput``)
+    for name in ("version", "time", "rating", "mu", "sigma"):  # (``_HEAD``'s, the fields of ``RatingOutput``)
         heads[name] = [getattr(o, name) for o in rows]
     raw, size = heads.tobytes(), RECORD.size
     records = [raw[i * size:(i + 1) * size] + o.event_id.encode() for i, o in enumerate(rows)]
