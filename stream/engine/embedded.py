@@ -1,19 +1,14 @@
 """The in-process pipeline: the service's steps with files in and a dict as the store.
 
-``mmr replay --embedded`` and the tests use it; the worker runs the same PoolEngine
-on Kafka batches and Redis, so given the same events both end in the same state.
+``mmr replay --embedded`` and the tests use it; the worker runs the same PoolEngine on Kafka
+batches and Redis, so given the same events both end in the same state. One difference is
+inherent: the service expires a round still incomplete after ``MMR_ROUND_TIMEOUT``, while a replay
+has no clock; what is open after the last record is listed by ``incomplete_rounds()``.
 
-One difference is inherent: the service expires a round assembled from ``round_result``
-events once it stayed incomplete for ``MMR_ROUND_TIMEOUT`` and dead-letters it, while a
-replay has no clock to wait on. What is still open after the last record is therefore
-listed by ``incomplete_rounds()`` (the caller reports it); it was never rated in either.
-
-``history``: called with the rating messages of every rated unit (a round, or a flushed batch
-of matches: one per player it changed, as the worker publishes them, explained by
-``stream.engine.explain``), in input order; ``mmr replay --history`` streams them to a file.
-Without it nothing of that is computed. A round rated in its pool's arena explains its players
-from the round's ``RoundChange`` (its columns), as the worker's step of rounds does, instead of a
-``Rating`` and an explanation dict per player.
+``history``: called with the rating messages of every rated unit (a round, or a flushed batch of
+matches), explained by ``stream.engine.explain``, in input order (``mmr replay --history``); without
+it none is computed. A round rated in its pool's arena is explained from its ``RoundChange``
+(columns), as the worker's step of rounds does.
 """
 
 from __future__ import annotations
@@ -57,11 +52,8 @@ def advantage_row(pool: str, sides: Mapping[str, Mapping[str, float]]) -> dict[s
 
 @dataclass(frozen=True, slots=True)
 class IncompleteRound:
-    """A round still being assembled when the input ended: never rated, its results dropped.
-
-    ``expected`` is the completion's ``participants``, None when no ``round_completed``
-    came; ``where`` is the "file:line" of the round's first event ("" if fed without one).
-    """
+    """A round still being assembled when the input ended: never rated. ``expected``: the completion's
+    ``participants`` (None: none came); ``where``: the "file:line" of the round's first event."""
 
     pool: str
     round_id: str
@@ -209,7 +201,8 @@ class EmbeddedPipeline:
             if not batch:
                 continue
             # the ratings before, read first: a pool-wide arena (Cowan) is updated in place
-            before = None if self.history is None else self._before_matches(self.engine(p), batch)
+            before = None if self.history is None else explain.ratings_held(
+                self.engine(p), self.store.pool(p), index_players(batch).players)
             try:
                 changed = self.engine(p).store_matches(batch, self.held(p))
             except RatingError as exc:
@@ -223,8 +216,7 @@ class EmbeddedPipeline:
 
     def look_ahead(self, record: tuple[str, str, Any]) -> tuple[str, str, Any]:
         """``record`` unchanged, its round's players looked up in their pool's arena ahead
-        (``PackedPool.look_ahead``): for a thread that reads records while this pipeline
-        rates earlier ones (``mmr replay``: ``stream.files.prefetched``'s ``prepare``)."""
+        (``PackedPool.look_ahead``), by the thread that reads records while this one rates."""
         _, etype, value = record
         if etype == "round":
             held = self.store.beliefs.get(value.pool)
@@ -247,7 +239,7 @@ class EmbeddedPipeline:
     # --- the history (``history``): before the unit's commit, the store holds the old beliefs ---
     def _history_round(self, eng: PoolEngine, event: RoundEvent, changed: Mapping[str, Held]) -> None:
         players = [p for p in event.players if p in changed]
-        after = self._after(eng, players, changed)
+        after = explain.ratings_held(eng, changed, players)
         ex = explain.Explainer()
         ex.round(event, explain.ratings_held(eng, self.store.pool(event.pool), players), after,
                  explain.performances_held(eng, changed))
@@ -271,22 +263,16 @@ class EmbeddedPipeline:
                                           repeat(event.event_id), repeat(event.time), repeat(eng.system.name),
                                           texts)))
 
-    def _before_matches(self, eng: PoolEngine, batch: MatchBatch) -> dict[str, Any]:
-        return explain.ratings_held(eng, self.store.pool(batch.pool), index_players(batch).players)
-
     def _history_matches(self, eng: PoolEngine, batch: MatchBatch, changed: Mapping[str, Held],
                          before: dict[str, Any]) -> None:
         idx = index_players(batch)
         players = [p for p in idx.players if p in changed]
-        after = self._after(eng, players, changed)
+        after = explain.ratings_held(eng, changed, players)
         ex = explain.Explainer()
         ex.matches(batch, idx, {p: before[p] for p in players}, after)
         ids, times = batch.event_ids, batch.times
         last = dict(zip(idx.players, idx.last_match().tolist(), strict=True))
         self._emit(eng, after, ex, {p: (ids[last[p]], times[last[p]]) for p in players})
-
-    def _after(self, eng: PoolEngine, players: list[str], changed: Mapping[str, Held]) -> dict[str, Any]:
-        return explain.ratings_held(eng, changed, players)  # every player is in ``changed``
 
     def _emit(self, eng: PoolEngine, after: dict[str, Any], ex: explain.Explainer,
               cause: dict[str, tuple[str, int]]) -> None:
@@ -301,12 +287,8 @@ class EmbeddedPipeline:
 
     # --- results -------------------------------------------------------------------
     def incomplete_rounds(self) -> list[IncompleteRound]:
-        """Rounds still open (first-seen order): what the service would time out and dead-letter.
-
-        Not an error: the input itself is valid, it just ends before the round does (a cut
-        history, ``--skip`` into a round). Rounds are only listed, not closed, so feeding more
-        records (the next file of the same replay) can still complete them.
-        """
+        """Rounds still open (first-seen order): what the service would time out. Not an error (a cut
+        history); they are only listed, so more records (the next file) can still complete them."""
         out = []
         for r in self.assembler.open_rounds():
             out.append(IncompleteRound(r.pool, r.round_id, r.results, r.expected,
@@ -314,13 +296,9 @@ class EmbeddedPipeline:
         return out
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:
-        """docs/interface.md replay output rows, pools and players in first-seen order.
-
-        A rating that is not finite raises ``RatingError`` naming the player: written out it
-        would be a JSON ``null`` (orjson's NaN/inf), not a rating. The Redis path refuses such a
-        rating at the batch that makes it (``pool._check_finite``); the embedded store checks
-        once here, off the per-batch path.
-        """
+        """docs/interface.md replay output rows, pools and players in first-seen order. A rating that
+        is not finite (a JSON ``null`` written out) raises ``RatingError``: checked once here, off the
+        per-batch path, where the Redis path refuses it at the batch (``pool._check_finite``)."""
         for pool, held in self.store.beliefs.items():
             for player, r in zip(held, self._summaries(pool, held), strict=True):
                 if not (math.isfinite(r.rating) and math.isfinite(r.mu) and math.isfinite(r.sigma)):
@@ -342,18 +320,15 @@ class EmbeddedPipeline:
 
     @staticmethod
     def _block_summaries(eng: PoolEngine, held: Mapping[str, Held]) -> Iterator[Rating]:
-        """``_summaries`` a block of players at a time: ``PoolEngine.summary_many_held`` (for
-        Cowan one gather from the arena where the store holds slots and one njit call), which
-        gives exactly the per-player ``summary(unpack(b))``."""
+        """``_summaries`` a block of players at a time (``PoolEngine.summary_many_held``)."""
         values = list(held.values())
         for a in range(0, len(values), _BELIEF_BLOCK):
             yield from eng.summary_many_held(values[a: a + _BELIEF_BLOCK])
 
     @staticmethod
     def _column_summaries(eng: PoolEngine, fast: ColumnSummaries, held: PackedPool) -> Iterator[Rating]:
-        """``_summaries`` from the arena's columns, a block of players at a time (a list of
-        every player's Rating at once would add to the replay's peak memory); a block the
-        columns cannot answer (``ratings`` None) goes belief by belief."""
+        """``_summaries`` from the arena's columns, a block at a time (not to add to the replay's peak
+        memory); a block the columns cannot answer goes belief by belief."""
         cols = held.columns(fast.columns)
         summary = eng.system.summary
         for a in range(0, cols.shape[1], _SUMMARY_BLOCK):

@@ -1,28 +1,20 @@
 """Explained rating changes: what a game client shows beside a new rating.
 
 For each player a rated unit changed (a round, or a batch of matches) the explanation holds
+``rating_before``, ``mu_before``, ``sigma_before`` (the prior's for a newcomer) and ``delta`` =
+``rating`` − ``rating_before``; the cause: ``round_id``, or ``matches`` (how many the change covers)
+and ``match_ids`` (the last ``MAX_MATCH_IDS``, oldest first); ``performance`` in a round where the
+system's beliefs keep it (``FastPath.latest_performances``).
 
-* ``rating_before``, ``mu_before``, ``sigma_before``: the summary of the player's belief before
-  the unit (the system's prior for a newcomer), and ``delta`` = ``rating`` − ``rating_before``;
-* the cause: ``round_id`` for a round; for matches ``matches`` (how many of the player's matches
-  the change covers) and ``match_ids`` (the last ``MAX_MATCH_IDS`` of them, oldest first; the
-  output's ``event_id`` is the last one);
-* ``performance``: the player's performance in the round, where the system's beliefs keep it
-  (Elo-MMR with logistic terms: ``FastPath.latest_performances``).
+The worker (``stream.service.step``) and the embedded replay's ``--history`` build it with the same
+functions from the same beliefs, so both give the same bits, from what the store held before the
+unit and the ratings after it (the kernels are not involved). Each explanation is encoded once, as
+JSON text, by columns (one ``orjson.dumps`` of a unit's numbers, one ``%`` template per player); the
+rating message and the ``:chg`` record embed those bytes.
 
-The worker (``stream.service.step``) and the embedded replay's history (``--history``) build it
-with the same functions from the same beliefs, so both give the same bits. It is computed only
-where outputs are made, from what the store held before the unit and the ratings after it: the
-rating kernels are not involved. Each explanation is encoded once, as JSON text, by columns (one
-``orjson.dumps`` of a unit's numbers, one ``%`` template per player): the rating message and the
-``:chg`` record embed those bytes, so a rating and its record cost one encoding, not two, and no
-dict per player is built.
-
-A rating message covers everything its step changed for the player. A round is its own unit
-and replaces the explanation; consecutive match units of one step add up (``rating_before``
-stays that of the first, ``matches`` counts them all). So the explanation of a match message
-depends on where the worker's batches were cut (as its ``version`` steps do), while a round's
-does not: the embedded replay cuts matches by ``--batch-size``.
+A round is its own unit and replaces the explanation; consecutive match units of one step add up
+(``rating_before`` stays that of the first, ``matches`` counts them all), so a match message's
+explanation depends on where the batches were cut, as its ``version`` steps do.
 """
 
 from __future__ import annotations
@@ -50,13 +42,10 @@ Explanation = dict[str, Any]
 
 def ratings_stored(engine: PoolEngine, stored: Mapping[str, bytes | None], players: Sequence[str]
                    ) -> dict[str, Rating] | None:
-    """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None
-    when a stored value is not a belief (rating it fails too, and names the cause).
-
-    Read from the values' headers when the system's summary reads fixed positions of a float64
-    belief (``ColumnSummaries``: Elo-MMR, the baselines), without decoding them. Otherwise decoded
-    with ``remember``: for a system whose decoded beliefs the engine keeps (Cowan), the rating
-    that follows then decodes nothing again."""
+    """The summaries of what Redis holds for ``players`` (the prior's for absent ones), or None when a
+    stored value is not a belief (rating it fails too, and names the cause). Read from the values'
+    headers where the summary reads fixed positions (``ColumnSummaries``); otherwise decoded with
+    ``remember``, so the rating that follows decodes nothing again."""
     fast, codec = engine.fast, engine.codec
     if isinstance(fast, ColumnSummaries) and isinstance(codec, Float64Codec) and players:
         # the header of each stored value: no decode (the summary reads three values of hundreds)
@@ -143,26 +132,19 @@ _HEAD = b'{"rating_before":%b,"mu_before":%b,"sigma_before":%b,"delta":%b,'
 _MATCH_TEMPLATE = _HEAD + b'"matches":%d,"match_ids":%b}'
 
 
-def _round_template(round_id: str, performance: bool) -> bytes:
-    """The ``%`` template of a round's explanations: the round id's JSON text is the same for
-    every player (its ``%`` escaped, as it becomes part of the template)."""
+def round_template(round_id: str, performance: bool) -> bytes:
+    """The ``%`` template of a round's explanations (``round_texts``): the round id's JSON text is the
+    same for every player (its ``%`` escaped, as it becomes part of the template)."""
     rid = orjson.dumps(round_id).replace(b"%", b"%%")
     return _HEAD + b'"round_id":' + rid + (b',"performance":%b}' if performance else b"}")
 
 
 def round_numbers(change: RoundChange) -> FloatArray:
-    """The numbers of a round's explanations from its change by columns
-    (``PoolEngine.apply_round(..., columns=True)``): one row per player of
-    ``round_template``'s values (rating, μ, σ before, ``delta``, and the performance where
-    the system keeps one), the same float64 values ``Explainer.round`` writes."""
+    """The numbers of a round's explanations from its change by columns: a row per player of
+    ``round_template``'s values, the same float64 values ``Explainer.round`` writes."""
     rb = change.rating_before
     cols = (rb, change.mu_before, change.sigma_before, np.subtract(change.rating, rb))  # delta as ``_columns``
     return np.column_stack(cols if change.performance is None else (*cols, change.performance))
-
-
-def round_template(round_id: str, performance: bool) -> bytes:
-    """The ``%`` template of a round's explanations (``round_texts``)."""
-    return _round_template(round_id, performance)
 
 
 def round_texts(templates: Sequence[bytes], numbers: FloatArray) -> list[bytes]:
@@ -197,11 +179,8 @@ def _columns(players: Sequence[str], before: Mapping[str, Rating], after: Mappin
 
 
 class Explainer:
-    """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the
-    JSON text of their explanation (an object), encoded once, by columns, as the unit is
-    explained; the message and the ``:chg`` record both embed those very bytes
-    (``stream.service.messages.rating_value``, ``stream.service.step_rating.change_records``).
-    ``fields`` decodes one."""
+    """The explanations of one step's outputs, unit by unit: ``of`` maps each player to the JSON text
+    of their explanation, which the message and the ``:chg`` record both embed."""
 
     def __init__(self) -> None:
         self.of: dict[str, bytes] = {}
@@ -231,9 +210,9 @@ class Explainer:
         if perfs is not None and all(map(perfs.__contains__, players)):
             it = _texts(rb, mb, sb, delta, list(map(perfs.__getitem__, players)))
             rows = zip(it, it, it, it, it, strict=False)
-            self.of.update(zip(players, map(_round_template(event.round_id, True).__mod__, rows), strict=True))
+            self.of.update(zip(players, map(round_template(event.round_id, True).__mod__, rows), strict=True))
             return
-        plain, with_perf = _round_template(event.round_id, False), _round_template(event.round_id, True)
+        plain, with_perf = round_template(event.round_id, False), round_template(event.round_id, True)
         it = _texts(rb, mb, sb, delta)
         rows4 = zip(it, it, it, it, strict=False)
         for p, row in zip(players, rows4, strict=True):  # some players without a performance

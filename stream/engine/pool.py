@@ -4,33 +4,22 @@
 oracle of every faster form below). The embedded replay calls them through ``store_round`` /
 ``store_matches`` on what its store holds; the worker through ``apply_round`` /
 ``apply_matches`` on encoded bytes (what Redis holds), which also return the new ratings to
-publish. The faster forms a pool may take, each bit for bit its oracle (docs/ARCHITECTURE.md,
-"Fast paths and their oracles"): an Elo-MMR pool's rounds on packed beliefs gathered from one
-arena (the embedded store's ``PackedPool``, a worker step's ``TaggedPool``); a Cowan pool's
-matches in place in the embedded store's arena.
-Every new belief passes through ``canonical`` — ``decode(encode(b))`` for a lossy
-codec, ``b`` itself for a lossless one or for a system whose beliefs are already fixed
-points of its codec (Cowan quantises after every match, so batching never changes a
-result) — so the embedded store holds exactly what a round trip through Redis would
-give back, and both paths stay bit-identical.
+publish. The faster forms, each bit for bit its oracle (docs/ARCHITECTURE.md, "Fast paths and
+their oracles"): an Elo-MMR pool's rounds on packed beliefs gathered from one arena (the
+embedded store's ``PackedPool``, a worker step's ``TaggedPool``); a Cowan pool's matches in
+place in the embedded store's arena. The per-player work around the kernels (decode, encode,
+summaries) runs as one batched call each, which gives exactly the per-player results.
 
-The per-player work around the kernels (decoding what the store holds, encoding the new
-beliefs, their summaries) runs as one batched call each (``decode_many`` /
-``encode_many`` / ``summary_many``), which give exactly the per-player results.
+Every new belief passes through ``canonical`` (``decode(encode(b))`` for a lossy codec, ``b``
+itself for a lossless one or for beliefs that are fixed points of their codec, as Cowan's), so
+the embedded store holds exactly what a round trip through Redis would give back.
 
 Stored state the engine cannot use (a value in Redis that is truncated, of another system,
-or holds zeros, NaN or huge numbers: corruption, or a key written by something else)
-raises ``RatingError`` from every entry point, whatever the codec or kernel raised
-(``ValueError``, ``IndexError``, ``ZeroDivisionError``, ``OverflowError``, numba's
-``SystemError``), and a rating that would come out non-finite is refused the same way.
-The service dead-letters the event with that reason and keeps rating every other
-player, instead of stopping on the same event after every restart.
-
-The engine reaches a system through its six-method interface and, for speed, through the
-system's fast path (``stream.ratings.fastpath``): batched summaries, rounds on packed beliefs
-(Elo-MMR), matches in an arena (Cowan), the codes Cowan's codec writes from. A team round
-(``RoundEvent.teams``) goes to the system's ``rate_team_round`` on decoded beliefs (there is
-no packed form of it); a system without a team model refuses it with a ``RatingError``.
+or holds zeros, NaN or huge numbers) raises ``RatingError`` from every entry point, whatever
+the codec or kernel raised, and so does a rating that would come out non-finite: the service
+dead-letters the event with that reason and keeps rating every other player, instead of
+stopping on the same event after every restart. A team round goes to the system's
+``rate_team_round`` on decoded beliefs; a system without a team model refuses it.
 """
 
 from __future__ import annotations
@@ -42,22 +31,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
 from operator import itemgetter
-from typing import TypeVar, cast
+from typing import cast
 
 import numpy as np
 
 from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_players
 from stream.ratings import sided
 from stream.ratings.advantage import AdvantageParams, Advantages
-from stream.ratings.base import Belief, IntArray, Rating, RatingError, RatingSystem
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
 from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.state.memory import Held
 from stream.state.packed_pool import FlatBeliefs, PackedPool
-from stream.state.tagged_pool import TaggedFlat, TaggedPool
-
-_H = TypeVar("_H", Belief, bytes)  # a belief as an array, or packed
+from stream.state.tagged_pool import TaggedPool
 
 #: what codecs and kernels raise on a belief they cannot use (``RatingError`` is a ValueError:
 #: it passes through unchanged); numba re-raises a kernel's exception as ``SystemError``
@@ -99,22 +86,10 @@ def _finite(change: RoundChange) -> bool:
     return bool(np.isfinite(change.rating).all()) and bool(np.isfinite(change.sigma).all())
 
 
-def _new_or_changed(players: list[str], before: list[_H], after: list[_H],
-                    known: Mapping[str, object]) -> dict[str, _H]:
-    """Players whose entry the system replaced (it returns an unchanged player's very object)
-    or that ``known`` did not hold yet (see ``PoolEngine._changed``), with their new entry."""
-    return {p: new for p, old, new in zip(players, before, after, strict=True) if new is not old or p not in known}
-
-
 @dataclass(slots=True)
 class Applied:
-    """What one batch changes: new encoded beliefs and the players' new ratings.
-
-    ``ratings[player]`` is the Rating after the batch; its ``rounds`` doubles as the
-    per-player output version (it grows by one for every event that changes the player).
-    A player with ``rounds`` 0 was only registered by an event that changed nothing (see
-    ``PoolEngine._changed``): stored and on the leaderboard, but not published.
-    """
+    """What one batch changes: new encoded beliefs and the players' new ratings, whose ``rounds`` is
+    the per-player output version (0: only registered, ``PoolEngine._changed``: not published)."""
 
     #: (a ``FlatBeliefs`` of a step's arena: ``apply_round`` on a ``TaggedPool``)
     updates: Mapping[str, bytes] = field(default_factory=dict)
@@ -125,11 +100,8 @@ class Applied:
 
 
 class PoolConfigError(RatingError):
-    """A pool's system, as fixed in its stored meta, cannot be built by this version.
-
-    Written by another version: a system or parameter this one does not know, or a value
-    its checks now refuse. The worker dead-letters the pool's events with this reason
-    (``pool config: ...``) and rates its other pools; ``mmr export`` names it and stops."""
+    """A pool's system, as fixed in its stored meta by another version, cannot be built by this one: the
+    worker dead-letters the pool's events (``pool config: ...``) and rates its other pools."""
 
 
 class PoolEngine:
@@ -171,23 +143,20 @@ class PoolEngine:
         self.exact_store = self.codec.lossless or fast.canonical_state
         #: the embedded store holds this pool's beliefs *packed* (each one's raw float64 bytes)
         #: when the system rates rounds on packed beliefs and its codec keeps every bit: no
-        #: numpy array is made or freed per player and round (Elo-MMR over the Codeforces
-        #: history: BENCHMARKS.md, "Elo-MMR"); ``store_round`` / ``store_matches`` / ``unpack``
+        #: numpy array is made or freed per player and round (BENCHMARKS.md, "Elo-MMR")
         self.packed = isinstance(fast, PackedRounds) and self.exact_store
-        #: the last stored bytes of recently rated players with their decoded beliefs, so a
-        #: player who comes back is not decoded again (Cowan: ~6.5 µs a player of the ~130 µs
-        #: a single match costs the worker). Only for systems whose beliefs are fixed points
-        #: of their codec (``canonical_state``): the belief a batch returns *is* what its bytes
-        #: decode to, bit for bit. Keyed by player, checked by the bytes themselves, so it can
-        #: never answer for other bytes (a re-read after another writer, a failed commit).
+        #: the embedded store holds each player's slot in a pool-wide arena (``ArenaMatches``, Cowan),
+        #: made on first use
+        self.arena_store = isinstance(fast, ArenaMatches) and self.exact_store
+        self._arena: Arena | None = None
+        #: the last stored bytes of recently rated players with their decoded beliefs, so a player who
+        #: comes back is not decoded again. Only for beliefs that are fixed points of their codec
+        #: (``canonical_state``): what a batch returns *is* what its bytes decode to. Checked by the
+        #: bytes themselves, so it never answers for other bytes (another writer, a failed commit).
         self.decoded_budget = DECODED_BUDGET if fast.canonical_state else 0
         self._decoded: dict[str, tuple[bytes, Belief]] = {}
         self._decoded_bytes = 0
-        #: the embedded store of a system that rates matches in a pool-wide arena
-        #: (``ArenaMatches``, Cowan) holds each player's slot there, an int; made on first use
-        self._arena: Arena | None = None
 
-    # --- decoded beliefs ------------------------------------------------------------
     def canonical(self, belief: Belief) -> Belief:
         """The belief as it comes back from the store (no round trip when the system's
         beliefs are already fixed points of its codec: ``exact_store``)."""
@@ -197,12 +166,11 @@ class PoolEngine:
 
     def _changed(self, players: list[str], before: list[Belief], after: list[Belief],
                  known: Mapping[str, Belief]) -> dict[str, Belief]:
-        """The players whose belief the event changed, plus the players ``known`` (the store)
-        did not hold yet: an event that changes nothing (a round of one player, or all tied)
-        still makes its players part of the pool, stored at their prior with ``rounds`` 0,
-        so that the final ratings list every player who took part (docs/interface.md: "the final
-        rating of every player"). No rating is published for them: nothing changed."""
-        moved = _new_or_changed(players, before, after, known)
+        """The players whose belief the event changed, plus those ``known`` (the store) did not hold yet:
+        an event that changes nothing still makes its players part of the pool, at their prior with
+        ``rounds`` 0, so the final ratings list every player who took part (none is published)."""
+        # (the system returns an unchanged player's very object)
+        moved = {p: new for p, old, new in zip(players, before, after, strict=True) if new is not old or p not in known}
         if self.exact_store:  # the hot path: no call per player
             return moved
         codec = self.codec
@@ -253,8 +221,7 @@ class PoolEngine:
 
     def rate_matches(self, batch: MatchBatch, beliefs: Mapping[str, Belief],
                      index: PlayerIndex | None = None) -> dict[str, Belief]:
-        """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``).
-
+        """New beliefs after a batch of matches, with exact sequential meaning (sided ones: ``_rate_sided``);
         ``index``: the batch's ``index_players``, when the caller built it already."""
         idx = index if index is not None else index_players(batch)
         new = self.system.new_belief
@@ -350,81 +317,74 @@ class PoolEngine:
             out.update(zip([p for p, _ in fresh], slots, strict=True))
         return out
 
-    def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
-        """``rate_round`` on what the embedded store holds; returns what it should hold next."""
-        with _belief_faults(self.system.name):
-            return self._store_round(event, held)[0]
-
-    def store_round_change(self, event: RoundEvent, held: Mapping[str, Held]
-                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
-        """``store_round``, and the round's change by columns (``RoundChange``: each player's
-        summary before and after, the performance) where the pool's arena rates it
-        (``_store_round_dense``), read from the very values the kernel read and wrote. None
-        where another path rates the round, or a summary is not finite: the caller then
-        explains it player by player (``stream.engine.explain.Explainer``)."""
-        with _belief_faults(self.system.name):
-            return self._store_round(event, held, change=True)
-
-    def _store_round(self, event: RoundEvent, held: Mapping[str, Held], change: bool = False,
-                     ) -> tuple[Mapping[str, Held], RoundChange | None]:
-        fast = self.fast
-        if isinstance(fast, ArenaMatches) and self.exact_store:  # through arrays, back into the arena
-            arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
-            return self._arena_put(self.rate_round(event, arrays), held), None
-        if not (self.packed and isinstance(fast, PackedRounds)):
-            return self.rate_round(event, cast("Mapping[str, Belief]", held)), None  # arrays when not packed
-        if isinstance(held, PackedPool) and event.teams is None:
-            return self._store_round_dense(event, held, fast, change)
-        # team rounds have no packed kernel (nor packed bytes outside a pool's arena): through arrays, packed back
-        arrays = {p: self.unpack(h) for p in event.players if (h := held.get(p)) is not None}
-        changed = self.rate_round(event, arrays)
-        return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}, None
-
-    def _store_round_dense(self, event: RoundEvent, held: PackedPool, fast: PackedRounds, change: bool = False,
-                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
-        """``_store_round`` on a pool held in one arena: the round is gathered by index and its
-        output block handed back whole (``FlatBeliefs``), so neither way makes a ``bytes`` per
-        player. The same kernel on the same values as the per-belief path: the same bits.
-        With ``change``, also ``store_round_change``'s columns, read before the next gather
-        reuses the buffer the old values are in."""
-        players = event.players
-        idx = held.indices(players)
-        prior = fast.new_packed_belief()
-        flat, offsets = held.gather(idx, np.frombuffer(prior, dtype="<f8"))
-        result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight, event.perf_ceiling)
-        if result is None:  # changes nothing: newcomers are stored at the prior (``_changed``)
-            return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}, None
-        cols = fast.change_gathered(flat, offsets, *result) if change else None
-        return FlatBeliefs(players, idx, *result, held), cols if cols is not None and _finite(cols) else None
-
-    def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
-        """``rate_matches`` on what the embedded store holds (matches of a packed pool go
-        through arrays: only rounds have a packed kernel)."""
-        with _belief_faults(self.system.name):
-            return self._store_matches(batch, held)
-
-    def _store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
-        fast = self.fast
-        if self.sided_matches(batch):  # through arrays (``_rate_sided``), back into what the store holds
-            idx = index_players(batch)
-            arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
-            return self._held_form(self.rate_matches(batch, arrays, idx), held)
-        if isinstance(fast, ArenaMatches) and self.exact_store:
-            return self._store_matches_arena(fast, batch, held)
-        if not self.packed:
-            return self.rate_matches(batch, cast("Mapping[str, Belief]", held))
-        idx = index_players(batch)
-        arrays = {p: self.unpack(h) for p in idx.players if (h := held.get(p)) is not None}
-        changed = self.rate_matches(batch, arrays, idx)
-        return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
-
     def _held_form(self, changed: dict[str, Belief], held: Mapping[str, Held]) -> Mapping[str, Held]:
         """New beliefs as the embedded store holds them: slots of the pool's arena, packed bytes, or arrays."""
-        if isinstance(self.fast, ArenaMatches) and self.exact_store:
+        if self.arena_store:
             return self._arena_put(changed, held)
         if self.packed:
             return {p: np.asarray(b, dtype="<f8").tobytes() for p, b in changed.items()}
         return changed
+
+    def _unpacked(self, players: Iterable[str], held: Mapping[str, Held]) -> dict[str, Belief]:
+        return {p: self.unpack(h) for p in players if (h := held.get(p)) is not None}
+
+    def store_round(self, event: RoundEvent, held: Mapping[str, Held]) -> Mapping[str, Held]:
+        """``rate_round`` on what the embedded store holds; returns what it should hold next."""
+        return self._store_round(event, held, change=False)[0]
+
+    def store_round_change(self, event: RoundEvent, held: Mapping[str, Held]
+                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
+        """``store_round``, and the round's change by columns where the pool's arena rates it (read from
+        the very values the kernel read and wrote); None where another path rates the round, or a summary
+        is not finite: the caller then explains it player by player (``stream.engine.explain``)."""
+        return self._store_round(event, held, change=True)
+
+    def _store_round(self, event: RoundEvent, held: Mapping[str, Held], change: bool,
+                     ) -> tuple[Mapping[str, Held], RoundChange | None]:
+        with _belief_faults(self.system.name):  # (team rounds have no packed kernel: through arrays)
+            if self.packed and isinstance(held, PackedPool) and event.teams is None:
+                return self._store_round_dense(event, held, change)
+            if not (self.packed or self.arena_store):
+                return self.rate_round(event, cast("Mapping[str, Belief]", held)), None  # the store holds arrays
+            return self._held_form(self.rate_round(event, self._unpacked(event.players, held)), held), None
+
+    def _rate_gathered(self, event: RoundEvent, pool: PackedPool, idx: IntArray, change: bool,
+                       ) -> tuple[FloatArray, IntArray, RoundChange | None] | None:
+        """The round gathered from ``pool`` by index (−1: the prior) and rated by the packed kernel:
+        the new values, their offsets and, with ``change``, the change by columns (None: not by
+        columns, or not finite); None when the round changes nothing. The same kernel on the same
+        values as the per-belief path: the same bits."""
+        fast = cast(PackedRounds, self.fast)
+        flat, offsets = pool.gather(idx, np.frombuffer(fast.new_packed_belief(), dtype="<f8"))
+        result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight, event.perf_ceiling)
+        if result is None:
+            return None
+        cols = fast.change_gathered(flat, offsets, *result) if change else None  # before ``flat`` is reused
+        return *result, cols if cols is not None and _finite(cols) else None
+
+    def _store_round_dense(self, event: RoundEvent, held: PackedPool, change: bool,
+                           ) -> tuple[Mapping[str, Held], RoundChange | None]:
+        """A round of a pool held in one arena: gathered by index, its output block handed back
+        whole (``FlatBeliefs``), so neither way makes a ``bytes`` per player."""
+        players = event.players
+        idx = held.indices(players)
+        rated = self._rate_gathered(event, held, idx, change)
+        if rated is None:  # changes nothing: newcomers are stored at the prior (``_changed``)
+            prior = cast(PackedRounds, self.fast).new_packed_belief()
+            return {p: prior for p, i in zip(players, idx.tolist(), strict=True) if i < 0}, None
+        values, offsets, cols = rated
+        return FlatBeliefs(players, idx, values, offsets, held), cols
+
+    def store_matches(self, batch: MatchBatch, held: Mapping[str, Held]) -> Mapping[str, Held]:
+        """``rate_matches`` on what the embedded store holds: in place in a pool-wide arena (Cowan's,
+        but for sided matches), else through arrays (only rounds have a packed kernel)."""
+        with _belief_faults(self.system.name):
+            if self.arena_store and not self.sided_matches(batch):
+                return self._store_matches_arena(cast(ArenaMatches, self.fast), batch, held)
+            if not (self.packed or self.arena_store):
+                return self.rate_matches(batch, cast("Mapping[str, Belief]", held))
+            idx = index_players(batch)
+            return self._held_form(self.rate_matches(batch, self._unpacked(idx.players, held), idx), held)
 
     def _store_matches_arena(self, fast: ArenaMatches, batch: MatchBatch,
                              held: Mapping[str, Held]) -> dict[str, Held]:
@@ -444,12 +404,9 @@ class PoolEngine:
     # --- encoded beliefs (the Redis path) -------------------------------------------
     def decode_all(self, stored: Mapping[str, bytes | None], players: list[str],
                    remember: bool = True) -> dict[str, Belief]:
-        """The stored beliefs of ``players`` (absent ones left out), decoded in one batch
-        (players whose bytes are the ones last seen come from ``_decoded``).
-
-        ``remember=False`` only reads ``_decoded``: for callers on another thread than the
-        worker's numba thread (the HTTP API), whose updates would race with the batches'
-        (``_remember``'s byte count is a read-modify-write)."""
+        """The stored beliefs of ``players`` (absent ones left out), decoded in one batch (bytes last
+        seen come from ``_decoded``). ``remember=False`` only reads ``_decoded``: for callers on another
+        thread than the worker's numba thread, whose updates would race with the batches'."""
         present = [(p, raw) for p in players if (raw := stored.get(p)) is not None]
         if not self.decoded_budget:
             return self._decode_present(present)
@@ -510,7 +467,7 @@ class PoolEngine:
     @property
     def rounds_packed(self) -> bool:
         """Whether a step's rounds without teams are rated in one arena (``held_rounds``)."""
-        return self.packed and isinstance(self.fast, PackedRounds) and isinstance(self.codec, Float64Codec)
+        return self.packed and isinstance(self.codec, Float64Codec)
 
     def apply_round(self, event: RoundEvent, stored: Mapping[str, bytes | None], columns: bool = False,
                     at: IntArray | None = None) -> Applied:
@@ -525,48 +482,37 @@ class PoolEngine:
 
     def held_rounds(self, stored: Mapping[str, bytes | None], order: Mapping[str, int] | None = None,
                     ) -> TaggedPool | None:
-        """``stored`` as a step of rounds rates it in one arena (``TaggedPool``: each round
-        gathered by index, its output taken back in one copy, ``apply_round(..., columns=True)``),
-        for a pool whose rounds take the packed path (None otherwise). ``order``: the step's
-        players → their places, by which its rounds' players are then found (``apply_round``'s ``at``)."""
+        """``stored`` as a step of rounds rates it in one arena (``TaggedPool``, ``apply_round(...,
+        columns=True)``), for a pool whose rounds take the packed path (None otherwise). ``order``: the
+        step's players → their places, by which its rounds' players are then found (``apply_round``'s ``at``)."""
         if not self.rounds_packed:
             return None
         # the byte every value starts with: the encoding of a belief of no values
         return TaggedPool(stored, self.codec.encode(np.empty(0, dtype=np.float64)), order)
 
     def encode_held(self, held: TaggedPool, players: Sequence[str], idx: IntArray | None = None) -> list[bytes]:
-        """The stored values of ``players`` as ``held`` has them (each rated there; ``idx``: their
-        indices in its arena, if known), written from its arena in one pass: ``held[p]`` of each,
-        byte for byte."""
+        """``held[p]`` of each of ``players`` (each rated there; ``idx``: their indices in its arena, if
+        known), byte for byte, written from its arena in one pass."""
         flat, offsets = held.encoded(players, idx)
         return cast(Float64Codec, self.codec).encode_flat(flat, offsets)
 
     def _apply_round_held(self, event: RoundEvent, held: TaggedPool, at: IntArray | None = None) -> Applied | None:
-        """``apply_round`` with ``columns`` on a step's arena: the round gathered by
-        index (``_store_round_dense``), its new beliefs handed back whole (``TaggedFlat``,
-        which ``held.update`` takes in one copy), its change by columns from the gathered
-        values. The same kernel on the same values: the same bits. None for anything else,
-        decided by the per-belief path then, including every error (nothing is written)."""
+        """``apply_round`` with ``columns`` on a step's arena, as ``_store_round_dense`` (its new beliefs a
+        ``FlatBeliefs`` with the store's tag, which ``held.update`` takes in one copy). None for anything
+        else, decided by the per-belief path then, including every error (nothing is written)."""
         if event.teams is not None:
             return None
-        fast = cast(PackedRounds, self.fast)
-        players = event.players
-        idx = held.indices(players, at)
+        idx = held.indices(event.players, at)
         if idx is None:
             return None
-        flat, offsets = held.pool.gather(idx, np.frombuffer(fast.new_packed_belief(), dtype="<f8"))
         try:
-            result = fast.rate_round_gathered(flat, offsets, event.ranks, event.time, event.weight,
-                                              event.perf_ceiling)
+            rated = self._rate_gathered(event, held.pool, idx, change=True)
         except RatingError:
             return None
-        if result is None:  # changes nothing: the per-belief path stores newcomers (``_changed``)
+        if rated is None or rated[2] is None:  # (changes nothing: the per-belief path stores newcomers)
             return None
-        values, out_offsets = result
-        change = fast.change_gathered(flat, offsets, values, out_offsets)
-        if change is None or not _finite(change):
-            return None
-        return Applied(updates=TaggedFlat(players, idx, values, out_offsets, held.pool, held.tag, at), change=change)
+        values, offsets, change = rated
+        return Applied(updates=FlatBeliefs(event.players, idx, values, offsets, held.pool, held.tag, at), change=change)
 
     def apply_matches(self, batch: MatchBatch, stored: Mapping[str, bytes | None],
                       index: PlayerIndex | None = None) -> Applied:

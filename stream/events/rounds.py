@@ -77,8 +77,7 @@ class RoundAssembler:
     the round marked as rated.
 
     A round's ``first_seen`` is the latest ``now`` given when it opened (a clock stepping back does not
-    move it earlier), so the open rounds, kept in opening order, are in deadline order: ``expire``
-    stops at the first that has not timed out.
+    move it earlier), so the open rounds, kept in opening order, are in deadline order.
     """
 
     def __init__(self, max_participants: int = 1_000_000, remember: int = 100_000,
@@ -123,7 +122,7 @@ class RoundAssembler:
         return None if pend is None else pend.first_seen
 
     def close_expired(self, pool: str, round_id: str) -> str:
-        """Close an open round that timed out; the reason of its dead letter (as ``expire`` gives it)."""
+        """Close an open round that timed out; the reason of its dead letter."""
         pend = self._open[(pool, round_id)]
         self.close(pool, round_id)
         return _timed_out(pend)
@@ -218,20 +217,6 @@ class RoundAssembler:
         self._open.clear()
         self._held.clear()
         self._closed.clear()
-
-    def expire(self, now: int, timeout_ms: int, limit: int | None = None) -> list[tuple[str, str, str]]:
-        """Close the rounds open longer than ``timeout_ms``, oldest first, at most ``limit`` of them:
-        ``[(pool, round_id, reason)]``. Costs what it returns, not what is open (class docstring)."""
-        due: list[tuple[RoundKey, _Pending]] = []
-        for key, pend in self._open.items():
-            if now - pend.first_seen <= timeout_ms or (limit is not None and len(due) >= limit):
-                break
-            due.append((key, pend))
-        out = []
-        for key, pend in due:
-            self.close(*key)
-            out.append((key[0], key[1], _timed_out(pend)))
-        return out
 
 
 def _timed_out(pend: _Pending) -> str:

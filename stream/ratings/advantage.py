@@ -49,38 +49,84 @@ PREFIX = "advantage"
 _STORED = struct.Struct("<dd")
 
 
+#: a side's own starting belief (``AdvantageParams.sides``): the key of its prior mean and of its prior sd
+SIDE_INIT, SIDE_SD = f"{PREFIX}_init_", f"{PREFIX}_sd_"
+
+
 @dataclass(frozen=True)
 class AdvantageParams:
     """Per-pool settings. ``advantage``: learn and use it (false: every event is neutral);
     ``advantage_init``: the prior mean of the match side's advantage (performance units of the
-    system; team sides start at 0); ``advantage_sd``: the prior sd, in units u; ``advantage_drift``:
-    the variance a side's belief gains per event of that side, in units u² (how fast it can follow a
-    change: the learning rate of a settled belief)."""
+    system); ``advantage_sd``: every side's prior sd, in units u; ``advantage_drift``: the variance a
+    side's belief gains per event of that side, in units u² (how fast it can follow a change: the
+    learning rate of a settled belief).
+
+    ``sides``: a side's own prior, from the keys ``advantage_init_<side>`` (its mean, in performance
+    units) and ``advantage_sd_<side>`` (its sd, in u), so that a pool can start from what its history
+    taught every side (``mmr fit`` writes them): side -> (mean or None, sd or None), None where the
+    general prior holds (a team side's mean 0, the match side's ``advantage_init``, ``advantage_sd``).
+    The match side's own mean is ``advantage_init`` (``advantage_init_match`` is refused: one spelling)."""
 
     advantage: bool = True
     advantage_init: float = 0.0
     advantage_sd: float = 1.0
     advantage_drift: float = 1e-6
+    sides: tuple[tuple[str, float | None, float | None], ...] = ()
 
     def __post_init__(self) -> None:
         ok = {"advantage_init": math.isfinite(self.advantage_init),
               "advantage_sd": math.isfinite(self.advantage_sd) and self.advantage_sd >= 0,
               "advantage_drift": math.isfinite(self.advantage_drift) and self.advantage_drift >= 0}
-        bad = [k for k, good in ok.items() if not good]
+        bad = [f"{k}={getattr(self, k)!r}" for k, good in ok.items() if not good]
+        for side, mean, sd in self.sides:
+            if not 0 < len(side) <= MAX_SIDE_LENGTH:
+                bad.append(f"side {side!r} (a label of 1 to {MAX_SIDE_LENGTH} characters)")
+            if mean is not None and (side == MATCH_SIDE or not math.isfinite(mean)):
+                bad.append(f"{SIDE_INIT}{side}={mean!r}" + (f" (the match side's is {PREFIX}_init)"
+                                                            if side == MATCH_SIDE else ""))
+            if sd is not None and not (math.isfinite(sd) and sd >= 0):
+                bad.append(f"{SIDE_SD}{side}={sd!r}")
         if bad:
-            raise RatingError(f"invalid advantage parameter(s): {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+            raise RatingError(f"invalid advantage parameter(s): {', '.join(bad)}")
+        object.__setattr__(self, "sides", tuple(sorted(self.sides)))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None = None) -> AdvantageParams:
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name: f for f in fields(cls) if f.name != "sides"}
         values = dict(values or {})
+        per_side: dict[str, list[float | None]] = {}
+        for key in [k for k in values if k not in known]:
+            for prefix, slot in ((SIDE_INIT, 0), (SIDE_SD, 1)):
+                if key.startswith(prefix) and len(key) > len(prefix):
+                    side = key[len(prefix):]
+                    per_side.setdefault(side, [None, None])[slot] = _coerce(key, values.pop(key), 0.0)
+                    break
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise RatingError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**{k: _coerce(k, raw, getattr(cls, k)) for k, raw in values.items()})
+            raise RatingError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}, "
+                              f"{SIDE_INIT}<side>, {SIDE_SD}<side>")
+        sides = tuple((side, None if m is None else float(m), None if sd is None else float(sd))
+                      for side, (m, sd) in per_side.items())
+        return cls(**{k: _coerce(k, raw, getattr(cls, k)) for k, raw in values.items()}, sides=sides)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The parameters as ``from_mapping`` reads them (a side's prior under its own keys)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sides"}
+        for side, mean, sd in self.sides:
+            if mean is not None:
+                out[SIDE_INIT + side] = mean
+            if sd is not None:
+                out[SIDE_SD + side] = sd
+        return out
+
+    def prior(self, side: str) -> tuple[float, float]:
+        """A side's prior before any event: mean (performance units), sd (u)."""
+        mean, sd = (self.advantage_init if side == MATCH_SIDE else 0.0), self.advantage_sd
+        for name, own_mean, own_sd in self.sides:
+            if name == side:
+                mean = mean if own_mean is None else own_mean
+                sd = sd if own_sd is None else own_sd
+        return mean, sd
 
 
 def split_params(values: Mapping[str, Any] | None) -> tuple[dict[str, Any], AdvantageParams]:
@@ -113,8 +159,8 @@ class Advantages:
         got = self.sides.get(side)
         if got is not None:
             return got
-        mean = self.params.advantage_init if side == MATCH_SIDE else 0.0
-        return SideBelief(mean, (self.params.advantage_sd * self.unit) ** 2)
+        mean, sd = self.params.prior(side)
+        return SideBelief(mean, (sd * self.unit) ** 2)
 
     def shift(self, side: str | None) -> float:
         """The advantage a side plays with now (0 without one)."""

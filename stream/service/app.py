@@ -127,8 +127,8 @@ class Service:
 
     def read_api(self) -> ReadApi:
         port = self.http_port
-        return ReadApi(self.store if self.http_store is None else self.http_store, self.processor.registry,
-                       self.metrics.registry, self.executor, 0 if port is None else port, lambda: self.running,
+        return ReadApi(self.store if self.http_store is None else self.http_store, self.metrics.registry,
+                       self.executor, 0 if port is None else port, lambda: self.running,
                        health=self.http_health, concurrency=self.settings.http_redis_connections,
                        halted=self.processor.halts.listing, blocked=self.not_rating,
                        token=self.settings.http_bearer_token(), max_requests=self.settings.http_max_requests,

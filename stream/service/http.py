@@ -109,13 +109,26 @@ def bound_port(sock: socket.socket) -> int:
     return int(sock.getsockname()[1])
 
 
-async def _engine(api: ReadApi, pool: str) -> PoolEngine:
-    if await api.store.meta(pool) is None:
-        raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
-    try:
-        return await api.engines.engine(pool)
-    except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
-        raise web.HTTPInternalServerError(text=str(exc)) from exc
+class StoredEngines:
+    """The pools' engines as the HTTP thread makes them, from the meta its own store reads: the worker's
+    registry reads through the rating pipeline's client, which belongs to the worker's event loop. The
+    meta is read on every request, so a pool deleted since its engine was made answers 404."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.engines: dict[str, PoolEngine] = {}
+
+    async def engine(self, pool: str) -> PoolEngine:
+        meta = await self.store.meta(pool)
+        if meta is None:
+            raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
+        eng = self.engines.get(pool)
+        if eng is None:
+            try:
+                eng = self.engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
+            except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
+                raise web.HTTPInternalServerError(text=str(exc)) from exc
+        return eng
 
 
 def _explain(row: dict[str, Any], change: bytes | None) -> None:
@@ -218,7 +231,7 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[str, Any]], T],
+async def _pool_post(engines: StoredEngines, request: web.Request, parse: Callable[[dict[str, Any]], T],
                      ) -> tuple[str, T, PoolEngine]:
     """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
     engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
@@ -229,11 +242,12 @@ async def _pool_post(api: ReadApi, request: web.Request, parse: Callable[[dict[s
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="body: a JSON object is required")
     pool, parsed = request.match_info["pool"], parse(body)
-    return pool, parsed, await _engine(api, pool)
+    return pool, parsed, await engines.engine(pool)
 
 
 def make_web_app(api: ReadApi) -> web.Application:
     routes = ApiRoutes()
+    engines = StoredEngines(api.store)
     reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
     one_ping = asyncio.Lock()  # probes arriving together share the store's connection in turn
 
@@ -314,7 +328,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    pool_api.add_routes(routes, api, lambda pool: _engine(api, pool))  # before the player's (``.+``)
+    pool_api.add_routes(routes, api, engines.engine)  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
                 operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
@@ -322,7 +336,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                                                         500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        eng = await _engine(api, pool)
+        eng = await engines.engine(pool)
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
@@ -341,7 +355,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         pool = request.match_info["pool"]
         n = min(max(query_int(request, "n", 20), 1), 1000)
         offset = query_int(request, "offset", 0, 0, MAX_OFFSET)
-        eng = await _engine(api, pool)
+        eng = await engines.engine(pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
         return web.json_response({"pool": pool, "top": rows, "offset": offset, "total": total, **unreadable})
@@ -369,7 +383,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         [POOL, PLAYER]))
     async def leaderboard_rank(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        await _engine(api, pool)
+        await engines.engine(pool)
         found = await api.store.rank(pool, name)
         if found is None:
             raise web.HTTPNotFound(text=f"player {name!r} is not on the leaderboard of pool {pool!r}")
@@ -382,7 +396,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
-        pool, wanted, eng = await _pool_post(api, request, _players)
+        pool, wanted, eng = await _pool_post(engines, request, _players)
         rows, unreadable = await _rows(pool, eng, wanted)
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
@@ -396,7 +410,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool, (teams, sides, neutral), eng = await _pool_post(api, request, _lobby)
+        pool, (teams, sides, neutral), eng = await _pool_post(engines, request, _lobby)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), teams, sides, neutral)
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
@@ -433,7 +447,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         neutral = request.query.get("neutral", "false")
         if neutral not in ("true", "false"):
             raise web.HTTPBadRequest(text="neutral must be true or false")
-        eng = await _engine(api, pool)
+        eng = await engines.engine(pool)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), [[a], [b]], None, neutral == "true")
         shift = shifts[0] if shifts else 0.0
         raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
@@ -451,24 +465,6 @@ def make_web_app(api: ReadApi) -> web.Application:
     app = web.Application(middlewares=[guard])
     app.add_routes(routes.table)
     return app
-
-
-class StoredEngines:
-    """The pools' engines as the HTTP thread makes them, from the meta its own store reads: the worker's
-    registry reads through the rating pipeline's client, which belongs to the worker's event loop."""
-
-    def __init__(self, store: RedisStore) -> None:
-        self.store = store
-        self.engines: dict[str, PoolEngine] = {}
-
-    async def engine(self, pool: str) -> PoolEngine:
-        eng = self.engines.get(pool)
-        if eng is None:
-            meta = await self.store.meta(pool)
-            if meta is None:
-                raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
-            eng = self.engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
-        return eng
 
 
 class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -527,7 +523,7 @@ class HttpServer:
     the health ping and the pools' engines (``StoredEngines``) are used and closed."""
 
     def __init__(self, api: ReadApi, sock: socket.socket) -> None:
-        self.api = dataclasses.replace(api, engines=StoredEngines(api.store))
+        self.api = api
         self.sock = sock
         #: the thread's CPU share (``MMR_HTTP_CPU_SHARE``), checked every ``SHARE_TICK_S`` on its loop
         self.cpu = CpuShare(api.cpu_share) if api.cpu_share < 1 else None

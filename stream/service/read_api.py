@@ -1,5 +1,5 @@
-"""What the HTTP API reads (``ReadApi``): Redis and its health ping, the pools' engines, the metrics,
-the worker's state. Below both route modules (``http``, ``pool_api``), which take it."""
+"""What the HTTP API reads (``ReadApi``): Redis and its health ping, the metrics, the worker's state.
+Below both route modules (``http``, ``pool_api``), which take it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from stream.engine.pool import PoolEngine
 from stream.runtime import thread_names
 from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
@@ -59,18 +58,12 @@ class RedisPing:
         await asyncio.shield(self._inflight)
 
 
-class Engines(Protocol):
-    """Where a pool's rating engine comes from (the worker's pool registry)."""
-
-    async def engine(self, pool: str) -> PoolEngine: ...
-
-
 @dataclass(frozen=True)
 class ReadApi:
-    """What the HTTP API reads: Redis, the pools' engines, the metrics, a thread for the kernels."""
+    """What the HTTP API reads: Redis (the pools' engines are made from its meta: ``http.StoredEngines``),
+    the metrics, a thread for the kernels."""
 
     store: RedisStore
-    engines: Engines
     registry: CollectorRegistry
     executor: Executor
     port: int  # the bound port (served by /healthz)

@@ -30,7 +30,6 @@ from stream.service.config import Settings
 from stream.service.messages import BatchResult, DeadLetter, Message
 from stream.service.metrics import Metrics, reason_label
 from stream.service.planning import DeadFn, Op, RoundOp
-from stream.state import open_rounds
 from stream.state.redis_store import RedisStore
 
 #: rounds expired per slice (closed in memory, marked done in Redis in one round trip, dead-lettered)
@@ -118,7 +117,7 @@ class RoundBook:
         self.sources |= sources
         todo = [src for src in sorted(sources) if self._hinted.get((src, pool), first + 1) > first]
         if todo:
-            await open_rounds.hint_open(self.store, pool, todo, first)
+            await self.store.hint_open(pool, todo, first)
             self._hinted.update(((src, pool), first) for src in todo)
 
     def _feed(self, etype: str, value: dict[str, Any], now: int) -> RoundEvent | None:
@@ -204,7 +203,7 @@ class RoundBook:
                           original=orjson.dumps({"pool": pool, "round_id": rid}))
 
     async def _set_hints(self, hints: list[tuple[str, str, int | None]]) -> None:
-        await open_rounds.set_hints(self.store, hints)
+        await self.store.set_hints(hints)
         for src, pool, first in hints:
             if first is None:
                 self._hinted.pop((src, pool), None)
@@ -223,7 +222,7 @@ class RoundBook:
         """Find the next slice of due rounds in Redis, close it in memory and keep it in ``_expiring``
         (with the hints to update). False: nothing left to do (no pool of ``sources`` has a due round
         that is not under way)."""
-        hinted = await open_rounds.due_pools(self.store, sources, before, EXPIRE_SLICE)
+        hinted = await self.store.due_pools(sources, before, EXPIRE_SLICE)
         srcs: dict[str, set[str]] = {}
         for src, pools in hinted.items():
             for pool in pools:
@@ -234,7 +233,7 @@ class RoundBook:
         per_pool = max(1, EXPIRE_SLICE // len(pools))
         expiring: dict[tuple[str, str], str | None] = {}
         async with self._locked(pools):  # no assembly of these pools meanwhile: memory and Redis agree
-            due = await open_rounds.due_rounds(self.store, pools, before, per_pool)
+            due = await self.store.due_rounds(pools, before, per_pool)
             for pool, (rows, _) in due.items():
                 unknown = [rid for rid, _ in rows if not self.assembler.knows(pool, rid)]
                 await self._read_rounds(pool, unknown)  # forgotten (a failed batch, a restart): for the dead letter

@@ -33,8 +33,9 @@ from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, index_pla
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp
+from stream.state.packed_pool import FlatBeliefs
 from stream.state.redis_store import Commit
-from stream.state.tagged_pool import TaggedFlat, TaggedPool
+from stream.state.tagged_pool import TaggedPool
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +302,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
             block.texts = list(map(one.of.get, players))
         blocks.append(block)
         # (a round's updates are its ratings' players: the commit's, below)
-        if held is not None and isinstance(applied.updates, TaggedFlat) and applied.updates.pool is held.pool:
+        if held is not None and isinstance(applied.updates, FlatBeliefs) and applied.updates.pool is held.pool:
             block.idx = held.put(applied.updates)
         else:
             stored.update(applied.updates)

@@ -54,7 +54,7 @@ def warm_system(name: str, params: dict[str, object], warmed: set[str]) -> None:
     """Compile (or load) system ``name``'s kernels: the warm-ups its spec names, once a process (``warmed``),
     then its rating of stored bytes with ``params`` (``warm_encoded_path``)."""
     spec = registry.spec(name)
-    spec.build(params)  # bad parameters fail here, before any compiling
+    make_pool_system(name, params)  # bad parameters (the system's, the side advantage's) fail here, before compiling
     for target, fn in zip(spec.warmups, spec.warmup_functions(), strict=True):
         if target not in warmed:
             warmed.add(target)

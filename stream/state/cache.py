@@ -1,23 +1,13 @@
 """The worker's copy of the encoded beliefs it last read or committed, per pool.
 
-Why: a worker that owns a pool's partitions is usually the only writer of that pool, so
-re-reading every player's belief from Redis before each batch (one Lua script that
-returns thousands of blobs) mostly returns what this worker itself just wrote, and on a
-large merged batch that read is a good part of the batch's time.
-
-Why it is exact, not a heuristic: every write of a pool's beliefs goes through the commit
-script, which compares and increments the pool's ``gen`` counter
-(stream.state.redis_store). The cached bytes of a pool are therefore exactly Redis's
-bytes while Redis's ``gen`` equals the cached ``gen``:
-
-* after our own commit returned ``g``, Redis held our bytes at ``g``;
-* a read at ``g`` returns Redis's bytes at ``g`` and may fill the gaps;
-* any other writer moves ``gen``: our next commit fails its compare-and-set (or our next
-  read sees another ``gen``), and the pool's entries are dropped and read again.
-
-A player cached as ``None`` is known to have no stored belief at that ``gen``.
-The cache is bounded by an approximate byte budget; over it, whole pools are dropped,
-the others before the one being filled (a dropped pool only costs one full read).
+Why: a worker that owns a pool's partitions is usually its only writer, so re-reading every
+player's belief before each batch mostly returns what it just wrote, a good part of a large batch's
+time. It is exact, not a heuristic: every write of a pool's beliefs goes through the commit, which
+compares and increments the pool's ``gen``, so the cached bytes are Redis's while Redis's ``gen``
+equals the cached one (after our commit returned ``g``, Redis held our bytes at ``g``; a read at
+``g`` may fill the gaps; any other writer moves ``gen``, and the pool's entries are dropped). A
+player cached as ``None`` has no stored belief at that ``gen``. Over the byte budget whole pools
+are dropped, the others before the one being filled.
 """
 
 from __future__ import annotations

@@ -1,34 +1,19 @@
 """Redis restarts, noticed before anything is written to the restarted server.
 
-Why: a Redis that restarts from its AOF with ``appendfsync everysec`` may come back without its
-last second or two of writes -- commits whose replies the worker already had. A worker that kept
-writing into it would apply later batches on top of a state that lacks earlier ones (out of
-order), and a re-delivery of the lost batches afterwards would no longer give the state the
-embedded replay gives. So every new connection of the worker's store first asks the server its
-``run_id`` (``INFO server``: a new value on every start of the process) and compares it with
-the one this store has seen at that address:
-
-* the first connection to an address records it;
-* the same value: the connection is used as usual;
-* another value: the fence *trips*. The connection is closed before any command of the caller
-  is sent, ``StoreRestarted`` is raised (a ``StoreUnavailable``: callers retry), and so is every
-  later connection until the owner has put its own state back in line with the server's and
-  calls ``accept`` (the worker replays every input whose commit may have been lost: see
-  stream.service.durability).
-
-An existing connection cannot outlive the server process that accepted it, so checking new
-connections is enough: nothing reaches a restarted server but this check. On a Redis Cluster every
-node is checked at its own address (``fence_cluster``); a replica promoted at another address is a
-first connection there (its data is what ``WAIT`` confirmed: stream.state.redis_store).
+Why: a Redis restarting from its AOF (``appendfsync everysec``) may come back without its last writes,
+commits the worker already had replies for; writing on would apply later batches on a state that
+lacks earlier ones. So every new connection of the store first asks the server its ``run_id`` (new
+on every start) and compares it with the one seen at that address. Another value *trips* the fence:
+the connection is closed before any command is sent and ``StoreRestarted`` (a ``StoreUnavailable``)
+is raised, for every new connection, until the owner has put its state back in line and calls
+``accept`` (stream.service.durability). An existing connection cannot outlive its server process,
+so checking new ones is enough; on a Redis Cluster each node is checked at its own address.
 
 Work begun before a restart never reaches the server after it: the fence counts *epochs* (one more
-when it trips and one more when it accepts), and work that may write -- a batch of the worker's
-processor -- marks its task with the epoch it began in (``begin``, a context variable that the tasks
-it starts inherit). Such work is *superseded* once the epoch moved on: the owner rewinds and does it
-again from the start. Every use of the store (``guard``) and every new connection refuses it with
-``Superseded``, which no caller retries, so a step that was still running when the owner took its
-batch back -- whether or not its cancellation reached it -- cannot write to the restarted server
-after ``accept``, ahead of the batches the owner rates again.
+on each trip and each ``accept``), and work that may write marks its task with the epoch it began in
+(``begin``, a context variable its subtasks inherit). Once the epoch moved on, every use of the store
+(``guard``) and every new connection refuse such work with ``Superseded``, which no caller retries:
+a step still running when the owner took its batch back cannot write ahead of the batches rated again.
 """
 
 from __future__ import annotations
@@ -148,10 +133,9 @@ def fence_cluster(client: RedisCluster, fence: ServerFence) -> None:
     """Every connection of ``client`` to any node, now or discovered later, goes through ``fence``.
 
     redis-py's cluster client takes no connect hook: each node copies the client's connection
-    arguments when it is created (the startup nodes at once, the others when the slot map is read),
-    and makes its connections from its copy; the client sets ``redis_connect_func`` itself only to
-    read from replicas, which the store never does. So the hook goes into the client's arguments
-    and into the startup nodes' copies (redis-py 8.1: ``connection_kwargs``)."""
+    arguments when it is created, so the hook goes into the client's arguments and the startup
+    nodes' copies (``connection_kwargs``; the client sets ``redis_connect_func`` only to read from
+    replicas, which the store never does)."""
     kwargs = getattr(client, "connection_kwargs", None)
     if not isinstance(kwargs, dict) or "redis_connect_func" in kwargs:
         raise RuntimeError("redis-py's cluster client changed: cannot fence its connections (stream.state.fence)")

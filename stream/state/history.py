@@ -6,17 +6,10 @@ Layout (beside the keys of ``stream.state.redis_store``, in the pool's hash slot
                                               ``RECORD`` (40 bytes) followed by its event id (UTF-8)
 
 Why a list per player, written inside the commit: the history must never disagree with the belief,
-so each commit appends, in the same ``MULTI``/``EXEC`` that writes the beliefs, one record per
-player whose rating it publishes (the same rating, mu, sigma, version, event id and time as the
-rating message), and trims the list to the last ``limit``. The append is one ``EVAL`` of
-``HISTORY_LUA`` whose arguments are a key name and a record per player (``history_command``): one
-command and one reply for the whole step, not two per player. A key that holds another type is skipped
-(``redis.pcall``): the commit still lands, without that player's record (nothing but another program
-writes under the store's prefix).
-
-Reading a player's history (``RedisStore.history``) reads the list and the belief in one ``MULTI``,
-so the last record is the version the belief holds (unless history was off when that version was
-written).
+so the commit's ``MULTI``/``EXEC`` appends one record per player whose rating it publishes and
+trims the list to ``limit``, by one ``EVAL`` of ``HISTORY_LUA`` for the whole step
+(``history_command``). A key of another type is skipped (``redis.pcall``): the commit still lands,
+without that player's record.
 """
 
 from __future__ import annotations
@@ -82,18 +75,12 @@ def history_rows(published: Sequence[Any], written: Mapping[str, bytes]) -> Hist
     if not best:
         return None
     rows = list(best.values())
-    players = [o.player for o in rows]
     heads = np.empty(len(rows), dtype=_HEAD)
-    heads["version"] = [o.version for o in rows]
-    heads["time"] = [o.time for o in rows]
-    heads["rating"] = [o.rating for o in rows]
-    heads["mu"] = [o.mu for o in rows]
-    heads["sigma"] = [o.sigma for o in rows]
-    eids = [o.event_id for o in rows]
-    raw = heads.tobytes()
-    size = RECORD.size
-    records = [raw[i * size:(i + 1) * size] + e.encode() for i, e in enumerate(eids)]
-    return HistoryRows(escape_all(list(players)), records)
+    for name in ("version", "time", "rating", "mu", "sigma"):  # (``_HEAD``'s, the fields of ``RatingOutput``)
+        heads[name] = [getattr(o, name) for o in rows]
+    raw, size = heads.tobytes(), RECORD.size
+    records = [raw[i * size:(i + 1) * size] + o.event_id.encode() for i, o in enumerate(rows)]
+    return HistoryRows(escape_all([o.player for o in rows]), records)
 
 
 def history_command(rows: HistoryRows, limit: int, prefix: bytes, route_key: bytes) -> tuple[Any, ...]:

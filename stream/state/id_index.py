@@ -1,28 +1,16 @@
 """The event ids a pool has applied, as 128-bit digests: the worker's index of its Redis log.
 
-Why not a Redis SET of the ids: recording an id there costs Redis ~1.2-2.4 µs (the Lua
-split of the argument blob, then ``SADD``; on a 2M-member set), and the atomic step waits
-for it: a worker recording ids so rated batched matches at about half the rate of one that
-recognised them by offset. So the atomic step only *appends* each
-id's 16-byte digest to a string (a memcpy), and membership is answered here, in the
-worker, from a hash table of the digests (numba, ~0.05 µs an id) that mirrors the log
-exactly:
+Why not a Redis SET of the ids: the atomic step waits for every ``SADD``, which halved the rate of
+batched matches. So the step only *appends* each id's 16-byte digest to a string, and membership is
+answered here, in the worker, from a hash table of the digests that mirrors the log exactly: the
+index knows which prefix of the log it holds (the log's ``epoch``, bumped when a bounded log
+rotates, and its length); a read (``RedisStore.snapshot``) returns, atomically with ``gen``, only
+the bytes appended since (or both generations in full when the epoch moved); a commit carries the
+(epoch, length) its answer came from, and refuses to write when the log is not exactly that.
 
-* the index knows which prefix of the log it holds: the log's ``epoch`` (bumped when a
-  bounded log rotates) and its length in bytes;
-* a read (``RedisStore.snapshot``) returns, atomically with the pool's ``gen``, only the
-  bytes appended since that length (or both generations in full when the epoch moved);
-* a commit carries the (epoch, length) the caller's answer was computed from, and the
-  script refuses to write when Redis's log is not exactly that (someone else recorded ids:
-  re-read), so a "not applied before" answer is never stale when it is acted on.
-
-The digest is xxHash's XXH3-128 of the id's UTF-8 bytes: a stable, specified function, so
-every worker and version agree on it. Two different ids collide with probability 2⁻¹²⁸ per
-pair: with 10¹² ids in a pool, about 10⁻¹⁵ that any two do (an id whose digest collided with
-an applied one would be skipped as applied).
-
-Memory: 16 bytes an id in Redis (the SET took ~48-64) and 23-46 bytes in the worker (the
-table is kept between 35 % and 70 % full). ``MMR_SEEN_MAX_IDS`` bounds both.
+The digest is XXH3-128 of the id's UTF-8 bytes: stable and specified, so every worker and version
+agree. Two ids collide with probability 2⁻¹²⁸ per pair (an id colliding with an applied one would be
+skipped as applied). ``MMR_SEEN_MAX_IDS`` bounds the memory in Redis and here.
 """
 
 from __future__ import annotations
@@ -59,9 +47,8 @@ def keys_of(blob: bytes) -> np.ndarray:
 
 @nb.njit(cache=True, nogil=True)
 def _slot(hi: np.ndarray, lo: np.ndarray, h: np.uint64, lw: np.uint64) -> int:
-    """Linear probing from the digest's low bits (a digest is uniform: no further mixing
-    needed): the slot holding (h, lw), or the empty slot where it would go. (0, 0) marks an
-    empty slot, so the one digest that is all zeros is stored as (0, 1) (see ``_norm``)."""
+    """Linear probing from the digest's (uniform) low bits: the slot holding (h, lw), or the empty
+    slot where it would go. (0, 0) marks an empty slot: the all-zero digest is stored as (0, 1)."""
     mask = np.uint64(hi.shape[0] - 1)
     i = np.int64(lw & mask)
     while True:
@@ -149,11 +136,8 @@ class DigestSet:
 
 
 class PoolIds:
-    """One pool's recorded ids as of a known prefix of its Redis log (see the module docstring).
-
-    ``epoch``: the log's rotation count; ``length``: bytes of the current log held in ``cur``;
-    ``old``: the previous generation (bounded logs only), held in full.
-    """
+    """One pool's recorded ids as of a known prefix of its Redis log: ``epoch``, its rotation count;
+    ``length``, bytes of the current log held in ``cur``; ``old``, the previous generation in full."""
 
     __slots__ = ("cur", "epoch", "length", "old")
 

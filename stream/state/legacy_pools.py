@@ -1,28 +1,23 @@
 """A pool written before names were escaped whose own name needs escaping (``a:b``, ``50%``, ``x{y}``):
 its keys move from the old hash tag ``{a:b}`` to the new one ``{a%3Ab}``.
 
-The old keys are known from the old layout: ``<prefix>:{<pool>}:`` followed by the pool's fixed
-suffixes, ``p:<player>`` for every member of its old leaderboard (every stored player is one) and
-``pend:<round>`` for its pending rounds. The two hash tags are two slots of a Redis Cluster, so the
-move cannot be one script; it is done in three steps, each safe to repeat and to run from two
+The old keys are ``<prefix>:{<pool>}:`` and the pool's fixed suffixes, ``p:<player>`` for every
+member of its old leaderboard and ``pend:<round>`` for its pending rounds. The two hash tags are two
+slots of a Redis Cluster, so the move is three steps, each safe to repeat and to run from two
 workers at once:
 
-1. every old key except the meta is copied (``DUMP``, then ``RESTORE ... REPLACE`` by a script in
-   the new slot that does nothing once the new meta exists);
+1. every old key but the meta is copied (``DUMP``, then ``RESTORE ... REPLACE`` by a script in the
+   new slot that does nothing once the new meta exists);
 2. the new meta is written: the old meta's fields, the key format, and ``legacy_keys`` (the old
-   keys are still to be deleted), again by a script that does nothing once the new meta exists.
-   From here on the pool is in the new format: a commit needs the new meta (the commit script
-   refuses a meta without the key format), and readers use the new keys;
-3. the old keys are deleted (the old meta last), then ``legacy_keys`` is removed. ``meta`` finishes
+   keys are still to be deleted), by a script that does nothing once the new meta exists. From here
+   on the pool is in the new format;
+3. the old keys are deleted (the old meta last), then ``legacy_keys`` is removed; ``meta`` finishes
    this step whenever it finds ``legacy_keys`` (a worker stopped in between).
 
-Copies and the new meta are confirmed by the replicas like a commit (``RedisStore._replicated``)
-before any old key is deleted, so a failover in between loses nothing.
-
-In the old layout a name with ``}`` ended its hash tag early, so two names could spell one key: pool
-``kc}:p:x``'s ``gen`` was pool ``kc``'s player ``x}:gen``. Which of the two such a key belonged to
-cannot be told from Redis, so a pool whose name starts with another listed pool's name followed
-by ``}:`` (or the other way round) is refused (``StateError``) and left as it was.
+Copies and the new meta are confirmed by the replicas like a commit before any old key is deleted.
+In the old layout two names could spell one key (pool ``kc}:p:x``'s ``gen`` was pool ``kc``'s player
+``x}:gen``), so a pool whose name starts with another listed pool's name followed by ``}:`` (or the
+other way round) is refused (``StateError``) and left as it was.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The embedded store: decoded beliefs in a dict, plus the applied event ids.
+"""The embedded store: per pool the beliefs as ``PoolEngine`` holds them, plus the applied event ids.
 
-It holds each belief exactly as a round trip through the pool's codec returns it
-(``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit
-for bit without paying an encode/decode per result: an array, or for a pool whose engine
-is ``packed`` the array's raw float64 bytes (``PoolEngine.unpack`` turns either into an array),
-all of such a pool's held in one arena (``PackedPool``: a ``Mapping`` of the same bytes); for a
-system whose engine rates matches in a pool-wide arena (Cowan) it is the player's slot there.
+Each belief is held exactly as a round trip through the pool's codec returns it
+(``PoolEngine.canonical``), so the embedded replay equals the Redis-backed service bit for bit
+without an encode/decode per result: an array; for a ``packed`` engine its raw float64 bytes, all
+of the pool's in one arena (``PackedPool``); for a pool-wide arena of matches (Cowan) the slot.
 """
 
 from __future__ import annotations

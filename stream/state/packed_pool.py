@@ -1,26 +1,19 @@
 """One embedded pool's packed beliefs in a single arena: no Python object per player and round.
 
-Why: a dict of one ``bytes`` per player makes every round pay per-player Python work around
-the kernels (a dict look-up, a ``bytes.join`` to gather, one ``bytes`` cut per player from the
-output, a dict update freeing the replaced ones): over the Codeforces history that costs more
-time than the kernels themselves (BENCHMARKS.md, "Elo-MMR"). Here a player gets a dense index
-once, at first sight; a round is gathered into the kernels' flat layout by one numba loop and
-its output block is written back into the players' slots by another.
+Why: a dict of one ``bytes`` per player makes every round pay per-player Python work around the
+kernels (look-ups, a join to gather, a ``bytes`` cut per player from the output), which over the
+Codeforces history costs more than the kernels (BENCHMARKS.md, "Elo-MMR"). Here a player gets a
+dense index at first sight; a round is gathered into the kernels' flat layout by one numba loop
+and its output block written back into the players' slots by another.
 
-Layout
-------
-* ``names[i]`` is player i's id, ``index[name] == i``: first-seen order, the order in which a
-  dict store would list them (the final ratings' order).
-* ``arena`` is one float64 array; player i's belief is ``arena[start[i] : start[i] + length[i]]``
-  (the raw float64 values of the packed belief, as ``PoolEngine.unpack`` reads them), in a
-  slot of ``slot_size(cls[i])`` values. A belief is rewritten in its slot; one that outgrows it
-  (Elo-MMR's beliefs grow by a term per round up to ``history_limit``) moves to a slot of its
-  new size class, and the old slot is reused by the next belief of that class. So the
-  arena holds at most 3/2 of the live values plus free slots, and nothing is ever compacted.
+``names[i]`` is player i's id (first-seen order: the final ratings' order), ``index[name] == i``;
+player i's belief is ``arena[start[i] : start[i] + length[i]]`` (the packed belief's float64 values)
+in a slot of ``slot_size(cls[i])`` values. A belief that outgrows its slot (Elo-MMR's grow by a term
+a round) moves to a slot of its new size class, and the old slot is reused by the next belief of
+that class: the arena holds at most 3/2 of the live values plus free slots, never compacted.
 
-It is a ``Mapping[str, bytes]`` (``get`` gives the packed bytes), so every per-player path of
-the engine (matches, team rounds, the final listing) works on it unchanged; only whole rounds
-use the dense form (``indices`` / ``gather`` / ``FlatBeliefs``).
+A ``Mapping[str, bytes]``, so every per-player path of the engine works on it unchanged; only whole
+rounds use the dense form (``indices`` / ``gather`` / ``FlatBeliefs``).
 """
 
 from __future__ import annotations
@@ -79,9 +72,8 @@ def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
 
 
 def slot_class(lengths: IntArray) -> IntArray:
-    """The size class of beliefs of ``lengths`` values: the smallest slot that holds them, of
-    the sizes 1, 2, 3, 4, 6, 8, 12, 16, … (``slot_size``: a power of two or 3/4 of one, so a
-    slot wastes at most a third of itself). Exact for lengths below 2**53."""
+    """The size class of beliefs of ``lengths`` values: the smallest slot that holds them, of the sizes
+    1, 2, 3, 4, 6, 8, 12, … (a power of two or 3/4 of one: a slot wastes at most a third of itself)."""
     k = np.frexp(np.maximum(lengths, 2) - 1)[1].astype(np.int64)  # 2**(k-1) < length <= 2**k
     return np.where(4 * lengths <= 3 << k, 2 * k - 1, 2 * k)
 
@@ -99,17 +91,20 @@ def slot_size(c: int) -> int:
 
 
 class FlatBeliefs(Mapping[str, bytes]):
-    """A round's new packed beliefs as the kernel wrote them: ``flat[offsets[k] : offsets[k + 1]]``
-    is the new belief of ``players[k]``. A ``Mapping[str, bytes]`` like the dict a store
-    commits; the ``PackedPool`` it was gathered from (``pool``) takes it in one copy."""
+    """A round's new packed beliefs as the kernel wrote them (``flat[offsets[k] : offsets[k + 1]]``:
+    ``players[k]``'s), a ``Mapping[str, bytes]`` (each value after ``tag``: a ``TaggedPool``'s, as the
+    store holds them); the ``PackedPool`` it was gathered from takes it in one copy. ``at``: the players'
+    places in a step's order, when the round was found by them (``TaggedPool.indices``)."""
 
     def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
-                 pool: PackedPool) -> None:
+                 pool: PackedPool, tag: bytes = b"", at: IntArray | None = None) -> None:
         self.players = players
         self.idx = idx  # the players' indices in ``pool`` when gathered (−1: not there yet)
         self.flat = flat
         self.offsets = offsets
         self.pool = pool
+        self.tag = tag
+        self.at = at
         self._pos: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -122,16 +117,15 @@ class FlatBeliefs(Mapping[str, bytes]):
         if self._pos is None:
             self._pos = {p: k for k, p in enumerate(self.players)}
         k = self._pos[player]
-        return self.flat[self.offsets[k]: self.offsets[k + 1]].astype("<f8", copy=False).tobytes()
+        return self.tag + self.flat[self.offsets[k]: self.offsets[k + 1]].astype("<f8", copy=False).tobytes()
 
 
 class PackedPool(Mapping[str, bytes]):
     """Player → packed belief (raw little-endian float64 bytes), held in one arena (module doc)."""
 
     def __init__(self, slack: int = 0) -> None:
-        #: values of room a moved belief's slot is given beyond it (``_put``). 0 keeps every belief in
-        #: the smallest slot that holds it (a long-lived pool's memory); a pool that lives for a few
-        #: rounds of growing beliefs (a worker's step, ``TaggedPool``) moves fewer of them with some
+        #: values of room a moved belief's slot is given beyond it: 0 keeps every belief in the smallest
+        #: slot (a long-lived pool's memory); a pool living a few rounds (a worker's step) moves fewer
         self.slack = slack
         self._empty()
 
@@ -168,15 +162,9 @@ class PackedPool(Mapping[str, bytes]):
         s = int(self.start[i])
         return self.arena[s: s + int(self.length[i])].astype("<f8", copy=False).tobytes()
 
-    def nbytes(self) -> int:
-        """Memory of the arena and the per-player arrays (not the names and their dict)."""
-        return int(self.arena.nbytes + self.start.nbytes + self.length.nbytes + self.cls.nbytes
-                   + sum(f.nbytes for f in self._free.values()))
-
     # --- dense form -----------------------------------------------------------------
     def indices(self, players: Sequence[str]) -> IntArray:
-        """Each player's index, −1 for one not held yet (one C-level look-up each; those of a
-        list ``look_ahead`` was given come from its answer, only its −1s asked again)."""
+        """Each player's index, −1 for one not held yet (from ``look_ahead``'s answer when it had this list)."""
         hint = self._ahead.pop(id(players), None)
         if hint is None or hint[0] is not players:
             return self._lookup(players)
@@ -187,13 +175,10 @@ class PackedPool(Mapping[str, bytes]):
         return idx
 
     def look_ahead(self, players: Sequence[str]) -> None:
-        """Look ``players`` up now, for a later ``indices`` of this very list: a reading thread
-        calls it while the rating thread runs kernels, which then finds the answer made.
-
-        Safe from another thread: each look-up is one dict operation, and a player's index
-        never changes once given, so an answer can only miss players registered since (−1),
-        which ``indices`` looks up again. Answers never asked for (an event skipped as
-        applied) are dropped once ``_AHEAD_MAX`` wait."""
+        """Look ``players`` up now, for a later ``indices`` of this very list: a reading thread calls it
+        while the rating thread runs kernels. Safe from another thread: a player's index never changes
+        once given, so an answer can only miss players registered since (−1), which ``indices`` asks
+        again. Answers never asked for are dropped once ``_AHEAD_MAX`` wait."""
         if len(self._ahead) >= _AHEAD_MAX:
             self._ahead.clear()
         self._ahead[id(players)] = (players, self._lookup(players))  # holds the list: its id stays its own
@@ -203,12 +188,9 @@ class PackedPool(Mapping[str, bytes]):
                            count=len(players))
 
     def gather(self, idx: IntArray, prior: FloatArray) -> tuple[FloatArray, IntArray]:
-        """The beliefs of ``idx`` (−1: ``prior``, float64) one after another, and their offsets
-        (belief k is ``flat[offsets[k] : offsets[k + 1]]``): the kernels' flat layout.
-
-        ``flat`` is a view of one buffer that the next ``gather`` overwrites (a round's
-        largest temporary, allocated once rather than per round: fewer large blocks for the
-        C allocator to keep), so use it before gathering again."""
+        """The beliefs of ``idx`` (−1: ``prior``) one after another and their offsets: the kernels' flat
+        layout. ``flat`` is a view of one buffer (a round's largest temporary, allocated once rather
+        than per round) that the next ``gather`` overwrites."""
         offsets = _offsets(self.length, idx, prior.shape[0])
         size = int(offsets[-1])
         if self._flat.shape[0] < size:
@@ -218,8 +200,7 @@ class PackedPool(Mapping[str, bytes]):
         return flat, offsets
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
-        """Store new beliefs: a ``FlatBeliefs`` gathered from this pool in one copy, anything
-        else belief by belief (packed bytes, a whole number of float64 values)."""
+        """Store new beliefs: a ``FlatBeliefs`` gathered from this pool in one copy, others one by one."""
         if isinstance(changed, FlatBeliefs) and changed.pool is self:
             self._put(changed.players, changed.idx, changed.flat, changed.offsets)
             return
@@ -234,16 +215,13 @@ class PackedPool(Mapping[str, bytes]):
         self._put([player], idx, values, np.array([0, values.shape[0]], dtype=np.int64))
 
     def _put(self, players: Sequence[str], idx: IntArray, values: FloatArray, offsets: IntArray) -> None:
-        """Write ``values`` (the new beliefs of ``players``, whose indices were ``idx``, each
-        player once) into the players' slots; a belief that outgrew its slot moves to a
-        slot of its new size class, and its old slot is kept for the next one of that class."""
+        """Write ``values`` (the new beliefs of ``players``, whose indices were ``idx``) into their slots."""
         idx = self.place(players, idx, np.diff(offsets))
         _scatter(self.arena, self.start, idx, values, offsets)
 
     def place(self, players: Sequence[str], idx: IntArray, lengths: IntArray) -> IntArray:
-        """``_put`` without the values: the slots of beliefs of ``lengths`` values for ``players``
-        (indices ``idx``, −1 for one not held yet: registered here, in order), each player's
-        ``start`` and ``length`` set; their indices. The caller writes the values there."""
+        """``_put`` without the values: slots for beliefs of ``lengths`` values of ``players`` (indices
+        ``idx``, −1: registered here, in order); their indices. The caller writes the values there."""
         new = np.flatnonzero(idx < 0)
         if new.size:
             idx = idx.copy()
@@ -322,11 +300,9 @@ class PackedPool(Mapping[str, bytes]):
         return at
 
     def release(self) -> None:
-        """End this pool (it holds nothing afterwards) and leave its memory map, its pages already
-        in memory, to the next pool this thread grows to a map: a worker's step makes an arena of
-        ~50 MB and drops it, and a new map's pages fault in one by one as they are first written
-        (~13,000 faults a step of the Codeforces history). A map something else still views is
-        left to be freed with it."""
+        """End this pool (it holds nothing afterwards) and leave its memory map, its pages already in
+        memory, to the next pool this thread grows to a map: a worker's step makes a large arena and
+        drops it, and a new map's pages fault in one by one. A map something else still views is left."""
         mm = self._map
         self._empty()  # (drops this pool's view of the map: a stray use afterwards is of an empty pool)
         if mm is None:
@@ -340,14 +316,10 @@ class PackedPool(Mapping[str, bytes]):
             _SPARE.map = mm
 
     def _grow(self, values: int) -> None:
-        """Make the arena ``values`` long, keeping its first ``tail`` values.
-
-        The arena is a private anonymous memory map (a shared one cannot grow: its pages past
-        the first size fault): resized, the kernel moves its pages (``mremap``) instead of
-        copying them, and pages never written take no memory. A copy
-        into a new array would hold both for a moment, and the last growth of a long history
-        would set the replay's peak memory. Falls back to that copy if something still holds
-        a view of the arena (the map cannot be resized then)."""
+        """Make the arena ``values`` long, keeping its first ``tail`` values. A large arena is a private
+        anonymous memory map: resized, the kernel moves its pages (``mremap``) instead of copying, so the
+        last growth of a long history does not hold two arenas at the replay's peak memory. Falls back
+        to a copy while something still holds a view of the arena."""
         old = self.arena
         mm = self._map
         if mm is not None:

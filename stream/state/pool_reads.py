@@ -1,14 +1,10 @@
 """Reads of the HTTP API and the console beyond single ratings: a player's history and standing,
 a pool's rating distribution, the pools with their counts.
 
-Each read of one pool is one Lua script (atomic, in the pool's slot: the same on a Redis Cluster),
-so what it answers is one state between two commits: a history whose last record is the belief's
-version, bin counts that add up to the leaderboard's size.
-
-Why the distribution is read from the leaderboard (``:lb``, a sorted set by displayed rating) rather
-than kept as a histogram by the commit: ``ZCOUNT`` over a bin costs O(log N), so a histogram of ``b``
-bins and ``q`` percentiles (``ZRANGE`` by index, O(log N) too) costs O((b + q) log N) for any pool
-size -- microseconds for millions of players -- and the commit writes nothing more.
+Each read of one pool is one Lua script (atomic, in the pool's slot), so it answers one state
+between two commits. The distribution is read from the leaderboard rather than kept by the commit:
+``ZCOUNT`` over a bin and ``ZRANGE`` by index cost O(log N), so a histogram costs O((bins +
+percentiles) log N) for any pool size, and the commit writes nothing more.
 """
 
 from __future__ import annotations

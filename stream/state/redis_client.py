@@ -1,23 +1,15 @@
 """The one way the service connects to Redis: a single server or a Redis Cluster, from one URL.
 
-``REDIS_URL`` may name a single server or any node of a Redis Cluster. ``connect`` asks the node
-(``INFO cluster``: ``cluster_enabled:1``) unless told (``MMR_REDIS_CLUSTER``), and returns redis-py's
-asyncio client of that kind. Every multi-key command and script of the store stays inside one
-pool's hash slot (stream.state.keys), so the two clients run the same code.
+``connect`` asks the node ``REDIS_URL`` names (``INFO cluster``) unless told (``MMR_REDIS_CLUSTER``)
+and returns redis-py's asyncio client of that kind. Every multi-key command and script of the store
+stays inside one pool's hash slot (stream.state.keys), so the two clients run the same code.
 
-Errors of the infrastructure -- the server unreachable or timing out, a cluster slot moved or being
-migrated (MOVED/ASK/TRYAGAIN), the cluster down or a failover in progress (CLUSTERDOWN, a replica
-answering READONLY, MASTERDOWN), the server loading or out of memory -- say nothing about the input:
-redis-py retries what it can (the cluster client follows MOVED/ASK itself and refreshes its slot map)
-and ``infrastructure_errors`` turns the rest into one exception, ``StoreUnavailable``, that the
-worker retries with back-off instead of dead-lettering valid events.
-
-Credentials refused (a wrong password or user, a password missing) and a failed TLS handshake are
-not outages: waiting does not fix them. ``connect_error`` names them (``stream.errors.ConnectError``:
-component, address with its secrets masked, cause), ``ping`` raises that at once, and ``is_cluster``
-does not wait through them. Met by a running client (a password changed under it, an ACL changed),
-``infrastructure_errors`` raises them as ``CredentialsRefused``, a ``StoreUnavailable`` that the
-worker stops on instead of retrying.
+Errors of the infrastructure (unreachable, timeouts, MOVED/ASK/TRYAGAIN, CLUSTERDOWN, READONLY,
+MASTERDOWN, LOADING, OOM) say nothing about the input: redis-py retries what it can and
+``infrastructure_errors`` turns the rest into ``StoreUnavailable``, which the worker retries with
+back-off instead of dead-lettering valid events. Refused credentials and a failed TLS handshake are
+not outages: ``connect_error`` names them (``ConnectError``), ``ping`` raises that at once and
+``is_cluster`` does not wait through them; met by a running client they are ``CredentialsRefused``.
 """
 
 from __future__ import annotations
@@ -50,17 +42,14 @@ AnyBlockingRedis = redis.Redis | redis.cluster.RedisCluster
 
 
 class StoreUnavailable(InfrastructureError, rex.ConnectionError):
-    """Redis could not do the operation now (unreachable, timeout, slot moving, failover, loading,
-    out of memory): nothing is wrong with the input; retry the whole step later.
-
-    A ``redis.exceptions.ConnectionError`` so that code catching that keeps catching this."""
+    """Redis could not do the operation now: nothing is wrong with the input; retry the whole step
+    later. A ``redis.exceptions.ConnectionError`` so that code catching that keeps catching this."""
 
 
 class CredentialsRefused(StoreUnavailable):
-    """Redis refused the credentials (a wrong or missing password or user, a user disabled, an ACL that no
-    longer allows a command): the operation could not be done now, as with any ``StoreUnavailable`` -- code
-    that retries one keeps its input, never dead-letters nor halts it -- but waiting does not fix it. The
-    worker stops on the first one (``stream.service.app``, ``Service.credentials_refused``)."""
+    """Redis refused the credentials (a wrong or missing password or user, an ACL): a ``StoreUnavailable``,
+    so the input is kept, never dead-lettered, but waiting does not fix it: the worker stops on the first
+    one (``Service.credentials_refused``)."""
 
 
 #: reply prefixes of transient server states that redis-py reports as a plain ResponseError
@@ -149,10 +138,7 @@ def connect_error(exc: BaseException, url: str) -> ConnectError | None:
 def ping(url: str, timeout_s: float = 3.0, **kwargs: Any) -> None:
     """Connect to ``url`` once and ``PING`` it, within about ``timeout_s``; raise ``ConnectError`` naming
     the cause (no retry: the caller decides whether waiting helps)."""
-    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
-    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
-    client = redis.Redis.from_url(node, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-                                  retry=Retry(NoBackoff(), 0), **kw)
+    client = _probe(url, timeout_s, timeout_s, kwargs)
     try:
         client.ping()
     except Exception as exc:
@@ -162,6 +148,14 @@ def ping(url: str, timeout_s: float = 3.0, **kwargs: Any) -> None:
         raise err from exc
     finally:
         client.close()
+
+
+def _probe(url: str, connect_s: float, timeout_s: float, kwargs: dict[str, Any]) -> redis.Redis:
+    """A blocking client of the node ``url`` names, without its DB (a cluster node refuses SELECT), that
+    tries each command once, with the credentials and CA of ``kwargs``."""
+    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
+    return redis.Redis.from_url(urlparse(url)._replace(path="").geturl(), socket_connect_timeout=connect_s,
+                                socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0), **kw)
 
 
 def _retry() -> AsyncRetry:
@@ -175,13 +169,10 @@ def is_cluster(url: str, wait_s: float = 10.0, **kwargs: Any) -> bool:
     """Whether the server ``url`` names runs in cluster mode (``INFO cluster``), waiting up to
     ``wait_s`` for it to answer. A server that refuses INFO is taken for a single server; refused
     credentials and a failed TLS handshake raise ``ConnectError`` at once (waiting does not fix them)."""
-    kw = {k: v for k, v in kwargs.items() if k in ("username", "password", "ssl_ca_certs")}
-    node = urlparse(url)._replace(path="").geturl()  # a cluster node refuses SELECT: ask without a DB
     deadline = time.monotonic() + wait_s
     delay = 0.1
     while True:
-        client = redis.Redis.from_url(node, socket_connect_timeout=2, socket_timeout=5, retry=Retry(NoBackoff(), 0),
-                                      **kw)
+        client = _probe(url, 2, 5, kwargs)
         try:
             info = client.info("cluster")
             return bool(int(info.get("cluster_enabled", 0)))

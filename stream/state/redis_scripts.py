@@ -1,8 +1,6 @@
-"""The Lua scripts of the Redis store (``stream.state.redis_store``), kept apart from the
-Python that calls them: each runs atomically in one pool's hash slot, and nothing is written
-before every key it will touch was checked (by the script itself, or for a commit by the check
-that precedes its transaction). The key layout and the meaning of the keys are in
-``stream.state.redis_store``'s docstring.
+"""The Lua scripts of the Redis store (its key layout: ``stream.state.redis_store``'s docstring). Each
+runs atomically in one pool's hash slot, and writes nothing before every key it will touch was checked
+(by itself, or for a commit by the check that precedes its transaction).
 """
 
 # A blob of n strings (n little-endian u32 lengths, then the bytes) → a Lua list; the scripts use it.
@@ -35,9 +33,8 @@ local function check_open(done)
   return nil
 end
 -- --- end of open rounds
--- round ids marked done: SADD to ``done``; once it holds ``cap`` ids (cap > 0) it becomes ``old`` (the
--- generation before is unlinked), as ``:ids`` rotates
--- and takes them out of the pool's open rounds (``open_key``)
+-- round ids marked done: SADD to ``done`` and out of the pool's open rounds; once ``done`` holds ``cap``
+-- ids (cap > 0) it becomes ``old`` (the generation before is unlinked), as ``:ids`` rotates
 local function mark_done(done, old, ids, cap)
   if #ids == 0 then return end
   for k = 1, #ids, 4000 do
@@ -51,11 +48,8 @@ local function mark_done(done, old, ids, cap)
 end
 """
 
-# A commit is two scripts around the bulk writes (stream.state.redis_store ``RedisStore.commit``): on one
-# connection, WATCH every key below (and the pool's ``:open``), COMMIT_CHECK_LUA, and only when it answered 0:
-# MULTI, COMMIT_APPLY_LUA, MSET/ZADD/HSET (redis_store.bulk_commands), EXEC. The check refuses
-# before anything is written; WATCH makes EXEC a no-op when any of those keys changed after it (another
-# writer), so the transaction applies against exactly what the check saw, and its commands cannot fail.
+# A commit is two scripts around the bulk writes (``RedisStore.commit``, the module docstring of
+# stream.state.redis_store): the transaction applies against exactly what the check saw.
 # KEYS (both): gen, ids, lb, done, wm, meta, ids:old, ids:epoch, done:old, chg, adv (all in the pool's slot)
 # CHECK ARGV: 1 expected gen, 2 expected ids epoch ('' = do not check the log), 3 expected length of ``:ids``
 #       in bytes (with ARGV[2]), 4 '1' = check the first offsets, 5 n_offsets, 6 offsets blob (per
@@ -254,9 +248,8 @@ return {gen, ep, full, cur, old, vals, wms, adv}
 
 # The stored values of players of one pool. KEYS[1]: a key of the pool (its slot); ARGV: the players' key
 # prefix, their count, their escaped names as one length-prefixed blob. Why a script rather than MGET: the
-# names go as one argument, which redis-py sends as it is; it packs each argument of an MGET in Python, and
-# a read ahead of a step of the Codeforces history is 10,000-30,000 players: a read of 20,000 took 33 ms of
-# the event loop's CPU by MGET, 7 ms so (BENCHMARKS.md, "Service"), for a few ms more of Redis's.
+# names go as one argument, which redis-py sends as it is, where it packs each argument of an MGET in
+# Python: on the event loop, for tens of thousands of players a step (BENCHMARKS.md, "Service").
 BELIEFS_LUA = ITEMS_LUA + VALUES_LUA + """
 return values_of(ARGV[1], items(ARGV[3], tonumber(ARGV[2])))
 """

@@ -27,93 +27,54 @@ player and round names are escaped so that no two names share a key: stream.stat
     {prefix}:open-rounds:<topic>/<p>  ZSET    pool -> earliest ``open`` time (ms) of its rounds from that input
                                               partition; a hint, written before the round's ``open`` entry
                                               (outside any pool slot): what round expiry sweeps
-                                              (stream.state.open_rounds)
+                                              (stream.state.round_state)
     {prefix}:{<pool>}:h:<player>      LIST    the player's last ``history_limit`` published ratings, oldest
                                               first (MMR_HISTORY_LIMIT; written by the commit with the belief:
                                               stream.state.history)
     {prefix}:pools                    SET     pool names (outside any pool slot; written idempotently,
                                               before the pool's first commit)
 
-Where the code of each part is: the atomic step, reads and pools here; the history lists in
-stream.state.history and the reads for the console (history, standing, distribution) in
-stream.state.pool_reads; the rounds being assembled
-(``pend``, ``done``, ``open``: ``round_state``, ``save_pending``, ``expire_rounds``) in
-stream.state.round_state and the sweep of ``open-rounds`` in stream.state.open_rounds; the writes
-the replicas confirm in stream.state.replication; the errors in stream.state.store_errors.
+The rest of the store: the history lists in stream.state.history, the console's reads in
+stream.state.pool_reads, rounds being assembled in stream.state.round_state,
+the writes the replicas confirm (``WAIT``: replication is asynchronous, and the worker acks only what
+the replicas hold) in stream.state.replication, the errors in stream.state.store_errors. Errors of
+Redis itself are ``StoreUnavailable`` from every method (stream.state.redis_client): retry later.
 
 A commit is one transaction on one connection of the slot's master: WATCH of the pool's keys, a
-check script (``COMMIT_CHECK_LUA``: the compare-and-set token, the log of applied ids, the offsets,
-the meta), and only when it passed MULTI, the apply script (``COMMIT_APPLY_LUA``: ids, rounds done,
-watermarks, meta, ``gen``), the players' beliefs, leaderboard scores and explanations as plain
-MSET/ZADD/HSET commands (``bulk_commands``), EXEC. Why not one script: a script cutting tens of
-thousands of values out of its arguments costs Redis three times the CPU of the same writes sent as
-commands. The scores are sent in ascending order: a sorted set whose members arrive in score order
-finds each one's place along the path the one before it took. WATCH makes EXEC write nothing when
-any of those keys changed after the check (another worker's commit, a round opened meanwhile); the
-commit is then checked again.
+check script (``COMMIT_CHECK_LUA``: ``gen``, the log of applied ids, the offsets, the meta), and only
+when it passed MULTI, the apply script (``COMMIT_APPLY_LUA``: ids, rounds done, watermarks, meta,
+``gen``), the beliefs, leaderboard scores and explanations as plain MSET/ZADD/HSET (``bulk_commands``),
+EXEC. Why not one script: a script cutting tens of thousands of values out of its arguments costs
+Redis more CPU than the same writes sent as commands. The scores go in ascending order: a sorted set
+whose members arrive in score order finds each one's place along the path the one before it took.
+WATCH makes EXEC write nothing when a key changed after the check (another writer, a round opened
+meanwhile); the commit is then checked again. A ``gen`` moved since the caller's read is a
+``Conflict``: it re-reads and recomputes. Event ids go in the same transaction as the beliefs, so a
+batch is applied with its ids or not at all; the per-player version is the ``rounds`` counter inside
+the belief, so it moves with it.
 
 Neither a script nor a transaction is rolled back when a command in it fails, so the check looks
-first at everything that could make one of the writes fail (the type of every key written, the
-numbers incremented or compared): a pool whose keys hold something else is refused with
-``StateError`` and left exactly as it was. Pending-round keys are built inside the apply script
-from a prefix carrying the pool's hash tag, so they are in the slot of the declared keys (Redis
-Cluster executes scripts that touch undeclared keys of the same slot; it refuses only cross-slot
-access).
+first at everything that could make a write fail (the type of every key written, the numbers
+incremented or compared): a pool whose keys hold something else is refused with ``StateError`` and
+left as it was. Pending-round keys are built inside the apply script from a prefix carrying the
+pool's hash tag, so they are in the slot of the declared keys (Redis Cluster refuses only
+cross-slot access).
 
-A pool's meta records the key format (``keys``). A pool written before names were escaped has
-none: ``meta`` (which the worker, the exporter and the HTTP API call before touching a pool)
-renames the keys of its players and pending rounds whose names need escaping and records the
-format; the commit's check refuses a pool whose meta has another format, so this version never
-writes into a pool not yet migrated. A pool whose own name needs escaping had another hash tag
-before: its keys are copied to the new one and the old ones deleted (stream.state.legacy_pools);
-old workers must be stopped before new ones start.
+A pool's meta records the key format (``keys``); one written before names were escaped has none, and
+``meta`` (called before anything touches a pool) brings it to the current format (``_migrate_keys``,
+stream.state.legacy_pools); the commit's check refuses a pool of another format.
 
-Errors of Redis itself (unreachable, timeouts, slot moves, failovers) are raised as
-``StoreUnavailable`` by every method (stream.state.redis_client): retry later, the input is fine.
+Which ids were applied is answered by the worker's index of the ``:ids`` log (stream.state.id_index),
+not by Redis: the read returns what the log gained since the prefix the index holds, and the commit
+refuses (``AlreadyApplied``: re-read) unless the log is still exactly that prefix. The commit also
+advances the pool's highest applied offset per topic/partition (``:wm``); a commit given a first
+offset to check is refused when that offset is at or below it.
 
-Replication is asynchronous: a master that dies right after a commit can take the commit with it,
-while the worker has already acked the batch to Kafka. So every write the worker acks on (the
-commit, the pool's listing, pending round results) goes in one pipeline with ``WAIT n timeout``
-on the same connection of the master that owns the slot (WAIT counts the replicas that hold
-everything that connection wrote), and the write counts as done only when ``n`` replicas
-confirmed it: ``min_replicas`` (MMR_REDIS_MIN_REPLICAS), or, by default, 1 when that master has
-a replica (``INFO replication``, asked again every ``REPLICAS_TTL_S`` and after any failure) and
-0 without one. Fewer within the timeout: ``StoreUnavailable`` (the batch is retried, never
-acked) and the pool is marked unconfirmed; the next use of the pool first sends a write that
-changes nothing (``INCRBY gen 0``) with a ``WAIT`` on one connection, which confirms everything
-the master holds, the unconfirmed commit included, before anything else is done or acked.
-Those writes are ``ReplicatedWrites`` (stream.state.replication), which ``RedisStore`` inherits.
-
-The per-player version is the ``rounds`` counter inside the belief, so it moves atomically
-with the belief itself.
-
-Why a compare-and-set on ``gen`` rather than MULTI/WATCH: the read (GET gen, the new tail of
-``:ids``, MGET beliefs) is one read script (one round trip), the math runs outside Redis, and the commit
-is one EVALSHA that refuses to write when anything committed to the pool in between
-(a concurrent agent of this worker, or a second worker during a rebalance). The caller
-then re-reads and recomputes. Event ids are recorded in the same script as the beliefs,
-so a batch is either fully applied with its ids or not at all, and a re-delivered or
-re-published event is filtered out before any math.
-
-Which ids were applied is answered by the worker's own index of the ``:ids`` log
-(``stream.state.id_index.PoolIds``, one per pool in ``RedisStore``), not by Redis: the read
-returns the bytes appended since the prefix the index holds, and the commit refuses (as
-``AlreadyApplied``: re-read) unless the log is still exactly that prefix, so no answer is
-acted on once it is stale. Recording an id is then an ``APPEND`` of 16 bytes instead of a
-``SADD`` (~1.2-2.4 µs of Redis an id, waited for by every batch).
-
-The commit also advances the pool's highest applied input offset per topic/partition (``:wm``);
-a commit given a first offset to check is refused when that offset is at or below it.
-
-``:ids`` grows by one digest per event. With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) set it is kept
-in two generations: once ``:ids`` holds that many ids, the commit that filled it renames it
-to ``:ids:old`` (the generation before is unlinked: freed in Redis's background thread),
-starts an empty ``:ids`` and increments ``:ids:epoch``; both generations are checked. So a
-pool keeps at most twice that many ids plus one batch, and an event is recognised as long as
-fewer than ``seen_max_ids`` ids were recorded after it; one re-sent later than that is
-applied again. ``:done`` is bounded the same way (it rotates into ``:done:old`` once it holds
-``seen_max_ids`` round ids): a result arriving after that many newer rounds of its pool were closed
-opens its round again, which then times out (a dead letter "round timed out" instead of "late").
+With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) ``:ids`` is kept in two generations: the commit that fills
+it renames it to ``:ids:old`` (unlinking the one before) and increments ``:ids:epoch``; both are
+checked. So an event is recognised as long as fewer than ``seen_max_ids`` ids were recorded after it.
+``:done`` rotates into ``:done:old`` the same way: a result arriving after that many newer rounds
+of its pool were closed opens its round again, which then times out instead of being "late".
 """
 
 from __future__ import annotations
@@ -192,11 +153,8 @@ class Commit:
 
 
 class RedisStore(RoundState, ReplicatedWrites, PoolReads):
-    """Async access to the layout above (redis-py asyncio client, hiredis parser; a single server
-    or a Redis Cluster, see stream.state.redis_client).
-
-    Every method raises ``StoreUnavailable`` (stream.state.redis_client) when Redis fails rather than
-    the request: retry later. ``StateError``: the pool's stored keys are unusable (nothing written)."""
+    """Async access to the layout above on a single server or a Redis Cluster (stream.state.redis_client).
+    ``StateError``: the pool's stored keys are unusable (nothing written)."""
 
     def __init__(self, client: AnyRedis, prefix: str = "mmr", seen_max_ids: int = 0,
                  min_replicas: int | None = None, wait_timeout_ms: int = 1000,
@@ -225,7 +183,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         self.wait_timeout_ms = wait_timeout_ms
         #: per master (node name; "" for a single server): (when asked, connected replicas)
         self._replicas: dict[str, tuple[float, int]] = {}
-        #: pools with a write that may not have reached the replicas yet (see the module docstring)
+        #: pools with a write that may not have reached the replicas yet (stream.state.replication)
         self._unconfirmed: set[str] = set()
         #: checks every new connection for a restarted server (stream.state.fence); None: not checked
         self.fence: ServerFence | None = None
@@ -240,7 +198,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
                  min_replicas: int | None = None, wait_timeout_ms: int = 1000, fence: ServerFence | None = None,
                  history_limit: int = HISTORY_LIMIT, **kwargs: Any) -> RedisStore:
         """A store on ``url``: a Redis Cluster when ``cluster`` (None: ask the server; see ``connect``).
-        ``min_replicas``/``wait_timeout_ms``: see the module docstring (None: 1 if the master has a replica).
+        ``min_replicas``/``wait_timeout_ms``: stream.state.replication (None: 1 if the master has a replica).
         ``fence``: every new connection checks that its server did not restart (stream.state.fence)."""
         check_prefix(prefix)
         if fence is not None:
@@ -306,11 +264,9 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         """gen, which of ``event_ids`` were applied, beliefs, the watermarks asked for and (with
         ``advantages``) the learned side advantages, in one atomic round trip (one Lua script).
 
-        The names go as two length-prefixed blobs: redis-py packs every argument in Python
-        (~1.5 µs each), which made the read of a 1,000-match batch (2,000 keys, 1,000 ids) cost
-        as much as its rating math. The ids are not sent: the script returns what the pool's
-        ``:ids`` log gained since this store's index of it, and the index answers.
-        """
+        The names go as length-prefixed blobs: redis-py packs every argument in Python, which made
+        the read of a large batch cost as much as its rating math. The ids are not sent: the script
+        returns what the pool's ``:ids`` log gained since this store's index of it, which answers."""
         async with self._io():
             return await self._read(pool, list(players), event_ids, list(watermarks), advantages)
 
@@ -380,10 +336,8 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         return dict(zip(players, vals, strict=True))
 
     async def player(self, pool: str, player: str) -> tuple[bytes | None, bytes | None]:
-        """A player's stored belief and the explanation of their latest change, read together
-        (one pipeline: the commit writes both in one script, so a reply between two commits
-        pairs a belief with the explanation of an older version only if a commit landed
-        between the two commands; the caller compares versions)."""
+        """A player's stored belief and the explanation of their latest change, in one pipeline (a
+        commit landing between the two commands pairs them wrongly: the caller compares versions)."""
         async with self._io():
             pipe = self.r.pipeline(transaction=False)
             pipe.get(self.player_key(pool, player))
@@ -394,13 +348,11 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     async def meta(self, pool: str) -> dict[str, Any] | None:
         """The pool's system and parameters (None: a new pool).
 
-        A pool written before names were escaped (its meta has no key format) is brought to the
-        current key format here, before anything reads or writes its players or pending rounds
-        (round assembly calls this first too): when its own name needs no escaping, the keys of its
-        players and pending rounds whose names do are renamed (one script; idempotent, so two
-        workers may both try); when it does, its keys move from the
-        old hash tag to the new one (stream.state.legacy_pools), after the pool whose old keys are
-        where this pool's new keys go (the pool named like this pool's escaped name) moved on."""
+        A pool written before names were escaped (no key format in its meta) is brought to the
+        current format first: when its own name needs no escaping, the keys of its players and
+        pending rounds whose names do are renamed (one idempotent script); when it does, its keys
+        move to the new hash tag (stream.state.legacy_pools), after the pool whose old keys are this
+        pool's new ones (the pool named like this pool's escaped name) moved on."""
         async with self._io():
             raw = await self._meta_raw(pool)
             if needs_escape(pool):
@@ -490,9 +442,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         """``(rank, offset, score, total)`` of a player on the leaderboard (None: not on it).
 
         ``rank`` = 1 + players with a higher score (ties share it); ``offset`` = the player's place
-        in the order of ``page`` (ties in reverse order of name, as ZREVRANGE orders them). Two
-        round trips: a commit in between can shift ``rank`` by the players it moved past the score
-        read first."""
+        in ``page``'s order. Two round trips: a commit in between can shift ``rank``."""
         key = self.key(pool, "lb")
         async with self._io():
             pipe = self.r.pipeline(transaction=False)
@@ -506,9 +456,8 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         return min(int(higher), int(offset)) + 1, int(offset), float(score), int(total)
 
     async def scan_players(self, pool: str, count: int = 1000) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """Every stored belief of a pool, in chunks: the leaderboard's members (ZSCAN, each once)
-        and their values (MGET). Both commands name keys of the pool's slot, so this works the same
-        on a cluster, and costs the pool's size rather than the keyspace's (as a SCAN would)."""
+        """Every stored belief of a pool, in chunks: the leaderboard's members (ZSCAN, each once) and
+        their values (MGET): keys of the pool's slot only, so the cost is the pool's size, not the keyspace's."""
         lb = self.key(pool, "lb")
         seen: set[str] = set()
         cursor = 0
@@ -642,11 +591,10 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
 
 def bulk_commands(c: Commit, player_prefix: bytes, lb_key: bytes, chg_key: bytes, history_prefix: bytes,
                   history_limit: int) -> list[bytes]:
-    """The commit's bulk writes, packed by the Redis client's protocol library (hiredis): ``MSET``
-    of the players' keys (``player_prefix`` + escaped name) to their beliefs, ``ZADD lb_key`` of
-    their scores in ascending order, ``HSET chg_key`` of the changes -- those with something to
-    write -- and, with a ``history_limit``, the append of their history records (``stream.state.history``).
-    A NaN score, which a sorted set refuses, raises ValueError here, before anything is sent."""
+    """The commit's bulk writes, packed by hiredis: ``MSET`` of the players' keys to their beliefs,
+    ``ZADD lb_key`` of their scores in ascending order, ``HSET chg_key`` of the changes, and with a
+    ``history_limit`` the append of their history records (stream.state.history). A NaN score, which
+    a sorted set refuses, raises ValueError here, before anything is sent."""
     players = list(c.beliefs)
     scores = np.array(list(map(c.scores.__getitem__, players)), dtype=np.float64).reshape(-1)
     if np.isnan(scores).any():

@@ -1,9 +1,16 @@
 """Writes the replicas confirm: the ``WAIT`` half of ``RedisStore`` (stream.state.redis_store).
 
-Why a module of its own: how a write is confirmed by the replicas (one pipeline with ``WAIT n
-timeout`` on one connection of the slot's master, the replicas a master has, the pools whose
-last write is not confirmed yet) is independent of what the store writes; the store's module
-docstring says why every acked write waits (asynchronous replication), this one how.
+Replication is asynchronous: a master that dies right after a commit can take the commit with it,
+while the worker has already acked the batch to Kafka. So every write the worker acks on (the
+commit, the pool's listing, pending round results) goes in one pipeline with ``WAIT n timeout`` on
+one connection of the slot's master (WAIT counts the replicas holding everything that connection
+wrote), and counts as done only once ``n`` replicas confirmed it: ``min_replicas``
+(MMR_REDIS_MIN_REPLICAS), by default 1 when the master has a replica (``INFO replication``, asked
+again every ``REPLICAS_TTL_S`` and after any failure), else 0. Fewer within the timeout:
+``StoreUnavailable`` (the batch is retried, never acked) and the pool is marked unconfirmed; its
+next use first sends a write that changes nothing (``INCRBY gen 0``) with a ``WAIT``, which confirms
+everything the master holds before anything else is done or acked.
+
 ``RedisStore`` inherits these methods; they use its client, key space and the state declared
 below, which ``RedisStore.__init__`` sets.
 """
@@ -51,18 +58,14 @@ class ReplicatedWrites:
 
         def key(self, pool: str, suffix: str) -> str: ...
 
-    # --- writes the replicas confirm (see the module docstring) --------------------------
     async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]] | Exchange,
                           wrote: Callable[[list[Any]], bool]) -> list[Any]:
-        """The replies of ``commands`` (all in ``key``'s slot), sent in one pipeline on one connection of
-        the slot's master and followed there by ``WAIT`` when replicas must confirm them. ``wrote``: whether
-        the replies say that the commands wrote (a WAIT after no write confirms older writes only).
-        ``commands`` may also be an ``Exchange``, which sends what it needs on the connection it holds
-        (a transaction: ``RedisStore.commit``) and returns its replies, then WAIT's.
-
-        The first error reply is raised (after MOVED: sent again to the slot's new master). ``StoreUnavailable`` when
-        fewer replicas than required confirmed within the timeout. ``mark`` (a pool) stays marked
-        unconfirmed until a WAIT after a write confirmed it."""
+        """The replies of ``commands`` (all in ``key``'s slot; or an ``Exchange``, a transaction on the
+        connection it holds), sent in one pipeline on one connection of the slot's master, then ``WAIT``
+        there when replicas must confirm them. ``wrote``: whether the replies say the commands wrote (a
+        WAIT after no write confirms older writes only). The first error reply is raised (after MOVED:
+        sent again to the slot's new master); ``StoreUnavailable`` when too few replicas confirmed in
+        time. ``mark`` (a pool) stays unconfirmed until a WAIT after a write confirmed it."""
         for redirected in range(3):
             node = self.r.get_node_from_key(key) if self.is_cluster else None
             need = await self._required(node)
@@ -97,25 +100,16 @@ class ReplicatedWrites:
     async def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]], need: int) -> list[Any]:
         """``commands`` and ``WAIT need`` (if ``need``) in one pipeline on one connection of ``node``
         (None: the single server); replies and error replies, no redirect followed."""
-        if node is None:
-            pipe = self.r.pipeline(transaction=False)
-            for cmd in commands:
-                pipe.execute_command(*cmd)
-            if need:
-                pipe.execute_command("WAIT", need, self.wait_timeout_ms)
-            return list(await pipe.execute(raise_on_error=False))
-        pipe = self.r.pipeline()
-        for cmd in commands:
-            pipe.execute_command(*cmd, target_nodes=node)
-        if need:
-            pipe.execute_command("WAIT", need, self.wait_timeout_ms, target_nodes=node)
-        return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
+        pipe = self.r.pipeline(transaction=False) if node is None else self.r.pipeline()
+        target = {} if node is None else {"target_nodes": node}
+        for cmd in [*commands, ("WAIT", need, self.wait_timeout_ms)] if need else commands:
+            pipe.execute_command(*cmd, **target)
+        return list(await pipe.execute(raise_on_error=False, **({} if node is None else {"allow_redirections": False})))
 
     @contextlib.asynccontextmanager
     async def _connection(self, node: Any) -> AsyncIterator[Any]:
-        """One connection of ``node`` (None: the single server), held for an exchange of several round
-        trips (a WATCH holds on its connection only). Closed when the exchange fails half-way: replies may
-        be unread, a WATCH or MULTI open."""
+        """One connection of ``node`` (None: the single server) held for several round trips (a WATCH holds
+        on its connection only); closed when the exchange fails half-way (replies unread, a WATCH open)."""
         pool = self.r.connection_pool if node is None else None
         conn = await pool.get_connection() if pool is not None else node.acquire_connection()
         try:
@@ -147,18 +141,15 @@ class ReplicatedWrites:
         return replies
 
     async def _confirm(self, pool: str) -> None:
-        """For a pool marked unconfirmed: a write that changes nothing (``INCRBY gen 0``; an absent
-        ``gen`` reads as 0 too) and WAIT on its connection, which confirms everything its master
-        holds; ``StoreUnavailable`` until the replicas have it."""
+        """For a pool marked unconfirmed: a write that changes nothing (``INCRBY gen 0``) and WAIT, which
+        confirms everything its master holds; ``StoreUnavailable`` until the replicas have it."""
         if pool in self._unconfirmed:
             await self._replicated(pool, self.key(pool, "gen"), [("INCRBY", self.key(pool, "gen"), 0)],
                                    wrote=lambda _: True)
 
     async def _list_pool(self, pool: str) -> None:
         """Adds ``pool`` to the set of pools, confirmed by the replicas like a commit. A SADD of a member
-        already there writes nothing (WAIT would confirm older writes only): then the set is rewritten
-        as it is (SUNIONSTORE of itself), which does write -- only on a retry, or for a pool another
-        worker listed."""
+        already there writes nothing, so (on a retry) the set is rewritten as it is (SUNIONSTORE)."""
         key, mark = self.keys.pools_key(), f"{pool}\0listed"
         added = (await self._replicated(mark, key, [("SADD", key, pool)], wrote=lambda r: bool(r[0])))[0]
         if not added and mark in self._unconfirmed:
@@ -177,25 +168,20 @@ class ReplicatedWrites:
         known = self._replicas.get(name)
         if known is not None and now - known[0] < REPLICAS_TTL_S:
             return known[1]
-        if node is None:
-            info = await self.r.info("replication")
-        else:
-            info = await self.r.info("replication", target_nodes=node)
+        info = await self.r.info("replication", **({} if node is None else {"target_nodes": node}))
         n = int(info.get("connected_slaves", 0))
         self._replicas[name] = (now, n)
         return n
 
 
 async def _send(conn: Any, packed: list[bytes | memoryview]) -> None:
-    """Writes ``packed`` to ``conn`` piece by piece on its stream, as redis-py's ``send_packed_command``
-    does but without joining the pieces first.
+    """Writes ``packed`` to ``conn`` piece by piece, as redis-py's ``send_packed_command`` does but
+    without joining the pieces first.
 
-    Why: a commit's frames are tens of MB. Joined, asyncio (Python 3.11) copies them once for the
-    join, once more for what the socket did not take at once (a slice of ``bytes``), and a third time
-    into its buffer; written as memoryviews, only the last of these remains. The three held the event
-    loop (and the GIL) ~1.6 s of a Codeforces history, the one left ~0.3 s (py-spy, BENCHMARKS.md). The stream
-    is redis-py's private ``_writer`` (redis is pinned in constraints.txt; a test checks it is there):
-    without one (not connected yet, another version), ``send_packed_command`` sends it."""
+    Why: a commit's frames are tens of MB. Joined, asyncio copies them once for the join, once more
+    for what the socket did not take at once, and a third time into its buffer, all on the event loop
+    (BENCHMARKS.md); written as memoryviews, only the last copy remains. The stream is redis-py's
+    private ``_writer`` (redis is pinned; a test checks it is there): without one, ``send_packed_command``."""
     writer = getattr(conn, "_writer", None) if conn.is_connected else None
     if not isinstance(writer, asyncio.StreamWriter):
         await conn.send_packed_command(packed)

@@ -1,15 +1,16 @@
 """The state of rounds being assembled from per-player results: the ``RoundState`` half of ``RedisStore``
-(stream.state.redis_store, whose docstring holds the key layout: ``:pend:<round_id>``, ``:done``,
-``:done:old``, ``:open`` and ``open-rounds:<source>``).
+(keys ``:pend:<round_id>``, ``:done``, ``:done:old``, ``:open``, ``open-rounds:<source>``;
+stream.state.redis_store). The round book (stream.service.round_book) mirrors its rounds here, and
+round expiry closes them, apart from the atomic step (whose commit marks the rounds it rated done).
 
-Why a module of its own: the round book (stream.service.round_book) mirrors its assembled rounds in
-these keys, and round expiry closes them, independently of the atomic step that rates and commits a
-batch (``RedisStore.commit``, which marks the rounds it rated done in the same script). The index of
-open rounds that expiry sweeps is stream.state.open_rounds.
+The index of open rounds that expiry sweeps: a pool's ``:open`` (round id -> when its first result
+was saved, ms) is written with the round's pending results and emptied by the scripts that mark
+rounds done. The hint of an input partition (pool -> its earliest open round from there) is outside
+every pool's slot, written before the round's own entry (a hint without rounds is dropped by a
+sweep; a round without a hint would not be found) and moved by the sweep of its owner.
 
-``RedisStore`` inherits these methods; they use its client, key space, scripts and the state declared
-below, which ``RedisStore.__init__`` sets. Every method raises ``StoreUnavailable`` when Redis fails
-and ``StateError`` when a pool's keys hold what the scripts cannot write over.
+``RedisStore`` inherits these methods; they use the state declared below, which ``RedisStore.__init__``
+sets. ``StateError``: a pool's keys hold what the scripts cannot write over.
 """
 
 from __future__ import annotations
@@ -133,5 +134,65 @@ class RoundState:
         return closed
 
     def open_rounds_key(self, source: str) -> str:
-        """The hint of the pools with rounds open from input ``source`` (stream.state.open_rounds)."""
+        """The hint of the pools with rounds open from input ``source``."""
         return self.keys.open_rounds_key(source)
+
+    async def hint_open(self, pool: str, sources: Sequence[str], first: int) -> None:
+        """Record that ``pool`` has a round open since ``first`` (ms) from each input ``source``, unless an
+        earlier time is recorded; confirmed by the replicas like a commit (a lost hint would leave the round to
+        be found only by its next event)."""
+        for source in sources:
+            key = self.open_rounds_key(source)
+            async with self._io():
+                await self._replicated(f"{pool}\0open", key, [("ZADD", key, "LT", first, pool)], wrote=lambda _: True)
+
+    async def due_pools(self, sources: Sequence[str], before: int, limit: int) -> dict[str, list[str]]:
+        """Per input source: up to ``limit`` pools whose hint is before ``before`` (ms), earliest first."""
+        if not sources:
+            return {}
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for source in sources:
+                pipe.zrangebyscore(self.open_rounds_key(source), "-inf", f"({before}", start=0, num=limit)
+            res = await pipe.execute()
+        return {s: [p.decode() for p in pools] for s, pools in zip(sources, res, strict=True) if pools}
+
+    async def due_rounds(self, pools: Sequence[str], before: int, limit: int,
+                         ) -> dict[str, tuple[list[tuple[str, int]], int | None]]:
+        """Per pool: up to ``limit`` open rounds (id, opened at) opened before ``before`` (ms), earliest first,
+        and the earliest time in its ``:open`` (None: no open round). A pool whose key holds another type is
+        logged and left out."""
+        if not pools:
+            return {}
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for pool in pools:
+                key = self.key(pool, "open")
+                pipe.zrangebyscore(key, "-inf", f"({before}", start=0, num=limit, withscores=True)
+                pipe.zrange(key, 0, 0, withscores=True)
+            res = await pipe.execute(raise_on_error=False)
+        out: dict[str, tuple[list[tuple[str, int]], int | None]] = {}
+        for k, pool in enumerate(pools):
+            rows, first = res[2 * k], res[2 * k + 1]
+            if isinstance(rows, ResponseError) or isinstance(first, ResponseError):
+                log.error("open rounds of %r not readable: %s", pool, rows)
+                continue
+            for r in (rows, first):
+                if isinstance(r, Exception):
+                    raise r
+            out[pool] = ([(r.decode(), int(t)) for r, t in rows], int(first[0][1]) if first else None)
+        return out
+
+    async def set_hints(self, hints: Sequence[tuple[str, str, int | None]]) -> None:
+        """(source, pool, earliest open time or None): the pools' hints as a sweep found them (None: removed)."""
+        if not hints:
+            return
+        async with self._io():
+            pipe = self.r.pipeline(transaction=False)
+            for source, pool, first in hints:
+                key = self.open_rounds_key(source)
+                if first is None:
+                    pipe.zrem(key, pool)
+                else:
+                    pipe.zadd(key, {pool: first})
+            await pipe.execute()

@@ -1,6 +1,5 @@
-"""The errors of the Redis store (stream.state.redis_store), in a module of their own so that the parts of
-the store in other modules (stream.state.round_state) raise the same ones without importing the store.
-``stream.state.redis_store`` exports them too."""
+"""The errors of the Redis store, apart so that its parts in other modules raise them without
+importing the store (``stream.state.redis_store`` exports them too)."""
 
 from __future__ import annotations
 
@@ -16,19 +15,12 @@ class Conflict(InfrastructureError, RuntimeError):
 
 
 class AlreadyApplied(Conflict):
-    """An optimistic commit (``check_ids``) found one of its event ids applied already.
-
-    The caller re-reads with the event ids (the snapshot) and recomputes without them:
-    a re-delivered batch is rare, so the usual batch skips the read entirely.
-    """
+    """An optimistic commit (``check_ids``) found one of its event ids applied already: re-read with
+    the event ids and recompute without them (a re-delivery is rare: the usual batch skips the read)."""
 
 
 class MetaConflict(Conflict):
-    """The pool was first committed (by another worker) with another system: reload and recompute.
-
-    Possible when a new pool's rounds and matches are consumed by two workers whose
-    defaults differ by event kind; the first commit fixes the pool's system.
-    """
+    """The pool was first committed (by another worker) with another system: reload and recompute."""
 
 
 class StateError(InfrastructureError, RuntimeError):
@@ -39,7 +31,6 @@ class StateError(InfrastructureError, RuntimeError):
     def __init__(self, pool: str, detail: str) -> None:
         super().__init__(f"pool {pool!r}: {detail}")
         self.pool = pool
-
 
 
 def raise_state(pool: str, exc: ResponseError) -> NoReturn:

@@ -1,11 +1,8 @@
 """A worker step's stored values with the beliefs it rates held in one arena (``TaggedPool``).
 
-Why: the embedded replay keeps an Elo-MMR pool's beliefs in a ``PackedPool`` and so makes no
-Python object per player and round; the worker's step of rounds read, cut and stored a
-``bytes`` per player and round instead (a player is in ~4.5 rounds of a step of the
-Codeforces history), which took more of the step's time than the kernel. Here the step's
-beliefs are held as the embedded replay holds them, behind the store's format: each value is
-a codec's tag byte, then the packed belief.
+Why: a ``bytes`` read, cut and stored per player and round took more of a step of rounds than the
+kernel. The step's beliefs are held as the embedded replay holds them (a ``PackedPool``), behind
+the store's format: each value is a codec's tag byte, then the packed belief.
 """
 
 from __future__ import annotations
@@ -25,10 +22,9 @@ from stream.ratings.base import FloatArray, IntArray
 from stream.runtime.copies import copy_into
 from stream.state.packed_pool import FlatBeliefs, PackedPool
 
-#: room (values) a step's belief is given when placed or moved in the step's arena: a player is in ~3.2
-#: rounds of a step of the Codeforces history, and an Elo-MMR belief grows by 3 values a round, so most
-#: are placed once and not moved again (a synthetic step: putting its rounds back 117-122 -> 103-105 ms;
-#: BENCHMARKS.md, "Service"); the arena lives for one step, and this is 192 bytes a player there
+#: room (values) a step's belief is given when placed or moved in the step's arena: a player is in a few
+#: rounds of a step, and an Elo-MMR belief grows by 3 values a round, so most are placed once and not moved
+#: again (BENCHMARKS.md, "Service"); the arena lives for one step
 STEP_SLACK = 24
 
 
@@ -56,35 +52,15 @@ def _untag_into(raw, lengths, skip, arena, start, idx):  # type: ignore[no-untyp
         src += lengths[k]
 
 
-class TaggedFlat(FlatBeliefs):
-    """``FlatBeliefs`` whose values read as the store holds them: ``tag`` + packed belief; ``at``:
-    the players' places in the step's order, when the round was found by them (``TaggedPool.indices``)."""
-
-    def __init__(self, players: Sequence[str], idx: IntArray, flat: FloatArray, offsets: IntArray,
-                 pool: PackedPool, tag: bytes, at: IntArray | None = None) -> None:
-        super().__init__(players, idx, flat, offsets, pool)
-        self.tag = tag
-        self.at = at
-
-    def __getitem__(self, player: str) -> bytes:
-        return self.tag + super().__getitem__(player)
-
-
 class TaggedPool(Mapping[str, bytes]):
-    """A step's stored values (a codec's tag byte, then a packed belief: what Redis holds) with
-    the beliefs of the players rated so far in a ``PackedPool`` (``pool``): the worker's rating
-    step of rounds, as the embedded replay, gathers a round by index and takes its output block
-    back in one copy, with no ``bytes`` per player and round (a player is in ~4.5 rounds of a
-    step of the Codeforces history). A player's value is read from ``stored`` once, at first
-    sight (``indices``); ``get`` answers with the value as the store would hold it now.
+    """A step's stored values (what Redis holds) with the beliefs of the players rated so far in a
+    ``PackedPool`` (``pool``): a round is gathered by index and its output block taken back in one
+    copy. A player's value is read from ``stored`` (never changed) once, at first sight; ``get``
+    answers with the value as the store would hold it now; a commit's values are ``encoded``.
 
-    ``stored`` is not changed: the values a step commits are ``encoded`` from the arena.
-
-    With ``order`` (each of the step's players → their place, ``0 .. len(order) − 1``: the event
-    loop numbered them while it planned the step, hashing each player-round there anyway), a
-    round's players are found by their places (``indices(players, at)``): one numpy take, where
-    looking each player-round up by name was a tenth of the numba thread's time on the
-    Codeforces history (~160,000 player-rounds a step; BENCHMARKS.md, "Service")."""
+    With ``order`` (each of the step's players → their place, numbered by the event loop while it
+    planned the step), a round's players are found by their places (``indices(players, at)``): one
+    numpy take instead of a look-up by name per player-round (BENCHMARKS.md, "Service")."""
 
     def __init__(self, stored: Mapping[str, bytes | None], tag: bytes,
                  order: Mapping[str, int] | None = None) -> None:
@@ -117,17 +93,12 @@ class TaggedPool(Mapping[str, bytes]):
         return raw
 
     def indices(self, players: Sequence[str], at: IntArray | None = None) -> IntArray | None:
-        """Each player's index in ``pool``, those first seen read from ``stored`` (−1: a
-        player without a value, the prior). None when one of those values is not ``tag`` and
-        whole float64 values: the caller's per-belief path then names it (nothing is read).
-        ``at``: the players' places in ``order``, which find them without a look-up by name.
+        """Each player's index in ``pool``, those first seen read from ``stored`` (−1: no value, the
+        prior). None when one of those values is not ``tag`` and whole float64 values: the caller's
+        per-belief path then names it. ``at``: the players' places in ``order``.
 
-        The first call reads every value of ``stored`` into ``pool`` at once (of ``order``'s
-        players, in that order, when given; else in ``stored``'s order), when all of them are
-        beliefs (else each is read when a round first names it): a step's rounds then find each
-        of their players by one look-up (or one take by place), with no per-round work for
-        players seen for the first time (a step of the Codeforces history reads ~50,000 players
-        over ~160,000 player-rounds)."""
+        The first call reads every value of ``stored`` into ``pool`` at once when all are beliefs
+        (else each is read when a round first names it), so rounds pay nothing for newcomers."""
         if not self._read_all:
             self._read_all = True
             self._read_stored()
@@ -166,9 +137,8 @@ class TaggedPool(Mapping[str, bytes]):
                    cast("list[bytes]", [raw for raw in stored.values() if raw is not None]))
 
     def _read(self, names: list[str], vals: list[bytes]) -> IntArray | None:
-        """Values ``vals`` of players ``names`` (none in ``pool`` yet) into ``pool``, in one copy;
-        their indices there, or None (nothing read) when one of them is not ``tag`` and whole
-        float64 values."""
+        """Values ``vals`` of players ``names`` (none in ``pool`` yet) into ``pool`` in one copy; their
+        indices there, or None (nothing read) when one is not ``tag`` and whole float64 values."""
         if not names:
             return np.empty(0, dtype=np.int64)
         tag = self.tag
@@ -178,8 +148,7 @@ class TaggedPool(Mapping[str, bytes]):
         if bool((nbytes % 8).any()) or bool((nbytes < 0).any()):
             return None
         # all values in one buffer, their tags checked, then cut out straight into their slots: no object
-        # per value, and no buffer of their own between (a synthetic step's 50,000 values of 9-306 floats:
-        # 196-201 -> 149-165 ms; BENCHMARKS.md, "Service")
+        # per value, and no buffer of their own between (BENCHMARKS.md, "Service")
         raw = np.frombuffer(b"".join(vals), dtype=np.uint8)
         if not _tagged(raw, lengths, np.frombuffer(tag, dtype=np.uint8)):
             return None
@@ -189,9 +158,9 @@ class TaggedPool(Mapping[str, bytes]):
         return idx
 
     def update(self, changed: Mapping[str, bytes]) -> None:  # type: ignore[override]
-        """New values: a ``TaggedFlat`` gathered from ``pool`` in one copy, others value by value
+        """New values: a ``FlatBeliefs`` gathered from ``pool`` in one copy, others value by value
         (``tag`` and whole float64 values, as the codec writes them)."""
-        if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:  # (a ``TaggedFlat``)
+        if isinstance(changed, FlatBeliefs) and changed.pool is self.pool:
             self.put(changed)
             return
         skip = len(self.tag)
@@ -216,7 +185,7 @@ class TaggedPool(Mapping[str, bytes]):
         by_place[at] = idx
 
     def put(self, changed: FlatBeliefs) -> IntArray:
-        """``update`` with a ``TaggedFlat`` gathered from ``pool``; the players' indices in ``pool``
+        """``update`` with a ``FlatBeliefs`` gathered from ``pool``; the players' indices in ``pool``
         (those new to it registered in order)."""
         pool = self.pool
         if changed.pool is not pool:
@@ -227,7 +196,7 @@ class TaggedPool(Mapping[str, bytes]):
         pool.update(changed)  # (registers the players new to it, in order, from ``base`` on)
         if new.size:
             idx[new] = np.arange(base, base + new.size, dtype=np.int64)
-            self._placed(changed.players, idx, changed.at if isinstance(changed, TaggedFlat) else None)
+            self._placed(changed.players, idx, changed.at)
         return idx
 
     def release(self) -> None:
@@ -236,15 +205,13 @@ class TaggedPool(Mapping[str, bytes]):
         self._by_place = None
 
     def encoded(self, players: Sequence[str], idx: IntArray | None = None) -> tuple[FloatArray, IntArray]:
-        """The beliefs of ``players`` (each in ``pool``; ``idx``: their indices there, if known) one
-        after another and their offsets: what the commit's values are written from
-        (``Float64Codec.encode_flat``)."""
+        """The beliefs of ``players`` (each in ``pool``; ``idx``: their indices, if known) one after
+        another and their offsets: what the commit's values are written from."""
         if idx is None:
             idx = self.pool.indices(players)
         if len(idx) and int(idx.min()) < 0:
             raise KeyError(players[int(np.flatnonzero(idx < 0)[0])])
-        flat, offsets = self.pool.gather(idx, np.empty(0, dtype=np.float64))
-        return flat, offsets
+        return self.pool.gather(idx, np.empty(0, dtype=np.float64))
 
 
 def warmup() -> None:

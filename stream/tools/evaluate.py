@@ -367,11 +367,6 @@ def evaluate_events(system: RatingSystem, events: Sequence[Event], warmup: float
     return res, ev
 
 
-def describe(system: str, params: Mapping[str, Any], warmup: float, min_history: int) -> dict[str, Any]:
-    sys_obj = make_system(system, params)
-    return {"system": system, "params": sys_obj.params.as_dict(), "warmup": warmup, "min_history": min_history}
-
-
 def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[str, AdvantageParams]]:
     """The system and the advantage's settings of each pool of a pools file (``--pools``;
     ``common.load_pools_file``; ``sided.make_pool_system``)."""

@@ -6,18 +6,33 @@ with their bounds), never a list kept here. The search is optuna's TPE sampler (
 so that parameters acting together, as Elo-MMR's ``sig_limit`` and ``weight_limit``, are
 modelled together): a bounded, sample-efficient search whose every trial is a replay of the
 training prefix, reproducible from its seed (one process, trials in order). The first trial is
-the defaults, so the fitted parameters are never worse than them on the training prefix.
+the defaults, so the fitted parameters are never worse than them on the training prefix, and the
+best trial is written only if it beats them there by more than noise (``choose``: ``--z`` standard
+errors of the paired difference of their losses); else the defaults are written, and fit says so.
 
 The protocol is ``mmr tune``'s (``stream.tools.holdout``); by default the prefix is the first
 half of the history: the parameters are meant to run live, and should reflect as much of the
 pool's history as can be spared while leaving an equal part held out to judge them.
+Every prediction after the warm-up is scored by default (``--min-history 0``, where ``mmr tune``
+and ``mmr eval`` keep 5): the parameters run live on every event, newcomers' included, and they
+set how fast a newcomer's rating moves, which predictions of experienced players only cannot
+judge; and a team round is scored only when every member of both teams qualifies, which on large
+teams leaves few rounds (on AFL, 18 to 26 a side, about one in twenty), a sample of the seasons
+without debutants rather than of the game.
 
 Values are rounded to ``SIGNIFICANT`` digits when a trial proposes them, so that the written
 file is readable and the parameters scored are exactly the ones written.
+
+The held-out part is scored continuing from the state the replay of the training prefix leaves
+(players and side advantages alike), so what a fit carries into that score is its parameters only.
+The pools file also carries what the whole history taught each side (``advantage_start``), for the
+worker, which starts a pool from no state: there the learned advantage is the one thing a new pool
+can take from its history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -27,6 +42,7 @@ import time
 import tomllib
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +52,13 @@ from tqdm import tqdm
 from stream.events.inputs import InputError
 from stream.params import parse_params
 from stream.ratings import make_system
-from stream.ratings.advantage import MATCH_SIDE, split_params
+from stream.ratings.advantage import MATCH_SIDE, PREFIX, SIDE_INIT, SIDE_SD, split_params
 from stream.ratings.base import Params, RatingError
 from stream.ratings.registry import spec
 from stream.ratings.spec import SearchDim
 from stream.tools.common import report_skipped, skipped_lines
 from stream.tools.evaluate import csv_mapping, load_events
-from stream.tools.holdout import HoldOut, metrics, one_pool, protocol_options
+from stream.tools.holdout import BATCHES, Difference, HoldOut, metrics, one_pool, paired_difference, protocol_options
 
 if TYPE_CHECKING:
     import optuna
@@ -51,6 +67,9 @@ if TYPE_CHECKING:
 FIT_EXTRA = "mmr fit searches with optuna, which is not installed: pip install 'mmr-stream[fit]'"
 #: significant digits of a proposed value (module docstring)
 SIGNIFICANT = 4
+#: standard errors by which the best trial must beat the defaults on the training prefix to be written
+#: (``--z``; module docstring)
+Z = 2.0
 
 
 def search_space(system: str, fixed: Mapping[str, Any]) -> tuple[SearchDim, ...]:
@@ -117,10 +136,22 @@ def write_pools_file(path: str, pool: str, system: str, params: Mapping[str, Any
         raise
 
 
+@dataclass
+class Search:
+    """What the search found on the training prefix: the best trial's point and value, the defaults'
+    value, and (for an objective that is a mean over predictions) the best minus the defaults,
+    prediction by prediction (None when the best is the defaults or the objective is no such mean)."""
+
+    point: dict[str, Any]
+    value: float
+    default_value: float
+    best_is_default: bool
+    difference: Difference | None
+
+
 def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence[SearchDim], trials: int,
-           seed: int, progress: bool) -> tuple[dict[str, Any], float, float]:
-    """The best point of ``trials`` (the first: the defaults) on the training prefix:
-    (its parameters, its training value, the defaults' training value)."""
+           seed: int, progress: bool) -> Search:
+    """The best point of ``trials`` (the first: the defaults) on the training prefix."""
     try:
         import optuna
     except ImportError:
@@ -134,22 +165,29 @@ def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence
     study = optuna.create_study(direction="minimize", sampler=sampler)
     study.enqueue_trial(defaults(system, dims))
     bar = tqdm(total=trials, unit=" trials", desc="fit", file=sys.stderr, disable=not progress)
+    #: the losses of the defaults (trial 0) and of the best trial so far, prediction by prediction
+    losses: dict[str, Any] = {}
 
     def objective(trial: optuna.Trial) -> float:
         point = propose(trial, dims, kinds)
         trial.set_user_attr("point", point)
         try:
-            value = split.value(split.train(make_system(system, {**fixed, **point})))
+            res, per_event = split.train_losses(make_system(system, {**fixed, **point}))
+            value = split.value(res)
         except RatingError:  # a point the system refuses (a value it cannot rate with) is the worst
-            value = math.inf
+            value, per_event = math.inf, None
         bar.update(1)
         if math.isnan(value):
             if trial.number == 0:
                 raise click.ClickException(f"the training prefix gives no {split.objective}: nothing to fit on "
                                            "(a larger --train, a lower --min-history or another --objective)")
             value = math.inf
-        bar.set_postfix({split.objective: f"{min(value, bar_best[0]):.4f}"}, refresh=False)
-        bar_best[0] = min(value, bar_best[0])
+        if trial.number == 0:
+            losses["default"] = per_event
+        if value < bar_best[0]:
+            bar_best[0] = value
+            losses["best"] = per_event
+        bar.set_postfix({split.objective: f"{bar_best[0]:.4f}"}, refresh=False)
         return value
 
     bar_best = [math.inf]
@@ -162,20 +200,50 @@ def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence
     best = study.best_trial
     default_value = study.trials[0].value
     assert best.value is not None and default_value is not None
-    return dict(best.user_attrs["point"]), best.value, default_value
+    at_default = best.number == 0 or best.value >= default_value
+    diff = None
+    best_losses, default_losses = losses.get("best"), losses.get("default")
+    if not at_default and best_losses is not None and default_losses is not None and best_losses.size >= 2 * BATCHES:
+        diff = paired_difference(best_losses, default_losses)  # (fewer predictions: no error to judge by)
+    return Search(dict(best.user_attrs["point"]), best.value, default_value, at_default, diff)
 
 
-def advantage_start(split: HoldOut, result: Mapping[str, Any], pool: str, params: tuple[str, ...]
-                    ) -> dict[str, Any]:
-    """The ``advantage*`` parameters the pools file carries: those given (``--param``) and, where the
-    whole history taught the match side an advantage, its learned mean as ``advantage_init``, so the
-    worker starts the pool from what the history says instead of from no advantage (team sides start
-    at 0: their labels are the pool's own, learned from its first rounds)."""
+def choose(found: Search, z: float) -> tuple[bool, str]:
+    """Whether to write the best trial rather than the defaults, and why (the decision rule).
+
+    The best of many trials on one prefix is better than the defaults there by chance alone: a search
+    on a flat objective returns a point a hair better on the prefix that is as likely worse on what
+    follows. So the best is written only if it beats the defaults by more than ``z`` standard errors
+    of the paired difference of their losses on the prefix (``holdout.paired_difference``); otherwise
+    the defaults are written and the reason said. An objective that is not a mean over predictions
+    (the pair inversions) has no such error here: its best is written when strictly better."""
+    if found.best_is_default:
+        return False, f"no trial beat the defaults on the training prefix ({found.default_value:.5f})"
+    d = found.difference
+    if d is None:
+        return True, f"the best trial beat the defaults on the training prefix ({found.value:.5f})"
+    shown = f"{d.mean:+.5f} ± {d.se:.5f} (se)"
+    if d.below(z):
+        return True, f"the best trial beat the defaults on the training prefix by {shown}, beyond {z:g} se"
+    return False, f"the best trial differs from the defaults on the training prefix by {shown}, within {z:g} se: noise"
+
+
+def advantage_start(split: HoldOut, result: Mapping[str, Any], pool: str, params: tuple[str, ...],
+                    unit: float) -> dict[str, Any]:
+    """The ``advantage*`` parameters the pools file carries: those given (``--param``) and, for every
+    side the whole history taught an advantage (the match side, each side label of team rounds), its
+    learned belief as the side's prior (``advantage_init`` for the match side, ``advantage_init_<side>``
+    for a label: the mean; ``advantage_sd_<side>``: the sd, in the system's unit ``unit``). So the
+    worker starts the pool from what the history says of each side, as sure of it as the history made
+    the replay, instead of from no advantage at the default prior's width (which the first events of a
+    new pool would throw about). The values are rounded to ``SIGNIFICANT`` digits, like the searched."""
     out = {k: v for k, v in split.advantage.as_dict().items()
            if any(p.split("=", 1)[0].strip() == k for p in params)}
-    learned = result.get("advantage", {}).get(pool, {}).get(MATCH_SIDE)
-    if split.advantage.advantage and learned is not None:
-        out["advantage_init"] = float(learned["mean"])
+    if not split.advantage.advantage:
+        return out
+    for side, belief in sorted(result.get("advantage", {}).get(pool, {}).items()):
+        out[f"{PREFIX}_init" if side == MATCH_SIDE else SIDE_INIT + side] = rounded(float(belief["mean"]))
+        out[SIDE_SD + side] = rounded(float(belief["sd"]) / unit)
     return out
 
 
@@ -191,9 +259,12 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
 @click.option("--trials", type=click.IntRange(1), default=40, show_default=True,
               help="Replays of the training prefix the search may make (the first: the defaults).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search (the same fit again).")
+@click.option("--z", "z", type=click.FloatRange(0.0), default=Z, show_default=True,
+              help="Standard errors by which the best trial must beat the defaults on the training prefix to be "
+                   "written (log loss, Brier: paired per prediction; 0: whenever better); else the defaults are.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
-@protocol_options(train=0.5)
-def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: bool, system: str,
+@protocol_options(train=0.5, min_history=0)
+def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, progress: bool, system: str,
         params: tuple[str, ...], objective: str, train: float, warmup: float, min_history: int, pool: str | None,
         csv_columns: str, skip_invalid: bool, as_json: bool) -> None:
     """Fit --system's parameters for one pool on the first --train of its history in INPUT, score
@@ -209,24 +280,33 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
         split = HoldOut.split(events, train, warmup, min_history, objective, adv)
         if not as_json:
             click.echo(f"fit {system} on pool {name!r}: {split.describe()}; {trials} trials (seed {seed})", err=True)
-        point, fitted_train, default_train = search(split, system, fixed, dims, trials, seed, progress)
+        found = search(split, system, fixed, dims, trials, seed, progress)
+        improved, why = choose(found, z)
+        point = found.point if improved else defaults(system, dims)
+        fitted_train = found.value if improved else found.default_value
         fitted_sys = make_system(system, {**fixed, **point})
         with tqdm(total=2, unit=" replays", desc="held-out", file=sys.stderr, disable=not progress) as bar:
-            test_default = split.test(base)
+            test_default, loss_default = split.test_losses(base)
             bar.update(1)
-            test_fitted = split.test(fitted_sys)
+            test_fitted, loss_fitted = split.test_losses(fitted_sys)
             bar.update(1)
+        held_out_diff = None
+        if improved and loss_default is not None and loss_fitted is not None and loss_default.size >= 2 * BATCHES:
+            held_out_diff = paired_difference(loss_fitted, loss_default)
     except (InputError, RatingError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     report_skipped(skipped)
     written = {k: getattr(fitted_sys.params, k) for k in (*fixed, *point)}
-    written.update(advantage_start(split, test_fitted, name, params))
+    written.update(advantage_start(split, test_fitted, name, params, fitted_sys.advantage_unit()))
     write_pools_file(out, name, system, written)
     result = {
         "system": system, "pool": name, "objective": split.objective,
         "default": split.value(test_default), "fitted": split.value(test_fitted),
-        "default_train": default_train, "fitted_train": fitted_train,
+        "default_train": found.default_value, "fitted_train": fitted_train,
+        "improved": improved, "decision": why, "best_train": found.value, "best_params": found.point,
+        "train_difference": None if found.difference is None else dataclasses.asdict(found.difference),
+        "held_out_difference": None if held_out_diff is None else dataclasses.asdict(held_out_diff),
         "params": written, "default_params": defaults(system, dims),
         "held_out": {"default": metrics(test_default), "fitted": metrics(test_fitted)},
         "n_events": len(split.events), "n_train": split.n_train,
@@ -243,7 +323,10 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, progress: boo
                     *((k, f"{dflt[k]:g}" if k in dflt else "", f"{v:g}" if isinstance(v, float) else str(v))
                       for k, v in written.items())])
     scores = _table([(split.objective, "train", "held-out"),
-                     ("default", f"{default_train:.4f}", f"{result['default']:.4f}"),
+                     ("default", f"{found.default_value:.4f}", f"{result['default']:.4f}"),
                      ("fitted", f"{fitted_train:.4f}", f"{result['fitted']:.4f}")])
-    lines += ["", *scores, "", f"wrote pool {name!r} to {out}"]
+    held = [] if held_out_diff is None else \
+        [f"held out, fitted − default: {held_out_diff.mean:+.5f} ± {held_out_diff.se:.5f} (se)"]
+    lines += ["", *scores, "", why + ("" if improved else ": the defaults are written"), *held,
+              f"wrote pool {name!r} to {out}"]
     click.echo("\n".join(lines))

@@ -6,6 +6,9 @@ were chosen on. A candidate replays only the training prefix (its own ``warmup``
 updates, as in ``mmr eval``); the chosen parameters, and the defaults beside them, then replay
 the whole history and are scored on the events after the prefix (the prefix acts as their
 warm-up). Every replay and score is ``mmr eval``'s (``evaluate.evaluate_events``).
+
+``paired_difference`` says whether one setting beats another on the same predictions beyond
+noise: ``mmr fit``'s decision rule on the prefix, and its report on the held-out part.
 """
 
 from __future__ import annotations
@@ -17,18 +20,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+import numpy as np
 
 from stream.events.model import MatchEvent
 from stream.ratings.advantage import AdvantageParams
-from stream.ratings.base import RatingSystem
+from stream.ratings.base import FloatArray, RatingSystem
+from stream.scoring import brier, log_loss
 from stream.tools.common import skip_invalid_option
-from stream.tools.evaluate import Event, evaluate_events
+from stream.tools.evaluate import Evaluator, Event, evaluate_events
 
 #: what a search minimises; ``auto``: ``pick_objective``
 OBJECTIVES = ("auto", "log_loss", "brier", "pair_inversion", "rank_deviation", "team_pair_inversion",
               "team_rank_deviation")
 #: keys of a result that are not metrics of the predictions (``metrics``)
 _NOT_METRICS = ("runtime_s", "update_s", "calibration")
+#: the objectives that are a mean of one loss per scored two-sided prediction (``HoldOut.train_losses``)
+PER_EVENT = {"log_loss": log_loss, "brier": brier}
+#: batches of the paired comparison (``paired_difference``)
+BATCHES = 20
 
 
 def two_sided(ev: Event) -> bool:
@@ -83,6 +92,26 @@ class HoldOut:
         return evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
                                advantage=self.advantage)[0]
 
+    def train_losses(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
+        """``train``'s scores and, for an objective that is a mean over the scored predictions
+        (``PER_EVENT``), each prediction's loss in event order (None for the others). The events
+        scored depend on the history only (``min_history``), never on the parameters, so the losses
+        of two systems on one prefix are paired prediction by prediction."""
+        return self._losses(*evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
+                                             advantage=self.advantage))
+
+    def test_losses(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
+        """``test``'s scores and each held-out prediction's loss, as ``train_losses``."""
+        return self._losses(*evaluate_events(system, self.events, self.warmup, self.min_history,
+                                             score_from=self.n_train, advantage=self.advantage))
+
+    def _losses(self, res: dict[str, Any], ev: Evaluator) -> tuple[dict[str, Any], FloatArray | None]:
+        loss = PER_EVENT.get(self.objective)
+        if loss is None:
+            return res, None
+        return res, np.asarray(loss(np.asarray(ev.scores.p2 + ev.team.p2), np.asarray(ev.scores.s2 + ev.team.s2)),
+                               dtype=np.float64)
+
     def test(self, system: RatingSystem) -> dict[str, Any]:
         """``system``'s scores on the held-out events, after replaying the prefix."""
         return evaluate_events(system, self.events, self.warmup, self.min_history, score_from=self.n_train,
@@ -96,6 +125,32 @@ class HoldOut:
         n = len(self.events)
         return (f"{n} events: the first {self.n_train} train (the first {math.ceil(self.warmup * self.n_train)} of "
                 f"them only update), the other {n - self.n_train} are held out; objective {self.objective}")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A mean paired difference of losses (candidate − reference) and its standard error."""
+
+    mean: float
+    se: float
+
+    def below(self, z: float) -> bool:
+        """Whether the candidate is better beyond ``z`` standard errors (mean + z·se < 0)."""
+        return bool(self.mean + z * self.se < 0.0)
+
+
+def paired_difference(candidate: FloatArray, reference: FloatArray, batches: int = BATCHES) -> Difference:
+    """The mean of ``candidate − reference`` (losses of the same predictions) and its standard error
+    by batch means: the differences cut into ``batches`` consecutive batches, the se that of the
+    batches' means. Why batches: two parameter settings differ in ratings that persist from one
+    event to the next, so their per-event differences are correlated in time and the plain
+    ``sd/√n`` would call a difference significant that is not; the means of long consecutive
+    batches are close to independent (the batch-means method of simulation output analysis)."""
+    d = np.asarray(candidate, dtype=float) - np.asarray(reference, dtype=float)
+    if d.shape != np.shape(reference) or d.size < 2 * batches:
+        raise ValueError(f"{d.size} paired losses: too few to compare in {batches} batches")
+    means = np.array([b.mean() for b in np.array_split(d, batches)])
+    return Difference(float(d.mean()), float(means.std(ddof=1) / math.sqrt(batches)))
 
 
 def one_pool(events: Sequence[Event], pool: str | None) -> tuple[str, list[Event]]:
@@ -114,8 +169,9 @@ def one_pool(events: Sequence[Event], pool: str | None) -> tuple[str, list[Event
     raise click.UsageError(f"no event of pool {pool!r}; the input holds {', '.join(pools)}")
 
 
-def protocol_options(train: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options of the protocol, shared by ``tune`` and ``fit``; ``train``: the default fraction."""
+def protocol_options(train: float, min_history: int = 5) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of the protocol, shared by ``tune`` and ``fit``; ``train``: the default fraction,
+    ``min_history``: the default ``--min-history``."""
 
     def add(f: Callable[..., Any]) -> Callable[..., Any]:
         for opt in reversed((
@@ -129,7 +185,7 @@ def protocol_options(train: float) -> Callable[[Callable[..., Any]], Callable[..
                          show_default=True, help="Fraction of the events the search sees (the rest is held out)."),
             click.option("--warmup", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
                          show_default=True, help="Fraction of the training prefix that only updates."),
-            click.option("--min-history", type=click.IntRange(0), default=5, show_default=True,
+            click.option("--min-history", type=click.IntRange(0), default=min_history, show_default=True,
                          help="Score only players with at least this many earlier events."),
             click.option("--pool", default=None, help="Pool for contest/CSV input."),
             click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date",

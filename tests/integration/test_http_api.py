@@ -61,7 +61,7 @@ async def _rated(redis_url: str, players: list[str]) -> tuple[Settings, dict[str
 def _api(s: Settings, running: bool = True) -> tuple[ReadApi, Processor, RedisStore]:
     store, health = http_clients(s, cluster=False)
     proc = Processor(s, store, ThreadPoolExecutor(1))
-    return (ReadApi(store, proc.registry, CollectorRegistry(), proc.executor, 4321, lambda: running, health=health,
+    return (ReadApi(store, CollectorRegistry(), proc.executor, 4321, lambda: running, health=health,
                     concurrency=s.http_redis_connections), proc, store)
 
 
@@ -141,7 +141,7 @@ def test_a_probe_judges_redis_not_an_event_loop_late_to_read_its_answer(redis_ur
 
     async def check() -> None:
         store, health = http_clients(s, cluster=False)
-        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+        api = ReadApi(store, CollectorRegistry(), ThreadPoolExecutor(1), 4321,
                       lambda: True, health=health)
         app = make_web_app(api)
         probing = asyncio.Event()
@@ -185,7 +185,7 @@ def test_probes_livez_always_readyz_only_running_with_redis(tmp_path: Path) -> N
     async def check() -> None:
         s = Settings(redis_url=server.url, key_prefix="probes", redis_cluster=False)
         store, health = http_clients(s, cluster=False)
-        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+        api = ReadApi(store, CollectorRegistry(), ThreadPoolExecutor(1), 4321,
                       lambda: running[0], health=health)
         async with TestClient(TestServer(make_web_app(api))) as client:
             for _ in range(100):  # the server starting

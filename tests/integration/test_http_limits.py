@@ -30,7 +30,7 @@ def test_requests_over_the_limit_answer_429_and_the_probes_never(private_redis: 
     async def check() -> None:
         store, health = http_clients(s, cluster=False)
         proc = Processor(s, store, ThreadPoolExecutor(1))
-        api = ReadApi(store, proc.registry, CollectorRegistry(), proc.executor, 4321, lambda: True, health=health,
+        api = ReadApi(store, CollectorRegistry(), proc.executor, 4321, lambda: True, health=health,
                       concurrency=s.http_redis_connections, max_requests=s.http_max_requests)
         async with TestClient(TestServer(make_web_app(api))) as client:
             assert (await client.get("/pools/p/players/x")).status == 404  # connections made: Redis answers

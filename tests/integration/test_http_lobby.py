@@ -72,7 +72,7 @@ async def _client(redis_url: str) -> AsyncIterator[tuple[TestClient[Any, Any], P
     assert res.dead == []
     reads, health = http_clients(s, cluster=False)
     proc = Processor(s, reads, ThreadPoolExecutor(1))
-    api = ReadApi(reads, proc.registry, CollectorRegistry(), proc.executor, 4321, lambda: True, health=health,
+    api = ReadApi(reads, CollectorRegistry(), proc.executor, 4321, lambda: True, health=health,
                   concurrency=s.http_redis_connections)
     try:
         async with TestClient(TestServer(make_web_app(api))) as client:

@@ -39,7 +39,7 @@ MAX_EXAMPLES = 8
 def _app(s: Settings) -> tuple[web.Application, ReadApi]:
     reads, health = http_clients(s, cluster=False)
     proc = Processor(s, reads, ThreadPoolExecutor(1))
-    api = ReadApi(reads, proc.registry, CollectorRegistry(), proc.executor, 0, lambda: True, health=health,
+    api = ReadApi(reads, CollectorRegistry(), proc.executor, 0, lambda: True, health=health,
                   concurrency=s.http_redis_connections)
     return make_web_app(api), api
 

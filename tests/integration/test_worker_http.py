@@ -108,7 +108,7 @@ def test_healthz_says_starting_until_the_app_runs(redis_url: str) -> None:
     async def check() -> None:
         store = RedisStore.from_url(redis_url, prefix="healthz")
         running = [False]
-        api = ReadApi(store, None, CollectorRegistry(), ThreadPoolExecutor(1), 4321,  # type: ignore[arg-type]
+        api = ReadApi(store, CollectorRegistry(), ThreadPoolExecutor(1), 4321,
                       lambda: running[0])
         async with TestClient(TestServer(make_web_app(api))) as client:
             resp = await client.get("/healthz")

@@ -26,11 +26,6 @@ def best_times(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return wall, cpu
 
 
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """The shortest wall time of ``repeat`` runs of ``fn``, in seconds."""
-    return best_times(fn, repeat)[0]
-
-
 class Run(NamedTuple):
     """One process: wall and CPU seconds, peak resident memory (MiB)."""
 

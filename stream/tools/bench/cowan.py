@@ -27,7 +27,7 @@ import numpy as np
 from stream.ratings.base import Belief
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import Cowan, warmup
-from stream.tools.bench import best_of, best_times
+from stream.tools.bench import best_times
 
 
 def _schedule(rng: np.random.Generator, players: int, matches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,8 +170,8 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         data = [codec.encode(x) for x in beliefs[:200]]
         dec = [codec.decode(d) for d in data]
         tv = max(0.5 * float(np.abs(fast.full(x) - fast.full(y)).sum()) for x, y in zip(beliefs, dec, strict=False))
-        enc_us = best_of(functools.partial(_each, codec.encode, beliefs[:200]), repeat) / 200 * 1e6
-        dec_us = best_of(functools.partial(_each, codec.decode, data), repeat) / 200 * 1e6
+        enc_us = best_times(functools.partial(_each, codec.encode, beliefs[:200]), repeat)[0] / 200 * 1e6
+        dec_us = best_times(functools.partial(_each, codec.decode, data), repeat)[0] / 200 * 1e6
         click.echo(f"codec {who:12s} bytes mean {np.mean([len(d) for d in data]):6.0f} max "
                    f"{max(len(d) for d in data):5d} (float64 window {8 * np.mean([len(x) for x in beliefs[:200]]):6.0f}"
                    f"); max TV {tv:.1e}; encode {enc_us:5.1f} µs, decode {dec_us:5.1f} µs")

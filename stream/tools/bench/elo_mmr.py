@@ -25,7 +25,7 @@ from stream.files import prefetched
 from stream.ratings.base import Belief
 from stream.ratings.elo_mmr.system import EloMMR, warmup
 from stream.state.packed_pool import PackedPool
-from stream.tools.bench import best_of
+from stream.tools.bench import best_times
 from stream.tools.synth import tie_ranges
 
 ORACLE_MAX = 10_000
@@ -53,7 +53,7 @@ def _time_oracle(system: EloMMR, beliefs: list[Belief], ranks: np.ndarray) -> tu
 
     if len(beliefs) <= ORACLE_MAX:
         run = functools.partial(naive.rate_round_naive, beliefs, ranks, 4 * 86_400_000, system.params)
-        return best_of(run, 1) * 1e3, ""
+        return best_times(run, 1)[0] * 1e3, ""
     mu = np.array([b[0] for b in beliefs])
     s = np.array([math.hypot(b[1], 200.0) for b in beliefs])
     distinct = np.unique(ranks)
@@ -95,7 +95,7 @@ def _time_openskill(ranks: np.ndarray) -> float | None:
     model = PlackettLuce()
     teams = [[model.rating()] for _ in range(len(ranks))]
     rank_list = [float(r) for r in ranks]
-    return best_of(lambda: model.rate(teams, ranks=rank_list), 1) * 1e3
+    return best_times(lambda: model.rate(teams, ranks=rank_list), 1)[0] * 1e3
 
 
 def read_history(path: Path) -> Iterator[dict[str, Any]]:
@@ -183,7 +183,7 @@ def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, ref
     click.echo("-" * len(header))
     for n in (int(x) for x in sizes.split(",") if x.strip()):
         system, beliefs, ranks, warm = _round_setup(n, seed=n)
-        ours = best_of(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5) * 1e3
+        ours = best_times(functools.partial(system.rate_round, beliefs, ranks, 4 * 86_400_000), 5)[0] * 1e3
         cells = [f"{n:>8}", f"{ours:>9.2f}"]
         if peers:
             oracle, note = _time_oracle(system, beliefs, ranks)

@@ -85,37 +85,20 @@ THROUGHPUT = (
     ("sided", "batched_columns_sided_elo_results_per_s", "`match_columns` of 1,000 (elo), **not neutral**: the home "
      "advantage learned, one match at a time", 1000, 1800),
 )
-#: the bare loop's variants: result key, its label, ``bench_bare_faust``'s options
-BARE: tuple[tuple[str, str, dict[str, bool]], ...] = (
-    ("bare_faust_msgs_per_s", "bare Faust take loop (same single-match msgs)", {}),
-    ("bare_faust_3topics_msgs_per_s", "bare Faust take loop, + the worker's 2 other (empty) input topics",
-     {"idle_topics": True}),
-    ("bare_faust_patched_msgs_per_s", "the same, with the worker's Faust patches (inline delivery, no Monitor hooks)",
-     {"idle_topics": True, "worker_patches": True}),
-    ("bare_batch_delivery_msgs_per_s", "the same, with the worker's batch delivery (one Faust event per batch)",
-     {"idle_topics": True, "worker_patches": True, "batch_delivery": True}),
-)
 
 
-def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics: bool = False,
-                     worker_patches: bool = False, batch_delivery: bool = False) -> float:
-    """msgs/s of a bare Faust take loop (subprocess) over ``items``, with the worker's take settings
-    and ``_measure``'s clock. ``idle_topics``: also subscribed to two empty topics, as the worker is;
-    ``worker_patches``: with the worker's changes to Faust's per-message path
-    (``stream.service.faust_patches``); ``batch_delivery``: with its batch delivery
-    (``stream.service.delivery``)."""
+def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]]) -> float:
+    """msgs/s of a bare Faust take loop (subprocess; Faust's own delivery, none of the worker's departures
+    from it) over ``items``, with the worker's take settings and ``_measure``'s clock."""
     from stream.service.topics import ensure_topics
 
     topic = f"bench-bare-{uuid.uuid4().hex[:6]}"
-    s2 = replace(s, topic_matches=topic, topic_rounds=f"{topic}-rounds", topic_results=f"{topic}-results")
-    subscribed = ",".join(s2.input_topics() if idle_topics else [topic])
+    s2 = replace(s, topic_matches=topic)
     asyncio.run(ensure_topics(s2))
     tmp = Path(tempfile.mkdtemp(prefix="mmr-bare-"))
     state, log = tmp / "state", tmp / "bare.log"
-    proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench.service", s.kafka_bootstrap, subscribed,
-                             str(len(items)), str(state),
-                             "batch" if batch_delivery else "worker" if worker_patches else "faust"],
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "stream.tools.bench.service", s.kafka_bootstrap, topic,
+                             str(len(items)), str(state)], stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while not state.exists():  # warm-up messages until the loop has joined and taken one
@@ -134,14 +117,12 @@ def bench_bare_faust(s: Settings, items: list[tuple[bytes, bytes]], idle_topics:
             proc.kill()
 
 
-def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: str) -> None:
-    """The bare take loop (``python -m stream.tools.bench.service BOOTSTRAP TOPIC[,TOPIC...] N STATE
-    faust|worker|batch``)."""
-    from stream.service.delivery import BatchDelivery
+def _bare_main(bootstrap: str, topic: str, n: int, state_path: str) -> None:
+    """The bare take loop (``python -m stream.tools.bench.service BOOTSTRAP TOPIC N STATE``)."""
     from stream.service.faust_app import faust_app
 
     s = replace(from_env(), kafka_bootstrap=bootstrap)
-    app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=patches != "faust")
+    app = faust_app(s, f"bare-{uuid.uuid4().hex[:6]}", worker_patches=False)
     state = {"n": 0}
     path = Path(state_path)
 
@@ -155,18 +136,10 @@ def _bare_main(bootstrap: str, topics: str, n: int, state_path: str, patches: st
             path.write_text(json.dumps({"done": time.time()}))
             os._exit(0)
 
-    if patches == "batch":
-        async def counted(records: list[Any]) -> None:
-            count(records)
-
-        BatchDelivery(app, set(topics.split(",")), max_batch=s.take_max, within=s.take_within).serve(counted)
-    else:
-        t = app.topic(*topics.split(","), key_type=bytes, value_type=bytes)
-
-        @app.agent(t)
-        async def loop(stream: Any) -> None:
-            async for events in stream.take_events(s.take_max, within=s.take_within):
-                count([e.message for e in events])
+    @app.agent(app.topic(topic, key_type=bytes, value_type=bytes))
+    async def loop(stream: Any) -> None:
+        async for events in stream.take_events(s.take_max, within=s.take_within):
+            count([e.message for e in events])
 
     sys.argv = [sys.argv[0], "worker", "-l", "warn"]
     app.main()
@@ -386,10 +359,8 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
         rng = random.Random(1)
         singles_cs = singles("cs", n_singles, 2000, rng)
         if "bare" in phases:
-            bare = [(b"bare", v) for _, v in singles_cs]
-            for key, label, options in BARE:
-                click.echo(f"{label} ...", err=True)
-                res[key] = bench_bare_faust(s, bare, **options)
+            click.echo("bare Faust take loop ...", err=True)
+            res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
         if "scale" in phases:
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
@@ -507,17 +478,17 @@ def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool)
 def _report(res: dict[str, Any], json_out: str | None) -> None:
     """The JSON and a markdown table of what was measured (phases left out by --only are omitted)."""
     click.echo(json.dumps(res, indent=2))
-    bare, bare3 = res.get("bare_faust_msgs_per_s"), res.get("bare_faust_3topics_msgs_per_s")
+    bare = res.get("bare_faust_msgs_per_s")
 
     def pct(x: float) -> str:
-        return f" ({100 * x / bare:.0f} % / {100 * x / bare3:.0f} % of bare)" if bare and bare3 else ""
+        return f" ({100 * x / bare:.0f} % of bare)" if bare else ""
 
     rows = []
     if res.get("worker_env"):
         rows.append("| the worker's own environment (`--worker-env`) | "
                     + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
-        rows += [f"| {label} | {res[key]:,.0f} msgs/s |" for key, label, _ in BARE]
+        rows.append(f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |")
     rows += [f"| worker: {what} | {res[key]:,.0f} " + (f"msgs/s{pct(res[key])} |" if per == 1 else "results/s |")
              for _, key, what, per, _ in THROUGHPUT if key in res]
     if "rounds_per_s" in res:
@@ -597,4 +568,4 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
 
 
 if __name__ == "__main__":
-    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    _bare_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])

@@ -105,6 +105,13 @@ def test_params_split_wherever_a_pool_gets_them() -> None:
     assert not PoolEngine.of_params("p", "elo-mmr", {"advantage": "false"}).takes_sides
     with pytest.raises(PoolConfigError, match="advantage_sd"):
         PoolEngine.from_meta("p", "elo", {"advantage_sd": -1})
+    # a side's own prior, as a pools file written by ``mmr fit`` gives it, comes with the stored meta
+    sided_meta = {"advantage_init_home": 26.5, "advantage_sd_home": 0.04, "advantage_init_away": -26.5}
+    eng = PoolEngine.from_meta("p", "elo-mmr", sided_meta)
+    assert eng.advantage.as_dict() | sided_meta == eng.advantage.as_dict()
+    assert eng.advantages.shift("home") == 26.5 and eng.advantages.shift("away") == -26.5
+    with pytest.raises(PoolConfigError, match="advantage_init_match"):
+        PoolEngine.from_meta("p", "elo", {"advantage_init_match": 1})
     with pytest.raises(RatingError, match="advantage_sdd"):
         PoolEngine.of_params("p", "elo", {"advantage_sdd": 1})
 

@@ -159,15 +159,6 @@ def test_round_assembly_rejects_double_player_and_too_many() -> None:
         asm.add_completed(_completed("q", 4), 0)
 
 
-def test_round_assembly_timeout() -> None:
-    asm = RoundAssembler()
-    asm.add_result(_result("r", "a", 1), now=0)
-    assert asm.expire(now=500, timeout_ms=1000) == []
-    expired = asm.expire(now=2000, timeout_ms=1000)
-    assert expired == [("p", "r", "round timed out with 1/? results")]
-    assert asm.open_rounds() == []
-
-
 def test_times_and_ranks_beyond_int64_are_invalid_on_both_paths(tmp_path: Path) -> None:
     """Larger values passed validation and then crashed the pipeline (OverflowError)."""
     from stream.engine.embedded import EmbeddedPipeline

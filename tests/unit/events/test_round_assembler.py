@@ -50,24 +50,13 @@ def test_by_default_a_dispatched_round_is_closed() -> None:
     assert not asm.is_closed("p", "r") and asm.open_rounds() == []
 
 
-def test_expire_takes_the_oldest_due_rounds_at_most_limit_at_a_time() -> None:
-    asm = RoundAssembler()
-    for k, rid in enumerate(["r0", "r1", "r2", "r3"]):
-        asm.add_result(_result(rid, "a", 1), k * 10)
-    assert asm.expire(now=1_025, timeout_ms=1000, limit=2) == [("p", "r0", "round timed out with 1/? results"),
-                                                               ("p", "r1", "round timed out with 1/? results")]
-    assert [r[1] for r in asm.expire(now=1_025, timeout_ms=1000, limit=2)] == ["r2"]  # r3 is not due
-    assert [r.round_id for r in asm.open_rounds()] == ["r3"]
-    assert asm.is_closed("p", "r0") and asm.is_closed("p", "r2")
-
-
 def test_a_clock_stepping_back_does_not_open_a_round_before_the_latest_time_seen() -> None:
     asm = RoundAssembler()
     asm.add_result(_result("late", "a", 1), 500)
     asm.add_result(_result("early", "a", 1), 100)  # the clock stepped back
     assert [(r.round_id, r.first_seen) for r in asm.open_rounds()] == [("late", 500), ("early", 500)]
-    assert asm.expire(now=1_200, timeout_ms=1000) == []
-    assert [r[1] for r in asm.expire(now=1_501, timeout_ms=1000)] == ["late", "early"]
+    assert asm.first_seen("p", "early") == 500 and asm.first_seen("p", "gone") is None
+    assert asm.close_expired("p", "late") == "round timed out with 1/? results" and asm.is_closed("p", "late")
 
 
 def test_a_held_round_gives_its_event_ids_in_arrival_order_once_each() -> None:

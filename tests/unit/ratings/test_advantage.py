@@ -15,7 +15,7 @@ from scipy.special import ndtr
 
 from stream.events.model import RoundEvent, Teams
 from stream.ratings import make_system
-from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
+from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, SideBelief, split_params
 from stream.ratings.base import RatingError
 from stream.ratings.elo_mmr import EloMMR
 from stream.ratings.elo_mmr.teams_naive import rate_team_round_naive
@@ -98,6 +98,39 @@ def test_params_split_and_refused() -> None:
         split_params({"advantage_rate": "1"})
     with pytest.raises(RatingError, match="advantage_sd"):
         AdvantageParams(advantage_sd=-1.0)
+
+
+def test_a_side_may_start_from_its_own_prior() -> None:
+    """``advantage_init_<side>``/``advantage_sd_<side>``: a side's own prior (what ``mmr fit`` writes),
+    read back from the keys it is written under; the others keep the general prior."""
+    params = AdvantageParams.from_mapping({"advantage_init_home": "26.5", "advantage_sd_home": "0.04",
+                                           "advantage_init_away": -26.5, "advantage_sd_match": 0.1,
+                                           "advantage_init": 12})
+    assert params.prior("home") == (26.5, 0.04) and params.prior("away") == (-26.5, 1.0)
+    assert params.prior(MATCH_SIDE) == (12.0, 0.1) and params.prior("blue") == (0.0, 1.0)
+    assert AdvantageParams.from_mapping(params.as_dict()) == params
+    assert params.as_dict()["advantage_init_home"] == 26.5 and "advantage_init_match" not in params.as_dict()
+    adv = Advantages(params, 200.0)
+    assert adv.belief("home") == SideBelief(26.5, (0.04 * 200.0) ** 2)
+    assert adv.shift("away") == -26.5 and adv.shift("blue") == 0.0 and adv.shift(MATCH_SIDE) == 12.0
+    # a narrow prior learns less from one outcome than the default's
+    wide = Advantages(AdvantageParams(), 200.0)
+    for a in (adv, wide):
+        a.learn("home", "away", lambda x: 1.0 / (1.0 + 10.0 ** (-x / 400.0)), 0.0)
+    assert abs(adv.sides["home"].mean - 26.5) < abs(wide.sides["home"].mean - 0.0)
+    assert AdvantageParams() == AdvantageParams.from_mapping({}) and AdvantageParams().prior("home") == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(("values", "reason"), [
+    ({"advantage_init_match": 1}, "the match side's is advantage_init"),
+    ({"advantage_sd_home": -1}, "advantage_sd_home"),
+    ({"advantage_init_home": "inf"}, "advantage_init_home"),
+    ({"advantage_init_" + "x" * 33: 1}, "1 to 32 characters"),
+    ({"advantage_init_": 1}, "unknown parameter"),
+])
+def test_a_side_prior_is_refused_when_invalid(values: dict[str, object], reason: str) -> None:
+    with pytest.raises(RatingError, match=reason):
+        split_params(values)
 
 
 def test_elo_shifted_match_is_the_plain_formula() -> None:

@@ -27,7 +27,7 @@ def served_document() -> dict[str, Any]:
     s = Settings(redis_cluster=False)
     reads, health = http_clients(s, cluster=False)
     proc = Processor(s, reads, ThreadPoolExecutor(1))
-    api = ReadApi(reads, proc.registry, CollectorRegistry(), proc.executor, 0, lambda: True, health=health,
+    api = ReadApi(reads, CollectorRegistry(), proc.executor, 0, lambda: True, health=health,
                   concurrency=s.http_redis_connections)
     app = make_web_app(api)
     served = next(r.handler for r in app.router.routes()

@@ -18,8 +18,8 @@ from stream.ratings.fastpath import RoundChange
 from stream.service.messages import DeadLetter, Message
 from stream.service.planning import RoundOp, step_inputs
 from stream.service.step_rating import rate_ops
+from stream.state.packed_pool import FlatBeliefs
 from stream.state.redis_store import bulk_commands
-from stream.state.tagged_pool import TaggedFlat
 
 CODEFORCES = DATA / "codeforces" / "contests-2010-2020.jsonl.xz"
 needs_codeforces = pytest.mark.skipif(not CODEFORCES.exists(),
@@ -154,7 +154,7 @@ def test_rounds_rated_in_a_steps_arena_equal_rounds_rated_on_the_stored_bytes(sy
     for ev in _rounds(14)[6:]:
         on_bytes = engine.apply_round(ev, plain, columns=True)
         in_arena = engine.apply_round(ev, held, columns=True)
-        assert isinstance(in_arena.updates, TaggedFlat)  # not a bytes object per player
+        assert isinstance(in_arena.updates, FlatBeliefs)  # not a bytes object per player
         assert on_bytes.change is None and in_arena.change is not None
         ch = in_arena.change
         want = [on_bytes.ratings[p] for p in ev.players]

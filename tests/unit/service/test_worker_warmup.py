@@ -45,3 +45,18 @@ assert not new
 def test_warm_encoded_path_covers_the_decoders() -> None:
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_warm_system_takes_a_pools_side_advantage_parameters() -> None:
+    """A pools file written by ``mmr fit`` holds ``advantage*`` keys beside the system's: the warm-up
+    builds the pool's system from its own keys (``make_pool_system``) and refuses a bad one of either."""
+    import pytest
+
+    from stream.ratings.base import RatingError
+    from stream.service.worker import warm_system
+
+    warm_system("elo", {"k": 20.0, "advantage_init_home": 30.0, "advantage_sd_home": 0.1}, set())
+    bads: list[dict[str, object]] = [{"k": -1.0}, {"advantage_sd_home": -1.0}]
+    for bad in bads:
+        with pytest.raises(RatingError):
+            warm_system("elo", bad, set())

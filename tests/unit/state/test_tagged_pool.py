@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from stream.state.tagged_pool import TaggedFlat, TaggedPool
+from stream.state.packed_pool import FlatBeliefs
+from stream.state.tagged_pool import TaggedPool
 
 
 def _belief(rng: np.random.Generator, length: int) -> bytes:
@@ -32,7 +33,7 @@ def test_a_tagged_pool_reads_its_values_at_first_sight_and_answers_as_the_store_
     assert flat.tobytes() == stored["b"][1:] + prior.tobytes() + stored["a"][1:]  # type: ignore[index]
     out = np.concatenate([flat, [7.0, 8.0, 9.0]])  # "a" grew by a term
     out_offsets = np.array([0, 6, 12, 24], dtype=np.int64)
-    changed = TaggedFlat(["b", "new", "a"], idx, out, out_offsets, held.pool, tag)
+    changed = FlatBeliefs(["b", "new", "a"], idx, out, out_offsets, held.pool, tag)
     assert changed["a"] == tag + out[12:].tobytes()  # as the store holds it
     held.update(changed)
     assert held["a"] == tag + out[12:].tobytes() and held["new"] == tag + prior.tobytes()
@@ -81,12 +82,12 @@ def test_put_gives_the_indices_with_the_newcomers_registered() -> None:
     idx = held.indices(["x", "b", "y"])
     assert idx is not None and idx.tolist() == [-1, 1, -1]
     flat = np.arange(6, dtype=np.float64)
-    got = held.put(TaggedFlat(["x", "b", "y"], idx, flat, np.array([0, 2, 3, 6], dtype=np.int64), held.pool, tag))
+    got = held.put(FlatBeliefs(["x", "b", "y"], idx, flat, np.array([0, 2, 3, 6], dtype=np.int64), held.pool, tag))
     assert got.tolist() == [2, 1, 3] and idx.tolist() == [-1, 1, -1]
     assert [held.pool.index[p] for p in ("x", "b", "y")] == got.tolist()
     assert held["y"] == tag + flat[3:].tobytes() and held["b"] == tag + flat[2:3].tobytes()
     with pytest.raises(ValueError):
-        held.put(TaggedFlat(["a"], np.array([0]), flat[:2], np.array([0, 2]), TaggedPool(stored, tag).pool, tag))
+        held.put(FlatBeliefs(["a"], np.array([0]), flat[:2], np.array([0, 2]), TaggedPool(stored, tag).pool, tag))
 
 
 @pytest.mark.parametrize("tag", [b"\x01", b"\x02\x03"])

@@ -11,14 +11,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from home_matches import sided_round_lines
 
 from stream.events.model import MatchEvent
 from stream.ratings.registry import SPECS
 from stream.tools.evaluate import evaluate
-from stream.tools.fit import fit
-from stream.tools.holdout import one_pool, pick_objective
+from stream.tools.fit import Search, choose, fit
+from stream.tools.holdout import Difference, one_pool, paired_difference, pick_objective
 from stream.tools.replay import replay
 from stream.tools.synth import synth
 
@@ -73,6 +75,11 @@ def test_fit_writes_the_pools_file_that_eval_and_replay_read_with_those_paramete
     # the first trial is the defaults: never worse on the prefix; and here better on the held-out part
     assert out["fitted_train"] <= out["default_train"]
     assert out["fitted"] <= out["default"] and out["held_out"]["fitted"]["log_loss"] == out["fitted"]
+    # ... beyond the noise of the training prefix, and the held-out difference comes with its error
+    assert out["improved"] and "beyond 2 se" in out["decision"]
+    assert out["train_difference"]["mean"] == pytest.approx(out["fitted_train"] - out["default_train"])
+    assert out["held_out_difference"]["mean"] == pytest.approx(out["fitted"] - out["default"])
+    assert out["held_out_difference"]["se"] > 0
     # what eval reads from the file is what --param of the same values gives
     k = out["params"]["k"]
     common = (str(history["matches"]), "--min-history", "2")
@@ -214,3 +221,62 @@ def test_fit_writes_the_learned_home_advantage_as_the_pools_starting_value(tmp_p
     assert by_file["log_loss"] == by_param["log_loss"]
     off = _fit(path, tmp_path / "off.json", "elo", "--trials", "2", "--param", "advantage=false")
     assert "advantage_init" not in off["params"] and off["params"]["advantage"] is False
+
+
+def test_paired_difference_takes_its_error_from_batches() -> None:
+    rng = np.random.default_rng(1)
+    ref = rng.random(400)
+    shifted = paired_difference(ref - 0.01, ref)
+    assert shifted.mean == pytest.approx(-0.01) and shifted.se == pytest.approx(0.0, abs=1e-12) and shifted.below(2)
+    # a difference that drifts slowly (as two settings' ratings do): its batches see it, sd/√n would not
+    slow = np.repeat(rng.normal(0.0, 0.01, 20), 20)
+    d = paired_difference(ref + slow, ref)
+    naive = float(np.std(slow, ddof=1) / math.sqrt(slow.size))
+    assert d.se > 3 * naive and d.mean == pytest.approx(float(slow.mean()))
+    with pytest.raises(ValueError, match="too few"):
+        paired_difference(ref[:30], ref[:30])
+
+
+@pytest.mark.parametrize(("found", "improved", "says"), [
+    (Search({"k": 32.0}, 0.60, 0.60, True, None), False, "no trial beat the defaults"),
+    (Search({"k": 20.0}, 0.5999, 0.60, False, Difference(-1e-4, 1e-4)), False, "within 2 se: noise"),
+    (Search({"k": 20.0}, 0.59, 0.60, False, Difference(-1e-2, 1e-3)), True, "beyond 2 se"),
+    (Search({"k": 20.0}, 0.59, 0.60, False, None), True, "beat the defaults"),
+])
+def test_the_best_trial_is_written_only_beyond_noise(found: Search, improved: bool, says: str) -> None:
+    ok, why = choose(found, 2.0)
+    assert ok is improved and says in why
+    assert choose(found, 0.0)[0] is (not found.best_is_default)  # --z 0: whenever better
+
+
+def test_fit_writes_every_sides_learned_belief_and_eval_starts_from_it(tmp_path: Path) -> None:
+    """Team rounds with home/away labels: the pools file starts each side from the belief the history
+    taught it (mean and sd), and eval reading the file plays with exactly those parameters."""
+    path, pools = tmp_path / "sided.jsonl", tmp_path / "pools.json"
+    path.write_text("\n".join(sided_round_lines(120.0)) + "\n")
+    out = _fit(path, pools, "elo-mmr", "--trials", "3", "--min-history", "0", "--z", "0")
+    params = out["params"]
+    home, away = params["advantage_init_home"], params["advantage_init_away"]
+    assert home > 0 > away and home == -away  # two sides, one observation each event: mirror images
+    assert 0 < params["advantage_sd_home"] == params["advantage_sd_away"] < 0.5  # narrower than the prior (1 u)
+    assert "advantage_init" not in params and out["improved"] is (out["fitted_train"] < out["default_train"])
+    assert json.loads(pools.read_text())["pools"]["league"]["params"] == params
+    common = (str(path), "--min-history", "0")
+    by_file = _run(evaluate, *common, "--pools", str(pools))
+    by_param = _run(evaluate, *common, "--system", "elo-mmr",
+                    *(a for k, v in params.items() for a in ("--param", f"{k}={v!r}")))
+    assert by_file["log_loss"] == by_param["log_loss"]
+    assert by_file["pools"]["league"]["params"]["advantage_init_home"] == home
+    fresh = _run(evaluate, *common, "--system", "elo-mmr", *(a for k, v in params.items()
+                                                             if not k.startswith("advantage")
+                                                             for a in ("--param", f"{k}={v!r}")))
+    assert fresh["log_loss"] != by_param["log_loss"]  # the starting beliefs make a difference
+
+
+def test_fit_scores_every_prediction_after_the_warm_up_by_default(tmp_path: Path) -> None:
+    """``--min-history 0`` is fit's default: every held-out round is scored, debutants' included."""
+    path = tmp_path / "sided.jsonl"
+    path.write_text("\n".join(sided_round_lines(120.0, n=300)) + "\n")
+    out = _run(fit, str(path), "--system", "elo-mmr", "--out", str(tmp_path / "p.json"), "--no-progress",
+               "--trials", "2")
+    assert out["n_scored"] == out["n_events"] - out["n_train"] == 150
