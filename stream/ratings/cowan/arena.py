@@ -14,7 +14,7 @@ keeps its window only:
   a wider one moves to the end of the arena (a window grows by at most the drift kernel's
   half-width on each side per match, so that is known before the match runs);
 * a match copies the two windows into a per-thread pair of dense scratch rows, runs the
-  very ``update_pair`` the dense kernels ran (zero outside the windows, same operations,
+  very ``update_pair_in`` the dense kernels ran (zero outside the windows, same operations,
   so the same bits) and copies the new windows back.
 
 ``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``)

@@ -1,4 +1,4 @@
-"""The drift step of Cowan's kernels (``_cowan_kernels.update_pair``): each new posterior
+"""The drift step of Cowan's kernels (``kernels.update_pair_in``): each new posterior
 convolved with the drift kernel, renormalised, its tails trimmed, written back to its row.
 
 Besides the convolution the step is two running sums per player (the mass, then the mass
@@ -111,18 +111,6 @@ def _store(buf: np.ndarray, a: int, b: int, kept: float, nlo: int, row: np.ndarr
         dst[t] = src[t] * inv
     bounds[0] = nlo + a
     bounds[1] = nlo + b
-
-
-@njit(cache=True, nogil=True)
-def _drift_and_store_pair(
-    post_a: np.ndarray, la: int, ha: int, row_a: np.ndarray, bounds_a: np.ndarray,
-    post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
-    taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float,
-) -> None:
-    """``_drift_and_store_pair_in`` with scratch of its own (``2·(2·n1 + len(taps))`` cells)."""
-    work = np.empty(2 * (2 * row_a.shape[0] + taps.shape[0]))
-    _drift_and_store_pair_in(post_a, la, ha, row_a, bounds_a, post_b, lb, hb, row_b, bounds_b, taps, drift_mode,
-                             drift_rate, tail, work)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -581,7 +581,7 @@ class Cowan(RatingSystem):
 
     def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
                   h: float) -> list[Belief]:
-        """One match (validated; A with advantage ``h``) by ``K.rate_pair``: the same ``update_pair``
+        """One match (validated; A with advantage ``h``) by ``K.rate_pair``: the same ``update_pair_in``
         as a batch, without the batch arena, wave schedule or per-batch tables."""
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:

@@ -153,30 +153,6 @@ def _panel_nodes(a: float, b: float, n: int):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split: bool):
-    """tab[k, g] = f_g(xs[k]) = Σ_j v_j + const_g (+ Σ_{j∈g} v_j unless split ties).
-
-    ``v_j = −w_j·tanh((x − μ_j)·w_j/2)``; ``const_g`` = weight ranked worse − weight
-    ranked better. O(len(xs) · N).
-    """
-    nk = xs.shape[0]
-    ngroups = gstart.shape[0] - 1
-    tab = np.empty((nk, ngroups))
-    for k in nb.prange(nk):
-        x = xs[k]
-        total = 0.0
-        for g in range(ngroups):
-            own = 0.0
-            for j in range(gstart[g], gstart[g + 1]):
-                own -= sw[j] * _tanh((x - smu[j]) * sarg[j])
-            total += own
-            tab[k, g] = const[g] + (0.0 if split else own)
-        for g in range(ngroups):
-            tab[k, g] += total
-    return tab
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
 def _panel_table_gauss(xs, smu, ss, gstart, split: bool):
     """tab[k, g] = f_g(xs[k]) for the Gaussian model via a running prefix over groups."""
     nk = xs.shape[0]
@@ -442,9 +418,6 @@ def _group_constants(sw, gstart):
 def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     """Performance of every tie group (best group first); smu/ss in rank order."""
     ngroups = gstart.shape[0] - 1
-    sw = TANH_MULTIPLIER / ss
-    sarg = 0.5 * sw
-    const = _group_constants(sw, gstart)
     smin = ss.min()
     dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
     max_width = 2.0 * PANEL_FRACTION * dist
@@ -471,10 +444,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
         a = lo + p * width
         b = lo + (p + 1) * width if p + 1 < npanels else hi
         xs = _panel_nodes(a, b, n)
-        if gaussian:
-            tab = _panel_table_gauss(xs, smu, ss, gstart, split)
-        else:
-            tab = _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split)
+        tab = _panel_table_gauss(xs, smu, ss, gstart, split)
         _solve_panel(a, b, xs, bw, tab, perf_g)
     for g in range(ngroups):  # never expected: a root missed by rounding at a panel boundary
         if math.isnan(perf_g[g]):

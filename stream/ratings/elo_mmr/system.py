@@ -380,13 +380,6 @@ class EloMMR(RatingSystem):
         _check_output(out, bad, weight)
         return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)
 
-    def performances(
-        self, beliefs: Sequence[Belief], ranks: IntArray | Sequence[int], time_ms: int = 0,
-        weight: float = 1.0, perf_ceiling: float = math.inf,
-    ) -> FloatArray:
-        """Each player's performance in a round (the value Alg. 1 solves for)."""
-        return self.rate_round_detailed(beliefs, ranks, time_ms, weight, perf_ceiling).performances
-
     def diffuse(self, belief: Belief, variance: float) -> Belief:
         """The belief after a pseudodiffusion adding ``variance`` to σ² (μ unchanged).
 
