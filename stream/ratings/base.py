@@ -256,7 +256,7 @@ class RatingSystem(ABC):
         if len(beliefs) < 2:
             return list(beliefs)
         if len(beliefs) != 2:
-            raise RatingError(f"{self.name} rates only two-player rounds")
+            raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
         ra, rb = int(ranks[0]), int(ranks[1])
         score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
         return self.rate_matches(

@@ -1,27 +1,20 @@
 """Cowan beliefs in one flat arena: the batch kernels' state, and a whole pool's in a replay.
 
-Why an arena
-------------
-Loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and cutting
-the new beliefs out of it again costs, with thousands of players a batch, tens of MB
-allocated, zeroed and copied per batch and a working set that misses the caches, for windows
-that hold ~300-700 cells of the 1001 (BENCHMARKS.md, Cowan, 2026-11-26). Here every belief
-keeps its window only:
+Why an arena: loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and
+cutting the new beliefs out again costs, with thousands of players a batch, tens of MB allocated,
+zeroed and copied per batch, for windows of ~300-700 cells of the 1001. Here every belief keeps
+its window only: ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
+``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count; ``cap[p]`` cells are reserved at
+``start[p]``, so a new window that fits is written in place and a wider one moves to the end (a
+window grows by at most the drift kernel's half-width on each side per match, known before the
+match runs). A match copies the two windows into a per-thread pair of dense scratch rows, runs
+``kernels.update_pair_in`` on them (zero outside the windows: the same operations, the same bits)
+and copies the new windows back.
 
-* ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
-  ``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count (a float, as in the belief array);
-* ``cap[p]`` cells are reserved at ``start[p]``: a new window that fits is written in place,
-  a wider one moves to the end of the arena (a window grows by at most the drift kernel's
-  half-width on each side per match, so that is known before the match runs);
-* a match copies the two windows into a per-thread pair of dense scratch rows, runs the
-  very ``update_pair_in`` the dense kernels ran (zero outside the windows, same operations,
-  so the same bits) and copies the new windows back.
-
-``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``)
-on all numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
-``Cowan.rate_matches`` uses them on a temporary arena built from its list of beliefs;
-``CowanArena`` keeps a whole pool in one, so an embedded replay never builds a belief array
-per player and match (``stream.engine.pool``).
+``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``) on all
+numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
+``Cowan.rate_matches`` uses them on a temporary arena over its list of beliefs; ``CowanArena``
+keeps a whole pool in one, so an embedded replay makes no belief array per player and match.
 """
 
 from __future__ import annotations
@@ -97,12 +90,9 @@ _claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
 
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int) -> None:
-    """Ask for the cache lines of slot ``p``'s window ahead of its match.
-
-    Why: a pool's arena is far larger than the caches (20,000 players: ~120 MB), so each
-    match's two windows come from main memory; copied in when the match starts, that is
-    ~1.3 µs of waiting per window. Asked for one match ahead, they arrive while the current
-    match computes."""
+    """Ask for the cache lines of slot ``p``'s window ahead of its match: a pool's arena is far
+    larger than the caches, so each match's windows come from main memory; asked for one match
+    ahead, they arrive while the current match computes."""
     s = start[p]
     for t in range(s, s + lohi[p, 1] - lohi[p, 0] + 1, 8):  # 8 float64 = one 64-byte line
         _prefetch(vals, t, False)
@@ -158,9 +148,8 @@ def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: 
                  work: np.ndarray) -> int:
     """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
     windows, and left so), ``codes`` (the quantiser's scratch) and ``work`` (``work_cells``):
-    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at ``dest_a`` /
-    ``dest_b``. Returns the
-    ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
+    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at
+    ``dest_a`` / ``dest_b``. Returns the ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
         lo = lohi[p, 0]
@@ -203,20 +192,16 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                     status: np.ndarray, nt: int, advs: np.ndarray, ex: np.ndarray,
                     lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
-    numba threads (they touch distinct players). Returns the arena's values (a new
-    array if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
-    (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
-    threads, each with its own scratch rows. ``advs[m]``: A's side advantage in match m (an empty
-    array: none in the batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
+    ``nt`` numba threads (they touch distinct players). Returns the arena's values (a new array
+    if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i`` whose belief
+    came out non-finite. ``advs[m]``: A's side advantage in match m (an empty array: none in the
+    batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
 
-    Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
-    not a fixed share: a wave ends when its last match does, and matches differ in cost
-    (window widths), while a thread the operating system pauses (for the history's reader
-    thread, the main thread or another process on a machine with few cores) would hold its
-    whole share back and leave the other thread waiting at the end of the wave. A thread
-    claims its next match before it runs the current one, so that the next match's windows
-    can be prefetched meanwhile. Which thread runs a match changes no bit (the matches of a
-    wave share no player and no cells; every thread runs the same code)."""
+    Each thread claims a wave's matches one at a time from a shared counter (``_claim``), not a
+    fixed share: matches differ in cost, and a thread the operating system pauses would hold its
+    whole share back while the others wait at the end of the wave. A thread claims its next match
+    before it runs the current one, so that its windows can be prefetched meanwhile. Which thread
+    runs a match changes no bit (a wave's matches share no player and no cells)."""
     n1 = (gtab.shape[0] + 1) // 2
     nw = wave_starts.shape[0] - 1
     widest = 1
@@ -437,22 +422,16 @@ class CowanArena(Arena):
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
         The values are a view of an anonymous private mapping, which grows by ``mremap``
-        (``mmap.resize``): the kernel moves the pages of the block instead of copying them, so
-        the old and the new block never exist at once (a replay of 630k players peaks at 5.1 GiB
-        so, 7.6 GiB copying into a larger array), and the new cells are not written at all:
-        the kernel hands out a page, zeroed, when a cell of it is first written. Growing a
-        numpy array instead (``ndarray.resize``) zero-fills the new cells itself, every page
-        of the reserve at once, most of which no window ever reaches (a replay of 200k matches:
-        85 MB more resident, 21k more page faults). Nothing reads a cell past the windows:
-        a window is written where ``_layout`` places it before any match reads it
-        (``_arena_match`` copies in ``lohi``'s width only, from ``start``), the cells between
-        a window's width and its ``cap`` are never read, ``add``/``add_copies``/``set`` write
-        the windows they place, and ``compact`` moves windows only.
+        (``mmap.resize``): the kernel moves the block's pages instead of copying them, so the old
+        and the new block never exist at once, and the new cells are not written at all (a page
+        is handed out zeroed when first written), where ``ndarray.resize`` would zero-fill the
+        whole reserve, most of which no window ever reaches. Nothing reads a cell past the
+        windows: a window is written where ``_layout`` places it before any match reads it, and
+        the cells between a window's width and its ``cap`` are never read.
 
-        No view of the values is handed out (``beliefs`` copies); should one be held anyway
-        (the mapping then refuses to move), should the system have no ``mremap``, or should
-        ``vals`` be an array the kernel made when it had to grow the arena itself, the values
-        are copied into a new mapping."""
+        Should a view of the values be held (the mapping then refuses to move), the system have no
+        ``mremap``, or ``vals`` be an array the kernel made when it grew the arena itself, the
+        values are copied into a new mapping."""
         need = self.end + cells
         if need <= self.vals.shape[0]:
             return

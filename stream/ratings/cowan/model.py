@@ -82,13 +82,10 @@ def fit_exp_sum(
 
 
 #: The residual fit of the default grid (n = 1000, M = 7: h = 0.014; 16 terms allowed), frozen
-#: bit for bit as ``pack_soe`` rows (``float.hex``). Why: the matrix pencil's eigenvalues come
-#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits -- even its split
-#: into real and complex rates: 5 real + 3 complex terms (4e-15) on an Intel Xeon and on an
-#: earlier AMD EPYC, 3 real + 4 complex (2.05e-15) on another AMD EPYC. Without this, workers
-#: on different CPUs rated the same Cowan pool differently in the last bits, and the default fit
-#: missed the register sweep on some machines. Printed by ``_fit_residual(1000, 0.014, 16)`` on
-#: the AMD EPYC giving 3 + 4 (``[float(x).hex() for x in soe]``); ``_residual_soe`` checks it
+#: bit for bit as a ``pack_soe`` row (``float.hex``). Why: the matrix pencil's eigenvalues come
+#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits, even its split into
+#: real and complex rates; workers on different CPUs would rate the same pool differently. It is
+#: ``_fit_residual(1000, 0.014, 16)`` with 3 real + 4 complex terms; ``_residual_soe`` checks it
 #: against the local target before use. Other grids are fitted at start (CPU-dependent bits).
 _FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
     (1000, 0.014, 16): (
@@ -157,9 +154,8 @@ def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
     """Free (complex) rates by matrix pencil (7-8 terms, 2e-15–8e-15 on the default grid)
     unless the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. The SVD takes ~50 ms."""
     target, dd = _residual_target(n, h)
-    # 1e-14: float64 rounding noise of the sum itself. The error of the same fit differs by CPU
-    # (LAPACK's code path): 8 terms gave 4e-15 on an Intel Xeon and 7.5e-15 on an AMD EPYC, where a
-    # 4e-15 tolerance took a ninth (spurious, negative real) term and left the fast sweep
+    # 1e-14: float64 rounding noise of the sum itself (the same fit's error differs by CPU, and a
+    # tighter tolerance took a spurious extra term on some)
     z, c, err = fit_exp_sum(target, max_terms=terms, tol=1e-14)
     coef, rates = fit_soe(n, h, terms)
     fixed_error = float(np.max(np.abs((rates[None, :] ** dd[:, None]) @ coef - target)))
@@ -212,13 +208,10 @@ class Model:
 def exp_exact(x: Any) -> np.ndarray:
     """``exp`` of every element, correctly rounded (40-digit ``decimal``, then to float64).
 
-    Why not ``np.exp``: numpy picks its exp code by CPU (AVX2 or AVX-512 loops), and the
-    loops differ in the last bit. On this project's AMD EPYC (AVX2) ``np.exp`` of the 2,001
-    luck-table arguments differs from the correctly rounded value in one place, so tables
-    built with it could differ between two workers' CPUs and so could their ratings. The
-    model tables (luck table, drift taps, prior) are built once per grid (cached), so the
-    ~15 µs an element costs here does not matter; sums of them use ``math.fsum`` for the same reason.
-    """
+    Why not ``np.exp``: numpy picks its exp code by CPU, and the loops differ in the last bit, so
+    tables built with it could differ between two workers' CPUs and so could their ratings. The
+    model tables are built once per grid (cached), so the cost does not matter; sums of them use
+    ``math.fsum`` for the same reason."""
     return _decimal_map(x, "exp")
 
 
