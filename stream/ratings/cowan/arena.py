@@ -24,7 +24,6 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 # isort: split
 import mmap
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
@@ -33,7 +32,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from stream.ratings.base import Belief, FloatArray, IntArray
+from stream.ratings.base import Belief, FloatArray, IntArray, split
 from stream.ratings.cowan.kernels import update_pair_in, work_cells
 from stream.ratings.cowan.quant import _ONE, _ZERO
 from stream.ratings.cowan.windows import HEADER, moments, window_at
@@ -522,9 +521,7 @@ class CowanArena(Arena):
 
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""
-        flat, offsets = self.gather(slots)
-        bounds = offsets.tolist()
-        return [flat[s:e] for s, e in pairwise(bounds)]
+        return split(*self.gather(slots))
 
     def compact(self) -> None:
         """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""

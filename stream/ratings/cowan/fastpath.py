@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
-
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, concat_f64
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, flat_of
 from stream.ratings.cowan.arena import CowanArena
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
 from stream.ratings.cowan.windows import moments_many
@@ -28,15 +26,8 @@ class CowanFastPath(FastPath, ArenaMatches):
         n = len(beliefs)
         if n < 2:
             return super().summary_many(beliefs)
-        try:
-            flat = concat_f64(beliefs)
-        except (ValueError, TypeError):
-            return super().summary_many(beliefs)
-        if flat.ndim != 1:
-            return super().summary_many(beliefs)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
-        out = self._ratings(flat, offsets)
+        gathered = flat_of(beliefs)
+        out = None if gathered is None else self._ratings(*gathered)
         return super().summary_many(beliefs) if out is None else out
 
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:

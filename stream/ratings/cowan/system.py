@@ -59,7 +59,7 @@ from stream.ratings.base import (
     Rating,
     RatingError,
     RatingSystem,
-    concat_f64,
+    flat_of,
 )
 from stream.ratings.cowan import kernels as K
 from stream.ratings.cowan.arena import CowanArena, arena_from_flat, gather, run_arena_serial, run_arena_waves
@@ -490,15 +490,11 @@ class Cowan(RatingSystem):
                                                             np.ndarray]:
         """A temporary arena over the beliefs (``arena_from_flat``: a new buffer holding them
         back to back); a belief ``window`` would reject raises its error."""
-        n = len(beliefs)
-        try:
-            flat = concat_f64(beliefs)
-        except (ValueError, TypeError):
-            flat = None
-        if flat is None or flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
-            flat = concat_f64([self._belief_array(x) for x in beliefs])
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        gathered = flat_of(beliefs)
+        if gathered is None:  # (mixed or 0-d dimensions do not concatenate at all)
+            gathered = flat_of([self._belief_array(x) for x in beliefs])
+            assert gathered is not None
+        flat, offsets = gathered
         start, cap, lohi, rounds, bad = arena_from_flat(flat, offsets, self.p.n + 1)
         if bad >= 0:
             self._belief_array(beliefs[bad])  # raises window's error

@@ -17,7 +17,7 @@ import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.ratings.codec import Float64Codec
-from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR
+from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR, invalid_length
 from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, ratings_from_columns
 
 
@@ -42,8 +42,8 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         if rk is None:
             return None
         lengths = np.diff(offsets)
-        if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
-            bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+        bad = invalid_length(lengths)
+        if bad >= 0:
             raise RatingError(f"packed belief of player #{bad} has an invalid size {8 * int(lengths[bad])} bytes")
         out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         return out, out_offsets

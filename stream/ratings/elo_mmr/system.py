@@ -76,6 +76,7 @@ from stream.ratings.base import (
     RatingSystem,
     check_team_round,
     concat_f64,
+    offsets_of,
 )
 from stream.ratings.elo_mmr import kernels as K
 from stream.ratings.elo_mmr import teams as KT
@@ -149,20 +150,21 @@ class TeamRoundResult:
 
 
 def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
-    """Concatenate beliefs into one flat array + offsets (the only per-player Python).
-
-    Non-finite values are detected by the kernel, which reads every value anyway. The copy
-    is ``concat_f64``'s (one ``bytearray.join`` while holding the GIL, and every belief's
-    dtype checked, so an integer array is converted rather than its bytes reinterpreted).
-    """
-    n = len(beliefs)
-    lengths = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
-        bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+    """Beliefs concatenated into one flat array + offsets (the only per-player Python). Non-finite
+    values are found by the kernel, which reads every value anyway."""
+    offsets = offsets_of(beliefs)
+    lengths = np.diff(offsets)
+    bad = invalid_length(lengths)
+    if bad >= 0:
         raise RatingError(f"belief of player #{bad} has an invalid length {int(lengths[bad])}")
     return concat_f64(beliefs), offsets
+
+
+def invalid_length(lengths: IntArray) -> int:
+    """The first player whose belief is not a header and whole logistic terms long, or −1."""
+    if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
+        return int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+    return -1
 
 
 def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
