@@ -333,9 +333,9 @@ def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.nda
 @njit(cache=True, nogil=True)
 def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, slots: np.ndarray,
                   grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``moments_many`` of the beliefs of ``slots`` read where the arena holds them (no ``gather``
-    of their windows first): the same ``moments`` on the same values, so the same bits;
-    ``(means, sds, rounds, -1)``, or ``(..., k)`` for the first slot ``moments_many`` would reject."""
+    """``windows.moments`` and rounds of the beliefs of ``slots`` read where the arena holds them
+    (no ``gather`` of their windows first): ``(means, sds, rounds, -1)``, or ``(..., k)`` for the
+    first slot whose belief ``Cowan.summary`` would reject."""
     n = slots.shape[0]
     means = np.empty(n)
     sds = np.empty(n)
@@ -515,7 +515,7 @@ class CowanArena(Arena):
         return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
 
     def moments(self, slots: IntArray, grid: FloatArray) -> tuple[FloatArray, FloatArray, IntArray, int]:
-        """``moments_many`` of the beliefs of ``slots`` on ``grid`` (``moments_slots``)."""
+        """``moments_slots`` of the beliefs of ``slots`` on ``grid``."""
         return moments_slots(self.vals, self.start, self.lohi, self.rounds,  # type: ignore[no-any-return]
                              np.ascontiguousarray(slots, dtype=np.int64), grid)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, flat_of
-from stream.ratings.cowan.arena import CowanArena
+from stream.ratings.cowan.arena import CowanArena, arena_from_flat, moments_slots
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
-from stream.ratings.cowan.windows import moments_many
 from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
 
 
@@ -21,7 +22,7 @@ class CowanFastPath(FastPath, ArenaMatches):
     system: Cowan
 
     def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """One njit call for the whole batch (the same ``moments`` per belief as ``summary``;
+        """The whole batch in two njit calls (the same ``moments`` per belief as ``summary``;
         a malformed belief lets ``summary`` raise)."""
         n = len(beliefs)
         if n < 2:
@@ -43,7 +44,11 @@ class CowanFastPath(FastPath, ArenaMatches):
     def _ratings(self, flat: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """The Ratings of the beliefs ``flat[offsets[i]:offsets[i + 1]]`` (one njit call), None
         if one of them is malformed."""
-        means, sds, rounds, bad = moments_many(flat, offsets, self.system.model.grid)
+        grid = self.system.model.grid
+        start, _, lohi, counts, bad = arena_from_flat(flat, offsets, grid.shape[0])
+        if bad >= 0:
+            return None
+        means, sds, rounds, bad = moments_slots(flat, start, lohi, counts, np.arange(len(offsets) - 1), grid)
         if bad >= 0:
             return None
         return self._of_moments(means, sds, rounds)

@@ -241,16 +241,6 @@ class Cowan(RatingSystem):
             soe_error=soe_error,
         )
 
-    @cached_property
-    def _no_dtabs(self) -> np.ndarray:
-        """Placeholder draw-table stack for batches without partial scores (never read)."""
-        return np.ascontiguousarray(self.model.gtab[None, :])
-
-    @cached_property
-    def _no_dsoes(self) -> np.ndarray:
-        """Placeholder draw-fit stack for batches without partial scores (never read)."""
-        return np.zeros((1, 5))
-
     def _dsoe(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``D = g(d)^s g(−d)^(1−s)`` as two one-sided sums of
         complex exponentials (``pack_draw_soe``; cached per score), or a row starting with
@@ -425,8 +415,8 @@ class Cowan(RatingSystem):
             mid = scores[(scores > 0.0) & (scores < 1.0)]
             if mid.size:
                 partial = [float(s) for s in np.unique(mid)]
-        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else self._no_dtabs
-        dsoes = stack_rows([self._dsoe(s) for s in partial]) if partial else self._no_dsoes
+        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else _NO_DTABS
+        dsoes = stack_rows([self._dsoe(s) for s in partial]) if partial else _NO_DSOES
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
@@ -529,7 +519,7 @@ class Cowan(RatingSystem):
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)
         else:
-            dtab, dsoe = m.gtab, self._no_dsoes[0]
+            dtab, dsoe = m.gtab, _NO_DSOES[0]
         fpar, raw, quant = self._pair_consts
         new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
@@ -589,6 +579,9 @@ def _check_status(status: np.ndarray) -> None:
         raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
 
 
+#: the draw tables and fits of a batch without partial scores (never read)
+_NO_DTABS = np.zeros((1, 1))
+_NO_DSOES = np.zeros((1, 5))
 #: the kernels' advantage arguments of a batch without one (an empty array; tables never read)
 _NO_ADVS = np.zeros(0)
 _NO_EX = np.ones(1)

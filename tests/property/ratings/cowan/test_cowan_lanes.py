@@ -16,6 +16,7 @@ from numba import njit, types
 
 from stream.ratings.cowan import kernels as kern
 from stream.ratings.cowan import lanes
+from stream.ratings.cowan import system as cowan_system
 from stream.ratings.cowan.drift import _drift_and_store_pair_in
 from stream.ratings.cowan.quant import QMIN
 from stream.ratings.cowan.system import TAIL, Cowan, pack_soe
@@ -103,7 +104,7 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
     for _ in range(2):
         row, lo, hi = data.draw(windows(n1))
         rows.append((row, lo, hi))
-    dtab, dsoe = (s._dtab(score), s._dsoe(score)) if 0.0 < score < 1.0 else (m.gtab, s._no_dsoes[0])
+    dtab, dsoe = (s._dtab(score), s._dsoe(score)) if 0.0 < score < 1.0 else (m.gtab, cowan_system._NO_DSOES[0])
     results = []
     no_shift = s._shift_args(None)[1:]  # no side advantage: tables never read
     for soe in (m.soe, _generic(m.soe)):
