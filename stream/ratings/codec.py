@@ -1,15 +1,10 @@
 """Compact binary forms of beliefs, one codec per rating system.
 
-Why here and not in the systems: the rating math only sees float64 arrays; how a
-belief is laid out in Redis (and in the embedded in-memory store, which uses the
-same codec so that the service and the replay stay bit-identical) is a storage
-decision. A codec must be deterministic; ``lossless`` says whether
-``decode(encode(b))`` returns ``b`` bit for bit.
-
-Batches: ``decode_many`` / ``encode_many`` give exactly the per-item results (same
-bytes, same float64 values, same errors) in one call, so a worker that changes
-thousands of players pays one call instead of thousands. ``CodecBase`` supplies the
-per-item loop; codecs with a cheaper batched form override it.
+Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out
+in Redis (and in the embedded store, the same codec, so that the service and the replay stay
+bit-identical) is a storage decision. A codec is deterministic; ``lossless``: ``decode(encode(b))``
+is ``b`` bit for bit. ``decode_many`` / ``encode_many`` give exactly the per-item results (same
+bytes, values and errors) in one call; ``CodecBase`` supplies the per-item loop.
 """
 
 from __future__ import annotations

@@ -380,11 +380,9 @@ def _anonymous_map(nbytes: int) -> mmap.mmap:
 
 
 class CowanArena(Arena):
-    """The Cowan beliefs of one pool in one arena, by slot (see the module docstring).
-
-    Growable: ``add`` appends beliefs (validated like ``Cowan.window``), ``Cowan.rate_arena``
-    rates matches between slots in place, ``beliefs`` gives them back as belief arrays. The
-    values are bit for bit those of the belief arrays the same matches give."""
+    """The Cowan beliefs of one pool in one arena, by slot (module docstring): ``add`` appends
+    validated beliefs, ``Cowan.rate_arena`` rates matches between slots in place, ``beliefs``
+    gives them back, bit for bit those of the belief arrays the same matches give."""
 
     def __init__(self, cells: int, grow: int) -> None:
         #: grid cells (n + 1) and the most a window can grow on each side in one match
@@ -474,9 +472,8 @@ class CowanArena(Arena):
         return slots
 
     def add_copies(self, belief: Belief, n: int) -> IntArray:
-        """``add([belief] * n)`` by columns: every slot gets the same window and reserve, so
-        the slots' columns and the copies of the window are written in a few numpy calls
-        instead of a Python loop over the new players (a replay adds each of its players so)."""
+        """``add([belief] * n)`` by columns: the same window and reserve for every slot, written in
+        a few numpy calls instead of a Python loop over the new players."""
         slots = np.arange(self.size, self.size + n, dtype=np.int64)
         if n == 0:
             return slots

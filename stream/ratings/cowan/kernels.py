@@ -447,19 +447,13 @@ def update_pair_in(
     lpar: np.ndarray,
     work: np.ndarray,
 ) -> None:
-    """One match: both posteriors from the pre-match beliefs, then drift, in place.
+    """One match: both posteriors from the pre-match beliefs, then drift, in place; with ``quant``
+    both new beliefs replaced by their codec round trip (``canonicalise_row``), ``status[i] = 1``
+    flagging a player whose belief the codec would reject, ``codes`` the quantiser's scratch.
 
-    ``h``: A's side advantage (skill units; 0: none), ``ex``/``lpar`` the luck's tables for it
-    (``shift.luck_tables``; read only when ``h != 0``): the likelihoods then come from
-    ``shifted_lik`` instead of the sweeps.
-
-    ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
-    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
-    beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
-    own functions), so every intermediate belief is a fixed point of the codec;
-    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite);
-    ``codes`` (a matrix like ``dens``, int64) is the quantiser's scratch.
-    """
+    ``h``: A's side advantage (0: none), ``ex``/``lpar`` the luck's tables for it (read only when
+    ``h != 0``, the likelihoods then by ``shifted_lik``). ``dtab[d + n] = g(d)^s g(−d)^(1−s)``
+    for the paper's draw form with this ``score`` (read only for such a draw)."""
     rho_a = dens[ia]
     rho_b = dens[ib]
     la, ha = lohi[ia, 0], lohi[ia, 1]
@@ -563,14 +557,10 @@ def rate_pair(
     ex: np.ndarray,
     lpar: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
-    ``update_pair_in`` on a two-row scratch matrix, new beliefs built here. The single-match
-    entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
-    call with few arguments instead of the batch set-up, same arithmetic, same bits.
-    ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
-    qmin, n + 1]``; ``h``, ``ex``, ``lpar``: A's side advantage and the luck's tables for it
-    (``update_pair_in``); the int returned has bit 0 / bit 1 set if A's / B's belief came out
-    non-finite (quantised runs only)."""
+    """One match on two validated belief arrays ``[lo, rounds, p...]``: ``update_pair_in`` on a
+    two-row scratch matrix, without the batch set-up (the service's common case). ``fpar = [a0,
+    beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant, qmin, n + 1]``; bit 0 /
+    bit 1 of the int returned: A's / B's belief came out non-finite (quantised runs only)."""
     n1 = ipar[5]
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)

@@ -68,12 +68,10 @@ def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
     (≤ 3 real, ≤ 4 complex terms; absent ones are zero slots). Every cell read lies in
     ``[start, stop]`` as long as ``steps ≤ stop − start + 1``.
 
-    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another
-    (real terms 0 | 1 and 2 | the running sum of the inputs, complex terms 0 | 1 and 2 | 3),
-    so each state update is one 8-lane instruction for two terms. Each lane does the scalar
-    sweep's operations in its order: the running sum's lanes ``(run + x)·1.0`` (a product
-    with 1.0 is exact), and the sum ``acc`` adds the same products in the same order, taken
-    from the vectors' halves.
+    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another (real
+    terms 0 | 1 and 2 | the running sum of the inputs, ``(run + x)·1.0``, a product with 1.0
+    being exact; complex terms 0 | 1 and 2 | 3); ``acc`` adds the scalar sweep's products in its
+    order, taken from the vectors' halves.
 
     Outputs, by cell (``size = stop − start + 2``; cell ``i`` at ``i − start``): the sum before
     each step's update of sweep ``k`` in ``ys[k·size …]``, the running sums of sweeps 0 and 2
@@ -179,16 +177,12 @@ def _combine(rho: np.ndarray, off: int, m: int, fw: np.ndarray, bw: np.ndarray, 
 
 @njit(cache=True, nogil=True)
 def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> float:
-    """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum started at ``0.0`` and
-    taken in ascending ``t``: the same bits as accumulating ``buf[x] += taps[t]·pad[x + t]``
-    over ``t`` (the drift's direct convolution). Thirty-two outputs at a time, as the lanes
-    of four 8-lane vectors whose sums stay in registers (four independent chains of adds
-    hide their latency), then sixteen as four 4-lane vectors, then one by one; the scalar
-    form kept ``buf`` in memory, a load and a store per product.
-
-    Returns ``Σ_x buf[x]``, one running sum from ``0.0`` in ascending ``x`` (the drift's
-    mass): a chain of dependent additions, latency-bound, which here runs beside the
-    products of the next outputs instead of in a loop of its own."""
+    """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum from ``0.0`` in ascending
+    ``t`` (the drift's direct convolution, same bits): thirty-two outputs at a time as the lanes
+    of four 8-lane vectors whose sums stay in registers (four independent chains of adds hide
+    their latency), then sixteen as four 4-lane vectors, then one by one. Returns ``Σ_x buf[x]``,
+    one running sum from ``0.0`` in ascending ``x`` (the drift's mass), a latency-bound chain
+    that here runs beside the products of the next outputs."""
     nt = taps.shape[0]
     zero8 = v8_splat(0.0)
     total = 0.0

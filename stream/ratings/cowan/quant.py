@@ -164,13 +164,10 @@ def exp_det(x: float) -> float:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def quantise(probs: np.ndarray, qmin: int, q: np.ndarray) -> bool:
-    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the
-    values are not finite, negative or all zero.
-
-    The checks and the peak are found on the bits: for non-negative floats their int64
-    bits are ordered like the values, and anything else (a negative, inf, NaN) falls
-    outside ``[0, inf bits)`` (−0.0, which is a zero, is mapped to 0 first). Integer
-    maxima vectorise; a float maximum without ``fastmath`` does not."""
+    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the values are
+    not finite, negative or all zero. The checks and the peak are found on the bits (non-negative
+    floats' int64 bits are ordered like the values; −0.0 is mapped to 0 first): integer maxima
+    vectorise, a float maximum without ``fastmath`` does not."""
     n = probs.shape[0]
     bmax = 0
     bmin = 0
