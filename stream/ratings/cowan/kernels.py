@@ -582,21 +582,19 @@ def rate_pair(
         dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe, ipar[0], ipar[1], taps, ipar[2],
         fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status, h, ex, lpar, np.empty(work_cells(n1, taps)),
     )
-    lo = lohi[0, 0]
-    hi = lohi[0, 1]
-    out_a = np.empty(hi - lo + 3)
-    out_a[0] = lo
-    out_a[1] = bel_a[1] + 1.0
-    for x in range(lo, hi + 1):
-        out_a[2 + x - lo] = dens[0, x]
-    lo = lohi[1, 0]
-    hi = lohi[1, 1]
-    out_b = np.empty(hi - lo + 3)
-    out_b[0] = lo
-    out_b[1] = bel_b[1] + 1.0
-    for x in range(lo, hi + 1):
-        out_b[2 + x - lo] = dens[1, x]
-    return out_a, out_b, int(status[0]) + 2 * int(status[1])
+    new_a = _belief_of(dens[0], lohi[0], bel_a[1])
+    return new_a, _belief_of(dens[1], lohi[1], bel_b[1]), int(status[0]) + 2 * int(status[1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _belief_of(row: np.ndarray, bounds: np.ndarray, rounds: float) -> np.ndarray:
+    """The window ``bounds`` of ``row`` as a new belief array, one more match played."""
+    lo = bounds[0]
+    out = np.empty(bounds[1] - lo + 3)
+    out[0] = lo
+    out[1] = rounds + 1.0
+    out[2:] = row[lo : bounds[1] + 1]
+    return out
 
 
 @njit(cache=True, nogil=True)

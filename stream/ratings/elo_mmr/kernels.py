@@ -557,24 +557,12 @@ def _prepare_player(pre, i: int, flat, o: int, stop: int, time_ms: float, w: flo
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
-             sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
-    """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²))."""
-    n = offsets.shape[0] - 1
-    pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
-    lim2 = sig_limit * sig_limit
-    for i in nb.prange(n):
-        _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms, weight_limit * weight, noob_delay,
-                        lim2, drift_per_day, rho, collapse)
-    return pre
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
 def prepare_weighted(flat, offsets, time_ms: float, weight: float, player_weights, weight_limit: float,
                      noob_delay, sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
-    """``_prepare`` with each player's own round weight ``weight × player_weights[i]`` (partial play)."""
+    """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²)), each
+    player with its own round weight ``weight × player_weights[i]`` (partial play; 1: the same bits)."""
     n = offsets.shape[0] - 1
-    pre = np.empty((n, 7))
+    pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
     lim2 = sig_limit * sig_limit
     for i in nb.prange(n):
         _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms,
@@ -724,8 +712,8 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
     if bad >= 0:
         return np.empty(0), np.zeros(1, dtype=np.int64), np.empty(0), bad
     collapse = gaussian or math.isinf(rho)
-    pre = _prepare(flat, offsets, time_ms, weight, weight_limit, noob_delay, sig_limit,
-                   drift_per_day, rho, collapse)
+    pre = prepare_weighted(flat, offsets, time_ms, weight, np.ones(ranks.shape[0]), weight_limit, noob_delay,
+                           sig_limit, drift_per_day, rho, collapse)
     order, gstart = _groups(ranks)
     smu = pre[:, 4][order]
     ss = pre[:, 5][order]
