@@ -1,10 +1,6 @@
-"""Cowan's model tables and curve fits: the same bits on every CPU.
-
-The kernels need, per grid: the luck function's table, the drift taps, the prior, and the
-residual ``φ(d) = 1/(1 + e^(dh))`` (and the paper-form draw kernel) as short sums of
-exponentials. Whatever numpy or LAPACK computes differently by CPU is either computed
-correctly rounded here (``exp_exact``, ``pow_exact``: 40-digit ``decimal``) or frozen bit for
-bit for the default grid (``_FROZEN_RESIDUALS``, ``_FROZEN_DRAW_FITS``), each frozen table
+"""Cowan's model tables and curve fits, the same bits on every CPU: what numpy or LAPACK computes
+differently by CPU is either correctly rounded here (``exp_exact``, ``pow_exact``) or frozen bit
+for bit for the default grid (``_FROZEN_RESIDUALS``, ``_FROZEN_DRAW_FITS``), each frozen table
 checked against this machine's target before use.
 """
 
@@ -21,10 +17,9 @@ import numpy.typing as npt
 
 
 def fit_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
-    """Coefficients ``c_j`` and rates ``r_j = e^(−j h)`` with ``Σ_j c_j r_j^d ≈ 1/(1+e^(dh))``
-    for d = 1..n (least squares; in u = e^(−dh) this is a polynomial fit of u/(1+u) on (0, 1),
-    whose nearest singularity u = −1 makes 16 terms reach 4e-13, 20 terms 1.2e-13;
-    float64 least squares saturates there)."""
+    """Coefficients ``c_j`` and rates ``r_j = e^(−j h)`` with ``Σ_j c_j r_j^d ≈ 1/(1+e^(dh))`` for
+    d = 1..n by least squares (a polynomial fit of u/(1+u) in u = e^(−dh), limited by the
+    singularity at u = −1)."""
     d = np.arange(1, n + 1, dtype=float)
     u = np.exp(-d * h)
     target = 1.0 / (1.0 + np.exp(d * h))
@@ -41,15 +36,11 @@ DRAW_SOE_MAX_ERR = 2e-13
 def fit_exp_sum(
     y: npt.ArrayLike, max_terms: int = 24, tol: float = 2e-14
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Rates ``z_j`` (complex, |z_j| < 1, one of each conjugate pair) and coefficients
-    ``c_j`` with ``Re Σ_j c_j z_j^d ≈ y[d − 1]`` for d = 1..len(y), and the max error.
-
-    Matrix pencil (ESPRIT): the rates are the eigenvalues of the shift operator on the
-    dominant right singular vectors of the Hankel matrix of ``y``; the coefficients then
-    come from a real least-squares fit. The number of terms grows until the error is
-    ≤ ``tol``. Free complex rates are what makes the paper-form draw kernel short: with
-    rates fixed at ``e^(−jh)`` its branch point at ``e^(−d) = −1/9`` defeats the fit, while
-    9 free terms (3 real, 6 complex) reach ~5e-15 on the default grid."""
+    """Rates ``z_j`` (complex, |z_j| < 1, one of each conjugate pair) and coefficients ``c_j`` with
+    ``Re Σ_j c_j z_j^d ≈ y[d − 1]`` for d = 1..len(y), and the max error, by matrix pencil (the
+    eigenvalues of the shift operator on the dominant right singular vectors of ``y``'s Hankel
+    matrix, then a real least-squares fit), more terms until the error is ≤ ``tol``. Free complex
+    rates are what makes the paper-form draw kernel short (its branch point defeats fixed rates)."""
     ya = np.asarray(y, dtype=float)
     n = ya.shape[0]
     if n == 0 or float(np.max(np.abs(ya))) == 0.0:
