@@ -506,11 +506,6 @@ class CowanArena(Arena):
         self.rounds[slot] = belief[1]
         self.vals[s : s + w] = belief[HEADER:]
 
-    def gather(self, slots: IntArray) -> tuple[FloatArray, IntArray]:
-        """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
-        ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
-        return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
-
     def moments(self, slots: IntArray, grid: FloatArray) -> tuple[FloatArray, FloatArray, IntArray, int]:
         """``moments_slots`` of the beliefs of ``slots`` on ``grid``."""
         return moments_slots(self.vals, self.start, self.lohi, self.rounds,  # type: ignore[no-any-return]
@@ -518,7 +513,8 @@ class CowanArena(Arena):
 
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""
-        return split(*self.gather(slots))
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        return split(*gather(self.vals, self.start, self.lohi, self.rounds, slots))
 
     def compact(self) -> None:
         """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""

@@ -42,9 +42,6 @@ from stream.ratings.codec import CodecBase
 from stream.ratings.cowan.quant import _ZERO, DELTA, QMIN, dequantise, quantise, qwindow
 
 TAG = 0x43
-#: the quantisation core lives in ``stream.ratings.cowan.quant``: Cowan's kernels run the
-#: very same functions after every match, so beliefs are fixed points of this codec
-_QMIN = QMIN
 
 
 @njit(cache=True, nogil=True)
@@ -290,9 +287,9 @@ class CowanCodec(CodecBase):
         if b.ndim != 1 or b.shape[0] < 3:
             raise ValueError("not a cowan belief")
         q = np.empty(b.shape[0] - 2, dtype=np.int64)
-        if not quantise(b[2:], _QMIN, q):
+        if not quantise(b[2:], QMIN, q):
             raise ValueError("cowan belief must hold finite non-negative probabilities")
-        return bytes(_encode(int(b[0]), int(b[1]), q, _QMIN))
+        return bytes(_encode(int(b[0]), int(b[1]), q, QMIN))
 
     def decode(self, data: bytes) -> Belief:
         if not data or data[0] != TAG:
@@ -310,7 +307,7 @@ class CowanCodec(CodecBase):
         gathered = flat_of(beliefs)
         if gathered is None:
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
-        buf, ends, bad = _encode_many(*gathered, _QMIN)
+        buf, ends, bad = _encode_many(*gathered, QMIN)
         if bad >= 0:
             return super().encode_many(beliefs)  # raises encode's own error
         return split(buf.tobytes(), ends)

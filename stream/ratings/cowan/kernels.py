@@ -344,7 +344,6 @@ def _sweep_r4c6(
         i += step
 
 
-
 @njit(cache=True, nogil=True)
 def draw_lik(
     rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
@@ -472,14 +471,10 @@ def update_pair_in(
         if res_mode == RES_SOE and dsoe[0] == 1.0:
             draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
             draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
-        elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
-            flip = dtab[::-1].copy()
-            _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
-            _fft_conv(rho_a, la, ha, lb, hb, flip, fb)
         else:
             flip = dtab[::-1].copy()
-            _direct(rho_b, lb, hb, la, ha, dtab, fa)
-            _direct(rho_a, la, ha, lb, hb, flip, fb)
+            _conv(rho_b, lb, hb, la, ha, dtab, fa)
+            _conv(rho_a, la, ha, lb, hb, flip, fb)
     else:
         # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
         if res_mode == RES_SOE and _takes_r3c4(soe):
@@ -627,8 +622,7 @@ def expected_score(
 
 @njit(cache=True, nogil=True, inline="always")
 def _conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
-    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]``: an FFT for wide windows, else the direct sum
-    (the rule of the draw fallback in ``update_pair_in``)."""
+    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]``: an FFT for wide windows, else the direct sum."""
     if (hi - lo + 1) * (hi_o - lo_o + 1) >= FFT_MIN_WORK and (hi - lo + 1) + (hi_o - lo_o + 1) < FFT_MAX:
         _fft_conv(rho, lo_o, hi_o, lo, hi, tab, out)
     else:

@@ -93,7 +93,6 @@ ELO_SCALE = 400.0 / math.log(10.0)
 TAIL = 1e-13
 
 
-
 @dataclass(frozen=True)
 class CowanParams(Params):
     """docs/interface.md defaults; ``algorithm``, ``draw_form``, ``residual`` and the Laplace and
@@ -126,7 +125,6 @@ class CowanParams(Params):
             raise RatingError("cowan: soe_terms must lie in 1..40")
         if self.laplace_scale < 0:
             raise RatingError("cowan: laplace_scale must be >= 0")
-
 
 
 class Cowan(RatingSystem):

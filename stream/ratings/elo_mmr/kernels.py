@@ -68,10 +68,7 @@ PANEL_FRACTION = 1.3
 MAX_PANELS = 10_000
 
 
-
-# --------------------------------------------------------------------------------------
-# terms of the performance equation
-# --------------------------------------------------------------------------------------
+# ---- terms of the performance equation ---------------------------------------------------
 #: the loops over a belief's terms index by unsigned integers (``stream.runtime.copies``: there numba's
 #: negative-index checks cost more than the loops' arithmetic); a count of terms is clamped at 0 before
 #: it is made unsigned (``range(start, stop, 3)`` of a stop below start has no term)
@@ -128,9 +125,7 @@ def direct_f(x: float, grp: int, smu, ss, gstart, gaussian: bool, split: bool) -
     return total
 
 
-# --------------------------------------------------------------------------------------
-# panels
-# --------------------------------------------------------------------------------------
+# ---- panels ------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
 def _panel_nodes(a: float, b: float, n: int):
     """Chebyshev points of the second kind on [a, b], node 0 = b and node n = a exactly."""
@@ -483,9 +478,7 @@ def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, 
     return 0.5 * (a + b)
 
 
-# --------------------------------------------------------------------------------------
-# the belief phases
-# --------------------------------------------------------------------------------------
+# ---- the belief phases -------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
 def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: float, rho: float,
                collapse: bool) -> tuple[float, float, float, float]:
