@@ -151,11 +151,12 @@ def offsets_of(items: Sequence[Sized]) -> IntArray:
     return out
 
 
-def flat_of(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray] | None:
-    """``(concat_f64(beliefs), offsets_of(beliefs))``, or None when the beliefs do not concatenate into
-    one 1-D array (0-d or mixed dimensions): the per-belief path then says why."""
+def flat_of(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = "same_kind",
+            ) -> tuple[FloatArray, IntArray] | None:
+    """``(concat_f64(beliefs, casting), offsets_of(beliefs))``, or None when the beliefs do not
+    concatenate into one 1-D array (none, 0-d or mixed dimensions): the per-belief path says why."""
     try:
-        flat = concat_f64(beliefs)
+        flat = concat_f64(beliefs, casting)
     except (ValueError, TypeError):
         return None
     return (flat, offsets_of(beliefs)) if flat.ndim == 1 else None

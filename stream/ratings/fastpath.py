@@ -19,7 +19,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64, rows_of_columns
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, flat_of, rows_of_columns
 from stream.ratings.registry import SPECS
 from stream.ratings.spec import load
 
@@ -187,21 +187,15 @@ def fast_path(system: RatingSystem) -> FastPath:
 def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
     """``out[j, i] = beliefs[i][cols[j]]`` in one pass; None when the per-item path must run
     instead (not all 1-D float64, or too short: it raises)."""
-    n = len(beliefs)
-    if n == 0:
+    gathered = flat_of(beliefs, casting="no")  # every belief already float64: no value changes type
+    return None if gathered is None else columns_at(*gathered, cols)
+
+
+def columns_at(flat: FloatArray, offsets: IntArray, cols: Sequence[int]) -> FloatArray | None:
+    """``out[j, i] = flat[offsets[i] + cols[j]]``; None when there is no belief or one is too short."""
+    if len(offsets) < 2 or int(np.diff(offsets).min()) <= max(cols):
         return None
-    try:
-        # casting="no": every belief must already be float64, so no value changes type
-        flat = concat_f64(beliefs, casting="no")
-    except (ValueError, TypeError):
-        return None
-    if flat.ndim != 1:
-        return None
-    lens = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-    if int(lens.min()) <= max(cols):
-        return None
-    starts = np.cumsum(lens) - lens
-    out: FloatArray = flat[starts[None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
+    out: FloatArray = flat[offsets[:-1][None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
     return out
 
 

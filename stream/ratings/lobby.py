@@ -208,30 +208,23 @@ def _first(system: RatingSystem, teams: Sequence[Team]) -> FloatArray:
 
 def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     """P(performance t is the highest) for independent Gaussian or logistic performances."""
-    logcdf: Callable[[FloatArray], FloatArray]
+    zs = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID_POINTS)
     if gaussian:
-        def logcdf(z: FloatArray) -> FloatArray:
-            return np.asarray(log_ndtr(z))
-
-        def pdf(z: FloatArray) -> FloatArray:
-            return np.asarray(np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi))
-        unit = 1.0
+        pdf = np.exp(-0.5 * zs * zs) / math.sqrt(2.0 * math.pi)
+        logcdf: Callable[[FloatArray], FloatArray] = log_ndtr
     else:  # logistic of sd 1: scale √3/π
         unit = math.sqrt(3.0) / math.pi
+        pdf = np.exp(log_expit(zs / unit) + log_expit(-zs / unit)) / unit
 
         def logcdf(z: FloatArray) -> FloatArray:
             return np.asarray(log_expit(z / unit))
-
-        def pdf(z: FloatArray) -> FloatArray:
-            return np.asarray(np.exp(log_expit(z / unit) + log_expit(-z / unit)) / unit)
     n = len(mean)
-    zs = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID_POINTS)
     out = np.empty(n)
     for t in range(n):
         x = mean[t] + sd[t] * zs
         others = np.delete(np.arange(n), t)
         log_rest = logcdf((x[None, :] - mean[others, None]) / sd[others, None]).sum(axis=0)
-        out[t] = np.trapezoid(pdf(zs) * np.exp(log_rest), zs)
+        out[t] = np.trapezoid(pdf * np.exp(log_rest), zs)
     if not np.all(np.isfinite(out)) or out.sum() <= 0:
         raise RatingError("a belief of these players gives a non-finite prediction")
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)

@@ -18,7 +18,7 @@ import numpy as np
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.ratings.codec import Float64Codec
 from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR, invalid_length
-from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, ratings_from_columns
+from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, columns_at, ratings_from_columns
 
 
 class EloMMRFastPath(ColumnSummaries, PackedRounds):
@@ -52,11 +52,8 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
                         ) -> RoundChange | None:
         """See ``PackedRounds.change_gathered``: the summaries before read from ``flat`` itself; None when
         a summary or a performance would take the per-belief path (Elo-MMχ keeps no performance)."""
-        starts = offsets[:-1]
-        if not len(starts) or int(np.diff(offsets).min()) <= max(self.columns):
-            return None
-        cols = flat[starts[None, :] + np.asarray(self.columns, dtype=np.int64)[:, None]]
-        return self._change(cols, values, out_offsets)
+        cols = columns_at(flat, offsets, self.columns)
+        return None if cols is None else self._change(cols, values, out_offsets)
 
     def _change(self, cols: FloatArray, values: FloatArray, offsets: IntArray) -> RoundChange | None:
         starts, ends = offsets[:-1], offsets[1:]
