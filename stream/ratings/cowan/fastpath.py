@@ -16,7 +16,7 @@ from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
 
 class CowanFastPath(FastPath, ArenaMatches):
     #: Cowan's kernels quantise every belief after every match with the codec's own functions
-    #: (``_cowan_quant``), so what ``rate_matches`` returns is what a store round trip gives back
+    #: (``quant``), so what ``rate_matches`` returns is what a store round trip gives back
     canonical_state: ClassVar[bool] = True
     system_type = Cowan
     system: Cowan

@@ -349,7 +349,7 @@ def draw_lik(
     rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
 ) -> None:
     """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel ``D`` given as
-    two one-sided sums of exponentials (``ds``, see ``cowan.pack_draw_soe``), by two O(n)
+    two one-sided sums of exponentials (``ds``, see ``model.pack_draw_soe``), by two O(n)
     sweeps: ``D(d) = t₊ + Re Σ_j c₊ⱼ z₊ⱼ^d`` and ``D(−d) = t₋ + Re Σ_j c₋ⱼ z₋ⱼ^d`` for
     d ≥ 1, ``D(0) = t₀``; ``swap`` uses ``D(−d)`` instead (the other player's side)."""
     tp = ds[1]

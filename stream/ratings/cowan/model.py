@@ -157,7 +157,7 @@ def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
 
 
 def pack_soe(z: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``Re Σ_j c_j z_j^d`` as the row the kernels read (``_cowan_kernels._soe_views``):
+    """``Re Σ_j c_j z_j^d`` as the row the kernels read (``kernels._soe_views``):
     ``[R, C, real rates (R), their coefficients (R), Re z, Im z, Re c, Im c (C each)]`` —
     real rates apart, since a real term costs a third of a complex one."""
     z = np.asarray(z, dtype=complex)
@@ -172,7 +172,7 @@ def pack_soe(z: np.ndarray, c: np.ndarray) -> np.ndarray:
 def pack_draw_soe(
     tp: float, tm: float, t0: float, plus: tuple[np.ndarray, np.ndarray], minus: tuple[np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """The row ``_cowan_kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, start of the minus
+    """The row ``kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, start of the minus
     part, pack_soe(plus), pack_soe(minus)]``."""
     p, m = pack_soe(*plus), pack_soe(*minus)
     return np.concatenate(([1.0, tp, tm, t0, 5.0 + p.shape[0]], p, m))

@@ -402,10 +402,9 @@ class Cowan(RatingSystem):
                    scores: np.ndarray, quantise: bool,
                    advs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
         """The matches ``(slot[a[m]], slot[b[m]])`` (A with advantage ``advs[m]``; None: none) on an
-        arena (``_cowan_arena``), in place:
-        ``(vals, status, end)`` — the arena's values (a new array if it grew), the flags
-        of local players whose belief came out non-finite, the arena's new end. Large batches
-        with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
+        arena, in place: ``(vals, status, end)``, the arena's values (a new array if it grew), the
+        flags of local players whose belief came out non-finite, its new end. Large batches with
+        wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
         m = self.model
         # paper-form draw tables, one per distinct partial score
         partial: list[float] = []
@@ -440,10 +439,8 @@ class Cowan(RatingSystem):
 
     def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
                    advantages: FloatArray | None = None) -> None:
-        """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
-        in place, quantised: the same bits as ``rate_matches`` on the arena's belief arrays.
-        On ``RatingError`` (a belief came out non-finite) the arena's beliefs of this batch
-        are left part-updated."""
+        """``rate_matches`` on beliefs held by ``arena`` (local player i at ``slots[i]``), in place,
+        quantised, the same bits; on ``RatingError`` the batch's beliefs are left part-updated."""
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         a, b, scores, advs = self._checked(a, b, scores, advantages, slots.shape[0])
         if a.shape[0] == 0:
@@ -533,10 +530,9 @@ class Cowan(RatingSystem):
 
     # ---- the naive oracle ----------------------------------------------------------
     def naive_update(self, a: Belief, b: Belief, score: float, advantage: float = 0.0) -> tuple[Belief, Belief]:
-        """One match by the general algorithm (§4.1) on the windows, then the drift kernel
-        by ``np.convolve``: the oracle the fast kernels are tested against (same model,
-        same trimming rule, O(|A|·|B|) work and no shared code with the kernels). A side
-        advantage h = ``advantage`` is A's skills seen by the luck function as ``x_i + h``."""
+        """One match by the general algorithm (§4.1) on the windows, then the drift by ``np.convolve``:
+        the kernels' oracle (same model and trimming rule, no shared code with the kernels). A side
+        advantage h = ``advantage``: A's skills seen by the luck function as ``x_i + h``."""
         grid = self.model.grid
         la, pa = self.window(a)
         lb, pb = self.window(b)

@@ -1,10 +1,9 @@
 """The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs, summaries from columns.
 
 Why packed: the embedded store and a worker step hold a pool's beliefs as float64 values in one
-arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes its
-output as one array: no numpy object per player on the way in or out. The kernels are
-``EloMMR``'s own (``_check_round``, ``_rate_flat``), so the results are ``rate_round``'s bit
-for bit.
+arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes one
+array: no numpy object per player. The kernels are ``EloMMR``'s own, so the results are
+``rate_round``'s bit for bit.
 """
 
 from __future__ import annotations

@@ -8,19 +8,14 @@ newcomer or a round dated before the player's last one), ties count as
 a win plus a loss (the player's own entry included) unless ``split_ties``; displayed
 rating ``μ − 3(σ − 80)``.
 
-Belief layout (one float64 array per player, lossless through ``Float64Codec``)
-------------------------------------------------------------------------------
-====  ======================================================================
- [0]  μ — posterior mean (the robust average of the Gaussian and logistic terms)
- [1]  σ — posterior standard deviation
- [2]  centre of the Gaussian (prior) term
- [3]  weight (precision, 1/σ²) of the Gaussian term
- [4]  number of rated rounds
- [5]  time of the latest rated round (ms since epoch; an out-of-order round does not
-      move it back, so drift is never counted twice; ignored while [4] == 0)
- [6:] logistic terms, three floats each, oldest first: centre (a past performance),
-      ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay)
-====  ======================================================================
+Belief layout (one float64 array per player, lossless through ``Float64Codec``):
+
+* [0] μ, the posterior mean (the robust average of the Gaussian and logistic terms); [1] σ;
+* [2] centre and [3] weight (precision, 1/σ²) of the Gaussian (prior) term;
+* [4] number of rated rounds; [5] time of the latest rated round (ms since epoch; an
+  out-of-order round does not move it back, so drift is never counted twice);
+* [6:] logistic terms, three floats each, oldest first: centre (a past performance),
+  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay).
 
 The term's weight (precision) is ``2·w_arg·w_out·3/π²``. Elo-MMχ collapses every belief
 to its Gaussian term at each diffusion, so its beliefs never carry logistic terms.
