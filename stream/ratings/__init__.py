@@ -1,15 +1,8 @@
 """Pure rating math: one package per rating system behind ``base.RatingSystem``.
 
-``make_system(name, params)`` is the only way the rest of the project builds a system,
-so the CLI, the evaluation harness and the worker accept exactly the same names.
-Systems are imported lazily: ``mmr --help`` must not pay for numba compilation.
-
-Layout: ``base`` (the interface), ``spec`` (what the project knows of a system) and
-``registry`` (the one list of systems, each package's ``spec.SPECS``), one package per
-system (``elo_mmr``, ``cowan``, ``baselines``: its system, kernels, plain oracles, fast path
-and, where float64 does not fit, its codec), ``fastpath`` (the batched and packed forms the
-pipeline engine uses), ``codec`` (stored beliefs), ``lobby`` (predictions of a match of
-teams, for matchmakers) and ``team_scores`` (the evaluation's team predictions).
+``make_system(name, params)`` is the only way the rest of the project builds a system, so the
+CLI, the evaluation harness and the worker accept exactly the same names. Systems are imported
+lazily: ``mmr --help`` must not pay for numba compilation. The modules: docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations

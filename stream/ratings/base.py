@@ -1,33 +1,28 @@
 """The one interface every rating system implements.
 
-Why this shape
---------------
-* A *belief* is a 1-D ``float64`` numpy array whose layout belongs to the system
-  (Elo-MMR: Gaussian term + logistic terms; Cowan: a windowed discrete distribution).
-  Plain arrays gather into structure-of-arrays kernel inputs with one
-  ``np.concatenate`` and pack into a compact binary value with ``tobytes`` (see
-  ``stream.ratings.codec``), so no per-player Python objects sit on the hot path.
-* Systems are pure: no I/O, no asyncio, no global state. The same object serves the
-  embedded replay, the evaluation harness and the streaming worker, which is what makes
-  "streaming result == offline replay" testable bit for bit.
-* Two kinds of events: a *round* (many players ranked, ties share a rank) and a
-  *batch of matches* (1-v-1, score in [0, 1] for A, applied with exact sequential
-  meaning). A system that is naturally one kind gets the other from the defaults below.
-* Six methods: ``new_belief``, ``rate_round``, ``rate_matches``, ``summary``,
-  ``win_probability``, ``ranking_score``. The batched and packed forms the pipeline
-  engine uses for speed are not part of it: they live in ``stream.ratings.fastpath``,
-  per system, and give exactly what these six give.
-* Team rounds (players ranked as teams) are optional: ``rate_team_round`` refuses them
-  unless a system models teams (Elo-MMR and Elo-MMχ: docs/teams.md).
+Why this shape:
+
+* A *belief* is a 1-D ``float64`` array whose layout belongs to the system: arrays gather into
+  structure-of-arrays kernel inputs with one concatenation and pack into bytes with ``tobytes``
+  (``stream.ratings.codec``), so no per-player Python objects sit on the hot path.
+* Systems are pure (no I/O, no asyncio, no global state): the same object serves the embedded
+  replay, the evaluation and the streaming worker, which makes "streaming result == offline
+  replay" testable bit for bit.
+* Two kinds of events: a *round* (many players ranked, ties share a rank) and a *batch of
+  matches* (1-v-1, A's score in [0, 1], exact sequential meaning); a system that is naturally
+  one kind gets the other from the defaults below.
+* Six methods (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
+  ``ranking_score``); the engine's batched forms live in ``stream.ratings.fastpath`` and give
+  exactly what these give. Team rounds are optional (``rate_team_round``; docs/teams.md).
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, fields
-from itertools import repeat
+from itertools import pairwise, repeat
 from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -43,20 +38,13 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class RatingError(InputError, ValueError):
-    """Invalid input to a rating system (duplicate player, non-finite number, ...).
-
-    The message names the offending player or field; callers add the file/line or
-    event id and send the event to the dead-letter topic.
-    """
+    """Invalid input to a rating system (duplicate player, non-finite number, ...): the message
+    names the offending player or field; callers add the event and dead-letter it."""
 
 
 class Rating(NamedTuple):
-    """What users see of a belief: the interface's (docs/interface.md) output fields.
-
-    A NamedTuple rather than a frozen dataclass: immutable all the same, and cheaper to build
-    (a frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``), which
-    counts at one per changed player per batch.
-    """
+    """What users see of a belief: the interface's (docs/interface.md) output fields. A NamedTuple:
+    immutable like a frozen dataclass and cheaper to build, at one per changed player per batch."""
 
     rating: float  # the displayed (conservative) rating
     mu: float
@@ -69,9 +57,8 @@ _RowT = TypeVar("_RowT", bound=tuple[Any, ...])
 
 def rows_of_columns(cls: type[_RowT], *columns: Iterable[Any]) -> Iterator[_RowT]:
     """``map(cls, *columns)`` for a NamedTuple ``cls`` given one column per field, built in C
-    (``tuple.__new__`` of each zipped row): a NamedTuple's own ``__new__`` is a Python function,
-    a frame per row, a third of the time of building 50,000 ratings by columns. Stops at the
-    shortest column, as ``map`` does."""
+    (``tuple.__new__`` of each zipped row; a NamedTuple's own ``__new__`` is a Python frame per
+    row). Stops at the shortest column, as ``map`` does."""
     if len(columns) != len(cls._fields):  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__} has {len(cls._fields)} fields, {len(columns)} columns given")  # type: ignore[attr-defined]
     return cast("Iterator[_RowT]", map(tuple.__new__, repeat(cls), zip(*columns, strict=False)))
@@ -79,11 +66,8 @@ def rows_of_columns(cls: type[_RowT], *columns: Iterable[Any]) -> Iterator[_RowT
 
 @dataclass(frozen=True)
 class Params:
-    """Base of every system's parameter dataclass.
-
-    ``from_mapping`` turns CLI ``--param KEY=VALUE`` strings (or a pool's config) into
-    typed values and rejects unknown keys with a message naming them.
-    """
+    """Base of every system's parameter dataclass: ``from_mapping`` turns ``--param KEY=VALUE``
+    strings (or a pool's config) into typed values and rejects unknown keys, naming them."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None = None) -> Params:
@@ -104,12 +88,9 @@ class Params:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def require(self, checks: Mapping[str, bool]) -> None:
-        """Raise ``RatingError`` naming every parameter whose check failed, with its value.
-
-        Why: a parameter like ``k=inf`` or ``sigma=-1`` parses as a float, and the system
-        would then rate every event into NaN or infinity, which the service only notices when
-        it refuses to store the result (every batch of the pool dead-lettered). Rejected here,
-        the worker refuses the pool's configuration at start and ``mmr replay`` exits 2."""
+        """Raise ``RatingError`` naming every parameter whose check failed, with its value: a
+        parameter like ``k=inf`` parses, and would rate every event into NaN (every batch of the
+        pool dead-lettered); rejected here, a worker refuses the pool's configuration at start."""
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             shown = ", ".join(f"{k}={getattr(self, k, '?')!r}" for k in bad)
@@ -144,18 +125,14 @@ def _coerce(key: str, raw: Any, default: Any) -> Any:
 
 
 def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = "same_kind") -> FloatArray:
-    """``np.concatenate(beliefs, dtype=np.float64, casting=casting)``, value for value (and
-    its errors), copied while holding the GIL.
+    """``np.concatenate(beliefs, dtype=np.float64, casting=casting)``, value for value (and its
+    errors), copied while holding the GIL.
 
-    Why: ``np.concatenate`` releases the GIL for every input array of more than a few
-    hundred values and must win it back after each one. On the worker's numba thread, while
-    the event loop's thread is busy, every win-back waits up to Python's switch interval, so
-    concatenating the thousands of Cowan beliefs of a merged batch of single matches would
-    wait thousands of intervals. One
-    ``bytearray.join`` over the arrays' buffers copies everything in one go (a mutable
-    buffer, so the result is writable like ``concatenate``'s). Anything but 1-D float64
-    arrays takes ``np.concatenate`` itself.
-    """
+    Why: ``np.concatenate`` releases the GIL for every input array of more than a few hundred
+    values and must win it back after each one; on the worker's numba thread, while the event
+    loop's thread is busy, every win-back waits up to Python's switch interval. One
+    ``bytearray.join`` over the arrays' buffers copies everything in one go (writable, like
+    ``concatenate``'s result). Anything but 1-D float64 arrays takes ``np.concatenate`` itself."""
     if len(beliefs) and all(type(b) is np.ndarray and b.dtype == np.float64 and b.ndim == 1 for b in beliefs):
         try:
             raw = bytearray().join(beliefs)  # type: ignore[arg-type]
@@ -167,17 +144,40 @@ def concat_f64(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = 
     return out
 
 
+def offsets_of(items: Sequence[Sized]) -> IntArray:
+    """Where each item starts in the items' concatenation, and where the last ends."""
+    out = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), out=out[1:])
+    return out
+
+
+def flat_of(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = "same_kind",
+            ) -> tuple[FloatArray, IntArray] | None:
+    """``(concat_f64(beliefs, casting), offsets_of(beliefs))``, or None when the beliefs do not
+    concatenate into one 1-D array (none, 0-d or mixed dimensions): the per-belief path says why."""
+    try:
+        flat = concat_f64(beliefs, casting)
+    except (ValueError, TypeError):
+        return None
+    return (flat, offsets_of(beliefs)) if flat.ndim == 1 else None
+
+
+_Sliced = TypeVar("_Sliced", np.ndarray, bytes)
+
+
+def split(flat: _Sliced, offsets: np.ndarray) -> list[_Sliced]:
+    """The slices ``flat[offsets[i]:offsets[i + 1]]`` (an array's: views, non-overlapping, so never shared)."""
+    bounds = offsets.tolist()
+    return [flat[s:e] for s, e in pairwise(bounds)]
+
+
 def check_team_round(
     n: int, team_of: IntArray | Sequence[int], team_ranks: IntArray | Sequence[int],
     player_weights: FloatArray | Sequence[float] | None,
 ) -> tuple[IntArray, IntArray, FloatArray]:
-    """The arguments of ``rate_team_round`` checked and as arrays: ``(team_of, team_ranks,
-    player_weights)`` (int64, int64, float64; weights all 1 when None).
-
-    Refused with ``RatingError``: team indices not one per player or outside
-    ``0..len(team_ranks) − 1``, a team without players, weights not one per player in (0, 1],
-    a non-finite rank.
-    """
+    """The arguments of ``rate_team_round`` checked (``RatingError``: team indices not one per
+    player or outside ``0..len(team_ranks) − 1``, a team without players, weights not one per
+    player in (0, 1], a non-finite rank) and as arrays (int64, int64, float64; weights 1 if None)."""
     index = np.asarray(team_of)
     nteams = len(team_ranks)
     if index.shape != (n,) or (n and index.dtype.kind not in "iu"):
@@ -211,11 +211,8 @@ def team_round(
 
 
 class RatingSystem(ABC):
-    """A rating system: beliefs in, beliefs out, no I/O.
-
-    Subclasses set ``name`` (the interface's (docs/interface.md) system name), ``params_type`` and implement
-    at least ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``.
-    """
+    """A rating system: beliefs in, beliefs out, no I/O. Subclasses set ``name`` (docs/interface.md),
+    ``params_type`` and implement ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``."""
 
     name: ClassVar[str]
     params_type: ClassVar[type[Params]]
@@ -256,7 +253,7 @@ class RatingSystem(ABC):
         if len(beliefs) < 2:
             return list(beliefs)
         if len(beliefs) != 2:
-            raise RatingError(f"{self.name} rates only two-player rounds")
+            raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
         ra, rb = int(ranks[0]), int(ranks[1])
         score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
         return self.rate_matches(

@@ -1,15 +1,10 @@
 """Compact binary forms of beliefs, one codec per rating system.
 
-Why here and not in the systems: the rating math only sees float64 arrays; how a
-belief is laid out in Redis (and in the embedded in-memory store, which uses the
-same codec so that the service and the replay stay bit-identical) is a storage
-decision. A codec must be deterministic; ``lossless`` says whether
-``decode(encode(b))`` returns ``b`` bit for bit.
-
-Batches: ``decode_many`` / ``encode_many`` give exactly the per-item results (same
-bytes, same float64 values, same errors) in one call, so a worker that changes
-thousands of players pays one call instead of thousands. ``CodecBase`` supplies the
-per-item loop; codecs with a cheaper batched form override it.
+Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out
+in Redis (and in the embedded store, the same codec, so that the service and the replay stay
+bit-identical) is a storage decision. A codec is deterministic; ``lossless``: ``decode(encode(b))``
+is ``b`` bit for bit. ``decode_many`` / ``encode_many`` give exactly the per-item results (same
+bytes, values and errors) in one call; ``CodecBase`` supplies the per-item loop.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from typing import Protocol
 import numpy as np
 from numba import njit
 
-from stream.ratings.base import Belief, concat_f64
+from stream.ratings.base import Belief, concat_f64, offsets_of, split
 from stream.ratings.registry import SPECS
 from stream.ratings.spec import load
 
@@ -86,12 +81,6 @@ def decode_many(codec: Codec, datas: Sequence[bytes]) -> list[Belief]:
         out: list[Belief] = many(datas)
         return out
     return [codec.decode(d) for d in datas]
-
-
-def split(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
-    """Views ``flat[offsets[i]:offsets[i + 1]]`` (non-overlapping, so never shared)."""
-    bounds = offsets.tolist()
-    return [flat[s:e] for s, e in pairwise(bounds)]
 
 
 class Float64Codec(CodecBase):
@@ -156,10 +145,7 @@ class Float64Codec(CodecBase):
         if len(blob) > _F64_BATCH_MAX_BYTES * n:
             # long beliefs: one large fresh buffer (page faults) costs more than n small copies
             return super().decode_many(datas)
-        buf = np.frombuffer(blob, dtype=np.uint8)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=n), out=offsets[1:])
-        out, ends, bad = _unpack_f64(buf, offsets, self.tag[0])
+        out, ends, bad = _unpack_f64(np.frombuffer(blob, dtype=np.uint8), offsets_of(datas), self.tag[0])
         if bad >= 0:
             return super().decode_many(datas)  # let decode raise its own error
         return split(out.view("<f8").astype(np.float64, copy=False), ends // 8)

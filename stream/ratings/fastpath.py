@@ -1,17 +1,12 @@
 """The batched and packed forms of a rating system that the pipeline engine uses for speed.
 
-Why apart from ``base.RatingSystem``: a system is six methods on single beliefs and lists
-of them (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
-``ranking_score``), which is all a new system or the evaluation harness needs. The engine
-(``stream.engine.pool``) also wants forms that skip per-player Python objects: summaries of a
-whole batch at once, rounds rated on packed beliefs gathered in one arena, matches rated in
-place in a pool-wide arena. ``fast_path(system)`` gives the
-engine the system's ``FastPath``; a system without one gets this module's ``FastPath``,
-whose methods are the per-belief loops over the six. Every form gives bit for bit what the
-per-belief methods give (tests/unit/ratings/test_batch_codec.py checks each against them).
-
-Optional forms are separate abstract classes (``PackedRounds``, ``ArenaMatches``): the
-engine asks ``isinstance`` once per pool, so no method exists only to raise.
+Why apart from ``base.RatingSystem``: its six per-belief methods are all a new system or the
+evaluation needs, while the engine (``stream.engine.pool``) also wants forms without per-player
+Python objects: summaries of a batch at once, rounds on packed beliefs gathered in one arena,
+matches in place in a pool-wide arena. ``fast_path(system)`` gives the system's ``FastPath`` (the
+per-belief loops where it has none); every form gives bit for bit what the per-belief methods
+give (tests/unit/ratings/test_batch_codec.py). Optional forms are separate abstract classes
+(``PackedRounds``, ``ArenaMatches``), asked by ``isinstance``, so no method exists only to raise.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, concat_f64, rows_of_columns
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingSystem, flat_of, rows_of_columns
 from stream.ratings.registry import SPECS
 from stream.ratings.spec import load
 
@@ -112,10 +107,9 @@ class RoundChange(NamedTuple):
 
 
 class PackedRounds(ABC):
-    """Rounds rated on *packed* beliefs: each one's raw little-endian float64 values, gathered into one
-    array (``stream.state.packed_pool``), bit for bit ``rate_round``'s results packed. A store that keeps
-    them so (the embedded store; a worker step's arena of what Redis holds past the codec's tag) then
-    makes no array per player."""
+    """Rounds rated on *packed* beliefs (raw little-endian float64 values gathered into one array,
+    ``stream.state.packed_pool``), bit for bit ``rate_round``'s results packed: a store that keeps
+    them so makes no array per player."""
 
     @abstractmethod
     def new_packed_belief(self) -> bytes:
@@ -131,12 +125,10 @@ class PackedRounds(ABC):
 
     def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
                         ) -> RoundChange | None:
-        """A round's change by columns, for its outputs and their explanations, of a round rated by
-        ``rate_round_gathered(flat, offsets, ...)`` into ``values``/``out_offsets``: the summaries
-        before (read from ``flat``) and after, and each player's performance in the round, as arrays
-        with the same float64 operations as ``summary_many`` and ``latest_performances`` (so the same
-        bits), without an object per player. None: not by columns here (the per-player path decides,
-        e.g. a belief without a performance)."""
+        """The change of a round ``rate_round_gathered(flat, offsets, ...)`` rated into ``values`` /
+        ``out_offsets``, by columns: the summaries before and after and each player's performance,
+        with the float64 operations of ``summary_many`` and ``latest_performances`` (the same bits).
+        None: not by columns here (the per-player path decides)."""
         return None
 
 
@@ -183,9 +175,8 @@ class Arena(ABC):
 
 
 def fast_path(system: RatingSystem) -> FastPath:
-    """The fast path its spec names for ``system``'s class (``SystemSpec.fast_path``, imported on
-    first use), or the generic one (a name the registry does not list, or another class under a
-    known name)."""
+    """The fast path ``system``'s spec names (imported on first use), or the generic one (a name the
+    registry does not list, or another class under a known name)."""
     spec = SPECS.get(system.name)
     if spec is None or spec.fast_path is None:
         return FastPath(system)
@@ -196,21 +187,15 @@ def fast_path(system: RatingSystem) -> FastPath:
 def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
     """``out[j, i] = beliefs[i][cols[j]]`` in one pass; None when the per-item path must run
     instead (not all 1-D float64, or too short: it raises)."""
-    n = len(beliefs)
-    if n == 0:
+    gathered = flat_of(beliefs, casting="no")  # every belief already float64: no value changes type
+    return None if gathered is None else columns_at(*gathered, cols)
+
+
+def columns_at(flat: FloatArray, offsets: IntArray, cols: Sequence[int]) -> FloatArray | None:
+    """``out[j, i] = flat[offsets[i] + cols[j]]``; None when there is no belief or one is too short."""
+    if len(offsets) < 2 or int(np.diff(offsets).min()) <= max(cols):
         return None
-    try:
-        # casting="no": every belief must already be float64, so no value changes type
-        flat = concat_f64(beliefs, casting="no")
-    except (ValueError, TypeError):
-        return None
-    if flat.ndim != 1:
-        return None
-    lens = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-    if int(lens.min()) <= max(cols):
-        return None
-    starts = np.cumsum(lens) - lens
-    out: FloatArray = flat[starts[None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
+    out: FloatArray = flat[offsets[:-1][None, :] + np.asarray(cols, dtype=np.int64)[:, None]]
     return out
 
 

@@ -1,52 +1,16 @@
 """Lobby predictions for matchmakers: how a match of teams is expected to end, before it is played.
 
 ``predict(system, teams)`` takes the beliefs of each team's members (a player alone is a team of
-one; a player never seen gets ``system.new_belief()`` from the caller) and returns each team's
-chance of finishing first, its expected rank, the draw probability where the system models draws,
-and a match-quality score. Pure math, no I/O: the worker's HTTP API (``POST /pools/{pool}/predict``)
-and any Python caller use the same function.
+one) and returns each team's chance of finishing first, its expected rank, the draw probability
+where the system models draws, and a match-quality score; the worker's ``POST
+/pools/{pool}/predict`` and any Python caller use the same function. The team models, the
+formulas and why are docs/teams.md, "Lobby predictions".
 
 Why each system gets its own team model rather than one generic formula: a prediction is only
 worth what the model that rates the pool says, and for two single players the answer must be
-exactly the system's own ``win_probability`` (the pairing prediction the API already serves).
-
-The team model of each system is ``team`` (a team as the model sees it, with the ω of partial
-play: ``mmr eval`` passes the event's weights, a lobby counts every member at ω = 1) and
-``outcomes`` (a pair of teams); ``stream.ratings.team_scores`` predicts ``mmr eval``'s team
-rounds with the same two, so a lobby's number and the evaluation's are one number
-(docs/teams.md, "One team model").
-
-Team models (docs/teams.md, "Lobby predictions"), at ω = 1 (with ω: ``Team``):
-
-* ``elo-mmx``, ``elo-mmr`` (and ``trueskill``): a team performs the sum of its members'
-  performances, each ``N(μ_i, σ_i² + β²)`` (β: the system's performance spread), so a team
-  performs with mean ``Σ μ_i`` and variance ``Σ (σ_i² + β²)``; Gaussian for Elo-MMχ and
-  TrueSkill, a logistic of that variance for Elo-MMR (the moment matching of docs/teams.md).
-  This is the team model these systems rate team rounds with.
-* ``elo``, ``codeforces``, ``glicko``, ``topcoder`` (point ratings): a team plays as one player
-  whose rating is its members' mean (and whose deviation is the root mean square of theirs),
-  as they rate team rounds.
-* ``cowan``: its luck function compares two players on a grid and has no notion of a team or of
-  a third player, so it predicts two single players and refuses anything else (``RatingError``).
-  Any other system does the same, with its own ``win_probability``.
-
-What is computed:
-
-* two teams: ``win[t]`` = P(team t wins), ``draw`` = P(draw) for TrueSkill (the only system here
-  whose model has draws: a draw margin ε; with teams ε = Φ⁻¹((p_draw + 1)/2)·√(players)·β as
-  the trueskill package), None for the others (their performances are continuous, ties have
-  probability 0); ``expected_score`` = win[0] + draw/2 = the pairing prediction.
-* more teams: ``win[t]`` = P(team t finishes first): ``∫ f_t(x) Π_{u≠t} F_u(x) dx`` over the
-  team performance distributions (Gaussian or logistic, trapezoid rule on ±16 sd of team t's
-  density, 641 points: the integrand is smooth, so the rule converges fast; ~1e-11 from
-  adaptive quadrature, tested), or in closed form
-  for the logistic point ratings (Plackett–Luce: a Gumbel performance per team gives exactly the
-  logistic pairwise model: ``P(first) ∝ 10^(r_t/scale)``); ``draw`` is None.
-* ``expected_rank[t]`` = 1 + Σ_{u≠t} P(u ahead of t), a draw counting one half, from the
-  system's pairwise prediction of each pair of teams; the ranks add up to n(n+1)/2.
-* ``quality`` in [0, 1], 1 = perfectly balanced: two teams ``1 − |2·E − 1|`` with E the expected
-  score of the first team (0.5 → 1; 0 or 1 → 0); more teams ``n · min_t win[t]`` (1 when every
-  team has the same chance to finish first, near 0 when some team has next to none).
+exactly the system's own ``win_probability``. ``team`` (a team as the model sees it, with the ω
+of partial play) and ``outcomes`` (a pair of teams) are also what ``stream.ratings.team_scores``
+predicts ``mmr eval``'s team rounds with, so a lobby's number and the evaluation's are one number.
 """
 
 from __future__ import annotations
@@ -144,16 +108,12 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]],
 class Team:
     """A team as its system's team model sees it before a round (docs/teams.md, "One team model").
 
-    ``mean``: the team's strength: ``M_t = Σ ω_i μ_i`` (sum models; the mean of the team's
-    performance), the ω-weighted mean rating (mean models; Elo's team rating in
-    ``Elo.rate_team_round``), the member's rating (the two-player systems).
-    ``var``: sum models: ``V_t − β² = Σ ω_i² σ_i² + (Σ ω_i² − 1) β²``, the σ² of one player whose
-    performance is the team's (negative with partial play, while ``V_t`` stays positive), so that
-    a pair adds ``2β²`` as the system's ``win_probability`` does and a team of one at full weight
-    has exactly its member's σ²; glicko and topcoder: the square of the deviation of ``belief``;
-    0 otherwise. ``players``: members (TrueSkill's draw margin). ``belief``: mean models and
-    the two-player systems: the team as a player of the system's own layout (a team of one at
-    full weight: its member's belief); None for the sum models (``mean`` and ``var`` say it all).
+    ``mean``: the team's strength (``Σ ω_i μ_i`` for the sum models, the ω-weighted mean rating
+    for the mean models, the member's rating for the two-player systems). ``var``: sum models
+    ``V_t − β²``, the σ² of one player whose performance is the team's (negative with partial
+    play, while ``V_t`` stays positive); glicko and topcoder the square of the deviation of
+    ``belief``; 0 otherwise. ``players``: members (TrueSkill's draw margin). ``belief``: the team
+    as a player of the system's own layout (None for the sum models).
     """
 
     mean: float
@@ -248,30 +208,23 @@ def _first(system: RatingSystem, teams: Sequence[Team]) -> FloatArray:
 
 def _integrate(mean: FloatArray, sd: FloatArray, gaussian: bool) -> FloatArray:
     """P(performance t is the highest) for independent Gaussian or logistic performances."""
-    logcdf: Callable[[FloatArray], FloatArray]
+    zs = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID_POINTS)
     if gaussian:
-        def logcdf(z: FloatArray) -> FloatArray:
-            return np.asarray(log_ndtr(z))
-
-        def pdf(z: FloatArray) -> FloatArray:
-            return np.asarray(np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi))
-        unit = 1.0
+        pdf = np.exp(-0.5 * zs * zs) / math.sqrt(2.0 * math.pi)
+        logcdf: Callable[[FloatArray], FloatArray] = log_ndtr
     else:  # logistic of sd 1: scale √3/π
         unit = math.sqrt(3.0) / math.pi
+        pdf = np.exp(log_expit(zs / unit) + log_expit(-zs / unit)) / unit
 
         def logcdf(z: FloatArray) -> FloatArray:
             return np.asarray(log_expit(z / unit))
-
-        def pdf(z: FloatArray) -> FloatArray:
-            return np.asarray(np.exp(log_expit(z / unit) + log_expit(-z / unit)) / unit)
     n = len(mean)
-    zs = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID_POINTS)
     out = np.empty(n)
     for t in range(n):
         x = mean[t] + sd[t] * zs
         others = np.delete(np.arange(n), t)
         log_rest = logcdf((x[None, :] - mean[others, None]) / sd[others, None]).sum(axis=0)
-        out[t] = np.trapezoid(pdf(zs) * np.exp(log_rest), zs)
+        out[t] = np.trapezoid(pdf * np.exp(log_rest), zs)
     if not np.all(np.isfinite(out)) or out.sum() <= 0:
         raise RatingError("a belief of these players gives a non-finite prediction")
     return np.asarray(np.clip(out / out.sum(), 0.0, 1.0), dtype=np.float64)

@@ -1,10 +1,6 @@
-"""The one list of rating systems: name → ``SystemSpec``.
-
-Every table of systems in the project is read from ``SPECS`` (the CLI's choices, the engine's
-fast path and codec, the kernels warmed before a worker's first event, the lobby's team
-models). Adding a system: a package under ``stream/ratings/`` whose ``spec`` module exports
-``SPECS``, and its line below.
-"""
+"""The one list of rating systems, name → ``SystemSpec``, from which every table of systems in the
+project is read. Adding a system: a package under ``stream/ratings/`` whose ``spec`` module
+exports ``SPECS``, and its line below."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""What the rest of the project knows about a rating system, in one record per system.
-
-Why one record: the CLI's names, the engine's fast path, the stored belief's codec, the
-kernels a worker compiles before its first event, what a system can rate and how the lobby
-predicts its teams are stated once, in the system package's ``spec`` module, and
-``stream.ratings.registry`` lists the systems: adding a system touches no other table.
-
-Light on purpose: a spec names its classes as ``"module:Name"`` strings and imports them on
-first use, so reading the registry (``mmr --help``, ``stream.config``) imports no numba.
+"""What the rest of the project knows about a rating system, in one record per system, stated
+once in the system package's ``spec`` module (``registry`` lists them): adding a system touches no
+other table. Light on purpose: classes are named as ``"module:Name"`` strings, imported on first
+use, so reading the registry (``mmr --help``, ``stream.config``) imports no numba.
 """
 
 from __future__ import annotations
@@ -36,14 +31,10 @@ def load(target: str) -> Any:
 @dataclass(frozen=True, slots=True)
 class SearchDim:
     """One parameter ``mmr fit`` searches, within ``[low, high]`` (``log``: on a log scale, for a
-    parameter whose effect is multiplicative: a rate, a noise, a drift).
-
-    Why the spaces are declared with the systems and kept small: the parameters worth fitting are
-    the ones that set how fast a rating follows new evidence (the dynamics, the update's step) and
-    how noisy one result is; they are what differs between games. Scale and origin parameters
-    (initial rating, the 400-point logistic unit) only relabel the ratings and are never searched,
-    nor are the numerical ones (grid sizes, tolerances). Bounds hold the default inside them, wide
-    enough for any game and narrow enough that a few dozen trials cover them."""
+    multiplicative effect). The spaces are small: only what sets how fast a rating follows new
+    evidence and how noisy one result is differs between games; scale, origin and numerical
+    parameters are never searched. Bounds hold the default, wide enough for any game and narrow
+    enough that a few dozen trials cover them."""
 
     name: str
     low: float

@@ -1,20 +1,12 @@
 """What the evaluation predicts for a team round, per system: the evaluation's team predictor.
 
-``mmr eval`` scores a team round from the beliefs before it with two numbers per system:
-
-* a team's **strength** (higher = predicted better), which orders the teams of a round for the
-  pair inversion and rank deviation at team level;
-* for a round of two teams, the **probability that the first team finishes ahead** of the
-  second, ``P(ahead) + P(tie)/2`` where the system models ties (TrueSkill's draw margin), for
-  log loss and Brier against the outcome score 1 / ½ / 0.
-
-Both come from the system's team model in ``stream.ratings.lobby`` (``team``, ``outcomes``), the
-one the matchmakers' lobby predictions use, with the event's ``weights`` as ω (the part of the
-round each member played, 1 by default; docs/teams.md, "One team model"): the strength is the
-team's ``mean`` (elo-mmx, elo-mmr, trueskill: ``Σ ω_i μ_i``; elo: the ω-weighted mean rating,
-the team rating of ``Elo.rate_team_round``), and a team of one member at full weight gives what
-the system's ``ranking_score`` and ``win_probability`` give for that player. Only systems that
-rate team rounds have a predictor (``team_predictor`` raises ``RatingError`` for the others).
+``mmr eval`` scores a team round by a team's **strength** (higher = predicted better: the order of
+the teams for the pair inversion and rank deviation) and, for two teams, the **probability that
+the first finishes ahead**, ``P(ahead) + P(tie)/2``. Both come from the system's team model in
+``stream.ratings.lobby`` (``team``, ``outcomes``), the one the lobby predictions use, with the
+event's ``weights`` as ω (docs/teams.md, "One team model"), so a team of one member at full weight
+gives what the system's ``ranking_score`` and ``win_probability`` give for that player. Only
+systems that rate team rounds have a predictor.
 """
 
 from __future__ import annotations

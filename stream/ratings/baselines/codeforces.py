@@ -12,14 +12,11 @@ against. The published algorithm, per round:
 4. inflation control: every Δ gets ``−Σ Δ / n − 1``, then the top ``min(4√n, n)`` by
    rating share ``min(max(−Σ_top Δ / k, −10), 0)``.
 
-Codeforces solves step 3 by integer bisection (13 probes of an O(N) sum per player,
-O(13·N²)); we use that ``Σ_j P(j beats R)`` is one smooth function of R for the whole
-round: evaluated exactly on ``grid`` points (O(grid·N), numba), splined, and each player's
-equation (that function minus the player's own term) bisected on the spline. With the
-default 512 points the error is far below Codeforces' own integer rounding. Ratings are
-kept continuous (no rounding). The seeds use the same smoothness (``logistic_sums``:
-exact up to 4M pairs, spline above).
-``weight`` scales Δ (Codeforces' halving is ``k = 0.5``).
+Codeforces solves step 3 by integer bisection, O(13·N²); we use that ``Σ_j P(j beats R)`` is one
+smooth function of R for the whole round: evaluated exactly on ``grid`` points, splined, and each
+player's equation bisected on the spline (error far below Codeforces' own integer rounding); the
+seeds use the same smoothness (``logistic_sums``). Ratings are kept continuous. ``weight``
+scales Δ (Codeforces' halving is ``k = 0.5``).
 
 Belief layout: ``[rating, rounds]``.
 """
@@ -63,19 +60,14 @@ NEED_MIN, NEED_MAX = 1.0, 8000.0
 
 
 def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
-    """Per player i, the rating R with ``1 + Σ_{j≠i} σ((r_j − R)/400) = target_i``.
-
-    The left side is the shared ``F(R) = Σ_j σ((r_j − R)/400)`` minus the player's own term,
-    so F is evaluated exactly on ``grid`` points (O(grid·N)), represented by a cubic spline,
-    and every player's equation is solved by a vectorised bisection on it (monotone in R).
-    The search range is Codeforces' [1, 8000], widened if ratings lie outside it; a
-    solution beyond the range is clamped to it, as Codeforces' bisection does.
+    """Per player i, the rating R with ``1 + Σ_{j≠i} σ((r_j − R)/400) = target_i``: the shared
+    ``F(R) = Σ_j σ((r_j − R)/400)`` on ``grid`` points, a cubic spline, and a vectorised bisection
+    of each player's equation (F minus its own term) in Codeforces' [1, 8000] (widened if ratings
+    lie outside; a solution beyond it clamped, as Codeforces' bisection does).
 
     Why the own term is excluded: including it (a literal reading of ``getSeed``) makes the
-    leader's target unreachable near its rating, and the needed rating then grows the
-    further ahead the leader is — a feedback that drives the top Codeforces player to
-    17,000 on the real history.
-    """
+    leader's target unreachable near its rating, a feedback that drives the top Codeforces
+    player to 17,000 on the real history."""
     from scipy.interpolate import CubicSpline
 
     lo = min(NEED_MIN, float(r.min()) - 1000.0)

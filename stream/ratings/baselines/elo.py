@@ -1,17 +1,14 @@
 """Elo as online gradient descent (Tang, Wang & Jin 2025, eq. 2) — the two-player baseline.
 
-Why this formulation: read as OGD on the logistic (Bradley–Terry) log-loss, one Elo step
-is ``r ← r + η · (s − σ(r − r_opp))`` with ``σ(x) = 1/(1 + 10^(−x/scale))``; ``η`` is the
-learning rate (the classic K-factor). A multiplayer round is the sum of the pairwise
-gradient terms against every other participant (a tie scores 1/2), divided by N − 1 when
-``normalize`` so that one round moves a rating about as far as one game does; without
-it a 10,000-player round would move ratings by thousands of points.
+Why this formulation: as OGD on the logistic (Bradley–Terry) log-loss one Elo step is
+``r ← r + η · (s − σ(r − r_opp))``, ``σ(x) = 1/(1 + 10^(−x/scale))``, η the K-factor. A
+multiplayer round sums the pairwise gradient terms (a tie scores 1/2), divided by N − 1 when
+``normalize``, so that one round moves a rating about as far as one game does.
 
-Teams (``rate_team_round``): a team's rating is the mean of its members' (weighted by the part
-of the round each played), the teams are rated as players of a round, and every member moves by
-their team's change (times that part). Why every member by the whole change: then the team's
-mean moves exactly as a player's rating would, a team of one is ``rate_round`` bit for bit, and
-the common practice of team Elo (one rating per player, the team's result shared) is kept.
+Teams: a team's rating is its members' mean (weighted by the part of the round each played), the
+teams are rated as players, and every member moves by their team's change (times that part), so
+that the team's mean moves as a player's rating would and a team of one is ``rate_round`` bit for
+bit: team Elo's common practice.
 
 Belief layout: ``[rating, rounds]``.
 """

@@ -1,19 +1,13 @@
 """Glicko (Glickman 1999): a rating plus a rating deviation (RD) that grows between periods.
 
-Why Glicko as a baseline: it is the simplest system that carries uncertainty, so it shows
-what uncertainty alone buys over Elo. Faithful to "Parameter estimation in large dynamic
-paired comparison experiments" / Glickman's Glicko description:
+Why Glicko as a baseline: the simplest system that carries uncertainty, it shows what
+uncertainty alone buys over Elo. Faithful to Glickman's description: the RD grows with the
+periods (``period_days`` long) elapsed since the player last played (``_inflated``), and a
+period's update is ``update_period``.
 
-* between periods ``RD ← min(√(RD² + c²·t), rd_max)`` with t the number of elapsed
-  periods (``period_days`` long) since the player last played — the drift;
-* in a period against opponents j: ``g(RD) = 1/√(1 + 3q²RD²/π²)``,
-  ``E = 1/(1 + 10^(−g(RD_j)(r − r_j)/400))``, ``d² = 1/(q² Σ g_j² E(1−E))``,
-  ``r' = r + q/(1/RD² + 1/d²) · Σ g_j (s_j − E)``, ``RD' = √(1/(1/RD² + 1/d²))``.
-
-A multiplayer round is one rating period in which every participant played every other
-(the pairwise sums run in a numba kernel). Each 1-v-1 match is its own period, applied
-in order (exact sequential meaning). Glickman's worked example (1500/200 against
-1400/30 W, 1550/100 L, 1700/300 L → 1464, RD 151.4) is ``update_period`` and is a test.
+A multiplayer round is one rating period in which every participant played every other (the
+pairwise sums in a numba kernel); each 1-v-1 match is its own period, applied in order.
+Glickman's worked example is ``update_period``'s test.
 
 Belief layout: ``[r, rd, rounds, last_time_ms]`` (``last_time_ms`` = NaN before the first event).
 """

@@ -1,11 +1,8 @@
 """numba kernels shared by the baseline systems (Elo, Glicko, Codeforces, TopCoder, TrueSkill).
 
-Why numba: the multiplayer baselines compare every pair of a round's participants
-(O(N²) per round). On the Codeforces history that is Σ N² ≈ 1.9·10¹⁰ pair terms; numpy
-would need N×N temporaries (2 GB for the largest 16,783-player round) and many passes,
+Why numba: the multiplayer baselines compare every pair of a round's participants (O(N²) per
+round); numpy would need N×N temporaries (2 GB for the largest Codeforces round) and many passes,
 while these loops keep one row in registers and run in parallel over players.
-All kernels are ``cache=True`` and ``nogil=True`` (no compilation on a worker's first event, and
-kernels that run beside the event loop's thread).
 """
 
 from __future__ import annotations
@@ -21,11 +18,9 @@ from numba import njit, prange
 
 from stream.runtime import parallel_min_players
 
-#: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, read
-#: at the first round by ``stream.runtime.parallel_min_players``:
-#: the threshold of Elo-MMR's kernels, ``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``, for the
-#: same reason, and because for a few players the start-up of numba's threads costs ten times
-#: the sums: docs/evaluation.md, "Teams")
+#: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, the
+#: threshold of Elo-MMR's kernels, for the same reason; and for a few players the start-up of numba's
+#: threads costs more than the sums)
 PARALLEL_MIN_PLAYERS: int | None = None
 
 
@@ -48,12 +43,9 @@ def logistic_row_sums(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
 
 
 def logistic_rows(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
-    """``logistic_row_sums`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``len(r)``).
-
-    The same kernel either way, so the same bits: each row is one thread's loop over j, whatever
-    the number of threads (tests/unit/ratings/baselines/test_baselines.py compares them bit for bit). A kernel
-    compiled without ``parallel`` would not do: LLVM vectorizes its inner sum in another order.
-    """
+    """``logistic_row_sums`` on one thread below ``PARALLEL_MIN_PLAYERS`` players (``len(r)``): the
+    same kernel either way, so the same bits (each row is one thread's loop over j); a kernel
+    compiled without ``parallel`` would not do, LLVM vectorising its inner sum in another order."""
     threads = numba.get_num_threads()
     limit = parallel_min_players() if PARALLEL_MIN_PLAYERS is None else PARALLEL_MIN_PLAYERS
     if r.shape[0] >= limit or threads == 1:
@@ -70,15 +62,11 @@ EXACT_PAIR_LIMIT = 4_000_000
 
 
 def logistic_sums(r: np.ndarray, q: np.ndarray, scale: float, nodes: int = 512) -> np.ndarray:
-    """``logistic_row_sums`` in O(nodes·N) for big rounds.
-
-    Why this is safe: ``F(x) = Σ_j 1/(1 + 10^((x − r_j)/scale))`` is ONE smooth function of x
-    for the whole round (the logistic's scale, 174 Elo points, bounds every derivative), so
-    a cubic spline through ``nodes`` exact values over ``[min q, max q]`` reproduces it:
-    the spline error ``5/384 · h⁴ · max|F⁗|`` is ~1e-4 expected wins for a 16,783-player
-    round (h ≈ 10 points), far below anything the systems resolve. Small rounds (≤
-    ``EXACT_PAIR_LIMIT`` pairs) are summed exactly.
-    """
+    """``logistic_row_sums`` in O(nodes·N) for rounds of more than ``EXACT_PAIR_LIMIT`` pairs. Safe
+    because ``F(x) = Σ_j 1/(1 + 10^((x − r_j)/scale))`` is ONE smooth function of x for the whole
+    round (the logistic's scale bounds every derivative): a cubic spline through ``nodes`` exact
+    values is ~1e-4 expected wins off for the largest Codeforces round, far below anything the
+    systems resolve."""
     if r.shape[0] * q.shape[0] <= EXACT_PAIR_LIMIT:
         return logistic_rows(r, q, scale)
     from scipy.interpolate import CubicSpline
@@ -200,19 +188,12 @@ def _v_w_draw(t: float, e: float) -> tuple[float, float]:
 def trueskill_chain(
     mu: np.ndarray, var: np.ndarray, tie: np.ndarray, eps: np.ndarray, tol: float, max_iter: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Expectation propagation on TrueSkill's ranking chain (of players, or of teams).
-
-    Players (or teams) come sorted best first: performance ``p_k ~ N(mu[k], var[k])`` (skill
-    prior plus β²; a team's is the sum of its members'), difference factors
-    ``d_k = p_k − p_{k+1}`` truncated to ``d_k > ε`` or, when ``tie[k]``, to ``|d_k| ≤ ε``,
-    with ``ε = eps[k]`` (per factor: the package's margin of a team-difference factor grows
-    with the number of players in the two teams). Sweeps forward then backward (the
-    schedule of Herbrich et al. and of the ``trueskill`` package) until no truncation
-    message moves by more than ``tol`` (scale-free: precision × cavity variance,
-    precision-mean × cavity sd). Returns the natural parameters (π, τ) of the product of
-    the chain's messages into each performance, i.e. the likelihood each player's (or
-    team's) performance receives.
-    """
+    """Expectation propagation on TrueSkill's ranking chain (of players, or of teams), sorted best
+    first: performance ``p_k ~ N(mu[k], var[k])``, difference factors ``d_k = p_k − p_{k+1}``
+    truncated to ``d_k > eps[k]`` or, when ``tie[k]``, to ``|d_k| ≤ eps[k]``. Sweeps forward then
+    backward (the schedule of Herbrich et al. and of the ``trueskill`` package) until no truncation
+    message moves by more than ``tol`` (scale-free). Returns the natural parameters (π, τ) of the
+    likelihood each performance receives from the chain."""
     n = mu.shape[0]
     # messages from difference factor k to p_k (down) and to p_{k+1} (up), natural params
     lo_pi = np.zeros(n)  # message from factor k−1 into p_k (player k is the loser side)
@@ -271,16 +252,11 @@ def trueskill_chain(
 
 @njit(cache=True, nogil=True)
 def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
-    """Pair inversions of one round in O(N log N) (Fenwick tree over predicted ranks).
-
-    ``actual``: outcome ranks (lower = better, equal = tie), sorted ascending;
-    ``pred``: dense predicted keys (higher = predicted better), integers 0..K−1, in the
-    same order. Returns ``(wrong, pairs)`` over pairs with different outcomes: a pair is
-    wrong when the player who finished worse was predicted strictly better, and half
-    wrong when both were predicted equal. Pairs that tied in the outcome count as correct
-    (the higher-rated player "won or tied"), so they add to ``pairs`` but never to
-    ``wrong``.
-    """
+    """Pair inversions of one round in O(N log N) (Fenwick tree over predicted ranks): ``actual``
+    outcome ranks (lower = better) sorted ascending, ``pred`` dense predicted keys (higher =
+    better) 0..K−1 in the same order. ``(wrong, pairs)``: a pair is wrong when the worse finisher
+    was predicted strictly better, half wrong when both were predicted equal; pairs tied in the
+    outcome count as correct (in ``pairs``, never in ``wrong``)."""
     n = actual.shape[0]
     k = 0
     for i in range(n):

@@ -1,20 +1,9 @@
 """The TopCoder algorithm-track rating system (TopCoder, "Algorithm Competition Rating System").
 
-Why: the second industry multiplayer system of the Elo-MMR paper's comparison. The
-published formulas, per round of N coders with ratings R, volatilities V:
-
-* ``AveRating = ΣR/N``, competition factor ``CF = √(ΣV²/N + Σ(R − AveRating)²/(N − 1))``;
-* ``WP(i, j) = ½(erf((R_i − R_j)/√(2(V_i² + V_j²))) + 1)``;
-  ``ERank_i = ½ + Σ_j WP(j, i)`` (j over all coders, so the own term adds ½);
-* ``EPerf = −Φ⁻¹((ERank − ½)/N)``, ``APerf = −Φ⁻¹((ARank − ½)/N)``, ARank the actual rank
-  (ties: the average of the tied places);
-* ``PerfAs = R + CF·(APerf − EPerf)``;
-  ``Weight = 1/(1 − (0.42/(played + 1) + 0.18)) − 1``, ×0.9 if 2000 ≤ R ≤ 2500, ×0.8 above;
-* ``Cap = 150 + 1500/(played + 2)``; ``R' = (R + Weight·PerfAs)/(1 + Weight)`` clamped to
-  ``R ± Cap``; ``V' = √((R' − R)²/Weight + V²/(Weight + 1))``.
-
-The O(N²) expected-rank sum runs in a numba kernel. Initial rating 1200 and volatility
-535 are TopCoder's published values (the rating thresholds of the weight refer to them).
+Why: the second industry multiplayer system of the Elo-MMR paper's comparison. The published
+formulas are ``update``'s, line by line (ties share the average of their places; the expected
+rank sums over all coders, the own term adding ½, in a numba kernel). Initial rating 1200 and
+volatility 535 are TopCoder's published values (the weight's rating thresholds refer to them).
 
 Belief layout: ``[rating, volatility, rounds]``.
 """

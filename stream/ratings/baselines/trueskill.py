@@ -1,26 +1,22 @@
 """TrueSkill (Herbrich, Minka & Graepel 2006) for ranked rounds of players or teams, and 1-v-1.
 
-Why our own implementation rather than the ``trueskill`` package: the package builds a
-Python object graph per game (≈ tens of µs per factor), so the Codeforces history (3.1 M
-results, rounds of up to 16,783 players) would take hours, and it cannot run inside our
-numba-friendly array interface. The model here is the standard factor graph with
-single-player teams: skill ``s ~ N(μ, σ² + τ²)``, performance ``p ~ N(s, β²)``, and for
-adjacent players in the standings a difference factor ``p_k − p_{k+1} > ε`` (or
-``|p_k − p_{k+1}| ≤ ε`` for a tie), solved by expectation propagation with the same
-forward/backward schedule as the package (``_baseline_kernels.trueskill_chain``). The
-test suite cross-checks results against the package on rounds with ties.
+Why our own implementation rather than the ``trueskill`` package: the package builds a Python
+object graph per game, so the Codeforces history would take hours, and it cannot run inside our
+array interface. The model is the standard factor graph: skill ``s ~ N(μ, σ² + τ²)``,
+performance ``p ~ N(s, β²)``, and for adjacent players in the standings a difference factor
+``p_k − p_{k+1} > ε`` (``|p_k − p_{k+1}| ≤ ε`` for a tie), solved by expectation propagation with
+the package's forward/backward schedule (``kernels.trueskill_chain``); the tests cross-check it
+against the package.
 
 The draw margin follows the package: ``ε = Φ⁻¹((draw_probability + 1)/2) · √2 · β``.
 Default scale: the package's defaults multiplied by 42 (μ 1500 ~ 25·60, σ 350 ≈ 25/3·42,
 β = σ/2, τ = σ/100) so ratings sit on the same scale as the other systems.
 
-Teams (``rate_team_round``) are the same factor graph with a team layer, as in the paper and
-the package: a team performs ``t = Σ ω_i p_i`` (ω_i the part of the round member i played, the
-package's partial-play weights), the chain runs over the teams' performances (its draw margin
-for two adjacent teams is the package's ``Φ⁻¹((draw_probability + 1)/2) · √(players of both) · β``),
-and each member's skill gets the chain's message back through the sum factor in closed form
-(the graph below the chain is a tree). Teams of one member with ω = 1 are ``rate_round`` bit
-for bit; the test suite cross-checks team games against the package.
+Teams (``rate_team_round``) add the paper's and the package's team layer: a team performs
+``t = Σ ω_i p_i`` (ω_i the part of the round member i played), the chain runs over the teams
+(draw margin ``Φ⁻¹((draw_probability + 1)/2) · √(players of both) · β``), and each member's skill
+gets the chain's message back through the sum factor in closed form (the graph below the chain is
+a tree). Teams of one member with ω = 1 are ``rate_round`` bit for bit.
 
 Belief layout: ``[mu, sigma, rounds]``; displayed rating ``μ − 3σ`` (the package's
 conservative exposure).

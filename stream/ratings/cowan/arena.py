@@ -1,27 +1,20 @@
 """Cowan beliefs in one flat arena: the batch kernels' state, and a whole pool's in a replay.
 
-Why an arena
-------------
-Loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and cutting
-the new beliefs out of it again costs, with thousands of players a batch, tens of MB
-allocated, zeroed and copied per batch and a working set that misses the caches, for windows
-that hold ~300-700 cells of the 1001 (BENCHMARKS.md, Cowan, 2026-11-26). Here every belief
-keeps its window only:
+Why an arena: loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and
+cutting the new beliefs out again costs, with thousands of players a batch, tens of MB allocated,
+zeroed and copied per batch, for windows of ~300-700 cells of the 1001. Here every belief keeps
+its window only: ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
+``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count; ``cap[p]`` cells are reserved at
+``start[p]``, so a new window that fits is written in place and a wider one moves to the end (a
+window grows by at most the drift kernel's half-width on each side per match, known before the
+match runs). A match copies the two windows into a per-thread pair of dense scratch rows, runs
+``kernels.update_pair_in`` on them (zero outside the windows: the same operations, the same bits)
+and copies the new windows back.
 
-* ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
-  ``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count (a float, as in the belief array);
-* ``cap[p]`` cells are reserved at ``start[p]``: a new window that fits is written in place,
-  a wider one moves to the end of the arena (a window grows by at most the drift kernel's
-  half-width on each side per match, so that is known before the match runs);
-* a match copies the two windows into a per-thread pair of dense scratch rows, runs the
-  very ``update_pair`` the dense kernels ran (zero outside the windows, same operations,
-  so the same bits) and copies the new windows back.
-
-``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``)
-on all numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
-``Cowan.rate_matches`` uses them on a temporary arena built from its list of beliefs;
-``CowanArena`` keeps a whole pool in one, so an embedded replay never builds a belief array
-per player and match (``stream.engine.pool``).
+``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``) on all
+numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
+``Cowan.rate_matches`` uses them on a temporary arena over its list of beliefs; ``CowanArena``
+keeps a whole pool in one, so an embedded replay makes no belief array per player and match.
 """
 
 from __future__ import annotations
@@ -31,7 +24,6 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 # isort: split
 import mmap
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
@@ -40,7 +32,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from stream.ratings.base import Belief, FloatArray, IntArray
+from stream.ratings.base import Belief, FloatArray, IntArray, split
 from stream.ratings.cowan.kernels import update_pair_in, work_cells
 from stream.ratings.cowan.quant import _ONE, _ZERO
 from stream.ratings.cowan.windows import HEADER, moments, window_at
@@ -97,12 +89,9 @@ _claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
 
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int) -> None:
-    """Ask for the cache lines of slot ``p``'s window ahead of its match.
-
-    Why: a pool's arena is far larger than the caches (20,000 players: ~120 MB), so each
-    match's two windows come from main memory; copied in when the match starts, that is
-    ~1.3 µs of waiting per window. Asked for one match ahead, they arrive while the current
-    match computes."""
+    """Ask for the cache lines of slot ``p``'s window ahead of its match: a pool's arena is far
+    larger than the caches, so each match's windows come from main memory; asked for one match
+    ahead, they arrive while the current match computes."""
     s = start[p]
     for t in range(s, s + lohi[p, 1] - lohi[p, 0] + 1, 8):  # 8 float64 = one 64-byte line
         _prefetch(vals, t, False)
@@ -158,9 +147,8 @@ def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: 
                  work: np.ndarray) -> int:
     """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
     windows, and left so), ``codes`` (the quantiser's scratch) and ``work`` (``work_cells``):
-    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at ``dest_a`` /
-    ``dest_b``. Returns the
-    ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
+    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at
+    ``dest_a`` / ``dest_b``. Returns the ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
         lo = lohi[p, 0]
@@ -203,20 +191,16 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                     status: np.ndarray, nt: int, advs: np.ndarray, ex: np.ndarray,
                     lpar: np.ndarray) -> tuple[np.ndarray, int]:
     """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
-    numba threads (they touch distinct players). Returns the arena's values (a new
-    array if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i``
-    (an index of ``a``/``b``) whose belief came out non-finite. ``nt``: the number of numba
-    threads, each with its own scratch rows. ``advs[m]``: A's side advantage in match m (an empty
-    array: none in the batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
+    ``nt`` numba threads (they touch distinct players). Returns the arena's values (a new array
+    if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i`` whose belief
+    came out non-finite. ``advs[m]``: A's side advantage in match m (an empty array: none in the
+    batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
 
-    Each thread claims a wave's matches one at a time from a shared counter (``_claim``),
-    not a fixed share: a wave ends when its last match does, and matches differ in cost
-    (window widths), while a thread the operating system pauses (for the history's reader
-    thread, the main thread or another process on a machine with few cores) would hold its
-    whole share back and leave the other thread waiting at the end of the wave. A thread
-    claims its next match before it runs the current one, so that the next match's windows
-    can be prefetched meanwhile. Which thread runs a match changes no bit (the matches of a
-    wave share no player and no cells; every thread runs the same code)."""
+    Each thread claims a wave's matches one at a time from a shared counter (``_claim``), not a
+    fixed share: matches differ in cost, and a thread the operating system pauses would hold its
+    whole share back while the others wait at the end of the wave. A thread claims its next match
+    before it runs the current one, so that its windows can be prefetched meanwhile. Which thread
+    runs a match changes no bit (a wave's matches share no player and no cells)."""
     n1 = (gtab.shape[0] + 1) // 2
     nw = wave_starts.shape[0] - 1
     widest = 1
@@ -349,9 +333,9 @@ def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.nda
 @njit(cache=True, nogil=True)
 def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, slots: np.ndarray,
                   grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``moments_many`` of the beliefs of ``slots`` read where the arena holds them (no ``gather``
-    of their windows first): the same ``moments`` on the same values, so the same bits;
-    ``(means, sds, rounds, -1)``, or ``(..., k)`` for the first slot ``moments_many`` would reject."""
+    """``windows.moments`` and rounds of the beliefs of ``slots`` read where the arena holds them
+    (no ``gather`` of their windows first): ``(means, sds, rounds, -1)``, or ``(..., k)`` for the
+    first slot whose belief ``Cowan.summary`` would reject."""
     n = slots.shape[0]
     means = np.empty(n)
     sds = np.empty(n)
@@ -396,11 +380,9 @@ def _anonymous_map(nbytes: int) -> mmap.mmap:
 
 
 class CowanArena(Arena):
-    """The Cowan beliefs of one pool in one arena, by slot (see the module docstring).
-
-    Growable: ``add`` appends beliefs (validated like ``Cowan.window``), ``Cowan.rate_arena``
-    rates matches between slots in place, ``beliefs`` gives them back as belief arrays. The
-    values are bit for bit those of the belief arrays the same matches give."""
+    """The Cowan beliefs of one pool in one arena, by slot (module docstring): ``add`` appends
+    validated beliefs, ``Cowan.rate_arena`` rates matches between slots in place, ``beliefs``
+    gives them back, bit for bit those of the belief arrays the same matches give."""
 
     def __init__(self, cells: int, grow: int) -> None:
         #: grid cells (n + 1) and the most a window can grow on each side in one match
@@ -437,22 +419,16 @@ class CowanArena(Arena):
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
         The values are a view of an anonymous private mapping, which grows by ``mremap``
-        (``mmap.resize``): the kernel moves the pages of the block instead of copying them, so
-        the old and the new block never exist at once (a replay of 630k players peaks at 5.1 GiB
-        so, 7.6 GiB copying into a larger array), and the new cells are not written at all:
-        the kernel hands out a page, zeroed, when a cell of it is first written. Growing a
-        numpy array instead (``ndarray.resize``) zero-fills the new cells itself, every page
-        of the reserve at once, most of which no window ever reaches (a replay of 200k matches:
-        85 MB more resident, 21k more page faults). Nothing reads a cell past the windows:
-        a window is written where ``_layout`` places it before any match reads it
-        (``_arena_match`` copies in ``lohi``'s width only, from ``start``), the cells between
-        a window's width and its ``cap`` are never read, ``add``/``add_copies``/``set`` write
-        the windows they place, and ``compact`` moves windows only.
+        (``mmap.resize``): the kernel moves the block's pages instead of copying them, so the old
+        and the new block never exist at once, and the new cells are not written at all (a page
+        is handed out zeroed when first written), where ``ndarray.resize`` would zero-fill the
+        whole reserve, most of which no window ever reaches. Nothing reads a cell past the
+        windows: a window is written where ``_layout`` places it before any match reads it, and
+        the cells between a window's width and its ``cap`` are never read.
 
-        No view of the values is handed out (``beliefs`` copies); should one be held anyway
-        (the mapping then refuses to move), should the system have no ``mremap``, or should
-        ``vals`` be an array the kernel made when it had to grow the arena itself, the values
-        are copied into a new mapping."""
+        Should a view of the values be held (the mapping then refuses to move), the system have no
+        ``mremap``, or ``vals`` be an array the kernel made when it grew the arena itself, the
+        values are copied into a new mapping."""
         need = self.end + cells
         if need <= self.vals.shape[0]:
             return
@@ -496,9 +472,8 @@ class CowanArena(Arena):
         return slots
 
     def add_copies(self, belief: Belief, n: int) -> IntArray:
-        """``add([belief] * n)`` by columns: every slot gets the same window and reserve, so
-        the slots' columns and the copies of the window are written in a few numpy calls
-        instead of a Python loop over the new players (a replay adds each of its players so)."""
+        """``add([belief] * n)`` by columns: the same window and reserve for every slot, written in
+        a few numpy calls instead of a Python loop over the new players."""
         slots = np.arange(self.size, self.size + n, dtype=np.int64)
         if n == 0:
             return slots
@@ -531,21 +506,15 @@ class CowanArena(Arena):
         self.rounds[slot] = belief[1]
         self.vals[s : s + w] = belief[HEADER:]
 
-    def gather(self, slots: IntArray) -> tuple[FloatArray, IntArray]:
-        """The beliefs of ``slots`` back to back in one new buffer: ``(flat, offsets)``, belief
-        ``i`` at ``flat[offsets[i]:offsets[i + 1]]``."""
-        return gather(self.vals, self.start, self.lohi, self.rounds, np.ascontiguousarray(slots, dtype=np.int64))
-
     def moments(self, slots: IntArray, grid: FloatArray) -> tuple[FloatArray, FloatArray, IntArray, int]:
-        """``moments_many`` of the beliefs of ``slots`` on ``grid`` (``moments_slots``)."""
+        """``moments_slots`` of the beliefs of ``slots`` on ``grid``."""
         return moments_slots(self.vals, self.start, self.lohi, self.rounds,  # type: ignore[no-any-return]
                              np.ascontiguousarray(slots, dtype=np.int64), grid)
 
     def beliefs(self, slots: IntArray) -> list[Belief]:
         """The belief arrays of ``slots`` (views of one new buffer)."""
-        flat, offsets = self.gather(slots)
-        bounds = offsets.tolist()
-        return [flat[s:e] for s, e in pairwise(bounds)]
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        return split(*gather(self.vals, self.start, self.lohi, self.rounds, slots))
 
     def compact(self) -> None:
         """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""

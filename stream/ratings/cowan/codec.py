@@ -33,19 +33,15 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 
 # isort: split
 from collections.abc import Sequence
-from itertools import pairwise
 
 import numpy as np
 from numba import njit
 
-from stream.ratings.base import Belief, concat_f64
-from stream.ratings.codec import CodecBase, split
+from stream.ratings.base import Belief, flat_of, offsets_of, split
+from stream.ratings.codec import CodecBase
 from stream.ratings.cowan.quant import _ZERO, DELTA, QMIN, dequantise, quantise, qwindow
 
 TAG = 0x43
-#: the quantisation core lives in ``stream.ratings.cowan.quant``: Cowan's kernels run the
-#: very same functions after every match, so beliefs are fixed points of this codec
-_QMIN = QMIN
 
 
 @njit(cache=True, nogil=True)
@@ -291,9 +287,9 @@ class CowanCodec(CodecBase):
         if b.ndim != 1 or b.shape[0] < 3:
             raise ValueError("not a cowan belief")
         q = np.empty(b.shape[0] - 2, dtype=np.int64)
-        if not quantise(b[2:], _QMIN, q):
+        if not quantise(b[2:], QMIN, q):
             raise ValueError("cowan belief must hold finite non-negative probabilities")
-        return bytes(_encode(int(b[0]), int(b[1]), q, _QMIN))
+        return bytes(_encode(int(b[0]), int(b[1]), q, QMIN))
 
     def decode(self, data: bytes) -> Belief:
         if not data or data[0] != TAG:
@@ -308,20 +304,13 @@ class CowanCodec(CodecBase):
         n = len(beliefs)
         if n < 2:
             return [self.encode(b) for b in beliefs]
-        try:
-            flat = concat_f64(beliefs)
-        except (ValueError, TypeError):
+        gathered = flat_of(beliefs)
+        if gathered is None:
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
-        if flat.ndim != 1:
-            return super().encode_many(beliefs)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
-        buf, ends, bad = _encode_many(flat, offsets, _QMIN)
+        buf, ends, bad = _encode_many(*gathered, QMIN)
         if bad >= 0:
             return super().encode_many(beliefs)  # raises encode's own error
-        blob = buf.tobytes()
-        bounds = ends.tolist()
-        return [blob[s:e] for s, e in pairwise(bounds)]
+        return split(buf.tobytes(), ends)
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
         """One njit call for the whole batch; bit for bit ``[decode(d) for d in datas]``
@@ -329,10 +318,7 @@ class CowanCodec(CodecBase):
         n = len(datas)
         if n < 2:
             return [self.decode(d) for d in datas]
-        buf = np.frombuffer(b"".join(datas), dtype=np.uint8)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=n), out=offsets[1:])
-        out, ends, bad = _decode_many(buf, offsets)
+        out, ends, bad = _decode_many(np.frombuffer(b"".join(datas), dtype=np.uint8), offsets_of(datas))
         if bad >= 0:
             return super().decode_many(datas)  # raises decode's own error
         return split(out, ends)

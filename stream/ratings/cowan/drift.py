@@ -1,14 +1,11 @@
-"""The drift step of Cowan's kernels (``_cowan_kernels.update_pair``): each new posterior
-convolved with the drift kernel, renormalised, its tails trimmed, written back to its row.
+"""The drift step of Cowan's kernels (``kernels.update_pair_in``): each new posterior convolved
+with the drift kernel, renormalised, its tails trimmed, written back to its row.
 
-Besides the convolution the step is two running sums per player (the mass, then the mass
-kept after the trim), chains of dependent additions whose latency, not their count, sets the
-time. So each runs beside other work: the mass inside the taps' convolution
-(``_cowan_lanes.convolve_taps``, in vector registers), beside the products of the next
-outputs; the kept mass of both players in one loop, where the two chains overlap (as the
-masses of the Laplace kernel's sweeps do). Each sum still adds its own cells in ascending
-order from ``0.0``, so the bits are those of one player at a time (tested against a
-plain-Python drift of one player).
+Besides the convolution the step is two running sums per player (the mass, then the mass kept
+after the trim), latency-bound chains of additions, so each runs beside other work: the mass
+inside the taps' convolution (``lanes.convolve_taps``), the kept masses of both players in one
+loop. Each sum still adds its own cells in ascending order from ``0.0``: the bits of one
+player at a time (tested against a plain-Python drift of one player).
 """
 
 from __future__ import annotations
@@ -113,18 +110,6 @@ def _store(buf: np.ndarray, a: int, b: int, kept: float, nlo: int, row: np.ndarr
     bounds[1] = nlo + b
 
 
-@njit(cache=True, nogil=True)
-def _drift_and_store_pair(
-    post_a: np.ndarray, la: int, ha: int, row_a: np.ndarray, bounds_a: np.ndarray,
-    post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
-    taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float,
-) -> None:
-    """``_drift_and_store_pair_in`` with scratch of its own (``2·(2·n1 + len(taps))`` cells)."""
-    work = np.empty(2 * (2 * row_a.shape[0] + taps.shape[0]))
-    _drift_and_store_pair_in(post_a, la, ha, row_a, bounds_a, post_b, lb, hb, row_b, bounds_b, taps, drift_mode,
-                             drift_rate, tail, work)
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _drift_and_store_pair_in(
     post_a: np.ndarray, la: int, ha: int, row_a: np.ndarray, bounds_a: np.ndarray,
@@ -132,13 +117,9 @@ def _drift_and_store_pair_in(
     taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float, work: np.ndarray,
 ) -> None:
     """For each player: convolve the window ``post[0 : hi−lo+1]`` with the drift kernel,
-    renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to
-    ``row`` (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``.
-
-    Each mass is one running sum (a chain of dependent additions, latency-bound): taken by
-    the taps' convolution as it goes, else (and the kept masses) both players' in one loop,
-    so that the two chains overlap; each sum still adds its own cells in ascending order
-    from ``0.0`` (same bits)."""
+    renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to ``row``
+    (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``; ``work``: scratch of
+    ``2·(2·n1 + len(taps))`` cells."""
     n1 = row_a.shape[0]
     per = 2 * n1 + taps.shape[0]
     buf_a, nlo_a, total_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1, work[:per])

@@ -8,35 +8,27 @@ from typing import ClassVar
 
 import numpy as np
 
-from stream.ratings.base import Belief, FloatArray, IntArray, Rating, concat_f64
-from stream.ratings.cowan.arena import CowanArena
+from stream.ratings.base import Belief, FloatArray, IntArray, Rating, flat_of
+from stream.ratings.cowan.arena import CowanArena, arena_from_flat, moments_slots
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
-from stream.ratings.cowan.windows import moments_many
 from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
 
 
 class CowanFastPath(FastPath, ArenaMatches):
     #: Cowan's kernels quantise every belief after every match with the codec's own functions
-    #: (``_cowan_quant``), so what ``rate_matches`` returns is what a store round trip gives back
+    #: (``quant``), so what ``rate_matches`` returns is what a store round trip gives back
     canonical_state: ClassVar[bool] = True
     system_type = Cowan
     system: Cowan
 
     def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
-        """One njit call for the whole batch (the same ``moments`` per belief as ``summary``;
+        """The whole batch in two njit calls (the same ``moments`` per belief as ``summary``;
         a malformed belief lets ``summary`` raise)."""
         n = len(beliefs)
         if n < 2:
             return super().summary_many(beliefs)
-        try:
-            flat = concat_f64(beliefs)
-        except (ValueError, TypeError):
-            return super().summary_many(beliefs)
-        if flat.ndim != 1:
-            return super().summary_many(beliefs)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
-        out = self._ratings(flat, offsets)
+        gathered = flat_of(beliefs)
+        out = None if gathered is None else self._ratings(*gathered)
         return super().summary_many(beliefs) if out is None else out
 
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
@@ -52,7 +44,11 @@ class CowanFastPath(FastPath, ArenaMatches):
     def _ratings(self, flat: FloatArray, offsets: IntArray) -> list[Rating] | None:
         """The Ratings of the beliefs ``flat[offsets[i]:offsets[i + 1]]`` (one njit call), None
         if one of them is malformed."""
-        means, sds, rounds, bad = moments_many(flat, offsets, self.system.model.grid)
+        grid = self.system.model.grid
+        start, _, lohi, counts, bad = arena_from_flat(flat, offsets, grid.shape[0])
+        if bad >= 0:
+            return None
+        means, sds, rounds, bad = moments_slots(flat, start, lohi, counts, np.arange(len(offsets) - 1), grid)
         if bad >= 0:
             return None
         return self._of_moments(means, sds, rounds)

@@ -1,8 +1,5 @@
-"""A batch of Cowan matches checked, and the tables of its partial scores stacked.
-
-``check_matches`` gives every batch's ``RatingError`` before any kernel runs (a kernel would read
-out of bounds or rate nonsense); ``check_advantages`` the side advantages' (``Cowan.rate_matches``).
-"""
+"""A batch of Cowan matches checked before any kernel runs (a kernel would read out of bounds or
+rate nonsense), and the tables of its partial scores stacked."""
 
 from __future__ import annotations
 

@@ -2,69 +2,44 @@
 
 Why this layout
 ---------------
-A match works on two dense rows of ``n + 1`` cells (zero outside each player's window
-``[lo, hi]``, inclusive grid indices; the batch kernels in ``_cowan_arena`` copy windows in
-and out): every cell outside the window is ignored, so an established player (~300 cells)
-costs far less than the full 1001-cell grid.
+A match works on two dense rows of ``n + 1`` cells, zero outside each player's window
+``[lo, hi]`` (inclusive grid indices): only the window's cells cost, so an established player
+(~300 cells) is far cheaper than the full grid.
 
-One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)`` with ``g(d) = Λ(x_i, x_k)``
-depending only on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4):
+One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)``, ``g(d) = Λ(x_i, x_k)`` depending only
+on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4): ``H(d) = a0 + β·[d > 0] +
+β/2·[d = 0]``, a running sum (Alg. 4.3), and ``R(d) = −β·sign(d)·φ(|d|)`` with ``φ`` a short sum
+of exponentials ``Re Σ_j c_j z_j^|d|`` (one exact term for the Laplace luck; for the logistic a
+matrix-pencil fit with free complex rates, ``model.fit_exp_sum``), so ``Σ_k ρ(k) R(i − k)`` is
+two O(n) recursions, a forward and a backward sweep. Draws in the paper's form need the kernel
+``D(d) = g(d)^θ g(−d)^(1−θ)``, whose branch point near the real axis defeats the fixed rates
+``e^(−jh)`` but not free complex ones (~9 terms each side), so ``draw_lik`` sweeps too; the
+fallback (a fit not good enough, or ``residual`` direct/fft) is a convolution over the cells
+that carry mass: a radix-2 FFT for big windows, a direct sum for small ones.
 
-* ``H(d) = a0 + β·[d > 0] + β/2·[d = 0]`` — the Heaviside part, a running sum (Alg. 4.3);
-* ``R(d) = −β·sign(d)·φ(|d|)`` — the smooth residual. ``φ`` is a short sum of
-  exponentials ``Re Σ_j c_j z_j^|d|`` (exact, one real term, for the Laplace variant; for
-  the logistic luck a matrix-pencil fit with free rates: 5 real + 3 complex terms, max
-  error 4e-15, where a least-squares fit on the fixed rates e^(−jh) needs 16 terms for
-  3.7e-13 at the same speed), so ``Σ_k ρ(k) R(i − k)`` is two O(n) recursions (one
-  forward, one backward sweep, all exponentials at once; complex terms as real pairs).
+The sweeps are bound by each state's loop-carried chain, not by the number of terms: with the
+states in arrays every step is store → load → add → mul → store. ``_sweep_r4c6`` (θ = ½ draws)
+holds them in scalars instead, and wins take ``lanes.win_lik_pair``: both players' forward and
+backward sweeps are four independent runs of the identical operations, run as the lanes of
+vectors (``simd``). Both do the generic loops' operations in their order, so give their bits.
+A batch keeps each thread's scratch (``update_pair_in``'s ``work``) from match to match.
 
-Draws in the paper's form need ``Σ_k ρ(k) D(i−k)``, ``D(d) = g(d)^θ g(−d)^(1−θ)``, a
-kernel with a branch point close to the real axis (no short exponential sum with the fixed
-rates ``e^(−jh)``: 24 half-integer exponents still leave 1e-10). With free *complex* rates
-(matrix pencil, ``cowan.fit_exp_sum``) each side ``D(±d) − D(±∞)`` is ~9 terms to ~5e-15,
-so ``draw_lik`` does it by two sweeps like ``win_lik``; the fallback (fit not good enough,
-or ``residual`` direct/fft) is a convolution over the cells that carry mass — a radix-2
-FFT for big windows, a direct sum for small ones.
+Loops over a window run over a view of it (``row[lo : hi + 1]`` indexed from 0), not over
+``row[lo + t]``: numba checks every computed index for a negative value, a select on each
+element's address that keeps LLVM from vectorising the loop.
 
-The sweeps are bound by each state's loop-carried chain, not by the number of terms: with
-the states in arrays every step is store → load → add → mul → store. ``_sweep_r3c4``
-(wins) and ``_sweep_r4c6`` (θ = ½ draws) hold them in scalars instead — same operations
-in the same order, hence the same bits as the generic loops, ~1.5× faster. ``update_pair``
-goes further for wins: both players' forward and backward sweeps are four independent runs
-of the identical operations, so ``_cowan_lanes.win_lik_pair`` runs them as the lanes of
-vectors (``_simd``: plain IEEE vector instructions, no FMA; two terms of each sweep in one
-8-lane vector), the same bits as two ``win_lik`` calls in about a quarter of the time; the
-drift's convolution uses the same vectors, and its running sums take both players in one
-loop (``_cowan_drift``). A batch keeps each thread's scratch (``update_pair_in``'s ``work``)
-from match to match instead of allocating the posteriors, the sweeps' outputs and the
-drift's buffers for every match.
-
-Loops over a window run over a view of it (``row[lo : hi + 1]``, indexed by ``t`` from
-``range``), not over ``row[lo + t]``: numba checks every computed index for a negative value
-(counted from the end of the array), a select on each element's address that keeps LLVM
-from vectorising the loop, while an index that counts up from 0 needs no check. The values
-are the same; copies, zeroing and scaling of a window so run several cells per instruction.
-Two running sums (both players' masses) share a loop over the cells both windows have, then
-each runs on alone, instead of one loop with a test per cell and player.
-
-A match with a side advantage (``h != 0``: A's skills seen by the luck as ``x_i + h``) takes
-neither sweep: its luck is a new function of ``i − k`` for every ``h``, tabulated for the match
-(``stream.ratings.cowan.shift``) and convolved by ``_direct`` / ``_fft_conv`` (``shifted_lik``).
-
-``rate_pair`` is the single-match entry point (the streaming service's common case): the
-same ``update_pair`` on a two-row scratch matrix, without the batch set-up.
+A match with a side advantage (``h != 0``) takes neither sweep: its luck is a new function of
+``i − k`` for every ``h``, tabulated for the match (``shift``) and convolved (``shifted_lik``).
 
 Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
-reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a
-match run on another thread (other heap addresses) came out different in the last bit.
-The batch entry points (``_cowan_arena``: parallel over the matches of a wave, or serial)
-and ``rate_pair`` share ``update_pair``; since no kernel allows reassociation, all give the
-same bits, and a batch agrees bit for bit with the same matches applied one at a time.
+reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a match
+run on another thread (other heap addresses) came out different in the last bit. So the batch
+entry points (``arena``, parallel or serial) and ``rate_pair`` (one match, the service's common
+case), which all run ``update_pair_in``, give the same bits as one match at a time.
 
-The stored state is quantised (``stream.ratings.cowan.codec``); ``update_pair`` ends by
-quantising both new beliefs with the codec's own functions (``_cowan_quant``), so the
-belief after every match is exactly what a store round trip gives back, and the result of
-a sequence of matches does not depend on where batch (or store) boundaries fall.
+The stored state is quantised (``codec``): ``update_pair_in`` ends by quantising both new
+beliefs with the codec's own functions (``quant``), so the belief after every match is what a
+store round trip gives back, and results do not depend on where batch boundaries fall.
 """
 
 from __future__ import annotations
@@ -75,12 +50,7 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 import numpy as np
 from numba import njit
 
-from stream.ratings.cowan.drift import (  # noqa: F401 (DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair re-exported)
-    DRIFT_EXP,
-    DRIFT_TAPS,
-    _drift_and_store_pair,
-    _drift_and_store_pair_in,
-)
+from stream.ratings.cowan.drift import DRIFT_EXP, DRIFT_TAPS, _drift_and_store_pair_in  # noqa: F401 (re-exported)
 from stream.ratings.cowan.lanes import win_lik_pair
 from stream.ratings.cowan.quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 from stream.ratings.cowan.shift import shifted_draw, shifted_luck
@@ -238,73 +208,19 @@ def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.n
         out[t] = pr[t + mo - 1] * inv
 
 
-#: the register-resident sweep ``_sweep_r3c4`` takes sums with at most this many real and
-#: complex terms (the default logistic fit, frozen in ``cowan._FROZEN_RESIDUALS``, has exactly 3 and 4)
+#: the vector sweeps (``lanes.win_lik_pair``) take sums with at most this many real and complex
+#: terms (the default logistic fit, frozen in ``model._FROZEN_RESIDUALS``, has exactly 3 and 4)
 SWEEP_REAL = 3
 SWEEP_CPLX = 4
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _takes_r3c4(soe: np.ndarray) -> bool:
-    """Whether ``win_lik`` sweeps the sum ``soe`` with ``_sweep_r3c4``: it fits, and is not so
-    short that the zero slots would cost more than they save (the Laplace variant's single
-    term stays on the generic loop)."""
+    """Whether ``win_lik_pair`` takes the sum ``soe``: it fits, and is not so short that the zero
+    slots would cost more than they save (the Laplace variant's single term stays on ``win_lik``)."""
     nr = int(soe[0])
     nc = int(soe[1])
     return nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2
-
-
-@njit(cache=True, nogil=True)
-def _sweep_r3c4(
-    rho: np.ndarray, soe: np.ndarray, first: int, step: int, count: int, keep_lo: int, keep_hi: int, acc_out: np.ndarray
-) -> None:
-    """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) with the
-    states in registers (scalars) instead of arrays: the same operations in the same order,
-    so the same bits as the generic loop (absent terms are zero slots: ``acc + 0.0``), but
-    no store-to-load round trip on each state's loop-carried chain (~1.7× faster).
-    ``acc_out[i − keep_lo] = acc(i)`` for the cells ``i ∈ [keep_lo, keep_hi]``."""
-    rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
-    r = np.zeros(SWEEP_REAL)
-    c = np.zeros(SWEEP_REAL)
-    r[: rr.shape[0]] = rr
-    c[: rr.shape[0]] = rc
-    q = np.zeros(4 * SWEEP_CPLX)
-    nc = zr.shape[0]
-    q[:nc] = zr
-    q[SWEEP_CPLX : SWEEP_CPLX + nc] = zi
-    q[2 * SWEEP_CPLX : 2 * SWEEP_CPLX + nc] = cr
-    q[3 * SWEEP_CPLX : 3 * SWEEP_CPLX + nc] = ci
-    r0, r1, r2 = r[0], r[1], r[2]
-    c0, c1, c2 = c[0], c[1], c[2]
-    zr0, zr1, zr2, zr3, zi0, zi1, zi2, zi3 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
-    cr0, cr1, cr2, cr3, ci0, ci1, ci2, ci3 = q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]
-    s0 = s1 = s2 = 0.0
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0.0
-    i = first
-    for _ in range(count):
-        x = rho[i]
-        acc = 0.0
-        acc += c0 * s0
-        acc += c1 * s1
-        acc += c2 * s2
-        acc += cr0 * a0 - ci0 * b0
-        acc += cr1 * a1 - ci1 * b1
-        acc += cr2 * a2 - ci2 * b2
-        acc += cr3 * a3 - ci3 * b3
-        s0 = r0 * (s0 + x)
-        s1 = r1 * (s1 + x)
-        s2 = r2 * (s2 + x)
-        t = a0 + x
-        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
-        t = a1 + x
-        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
-        t = a2 + x
-        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
-        t = a3 + x
-        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
-        if keep_lo <= i <= keep_hi:
-            acc_out[i - keep_lo] = acc
-        i += step
 
 
 @njit(cache=True, nogil=True)
@@ -335,21 +251,6 @@ def win_lik(
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
-    if _takes_r3c4(soe):
-        # the same sweeps as below, states in registers (same bits)
-        start = min(lo, lo_o)
-        stop = max(hi, hi_o)
-        fw = np.empty(hi - lo + 1)
-        _sweep_r3c4(rho, soe, start, _ONE(), hi - start + 1, lo, hi, fw)
-        _sweep_r3c4(rho, soe, stop, -_ONE(), stop - lo + 1, lo, hi, out)
-        run = 0.0
-        for i in range(start, hi + 1):
-            r_i = rho[i]
-            if i >= lo:
-                t = i - lo
-                out[t] = a0 * total + beta * (run + 0.5 * r_i - fw[t]) + beta * out[t]
-            run += r_i
-        return
     rr, rc, zr, zi, cr, ci = _soe_views(soe, 0)
     st = np.zeros(rr.shape[0])
     sr = np.zeros(zr.shape[0])
@@ -383,9 +284,12 @@ def _sweep_r4c6(
     rho: np.ndarray, soe: np.ndarray, base: int, first: int, step: int, count: int, keep_lo: int, keep_hi: int,
     acc_out: np.ndarray,
 ) -> None:
-    """``_sweep_r3c4`` for sums of ≤ 4 real and ≤ 6 complex terms packed at ``soe[base]``
-    (the paper-form draw fits; θ = ½ has exactly 4 and 6): same operations in the same
-    order as the generic loop of ``draw_lik``, states in registers."""
+    """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) for sums of ≤ 4 real
+    and ≤ 6 complex terms packed at ``soe[base]`` (the paper-form draw fits; θ = ½ has exactly 4
+    and 6), with the states in scalars instead of arrays: the same operations in the same order as
+    ``draw_lik``'s generic loop (absent terms are zero slots), so the same bits, without a
+    store-to-load round trip on each state's loop-carried chain.
+    ``acc_out[i − keep_lo] = acc(i)`` for the cells ``i ∈ [keep_lo, keep_hi]``."""
     rr, rc, zr, zi, cr, ci = _soe_views(soe, base)
     r = np.zeros(4)
     c = np.zeros(4)
@@ -440,13 +344,12 @@ def _sweep_r4c6(
         i += step
 
 
-
 @njit(cache=True, nogil=True)
 def draw_lik(
     rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
 ) -> None:
     """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel ``D`` given as
-    two one-sided sums of exponentials (``ds``, see ``cowan.pack_draw_soe``), by two O(n)
+    two one-sided sums of exponentials (``ds``, see ``model.pack_draw_soe``), by two O(n)
     sweeps: ``D(d) = t₊ + Re Σ_j c₊ⱼ z₊ⱼ^d`` and ``D(−d) = t₋ + Re Σ_j c₋ⱼ z₋ⱼ^d`` for
     d ≥ 1, ``D(0) = t₀``; ``swap`` uses ``D(−d)`` instead (the other player's side)."""
     tp = ds[1]
@@ -516,39 +419,6 @@ def work_cells(n1: int, taps: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def update_pair(
-    dens: np.ndarray,
-    lohi: np.ndarray,
-    ia: int,
-    ib: int,
-    score: float,
-    a0: float,
-    beta: float,
-    soe: np.ndarray,
-    gtab: np.ndarray,
-    dtab: np.ndarray,
-    dsoe: np.ndarray,
-    res_mode: int,
-    form: int,
-    taps: np.ndarray,
-    drift_mode: int,
-    drift_rate: float,
-    tail: float,
-    quant: bool,
-    qmin: int,
-    codes: np.ndarray,
-    status: np.ndarray,
-    h: float,
-    ex: np.ndarray,
-    lpar: np.ndarray,
-) -> None:
-    """``update_pair_in`` with scratch of its own."""
-    work = np.empty(work_cells(dens.shape[1], taps))
-    update_pair_in(dens, lohi, ia, ib, score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps, drift_mode,
-                   drift_rate, tail, quant, qmin, codes, status, h, ex, lpar, work)
-
-
-@njit(cache=True, nogil=True)
 def update_pair_in(
     dens: np.ndarray,
     lohi: np.ndarray,
@@ -576,19 +446,13 @@ def update_pair_in(
     lpar: np.ndarray,
     work: np.ndarray,
 ) -> None:
-    """One match: both posteriors from the pre-match beliefs, then drift, in place.
+    """One match: both posteriors from the pre-match beliefs, then drift, in place; with ``quant``
+    both new beliefs replaced by their codec round trip (``canonicalise_row``), ``status[i] = 1``
+    flagging a player whose belief the codec would reject, ``codes`` the quantiser's scratch.
 
-    ``h``: A's side advantage (skill units; 0: none), ``ex``/``lpar`` the luck's tables for it
-    (``shift.luck_tables``; read only when ``h != 0``): the likelihoods then come from
-    ``shifted_lik`` instead of the sweeps.
-
-    ``dtab[d + n] = g(d)^s g(−d)^(1−s)`` for the paper's draw form with this ``score``
-    (only read when ``0 < score < 1`` and ``form == FORM_PAPER``). With ``quant`` both new
-    beliefs are then replaced by their codec round trip (``canonicalise_row``, the codec's
-    own functions), so every intermediate belief is a fixed point of the codec;
-    ``status[i] = 1`` flags a player whose belief the codec would reject (non-finite);
-    ``codes`` (a matrix like ``dens``, int64) is the quantiser's scratch.
-    """
+    ``h``: A's side advantage (0: none), ``ex``/``lpar`` the luck's tables for it (read only when
+    ``h != 0``, the likelihoods then by ``shifted_lik``). ``dtab[d + n] = g(d)^s g(−d)^(1−s)``
+    for the paper's draw form with this ``score`` (read only for such a draw)."""
     rho_a = dens[ia]
     rho_b = dens[ib]
     la, ha = lohi[ia, 0], lohi[ia, 1]
@@ -607,14 +471,10 @@ def update_pair_in(
         if res_mode == RES_SOE and dsoe[0] == 1.0:
             draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
             draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
-        elif ma * mb >= FFT_MIN_WORK and ma + mb < FFT_MAX:
-            flip = dtab[::-1].copy()
-            _fft_conv(rho_b, lb, hb, la, ha, dtab, fa)
-            _fft_conv(rho_a, la, ha, lb, hb, flip, fb)
         else:
             flip = dtab[::-1].copy()
-            _direct(rho_b, lb, hb, la, ha, dtab, fa)
-            _direct(rho_a, la, ha, lb, hb, flip, fb)
+            _conv(rho_b, lb, hb, la, ha, dtab, fa)
+            _conv(rho_a, la, ha, lb, hb, flip, fb)
     else:
         # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
         if res_mode == RES_SOE and _takes_r3c4(soe):
@@ -692,14 +552,10 @@ def rate_pair(
     ex: np.ndarray,
     lpar: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """One match on two belief arrays ``[lo, rounds, p...]`` (validated by the caller):
-    ``update_pair`` on a two-row scratch matrix, new beliefs built here. The single-match
-    entry point of ``Cowan.rate_matches`` (the streaming service's common case): one numba
-    call with few arguments instead of the batch set-up, same arithmetic, same bits.
-    ``fpar = [a0, beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant,
-    qmin, n + 1]``; ``h``, ``ex``, ``lpar``: A's side advantage and the luck's tables for it
-    (``update_pair_in``); the int returned has bit 0 / bit 1 set if A's / B's belief came out
-    non-finite (quantised runs only)."""
+    """One match on two validated belief arrays ``[lo, rounds, p...]``: ``update_pair_in`` on a
+    two-row scratch matrix, without the batch set-up (the service's common case). ``fpar = [a0,
+    beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant, qmin, n + 1]``; bit 0 /
+    bit 1 of the int returned: A's / B's belief came out non-finite (quantised runs only)."""
     n1 = ipar[5]
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)
@@ -717,25 +573,23 @@ def rate_pair(
     lohi[1, 0] = lb
     lohi[1, 1] = lb + mb - 1
     status = np.zeros(2, dtype=np.uint8)
-    update_pair(
-        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe,
-        ipar[0], ipar[1], taps, ipar[2], fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status, h, ex, lpar,
+    update_pair_in(
+        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe, ipar[0], ipar[1], taps, ipar[2],
+        fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status, h, ex, lpar, np.empty(work_cells(n1, taps)),
     )
-    lo = lohi[0, 0]
-    hi = lohi[0, 1]
-    out_a = np.empty(hi - lo + 3)
-    out_a[0] = lo
-    out_a[1] = bel_a[1] + 1.0
-    for x in range(lo, hi + 1):
-        out_a[2 + x - lo] = dens[0, x]
-    lo = lohi[1, 0]
-    hi = lohi[1, 1]
-    out_b = np.empty(hi - lo + 3)
-    out_b[0] = lo
-    out_b[1] = bel_b[1] + 1.0
-    for x in range(lo, hi + 1):
-        out_b[2 + x - lo] = dens[1, x]
-    return out_a, out_b, int(status[0]) + 2 * int(status[1])
+    new_a = _belief_of(dens[0], lohi[0], bel_a[1])
+    return new_a, _belief_of(dens[1], lohi[1], bel_b[1]), int(status[0]) + 2 * int(status[1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _belief_of(row: np.ndarray, bounds: np.ndarray, rounds: float) -> np.ndarray:
+    """The window ``bounds`` of ``row`` as a new belief array, one more match played."""
+    lo = bounds[0]
+    out = np.empty(bounds[1] - lo + 3)
+    out[0] = lo
+    out[1] = rounds + 1.0
+    out[2:] = row[lo : bounds[1] + 1]
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -752,9 +606,14 @@ def expected_score(
     gtab: np.ndarray,
     res_mode: int,
 ) -> float:
-    """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive)."""
+    """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive); A's likelihood
+    by the match's own path (``update_pair_in``), the vector sweeps when they take the sum."""
     fa = np.empty(ha - la + 1)
-    win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+    if res_mode == RES_SOE and _takes_r3c4(soe):
+        win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, np.empty(hb - lb + 1),
+                     np.empty(6 * (max(ha, hb) - min(la, lb) + 2)))
+    else:
+        win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
     acc = 0.0
     for t in range(ha - la + 1):
         acc += rho_a[la + t] * fa[t]
@@ -763,8 +622,7 @@ def expected_score(
 
 @njit(cache=True, nogil=True, inline="always")
 def _conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
-    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]``: an FFT for wide windows, else the direct sum
-    (the rule of the draw fallback in ``update_pair_in``)."""
+    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]``: an FFT for wide windows, else the direct sum."""
     if (hi - lo + 1) * (hi_o - lo_o + 1) >= FFT_MIN_WORK and (hi - lo + 1) + (hi_o - lo_o + 1) < FFT_MAX:
         _fft_conv(rho, lo_o, hi_o, lo, hi, tab, out)
     else:

@@ -1,26 +1,16 @@
 """Both players' win likelihoods of a match by four sweeps run as the lanes of one vector.
 
-Why
----
-``win_lik`` for each side of a match is a forward and a backward sweep of a sum of
-exponentials (``_cowan_kernels._sweep_r3c4``: 3 real and 4 complex states, ~56 scalar
-floating-point operations a cell), and the four sweeps of a match are independent and do
-the identical sequence of operations on different inputs. ``_sweep8_r3c4`` runs them as
-the four lanes of vectors (``_simd``), two terms of each sweep in one 8-lane vector (a
-512-bit register with AVX-512): one vector instruction where the scalar sweeps have eight,
-so the sweeps, most of a match's time, take about a sixth of the instructions. The sweep
-writes each lane's outputs to an array of their own, indexed by cell, so that combining
-them (``_combine``) reads every array with unit stride and vectorises too.
+Why: ``win_lik`` for each side of a match is a forward and a backward sweep of a sum of
+exponentials (3 real and 4 complex states), and the four sweeps of a match are independent and
+do the identical sequence of operations on different inputs. ``_sweep8_r3c4`` runs them as the
+four lanes of vectors (``simd``), two terms of each sweep in one 8-lane vector: one vector
+instruction where scalar sweeps have eight. Each lane's outputs go to an array of their own,
+indexed by cell, so that combining them (``_combine``) reads with unit stride and vectorises too.
 
-Same bits
----------
-Each lane performs the scalar sweep's operations in the scalar sweep's order (no FMA, no
-reassociation: see ``_simd``), on the same inputs in the same order, starting from the
-same zero states, so each lane's outputs are the scalar sweep's outputs bit for bit.
-Lanes are as long as the longest sweep; a shorter lane continues past its last cell (on
-whatever its row holds there), and those outputs are never read (a sweep's states after
-its last kept cell are not used). ``win_lik_pair`` then combines the sweeps exactly as
-``win_lik`` does; the tests compare it with two ``win_lik`` calls bit for bit.
+Same bits: each lane does ``win_lik``'s operations in its order (no FMA, no reassociation: see
+``simd``), on the same inputs from the same zero states. Lanes are as long as the longest
+sweep; a shorter lane runs on past its last cell, and those outputs are never read. The tests
+compare ``win_lik_pair`` with two ``win_lik`` calls bit for bit.
 """
 
 from __future__ import annotations
@@ -74,17 +64,14 @@ def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
                  ys: np.ndarray) -> None:
     """Four sweeps at once, ``steps`` cells each: sweep 0 forward over ``rho_b`` from cell
     ``start``, sweep 1 backward over ``rho_b`` from ``stop``, sweeps 2 and 3 the same over
-    ``rho_a``. The sum of exponentials is packed at ``soe[0]`` as in
-    ``_cowan_kernels._soe_views`` (≤ 3 real, ≤ 4 complex terms; absent ones are zero slots,
-    as in ``_sweep_r3c4``). Every cell read lies in ``[start, stop]`` as long as
-    ``steps ≤ stop − start + 1``.
+    ``rho_a``. The sum of exponentials is packed at ``soe[0]`` as in ``kernels._soe_views``
+    (≤ 3 real, ≤ 4 complex terms; absent ones are zero slots). Every cell read lies in
+    ``[start, stop]`` as long as ``steps ≤ stop − start + 1``.
 
-    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another
-    (real terms 0 | 1 and 2 | the running sum of the inputs, complex terms 0 | 1 and 2 | 3),
-    so each state update is one 8-lane instruction for two terms. Each lane does the scalar
-    sweep's operations in its order: the running sum's lanes ``(run + x)·1.0`` (a product
-    with 1.0 is exact), and the sum ``acc`` adds the same products in the same order, taken
-    from the vectors' halves.
+    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another (real
+    terms 0 | 1 and 2 | the running sum of the inputs, ``(run + x)·1.0``, a product with 1.0
+    being exact; complex terms 0 | 1 and 2 | 3); ``acc`` adds the scalar sweep's products in its
+    order, taken from the vectors' halves.
 
     Outputs, by cell (``size = stop − start + 2``; cell ``i`` at ``i − start``): the sum before
     each step's update of sweep ``k`` in ``ys[k·size …]``, the running sums of sweeps 0 and 2
@@ -151,7 +138,7 @@ def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
 def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int, hb: int, a0: float,
                  beta: float, soe: np.ndarray, fa: np.ndarray, fb: np.ndarray, ys: np.ndarray) -> None:
     """``win_lik(rho_b, lb, hb, la, ha, …, fa)`` and ``win_lik(rho_a, la, ha, lb, hb, …, fb)``
-    (the sum-of-exponentials mode with a sum ``_sweep_r3c4`` takes) in one pass of
+    (the sum-of-exponentials mode with a sum ``kernels._takes_r3c4`` takes) in one pass of
     ``_sweep8_r3c4``; ``ys`` is scratch of at least ``6·(stop − start + 2)`` cells. Rows are zero
     outside their windows; a lane that runs past its last cell reads cells of its row up to
     ``stop`` (or down to ``start``), and what it computes there is never read."""
@@ -190,16 +177,12 @@ def _combine(rho: np.ndarray, off: int, m: int, fw: np.ndarray, bw: np.ndarray, 
 
 @njit(cache=True, nogil=True)
 def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> float:
-    """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum started at ``0.0`` and
-    taken in ascending ``t``: the same bits as accumulating ``buf[x] += taps[t]·pad[x + t]``
-    over ``t`` (the drift's direct convolution). Thirty-two outputs at a time, as the lanes
-    of four 8-lane vectors whose sums stay in registers (four independent chains of adds
-    hide their latency), then sixteen as four 4-lane vectors, then one by one; the scalar
-    form kept ``buf`` in memory, a load and a store per product.
-
-    Returns ``Σ_x buf[x]``, one running sum from ``0.0`` in ascending ``x`` (the drift's
-    mass): a chain of dependent additions, latency-bound, which here runs beside the
-    products of the next outputs instead of in a loop of its own."""
+    """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum from ``0.0`` in ascending
+    ``t`` (the drift's direct convolution, same bits): thirty-two outputs at a time as the lanes
+    of four 8-lane vectors whose sums stay in registers (four independent chains of adds hide
+    their latency), then sixteen as four 4-lane vectors, then one by one. Returns ``Σ_x buf[x]``,
+    one running sum from ``0.0`` in ascending ``x`` (the drift's mass), a latency-bound chain
+    that here runs beside the products of the next outputs."""
     nt = taps.shape[0]
     zero8 = v8_splat(0.0)
     total = 0.0

@@ -1,10 +1,6 @@
-"""Cowan's model tables and curve fits: the same bits on every CPU.
-
-The kernels need, per grid: the luck function's table, the drift taps, the prior, and the
-residual ``φ(d) = 1/(1 + e^(dh))`` (and the paper-form draw kernel) as short sums of
-exponentials. Whatever numpy or LAPACK computes differently by CPU is either computed
-correctly rounded here (``exp_exact``, ``pow_exact``: 40-digit ``decimal``) or frozen bit for
-bit for the default grid (``_FROZEN_RESIDUALS``, ``_FROZEN_DRAW_FITS``), each frozen table
+"""Cowan's model tables and curve fits, the same bits on every CPU: what numpy or LAPACK computes
+differently by CPU is either correctly rounded here (``exp_exact``, ``pow_exact``) or frozen bit
+for bit for the default grid (``_FROZEN_RESIDUALS``, ``_FROZEN_DRAW_FITS``), each frozen table
 checked against this machine's target before use.
 """
 
@@ -21,10 +17,9 @@ import numpy.typing as npt
 
 
 def fit_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
-    """Coefficients ``c_j`` and rates ``r_j = e^(−j h)`` with ``Σ_j c_j r_j^d ≈ 1/(1+e^(dh))``
-    for d = 1..n (least squares; in u = e^(−dh) this is a polynomial fit of u/(1+u) on (0, 1),
-    whose nearest singularity u = −1 makes 16 terms reach 4e-13, 20 terms 1.2e-13;
-    float64 least squares saturates there)."""
+    """Coefficients ``c_j`` and rates ``r_j = e^(−j h)`` with ``Σ_j c_j r_j^d ≈ 1/(1+e^(dh))`` for
+    d = 1..n by least squares (a polynomial fit of u/(1+u) in u = e^(−dh), limited by the
+    singularity at u = −1)."""
     d = np.arange(1, n + 1, dtype=float)
     u = np.exp(-d * h)
     target = 1.0 / (1.0 + np.exp(d * h))
@@ -41,15 +36,11 @@ DRAW_SOE_MAX_ERR = 2e-13
 def fit_exp_sum(
     y: npt.ArrayLike, max_terms: int = 24, tol: float = 2e-14
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Rates ``z_j`` (complex, |z_j| < 1, one of each conjugate pair) and coefficients
-    ``c_j`` with ``Re Σ_j c_j z_j^d ≈ y[d − 1]`` for d = 1..len(y), and the max error.
-
-    Matrix pencil (ESPRIT): the rates are the eigenvalues of the shift operator on the
-    dominant right singular vectors of the Hankel matrix of ``y``; the coefficients then
-    come from a real least-squares fit. The number of terms grows until the error is
-    ≤ ``tol``. Free complex rates are what makes the paper-form draw kernel short: with
-    rates fixed at ``e^(−jh)`` its branch point at ``e^(−d) = −1/9`` defeats the fit, while
-    9 free terms (3 real, 6 complex) reach ~5e-15 on the default grid."""
+    """Rates ``z_j`` (complex, |z_j| < 1, one of each conjugate pair) and coefficients ``c_j`` with
+    ``Re Σ_j c_j z_j^d ≈ y[d − 1]`` for d = 1..len(y), and the max error, by matrix pencil (the
+    eigenvalues of the shift operator on the dominant right singular vectors of ``y``'s Hankel
+    matrix, then a real least-squares fit), more terms until the error is ≤ ``tol``. Free complex
+    rates are what makes the paper-form draw kernel short (its branch point defeats fixed rates)."""
     ya = np.asarray(y, dtype=float)
     n = ya.shape[0]
     if n == 0 or float(np.max(np.abs(ya))) == 0.0:
@@ -82,13 +73,10 @@ def fit_exp_sum(
 
 
 #: The residual fit of the default grid (n = 1000, M = 7: h = 0.014; 16 terms allowed), frozen
-#: bit for bit as ``pack_soe`` rows (``float.hex``). Why: the matrix pencil's eigenvalues come
-#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits -- even its split
-#: into real and complex rates: 5 real + 3 complex terms (4e-15) on an Intel Xeon and on an
-#: earlier AMD EPYC, 3 real + 4 complex (2.05e-15) on another AMD EPYC. Without this, workers
-#: on different CPUs rated the same Cowan pool differently in the last bits, and the default fit
-#: missed the register sweep on some machines. Printed by ``_fit_residual(1000, 0.014, 16)`` on
-#: the AMD EPYC giving 3 + 4 (``[float(x).hex() for x in soe]``); ``_residual_soe`` checks it
+#: bit for bit as a ``pack_soe`` row (``float.hex``). Why: the matrix pencil's eigenvalues come
+#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits, even its split into
+#: real and complex rates; workers on different CPUs would rate the same pool differently. It is
+#: ``_fit_residual(1000, 0.014, 16)`` with 3 real + 4 complex terms; ``_residual_soe`` checks it
 #: against the local target before use. Other grids are fitted at start (CPU-dependent bits).
 _FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
     (1000, 0.014, 16): (
@@ -157,9 +145,8 @@ def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
     """Free (complex) rates by matrix pencil (7-8 terms, 2e-15–8e-15 on the default grid)
     unless the fixed rates ``e^(−jh)`` (``fit_soe``) fit better. The SVD takes ~50 ms."""
     target, dd = _residual_target(n, h)
-    # 1e-14: float64 rounding noise of the sum itself. The error of the same fit differs by CPU
-    # (LAPACK's code path): 8 terms gave 4e-15 on an Intel Xeon and 7.5e-15 on an AMD EPYC, where a
-    # 4e-15 tolerance took a ninth (spurious, negative real) term and left the fast sweep
+    # 1e-14: float64 rounding noise of the sum itself (the same fit's error differs by CPU, and a
+    # tighter tolerance took a spurious extra term on some)
     z, c, err = fit_exp_sum(target, max_terms=terms, tol=1e-14)
     coef, rates = fit_soe(n, h, terms)
     fixed_error = float(np.max(np.abs((rates[None, :] ** dd[:, None]) @ coef - target)))
@@ -170,7 +157,7 @@ def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
 
 
 def pack_soe(z: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``Re Σ_j c_j z_j^d`` as the row the kernels read (``_cowan_kernels._soe_views``):
+    """``Re Σ_j c_j z_j^d`` as the row the kernels read (``kernels._soe_views``):
     ``[R, C, real rates (R), their coefficients (R), Re z, Im z, Re c, Im c (C each)]`` —
     real rates apart, since a real term costs a third of a complex one."""
     z = np.asarray(z, dtype=complex)
@@ -185,7 +172,7 @@ def pack_soe(z: np.ndarray, c: np.ndarray) -> np.ndarray:
 def pack_draw_soe(
     tp: float, tm: float, t0: float, plus: tuple[np.ndarray, np.ndarray], minus: tuple[np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """The row ``_cowan_kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, start of the minus
+    """The row ``kernels.draw_lik`` reads: ``[1, t₊, t₋, t₀, start of the minus
     part, pack_soe(plus), pack_soe(minus)]``."""
     p, m = pack_soe(*plus), pack_soe(*minus)
     return np.concatenate(([1.0, tp, tm, t0, 5.0 + p.shape[0]], p, m))
@@ -212,13 +199,10 @@ class Model:
 def exp_exact(x: Any) -> np.ndarray:
     """``exp`` of every element, correctly rounded (40-digit ``decimal``, then to float64).
 
-    Why not ``np.exp``: numpy picks its exp code by CPU (AVX2 or AVX-512 loops), and the
-    loops differ in the last bit. On this project's AMD EPYC (AVX2) ``np.exp`` of the 2,001
-    luck-table arguments differs from the correctly rounded value in one place, so tables
-    built with it could differ between two workers' CPUs and so could their ratings. The
-    model tables (luck table, drift taps, prior) are built once per grid (cached), so the
-    ~15 µs an element costs here does not matter; sums of them use ``math.fsum`` for the same reason.
-    """
+    Why not ``np.exp``: numpy picks its exp code by CPU, and the loops differ in the last bit, so
+    tables built with it could differ between two workers' CPUs and so could their ratings. The
+    model tables are built once per grid (cached), so the cost does not matter; sums of them use
+    ``math.fsum`` for the same reason."""
     return _decimal_map(x, "exp")
 
 

@@ -2,7 +2,7 @@
 
 It forms the joint table of both players' distributions explicitly, O(|A|·|B|), and works on
 arrays of ``Fraction`` as well (exact arithmetic), which is how the paper's Example 4.1 is
-checked. It shares no code with ``_cowan_kernels``.
+checked. It shares no code with ``kernels``.
 """
 
 from __future__ import annotations

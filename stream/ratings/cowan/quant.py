@@ -1,43 +1,23 @@
 """The quantisation core of Cowan beliefs, shared by the codec and the kernels.
 
-Why a module of its own
------------------------
-A Cowan belief is *stored* quantised (``stream.ratings.cowan.codec``): log-densities
-relative to the peak rounded to multiples of ``δ = 2^−24``, cells below a fixed floor
-dropped from the window edges. If the kernels carried unquantised beliefs from match to
-match and the quantisation happened only when a batch is stored, results would depend on
-how matches are batched. So the quantised belief *is* the state: every belief Cowan
-returns is already ``decode(encode(b))``, bit for bit. That is only true if the kernels
-and the codec do exactly the same floating-point operations, hence one set of ``njit``
-functions both import:
+Why a module of its own: a Cowan belief is *stored* quantised (``codec``). If the kernels carried
+unquantised beliefs from match to match and quantised only when a batch is stored, results would
+depend on how matches are batched. So the quantised belief *is* the state: every belief Cowan
+returns is already ``decode(encode(b))``, bit for bit, which holds only if the kernels and the
+codec run the very same floating-point operations: these ``njit`` functions (``quantise``,
+``qwindow``, ``dequantise``; ``canonicalise_row`` all three on a dense row in place, after each
+match; ``canonical`` the same on a belief array).
 
-* ``quantise`` — ``q_i = rint((ln p_i − ln p_max) / δ)`` (encode);
-* ``qwindow`` — the outermost cells with ``q ≥ QMIN`` (encode's window rule);
-* ``dequantise`` — ``exp(q·δ)`` normalised by its sum (decode);
-* ``canonicalise_row`` — all three on a dense row in place (the kernels, after each match),
-  and ``canonical`` — the same on a belief array (the prior, the naive path).
+Why its own ``log`` and ``exp``: quantising runs on both players after every match, one logarithm
+and one exponential per window cell, and the C library's scalar calls are over a third of a
+match. ``log_det`` and ``exp_det`` are plain IEEE arithmetic (bit casts, a range reduction, a
+polynomial), so loops over cells vectorise and the bits are the same on every CPU and C library
+(no ``libm``, no ``fastmath``, no FMA contraction); both stay within ~1 ulp, so a code differs
+from the one an exact ``log`` gives only for a value within ~1e-8 quanta of a rounding boundary.
 
-Why its own ``log`` and ``exp``
--------------------------------
-Quantising runs on both players after every match, one logarithm and one exponential per
-window cell (~500 cells): with the C library's ``log``/``exp``, called once per cell, that
-is over a third of a match. ``log_det`` and ``exp_det`` are written in plain IEEE arithmetic
-(bit casts, a range reduction, a polynomial), so
-
-* loops over cells vectorise (the C library's scalar calls do not): about 3× less time each;
-* the bits are the same on every CPU and C library (no ``libm``, no ``fastmath``, no FMA
-  contraction), which the C library's functions do not promise;
-* both stay within ~1 ulp of the true value (abs. error ≤ 9e-16 for ``log``, rel. ≤ 2.3e-16
-  for ``exp``, tested against ``math``): a quantum is δ = 6e-8, so a code differs from the one
-  an exact ``log`` gives only for a value within ~1e-8 quanta of a rounding boundary.
-
-The sum in ``dequantise`` is ``sum8``: 8 interleaved partial sums combined in a fixed order,
-as deterministic as one running sum, but vectorised. (The kernels' own sums over a window
-stay running sums: interleaving them gains nothing measurable.)
-
-Nothing here uses ``fastmath``: results must not depend on vectorisation or alignment.
-Divisions are compiled with numpy's error model (no zero check, which would stop LLVM from
-vectorising the loop); the values that could divide by zero are rejected before.
+Nothing here uses ``fastmath``: results must not depend on vectorisation or alignment. Divisions
+are compiled with numpy's error model (a zero check would stop LLVM from vectorising the loop);
+the values that could divide by zero are rejected before.
 """
 
 from __future__ import annotations
@@ -54,10 +34,9 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 
-# Constant arguments passed through these, not written as literals: numba compiles a
-# function called with a literal constant once per literal value (a sweep forward and one
-# backward, ``draw_lik`` for either side: twice each), which only costs compile time, ~1 s
-# of a cold start (Cowan's kernels, codec and arena use them). Same values, so same bits.
+# Constant arguments passed through these, not written as literals: numba compiles a function
+# called with a literal constant once per literal value, which only costs compile time at a cold
+# start. Same values, so same bits.
 @njit(cache=True, nogil=True, inline="always")
 def _ONE() -> Any:  # the int64 1
     return np.int64(1)
@@ -185,13 +164,10 @@ def exp_det(x: float) -> float:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def quantise(probs: np.ndarray, qmin: int, q: np.ndarray) -> bool:
-    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the
-    values are not finite, negative or all zero.
-
-    The checks and the peak are found on the bits: for non-negative floats their int64
-    bits are ordered like the values, and anything else (a negative, inf, NaN) falls
-    outside ``[0, inf bits)`` (−0.0, which is a zero, is mapped to 0 first). Integer
-    maxima vectorise; a float maximum without ``fastmath`` does not."""
+    """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the values are
+    not finite, negative or all zero. The checks and the peak are found on the bits (non-negative
+    floats' int64 bits are ordered like the values; −0.0 is mapped to 0 first): integer maxima
+    vectorise, a float maximum without ``fastmath`` does not."""
     n = probs.shape[0]
     bmax = 0
     bmin = 0
@@ -227,13 +203,10 @@ def qwindow(q: np.ndarray, m: int, qmin: int) -> tuple[int, int]:
 
 @njit(cache=True, nogil=True, inline="always")
 def sum8(x: np.ndarray, start: int, stop: int) -> float:
-    """``Σ x[start:stop]`` over 8 interleaved partial sums (cell t goes to sum t mod 8
-    while 8 cells are left, the rest to the total), added in a fixed order.
-
-    Why: one running sum is a chain of dependent additions (~4 cycles each); 8 independent
-    chains run in vector registers. The order is fixed by the code, not by the compiler or
-    the CPU, so every caller gets the same bits; it differs from a running sum by rounding
-    only (~1e-16 relative)."""
+    """``Σ x[start:stop]`` over 8 interleaved partial sums (cell t goes to sum t mod 8 while 8
+    cells are left, the rest to the total), added in a fixed order: 8 independent chains of
+    additions run in vector registers where one running sum is latency-bound, and the order is
+    fixed by the code, not by the compiler or the CPU, so every caller gets the same bits."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     t = start
     while t + 8 <= stop:

@@ -22,7 +22,7 @@ factors are at most ``e^(step/s)``, so nothing overflows, and each branch uses t
 exponential of ``|t|``, so no value loses digits to cancellation. ``ex`` is built once per grid,
 correctly rounded (``model.exp_exact``); the two numbers of the match by ``quant.exp_det`` (plain
 IEEE arithmetic): the same bits on every CPU. With ``h = 0`` nothing here runs: a match without an
-advantage keeps the register sweeps of ``kernels.win_lik``.
+advantage keeps the sweeps of ``kernels``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,24 @@
-"""4- and 8-lane float64 vectors for numba kernels: ``<4 x double>`` / ``<8 x double>`` in
-LLVM, used as values.
+"""4- and 8-lane float64 vectors for numba kernels: ``<4 x double>`` / ``<8 x double>`` in LLVM,
+used as values.
 
-Why
----
-Some kernels run the same sequence of IEEE operations on independent data (Cowan's
-forward and backward sweeps of both players of a match). Running them as the lanes of
-one vector does the same work in a quarter of the instructions, and the bits are those of
-the scalar code: every lane performs exactly the operations the scalar loop performs, in
-the same order (``fadd``/``fsub``/``fmul`` are exactly rounded per lane).
-
-numba has no vector type, and its auto-vectoriser only sees loops over arrays (it would
-keep the loop-carried states in memory, or not vectorise at all). ``F64x4`` is a numba
-type whose LLVM value *is* a ``<4 x double>``, so a state held in a variable stays in a
+Why: some kernels run the same sequence of IEEE operations on independent data (Cowan's forward
+and backward sweeps of both players of a match); as the lanes of one vector that is a quarter of
+the instructions, with the bits of the scalar code, since every lane performs exactly the scalar
+loop's operations in its order (``fadd``/``fsub``/``fmul`` round per lane). numba has no vector
+type, and its auto-vectoriser only sees loops over arrays (it would keep loop-carried states in
+memory). ``F64x4``'s LLVM value *is* a ``<4 x double>``, so a state held in a variable stays in a
 register, and each operation below is one vector instruction:
 
 * ``v4_load(a, i)`` / ``v4_store(a, i, v)``: ``a[i : i + 4]`` (unaligned; no bounds check);
-* ``v4_splat(x)``: ``x`` in every lane; ``v4_make(x0, x1, x2, x3)``: the four values;
-  ``v4_get(v, i)``: lane ``i`` as a float;
-* ``f64_at(a, i)`` / ``f64_put(a, i, x)``: ``a[i]``, read or written without numba's index
-  checks (a negative index is *not* counted from the end): in a loop whose indices run
-  down, the check for one is integer work on every step;
-* ``v4_add``, ``v4_sub``, ``v4_mul``: lane-wise, plain IEEE instructions without fast-math
-  flags, so LLVM may neither reassociate nor contract a multiply and an add into an FMA
-  (which rounds once instead of twice and would change the bits).
+  ``v4_splat(x)``, ``v4_make(x0, x1, x2, x3)``, ``v4_get(v, i)``;
+* ``f64_at(a, i)`` / ``f64_put(a, i, x)``: ``a[i]`` without numba's index checks (a negative
+  index is *not* counted from the end), which are integer work on every step of a loop running down;
+* ``v4_add``, ``v4_sub``, ``v4_mul``: lane-wise, without fast-math flags, so LLVM may neither
+  reassociate nor contract a multiply and an add into an FMA (which would change the bits).
 
-``F64x8`` (``v8_*``, the same operations) is one 512-bit register on a CPU with AVX-512
-(LLVM splits it into two 256-bit halves elsewhere, with the same per-lane results): a kernel
-whose independent chains number 4 can still fill 8 lanes with two terms of each chain at once
-(``v8_join``: two 4-lane vectors as one, or one in both halves; ``v8_lo``/``v8_hi``: a half
-as a 4-lane vector). Which lanes go together changes no lane's operations.
+``F64x8`` (``v8_*``) is one 512-bit register with AVX-512 (two 256-bit halves elsewhere, the
+same per-lane results): 4 independent chains can fill 8 lanes with two terms each (``v8_join``,
+``v8_lo``/``v8_hi``). Which lanes go together changes no lane's operations.
 """
 
 from __future__ import annotations

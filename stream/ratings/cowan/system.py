@@ -1,61 +1,40 @@
 """Cowan's paired-comparison system for games of chance (Models 2.1, 2.11, 2.16).
 
-Each player's skill is a discrete distribution on the grid ``x_k = −M + 2Mk/n``
-(k = 0..n). A match multiplies each player's pre-match distribution by the likelihood of
-the result under the luck function ``Λ(x, y) = (1−β)/2 + β/(1 + e^(y−x))`` averaged over
-the opponent's distribution, then convolves with a drift kernel (skill changes between
-games) and renormalises.
+Each player's skill is a discrete distribution on the grid ``x_k = −M + 2Mk/n`` (k = 0..n). A
+match multiplies each player's distribution by the likelihood of the result under the luck
+function ``Λ(x, y) = (1−β)/2 + β/(1 + e^(y−x))`` averaged over the opponent's distribution, then
+convolves it with a drift kernel (skill changes between games) and renormalises.
 
-Belief layout (1-D float64, see ``stream.ratings.base``)::
+Belief layout (1-D float64, see ``stream.ratings.base``): ``[lo, rounds, p_lo, ..., p_hi]``, the
+probabilities of the contiguous window ``[lo, hi]`` of grid indices (cells outside carry
+numerically no mass) after the number of matches that changed the player. A fresh player has
+the prior N(0, σ0²) sampled on the grid, normalised, minus negligible tails.
 
-    [lo, rounds, p_lo, p_lo+1, ..., p_hi]
-
-``lo`` is the grid index of the first stored cell (an integer held in a float), ``rounds``
-the number of matches that changed the player, and the rest the probabilities of the
-contiguous window ``[lo, hi]``; cells outside carry (numerically) no mass. A fresh player
-has the prior N(0, σ0²) sampled on the grid and normalised, minus negligible tails.
-
-Algorithms (``algorithm=``):
-
-* ``fast`` (default): Heaviside part by running sums + residual by a sum of exponentials
-  (free complex rates fitted by matrix pencil, ``fit_exp_sum``: 7 terms, 2e-15; the default
-  grid's fit is frozen bit for bit, ``_FROZEN_RESIDUALS``, so every CPU rates alike)
-  (two O(n) sweeps) — agrees with the naive algorithm to ~1e-16 per cell (tests: < 1e-12);
-  drift by a short direct convolution (27 taps). ``residual=direct`` / ``residual=fft``
-  replace the sweeps by a windowed direct sum / an FFT convolution of the whole Λ (the
-  slower alternatives, kept for comparison; see BENCHMARKS.md).
-* ``laplace``: a different model with Laplace luck ``Λ = (1−β)/2 + β·F_L(x−y)`` (scale
-  ``laplace_scale``, default π/√6 = the logistic's variance) and a Laplace drift kernel of
-  the same variance as the Gaussian one; both are single exponentials, so every step is an
-  exact O(n) sweep (paper Alg. 4.5/4.6).
-* ``naive``: the general algorithm of §4.1 (``posterior_naive``) on the windows, O(n²);
-  the test oracle.
+Algorithms (``algorithm=``): ``fast`` (default) the kernels of ``kernels`` (running sums and sums
+of exponentials, two O(n) sweeps; the default grid's fit frozen bit for bit, so every CPU rates
+alike), agreeing with the naive algorithm to ~1e-16 per cell, drift by a short direct convolution
+(``residual=direct`` / ``fft`` replace the sweeps by a windowed direct sum / an FFT convolution of
+the whole Λ, kept for comparison); ``laplace`` a different model, with Laplace luck of scale
+``laplace_scale`` (default π/√6, the logistic's variance) and a Laplace drift kernel, single
+exponentials, so every step is an exact O(n) sweep (paper Alg. 4.5/4.6); ``naive`` the general
+algorithm of §4.1 on the windows, O(n²), the test oracle.
 
 Draws (0 < score < 1): ``draw_form=paper`` (default) uses eq. (1),
-``ρ_A(x)·Σ_k ρ_B(x_k) Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``: that kernel ``D`` has no short sum of
-exponentials with the rates ``e^(−jh)`` the win/loss fit uses (branch point at
-``e^(−d) = −1/9``), but with free complex rates (``fit_exp_sum``, matrix pencil) each side
-``D(±d) − D(±∞)`` takes ~9 terms for a max error ~5e-15, so draws are two O(n) sweeps as
-well (``draw_lik``); if a fit misses ``DRAW_SOE_MAX_ERR`` — or with ``residual=direct/fft``
-— the draw is a direct / FFT convolution. ``draw_form=blatmmr`` raises the two win/loss
-sums instead.
+``ρ_A(x)·Σ_k ρ_B(x_k) Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``, by sweeps of its own fit (``draw_lik``) or,
+should the fit miss ``DRAW_SOE_MAX_ERR``, a convolution; ``draw_form=blatmmr`` raises the two
+win/loss sums instead.
 
-Windows: every update drops ≤ 1e-13 of the mass from each tail (``TAIL``), which keeps
-windows at about ±7.3 sd and is what makes established players cheaper than new ones.
+Windows: every update drops ≤ ``TAIL`` of the mass from each tail, which keeps windows at about
+±7.3 sd: what makes established players cheaper than new ones.
 
-Side advantage (docs/advantage.md, "Cowan"): ``rate_matches(..., advantages)`` and
-``win_probability(a, b, h)`` let A play as if its skill were h higher, ``Λ(x + h, y)``; such a
-match convolves with the luck function tabulated for it (``shift``), one without takes the sweeps
-above, bit for bit as if advantages did not exist.
+Side advantage (docs/advantage.md, "Cowan"): A plays as if its skill were h higher,
+``Λ(x + h, y)``; such a match convolves with the luck function tabulated for it (``shift``), one
+without takes the sweeps, bit for bit as if advantages did not exist.
 
-Quantised state: beliefs are stored by a lossy codec (``stream.ratings.cowan.codec``:
-log-density relative to the peak rounded to 2^−24, cells below ~2.4e-16 of the peak dropped
-from the window edges). The quantised belief is the state itself: the prior and the belief
-after *every* match are passed through the codec's own quantise/dequantise functions
-(``_cowan_quant``, inside the kernels), so every belief this class returns satisfies
-``decode(encode(b)) == b`` bit for bit (``CowanFastPath.canonical_state``) and results do not
-depend on how matches are batched. ``rate_matches(..., quantise=False)`` skips that step (the
-raw model, compared with the naive oracle ``naive_update`` to ~1e-12; benchmarks).
+Quantised state: beliefs are stored by a lossy codec (``codec``). The quantised belief is the
+state itself: the prior and the belief after *every* match pass through the codec's own
+functions (``quant``, inside the kernels), so every belief this class returns satisfies
+``decode(encode(b)) == b`` bit for bit and results do not depend on how matches are batched.
 """
 
 from __future__ import annotations
@@ -80,7 +59,7 @@ from stream.ratings.base import (
     Rating,
     RatingError,
     RatingSystem,
-    concat_f64,
+    flat_of,
 )
 from stream.ratings.cowan import kernels as K
 from stream.ratings.cowan.arena import CowanArena, arena_from_flat, gather, run_arena_serial, run_arena_waves
@@ -112,7 +91,6 @@ ELO_SCALE = 400.0 / math.log(10.0)
 #: mass each update may drop from each tail (keeps windows short: ±7.3σ instead of the
 #: grid; 1e-13 is far below the codec's 1e-12 window bound and its ~6e-8 quantisation)
 TAIL = 1e-13
-
 
 
 @dataclass(frozen=True)
@@ -147,7 +125,6 @@ class CowanParams(Params):
             raise RatingError("cowan: soe_terms must lie in 1..40")
         if self.laplace_scale < 0:
             raise RatingError("cowan: laplace_scale must be >= 0")
-
 
 
 class Cowan(RatingSystem):
@@ -195,9 +172,14 @@ class Cowan(RatingSystem):
             return _NO_ADVS, _NO_EX, _NO_LPAR
         return (advs, *self._shift_tables)
 
-    def _advantages(self, advantages: FloatArray | None, count: int) -> np.ndarray | None:
-        """``inputs.check_advantages`` on this grid (None: no advantage in the batch)."""
-        return check_advantages(advantages, count, 2.0 * self.p.M)
+    def _checked(self, a: IntArray, b: IntArray, scores: FloatArray, advantages: FloatArray | None,
+                 nplayers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """A batch as the kernels take it, checked (``inputs``); advantages None when there are none."""
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        check_matches(a, b, scores, nplayers)
+        return a, b, scores, check_advantages(advantages, a.shape[0], 2.0 * self.p.M)
 
     def luck(self, x: Any, y: Any) -> Any:
         """Λ(x, y): probability that skill x beats skill y (vectorised)."""
@@ -256,16 +238,6 @@ class Cowan(RatingSystem):
             drift_rate=drift_rate,
             soe_error=soe_error,
         )
-
-    @cached_property
-    def _no_dtabs(self) -> np.ndarray:
-        """Placeholder draw-table stack for batches without partial scores (never read)."""
-        return np.ascontiguousarray(self.model.gtab[None, :])
-
-    @cached_property
-    def _no_dsoes(self) -> np.ndarray:
-        """Placeholder draw-fit stack for batches without partial scores (never read)."""
-        return np.zeros((1, 5))
 
     def _dsoe(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``D = g(d)^s g(−d)^(1−s)`` as two one-sided sums of
@@ -341,13 +313,8 @@ class Cowan(RatingSystem):
 
     def window(self, belief: Belief) -> tuple[int, np.ndarray]:
         """``(lo, probabilities)`` of a belief, validated."""
-        if belief.ndim != 1 or belief.shape[0] <= HEADER:
-            raise RatingError("cowan: malformed belief (too short)")
-        lo = int(belief[0])
-        probs = belief[HEADER:]
-        if lo < 0 or lo + probs.shape[0] > self.p.n + 1:
-            raise RatingError(f"cowan: belief window [{lo}, {lo + probs.shape[0] - 1}] outside the grid")
-        return lo, probs
+        bel = self._belief_array(belief)
+        return int(bel[0]), bel[HEADER:]
 
     def full(self, belief: Belief) -> np.ndarray:
         """The belief as a distribution on the whole grid (n + 1 cells)."""
@@ -373,7 +340,7 @@ class Cowan(RatingSystem):
         la, pa = self.window(a)
         lb, pb = self.window(b)
         if advantage:
-            h = self._advantages(np.array([advantage], dtype=np.float64), 1)
+            h = check_advantages(np.array([advantage], dtype=np.float64), 1, 2.0 * self.p.M)
             assert h is not None
             ex, lpar = self._shift_tables
             return float(K.expected_score_shifted(fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
@@ -386,28 +353,9 @@ class Cowan(RatingSystem):
         )
 
     # ---- updates -----------------------------------------------------------------
-    def rate_round(
-        self,
-        beliefs: Sequence[Belief],
-        ranks: IntArray,
-        time_ms: int,
-        weight: float = 1.0,
-        perf_ceiling: float = math.inf,
-    ) -> list[Belief]:
-        """A two-player round is one match (rank 1 beats rank 2, equal ranks draw); a round of
-        one player changes nothing. ``weight`` is ignored: the paper's update has no weight
-        (every match is one full update and one drift step), and a tempered likelihood would
-        need its own sum-of-exponentials tables per weight."""
-        if len(beliefs) < 2:
-            return list(beliefs)
-        if len(beliefs) != 2:
-            raise RatingError(f"{self.name} rates only two-player rounds (got {len(beliefs)})")
-        ra, rb = int(ranks[0]), int(ranks[1])
-        score = 1.0 if ra < rb else 0.0 if ra > rb else 0.5
-        return self.rate_matches(
-            list(beliefs), np.array([0]), np.array([1]), np.array([score]), np.array([time_ms])
-        )
-
+    # ``rate_round`` is the base's (a two-player round is one match). Its ``weight`` is ignored: the
+    # paper's update has no weight (every match is one full update and one drift step), and a
+    # tempered likelihood would need its own sum-of-exponentials tables per weight.
     def rate_matches(
         self,
         beliefs: Sequence[Belief],
@@ -419,26 +367,13 @@ class Cowan(RatingSystem):
         *,
         quantise: bool = True,
     ) -> list[Belief]:
-        """Exact sequential meaning; conflict-free waves run in parallel (see ``waves``).
-        ``advantages[m]``: A's side advantage h in match m (skill units, |h| ≤ 2M): A plays as if
-        its skill were h higher (``stream.ratings.cowan.shift``); None or zeros: none.
-
-        ``times_ms`` is accepted for the interface but unused: as in the paper, skills drift
-        by one kernel step per match, not per unit of time. Large batches with wide waves
-        use the parallel kernel (``parallel_min_batch``/``parallel_min_width``), others the
-        serial one; both give the same bits as applying the matches one at a time.
-
-        Every belief after every match is quantised by the codec's functions, so the
-        returned beliefs are codec fixed points and batching never changes a bit;
-        ``quantise=False`` returns the raw model instead (tests against the naive oracle,
-        benchmarks; such beliefs are *not* what the pipeline stores).
-        """
-        a = np.ascontiguousarray(a, dtype=np.int64)
-        b = np.ascontiguousarray(b, dtype=np.int64)
-        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        """Exact sequential meaning; conflict-free waves run in parallel (``_run_arena``).
+        ``advantages[m]``: A's side advantage h in match m (skill units, |h| ≤ 2M); None or zeros:
+        none. ``times_ms`` is unused: as in the paper, skills drift by one kernel step per match,
+        not per unit of time. ``quantise=False`` returns the raw model instead of codec fixed
+        points (tests against the naive oracle, benchmarks; not what the pipeline stores)."""
         nplayers = len(beliefs)
-        check_matches(a, b, scores, nplayers)
-        advs = self._advantages(advantages, a.shape[0])
+        a, b, scores, advs = self._checked(a, b, scores, advantages, nplayers)
         if a.shape[0] == 0:
             return list(beliefs)
         if self.p.algorithm == "naive":
@@ -451,8 +386,8 @@ class Cowan(RatingSystem):
         slot = np.arange(nplayers, dtype=np.int64)
         vals, status, _ = self._run_arena(flat, start, cap, lohi, rounds, flat.shape[0], slot, a, b, scores,
                                           quantise, advs)
-        if quantise and status.any():
-            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        if quantise:
+            _check_status(status)
         played = np.bincount(a, minlength=nplayers) + np.bincount(b, minlength=nplayers)
         who = np.flatnonzero(played).astype(np.int64)
         new_flat, offs = gather(vals, start, lohi, rounds, who)
@@ -467,10 +402,9 @@ class Cowan(RatingSystem):
                    scores: np.ndarray, quantise: bool,
                    advs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
         """The matches ``(slot[a[m]], slot[b[m]])`` (A with advantage ``advs[m]``; None: none) on an
-        arena (``_cowan_arena``), in place:
-        ``(vals, status, end)`` — the arena's values (a new array if it grew), the flags
-        of local players whose belief came out non-finite, the arena's new end. Large batches
-        with wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
+        arena, in place: ``(vals, status, end)``, the arena's values (a new array if it grew), the
+        flags of local players whose belief came out non-finite, its new end. Large batches with
+        wide waves run in parallel (``parallel_min_batch`` / ``parallel_min_width``)."""
         m = self.model
         # paper-form draw tables, one per distinct partial score
         partial: list[float] = []
@@ -478,13 +412,13 @@ class Cowan(RatingSystem):
             mid = scores[(scores > 0.0) & (scores < 1.0)]
             if mid.size:
                 partial = [float(s) for s in np.unique(mid)]
-        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else self._no_dtabs
-        dsoes = stack_rows([self._dsoe(s) for s in partial]) if partial else self._no_dsoes
+        dtabs = np.stack([self._dtab(s) for s in partial]) if partial else _NO_DTABS
+        dsoes = stack_rows([self._dsoe(s) for s in partial]) if partial else _NO_DSOES
         dtab_index = np.zeros(a.shape[0], dtype=np.int64)
         for t, s in enumerate(partial):
             dtab_index[scores == s] = t
         status = np.zeros(slot.shape[0], dtype=np.uint8)
-        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+        grow = self._grow
         wide = False
         if a.shape[0] >= self.parallel_min_batch:
             _, order, starts = schedule_waves(a, b, status.shape[0])
@@ -505,16 +439,10 @@ class Cowan(RatingSystem):
 
     def rate_arena(self, arena: CowanArena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
                    advantages: FloatArray | None = None) -> None:
-        """``rate_matches`` on beliefs held by ``arena`` (``slots[i]`` holds local player i),
-        in place, quantised: the same bits as ``rate_matches`` on the arena's belief arrays.
-        On ``RatingError`` (a belief came out non-finite) the arena's beliefs of this batch
-        are left part-updated."""
-        a = np.ascontiguousarray(a, dtype=np.int64)
-        b = np.ascontiguousarray(b, dtype=np.int64)
-        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        """``rate_matches`` on beliefs held by ``arena`` (local player i at ``slots[i]``), in place,
+        quantised, the same bits; on ``RatingError`` the batch's beliefs are left part-updated."""
         slots = np.ascontiguousarray(slots, dtype=np.int64)
-        check_matches(a, b, scores, slots.shape[0])
-        advs = self._advantages(advantages, a.shape[0])
+        a, b, scores, advs = self._checked(a, b, scores, advantages, slots.shape[0])
         if a.shape[0] == 0:
             return
         if self.p.algorithm == "naive":
@@ -528,31 +456,30 @@ class Cowan(RatingSystem):
         arena.reserve(2 * a.shape[0] * arena.cells)
         arena.vals, status, arena.end = self._run_arena(
             arena.vals, arena.start, arena.cap, arena.lohi, arena.rounds, arena.end, slots, a, b, scores, True, advs)
-        if status.any():
-            raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+        _check_status(status)
         live = arena.live_cells()
         if arena.end > live + live // 4 + (1 << 20):  # windows that moved left their old cells behind
             arena.compact()
 
+    @cached_property
+    def _grow(self) -> int:
+        """The most a window can grow on each side in one match: the drift kernel's half-width."""
+        m = self.model
+        return (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
+
     def new_arena(self) -> CowanArena:
         """An empty ``CowanArena`` for this system's grid and drift kernel."""
-        m = self.model
-        grow = (m.taps.shape[0] - 1) // 2 if m.drift_mode == K.DRIFT_TAPS else self.p.n + 1
-        return CowanArena(self.p.n + 1, grow)
+        return CowanArena(self.p.n + 1, self._grow)
 
     def _arena_of(self, beliefs: Sequence[Belief]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                             np.ndarray]:
         """A temporary arena over the beliefs (``arena_from_flat``: a new buffer holding them
         back to back); a belief ``window`` would reject raises its error."""
-        n = len(beliefs)
-        try:
-            flat = concat_f64(beliefs)
-        except (ValueError, TypeError):
-            flat = None
-        if flat is None or flat.ndim != 1:  # (mixed or 0-d dimensions do not concatenate at all)
-            flat = concat_f64([self._belief_array(x) for x in beliefs])
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n), out=offsets[1:])
+        gathered = flat_of(beliefs)
+        if gathered is None:  # (mixed or 0-d dimensions do not concatenate at all)
+            gathered = flat_of([self._belief_array(x) for x in beliefs])
+            assert gathered is not None
+        flat, offsets = gathered
         start, cap, lohi, rounds, bad = arena_from_flat(flat, offsets, self.p.n + 1)
         if bad >= 0:
             self._belief_array(beliefs[bad])  # raises window's error
@@ -570,7 +497,7 @@ class Cowan(RatingSystem):
         return fpar, raw, np.array(ipar, dtype=np.int64)
 
     def _belief_array(self, belief: Belief) -> np.ndarray:
-        """A belief as a validated contiguous float64 array (``window``'s checks)."""
+        """A belief as a validated contiguous float64 array."""
         bel = np.ascontiguousarray(belief, dtype=np.float64)
         if bel.ndim != 1 or bel.shape[0] <= HEADER:
             raise RatingError("cowan: malformed belief (too short)")
@@ -581,13 +508,13 @@ class Cowan(RatingSystem):
 
     def _rate_one(self, beliefs: Sequence[Belief], ia: int, ib: int, score: float, quantise: bool,
                   h: float) -> list[Belief]:
-        """One match (validated; A with advantage ``h``) by ``K.rate_pair``: the same ``update_pair``
+        """One match (validated; A with advantage ``h``) by ``K.rate_pair``: the same ``update_pair_in``
         as a batch, without the batch arena, wave schedule or per-batch tables."""
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)
         else:
-            dtab, dsoe = m.gtab, self._no_dsoes[0]
+            dtab, dsoe = m.gtab, _NO_DSOES[0]
         fpar, raw, quant = self._pair_consts
         new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
@@ -603,10 +530,9 @@ class Cowan(RatingSystem):
 
     # ---- the naive oracle ----------------------------------------------------------
     def naive_update(self, a: Belief, b: Belief, score: float, advantage: float = 0.0) -> tuple[Belief, Belief]:
-        """One match by the general algorithm (§4.1) on the windows, then the drift kernel
-        by ``np.convolve``: the oracle the fast kernels are tested against (same model,
-        same trimming rule, O(|A|·|B|) work and no shared code with the kernels). A side
-        advantage h = ``advantage`` is A's skills seen by the luck function as ``x_i + h``."""
+        """One match by the general algorithm (§4.1) on the windows, then the drift by ``np.convolve``:
+        the kernels' oracle (same model and trimming rule, no shared code with the kernels). A side
+        advantage h = ``advantage``: A's skills seen by the luck function as ``x_i + h``."""
         grid = self.model.grid
         la, pa = self.window(a)
         lb, pb = self.window(b)
@@ -641,6 +567,15 @@ class Cowan(RatingSystem):
         return out
 
 
+def _check_status(status: np.ndarray) -> None:
+    """``RatingError`` naming the first local player whose belief came out non-finite."""
+    if status.any():
+        raise RatingError(f"cowan: non-finite belief for player {int(np.flatnonzero(status)[0])}")
+
+
+#: the draw tables and fits of a batch without partial scores (never read)
+_NO_DTABS = np.zeros((1, 1))
+_NO_DSOES = np.zeros((1, 5))
 #: the kernels' advantage arguments of a batch without one (an empty array; tables never read)
 _NO_ADVS = np.zeros(0)
 _NO_EX = np.ones(1)

@@ -1,9 +1,5 @@
-"""Cowan beliefs as windows on the grid: moments, one belief or many at once.
-
-numba functions over many beliefs at once (``flat[offsets[i]:offsets[i + 1]]`` is belief i,
-``[lo, rounds, p_lo, ..., p_hi]``): one call per batch instead of one per player, with the
-same operations as the per-belief code, so the same bits.
-"""
+"""Cowan beliefs as windows on the grid: their moments, and the window of belief i of many
+(``flat[offsets[i]:offsets[i + 1]]``, ``[lo, rounds, p_lo, ..., p_hi]``)."""
 
 from __future__ import annotations
 
@@ -67,28 +63,3 @@ def window_at(flat: np.ndarray, offsets: np.ndarray, i: int, cells: int) -> tupl
     if lo < 0 or lo + m > cells:
         return -1, 0
     return lo, m
-
-
-@njit(cache=True, nogil=True)
-def moments_many(
-    flat: np.ndarray, offsets: np.ndarray, grid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``moments`` and rounds of every belief ``flat[offsets[i]:offsets[i + 1]]``:
-    ``(means, sds, rounds, -1)``, or ``(..., i)`` for the first one ``window`` (or
-    ``int``) would reject."""
-    n = offsets.shape[0] - 1
-    means = np.empty(n)
-    sds = np.empty(n)
-    rounds = np.empty(n, dtype=np.int64)
-    cells = grid.shape[0]
-    for i in range(n):
-        lo, m = window_at(flat, offsets, i, cells)
-        if lo < 0:
-            return means, sds, rounds, i
-        o = offsets[i]
-        r_f = flat[o + 1]
-        if not abs(r_f) < 2.0**62:  # NaN/inf: int() raises
-            return means, sds, rounds, i
-        means[i], sds[i] = moments(flat[o + HEADER : o + HEADER + m], grid, lo)
-        rounds[i] = int(r_f)
-    return means, sds, rounds, -1

@@ -1,10 +1,9 @@
 """The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs, summaries from columns.
 
 Why packed: the embedded store and a worker step hold a pool's beliefs as float64 values in one
-arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes its
-output as one array: no numpy object per player on the way in or out. The kernels are
-``EloMMR``'s own (``_check_round``, ``_rate_flat``), so the results are ``rate_round``'s bit
-for bit.
+arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes one
+array: no numpy object per player. The kernels are ``EloMMR``'s own, so the results are
+``rate_round``'s bit for bit.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError
 from stream.ratings.codec import Float64Codec
-from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR
-from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, ratings_from_columns
+from stream.ratings.elo_mmr.system import DISPLAY_SIG, HEADER, EloMMR, invalid_length
+from stream.ratings.fastpath import ColumnSummaries, PackedRounds, RoundChange, columns_at, ratings_from_columns
 
 
 class EloMMRFastPath(ColumnSummaries, PackedRounds):
@@ -42,8 +41,8 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
         if rk is None:
             return None
         lengths = np.diff(offsets)
-        if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
-            bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+        bad = invalid_length(lengths)
+        if bad >= 0:
             raise RatingError(f"packed belief of player #{bad} has an invalid size {8 * int(lengths[bad])} bytes")
         out, out_offsets, _ = system._rate_flat(flat, offsets, rk, time_ms, weight, perf_ceiling)
         return out, out_offsets
@@ -52,11 +51,8 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
                         ) -> RoundChange | None:
         """See ``PackedRounds.change_gathered``: the summaries before read from ``flat`` itself; None when
         a summary or a performance would take the per-belief path (Elo-MMχ keeps no performance)."""
-        starts = offsets[:-1]
-        if not len(starts) or int(np.diff(offsets).min()) <= max(self.columns):
-            return None
-        cols = flat[starts[None, :] + np.asarray(self.columns, dtype=np.int64)[:, None]]
-        return self._change(cols, values, out_offsets)
+        cols = columns_at(flat, offsets, self.columns)
+        return None if cols is None else self._change(cols, values, out_offsets)
 
     def _change(self, cols: FloatArray, values: FloatArray, offsets: IntArray) -> RoundChange | None:
         starts, ends = offsets[:-1], offsets[1:]

@@ -29,23 +29,17 @@ found by binary search on exact boundary values, and bisection guards every step
 part as a running prefix over groups, the tie part per group: still O(nodes · N) — and
 each group's root is found by Illinois on the barycentric interpolant of its row.
 
-Panels are at most ``2·h`` wide with ``h = PANEL_FRACTION`` × the distance from the real
-axis to the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the
-Gaussian Mills ratios, s the smallest term scale). Measured on worst-case sums, 42 nodes
-per panel then interpolate to ~1e-16 of Σ w (1e-15 for narrower panels with fewer
-nodes), independent of the spread of ratings: about 40 nodes per 1,000 rating points.
-Performances agree with the naive oracle to ~1e-9 rating points — except far outside
-the field (≳ 20 logistic scales beyond every opponent), where every term is saturated,
-f is flat to ~1e-15·Σw over hundreds of points and the root is ill-conditioned in
-double precision for any solver; there μ still agrees to ~1e-5 (the saturated term
-barely moves the robust average).
+Panels are at most ``2·h`` wide with ``h = PANEL_FRACTION`` × the distance from the real axis
+to the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the Gaussian Mills
+ratios, s the smallest term scale): 42 nodes per panel then interpolate to ~1e-16 of Σ w,
+whatever the spread of ratings. Performances agree with the naive oracle to ~1e-9 rating points,
+except far outside the field, where the root is ill-conditioned in double precision for any
+solver (μ still agrees to ~1e-5).
 
-Root solvers (group roots, robust averages) are Newton steps guarded by a bracket and by
-rtsafe's rule (bisect unless the step at least halves every other iteration): plain
-bracketed Newton cycles on tanh-shaped functions (found by the fuzz test).
-
-All kernels use ``cache=True`` and ``nogil=True``; the parallel ones must be called
-from one thread at a time (numba's default workqueue layer is not thread-safe).
+Root solvers are Newton steps guarded by a bracket and by rtsafe's rule (bisect unless the step
+at least halves every other iteration): plain bracketed Newton cycles on tanh-shaped functions.
+The parallel kernels must be called from one thread at a time (numba's workqueue layer is not
+thread-safe).
 """
 
 from __future__ import annotations
@@ -68,18 +62,13 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: Chebyshev degree per panel and panel half-width as a fraction of the singularity distance
 PANEL_DEGREE = 42
 PANEL_FRACTION = 1.3
-#: more panels than this (performances spread over ~10⁷ rating points at the default
-#: parameters: never from beliefs that real rounds produce, but from a corrupt stored value
-#: such as μ = 10¹⁶) and every group's root is bisected instead: the panels' cost and memory
-#: grow with the spread, bisection's only with the round (a stored μ of 10¹⁶ made the kernel
-#: ask for terabytes)
+#: more panels than this (performances spread over ~10⁷ rating points: only from a corrupt stored
+#: value such as μ = 10¹⁶) and every group's root is bisected instead: the panels' cost and memory
+#: grow with the spread, bisection's only with the round
 MAX_PANELS = 10_000
 
 
-
-# --------------------------------------------------------------------------------------
-# terms of the performance equation
-# --------------------------------------------------------------------------------------
+# ---- terms of the performance equation ---------------------------------------------------
 #: the loops over a belief's terms index by unsigned integers (``stream.runtime.copies``: there numba's
 #: negative-index checks cost more than the loops' arithmetic); a count of terms is clamped at 0 before
 #: it is made unsigned (``range(start, stop, 3)`` of a stop below start has no term)
@@ -136,9 +125,7 @@ def direct_f(x: float, grp: int, smu, ss, gstart, gaussian: bool, split: bool) -
     return total
 
 
-# --------------------------------------------------------------------------------------
-# panels
-# --------------------------------------------------------------------------------------
+# ---- panels ------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
 def _panel_nodes(a: float, b: float, n: int):
     """Chebyshev points of the second kind on [a, b], node 0 = b and node n = a exactly."""
@@ -150,30 +137,6 @@ def _panel_nodes(a: float, b: float, n: int):
     xs[0] = b
     xs[n] = a
     return xs
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split: bool):
-    """tab[k, g] = f_g(xs[k]) = Σ_j v_j + const_g (+ Σ_{j∈g} v_j unless split ties).
-
-    ``v_j = −w_j·tanh((x − μ_j)·w_j/2)``; ``const_g`` = weight ranked worse − weight
-    ranked better. O(len(xs) · N).
-    """
-    nk = xs.shape[0]
-    ngroups = gstart.shape[0] - 1
-    tab = np.empty((nk, ngroups))
-    for k in nb.prange(nk):
-        x = xs[k]
-        total = 0.0
-        for g in range(ngroups):
-            own = 0.0
-            for j in range(gstart[g], gstart[g + 1]):
-                own -= sw[j] * _tanh((x - smu[j]) * sarg[j])
-            total += own
-            tab[k, g] = const[g] + (0.0 if split else own)
-        for g in range(ngroups):
-            tab[k, g] += total
-    return tab
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -442,9 +405,6 @@ def _group_constants(sw, gstart):
 def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
     """Performance of every tie group (best group first); smu/ss in rank order."""
     ngroups = gstart.shape[0] - 1
-    sw = TANH_MULTIPLIER / ss
-    sarg = 0.5 * sw
-    const = _group_constants(sw, gstart)
     smin = ss.min()
     dist = (math.sqrt(3.0) if not gaussian else 2.8) * smin
     max_width = 2.0 * PANEL_FRACTION * dist
@@ -471,10 +431,7 @@ def solve_performances(smu, ss, gstart, gaussian: bool, split: bool):
         a = lo + p * width
         b = lo + (p + 1) * width if p + 1 < npanels else hi
         xs = _panel_nodes(a, b, n)
-        if gaussian:
-            tab = _panel_table_gauss(xs, smu, ss, gstart, split)
-        else:
-            tab = _panel_table_logistic(xs, smu, sarg, sw, gstart, const, split)
+        tab = _panel_table_gauss(xs, smu, ss, gstart, split)
         _solve_panel(a, b, xs, bw, tab, perf_g)
     for g in range(ngroups):  # never expected: a root missed by rounding at a panel boundary
         if math.isnan(perf_g[g]):
@@ -521,20 +478,15 @@ def _bisect_direct(g: int, a: float, b: float, smu, ss, gstart, gaussian: bool, 
     return 0.5 * (a + b)
 
 
-# --------------------------------------------------------------------------------------
-# the belief phases
-# --------------------------------------------------------------------------------------
+# ---- the belief phases -------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
 def _diffusion(mu: float, sig: float, nmu: float, nw: float, tw: float, var: float, rho: float,
                collapse: bool) -> tuple[float, float, float, float]:
-    """Pseudodiffusion (paper Alg. 2 / §4) of a belief by variance ``var``.
-
-    Returns (new σ, Gaussian-term centre, Gaussian-term weight, factor for every logistic
-    ``w_out``). Part ρ-dependent of every term's weight is transferred to the Gaussian
-    term centred on the current μ, then all weights shrink by σ²/(σ² + var): μ is
-    preserved exactly and σ² grows by var (Thm 4.1). ``collapse`` (ρ = ∞ or the Gaussian
-    model) replaces everything by one Gaussian term.
-    """
+    """Pseudodiffusion (paper Alg. 2 / §4) of a belief by variance ``var``: (new σ, Gaussian-term
+    centre, Gaussian-term weight, factor for every logistic ``w_out``). A ρ-dependent part of every
+    term's weight moves to the Gaussian term centred on the current μ, then all weights shrink by
+    σ²/(σ² + var): μ is preserved and σ² grows by var (Thm 4.1). ``collapse`` (ρ = ∞ or the
+    Gaussian model) replaces everything by one Gaussian term."""
     new_sig = math.sqrt(sig * sig + var)
     if collapse:
         return new_sig, mu, 1.0 / (new_sig * new_sig), 0.0
@@ -598,24 +550,12 @@ def _prepare_player(pre, i: int, flat, o: int, stop: int, time_ms: float, w: flo
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _prepare(flat, offsets, time_ms: float, weight: float, weight_limit: float, noob_delay,
-             sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
-    """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²))."""
-    n = offsets.shape[0] - 1
-    pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
-    lim2 = sig_limit * sig_limit
-    for i in nb.prange(n):
-        _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms, weight_limit * weight, noob_delay,
-                        lim2, drift_per_day, rho, collapse)
-    return pre
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
 def prepare_weighted(flat, offsets, time_ms: float, weight: float, player_weights, weight_limit: float,
                      noob_delay, sig_limit: float, drift_per_day: float, rho: float, collapse: bool):
-    """``_prepare`` with each player's own round weight ``weight × player_weights[i]`` (partial play)."""
+    """Diffusion of every belief and its performance term (centre μ, scale √(σ² + σ_perf²)), each
+    player with its own round weight ``weight × player_weights[i]`` (partial play; 1: the same bits)."""
     n = offsets.shape[0] - 1
-    pre = np.empty((n, 7))
+    pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
     lim2 = sig_limit * sig_limit
     for i in nb.prange(n):
         _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms,
@@ -625,14 +565,10 @@ def prepare_weighted(flat, offsets, time_ms: float, weight: float, player_weight
 
 @nb.njit(cache=True, nogil=True)
 def _robust_average(offset: float, slope: float, out, start: int, stop: int, guess: float) -> float:
-    """Zero of offset + slope·x + Σ w_out·tanh((x − c)·w_arg): safeguarded Newton.
-
-    The bracket [min centre, max centre] always holds the root (every tanh has the sign
-    of x − c there); Newton starts from the previous μ, which is usually within a few
-    points, and a bisection step replaces any Newton step leaving the bracket. Once a
-    step is below 1e-7 points the next iterate is exact to ~1e-14 (quadratic
-    convergence), so it is returned without another O(terms) evaluation.
-    """
+    """Zero of offset + slope·x + Σ w_out·tanh((x − c)·w_arg): safeguarded Newton from the
+    previous μ in the bracket [min centre, max centre], which holds the root. Once a step is below
+    1e-7 points the next iterate is exact to ~1e-14 (quadratic convergence), so it is returned
+    without another O(terms) evaluation."""
     lo = -offset / slope
     hi = lo
     first, terms = _U(start), _U(max(stop - start + 2, 0) // 3)
@@ -763,18 +699,14 @@ def _groups(ranks):
 def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ceiling: float,
                     weight_limit: float, noob_delay, sig_limit: float, drift_per_day: float,
                     rho: float, split: bool, gaussian: bool, history_limit: int):
-    """One whole round: returns (new flat beliefs, new offsets, performances, bad player).
-
-    ``bad`` is −1, or the index of the first player whose belief holds a non-finite
-    number (then nothing else is computed): checking here, while the data is read
-    anyway, saves a separate pass over every belief in Python.
-    """
+    """One whole round: (new flat beliefs, new offsets, performances, bad player), ``bad`` −1 or the
+    first player whose belief holds a non-finite number (then nothing else is computed)."""
     bad = _first_non_finite(flat, offsets)
     if bad >= 0:
         return np.empty(0), np.zeros(1, dtype=np.int64), np.empty(0), bad
     collapse = gaussian or math.isinf(rho)
-    pre = _prepare(flat, offsets, time_ms, weight, weight_limit, noob_delay, sig_limit,
-                   drift_per_day, rho, collapse)
+    pre = prepare_weighted(flat, offsets, time_ms, weight, np.ones(ranks.shape[0]), weight_limit, noob_delay,
+                           sig_limit, drift_per_day, rho, collapse)
     order, gstart = _groups(ranks)
     smu = pre[:, 4][order]
     ss = pre[:, 5][order]
@@ -792,11 +724,9 @@ def rate_round_flat(flat, offsets, ranks, time_ms: float, weight: float, perf_ce
 
 @nb.njit(cache=True, nogil=True)
 def _first_non_finite(flat, offsets) -> int:
-    """Index of the first player with a NaN/inf in its belief, or −1 (one fast pass).
-
-    ``x * 0.0`` is ±0.0 for every finite ``x`` and NaN for NaN and ±inf; the pass ORs whether it is
-    non-zero rather than summing it: an OR may be taken in any order, so it compiles to vector code,
-    where a sum of floats must be added in order."""
+    """Index of the first player with a NaN/inf in its belief, or −1. ``x * 0.0`` is ±0.0 for every
+    finite ``x`` and NaN otherwise; the pass ORs whether it is non-zero, which (unlike a sum of
+    floats) may be taken in any order, so it compiles to vector code."""
     bad = False
     for q in range(flat.shape[0]):
         bad |= flat[q] * 0.0 != 0.0

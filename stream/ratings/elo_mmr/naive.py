@@ -1,16 +1,9 @@
 """Plain O(N²) oracle of Elo-MMR / Elo-MMχ (paper Algorithms 1–3), for tests only.
 
-Why it exists: the fast kernels in ``kernels`` solve every performance
-equation against a piecewise Chebyshev interpolant, which is clever and therefore
-suspect. This module does the same mathematics the obvious way — every player's
-performance equation is summed term by term over all opponents and solved by a
-bracketed Illinois (regula falsi) iteration — so that the two can be compared on
-random rounds. Nothing here is fast and nothing here is used in production.
-
-It reads and writes exactly the belief layout documented in ``stream.ratings.elo_mmr.system``
-(header of ``HEADER`` floats, then ``(centre, w_arg, w_out)`` logistic terms).
-Tied players have identical equations, so the equation is solved once per distinct
-rank (a pure time saving; the sum itself is still over every player).
+Why it exists: the kernels solve every performance equation against a piecewise Chebyshev
+interpolant, which is clever and therefore suspect. This module does the same mathematics the
+obvious way (each equation summed term by term over all opponents, solved by a bracketed
+Illinois iteration, once per distinct rank) on the belief layout of ``system``.
 """
 
 from __future__ import annotations

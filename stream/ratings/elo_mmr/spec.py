@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from stream.ratings.spec import SearchDim, SystemSpec
 
 _PACKAGE = "stream.ratings.elo_mmr"
@@ -19,15 +21,6 @@ ELO_MMR = SystemSpec(
     team_model="sum",
     search_space=SEARCH_SPACE,
 )
-ELO_MMX = SystemSpec(
-    name="elo-mmx",
-    system=f"{_PACKAGE}.system:EloMMX",
-    params=f"{_PACKAGE}.system:EloMMRParams",
-    fast_path=f"{_PACKAGE}.fastpath:EloMMRFastPath",
-    warmups=(f"{_PACKAGE}.system:warmup",),
-    team_rounds=True,
-    team_model="sum",
-    search_space=SEARCH_SPACE,
-)
+ELO_MMX = replace(ELO_MMR, name="elo-mmx", system=f"{_PACKAGE}.system:EloMMX")
 
 SPECS = (ELO_MMR, ELO_MMX)

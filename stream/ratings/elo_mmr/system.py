@@ -8,33 +8,25 @@ newcomer or a round dated before the player's last one), ties count as
 a win plus a loss (the player's own entry included) unless ``split_ties``; displayed
 rating ``μ − 3(σ − 80)``.
 
-Belief layout (one float64 array per player, lossless through ``Float64Codec``)
-------------------------------------------------------------------------------
-====  ======================================================================
- [0]  μ — posterior mean (the robust average of the Gaussian and logistic terms)
- [1]  σ — posterior standard deviation
- [2]  centre of the Gaussian (prior) term
- [3]  weight (precision, 1/σ²) of the Gaussian term
- [4]  number of rated rounds
- [5]  time of the latest rated round (ms since epoch; an out-of-order round does not
-      move it back, so drift is never counted twice; ignored while [4] == 0)
- [6:] logistic terms, three floats each, oldest first: centre (a past performance),
-      ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay)
-====  ======================================================================
+Belief layout (one float64 array per player, lossless through ``Float64Codec``):
+
+* [0] μ, the posterior mean (the robust average of the Gaussian and logistic terms); [1] σ;
+* [2] centre and [3] weight (precision, 1/σ²) of the Gaussian (prior) term;
+* [4] number of rated rounds; [5] time of the latest rated round (ms since epoch; an
+  out-of-order round does not move it back, so drift is never counted twice);
+* [6:] logistic terms, three floats each, oldest first: centre (a past performance),
+  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay).
 
 The term's weight (precision) is ``2·w_arg·w_out·3/π²``. Elo-MMχ collapses every belief
 to its Gaussian term at each diffusion, so its beliefs never carry logistic terms.
 
-``history_limit`` (default 100, ``0`` = unlimited) bounds the logistic terms: the oldest
-is folded into the Gaussian term preserving its weight, as the reference does. With
-ρ = 1 a term's ``w_out`` shrinks by ``(σ²/(σ²+γ²))²`` per round (≈ 0.69 for an
-established player), so terms older than 100 rounds weigh ~1e-16 of a new one and the
-fold is invisible; memory per player stays bounded at 6 + 300 floats.
+``history_limit`` (default 100, ``0`` = unlimited) bounds the logistic terms: the oldest is
+folded into the Gaussian term preserving its weight, as the reference does; with ρ = 1 terms
+older than 100 rounds weigh ~1e-16 of a new one, so the fold is invisible and a belief stays
+bounded at 6 + 300 floats.
 
-A round is rated whole in numba kernels (``kernels``: why it is O(nodes·N), not O(N²)); team
-rounds in ``teams`` (docs/teams.md). The kernels release the GIL; call them from one thread at a
-time (numba's workqueue pool is not thread-safe). Rounds below ``MMR_ELO_PARALLEL_MIN`` players
-run single-threaded (``PARALLEL_MIN_PLAYERS``).
+A round is rated whole in numba kernels (``kernels``; team rounds in ``teams``, docs/teams.md),
+from one thread at a time (numba's workqueue pool is not thread-safe).
 
 Intentional differences from the reference
 ------------------------------------------
@@ -76,16 +68,16 @@ from stream.ratings.base import (
     RatingSystem,
     check_team_round,
     concat_f64,
+    offsets_of,
 )
 from stream.ratings.elo_mmr import kernels as K
 from stream.ratings.elo_mmr import teams as KT
 from stream.runtime import parallel_min_players
 
 HEADER = K.HEADER
-#: rounds smaller than this run the kernels on one thread; None: the setting ``MMR_ELO_PARALLEL_MIN``
-#: (``stream.runtime.parallel_min_players``, read at the first round, not at import).
-#: On a machine shared with other work a descheduled thread of numba's workqueue pool stalls
-#: every parallel loop, so only very large rounds use it.
+#: rounds smaller than this run the kernels on one thread (None: the setting ``MMR_ELO_PARALLEL_MIN``,
+#: read at the first round): on a machine shared with other work a descheduled thread of numba's
+#: pool stalls every parallel loop, so only very large rounds use it.
 PARALLEL_MIN_PLAYERS: int | None = None
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
@@ -149,20 +141,21 @@ class TeamRoundResult:
 
 
 def _gather(beliefs: Sequence[Belief]) -> tuple[FloatArray, IntArray]:
-    """Concatenate beliefs into one flat array + offsets (the only per-player Python).
-
-    Non-finite values are detected by the kernel, which reads every value anyway. The copy
-    is ``concat_f64``'s (one ``bytearray.join`` while holding the GIL, and every belief's
-    dtype checked, so an integer array is converted rather than its bytes reinterpreted).
-    """
-    n = len(beliefs)
-    lengths = np.fromiter(map(len, beliefs), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if lengths.min() < HEADER or np.any((lengths - HEADER) % 3):
-        bad = int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+    """Beliefs concatenated into one flat array + offsets (the only per-player Python). Non-finite
+    values are found by the kernel, which reads every value anyway."""
+    offsets = offsets_of(beliefs)
+    lengths = np.diff(offsets)
+    bad = invalid_length(lengths)
+    if bad >= 0:
         raise RatingError(f"belief of player #{bad} has an invalid length {int(lengths[bad])}")
     return concat_f64(beliefs), offsets
+
+
+def invalid_length(lengths: IntArray) -> int:
+    """The first player whose belief is not a header and whole logistic terms long, or −1."""
+    if len(lengths) and (lengths.min() < HEADER or np.any((lengths - HEADER) % 3)):
+        return int(np.flatnonzero((lengths < HEADER) | ((lengths - HEADER) % 3 != 0))[0])
+    return -1
 
 
 def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
@@ -176,12 +169,9 @@ def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
 
 
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
-    """Split the kernel output into independent per-player arrays (copies).
-
-    Views would be cheaper but keep the whole round's buffer alive while any one of its
-    players is not rated again; a caller holding beliefs in memory over a long history (the
-    evaluation harness) would then retain nearly every buffer ever allocated.
-    """
+    """The kernel output as independent per-player arrays: copies, since a view would keep the whole
+    round's buffer alive while any one of its players is not rated again (the evaluation, holding
+    beliefs over a long history, would retain nearly every buffer)."""
     bounds = offsets.tolist()
     return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]
 
@@ -195,9 +185,8 @@ def _call_kernel(n: int, kernel: Any, *args: Any) -> Any:
     try:
         return kernel(*args)
     except (ZeroDivisionError, SystemError) as exc:
-        # a zero σ or weight in a belief: the kernels' Python error model raises
-        # ZeroDivisionError, which numba re-raises from a cached kernel as a SystemError
-        # (a worker would crash on it; a RatingError dead-letters the event instead)
+        # a zero σ or weight: numba re-raises the kernel's ZeroDivisionError from a cached kernel as a
+        # SystemError (a worker would crash on it; a RatingError dead-letters the event instead)
         cause: BaseException | None = exc
         while cause is not None and not isinstance(cause, ZeroDivisionError):
             cause = cause.__cause__
@@ -380,19 +369,9 @@ class EloMMR(RatingSystem):
         _check_output(out, bad, weight)
         return TeamRoundResult(_scatter(out, out_offsets), perfs, team_perfs)
 
-    def performances(
-        self, beliefs: Sequence[Belief], ranks: IntArray | Sequence[int], time_ms: int = 0,
-        weight: float = 1.0, perf_ceiling: float = math.inf,
-    ) -> FloatArray:
-        """Each player's performance in a round (the value Alg. 1 solves for)."""
-        return self.rate_round_detailed(beliefs, ranks, time_ms, weight, perf_ceiling).performances
-
     def diffuse(self, belief: Belief, variance: float) -> Belief:
-        """The belief after a pseudodiffusion adding ``variance`` to σ² (μ unchanged).
-
-        The same kernel ``rate_round`` applies before every round (with variance
-        ``w·sig_limit² + drift_per_day·days``); exposed for tests and what-if tools.
-        """
+        """The belief after a pseudodiffusion adding ``variance`` to σ² (μ unchanged): the kernel
+        ``rate_round`` applies before every round, with variance ``w·sig_limit² + drift_per_day·days``."""
         if not (math.isfinite(variance) and variance >= 0):
             raise RatingError(f"diffusion variance must be finite and >= 0 (got {variance})")
         collapse = self.gaussian or math.isinf(self.params.rho)
@@ -423,11 +402,8 @@ class EloMMR(RatingSystem):
 
 
 class EloMMX(EloMMR):
-    """Elo-MMχ: Gaussian performance model (the reference's ``mmx``).
-
-    Beliefs collapse to their Gaussian term at every diffusion, so ``rho`` and
-    ``history_limit`` have no effect; the update is the conjugate Gaussian one.
-    """
+    """Elo-MMχ: Gaussian performance model (the reference's ``mmx``). Beliefs collapse to their
+    Gaussian term at every diffusion (``rho`` and ``history_limit`` have no effect)."""
 
     name: ClassVar[str] = "elo-mmx"
     gaussian: ClassVar[bool] = True

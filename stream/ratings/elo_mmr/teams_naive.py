@@ -1,14 +1,10 @@
 """Plain dense-Gaussian oracle of a team round (docs/teams.md), for tests only.
 
-Why it exists: the kernel in ``teams`` works member by member with the algebra
-already done (a team's variance as a running sum, a member's share as one ratio). This
-module does it the obvious way: it builds the matrix A of the members' coefficients in the
-teams, the teams' covariance (``A D Aᵀ`` plus the teams' own noise in the mean model), and
-conditions the members' skills on the solved team performances with a matrix inverse; each
-member's update is then the individual update whose (performance, noise) gives that Gaussian
-posterior. Diffusion, the
-teams' performance equations and the members' updates are ``naive``'s, term by
-term. Nothing here is fast.
+Why it exists: the kernel in ``teams`` works member by member with the algebra already done.
+This module does it the obvious way: the matrix A of the members' coefficients, the teams'
+covariance (``A D Aᵀ``, plus the teams' own noise in the mean model), the members' skills
+conditioned on the solved team performances with a matrix inverse, each member then updated by
+the individual update that gives that Gaussian posterior (``naive``'s, term by term).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vector kernels of Cowan's system (``_cowan_lanes``) give the scalar kernels' bits:
 both players' sweeps as four lanes against two ``win_lik`` calls, the drift's convolution
-thirty-two and sixteen outputs at a time against the plain accumulation, and a whole ``update_pair``
+thirty-two and sixteen outputs at a time against the plain accumulation, and a whole ``update_pair_in``
 against the same match through the scalar sweeps; random windows, beliefs and taps, win
 and draw scores, the logistic and the Laplace luck."""
 
@@ -16,7 +16,8 @@ from numba import njit, types
 
 from stream.ratings.cowan import kernels as kern
 from stream.ratings.cowan import lanes
-from stream.ratings.cowan.drift import _drift_and_store_pair, _drift_and_store_pair_in
+from stream.ratings.cowan import system as cowan_system
+from stream.ratings.cowan.drift import _drift_and_store_pair_in
 from stream.ratings.cowan.quant import QMIN
 from stream.ratings.cowan.system import TAIL, Cowan, pack_soe
 
@@ -26,9 +27,8 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def _generic(soe: np.ndarray) -> np.ndarray:
-    """The same sum of exponentials with one more (zero) real term: too long for the register
-    sweeps, so ``win_lik`` takes its generic loop (which the register sweep equals bit for bit,
-    ``test_cowan.test_register_sweep_equals_generic_sweep_bit_for_bit``)."""
+    """The same sum of exponentials with one more (zero) real term: too long for the vector
+    sweeps, so a match takes ``win_lik``'s generic loop."""
     nr, nc = int(soe[0]), int(soe[1])
     o = 2 + 2 * nr
     z = np.concatenate([soe[2 : 2 + nr], [0.0], soe[o : o + nc] + 1j * soe[o + nc : o + 2 * nc]])
@@ -104,7 +104,7 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
     for _ in range(2):
         row, lo, hi = data.draw(windows(n1))
         rows.append((row, lo, hi))
-    dtab, dsoe = (s._dtab(score), s._dsoe(score)) if 0.0 < score < 1.0 else (m.gtab, s._no_dsoes[0])
+    dtab, dsoe = (s._dtab(score), s._dsoe(score)) if 0.0 < score < 1.0 else (m.gtab, cowan_system._NO_DSOES[0])
     results = []
     no_shift = s._shift_args(None)[1:]  # no side advantage: tables never read
     for soe in (m.soe, _generic(m.soe)):
@@ -112,8 +112,9 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
         lohi = np.array([[r[1], r[2]] for r in rows], dtype=np.int64)
         codes = np.zeros((2, n1), dtype=np.int64)
         status = np.zeros(2, dtype=np.uint8)
-        kern.update_pair(dens, lohi, 0, 1, score, m.a0, m.beta, soe, m.gtab, dtab, dsoe, m.res_mode, m.form,
-                         m.taps, m.drift_mode, m.drift_rate, TAIL, quant, QMIN, codes, status, 0.0, *no_shift)
+        kern.update_pair_in(dens, lohi, 0, 1, score, m.a0, m.beta, soe, m.gtab, dtab, dsoe, m.res_mode, m.form,
+                            m.taps, m.drift_mode, m.drift_rate, TAIL, quant, QMIN, codes, status, 0.0, *no_shift,
+                            np.empty(kern.work_cells(n1, m.taps)))
         results.append((dens, lohi, codes, status))
     for x, y in zip(*results, strict=True):
         assert x.tobytes() == y.tobytes()
@@ -169,7 +170,7 @@ def _drift_one(post: list[float], lo: int, hi: int, taps: list[float], tail: flo
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_drift_of_both_players_equals_one_at_a_time_bit_for_bit(data: st.DataObject) -> None:
-    """``_drift_and_store_pair`` (both players' sums in one loop) against each player's
+    """``_drift_and_store_pair_in`` (both players' sums in one loop) against each player's
     drift on its own, in plain Python floats."""
     s = SYSTEMS["logistic"]
     m = s.model
@@ -182,18 +183,16 @@ def test_drift_of_both_players_equals_one_at_a_time_bit_for_bit(data: st.DataObj
         posts.append(post)
         bounds.append(np.array([lo, hi], dtype=np.int64))
         want.append(_drift_one(post.tolist(), lo, hi, m.taps.tolist(), TAIL, n1))
-    # twice: with scratch of its own, and in scratch holding NaN (what a previous match leaves
-    # there: the padding around each window must be written, not assumed zero)
-    for scratch in (None, np.full(2 * (2 * n1 + m.taps.shape[0]), np.nan)):
+    # twice: in zeroed scratch, and in scratch holding NaN (what a previous match leaves there:
+    # the padding around each window must be written, not assumed zero)
+    for fill in (0.0, np.nan):
+        scratch = np.full(2 * (2 * n1 + m.taps.shape[0]), fill)
         rows_now = [r.copy() for r in rows]
         bounds_now = [bd.copy() for bd in bounds]
         args = (posts[0], int(bounds[0][0]), int(bounds[0][1]), rows_now[0], bounds_now[0],
                 posts[1], int(bounds[1][0]), int(bounds[1][1]), rows_now[1], bounds_now[1],
                 m.taps, m.drift_mode, m.drift_rate, TAIL)
-        if scratch is None:
-            _drift_and_store_pair(*args)
-        else:
-            _drift_and_store_pair_in(*args, scratch)
+        _drift_and_store_pair_in(*args, scratch)
         for row, bd, (vals, lo) in zip(rows_now, bounds_now, want, strict=True):
             assert bd.tolist() == [lo, lo + len(vals) - 1]
             assert row[lo : lo + len(vals)].tobytes() == np.array(vals).tobytes()

@@ -564,38 +564,10 @@ def test_warmup_runs() -> None:
     cowan.warmup()
 
 
-def test_register_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan) -> None:
-    """``win_lik`` keeps the states of a ≤ 5 real + ≤ 3 complex sum in registers; the same
-    sum with one more (zero) term takes the generic loop: the bits must agree."""
-    from stream.ratings.cowan import kernels as kern
-    from stream.ratings.cowan.system import pack_soe
-
-    soe = sys_.model.soe
-    nr, nc = int(soe[0]), int(soe[1])
-    assert nr <= kern.SWEEP_REAL and nc <= kern.SWEEP_CPLX  # the default fit takes the fast path
-    o = 2 + 2 * nr
-    z = np.concatenate([soe[2 : 2 + nr], [0.0], soe[o : o + nc] + 1j * soe[o + nc : o + 2 * nc]])
-    c = np.concatenate([soe[2 + nr : o], [0.0], soe[o + 2 * nc : o + 3 * nc] + 1j * soe[o + 3 * nc : o + 4 * nc]])
-    generic = pack_soe(z, c)
-    assert int(generic[0]) > kern.SWEEP_REAL
-    players = [sys_.new_belief(), _played(sys_, 11, 9), _played(sys_, 12, 20), _played(sys_, 13, 3)]
-    m = sys_.model
-    for x in players:
-        for y in players:
-            lx, px = sys_.window(x)
-            ly, py = sys_.window(y)
-            fast, slow = np.empty(px.shape[0]), np.empty(px.shape[0])
-            row = sys_.full(y)
-            hx, hy = lx + px.shape[0] - 1, ly + py.shape[0] - 1
-            kern.win_lik(row, ly, hy, lx, hx, m.a0, m.beta, soe, m.gtab, kern.RES_SOE, fast)
-            kern.win_lik(row, ly, hy, lx, hx, m.a0, m.beta, generic, m.gtab, kern.RES_SOE, slow)
-            assert np.array_equal(fast, slow)
-
-
 @pytest.mark.parametrize("score", [0.5, 0.3])
 def test_register_draw_sweep_equals_generic_sweep_bit_for_bit(sys_: Cowan, score: float) -> None:
-    """The same for ``draw_lik`` (≤ 4 real + ≤ 6 complex terms per side in registers):
-    three extra zero terms per side force the generic loop."""
+    """``draw_lik`` keeps the states of a ≤ 4 real + ≤ 6 complex sum per side in registers; three
+    extra zero terms per side force the generic loop: the bits must agree."""
     from stream.ratings.cowan import kernels as kern
     from stream.ratings.cowan.system import pack_draw_soe
 
