@@ -31,6 +31,19 @@ class Rec:
     offset: int
 
 
+class Calls:
+    """What the guard's wait called back, in order (``wait_until_whole``'s ``on_lost`` / ``on_whole``)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    async def lost(self) -> None:
+        self.events.append("lost")
+
+    async def whole(self) -> None:
+        self.events.append("whole")
+
+
 def test_highest_offsets_per_partition() -> None:
     recs = [Rec("m", 0, 3), Rec("m", 1, 7), Rec("m", 0, 9), Rec("r", 0, 1), Rec("m", 0, 4)]
     assert highest_offsets(recs) == {"m/0": 9, "m/1": 7, "r/0": 1}
@@ -62,13 +75,8 @@ async def test_the_check_waits_for_a_rebuild_with_one_error_line(redis_url: str,
     caplog.set_level(logging.WARNING, logger="stream.state.marks")
     store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
     guard = LostWrites(store, store.r, poll_s=0.05)
-    events: list[str] = []
-
-    async def on_lost() -> None:
-        events.append("lost")
-
-    async def on_whole() -> None:
-        events.append("whole")
+    calls = Calls()
+    events, on_lost, on_whole = calls.events, calls.lost, calls.whole
 
     try:
         await guard.mark([Rec("m", 0, 4), Rec("m", 1, 2)])
@@ -141,13 +149,8 @@ async def test_a_pool_whose_node_lost_its_commits_is_found_by_its_counter(redis_
     caplog.set_level(logging.WARNING, logger="stream.state.marks")
     store = RedisStore.from_url(redis_url, prefix=f"mk{uuid.uuid4().hex[:6]}", cluster=False)
     guard = LostWrites(store, store.r, poll_s=0.05)
-    events: list[str] = []
-
-    async def on_lost() -> None:
-        events.append("lost")
-
-    async def on_whole() -> None:
-        events.append("whole")
+    calls = Calls()
+    events, on_lost, on_whole = calls.events, calls.lost, calls.whole
 
     gen = {p: store.keys.key(p, "gen") for p in ("p", "q")}
     try:
