@@ -115,6 +115,18 @@ def _rebuild(s: Settings) -> str:
     return done.stderr
 
 
+def _rebuild_and_resume(s: Settings, port: int, worker: WorkerProcess, gauge: str,
+                        ) -> tuple[dict[tuple[str, str], dict[str, Any]], list[dict[str, Any]]]:
+    """``mmr rebuild`` while the worker waits, then the worker ready again with ``gauge`` (the lost
+    partitions' or pools') and ``mmr_store_unavailable`` at 0: the exported state and every rating published."""
+    said = _rebuild(s)
+    assert "rebuilt" in said and "0 dead letters" in said, said
+    wait_caught_up(s, worker)
+    wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
+    assert metric(port, gauge) == 0 and metric(port, "mmr_store_unavailable") == 0
+    return export_state(s), read_json_topic(s, s.topic_ratings)
+
+
 def _versions_consistent(ratings: list[dict[str, Any]]) -> None:
     """Every (pool, player, version) on the ratings topic carries one set of numbers, and each player's
     versions never go back (a player's messages are on one partition, read in order)."""
@@ -150,14 +162,7 @@ def test_redis_restarted_empty_is_not_rated_over_and_rebuild_restores_it(kafka_b
         assert log.count("[ERROR] Redis lost acknowledged writes") == 1, log  # one ERROR line, not one per poll
         assert metric(port, "mmr_redis_lost_writes_partitions") > 0 and metric(port, "mmr_store_unavailable") == 1
 
-        said = _rebuild(s)
-        assert "rebuilt" in said and "0 dead letters" in said, said
-
-        wait_caught_up(s, worker)
-        wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
-        assert metric(port, "mmr_redis_lost_writes_partitions") == 0 and metric(port, "mmr_store_unavailable") == 0
-        state = export_state(s)
-        ratings = read_json_topic(s, s.topic_ratings)
+        state, ratings = _rebuild_and_resume(s, port, worker, "mmr_redis_lost_writes_partitions")
     finally:
         worker.stop()
     assert state == want  # every float bit for bit
@@ -272,13 +277,7 @@ def test_cluster_master_restarted_empty_is_not_rated_over(kafka_bootstrap: str, 
             log = worker.log_tail(200_000)
             assert log.count("[ERROR] Redis lost acknowledged writes") == 1, log
 
-            said = _rebuild(s)
-            assert "rebuilt" in said and "0 dead letters" in said, said
-            wait_caught_up(s, worker)
-            wait_for("readiness again", lambda: http_get(port, "/readyz")[0] == 200, worker)
-            assert metric(port, "mmr_redis_lost_writes_pools") == 0 and metric(port, "mmr_store_unavailable") == 0
-            state = export_state(s)
-            ratings = read_json_topic(s, s.topic_ratings)
+            state, ratings = _rebuild_and_resume(s, port, worker, "mmr_redis_lost_writes_pools")
         finally:
             worker.stop()
     assert state == want  # every float bit for bit
