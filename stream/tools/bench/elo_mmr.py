@@ -168,11 +168,8 @@ def run_reference_history(path: Path, system_name: Any) -> float:
                    "without it the whole-history run is skipped")
 @click.option("--reference-history/--no-reference-history", default=False, show_default=True,
               help="also time elo_mmr_py mmr-fast on the whole history (slow: ~1-2 min)")
-@click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
-              help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, reference_exact: bool,
-                  peers: bool) -> None:
+def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, peers: bool) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()
@@ -202,8 +199,7 @@ def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, ref
             click.echo(f"whole history ours (elo-mmr, history_limit=100, {label}): {secs:.2f} s wall, "
                        f"{cpu:.2f} s CPU ({rounds} rounds, {results} results, incl. reading)")
         if reference_history:
-            for name in ("mmr-fast", "mmr") if reference_exact else ("mmr-fast",):
-                click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")
+            click.echo(f"whole history elo_mmr_py mmr-fast: {run_reference_history(history, 'mmr-fast'):.2f} s")
     else:
         click.echo("no --history FILE: whole-history run skipped")
 

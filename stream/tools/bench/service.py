@@ -240,18 +240,6 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99([x[1] for x in warm])
     for name, col in (("latency", 1), ("latency_to_published", 2), ("latency_published_to_received", 3)):
         out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99([x[col] for x in run])
-
-    def by_second(xs: list[tuple[float, float, float, float]], start: float, cols: tuple[int, ...]) -> list[Any]:
-        per: dict[int, list[tuple[float, float, float, float]]] = {}
-        for x in xs:
-            per.setdefault(int(x[0] - start), []).append(x)
-        return [[round(v, 1) for c in cols for v in _p50_p99([x[c] for x in per[k]])] for k in sorted(per)]
-
-    if warm:  # how the cold start fades: p50 and p99 per second of the warm-up
-        out["latency_warmup_by_second_p50_p99_ms"] = by_second(warm, 0.0, (1,))
-    # how latency moves during the run (the test broker slows as its partitions fill), and how
-    # much of it is the worker's: p50 and p99 of produce→rating, then of produce→published
-    out["latency_by_second_p50_p99_ms"] = by_second(run, warmup, (1, 2))
     return out
 
 
@@ -299,8 +287,6 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="`replay`: runs of `mmr replay --broker` of --history into the worker beside `mmr replay "
                    "--embedded` of the same file (alternating which goes first; the ratio of the two walls; with "
                    "several, their median and range).")
-@click.option("--history-check/--no-history-check", default=True, show_default=True,
-              help="Compare the history's final state with `mmr replay --embedded` on the same file.")
 @click.option("--workers", "scale_workers", default="1,2,3", show_default=True,
               help="`--only scale`: the worker counts to compare, comma separated (alternated per repetition).")
 @click.option("--scale-repeats", default=2, show_default=True, help="`--only scale`: repetitions of each count.")
@@ -310,17 +296,14 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="`--only scale`: partitions of the topics (MMR_PARTITIONS).")
 @click.option("--scale-messages", default=480, show_default=True,
               help="`--only scale`: match_batch messages of 1,000 matches, the pools in turn.")
-@click.option("--scale-system", default="cowan", show_default=True, help="`--only scale`: the pools' system.")
 @click.option("--worker-env", "worker_env", multiple=True, metavar="KEY=VALUE",
               help="Set in the bench's workers' environment only (repeatable): a worker setting measured with "
                    "the publisher, the embedded replay and the load generators as they are.")
-@click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, n_singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
-                  history_check: bool,
                   scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
-                  scale_messages: int, scale_system: str, worker_env: tuple[str, ...], json_out: str | None) -> None:
+                  scale_messages: int, worker_env: tuple[str, ...]) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     extra_env = parse_worker_env(worker_env)
     phases = set(only or PHASES) | ({"history", "replay"} if history and not only else set())
@@ -365,7 +348,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
                                                    pools=scale_pools, partitions=scale_partitions,
-                                                   messages=scale_messages, system=scale_system, players=pool_players,
+                                                   messages=scale_messages, system="cowan", players=pool_players,
                                                    worker_env=extra_env)
         if phases - {"bare", "scale"}:  # the single worker's phases
             pools = tmp / "pools.json"
@@ -420,10 +403,9 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                 res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
                                   "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
                                   "redis_slowest_command_ms": slowest_command_ms(s, since)}
-                if history_check:
-                    click.echo("... and the same file through the embedded replay, to compare ...", err=True)
-                    res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
-                        history, s, history_system)
+                click.echo("... and the same file through the embedded replay, to compare ...", err=True)
+                res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
+                    history, s, history_system)
 
             if "replay" in phases and history:
                 click.echo(f"`mmr replay --broker` of {history} into the worker beside `mmr replay --embedded` "
@@ -460,7 +442,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             tansu.wait(10)
         n_deleted = asyncio.run(_delete_prefix(s))
         click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
-    _report(res, json_out)
+    _report(res)
 
 
 def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool) -> list[tuple[bytes, bytes]]:
@@ -475,7 +457,7 @@ def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool)
     return items
 
 
-def _report(res: dict[str, Any], json_out: str | None) -> None:
+def _report(res: dict[str, Any]) -> None:
     """The JSON and a markdown table of what was measured (phases left out by --only are omitted)."""
     click.echo(json.dumps(res, indent=2))
     bare = res.get("bare_faust_msgs_per_s")
@@ -500,10 +482,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows.append(f"| worker: the history `{Path(h['path']).name}` ({h['system']}; {h['results']:,} results in "
                     f"{h['messages']:,} messages) | {h['seconds']:.1f} s, {h['results_per_s']:,.0f} results/s; longest "
                     f"Redis command {'under the slow log threshold' if slow is None else f'{slow:,.0f} ms'} |")
-        if "players" in h:
-            rows.append("| the same history's final state against `mmr replay --embedded` | "
-                        + ("equal bit for bit" if not h["players_differing"] else
-                           f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
+        rows.append("| the same history's final state against `mmr replay --embedded` | "
+                    + ("equal bit for bit" if not h["players_differing"] else
+                       f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
     if "replay" in res:
         rp = res["replay"]
         for k, run in enumerate(rp["runs"]):
@@ -563,8 +544,6 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     click.echo(f"({res['pool_players']:,} players in the batched runs' pools; every match neutral unless the row "
                "says it is not)\n"
                + "\n".join(rows))
-    if json_out:
-        Path(json_out).write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":
