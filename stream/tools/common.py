@@ -4,13 +4,16 @@ Light on purpose (no rating system, no numba): ``mmr replay`` imports it without
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
 from stream.config import SettingError
-from stream.events.inputs import CsvMapping, SkippedLines
+from stream.events.inputs import CsvMapping, InputError, SkippedLines
+from stream.ratings.base import RatingError
 from stream.service.config import PoolConfig, load_pools
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,6 +33,17 @@ def pools_option(f: F) -> F:
                        help="Pools file (JSON or TOML, as the worker's MMR_POOLS_FILE): the system and parameters "
                             "of each pool it names (other pools: --system, --param).")
     return opt(f)
+
+
+@contextlib.contextmanager
+def exit_on_bad_input() -> Iterator[None]:
+    """A history or parameters the command cannot use (``InputError``, ``RatingError``) end it with the
+    message on stderr and exit status 2, no traceback."""
+    try:
+        yield
+    except (InputError, RatingError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 def skipped_lines(skip_invalid: bool) -> SkippedLines | None:
