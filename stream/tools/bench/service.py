@@ -243,6 +243,15 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
     return out
 
 
+def _warm(worker: _Worker, s: Settings, messages: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """Wait for ``worker``'s port, then until it has handled ``messages`` (topic → items; its first
+    messages, so that group join and first-use costs are outside the clocks)."""
+    worker.ready()
+    for topic, items in messages.items():
+        asyncio.run(_produce(s, topic, items))
+    _wait_done(worker.port, sum(map(len, messages.values())), 120)
+
+
 def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
     """``--worker-env KEY=VALUE`` options as a dict, read as ``--param`` is (the first ``=`` ends the key)."""
     try:
@@ -359,16 +368,11 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                 **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
-            # assigned first: `finally` stops it if it hangs
-            worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
-            worker.ready()
-            # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
             warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
-            asyncio.run(_produce(s, s.topic_matches, warm))
             warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
                       "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
-            asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
-            _wait_done(port, 2.0, 120)
+            worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
+            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [(b"rw", orjson.dumps(warm_r))]})
 
             makers = {  # the messages of each throughput phase, made in ``THROUGHPUT``'s order (``rng``'s draws)
                 "single_match_msgs_per_s": lambda: singles_cs,
@@ -424,9 +428,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                     asyncio.run(ensure_topics(s))
                     click.echo("a worker on fresh topics for the latency run ...", err=True)
                     worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)
-                    worker.ready()
-                    asyncio.run(_produce(s, s.topic_matches, warm))
-                    _wait_done(port, 1.0, 120)
+                    _warm(worker, s, {s.topic_matches: warm})
                 click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
                 res.update(latency_rate_per_s=half)
                 meter = CpuMeter(_pids(s, worker, tansu))
