@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
 
 import click
 
@@ -16,23 +15,15 @@ from stream.events.inputs import CsvMapping, InputError, SkippedLines
 from stream.ratings.base import RatingError
 from stream.service.config import PoolConfig, load_pools
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def skip_invalid_option(f: F) -> F:
-    """``--skip-invalid``: the same flag for every command that reads histories."""
-    opt = click.option("--skip-invalid", is_flag=True,
-                       help="Skip invalid records (counted; the first reasons reported with file:line) instead of "
-                            "stopping at the first.")
-    return opt(f)
-
-
-def pools_option(f: F) -> F:
-    """``--pools FILE``: a pools file as the worker reads it (``MMR_POOLS_FILE``)."""
-    opt = click.option("--pools", "pools_file", type=click.Path(exists=True, dir_okay=False), default=None,
-                       help="Pools file (JSON or TOML, as the worker's MMR_POOLS_FILE): the system and parameters "
-                            "of each pool it names (other pools: --system, --param).")
-    return opt(f)
+#: ``--skip-invalid``: the same flag for every command that reads histories
+skip_invalid_option = click.option(
+    "--skip-invalid", is_flag=True,
+    help="Skip invalid records (counted; the first reasons reported with file:line) instead of stopping at the first.")
+#: ``--pools FILE``: a pools file as the worker reads it (``MMR_POOLS_FILE``)
+pools_option = click.option(
+    "--pools", "pools_file", type=click.Path(exists=True, dir_okay=False), default=None,
+    help="Pools file (JSON or TOML, as the worker's MMR_POOLS_FILE): the system and parameters of each pool it "
+         "names (other pools: --system, --param).")
 
 
 @contextlib.contextmanager
@@ -70,7 +61,7 @@ def load_pools_file(path: str | None) -> dict[str, PoolConfig]:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--pools") from None
 
 
-def csv_mapping(columns: str) -> CsvMapping:
+def csv_mapping(_ctx: click.Context, _param: click.Parameter, columns: str) -> CsvMapping:
     """``--csv-columns``: the five column names of a 1-v-1 CSV."""
     cols = [c.strip() for c in columns.split(",")]
     if len(cols) != 5:
@@ -78,9 +69,7 @@ def csv_mapping(columns: str) -> CsvMapping:
     return CsvMapping(*cols)
 
 
-def csv_columns_option(f: F) -> F:
-    """``--csv-columns``, given to the command as ``mapping`` (a ``CsvMapping``)."""
-    opt = click.option("--csv-columns", "mapping", default="home_team,away_team,home_score,away_score,date",
-                       show_default=True, help="CSV input: A,B,A score,B score,time columns.",
-                       callback=lambda _ctx, _param, value: csv_mapping(value))
-    return opt(f)
+#: ``--csv-columns``, given to the command as ``mapping`` (a ``CsvMapping``)
+csv_columns_option = click.option(
+    "--csv-columns", "mapping", default="home_team,away_team,home_score,away_score,date", show_default=True,
+    help="CSV input: A,B,A score,B score,time columns.", callback=csv_mapping)

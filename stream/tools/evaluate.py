@@ -373,7 +373,7 @@ def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[s
     return {k: v[0] for k, v in built.items()}, {k: v[1] for k, v in built.items()}
 
 
-def _human(res: dict[str, Any]) -> Iterator[str]:
+def human_lines(res: dict[str, Any]) -> Iterator[str]:
     for k, v in res.items():
         if k == "calibration":
             yield "calibration (bin: n, mean predicted, mean observed):"
@@ -431,5 +431,5 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:
-        for line in _human(out):
+        for line in human_lines(out):
             click.echo(line)

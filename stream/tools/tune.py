@@ -21,7 +21,7 @@ from stream.params import parse_params
 from stream.ratings import make_system
 from stream.ratings.advantage import split_params
 from stream.tools.common import exit_on_bad_input, report_skipped, skipped_lines
-from stream.tools.evaluate import load_events
+from stream.tools.evaluate import human_lines, load_events
 from stream.tools.holdout import OBJECTIVES, HoldOut, protocol_options
 
 __all__ = ["OBJECTIVES", "parse_grid", "tune"]
@@ -83,6 +83,5 @@ def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], para
         click.echo(json.dumps(out, default=float))
     else:
         click.echo(f"best {chosen} ({used} on the first {split.n_train} events: {best[0]:.4f})")
-        for k, v in test.items():
-            if k != "calibration":
-                click.echo(f"{k:>28}: {v:.4f}" if isinstance(v, float) else f"{k:>28}: {v}")
+        for line in human_lines({k: v for k, v in test.items() if k != "calibration"}):
+            click.echo(line)
