@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import click
 
@@ -42,10 +43,15 @@ def skipped_lines(skip_invalid: bool) -> SkippedLines | None:
     return SkippedLines() if skip_invalid else None
 
 
-def report_skipped(skipped: SkippedLines | None) -> None:
-    """The skipped records on stderr: their count and the first reasons (nothing when none were)."""
-    for line in skipped.report() if skipped is not None else ():
+def report_skipped(skipped: SkippedLines | None, out: dict[str, Any] | None = None) -> None:
+    """The skipped records on stderr: their count and the first reasons (nothing when none were);
+    with ``--skip-invalid`` also their summary in the command's result ``out`` (``"skipped"``)."""
+    if skipped is None:
+        return
+    for line in skipped.report():
         click.echo(line, err=True)
+    if out is not None:
+        out["skipped"] = skipped.as_dict()
 
 
 def load_pools_file(path: str | None) -> dict[str, PoolConfig]:

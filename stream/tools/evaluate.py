@@ -417,7 +417,6 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         with compile_notice():
             res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv,
                                      pool_systems=pool_systems, pool_advantage=pool_advantage)
-    report_skipped(skipped)
     replay_s = float(res["runtime_s"])
     res["runtime_s"] = time.perf_counter() - t0  # the whole command: reading + replay + scoring
     res["read_s"] = res["runtime_s"] - replay_s
@@ -426,8 +425,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     if pool_systems:
         out["pools"] = {name: {"system": s.name, "params": {**s.params.as_dict(), **pool_advantage[name].as_dict()}}
                         for name, s in pool_systems.items()}
-    if skipped is not None:
-        out["skipped"] = skipped.as_dict()
+    report_skipped(skipped, out)
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:

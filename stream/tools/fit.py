@@ -284,7 +284,6 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         held_out_diff = None
         if improved and loss_default is not None and loss_fitted is not None and loss_default.size >= 2 * BATCHES:
             held_out_diff = paired_difference(loss_fitted, loss_default)
-    report_skipped(skipped)
     written = {k: getattr(fitted_sys.params, k) for k in (*fixed, *point)}
     written.update(advantage_start(split, test_fitted, name, params, fitted_sys.advantage_unit()))
     write_pools_file(out, name, system, written)
@@ -301,8 +300,7 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         "n_scored": test_fitted.get("n_scored_events", 0) + test_fitted.get("n_scored_team_rounds", 0),
         "trials": trials, "seed": seed, "out": out, "runtime_s": time.perf_counter() - t0,
     }
-    if skipped is not None:
-        result["skipped"] = skipped.as_dict()
+    report_skipped(skipped, result)
     if as_json:
         click.echo(json.dumps(result, default=float))
         return

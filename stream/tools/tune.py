@@ -73,12 +73,10 @@ def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], para
             raise click.ClickException(f"no grid point produced {used} on the training prefix")
         chosen = {**fixed, **best[1]}
         test, _ = split.test(make_system(system, chosen))
-    report_skipped(skipped)
     out = {"system": system, "objective": used, "n_events": len(split.events), "n_train": split.n_train,
            "grid": rows, "best_params": chosen, "best_train": best[0], "test": test,
            "runtime_s": time.perf_counter() - t0}
-    if skipped is not None:
-        out["skipped"] = skipped.as_dict()
+    report_skipped(skipped, out)
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:

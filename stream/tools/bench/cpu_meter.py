@@ -52,7 +52,8 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 class CpuMeter:
     """``start()``, then ``stop()`` gives the cores each named process used in between (1.0 = one core
-    busy all the time) and the share of the whole machine that was busy (when a clock tick passed)."""
+    busy all the time; ``stop(seconds=True)``: its CPU seconds) and the share of the whole machine that
+    was busy (when a clock tick passed)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
@@ -66,7 +67,7 @@ class CpuMeter:
         self._start = {name: _proc_ticks(pid) for name, pid in self.pids.items()}
         self._machine = _machine_ticks()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self, seconds: bool = False) -> dict[str, float]:
         elapsed = time.monotonic() - self._t0
         out: dict[str, float] = {}
         if elapsed <= 0:
@@ -74,7 +75,7 @@ class CpuMeter:
         for name, pid in self.pids.items():
             before, after = self._start.get(name), _proc_ticks(pid)
             if before is not None and after is not None:
-                out[name] = round((after - before) / self._hz / elapsed, 3)
+                out[name] = round((after - before) / self._hz / (1.0 if seconds else elapsed), 3)
         end = _machine_ticks()
         if self._machine is not None and end is not None and end[1] > self._machine[1]:
             out["machine_busy_share"] = round((end[0] - self._machine[0]) / (end[1] - self._machine[1]), 3)

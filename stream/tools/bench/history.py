@@ -195,11 +195,10 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
     import time
 
     from stream.tools.bench import timed
-    from stream.tools.bench.cpu_meter import ThreadTimes, _machine_ticks, _proc_ticks, peak_rss_mib
+    from stream.tools.bench.cpu_meter import CpuMeter, ThreadTimes, peak_rss_mib
     from stream.tools.bench.worker import _metric, _stage_summary, _stage_totals, _wait_done
 
     mmr = str(Path(sys.executable).parent / "mmr")
-    hz = os.sysconf("SC_CLK_TCK")
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=s.kafka_bootstrap, MMR_TOPIC_MATCHES=s.topic_matches,
                MMR_TOPIC_ROUNDS=s.topic_rounds, MMR_TOPIC_ROUND_RESULTS=s.topic_results,
                MMR_PARTITIONS=str(s.partitions))
@@ -218,8 +217,9 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")
             phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
-            w0, r0, m0 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
-            b0 = None if broker_pid is None else _proc_ticks(broker_pid)
+            meter = CpuMeter({"worker": worker_pid, **({} if broker_pid is None else {"broker": broker_pid})})
+            meter.start()
+            r0 = _redis_cpu(s)
             threads = ThreadTimes(worker_pid)
             threads.start()
             t0 = time.perf_counter()
@@ -228,14 +228,12 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             t_end = _wait_done(port, target, 3600)
             run["worker_s"] = t_end - t0
             run["worker_threads"] = threads.stop()
-            w1, r1, m1 = _proc_ticks(worker_pid), _redis_cpu(s), _machine_ticks()
-            b1 = None if broker_pid is None else _proc_ticks(broker_pid)
+            cpu, r1 = meter.stop(seconds=True), _redis_cpu(s)
             run["publisher_exit_code"] = pub.wait(600)
             run["publisher_cpu_s"] = _children_cpu() - c0
-            run["worker_cpu_s"] = None if w0 is None or w1 is None else (w1 - w0) / hz
+            run["worker_cpu_s"], run["broker_cpu_s"] = cpu.get("worker"), cpu.get("broker")
             run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
-            run["broker_cpu_s"] = None if b0 is None or b1 is None else (b1 - b0) / hz
-            run["machine_busy"] = None if m0 is None or m1 is None else (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
+            run["machine_busy"] = cpu.get("machine_busy_share")
             run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
             run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
             run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
