@@ -22,7 +22,6 @@ from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
-from stream.tools.bench.history import compare_with_embedded
 from stream.tools.bench.worker import (
     POLL_S,
     _delete_prefix,
@@ -32,6 +31,7 @@ from stream.tools.bench.worker import (
     _pids,
     _produce,
     _Worker,
+    compare_with_embedded,
     suffixed,
 )
 
