@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from stream.events.validate import MATCH_LISTS
 from stream.params import parse_params
 from stream.ratings import make_system, sided
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, split_params
-from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
+from stream.ratings.base import Belief, FloatArray, RatingSystem
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.scoring import brier, calibration_table, log_loss, pair_inversions, rank_deviations
 from stream.tools.common import (
     csv_columns_option,
-    csv_mapping,  # noqa: F401  (``mmr fit`` and ``mmr tune`` take it from here)
+    exit_on_bad_input,
     load_pools_file,
     pools_option,
     report_skipped,
@@ -374,7 +373,7 @@ def load_pool_systems(path: str | None) -> tuple[dict[str, RatingSystem], dict[s
     return {k: v[0] for k, v in built.items()}, {k: v[1] for k, v in built.items()}
 
 
-def _human(res: dict[str, Any]) -> Iterator[str]:
+def human_lines(res: dict[str, Any]) -> Iterator[str]:
     for k, v in res.items():
         if k == "calibration":
             yield "calibration (bin: n, mean predicted, mean observed):"
@@ -408,7 +407,7 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     """Score --system's predictions on INPUT files (each from the state before the event)."""
     t0 = time.perf_counter()
     skipped = skipped_lines(skip_invalid)
-    try:
+    with exit_on_bad_input():
         p, adv = split_params(parse_params(params))
         sys_obj = make_system(system, p)
         pool_systems, pool_advantage = load_pool_systems(pools_file)
@@ -418,10 +417,6 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
         with compile_notice():
             res, _ = evaluate_events(sys_obj, events, warmup, min_history, bins=bins, advantage=adv,
                                      pool_systems=pool_systems, pool_advantage=pool_advantage)
-    except (InputError, RatingError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    report_skipped(skipped)
     replay_s = float(res["runtime_s"])
     res["runtime_s"] = time.perf_counter() - t0  # the whole command: reading + replay + scoring
     res["read_s"] = res["runtime_s"] - replay_s
@@ -430,10 +425,9 @@ def evaluate(inputs: tuple[str, ...], system: str, params: tuple[str, ...], warm
     if pool_systems:
         out["pools"] = {name: {"system": s.name, "params": {**s.params.as_dict(), **pool_advantage[name].as_dict()}}
                         for name, s in pool_systems.items()}
-    if skipped is not None:
-        out["skipped"] = skipped.as_dict()
+    report_skipped(skipped, out)
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:
-        for line in _human(out):
+        for line in human_lines(out):
             click.echo(line)

@@ -35,9 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 import tomllib
 import warnings
@@ -49,15 +47,16 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
-from stream.events.inputs import InputError
+from stream.events.inputs import CsvMapping
+from stream.files import JsonlWriter
 from stream.params import parse_params
 from stream.ratings import make_system
 from stream.ratings.advantage import MATCH_SIDE, PREFIX, SIDE_INIT, SIDE_SD, split_params
 from stream.ratings.base import Params, RatingError
 from stream.ratings.registry import spec
 from stream.ratings.spec import SearchDim
-from stream.tools.common import report_skipped, skipped_lines
-from stream.tools.evaluate import csv_mapping, load_events
+from stream.tools.common import exit_on_bad_input, report_skipped, skipped_lines
+from stream.tools.evaluate import load_events
 from stream.tools.holdout import BATCHES, Difference, HoldOut, metrics, one_pool, paired_difference, protocol_options
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ def propose(trial: optuna.Trial, dims: Sequence[SearchDim], kinds: Mapping[str, 
 
 def write_pools_file(path: str, pool: str, system: str, params: Mapping[str, Any]) -> None:
     """``{"pools": {pool: {"system", "params"}}}`` as TOML (a ``.toml`` suffix) or JSON, the
-    other pools of an existing file kept; written beside and renamed, never left half written."""
+    other pools of an existing file kept; never left half written."""
     target = Path(path)
     toml = target.suffix == ".toml"
     data: dict[str, Any] = {"pools": {}}
@@ -124,16 +123,8 @@ def write_pools_file(path: str, pool: str, system: str, params: Mapping[str, Any
         text = tomli_w.dumps(data)
     else:
         text = json.dumps(data, indent=2) + "\n"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with JsonlWriter(path) as out:  # written beside and renamed (``stream.files``)
+        out.write_lines(text.encode(), 0)
 
 
 @dataclass
@@ -172,7 +163,7 @@ def search(split: HoldOut, system: str, fixed: Mapping[str, Any], dims: Sequence
         point = propose(trial, dims, kinds)
         trial.set_user_attr("point", point)
         try:
-            res, per_event = split.train_losses(make_system(system, {**fixed, **point}))
+            res, per_event = split.train(make_system(system, {**fixed, **point}))
             value = split.value(res)
         except RatingError:  # a point the system refuses (a value it cannot rate with) is the worst
             value, per_event = math.inf, None
@@ -266,17 +257,17 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
 @protocol_options(train=0.5, min_history=0)
 def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, progress: bool, system: str,
         params: tuple[str, ...], objective: str, train: float, warmup: float, min_history: int, pool: str | None,
-        csv_columns: str, skip_invalid: bool, as_json: bool) -> None:
+        mapping: CsvMapping, skip_invalid: bool, as_json: bool) -> None:
     """Fit --system's parameters for one pool on the first --train of its history in INPUT, score
     them and the defaults on the rest, and write the pools file that runs them (--out)."""
     t0 = time.perf_counter()
     given = parse_params(params)
     skipped = skipped_lines(skip_invalid)
-    try:
+    with exit_on_bad_input():
         fixed, adv = split_params(given)  # the system's keys; the side advantage's (``advantage*``)
         dims = search_space(system, fixed)
         base = make_system(system, fixed)  # fail fast on a bad name or value
-        name, events = one_pool(load_events(inputs, None, csv_mapping(csv_columns), on_invalid=skipped), pool)
+        name, events = one_pool(load_events(inputs, None, mapping, on_invalid=skipped), pool)
         split = HoldOut.split(events, train, warmup, min_history, objective, adv)
         if not as_json:
             click.echo(f"fit {system} on pool {name!r}: {split.describe()}; {trials} trials (seed {seed})", err=True)
@@ -286,17 +277,13 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         fitted_train = found.value if improved else found.default_value
         fitted_sys = make_system(system, {**fixed, **point})
         with tqdm(total=2, unit=" replays", desc="held-out", file=sys.stderr, disable=not progress) as bar:
-            test_default, loss_default = split.test_losses(base)
+            test_default, loss_default = split.test(base)
             bar.update(1)
-            test_fitted, loss_fitted = split.test_losses(fitted_sys)
+            test_fitted, loss_fitted = split.test(fitted_sys)
             bar.update(1)
         held_out_diff = None
         if improved and loss_default is not None and loss_fitted is not None and loss_default.size >= 2 * BATCHES:
             held_out_diff = paired_difference(loss_fitted, loss_default)
-    except (InputError, RatingError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    report_skipped(skipped)
     written = {k: getattr(fitted_sys.params, k) for k in (*fixed, *point)}
     written.update(advantage_start(split, test_fitted, name, params, fitted_sys.advantage_unit()))
     write_pools_file(out, name, system, written)
@@ -313,8 +300,7 @@ def fit(inputs: tuple[str, ...], out: str, trials: int, seed: int, z: float, pro
         "n_scored": test_fitted.get("n_scored_events", 0) + test_fitted.get("n_scored_team_rounds", 0),
         "trials": trials, "seed": seed, "out": out, "runtime_s": time.perf_counter() - t0,
     }
-    if skipped is not None:
-        result["skipped"] = skipped.as_dict()
+    report_skipped(skipped, result)
     if as_json:
         click.echo(json.dumps(result, default=float))
         return

@@ -26,7 +26,7 @@ from stream.events.model import MatchEvent
 from stream.ratings.advantage import AdvantageParams
 from stream.ratings.base import FloatArray, RatingSystem
 from stream.scoring import brier, log_loss
-from stream.tools.common import skip_invalid_option
+from stream.tools.common import csv_columns_option, skip_invalid_option
 from stream.tools.evaluate import Evaluator, Event, evaluate_events
 
 #: what a search minimises; ``auto``: ``pick_objective``
@@ -87,21 +87,16 @@ class HoldOut:
         return cls(events, n_train, warmup, min_history, pick_objective(objective, events),
                    AdvantageParams() if advantage is None else advantage)
 
-    def train(self, system: RatingSystem) -> dict[str, Any]:
-        """``system``'s scores on the training prefix."""
-        return evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
-                               advantage=self.advantage)[0]
-
-    def train_losses(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
-        """``train``'s scores and, for an objective that is a mean over the scored predictions
-        (``PER_EVENT``), each prediction's loss in event order (None for the others). The events
-        scored depend on the history only (``min_history``), never on the parameters, so the losses
-        of two systems on one prefix are paired prediction by prediction."""
+    def train(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
+        """``system``'s scores on the training prefix and, for an objective that is a mean over the
+        scored predictions (``PER_EVENT``), each prediction's loss in event order (None for the others).
+        The events scored depend on the history only (``min_history``), never on the parameters, so the
+        losses of two systems on one prefix are paired prediction by prediction."""
         return self._losses(*evaluate_events(system, self.events[:self.n_train], self.warmup, self.min_history,
                                              advantage=self.advantage))
 
-    def test_losses(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
-        """``test``'s scores and each held-out prediction's loss, as ``train_losses``."""
+    def test(self, system: RatingSystem) -> tuple[dict[str, Any], FloatArray | None]:
+        """The same on the held-out events, after replaying the prefix."""
         return self._losses(*evaluate_events(system, self.events, self.warmup, self.min_history,
                                              score_from=self.n_train, advantage=self.advantage))
 
@@ -111,11 +106,6 @@ class HoldOut:
             return res, None
         return res, np.asarray(loss(np.asarray(ev.scores.p2 + ev.team.p2), np.asarray(ev.scores.s2 + ev.team.s2)),
                                dtype=np.float64)
-
-    def test(self, system: RatingSystem) -> dict[str, Any]:
-        """``system``'s scores on the held-out events, after replaying the prefix."""
-        return evaluate_events(system, self.events, self.warmup, self.min_history, score_from=self.n_train,
-                               advantage=self.advantage)[0]
 
     def value(self, result: Mapping[str, Any]) -> float:
         """The objective's value in a result (NaN when the events scored gave none)."""
@@ -188,8 +178,7 @@ def protocol_options(train: float, min_history: int = 5) -> Callable[[Callable[.
             click.option("--min-history", type=click.IntRange(0), default=min_history, show_default=True,
                          help="Score only players with at least this many earlier events."),
             click.option("--pool", default=None, help="Pool for contest/CSV input."),
-            click.option("--csv-columns", default="home_team,away_team,home_score,away_score,date",
-                         show_default=True, help="CSV input: A,B,A score,B score,time columns."),
+            csv_columns_option,
             skip_invalid_option,
             click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
         )):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,14 +11,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from stream.events.inputs import CsvMapping, InputError
+from stream.events.inputs import CsvMapping
 from stream.events.model import RatingOutput
 from stream.files import JsonlWriter, iter_records, prefetched, write_jsonl_atomic
 from stream.params import parse_params
-from stream.ratings.base import RatingError
 from stream.ratings.sided import make_pool_system
 from stream.tools.common import (
     csv_columns_option,
+    exit_on_bad_input,
     load_pools_file,
     pools_option,
     report_skipped,
@@ -136,7 +135,7 @@ def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tup
     """
     check_mode_options(ctx, broker, embedded)
     skipped = skipped_lines(skip_invalid)
-    try:
+    with exit_on_bad_input():
         if broker is not None:
             from stream.tools.publish import publish_history
 
@@ -173,9 +172,6 @@ def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tup
             learned = list(pipeline.advantages()) if advantages else []
         if sink is not None:
             click.echo(f"wrote {sink.rows} rating changes to {history}", err=True)
-    except (InputError, RatingError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
     report_skipped(skipped)
     if out:
         n = write_jsonl_atomic(out, iter(rows + learned)) - len(learned)

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
-from stream.events.inputs import CsvMapping, InputError
+from stream.events.inputs import CsvMapping
 from stream.ratings import make_system
-from stream.ratings.base import RatingError
 from stream.scoring import calibration_table, log_loss
-from stream.tools.common import csv_columns_option
+from stream.tools.common import csv_columns_option, exit_on_bad_input
 from stream.tools.evaluate import Trace, evaluate_events, load_events
 
 #: what ``mmr report`` says where matplotlib is missing (pyproject.toml, extra ``report``)
@@ -195,7 +193,7 @@ def report(inputs: tuple[str, ...], systems: tuple[str, ...], params: tuple[str,
     results: dict[str, dict[str, Any]] = {}
     traces: dict[str, Trace] = {}
     finals: dict[str, dict[str, float]] = {}
-    try:
+    with exit_on_bad_input():
         events = load_events(inputs, pool, mapping)
         for name in systems:
             system = make_system(name, per_system[name])
@@ -208,9 +206,6 @@ def report(inputs: tuple[str, ...], systems: tuple[str, ...], params: tuple[str,
             finals[name] = {p: pts[-1][1] for p, pts in ev.trace.trajectories.items()}
             click.echo(f"{name}: {json.dumps({k: v for k, v in res.items() if k != 'calibration'}, default=float)}",
                        err=True)
-    except (InputError, RatingError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
     images: list[str] = []
     two_player = {n: t for n, t in traces.items() if t.p}
     if two_player:

@@ -22,7 +22,6 @@ the conversion with its file and line.
 from __future__ import annotations
 
 import csv
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +30,7 @@ import click
 from stream.events.inputs import InputError, _parse_time, open_text
 from stream.events.validate import InvalidEvent, decode_event
 from stream.files import write_jsonl_atomic
+from stream.tools.common import exit_on_bad_input
 
 REQUIRED = ("event_id", "time", "team", "rank", "player")
 
@@ -88,9 +88,6 @@ def read_team_csv(path: str, pool: str = "default") -> Iterator[dict[str, Any]]:
 @click.option("--pool", default="default", show_default=True, help="Pool of rows without a pool column.")
 def teams_csv(path: str, out: str, pool: str) -> None:
     """Convert a team CSV (one row per player: event_id,time,team,rank,player[,weight][,side][,pool]) to events."""
-    try:
+    with exit_on_bad_input():
         n = write_jsonl_atomic(out, read_team_csv(path, pool))
-    except InputError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
     click.echo(f"wrote {n} team rounds to {out}", err=True)

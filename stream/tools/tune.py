@@ -11,19 +11,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sys
 import time
 from typing import Any
 
 import click
 
-from stream.events.inputs import InputError
+from stream.events.inputs import CsvMapping
 from stream.params import parse_params
 from stream.ratings import make_system
 from stream.ratings.advantage import split_params
-from stream.ratings.base import RatingError
-from stream.tools.common import report_skipped, skipped_lines
-from stream.tools.evaluate import csv_mapping, load_events
+from stream.tools.common import exit_on_bad_input, report_skipped, skipped_lines
+from stream.tools.evaluate import human_lines, load_events
 from stream.tools.holdout import OBJECTIVES, HoldOut, protocol_options
 
 __all__ = ["OBJECTIVES", "parse_grid", "tune"]
@@ -46,17 +44,17 @@ def parse_grid(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--grid", "grid_specs", multiple=True, metavar="KEY=v1,v2,...", help="Values to try (repeatable).")
 @protocol_options(train=0.1)
 def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], params: tuple[str, ...], objective: str,
-         train: float, warmup: float, min_history: int, pool: str | None, csv_columns: str, skip_invalid: bool,
+         train: float, warmup: float, min_history: int, pool: str | None, mapping: CsvMapping, skip_invalid: bool,
          as_json: bool) -> None:
     """Grid-search --system's parameters on the first --train of INPUT, evaluate the best on the rest."""
     t0 = time.perf_counter()
     grid = parse_grid(grid_specs)
     given = parse_params(params)
     skipped = skipped_lines(skip_invalid)
-    try:
+    with exit_on_bad_input():
         fixed, adv = split_params(given)  # the system's keys; the side advantage's (``advantage*``)
         make_system(system, {**fixed, **{k: v[0] for k, v in grid.items()}})  # fail fast on names/values
-        split = HoldOut.split(load_events(inputs, pool, csv_mapping(csv_columns), on_invalid=skipped), train,
+        split = HoldOut.split(load_events(inputs, pool, mapping, on_invalid=skipped), train,
                               warmup, min_history, objective, adv)
         used = split.objective
         rows: list[dict[str, Any]] = []
@@ -64,7 +62,7 @@ def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], para
         best: tuple[float, dict[str, str]] | None = None
         for combo in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
             point = dict(zip(keys, combo, strict=True))
-            res = split.train(make_system(system, {**fixed, **point}))
+            res, _ = split.train(make_system(system, {**fixed, **point}))
             value = split.value(res)
             rows.append({"params": point, used: value, "runtime_s": res["runtime_s"]})
             if not as_json:
@@ -74,20 +72,14 @@ def tune(inputs: tuple[str, ...], system: str, grid_specs: tuple[str, ...], para
         if best is None:
             raise click.ClickException(f"no grid point produced {used} on the training prefix")
         chosen = {**fixed, **best[1]}
-        test = split.test(make_system(system, chosen))
-    except (InputError, RatingError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    report_skipped(skipped)
+        test, _ = split.test(make_system(system, chosen))
     out = {"system": system, "objective": used, "n_events": len(split.events), "n_train": split.n_train,
            "grid": rows, "best_params": chosen, "best_train": best[0], "test": test,
            "runtime_s": time.perf_counter() - t0}
-    if skipped is not None:
-        out["skipped"] = skipped.as_dict()
+    report_skipped(skipped, out)
     if as_json:
         click.echo(json.dumps(out, default=float))
     else:
         click.echo(f"best {chosen} ({used} on the first {split.n_train} events: {best[0]:.4f})")
-        for k, v in test.items():
-            if k != "calibration":
-                click.echo(f"{k:>28}: {v:.4f}" if isinstance(v, float) else f"{k:>28}: {v}")
+        for line in human_lines({k: v for k, v in test.items() if k != "calibration"}):
+            click.echo(line)

@@ -7,10 +7,11 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import click
+import orjson
 
 
 def best_times(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
@@ -48,5 +49,36 @@ def timed(argv: list[str], env: Mapping[str, str] | None = None) -> Run:
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
+def alternated(sides: Sequence[tuple[str, list[str]]], pairs: int) -> Iterator[dict[str, Run]]:
+    """Each program of ``sides`` (label, argv) as a whole process, ``pairs`` times, the order flipped
+    every pair so that a shared machine's load falls on both alike: each pair's runs by label."""
+    for pair in range(pairs):
+        yield {label: timed(argv) for label, argv in (sides[::-1] if pair % 2 else sides)}
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def openskill_loop(path: str) -> int:
+    """Rate every match of an event JSONL with openskill's PlackettLuce, one call per match: the
+    program ``mmr bench cowan`` runs beside the embedded replay. Here, not in ``cowan``, so that its
+    process imports no numba."""
+    from openskill.models import PlackettLuce
+
+    model = PlackettLuce()
+    ratings: dict[str, Any] = {}
+    new = model.rating
+    n = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            m = orjson.loads(line)
+            a, b, score = m["a"], m["b"], m["score"]
+            ra = ratings.get(a) or new()
+            rb = ratings.get(b) or new()
+            ranks = [1.0, 2.0] if score == 1.0 else [2.0, 1.0] if score == 0.0 else [1.0, 1.0]
+            (na,), (nb,) = model.rate([[ra], [rb]], ranks=ranks)
+            ratings[a] = na
+            ratings[b] = nb
+            n += 1
+    return n

@@ -1,11 +1,19 @@
-"""``mmr bench cowan``: matches per second of Cowan's system and bytes per stored belief.
+"""``mmr bench cowan``: matches per second of Cowan's system, bytes per stored belief, and the whole
+embedded replay against openskill.py's plain 1-v-1 loop.
 
-Each row gives wall-clock matches/s and matches per CPU-second of the process (the per-core rate,
-which stays meaningful when other jobs share the cores): batches on one and on all numba threads,
-one match per ``rate_matches`` call, the residual and draw variants, and the naive oracle. Rows
+Each kernel row gives wall-clock matches/s and matches per CPU-second of the process (the per-core
+rate, which stays meaningful when other jobs share the cores): batches on one and on all numba
+threads, one match per ``rate_matches`` call, the draw and luck variants, and the naive oracle. Rows
 marked "raw" skip the quantisation after every match (the codec's fixed point is the state,
 ``stream.ratings.cowan.quant``), so the difference is its cost. Players are "established" by
 warm-up matches first, because window sizes (cells carrying mass) drive the cost.
+
+The replay is the comparison a user makes: the same file of matches, each program a whole process
+(imports, the numba cache, reading and checking every line, rating, writing the output): ``mmr replay
+FILE --system cowan --embedded`` against ``bench.openskill_loop``. The matches are neutral (openskill
+takes no side advantage; a match that is not neutral is rated alone with a learned one, which is not
+the same work). Printed: each run's wall and CPU, and the ratio of rates, ours / openskill's (≥ 1: the
+replay is at least as fast).
 """
 
 from __future__ import annotations
@@ -16,18 +24,23 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 import functools
 import os
 import platform
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 import numba
 import numpy as np
 
+from stream.files import write_jsonl_atomic
 from stream.ratings.base import Belief
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import Cowan, warmup
-from stream.tools.bench import best_times
+from stream.tools.bench import alternated, best_times, timed
+from stream.tools.synth import synth_matches
 
 
 def _schedule(rng: np.random.Generator, players: int, matches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -61,27 +74,46 @@ def _each(fn: Callable[[Any], object], items: list[Any]) -> None:
 @click.option("--naive", "naive_n", default=10, show_default=True, help="matches timed with the oracle")
 @click.option("--repeat", default=3, show_default=True, help="best of N")
 @click.option("--seed", default=1, show_default=True)
-@click.option("--quantise/--no-quantise", default=True, show_default=True,
-              help="quantise beliefs after every match (the pipeline's state); raw rows are always added")
 @click.option("--replay", "replay_matches", default=200_000, show_default=True,
               help="matches of the whole-process replay against openskill's loop (0: skip)")
 @click.option("--replay-players", default=20_000, show_default=True, help="players of that replay")
 @click.option("--replay-pairs", default=2, show_default=True, help="alternating runs of each program")
 @click.option("--only-replay", is_flag=True, help="only the whole-process replay against openskill")
 def bench_cowan(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int,
-                quantise: bool, replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool) -> None:
+                replay_matches: int, replay_players: int, replay_pairs: int, only_replay: bool) -> None:
     """Matches/s per core (batched and one at a time), naive vs fast, bytes per belief; the
-    whole embedded replay against openskill.py's 1-v-1 loop (``bench_cowan_replay``)."""
+    whole embedded replay against openskill.py's 1-v-1 loop."""
     if not only_replay:
-        _kernel_rows(players, matches, history, single, naive_n, repeat, seed, quantise)
+        _kernel_rows(players, matches, history, single, naive_n, repeat, seed)
     if replay_matches:
-        from stream.tools.bench.cowan_replay import side_by_side
-
         side_by_side(replay_matches, replay_players, replay_pairs, seed)
 
 
-def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int, seed: int,
-                 quantise: bool) -> None:
+def side_by_side(matches: int, players: int, pairs: int, seed: int) -> None:
+    """Write the matches, then alternate the two programs ``pairs`` times and print each pair."""
+    with tempfile.TemporaryDirectory(prefix="mmr-bench-cowan-") as tmp:
+        src = str(Path(tmp) / "matches.jsonl")
+        write_jsonl_atomic(src, synth_matches(players, 100, matches, seed))
+        ours = [sys.executable, "-m", "stream.cli", "replay", src, "--system", "cowan", "--embedded",
+                "--out", str(Path(tmp) / "ratings.jsonl"), "--no-progress"]
+        theirs = [sys.executable, "-c", "import sys; from stream.tools.bench import openskill_loop; "
+                  "openskill_loop(sys.argv[1])", src]
+        click.echo(f"whole process, {matches:,} neutral matches among {players:,} players (`mmr synth --kind "
+                   f"matches --seed {seed}`: no side advantage), load average {os.getloadavg()[0]:.2f}; first a run "
+                   "of ours to load numba's cache")
+        timed(ours)
+        click.echo(f"{'run':>3}  {'mmr replay wall / CPU s':>24}  {'openskill wall / CPU s':>23}  "
+                   f"{'ratio wall':>10}  {'ratio CPU':>9}")
+        for i, runs in enumerate(alternated([("ours", ours), ("openskill", theirs)], pairs), 1):
+            (w1, c1, _), (w2, c2, _) = runs["ours"], runs["openskill"]
+            click.echo(f"{i:>3}  {w1:>11.2f} / {c1:>10.2f}  {w2:>10.2f} / {c2:>10.2f}  {w2 / w1:>10.2f}  "
+                       f"{c2 / c1:>9.2f}")
+        click.echo("ratio = our rate / openskill's (the same matches): >= 1 means the replay keeps up; "
+                   f"load average now {os.getloadavg()[0]:.2f}")
+
+
+def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n: int, repeat: int,
+                 seed: int) -> None:
     t0 = time.perf_counter()
     warmup()
     click.echo(f"warm-up (compile or load cache): {time.perf_counter() - t0:.2f} s")
@@ -101,14 +133,13 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
     rows: list[tuple[str, str, float, float]] = []
 
     def batch(system: Cowan, beliefs: list[Belief], scores: np.ndarray, nthreads: int, label: str,
-              who: str, count: int = matches, q: bool = quantise) -> float:
+              who: str, q: bool = True) -> float:
         numba.set_num_threads(nthreads)
         system.parallel_min_batch = 256 if nthreads > 1 else 10**12
-        wall, cpu = best_times(lambda: system.rate_matches(beliefs, a[:count], b[:count], scores[:count],
-                                                           zeros[:count], quantise=q), repeat)
+        wall, cpu = best_times(lambda: system.rate_matches(beliefs, a, b, scores, zeros, quantise=q), repeat)
         numba.set_num_threads(threads)
-        rows.append((label, who, count / wall, count / cpu))
-        return count / cpu
+        rows.append((label, who, matches / wall, matches / cpu))
+        return matches / cpu
 
     serial_est = batch(fast, est, wins, 1, "fast (SOE), batch, 1 thread", "established")
     raw_est = batch(fast, est, wins, 1, "fast (SOE), batch, 1 thread, raw", "established", q=False)
@@ -118,13 +149,7 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
     batch(fast, est, draws, 1, "fast, paper-form draws (complex SOE)", "established")
     batch(fast, fresh, draws, 1, "fast, paper-form draws (complex SOE)", "new")
-    batch(Cowan({"residual": "fft"}), est, draws, 1, "paper-form draws, FFT conv. (residual=fft)",
-          "established")
     batch(Cowan({"draw_form": "blatmmr"}), est, draws, 1, "fast, blatmmr-form draws", "established")
-    direct = Cowan({"residual": "direct"})
-    count = min(matches, 1000)
-    batch(direct, est, wins, 1, "residual=direct, batch, 1 thread", "established", count)
-    batch(Cowan({"residual": "fft"}), est, wins, 1, "residual=fft, batch, 1 thread", "established", count)
     lap = Cowan({"algorithm": "laplace"})
     est_lap = _established(lap, players, history, seed)
     batch(lap, est_lap, wins, 1, "laplace variant, batch, 1 thread", "established")
@@ -133,16 +158,14 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
     n1 = min(single, matches)
     first, second = np.zeros(1, np.int64), np.ones(1, np.int64)
 
-    def one_at_a_time(q: bool) -> None:
+    def one_at_a_time() -> None:
         cur = list(est)
         for m in range(n1):
             i, j = int(a[m]), int(b[m])
-            cur[i], cur[j] = fast.rate_matches([cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1],
-                                               quantise=q)
+            cur[i], cur[j] = fast.rate_matches([cur[i], cur[j]], first, second, wins[m : m + 1], zeros[:1])
 
-    for q, raw in ((quantise, ""), (False, ", raw")):
-        wall, cpu = best_times(functools.partial(one_at_a_time, q), 1)
-        rows.append((f"fast, one match per rate_matches call{raw}", "established", n1 / wall, n1 / cpu))
+    wall, cpu = best_times(one_at_a_time, 1)
+    rows.append(("fast, one match per rate_matches call", "established", n1 / wall, n1 / cpu))
 
     def naive() -> None:
         for m in range(naive_n):
@@ -158,10 +181,9 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
     for label, who, r, per in rows:
         click.echo(f"{label:44s} {who:12s} {r:12,.0f} {per:12,.0f}")
     click.echo(f"fast / naive speed-up (CPU time, established): {serial_est / naive_rate:,.0f}x")
-    if quantise:
-        for who, q_rate, raw_rate in (("established", serial_est, raw_est), ("new", new_q, raw_new)):
-            click.echo(f"quantisation after every match ({who}): {1e6 / q_rate - 1e6 / raw_rate:.1f} µs per "
-                       f"match (CPU), {100.0 * (raw_rate / q_rate - 1.0):.0f}% more time than raw")
+    for who, q_rate, raw_rate in (("established", serial_est, raw_est), ("new", new_q, raw_new)):
+        click.echo(f"quantisation after every match ({who}): {1e6 / q_rate - 1e6 / raw_rate:.1f} µs per "
+                   f"match (CPU), {100.0 * (raw_rate / q_rate - 1.0):.0f}% more time than raw")
     click.echo("matches/s = wall clock (best of --repeat); per CPU-s = matches per second of process CPU")
     click.echo("time summed over threads, i.e. per core, robust to other load on a shared machine")
 

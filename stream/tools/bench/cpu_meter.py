@@ -52,11 +52,12 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 class CpuMeter:
     """``start()``, then ``stop()`` gives the cores each named process used in between (1.0 = one core
-    busy all the time) and the share of the whole machine that was busy (when a clock tick passed)."""
+    busy all the time; ``stop(seconds=True)``: its CPU seconds) and the share of the whole machine that
+    was busy (when a clock tick passed)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
-        self._hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._hz = os.sysconf("SC_CLK_TCK")
         self._t0 = 0.0
         self._start: dict[str, int | None] = {}
         self._machine: tuple[int, int] | None = None
@@ -66,7 +67,7 @@ class CpuMeter:
         self._start = {name: _proc_ticks(pid) for name, pid in self.pids.items()}
         self._machine = _machine_ticks()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self, seconds: bool = False) -> dict[str, float]:
         elapsed = time.monotonic() - self._t0
         out: dict[str, float] = {}
         if elapsed <= 0:
@@ -74,7 +75,7 @@ class CpuMeter:
         for name, pid in self.pids.items():
             before, after = self._start.get(name), _proc_ticks(pid)
             if before is not None and after is not None:
-                out[name] = round((after - before) / self._hz / elapsed, 3)
+                out[name] = round((after - before) / self._hz / (1.0 if seconds else elapsed), 3)
         end = _machine_ticks()
         if self._machine is not None and end is not None and end[1] > self._machine[1]:
             out["machine_busy_share"] = round((end[0] - self._machine[0]) / (end[1] - self._machine[1]), 3)
@@ -106,15 +107,6 @@ def _thread_times(pid: int) -> dict[int, tuple[str, int, int, float]]:
     return out
 
 
-def _uptime() -> float | None:
-    """Seconds since boot, on the clock of a thread's start in ``/proc/PID/stat``; None if unreadable."""
-    try:
-        with open("/proc/uptime") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class ThreadTimes:
     """``start()``, then ``stop()`` gives, per thread of one process over the window, the seconds it spent
     on a core, runnable but waiting for a core, and asleep (waiting for work, a lock such as the GIL, or
@@ -128,17 +120,15 @@ class ThreadTimes:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._start: dict[int, tuple[str, int, int, float]] = {}
-        self._t0: float | None = None
+        self._t0 = 0.0
 
     def start(self) -> None:
-        self._t0 = _uptime()
+        self._t0 = time.clock_gettime(time.CLOCK_BOOTTIME)  # the clock of a thread's start in /proc
         self._start = _thread_times(self.pid)
 
     def stop(self) -> dict[str, dict[str, float]]:
-        end, now = _thread_times(self.pid), _uptime()
+        end, now = _thread_times(self.pid), time.clock_gettime(time.CLOCK_BOOTTIME)
         out: dict[str, dict[str, float]] = {}
-        if self._t0 is None or now is None:
-            return out
         seen: dict[str, int] = {}
         for tid, (name, on, waiting, started) in sorted(end.items(), key=lambda kv: (kv[1][3], kv[0])):
             _, on0, waiting0, _ = self._start.get(tid, (name, 0, 0, started))

@@ -118,36 +118,25 @@ def _parsed_rounds(path: Path) -> Iterator[tuple[list[str], np.ndarray, int, flo
                math.inf if ceiling is None else float(ceiling))
 
 
-def run_history(path: Path, system: EloMMR) -> tuple[float, int, int, dict[str, Belief]]:
-    """Whole history through ``rate_round`` (arrays); returns (seconds, rounds, results, beliefs)."""
+def run_history(path: Path, system: EloMMR, packed: bool) -> tuple[float, int, int]:
+    """(seconds, rounds, results) of the whole history through ``rate_round`` on numpy arrays or, ``packed``,
+    through the engine's round path on packed beliefs (``PoolEngine.store_round`` on the pool's arena, as
+    ``mmr replay --embedded`` rates it)."""
     t = time.perf_counter()
     beliefs: dict[str, Belief] = {}
-    new = system.new_belief
-    rounds = results = 0
-    for names, ranks, time_ms, weight, ceiling in prefetched(_parsed_rounds(path), depth=16):
-        get = beliefs.get
-        current = [b if (b := get(name)) is not None else new() for name in names]
-        out = system.rate_round(current, ranks, time_ms, weight, ceiling)
-        beliefs.update(zip(names, out, strict=True))
-        rounds += 1
-        results += len(names)
-    return time.perf_counter() - t, rounds, results, beliefs
-
-
-def run_history_packed(path: Path, system: EloMMR) -> tuple[float, int, int, PackedPool]:
-    """Whole history through the engine's round path on packed beliefs (``PoolEngine.store_round`` on the
-    pool's arena, as ``mmr replay --embedded`` rates it)."""
-    t = time.perf_counter()
-    engine = PoolEngine("bench", system)
-    held = PackedPool()
+    engine, held = PoolEngine("bench", system), PackedPool()
     rounds = results = 0
     for k, (names, ranks, time_ms, weight, ceiling) in enumerate(prefetched(_parsed_rounds(path), depth=16)):
-        event = RoundEvent(event_id=f"e{k}", pool="bench", round_id=f"r{k}", time=time_ms, players=names, ranks=ranks,
-                           weight=weight, perf_ceiling=ceiling)
-        held.update(cast("Mapping[str, bytes]", engine.store_round(event, held)))
+        if packed:
+            event = RoundEvent(event_id=f"e{k}", pool="bench", round_id=f"r{k}", time=time_ms, players=names,
+                               ranks=ranks, weight=weight, perf_ceiling=ceiling)
+            held.update(cast("Mapping[str, bytes]", engine.store_round(event, held)))
+        else:
+            current = [b if (b := beliefs.get(name)) is not None else system.new_belief() for name in names]
+            beliefs.update(zip(names, system.rate_round(current, ranks, time_ms, weight, ceiling), strict=True))
         rounds += 1
         results += len(names)
-    return time.perf_counter() - t, rounds, results, held
+    return time.perf_counter() - t, rounds, results
 
 
 def run_reference_history(path: Path, system_name: Any) -> float:
@@ -168,11 +157,8 @@ def run_reference_history(path: Path, system_name: Any) -> float:
                    "without it the whole-history run is skipped")
 @click.option("--reference-history/--no-reference-history", default=False, show_default=True,
               help="also time elo_mmr_py mmr-fast on the whole history (slow: ~1-2 min)")
-@click.option("--reference-exact/--no-reference-exact", default=False, show_default=True,
-              help="with --reference-history, also exact mmr (O(N²) per round: hours on 2 cores)")
 @click.option("--peers/--no-peers", default=True, show_default=True, help="time oracle/reference/openskill")
-def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, reference_exact: bool,
-                  peers: bool) -> None:
+def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, peers: bool) -> None:
     """One round of each size for us and the peers, then the whole Codeforces history."""
     t = time.perf_counter()
     warmup()
@@ -194,16 +180,15 @@ def bench_elo_mmr(sizes: str, history: Path | None, reference_history: bool, ref
                       _fmt(ops / ours if ops else None, 8, "x")]
         click.echo(" | ".join(cells))
     if history is not None:
-        for label, runner in (("packed beliefs in one arena, PoolEngine.store_round", run_history_packed),
-                              ("numpy arrays, rate_round", run_history)):
+        for label, packed in (("packed beliefs in one arena, PoolEngine.store_round", True),
+                              ("numpy arrays, rate_round", False)):
             cpu = time.process_time()
-            secs, rounds, results, _ = runner(history, EloMMR())
+            secs, rounds, results = run_history(history, EloMMR(), packed)
             cpu = time.process_time() - cpu
             click.echo(f"whole history ours (elo-mmr, history_limit=100, {label}): {secs:.2f} s wall, "
                        f"{cpu:.2f} s CPU ({rounds} rounds, {results} results, incl. reading)")
         if reference_history:
-            for name in ("mmr-fast", "mmr") if reference_exact else ("mmr-fast",):
-                click.echo(f"whole history elo_mmr_py {name}: {run_reference_history(history, name):.2f} s")
+            click.echo(f"whole history elo_mmr_py mmr-fast: {run_reference_history(history, 'mmr-fast'):.2f} s")
     else:
         click.echo("no --history FILE: whole-history run skipped")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from stream.tools.bench import load_average, timed
+from stream.tools.bench import alternated, load_average
 
 #: the reference run in its own process: read the file, rate it, nothing else
 _REFERENCE = (
@@ -42,18 +42,13 @@ def bench_replay(history: Path | None, repeat: int, reference_system: str) -> No
     click.echo(f"load average before: {load_average()}")
     click.echo(f"{'pair':>4} | {'side':<28} | {'wall s':>7} | {'CPU s':>7} | {'max RSS MiB':>11}")
     ratios: list[tuple[float, float]] = []
+    ref_label = f"reference {reference_system}"
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "ratings.jsonl"
-        for pair in range(1, repeat + 1):
-            ref_label = f"reference {reference_system}"
-            sides = [(OURS, [sys.executable, "-m", "stream.cli", "replay", str(history), "--system", "elo-mmr",
-                             "--embedded", "--out", str(out), "--no-progress"]),
-                     (ref_label, [sys.executable, "-c", _REFERENCE, str(history), reference_system])]
-            if pair % 2 == 0:
-                sides.reverse()
-            runs = {}
-            for label, argv in sides:
-                run = runs[label] = timed(argv)
+        sides = [(OURS, [sys.executable, "-m", "stream.cli", "replay", str(history), "--system", "elo-mmr",
+                         "--embedded", "--out", str(Path(tmp) / "ratings.jsonl"), "--no-progress"]),
+                 (ref_label, [sys.executable, "-c", _REFERENCE, str(history), reference_system])]
+        for pair, runs in enumerate(alternated(sides, repeat), 1):
+            for label, run in runs.items():
                 click.echo(f"{pair:>4} | {label:<28} | {run.wall:>7.2f} | {run.cpu:>7.2f} | {run.max_rss_mib:>11.0f}")
             ours, ref = runs[OURS], runs[ref_label]
             ratios.append((ours.wall / ref.wall, ours.cpu / ref.cpu))

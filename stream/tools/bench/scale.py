@@ -22,7 +22,6 @@ from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
-from stream.tools.bench.history import compare_with_embedded
 from stream.tools.bench.worker import (
     POLL_S,
     _delete_prefix,
@@ -32,6 +31,7 @@ from stream.tools.bench.worker import (
     _pids,
     _produce,
     _Worker,
+    compare_with_embedded,
     suffixed,
 )
 
@@ -58,10 +58,6 @@ def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
         found.setdefault(partition_of(f"{prefix}{i}", partitions), f"{prefix}{i}")
         i += 1
     return [found[p] for p in range(partitions)]
-
-
-def scale_pools(n: int) -> list[str]:
-    return [f"s{i:02d}" for i in range(n)]
 
 
 def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int, players: int,
@@ -178,7 +174,7 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                 worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Results/s of 1, 2, 3 ... workers in one group (the scale phase),
     the worker counts alternated within each repetition, each run on fresh topics and keys."""
-    names = scale_pools(pools)
+    names = [f"s{i:02d}" for i in range(pools)]
     workload = tmp / "scale.jsonl"
     items = write_workload(workload, names, messages, 1000, players)
     per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}

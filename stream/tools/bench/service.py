@@ -7,7 +7,16 @@ single ``match`` messages/s (Cowan, and ``elo`` for the service's own cost), ``m
 neutral: each match rated alone with the learned home advantage, docs/advantage.md), and
 produce→rating latency at half the single-match rate. All matches but ``sided``'s are ``neutral``,
 like for like with a system that takes no side advantage. ``--only scale`` (``stream.tools.bench.scale``,
-docs/scaling.md) and ``--history`` (``stream.tools.bench.history``) are phases of their own.
+docs/scaling.md) is a phase of its own.
+
+``--history FILE``: a whole real history through the worker. Why phases of their own: the others send
+uniform synthetic load to pools of 10,000 players, while a real history (the Codeforces file: rounds of
+up to ~30,000 of 280,701 players) makes takes of hundreds of rounds and Redis steps touching a large
+share of the pool. ``history`` publishes the file as ``mmr replay --broker`` would (pool ``hist``) and
+reports the wall time to the last message committed and published, the longest Redis command with this
+run's keys (``SLOWLOG``: Redis runs nothing else meanwhile, which ``MMR_MAX_STEP_PLAYERS`` bounds) and
+whether the final state equals ``mmr replay --embedded`` bit for bit; ``replay`` runs ``mmr replay
+--broker`` itself against ``--embedded`` (``replay_vs_embedded``).
 
 Why the latency run gets fresh topics and a worker of its own: Tansu's in-memory storage (the
 test broker) fetches more slowly the more records a partition holds, so after the batched phases
@@ -33,32 +42,29 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import click
 import orjson
+import redis
 
+from stream.events.inputs import CsvMapping
+from stream.files import iter_records
 from stream.params import ParamError, parse_params
 from stream.service.config import BENCH_REDIS_URL, Settings, from_env
 from stream.tools.bench import scale as bench_scale
-from stream.tools.bench.cpu_meter import CpuMeter
-from stream.tools.bench.history import (
-    POOL,
-    compare_with_embedded,
-    floor_text,
-    history_messages,
-    replay_summary,
-    replay_vs_embedded,
-    slowest_command_ms,
-    threads_text,
-)
+from stream.tools.bench import timed
+from stream.tools.bench.cpu_meter import CpuMeter, ThreadTimes, peak_rss_mib
 from stream.tools.bench.worker import (
     _delete_prefix,
     _free_port,
     _match,
     _measure,
+    _metric,
     _pids,
     _produce,
     _stage_summary,
@@ -67,9 +73,12 @@ from stream.tools.bench.worker import (
     _wait_port,
     _Worker,
     batches,
+    compare_with_embedded,
+    differing_rows,
     singles,
     suffixed,
 )
+from stream.tools.publish import messages
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
 #: the worker's throughput phases on the matches topic: (phase, result key, what is measured, results a
@@ -240,19 +249,16 @@ async def _latency(s: Settings, port: int, rate: float, seconds: float, pool: st
         out["latency_warmup_p50_ms"], out["latency_warmup_p99_ms"] = _p50_p99([x[1] for x in warm])
     for name, col in (("latency", 1), ("latency_to_published", 2), ("latency_published_to_received", 3)):
         out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = _p50_p99([x[col] for x in run])
-
-    def by_second(xs: list[tuple[float, float, float, float]], start: float, cols: tuple[int, ...]) -> list[Any]:
-        per: dict[int, list[tuple[float, float, float, float]]] = {}
-        for x in xs:
-            per.setdefault(int(x[0] - start), []).append(x)
-        return [[round(v, 1) for c in cols for v in _p50_p99([x[c] for x in per[k]])] for k in sorted(per)]
-
-    if warm:  # how the cold start fades: p50 and p99 per second of the warm-up
-        out["latency_warmup_by_second_p50_p99_ms"] = by_second(warm, 0.0, (1,))
-    # how latency moves during the run (the test broker slows as its partitions fill), and how
-    # much of it is the worker's: p50 and p99 of produce→rating, then of produce→published
-    out["latency_by_second_p50_p99_ms"] = by_second(run, warmup, (1, 2))
     return out
+
+
+def _warm(worker: _Worker, s: Settings, messages: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """Wait for ``worker``'s port, then until it has handled ``messages`` (topic → items; its first
+    messages, so that group join and first-use costs are outside the clocks)."""
+    worker.ready()
+    for topic, items in messages.items():
+        asyncio.run(_produce(s, topic, items))
+    _wait_done(worker.port, sum(map(len, messages.values())), 120)
 
 
 def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
@@ -293,14 +299,12 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
 @click.option("--history", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Also publish this history file (any `mmr replay` input of one kind of event) into the worker "
                    "as `mmr replay --broker` would, e.g. path/to/contests-2010-2020.jsonl.xz "
-                   "(stream/tools/bench/history.py).")
+                   "(stream/tools/bench/service.py).")
 @click.option("--history-system", default="elo-mmr", show_default=True, help="The system of the history's pool.")
 @click.option("--history-repeats", default=2, show_default=True,
               help="`replay`: runs of `mmr replay --broker` of --history into the worker beside `mmr replay "
                    "--embedded` of the same file (alternating which goes first; the ratio of the two walls; with "
                    "several, their median and range).")
-@click.option("--history-check/--no-history-check", default=True, show_default=True,
-              help="Compare the history's final state with `mmr replay --embedded` on the same file.")
 @click.option("--workers", "scale_workers", default="1,2,3", show_default=True,
               help="`--only scale`: the worker counts to compare, comma separated (alternated per repetition).")
 @click.option("--scale-repeats", default=2, show_default=True, help="`--only scale`: repetitions of each count.")
@@ -310,17 +314,14 @@ def _p50_p99(xs: list[float]) -> tuple[float, float]:
               help="`--only scale`: partitions of the topics (MMR_PARTITIONS).")
 @click.option("--scale-messages", default=480, show_default=True,
               help="`--only scale`: match_batch messages of 1,000 matches, the pools in turn.")
-@click.option("--scale-system", default="cowan", show_default=True, help="`--only scale`: the pools' system.")
 @click.option("--worker-env", "worker_env", multiple=True, metavar="KEY=VALUE",
               help="Set in the bench's workers' environment only (repeatable): a worker setting measured with "
                    "the publisher, the embedded replay and the load generators as they are.")
-@click.option("--json-out", default=None, type=click.Path(dir_okay=False))
 def bench_service(broker: str | None, redis_url: str | None, n_singles: int, batched: int, pool_players: int,
                   rounds: int, latency_seconds: float, latency_warmup: float, latency_rate: float,
                   only: tuple[str, ...], history: str | None, history_system: str, history_repeats: int,
-                  history_check: bool,
                   scale_workers: str, scale_repeats: int, scale_pools: int, scale_partitions: int,
-                  scale_messages: int, scale_system: str, worker_env: tuple[str, ...], json_out: str | None) -> None:
+                  scale_messages: int, worker_env: tuple[str, ...]) -> None:
     """Throughput and latency of one worker, beside a bare Faust take loop, in one run."""
     extra_env = parse_worker_env(worker_env)
     phases = set(only or PHASES) | ({"history", "replay"} if history and not only else set())
@@ -365,7 +366,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             counts = tuple(int(x) for x in scale_workers.split(","))
             res["scale"] = bench_scale.scale_phase(s, tmp, tansu, workers=counts, repeats=scale_repeats,
                                                    pools=scale_pools, partitions=scale_partitions,
-                                                   messages=scale_messages, system=scale_system, players=pool_players,
+                                                   messages=scale_messages, system="cowan", players=pool_players,
                                                    worker_env=extra_env)
         if phases - {"bare", "scale"}:  # the single worker's phases
             pools = tmp / "pools.json"
@@ -376,16 +377,11 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                 **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
-            # assigned first: `finally` stops it if it hangs
-            worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
-            worker.ready()
-            # warm-up: one message of each kind, so group join and first-use costs are outside the clocks
             warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
-            asyncio.run(_produce(s, s.topic_matches, warm))
             warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
                       "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
-            asyncio.run(_produce(s, s.topic_rounds, [(b"rw", orjson.dumps(warm_r))]))
-            _wait_done(port, 2.0, 120)
+            worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
+            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [(b"rw", orjson.dumps(warm_r))]})
 
             makers = {  # the messages of each throughput phase, made in ``THROUGHPUT``'s order (``rng``'s draws)
                 "single_match_msgs_per_s": lambda: singles_cs,
@@ -420,10 +416,9 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                 res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
                                   "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
                                   "redis_slowest_command_ms": slowest_command_ms(s, since)}
-                if history_check:
-                    click.echo("... and the same file through the embedded replay, to compare ...", err=True)
-                    res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
-                        history, s, history_system)
+                click.echo("... and the same file through the embedded replay, to compare ...", err=True)
+                res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
+                    history, s, history_system, [POOL], POOL)
 
             if "replay" in phases and history:
                 click.echo(f"`mmr replay --broker` of {history} into the worker beside `mmr replay --embedded` "
@@ -442,9 +437,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                     asyncio.run(ensure_topics(s))
                     click.echo("a worker on fresh topics for the latency run ...", err=True)
                     worker = _Worker(s, port, tmp / "worker-latency.log", pools, extra_env)
-                    worker.ready()
-                    asyncio.run(_produce(s, s.topic_matches, warm))
-                    _wait_done(port, 1.0, 120)
+                    _warm(worker, s, {s.topic_matches: warm})
                 click.echo(f"latency of single matches at {half:.0f}/s ...", err=True)
                 res.update(latency_rate_per_s=half)
                 meter = CpuMeter(_pids(s, worker, tansu))
@@ -460,7 +453,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             tansu.wait(10)
         n_deleted = asyncio.run(_delete_prefix(s))
         click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
-    _report(res, json_out)
+    _report(res)
 
 
 def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool) -> list[tuple[bytes, bytes]]:
@@ -475,7 +468,179 @@ def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool)
     return items
 
 
-def _report(res: dict[str, Any], json_out: str | None) -> None:
+POOL = "hist"
+#: matches per ``match_columns`` message, as ``mmr replay --broker``'s default batch
+BATCH = 4096
+
+
+def history_messages(path: str, s: Settings) -> tuple[str, list[tuple[bytes, bytes]], int]:
+    """(topic, [(key, value)], results): the file as ``mmr replay --broker`` publishes it into
+    pool ``hist``. One kind of event per file (rounds, matches or round results), so that
+    one topic's clock measures it."""
+    results = 0
+
+    def counted(records: Iterator[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
+        nonlocal results
+        for where, etype, value in records:  # a round's results are its standings
+            results += (len(value.players) if etype == "round" else len(value) if isinstance(value, list)
+                        else int(etype != "round_completed"))
+            yield where, etype, value
+
+    msgs = list(messages(counted(iter_records((path,), POOL, CsvMapping(), False)), s, BATCH))
+    topics = {topic for topic, *_ in msgs}
+    if len(topics) != 1:
+        raise click.ClickException(f"--history {path}: expected events of one kind (one input topic), "
+                                   f"got {len(topics)} topics")
+    return topics.pop(), [(POOL.encode(), value) for _, _, value, _, _ in msgs], results
+
+
+def slowest_command_ms(s: Settings, since: float) -> float | None:
+    """The longest command in Redis's slow log since ``since`` (epoch s) naming this run's keys."""
+    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+    try:
+        entries: list[dict[str, Any]] = r.slowlog_get(1024)  # type: ignore[assignment]
+    finally:
+        r.close()
+    mine = s.key_prefix.encode()
+    durations = [int(e["duration"]) for e in entries
+                 if int(e["start_time"]) >= int(since) and mine in _as_bytes(e.get("command", b""))]
+    return max(durations) / 1000 if durations else None
+
+
+def _as_bytes(x: object) -> bytes:
+    return x if isinstance(x, bytes) else str(x).encode()
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _redis_cpu(s: Settings) -> float | None:
+    """Redis's own CPU seconds so far (``INFO cpu``), None when it does not say."""
+    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
+    try:
+        info: dict[str, Any] = r.info("cpu")  # type: ignore[assignment]
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except Exception:  # only a figure of the report
+        return None
+    finally:
+        r.close()
+
+
+def threads_text(threads: dict[str, dict[str, float]]) -> str:
+    """``ThreadTimes`` of the worker leg, the busiest thread first: "name on a core / waiting for a core /
+    asleep" (seconds; "asleep" holds up to ``DONE_POLL_S`` of idle time after the end)."""
+    out = []
+    for name, t in sorted(threads.items(), key=lambda kv: -kv[1]["on_core_s"]):
+        if t["on_core_s"] >= 0.05:
+            out.append(f"{name} {t['on_core_s']:.1f} on a core / {t['waiting_for_core_s']:.1f} waiting for one / "
+                       f"{t['asleep_s']:.1f} asleep")
+    return ", ".join(out)
+
+
+def ratio_floor(run: dict[str, Any]) -> float | None:
+    """See ``replay_vs_embedded``: None unless every process's CPU was measured."""
+    parts = [run.get(k) for k in ("embedded_cpu_s", "redis_cpu_s", "broker_cpu_s", "publisher_cpu_s")]
+    if any(x is None for x in parts) or not run.get("embedded_s"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return sum(float(x) for x in parts if x is not None) / cores / float(run["embedded_s"])
+
+
+def floor_text(run: dict[str, Any], times: str = "x") -> str:
+    """``ratio_floor`` and what it is made of, for the report ("" when it was not measured)."""
+    floor = run.get("ratio_floor")
+    if floor is None:
+        return ""
+    return (f" (floor {floor:.2f}{times}: broker {run['broker_cpu_s']:.1f} CPU-s, Redis {run['redis_cpu_s']:.1f}, "
+            f"publisher {run['publisher_cpu_s']:.1f}; cores {100 * run['machine_busy']:.0f} % busy)")
+
+
+def replay_summary(runs: list[dict[str, Any]], times: str = "x") -> str:
+    """The median and range of the runs' ratios and walls ("" for fewer than two runs). Why: on a shared
+    machine one run does not tell a change of a few per cent from the sitting, a median of several does."""
+    if len(runs) < 2:
+        return ""
+
+    def spread(key: str, fmt: str) -> str:
+        xs = [float(r[key]) for r in runs]
+        return f"{median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+
+    return (f"{len(runs)} runs: ratio median {spread('ratio', '.2f')}{times}, worker {spread('worker_s', '.1f')} s, "
+            f"embedded {spread('embedded_s', '.1f')} s")
+
+
+def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, system: str, pools: list[str],
+                       messages_per_run: int, tmp: Path, broker_pid: int | None = None) -> list[dict[str, Any]]:
+    """The same file through ``mmr replay --broker`` into the running, warm worker (one fresh pool per
+    run, ``pools``) and through ``mmr replay --embedded``, each a subprocess as a user runs it, alternating
+    which goes first. The worker's clock runs until its ``mmr_messages_done`` counts every message (all
+    ratings committed to Redis and published). Per run: both walls, their ratio, the CPU of every process
+    and the worker's stage means.
+
+    With ``broker_pid`` (a broker the bench started here) also ``ratio_floor``: the ratio the worker leg
+    would reach if the worker used no more CPU than the embedded replay and every core were busy, i.e.
+    the CPU of the other processes (Redis, broker, publisher) plus the embedded replay's, over the cores,
+    over the embedded wall: no change to the worker alone can beat it while they share its cores."""
+    mmr = str(Path(sys.executable).parent / "mmr")
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=s.kafka_bootstrap, MMR_TOPIC_MATCHES=s.topic_matches,
+               MMR_TOPIC_ROUNDS=s.topic_rounds, MMR_TOPIC_ROUND_RESULTS=s.topic_results,
+               MMR_PARTITIONS=str(s.partitions))
+    runs = []
+    for k, pool in enumerate(pools):
+        run: dict[str, Any] = {"pool": pool}
+        for leg in ("worker", "embedded") if k % 2 == 0 else ("embedded", "worker"):
+            click.echo(f"  run {k + 1}/{len(pools)}: {leg} ...", err=True)
+            if leg == "embedded":
+                emb = timed([mmr, "replay", path, "--system", system, "--embedded", "--out",
+                             str(tmp / "embedded.jsonl"), "--no-progress"], env)
+                run.update(embedded_s=emb.wall, embedded_cpu_s=emb.cpu, embedded_peak_rss_mib=emb.max_rss_mib)
+                continue
+            c0 = _children_cpu()
+            target = _metric(port, "mmr_messages_done_total") + messages_per_run
+            stages = _stage_totals(port)
+            steps0 = _metric(port, "mmr_batches_total")
+            phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
+            meter = CpuMeter({"worker": worker_pid, **({} if broker_pid is None else {"broker": broker_pid})})
+            meter.start()
+            r0 = _redis_cpu(s)
+            threads = ThreadTimes(worker_pid)
+            threads.start()
+            t0 = time.perf_counter()
+            pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
+                                    "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t_end = _wait_done(port, target, 3600)
+            run["worker_s"] = t_end - t0
+            run["worker_threads"] = threads.stop()
+            cpu, r1 = meter.stop(seconds=True), _redis_cpu(s)
+            run["publisher_exit_code"] = pub.wait(600)
+            run["publisher_cpu_s"] = _children_cpu() - c0
+            run["worker_cpu_s"], run["broker_cpu_s"] = cpu.get("worker"), cpu.get("broker")
+            run["redis_cpu_s"] = None if r0 is None or r1 is None else r1 - r0
+            run["machine_busy"] = cpu.get("machine_busy_share")
+            run["worker_stage_means_ms"] = _stage_summary(stages, _stage_totals(port))
+            run["worker_peak_rss_mib"] = peak_rss_mib(worker_pid)  # since the worker started (runs before too)
+            run["worker_steps"] = _metric(port, "mmr_batches_total") - steps0  # Redis steps committed
+            # the steps' ratings and commits in all: the larger bounds the run (``mmr_step_seconds``)
+            run["worker_step_phase_s"] = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) - was
+                                          for ph, was in phases0.items()}
+        run["ratio"] = run["worker_s"] / run["embedded_s"]
+        run["ratio_floor"] = ratio_floor(run)
+        # after both clocks: the worker's final state against the embedded replay's output, player by player
+        run["players"], run["players_differing"] = differing_rows(tmp / "embedded.jsonl", s, pool)
+        runs.append(run)
+        same = ("equal to the embedded replay" if not run["players_differing"]
+                else f"{run['players_differing']:,} PLAYERS DIFFER from the embedded replay")
+        click.echo(f"  run {k + 1}: worker {run['worker_s']:.1f} s, embedded {run['embedded_s']:.1f} s: "
+                   f"{run['ratio']:.2f}x; {run['players']:,} players, {same} (the details in the table)", err=True)
+    return runs
+
+
+def _report(res: dict[str, Any]) -> None:
     """The JSON and a markdown table of what was measured (phases left out by --only are omitted)."""
     click.echo(json.dumps(res, indent=2))
     bare = res.get("bare_faust_msgs_per_s")
@@ -500,10 +665,9 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
         rows.append(f"| worker: the history `{Path(h['path']).name}` ({h['system']}; {h['results']:,} results in "
                     f"{h['messages']:,} messages) | {h['seconds']:.1f} s, {h['results_per_s']:,.0f} results/s; longest "
                     f"Redis command {'under the slow log threshold' if slow is None else f'{slow:,.0f} ms'} |")
-        if "players" in h:
-            rows.append("| the same history's final state against `mmr replay --embedded` | "
-                        + ("equal bit for bit" if not h["players_differing"] else
-                           f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
+        rows.append("| the same history's final state against `mmr replay --embedded` | "
+                    + ("equal bit for bit" if not h["players_differing"] else
+                       f"**{h['players_differing']:,} players differ**") + f", {h['players']:,} players |")
     if "replay" in res:
         rp = res["replay"]
         for k, run in enumerate(rp["runs"]):
@@ -563,8 +727,6 @@ def _report(res: dict[str, Any], json_out: str | None) -> None:
     click.echo(f"({res['pool_players']:,} players in the batched runs' pools; every match neutral unless the row "
                "says it is not)\n"
                + "\n".join(rows))
-    if json_out:
-        Path(json_out).write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Driving ``mmr worker`` subprocesses for the service benchmarks: free ports, the worker's
-Prometheus metrics (its own ``mmr_messages_done`` is the clock), producing load, clearing a
-run's Redis keys and naming the processes whose CPU a run reports.
+Prometheus metrics (its own ``mmr_messages_done`` is the clock), producing load, comparing the final
+state in Redis with ``mmr replay --embedded``, clearing a run's Redis keys and naming the processes
+whose CPU a run reports.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,11 @@ from typing import Any
 import click
 import orjson
 
+from stream.engine.embedded import EmbeddedPipeline
+from stream.events.inputs import read_records
 from stream.service.config import Settings
+from stream.service.export import export_rows
+from stream.state.redis_store import RedisStore
 
 
 def _free_port() -> int:
@@ -153,8 +158,6 @@ async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) ->
 
 async def _delete_prefix(s: Settings) -> int:
     """Remove everything this run wrote to Redis (its keys all start with its own prefix)."""
-    from stream.state.redis_store import RedisStore
-
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
     n = 0
     try:
@@ -254,3 +257,43 @@ def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | 
         except Exception:  # only a figure of the report
             pass
     return pids
+
+
+def compare_with_embedded(path: str | Path, s: Settings, system: str, pools: Sequence[str],
+                          pool: str | None) -> tuple[int, int]:
+    """(players, players whose final rating row in Redis differs from ``mmr replay --embedded`` on
+    ``path``) over ``pools`` (``pool``: the pool every event is read into; None: their own)."""
+    pipe = EmbeddedPipeline(system, {}, pool_systems={p: (system, {}) for p in pools})
+    pipe.run(read_records(path, pool))
+    return _count_differing({(r["pool"], r["player"]): r for r in pipe.final_ratings()},
+                            {(r["pool"], r["player"]): r for r in _stored_rows(s, pools)})
+
+
+def differing_rows(embedded_out: Path, s: Settings, pool: str) -> tuple[int, int]:
+    """(players, players whose final rating row differs) between an ``mmr replay --embedded --out``
+    file and what Redis holds for ``pool`` (the pool names themselves aside: the two runs name it
+    differently)."""
+    def key(row: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        return row["player"], (row["rating"], row["mu"], row["sigma"], row["rounds"])
+
+    with open(embedded_out, "rb") as fh:
+        want = dict(key(orjson.loads(line)) for line in fh if line.strip())
+    return _count_differing(want, dict(key(r) for r in _stored_rows(s, [pool])))
+
+
+def _stored_rows(s: Settings, pools: Sequence[str]) -> list[dict[str, Any]]:
+    """The rating rows Redis holds for ``pools``, as ``mmr export`` writes them."""
+
+    async def stored() -> list[dict[str, Any]]:
+        store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix, **s.redis_kwargs())
+        try:
+            return await export_rows(store, list(pools))
+        finally:
+            await store.close()
+
+    return asyncio.run(stored())
+
+
+def _count_differing(want: dict[Any, Any], got: dict[Any, Any]) -> tuple[int, int]:
+    """(players wanted, players whose row is missing on either side or differs)."""
+    return len(want), sum(1 for p in want.keys() | got.keys() if want.get(p) != got.get(p))

@@ -28,8 +28,8 @@ def test_bench_cowan_replay_runs_both_programs_on_the_same_matches(tmp_path: Pat
     """``mmr bench cowan --only-replay``: the whole replay and openskill's loop, side by side,
     each run printed with its ratio (timings are printed, never asserted)."""
     from stream.files import write_jsonl_atomic
+    from stream.tools.bench import openskill_loop
     from stream.tools.bench.cowan import bench_cowan
-    from stream.tools.bench.cowan_replay import openskill_loop
     from stream.tools.synth import synth_matches
 
     src = tmp_path / "m.jsonl"
