@@ -187,7 +187,6 @@ class Model:
     beta: float
     soe: np.ndarray  # pack_soe of φ (the residual's exponential sum)
     gtab: np.ndarray  # g(d), d = −n..n
-    res_mode: int
     form: int
     taps: np.ndarray  # drift taps (DRIFT_TAPS) or [w0] (DRIFT_EXP)
     full_taps: np.ndarray  # the drift kernel on d = −n..n (naive path) or the short taps

@@ -265,30 +265,18 @@ def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.n
     return True
 
 
-@njit(cache=True, nogil=True)
-def _canonical(belief: np.ndarray, qmin: int) -> np.ndarray:
-    probs = belief[2:]
-    m = probs.shape[0]
-    q = np.empty(m, dtype=np.int64)
-    if not quantise(probs, qmin, q):
-        raise ValueError("cowan belief must hold finite non-negative probabilities")
-    a, z = qwindow(q, m, qmin)
-    for t in range(a, z + 1):
-        if q[t] < qmin:
-            q[t] = qmin
-    out = np.empty(2 + z - a + 1)
-    out[0] = int(belief[0]) + a
-    out[1] = int(belief[1])
-    dequantise(q, a, z - a + 1, out[2:])
-    return out
-
-
 def canonical(belief: np.ndarray) -> np.ndarray:
-    """``decode(encode(belief))`` without the bytes: ``[lo, rounds, p...]`` quantised."""
+    """``decode(encode(belief))`` without the bytes: ``[lo, rounds, p...]`` quantised, by
+    ``canonicalise_row`` on the window."""
     b = np.ascontiguousarray(belief, dtype=np.float64)
     if b.ndim != 1 or b.shape[0] < 3:
         raise ValueError("not a cowan belief")
-    return np.asarray(_canonical(b, QMIN))
+    row = b[2:].copy()
+    bounds = np.array([0, row.shape[0] - 1], dtype=np.int64)
+    if not canonicalise_row(row, bounds, QMIN, np.empty(row.shape[0], dtype=np.int64)):
+        raise ValueError("cowan belief must hold finite non-negative probabilities")
+    lo, hi = bounds.tolist()
+    return np.concatenate(([float(int(b[0]) + lo), float(int(b[1]))], row[lo : hi + 1]))
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Each row gives wall-clock matches/s and matches per CPU-second of the process (the per-core rate,
 which stays meaningful when other jobs share the cores): batches on one and on all numba threads,
-one match per ``rate_matches`` call, the residual and draw variants, and the naive oracle. Rows
+one match per ``rate_matches`` call, the draw and Laplace variants, and the naive oracle. Rows
 marked "raw" skip the quantisation after every match (the codec's fixed point is the state,
 ``stream.ratings.cowan.quant``), so the difference is its cost. Players are "established" by
 warm-up matches first, because window sizes (cells carrying mass) drive the cost.
@@ -118,13 +118,7 @@ def _kernel_rows(players: int, matches: int, history: int, single: int, naive_n:
         batch(fast, est, wins, threads, f"fast (SOE), batch, {threads} threads", "established")
     batch(fast, est, draws, 1, "fast, paper-form draws (complex SOE)", "established")
     batch(fast, fresh, draws, 1, "fast, paper-form draws (complex SOE)", "new")
-    batch(Cowan({"residual": "fft"}), est, draws, 1, "paper-form draws, FFT conv. (residual=fft)",
-          "established")
     batch(Cowan({"draw_form": "blatmmr"}), est, draws, 1, "fast, blatmmr-form draws", "established")
-    direct = Cowan({"residual": "direct"})
-    count = min(matches, 1000)
-    batch(direct, est, wins, 1, "residual=direct, batch, 1 thread", "established", count)
-    batch(Cowan({"residual": "fft"}), est, wins, 1, "residual=fft, batch, 1 thread", "established", count)
     lap = Cowan({"algorithm": "laplace"})
     est_lap = _established(lap, players, history, seed)
     batch(lap, est_lap, wins, 1, "laplace variant, batch, 1 thread", "established")
