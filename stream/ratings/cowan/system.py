@@ -69,7 +69,7 @@ from stream.ratings.cowan.model import (
     pack_draw_soe,
     pack_soe,
     pow_exact,
-    soe_values,
+    thaw,
     trim_bounds,
 )
 from stream.ratings.cowan.naive import drift_naive, posterior_naive
@@ -265,14 +265,10 @@ class Cowan(RatingSystem):
         """The ``pack_soe`` row of ``_FROZEN_DRAW_FITS`` for this model and score, if there is
         one, the kernel is symmetric (``yp == ym``) and the row fits this machine's ``yp``."""
         p = self.p
-        if self.laplace:
+        if self.laplace or not np.array_equal(yp, ym):
             return None
-        hexes = _FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score)))
-        if hexes is None or not np.array_equal(yp, ym):
-            return None
-        soe = np.array([float.fromhex(x) for x in hexes])
-        err = float(np.max(np.abs(soe_values(soe, np.arange(1, yp.shape[0] + 1, dtype=float)) - yp)))
-        return soe if err <= _FROZEN_DRAW_MAX_ERR else None
+        thawed = thaw(_FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score))), yp, _FROZEN_DRAW_MAX_ERR)
+        return None if thawed is None else thawed[0]
 
     def _dtab(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
