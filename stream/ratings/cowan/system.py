@@ -579,6 +579,7 @@ def warmup() -> None:
         out = sys_.rate_matches(
             bel, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 0.0]), np.zeros(3, np.int64)
         )
+        sys_.rate_matches(bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64))  # rate_pair
         sys_.win_probability(out[0], out[1])
         sys_.win_probability(out[0], out[1], 0.1)  # with a side advantage (``shift``)
         wide = sys_.parallel_min_batch
