@@ -1,8 +1,6 @@
-"""Cowan's paired comparisons for games of chance: the system (``system``), the general
-algorithm on any finite support (``naive``, exported as ``posterior_naive``), numba kernels
-(``kernels``, ``lanes``, ``drift``, ``windows``, ``simd``), model tables (``model``), the
-quantised belief codec (``quant``, ``codec``), a replay's arena (``arena``) and the engine's
-batched forms (``fastpath``)."""
+"""Cowan's paired comparisons for games of chance: the system (``system``), the general algorithm
+on any finite support (``naive``, exported as ``posterior_naive``), numba kernels, the quantised
+codec (``quant``, ``codec``), a replay's arena (``arena``) and the engine's fast path."""
 
 from __future__ import annotations
 

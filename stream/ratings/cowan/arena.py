@@ -1,20 +1,13 @@
 """Cowan beliefs in one flat arena: the batch kernels' state, and a whole pool's in a replay.
 
-Why an arena: loading every belief a batch touches into a dense ``(players, n + 1)`` matrix and
-cutting the new beliefs out again costs, with thousands of players a batch, tens of MB allocated,
-zeroed and copied per batch, for windows of ~300-700 cells of the 1001. Here every belief keeps
-its window only: ``vals[start[p] : start[p] + width(p)]`` the probabilities of slot ``p``'s window
-``lohi[p] = [lo, hi]``, ``rounds[p]`` its match count; ``cap[p]`` cells are reserved at
-``start[p]``, so a new window that fits is written in place and a wider one moves to the end (a
-window grows by at most the drift kernel's half-width on each side per match, known before the
-match runs). A match copies the two windows into a per-thread pair of dense scratch rows, runs
-``kernels.update_pair_in`` on them (zero outside the windows: the same operations, the same bits)
-and copies the new windows back.
-
-``run_arena_waves`` runs the matches of each conflict-free wave (``stream.ratings.waves``) on all
-numba threads, ``run_arena_serial`` on one; both give the bits of one match at a time.
-``Cowan.rate_matches`` uses them on a temporary arena over its list of beliefs; ``CowanArena``
-keeps a whole pool in one, so an embedded replay makes no belief array per player and match.
+Why: a dense ``(players, n + 1)`` matrix per batch costs tens of MB allocated, zeroed and copied
+for windows of ~300-700 cells. Here slot ``p`` keeps its window only, ``vals[start[p] : start[p] +
+width]`` for ``lohi[p] = [lo, hi]`` (``rounds[p]`` its match count), with ``cap[p]`` cells reserved
+so that a window that fits is rewritten in place and a wider one moves to the end (a window grows
+by at most the drift kernel's half-width a side per match). A match copies both windows into a
+thread's dense scratch rows, runs ``kernels.update_pair_in`` (same operations, same bits) and
+copies them back. ``run_arena_waves`` runs each conflict-free wave (``stream.ratings.waves``) on all
+numba threads, ``run_arena_serial`` in arrival order on one (small batches: no schedule, no launch).
 """
 
 from __future__ import annotations
@@ -41,9 +34,8 @@ from stream.ratings.fastpath import Arena
 
 @intrinsic
 def _prefetch_intrinsic(typingctx: Any, arr: Any, idx: Any, write: Any) -> Any:
-    """A hint to the CPU to load the cache line of ``arr[idx]`` (LLVM's ``prefetch``, kept in
-    every cache level; ``write``, a literal bool: for writing). It changes no value and cannot
-    fault, whatever ``idx``."""
+    """A hint to load the cache line of ``arr[idx]`` (LLVM's ``prefetch``; ``write`` a literal
+    bool). It changes no value and cannot fault, whatever ``idx``."""
     if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
         return None
     if not isinstance(write, types.BooleanLiteral):
@@ -70,10 +62,9 @@ _prefetch = cast(Callable[[np.ndarray, int, bool], None], _prefetch_intrinsic)
 
 @intrinsic
 def _claim_intrinsic(typingctx: Any, counter: Any) -> Any:
-    """``counter[0] += 1`` as one atomic read-modify-write (LLVM's ``atomicrmw add``);
-    returns the value before: each caller, on whichever thread, gets a number no other
-    caller gets. Monotonic order is enough: the numbers are only handed out; what the
-    claimed matches write is ordered by the end of the parallel region."""
+    """``counter[0] += 1`` as one atomic ``atomicrmw add``, returning the value before: each
+    caller on any thread gets its own number. Monotonic order is enough: what the claimed
+    matches write is ordered by the end of the parallel region."""
     if not isinstance(counter, types.Array) or counter.dtype != types.int64:
         return None
 
@@ -89,9 +80,8 @@ _claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
 
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int) -> None:
-    """Ask for the cache lines of slot ``p``'s window ahead of its match: a pool's arena is far
-    larger than the caches, so each match's windows come from main memory; asked for one match
-    ahead, they arrive while the current match computes."""
+    """Prefetch slot ``p``'s window one match ahead: a pool's arena is far larger than the
+    caches, and the window arrives from memory while the current match computes."""
     s = start[p]
     for t in range(s, s + lohi[p, 1] - lohi[p, 0] + 1, 8):  # 8 float64 = one 64-byte line
         _prefetch(vals, t, False)
@@ -99,8 +89,7 @@ def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: i
 
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_dest(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int, dest: int, grow: int) -> None:
-    """Ask for the cells slot ``p``'s new window will be written to, when it moves (fresh
-    cells at the arena's end, not yet in any cache): they are written, so for writing."""
+    """Prefetch for writing the fresh cells slot ``p``'s new window moves to, if it moves."""
     if dest != start[p]:
         for t in range(dest, dest + lohi[p, 1] - lohi[p, 0] + 1 + 2 * grow, 8):
             _prefetch(vals, t, True)
@@ -109,9 +98,9 @@ def _prefetch_dest(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int
 @njit(cache=True, nogil=True)
 def _layout(start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
             order: np.ndarray, s0: int, cnt: int, end: int, grow: int, n1: int, dest: np.ndarray) -> int:
-    """``dest[2q]`` / ``dest[2q + 1]``: where match ``order[s0 + q]`` writes A's / B's new
-    window: in place when the window cannot outgrow the cells reserved for it, else fresh
-    cells at the end of the arena (with room for one more growth). Returns the new end."""
+    """``dest[2q]`` / ``dest[2q + 1]``: where match ``order[s0 + q]`` writes A's / B's new window,
+    in place if it cannot outgrow its reserve, else at the end (room for one more growth).
+    Returns the new end."""
     for q in range(cnt):
         m = order[s0 + q]
         for side in range(2):
@@ -129,8 +118,8 @@ def _layout(start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, slot: np.ndarr
 
 @njit(cache=True, nogil=True)
 def _grown(arr: np.ndarray, keep: int, need: int) -> np.ndarray:
-    """``arr`` if it holds ``need`` values, else a copy of ``arr[:keep]`` in one at least 1.5
-    times as large (while it is copied both exist: a smaller step keeps that peak lower)."""
+    """``arr`` if it holds ``need`` values, else ``arr[:keep]`` copied into one ≥ 1.5 times as
+    large (both exist while copying: a smaller step keeps that peak lower)."""
     if need <= arr.shape[0]:
         return arr
     out = np.empty(max(need, arr.shape[0] + arr.shape[0] // 2), dtype=arr.dtype)
@@ -141,14 +130,13 @@ def _grown(arr: np.ndarray, keep: int, need: int) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray,
                  pa: int, pb: int, dest_a: int, dest_b: int, score: float, dens: np.ndarray, codes: np.ndarray,
-                 lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray, gtab: np.ndarray,
-                 dtab: np.ndarray, dsoe: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
+                 lh: np.ndarray, st: np.ndarray, a0: float, beta: float, soe: np.ndarray,
+                 dtab: np.ndarray, dsoe: np.ndarray, form: int, taps: np.ndarray, drift_mode: int,
                  drift_rate: float, tail: float, quant: bool, qmin: int, h: float, ex: np.ndarray, lpar: np.ndarray,
                  work: np.ndarray) -> int:
-    """One match of slots ``pa`` and ``pb`` on the scratch rows ``dens`` (zero outside the
-    windows, and left so), ``codes`` (the quantiser's scratch) and ``work`` (``work_cells``):
-    ``update_pair_in`` (A with the side advantage ``h``), then the new windows written at
-    ``dest_a`` / ``dest_b``. Returns the ``status`` bits (1: A's belief came out non-finite, 2: B's)."""
+    """``update_pair_in`` of slots ``pa`` and ``pb`` (A with advantage ``h``) on scratch rows
+    ``dens`` (zero outside the windows, and left so), the new windows written at ``dest_a`` /
+    ``dest_b``. Returns the status bits (1: A's belief came out non-finite, 2: B's)."""
     for row in range(2):
         p = pa if row == 0 else pb
         lo = lohi[p, 0]
@@ -162,7 +150,7 @@ def _arena_match(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: 
         lh[row, 1] = lo + w - 1
     st[0] = 0
     st[1] = 0
-    update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, gtab, dtab, dsoe, res_mode, form, taps,
+    update_pair_in(dens, lh, _ZERO(), _ONE(), score, a0, beta, soe, dtab, dsoe, form, taps,
                    drift_mode, drift_rate, tail, quant, qmin, codes, st, h, ex, lpar, work)
     for row in range(2):
         p = pa if row == 0 else pb
@@ -186,22 +174,19 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                     rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
                     scores: np.ndarray, order: np.ndarray, wave_starts: np.ndarray, dtab_index: np.ndarray,
                     dtabs: np.ndarray, dsoes: np.ndarray, a0: float, beta: float, soe: np.ndarray,
-                    gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray, drift_mode: int,
+                    n1: int, form: int, taps: np.ndarray, drift_mode: int,
                     drift_rate: float, tail: float, quant: bool, qmin: int, grow: int,
                     status: np.ndarray, nt: int, advs: np.ndarray, ex: np.ndarray,
                     lpar: np.ndarray) -> tuple[np.ndarray, int]:
-    """Apply the matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave's matches on all
-    ``nt`` numba threads (they touch distinct players). Returns the arena's values (a new array
-    if it had to grow) and its new end. ``status[i] = 1`` flags local player ``i`` whose belief
-    came out non-finite. ``advs[m]``: A's side advantage in match m (an empty array: none in the
-    batch), ``ex``/``lpar`` the luck's tables for it (``shift.luck_tables``).
+    """The matches ``(slot[a[m]], slot[b[m]])`` wave by wave, each wave on ``nt`` threads: the
+    arena's values (a new array if it grew) and its end. ``status[i] = 1`` flags local player
+    ``i``'s non-finite belief; ``advs[m]`` A's side advantage (empty: none), ``ex``/``lpar`` its
+    tables (``shift.luck_tables``).
 
-    Each thread claims a wave's matches one at a time from a shared counter (``_claim``), not a
-    fixed share: matches differ in cost, and a thread the operating system pauses would hold its
-    whole share back while the others wait at the end of the wave. A thread claims its next match
-    before it runs the current one, so that its windows can be prefetched meanwhile. Which thread
+    Threads claim matches one at a time from a shared counter (``_claim``), not a fixed share:
+    matches differ in cost, and a paused thread would hold its share back while the others wait.
+    The next match is claimed first, so that its windows are prefetched meanwhile. Which thread
     runs a match changes no bit (a wave's matches share no player and no cells)."""
-    n1 = (gtab.shape[0] + 1) // 2
     nw = wave_starts.shape[0] - 1
     widest = 1
     for w in range(nw):
@@ -235,8 +220,8 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
                 k = dtab_index[m]
                 h = advs[m] if advs.shape[0] else 0.0
                 bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[2 * q],
-                                    dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k],
-                                    dsoes[k], res_mode, form, taps, drift_mode, drift_rate, tail, quant, qmin, h, ex,
+                                    dest[2 * q + 1], scores[m], dens, codes, lh, st, a0, beta, soe, dtabs[k],
+                                    dsoes[k], form, taps, drift_mode, drift_rate, tail, quant, qmin, h, ex,
                                     lpar, work)
                 if bits & 1:
                     status[a[m]] = 1
@@ -250,13 +235,11 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
 def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray,
                      rounds: np.ndarray, end: int, slot: np.ndarray, a: np.ndarray, b: np.ndarray,
                      scores: np.ndarray, dtab_index: np.ndarray, dtabs: np.ndarray, dsoes: np.ndarray, a0: float,
-                     beta: float, soe: np.ndarray, gtab: np.ndarray, res_mode: int, form: int, taps: np.ndarray,
+                     beta: float, soe: np.ndarray, n1: int, form: int, taps: np.ndarray,
                      drift_mode: int, drift_rate: float, tail: float, quant: bool, qmin: int,
                      grow: int, status: np.ndarray, advs: np.ndarray, ex: np.ndarray,
                      lpar: np.ndarray) -> tuple[np.ndarray, int]:
-    """``run_arena_waves`` on one thread, in arrival order (no schedule, no parallel launch:
-    small batches). Same arithmetic, so the same bits."""
-    n1 = (gtab.shape[0] + 1) // 2
+    """``run_arena_waves`` on one thread in arrival order (small batches), the same bits."""
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)
     lh = np.empty((2, 2), dtype=np.int64)
@@ -275,7 +258,7 @@ def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi:
         k = dtab_index[m]
         h = advs[m] if advs.shape[0] else 0.0
         bits = _arena_match(vals, start, lohi, rounds, slot[a[m]], slot[b[m]], dest[0], dest[1], scores[m],
-                            dens, codes, lh, st, a0, beta, soe, gtab, dtabs[k], dsoes[k], res_mode, form, taps,
+                            dens, codes, lh, st, a0, beta, soe, dtabs[k], dsoes[k], form, taps,
                             drift_mode, drift_rate, tail, quant, qmin, h, ex, lpar, work)
         if bits & 1:
             status[a[m]] = 1
@@ -287,9 +270,8 @@ def run_arena_serial(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi:
 @njit(cache=True, nogil=True)
 def arena_from_flat(flat: np.ndarray, offsets: np.ndarray, cells: int) -> tuple[
         np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """An arena over the beliefs ``flat[offsets[i]:offsets[i + 1]]`` themselves (``vals`` is
-    ``flat``: no copy): ``(start, cap, lohi, rounds, -1)``, or ``(..., i)`` for the first
-    belief ``Cowan.window`` would reject."""
+    """An arena over the beliefs ``flat[offsets[i]:offsets[i + 1]]`` in place (``vals`` is
+    ``flat``): ``(start, cap, lohi, rounds, -1)``, or ``i`` last for the first malformed one."""
     n = offsets.shape[0] - 1
     start = np.empty(n, dtype=np.int64)
     cap = np.empty(n, dtype=np.int64)
@@ -333,9 +315,8 @@ def gather(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.nda
 @njit(cache=True, nogil=True)
 def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds: np.ndarray, slots: np.ndarray,
                   grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``windows.moments`` and rounds of the beliefs of ``slots`` read where the arena holds them
-    (no ``gather`` of their windows first): ``(means, sds, rounds, -1)``, or ``(..., k)`` for the
-    first slot whose belief ``Cowan.summary`` would reject."""
+    """``windows.moments`` and rounds of the beliefs of ``slots``, read in place: ``(means, sds,
+    rounds, -1)``, or ``k`` last for the first slot whose belief ``Cowan.summary`` would reject."""
     n = slots.shape[0]
     means = np.empty(n)
     sds = np.empty(n)
@@ -356,10 +337,9 @@ def moments_slots(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, rounds:
 
 @njit(cache=True, nogil=True)
 def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndarray, size: int) -> int:
-    """Move the windows of slots ``0..size-1`` down to the front of ``vals``, back to back in
-    the order they lie (each keeping its reserved cells), in place: a slot's cells only move
-    toward the front, past cells no slot holds any more, so no new arena is needed. ``start``
-    is updated; returns the new end."""
+    """Move the windows of slots ``0..size-1`` to the front, back to back in the order they lie
+    (each keeping its reserve), in place: cells only move toward the front, past cells no slot
+    holds. Returns the new end."""
     order = np.argsort(start[:size])
     pos = 0
     for k in range(size):
@@ -374,15 +354,13 @@ def _compact(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: np.ndar
 
 
 def _anonymous_map(nbytes: int) -> mmap.mmap:
-    """``nbytes`` of private anonymous memory (not shared: a shared anonymous mapping cannot
-    grow by ``mremap``, its pages past the first size fault with SIGBUS)."""
+    """``nbytes`` of private anonymous memory (a shared one cannot grow by ``mremap``: SIGBUS)."""
     return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
 class CowanArena(Arena):
-    """The Cowan beliefs of one pool in one arena, by slot (module docstring): ``add`` appends
-    validated beliefs, ``Cowan.rate_arena`` rates matches between slots in place, ``beliefs``
-    gives them back, bit for bit those of the belief arrays the same matches give."""
+    """One pool's beliefs by slot (module docstring): ``add``, ``Cowan.rate_arena`` in place,
+    ``beliefs`` back, bit for bit those of the belief arrays the same matches give."""
 
     def __init__(self, cells: int, grow: int) -> None:
         #: grid cells (n + 1) and the most a window can grow on each side in one match
@@ -418,17 +396,12 @@ class CowanArena(Arena):
     def reserve(self, cells: int) -> None:
         """Room for ``cells`` more values after ``end``, by a quarter more at least.
 
-        The values are a view of an anonymous private mapping, which grows by ``mremap``
-        (``mmap.resize``): the kernel moves the block's pages instead of copying them, so the old
-        and the new block never exist at once, and the new cells are not written at all (a page
-        is handed out zeroed when first written), where ``ndarray.resize`` would zero-fill the
-        whole reserve, most of which no window ever reaches. Nothing reads a cell past the
-        windows: a window is written where ``_layout`` places it before any match reads it, and
-        the cells between a window's width and its ``cap`` are never read.
-
-        Should a view of the values be held (the mapping then refuses to move), the system have no
-        ``mremap``, or ``vals`` be an array the kernel made when it grew the arena itself, the
-        values are copied into a new mapping."""
+        The values view an anonymous private mapping grown by ``mremap`` (``mmap.resize``): pages
+        move instead of being copied, so old and new block never coexist, and new cells are not
+        written (a page is zeroed when first written), where ``ndarray.resize`` would zero-fill a
+        reserve no window mostly reaches. No cell past a window is ever read. If a view is held
+        elsewhere, there is no ``mremap``, or the kernel grew ``vals`` itself, the values are
+        copied into a new mapping."""
         need = self.end + cells
         if need <= self.vals.shape[0]:
             return
@@ -448,8 +421,7 @@ class CowanArena(Arena):
         self._map, self.vals, self._mapped = new, vals, vals
 
     def add(self, beliefs: Sequence[Belief]) -> IntArray:
-        """Append validated belief arrays (``[lo, rounds, p...]``) with room for a match's
-        growth in place; returns their slots."""
+        """Append validated beliefs with room for a match's growth; returns their slots."""
         n = len(beliefs)
         slots = np.arange(self.size, self.size + n, dtype=np.int64)
         if n == 0:
@@ -472,8 +444,7 @@ class CowanArena(Arena):
         return slots
 
     def add_copies(self, belief: Belief, n: int) -> IntArray:
-        """``add([belief] * n)`` by columns: the same window and reserve for every slot, written in
-        a few numpy calls instead of a Python loop over the new players."""
+        """``add([belief] * n)`` in a few numpy calls instead of a loop over the new players."""
         slots = np.arange(self.size, self.size + n, dtype=np.int64)
         if n == 0:
             return slots
@@ -517,7 +488,7 @@ class CowanArena(Arena):
         return split(*gather(self.vals, self.start, self.lohi, self.rounds, slots))
 
     def compact(self) -> None:
-        """Drop the cells no slot uses any more (windows that moved), in place; each slot keeps its reserve."""
+        """Drop the cells windows that moved left behind, in place."""
         self.end = _compact(self.vals, self.start, self.cap, self.lohi, self.size)
 
     def live_cells(self) -> int:

@@ -2,8 +2,8 @@
 
 Why this format
 ---------------
-A belief is a smooth distribution on ~300–850 grid cells; float64 would cost 8 bytes a
-cell. Its log-density is smooth, so we store it quantised and predictively coded:
+A belief is a smooth distribution on ~300–850 grid cells (8 bytes a cell as float64) with a
+smooth log-density, so it is stored quantised and predictively coded:
 
 * window: the cells ``[first, last]`` outside of which every cell is below
   ``τ = 1e-12 / 4097`` of the peak (so the dropped mass is ≤ 1e-12 whatever the shape,
@@ -18,13 +18,10 @@ cell. Its log-density is smooth, so we store it quantised and predictively coded
 
 Layout: ``0x43`` tag, LEB128 varints ``lo``, ``m`` (cells), ``rounds``, then the ``m``
 residuals as nibbles, low nibble first, padded with a zero nibble to a whole byte.
-Decoding is ``exp(q·δ)`` normalised. Because the quantisation is anchored
-to the peak and the window rule works on the integers ``q``, re-encoding a decoded belief
-reproduces the same bytes: ``decode(encode(decode(encode(b)))) == decode(encode(b))``.
-
-The quantise / window / dequantise steps are ``stream.ratings.cowan.quant``'s njit
-functions, which Cowan's kernels also run after every match: beliefs the system returns
-are already ``decode(encode(b))`` bit for bit (``CowanFastPath.canonical_state``).
+Decoding is ``exp(q·δ)`` normalised. The quantisation is anchored to the peak and the window
+rule works on the integers ``q``, so re-encoding a decoded belief reproduces its bytes. The steps
+are ``quant``'s, which the kernels also run after every match: beliefs the system returns are
+already ``decode(encode(b))`` bit for bit (``CowanFastPath.canonical_state``).
 """
 
 from __future__ import annotations

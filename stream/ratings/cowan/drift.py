@@ -1,11 +1,9 @@
-"""The drift step of Cowan's kernels (``kernels.update_pair_in``): each new posterior convolved
-with the drift kernel, renormalised, its tails trimmed, written back to its row.
+"""The drift step of ``kernels.update_pair_in``: each new posterior convolved with the drift
+kernel, renormalised, its tails trimmed, written back to its row.
 
-Besides the convolution the step is two running sums per player (the mass, then the mass kept
-after the trim), latency-bound chains of additions, so each runs beside other work: the mass
-inside the taps' convolution (``lanes.convolve_taps``), the kept masses of both players in one
-loop. Each sum still adds its own cells in ascending order from ``0.0``: the bits of one
-player at a time (tested against a plain-Python drift of one player).
+Besides the convolution it is two running sums a player (mass, then mass kept), latency-bound
+chains run beside other work: the mass inside ``lanes.convolve_taps``, both players' kept masses
+in one loop. Each sum adds its cells in ascending order from ``0.0``: one player's bits (tested).
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ def _drift_conv(
     work: np.ndarray,
 ) -> tuple[np.ndarray, int, float]:
     """The window ``post[0 : hi−lo+1]`` convolved with the drift kernel: ``(buf, nlo, total)``,
-    ``buf[x]`` the value of cell ``nlo + x``; with the taps, ``total`` is ``Σ buf`` (one running
-    sum in ascending order from ``0.0``, taken by ``convolve_taps``), else 0.0. ``buf`` and
-    the padded input are views of ``work`` (``2·n1 + len(taps)`` cells, any values): scratch
-    the caller keeps from match to match instead of two new arrays a player and match."""
+    ``buf[x]`` cell ``nlo + x``, ``total`` ``Σ buf`` with the taps (``convolve_taps``), else 0.0.
+    ``buf`` and the padded input are views of ``work`` (``2·n1 + len(taps)`` cells, any values)."""
     m = hi - lo + 1
     if drift_mode == DRIFT_TAPS:
         half = (taps.shape[0] - 1) // 2
@@ -116,10 +112,8 @@ def _drift_and_store_pair_in(
     post_b: np.ndarray, lb: int, hb: int, row_b: np.ndarray, bounds_b: np.ndarray,
     taps: np.ndarray, drift_mode: int, drift_rate: float, tail: float, work: np.ndarray,
 ) -> None:
-    """For each player: convolve the window ``post[0 : hi−lo+1]`` with the drift kernel,
-    renormalise, trim tails holding ≤ ``tail`` of the mass on each side, and write it to ``row``
-    (zeroing the old window first); ``bounds`` receives the new ``[lo, hi]``; ``work``: scratch of
-    ``2·(2·n1 + len(taps))`` cells."""
+    """Each player's window ``post[0 : hi−lo+1]`` drifted, tails of ≤ ``tail`` of the mass a side
+    trimmed, renormalised, stored (``_store``); ``work``: ``2·(2·n1 + len(taps))`` cells."""
     n1 = row_a.shape[0]
     per = 2 * n1 + taps.shape[0]
     buf_a, nlo_a, total_a = _drift_conv(post_a, la, ha, taps, drift_mode, drift_rate, n1, work[:per])

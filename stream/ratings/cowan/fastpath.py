@@ -15,8 +15,7 @@ from stream.ratings.fastpath import Arena, ArenaMatches, FastPath
 
 
 class CowanFastPath(FastPath, ArenaMatches):
-    #: Cowan's kernels quantise every belief after every match with the codec's own functions
-    #: (``quant``), so what ``rate_matches`` returns is what a store round trip gives back
+    #: the kernels quantise every belief after every match (``quant``): a store round trip changes nothing
     canonical_state: ClassVar[bool] = True
     system_type = Cowan
     system: Cowan
@@ -32,11 +31,10 @@ class CowanFastPath(FastPath, ArenaMatches):
         return super().summary_many(beliefs) if out is None else out
 
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
-        """``summary_many`` of the slots' beliefs, their moments read where the arena holds them
-        (``CowanArena.moments``: the very values ``summary_many`` would read from their copies)."""
+        """``summary_many`` of the slots' beliefs, their moments read in place (``CowanArena.moments``)."""
         if not isinstance(arena, CowanArena):
             raise TypeError("a Cowan arena is needed")
-        means, sds, rounds, bad = arena.moments(slots, self.system.model.grid)  # (read in place, not gathered)
+        means, sds, rounds, bad = arena.moments(slots, self.system.model.grid)
         if bad >= 0:  # a malformed belief: ``summary`` names the fault
             return super().summary_many(arena.beliefs(slots))
         return self._of_moments(means, sds, rounds)

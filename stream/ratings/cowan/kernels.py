@@ -1,45 +1,28 @@
 """numba kernels of Cowan's system on the uniform grid (the hot path of ``cowan.Cowan``).
 
-Why this layout
----------------
-A match works on two dense rows of ``n + 1`` cells, zero outside each player's window
-``[lo, hi]`` (inclusive grid indices): only the window's cells cost, so an established player
-(~300 cells) is far cheaper than the full grid.
+A match works on two dense rows of ``n + 1`` cells, zero outside each player's window ``[lo, hi]``:
+only the window's cells cost, so an established player (~300 cells) is far cheaper than the grid.
 
-One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)``, ``g(d) = Λ(x_i, x_k)`` depending only
-on ``d = i − k`` on a uniform grid. We split ``g = H + R`` (paper §4): ``H(d) = a0 + β·[d > 0] +
-β/2·[d = 0]``, a running sum (Alg. 4.3), and ``R(d) = −β·sign(d)·φ(|d|)`` with ``φ`` a short sum
-of exponentials ``Re Σ_j c_j z_j^|d|`` (one exact term for the Laplace luck; for the logistic a
-matrix-pencil fit with free complex rates, ``model.fit_exp_sum``), so ``Σ_k ρ(k) R(i − k)`` is
-two O(n) recursions, a forward and a backward sweep. Draws in the paper's form need the kernel
-``D(d) = g(d)^θ g(−d)^(1−θ)``, whose branch point near the real axis defeats the fixed rates
-``e^(−jh)`` but not free complex ones (~9 terms each side), so ``draw_lik`` sweeps too; the
-fallback (a fit not good enough, or ``residual`` direct/fft) is a convolution over the cells
-that carry mass: a radix-2 FFT for big windows, a direct sum for small ones.
+One side of a match needs ``W(i) = Σ_k ρ_opp(k) g(i − k)``, ``g(d) = Λ(x_i, x_k)`` (a function of
+``d = i − k`` on a uniform grid). We split ``g = H + R`` (paper §4): ``H(d) = a0 + β·[d > 0] +
+β/2·[d = 0]``, a running sum (Alg. 4.3), and ``R(d) = −β·sign(d)·φ(|d|)``, ``φ`` a short sum of
+exponentials ``Re Σ_j c_j z_j^|d|`` (``model.fit_exp_sum``), so ``Σ_k ρ(k) R(i − k)`` is a forward
+and a backward O(n) sweep. The paper's draw kernel ``D(d) = g(d)^θ g(−d)^(1−θ)`` has a branch point
+near the real axis that defeats fixed rates but not free complex ones, so ``draw_lik`` sweeps too;
+should its fit miss, a draw is a convolution (``_conv``: FFT for big windows, else a direct sum).
+Wins take ``lanes.win_lik_pair``: both players' four sweeps as the lanes of one vector, same bits.
 
-The sweeps are bound by each state's loop-carried chain, not by the number of terms: with the
-states in arrays every step is store → load → add → mul → store. ``_sweep_r4c6`` (θ = ½ draws)
-holds them in scalars instead, and wins take ``lanes.win_lik_pair``: both players' forward and
-backward sweeps are four independent runs of the identical operations, run as the lanes of
-vectors (``simd``). Both do the generic loops' operations in their order, so give their bits.
-A batch keeps each thread's scratch (``update_pair_in``'s ``work``) from match to match.
+Loops run over a view of the window (``row[lo : hi + 1]`` from 0), not ``row[lo + t]``: numba's
+check of every computed index for a negative value keeps LLVM from vectorising the loop.
 
-Loops over a window run over a view of it (``row[lo : hi + 1]`` indexed from 0), not over
-``row[lo + t]``: numba checks every computed index for a negative value, a select on each
-element's address that keeps LLVM from vectorising the loop.
+A match with a side advantage (``h != 0``) takes no sweep: its luck is a new function of ``i − k``
+for every ``h``, tabulated for the match (``shift``) and convolved (``shifted_lik``).
 
-A match with a side advantage (``h != 0``) takes neither sweep: its luck is a new function of
-``i − k`` for every ``h``, tabulated for the match (``shift``) and convolved (``shifted_lik``).
-
-Every kernel is ``cache=True, nogil=True`` and deliberately *not* ``fastmath``: with
-reassociation allowed LLVM vectorises reductions with an alignment-dependent split, and a match
-run on another thread (other heap addresses) came out different in the last bit. So the batch
-entry points (``arena``, parallel or serial) and ``rate_pair`` (one match, the service's common
-case), which all run ``update_pair_in``, give the same bits as one match at a time.
-
-The stored state is quantised (``codec``): ``update_pair_in`` ends by quantising both new
-beliefs with the codec's own functions (``quant``), so the belief after every match is what a
-store round trip gives back, and results do not depend on where batch boundaries fall.
+No kernel is ``fastmath``: with reassociation LLVM splits reductions by alignment, and a match run
+on another thread came out different in the last bit. So every entry point (the arena's, parallel
+or serial, and ``rate_pair``) runs ``update_pair_in`` with the bits of one match at a time, which
+ends by quantising both beliefs with the codec's own functions (``quant``): the belief after every
+match is what a store round trip gives back, wherever batch boundaries fall.
 """
 
 from __future__ import annotations
@@ -55,10 +38,6 @@ from stream.ratings.cowan.lanes import win_lik_pair
 from stream.ratings.cowan.quant import _FALSE, _ONE, _TRUE, _ZERO, canonicalise_row
 from stream.ratings.cowan.shift import shifted_draw, shifted_luck
 
-# residual modes
-RES_SOE = 0  # sum of exponentials (two sweeps)
-RES_DIRECT = 1  # direct windowed sum with the tabulated g
-RES_FFT = 2  # FFT convolution with the tabulated g (for comparison)
 # draw forms
 FORM_PAPER = 0
 FORM_BLATMMR = 1
@@ -77,12 +56,9 @@ def _soe_step(
     ci: np.ndarray,
     r_i: float,
 ) -> float:
-    """``Re Σ_j c_j s_j`` then ``s_j ← z_j (s_j + r_i)``, real terms (rates ``rr``,
-    coefficients ``rc``, states ``st``) first, then complex ones as real pairs.
-
-    Plain loops in a fixed order: the reduction chain is off the critical path (the next
-    step only needs the states), and without ``fastmath`` the result never depends on how
-    the compiler vectorised or on array alignment."""
+    """``Re Σ_j c_j s_j`` then ``s_j ← z_j (s_j + r_i)``, real terms (rates ``rr``, coefficients
+    ``rc``, states ``st``) first, then complex ones as real pairs, in a fixed order (no
+    ``fastmath``: the bits never depend on vectorisation or alignment)."""
     acc = 0.0
     for j in range(rr.shape[0]):
         acc += rc[j] * st[j]
@@ -114,9 +90,8 @@ def _soe_views(
 
 @njit(cache=True, nogil=True)
 def _direct(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
-    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]`` by whole-row updates: the inner loop
-    runs over i with unit stride in ``out`` and ``tab`` (vectorisable without
-    reassociation; every ``out[i]`` still sums over k in ascending order)."""
+    """``out[i − lo] = Σ_k rho[k] tab[i − k + n]`` by whole-row updates: the inner loop over i
+    vectorises without reassociation (each ``out[i]`` still sums over ascending k)."""
     n = (tab.shape[0] - 1) // 2
     m = hi - lo + 1
     for t in range(m):
@@ -173,9 +148,8 @@ def _fft(re: np.ndarray, im: np.ndarray, size: int, inverse: bool) -> None:
 
 @njit(cache=True, nogil=True)
 def _fft_conv(rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, tab: np.ndarray, out: np.ndarray) -> None:
-    """``_direct`` by one complex FFT pair: x = rho window, y = tab on the needed offsets
-    packed as x + i·y; circular length ≥ |out| + |x| − 1 (the wrap lands outside the
-    cells we keep). Agrees with the direct sum to ~1e-16 of the largest term."""
+    """``_direct`` by one complex FFT pair of x + i·y (x the rho window, y tab on the offsets
+    needed), circular length ≥ |out| + |x| − 1; within ~1e-16 of the largest term."""
     n = (tab.shape[0] - 1) // 2
     m = hi - lo + 1
     mo = hi_o - lo_o + 1
@@ -216,8 +190,8 @@ SWEEP_CPLX = 4
 
 @njit(cache=True, nogil=True, inline="always")
 def _takes_r3c4(soe: np.ndarray) -> bool:
-    """Whether ``win_lik_pair`` takes the sum ``soe``: it fits, and is not so short that the zero
-    slots would cost more than they save (the Laplace variant's single term stays on ``win_lik``)."""
+    """Whether ``win_lik_pair`` takes ``soe``: it fits, and is not so short that zero slots cost
+    more than they save (the Laplace variant's single term stays on ``win_lik``)."""
     nr = int(soe[0])
     nc = int(soe[1])
     return nr <= SWEEP_REAL and nc <= SWEEP_CPLX and nr + nc >= SWEEP_REAL + SWEEP_CPLX - 2
@@ -233,21 +207,10 @@ def win_lik(
     a0: float,
     beta: float,
     soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
     out: np.ndarray,
 ) -> None:
-    """``out[i − lo] = Σ_k rho[k] g(i − k)`` for ``i ∈ [lo, hi]``, ``k ∈ [lo_o, hi_o]``.
-
-    ``rho`` is the opponent's full-grid row; ``gtab[d + n] = g(d)`` is used by the
-    direct mode only.
-    """
-    if res_mode == RES_DIRECT:
-        _direct(rho, lo_o, hi_o, lo, hi, gtab, out)
-        return
-    if res_mode == RES_FFT:
-        _fft_conv(rho, lo_o, hi_o, lo, hi, gtab, out)
-        return
+    """``out[i − lo] = Σ_k rho[k] g(i − k)`` for ``i ∈ [lo, hi]``, ``k ∈ [lo_o, hi_o]``
+    (``rho``: the opponent's full-grid row)."""
     total = 0.0
     for k in range(lo_o, hi_o + 1):
         total += rho[k]
@@ -280,78 +243,12 @@ def win_lik(
 
 
 @njit(cache=True, nogil=True)
-def _sweep_r4c6(
-    rho: np.ndarray, soe: np.ndarray, base: int, first: int, step: int, count: int, keep_lo: int, keep_hi: int,
-    acc_out: np.ndarray,
-) -> None:
-    """``_soe_step`` over cells ``first, first + step, …`` (``count`` of them) for sums of ≤ 4 real
-    and ≤ 6 complex terms packed at ``soe[base]`` (the paper-form draw fits; θ = ½ has exactly 4
-    and 6), with the states in scalars instead of arrays: the same operations in the same order as
-    ``draw_lik``'s generic loop (absent terms are zero slots), so the same bits, without a
-    store-to-load round trip on each state's loop-carried chain.
-    ``acc_out[i − keep_lo] = acc(i)`` for the cells ``i ∈ [keep_lo, keep_hi]``."""
-    rr, rc, zr, zi, cr, ci = _soe_views(soe, base)
-    r = np.zeros(4)
-    c = np.zeros(4)
-    r[: rr.shape[0]] = rr
-    c[: rr.shape[0]] = rc
-    q = np.zeros(24)
-    nc = zr.shape[0]
-    q[:nc] = zr
-    q[6 : 6 + nc] = zi
-    q[12 : 12 + nc] = cr
-    q[18 : 18 + nc] = ci
-    r0, r1, r2, r3 = r[0], r[1], r[2], r[3]
-    c0, c1, c2, c3 = c[0], c[1], c[2], c[3]
-    zr0, zr1, zr2, zr3, zr4, zr5 = q[0], q[1], q[2], q[3], q[4], q[5]
-    zi0, zi1, zi2, zi3, zi4, zi5 = q[6], q[7], q[8], q[9], q[10], q[11]
-    cr0, cr1, cr2, cr3, cr4, cr5 = q[12], q[13], q[14], q[15], q[16], q[17]
-    ci0, ci1, ci2, ci3, ci4, ci5 = q[18], q[19], q[20], q[21], q[22], q[23]
-    s0 = s1 = s2 = s3 = 0.0
-    a0 = a1 = a2 = a3 = a4 = a5 = b0 = b1 = b2 = b3 = b4 = b5 = 0.0
-    i = first
-    for _ in range(count):
-        x = rho[i]
-        acc = 0.0
-        acc += c0 * s0
-        acc += c1 * s1
-        acc += c2 * s2
-        acc += c3 * s3
-        acc += cr0 * a0 - ci0 * b0
-        acc += cr1 * a1 - ci1 * b1
-        acc += cr2 * a2 - ci2 * b2
-        acc += cr3 * a3 - ci3 * b3
-        acc += cr4 * a4 - ci4 * b4
-        acc += cr5 * a5 - ci5 * b5
-        s0 = r0 * (s0 + x)
-        s1 = r1 * (s1 + x)
-        s2 = r2 * (s2 + x)
-        s3 = r3 * (s3 + x)
-        t = a0 + x
-        a0, b0 = zr0 * t - zi0 * b0, zr0 * b0 + zi0 * t
-        t = a1 + x
-        a1, b1 = zr1 * t - zi1 * b1, zr1 * b1 + zi1 * t
-        t = a2 + x
-        a2, b2 = zr2 * t - zi2 * b2, zr2 * b2 + zi2 * t
-        t = a3 + x
-        a3, b3 = zr3 * t - zi3 * b3, zr3 * b3 + zi3 * t
-        t = a4 + x
-        a4, b4 = zr4 * t - zi4 * b4, zr4 * b4 + zi4 * t
-        t = a5 + x
-        a5, b5 = zr5 * t - zi5 * b5, zr5 * b5 + zi5 * t
-        if keep_lo <= i <= keep_hi:
-            acc_out[i - keep_lo] = acc
-        i += step
-
-
-@njit(cache=True, nogil=True)
 def draw_lik(
     rho: np.ndarray, lo_o: int, hi_o: int, lo: int, hi: int, ds: np.ndarray, swap: bool, out: np.ndarray
 ) -> None:
-    """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel ``D`` given as
-    two one-sided sums of exponentials (``ds``, see ``model.pack_draw_soe``), by two O(n)
-    sweeps: ``D(d) = t₊ + Re Σ_j c₊ⱼ z₊ⱼ^d`` and ``D(−d) = t₋ + Re Σ_j c₋ⱼ z₋ⱼ^d`` for
-    d ≥ 1, ``D(0) = t₀``; ``swap`` uses ``D(−d)`` instead (the other player's side)."""
+    """``out[i − lo] = Σ_k rho[k] D(i − k)`` for the paper-form draw kernel by two O(n) sweeps of
+    its one-sided sums (``model.pack_draw_soe``): ``D(±d) = t± + Re Σ_j c±ⱼ z±ⱼ^d`` for d ≥ 1,
+    ``D(0) = t₀``; ``swap``: ``D(−d)`` instead (the other player's side)."""
     tp = ds[1]
     tm = ds[2]
     t0 = ds[3]
@@ -360,26 +257,6 @@ def draw_lik(
     if swap:
         tp, tm = tm, tp
         bp, bm = bm, bp
-    if max(int(ds[bp]), int(ds[bm])) <= 4 and max(int(ds[bp + 1]), int(ds[bm + 1])) <= 6:
-        # the same sweeps as below, states in registers (same bits)
-        start = min(lo, lo_o)
-        stop = max(hi, hi_o)
-        fw = np.empty(hi - lo + 1)
-        _sweep_r4c6(rho, ds, bp, start, _ONE(), hi - start + 1, lo, hi, fw)
-        _sweep_r4c6(rho, ds, bm, stop, -_ONE(), stop - lo + 1, lo, hi, out)
-        run = 0.0
-        for i in range(start, hi + 1):
-            r_i = rho[i]
-            if i >= lo:
-                fw[i - lo] = tp * run + t0 * r_i + fw[i - lo]
-            run += r_i
-        run = 0.0
-        for i in range(stop, lo - 1, -1):
-            r_i = rho[i]
-            if i <= hi:
-                out[i - lo] = fw[i - lo] + tm * run + out[i - lo]
-            run += r_i
-        return
     rr, rc, zr, zi, cr, ci = _soe_views(ds, bp)
     st = np.zeros(max(rr.shape[0], int(ds[bm])))
     sr = np.zeros(max(zr.shape[0], int(ds[bm + 1])))
@@ -428,10 +305,8 @@ def update_pair_in(
     a0: float,
     beta: float,
     soe: np.ndarray,
-    gtab: np.ndarray,
     dtab: np.ndarray,
     dsoe: np.ndarray,
-    res_mode: int,
     form: int,
     taps: np.ndarray,
     drift_mode: int,
@@ -468,7 +343,7 @@ def update_pair_in(
                     work[2 * n1 : 6 * n1 - 2])
     elif paper_draw:
         # A: Σ_k ρ_B(k) D(i−k); B: Σ_i ρ_A(i) D(i−k) = Σ_i ρ_A(i) Dflip(k−i), Dflip = dtab reversed
-        if res_mode == RES_SOE and dsoe[0] == 1.0:
+        if dsoe[0] == 1.0:
             draw_lik(rho_b, lb, hb, la, ha, dsoe, _FALSE(), fa)
             draw_lik(rho_a, la, ha, lb, hb, dsoe, _TRUE(), fb)
         else:
@@ -477,13 +352,13 @@ def update_pair_in(
             _conv(rho_a, la, ha, lb, hb, flip, fb)
     else:
         # W_A(i) = P(A beats B | A at i); W_B(k) = P(B beats A | B at k)
-        if res_mode == RES_SOE and _takes_r3c4(soe):
+        if _takes_r3c4(soe):
             # both sides' four sweeps as the lanes of one vector: the same bits as win_lik
             win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, fb,
                          work[2 * n1 : 2 * n1 + 6 * (max(ha, hb) - min(la, lb) + 2)])
         else:
-            win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
-            win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, gtab, res_mode, fb)
+            win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, fa)
+            win_lik(rho_a, la, ha, lb, hb, a0, beta, soe, fb)
     if not paper_draw:
         # fa, fb: W_A(i) = P(A beats B | A at i), W_B(k) = P(B beats A | B at k); the result's likelihood
         if score == 1.0:
@@ -544,7 +419,6 @@ def rate_pair(
     dtab: np.ndarray,
     dsoe: np.ndarray,
     soe: np.ndarray,
-    gtab: np.ndarray,
     taps: np.ndarray,
     fpar: np.ndarray,
     ipar: np.ndarray,
@@ -554,9 +428,9 @@ def rate_pair(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """One match on two validated belief arrays ``[lo, rounds, p...]``: ``update_pair_in`` on a
     two-row scratch matrix, without the batch set-up (the service's common case). ``fpar = [a0,
-    beta, drift_rate, tail]``, ``ipar = [res_mode, form, drift_mode, quant, qmin, n + 1]``; bit 0 /
+    beta, drift_rate, tail]``, ``ipar = [form, drift_mode, quant, qmin, n + 1]``; bit 0 /
     bit 1 of the int returned: A's / B's belief came out non-finite (quantised runs only)."""
-    n1 = ipar[5]
+    n1 = ipar[4]
     dens = np.zeros((2, n1))
     codes = np.empty((2, n1), dtype=np.int64)
     lohi = np.empty((2, 2), dtype=np.int64)
@@ -574,8 +448,8 @@ def rate_pair(
     lohi[1, 1] = lb + mb - 1
     status = np.zeros(2, dtype=np.uint8)
     update_pair_in(
-        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, gtab, dtab, dsoe, ipar[0], ipar[1], taps, ipar[2],
-        fpar[2], fpar[3], ipar[3] != 0, ipar[4], codes, status, h, ex, lpar, np.empty(work_cells(n1, taps)),
+        dens, lohi, _ZERO(), _ONE(), score, fpar[0], fpar[1], soe, dtab, dsoe, ipar[0], taps, ipar[1], fpar[2],
+        fpar[3], ipar[2] != 0, ipar[3], codes, status, h, ex, lpar, np.empty(work_cells(n1, taps)),
     )
     new_a = _belief_of(dens[0], lohi[0], bel_a[1])
     return new_a, _belief_of(dens[1], lohi[1], bel_b[1]), int(status[0]) + 2 * int(status[1])
@@ -603,17 +477,15 @@ def expected_score(
     a0: float,
     beta: float,
     soe: np.ndarray,
-    gtab: np.ndarray,
-    res_mode: int,
 ) -> float:
     """``Σ_i Σ_k ρ_A(i) g(i−k) ρ_B(k)`` (rows are full-grid, windows inclusive); A's likelihood
     by the match's own path (``update_pair_in``), the vector sweeps when they take the sum."""
     fa = np.empty(ha - la + 1)
-    if res_mode == RES_SOE and _takes_r3c4(soe):
+    if _takes_r3c4(soe):
         win_lik_pair(rho_a, la, ha, rho_b, lb, hb, a0, beta, soe, fa, np.empty(hb - lb + 1),
                      np.empty(6 * (max(ha, hb) - min(la, lb) + 2)))
     else:
-        win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, gtab, res_mode, fa)
+        win_lik(rho_b, lb, hb, la, ha, a0, beta, soe, fa)
     acc = 0.0
     for t in range(ha - la + 1):
         acc += rho_a[la + t] * fa[t]

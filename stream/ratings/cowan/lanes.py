@@ -1,16 +1,12 @@
 """Both players' win likelihoods of a match by four sweeps run as the lanes of one vector.
 
-Why: ``win_lik`` for each side of a match is a forward and a backward sweep of a sum of
-exponentials (3 real and 4 complex states), and the four sweeps of a match are independent and
-do the identical sequence of operations on different inputs. ``_sweep8_r3c4`` runs them as the
-four lanes of vectors (``simd``), two terms of each sweep in one 8-lane vector: one vector
-instruction where scalar sweeps have eight. Each lane's outputs go to an array of their own,
-indexed by cell, so that combining them (``_combine``) reads with unit stride and vectorises too.
-
-Same bits: each lane does ``win_lik``'s operations in its order (no FMA, no reassociation: see
-``simd``), on the same inputs from the same zero states. Lanes are as long as the longest
-sweep; a shorter lane runs on past its last cell, and those outputs are never read. The tests
-compare ``win_lik_pair`` with two ``win_lik`` calls bit for bit.
+Why: ``win_lik`` for each side is a forward and a backward sweep of a sum of exponentials (3 real,
+4 complex states); the four sweeps of a match are independent and do identical operations, so
+``_sweep8_r3c4`` runs them as the lanes of ``simd`` vectors, two terms of each in one 8-lane
+vector: one instruction where scalar sweeps have eight. Each lane's outputs go to their own array
+by cell, so that ``_combine`` reads with unit stride and vectorises too. Each lane does
+``win_lik``'s operations in its order from the same zero states, so the bits are ``win_lik``'s
+(tested); a shorter lane runs on past its last cell, outputs never read.
 """
 
 from __future__ import annotations
@@ -28,11 +24,8 @@ from stream.ratings.cowan.simd import (
     f64_put,
     v4_add,
     v4_get,
-    v4_load,
     v4_make,
-    v4_mul,
     v4_splat,
-    v4_store,
     v8_add,
     v8_hi,
     v8_join,
@@ -62,21 +55,17 @@ def _pair8(x: float, y: float) -> Any:
 @njit(cache=True, nogil=True)
 def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: int, stop: int, steps: int,
                  ys: np.ndarray) -> None:
-    """Four sweeps at once, ``steps`` cells each: sweep 0 forward over ``rho_b`` from cell
-    ``start``, sweep 1 backward over ``rho_b`` from ``stop``, sweeps 2 and 3 the same over
-    ``rho_a``. The sum of exponentials is packed at ``soe[0]`` as in ``kernels._soe_views``
-    (≤ 3 real, ≤ 4 complex terms; absent ones are zero slots). Every cell read lies in
-    ``[start, stop]`` as long as ``steps ≤ stop − start + 1``.
+    """Four sweeps of ``steps`` cells: 0 forward over ``rho_b`` from ``start``, 1 backward over
+    ``rho_b`` from ``stop``, 2 and 3 the same over ``rho_a``; the sum packed at ``soe[0]`` as for
+    ``kernels._soe_views`` (≤ 3 real, ≤ 4 complex terms, absent ones zero slots).
 
-    Lanes 0-3 of a vector hold the four sweeps' states of one term, lanes 4-7 of another (real
-    terms 0 | 1 and 2 | the running sum of the inputs, ``(run + x)·1.0``, a product with 1.0
-    being exact; complex terms 0 | 1 and 2 | 3); ``acc`` adds the scalar sweep's products in its
-    order, taken from the vectors' halves.
+    Lanes 0-3 hold the four sweeps' states of one term, lanes 4-7 of another (real terms 0 | 1
+    and 2 | the running sum ``(run + x)·1.0``, exact; complex 0 | 1 and 2 | 3); ``acc`` adds the
+    scalar sweep's products in its order.
 
-    Outputs, by cell (``size = stop − start + 2``; cell ``i`` at ``i − start``): the sum before
-    each step's update of sweep ``k`` in ``ys[k·size …]``, the running sums of sweeps 0 and 2
-    before each step (from ``0.0``) in ``ys[4·size …]`` and ``ys[5·size …]``, there also after
-    the last step (at ``steps``)."""
+    Outputs by cell (``size = stop − start + 2``, cell ``i`` at ``i − start``): sweep ``k``'s sum
+    before each update in ``ys[k·size …]``, the running sums of sweeps 0 and 2 before each step
+    in ``ys[4·size …]`` and ``ys[5·size …]``, and after the last one (at ``steps``)."""
     nr = int(soe[0])
     nc = int(soe[1])
     r = 2  # the parts of the sum, as in ``_soe_views``: rates, coefs (real); Re z, Im z, Re c, Im c
@@ -137,11 +126,9 @@ def _sweep8_r3c4(soe: np.ndarray, rho_a: np.ndarray, rho_b: np.ndarray, start: i
 @njit(cache=True, nogil=True)
 def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int, hb: int, a0: float,
                  beta: float, soe: np.ndarray, fa: np.ndarray, fb: np.ndarray, ys: np.ndarray) -> None:
-    """``win_lik(rho_b, lb, hb, la, ha, …, fa)`` and ``win_lik(rho_a, la, ha, lb, hb, …, fb)``
-    (the sum-of-exponentials mode with a sum ``kernels._takes_r3c4`` takes) in one pass of
-    ``_sweep8_r3c4``; ``ys`` is scratch of at least ``6·(stop − start + 2)`` cells. Rows are zero
-    outside their windows; a lane that runs past its last cell reads cells of its row up to
-    ``stop`` (or down to ``start``), and what it computes there is never read."""
+    """``win_lik(rho_b, lb, hb, la, ha, …, fa)`` and ``win_lik(rho_a, la, ha, lb, hb, …, fb)`` for
+    a sum ``kernels._takes_r3c4`` takes, in one ``_sweep8_r3c4``; ``ys``: scratch of at least
+    ``6·(stop − start + 2)`` cells."""
     start = min(la, lb)
     stop = max(ha, hb)
     # lanes: 0 forward over rho_b (A's side), 1 backward over rho_b, 2 forward over rho_a, 3 backward over rho_a
@@ -161,13 +148,10 @@ def win_lik_pair(rho_a: np.ndarray, la: int, ha: int, rho_b: np.ndarray, lb: int
 @njit(cache=True, nogil=True, inline="always")
 def _combine(rho: np.ndarray, off: int, m: int, fw: np.ndarray, bw: np.ndarray, run: np.ndarray, total: float,
              a0: float, beta: float, out: np.ndarray) -> None:
-    """``win_lik``'s last loop on one side's forward sweep ``fw``, backward sweep ``bw`` and
-    running sum ``run`` (each indexed by cell − start; ``off`` = lo − start, ``rho`` the
-    cells lo … hi): the same expression, so the same bits; every array read with unit stride,
-    so the loop vectorises (each output on its own: no reordering of any sum). ``win_lik``'s
-    ``total`` (the opponent's cells ``lo_o … hi_o`` from ``0.0``) is the forward lane's sum
-    after its last step: the cells it adds besides (before ``lo_o``, after ``hi_o``) are
-    ``+0.0``, which leave a sum of non-negative values unchanged."""
+    """``win_lik``'s last loop, the same expression, on one side's sweeps ``fw``, ``bw`` and
+    running sum ``run`` (indexed by cell − start; ``off`` = lo − start, ``rho`` the cells lo … hi),
+    with unit strides so that it vectorises. ``total`` is the forward lane's sum after its last
+    step: the cells it adds besides ``lo_o … hi_o`` are ``+0.0``, which change no such sum."""
     f = fw[off : off + m]
     b = bw[off : off + m]
     r = run[off : off + m]
@@ -178,11 +162,9 @@ def _combine(rho: np.ndarray, off: int, m: int, fw: np.ndarray, bw: np.ndarray, 
 @njit(cache=True, nogil=True)
 def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray) -> float:
     """``buf[x] = Σ_t taps[t]·pad[x + t]`` for ``x < width``, each sum from ``0.0`` in ascending
-    ``t`` (the drift's direct convolution, same bits): thirty-two outputs at a time as the lanes
-    of four 8-lane vectors whose sums stay in registers (four independent chains of adds hide
-    their latency), then sixteen as four 4-lane vectors, then one by one. Returns ``Σ_x buf[x]``,
-    one running sum from ``0.0`` in ascending ``x`` (the drift's mass), a latency-bound chain
-    that here runs beside the products of the next outputs."""
+    ``t``: thirty-two outputs at a time as four 8-lane vectors kept in registers (four chains of
+    adds hide their latency), then one by one. Returns ``Σ_x buf[x]`` in ascending ``x`` from
+    ``0.0`` (the drift's mass), a latency-bound chain run beside the next outputs' products."""
     nt = taps.shape[0]
     zero8 = v8_splat(0.0)
     total = 0.0
@@ -202,22 +184,6 @@ def convolve_taps(pad: np.ndarray, taps: np.ndarray, width: int, buf: np.ndarray
         for j in range(8 * LANES):
             total += buf[x + j]
         x += 8 * LANES
-    zero = v4_splat(0.0)
-    while x + 4 * LANES <= width:
-        s0 = s1 = s2 = s3 = zero
-        for t in range(nt):
-            w = v4_splat(taps[t])
-            s0 = v4_add(s0, v4_mul(w, v4_load(pad, x + t)))
-            s1 = v4_add(s1, v4_mul(w, v4_load(pad, x + t + LANES)))
-            s2 = v4_add(s2, v4_mul(w, v4_load(pad, x + t + 2 * LANES)))
-            s3 = v4_add(s3, v4_mul(w, v4_load(pad, x + t + 3 * LANES)))
-        v4_store(buf, x, s0)
-        v4_store(buf, x + LANES, s1)
-        v4_store(buf, x + 2 * LANES, s2)
-        v4_store(buf, x + 3 * LANES, s3)
-        for j in range(4 * LANES):
-            total += buf[x + j]
-        x += 4 * LANES
     while x < width:
         acc = 0.0
         for t in range(nt):

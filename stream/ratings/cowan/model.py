@@ -36,11 +36,11 @@ DRAW_SOE_MAX_ERR = 2e-13
 def fit_exp_sum(
     y: npt.ArrayLike, max_terms: int = 24, tol: float = 2e-14
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Rates ``z_j`` (complex, |z_j| < 1, one of each conjugate pair) and coefficients ``c_j`` with
-    ``Re Σ_j c_j z_j^d ≈ y[d − 1]`` for d = 1..len(y), and the max error, by matrix pencil (the
-    eigenvalues of the shift operator on the dominant right singular vectors of ``y``'s Hankel
-    matrix, then a real least-squares fit), more terms until the error is ≤ ``tol``. Free complex
-    rates are what makes the paper-form draw kernel short (its branch point defeats fixed rates)."""
+    """Rates ``z_j`` (complex, |z_j| < 1, one per conjugate pair), coefficients ``c_j`` with ``Re Σ_j
+    c_j z_j^d ≈ y[d − 1]`` (d = 1..len(y)) and the max error, by matrix pencil (the shift operator's
+    eigenvalues on the dominant right singular vectors of ``y``'s Hankel matrix, then real least
+    squares), more terms until the error is ≤ ``tol``. Free complex rates keep the paper-form draw
+    kernel short (its branch point defeats fixed rates)."""
     ya = np.asarray(y, dtype=float)
     n = ya.shape[0]
     if n == 0 or float(np.max(np.abs(ya))) == 0.0:
@@ -72,12 +72,11 @@ def fit_exp_sum(
     return best
 
 
-#: The residual fit of the default grid (n = 1000, M = 7: h = 0.014; 16 terms allowed), frozen
-#: bit for bit as a ``pack_soe`` row (``float.hex``). Why: the matrix pencil's eigenvalues come
-#: from LAPACK, whose code path differs by CPU, and so do the fit's last bits, even its split into
-#: real and complex rates; workers on different CPUs would rate the same pool differently. It is
-#: ``_fit_residual(1000, 0.014, 16)`` with 3 real + 4 complex terms; ``_residual_soe`` checks it
-#: against the local target before use. Other grids are fitted at start (CPU-dependent bits).
+#: The residual fit of the default grid (n = 1000, M = 7: h = 0.014; 16 terms allowed) frozen bit
+#: for bit as a ``pack_soe`` row: the matrix pencil's eigenvalues come from LAPACK, whose code path
+#: (so the fit's last bits, even its split into real and complex rates) differs by CPU, and workers
+#: on different CPUs would rate a pool differently. ``_fit_residual(1000, 0.014, 16)``, 3 real + 4
+#: complex terms, checked against the local target before use; other grids are fitted at start.
 _FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
     (1000, 0.014, 16): (
         "0x1.8000000000000p+1", "0x1.0000000000000p+2", "0x1.f8e1c6fe8d896p-1", "0x1.f1dce3391a530p-1",
@@ -92,10 +91,9 @@ _FROZEN_RESIDUALS: dict[tuple[int, float, int], tuple[str, ...]] = {
 #: a frozen fit is used only if it fits this machine's target within this (it fits to ~2e-15)
 _FROZEN_MAX_ERR = 1e-14
 
-#: The paper-form draw fit of the default model at score ½ (n = 1000, M = 7, β = 0.8, logistic
-#: luck), frozen for the same reason as ``_FROZEN_RESIDUALS``: ``pack_soe`` of the one-sided
-#: kernel ``D(d) − t₊``, d = 1..n (symmetric at ½, so one row serves both sides). Printed by
-#: ``[x.hex() for x in Cowan()._dsoe(0.5)[5:5 + int(Cowan()._dsoe(0.5)[4]) - 5]]`` before freezing.
+#: The paper-form draw fit of the default model at score ½ (n = 1000, M = 7, β = 0.8, logistic),
+#: frozen likewise: ``pack_soe`` of the one-sided kernel ``D(d) − t₊``, d = 1..n (symmetric at ½:
+#: one row serves both sides), as ``Cowan()._dsoe(0.5)[5 : int(row[4])]`` printed in hex.
 _FROZEN_DRAW_FITS: dict[tuple[int, float, float, float], tuple[str, ...]] = {
     (1000, 7.0, 0.8, 0.5): (
         "0x1.0000000000000p+1", "0x1.8000000000000p+2", "0x1.f8e1c6fe1a1c7p-1", "0x1.f1dd24b6bea2fp-1",
@@ -131,14 +129,18 @@ def _residual_target(n: int, h: float) -> tuple[np.ndarray, np.ndarray]:
 def _residual_soe(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
     """``pack_soe`` of φ(d) = 1/(1 + e^(dh)), d = 1..n, and its max error: the frozen fit of
     the default grid (``_FROZEN_RESIDUALS``) when it fits here, else ``_fit_residual``."""
-    frozen = _FROZEN_RESIDUALS.get((n, h, terms))
-    if frozen is not None:
-        soe = np.array([float.fromhex(x) for x in frozen])
-        target, dd = _residual_target(n, h)
-        err = float(np.max(np.abs(soe_values(soe, dd) - target)))
-        if err <= _FROZEN_MAX_ERR:
-            return soe, err
-    return _fit_residual(n, h, terms)
+    thawed = thaw(_FROZEN_RESIDUALS.get((n, h, terms)), _residual_target(n, h)[0], _FROZEN_MAX_ERR)
+    return thawed if thawed is not None else _fit_residual(n, h, terms)
+
+
+def thaw(hexes: tuple[str, ...] | None, target: np.ndarray, max_err: float) -> tuple[np.ndarray, float] | None:
+    """A frozen ``pack_soe`` row (``float.hex``) and its max error against ``target`` (d = 1..len),
+    or None if there is none or it misses ``max_err`` on this machine."""
+    if hexes is None:
+        return None
+    soe = np.array([float.fromhex(x) for x in hexes])
+    err = float(np.max(np.abs(soe_values(soe, np.arange(1, target.shape[0] + 1, dtype=float)) - target)))
+    return (soe, err) if err <= max_err else None
 
 
 def _fit_residual(n: int, h: float, terms: int) -> tuple[np.ndarray, float]:
@@ -187,7 +189,6 @@ class Model:
     beta: float
     soe: np.ndarray  # pack_soe of φ (the residual's exponential sum)
     gtab: np.ndarray  # g(d), d = −n..n
-    res_mode: int
     form: int
     taps: np.ndarray  # drift taps (DRIFT_TAPS) or [w0] (DRIFT_EXP)
     full_taps: np.ndarray  # the drift kernel on d = −n..n (naive path) or the short taps
@@ -197,19 +198,15 @@ class Model:
 
 
 def exp_exact(x: Any) -> np.ndarray:
-    """``exp`` of every element, correctly rounded (40-digit ``decimal``, then to float64).
-
-    Why not ``np.exp``: numpy picks its exp code by CPU, and the loops differ in the last bit, so
-    tables built with it could differ between two workers' CPUs and so could their ratings. The
-    model tables are built once per grid (cached), so the cost does not matter; sums of them use
-    ``math.fsum`` for the same reason."""
+    """``exp`` of every element, correctly rounded (40-digit ``decimal``). Not ``np.exp``: numpy
+    picks its code by CPU, differing in the last bit, and so would two workers' ratings. Built once
+    per grid (cached); sums of these tables use ``math.fsum`` for the same reason."""
     return _decimal_map(x, "exp")
 
 
 def pow_exact(x: np.ndarray, e: float) -> np.ndarray:
-    """``x ** e`` with the same bits on every CPU (numpy's power, like its exp, picks its code
-    by CPU): ``sqrt`` (IEEE, correctly rounded) when e = ½, exact shortcuts for 0 and 1, else
-    40-digit ``decimal``."""
+    """``x ** e`` with the same bits on every CPU (numpy's power picks its code by CPU): ``sqrt``
+    at e = ½ (correctly rounded), exact at 0 and 1, else 40-digit ``decimal``."""
     if e == 0.5:
         return np.sqrt(x)
     if e == 1.0:

@@ -1,23 +1,17 @@
 """The quantisation core of Cowan beliefs, shared by the codec and the kernels.
 
-Why a module of its own: a Cowan belief is *stored* quantised (``codec``). If the kernels carried
-unquantised beliefs from match to match and quantised only when a batch is stored, results would
-depend on how matches are batched. So the quantised belief *is* the state: every belief Cowan
-returns is already ``decode(encode(b))``, bit for bit, which holds only if the kernels and the
-codec run the very same floating-point operations: these ``njit`` functions (``quantise``,
-``qwindow``, ``dequantise``; ``canonicalise_row`` all three on a dense row in place, after each
-match; ``canonical`` the same on a belief array).
+Why: a belief is *stored* quantised (``codec``). Were the kernels to carry unquantised beliefs
+and quantise only at storing, results would depend on batching. So the quantised belief *is* the
+state: every belief Cowan returns is already ``decode(encode(b))``, which holds only if kernels and
+codec run the very same operations: these ``njit`` functions (``canonicalise_row`` after each
+match, on a dense row in place; ``canonical`` on a belief array).
 
-Why its own ``log`` and ``exp``: quantising runs on both players after every match, one logarithm
-and one exponential per window cell, and the C library's scalar calls are over a third of a
-match. ``log_det`` and ``exp_det`` are plain IEEE arithmetic (bit casts, a range reduction, a
-polynomial), so loops over cells vectorise and the bits are the same on every CPU and C library
-(no ``libm``, no ``fastmath``, no FMA contraction); both stay within ~1 ulp, so a code differs
-from the one an exact ``log`` gives only for a value within ~1e-8 quanta of a rounding boundary.
-
-Nothing here uses ``fastmath``: results must not depend on vectorisation or alignment. Divisions
-are compiled with numpy's error model (a zero check would stop LLVM from vectorising the loop);
-the values that could divide by zero are rejected before.
+Why its own ``log`` and ``exp``: one of each per window cell after every match, and the C
+library's scalar calls were over a third of a match. ``log_det`` and ``exp_det`` are plain IEEE
+arithmetic (bit casts, a range reduction, a polynomial), so loops vectorise and the bits are the
+same on every CPU and C library; both within ~1 ulp (a code differs from an exact ``log``'s only
+within ~1e-8 quanta of a rounding boundary). No ``fastmath``; divisions use numpy's error model (a
+zero check would stop vectorisation), values that could divide by zero rejected before.
 """
 
 from __future__ import annotations
@@ -34,9 +28,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 
-# Constant arguments passed through these, not written as literals: numba compiles a function
-# called with a literal constant once per literal value, which only costs compile time at a cold
-# start. Same values, so same bits.
+# Constants passed through these, not as literals: numba compiles a callee once per literal value
+# (compile time at a cold start). Same values, same bits.
 @njit(cache=True, nogil=True, inline="always")
 def _ONE() -> Any:  # the int64 1
     return np.int64(1)
@@ -165,9 +158,8 @@ def exp_det(x: float) -> float:
 @njit(cache=True, nogil=True, error_model="numpy")
 def quantise(probs: np.ndarray, qmin: int, q: np.ndarray) -> bool:
     """``q_i = rint((ln p_i − ln p_max) / δ)`` (zeros → below the floor); False if the values are
-    not finite, negative or all zero. The checks and the peak are found on the bits (non-negative
-    floats' int64 bits are ordered like the values; −0.0 is mapped to 0 first): integer maxima
-    vectorise, a float maximum without ``fastmath`` does not."""
+    not finite, negative or all zero. Checks and peak on the int64 bits (ordered like non-negative
+    floats; −0.0 mapped to 0): integer maxima vectorise, a float maximum without ``fastmath`` not."""
     n = probs.shape[0]
     bmax = 0
     bmin = 0
@@ -203,10 +195,9 @@ def qwindow(q: np.ndarray, m: int, qmin: int) -> tuple[int, int]:
 
 @njit(cache=True, nogil=True, inline="always")
 def sum8(x: np.ndarray, start: int, stop: int) -> float:
-    """``Σ x[start:stop]`` over 8 interleaved partial sums (cell t goes to sum t mod 8 while 8
-    cells are left, the rest to the total), added in a fixed order: 8 independent chains of
-    additions run in vector registers where one running sum is latency-bound, and the order is
-    fixed by the code, not by the compiler or the CPU, so every caller gets the same bits."""
+    """``Σ x[start:stop]`` over 8 interleaved partial sums (the < 8 cells left go to the total),
+    added in a fixed order: 8 chains run in vector registers where one sum is latency-bound, and
+    the order is the code's, not the compiler's or the CPU's."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     t = start
     while t + 8 <= stop:
@@ -239,12 +230,10 @@ def dequantise(q: np.ndarray, a: int, cnt: int, out: np.ndarray) -> None:
 
 @njit(cache=True, nogil=True)
 def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.ndarray) -> bool:
-    """Replace the window ``row[bounds[0] : bounds[1] + 1]`` by ``decode(encode(·))`` in
-    place: quantise, drop edge cells below the floor (zeroing them), clamp interior ones to
-    it, dequantise; ``bounds`` receives the new window. False (row untouched) if the window
-    holds non-finite, negative or only zero values — what ``encode`` rejects.
-
-    ``codes`` (int64, as long as ``row``) is the scratch for the quantised values."""
+    """Replace the window ``row[bounds[0] : bounds[1] + 1]`` by ``decode(encode(·))`` in place:
+    quantise, zero edge cells below the floor, clamp interior ones to it, dequantise; ``bounds``
+    receives the new window, ``codes`` (int64, as long as ``row``) is scratch. False (row
+    untouched) for what ``encode`` rejects: non-finite, negative or only zero values."""
     lo = int(bounds[0])
     hi = int(bounds[1])
     m = hi - lo + 1
@@ -265,30 +254,18 @@ def canonicalise_row(row: np.ndarray, bounds: np.ndarray, qmin: int, codes: np.n
     return True
 
 
-@njit(cache=True, nogil=True)
-def _canonical(belief: np.ndarray, qmin: int) -> np.ndarray:
-    probs = belief[2:]
-    m = probs.shape[0]
-    q = np.empty(m, dtype=np.int64)
-    if not quantise(probs, qmin, q):
-        raise ValueError("cowan belief must hold finite non-negative probabilities")
-    a, z = qwindow(q, m, qmin)
-    for t in range(a, z + 1):
-        if q[t] < qmin:
-            q[t] = qmin
-    out = np.empty(2 + z - a + 1)
-    out[0] = int(belief[0]) + a
-    out[1] = int(belief[1])
-    dequantise(q, a, z - a + 1, out[2:])
-    return out
-
-
 def canonical(belief: np.ndarray) -> np.ndarray:
-    """``decode(encode(belief))`` without the bytes: ``[lo, rounds, p...]`` quantised."""
+    """``decode(encode(belief))`` without the bytes: ``[lo, rounds, p...]`` quantised, by
+    ``canonicalise_row`` on the window."""
     b = np.ascontiguousarray(belief, dtype=np.float64)
     if b.ndim != 1 or b.shape[0] < 3:
         raise ValueError("not a cowan belief")
-    return np.asarray(_canonical(b, QMIN))
+    row = b[2:].copy()
+    bounds = np.array([0, row.shape[0] - 1], dtype=np.int64)
+    if not canonicalise_row(row, bounds, QMIN, np.empty(row.shape[0], dtype=np.int64)):
+        raise ValueError("cowan belief must hold finite non-negative probabilities")
+    lo, hi = bounds.tolist()
+    return np.concatenate(([float(int(b[0]) + lo), float(int(b[1]))], row[lo : hi + 1]))
 
 
 __all__ = [

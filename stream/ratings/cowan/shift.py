@@ -1,28 +1,21 @@
 """Cowan's luck function with a side advantage: the table of ``Λ(x_i + h, x_k)`` for one match.
 
-A side advantage ``h`` (skill units) shifts the luck function's argument: A plays as if its skill
-were ``h`` higher, ``Λ(x_i + h, x_k) = g_h(i − k)`` with ``g_h(d) = Λ(d·step + h, 0)`` on the grid
-of step ``step = 2M/n`` (docs/advantage.md, "Cowan"). A whole number of steps would only move A's
-window; any other ``h`` is a new function of ``d``, which the residual's sum of exponentials (fitted
-at whole distances) does not give. So a match with an advantage takes the luck function itself,
-tabulated for that match, and the convolutions the draw fallback uses (``kernels._direct``, or
-``_fft_conv`` for wide windows).
+A side advantage ``h`` makes A play as if its skill were ``h`` higher: ``Λ(x_i + h, x_k) =
+g_h(i − k)``, ``g_h(d) = Λ(d·step + h, 0)``, ``step = 2M/n`` (docs/advantage.md, "Cowan"). Unless
+``h`` is a whole number of steps this is a new function of ``d``, which the residual's sum of
+exponentials (fitted at whole distances) does not give; so the match tabulates it and takes the
+draw fallback's convolutions (``kernels._conv``). With ``h = 0`` nothing here runs.
 
-Why a table of exponentials: ``h`` changes with every event (it is learned), so the ``2n + 1``
-values of ``g_h`` are made per match, and an ``exp`` per value would cost more than the match, and
-its bits would depend on the C library. Writing ``h = j·step + r`` (``j`` whole, ``0 ≤ r < step``)
-and ``t = d·step + h = (d + j)·step + r``, every exponential ``g_h`` needs is one of a fixed table
-times one of two numbers of the match:
+Why a table of exponentials: ``h`` is learned, so ``g_h`` is made per match, and an ``exp`` per
+value would cost more than the match, with bits that depend on the C library. With ``h = j·step +
+r`` (``0 ≤ r < step``) and ``t = (d + j)·step + r``, each exponential is a fixed table times one of
+two numbers of the match:
 
-    e^(−t/s) = ex[d + j]·e^(−r/s)    (t ≥ 0, i.e. d + j ≥ 0),
-    e^( t/s) = ex[−d − j]·e^(r/s)    (t < 0),      ex[k] = e^(−k·step/s),
+    e^(−t/s) = ex[d + j]·e^(−r/s)    (t ≥ 0),      e^(t/s) = ex[−d − j]·e^(r/s)    (t < 0),
 
-``s`` being the luck's scale (1 for the logistic, ``laplace_scale`` for the Laplace luck). Both
-factors are at most ``e^(step/s)``, so nothing overflows, and each branch uses the decaying
-exponential of ``|t|``, so no value loses digits to cancellation. ``ex`` is built once per grid,
-correctly rounded (``model.exp_exact``); the two numbers of the match by ``quant.exp_det`` (plain
-IEEE arithmetic): the same bits on every CPU. With ``h = 0`` nothing here runs: a match without an
-advantage keeps the sweeps of ``kernels``.
+``ex[k] = e^(−k·step/s)``, ``s`` the luck's scale. Both factors are ≤ ``e^(step/s)`` (no overflow)
+and each branch decays in ``|t|`` (no cancellation). ``ex`` is correctly rounded
+(``model.exp_exact``), the two numbers plain IEEE (``quant.exp_det``): the same bits on every CPU.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""4- and 8-lane float64 vectors for numba kernels: ``<4 x double>`` / ``<8 x double>`` in LLVM,
-used as values.
+"""4- and 8-lane float64 vectors for numba kernels (``<4 x double>`` / ``<8 x double>`` in LLVM).
 
-Why: some kernels run the same sequence of IEEE operations on independent data (Cowan's forward
-and backward sweeps of both players of a match); as the lanes of one vector that is a quarter of
-the instructions, with the bits of the scalar code, since every lane performs exactly the scalar
-loop's operations in its order (``fadd``/``fsub``/``fmul`` round per lane). numba has no vector
-type, and its auto-vectoriser only sees loops over arrays (it would keep loop-carried states in
-memory). ``F64x4``'s LLVM value *is* a ``<4 x double>``, so a state held in a variable stays in a
-register, and each operation below is one vector instruction:
-
-* ``v4_load(a, i)`` / ``v4_store(a, i, v)``: ``a[i : i + 4]`` (unaligned; no bounds check);
-  ``v4_splat(x)``, ``v4_make(x0, x1, x2, x3)``, ``v4_get(v, i)``;
-* ``f64_at(a, i)`` / ``f64_put(a, i, x)``: ``a[i]`` without numba's index checks (a negative
-  index is *not* counted from the end), which are integer work on every step of a loop running down;
-* ``v4_add``, ``v4_sub``, ``v4_mul``: lane-wise, without fast-math flags, so LLVM may neither
-  reassociate nor contract a multiply and an add into an FMA (which would change the bits).
-
-``F64x8`` (``v8_*``) is one 512-bit register with AVX-512 (two 256-bit halves elsewhere, the
-same per-lane results): 4 independent chains can fill 8 lanes with two terms each (``v8_join``,
-``v8_lo``/``v8_hi``). Which lanes go together changes no lane's operations.
+Why: Cowan's four sweeps of a match (``lanes``) run the same IEEE operations on independent data;
+as the lanes of one vector that is a quarter of the instructions with the scalar code's bits (each
+lane rounds exactly as the scalar loop). numba has no vector type and its auto-vectoriser keeps
+loop-carried states in memory; here a vector is one LLVM value, so a state stays in a register.
+Arithmetic has no fast-math flags: no reassociation, no FMA contraction (either changes bits).
+``f64_at`` / ``f64_put`` index without numba's checks (a negative index is *not* counted from the
+end). ``F64x8`` holds two terms of four chains (``v8_join``, ``v8_lo`` / ``v8_hi``).
 """
 
 from __future__ import annotations
@@ -124,9 +112,7 @@ def _splatter(ty: Any, vec: Any) -> Any:
     return intrinsic(typer)
 
 
-_v4_load = _loader(f64x4, _VEC)
 _v8_load = _loader(f64x8, _VEC8)
-_v4_store = _storer(F64x4Type, _VEC)
 _v8_store = _storer(F64x8Type, _VEC8)
 _v4_splat = _splatter(f64x4, _VEC)
 _v8_splat = _splatter(f64x8, _VEC8)
@@ -227,8 +213,6 @@ def _binary(tycls: Any, ty: Any, op: str) -> Any:
 
 
 _v4_add = _binary(F64x4Type, f64x4, "fadd")
-_v4_sub = _binary(F64x4Type, f64x4, "fsub")
-_v4_mul = _binary(F64x4Type, f64x4, "fmul")
 _v8_add = _binary(F64x8Type, f64x8, "fadd")
 _v8_sub = _binary(F64x8Type, f64x8, "fsub")
 _v8_mul = _binary(F64x8Type, f64x8, "fmul")
@@ -236,16 +220,12 @@ _v8_mul = _binary(F64x8Type, f64x8, "fmul")
 # what the jitted code calls them with (numba's typing sees the intrinsics themselves)
 V4 = Any
 V8 = Any
-v4_load = cast(Callable[[np.ndarray, int], V4], _v4_load)
-v4_store = cast(Callable[[np.ndarray, int, V4], None], _v4_store)
 v4_splat = cast(Callable[[float], V4], _v4_splat)
 v4_make = cast(Callable[[float, float, float, float], V4], _v4_make)
 v4_get = cast(Callable[[V4, int], float], _v4_get)
 f64_at = cast(Callable[[np.ndarray, int], float], _f64_at)
 f64_put = cast(Callable[[np.ndarray, int, float], None], _f64_put)
 v4_add = cast(Callable[[V4, V4], V4], _v4_add)
-v4_sub = cast(Callable[[V4, V4], V4], _v4_sub)
-v4_mul = cast(Callable[[V4, V4], V4], _v4_mul)
 v8_load = cast(Callable[[np.ndarray, int], V8], _v8_load)
 v8_store = cast(Callable[[np.ndarray, int, V8], None], _v8_store)
 v8_splat = cast(Callable[[float], V8], _v8_splat)

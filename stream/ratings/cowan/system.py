@@ -6,35 +6,27 @@ function ``Λ(x, y) = (1−β)/2 + β/(1 + e^(y−x))`` averaged over the oppone
 convolves it with a drift kernel (skill changes between games) and renormalises.
 
 Belief layout (1-D float64, see ``stream.ratings.base``): ``[lo, rounds, p_lo, ..., p_hi]``, the
-probabilities of the contiguous window ``[lo, hi]`` of grid indices (cells outside carry
-numerically no mass) after the number of matches that changed the player. A fresh player has
-the prior N(0, σ0²) sampled on the grid, normalised, minus negligible tails.
+window ``[lo, hi]`` of grid indices outside which cells carry numerically no mass, and the number
+of matches that changed the player. The prior is N(0, σ0²) on the grid, minus negligible tails;
+every update drops ≤ ``TAIL`` of the mass from each tail, which keeps windows at about ±7.3 sd:
+what makes established players cheaper than new ones.
 
-Algorithms (``algorithm=``): ``fast`` (default) the kernels of ``kernels`` (running sums and sums
-of exponentials, two O(n) sweeps; the default grid's fit frozen bit for bit, so every CPU rates
-alike), agreeing with the naive algorithm to ~1e-16 per cell, drift by a short direct convolution
-(``residual=direct`` / ``fft`` replace the sweeps by a windowed direct sum / an FFT convolution of
-the whole Λ, kept for comparison); ``laplace`` a different model, with Laplace luck of scale
-``laplace_scale`` (default π/√6, the logistic's variance) and a Laplace drift kernel, single
-exponentials, so every step is an exact O(n) sweep (paper Alg. 4.5/4.6); ``naive`` the general
-algorithm of §4.1 on the windows, O(n²), the test oracle.
+Algorithms (``algorithm=``): ``fast`` (default) the sweeps of ``kernels``, the default grid's fit
+frozen bit for bit so that every CPU rates alike, within ~1e-16 per cell of the naive algorithm;
+``laplace`` a different model, Laplace luck of scale ``laplace_scale`` (default π/√6, the
+logistic's variance) and a Laplace drift kernel, every step an exact O(n) sweep (paper Alg.
+4.5/4.6); ``naive`` the general algorithm of §4.1 on the windows, O(n²), the test oracle.
 
-Draws (0 < score < 1): ``draw_form=paper`` (default) uses eq. (1),
-``ρ_A(x)·Σ_k ρ_B(x_k) Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``, by sweeps of its own fit (``draw_lik``) or,
-should the fit miss ``DRAW_SOE_MAX_ERR``, a convolution; ``draw_form=blatmmr`` raises the two
-win/loss sums instead.
+Draws (0 < score < 1): ``draw_form=paper`` (default), eq. (1), ``ρ_A(x)·Σ_k ρ_B(x_k)
+Λ(x,x_k)^θ Λ(x_k,x)^(1−θ)``, by sweeps of its own fit (or a convolution should the fit miss
+``DRAW_SOE_MAX_ERR``); ``draw_form=blatmmr`` raises the two win/loss sums instead.
 
-Windows: every update drops ≤ ``TAIL`` of the mass from each tail, which keeps windows at about
-±7.3 sd: what makes established players cheaper than new ones.
+A side advantage h (docs/advantage.md, "Cowan") is ``Λ(x + h, y)``, the luck tabulated for the
+match (``shift``); a match without one takes the sweeps, bit for bit as if advantages did not exist.
 
-Side advantage (docs/advantage.md, "Cowan"): A plays as if its skill were h higher,
-``Λ(x + h, y)``; such a match convolves with the luck function tabulated for it (``shift``), one
-without takes the sweeps, bit for bit as if advantages did not exist.
-
-Quantised state: beliefs are stored by a lossy codec (``codec``). The quantised belief is the
-state itself: the prior and the belief after *every* match pass through the codec's own
-functions (``quant``, inside the kernels), so every belief this class returns satisfies
-``decode(encode(b)) == b`` bit for bit and results do not depend on how matches are batched.
+The quantised belief is the state: the prior and the belief after *every* match pass through the
+codec's own functions (``quant``), so every belief returned satisfies ``decode(encode(b)) == b``
+bit for bit and results do not depend on how matches are batched.
 """
 
 from __future__ import annotations
@@ -77,7 +69,7 @@ from stream.ratings.cowan.model import (
     pack_draw_soe,
     pack_soe,
     pow_exact,
-    soe_values,
+    thaw,
     trim_bounds,
 )
 from stream.ratings.cowan.naive import drift_naive, posterior_naive
@@ -105,7 +97,6 @@ class CowanParams(Params):
     beta: float = 0.8
     draw_form: str = "paper"
     algorithm: str = "fast"
-    residual: str = "soe"
     soe_terms: int = 16
     laplace_scale: float = 0.0  # 0 → π/√6 (the logistic's variance)
 
@@ -119,8 +110,6 @@ class CowanParams(Params):
             raise RatingError(f"cowan: draw_form must be paper or blatmmr (got {self.draw_form!r})")
         if self.algorithm not in ("fast", "laplace", "naive"):
             raise RatingError(f"cowan: algorithm must be fast, laplace or naive (got {self.algorithm!r})")
-        if self.residual not in ("soe", "direct", "fft"):
-            raise RatingError(f"cowan: residual must be soe, direct or fft (got {self.residual!r})")
         if not 1 <= self.soe_terms <= 40:
             raise RatingError("cowan: soe_terms must lie in 1..40")
         if self.laplace_scale < 0:
@@ -230,7 +219,6 @@ class Cowan(RatingSystem):
             beta=p.beta,
             soe=np.ascontiguousarray(soe, dtype=np.float64),
             gtab=gtab,
-            res_mode={"direct": K.RES_DIRECT, "fft": K.RES_FFT}.get(p.residual, K.RES_SOE),
             form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
             taps=np.ascontiguousarray(taps, dtype=np.float64),
             full_taps=np.ascontiguousarray(full_taps, dtype=np.float64),
@@ -277,14 +265,10 @@ class Cowan(RatingSystem):
         """The ``pack_soe`` row of ``_FROZEN_DRAW_FITS`` for this model and score, if there is
         one, the kernel is symmetric (``yp == ym``) and the row fits this machine's ``yp``."""
         p = self.p
-        if self.laplace:
+        if self.laplace or not np.array_equal(yp, ym):
             return None
-        hexes = _FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score)))
-        if hexes is None or not np.array_equal(yp, ym):
-            return None
-        soe = np.array([float.fromhex(x) for x in hexes])
-        err = float(np.max(np.abs(soe_values(soe, np.arange(1, yp.shape[0] + 1, dtype=float)) - yp)))
-        return soe if err <= _FROZEN_DRAW_MAX_ERR else None
+        thawed = thaw(_FROZEN_DRAW_FITS.get((p.n, float(p.M), float(p.beta), float(score))), yp, _FROZEN_DRAW_MAX_ERR)
+        return None if thawed is None else thawed[0]
 
     def _dtab(self, score: float) -> np.ndarray:
         """Paper-form draw kernel ``g(d)^s g(−d)^(1−s)`` on d = −n..n (cached per score)."""
@@ -348,7 +332,7 @@ class Cowan(RatingSystem):
         return float(
             K.expected_score(
                 fa, la, la + pa.shape[0] - 1, fb, lb, lb + pb.shape[0] - 1,
-                m.a0, m.beta, m.soe, m.gtab, m.res_mode,
+                m.a0, m.beta, m.soe,
             )
         )
 
@@ -426,13 +410,13 @@ class Cowan(RatingSystem):
         if wide:
             vals, end = run_arena_waves(
                 vals, start, cap, lohi, rounds, end, slot, a, b, scores, order, starts, dtab_index, dtabs,
-                dsoes, m.a0, m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
+                dsoes, m.a0, m.beta, m.soe, self.p.n + 1, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL,
                 quantise, QMIN, grow, status, numba.get_num_threads(), *self._shift_args(advs),
             )
         else:
             vals, end = run_arena_serial(
                 vals, start, cap, lohi, rounds, end, slot, a, b, scores, dtab_index, dtabs, dsoes, m.a0,
-                m.beta, m.soe, m.gtab, m.res_mode, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
+                m.beta, m.soe, self.p.n + 1, m.form, m.taps, m.drift_mode, m.drift_rate, TAIL, quantise,
                 QMIN, grow, status, *self._shift_args(advs),
             )
         return vals, status, end
@@ -491,9 +475,9 @@ class Cowan(RatingSystem):
         """``(fpar, ipar with quant = 0, ipar with quant = 1)`` for ``K.rate_pair``."""
         m = self.model
         fpar = np.array([m.a0, m.beta, m.drift_rate, TAIL])
-        ipar = [m.res_mode, m.form, m.drift_mode, 0, QMIN, self.p.n + 1]
+        ipar = [m.form, m.drift_mode, 0, QMIN, self.p.n + 1]
         raw = np.array(ipar, dtype=np.int64)
-        ipar[3] = 1
+        ipar[2] = 1
         return fpar, raw, np.array(ipar, dtype=np.int64)
 
     def _belief_array(self, belief: Belief) -> np.ndarray:
@@ -518,7 +502,7 @@ class Cowan(RatingSystem):
         fpar, raw, quant = self._pair_consts
         new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
-            m.soe, m.gtab, m.taps, fpar, quant if quantise else raw, h,
+            m.soe, m.taps, fpar, quant if quantise else raw, h,
             *(self._shift_tables if h else (_NO_EX, _NO_LPAR)),
         )
         if quantise and status:
@@ -595,6 +579,7 @@ def warmup() -> None:
         out = sys_.rate_matches(
             bel, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1.0, 0.5, 0.0]), np.zeros(3, np.int64)
         )
+        sys_.rate_matches(bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64))  # rate_pair
         sys_.win_probability(out[0], out[1])
         sys_.win_probability(out[0], out[1], 0.1)  # with a side advantage (``shift``)
         wide = sys_.parallel_min_batch
@@ -602,9 +587,6 @@ def warmup() -> None:
         scores = np.resize(np.array([1.0, 0.5, 0.0]), wide)
         sys_.rate_matches(players, np.arange(0, 2 * wide, 2), np.arange(1, 2 * wide, 2), scores,
                           np.zeros(wide, np.int64))
-        Cowan({"algorithm": algo, "n": 40, "residual": "direct"}).rate_matches(
-            bel[:2], np.array([0]), np.array([1]), np.array([1.0]), np.zeros(1, np.int64)
-        )
         # the embedded replay's pool arena and its summaries read in place (``--out``, ``--history``)
         arena = sys_.new_arena()
         slots = arena.add_copies(sys_.new_belief(), 2)

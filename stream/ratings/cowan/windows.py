@@ -16,10 +16,8 @@ HEADER = 2  # belief[0] = lo, belief[1] = rounds
 
 @njit(cache=True, nogil=True)
 def moments(probs: np.ndarray, grid: np.ndarray, lo: int) -> tuple[float, float]:
-    """``(mean, sd)`` of a window on ``grid[lo:]``. The sums run in a fixed order (four
-    interleaved partial sums — cells ≡ 0..3 mod 4 — added as ``(s0 + s1) + (s2 + s3)``;
-    no fastmath), so ``Cowan.summary`` and ``CowanFastPath.summary_many``, which both call
-    this, give the same bits."""
+    """``(mean, sd)`` of a window on ``grid[lo:]``, each sum over four interleaved partial sums
+    added as ``(s0 + s1) + (s2 + s3)``: a fixed order, so every caller gets the same bits."""
     m = probs.shape[0]
     top = m - m % 4
     s0 = s1 = s2 = s3 = 0.0

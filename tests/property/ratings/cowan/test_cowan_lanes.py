@@ -1,6 +1,6 @@
 """The vector kernels of Cowan's system (``_cowan_lanes``) give the scalar kernels' bits:
 both players' sweeps as four lanes against two ``win_lik`` calls, the drift's convolution
-thirty-two and sixteen outputs at a time against the plain accumulation, and a whole ``update_pair_in``
+thirty-two outputs at a time against the plain accumulation, and a whole ``update_pair_in``
 against the same match through the scalar sweeps; random windows, beliefs and taps, win
 and draw scores, the logistic and the Laplace luck."""
 
@@ -62,8 +62,8 @@ def test_win_lik_pair_equals_two_win_lik_bit_for_bit(data: st.DataObject, which:
     rho_a, la, ha = data.draw(windows(n1))
     rho_b, lb, hb = data.draw(windows(n1))
     fa, fb = np.empty(ha - la + 1), np.empty(hb - lb + 1)
-    kern.win_lik(rho_b, lb, hb, la, ha, m.a0, m.beta, m.soe, m.gtab, kern.RES_SOE, fa)
-    kern.win_lik(rho_a, la, ha, lb, hb, m.a0, m.beta, m.soe, m.gtab, kern.RES_SOE, fb)
+    kern.win_lik(rho_b, lb, hb, la, ha, m.a0, m.beta, m.soe, fa)
+    kern.win_lik(rho_a, la, ha, lb, hb, m.a0, m.beta, m.soe, fb)
     ga, gb = np.full(ha - la + 1, np.nan), np.full(hb - lb + 1, np.nan)
     lanes.win_lik_pair(rho_a, la, ha, rho_b, lb, hb, m.a0, m.beta, m.soe, ga, gb,
                        np.full(6 * (max(ha, hb) - min(la, lb) + 2), np.nan))
@@ -112,7 +112,7 @@ def test_update_pair_with_lanes_equals_the_scalar_sweeps_bit_for_bit(
         lohi = np.array([[r[1], r[2]] for r in rows], dtype=np.int64)
         codes = np.zeros((2, n1), dtype=np.int64)
         status = np.zeros(2, dtype=np.uint8)
-        kern.update_pair_in(dens, lohi, 0, 1, score, m.a0, m.beta, soe, m.gtab, dtab, dsoe, m.res_mode, m.form,
+        kern.update_pair_in(dens, lohi, 0, 1, score, m.a0, m.beta, soe, dtab, dsoe, m.form,
                             m.taps, m.drift_mode, m.drift_rate, TAIL, quant, QMIN, codes, status, 0.0, *no_shift,
                             np.empty(kern.work_cells(n1, m.taps)))
         results.append((dens, lohi, codes, status))
