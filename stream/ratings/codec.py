@@ -4,7 +4,7 @@ Why apart from the systems: the rating math only sees float64 arrays; how a beli
 in Redis (and in the embedded store, the same codec, so that the service and the replay stay
 bit-identical) is a storage decision. A codec is deterministic; ``lossless``: ``decode(encode(b))``
 is ``b`` bit for bit. ``decode_many`` / ``encode_many`` give exactly the per-item results (same
-bytes, values and errors) in one call; ``CodecBase`` supplies the per-item loop.
+bytes, values and errors) in one call.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 
 # isort: split
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Protocol
 
 import numpy as np
 from numba import njit
@@ -27,63 +27,33 @@ from stream.ratings.spec import load
 _LITTLE = sys.byteorder == "little"
 
 
-class Codec(Protocol):
+class Codec(ABC):
+    """A system's storage form; ``encode_many`` / ``decode_many`` here are the per-item loops."""
+
     name: str
     lossless: bool
 
+    @abstractmethod
     def encode(self, belief: Belief) -> bytes: ...
 
+    @abstractmethod
     def decode(self, data: bytes) -> Belief: ...
 
     def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
         """``[encode(b) for b in beliefs]``, byte for byte."""
-        ...
-
-    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
-        """``[decode(d) for d in datas]``, bit for bit (arrays may be views of one buffer)."""
-        ...
-
-
-class CodecBase:
-    """The per-item fallback of the batch methods; subclasses define encode/decode."""
-
-    name: str
-    lossless: bool
-
-    def encode(self, belief: Belief) -> bytes:
-        raise NotImplementedError
-
-    def decode(self, data: bytes) -> Belief:
-        raise NotImplementedError
-
-    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
         encode = self.encode
         return [encode(b) for b in beliefs]
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        """``[decode(d) for d in datas]``, bit for bit (arrays may be views of one buffer)."""
         decode = self.decode
         return [decode(d) for d in datas]
 
 
-def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:
-    """``codec.encode_many`` or, for a codec written without it, the per-item loop."""
-    many = getattr(codec, "encode_many", None)
-    if many is not None:
-        out: list[bytes] = many(beliefs)
-        return out
-    return [codec.encode(b) for b in beliefs]
+CodecBase = Codec  # the name stream.ratings.cowan.codec subclasses
 
 
-def decode_many(codec: Codec, datas: Sequence[bytes]) -> list[Belief]:
-    """``codec.decode_many`` or, for a codec written without it, the per-item loop."""
-    many = getattr(codec, "decode_many", None)
-    if many is not None:
-        out: list[Belief] = many(datas)
-        return out
-    return [codec.decode(d) for d in datas]
-
-
-class Float64Codec(CodecBase):
+class Float64Codec(Codec):
     """Lossless: the belief's float64 values, little-endian, with a one-byte version tag.
 
     The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
