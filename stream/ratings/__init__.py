@@ -17,15 +17,9 @@ from stream.ratings.registry import SPECS, SystemSpec, spec
 SYSTEMS: Mapping[str, SystemSpec] = SPECS
 
 
-def system_class(name: str) -> type[RatingSystem]:
-    """The class registered under a docs/interface.md system name."""
-    return spec(name).system_type()
-
-
 def make_system(name: str, params: Mapping[str, Any] | None = None) -> RatingSystem:
     """Build a system from its name and ``KEY=VALUE`` parameters (strings are parsed)."""
     return spec(name).build(params)
 
 
-__all__ = ["SYSTEMS", "Belief", "Params", "Rating", "RatingError", "RatingSystem", "SystemSpec", "make_system",
-           "system_class"]
+__all__ = ["SYSTEMS", "Belief", "Params", "Rating", "RatingError", "RatingSystem", "SystemSpec", "make_system"]

@@ -1,12 +1,9 @@
 """The side advantage of a pool, learned online, shared by every rating system (docs/advantage.md).
 
-A pool has one advantage per side: ``MATCH_SIDE`` for the first player (``a``) of a match that is
-not neutral (home, white, first to move), and one per ``side`` label of the teams of team rounds
-(``home``/``away``, ``blue``/``red``...). A side's advantage ``h`` is in the performance units of
-the pool's system and enters its model where a skill does: the side plays as if its rating were
-``h`` higher (Elo, Glicko: the rating; TrueSkill, Elo-MMR/MMχ: the performance mean; Cowan: the
-argument of the luck function). So it moves the prediction and the update alike: winning at home
-moves ratings less, because a home win was expected more.
+A pool has one advantage per side: ``MATCH_SIDE`` for the first player (``a``) of a non-neutral
+match, and one per ``side`` label of team rounds. A side's advantage ``h`` (performance units of the
+pool's system) enters the model where a skill does, so it moves the prediction and the update
+alike: winning at home moves ratings less, because a home win was expected more.
 
 Learning rule (derived in docs/advantage.md): each side's advantage is a Gaussian belief
 ``N(m, v)``. Before an event each belief of the event's sides drifts, ``v += drift·u²`` (u: the
@@ -56,16 +53,13 @@ SIDE_INIT, SIDE_SD = f"{PREFIX}_init_", f"{PREFIX}_sd_"
 @dataclass(frozen=True)
 class AdvantageParams:
     """Per-pool settings. ``advantage``: learn and use it (false: every event is neutral);
-    ``advantage_init``: the prior mean of the match side's advantage (performance units of the
-    system); ``advantage_sd``: every side's prior sd, in units u; ``advantage_drift``: the variance a
-    side's belief gains per event of that side, in units u² (how fast it can follow a change: the
-    learning rate of a settled belief).
+    ``advantage_init``: the match side's prior mean (performance units); ``advantage_sd``: every
+    side's prior sd (units u); ``advantage_drift``: the variance a side's belief gains per event
+    (units u²: the learning rate of a settled belief).
 
-    ``sides``: a side's own prior, from the keys ``advantage_init_<side>`` (its mean, in performance
-    units) and ``advantage_sd_<side>`` (its sd, in u), so that a pool can start from what its history
-    taught every side (``mmr fit`` writes them): side -> (mean or None, sd or None), None where the
-    general prior holds (a team side's mean 0, the match side's ``advantage_init``, ``advantage_sd``).
-    The match side's own mean is ``advantage_init`` (``advantage_init_match`` is refused: one spelling)."""
+    ``sides``: a side's own prior from the keys ``advantage_init_<side>`` / ``advantage_sd_<side>``
+    (``mmr fit`` writes them), None where the general prior holds; the match side's mean is only
+    ``advantage_init`` (one spelling)."""
 
     advantage: bool = True
     advantage_init: float = 0.0
@@ -195,11 +189,6 @@ class Advantages:
             self.sides[side_a] = SideBelief(ba.mean + va * g / denom, va - va * va * info / denom)
         if bb is not None and side_b is not None:
             self.sides[side_b] = SideBelief(bb.mean - vb * g / denom, vb - vb * vb * info / denom)
-
-    @property
-    def active(self) -> bool:
-        """Whether events rate and learn with sides (False: the advantage is off)."""
-        return self.params.advantage
 
     def copy(self) -> Advantages:
         """The same beliefs, learned on independently (a step that may fail learns on a copy)."""
