@@ -95,14 +95,11 @@ class Float64Codec(Codec):
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
         if flat.ndim != 1:
             return super().encode_many(beliefs)
-        ends = np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n) * 8).tolist()
-        raw = flat.view(np.uint8).data
-        tag = self.tag
-        return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
+        return self.encode_flat(flat, offsets_of(beliefs))
 
     def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
-        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
-        byte, written from the one array (a step's arena, ``stream.state.tagged_pool``): one copy each."""
+        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (a step's arena,
+        ``stream.state.tagged_pool``), byte for byte: one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self.tag
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
