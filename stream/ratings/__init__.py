@@ -1,8 +1,8 @@
 """Pure rating math: one package per rating system behind ``base.RatingSystem``.
 
-``make_system(name, params)`` is the only way the rest of the project builds a system, so the
-CLI, the evaluation harness and the worker accept exactly the same names. Systems are imported
-lazily: ``mmr --help`` must not pay for numba compilation. The modules: docs/ARCHITECTURE.md.
+``make_system(name, params)`` is how the rest of the project builds a system, so the CLI, the
+evaluation and the worker accept the same names; systems are imported lazily (``mmr --help`` pays
+for no numba). The modules: docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations

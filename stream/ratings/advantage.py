@@ -5,21 +5,11 @@ match, and one per ``side`` label of team rounds. A side's advantage ``h`` (perf
 pool's system) enters the model where a skill does, so it moves the prediction and the update
 alike: winning at home moves ratings less, because a home win was expected more.
 
-Learning rule (derived in docs/advantage.md): each side's advantage is a Gaussian belief
-``N(m, v)``. Before an event each belief of the event's sides drifts, ``v += drift·u²`` (u: the
-system's performance unit, ``RatingSystem.advantage_unit``). The event's outcome score ``s`` (1,
-½, 0 for the first side) has likelihood ``p(x)^s (1 − p(x))^(1−s)`` where ``p(x)`` is the system's
-own probability that the first side finishes ahead when it plays with relative advantage
-``x = h_a − h_b``. One Laplace step at the prior mean (the extended Kalman filter of that
-likelihood) gives, with ``g = (s − p)·p′/(p(1 − p))`` (the score) and ``I = p′²/(p(1 − p))`` (the
-Fisher information), ``v_x = v_a + v_b``:
-
-    h_a ← h_a + v_a·g/(1 + I·v_x),   h_b ← h_b − v_b·g/(1 + I·v_x),
-    v_a ← v_a − v_a²·I/(1 + I·v_x),  v_b ← v_b − v_b²·I/(1 + I·v_x).
-
-For a Gaussian-link system this is the Gaussian posterior of a "player" playing on the side; for
-Elo it is the Glicko step of one rating. A side without a belief (the second player of a match)
-has ``v_b = 0`` and stays fixed at 0. ``p′`` is a central difference of the system's own
+Learning rule (derived in docs/advantage.md, "The learning rule"): each side's advantage is a
+Gaussian belief ``N(m, v)`` that drifts by ``drift·u²`` before each event of its side (u: the
+system's performance unit, ``RatingSystem.advantage_unit``) and takes one Laplace step (an extended
+Kalman filter) of the outcome's likelihood under the system's own probability ``p(x)`` that the
+first side finishes ahead with relative advantage ``x = h_a − h_b``. ``p′`` is a central difference of that
 probability with step ``1e-3·u``: one rule for every system, whatever its link.
 """
 

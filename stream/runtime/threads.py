@@ -52,20 +52,14 @@ def cpu_quota(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgr
         lines = self_cgroup.read_text().splitlines()
     except OSError:
         lines = []
-    found: list[float] = []
     if (root / "cpu.max").exists() or not (root / "cpu").is_dir():  # v2 (unified)
         path = next((ln[3:] for ln in lines if ln.startswith("0::")), "/")
-        for d in _dirs(root, path):
-            q = _v2(d / "cpu.max")
-            if q is not None:
-                found.append(q)
+        mount, read = root, _v2
     else:  # v1: the ``cpu`` controller's hierarchy
         fields = [ln.split(":", 2) for ln in lines]
         path = next((f[2] for f in fields if len(f) == 3 and "cpu" in f[1].split(",")), "/")
-        for d in _dirs(root / "cpu", path):
-            q = _v1(d)
-            if q is not None:
-                found.append(q)
+        mount, read = root / "cpu", _v1
+    found = [q for d in _dirs(mount, path) if (q := read(d)) is not None]
     return min(found) if found else None
 
 
@@ -76,9 +70,9 @@ def _dirs(mount: Path, path: str) -> list[Path]:
     return [d for d in dict.fromkeys(out) if d.is_dir()]
 
 
-def _v2(file: Path) -> float | None:
+def _v2(d: Path) -> float | None:
     try:
-        quota, period = file.read_text().split()[:2]
+        quota, period = (d / "cpu.max").read_text().split()[:2]
         if quota == "max" or int(period) <= 0:
             return None
         return int(quota) / int(period)
