@@ -3,17 +3,14 @@
 Why this shape:
 
 * A *belief* is a 1-D ``float64`` array whose layout belongs to the system: arrays gather into
-  structure-of-arrays kernel inputs with one concatenation and pack into bytes with ``tobytes``
-  (``stream.ratings.codec``), so no per-player Python objects sit on the hot path.
-* Systems are pure (no I/O, no asyncio, no global state): the same object serves the embedded
-  replay, the evaluation and the streaming worker, which makes "streaming result == offline
-  replay" testable bit for bit.
-* Two kinds of events: a *round* (many players ranked, ties share a rank) and a *batch of
-  matches* (1-v-1, A's score in [0, 1], exact sequential meaning); a system that is naturally
-  one kind gets the other from the defaults below.
-* Six methods (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
-  ``ranking_score``); the engine's batched forms live in ``stream.ratings.fastpath`` and give
-  exactly what these give. Team rounds are optional (``rate_team_round``; docs/teams.md).
+  kernel inputs with one concatenation and pack into bytes with ``tobytes``, so no per-player
+  Python objects sit on the hot path.
+* Systems are pure (no I/O, no global state): the same object serves the embedded replay, the
+  evaluation and the worker, which makes "streaming result == offline replay" testable bit for bit.
+* Two kinds of events: a *round* (many players ranked, ties share a rank) and a *batch of matches*
+  (1-v-1, exact sequential meaning); a system that is naturally one kind gets the other from the
+  defaults below. The engine's batched forms (``stream.ratings.fastpath``) give exactly what these
+  methods give; team rounds are optional (docs/teams.md).
 """
 
 from __future__ import annotations

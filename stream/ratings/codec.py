@@ -1,10 +1,9 @@
 """Compact binary forms of beliefs, one codec per rating system.
 
-Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out
-in Redis (and in the embedded store, the same codec, so that the service and the replay stay
-bit-identical) is a storage decision. A codec is deterministic; ``lossless``: ``decode(encode(b))``
-is ``b`` bit for bit. ``decode_many`` / ``encode_many`` give exactly the per-item results (same
-bytes, values and errors) in one call.
+Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out in
+Redis and the embedded store (the same codec, so the service and the replay stay bit-identical) is
+a storage decision. ``lossless``: ``decode(encode(b))`` is ``b`` bit for bit. ``decode_many`` /
+``encode_many`` give exactly the per-item results (bytes, values and errors) in one call.
 """
 
 from __future__ import annotations
@@ -54,12 +53,9 @@ CodecBase = Codec  # the name stream.ratings.cowan.codec subclasses
 
 
 class Float64Codec(Codec):
-    """Lossless: the belief's float64 values, little-endian, with a one-byte version tag.
-
-    The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
-    what ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored
-    values without decoding them asks this class for the parts: ``tag``, ``pack``/``unpack``,
-    ``encode_flat`` (stored values from one array of beliefs)."""
+    """Lossless: ``tag`` + the *packed* belief (``pack``: its values as little-endian float64, what
+    ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored values
+    without decoding them asks this class for the parts."""
 
     name = "f64"
     lossless = True
@@ -142,9 +138,8 @@ def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndar
 
 
 def codec_for(system_name: str) -> Codec:
-    """The codec a system's beliefs are stored with: its spec's (``SystemSpec.codec``, imported on
-    first use: Elo-MMR users never import Cowan's kernels); lossless float64 for a name the
-    registry does not list."""
+    """The codec a system's beliefs are stored with: its spec's (imported on first use: Elo-MMR users
+    never import Cowan's kernels); ``Float64Codec`` for a name the registry does not list."""
     spec = SPECS.get(system_name)
     if spec is None:
         return Float64Codec()

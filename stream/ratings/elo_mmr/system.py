@@ -3,10 +3,9 @@
 Parametrised like the reference implementation (EbTech/Elo-MMR, pip ``Elo-MMR-Py``):
 ``w = weight_limit × round weight × noob_delay[rounds played]``, performance spread
 ``σ_perf² = (1 + 1/w)·sig_limit² + drift_per_day/w``, diffusion per round
-``γ² = w·sig_limit² + drift_per_day·days since the player's last round`` (0 days for a
-newcomer or a round dated before the player's last one), ties count as
-a win plus a loss (the player's own entry included) unless ``split_ties``; displayed
-rating ``μ − 3(σ − 80)``.
+``γ² = w·sig_limit² + drift_per_day·days since the player's last round`` (0 days for a newcomer
+or a round dated before the player's last one), ties count as a win plus a loss (the player's
+own entry included) unless ``split_ties``; displayed rating ``μ − 3(σ − 80)``.
 
 Belief layout (one float64 array per player, lossless through ``Float64Codec``):
 
@@ -15,18 +14,12 @@ Belief layout (one float64 array per player, lossless through ``Float64Codec``):
 * [4] number of rated rounds; [5] time of the latest rated round (ms since epoch; an
   out-of-order round does not move it back, so drift is never counted twice);
 * [6:] logistic terms, three floats each, oldest first: centre (a past performance),
-  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay).
-
-The term's weight (precision) is ``2·w_arg·w_out·3/π²``. Elo-MMχ collapses every belief
-to its Gaussian term at each diffusion, so its beliefs never carry logistic terms.
+  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay); a term's
+  precision is ``2·w_arg·w_out·3/π²``. Elo-MMχ's beliefs never carry logistic terms.
 
 ``history_limit`` (default 100, ``0`` = unlimited) bounds the logistic terms: the oldest is
 folded into the Gaussian term preserving its weight, as the reference does; with ρ = 1 terms
-older than 100 rounds weigh ~1e-16 of a new one, so the fold is invisible and a belief stays
-bounded at 6 + 300 floats.
-
-A round is rated whole in numba kernels (``kernels``; team rounds in ``teams``, docs/teams.md),
-from one thread at a time (numba's workqueue pool is not thread-safe).
+older than 100 rounds weigh ~1e-16 of a new one, so the fold is invisible.
 
 Intentional differences from the reference
 ------------------------------------------
