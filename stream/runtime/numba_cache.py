@@ -61,12 +61,9 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
 
 
 def configure() -> None:
-    """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined.
-
-    Through ``NUMBA_CACHE_DIR`` and ``NUMBA_CACHE_LOCATOR_CLASSES``, which numba reads when it
-    is imported (so commands that never compile do not pay for importing it here) and child
-    processes inherit; numba's config too if it is imported already. Leaves numba's own choice
-    (``__pycache__`` beside each module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
+    """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined, through the
+    variables numba reads when imported (and child processes inherit), and numba's config if it is
+    imported already. Leaves numba's own choice when the directory cannot be made or ``MMR_NUMBA_CACHE=0``."""
     if not engine_settings().numba_cache:
         return
     target = cache_dir()
