@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
@@ -68,24 +68,19 @@ def setting(default: T, env: str, *, file: bool = False) -> T:
     return field(default=default, metadata={ENV: env, FILE: file})  # type: ignore[no-any-return]
 
 
-def env_name(f: Field[Any]) -> str | None:
-    name: str | None = f.metadata.get(ENV)
-    return name
-
-
 #: the resolved annotations of a settings class (resolved once: ``check_fields`` runs at every construction)
 _hints: Callable[[type], dict[str, Any]] = cache(get_type_hints)
 
 
 def env_names(cls: type) -> dict[str, str]:
     """``{field name: variable}`` of every setting of a settings class."""
-    return {f.name: name for f in fields(cls) if (name := env_name(f)) is not None}
+    return {f.name: name for f in fields(cls) if (name := f.metadata.get(ENV)) is not None}
 
 
 def file_names(cls: type) -> dict[str, str]:
     """``{field name: NAME_FILE}`` of the settings of ``cls`` that may be read from a file (secrets)."""
     hints = _hints(cls)
-    return {f.name: name + FILE_SUFFIX for f in fields(cls) if (name := env_name(f)) is not None
+    return {f.name: name + FILE_SUFFIX for f in fields(cls) if (name := f.metadata.get(ENV)) is not None
             and (f.metadata.get(FILE) or hints[f.name] is Secret)}
 
 
@@ -150,7 +145,7 @@ def check_fields(obj: Any) -> None:
     hints = _hints(type(obj))
     for f in fields(obj):
         hint, value = hints[f.name], getattr(obj, f.name)
-        label = env_name(f) or f.name
+        label = f.metadata.get(ENV) or f.name
         origin = get_origin(hint)
         if hint == bool | None:
             if value is not None and not isinstance(value, bool):
