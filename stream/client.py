@@ -116,12 +116,6 @@ def deterministic_id(event: Mapping[str, Any]) -> str:
     return f"{event.get('type')}-{digest.hexdigest()}"
 
 
-def _standings(standings: Mapping[str, int] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(standings, Mapping):
-        return [{"player": p, "rank": r} for p, r in standings.items()]
-    return [dict(s) for s in standings]
-
-
 def _optional(weight: float | None, perf_ceiling: float | None) -> dict[str, Any]:
     return {k: v for k, v in (("weight", weight), ("perf_ceiling", perf_ceiling)) if v is not None}
 
@@ -303,8 +297,10 @@ class Publisher:
         or ``[{"player", "rank"}]``, or ``teams`` as ``[{"players": [...], "rank", "weights"?}]``."""
         obj: dict[str, Any] = {"type": "round", "event_id": event_id, "pool": pool, "round_id": round_id,
                                "time": time}
-        if standings is not None:
-            obj["standings"] = _standings(standings)
+        if isinstance(standings, Mapping):
+            obj["standings"] = [{"player": p, "rank": r} for p, r in standings.items()]
+        elif standings is not None:
+            obj["standings"] = [dict(s) for s in standings]
         if teams is not None:
             obj["teams"] = [dict(t) for t in teams]
         return await self._send_one({**obj, **_optional(weight, perf_ceiling)})
