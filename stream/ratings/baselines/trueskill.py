@@ -63,10 +63,10 @@ class TrueSkill(RatingSystem):
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0] - 3.0 * belief[1]), float(belief[0]), float(belief[1]), int(belief[2]))
 
-    @property
-    def draw_margin(self) -> float:
+    def draw_margin(self, players: int = 2) -> float:
+        """The package's ε of a game of ``players``: ``Φ⁻¹((p_draw + 1)/2)·√players·β``."""
         p = self.params
-        return float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(2.0) * p.beta
+        return float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(float(players)) * p.beta
 
     def rate_round(self, beliefs: Sequence[Belief], ranks: IntArray, time_ms: int, weight: float = 1.0,
                    perf_ceiling: float = math.inf) -> list[Belief]:
@@ -79,7 +79,7 @@ class TrueSkill(RatingSystem):
         sig2 = np.fromiter((beliefs[i][1] for i in order), dtype=np.float64, count=n) ** 2 + p.tau**2
         r_sorted = np.asarray(ranks)[order]
         tie = r_sorted[1:] == r_sorted[:-1]
-        eps = np.full(n - 1, self.draw_margin)
+        eps = np.full(n - 1, self.draw_margin())
         lik_pi, lik_tau = trueskill_chain(mu, sig2 + p.beta**2, tie, eps, p.tol, p.max_iter)
         # message into the skill through the β² factor, then skill posterior
         m_pi = lik_pi / (1.0 + p.beta**2 * lik_pi)
@@ -152,7 +152,7 @@ class TrueSkill(RatingSystem):
         c = math.sqrt(c2)
         diff = float(a[0]) - float(b[0])
         t = (diff + advantage if advantage else diff) / c
-        v, w = (_v_w_draw if score == 0.5 else _v_w_win)(t, self.draw_margin / c)
+        v, w = (_v_w_draw if score == 0.5 else _v_w_win)(t, self.draw_margin() / c)
         na = np.array([a[0] + va / c * v, math.sqrt(va * (1.0 - va / c2 * w)), a[2] + 1.0])
         nb = np.array([b[0] - vb / c * v, math.sqrt(vb * (1.0 - vb / c2 * w)), b[2] + 1.0])
         return na, nb
@@ -181,7 +181,7 @@ class TrueSkill(RatingSystem):
         (``lobby.outcomes``)."""
         p = self.params
         c = math.sqrt(var_a + var_b + 2.0 * (p.beta**2 + p.tau**2))
-        eps = float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(float(players)) * p.beta
+        eps = self.draw_margin(players)
         p_win = 0.5 * math.erfc((eps - diff) / (c * math.sqrt(2.0)))
         p_loss = 0.5 * math.erfc((eps + diff) / (c * math.sqrt(2.0)))
         return p_win, 1.0 - p_win - p_loss, p_loss
