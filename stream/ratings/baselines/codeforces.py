@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
+from stream.ratings.baselines.elo import expected_score
 from stream.ratings.baselines.kernels import logistic_rows, logistic_sums
 
 
@@ -119,7 +120,7 @@ class Codeforces(RatingSystem):
 
     def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
         ra = float(a[0])
-        return 1.0 / (1.0 + 10.0 ** ((float(b[0]) - (ra + advantage if advantage else ra)) / 400.0))
+        return expected_score(ra + advantage if advantage else ra, float(b[0]))
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])
