@@ -199,10 +199,9 @@ class Advantages:
         for k, raw in stored.items():
             name = k.decode() if isinstance(k, bytes) else k
             try:
-                mean, var = _STORED.unpack(raw)
+                sides[name] = self.decode(raw)
             except struct.error as exc:
                 raise RatingError(f"the stored advantage of side {name!r} is not a belief ({exc})") from exc
-            sides[name] = SideBelief(mean, var)
         return Advantages(self.params, self.unit, sides)
 
     def as_dict(self) -> dict[str, dict[str, float]]:
