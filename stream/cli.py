@@ -1,9 +1,7 @@
-"""``mmr``: the command line. Thin: each subcommand is imported only when invoked, so ``mmr --help``
-stays instant (no numba, no Faust). ``mmr --version`` is ``stream.__version__``, the one source of it.
-
-A failure of Redis or the broker ends a command with one line on stderr naming the component, its
-address (secrets masked) and the cause, exit status 1; the traceback only with ``mmr --debug`` or
-``MMR_LOG_LEVEL=debug``. Every log record has the settings' secrets masked (``stream.redact``)."""
+"""``mmr``: the command line. Each subcommand is imported only when invoked, so ``mmr --help`` stays
+instant (no numba, no Faust). A failure of Redis or the broker ends a command with one line on
+stderr naming the component, its address (secrets masked) and the cause, exit status 1; the
+traceback only with ``mmr --debug`` or ``MMR_LOG_LEVEL=debug``."""
 
 from __future__ import annotations
 

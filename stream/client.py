@@ -1,12 +1,11 @@
 """Publishing events to the service: ``from stream.client import Publisher`` (docs/publisher.md).
 
 A game server needs only this module: importing it loads neither numba, numpy nor Faust, and changes
-no environment variable. Every event goes through the worker's own checks (``stream.events.check``,
-the settings' pools and ``MMR_MAX_PARTICIPANTS``), so a bad event raises ``InvalidEvent`` naming the
-field *before* anything is sent. Messages are keyed by pool, so a pool's events stay in one partition
-and in order. Event ids make re-publishing harmless (the worker applies an id once): your own, or with
-``deterministic_ids=True`` a digest of the event's content, else a random uuid4. The frames ``mmr
-replay --broker`` publishes (``round_json``, ``match_columns_json``) live here too.
+no environment variable. Every event goes through the worker's own checks (``stream.events.check``),
+so a bad event raises ``InvalidEvent`` naming the field *before* anything is sent. Messages are keyed
+by pool, so a pool's events stay in one partition and in order. Event ids make re-publishing harmless
+(the worker applies an id once): your own, a digest of the content (``deterministic_ids=True``) or a
+random uuid4. The frames ``mmr replay --broker`` publishes live here too.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ _DIGEST_BYTES = 16
 # --- frames -----------------------------------------------------------------------------
 def round_json(ev: RoundEvent) -> bytes:
     """A decoded round as the ``round`` message: ``teams`` for a team round, else the column form
-    (``players`` and ``ranks``): no JSON object per player, so about half the bytes of ``standings``."""
+    (``players``, ``ranks``: about half the bytes of ``standings``)."""
     obj: dict[str, Any] = {"type": "round", "event_id": ev.event_id, "pool": ev.pool, "round_id": ev.round_id,
                            "time": ev.time}
     if ev.teams is None:
@@ -98,8 +97,8 @@ def match_json(m: MatchEvent) -> bytes:
 
 
 def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
-    """The compact column form (what the publisher sends): about half the bytes of ``match_batch_json``
-    and a third of the worker's decoding cost; a ``neutral`` column only when some match is neutral."""
+    """The column form the publisher sends: about half the bytes of ``match_batch_json`` and a third
+    of the worker's decoding cost (a ``neutral`` column only when some match is neutral)."""
     obj: dict[str, Any] = {"type": "match_columns", "pool": pool, "event_id": [m.event_id for m in matches],
                            "time": [m.time for m in matches], "a": [m.a for m in matches],
                            "b": [m.b for m in matches], "score": [m.score for m in matches]}
@@ -110,18 +109,11 @@ def match_columns_json(pool: str, matches: Sequence[MatchEvent]) -> bytes:
 
 
 def deterministic_id(event: Mapping[str, Any]) -> str:
-    """``{type}-{32 hex digits}``: blake2b of the event without ``event_id``, keys sorted. The same result
-    always gets the same id, so a retried send is recognised; two *different* results at the same
-    millisecond between the same players need ids of their own."""
+    """``{type}-{32 hex digits}``: blake2b of the event without ``event_id``, keys sorted: a retried send
+    is recognised (two *different* results of the same players at the same millisecond need own ids)."""
     content = {k: v for k, v in event.items() if k != "event_id"}
     digest = hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=_DIGEST_BYTES)
     return f"{event.get('type')}-{digest.hexdigest()}"
-
-
-def _standings(standings: Mapping[str, int] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(standings, Mapping):
-        return [{"player": p, "rank": r} for p, r in standings.items()]
-    return [dict(s) for s in standings]
 
 
 def _optional(weight: float | None, perf_ceiling: float | None) -> dict[str, Any]:
@@ -133,9 +125,8 @@ class Publisher:
     """An async Kafka publisher of the service's input events:
     ``async with Publisher() as pub: await pub.match("chess", "alice", "bob", 1.0, time=ms)``.
 
-    ``bootstrap`` None: KAFKA_BOOTSTRAP_SERVERS; topics and security from ``settings`` (default
-    ``from_env()``). Sends are buffered: ``flush`` (and leaving the ``async with``) waits for the
-    acknowledgements and raises the first error. Each sending method returns the id(s) it sent.
+    Topics and security from ``settings`` (default ``from_env()``). Sends are buffered: ``flush`` (and
+    leaving the ``async with``) waits for the acknowledgements and raises the first error.
     """
 
     def __init__(self, bootstrap: str | None = None, *, settings: Settings | None = None,
@@ -163,8 +154,7 @@ class Publisher:
         raise InvalidEvent(f"field type: {event_type!r} is not an input event type")
 
     async def start(self) -> None:
-        """Connect (and create the topics unless told not to). A broker that cannot be reached, or that
-        refuses the settings' TLS or SASL, raises ``stream.errors.ConnectError`` naming the cause."""
+        """Connect (and create the topics unless told not to); ``stream.errors.ConnectError`` names why not."""
         from stream.service.preflight import check_kafka
 
         await check_kafka(self.settings)
@@ -197,8 +187,7 @@ class Publisher:
 
     # --- sending ----------------------------------------------------------------------
     async def send_frame(self, topic: str, pool: str, value: bytes) -> None:
-        """Send an encoded message keyed by ``pool``, as it is (no validation: for frames built
-        from decoded events, as ``mmr replay --broker`` does)."""
+        """Send an encoded message keyed by ``pool``, unchecked (frames of decoded events, ``mmr replay --broker``)."""
         if self._producer is None:
             raise RuntimeError("Publisher not started: use `async with Publisher(...)` or `await start()`")
         self._pending.append(await self._producer.send(topic, value, key=pool.encode()))
@@ -220,8 +209,8 @@ class Publisher:
         return etype, obj
 
     def _prepare(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any], bytes, Any]:
-        """``(type, event, its bytes, what the checks read of them)``: the bytes are parsed again and go
-        through the worker's own checks (``_check``), so the client refuses what the worker dead-letters."""
+        """``(type, event, its bytes, what the checks read of them)``: the bytes go through the worker's
+        own checks (``_check``), so the client refuses what the worker dead-letters."""
         obj = dict(event)
         try:
             if obj.get("type") == "match_columns" and "event_id" not in obj:
@@ -241,7 +230,7 @@ class Publisher:
 
     def _check(self, value: bytes) -> tuple[str, Any]:
         """What the worker checks of a message's bytes (``stream.service.planning.decode_message``):
-        ``(type, the checked value)`` (``stream.events.check.check_event``), or InvalidEvent."""
+        ``(type, the checked value)``, or InvalidEvent."""
         s = self.settings
         obj = parse_json(value)
         etype, checked = check_event(obj)
@@ -254,8 +243,8 @@ class Publisher:
         return etype, checked
 
     async def send(self, event: Mapping[str, Any]) -> str | list[str]:
-        """Validate any input event (a dict as the schemas write it), fill a missing id, and
-        send it to its type's topic keyed by its pool. Returns its id (a list for batches)."""
+        """Validate any input event (a dict as the schemas write it), fill a missing id, and send it to
+        its type's topic: its id (a list for batches)."""
         etype, obj, value, _decoded = self._prepare(event)
         await self.send_frame(self.topic_for(etype), obj["pool"], value)
         if etype == "match_batch":
@@ -264,7 +253,6 @@ class Publisher:
         return eid
 
     async def _send_one(self, event: Mapping[str, Any]) -> str:
-        """``send`` of an event that is not a batch: its id."""
         eid = await self.send(event)
         assert isinstance(eid, str)
         return eid
@@ -278,7 +266,7 @@ class Publisher:
     async def matches(self, pool: str, matches: Iterable[Mapping[str, Any]]) -> list[str]:
         """Many results of one pool, in order: each ``{"a", "b", "score", "time"}`` (optional ``event_id``,
         ``neutral``), sent as ``match_columns`` messages of at most ``batch`` matches and
-        ``max_message_bytes`` bytes. Every match is validated before any is sent."""
+        ``max_message_bytes``, every match validated before any is sent."""
         events: list[MatchEvent] = []
         for i, m in enumerate(matches):
             row = _match_event(pool, m.get("event_id"), m.get("time"), m.get("a"), m.get("b"), m.get("score"),
@@ -309,8 +297,10 @@ class Publisher:
         or ``[{"player", "rank"}]``, or ``teams`` as ``[{"players": [...], "rank", "weights"?}]``."""
         obj: dict[str, Any] = {"type": "round", "event_id": event_id, "pool": pool, "round_id": round_id,
                                "time": time}
-        if standings is not None:
-            obj["standings"] = _standings(standings)
+        if isinstance(standings, Mapping):
+            obj["standings"] = [{"player": p, "rank": r} for p, r in standings.items()]
+        elif standings is not None:
+            obj["standings"] = [dict(s) for s in standings]
         if teams is not None:
             obj["teams"] = [dict(t) for t in teams]
         return await self._send_one({**obj, **_optional(weight, perf_ceiling)})
@@ -330,8 +320,8 @@ class Publisher:
                                     **_optional(weight, perf_ceiling)})
 
     def _column_ids(self, obj: Mapping[str, Any]) -> list[str] | None:
-        """The ids of a ``match_columns`` event that has none: each the id its match would get as a ``match``
-        (None, for the validator to report, when the columns are not lists)."""
+        """The ids of a ``match_columns`` event that has none, each its match's as a ``match`` (None when
+        the columns are not lists: the validator reports it)."""
         names = ("time", "a", "b", "score", "neutral") if "neutral" in obj else ("time", "a", "b", "score")
         if not all(isinstance(obj.get(k), list) for k in names):
             return None

@@ -2,18 +2,17 @@
 
 Every environment variable the package reads is a field of a frozen dataclass (the service's
 ``Settings`` or ``EngineSettings`` below) declared with ``setting(default, "NAME")`` and parsed by
-``load``, so all share one grammar. A value that does not parse raises ``SettingError`` naming the
-variable: a typo never reads as false. A secret (a ``Secret``, never in a ``repr``; or a setting
-declared ``file=True`` such as ``REDIS_URL``) may be read from the file ``NAME_FILE`` names, as Docker
-and Kubernetes mount secrets. The engine's switches live here, below every package, because their
-modules read them at import time, before any settings exist.
+``load``: one grammar, and a value that does not parse raises ``SettingError`` naming the variable (a
+typo never reads as false). A ``Secret`` (never in a ``repr``) or a ``file=True`` setting may be read
+from the file ``NAME_FILE`` names, as Docker and Kubernetes mount secrets. The engine's switches live
+here, below every package, because their modules read them before any settings exist.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
@@ -69,24 +68,19 @@ def setting(default: T, env: str, *, file: bool = False) -> T:
     return field(default=default, metadata={ENV: env, FILE: file})  # type: ignore[no-any-return]
 
 
-def env_name(f: Field[Any]) -> str | None:
-    name: str | None = f.metadata.get(ENV)
-    return name
-
-
 #: the resolved annotations of a settings class (resolved once: ``check_fields`` runs at every construction)
 _hints: Callable[[type], dict[str, Any]] = cache(get_type_hints)
 
 
 def env_names(cls: type) -> dict[str, str]:
     """``{field name: variable}`` of every setting of a settings class."""
-    return {f.name: name for f in fields(cls) if (name := env_name(f)) is not None}
+    return {f.name: name for f in fields(cls) if (name := f.metadata.get(ENV)) is not None}
 
 
 def file_names(cls: type) -> dict[str, str]:
     """``{field name: NAME_FILE}`` of the settings of ``cls`` that may be read from a file (secrets)."""
     hints = _hints(cls)
-    return {f.name: name + FILE_SUFFIX for f in fields(cls) if (name := env_name(f)) is not None
+    return {f.name: name + FILE_SUFFIX for f in fields(cls) if (name := f.metadata.get(ENV)) is not None
             and (f.metadata.get(FILE) or hints[f.name] is Secret)}
 
 
@@ -146,13 +140,12 @@ def load(cls: type, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def check_fields(obj: Any) -> None:
-    """Types and choices of a settings object however it was built (``load``, code, ``with_``), from
-    ``__post_init__``: a ``str`` for a ``Secret`` becomes one, an ``int`` for a ``float`` a float; anything
-    else of the wrong type or outside its choices is refused, named by its variable."""
+    """Types and choices of a settings object however it was built, from ``__post_init__``: a ``str`` for a
+    ``Secret`` becomes one, an ``int`` for a ``float`` a float; anything else wrong is refused by name."""
     hints = _hints(type(obj))
     for f in fields(obj):
         hint, value = hints[f.name], getattr(obj, f.name)
-        label = env_name(f) or f.name
+        label = f.metadata.get(ENV) or f.name
         origin = get_origin(hint)
         if hint == bool | None:
             if value is not None and not isinstance(value, bool):
@@ -177,9 +170,8 @@ class EngineSettings:
     #: keep numba's compiled kernels in a directory per version of the sources
     #: (``stream.runtime.numba_cache``); off: numba's own choice, beside each module
     numba_cache: bool = setting(True, "MMR_NUMBA_CACHE")
-    #: Elo-MMR rounds with fewer players run their kernels on one thread
-    #: (``stream.ratings.elo_mmr.system.PARALLEL_MIN_PLAYERS``), and so do the logistic sums of Elo and
-    #: Codeforces rounds (``stream.ratings.baselines.kernels.PARALLEL_MIN_PLAYERS``)
+    #: Elo-MMR rounds with fewer players run their kernels on one thread, and so do the logistic sums of
+    #: Elo and Codeforces rounds (``PARALLEL_MIN_PLAYERS`` of ``elo_mmr.system`` and ``baselines.kernels``)
     elo_parallel_min: int = setting(20_000, "MMR_ELO_PARALLEL_MIN")
     #: folder of the public data sets (contest histories) that evaluations and benchmarks read
     data_dir: str = setting("", "MMR_DATA_DIR")

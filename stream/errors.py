@@ -1,12 +1,7 @@
-"""The errors of mmr-stream: one base, three kinds, told apart by what fixes them.
-
-* ``InputError``: the input is at fault (an event, a file's line, a request's parameter): it is
-  dead-lettered, or the command names the file and line; retrying changes nothing.
-* ``InfrastructureError``: Redis, the broker or the network failed. Transient ones are retried with
-  backoff; the others (a wrong password, a TLS or SASL mismatch) are reported once, not retried.
-* ``ConfigurationError``: a setting or parameter cannot be used: the operator must change it.
-
-Each error class of the package derives from one of these, keeping its built-in base (``ValueError``).
+"""The errors of mmr-stream: one base, three kinds, told apart by what fixes them (a bad input is
+dead-lettered or named by file and line; a failure of infrastructure is retried when transient,
+else reported once; a bad setting needs the operator). Each error class of the package derives from
+one of these, keeping its built-in base (``ValueError``).
 """
 
 from __future__ import annotations
@@ -30,8 +25,8 @@ class ConfigurationError(MmrError):
 
 class ConnectError(InfrastructureError):
     """A component could not be reached, or refused the connection: one line naming the component, its
-    address (secrets masked) and the cause (``str``), and whether waiting may help (``retry``: an
-    unreachable server may come back; a wrong password, a TLS or SASL mismatch does not)."""
+    address (secrets masked) and the cause, and whether waiting may help (``retry``: not for a wrong
+    password, a TLS or SASL mismatch)."""
 
     def __init__(self, component: str, address: str, cause: str, detail: str = "", *, retry: bool) -> None:
         self.component = component

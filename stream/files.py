@@ -26,11 +26,9 @@ T = TypeVar("T")
 
 def iter_records(paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, progress: bool, skip: int = 0,
                  chunks: bool = False, on_invalid: OnInvalid | None = None) -> Iterator[tuple[str, str, Any]]:
-    """All records of all inputs in order (``read_records``), with a progress bar on stderr.
-
-    The bar counts the inputs' bytes on disk, so it has a total (the files' sizes) and an ETA; the
-    events read so far are shown beside it. ``chunks``: runs of plain matches come as ``MATCH_RUN``
-    records, except with ``skip``, which counts events one by one."""
+    """All records of all inputs in order (``read_records``), with a progress bar on stderr that counts
+    the inputs' bytes (so it has a total and an ETA) and shows the events read. ``chunks``: runs of
+    plain matches come as ``MATCH_RUN`` records, except with ``skip``, which counts events one by one."""
     chunked = chunks and not skip
     bar = tqdm(total=_total_bytes(paths), unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
                mininterval=0.5, dynamic_ncols=True) if progress else None
@@ -64,9 +62,8 @@ def _total_bytes(paths: tuple[str, ...]) -> int | None:
 
 
 class JsonlWriter:
-    """JSON lines streamed to a temporary file beside ``path``, renamed onto it when the ``with``
-    block ends without an error and deleted when it raises: never a partial output, and rows are
-    not held in memory (``mmr replay --history`` writes millions)."""
+    """JSON lines streamed to a temporary file beside ``path``, renamed onto it when the ``with`` block
+    ends without an error, deleted when it raises: never a partial output, no rows held in memory."""
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
@@ -100,8 +97,7 @@ class JsonlWriter:
 
 def _create_beside(path: Path) -> tuple[int, str]:
     """A new, uniquely named hidden file beside ``path``, opened for writing: (fd, its path). Mode 0666
-    less the umask, as ``open`` makes any file: ``tempfile.mkstemp``'s 0600 would stay on the output
-    after the rename, so others could no longer read it (a shared results folder, a web server)."""
+    less the umask: ``tempfile.mkstemp``'s 0600 would stay on the output after the rename."""
     for _ in range(100):
         tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
         try:
@@ -130,19 +126,17 @@ def prefetched(items: Iterator[T], depth: int = 64, switch_interval: float = 2e-
                prepare: Callable[[T], T] | None = None, prepare_ahead: int = PREPARE_AHEAD,
                ) -> Generator[T, None, None]:
     """``items``, produced by a thread of their own: reading and decoding a history runs while the
-    consumer's numba kernels run without the GIL, on the other core. The same items in the same order;
-    an exception of ``items`` is raised here at its place. Closing this generator stops the thread at
-    its next item and closes ``items`` there.
+    consumer's numba kernels run without the GIL. The same items in the same order; an exception of
+    ``items`` is raised here at its place; closing this generator stops the thread and closes ``items``.
 
-    ``switch_interval``: the GIL switch interval while both run (restored at the end): how long the
-    consumer can wait for the GIL after each kernel returns while the reader decodes; the reader's
-    work is thousands of short steps, so a short interval costs it little.
+    ``switch_interval``: the GIL switch interval while both run: how long the consumer can wait for
+    the GIL after each kernel returns (the reader's work is short steps, so a short interval costs it
+    little).
 
-    ``prepare``: applied to each item in the reading thread, as late as it can be (once at most
-    ``prepare_ahead`` items wait before it), while items are still read up to ``depth`` ahead. Why:
-    what a look-up ahead finds goes stale as the consumer moves on (``PackedPool.look_ahead`` answers
-    −1 for a player the rounds not yet rated will register); prepared 64 rounds ahead, half of the
-    Codeforces history's player-rounds were looked up twice (BENCHMARKS.md, Elo-MMR).
+    ``prepare``: applied to each item in the reading thread as late as it can be (once at most
+    ``prepare_ahead`` items wait before it), while items are still read up to ``depth`` ahead: what a
+    look-up ahead finds goes stale as the consumer moves on (prepared 64 rounds ahead, half of the
+    Codeforces history's player-rounds were looked up twice, BENCHMARKS.md).
     """
     ahead = max(1, min(prepare_ahead, depth)) if prepare is not None else depth
     queue: Queue[object] = Queue(maxsize=ahead)

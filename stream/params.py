@@ -1,8 +1,5 @@
-"""Parameters of a rating system as ``KEY=VALUE`` text: ``--param`` options and ``MMR_PARAMS``.
-
-One parser for both, so the command line and the worker's environment accept the same
-text. Values stay strings; each rating system parses and checks its own
-(``stream.ratings.base``).
+"""Parameters of a rating system as ``KEY=VALUE`` text: one parser for ``--param`` options and
+``MMR_PARAMS``, so both accept the same text. Values stay strings; each system parses its own.
 """
 
 from __future__ import annotations

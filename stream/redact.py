@@ -1,12 +1,10 @@
 """Secrets kept out of messages and logs.
 
-A password can reach the service in several ways: the user part of a URL
-(``redis://:pw@host``), a URL's query (``redis://host/0?password=pw``, which redis-py honours), a
-setting (``MMR_REDIS_PASSWORD``, ``MMR_KAFKA_SASL_PASSWORD``) or a file a ``*_FILE`` setting names.
-``mask_url`` hides the first two wherever a URL is printed; settings hold the others as
-``stream.config.Secret``, which never prints its value. A message can still carry a secret that a
-library put there (an exception quoting its URL): ``install`` makes every log record pass through
-``mask`` of the secrets the process knows, in its message, its arguments and its traceback.
+A password can reach the service in a URL's user part or query (``redis://host/0?password=pw``,
+which redis-py honours), a setting or a file a ``*_FILE`` setting names. ``mask_url`` hides the
+first two wherever a URL is printed; settings hold the others as ``stream.config.Secret``. A message
+can still carry a secret a library put there (an exception quoting its URL): ``install`` masks the
+secrets the process knows in every log record, its arguments and its traceback.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@ defined in docs/evaluation.md ("Protocol and metric definitions"): pair inversio
 of a round (Elo-MMR paper §6.2), log loss, Brier and calibration of two-player events.
 
 Pair inversion is counted in O(N log N) by a sort plus a Fenwick-tree merge count, never over all N²
-pairs (``pair_inversions_naive`` is the oracle). Aggregated per participant (paper §6.2), player i's
-metric is the fraction of its N − 1 opponents predicted wrongly, whose mean over a round equals the
-round's fraction of wrong pairs: the aggregate is the participant-weighted mean of the rounds'.
-All functions are pure and deterministic.
+pairs. Aggregated per participant (paper §6.2), player i's metric is the fraction of its N − 1
+opponents predicted wrongly, whose mean over a round is the round's fraction of wrong pairs: the
+aggregate is the participant-weighted mean of the rounds'.
 """
 
 from __future__ import annotations
@@ -40,25 +39,6 @@ def pair_inversions(actual_ranks: ArrayLike, scores: ArrayLike) -> tuple[float, 
     _, dense = np.unique(pred[order], return_inverse=True)
     wrong, pairs = pair_discordance(actual[order].astype(np.int64), dense.astype(np.int64).ravel())
     return float(wrong), float(pairs)
-
-
-def pair_inversions_naive(actual_ranks: ArrayLike, scores: ArrayLike) -> tuple[float, float]:
-    """O(N²) reference of :func:`pair_inversions` (tests only)."""
-    a = np.asarray(actual_ranks)
-    s = np.asarray(scores, dtype=np.float64)
-    wrong = 0.0
-    pairs = 0.0
-    for i in range(len(a)):
-        for j in range(i + 1, len(a)):
-            pairs += 1
-            if a[i] == a[j]:
-                continue
-            better, worse = (i, j) if a[i] < a[j] else (j, i)
-            if s[better] < s[worse]:
-                wrong += 1
-            elif s[better] == s[worse]:
-                wrong += 0.5
-    return wrong, pairs
 
 
 def rank_deviations(actual_ranks: ArrayLike, scores: ArrayLike) -> FloatArray:

@@ -39,7 +39,7 @@ from stream.events.model import MatchBatch, PlayerIndex, RoundEvent, index_playe
 from stream.ratings import sided
 from stream.ratings.advantage import AdvantageParams, Advantages
 from stream.ratings.base import Belief, FloatArray, IntArray, Rating, RatingError, RatingSystem
-from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.ratings.codec import Codec, Float64Codec, codec_for
 from stream.ratings.fastpath import Arena, ArenaMatches, PackedRounds, RoundChange, fast_path
 from stream.ratings.team_scores import TeamPredictor, team_predictor
 from stream.state.memory import Held
@@ -174,7 +174,7 @@ class PoolEngine:
         if self.exact_store:  # the hot path: no call per player
             return moved
         codec = self.codec
-        back = decode_many(codec, encode_many(codec, list(moved.values())))
+        back = codec.decode_many(codec.encode_many(list(moved.values())))
         return dict(zip(moved, back, strict=True))
 
     # --- the side advantage (stream.ratings.sided) -------------------------------------
@@ -428,7 +428,7 @@ class PoolEngine:
 
     def _decode_present(self, present: list[tuple[str, bytes]]) -> dict[str, Belief]:
         try:
-            beliefs = decode_many(self.codec, [raw for _, raw in present])
+            beliefs = self.codec.decode_many([raw for _, raw in present])
         except _BELIEF_FAULTS:
             for p, raw in present:  # name the player whose stored value is not a belief
                 try:
@@ -459,7 +459,7 @@ class PoolEngine:
         beliefs = list(changed.values())
         ratings = dict(zip(players, self.fast.summary_many(beliefs), strict=True))
         _check_finite(ratings)
-        encoded = encode_many(self.codec, beliefs)
+        encoded = self.codec.encode_many(beliefs)
         if self.decoded_budget:
             self._remember(zip(players, encoded, beliefs, strict=True))
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)

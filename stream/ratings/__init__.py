@@ -1,8 +1,8 @@
 """Pure rating math: one package per rating system behind ``base.RatingSystem``.
 
-``make_system(name, params)`` is the only way the rest of the project builds a system, so the
-CLI, the evaluation harness and the worker accept exactly the same names. Systems are imported
-lazily: ``mmr --help`` must not pay for numba compilation. The modules: docs/ARCHITECTURE.md.
+``make_system(name, params)`` is how the rest of the project builds a system, so the CLI, the
+evaluation and the worker accept the same names; systems are imported lazily (``mmr --help`` pays
+for no numba). The modules: docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -17,15 +17,9 @@ from stream.ratings.registry import SPECS, SystemSpec, spec
 SYSTEMS: Mapping[str, SystemSpec] = SPECS
 
 
-def system_class(name: str) -> type[RatingSystem]:
-    """The class registered under a docs/interface.md system name."""
-    return spec(name).system_type()
-
-
 def make_system(name: str, params: Mapping[str, Any] | None = None) -> RatingSystem:
     """Build a system from its name and ``KEY=VALUE`` parameters (strings are parsed)."""
     return spec(name).build(params)
 
 
-__all__ = ["SYSTEMS", "Belief", "Params", "Rating", "RatingError", "RatingSystem", "SystemSpec", "make_system",
-           "system_class"]
+__all__ = ["SYSTEMS", "Belief", "Params", "Rating", "RatingError", "RatingSystem", "SystemSpec", "make_system"]

@@ -1,28 +1,15 @@
 """The side advantage of a pool, learned online, shared by every rating system (docs/advantage.md).
 
-A pool has one advantage per side: ``MATCH_SIDE`` for the first player (``a``) of a match that is
-not neutral (home, white, first to move), and one per ``side`` label of the teams of team rounds
-(``home``/``away``, ``blue``/``red``...). A side's advantage ``h`` is in the performance units of
-the pool's system and enters its model where a skill does: the side plays as if its rating were
-``h`` higher (Elo, Glicko: the rating; TrueSkill, Elo-MMR/MMχ: the performance mean; Cowan: the
-argument of the luck function). So it moves the prediction and the update alike: winning at home
-moves ratings less, because a home win was expected more.
+A pool has one advantage per side: ``MATCH_SIDE`` for the first player (``a``) of a non-neutral
+match, and one per ``side`` label of team rounds. A side's advantage ``h`` (performance units of the
+pool's system) enters the model where a skill does, so it moves the prediction and the update
+alike: winning at home moves ratings less, because a home win was expected more.
 
-Learning rule (derived in docs/advantage.md): each side's advantage is a Gaussian belief
-``N(m, v)``. Before an event each belief of the event's sides drifts, ``v += drift·u²`` (u: the
-system's performance unit, ``RatingSystem.advantage_unit``). The event's outcome score ``s`` (1,
-½, 0 for the first side) has likelihood ``p(x)^s (1 − p(x))^(1−s)`` where ``p(x)`` is the system's
-own probability that the first side finishes ahead when it plays with relative advantage
-``x = h_a − h_b``. One Laplace step at the prior mean (the extended Kalman filter of that
-likelihood) gives, with ``g = (s − p)·p′/(p(1 − p))`` (the score) and ``I = p′²/(p(1 − p))`` (the
-Fisher information), ``v_x = v_a + v_b``:
-
-    h_a ← h_a + v_a·g/(1 + I·v_x),   h_b ← h_b − v_b·g/(1 + I·v_x),
-    v_a ← v_a − v_a²·I/(1 + I·v_x),  v_b ← v_b − v_b²·I/(1 + I·v_x).
-
-For a Gaussian-link system this is the Gaussian posterior of a "player" playing on the side; for
-Elo it is the Glicko step of one rating. A side without a belief (the second player of a match)
-has ``v_b = 0`` and stays fixed at 0. ``p′`` is a central difference of the system's own
+Learning rule (derived in docs/advantage.md, "The learning rule"): each side's advantage is a
+Gaussian belief ``N(m, v)`` that drifts by ``drift·u²`` before each event of its side (u: the
+system's performance unit, ``RatingSystem.advantage_unit``) and takes one Laplace step (an extended
+Kalman filter) of the outcome's likelihood under the system's own probability ``p(x)`` that the
+first side finishes ahead with relative advantage ``x = h_a − h_b``. ``p′`` is a central difference of that
 probability with step ``1e-3·u``: one rule for every system, whatever its link.
 """
 
@@ -56,16 +43,13 @@ SIDE_INIT, SIDE_SD = f"{PREFIX}_init_", f"{PREFIX}_sd_"
 @dataclass(frozen=True)
 class AdvantageParams:
     """Per-pool settings. ``advantage``: learn and use it (false: every event is neutral);
-    ``advantage_init``: the prior mean of the match side's advantage (performance units of the
-    system); ``advantage_sd``: every side's prior sd, in units u; ``advantage_drift``: the variance a
-    side's belief gains per event of that side, in units u² (how fast it can follow a change: the
-    learning rate of a settled belief).
+    ``advantage_init``: the match side's prior mean (performance units); ``advantage_sd``: every
+    side's prior sd (units u); ``advantage_drift``: the variance a side's belief gains per event
+    (units u²: the learning rate of a settled belief).
 
-    ``sides``: a side's own prior, from the keys ``advantage_init_<side>`` (its mean, in performance
-    units) and ``advantage_sd_<side>`` (its sd, in u), so that a pool can start from what its history
-    taught every side (``mmr fit`` writes them): side -> (mean or None, sd or None), None where the
-    general prior holds (a team side's mean 0, the match side's ``advantage_init``, ``advantage_sd``).
-    The match side's own mean is ``advantage_init`` (``advantage_init_match`` is refused: one spelling)."""
+    ``sides``: a side's own prior from the keys ``advantage_init_<side>`` / ``advantage_sd_<side>``
+    (``mmr fit`` writes them), None where the general prior holds; the match side's mean is only
+    ``advantage_init`` (one spelling)."""
 
     advantage: bool = True
     advantage_init: float = 0.0
@@ -196,11 +180,6 @@ class Advantages:
         if bb is not None and side_b is not None:
             self.sides[side_b] = SideBelief(bb.mean - vb * g / denom, vb - vb * vb * info / denom)
 
-    @property
-    def active(self) -> bool:
-        """Whether events rate and learn with sides (False: the advantage is off)."""
-        return self.params.advantage
-
     def copy(self) -> Advantages:
         """The same beliefs, learned on independently (a step that may fail learns on a copy)."""
         return Advantages(self.params, self.unit, dict(self.sides))
@@ -220,10 +199,9 @@ class Advantages:
         for k, raw in stored.items():
             name = k.decode() if isinstance(k, bytes) else k
             try:
-                mean, var = _STORED.unpack(raw)
+                sides[name] = self.decode(raw)
             except struct.error as exc:
                 raise RatingError(f"the stored advantage of side {name!r} is not a belief ({exc})") from exc
-            sides[name] = SideBelief(mean, var)
         return Advantages(self.params, self.unit, sides)
 
     def as_dict(self) -> dict[str, dict[str, float]]:

@@ -3,17 +3,14 @@
 Why this shape:
 
 * A *belief* is a 1-D ``float64`` array whose layout belongs to the system: arrays gather into
-  structure-of-arrays kernel inputs with one concatenation and pack into bytes with ``tobytes``
-  (``stream.ratings.codec``), so no per-player Python objects sit on the hot path.
-* Systems are pure (no I/O, no asyncio, no global state): the same object serves the embedded
-  replay, the evaluation and the streaming worker, which makes "streaming result == offline
-  replay" testable bit for bit.
-* Two kinds of events: a *round* (many players ranked, ties share a rank) and a *batch of
-  matches* (1-v-1, A's score in [0, 1], exact sequential meaning); a system that is naturally
-  one kind gets the other from the defaults below.
-* Six methods (``new_belief``, ``rate_round``, ``rate_matches``, ``summary``, ``win_probability``,
-  ``ranking_score``); the engine's batched forms live in ``stream.ratings.fastpath`` and give
-  exactly what these give. Team rounds are optional (``rate_team_round``; docs/teams.md).
+  kernel inputs with one concatenation and pack into bytes with ``tobytes``, so no per-player
+  Python objects sit on the hot path.
+* Systems are pure (no I/O, no global state): the same object serves the embedded replay, the
+  evaluation and the worker, which makes "streaming result == offline replay" testable bit for bit.
+* Two kinds of events: a *round* (many players ranked, ties share a rank) and a *batch of matches*
+  (1-v-1, exact sequential meaning); a system that is naturally one kind gets the other from the
+  defaults below. The engine's batched forms (``stream.ratings.fastpath``) give exactly what these
+  methods give; team rounds are optional (docs/teams.md).
 """
 
 from __future__ import annotations
@@ -66,8 +63,8 @@ def rows_of_columns(cls: type[_RowT], *columns: Iterable[Any]) -> Iterator[_RowT
 
 @dataclass(frozen=True)
 class Params:
-    """Base of every system's parameter dataclass: ``from_mapping`` turns ``--param KEY=VALUE``
-    strings (or a pool's config) into typed values and rejects unknown keys, naming them."""
+    """Base of every system's parameter dataclass: ``from_mapping`` parses ``--param KEY=VALUE``
+    strings (or a pool's config) and rejects unknown keys."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None = None) -> Params:
@@ -88,9 +85,8 @@ class Params:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def require(self, checks: Mapping[str, bool]) -> None:
-        """Raise ``RatingError`` naming every parameter whose check failed, with its value: a
-        parameter like ``k=inf`` parses, and would rate every event into NaN (every batch of the
-        pool dead-lettered); rejected here, a worker refuses the pool's configuration at start."""
+        """Raise ``RatingError`` naming every parameter whose check failed: ``k=inf`` parses, and would
+        rate every event into NaN; rejected here, a worker refuses the pool's configuration at start."""
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             shown = ", ".join(f"{k}={getattr(self, k, '?')!r}" for k in bad)
@@ -153,8 +149,8 @@ def offsets_of(items: Sequence[Sized]) -> IntArray:
 
 def flat_of(beliefs: Sequence[Belief], casting: Literal["no", "same_kind"] = "same_kind",
             ) -> tuple[FloatArray, IntArray] | None:
-    """``(concat_f64(beliefs, casting), offsets_of(beliefs))``, or None when the beliefs do not
-    concatenate into one 1-D array (none, 0-d or mixed dimensions): the per-belief path says why."""
+    """``(concat_f64(beliefs, casting), offsets_of(beliefs))``, or None when they do not concatenate
+    into one 1-D array (the per-belief path says why)."""
     try:
         flat = concat_f64(beliefs, casting)
     except (ValueError, TypeError):
@@ -200,10 +196,8 @@ def team_round(
     beliefs: Sequence[Belief], team_of: IntArray | Sequence[int], team_ranks: IntArray | Sequence[int],
     player_weights: FloatArray | Sequence[float] | None,
 ) -> tuple[IntArray, IntArray, FloatArray] | None:
-    """The preamble of a system's ``rate_team_round``: its arguments checked (``check_team_round``:
-    ``(team_of, team_ranks, player_weights)`` as arrays, ``RatingError`` when refused), or None when
-    the round changes nothing (fewer than two teams, or every team tied), where the system returns
-    the beliefs as they are."""
+    """The preamble of a system's ``rate_team_round``: ``check_team_round``'s arrays, or None when the
+    round changes nothing (fewer than two teams, or every team tied)."""
     team_index, ranks, pw = check_team_round(len(beliefs), team_of, team_ranks, player_weights)
     if len(ranks) < 2 or np.all(ranks == ranks[0]):
         return None
@@ -211,8 +205,8 @@ def team_round(
 
 
 class RatingSystem(ABC):
-    """A rating system: beliefs in, beliefs out, no I/O. Subclasses set ``name`` (docs/interface.md),
-    ``params_type`` and implement ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``."""
+    """A rating system: beliefs in, beliefs out, no I/O. Subclasses set ``name``, ``params_type`` and
+    implement ``new_belief``, ``summary`` and one of ``rate_round`` / ``rate_matches``."""
 
     name: ClassVar[str]
     params_type: ClassVar[type[Params]]
@@ -225,7 +219,6 @@ class RatingSystem(ABC):
         else:
             self.params = self.params_type.from_mapping(params)
 
-    # --- beliefs --------------------------------------------------------------------
     @abstractmethod
     def new_belief(self) -> Belief:
         """The prior of a player never seen before (a fresh array each call)."""
@@ -234,7 +227,6 @@ class RatingSystem(ABC):
     def summary(self, belief: Belief) -> Rating:
         """Displayed rating, raw mu/sigma and the number of rounds of a belief."""
 
-    # --- updates --------------------------------------------------------------------
     def rate_round(
         self,
         beliefs: Sequence[Belief],
@@ -243,13 +235,9 @@ class RatingSystem(ABC):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
     ) -> list[Belief]:
-        """Apply one ranked round.
-
-        ``beliefs[i]`` is player i's current belief, ``ranks[i]`` its rank (1 = best,
-        equal ranks tie). Returns the new beliefs in the same order. A round with fewer
-        than two players, or where everybody ties, changes nothing (returns the inputs).
-        The default treats a two-player round as a match; multiplayer systems override.
-        """
+        """Apply one ranked round: ``ranks[i]`` is player i's rank (1 = best, equal ranks tie); the new
+        beliefs in the same order. A round of fewer than two players, or all tied, returns the inputs.
+        The default treats a two-player round as a match; multiplayer systems override."""
         if len(beliefs) < 2:
             return list(beliefs)
         if len(beliefs) != 2:
@@ -275,14 +263,10 @@ class RatingSystem(ABC):
         player_weights: FloatArray | None = None,
         team_shift: FloatArray | None = None,
     ) -> list[Belief]:
-        """Apply one round ranked by teams.
-
-        ``beliefs[i]`` belongs to team ``team_of[i]`` (0-based), team t finished at
-        ``team_ranks[t]`` (1 = best, equal ranks tie); ``player_weights[i]`` in (0, 1] is the
-        part of the round player i played (all 1 when None); ``team_shift[t]`` the side
-        advantage team t plays with (None: none). Returns the new beliefs in the
-        order of ``beliefs``. Systems without a team model refuse (this default).
-        """
+        """Apply one round ranked by teams: ``beliefs[i]`` belongs to team ``team_of[i]`` (0-based), team t
+        finished at ``team_ranks[t]``; ``player_weights[i]`` in (0, 1] is the part of the round player i
+        played (all 1 when None); ``team_shift[t]`` the side advantage team t plays with (None: none).
+        Systems without a team model refuse (this default)."""
         raise RatingError(f"{self.name} does not rate team rounds (a round with teams)")
 
     def rate_matches(
@@ -294,15 +278,10 @@ class RatingSystem(ABC):
         times_ms: IntArray,
         advantages: FloatArray | None = None,
     ) -> list[Belief]:
-        """Apply matches ``(a[m], b[m], scores[m])`` in order, exactly as if one at a time.
-
-        ``beliefs`` are the distinct players the batch touches; ``a``/``b`` index into
-        it; ``scores[m]`` is A's score (1 win, 0.5 draw, 0 loss); ``advantages[m]`` the side
-        advantage A plays with (stream.ratings.advantage; None: none). Returns every player's
-        final belief in the order of ``beliefs``. The default runs each match as a
-        two-player round (with an advantage: a round of two teams of one, A's team shifted);
-        1-v-1 systems override with a batched kernel.
-        """
+        """Apply matches ``(a[m], b[m], scores[m])`` in order, exactly as if one at a time: ``a``/``b``
+        index the distinct players ``beliefs``, ``scores[m]`` is A's (1 win, 0.5 draw, 0 loss),
+        ``advantages[m]`` the side advantage A plays with (None: none). The default runs each match as
+        a two-player round (with an advantage: two teams of one, A's shifted); 1-v-1 systems override."""
         out = list(beliefs)
         for m in range(len(a)):
             ia, ib = int(a[m]), int(b[m])
@@ -318,7 +297,6 @@ class RatingSystem(ABC):
                                                         team_shift=np.array([shift, 0.0]))
         return out
 
-    # --- predictions ------------------------------------------------------------------
     def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
         """Expected score of A against B (P(A wins) + P(draw)/2) before they play; A plays with
         the side advantage ``advantage`` (performance units, stream.ratings.advantage)."""

@@ -1,10 +1,9 @@
 """Compact binary forms of beliefs, one codec per rating system.
 
-Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out
-in Redis (and in the embedded store, the same codec, so that the service and the replay stay
-bit-identical) is a storage decision. A codec is deterministic; ``lossless``: ``decode(encode(b))``
-is ``b`` bit for bit. ``decode_many`` / ``encode_many`` give exactly the per-item results (same
-bytes, values and errors) in one call; ``CodecBase`` supplies the per-item loop.
+Why apart from the systems: the rating math only sees float64 arrays; how a belief is laid out in
+Redis and the embedded store (the same codec, so the service and the replay stay bit-identical) is
+a storage decision. ``lossless``: ``decode(encode(b))`` is ``b`` bit for bit. ``decode_many`` /
+``encode_many`` give exactly the per-item results (bytes, values and errors) in one call.
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 
 # isort: split
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Protocol
 
 import numpy as np
 from numba import njit
@@ -27,69 +26,36 @@ from stream.ratings.spec import load
 _LITTLE = sys.byteorder == "little"
 
 
-class Codec(Protocol):
+class Codec(ABC):
+    """A system's storage form; ``encode_many`` / ``decode_many`` here are the per-item loops."""
+
     name: str
     lossless: bool
 
+    @abstractmethod
     def encode(self, belief: Belief) -> bytes: ...
 
+    @abstractmethod
     def decode(self, data: bytes) -> Belief: ...
 
     def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
         """``[encode(b) for b in beliefs]``, byte for byte."""
-        ...
-
-    def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
-        """``[decode(d) for d in datas]``, bit for bit (arrays may be views of one buffer)."""
-        ...
-
-
-class CodecBase:
-    """The per-item fallback of the batch methods; subclasses define encode/decode."""
-
-    name: str
-    lossless: bool
-
-    def encode(self, belief: Belief) -> bytes:
-        raise NotImplementedError
-
-    def decode(self, data: bytes) -> Belief:
-        raise NotImplementedError
-
-    def encode_many(self, beliefs: Sequence[Belief]) -> list[bytes]:
         encode = self.encode
         return [encode(b) for b in beliefs]
 
     def decode_many(self, datas: Sequence[bytes]) -> list[Belief]:
+        """``[decode(d) for d in datas]``, bit for bit (arrays may be views of one buffer)."""
         decode = self.decode
         return [decode(d) for d in datas]
 
 
-def encode_many(codec: Codec, beliefs: Sequence[Belief]) -> list[bytes]:
-    """``codec.encode_many`` or, for a codec written without it, the per-item loop."""
-    many = getattr(codec, "encode_many", None)
-    if many is not None:
-        out: list[bytes] = many(beliefs)
-        return out
-    return [codec.encode(b) for b in beliefs]
+CodecBase = Codec  # the name stream.ratings.cowan.codec subclasses
 
 
-def decode_many(codec: Codec, datas: Sequence[bytes]) -> list[Belief]:
-    """``codec.decode_many`` or, for a codec written without it, the per-item loop."""
-    many = getattr(codec, "decode_many", None)
-    if many is not None:
-        out: list[Belief] = many(datas)
-        return out
-    return [codec.decode(d) for d in datas]
-
-
-class Float64Codec(CodecBase):
-    """Lossless: the belief's float64 values, little-endian, with a one-byte version tag.
-
-    The layout is ``tag`` + the *packed* belief (``pack``: its values as little-endian float64,
-    what ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored
-    values without decoding them asks this class for the parts: ``tag``, ``pack``/``unpack``,
-    ``encode_flat`` (stored values from one array of beliefs)."""
+class Float64Codec(Codec):
+    """Lossless: ``tag`` + the *packed* belief (``pack``: its values as little-endian float64, what
+    ``fastpath.PackedRounds`` rates and the embedded store holds). Code that reads stored values
+    without decoding them asks this class for the parts."""
 
     name = "f64"
     lossless = True
@@ -125,14 +91,11 @@ class Float64Codec(CodecBase):
             return super().encode_many(beliefs)  # 0-d or mixed shapes: let encode say why
         if flat.ndim != 1:
             return super().encode_many(beliefs)
-        ends = np.cumsum(np.fromiter(map(len, beliefs), dtype=np.int64, count=n) * 8).tolist()
-        raw = flat.view(np.uint8).data
-        tag = self.tag
-        return [tag + raw[s:e] for s, e in pairwise([0, *ends])]  # one bytes object each
+        return self.encode_flat(flat, offsets_of(beliefs))
 
     def encode_flat(self, values: np.ndarray, offsets: np.ndarray) -> list[bytes]:
-        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]``, byte for
-        byte, written from the one array (a step's arena, ``stream.state.tagged_pool``): one copy each."""
+        """``encode_many`` of the beliefs ``values[offsets[i] : offsets[i + 1]]`` (a step's arena,
+        ``stream.state.tagged_pool``), byte for byte: one copy each."""
         raw = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).data
         tag = self.tag
         return [tag + raw[a:b] for a, b in pairwise((offsets * 8).tolist())]
@@ -175,9 +138,8 @@ def _unpack_f64(buf: np.ndarray, offsets: np.ndarray, tag: int) -> tuple[np.ndar
 
 
 def codec_for(system_name: str) -> Codec:
-    """The codec a system's beliefs are stored with: its spec's (``SystemSpec.codec``, imported on
-    first use: Elo-MMR users never import Cowan's kernels); lossless float64 for a name the
-    registry does not list."""
+    """The codec a system's beliefs are stored with: its spec's (imported on first use: Elo-MMR users
+    never import Cowan's kernels); ``Float64Codec`` for a name the registry does not list."""
     spec = SPECS.get(system_name)
     if spec is None:
         return Float64Codec()

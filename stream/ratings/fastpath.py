@@ -1,12 +1,10 @@
 """The batched and packed forms of a rating system that the pipeline engine uses for speed.
 
-Why apart from ``base.RatingSystem``: its six per-belief methods are all a new system or the
-evaluation needs, while the engine (``stream.engine.pool``) also wants forms without per-player
-Python objects: summaries of a batch at once, rounds on packed beliefs gathered in one arena,
-matches in place in a pool-wide arena. ``fast_path(system)`` gives the system's ``FastPath`` (the
-per-belief loops where it has none); every form gives bit for bit what the per-belief methods
-give (tests/unit/ratings/test_batch_codec.py). Optional forms are separate abstract classes
-(``PackedRounds``, ``ArenaMatches``), asked by ``isinstance``, so no method exists only to raise.
+Why apart from ``base.RatingSystem``: a new system or the evaluation needs only its six per-belief
+methods, while the engine (``stream.engine.pool``) also wants forms without per-player Python
+objects. ``fast_path(system)`` gives the system's ``FastPath``; every form gives bit for bit what
+the per-belief methods give (tests/unit/ratings/test_batch_codec.py). Optional forms are abstract
+classes (``PackedRounds``, ``ArenaMatches``) asked by ``isinstance``: no method exists only to raise.
 """
 
 from __future__ import annotations
@@ -43,18 +41,16 @@ class FastPath:
         return [summary(b) for b in beliefs]
 
     def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
-        """Each belief's performance in the round that last changed it, read from its packed
-        float64 bytes (``belief.tobytes()``) after ``skip`` leading bytes (a codec's tag): what a
-        game client shows beside a rating change. None: this system's beliefs keep no performance."""
+        """Each belief's performance in the round that last changed it (what a game client shows
+        beside a rating change), from its packed float64 bytes after ``skip`` bytes (a codec's tag).
+        None: this system's beliefs keep no performance."""
         return None
 
 
 def header_columns(packed: Sequence[bytes | memoryview], cols: Sequence[int],
                    tag: int | None = None) -> FloatArray | None:
-    """``gather_columns`` of packed float64 beliefs, reading only their first ``max(cols) + 1``
-    values: one slice a belief, no array per belief. ``tag``: each value starts with this
-    byte (a codec's tag), skipped. None when one is too short or lacks the tag (the
-    per-belief path decides)."""
+    """``gather_columns`` of packed float64 beliefs (after the byte ``tag``, if given) from their
+    first ``max(cols) + 1`` values, no array per belief. None when one is too short or lacks the tag."""
     skip = 0 if tag is None else 1
     width = 8 * (max(cols) + 1)
     end = skip + width
@@ -76,8 +72,8 @@ class ColumnSummaries(FastPath, ABC):
 
     @abstractmethod
     def ratings(self, cols: FloatArray) -> list[Rating] | None:
-        """The summaries from ``cols[j] = column columns[j]`` of every belief, with the same
-        float64 operations as ``summary`` (None: the per-belief path must decide)."""
+        """The summaries from ``cols[j]`` = position ``columns[j]`` of every belief, with the float64
+        operations of ``summary`` (None: the per-belief path must decide)."""
 
     def summary_many(self, beliefs: Sequence[Belief]) -> list[Rating]:
         cols = gather_columns(beliefs, self.columns)
@@ -85,8 +81,7 @@ class ColumnSummaries(FastPath, ABC):
         return out if out is not None else super().summary_many(beliefs)
 
     def summary_packed(self, packed: Sequence[bytes], tag: int | None = None) -> list[Rating] | None:
-        """``summary_many`` of packed beliefs (each after the byte ``tag``, if given) from their
-        header alone, field for field (None: the per-belief path must decide)."""
+        """``summary_many`` of packed beliefs from their header alone (``header_columns``)."""
         cols = header_columns(packed, self.columns, tag)
         return None if cols is None else self.ratings(cols)
 
@@ -107,9 +102,8 @@ class RoundChange(NamedTuple):
 
 
 class PackedRounds(ABC):
-    """Rounds rated on *packed* beliefs (raw little-endian float64 values gathered into one array,
-    ``stream.state.packed_pool``), bit for bit ``rate_round``'s results packed: a store that keeps
-    them so makes no array per player."""
+    """Rounds rated on *packed* beliefs (little-endian float64 values gathered into one array,
+    ``stream.state.packed_pool``), bit for bit ``rate_round``'s: no array per player."""
 
     @abstractmethod
     def new_packed_belief(self) -> bytes:
@@ -119,23 +113,20 @@ class PackedRounds(ABC):
     def rate_round_gathered(self, flat: FloatArray, offsets: IntArray, ranks: IntArray | Sequence[int],
                             time_ms: int, weight: float = 1.0,
                             perf_ceiling: float = math.inf) -> tuple[FloatArray, IntArray] | None:
-        """``rate_round`` on beliefs gathered into one array (player i's packed values
-        ``flat[offsets[i] : offsets[i + 1]]``, float64, writable): the new beliefs' values one after
-        another and their offsets, or None when the round changes nothing."""
+        """``rate_round`` on beliefs gathered into ``flat`` (player i's at ``offsets[i] : offsets[i + 1]``):
+        the new beliefs' values back to back and their offsets, or None when the round changes nothing."""
 
     def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
                         ) -> RoundChange | None:
-        """The change of a round ``rate_round_gathered(flat, offsets, ...)`` rated into ``values`` /
-        ``out_offsets``, by columns: the summaries before and after and each player's performance,
-        with the float64 operations of ``summary_many`` and ``latest_performances`` (the same bits).
-        None: not by columns here (the per-player path decides)."""
+        """The change of a round ``rate_round_gathered`` rated from ``flat`` into ``values``, by columns,
+        with the float64 operations of ``summary_many`` and ``latest_performances``. None: the
+        per-player path decides."""
         return None
 
 
 class ArenaMatches(ABC):
-    """Matches rated on beliefs a whole pool keeps in one arena (``new_arena``), in place, by
-    slot: an embedded replay then makes no belief array per player and batch. Bit for bit
-    ``rate_matches`` on the arena's beliefs."""
+    """Matches rated in place on beliefs a whole pool keeps in one arena, by slot: no belief array
+    per player and batch. Bit for bit ``rate_matches`` on the arena's beliefs."""
 
     @abstractmethod
     def new_arena(self) -> Arena:
@@ -144,14 +135,11 @@ class ArenaMatches(ABC):
     @abstractmethod
     def rate_arena(self, arena: Arena, slots: IntArray, a: IntArray, b: IntArray, scores: FloatArray,
                    advantages: FloatArray | None = None) -> None:
-        """``rate_matches`` on the beliefs ``arena`` holds at ``slots`` (local player i at
-        ``slots[i]``; A of match m with the side advantage ``advantages[m]``, None: none), written
-        back in place."""
+        """``rate_matches`` on the beliefs at ``slots`` (local player i at ``slots[i]``), in place."""
 
     @abstractmethod
     def summary_arena(self, arena: Arena, slots: IntArray) -> list[Rating]:
-        """``summary_many(arena.beliefs(slots))``, field for field, and its errors, from the
-        arena itself (no belief array per slot)."""
+        """``summary_many(arena.beliefs(slots))`` and its errors, with no belief array per slot."""
 
 
 class Arena(ABC):
@@ -175,8 +163,8 @@ class Arena(ABC):
 
 
 def fast_path(system: RatingSystem) -> FastPath:
-    """The fast path ``system``'s spec names (imported on first use), or the generic one (a name the
-    registry does not list, or another class under a known name)."""
+    """The fast path ``system``'s spec names, or the generic one (an unlisted name, or another class
+    under a known name)."""
     spec = SPECS.get(system.name)
     if spec is None or spec.fast_path is None:
         return FastPath(system)
@@ -186,7 +174,7 @@ def fast_path(system: RatingSystem) -> FastPath:
 
 def gather_columns(beliefs: Sequence[Belief], cols: Sequence[int]) -> FloatArray | None:
     """``out[j, i] = beliefs[i][cols[j]]`` in one pass; None when the per-item path must run
-    instead (not all 1-D float64, or too short: it raises)."""
+    (not all 1-D float64, or too short: it raises)."""
     gathered = flat_of(beliefs, casting="no")  # every belief already float64: no value changes type
     return None if gathered is None else columns_at(*gathered, cols)
 
@@ -202,9 +190,8 @@ def columns_at(flat: FloatArray, offsets: IntArray, cols: Sequence[int]) -> Floa
 def ratings_from_columns(
     rating: FloatArray, mu: FloatArray, sigma: FloatArray | float, rounds: FloatArray
 ) -> list[Rating] | None:
-    """``Rating(float(rating[i]), float(mu[i]), float(sigma[i]), int(rounds[i]))`` for
-    every i (``sigma`` may be one number for all); None if a ``rounds`` value is not a
-    finite float64 well inside int64 (``int`` would raise or overflow: per-item path)."""
+    """``Rating(float(rating[i]), float(mu[i]), float(sigma[i]), int(rounds[i]))`` for every i
+    (``sigma`` may be one number); None if a ``rounds`` is not finite and well inside int64."""
     if not bool((np.abs(rounds) < 2.0**62).all()):  # also False for NaN
         return None
     sig = itertools.repeat(float(sigma)) if isinstance(sigma, float) else sigma.tolist()

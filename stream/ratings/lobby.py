@@ -1,16 +1,13 @@
 """Lobby predictions for matchmakers: how a match of teams is expected to end, before it is played.
 
-``predict(system, teams)`` takes the beliefs of each team's members (a player alone is a team of
-one) and returns each team's chance of finishing first, its expected rank, the draw probability
-where the system models draws, and a match-quality score; the worker's ``POST
-/pools/{pool}/predict`` and any Python caller use the same function. The team models, the
-formulas and why are docs/teams.md, "Lobby predictions".
+``predict(system, teams)`` gives each team's chance of finishing first, its expected rank, the
+draw probability where the system models draws, and a match-quality score (the worker's ``POST
+/pools/{pool}/predict``; formulas and why: docs/teams.md, "Lobby predictions").
 
-Why each system gets its own team model rather than one generic formula: a prediction is only
-worth what the model that rates the pool says, and for two single players the answer must be
-exactly the system's own ``win_probability``. ``team`` (a team as the model sees it, with the ω
-of partial play) and ``outcomes`` (a pair of teams) are also what ``stream.ratings.team_scores``
-predicts ``mmr eval``'s team rounds with, so a lobby's number and the evaluation's are one number.
+Why each system's own team model rather than one generic formula: a prediction is only worth what
+the model that rates the pool says, and for two single players it must be the system's own
+``win_probability``. ``team`` and ``outcomes`` are also what ``stream.ratings.team_scores`` predicts
+``mmr eval``'s team rounds with, so a lobby's number and the evaluation's are one number.
 """
 
 from __future__ import annotations
@@ -59,10 +56,8 @@ class LobbyPrediction:
 
 def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]],
             advantages: Sequence[float] | None = None) -> LobbyPrediction:
-    """The prediction of a match between ``teams`` (each a non-empty list of member beliefs, every
-    member at full weight: a lobby is predicted before anyone has played a part of it);
-    ``advantages[t]``: the side advantage team t plays with (the pool's learned advantage of its
-    side, ``Advantages.shift``; None: a neutral match)."""
+    """The prediction of a match between ``teams`` (each a non-empty list of member beliefs, all at
+    full weight); ``advantages[t]``: the side advantage team t plays with (None: a neutral match)."""
     n = len(teams)
     shift = [0.0] * n if advantages is None else [float(x) for x in advantages]
     if len(shift) != n:
@@ -108,12 +103,10 @@ def predict(system: RatingSystem, teams: Sequence[Sequence[Belief]],
 class Team:
     """A team as its system's team model sees it before a round (docs/teams.md, "One team model").
 
-    ``mean``: the team's strength (``Σ ω_i μ_i`` for the sum models, the ω-weighted mean rating
-    for the mean models, the member's rating for the two-player systems). ``var``: sum models
-    ``V_t − β²``, the σ² of one player whose performance is the team's (negative with partial
-    play, while ``V_t`` stays positive); glicko and topcoder the square of the deviation of
-    ``belief``; 0 otherwise. ``players``: members (TrueSkill's draw margin). ``belief``: the team
-    as a player of the system's own layout (None for the sum models).
+    ``mean``: its strength (sum models ``Σ ω_i μ_i``, mean models the ω-weighted mean rating).
+    ``var``: sum models ``V_t − β²``, the σ² of one player performing as the team (negative with
+    partial play); glicko and topcoder the square of ``belief``'s deviation; else 0. ``players``:
+    members (TrueSkill's draw margin). ``belief``: the team in the system's layout (None: sum models).
     """
 
     mean: float
@@ -150,9 +143,8 @@ def team(system: RatingSystem, members: Sequence[Belief], weights: FloatArray | 
 
 
 def outcomes(system: RatingSystem, a: Team, b: Team, advantage: float = 0.0) -> tuple[float, float, float]:
-    """(P(a wins), P(draw), P(b wins)) of two teams, ``a`` playing with the side advantage
-    ``advantage`` over ``b`` (stream.ratings.advantage); for two single players at full weight the
-    very arithmetic of the system's ``win_probability`` (TrueSkill: its win and draw parts)."""
+    """(P(a wins), P(draw), P(b wins)) of two teams, ``a`` playing with the side advantage ``advantage``
+    over ``b``; for two single players at full weight the very arithmetic of ``win_probability``."""
     name = system.name
     diff = a.mean - b.mean
     if advantage:

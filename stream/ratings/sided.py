@@ -1,14 +1,10 @@
 """An event rated with its pool's side advantage, then the advantage learned from it (docs/advantage.md).
 
-The one implementation of that operation: ``mmr eval`` (stream.tools.evaluate), the engine
-(stream.engine.pool: the embedded replay and the worker) call these, so a pool's advantage and its
-players' beliefs come out the same, bit for bit, whichever of them rated the events.
-
-A *sided* event is a match that is not neutral (its ``a`` plays with the pool's ``MATCH_SIDE``
-advantage) or a team round whose teams carry ``side`` labels (each team plays with its label's
-advantage; a round of two teams also teaches the advantage). What a side plays with is read before
-the event, the event rated with it, and the advantage learned from the outcome with the players'
-beliefs *before* the event (``Advantages.learn``: the players held at their values).
+The one implementation of that operation: ``mmr eval`` and the engine (the embedded replay and the
+worker) call these, so a pool's advantage and its players' beliefs come out the same, bit for bit,
+whichever of them rated the events. A *sided* event is a non-neutral match or a team round whose
+teams carry ``side`` labels (a round of two teams also teaches the advantage); the advantage is
+learned with the players' beliefs *before* the event (``Advantages.learn``).
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ _A, _B = np.array([0]), np.array([1])
 
 
 def takes_sides(system: RatingSystem, params: AdvantageParams) -> bool:
-    """Whether a pool of ``system`` with these settings rates and learns with sides (otherwise its
-    sided events rate as neutral)."""
+    """Whether a pool of ``system`` rates and learns with sides (otherwise sided events rate as neutral)."""
     return bool(system.side_advantage and params.advantage)
 
 
@@ -37,8 +32,7 @@ def new_advantages(system: RatingSystem, params: AdvantageParams) -> Advantages:
 
 
 def make_pool_system(name: str, params: Mapping[str, Any] | None) -> tuple[RatingSystem, AdvantageParams]:
-    """A pool's system from its parameters, the system's own keys only (``split_params``), and the
-    advantage's settings from the ``advantage*`` keys."""
+    """A pool's system from its own keys and the advantage's settings from the ``advantage*`` keys."""
     from stream.ratings import make_system
 
     own, adv = split_params(params)
@@ -47,8 +41,8 @@ def make_pool_system(name: str, params: Mapping[str, Any] | None) -> tuple[Ratin
 
 def rate_match(system: RatingSystem, adv: Advantages, a: Belief, b: Belief, score: float, time_ms: int,
                ) -> list[Belief]:
-    """A non-neutral match, ``a`` on the match side: rated with its advantage, then the advantage
-    learned (``adv`` changes). The new beliefs of ``a`` and ``b``."""
+    """A non-neutral match, ``a`` on the match side, rated with its advantage, then the advantage
+    learned (``adv`` changes): the new beliefs of ``a`` and ``b``."""
     shift = adv.shift(MATCH_SIDE)
     args = ([a, b], _A, _B, np.array([score]), np.array([time_ms], dtype=np.int64))
     new = system.rate_matches(*args, advantages=np.array([shift])) if shift else system.rate_matches(*args)
@@ -65,9 +59,8 @@ def team_shifts(adv: Advantages, sides: Sequence[str | None]) -> FloatArray | No
 def rate_team_round(system: RatingSystem, adv: Advantages, beliefs: Sequence[Belief], team_of: IntArray,
                     ranks: IntArray, time_ms: int, weight: float, perf_ceiling: float, weights: FloatArray,
                     sides: Sequence[str | None], predictor: Callable[[], TeamPredictor]) -> list[Belief]:
-    """A team round whose teams carry ``sides``: rated with each team's advantage; a round of two teams
-    then teaches the two sides' advantages (``adv`` changes), with the probability ``predictor()``'s
-    team model gives (the evaluation's team predictions: stream.ratings.team_scores)."""
+    """A team round whose teams carry ``sides``, rated with each team's advantage; a round of two teams
+    then teaches the two sides' advantages (``adv`` changes) by ``predictor()``'s probability."""
     shifts = team_shifts(adv, sides)
     if shifts is None:
         new = system.rate_team_round(beliefs, team_of, ranks, time_ms, weight, perf_ceiling, weights)

@@ -30,11 +30,9 @@ def load(target: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class SearchDim:
-    """One parameter ``mmr fit`` searches, within ``[low, high]`` (``log``: on a log scale, for a
-    multiplicative effect). The spaces are small: only what sets how fast a rating follows new
-    evidence and how noisy one result is differs between games; scale, origin and numerical
-    parameters are never searched. Bounds hold the default, wide enough for any game and narrow
-    enough that a few dozen trials cover them."""
+    """One parameter ``mmr fit`` searches, within ``[low, high]`` (``log``: on a log scale). The
+    spaces are small: only how fast a rating follows new evidence and how noisy one result is
+    differ between games; scale, origin and numerical parameters are never searched."""
 
     name: str
     low: float
@@ -52,14 +50,12 @@ class SystemSpec:
     system: str
     #: ``"module:Class"`` of its ``base.Params`` (``KEY=VALUE`` parameters)
     params: str
-    #: ``"module:Class"`` of its ``fastpath.FastPath`` (None: the generic per-belief one;
-    #: ``fastpath.fast_path`` builds it)
+    #: ``"module:Class"`` of its ``fastpath.FastPath`` (None: the generic per-belief one)
     fast_path: str | None = None
-    #: ``"module:Class"`` of the codec its beliefs are stored with (``codec.codec_for`` builds it);
-    #: the belief byte layout lives there
+    #: ``"module:Class"`` of the codec its beliefs are stored with (the belief byte layout lives there)
     codec: str = FLOAT64_CODEC
-    #: ``"module:function"`` of each function that compiles (or loads from numba's cache) its
-    #: kernels, every variant the service and the replay call; systems sharing one name it once
+    #: ``"module:function"`` of each function that compiles (or loads) every kernel variant the
+    #: service and the replay call
     warmups: tuple[str, ...] = ()
     #: rounds of more than two players (False: two-player rounds only, each one match)
     multiplayer_rounds: bool = True

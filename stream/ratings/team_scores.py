@@ -1,12 +1,10 @@
 """What the evaluation predicts for a team round, per system: the evaluation's team predictor.
 
-``mmr eval`` scores a team round by a team's **strength** (higher = predicted better: the order of
-the teams for the pair inversion and rank deviation) and, for two teams, the **probability that
-the first finishes ahead**, ``P(ahead) + P(tie)/2``. Both come from the system's team model in
-``stream.ratings.lobby`` (``team``, ``outcomes``), the one the lobby predictions use, with the
-event's ``weights`` as ω (docs/teams.md, "One team model"), so a team of one member at full weight
-gives what the system's ``ranking_score`` and ``win_probability`` give for that player. Only
-systems that rate team rounds have a predictor.
+``mmr eval`` scores a team round by a team's **strength** (higher = predicted better) and, for two
+teams, the **probability that the first finishes ahead**, ``P(ahead) + P(tie)/2``. Both come from
+the system's team model in ``stream.ratings.lobby``, the one the lobby predictions use, with the
+event's ``weights`` as ω (docs/teams.md, "One team model"). Only systems that rate team rounds
+have a predictor.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ class SystemTeams:
 
     def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray,
                         advantage: float = 0.0) -> float:
-        """P(a ahead) + P(tie)/2, team ``a`` playing with side advantage ``advantage`` over ``b``."""
         win, draw, _ = outcomes(self.system, team(self.system, a, wa), team(self.system, b, wb), advantage)
         return win + 0.5 * draw
 

@@ -1,10 +1,9 @@
 """Conflict-free wave scheduling of 1-v-1 matches.
 
-Why: a batch of matches must mean exactly "one at a time, in arrival order", yet matches
-between disjoint players commute. Putting each match into the wave right after the last
-wave that touched either of its players gives the shallowest schedule that keeps every
-player's matches in order; matches inside one wave touch distinct players, so a kernel
-may run them in parallel and still be bit-identical to the sequential run.
+Why: a batch of matches means "one at a time, in arrival order", yet matches between disjoint
+players commute. Each match in the wave after the last that touched either player is the
+shallowest schedule keeping every player's matches in order, and a wave's matches touch distinct
+players, so a kernel may run them in parallel, bit-identical to the sequential run.
 """
 
 from __future__ import annotations

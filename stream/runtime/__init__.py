@@ -1,20 +1,12 @@
 """Runtime plumbing shared by the tools and the service: numba's cache, its threads and BLAS probe,
 the notice while kernels compile, the copy loop of numba code and the names of the worker's threads.
 
-Configuring numba
------------------
-``configure()`` points numba's cache at this package's directory (``numba_cache``) and sets how its
-threads wait and how many there are (``threads``). Both work through environment variables that numba
-and its OpenMP layer read when they are loaded, so they must be set before numba is imported; that is
-why importing ``stream`` does none of it (a game server importing ``stream.client`` loads neither numba
-nor numpy and keeps its environment as it was). It is done where kernels are needed:
-
-* by every module that imports numba, through ``import stream.runtime.configured`` placed before its
-  numba import (``tests/unit/runtime/test_runtime.py`` checks that each does), so no entry path can define a
-  kernel in an unconfigured numba;
-* explicitly by the entry points (the ``mmr`` CLI, the worker, the tools) before they import anything.
-
-Calling it again does nothing.
+``configure()`` points numba's cache at this package's directory (``numba_cache``) and sets its
+threads (``threads``), through environment variables numba and OpenMP read when they load. So
+importing ``stream`` does none of it (``stream.client`` loads neither numba nor numpy and leaves
+the environment alone); it is done by every module that imports numba, through
+``import stream.runtime.configured`` before its numba import (tests/unit/runtime/test_runtime.py
+checks each does), and by the entry points. Calling it again does nothing.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Say on stderr when numba compiles kernels, and how long that took.
 
-Why
----
-A fresh install, or a new version of the kernels' sources (``stream.runtime.numba_cache`` names
-the cache by them), compiles every kernel a command needs at its first use: a long
-wait during which a replay would otherwise print nothing. Later runs load the machine
-code from numba's cache. A run that takes a path the earlier ones
-did not (Cowan's parallel waves on a large batch, another system) compiles that path then:
-``mmr warm`` compiles every path of every system ahead.
-
-How it knows
-------------
-numba broadcasts a ``numba:compile`` event only when a dispatcher really compiles, after
-its on-disk cache missed; loading from the cache sends none. So the notice appears exactly
-when compilation starts (not guessed from the files in the cache directory) and never when
-the cache is warm. Both lines go to stderr: stdout may carry data (``--top``, ``--json``).
+Why: a fresh install or an edit of the kernels' sources compiles every kernel a command needs at
+its first use, a long silent wait otherwise (``mmr warm`` compiles them all ahead). numba
+broadcasts ``numba:compile`` only when a dispatcher really compiles (its cache missed), so the
+notice appears exactly then and never with a warm cache. stderr: stdout may carry data.
 """
 
 from __future__ import annotations

@@ -1,31 +1,21 @@
 """Where numba finds the machine code of this package's kernels: paths relative to the package,
 so a cache built on one machine and shipped in the wheel is found after ``pip install``.
 
-Why
----
-numba's own locator for a cache directory (``NUMBA_CACHE_DIR``) names each module's folder by
-a hash of its *absolute* source directory, so a cache built in a checkout or a build folder is
-never looked up where pip puts the package. Here the folder is the module's path inside the
-package (``ratings``, ``state``, ...) under ``stream.runtime.numba_cache.cache_dir()``, which is
-already named by the digest of every compiling module's source. A module's freshness is the
-digest of its content, never its modification time (pip writes files at install time).
+Why not numba's own locator for ``NUMBA_CACHE_DIR``: it names each module's folder by a hash of
+its *absolute* source directory, so a cache built in a build folder is never looked up where pip
+puts the package. Here the folder is the module's path inside the package under
+``numba_cache.cache_dir()`` (already named by the sources digest), and a module's freshness is
+the digest of its content, not its mtime (pip writes files at install time).
 
-The shipped cache
------------------
-A wheel built by ``setup.py`` carries ``stream/_numba_shipped/<digest>/``: what ``mmr warm``
-compiled on the build machine, with ``MANIFEST.json`` naming the numba, llvmlite, numpy and
-Python it was built with and the CPU (LLVM's name and features). The first time a module's
-kernels are defined, the shipped files of its folder are copied into the user's cache (a
-function whose index the user's cache has already is left alone), so that run loads them as
-if it had compiled them. numba itself decides whether an entry fits: each entry is keyed by
-the CPU's name and features and the index by numba's version, so on another CPU the kernels
-compile as before (with the notice of ``stream.runtime.compile_notice``) and are added beside the
-shipped entries. The copy is skipped when the versions in the manifest are not the ones
-installed (numba's pickles are not promised to load across them).
+The shipped cache: a wheel built by ``setup.py`` carries ``stream/_numba_shipped/<digest>/``, what
+``mmr warm`` compiled on the build machine, with ``MANIFEST.json`` (numba, llvmlite, numpy and
+Python versions, the CPU). The first time a module's kernels are defined its shipped files are
+copied into the user's cache (``seed``) unless the versions differ (numba's pickles are not
+promised to load across them). numba itself keys each entry by CPU, so another CPU compiles as
+before (with the notice of ``compile_notice``) beside the shipped entries.
 
-This subclasses a private class of numba (``numba.core.caching._CacheLocator``) and is named
-in its ``NUMBA_CACHE_LOCATOR_CLASSES``: the supported numba versions are bounded in
-pyproject.toml and tests/unit/runtime/test_numba_locator.py checks them.
+This subclasses numba's private ``_CacheLocator``: the numba versions are bounded in pyproject.toml
+and tests/unit/runtime/test_numba_locator.py checks them.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Where numba keeps compiled kernels: a directory per version of this package's sources.
 
-Why
----
-numba's on-disk cache (``cache=True``) re-checks only the file of the function it compiled.
-A kernel that calls an ``njit`` function of *another* module keeps the callee's old
-machine code after that module changes. Here that is not a harmless slowdown: the codec
-(``stream.ratings.cowan.codec``) and Cowan's kernels must run bit-identical quantisation
-(``stream.ratings.cowan.quant``), and after an edit of that module alone a checkout with
-an older cache decoded with the old code and encoded with the new (seen: beliefs stopped
-being codec fixed points). Installing a release rewrites every file, so this bites working
-checkouts, benchmarks against older trees and editable installs — but silently.
-
-So the cache directory is named by a digest of every module of the package that compiles
-with numba (their sources, not their modification times): any change to any of them starts
-a fresh cache (numba still keeps each source directory apart inside it). It lives under
-``NUMBA_CACHE_DIR`` when that is set (the Docker image sets it), else under the user's cache
-directory. ``stream.runtime.configure`` sets it, before any kernel is defined (every module that
-imports numba imports ``stream.runtime.configured`` first), and names this package's locator
-(``stream.runtime.locator``: folders relative to the package, so the cache a wheel ships is found
-where pip installs it) first in numba's list of locators.
+Why: numba's cache re-checks only the file of the function it compiled, so a kernel calling an
+``njit`` function of another module keeps the callee's old machine code after that module
+changes. Not harmless here: the Cowan codec and kernels must run bit-identical quantisation
+(``cowan.quant``), and a checkout with an older cache once decoded with the old code and encoded
+with the new. So the directory is named by a digest of every module that compiles with numba:
+any edit of one starts a fresh cache. It lives under ``NUMBA_CACHE_DIR`` when set (the Docker
+image sets it), else the user's cache directory; ``configure`` sets it before any kernel is
+defined and puts this package's locator (``stream.runtime.locator``) first.
 """
 
 from __future__ import annotations
@@ -32,7 +21,6 @@ from pathlib import Path
 from stream.config import engine_settings
 
 PACKAGE = Path(__file__).resolve().parent.parent  # the ``stream`` package
-_PACKAGE = PACKAGE
 #: the numba cache a wheel ships (``setup.py``), one folder per sources digest
 SHIPPED = PACKAGE / "_numba_shipped"
 _LOCATOR = "stream.runtime.locator.PackageLocator"
@@ -51,7 +39,7 @@ def compiles_with_numba(source: bytes) -> bool:
     return bool(_IMPORTS_NUMBA.search(source) and _COMPILES.search(source))
 
 
-def sources_digest(root: Path = _PACKAGE) -> str:
+def sources_digest(root: Path = PACKAGE) -> str:
     """A digest of the modules under ``root`` that compile with numba (path and content):
     only they can hold or call compiled code, and an edit elsewhere keeps the cache."""
     h = hashlib.sha256()
@@ -73,12 +61,9 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
 
 
 def configure() -> None:
-    """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined.
-
-    Through ``NUMBA_CACHE_DIR`` and ``NUMBA_CACHE_LOCATOR_CLASSES``, which numba reads when it
-    is imported (so commands that never compile do not pay for importing it here) and child
-    processes inherit; numba's config too if it is imported already. Leaves numba's own choice
-    (``__pycache__`` beside each module) when the directory cannot be created, and when ``MMR_NUMBA_CACHE=0``."""
+    """Point numba's cache at ``cache_dir()`` before any ``@njit(cache=True)`` is defined, through the
+    variables numba reads when imported (and child processes inherit), and numba's config if it is
+    imported already. Leaves numba's own choice when the directory cannot be made or ``MMR_NUMBA_CACHE=0``."""
     if not engine_settings().numba_cache:
         return
     target = cache_dir()

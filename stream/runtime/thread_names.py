@@ -1,11 +1,8 @@
 """The worker's helper threads named for the operating system, not only for Python.
 
 Why: before Python 3.14 a ``threading`` name stays inside the interpreter, and the kernel calls every
-thread of the worker by the process's name ("mmr"). ``top -H``, ``ps -L``, py-spy's native view and
-``/proc/PID/task/*/comm`` then cannot tell the kernels' thread from a step's end or a commit's frames,
-and neither can ``mmr bench service``, which reports each thread's time on a core, waiting for one and
-asleep by these names (``stream.tools.bench.cpu_meter.ThreadTimes``). Linux keeps the first 15 bytes of a
-name; where the platform has no thread names the call does nothing.
+thread by the process's name, so ``top -H``, py-spy and ``mmr bench service`` (which reports each
+thread's time by these names) cannot tell the threads apart. Linux keeps the first 15 bytes of a name.
 """
 
 from __future__ import annotations

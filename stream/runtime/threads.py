@@ -1,33 +1,18 @@
-"""How numba's parallel kernels' worker threads wait between parallel regions.
+"""How numba's parallel kernels' threads wait, and how many there are.
 
-Why
----
-numba runs ``prange`` loops on its OpenMP threading layer here (GNU libgomp). Left to its
-default, libgomp's idle worker keeps its core busy polling for a while after every parallel
-region: at the end of each conflict-free wave of Cowan's matches while the other thread
-finishes its share, and after each kernel call while the Python side of the pipeline
-reads the next batch, looks up its players and stores the results. On a machine with few
-cores that polling takes the core the history's read-ahead thread, the main thread or another
-process needs, so an embedded Cowan replay spends more CPU time than with idle workers that
-sleep, and its wall time grows with it.
-``OMP_WAIT_POLICY=PASSIVE`` makes them sleep at once; the cost is a wake-up
-(microseconds) per parallel region, a wave of thousands of matches.
+Waiting: numba's OpenMP layer (GNU libgomp) lets an idle worker poll its core for a while after
+every parallel region (each wave of Cowan's matches, each kernel call). On a machine with few cores
+that takes the core the read-ahead thread, the main thread or another process needs: more CPU time
+and a longer replay. ``OMP_WAIT_POLICY=PASSIVE`` makes them sleep at once, for a wake-up of
+microseconds per region.
 
-libgomp reads the variable when it is loaded, which numba does at the first parallel
-kernel call, after ``stream.runtime.configure`` ran; a value already in the environment is kept.
+How many: numba starts one thread per CPU it may run on, but a container limited by a CPU quota
+(``limits.cpu``, ``docker run --cpus``) still sees every core of its node, and a region split 32 ways
+spends a 2-CPU quota in bursts the kernel then throttles. So, unless ``NUMBA_NUM_THREADS`` is set,
+the number is the quota rounded up (``cpu_quota``) where that is fewer than the CPUs.
 
-How many threads
-----------------
-numba starts one thread per CPU the process may run on (``sched_getaffinity``). A container
-limited by a CPU quota (Kubernetes' ``limits.cpu``, ``docker run --cpus``) still sees every
-core of its node, so a worker limited to 2 CPUs on a 32-core node would split each parallel
-region 32 ways and spend its quota in bursts that the kernel then throttles for the rest of
-each period (reported for OpenMP and TBB pools under ``docker --cpus``). So, unless
-``NUMBA_NUM_THREADS`` is set, the number of threads is the quota rounded up (``cpu_quota``:
-cgroup v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, the smallest of
-this process's cgroup and its ancestors) where that is fewer than the CPUs. numba reads the
-variable when it is imported: every module that imports numba imports ``stream.runtime.configured``
-on a line before, which calls ``configure``.
+Both variables are read when libgomp and numba load, after ``stream.runtime.configure`` set them
+(values already in the environment are kept).
 """
 
 from __future__ import annotations
@@ -67,20 +52,14 @@ def cpu_quota(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgr
         lines = self_cgroup.read_text().splitlines()
     except OSError:
         lines = []
-    found: list[float] = []
     if (root / "cpu.max").exists() or not (root / "cpu").is_dir():  # v2 (unified)
         path = next((ln[3:] for ln in lines if ln.startswith("0::")), "/")
-        for d in _dirs(root, path):
-            q = _v2(d / "cpu.max")
-            if q is not None:
-                found.append(q)
+        mount, read = root, _v2
     else:  # v1: the ``cpu`` controller's hierarchy
         fields = [ln.split(":", 2) for ln in lines]
         path = next((f[2] for f in fields if len(f) == 3 and "cpu" in f[1].split(",")), "/")
-        for d in _dirs(root / "cpu", path):
-            q = _v1(d)
-            if q is not None:
-                found.append(q)
+        mount, read = root / "cpu", _v1
+    found = [q for d in _dirs(mount, path) if (q := read(d)) is not None]
     return min(found) if found else None
 
 
@@ -91,9 +70,9 @@ def _dirs(mount: Path, path: str) -> list[Path]:
     return [d for d in dict.fromkeys(out) if d.is_dir()]
 
 
-def _v2(file: Path) -> float | None:
+def _v2(d: Path) -> float | None:
     try:
-        quota, period = file.read_text().split()[:2]
+        quota, period = (d / "cpu.max").read_text().split()[:2]
         if quota == "max" or int(period) <= 0:
             return None
         return int(quota) / int(period)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from stream.scoring import (
@@ -12,9 +13,27 @@ from stream.scoring import (
     calibration_table,
     log_loss,
     pair_inversions,
-    pair_inversions_naive,
     rank_deviations,
 )
+
+
+def pair_inversions_naive(actual_ranks: npt.ArrayLike, scores: npt.ArrayLike) -> tuple[float, float]:
+    """The O(N²) oracle of ``pair_inversions``: every pair."""
+    a = np.asarray(actual_ranks)
+    s = np.asarray(scores, dtype=np.float64)
+    wrong = 0.0
+    pairs = 0.0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            pairs += 1
+            if a[i] == a[j]:
+                continue
+            better, worse = (i, j) if a[i] < a[j] else (j, i)
+            if s[better] < s[worse]:
+                wrong += 1
+            elif s[better] == s[worse]:
+                wrong += 0.5
+    return wrong, pairs
 
 
 def test_pair_inversions_by_hand() -> None:

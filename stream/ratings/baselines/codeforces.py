@@ -1,7 +1,6 @@
 """The Codeforces rating system (M. Mirzayanov, "Open Codeforces Rating System", 2015).
 
-Why: it is one of the two industry multiplayer systems the Elo-MMR paper compares
-against. The published algorithm, per round:
+Why: one of the two industry multiplayer systems the Elo-MMR paper compares against. Per round:
 
 1. ``seed_i = 1 + Σ_{j≠i} P(j beats i)`` with ``P = 1/(1 + 10^((r_i − r_j)/400))``;
 2. ``m_i = √(seed_i · rank_i)`` (geometric mean of expected and actual place; tied
@@ -12,11 +11,10 @@ against. The published algorithm, per round:
 4. inflation control: every Δ gets ``−Σ Δ / n − 1``, then the top ``min(4√n, n)`` by
    rating share ``min(max(−Σ_top Δ / k, −10), 0)``.
 
-Codeforces solves step 3 by integer bisection, O(13·N²); we use that ``Σ_j P(j beats R)`` is one
-smooth function of R for the whole round: evaluated exactly on ``grid`` points, splined, and each
-player's equation bisected on the spline (error far below Codeforces' own integer rounding); the
-seeds use the same smoothness (``logistic_sums``). Ratings are kept continuous. ``weight``
-scales Δ (Codeforces' halving is ``k = 0.5``).
+Codeforces solves step 3 by integer bisection, O(13·N²); here ``Σ_j P(j beats R)`` is one smooth
+function of R for the whole round, evaluated on ``grid`` points and splined, and each player's
+equation bisected on the spline (error far below Codeforces' integer rounding); the seeds use the
+same smoothness (``logistic_sums``). Ratings are kept continuous; ``weight`` scales Δ.
 
 Belief layout: ``[rating, rounds]``.
 """
@@ -30,14 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream.ratings.base import Belief, FloatArray, IntArray, Params, Rating, RatingSystem
+from stream.ratings.baselines.elo import expected_score
 from stream.ratings.baselines.kernels import logistic_rows, logistic_sums
 
 
 @dataclass(frozen=True)
 class CodeforcesParams(Params):
-    """``init``: a new contestant's rating (1500, Codeforces before its 2020 change);
-    ``k``: fraction of the gap to the needed rating taken (Codeforces: 1/2);
-    ``inflation_control``: apply step 4; ``grid``: evaluation points of the seed function."""
+    """``init``: 1500, Codeforces before its 2020 change; ``k``: fraction of the gap to the needed
+    rating taken; ``inflation_control``: apply step 4; ``grid``: points of the seed function."""
 
     init: float = 1500.0
     k: float = 0.5
@@ -61,9 +59,8 @@ NEED_MIN, NEED_MAX = 1.0, 8000.0
 
 def solve_need(r: FloatArray, target: FloatArray, grid: int) -> FloatArray:
     """Per player i, the rating R with ``1 + Σ_{j≠i} σ((r_j − R)/400) = target_i``: the shared
-    ``F(R) = Σ_j σ((r_j − R)/400)`` on ``grid`` points, a cubic spline, and a vectorised bisection
-    of each player's equation (F minus its own term) in Codeforces' [1, 8000] (widened if ratings
-    lie outside; a solution beyond it clamped, as Codeforces' bisection does).
+    ``F(R) = Σ_j σ((r_j − R)/400)`` splined on ``grid`` points and each equation (F minus its own
+    term) bisected in Codeforces' [1, 8000] (widened if ratings lie outside; beyond it clamped).
 
     Why the own term is excluded: including it (a literal reading of ``getSeed``) makes the
     leader's target unreachable near its rating, a feedback that drives the top Codeforces
@@ -123,7 +120,7 @@ class Codeforces(RatingSystem):
 
     def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
         ra = float(a[0])
-        return 1.0 / (1.0 + 10.0 ** ((float(b[0]) - (ra + advantage if advantage else ra)) / 400.0))
+        return expected_score(ra + advantage if advantage else ra, float(b[0]))
 
     def ranking_score(self, belief: Belief) -> float:
         return float(belief[0])

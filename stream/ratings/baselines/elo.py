@@ -5,10 +5,9 @@ Why this formulation: as OGD on the logistic (Bradley–Terry) log-loss one Elo 
 multiplayer round sums the pairwise gradient terms (a tie scores 1/2), divided by N − 1 when
 ``normalize``, so that one round moves a rating about as far as one game does.
 
-Teams: a team's rating is its members' mean (weighted by the part of the round each played), the
-teams are rated as players, and every member moves by their team's change (times that part), so
-that the team's mean moves as a player's rating would and a team of one is ``rate_round`` bit for
-bit: team Elo's common practice.
+Teams (team Elo's common practice): a team's rating is its members' mean weighted by the part of
+the round each played, the teams are rated as players, and every member moves by their team's
+change times that part; a team of one is ``rate_round`` bit for bit.
 
 Belief layout: ``[rating, rounds]``.
 """
@@ -27,9 +26,8 @@ from stream.ratings.baselines.kernels import elo_match_steps, logistic_sums
 
 @dataclass(frozen=True)
 class EloParams(Params):
-    """``k``: learning rate η (rating points per unit of score surprise); 32 is the chess/FIFA-style
-    default that also suits football; ``scale``: 400 points = a factor 10 in odds;
-    ``init``: rating of a new player; ``normalize``: divide a round's gradient by N − 1."""
+    """``k``: learning rate η (32: the chess/FIFA-style default, which also suits football);
+    ``scale``: 400 points = a factor 10 in odds; ``normalize``: divide a round's gradient by N − 1."""
 
     k: float = 32.0
     scale: float = 400.0
@@ -57,7 +55,7 @@ def round_scores(ranks: IntArray) -> FloatArray:
 
 
 def team_ratings(r: FloatArray, team_index: IntArray, weights: FloatArray, nteams: int) -> FloatArray:
-    """Each team's rating: its members' ratings averaged with the weights (the part each played)."""
+    """Each team's rating: its members' ratings averaged with the weights."""
     total = np.bincount(team_index, weights=weights * r, minlength=nteams)
     out: FloatArray = total / np.bincount(team_index, weights=weights, minlength=nteams)
     return out
@@ -93,8 +91,7 @@ class Elo(RatingSystem):
                         weight: float = 1.0, perf_ceiling: float = math.inf,
                         player_weights: FloatArray | None = None,
                         team_shift: FloatArray | None = None) -> list[Belief]:
-        """Team Elo (module docstring): ``rate_round``'s step at team level, applied to each member;
-        team t plays with rating ``team rating + team_shift[t]`` (its side advantage)."""
+        """Team Elo (module docstring); team t plays at ``team rating + team_shift[t]``."""
         checked = team_round(beliefs, team_of, team_ranks, player_weights)
         if checked is None:
             return list(beliefs)
@@ -113,8 +110,7 @@ class Elo(RatingSystem):
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
                      times_ms: IntArray, advantages: FloatArray | None = None) -> list[Belief]:
-        """One numba pass over the batch (the service's hot path); A of match m plays with the
-        side advantage ``advantages[m]`` (None: none)."""
+        """One numba pass over the batch (the service's hot path)."""
         p = self.params
         if len(beliefs) == 0:
             return []

@@ -3,6 +3,8 @@ exactly the float64 operations of the system's own ``summary``, on columns."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from stream.ratings.base import FloatArray, Rating
 from stream.ratings.baselines.codeforces import Codeforces
 from stream.ratings.baselines.elo import Elo
@@ -15,20 +17,17 @@ from stream.ratings.fastpath import ColumnSummaries, ratings_from_columns
 class EloFastPath(ColumnSummaries):
     """Belief ``[rating, rounds]``: the summary is ``(r, r, 0, rounds)``."""
 
-    system_type = Elo
-    system: Elo
+    system_type: ClassVar[type] = Elo
     columns = (0, 1)
 
     def ratings(self, cols: FloatArray) -> list[Rating] | None:
         return ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
 
 
-class CodeforcesFastPath(ColumnSummaries):
+class CodeforcesFastPath(EloFastPath):
+    """The same belief layout and summary as Elo's."""
+
     system_type = Codeforces
-    columns = (0, 1)
-
-    def ratings(self, cols: FloatArray) -> list[Rating] | None:
-        return ratings_from_columns(cols[0], cols[0], 0.0, cols[1])
 
 
 class GlickoFastPath(ColumnSummaries):

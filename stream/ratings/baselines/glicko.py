@@ -2,12 +2,9 @@
 
 Why Glicko as a baseline: the simplest system that carries uncertainty, it shows what
 uncertainty alone buys over Elo. Faithful to Glickman's description: the RD grows with the
-periods (``period_days`` long) elapsed since the player last played (``_inflated``), and a
-period's update is ``update_period``.
-
-A multiplayer round is one rating period in which every participant played every other (the
-pairwise sums in a numba kernel); each 1-v-1 match is its own period, applied in order.
-Glickman's worked example is ``update_period``'s test.
+periods elapsed since the player last played (``_inflated``), and a period's update is
+``update_period`` (tested on Glickman's worked example). A multiplayer round is one period in
+which every participant played every other; each 1-v-1 match is its own period, in order.
 
 Belief layout: ``[r, rd, rounds, last_time_ms]`` (``last_time_ms`` = NaN before the first event).
 """
@@ -30,11 +27,9 @@ DAY_MS = 86_400_000
 @dataclass(frozen=True)
 class GlickoParams(Params):
     """``c``: RD growth per period (34.6 takes RD from 50 back to 350 in 100 periods, Glickman's
-    example); ``period_days``: length of a rating period; ``init``/``rd_init``: a new player's
-    rating and RD (also the RD cap); ``rd_min``: floor on RD so ratings never freeze;
-    ``normalize``: a multiplayer round counts as ONE game's worth of evidence (both Glicko sums
-    divided by N − 1) instead of N − 1 independent games — without it a 3,000-player round
-    collapses every RD to ``rd_min`` at once and ratings jump (Glicko assumes independent games)."""
+    example); ``rd_init``: a new player's RD and the RD cap; ``rd_min``: floor on RD so ratings
+    never freeze; ``normalize``: a multiplayer round counts as ONE game's evidence (both sums
+    divided by N − 1): otherwise a 3,000-player round collapses every RD to ``rd_min`` at once."""
 
     init: float = 1500.0
     rd_init: float = 350.0
@@ -106,8 +101,8 @@ class Glicko(RatingSystem):
 
     def rate_matches(self, beliefs: Sequence[Belief], a: IntArray, b: IntArray, scores: FloatArray,
                      times_ms: IntArray, advantages: FloatArray | None = None) -> list[Belief]:
-        """Each match one rating period of each player; A plays with the side advantage
-        ``advantages[m]`` (B sees A's rating that much higher, A sees B's that much lower)."""
+        """Each match one rating period of each player; with a side advantage B sees A's rating that
+        much higher, A sees B's that much lower."""
         out = [x.copy() for x in beliefs]
         touched: set[int] = set()
         p = self.params
@@ -125,8 +120,7 @@ class Glicko(RatingSystem):
         return [out[i] if i in touched else beliefs[i] for i in range(len(beliefs))]
 
     def win_probability(self, a: Belief, b: Belief, advantage: float = 0.0) -> float:
-        """E(s) with the combined deviation √(RD_a² + RD_b²) (Glickman 1999, eq. for predictions);
-        A's rating shifted by the side advantage."""
+        """E(s) with the combined deviation √(RD_a² + RD_b²) (Glickman 1999, eq. for predictions)."""
         gg = float(g(math.sqrt(float(a[1]) ** 2 + float(b[1]) ** 2)))
         diff = float(a[0]) - float(b[0])
         return 1.0 / (1.0 + 10.0 ** (-gg * (diff + advantage if advantage else diff) / 400.0))

@@ -18,19 +18,15 @@ from numba import njit, prange
 
 from stream.runtime import parallel_min_players
 
-#: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, the
-#: threshold of Elo-MMR's kernels, for the same reason; and for a few players the start-up of numba's
-#: threads costs more than the sums)
+#: rounds of fewer players run ``logistic_row_sums`` on one thread (None: ``MMR_ELO_PARALLEL_MIN``, as
+#: Elo-MMR's kernels; for a few players the start-up of numba's threads also costs more than the sums)
 PARALLEL_MIN_PLAYERS: int | None = None
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
 def logistic_row_sums(r: np.ndarray, q: np.ndarray, scale: float) -> np.ndarray:
-    """``out[i] = Σ_j 1 / (1 + 10^((q[i] − r[j]) / scale))``: expected number of the r's beating q[i].
-
-    ``q`` may be the same array as ``r`` (then the j = i term, 1/2, is included; callers
-    subtract it) or a grid of query ratings (Codeforces' seed function).
-    """
+    """``out[i] = Σ_j 1 / (1 + 10^((q[i] − r[j]) / scale))``: expected number of the r's beating q[i]
+    (with ``q`` = ``r`` the j = i term, 1/2, is included: callers subtract it)."""
     k = math.log(10.0) / scale
     out = np.empty(q.shape[0])
     for i in prange(q.shape[0]):
@@ -62,11 +58,10 @@ EXACT_PAIR_LIMIT = 4_000_000
 
 
 def logistic_sums(r: np.ndarray, q: np.ndarray, scale: float, nodes: int = 512) -> np.ndarray:
-    """``logistic_row_sums`` in O(nodes·N) for rounds of more than ``EXACT_PAIR_LIMIT`` pairs. Safe
-    because ``F(x) = Σ_j 1/(1 + 10^((x − r_j)/scale))`` is ONE smooth function of x for the whole
-    round (the logistic's scale bounds every derivative): a cubic spline through ``nodes`` exact
-    values is ~1e-4 expected wins off for the largest Codeforces round, far below anything the
-    systems resolve."""
+    """``logistic_row_sums`` in O(nodes·N) above ``EXACT_PAIR_LIMIT`` pairs. Safe because
+    ``F(x) = Σ_j 1/(1 + 10^((x − r_j)/scale))`` is ONE smooth function of x for the whole round: a
+    cubic spline through ``nodes`` exact values is ~1e-4 expected wins off for the largest
+    Codeforces round, far below anything the systems resolve."""
     if r.shape[0] * q.shape[0] <= EXACT_PAIR_LIMIT:
         return logistic_rows(r, q, scale)
     from scipy.interpolate import CubicSpline
@@ -80,11 +75,8 @@ def logistic_sums(r: np.ndarray, q: np.ndarray, scale: float, nodes: int = 512) 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
 def glicko_row_sums(r: np.ndarray, rd: np.ndarray, score_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Glicko sums of one rating period where every participant played every other.
-
-    ``score_rank`` orders outcomes (lower = better; equal = draw). Returns, per player,
-    ``Σ_j g_j² E_ij (1 − E_ij)`` (the d⁻² sum without q²) and ``Σ_j g_j (s_ij − E_ij)``.
-    """
+    """Glicko sums of one rating period where every participant played every other (``score_rank``:
+    lower = better, equal = draw): per player ``Σ_j g_j² E_ij (1 − E_ij)`` and ``Σ_j g_j (s_ij − E_ij)``."""
     q = math.log(10.0) / 400.0
     n = r.shape[0]
     g = np.empty(n)
@@ -109,10 +101,8 @@ def glicko_row_sums(r: np.ndarray, rd: np.ndarray, score_rank: np.ndarray) -> tu
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
 def topcoder_expected_ranks(r: np.ndarray, vol: np.ndarray) -> np.ndarray:
-    """TopCoder ``ERank_i = 0.5 + Σ_j WP(j beats i)``, ``WP = Φ((R_j − R_i)/√(V_i² + V_j²))``.
-
-    The j = i term contributes 1/2, as in the published formula (sum over all coders).
-    """
+    """TopCoder ``ERank_i = 0.5 + Σ_j WP(j beats i)``, ``WP = Φ((R_j − R_i)/√(V_i² + V_j²))``, over all
+    coders (the j = i term adds 1/2, as published)."""
     n = r.shape[0]
     out = np.empty(n)
     for i in prange(n):
@@ -296,10 +286,8 @@ def pair_discordance(actual: np.ndarray, pred: np.ndarray) -> tuple[float, float
 @njit(cache=True, nogil=True)
 def elo_match_steps(r: np.ndarray, cnt: np.ndarray, a: np.ndarray, b: np.ndarray, scores: np.ndarray,
                     k: float, scale: float, shifts: np.ndarray) -> None:
-    """Sequential Elo steps over a batch of matches, in place (the plain loop of
-    tests/unit/ratings/baselines/test_baselines.py is the oracle: same operations in the same order,
-    no fastmath, so the same bits).
-    ``shifts[j]``: the side advantage A plays with (0: none, the unshifted arithmetic)."""
+    """Sequential Elo steps over a batch of matches, in place, A of match j shifted by ``shifts[j]``;
+    no fastmath: the same bits as the plain loop of tests/unit/ratings/baselines/test_baselines.py."""
     for j in range(a.shape[0]):
         ia = a[j]
         ib = b[j]

@@ -1,9 +1,9 @@
 """The TopCoder algorithm-track rating system (TopCoder, "Algorithm Competition Rating System").
 
-Why: the second industry multiplayer system of the Elo-MMR paper's comparison. The published
-formulas are ``update``'s, line by line (ties share the average of their places; the expected
-rank sums over all coders, the own term adding ½, in a numba kernel). Initial rating 1200 and
-volatility 535 are TopCoder's published values (the weight's rating thresholds refer to them).
+Why: the second industry multiplayer system of the Elo-MMR paper's comparison. ``update`` is the
+published formulas line by line (ties share the average of their places; the expected rank sums
+over all coders, the own term adding ½). 1200 and 535 are TopCoder's published initial rating
+and volatility (the weight's rating thresholds refer to them).
 
 Belief layout: ``[rating, volatility, rounds]``.
 """
@@ -23,8 +23,7 @@ from stream.ratings.baselines.kernels import topcoder_expected_ranks
 
 @dataclass(frozen=True)
 class TopCoderParams(Params):
-    """``init``/``vol_init``: a new coder (TopCoder: 1200 / 535); ``weight_scale`` multiplies
-    the published weight (1 = published)."""
+    """``weight_scale`` multiplies the published weight."""
 
     init: float = 1200.0
     vol_init: float = 535.0

@@ -1,22 +1,17 @@
 """TrueSkill (Herbrich, Minka & Graepel 2006) for ranked rounds of players or teams, and 1-v-1.
 
 Why our own implementation rather than the ``trueskill`` package: the package builds a Python
-object graph per game, so the Codeforces history would take hours, and it cannot run inside our
-array interface. The model is the standard factor graph: skill ``s ~ N(μ, σ² + τ²)``,
-performance ``p ~ N(s, β²)``, and for adjacent players in the standings a difference factor
-``p_k − p_{k+1} > ε`` (``|p_k − p_{k+1}| ≤ ε`` for a tie), solved by expectation propagation with
-the package's forward/backward schedule (``kernels.trueskill_chain``); the tests cross-check it
-against the package.
+object graph per game (hours for the Codeforces history) and cannot run inside our array
+interface. The model is the standard factor graph: skill ``s ~ N(μ, σ² + τ²)``, performance
+``p ~ N(s, β²)``, and for adjacent players in the standings ``p_k − p_{k+1} > ε`` (``≤ ε`` in
+absolute value for a tie), solved by expectation propagation with the package's schedule
+(``kernels.trueskill_chain``); the tests cross-check it against the package. The draw margin
+follows the package: ``ε = Φ⁻¹((draw_probability + 1)/2) · √2 · β``. Defaults: the package's ×42,
+so ratings sit on the scale of the other systems.
 
-The draw margin follows the package: ``ε = Φ⁻¹((draw_probability + 1)/2) · √2 · β``.
-Default scale: the package's defaults multiplied by 42 (μ 1500 ~ 25·60, σ 350 ≈ 25/3·42,
-β = σ/2, τ = σ/100) so ratings sit on the same scale as the other systems.
-
-Teams (``rate_team_round``) add the paper's and the package's team layer: a team performs
-``t = Σ ω_i p_i`` (ω_i the part of the round member i played), the chain runs over the teams
-(draw margin ``Φ⁻¹((draw_probability + 1)/2) · √(players of both) · β``), and each member's skill
-gets the chain's message back through the sum factor in closed form (the graph below the chain is
-a tree). Teams of one member with ω = 1 are ``rate_round`` bit for bit.
+Teams add the package's team layer: a team performs ``t = Σ ω_i p_i``, the chain runs over the
+teams (√(players of both) in place of √2 in ε), and each member's skill gets the chain's message
+back through the sum factor in closed form. Teams of one with ω = 1 are ``rate_round`` bit for bit.
 
 Belief layout: ``[mu, sigma, rounds]``; displayed rating ``μ − 3σ`` (the package's
 conservative exposure).
@@ -37,9 +32,8 @@ from stream.ratings.baselines.kernels import _v_w_draw, _v_w_win, trueskill_chai
 
 @dataclass(frozen=True)
 class TrueSkillParams(Params):
-    """Package defaults ×42: ``mu``/``sigma`` prior, ``beta`` performance noise, ``tau`` dynamics
-    added before every event, ``draw_probability`` sets the draw margin; ``tol``/``max_iter``
-    bound the EP sweeps of a multiplayer round."""
+    """Package defaults ×42; ``tau``: dynamics added before every event; ``tol``/``max_iter`` bound
+    the EP sweeps of a multiplayer round."""
 
     mu: float = 1500.0
     sigma: float = 350.0
@@ -69,10 +63,10 @@ class TrueSkill(RatingSystem):
     def summary(self, belief: Belief) -> Rating:
         return Rating(float(belief[0] - 3.0 * belief[1]), float(belief[0]), float(belief[1]), int(belief[2]))
 
-    @property
-    def draw_margin(self) -> float:
+    def draw_margin(self, players: int = 2) -> float:
+        """The package's ε of a game of ``players``: ``Φ⁻¹((p_draw + 1)/2)·√players·β``."""
         p = self.params
-        return float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(2.0) * p.beta
+        return float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(float(players)) * p.beta
 
     def rate_round(self, beliefs: Sequence[Belief], ranks: IntArray, time_ms: int, weight: float = 1.0,
                    perf_ceiling: float = math.inf) -> list[Belief]:
@@ -85,7 +79,7 @@ class TrueSkill(RatingSystem):
         sig2 = np.fromiter((beliefs[i][1] for i in order), dtype=np.float64, count=n) ** 2 + p.tau**2
         r_sorted = np.asarray(ranks)[order]
         tie = r_sorted[1:] == r_sorted[:-1]
-        eps = np.full(n - 1, self.draw_margin)
+        eps = np.full(n - 1, self.draw_margin())
         lik_pi, lik_tau = trueskill_chain(mu, sig2 + p.beta**2, tie, eps, p.tol, p.max_iter)
         # message into the skill through the β² factor, then skill posterior
         m_pi = lik_pi / (1.0 + p.beta**2 * lik_pi)
@@ -102,17 +96,13 @@ class TrueSkill(RatingSystem):
                         weight: float = 1.0, perf_ceiling: float = math.inf,
                         player_weights: FloatArray | None = None,
                         team_shift: FloatArray | None = None) -> list[Belief]:
-        """A round ranked by teams: the team layer of the module docstring.
-
-        The chain returns the likelihood ``(π_t, τ_t)`` of team t's performance. Member i's
-        performance is ``p_i = (t − Σ_{j≠i} ω_j p_j) / ω_i`` with the others at their prior
-        ``N(μ_j, σ_j² + τ² + β²)``, so the message into i's skill (after the β² factor) is
-        Gaussian with precision ``ω_i² π_t / (1 + π_t (R_i + ω_i² β²))`` and precision-mean
-        ``ω_i (τ_t − π_t (M_t − ω_i μ_i)) / (1 + π_t (R_i + ω_i² β²))``, where ``M_t = Σ ω_j μ_j``
-        and ``R_i = Σ_{j≠i} ω_j² (σ_j² + τ² + β²)``. ``weight`` and ``perf_ceiling`` are ignored,
-        as in ``rate_round``. ``team_shift[t]``: team t's side advantage, a member of the team of
-        known skill (added to ``M_t``, no variance).
-        """
+        """The team layer of the module docstring. The chain returns the likelihood ``(π_t, τ_t)`` of
+        team t's performance. Member i's performance is ``p_i = (t − Σ_{j≠i} ω_j p_j) / ω_i`` with the
+        others at their prior ``N(μ_j, σ_j² + τ² + β²)``, so the message into i's skill is Gaussian
+        with precision ``ω_i² π_t / (1 + π_t (R_i + ω_i² β²))`` and precision-mean
+        ``ω_i (τ_t − π_t (M_t − ω_i μ_i)) / (1 + π_t (R_i + ω_i² β²))``, ``M_t = Σ ω_j μ_j``,
+        ``R_i = Σ_{j≠i} ω_j² (σ_j² + τ² + β²)``. ``team_shift[t]``: a member of known skill (added to
+        ``M_t``, no variance)."""
         checked = team_round(beliefs, team_of, team_ranks, player_weights)
         if checked is None:
             return list(beliefs)
@@ -151,8 +141,7 @@ class TrueSkill(RatingSystem):
         return [np.array([post_mu[i], post_sig[i], beliefs[i][2] + 1.0]) for i in range(n)]
 
     def rate_pair(self, a: Belief, b: Belief, score: float, advantage: float = 0.0) -> tuple[Belief, Belief]:
-        """Closed-form 1-v-1 update (one truncation factor: EP is exact after one pass); A plays
-        with the side advantage ``advantage``."""
+        """Closed-form 1-v-1 update (one truncation factor: EP is exact after one pass)."""
         p = self.params
         if score < 0.5:
             nb, na = self.rate_pair(b, a, 1.0 - score, -advantage)
@@ -163,7 +152,7 @@ class TrueSkill(RatingSystem):
         c = math.sqrt(c2)
         diff = float(a[0]) - float(b[0])
         t = (diff + advantage if advantage else diff) / c
-        v, w = (_v_w_draw if score == 0.5 else _v_w_win)(t, self.draw_margin / c)
+        v, w = (_v_w_draw if score == 0.5 else _v_w_win)(t, self.draw_margin() / c)
         na = np.array([a[0] + va / c * v, math.sqrt(va * (1.0 - va / c2 * w)), a[2] + 1.0])
         nb = np.array([b[0] - vb / c * v, math.sqrt(vb * (1.0 - vb / c2 * w)), b[2] + 1.0])
         return na, nb
@@ -187,13 +176,12 @@ class TrueSkill(RatingSystem):
         return float(self.params.beta)
 
     def outcomes(self, diff: float, var_a: float, var_b: float, players: int) -> tuple[float, float, float]:
-        """(P(a wins), P(draw), P(b wins)) for ``d ~ N(diff, var_a + var_b + 2(β² + τ²))`` and the
-        trueskill package's draw margin of ``players`` (``Φ⁻¹((p_draw + 1)/2)·√players·β``).
-        Two players: ``var`` their σ²; two teams (``lobby.outcomes``): each team's
-        ``Σ ω² (σ² + β² + τ²) − (β² + τ²)``, ``players`` those of both teams."""
+        """(P(a wins), P(draw), P(b wins)) for ``d ~ N(diff, var_a + var_b + 2(β² + τ²))`` and the draw
+        margin of ``players``. ``var``: a player's σ², or a team's ``Σ ω² (σ² + β² + τ²) − (β² + τ²)``
+        (``lobby.outcomes``)."""
         p = self.params
         c = math.sqrt(var_a + var_b + 2.0 * (p.beta**2 + p.tau**2))
-        eps = float(ndtri((p.draw_probability + 1.0) / 2.0)) * math.sqrt(float(players)) * p.beta
+        eps = self.draw_margin(players)
         p_win = 0.5 * math.erfc((eps - diff) / (c * math.sqrt(2.0)))
         p_loss = 0.5 * math.erfc((eps + diff) / (c * math.sqrt(2.0)))
         return p_win, 1.0 - p_win - p_loss, p_loss

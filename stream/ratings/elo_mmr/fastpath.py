@@ -1,9 +1,5 @@
-"""The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs, summaries from columns.
-
-Why packed: the embedded store and a worker step hold a pool's beliefs as float64 values in one
-arena (``stream.state.packed_pool``), so the round's kernel reads them gathered and writes one
-array: no numpy object per player. The kernels are ``EloMMR``'s own, so the results are
-``rate_round``'s bit for bit.
+"""The engine's fast path of Elo-MMR / Elo-MMχ: rounds on packed beliefs (no numpy object per
+player; ``EloMMR``'s own kernels, so ``rate_round``'s bits), summaries from columns.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
 
     def change_gathered(self, flat: FloatArray, offsets: IntArray, values: FloatArray, out_offsets: IntArray
                         ) -> RoundChange | None:
-        """See ``PackedRounds.change_gathered``: the summaries before read from ``flat`` itself; None when
-        a summary or a performance would take the per-belief path (Elo-MMχ keeps no performance)."""
+        """``PackedRounds.change_gathered``, the summaries before read from ``flat`` itself."""
         cols = columns_at(flat, offsets, self.columns)
         return None if cols is None else self._change(cols, values, out_offsets)
 
@@ -70,11 +65,9 @@ class EloMMRFastPath(ColumnSummaries, PackedRounds):
                            mu, sig, rounds.astype(np.int64), perf)
 
     def latest_performances(self, packed: Sequence[bytes], skip: int = 0) -> list[float | None] | None:
-        """The centre of each belief's newest logistic term (the last three floats): the
-        performance of the round that appended it, capped by its ``perf_ceiling``, exactly as
-        ``rate_round_detailed`` returns it (also with ρ = ∞, which folds the older terms into the
-        Gaussian one first). None for Elo-MMχ, whose beliefs keep no logistic term, and for a
-        belief without terms."""
+        """The centre of each belief's newest logistic term (the last three floats): the performance of
+        the round that appended it, as ``rate_round_detailed`` returns it. None for Elo-MMχ (no
+        logistic terms) and for a belief without terms."""
         if self.system.gaussian:
             return None
         unpack = _F64.unpack_from

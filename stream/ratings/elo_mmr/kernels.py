@@ -1,7 +1,7 @@
 """numba kernels of one Elo-MMR / Elo-MMχ round over structure-of-arrays beliefs.
 
-Layout: ``flat`` is every player's belief concatenated, ``offsets[i]:offsets[i+1]`` is
-player i's slice (see ``stream.ratings.elo_mmr.system`` for the belief layout).
+Layout: ``flat`` is every player's belief concatenated, ``offsets[i]:offsets[i+1]`` player i's
+(the belief layout: ``stream.ratings.elo_mmr.system``).
 
 Why the performance phase is not O(N²)
 --------------------------------------
@@ -32,9 +32,7 @@ each group's root is found by Illinois on the barycentric interpolant of its row
 Panels are at most ``2·h`` wide with ``h = PANEL_FRACTION`` × the distance from the real axis
 to the nearest complex singularity of any term (√3·s for tanh, > 2.8·s for the Gaussian Mills
 ratios, s the smallest term scale): 42 nodes per panel then interpolate to ~1e-16 of Σ w,
-whatever the spread of ratings. Performances agree with the naive oracle to ~1e-9 rating points,
-except far outside the field, where the root is ill-conditioned in double precision for any
-solver (μ still agrees to ~1e-5).
+whatever the spread of ratings (accuracy against the naive oracle: ``system``'s docstring).
 
 Root solvers are Newton steps guarded by a bracket and by rtsafe's rule (bisect unless the step
 at least halves every other iteration): plain bracketed Newton cycles on tanh-shaped functions.

@@ -1,4 +1,4 @@
-"""Plain O(N²) oracle of Elo-MMR / Elo-MMχ (paper Algorithms 1–3), for tests only.
+"""Plain O(N²) oracle of Elo-MMR / Elo-MMχ (paper Algorithms 1–3): what the tests and ``mmr bench`` compare with.
 
 Why it exists: the kernels solve every performance equation against a piecewise Chebyshev
 interpolant, which is clever and therefore suspect. This module does the same mathematics the

@@ -3,10 +3,9 @@
 Parametrised like the reference implementation (EbTech/Elo-MMR, pip ``Elo-MMR-Py``):
 ``w = weight_limit × round weight × noob_delay[rounds played]``, performance spread
 ``σ_perf² = (1 + 1/w)·sig_limit² + drift_per_day/w``, diffusion per round
-``γ² = w·sig_limit² + drift_per_day·days since the player's last round`` (0 days for a
-newcomer or a round dated before the player's last one), ties count as
-a win plus a loss (the player's own entry included) unless ``split_ties``; displayed
-rating ``μ − 3(σ − 80)``.
+``γ² = w·sig_limit² + drift_per_day·days since the player's last round`` (0 days for a newcomer
+or a round dated before the player's last one), ties count as a win plus a loss (the player's
+own entry included) unless ``split_ties``; displayed rating ``μ − 3(σ − 80)``.
 
 Belief layout (one float64 array per player, lossless through ``Float64Codec``):
 
@@ -15,18 +14,12 @@ Belief layout (one float64 array per player, lossless through ``Float64Codec``):
 * [4] number of rated rounds; [5] time of the latest rated round (ms since epoch; an
   out-of-order round does not move it back, so drift is never counted twice);
 * [6:] logistic terms, three floats each, oldest first: centre (a past performance),
-  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay).
-
-The term's weight (precision) is ``2·w_arg·w_out·3/π²``. Elo-MMχ collapses every belief
-to its Gaussian term at each diffusion, so its beliefs never carry logistic terms.
+  ``w_arg`` = π/(2√3·σ_perf), ``w_out`` (π/(√3·σ_perf) × accumulated diffusion decay); a term's
+  precision is ``2·w_arg·w_out·3/π²``. Elo-MMχ's beliefs never carry logistic terms.
 
 ``history_limit`` (default 100, ``0`` = unlimited) bounds the logistic terms: the oldest is
 folded into the Gaussian term preserving its weight, as the reference does; with ρ = 1 terms
-older than 100 rounds weigh ~1e-16 of a new one, so the fold is invisible and a belief stays
-bounded at 6 + 300 floats.
-
-A round is rated whole in numba kernels (``kernels``; team rounds in ``teams``, docs/teams.md),
-from one thread at a time (numba's workqueue pool is not thread-safe).
+older than 100 rounds weigh ~1e-16 of a new one, so the fold is invisible.
 
 Intentional differences from the reference
 ------------------------------------------
@@ -49,7 +42,6 @@ from __future__ import annotations
 import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
 
 # isort: split
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,15 +61,15 @@ from stream.ratings.base import (
     check_team_round,
     concat_f64,
     offsets_of,
+    split,
 )
 from stream.ratings.elo_mmr import kernels as K
 from stream.ratings.elo_mmr import teams as KT
 from stream.runtime import parallel_min_players
 
 HEADER = K.HEADER
-#: rounds smaller than this run the kernels on one thread (None: the setting ``MMR_ELO_PARALLEL_MIN``,
-#: read at the first round): on a machine shared with other work a descheduled thread of numba's
-#: pool stalls every parallel loop, so only very large rounds use it.
+#: rounds smaller than this run the kernels on one thread (None: the setting ``MMR_ELO_PARALLEL_MIN``):
+#: on a shared machine a descheduled thread of numba's pool stalls every parallel loop
 PARALLEL_MIN_PLAYERS: int | None = None
 TANH_MULTIPLIER = K.TANH_MULTIPLIER
 DISPLAY_SIG = 80.0
@@ -106,7 +98,7 @@ class EloMMRParams(Params):
     team_performance: str = "mean"
 
     def __post_init__(self) -> None:
-        checks = {
+        self.require({
             "weight_limit": self.weight_limit > 0 and math.isfinite(self.weight_limit),
             "sig_limit": self.sig_limit > 0 and math.isfinite(self.sig_limit),
             "rho": self.rho >= 0 and not math.isnan(self.rho),
@@ -116,10 +108,7 @@ class EloMMRParams(Params):
             "history_limit": int(self.history_limit) == self.history_limit and self.history_limit >= 0,
             "noob_delay": all(float(x) > 0 and math.isfinite(float(x)) for x in self.noob_delay),
             "team_performance": self.team_performance in ("mean", "sum"),
-        }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise RatingError(f"invalid Elo-MMR parameter(s): {', '.join(bad)}")
+        })
         object.__setattr__(self, "noob_delay", tuple(float(x) for x in self.noob_delay))
 
 
@@ -169,11 +158,9 @@ def _shifts(shift: FloatArray | Sequence[float] | None, n: int) -> FloatArray:
 
 
 def _scatter(flat: FloatArray, offsets: IntArray) -> list[Belief]:
-    """The kernel output as independent per-player arrays: copies, since a view would keep the whole
-    round's buffer alive while any one of its players is not rated again (the evaluation, holding
-    beliefs over a long history, would retain nearly every buffer)."""
-    bounds = offsets.tolist()
-    return [flat[a:b].copy() for a, b in itertools.pairwise(bounds)]
+    """The kernel output as per-player copies: a view would keep the whole round's buffer alive
+    while any one of its players is not rated again (the evaluation would retain nearly every one)."""
+    return [v.copy() for v in split(flat, offsets)]
 
 
 def _call_kernel(n: int, kernel: Any, *args: Any) -> Any:
@@ -234,7 +221,6 @@ class EloMMR(RatingSystem):
             raise RatingError(f"{self.name} needs EloMMRParams, got {type(self.params).__name__}")
         self._noob = np.asarray(self.params.noob_delay, dtype=np.float64)
 
-    # --- beliefs ------------------------------------------------------------------
     def new_belief(self) -> Belief:
         p = self.params
         return np.array([p.mu_init, p.sig_init, p.mu_init, p.sig_init**-2, 0.0, 0.0])
@@ -243,7 +229,6 @@ class EloMMR(RatingSystem):
         mu, sig = float(belief[0]), float(belief[1])
         return Rating(rating=mu - 3.0 * (sig - DISPLAY_SIG), mu=mu, sigma=sig, rounds=int(belief[4]))
 
-    # --- updates ------------------------------------------------------------------
     def rate_round(
         self,
         beliefs: Sequence[Belief],
@@ -252,7 +237,6 @@ class EloMMR(RatingSystem):
         weight: float = 1.0,
         perf_ceiling: float = math.inf,
     ) -> list[Belief]:
-        """Apply one ranked round (1 = best, equal ranks tie); see ``rate_round_detailed``."""
         return self.rate_round_detailed(beliefs, ranks, time_ms, weight, perf_ceiling).beliefs
 
     def rate_round_detailed(
@@ -314,7 +298,6 @@ class EloMMR(RatingSystem):
         _check_output(out, bad, weight)
         return out, out_offsets, perfs
 
-    # --- team rounds ----------------------------------------------------------------
     def rate_team_round(
         self,
         beliefs: Sequence[Belief],
@@ -326,12 +309,8 @@ class EloMMR(RatingSystem):
         player_weights: FloatArray | None = None,
         team_shift: FloatArray | None = None,
     ) -> list[Belief]:
-        """A round ranked by teams (docs/teams.md): a team performs the ω-weighted mean of its
-        members' skills plus one performance noise (``team_performance``); the teams' performances
-        are solved like players', and each member's skill is conditioned on its team's, then
-        updated as usual. Exact for Elo-MMχ; for the logistic Elo-MMR the proposal of
-        docs/teams.md (moment-matched). ``team_shift[t]``: the side advantage team t plays with
-        (docs/advantage.md; None: none)."""
+        """A round ranked by teams: the team model of ``teams`` (docs/teams.md; exact for Elo-MMχ,
+        moment-matched for Elo-MMR)."""
         return self.rate_team_round_detailed(beliefs, team_of, team_ranks, time_ms, weight, perf_ceiling,
                                              player_weights, team_shift).beliefs
 
@@ -379,7 +358,6 @@ class EloMMR(RatingSystem):
                                        float(self.params.rho), collapse)
         return out
 
-    # --- predictions ----------------------------------------------------------------
     def _perf_spread(self) -> float:
         """σ_perf of an established player in a weight-1 round."""
         p = self.params

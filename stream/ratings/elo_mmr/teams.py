@@ -1,28 +1,17 @@
-"""numba kernel of one team round of Elo-MMχ or Elo-MMR (the derivation is docs/teams.md).
+"""numba kernel of one team round of Elo-MMχ or Elo-MMR (the model and its derivation: docs/teams.md).
 
 Member i of team t, after the usual diffusion, has skill ``s_i ~ N(μ_i, σ_i²)`` (``pre[i, 4]``,
-``pre[i, 0]``) and performance noise ``β_i²`` (``pre[i, 3]²``), independent of everyone
-else's. Its coefficient in the team is ``a_i``: ``ω_i / Σ_{j∈t} ω_j`` in the default team model
-(``mean_model``: a team performs the ω-weighted mean of its members' skills plus one
-performance noise whose precision is the a-weighted mean of the members' ``1/β_i²``) or ``ω_i``
-in the sum model (a team performs ``Σ ω_i p_i``, every member adding its own noise). So ``P_t ~ N(M_t, V_t)`` with
-``M_t = Σ a_i μ_i + shift_t`` (``shift_t``: the learned side advantage of the team's side, 0
-without one) and ``V_t = Σ a_i² σ_i² + 1/Σ (a_i/β_i²)`` (mean) or ``Σ ω_i² (σ_i² + β_i²)`` (sum).
-The teams' performances are solved by the individual system's performance solve with the
-teams as its players; each member's performance is then the linear estimate
-``μ_i + a_i·v_i/V_t · (P_t − M_t)`` (``v_i = σ_i² + β_i²``), and each member's belief gets the
-individual system's update with it.
+``pre[i, 0]``) and performance noise ``β_i²`` (``pre[i, 3]²``). Its coefficient in the team is
+``a_i``: ``ω_i / Σ_{j∈t} ω_j`` in the default team model (``mean_model``: one noise per team) or
+``ω_i`` in the sum model, so ``P_t ~ N(M_t, V_t)``, ``M_t = Σ a_i μ_i + shift_t`` (the side's
+advantage). The teams' performances are solved by the individual solve with the teams as players;
+each member's performance is the linear estimate ``μ_i + a_i·v_i/V_t · (P_t − M_t)``
+(``v_i = σ_i² + β_i²``), or with ``exact_sigma`` the member is observed at ``μ_i + (P_t − M_t)/a_i``
+with noise ``(V_t − a_i² σ_i²)/a_i²``, then updated by the individual system.
 
-With ``exact_sigma`` (the parameter ``team_exact_sigma``, on by default), each member is instead
-updated as a player who performed ``μ_i + (P_t − M_t)/a_i`` with noise
-``(V_t − a_i² σ_i²)/a_i²``: for Elo-MMχ the posterior mean ``μ_i + a_i σ_i²/V_t·(P_t − M_t)`` and
-the exact conditional variance ``σ_i² − a_i² σ_i⁴ / V_t`` (docs/teams.md); for Elo-MMR a
-history term of that centre and scale.
-
-A team of one member with ``a = 1`` takes the individual system's numbers themselves (its
-centre ``μ_i``, its scale ``pre[i, 5]`` and its performance ``P_t − shift_t``), so a round of
-such teams is bit for bit the individual round (with a shift, the individual round of a player
-who plays ``shift_t`` above their skill).
+A team of one member with ``a = 1`` takes the individual system's own numbers (centre ``μ_i``,
+scale ``pre[i, 5]``, performance ``P_t − shift_t``), so a round of such teams is bit for bit the
+individual round.
 """
 
 from __future__ import annotations

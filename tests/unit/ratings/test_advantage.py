@@ -17,7 +17,7 @@ from stream.events.model import RoundEvent, Teams
 from stream.ratings import make_system
 from stream.ratings.advantage import MATCH_SIDE, AdvantageParams, Advantages, SideBelief, split_params
 from stream.ratings.base import RatingError
-from stream.ratings.elo_mmr import EloMMR
+from stream.ratings.elo_mmr.system import EloMMR
 from stream.ratings.elo_mmr.teams_naive import rate_team_round_naive
 from stream.ratings.lobby import predict
 from stream.tools.evaluate import evaluate_events

@@ -23,7 +23,7 @@ from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, RoundEvent
 from stream.ratings import SYSTEMS, make_system
 from stream.ratings.base import Belief, Params, Rating, RatingError, RatingSystem, concat_f64
-from stream.ratings.codec import Codec, Float64Codec, codec_for, decode_many, encode_many
+from stream.ratings.codec import Codec, Float64Codec, codec_for
 from stream.ratings.cowan.codec import CowanCodec
 from stream.ratings.cowan.system import ELO_SCALE, Cowan
 from stream.ratings.fastpath import FastPath, fast_path
@@ -244,8 +244,8 @@ def test_cowan_summary_close_to_the_dense_formula() -> None:
 # --- PoolEngine uses them -------------------------------------------------------------
 
 
-class _PlainCodec:
-    """A codec written against the old protocol (no batch methods)."""
+class _PlainCodec(Codec):
+    """A codec with only the per-item methods (and not ``Float64Codec``): the engine's per-player path."""
 
     def __init__(self, inner: Codec) -> None:
         self.inner = inner
@@ -275,7 +275,7 @@ def _batch(rng: np.random.Generator, n_players: int, n_matches: int, t0: int) ->
 def test_pool_engine_batched_equals_per_item(name: str) -> None:
     system = make_system(name)
     fast = PoolEngine("p", system)
-    plain = PoolEngine("p", system, _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    plain = PoolEngine("p", system, _PlainCodec(codec_for(name)))
     rng = np.random.default_rng(5)
     stored: dict[str, bytes | None] = {"ghost": None}
     for step in range(4):
@@ -300,15 +300,6 @@ def test_pool_engine_batched_equals_per_item(name: str) -> None:
         stored.update(a.updates)
 
 
-def test_helpers_fall_back_for_plain_codecs() -> None:
-    _, pop = population("cowan")
-    plain = _PlainCodec(CowanCodec())
-    datas = encode_many(plain, list(pop[:4]))  # type: ignore[arg-type]
-    assert datas == [CowanCodec().encode(b) for b in pop[:4]]
-    dec = decode_many(plain, datas)  # type: ignore[arg-type]
-    assert [_bits(x) for x in dec] == [_bits(CowanCodec().decode(d)) for d in datas]
-
-
 @settings(max_examples=40, deadline=None)
 @given(lens=st.lists(st.integers(0, 200), max_size=12), seed=st.integers(0, 2**32 - 1))
 def test_f64_any_lengths(lens: list[int], seed: int) -> None:
@@ -330,7 +321,7 @@ _ODD = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1e308, 2.0**62, -(2.0*
 def _round_beliefs(name: str) -> list[bytes]:
     """Stored Elo-MMR beliefs of players with 1 to 4 rounds behind them (histories of
     several lengths), made by the per-belief path."""
-    eng = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    eng = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))
     stored: dict[str, bytes | None] = {}
     for k in range(4):
         players = [f"h{i}" for i in range(k, 8)]
@@ -349,7 +340,7 @@ def test_packed_round_path_equals_per_belief_path(data: st.DataObject, name: str
     or size, odd floats, a round it refuses, a round that changes nothing) -- or refuses
     (RatingError) what that path refuses."""
     fast = PoolEngine("p", make_system(name))
-    plain = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))  # type: ignore[arg-type]
+    plain = PoolEngine("p", make_system(name), _PlainCodec(codec_for(name)))
     good = _round_beliefs(name)
     n = data.draw(st.integers(1, 9))
     kinds = data.draw(st.sampled_from([["absent", "normal"], ["absent", "normal", "odd", "short", "tag", "len"]]))
