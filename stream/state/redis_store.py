@@ -60,9 +60,8 @@ left as it was. Pending-round keys are built inside the apply script from a pref
 pool's hash tag, so they are in the slot of the declared keys (Redis Cluster refuses only
 cross-slot access).
 
-A pool's meta records the key format (``keys``); one written before names were escaped has none, and
-``meta`` (called before anything touches a pool) brings it to the current format (``_migrate_keys``,
-stream.state.legacy_pools); the commit's check refuses a pool of another format.
+A pool's meta records the key format (``keys``): ``meta`` (called before anything touches a pool) and
+the commit's check refuse a pool of another format.
 
 Which ids were applied is answered by the worker's index of the ``:ids`` log (stream.state.id_index),
 not by Redis: the read returns what the log gained since the prefix the index holds, and the commit
@@ -95,11 +94,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from stream.runtime import thread_names
-from stream.state import legacy_pools
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.history import HISTORY_LIMIT, history_command, history_rows
 from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
-from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape, strings_blob
+from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, strings_blob
 from stream.state.pool_reads import PoolReads
 from stream.state.redis_client import AnyRedis, CredentialsRefused, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import (
@@ -107,7 +105,6 @@ from stream.state.redis_scripts import (
     COMMIT_APPLY_LUA,
     COMMIT_CHECK_LUA,
     EXPIRE_LUA,
-    MIGRATE_LUA,
     SNAPSHOT_LUA,
 )
 from stream.state.replication import Command, Exchange, ReplicatedWrites
@@ -169,7 +166,6 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         self._snapshot = client.register_script(SNAPSHOT_LUA)
         self._beliefs = client.register_script(BELIEFS_LUA)
         self._expire = client.register_script(EXPIRE_LUA)
-        self._migrate = client.register_script(MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
         #: the thread that writes commits' bulk frames (``_write``), made at the first commit, ended by ``close``
@@ -346,78 +342,19 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         return raw, change
 
     async def meta(self, pool: str) -> dict[str, Any] | None:
-        """The pool's system and parameters (None: a new pool).
-
-        A pool written before names were escaped (no key format in its meta) is brought to the
-        current format first: when its own name needs no escaping, the keys of its players and
-        pending rounds whose names do are renamed (one idempotent script); when it does, its keys
-        move to the new hash tag (stream.state.legacy_pools), after the pool whose old keys are this
-        pool's new ones (the pool named like this pool's escaped name) moved on."""
+        """The pool's system and parameters (None: a new pool). StateError: a meta without the current
+        key format (a pool of a pre-release build, whose names were not escaped, is not migrated)."""
         async with self._io():
-            raw = await self._meta_raw(pool)
-            if needs_escape(pool):
-                raw = await self._adopt_escaped(pool, raw)
-            if not raw:
-                self._current.add(pool)
-                return None
-            fmt = raw.get(b"keys")
-            if fmt is None:
-                await self._migrate_keys(pool)
-            elif fmt.decode() != KEY_FORMAT:
-                raise StateError(pool, f"key format {fmt.decode()!r}, this version reads {KEY_FORMAT!r}")
+            try:
+                raw = dict(await self.r.hgetall(self.key(pool, "meta")))
+            except ResponseError as exc:
+                raise_state(pool, exc)
+            if raw and raw.get(b"keys") != KEY_FORMAT.encode():
+                fmt = raw.get(b"keys", b"none").decode()
+                raise StateError(pool, f"key format {fmt!r}, this version reads {KEY_FORMAT!r} (state of a "
+                                 "pre-release build: run `mmr rebuild --wipe`)")
         self._current.add(pool)
-        return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
-
-    async def _meta_raw(self, pool: str) -> dict[bytes, bytes]:
-        try:
-            return dict(await self.r.hgetall(self.key(pool, "meta")))
-        except ResponseError as exc:
-            raise_state(pool, exc)
-
-    async def _adopt_escaped(self, pool: str, raw: dict[bytes, bytes]) -> dict[bytes, bytes]:
-        """The meta of a pool whose name needs escaping, once its keys are in the current format."""
-        for _ in range(8):
-            if raw.get(b"keys") is not None:
-                if legacy_pools.LEGACY_KEYS in raw:  # moved, the old keys not all deleted yet
-                    await legacy_pools.finish(self, pool)
-                return raw
-            if raw:  # the old meta of the pool named escape(pool), whose old keys are this pool's new ones
-                await self.meta(escape(pool))  # moves that pool to its own new keys first
-            elif await self._legacy_meta(pool):
-                other = await legacy_pools.overlapping(self, pool)
-                if other is not None:
-                    raise StateError(pool, f"written before names were escaped, when its keys and those of pool "
-                                     f"{other!r} could be the same keys: which pool a key belongs to cannot be "
-                                     "told (docs/operator.md, Redis layout)")
-                await legacy_pools.migrate(self, pool)
-            else:
-                return raw
-            raw = await self._meta_raw(pool)
-        raise StateError(pool, "its keys kept changing while they were brought to the current key format")
-
-    async def _legacy_meta(self, pool: str) -> bool:
-        """Whether the pool's meta key of the layout before escaping holds a meta of that layout."""
-        try:
-            system, fmt = await self.r.hmget(self.keys.legacy_base(pool) + "meta", ["system", "keys"])
-        except ResponseError:  # another key under that name (the names collided in that layout)
-            return False
-        return system is not None and fmt is None
-
-    async def _migrate_keys(self, pool: str) -> None:
-        moves: list[str] = []
-        legacy = self.keys.legacy_base(pool)  # the pool's own name needs no escaping: the same hash tag
-        async for member, _ in self.r.zscan_iter(self.key(pool, "lb"), count=1000):
-            name = member.decode()
-            if needs_escape(name):
-                moves += [legacy + "p:" + name, self.player_key(pool, name), "string"]
-        async for k in self.r.scan_iter(match=legacy_pools.glob_escape(legacy + "pend:") + "*", count=1000):
-            rid = k.decode()[len(legacy) + 5:]
-            if needs_escape(rid):
-                moves += [k.decode(), self.pend_key(pool, rid), "hash"]
-        moved = await self._migrate(keys=[self.key(pool, "meta")],
-                                    args=[KEY_FORMAT, len(moves) // 3, strings_blob(moves),
-                                          self.key(pool, "migrating:")])
-        log.info("pool %r: key format %s (%d keys renamed)", pool, KEY_FORMAT, int(moved))
+        return None if not raw else {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
 
     async def pools(self) -> list[str]:
         async with self._io():
@@ -539,9 +476,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
             if code == -3:
                 raise AlreadyApplied(pool)
             if code == -4:
-                raise StateError(pool, f"its meta holds another key format than {KEY_FORMAT!r}: read it with "
-                                 "meta() first (which brings an older pool to this format), or use the version "
-                                 "that wrote it")
+                raise StateError(pool, f"its meta holds another key format than {KEY_FORMAT!r} (meta() says which)")
             raise Conflict(pool)
         new_gen, epoch = int(res[0]), int(res[1])
         if idx is not None:

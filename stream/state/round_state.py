@@ -53,7 +53,7 @@ class RoundState:
         """Which rounds are done, and the persisted pending entries of the others."""
         async with self._io():
             if pool not in self._current:
-                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
+                await self.meta(pool)  # a pool of another key format is refused before its rounds are touched
             await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))

@@ -14,7 +14,6 @@ import pytest
 from history_sink import history_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
 from stream.service.config import PoolConfig, Settings
@@ -567,7 +566,7 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
     async def run() -> None:
         store = _store(redis_url)
         await store.r.hset(store.key("x", "meta"),
-                           mapping={"system": meta["system"], "params": orjson.dumps(meta["params"])})
+                           mapping={"system": meta["system"], "params": orjson.dumps(meta["params"]), "keys": "2"})
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(Settings(system="elo"), store, ex)
             res = await proc.process(batch)
@@ -740,58 +739,21 @@ def test_redis_py_keeps_the_stream_a_commit_writes_its_frames_to(redis_url: str)
     asyncio.run(run())
 
 
-def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
-    """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
-    keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
-    was, which moves too), marks the format, and the pool reads as it did; a second
-    migration (another worker) changes nothing. A pool whose own name needs escaping was stored
-    under another hash tag: it moves there, it is not taken for a new pool."""
+def test_a_pool_written_before_names_were_escaped_is_refused(redis_url: str) -> None:
+    """A meta without the key format is a pre-release build's (names not escaped): not migrated, refused
+    by ``meta`` and by a commit (nothing written)."""
     from stream.state.redis_store import StateError
 
     async def run() -> None:
         store = _store(redis_url)
-        legacy = f"{store.prefix}:{{old}}:"
-        players = {"a:b": b"\x01ab", "a%3Ab": b"\x01pct", "c": b"\x01c", "{x}": b"\x01x"}
-        for i, (p, v) in enumerate(players.items()):
-            await store.r.set(legacy + "p:" + p, v)
-            await store.r.zadd(legacy + "lb", {p: float(i)})
-        await store.r.hset(legacy + "pend:r:1", "e1", "{}")
-        await store.r.set(legacy + "gen", "3")
-        await store.r.hset(legacy + "meta", mapping={"system": "elo", "params": "{}"})
-        await store.r.sadd(f"{store.prefix}:pools", "old", "o:ld")
-        await store.r.hset(f"{store.prefix}:{{o:ld}}:meta", mapping={"system": "elo", "params": "{}"})
-        with pytest.raises(StateError):  # a new-format commit is refused until the pool is migrated
+        await store.r.set(store.key("old", "gen"), "3")
+        await store.r.hset(store.key("old", "meta"), mapping={"system": "elo", "params": "{}"})
+        with pytest.raises(StateError, match="mmr rebuild"):
+            await store.meta("old")
+        with pytest.raises(StateError):
             await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0}))
-        assert await store.meta("old") == {"system": "elo", "params": {}}
-        assert await store.r.hget(legacy + "meta", "keys") == b"2"
-        assert await store.beliefs("old", list(players)) == players
-        assert dict(chunk for part in [x async for x in store.scan_players("old")] for chunk in part) == players
-        _, pend = await store.round_state("old", ["r:1"])
-        assert pend == {"r:1": {"e1": b"{}"}}
-        snap = await store.snapshot("old", ["a:b"], [])
-        assert snap.gen == "3" and snap.beliefs == {"a:b": b"\x01ab"}
-        keys = sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")])
-        assert await store.meta("old") is not None  # again: nothing moves
-        assert sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")]) == keys
-        assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
-        assert await store.meta("o:ld") == {"system": "elo", "params": {}}  # moved to its new hash tag
+        assert await store.r.get(store.player_key("old", "c")) is None
         await store.close()
-
-    asyncio.run(run())
-
-
-def test_a_pool_whose_own_name_needs_escaping_moves_to_its_new_hash_tag(redis_url: str) -> None:
-    """Written before names were escaped, pools ``a:b`` and ``50%`` lived under the hash tags ``{a:b}``
-    and ``{50%}``: ``meta`` copies their keys to ``{a%3Ab}`` and ``{50%25}`` and deletes the old ones,
-    moving first the old pool ``a%3Ab`` whose keys were where ``a:b``'s go; two workers at once, one
-    stopped half-way, end the same; a pool whose old keys were another pool's too is refused
-    (tests/integration/legacy_layout.py)."""
-    async def run() -> None:
-        store = _store(redis_url)
-        other = RedisStore.from_url(redis_url, prefix=store.prefix)
-        await migration_story(store, other)
-        await store.close()
-        await other.close()
 
     asyncio.run(run())
 
