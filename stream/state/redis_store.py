@@ -82,7 +82,7 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,18 +211,24 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:
-        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first;
-        work begun before a restart of the server refused (``fence.Superseded``)."""
+        """Around every use of Redis: ``errors``; a cluster's slot map first; work begun before a restart
+        of the server refused (``fence.Superseded``)."""
         if self.fence is not None:
             self.fence.guard()
+        with self.errors():
+            if self._cold:
+                self._warming = self._warming or asyncio.Lock()
+                async with self._warming:
+                    if self._cold:
+                        await self.r.initialize()
+                        self._cold = False
+            yield
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Infrastructure errors as StoreUnavailable; refused credentials also told to ``on_refused``."""
         try:
             with infrastructure_errors():
-                if self._cold:
-                    self._warming = self._warming or asyncio.Lock()
-                    async with self._warming:
-                        if self._cold:
-                            await self.r.initialize()
-                            self._cold = False
                 yield
         except CredentialsRefused as exc:
             if self.on_refused is not None:
@@ -251,18 +257,13 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     def player_key(self, pool: str, player: str) -> str:
         return self.keys.player_key(pool, player)
 
-    def pend_key(self, pool: str, round_id: str) -> str:
-        return self.keys.pend_key(pool, round_id)
-
     # --- reads -----------------------------------------------------------------------
     async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
                        watermarks: Sequence[str] = (), advantages: bool = False) -> Snapshot:
         """gen, which of ``event_ids`` were applied, beliefs, the watermarks asked for and (with
-        ``advantages``) the learned side advantages, in one atomic round trip (one Lua script).
-
-        The names go as length-prefixed blobs: redis-py packs every argument in Python, which made
-        the read of a large batch cost as much as its rating math. The ids are not sent: the script
-        returns what the pool's ``:ids`` log gained since this store's index of it, which answers."""
+        ``advantages``) the learned side advantages, in one atomic round trip (``SNAPSHOT_LUA``; the
+        names as blobs, as ``beliefs``). The ids are not sent: the script returns what the pool's
+        ``:ids`` log gained since this store's index of it, which answers."""
         async with self._io():
             return await self._read(pool, list(players), event_ids, list(watermarks), advantages)
 
@@ -413,17 +414,12 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
                      check_ids: bool = False) -> int:
-        """Apply one batch atomically; returns the pool's new ``gen``.
+        """Apply one batch atomically (module docstring); returns the pool's new ``gen``.
 
-        Raises Conflict when ``gen`` moved since the snapshot (MetaConflict: the pool was
-        first committed with another system). ``check_ids``: the caller did not read which
-        event ids (or, for the offsets with a first offset, which messages) were applied
-        already, so they are checked first -- the ids against this store's index of the
-        pool's log, the offsets by the script -- and AlreadyApplied is raised (nothing
-        written) if any was. AlreadyApplied is also raised when the log is not the prefix
-        the index holds (another writer recorded ids): the caller re-reads. StateError: a key
-        of the pool holds what the commit cannot write over (nothing written).
-        """
+        Conflict: ``gen`` moved since the snapshot (MetaConflict: the pool was first committed with
+        another system). ``check_ids``: the caller did not read which event ids (or, for offsets with a
+        first offset, which messages) were applied, so they are checked first; AlreadyApplied (nothing
+        written) if any was, or if the log is not the prefix the index holds: the caller re-reads."""
         async with self._io():
             return await self._write(pool, gen, c, meta, check_ids)
 

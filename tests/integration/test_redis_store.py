@@ -652,8 +652,8 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
         before = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
         c = Commit(beliefs={"a": b"\x01a", "b": b"\x01b"}, scores={"a": 1.0, "b": 2.0}, event_ids=["e1"],
                    done_rounds=["r1"], offsets={"in/0": (None, 3)}, changes={"a": b'[1,"e1",1,{}]'})
-        await store.r.hset(store.pend_key("p", "r1"), "e0", "{}")
-        before[store.pend_key("p", "r1").encode()] = await store.r.dump(store.pend_key("p", "r1"))
+        await store.r.hset(store.keys.pend_key("p", "r1"), "e0", "{}")
+        before[store.keys.pend_key("p", "r1").encode()] = await store.r.dump(store.keys.pend_key("p", "r1"))
         gen = "soon" if plant == "not a number" else "0"
         with pytest.raises(StateError, match=key.replace("{", r"\{").replace("}", r"\}")):
             await store.commit("p", gen, c, {"system": "elo", "params": {}})

@@ -104,7 +104,7 @@ def test_a_round_whose_commit_failed_is_rated_once_on_the_retry(private_redis: R
         for pool in ("p", "q"):
             assert len(set(got_ids[pool])) == len(got_ids[pool]) == len(want_ids[pool]), pool
         assert await store.r.sismember(store.key("p", "done"), "R")
-        assert not await store.r.exists(store.pend_key("p", "R"))
+        assert not await store.r.exists(store.keys.pend_key("p", "R"))
         assert [await store.top(pool, 10) for pool in ("p", "q")] == want_top
         await store.close()
 
