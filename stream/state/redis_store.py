@@ -361,11 +361,6 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         async with self._io():
             return sorted(p.decode() for p in await self.r.smembers(self.keys.pools_key()))
 
-    async def top(self, pool: str, n: int) -> list[tuple[str, float]]:
-        async with self._io():
-            rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
-        return [(p.decode(), float(s)) for p, s in rows]
-
     async def page(self, pool: str, offset: int, n: int) -> tuple[list[tuple[str, float]], int]:
         """``n`` leaderboard entries from place ``offset`` on (0 = the best), and how many there are."""
         key = self.key(pool, "lb")

@@ -40,7 +40,7 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
             await store.commit("p", snap.gen, Commit(beliefs={"a": b"\x01y"}, scores={"a": 2.0}, event_ids=["e2"]))
         snap2 = await store.snapshot("p", ["a"], ["e1", "e2"])
         assert snap2.gen == "1" and snap2.beliefs == {"a": b"\x01x"} and snap2.seen == {"e1"}
-        assert await store.top("p", 5) == [("a", 1.5)]
+        assert (await store.page("p", 0, 5))[0] == [("a", 1.5)]
         assert await store.meta("p") == {"system": "elo", "params": {}}
         assert await store.pools() == ["p"]
         # a writer that believes the pool is new but with another system is refused
@@ -236,7 +236,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
             proc = Processor(Settings(), store, ex)
             first = await proc.process(msgs[:2])
             assert first.outputs == [] and first.dead == []
-            assert sorted(await store.top("x", 10)) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
+            assert sorted((await store.page("x", 0, 10))[0]) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
             assert (await proc.process(msgs[:2])).outputs == []  # re-delivered: still nothing to publish
             second = await proc.process(msgs[2:])
             assert sorted((o.player, o.version) for o in second.outputs) == [("solo", 1), ("t1", 1), ("y", 1)]
@@ -355,7 +355,7 @@ def test_bulk_commit_and_snapshot_blobs(redis_url: str) -> None:
         snap = await store.snapshot("pool ü", asked, [*ids[::2], "unknown"])
         assert snap.gen == "1" and snap.seen == set(ids[::2])
         assert snap.beliefs == {**values, "nobody": None} and list(snap.beliefs) == asked
-        assert await store.top("pool ü", 2) == [(names[-1], 8999.75), (names[-2], 8998.75)]
+        assert (await store.page("pool ü", 0, 2))[0] == [(names[-1], 8999.75), (names[-2], 8998.75)]
         empty = await store.snapshot("pool ü", [], [])
         assert empty.gen == "1" and empty.beliefs == {} and not empty.seen
         await store.close()
@@ -613,8 +613,8 @@ def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
         assert res.dead == []
         assert await store.r.type(store.key("kc}:p:x", "lb")) == b"zset"
         assert await store.r.type(store.key("kc", "lb")) == b"zset"
-        assert {p for p, _ in await store.top("kc", 10)} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
-        assert {p for p, _ in await store.top("kc}:p:x", 10)} == {"u", "v", "w:1"}
+        assert {p for p, _ in (await store.page("kc", 0, 10))[0]} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
+        assert {p for p, _ in (await store.page("kc}:p:x", 0, 10))[0]} == {"u", "v", "w:1"}
         assert await store.pools() == ["kc", "kc}:p:x"]
         rows = await export_rows(store, ["kc"])
         assert sorted(r["player"] for r in rows) == ["%7D", "x}:gen", "x}:lb", "y", "{kc}"]
@@ -798,7 +798,7 @@ def test_fuzzed_commits_read_back_exactly(redis_url: str, pool: str, steps: list
         assert snap.gen == str(len(steps)) and snap.seen == ids and snap.watermarks == wms
         assert snap.beliefs == {**beliefs, "absent": None}
         assert dict(x for part in [y async for y in store.scan_players(pool)] for x in part) == beliefs
-        assert dict(await store.top(pool, 1000)) == scores
+        assert dict((await store.page(pool, 0, 1000))[0]) == scores
         assert (await store.round_state(pool, [*rounds, "open"]))[0] == rounds
         assert await store.pools() == [pool]
         await store.close()
