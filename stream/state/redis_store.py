@@ -96,7 +96,7 @@ from redis.exceptions import ResponseError
 from stream.runtime import thread_names
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.history import HISTORY_LIMIT, history_command, history_rows
-from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
+from stream.state.id_index import PoolIds, digests, keys_of
 from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, strings_blob
 from stream.state.pool_reads import PoolReads
 from stream.state.redis_client import AnyRedis, CredentialsRefused, connect, infrastructure_errors, is_cluster
@@ -304,14 +304,6 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     def forget_ids(self) -> None:
         """Drop every pool's index of applied ids (memory only: the next read of a pool reloads it)."""
         self._ids.clear()
-
-    async def recorded_ids(self, pool: str) -> int:
-        """How many event ids the pool's logs hold (both generations)."""
-        async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            pipe.strlen(self.key(pool, "ids"))
-            pipe.strlen(self.key(pool, "ids:old"))
-            return sum(await pipe.execute()) // DIGEST
 
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         """The stored values of ``players`` (None: none), read by ``BELIEFS_LUA``: the names go as one

@@ -94,7 +94,7 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
             ids = [f"e{len(recorded) + i}" for i in range(rng.randrange(0, 5))]
             gen = str(await store.commit("p", gen, Commit(event_ids=ids), check_ids=True))
             recorded += ids
-            held = await store.recorded_ids("p")
+            held = (await store.pool_counts("p"))["event_ids_recorded"]
             assert held <= 2 * n + 4
             snap = await store.snapshot("p", [], recorded)
             assert snap.gen == gen and snap.seen >= set(recorded[-n:]), k
@@ -176,7 +176,7 @@ def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -
         assert snap.seen == {"e1", "e4"} and a._ids["p"].epoch == 1
         await a.r.delete(a.key("p", "ids"), a.key("p", "ids:old"), a.key("p", "ids:epoch"))
         assert (await a.snapshot("p", [], ["e1"])).seen == set()  # the log is gone: so is the index
-        assert await a.recorded_ids("p") == 0
+        assert (await a.pool_counts("p"))["event_ids_recorded"] == 0
         await a.close()
 
     asyncio.run(run())
@@ -200,7 +200,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
         assert before == after and len(after) == 7
         assert len(first.dead) == len(again.dead) == 1 and first.dead[0].offset == 4
         assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
-        assert await store.recorded_ids("x") == 200
+        assert (await store.pool_counts("x"))["event_ids_recorded"] == 200
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached, explained as the first time
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
@@ -449,7 +449,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                     if i % 7 == 0:  # a re-delivery to the other one (its cache is stale): a no-op
                         await procs[1 - (i // 3) % 2].process([m])
                 assert await _state(store) == want, budget
-                seen = await store.recorded_ids("x")
+                seen = (await store.pool_counts("x"))["event_ids_recorded"]
                 assert seen == 300
                 assert await store.r.hget(store.key("x", "wm"), "in/0") == b"280"
                 await store.close()
