@@ -408,14 +408,12 @@ def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapp
             yield where, "match", m
         return
     with _opened(p, counted) as fh:
-        if fmt == "contests":
-            yield from _read_contests(fh, p, pool or "default", on_invalid)
-            return
         lines = enumerate(_reading(fh, p), 1)
-        if not chunks:
+        if fmt == "contests" or not chunks:
+            read = _contest_record if fmt == "contests" else _record
             for line_no, line in lines:
                 if line.strip():
-                    yield from _or_skip(on_invalid, _record, p, line_no, line, pool)
+                    yield from _or_skip(on_invalid, read, p, line_no, line, pool)
             return
         while block := list(itertools.islice(lines, CHUNK_LINES)):
             runs = _match_runs(p, block, pool)
@@ -443,20 +441,10 @@ def _record(p: str, line_no: int, line: str, pool: str | None) -> tuple[str, str
     return where, etype, value
 
 
-def _read_contests(fh: IO[str], path: str, pool: str, on_invalid: OnInvalid | None = None,
-                   ) -> Iterator[tuple[str, str, Any]]:
-    """The rounds of a contest file, a line each."""
-    for line_no, line in enumerate(_reading(fh, path), 1):
-        text = line.strip()
-        if not text:
-            continue
-        where = f"{path}:{line_no}"
-        for event in _or_skip(on_invalid, _contest, line, text, where, pool, line_no):
-            yield where, "round", event
-
-
-def _contest(line: str, text: str, where: str, pool: str, line_no: int) -> RoundEvent:
-    return contest_to_round(_json(line, where), where, pool, line_no, text)
+def _contest_record(p: str, line_no: int, line: str, pool: str | None) -> tuple[str, str, RoundEvent]:
+    """The round of a non-blank line of a contest file; InputError naming the line."""
+    where = f"{p}:{line_no}"
+    return where, "round", contest_to_round(_json(line, where), where, pool or "default", line_no, line.strip())
 
 
 def _json(line: str, where: str) -> Any:
