@@ -64,10 +64,8 @@ A pool's meta records the key format (``keys``): ``meta`` (called before anythin
 the commit's check refuse a pool of another format.
 
 Which ids were applied is answered by the worker's index of the ``:ids`` log (stream.state.id_index),
-not by Redis: the read returns what the log gained since the prefix the index holds, and the commit
-refuses (``AlreadyApplied``: re-read) unless the log is still exactly that prefix. The commit also
-advances the pool's highest applied offset per topic/partition (``:wm``); a commit given a first
-offset to check is refused when that offset is at or below it.
+not by Redis. The commit also advances the pool's highest applied offset per topic/partition
+(``:wm``); a commit given a first offset to check is refused when that offset is at or below it.
 
 With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) ``:ids`` is kept in two generations: the commit that fills
 it renames it to ``:ids:old`` (unlinking the one before) and increments ``:ids:epoch``; both are
