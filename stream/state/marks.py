@@ -241,17 +241,10 @@ class LostWrites:
     async def taken_up(self, records: Iterable[_Offsets],
                        earliest: Callable[[list[tuple[str, int]]], Awaitable[Mapping[tuple[str, int], int]]],
                        on_lost: Any = None, on_whole: Any = None) -> None:
-        """The first records of input partitions this worker got (its start, a rebalance), before any is rated.
-
-        A partition's first record after its earliest offset (``earliest``: the broker's, per partition) is
-        where the group's committed offset was: the records before it were acknowledged, by this worker
-        before it restarted or by another, and their commits must be in the server. So the same check as
-        after a restart (``wait_until_whole``), with those offsets as acknowledged: a Redis that restarted
-        empty together with the worker, or while no worker ran, is not rated over either.
-
-        A server with no marks at all but with pools listed was written by a version before the marks: its
-        marks are set to those offsets (a warning). Redis unavailable: the partitions are checked with
-        their next records."""
+        """The first records of input partitions this worker got (its start, a rebalance), before any is rated:
+        a first record past the partition's earliest offset (``earliest``: the broker's) stands where the
+        group's committed offset was, so the records before it were acknowledged and are checked as after a
+        restart (``wait_until_whole``; module docstring). Redis unavailable: checked with their next records."""
         taken = self._taken_up
         first: dict[tuple[str, int], tuple[str, int, int]] = {}
         for r in records:  # (a tuple a record: this runs on every batch the worker takes)
