@@ -412,7 +412,7 @@ def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapp
         if fmt == "contests" or not chunks:
             read = _contest_record if fmt == "contests" else _record
             for line_no, line in lines:
-                if line.strip():
+                if line and not line.isspace():  # (no copy of a long line, as strip makes)
                     yield from _or_skip(on_invalid, read, p, line_no, line, pool)
             return
         while block := list(itertools.islice(lines, CHUNK_LINES)):
@@ -422,7 +422,7 @@ def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapp
                     yield run.where(0), MATCH_RUN, run
                 continue
             for line_no, line in block:
-                if line.strip():
+                if line and not line.isspace():
                     yield from _or_skip(on_invalid, _record, p, line_no, line, pool)
 
 
