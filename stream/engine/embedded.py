@@ -289,11 +289,9 @@ class EmbeddedPipeline:
     def incomplete_rounds(self) -> list[IncompleteRound]:
         """Rounds still open (first-seen order): what the service would time out. Not an error (a cut
         history); they are only listed, so more records (the next file) can still complete them."""
-        out = []
-        for r in self.assembler.open_rounds():
-            out.append(IncompleteRound(r.pool, r.round_id, r.results, r.expected,
-                                       self.round_where.get((r.pool, r.round_id), "")))
-        return out
+        where = self.round_where
+        return [IncompleteRound(r.pool, r.round_id, r.results, r.expected, where.get((r.pool, r.round_id), ""))
+                for r in self.assembler.open_rounds()]
 
     def final_ratings(self) -> Iterator[dict[str, Any]]:
         """docs/interface.md replay output rows, pools and players in first-seen order. A rating that

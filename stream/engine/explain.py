@@ -206,16 +206,9 @@ class Explainer:
         if self._sums:  # a round is its own unit: it replaces an explanation by matches
             for p in players:
                 self._sums.pop(p, None)
-        rb, mb, sb, delta = _columns(players, before, after)
-        if perfs is not None and all(map(perfs.__contains__, players)):
-            it = _texts(rb, mb, sb, delta, list(map(perfs.__getitem__, players)))
-            rows = zip(it, it, it, it, it, strict=False)
-            self.of.update(zip(players, map(round_template(event.round_id, True).__mod__, rows), strict=True))
-            return
         plain, with_perf = round_template(event.round_id, False), round_template(event.round_id, True)
-        it = _texts(rb, mb, sb, delta)
-        rows4 = zip(it, it, it, it, strict=False)
-        for p, row in zip(players, rows4, strict=True):  # some players without a performance
+        it = _texts(*_columns(players, before, after))
+        for p, row in zip(players, zip(it, it, it, it, strict=False), strict=True):
             x = None if perfs is None else perfs.get(p)
             self.of[p] = plain % row if x is None else with_perf % (*row, orjson.dumps(x))
 

@@ -97,13 +97,13 @@ class SkippedLines:
         return {"count": self.count, "first": [str(exc) for exc in self.first]}
 
 
-def _or_skip(records: Iterable[_T], on_invalid: OnInvalid | None) -> Iterable[_T]:
-    """One record's items; when ``on_invalid`` is given, an InputError goes to it and nothing is yielded."""
-    if on_invalid is None:
-        return records
+def _or_skip(on_invalid: OnInvalid | None, read: Callable[..., _T], *args: Any) -> Iterable[_T]:
+    """``read(*args)``, one record, as a list; with ``on_invalid`` an InputError goes to it (nothing returned)."""
     try:
-        return list(records)
+        return [read(*args)]
     except InputError as exc:
+        if on_invalid is None:
+            raise
         on_invalid(exc)
         return ()
 
@@ -355,12 +355,12 @@ def _read_csv(path: str, mapping: CsvMapping, pool: str, on_invalid: OnInvalid |
         for row in _reading(reader, path, lambda: reader.line_num + 1):
             where = f"{path}:{reader.line_num}"
             eid = bounded_id(f"{Path(path).name}:{reader.line_num}", MAX_EVENT_ID_LENGTH)
-            for m in _or_skip(_csv_match(row, mapping, len(header), where, eid, pool, has_neutral), on_invalid):
+            for m in _or_skip(on_invalid, _csv_match, row, mapping, len(header), where, eid, pool, has_neutral):
                 yield where, m
 
 
 def _csv_match(row: dict[str, Any], mapping: CsvMapping, n_header: int, where: str, eid: str, pool: str,
-               has_neutral: bool = False) -> Iterator[MatchEvent]:
+               has_neutral: bool = False) -> MatchEvent:
     """The match of one CSV row (InputError naming ``where`` if it is not one)."""
     columns = (mapping.a, mapping.b, mapping.score_a, mapping.score_b, mapping.time)
     if any(row[c] is None for c in columns):  # DictReader's filler for a short row
@@ -378,7 +378,7 @@ def _csv_match(row: dict[str, Any], mapping: CsvMapping, n_header: int, where: s
     score = 1.0 if sa > sb else 0.0 if sa < sb else 0.5
     t = _parse_time(row[mapping.time], where)
     neutral = has_neutral and _neutral(row[mapping.neutral], where)
-    yield MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score, neutral=neutral)
+    return MatchEvent(event_id=eid, pool=pool, time=t, a=a, b=b, score=score, neutral=neutral)
 
 
 #: the record type of a ``MatchRun`` (``read_records(..., chunks=True)``)
@@ -408,13 +408,12 @@ def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapp
             yield where, "match", m
         return
     with _opened(p, counted) as fh:
-        if fmt == "contests":
-            yield from _read_contests(fh, p, pool or "default", on_invalid)
-            return
         lines = enumerate(_reading(fh, p), 1)
-        if not chunks:
+        if fmt == "contests" or not chunks:
+            read = _contest_record if fmt == "contests" else _record
             for line_no, line in lines:
-                yield from _or_skip(_record(p, line_no, line, pool), on_invalid)
+                if line and not line.isspace():  # (no copy of a long line, as strip makes)
+                    yield from _or_skip(on_invalid, read, p, line_no, line, pool)
             return
         while block := list(itertools.islice(lines, CHUNK_LINES)):
             runs = _match_runs(p, block, pool)
@@ -423,13 +422,12 @@ def read_records(path: str | Path, pool: str | None = None, csv_mapping: CsvMapp
                     yield run.where(0), MATCH_RUN, run
                 continue
             for line_no, line in block:
-                yield from _or_skip(_record(p, line_no, line, pool), on_invalid)
+                if line and not line.isspace():
+                    yield from _or_skip(on_invalid, _record, p, line_no, line, pool)
 
 
-def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple[str, str, Any]]:
-    """The event of one line of an event file (none for a blank one); InputError naming the line."""
-    if not line.strip():
-        return
+def _record(p: str, line_no: int, line: str, pool: str | None) -> tuple[str, str, Any]:
+    """The event of a non-blank line of an event file; InputError naming the line."""
     where = f"{p}:{line_no}"
     obj = _json(line, where)
     if not isinstance(obj, dict):
@@ -440,24 +438,13 @@ def _record(p: str, line_no: int, line: str, pool: str | None) -> Iterator[tuple
         etype, value = decode_event(obj)
     except InvalidEvent as exc:
         raise InputError(where, str(exc)) from None
-    yield where, etype, value
+    return where, etype, value
 
 
-def _read_contests(fh: IO[str], path: str, pool: str, on_invalid: OnInvalid | None = None,
-                   ) -> Iterator[tuple[str, str, Any]]:
-    """The rounds of a contest file, a line each."""
-    for line_no, line in enumerate(_reading(fh, path), 1):
-        text = line.strip()
-        if not text:
-            continue
-        where = f"{path}:{line_no}"
-        for event in _or_skip(_contest(line, text, where, pool, line_no), on_invalid):
-            yield where, "round", event
-
-
-def _contest(line: str, text: str, where: str, pool: str, line_no: int) -> Iterator[RoundEvent]:
-    """The round of one contest line (InputError naming ``where`` if it is not one)."""
-    yield contest_to_round(_json(line, where), where, pool, line_no, text)
+def _contest_record(p: str, line_no: int, line: str, pool: str | None) -> tuple[str, str, RoundEvent]:
+    """The round of a non-blank line of a contest file; InputError naming the line."""
+    where = f"{p}:{line_no}"
+    return where, "round", contest_to_round(_json(line, where), where, pool or "default", line_no, line.strip())
 
 
 def _json(line: str, where: str) -> Any:

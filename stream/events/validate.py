@@ -19,24 +19,18 @@ from stream.events.check import (
     COLUMNS,
     INPUT_TYPES,
     MATCH_LISTS,
-    MAX_EVENT_ID_LENGTH,
-    MAX_EXACT_FLOAT,
     InvalidEvent,
     RoundFields,
     check_event,
-    check_schema,
-    exact_int,
     parse_json,
-    to_match,
     validator,
 )
 from stream.events.model import MatchBatch, RoundEvent, Teams
 from stream.events.schema import limits, schema
 from stream.ratings.base import IntArray
 
-__all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "MAX_EVENT_ID_LENGTH", "MAX_EXACT_FLOAT",
-           "InvalidEvent", "check_schema", "decode_event", "exact_int", "fast_matches", "fast_round", "parse_json",
-           "plain_match_rows", "schema", "to_match", "validator"]
+__all__ = ["ALL_TYPES", "COLUMNS", "INPUT_TYPES", "MATCH_LISTS", "InvalidEvent", "decode_event", "fast_matches",
+           "fast_round", "parse_json", "plain_match_rows", "schema", "validator"]
 
 _LIMITS = limits()
 #: the schemas' bounds the fast paths check by hand

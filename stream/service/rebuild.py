@@ -30,8 +30,7 @@ from stream.service.config import Settings, from_env
 from stream.service.messages import Message
 from stream.service.metrics import Metrics
 from stream.service.processor import Processor
-from stream.state.keys import KeySpace
-from stream.state.legacy_pools import glob_escape
+from stream.state.keys import KeySpace, glob_escape
 from stream.state.marks import clear_pool_marks, write_marks
 from stream.state.redis_store import RedisStore
 

@@ -1,9 +1,5 @@
-"""Per-player rating history in Redis: the last ``limit`` published ratings of each player.
-
-Layout (beside the keys of ``stream.state.redis_store``, in the pool's hash slot)::
-
-    {prefix}:{<pool>}:h:<player>      LIST    the player's recent ratings, oldest first, each one
-                                              ``RECORD`` (40 bytes) followed by its event id (UTF-8)
+"""Per-player rating history in Redis: the last ``limit`` published ratings of each player, oldest
+first, in ``:h:<player>`` (stream.state.redis_store), each ``RECORD`` followed by its event id (UTF-8).
 
 Why a list per player, written inside the commit: the history must never disagree with the belief,
 so the commit's ``MULTI``/``EXEC`` appends one record per player whose rating it publishes and

@@ -8,9 +8,8 @@ would move a pool's keys out of its hash slot. So ``%``, ``{``, ``}`` and ``:`` 
     <prefix>:{<pool>}:p:<player>     <prefix>:{<pool>}:pend:<round>     <prefix>:{<pool>}:<suffix>
     <prefix>:{<pool>}:h:<player>
 
-(the prefix holds no brace, so Redis Cluster's hash tag is exactly the escaped pool). Names without
-those characters keep their old keys. ``KEY_FORMAT`` is recorded in each pool's meta;
-stream.state.redis_store migrates or refuses a pool written before names were escaped.
+(the prefix holds no brace, so Redis Cluster's hash tag is exactly the escaped pool). ``KEY_FORMAT``
+is recorded in each pool's meta; stream.state.redis_store refuses a pool of another format.
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-#: version of the key layout, stored in each pool's meta as ``keys``; a pool whose meta lacks it was
-#: written before names were escaped
+#: version of the key layout, stored in each pool's meta as ``keys`` (pre-release builds wrote none)
 KEY_FORMAT = "2"
 
-_ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
 #: the suffixes of a pool's own keys (besides players and pending rounds)
 POOL_SUFFIXES = ("gen", "ids", "ids:old", "ids:epoch", "lb", "done", "done:old", "wm", "chg", "meta", "adv")
 
@@ -39,10 +36,6 @@ def escape_all(names: list[str]) -> list[str]:
     if "%" in joined or "{" in joined or "}" in joined or ":" in joined:
         return list(map(escape, names))
     return names
-
-
-def needs_escape(name: str) -> bool:
-    return any(ch in name for ch in _ESCAPES)
 
 
 def check_prefix(prefix: str) -> str:
@@ -101,12 +94,14 @@ class KeySpace:
         """Pools with rounds open from input ``source`` ("topic/partition"): outside every pool's slot."""
         return f"{self.prefix}:open-rounds:{source}"
 
-    def legacy_base(self, pool: str) -> str:
-        """The start of the pool's keys in the layout before ``KEY_FORMAT`` 2 (names not escaped)."""
-        return f"{self.prefix}:{{{pool}}}:"
 
 
 def strings_blob(items: Sequence[str]) -> bytes:
     """Length-prefixed list for the scripts: all little-endian u32 lengths first, then the bytes."""
     enc = [it.encode() for it in items]
     return struct.pack(f"<{len(enc)}I", *[len(b) for b in enc]) + b"".join(enc)
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a SCAN ``MATCH`` pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

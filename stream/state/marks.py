@@ -2,10 +2,10 @@
 
 Why: a Redis that restarts without persistence (or from an old snapshot, or from an AOF that lost
 more than its fsync interval) comes back without commits whose input records the worker has
-already acknowledged to Kafka. Those events are never delivered again, so rating on from that
-state would publish new versions of ratings computed without them -- versions that conflict with
-those already on the ratings topic, and lower than some of them. The fence (stream.state.fence)
-sees *that* the server restarted; these marks tell *whether it kept what was acknowledged*.
+already acknowledged to Kafka. Those events are never delivered again, so rating on would publish
+versions that conflict with those on the ratings topic. The fence (stream.state.fence) sees *that*
+the server restarted; these marks tell *whether it kept what was acknowledged*. What the worker and
+the operator see and do: docs/operator.md, "Redis lost acknowledged writes".
 
 The marker, one key outside every pool's slot::
 
@@ -13,61 +13,41 @@ The marker, one key outside every pool's slot::
                            "pool:<pool>"     -> the pool's commit counter (``gen``) as of commits acknowledged
                            "lost:<pool>"     -> that counter, where a worker found the pool's commits lost
 
-The worker writes a batch's highest offset per input partition once all of the batch's commits
-have landed (``StateMarks.write``: raised, never lowered, confirmed by the replicas like a commit),
-and only then holds the batch until its commits are on disk (stream.service.durability), after
-which its records are acknowledged. So an acknowledged offset is always at or below a mark that
-went to the server before the commits it covers were proven on disk, and a Redis that kept its
-acknowledged commits also kept the mark: Redis persists its writes in the order it applied them
-(the AOF is a prefix of the writes; an RDB snapshot a point in time).
+Why a mark covers what was acknowledged: the worker writes a batch's highest offsets once all its
+commits landed (``LostWrites.mark``: raised, never lowered, confirmed by the replicas like a commit),
+and only then holds the batch until its commits are on disk (stream.service.durability) and
+acknowledges it; Redis persists its writes in the order it applied them (the AOF is a prefix of the
+writes, an RDB snapshot a point in time), so a Redis that kept the acknowledged commits kept the mark.
 
-After a restart (the fence tripped) the worker compares, for every input partition, the highest
-offset it acknowledged with the server's mark (``lost``). A mark below it, or none, means the
-server lost acknowledged writes: the worker rates nothing more (``LostWrites``: the fence stays
-tripped, fetching paused, ``/readyz`` 503 with the reason, ``mmr_redis_lost_writes_partitions``,
-one ERROR line) until an operator has rebuilt the state from the input topics
-(``mmr rebuild``, stream.tools.rebuild), which writes the marks up to where it read; the worker
-then sees every acknowledged offset covered and goes on by itself (docs/operator.md, "Redis lost
-acknowledged writes").
+After a restart (the fence tripped), and when the worker takes the first records of a partition it
+got (``LostWrites.taken_up``: its committed offset counts as acknowledged), a partition whose mark is
+below what was acknowledged, or has none, is lost (``check``): the worker rates nothing until
+``mmr rebuild`` wrote the marks again (``wait_until_whole``).
 
-The same check runs when the worker takes the first records of a partition it got (its start, a
-rebalance: ``LostWrites.taken_up``), with the partition's committed offset (where its first record
-is) as acknowledged: a Redis that restarted empty together with the worker, or while none ran, is not
-rated over either. A server with no marks at all but pools listed was written by a version before
-the marks: they are set to the committed offsets then (upgrade all workers together).
-
-On a Redis Cluster the marks live on the node that owns their slot, and each pool's keys on the node
-that owns the pool's: a node other than the marks' that restarts empty (or from an older state) trips
-the fence, but the marks, intact on their own node, cover every acknowledged offset. So each pool has a
-mark of its own too, on its own node: its commit counter ``gen``, which every commit raises in the
-pool's own transaction, so that the node cannot keep a commit and lose the counter or the reverse. The
-worker remembers, per pool, the counter of the last commit it acknowledged to Kafka (``acked``: a
-batch's counters, ``committed`` with its commits, count only once its records are acknowledged, so a
-crash that loses commits not yet on disk is not taken for a loss), and writes them with a later
-batch's marks or at the worker's next housekeeping tick (``flush``), at most once a second
-(``pool:<pool>`` fields of the same hash: a topic's name holds no ``:``), from where a worker that starts
-or gets partitions takes them. The check reads every such pool's counter (one pipeline, every node):
-a counter below the acknowledged one means the pool's node lost acknowledged commits. The worker then
-records the loss in the marks (``lost:<pool>``, so that every worker that checks sees it, a restarted
-one too) and waits as for a partition, until ``mmr rebuild`` has rated the topics again and removed
-those fields (``clear_pool_marks``); the counters remembered from before the rebuild are then void and
-dropped. A marks hash without pool fields (a version before them) checks
-what this worker acknowledged since it started only.
+Why pools have marks too: on a Redis Cluster a node other than the marks' can restart empty while the
+marks, on their own node, cover every offset. A pool's ``gen`` is raised by every commit in the pool's
+own transaction, so its node cannot keep a commit and lose the counter. The worker remembers each
+pool's counter as of its last commit acknowledged to Kafka (``committed``, then ``acked``: a crash
+that loses commits not yet on disk is not a loss) and writes them into ``pool:<pool>`` fields at most
+once a second (``flush``); a counter below the acknowledged one is a loss, recorded as ``lost:<pool>``
+(seen by every worker, a restarted one too) until ``mmr rebuild`` removes those fields
+(``clear_pool_marks``). A server with pools but no marks at all, or marks without pool fields, was
+written by a version before them: its marks are set to the committed offsets, or only what this
+worker acknowledged since it started is checked.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stream.state.fence import StoreRestarted
 from stream.state.keys import KeySpace, strings_blob
-from stream.state.redis_client import CredentialsRefused, StoreUnavailable, infrastructure_errors
+from stream.state.redis_client import StoreUnavailable, infrastructure_errors
 from stream.state.redis_scripts import ITEMS_LUA
 from stream.state.redis_store import RedisStore
 
@@ -261,17 +241,10 @@ class LostWrites:
     async def taken_up(self, records: Iterable[_Offsets],
                        earliest: Callable[[list[tuple[str, int]]], Awaitable[Mapping[tuple[str, int], int]]],
                        on_lost: Any = None, on_whole: Any = None) -> None:
-        """The first records of input partitions this worker got (its start, a rebalance), before any is rated.
-
-        A partition's first record after its earliest offset (``earliest``: the broker's, per partition) is
-        where the group's committed offset was: the records before it were acknowledged, by this worker
-        before it restarted or by another, and their commits must be in the server. So the same check as
-        after a restart (``wait_until_whole``), with those offsets as acknowledged: a Redis that restarted
-        empty together with the worker, or while no worker ran, is not rated over either.
-
-        A server with no marks at all but with pools listed was written by a version before the marks: its
-        marks are set to those offsets (a warning). Redis unavailable: the partitions are checked with
-        their next records."""
+        """The first records of input partitions this worker got (its start, a rebalance), before any is rated:
+        a first record past the partition's earliest offset (``earliest``: the broker's) stands where the
+        group's committed offset was, so the records before it were acknowledged and are checked as after a
+        restart (``wait_until_whole``; module docstring). Redis unavailable: checked with their next records."""
         taken = self._taken_up
         first: dict[tuple[str, int], tuple[str, int, int]] = {}
         for r in records:  # (a tuple a record: this runs on every batch the worker takes)
@@ -374,7 +347,7 @@ class LostWrites:
         acked = {k[len(POOL_FIELD):]: v for k, v in marks.items() if k.startswith(POOL_FIELD)}
         for pool, gen in (*self.gens.items(), *flagged.items()):
             acked[pool] = max(gen, acked.get(pool, 0))
-        with self._errors():
+        with self.store.errors():
             held = await read_gens(self.reads, self.store.keys, acked)
             pools = [LostPool(p, g, held[p]) for p, g in sorted(acked.items()) if p in flagged or held[p] < g]
             found = {LOST_FIELD + x.pool: x.acknowledged for x in pools if x.pool not in flagged}
@@ -389,20 +362,8 @@ class LostWrites:
 
     async def _read(self) -> dict[str, int]:
         """The server's marks through ``reads``."""
-        with self._errors():
+        with self.store.errors():
             return await read_marks(self.reads, self.store.prefix)
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Redis's errors as the store raises them; refused credentials are told to the store's owner as the
-        store's own uses tell them (``RedisStore.on_refused``: the worker stops), not only retried."""
-        try:
-            with infrastructure_errors():
-                yield
-        except CredentialsRefused as exc:
-            if self.store.on_refused is not None:
-                self.store.on_refused(exc)
-            raise
 
     async def wait_until_whole(self, on_lost: Any = None, on_whole: Any = None) -> None:
         """Return once the server holds every acknowledged offset's commits: at once when nothing was lost;

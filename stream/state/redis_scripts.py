@@ -162,35 +162,6 @@ if #first > 0 then out[1] = first[2] end
 return out
 """
 
-# A pool written before names were escaped, whose own name needs no escaping (so its hash tag is
-# unchanged): KEYS its meta; ARGV 1 the key format, 2 n, 3 blob of three strings per key to move (old
-# name, new name, the type it must hold), 4 a key prefix of the pool for the keys in transit. A no-op
-# once the meta holds a key format (another worker migrated the pool; its later writes are in the new
-# format). Two passes, because one name's new key can be another name's old key (player ``a:b`` goes
-# to ``p:a%3Ab``, the old key of player ``a%3Ab``): every old key is moved aside first.
-MIGRATE_LUA = ITEMS_LUA + """
-if redis.call('HEXISTS', KEYS[1], 'keys') == 1 then return -1 end
-local it = items(ARGV[3], 3 * tonumber(ARGV[2]))
-local aside = {}
-for k = 1, #it, 3 do
-  if redis.call('TYPE', it[k])['ok'] == it[k + 2] then
-    local tmp = ARGV[4] .. k
-    redis.call('RENAME', it[k], tmp)
-    aside[#aside + 1] = {tmp, it[k + 1]}
-  end
-end
-local moved = 0
-for _, m in ipairs(aside) do
-  if redis.call('EXISTS', m[2]) == 0 then
-    redis.call('RENAME', m[1], m[2])
-    moved = moved + 1
-  end
-end
-redis.call('HSET', KEYS[1], 'keys', ARGV[1])
-return moved
-"""
-
-
 # The values of the keys ``pkey .. name`` of ``names``, in order (false: none), by MGET of 4,000 at a time
 # (``unpack`` of a longer list overflows Lua's C stack).
 VALUES_LUA = """
@@ -252,23 +223,4 @@ return {gen, ep, full, cur, old, vals, wms, adv}
 # Python: on the event loop, for tens of thousands of players a step (BENCHMARKS.md, "Service").
 BELIEFS_LUA = ITEMS_LUA + VALUES_LUA + """
 return values_of(ARGV[1], items(ARGV[3], tonumber(ARGV[2])))
-"""
-
-# A pool whose own name needs escaping, written before names were escaped, is copied from its old hash tag to
-# its new one (another slot: stream.state.legacy_pools). RESTORE_LUA: KEYS the pool's new meta, then the new
-# keys; ARGV one DUMP payload per new key. ADOPT_LUA: KEYS the new meta; ARGV its fields and values. Both are
-# no-ops (-1) once the new meta exists: the pool was brought over (by another worker), and its new keys may
-# have been written since.
-RESTORE_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-for i = 2, #KEYS do
-  redis.call('RESTORE', KEYS[i], 0, ARGV[i - 1], 'REPLACE')
-end
-return #KEYS - 1
-"""
-
-ADOPT_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
 """

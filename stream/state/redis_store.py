@@ -60,15 +60,12 @@ left as it was. Pending-round keys are built inside the apply script from a pref
 pool's hash tag, so they are in the slot of the declared keys (Redis Cluster refuses only
 cross-slot access).
 
-A pool's meta records the key format (``keys``); one written before names were escaped has none, and
-``meta`` (called before anything touches a pool) brings it to the current format (``_migrate_keys``,
-stream.state.legacy_pools); the commit's check refuses a pool of another format.
+A pool's meta records the key format (``keys``): ``meta`` (called before anything touches a pool) and
+the commit's check refuse a pool of another format.
 
 Which ids were applied is answered by the worker's index of the ``:ids`` log (stream.state.id_index),
-not by Redis: the read returns what the log gained since the prefix the index holds, and the commit
-refuses (``AlreadyApplied``: re-read) unless the log is still exactly that prefix. The commit also
-advances the pool's highest applied offset per topic/partition (``:wm``); a commit given a first
-offset to check is refused when that offset is at or below it.
+not by Redis. The commit also advances the pool's highest applied offset per topic/partition
+(``:wm``); a commit given a first offset to check is refused when that offset is at or below it.
 
 With ``seen_max_ids`` (MMR_SEEN_MAX_IDS) ``:ids`` is kept in two generations: the commit that fills
 it renames it to ``:ids:old`` (unlinking the one before) and increments ``:ids:epoch``; both are
@@ -83,7 +80,7 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,11 +92,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from stream.runtime import thread_names
-from stream.state import legacy_pools
 from stream.state.fence import ServerFence, fence_cluster
 from stream.state.history import HISTORY_LIMIT, history_command, history_rows
-from stream.state.id_index import DIGEST, PoolIds, digests, keys_of
-from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, needs_escape, strings_blob
+from stream.state.id_index import PoolIds, digests, keys_of
+from stream.state.keys import KEY_FORMAT, KeySpace, check_prefix, escape, escape_all, strings_blob
 from stream.state.pool_reads import PoolReads
 from stream.state.redis_client import AnyRedis, CredentialsRefused, connect, infrastructure_errors, is_cluster
 from stream.state.redis_scripts import (
@@ -107,7 +103,6 @@ from stream.state.redis_scripts import (
     COMMIT_APPLY_LUA,
     COMMIT_CHECK_LUA,
     EXPIRE_LUA,
-    MIGRATE_LUA,
     SNAPSHOT_LUA,
 )
 from stream.state.replication import Command, Exchange, ReplicatedWrites
@@ -169,7 +164,6 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         self._snapshot = client.register_script(SNAPSHOT_LUA)
         self._beliefs = client.register_script(BELIEFS_LUA)
         self._expire = client.register_script(EXPIRE_LUA)
-        self._migrate = client.register_script(MIGRATE_LUA)
         #: per pool: the applied event ids as of a known prefix of its ``:ids`` log (stream.state.id_index)
         self._ids: dict[str, PoolIds] = {}
         #: the thread that writes commits' bulk frames (``_write``), made at the first commit, ended by ``close``
@@ -215,18 +209,24 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
 
     @contextlib.asynccontextmanager
     async def _io(self) -> AsyncIterator[None]:
-        """Around every use of Redis: infrastructure errors as StoreUnavailable; a cluster's slot map first;
-        work begun before a restart of the server refused (``fence.Superseded``)."""
+        """Around every use of Redis: ``errors``; a cluster's slot map first; work begun before a restart
+        of the server refused (``fence.Superseded``)."""
         if self.fence is not None:
             self.fence.guard()
+        with self.errors():
+            if self._cold:
+                self._warming = self._warming or asyncio.Lock()
+                async with self._warming:
+                    if self._cold:
+                        await self.r.initialize()
+                        self._cold = False
+            yield
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Infrastructure errors as StoreUnavailable; refused credentials also told to ``on_refused``."""
         try:
             with infrastructure_errors():
-                if self._cold:
-                    self._warming = self._warming or asyncio.Lock()
-                    async with self._warming:
-                        if self._cold:
-                            await self.r.initialize()
-                            self._cold = False
                 yield
         except CredentialsRefused as exc:
             if self.on_refused is not None:
@@ -255,18 +255,13 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     def player_key(self, pool: str, player: str) -> str:
         return self.keys.player_key(pool, player)
 
-    def pend_key(self, pool: str, round_id: str) -> str:
-        return self.keys.pend_key(pool, round_id)
-
     # --- reads -----------------------------------------------------------------------
     async def snapshot(self, pool: str, players: Sequence[str], event_ids: Sequence[str],
                        watermarks: Sequence[str] = (), advantages: bool = False) -> Snapshot:
         """gen, which of ``event_ids`` were applied, beliefs, the watermarks asked for and (with
-        ``advantages``) the learned side advantages, in one atomic round trip (one Lua script).
-
-        The names go as length-prefixed blobs: redis-py packs every argument in Python, which made
-        the read of a large batch cost as much as its rating math. The ids are not sent: the script
-        returns what the pool's ``:ids`` log gained since this store's index of it, which answers."""
+        ``advantages``) the learned side advantages, in one atomic round trip (``SNAPSHOT_LUA``; the
+        names as blobs, as ``beliefs``). The ids are not sent: the script returns what the pool's
+        ``:ids`` log gained since this store's index of it, which answers."""
         async with self._io():
             return await self._read(pool, list(players), event_ids, list(watermarks), advantages)
 
@@ -308,14 +303,6 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         """Drop every pool's index of applied ids (memory only: the next read of a pool reloads it)."""
         self._ids.clear()
 
-    async def recorded_ids(self, pool: str) -> int:
-        """How many event ids the pool's logs hold (both generations)."""
-        async with self._io():
-            pipe = self.r.pipeline(transaction=False)
-            pipe.strlen(self.key(pool, "ids"))
-            pipe.strlen(self.key(pool, "ids:old"))
-            return sum(await pipe.execute()) // DIGEST
-
     async def beliefs(self, pool: str, players: Sequence[str]) -> dict[str, bytes | None]:
         """The stored values of ``players`` (None: none), read by ``BELIEFS_LUA``: the names go as one
         argument, not one each (redis-py packs each argument in Python)."""
@@ -346,87 +333,23 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         return raw, change
 
     async def meta(self, pool: str) -> dict[str, Any] | None:
-        """The pool's system and parameters (None: a new pool).
-
-        A pool written before names were escaped (no key format in its meta) is brought to the
-        current format first: when its own name needs no escaping, the keys of its players and
-        pending rounds whose names do are renamed (one idempotent script); when it does, its keys
-        move to the new hash tag (stream.state.legacy_pools), after the pool whose old keys are this
-        pool's new ones (the pool named like this pool's escaped name) moved on."""
+        """The pool's system and parameters (None: a new pool). StateError: a meta without the current
+        key format (a pool of a pre-release build, whose names were not escaped, is not migrated)."""
         async with self._io():
-            raw = await self._meta_raw(pool)
-            if needs_escape(pool):
-                raw = await self._adopt_escaped(pool, raw)
-            if not raw:
-                self._current.add(pool)
-                return None
-            fmt = raw.get(b"keys")
-            if fmt is None:
-                await self._migrate_keys(pool)
-            elif fmt.decode() != KEY_FORMAT:
-                raise StateError(pool, f"key format {fmt.decode()!r}, this version reads {KEY_FORMAT!r}")
+            try:
+                raw = dict(await self.r.hgetall(self.key(pool, "meta")))
+            except ResponseError as exc:
+                raise_state(pool, exc)
+            if raw and raw.get(b"keys") != KEY_FORMAT.encode():
+                fmt = raw.get(b"keys", b"none").decode()
+                raise StateError(pool, f"key format {fmt!r}, this version reads {KEY_FORMAT!r} (state of a "
+                                 "pre-release build: run `mmr rebuild --wipe`)")
         self._current.add(pool)
-        return {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
-
-    async def _meta_raw(self, pool: str) -> dict[bytes, bytes]:
-        try:
-            return dict(await self.r.hgetall(self.key(pool, "meta")))
-        except ResponseError as exc:
-            raise_state(pool, exc)
-
-    async def _adopt_escaped(self, pool: str, raw: dict[bytes, bytes]) -> dict[bytes, bytes]:
-        """The meta of a pool whose name needs escaping, once its keys are in the current format."""
-        for _ in range(8):
-            if raw.get(b"keys") is not None:
-                if legacy_pools.LEGACY_KEYS in raw:  # moved, the old keys not all deleted yet
-                    await legacy_pools.finish(self, pool)
-                return raw
-            if raw:  # the old meta of the pool named escape(pool), whose old keys are this pool's new ones
-                await self.meta(escape(pool))  # moves that pool to its own new keys first
-            elif await self._legacy_meta(pool):
-                other = await legacy_pools.overlapping(self, pool)
-                if other is not None:
-                    raise StateError(pool, f"written before names were escaped, when its keys and those of pool "
-                                     f"{other!r} could be the same keys: which pool a key belongs to cannot be "
-                                     "told (docs/operator.md, Redis layout)")
-                await legacy_pools.migrate(self, pool)
-            else:
-                return raw
-            raw = await self._meta_raw(pool)
-        raise StateError(pool, "its keys kept changing while they were brought to the current key format")
-
-    async def _legacy_meta(self, pool: str) -> bool:
-        """Whether the pool's meta key of the layout before escaping holds a meta of that layout."""
-        try:
-            system, fmt = await self.r.hmget(self.keys.legacy_base(pool) + "meta", ["system", "keys"])
-        except ResponseError:  # another key under that name (the names collided in that layout)
-            return False
-        return system is not None and fmt is None
-
-    async def _migrate_keys(self, pool: str) -> None:
-        moves: list[str] = []
-        legacy = self.keys.legacy_base(pool)  # the pool's own name needs no escaping: the same hash tag
-        async for member, _ in self.r.zscan_iter(self.key(pool, "lb"), count=1000):
-            name = member.decode()
-            if needs_escape(name):
-                moves += [legacy + "p:" + name, self.player_key(pool, name), "string"]
-        async for k in self.r.scan_iter(match=legacy_pools.glob_escape(legacy + "pend:") + "*", count=1000):
-            rid = k.decode()[len(legacy) + 5:]
-            if needs_escape(rid):
-                moves += [k.decode(), self.pend_key(pool, rid), "hash"]
-        moved = await self._migrate(keys=[self.key(pool, "meta")],
-                                    args=[KEY_FORMAT, len(moves) // 3, strings_blob(moves),
-                                          self.key(pool, "migrating:")])
-        log.info("pool %r: key format %s (%d keys renamed)", pool, KEY_FORMAT, int(moved))
+        return None if not raw else {"system": raw[b"system"].decode(), "params": orjson.loads(raw[b"params"])}
 
     async def pools(self) -> list[str]:
         async with self._io():
             return sorted(p.decode() for p in await self.r.smembers(self.keys.pools_key()))
-
-    async def top(self, pool: str, n: int) -> list[tuple[str, float]]:
-        async with self._io():
-            rows = await self.r.zrevrange(self.key(pool, "lb"), 0, max(n, 1) - 1, withscores=True)
-        return [(p.decode(), float(s)) for p, s in rows]
 
     async def page(self, pool: str, offset: int, n: int) -> tuple[list[tuple[str, float]], int]:
         """``n`` leaderboard entries from place ``offset`` on (0 = the best), and how many there are."""
@@ -476,17 +399,12 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
     # --- the atomic step ------------------------------------------------------------
     async def commit(self, pool: str, gen: str, c: Commit, meta: dict[str, Any] | None = None,
                      check_ids: bool = False) -> int:
-        """Apply one batch atomically; returns the pool's new ``gen``.
+        """Apply one batch atomically (module docstring); returns the pool's new ``gen``.
 
-        Raises Conflict when ``gen`` moved since the snapshot (MetaConflict: the pool was
-        first committed with another system). ``check_ids``: the caller did not read which
-        event ids (or, for the offsets with a first offset, which messages) were applied
-        already, so they are checked first -- the ids against this store's index of the
-        pool's log, the offsets by the script -- and AlreadyApplied is raised (nothing
-        written) if any was. AlreadyApplied is also raised when the log is not the prefix
-        the index holds (another writer recorded ids): the caller re-reads. StateError: a key
-        of the pool holds what the commit cannot write over (nothing written).
-        """
+        Conflict: ``gen`` moved since the snapshot (MetaConflict: the pool was first committed with
+        another system). ``check_ids``: the caller did not read which event ids (or, for offsets with a
+        first offset, which messages) were applied, so they are checked first; AlreadyApplied (nothing
+        written) if any was, or if the log is not the prefix the index holds: the caller re-reads."""
         async with self._io():
             return await self._write(pool, gen, c, meta, check_ids)
 
@@ -539,9 +457,7 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
             if code == -3:
                 raise AlreadyApplied(pool)
             if code == -4:
-                raise StateError(pool, f"its meta holds another key format than {KEY_FORMAT!r}: read it with "
-                                 "meta() first (which brings an older pool to this format), or use the version "
-                                 "that wrote it")
+                raise StateError(pool, f"its meta holds another key format than {KEY_FORMAT!r} (meta() says which)")
             raise Conflict(pool)
         new_gen, epoch = int(res[0]), int(res[1])
         if idx is not None:

@@ -42,7 +42,6 @@ class RoundState:
 
         def _io(self) -> contextlib.AbstractAsyncContextManager[None]: ...
         def key(self, pool: str, suffix: str) -> str: ...
-        def pend_key(self, pool: str, round_id: str) -> str: ...
         async def meta(self, pool: str) -> dict[str, Any] | None: ...
         async def _confirm(self, pool: str) -> None: ...
         async def _replicated(self, mark: str, key: str, commands: list[tuple[Any, ...]] | Exchange,
@@ -53,13 +52,13 @@ class RoundState:
         """Which rounds are done, and the persisted pending entries of the others."""
         async with self._io():
             if pool not in self._current:
-                await self.meta(pool)  # an older pool's pending rounds are read where this version keeps them
+                await self.meta(pool)  # a pool of another key format is refused before its rounds are touched
             await self._confirm(pool)
             pipe = self.r.pipeline(transaction=False)
             pipe.smismember(self.key(pool, "done"), list(round_ids))
             pipe.smismember(self.key(pool, "done:old"), list(round_ids))
             for rid in round_ids:
-                pipe.hgetall(self.pend_key(pool, rid))
+                pipe.hgetall(self.keys.pend_key(pool, rid))
             res = await pipe.execute()
         done = {rid for rid, a, b in zip(round_ids, res[0], res[1], strict=True) if a or b}
         pend = {rid: {k.decode(): v for k, v in h.items()} for rid, h in zip(round_ids, res[2:], strict=True) if h}
@@ -79,7 +78,7 @@ class RoundState:
             if opened:  # first: an open entry without its pend hash only expires a round of 0 results
                 cmds.append(("ZADD", self.key(pool, "open"), "NX",
                              *chain.from_iterable((t, rid) for rid, t in opened.items())))
-            cmds += [("HSET", self.pend_key(pool, rid), *chain.from_iterable(fields.items()))
+            cmds += [("HSET", self.keys.pend_key(pool, rid), *chain.from_iterable(fields.items()))
                      for rid, fields in entries.items()]  # idempotent, each written again by a retry
             await self._replicated(pool, self.key(pool, "gen"), cmds, wrote=lambda _: True)
 
@@ -133,16 +132,12 @@ class RoundState:
                 todo = missing
         return closed
 
-    def open_rounds_key(self, source: str) -> str:
-        """The hint of the pools with rounds open from input ``source``."""
-        return self.keys.open_rounds_key(source)
-
     async def hint_open(self, pool: str, sources: Sequence[str], first: int) -> None:
         """Record that ``pool`` has a round open since ``first`` (ms) from each input ``source``, unless an
         earlier time is recorded; confirmed by the replicas like a commit (a lost hint would leave the round to
         be found only by its next event)."""
         for source in sources:
-            key = self.open_rounds_key(source)
+            key = self.keys.open_rounds_key(source)
             async with self._io():
                 await self._replicated(f"{pool}\0open", key, [("ZADD", key, "LT", first, pool)], wrote=lambda _: True)
 
@@ -153,7 +148,7 @@ class RoundState:
         async with self._io():
             pipe = self.r.pipeline(transaction=False)
             for source in sources:
-                pipe.zrangebyscore(self.open_rounds_key(source), "-inf", f"({before}", start=0, num=limit)
+                pipe.zrangebyscore(self.keys.open_rounds_key(source), "-inf", f"({before}", start=0, num=limit)
             res = await pipe.execute()
         return {s: [p.decode() for p in pools] for s, pools in zip(sources, res, strict=True) if pools}
 
@@ -190,7 +185,7 @@ class RoundState:
         async with self._io():
             pipe = self.r.pipeline(transaction=False)
             for source, pool, first in hints:
-                key = self.open_rounds_key(source)
+                key = self.keys.open_rounds_key(source)
                 if first is None:
                     pipe.zrem(key, pool)
                 else:

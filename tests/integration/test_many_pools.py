@@ -38,7 +38,7 @@ def test_a_batch_of_thousands_of_pools_is_rated_through_the_default_connection_p
                 (f"pool{i}", p) for i in range(POOLS) for p in "ab")
             assert len(await store.pools()) == POOLS
             rated = {o.player: o.rating for o in res.outputs if o.pool == "pool17"}
-            assert dict(await store.top("pool17", 2)) == rated
+            assert dict((await store.page("pool17", 0, 2))[0]) == rated
         finally:
             await store.close()
 

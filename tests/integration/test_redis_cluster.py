@@ -16,7 +16,6 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from cluster_utils import LocalCluster
-from legacy_layout import migration_story
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
@@ -90,7 +89,7 @@ def test_many_pools_on_every_master_equal_a_single_redis(redis_cluster: LocalClu
         assert all(learned.values()) and learned == {p: await single.advantages(p) for p in POOLS}
         assert await store.pools() == sorted(POOLS)
         for pool in POOLS:
-            assert await store.top(pool, 3) == await single.top(pool, 3)
+            assert (await store.page(pool, 0, 3))[0] == (await single.page(pool, 0, 3))[0]
         owners = {redis_cluster.slot_owner(key_slot(store.key(p, "gen").encode())) for p in POOLS}
         assert len(owners) == 3
         for i in range(3):  # every master holds keys of the test
@@ -239,23 +238,3 @@ def test_rounds_assembled_from_results_on_a_cluster(redis_cluster: LocalCluster,
         assert len(got[0]) == 9 and len(got[1]) == 3 and len(got[2]) == 9
 
     asyncio.run(both())
-
-
-def test_a_pool_whose_own_name_needs_escaping_moves_across_masters(redis_cluster: LocalCluster) -> None:
-    """The migration of tests/integration/legacy_layout.py on a cluster, where a pool's old and new hash
-    tags are slots of different masters (so no script can rename the keys): the copies and the new meta
-    are written in the new slot, the old keys deleted in the old one."""
-    prefix = f"l{uuid.uuid4().hex[:6]}"
-
-    async def run() -> None:
-        store = RedisStore.from_url(redis_cluster.url, prefix=prefix)
-        other = RedisStore.from_url(redis_cluster.url, prefix=prefix)
-        moved = await migration_story(store, other)
-        for pool in moved.values():  # each went to another master
-            old = redis_cluster.slot_owner(key_slot(store.keys.legacy_base(pool.name).encode()))
-            new = redis_cluster.slot_owner(key_slot(store.key(pool.name, "meta").encode()))
-            assert old != new
-        await store.close()
-        await other.close()
-
-    asyncio.run(run())

@@ -14,7 +14,6 @@ import pytest
 from history_sink import history_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from legacy_layout import migration_story
 
 from stream.engine.pool import PoolConfigError
 from stream.service.config import PoolConfig, Settings
@@ -41,7 +40,7 @@ def test_commit_is_compare_and_set(redis_url: str) -> None:
             await store.commit("p", snap.gen, Commit(beliefs={"a": b"\x01y"}, scores={"a": 2.0}, event_ids=["e2"]))
         snap2 = await store.snapshot("p", ["a"], ["e1", "e2"])
         assert snap2.gen == "1" and snap2.beliefs == {"a": b"\x01x"} and snap2.seen == {"e1"}
-        assert await store.top("p", 5) == [("a", 1.5)]
+        assert (await store.page("p", 0, 5))[0] == [("a", 1.5)]
         assert await store.meta("p") == {"system": "elo", "params": {}}
         assert await store.pools() == ["p"]
         # a writer that believes the pool is new but with another system is refused
@@ -95,7 +94,7 @@ def test_seen_ids_are_kept_in_two_generations_when_bounded(redis_url: str) -> No
             ids = [f"e{len(recorded) + i}" for i in range(rng.randrange(0, 5))]
             gen = str(await store.commit("p", gen, Commit(event_ids=ids), check_ids=True))
             recorded += ids
-            held = await store.recorded_ids("p")
+            held = (await store.pool_counts("p"))["event_ids_recorded"]
             assert held <= 2 * n + 4
             snap = await store.snapshot("p", [], recorded)
             assert snap.gen == gen and snap.seen >= set(recorded[-n:]), k
@@ -177,7 +176,7 @@ def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -
         assert snap.seen == {"e1", "e4"} and a._ids["p"].epoch == 1
         await a.r.delete(a.key("p", "ids"), a.key("p", "ids:old"), a.key("p", "ids:epoch"))
         assert (await a.snapshot("p", [], ["e1"])).seen == set()  # the log is gone: so is the index
-        assert await a.recorded_ids("p") == 0
+        assert (await a.pool_counts("p"))["event_ids_recorded"] == 0
         await a.close()
 
     asyncio.run(run())
@@ -201,7 +200,7 @@ def test_processor_redelivery_is_a_noop(redis_url: str) -> None:
         assert before == after and len(after) == 7
         assert len(first.dead) == len(again.dead) == 1 and first.dead[0].offset == 4
         assert await store.r.hgetall(store.key("x", "wm")) == {b"in/0": b"3"}  # the garbage at 4 is no match of x
-        assert await store.recorded_ids("x") == 200
+        assert (await store.pool_counts("x"))["event_ids_recorded"] == 200
         latest = {o.player: o for o in first.outputs}
         for o in again.outputs:  # re-published with the versions already reached, explained as the first time
             assert (o.version, o.rating) == (latest[o.player].version, latest[o.player].rating)
@@ -237,7 +236,7 @@ def test_rounds_that_change_nothing_store_their_newcomers_but_publish_nothing(re
             proc = Processor(Settings(), store, ex)
             first = await proc.process(msgs[:2])
             assert first.outputs == [] and first.dead == []
-            assert sorted(await store.top("x", 10)) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
+            assert sorted((await store.page("x", 0, 10))[0]) == [(p, prior.rating) for p in ("solo", "t1", "t2")]
             assert (await proc.process(msgs[:2])).outputs == []  # re-delivered: still nothing to publish
             second = await proc.process(msgs[2:])
             assert sorted((o.player, o.version) for o in second.outputs) == [("solo", 1), ("t1", 1), ("y", 1)]
@@ -356,7 +355,7 @@ def test_bulk_commit_and_snapshot_blobs(redis_url: str) -> None:
         snap = await store.snapshot("pool ü", asked, [*ids[::2], "unknown"])
         assert snap.gen == "1" and snap.seen == set(ids[::2])
         assert snap.beliefs == {**values, "nobody": None} and list(snap.beliefs) == asked
-        assert await store.top("pool ü", 2) == [(names[-1], 8999.75), (names[-2], 8998.75)]
+        assert (await store.page("pool ü", 0, 2))[0] == [(names[-1], 8999.75), (names[-2], 8998.75)]
         empty = await store.snapshot("pool ü", [], [])
         assert empty.gen == "1" and empty.beliefs == {} and not empty.seen
         await store.close()
@@ -450,7 +449,7 @@ def test_belief_cache_is_exact_with_two_writers_and_any_budget(redis_url: str, s
                     if i % 7 == 0:  # a re-delivery to the other one (its cache is stale): a no-op
                         await procs[1 - (i // 3) % 2].process([m])
                 assert await _state(store) == want, budget
-                seen = await store.recorded_ids("x")
+                seen = (await store.pool_counts("x"))["event_ids_recorded"]
                 assert seen == 300
                 assert await store.r.hget(store.key("x", "wm"), "in/0") == b"280"
                 await store.close()
@@ -567,7 +566,7 @@ def test_a_pool_whose_stored_system_is_refused_dead_letters_its_events_only(redi
     async def run() -> None:
         store = _store(redis_url)
         await store.r.hset(store.key("x", "meta"),
-                           mapping={"system": meta["system"], "params": orjson.dumps(meta["params"])})
+                           mapping={"system": meta["system"], "params": orjson.dumps(meta["params"]), "keys": "2"})
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(Settings(system="elo"), store, ex)
             res = await proc.process(batch)
@@ -614,8 +613,8 @@ def test_adversarial_names_keep_their_pools_apart(redis_url: str) -> None:
         assert res.dead == []
         assert await store.r.type(store.key("kc}:p:x", "lb")) == b"zset"
         assert await store.r.type(store.key("kc", "lb")) == b"zset"
-        assert {p for p, _ in await store.top("kc", 10)} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
-        assert {p for p, _ in await store.top("kc}:p:x", 10)} == {"u", "v", "w:1"}
+        assert {p for p, _ in (await store.page("kc", 0, 10))[0]} == {"x}:lb", "y", "x}:gen", "{kc}", "%7D"}
+        assert {p for p, _ in (await store.page("kc}:p:x", 0, 10))[0]} == {"u", "v", "w:1"}
         assert await store.pools() == ["kc", "kc}:p:x"]
         rows = await export_rows(store, ["kc"])
         assert sorted(r["player"] for r in rows) == ["%7D", "x}:gen", "x}:lb", "y", "{kc}"]
@@ -653,8 +652,8 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
         before = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
         c = Commit(beliefs={"a": b"\x01a", "b": b"\x01b"}, scores={"a": 1.0, "b": 2.0}, event_ids=["e1"],
                    done_rounds=["r1"], offsets={"in/0": (None, 3)}, changes={"a": b'[1,"e1",1,{}]'})
-        await store.r.hset(store.pend_key("p", "r1"), "e0", "{}")
-        before[store.pend_key("p", "r1").encode()] = await store.r.dump(store.pend_key("p", "r1"))
+        await store.r.hset(store.keys.pend_key("p", "r1"), "e0", "{}")
+        before[store.keys.pend_key("p", "r1").encode()] = await store.r.dump(store.keys.pend_key("p", "r1"))
         gen = "soon" if plant == "not a number" else "0"
         with pytest.raises(StateError, match=key.replace("{", r"\{").replace("}", r"\}")):
             await store.commit("p", gen, c, {"system": "elo", "params": {}})
@@ -740,58 +739,21 @@ def test_redis_py_keeps_the_stream_a_commit_writes_its_frames_to(redis_url: str)
     asyncio.run(run())
 
 
-def test_a_pool_written_before_names_were_escaped_is_migrated_once(redis_url: str) -> None:
-    """A pool whose meta has no key format was written with unescaped names: ``meta`` renames the
-    keys of its players and pending rounds whose names need escaping (``a:b`` to where ``a%3Ab``
-    was, which moves too), marks the format, and the pool reads as it did; a second
-    migration (another worker) changes nothing. A pool whose own name needs escaping was stored
-    under another hash tag: it moves there, it is not taken for a new pool."""
+def test_a_pool_written_before_names_were_escaped_is_refused(redis_url: str) -> None:
+    """A meta without the key format is a pre-release build's (names not escaped): not migrated, refused
+    by ``meta`` and by a commit (nothing written)."""
     from stream.state.redis_store import StateError
 
     async def run() -> None:
         store = _store(redis_url)
-        legacy = f"{store.prefix}:{{old}}:"
-        players = {"a:b": b"\x01ab", "a%3Ab": b"\x01pct", "c": b"\x01c", "{x}": b"\x01x"}
-        for i, (p, v) in enumerate(players.items()):
-            await store.r.set(legacy + "p:" + p, v)
-            await store.r.zadd(legacy + "lb", {p: float(i)})
-        await store.r.hset(legacy + "pend:r:1", "e1", "{}")
-        await store.r.set(legacy + "gen", "3")
-        await store.r.hset(legacy + "meta", mapping={"system": "elo", "params": "{}"})
-        await store.r.sadd(f"{store.prefix}:pools", "old", "o:ld")
-        await store.r.hset(f"{store.prefix}:{{o:ld}}:meta", mapping={"system": "elo", "params": "{}"})
-        with pytest.raises(StateError):  # a new-format commit is refused until the pool is migrated
+        await store.r.set(store.key("old", "gen"), "3")
+        await store.r.hset(store.key("old", "meta"), mapping={"system": "elo", "params": "{}"})
+        with pytest.raises(StateError, match="mmr rebuild"):
+            await store.meta("old")
+        with pytest.raises(StateError):
             await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0}))
-        assert await store.meta("old") == {"system": "elo", "params": {}}
-        assert await store.r.hget(legacy + "meta", "keys") == b"2"
-        assert await store.beliefs("old", list(players)) == players
-        assert dict(chunk for part in [x async for x in store.scan_players("old")] for chunk in part) == players
-        _, pend = await store.round_state("old", ["r:1"])
-        assert pend == {"r:1": {"e1": b"{}"}}
-        snap = await store.snapshot("old", ["a:b"], [])
-        assert snap.gen == "3" and snap.beliefs == {"a:b": b"\x01ab"}
-        keys = sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")])
-        assert await store.meta("old") is not None  # again: nothing moves
-        assert sorted([k async for k in store.r.scan_iter(match=f"{store.prefix}:{{old}}:*")]) == keys
-        assert await store.commit("old", "3", Commit(beliefs={"c": b"\x01new"}, scores={"c": 1.0})) == 4
-        assert await store.meta("o:ld") == {"system": "elo", "params": {}}  # moved to its new hash tag
+        assert await store.r.get(store.player_key("old", "c")) is None
         await store.close()
-
-    asyncio.run(run())
-
-
-def test_a_pool_whose_own_name_needs_escaping_moves_to_its_new_hash_tag(redis_url: str) -> None:
-    """Written before names were escaped, pools ``a:b`` and ``50%`` lived under the hash tags ``{a:b}``
-    and ``{50%}``: ``meta`` copies their keys to ``{a%3Ab}`` and ``{50%25}`` and deletes the old ones,
-    moving first the old pool ``a%3Ab`` whose keys were where ``a:b``'s go; two workers at once, one
-    stopped half-way, end the same; a pool whose old keys were another pool's too is refused
-    (tests/integration/legacy_layout.py)."""
-    async def run() -> None:
-        store = _store(redis_url)
-        other = RedisStore.from_url(redis_url, prefix=store.prefix)
-        await migration_story(store, other)
-        await store.close()
-        await other.close()
 
     asyncio.run(run())
 
@@ -836,7 +798,7 @@ def test_fuzzed_commits_read_back_exactly(redis_url: str, pool: str, steps: list
         assert snap.gen == str(len(steps)) and snap.seen == ids and snap.watermarks == wms
         assert snap.beliefs == {**beliefs, "absent": None}
         assert dict(x for part in [y async for y in store.scan_players(pool)] for x in part) == beliefs
-        assert dict(await store.top(pool, 1000)) == scores
+        assert dict((await store.page(pool, 0, 1000))[0]) == scores
         assert (await store.round_state(pool, [*rounds, "open"]))[0] == rounds
         assert await store.pools() == [pool]
         await store.close()

@@ -92,7 +92,7 @@ def test_a_round_whose_commit_failed_is_rated_once_on_the_retry(private_redis: R
         ref_store = RedisStore(client, prefix=f"ref{uuid.uuid4().hex[:6]}")
         want, want_ids = await _run(ref_store)
         assert not want[1].dead and len(want[1].outputs) == 5
-        want_top = [await ref_store.top(pool, 10) for pool in ("p", "q")]
+        want_top = [(await ref_store.page(pool, 0, 10))[0] for pool in ("p", "q")]
         await ref_store.close()
 
         store = KilledAtCommit(aioredis.Redis.from_url(private_redis.url), prefix=f"t{uuid.uuid4().hex[:6]}")
@@ -104,8 +104,8 @@ def test_a_round_whose_commit_failed_is_rated_once_on_the_retry(private_redis: R
         for pool in ("p", "q"):
             assert len(set(got_ids[pool])) == len(got_ids[pool]) == len(want_ids[pool]), pool
         assert await store.r.sismember(store.key("p", "done"), "R")
-        assert not await store.r.exists(store.pend_key("p", "R"))
-        assert [await store.top(pool, 10) for pool in ("p", "q")] == want_top
+        assert not await store.r.exists(store.keys.pend_key("p", "R"))
+        assert [(await store.page(pool, 0, 10))[0] for pool in ("p", "q")] == want_top
         await store.close()
 
     asyncio.run(run())

@@ -94,7 +94,7 @@ def test_due_rounds_are_expired_oldest_first_in_bounded_slices(redis_url: str) -
                 assert times == sorted(times)
             assert len(proc.rounds.assembler) == 0
             assert [await store.r.exists(store.key(pool, "open")) for pool in ("pool0", "pool1", "pool2")] == [0] * 3
-            assert await store.r.exists(store.open_rounds_key("results/0")) == 0  # no pool left with open rounds
+            assert await store.r.exists(store.keys.open_rounds_key("results/0")) == 0  # no pool left with open rounds
             for pool in ("pool0", "pool1", "pool2"):
                 done = {m.decode() for m in await store.r.smembers(store.key(pool, "done"))}
                 assert done == {f"R{i}" for i in range(n) if f"pool{i % 3}" == pool}

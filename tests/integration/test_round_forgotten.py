@@ -74,9 +74,9 @@ async def _run(server: RedisServer, fault: str) -> tuple[list[tuple[str | None, 
             dead = await proc.expire(FAR)
         assert await proc.expire(FAR) == []  # once
         state = {"done": sorted(m.decode() for m in await store.r.smembers(store.key("p", "done"))),
-                 "pending": await store.r.exists(store.pend_key("p", "R")),
+                 "pending": await store.r.exists(store.keys.pend_key("p", "R")),
                  "open": await store.r.exists(store.key("p", "open")),
-                 "hints": await store.r.exists(store.open_rounds_key("results/0"))}
+                 "hints": await store.r.exists(store.keys.open_rounds_key("results/0"))}
     await store.close()
     return sorted((d.pool, d.reason) for d in dead), state
 
@@ -127,11 +127,11 @@ def test_a_round_rated_meanwhile_is_not_dead_lettered_by_the_sweep(redis_url: st
             rated = await b.process([_msg(2, LATER[2])])
             assert len(rated.outputs) == 2 and await store.r.exists(store.key("q", "open")) == 0
             assert await a.expire(FAR) == []
-            await store.r.zadd(store.open_rounds_key("results/0"), {"q": 1})  # a stale entry of the rated round
+            await store.r.zadd(store.keys.open_rounds_key("results/0"), {"q": 1})  # a stale entry of the rated round
             await store.r.zadd(store.key("q", "open"), {"S": 1})  # (with its hint, written first)
             assert await a.expire(FAR, ["results/0"]) == []
             assert await store.r.exists(store.key("q", "open")) == 0
-            assert await store.r.exists(store.open_rounds_key("results/0")) == 0
+            assert await store.r.exists(store.keys.open_rounds_key("results/0")) == 0
         await store.close()
 
     asyncio.run(run())

@@ -402,7 +402,7 @@ def _check_http_on_a_corrupt_value(s: Settings, port: int) -> None:
         assert http_get(port, "/pools/default/win-probability?a=A&b=W")[0] == 500
         r.delete(f"{s.key_prefix}:{{default}}:p:W")
         # a pool whose stored system this version refuses (written by another version)
-        r.hset(f"{s.key_prefix}:{{old}}:meta", mapping={"system": "elo", "params": b'{"k":"inf"}'})
+        r.hset(f"{s.key_prefix}:{{old}}:meta", mapping={"system": "elo", "params": b'{"k":"inf"}', "keys": "2"})
         assert http_get(port, "/pools/old/players/A")[0] == 500
         assert http_get(port, "/pools/old/leaderboard")[0] == 500
         r.delete(f"{s.key_prefix}:{{old}}:meta")
