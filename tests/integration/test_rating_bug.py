@@ -19,8 +19,7 @@ import pytest
 from faults import rating_bug
 
 from stream.service.config import Settings
-from stream.service.processor import Message, Processor
-from stream.service.step import MAX_ATTEMPTS
+from stream.service.processor import MAX_ATTEMPTS, Message, Processor
 from stream.state.redis_store import Commit, Conflict, RedisStore
 
 pytestmark = pytest.mark.integration
