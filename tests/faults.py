@@ -70,9 +70,8 @@ def install_crash_after_batches(n: int) -> None:
         def handing(outputs: Sequence[Any]) -> None:
             die()
 
-        fut = await original(self, msgs, safe, None if hand is None else handing)
-        fut.add_done_callback(die)  # runs before the batch's awaiting task resumes to publish
-        return fut
+        await original(self, msgs, safe, None if hand is None else handing)
+        die()  # the batch is committed, and its awaiting task has not resumed to publish
 
     Processor.start = start  # type: ignore[method-assign]
 

@@ -80,7 +80,7 @@ class Service:
     http_socket: socket.socket | None = None
     #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
     running: bool = False
-    _http_runner: Any = None
+    _http_runner: http.HttpServer | None = None
     #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
     http_store: RedisStore | None = None
     http_health: RedisPing | None = None
@@ -137,7 +137,9 @@ class Service:
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
         if self._http_runner is None and self.http_socket is not None:
-            self._http_runner = await http.serve(self.read_api(), self.http_socket)
+            server = http.HttpServer(self.read_api(), self.http_socket)
+            await server.start()
+            self._http_runner = server
 
     async def close(self) -> None:
         """Release the HTTP server, the Redis clients and the threads once Faust's services stopped: a worker
@@ -169,7 +171,7 @@ class Service:
         publishing = asyncio.ensure_future(self._publish(steps, prev, handed, delivery, before, produced))
 
         try:
-            res = await (await self.processor.start(msgs, safe=True, hand=steps.put_nowait))
+            res = await self.processor.start(msgs, safe=True, hand=steps.put_nowait)
         except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
             publishing.cancel()
             if not handed.done():

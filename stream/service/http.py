@@ -286,6 +286,9 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     not_ready = json_answer("Health", "starting or unhealthy")
 
+    def health(status: str, code: int = 200, **more: Any) -> web.Response:
+        return web.json_response({"status": status, "http_port": api.port, **more}, status=code)
+
     @routes.get("/readyz", {**operation("Readiness: the app runs and Redis answers a PING within 2 s",
                                         {200: _HEALTH, 503: not_ready}), "operationId": "readyz"})
     @routes.get("/healthz", {**operation("The same as /readyz", {200: _HEALTH, 503: not_ready}),
@@ -294,20 +297,18 @@ def make_web_app(api: ReadApi) -> web.Application:
         try:
             await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
-            body = {"status": "unhealthy", "redis": redact.mask(repr(exc)), "http_port": api.port}
             reason = api.blocked()  # what the worker knows besides (credentials refused: it stops)
-            if reason is not None:
-                body["reason"] = reason
-            return web.json_response(body, status=503)
+            more = {} if reason is None else {"reason": reason}
+            return health("unhealthy", 503, redis=redact.mask(repr(exc)), **more)
         if not api.running():
-            return web.json_response({"status": "starting", "http_port": api.port}, status=503)
+            return health("starting", 503)
         reason = api.blocked()
         if reason is not None:
-            return web.json_response({"status": "unhealthy", "reason": reason, "http_port": api.port}, status=503)
+            return health("unhealthy", 503, reason=reason)
         halted = api.halted()
         if halted:  # still ready: see docs/operator.md, "A bug in the rating step"
-            return web.json_response({"status": "degraded", "http_port": api.port, "halted": halted})
-        return web.json_response({"status": "ok", "http_port": api.port})
+            return health("degraded", halted=halted)
+        return health("ok")
 
     @routes.get("/livez", operation("Liveness: the process and its event loop answer (no Redis, no Kafka)",
                                     {200: _HEALTH, 503: json_answer("Health", "the worker's event loop did not "
@@ -320,8 +321,8 @@ def make_web_app(api: ReadApi) -> web.Application:
             try:
                 await asyncio.wait_for(asyncio.wrap_future(answered), LIVEZ_TIMEOUT_S)
             except TimeoutError:
-                return web.json_response({"status": "stalled", "http_port": api.port}, status=503)
-        return web.json_response({"status": "alive", "http_port": api.port})
+                return health("stalled", 503)
+        return health("alive")
 
     @routes.get("/metrics", operation("Prometheus metrics", {200: text_answer("Prometheus text format")}))
     async def metrics(request: web.Request) -> web.Response:
@@ -582,9 +583,3 @@ class HttpServer:
             while thread.is_alive():  # (a join on an executor would leave that executor's thread behind)
                 await asyncio.sleep(0.005)
 
-
-async def serve(api: ReadApi, sock: socket.socket) -> HttpServer:
-    """Serve the API on the socket ``bind`` returned, on a thread of its own (``HttpServer``)."""
-    server = HttpServer(api, sock)
-    await server.start()
-    return server

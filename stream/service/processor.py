@@ -32,7 +32,7 @@ from stream.engine.pool import PoolConfigError, PoolEngine
 from stream.events.model import RatingOutput
 from stream.events.validate import InvalidEvent
 from stream.ratings.base import RatingError
-from stream.service.config import PoolConfig, Settings
+from stream.service.config import Settings
 from stream.service.halts import REDIS_DOWN, Halts
 from stream.service.logs import batch_done
 from stream.service.messages import BatchResult, DeadLetter, Message, peek_event
@@ -119,12 +119,12 @@ class PoolRegistry:
             eng = self.engines[pool] = PoolEngine.of_params(pool, cfg.system, cfg.params)
             self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
             return eng
-        cfg = PoolConfig(stored["system"], stored["params"])
+        system, params = stored["system"], stored["params"]
         wanted = self.settings.pools.get(pool)
-        if wanted is not None and (wanted.system, wanted.params) != (cfg.system, cfg.params):
-            log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, cfg.system,
-                        cfg.params, wanted.system, wanted.params)
-        eng = self.engines[pool] = PoolEngine.from_meta(pool, cfg.system, cfg.params)
+        if wanted is not None and (wanted.system, wanted.params) != (system, params):
+            log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, system, params,
+                        wanted.system, wanted.params)
+        eng = self.engines[pool] = PoolEngine.from_meta(pool, system, params)
         return eng
 
 
@@ -175,34 +175,28 @@ class Processor:
     async def process(self, msgs: Sequence[Message]) -> BatchResult:
         """One take batch (any mix of input topics and pools), committed when this returns; errors propagate
         (the worker's ``start(..., safe=True)`` retries and dead-letters instead)."""
-        return await (await self.start(msgs, safe=False))
+        return await self.start(msgs, safe=False)
 
     async def start(self, msgs: Sequence[Message], safe: bool = True,
-                    hand: Callable[[Sequence[RatingOutput]], None] | None = None) -> asyncio.Future[BatchResult]:
-        """Process one take batch after every batch started before it; the returned future
-        holds its result (or its error, without ``safe``). With ``safe`` it never fails on
+                    hand: Callable[[Sequence[RatingOutput]], None] | None = None) -> BatchResult:
+        """Process one take batch after every batch started before it. With ``safe`` it never fails on
         input or Redis errors (``process_safely``). With ``hand``, the ratings of each step are
         passed to it once the step is committed, in order, and not in the result (``Handed``)."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[BatchResult] = loop.create_future()
         async with self._starting:
             self._handed = None if hand is None else Handed(hand)
             try:
-                return await self._start(msgs, safe, fut)
+                return await self._start(msgs, safe)
             finally:
                 self._handed = None
 
-    async def _start(self, msgs: Sequence[Message], safe: bool, fut: asyncio.Future[BatchResult],
-                     ) -> asyncio.Future[BatchResult]:
-        loop = asyncio.get_running_loop()
+    async def _start(self, msgs: Sequence[Message], safe: bool) -> BatchResult:
         if self.store.fence is not None:  # this batch (and every step of it) begins in the fence's epoch
             self.store.fence.begin()
         msgs = [m for m in msgs if not self.halts.held(m)] if self.halts else list(msgs)
         committed: dict[str, BatchResult] = {}
         try:
             try:
-                fut.set_result(await self._apply_plan(plan_batch(msgs, self.settings, self.metrics, self._dead),
-                                                      committed))
+                return await self._apply_plan(plan_batch(msgs, self.settings, self.metrics, self._dead), committed)
             except Superseded:
                 raise
             except Exception as exc:
@@ -210,22 +204,20 @@ class Processor:
                     await self._store_failed()
                 if not safe:
                     self.rounds.forget()  # what the failed attempt assembled may be ahead of Redis
-                    fut.set_exception(exc)
-                    return fut
+                    raise
                 log.warning("batch failed (%r); retrying it", exc)
-                fut.set_result(await self.process_safely(msgs, committed))
+                return await self.process_safely(msgs, committed)
         except Superseded as exc:
             # Redis restarted since this batch began: the worker's rewind takes it back (with every batch
             # not yet on Redis's disk), cancels this call and rates them again in order. Nothing of it may
             # reach Redis from here on (stream.state.fence), nor may it fail the pipeline meanwhile.
             self.rounds.forget()
             if not safe:
-                fut.set_exception(exc)
-                return fut
+                raise
             log.warning("batch superseded by a restart of Redis (%s); waiting for the rewind to take it back",
                         exc)
-            await loop.create_future()  # never set: ends when the rewind cancels the pipeline's stage
-        return fut
+            never: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+            return await never  # ends when the rewind cancels the pipeline's stage
 
     async def process_safely(self, msgs: Sequence[Message], committed: dict[str, BatchResult] | None = None,
                              ) -> BatchResult:
@@ -413,54 +405,49 @@ class Processor:
             self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated:
                 outputs = await self._explain_again(pool, outputs)
-            if not stats.applied and not commit.done_rounds:  # all re-delivered (or dead): nothing to write
-                self.rounds.committed(pool, step.rounds)
-                out.rated(outputs)
-                out.dead.extend(dead)
-                self.metrics.duplicates.inc(stats.repeated)
-                return
-            commit.offsets = step.offsets
-            commit.published = outputs  # the players' history records (stream.state.history)
-            meta = self.registry.unsaved.get(pool)
-            try:
-                started = time.perf_counter()
-                new_gen = await self.store.commit(pool, gen, commit, meta, check_ids=not checked)
-                self.metrics.step_seconds.labels("commit").observe(time.perf_counter() - started)
-            except StoreRestarted:
-                raise
-            except StoreUnavailable:
-                # The script may have run with its reply lost. Retried here, with the ops in hand, rather
-                # than by the processor: the re-read finds their ids applied and ``rate_ops`` re-publishes
-                # those players' ratings, where a batch planned again would drop a round's results as
-                # seen and never publish what the commit changed.
-                optimistic = False
-                delay = await self._unavailable(pool, delay or 0.05)
-                attempt -= 1
-                continue
-            except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
-                optimistic = False
-                continue
-            except MetaConflict:  # another worker fixed the pool's system first: rate with that one
-                self.cache.drop(pool)
-                self.registry.forget(pool)
-                engine = await self._engine_or_refuse(pool, step.ops, out)
-                if engine is None:
-                    return
-                sides = sided_step(engine, step.ops)
-                continue
-            except Conflict:
-                self.cache.drop(pool)
-                self.metrics.conflicts.inc()
-                await asyncio.sleep(0.001 * attempt)
-                continue
+            if stats.applied or commit.done_rounds:  # else all re-delivered (or dead): nothing to write
+                commit.offsets = step.offsets
+                commit.published = outputs  # the players' history records (stream.state.history)
+                try:
+                    started = time.perf_counter()
+                    new_gen = await self.store.commit(pool, gen, commit, self.registry.unsaved.get(pool),
+                                                      check_ids=not checked)
+                    self.metrics.step_seconds.labels("commit").observe(time.perf_counter() - started)
+                except StoreRestarted:
+                    raise
+                except StoreUnavailable:
+                    # The script may have run with its reply lost. Retried here, with the ops in hand, rather
+                    # than by the processor: the re-read finds their ids applied and ``rate_ops`` re-publishes
+                    # those players' ratings, where a batch planned again would drop a round's results as
+                    # seen and never publish what the commit changed.
+                    optimistic = False
+                    delay = await self._unavailable(pool, delay or 0.05)
+                    attempt -= 1
+                    continue
+                except AlreadyApplied:  # a re-delivery: read which ids were applied, recompute without them
+                    optimistic = False
+                    continue
+                except MetaConflict:  # another worker fixed the pool's system first: rate with that one
+                    self.cache.drop(pool)
+                    self.registry.forget(pool)
+                    engine = await self._engine_or_refuse(pool, step.ops, out)
+                    if engine is None:
+                        return
+                    sides = sided_step(engine, step.ops)
+                    continue
+                except Conflict:
+                    self.cache.drop(pool)
+                    self.metrics.conflicts.inc()
+                    await asyncio.sleep(0.001 * attempt)
+                    continue
+                self.cache.committed(pool, gen, new_gen, commit.beliefs, commit.advantages)
+                out.gens[pool] = new_gen  # the pool's mark (stream.state.marks)
+                if commit.advantages:
+                    self.metrics.set_advantages(pool, commit.advantages)
+                self.registry.unsaved.pop(pool, None)
+                self.metrics.batches.labels(step.kind).inc()
             self.rounds.committed(pool, step.rounds)
-            self.cache.committed(pool, gen, new_gen, commit.beliefs, commit.advantages)
-            out.gens[pool] = new_gen  # the pool's mark (stream.state.marks)
-            if commit.advantages:
-                self.metrics.set_advantages(pool, commit.advantages)
-            self.registry.unsaved.pop(pool, None)
             self.metrics.duplicates.inc(stats.repeated)
-            self.metrics.batches.labels(step.kind).inc()
             out.rated(outputs)
             out.dead.extend(dead)
             return

@@ -143,7 +143,7 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
             if not msgs:
                 continue
             # as the worker rates a batch: input errors become dead letters, Redis outages are waited out
-            res = await (await processor.start(msgs, safe=True))
+            res = await processor.start(msgs, safe=True)
             out.messages += len(msgs)
             out.dead_letters += len(res.dead)
             out.ratings += len(res.outputs)
