@@ -236,16 +236,6 @@ def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
     return [ops[:k], ops[k:]]
 
 
-@dataclass(frozen=True, slots=True)
-class Places:
-    """Where a step's ops name their players: ``order``, each of the step's players → their place
-    (0, 1, ... in the order first named); ``at[k]``, the places of the players of op k (a round's,
-    in its order; None for a match op)."""
-
-    order: dict[str, int]
-    at: list[IntArray | None]
-
-
 class _Numbering(dict[str, int]):
     """Player → place: looking up a player not numbered yet numbers them (the next place)."""
 
@@ -258,21 +248,17 @@ class _Numbering(dict[str, int]):
 
 @dataclass(slots=True)
 class StepInputs:
-    """One step's ops and what its read and commit need of them."""
+    """One step's ops and what its read, rating and commit need of them."""
 
     ops: list[Op]
     kind: str  # "rounds" or "matches": which engine of the pool rates them
     ids: list[str]  # event ids the step records
-    players: dict[str, int]  # every player the step touches, in order (→ their place there)
+    #: every player the step touches → their place (0, 1, ... in the order first named)
+    players: dict[str, int]
     offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
     rounds: list[str]  # ids of assembled rounds the commit marks done
-    #: each op's players' places in ``players`` (``Places.at``; empty: not known)
-    at: list[IntArray | None] = field(default_factory=list)
-
-    @property
-    def places(self) -> Places | None:
-        """``players`` and ``at``, for the rating to find each round's players by place (None: not known)."""
-        return Places(self.players, self.at) if len(self.at) == len(self.ops) and self.ops else None
+    #: per op, the places of its players in ``players`` (a round's, in its order; None for a match op)
+    at: list[IntArray | None]
 
 
 def step_inputs(ops: list[Op]) -> StepInputs:

@@ -400,7 +400,7 @@ class Processor:
                 continue
             started = time.perf_counter()
             commit, outputs, dead, stats = await loop.run_in_executor(
-                self.executor, partial(rate, places=step.places, advantages=adv), engine, step.ops, stored, seen,
+                self.executor, partial(rate, places=step, advantages=adv), engine, step.ops, stored, seen,
                 self._dead)
             self.metrics.step_seconds.labels("rate").observe(time.perf_counter() - started)
             if stats.repeated:
