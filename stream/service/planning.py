@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -95,17 +95,6 @@ def topic_rule(matches: str, rounds: str, results: str) -> TopicRule:
     return TopicRule(matches, rounds, results)
 
 
-def event_of(value: Any) -> tuple[str | None, str | None]:
-    """(event id, pool) of a decoded event (``decode_message``'s value), for its dead letter: a match list
-    is named by its first match."""
-    if isinstance(value, Mapping):
-        return value.get("event_id"), value.get("pool")
-    ids = getattr(value, "event_ids", None)
-    if ids is not None:
-        return (ids[0] if len(ids) else None), value.pool
-    return getattr(value, "event_id", None), getattr(value, "pool", None)
-
-
 @dataclass(slots=True)
 class Plan:
     """One take batch decoded and grouped (``plan_batch``)."""
@@ -168,7 +157,8 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
             continue
         misplaced = rules.misplaced(msg.topic, etype)
         if misplaced is not None:
-            out.dead.append(dead(msg, misplaced, *event_of(value)))
+            pool, event_id = peek_event(msg.value)
+            out.dead.append(dead(msg, misplaced, event_id, pool))
             continue
         types[etype] = types.get(etype, 0) + 1
         if etype == "match" or etype in MATCH_LISTS:
