@@ -36,8 +36,7 @@ from stream.service import http, pool_api
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
-from stream.service.faust_app import faust_app
-from stream.service.faust_patches import DeliveryStats, pause_fetching
+from stream.service.faust_app import DeliveryStats, faust_app, pause_fetching
 from stream.service.halts import Halt
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
@@ -391,7 +390,7 @@ class Service:
 
     async def pause_fetch(self, paused: bool) -> None:
         """Pause (or resume) fetching the assigned input partitions while Redis is unavailable, so that the
-        consumer does not fill memory with messages that cannot be rated (``faust_patches.pause_fetching``:
+        consumer does not fill memory with messages that cannot be rated (``faust_app.pause_fetching``:
         offsets and the group untouched). One call at a time; a call whose ``paused`` is no longer the
         processor's state when its turn comes does nothing (a pause that waited behind a resume must not win)."""
         async with self._pausing:
