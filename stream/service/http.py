@@ -55,7 +55,7 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.service.pool_api import learned_advantages, query_int, stored_value_errors
+from stream.service.pool_api import EngineOf, learned_advantages, query_int, stored_value_errors
 from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
 
@@ -133,7 +133,7 @@ class RedisPing:
 
 @dataclasses.dataclass(frozen=True)
 class ReadApi:
-    """What the HTTP API reads: Redis (the pools' engines are made from its meta: ``http.StoredEngines``),
+    """What the HTTP API reads: Redis (the pools' engines are made from its meta: ``make_web_app``'s ``engine_of``),
     the metrics, a thread for the kernels."""
 
     store: RedisStore
@@ -178,28 +178,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 def bound_port(sock: socket.socket) -> int:
     return int(sock.getsockname()[1])
-
-
-class StoredEngines:
-    """The pools' engines as the HTTP thread makes them, from the meta its own store reads: the worker's
-    registry reads through the rating pipeline's client, which belongs to the worker's event loop. The
-    meta is read on every request, so a pool deleted since its engine was made answers 404."""
-
-    def __init__(self, store: RedisStore) -> None:
-        self.store = store
-        self.engines: dict[str, PoolEngine] = {}
-
-    async def engine(self, pool: str) -> PoolEngine:
-        meta = await self.store.meta(pool)
-        if meta is None:
-            raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
-        eng = self.engines.get(pool)
-        if eng is None:
-            try:
-                eng = self.engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
-            except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
-                raise web.HTTPInternalServerError(text=str(exc)) from exc
-        return eng
 
 
 def _explain(row: dict[str, Any], change: bytes | None) -> None:
@@ -302,7 +280,7 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-async def _pool_post(engines: StoredEngines, request: web.Request, parse: Callable[[dict[str, Any]], T],
+async def _pool_post(engine_of: EngineOf, request: web.Request, parse: Callable[[dict[str, Any]], T],
                      ) -> tuple[str, T, PoolEngine]:
     """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
     engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
@@ -313,12 +291,27 @@ async def _pool_post(engines: StoredEngines, request: web.Request, parse: Callab
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="body: a JSON object is required")
     pool, parsed = request.match_info["pool"], parse(body)
-    return pool, parsed, await engines.engine(pool)
+    return pool, parsed, await engine_of(pool)
 
 
 def make_web_app(api: ReadApi) -> web.Application:
     routes = ApiRoutes()
-    engines = StoredEngines(api.store)
+    engines: dict[str, PoolEngine] = {}
+
+    async def engine_of(pool: str) -> PoolEngine:
+        """The pool's engine as this thread makes it, from the meta its own store reads (the worker's registry
+        reads through the rating pipeline's client, which belongs to the worker's loop). The meta is read on
+        every request, so a pool deleted since its engine was made answers 404."""
+        meta = await api.store.meta(pool)
+        if meta is None:
+            raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
+        eng = engines.get(pool)
+        if eng is None:
+            try:
+                eng = engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
+            except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
+                raise web.HTTPInternalServerError(text=str(exc)) from exc
+        return eng
     reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
     one_ping = asyncio.Lock()  # probes arriving together share the store's connection in turn
 
@@ -400,7 +393,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    pool_api.add_routes(routes, api, engines.engine)  # before the player's (``.+``)
+    pool_api.add_routes(routes, api, engine_of)  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
                 operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
@@ -408,7 +401,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                                                         500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
@@ -427,7 +420,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         pool = request.match_info["pool"]
         n = min(max(query_int(request, "n", 20), 1), 1000)
         offset = query_int(request, "offset", 0, 0, MAX_OFFSET)
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
         return web.json_response({"pool": pool, "top": rows, "offset": offset, "total": total, **unreadable})
@@ -455,7 +448,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         [POOL, PLAYER]))
     async def leaderboard_rank(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        await engines.engine(pool)
+        await engine_of(pool)
         found = await api.store.rank(pool, name)
         if found is None:
             raise web.HTTPNotFound(text=f"player {name!r} is not on the leaderboard of pool {pool!r}")
@@ -468,7 +461,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
-        pool, wanted, eng = await _pool_post(engines, request, _players)
+        pool, wanted, eng = await _pool_post(engine_of, request, _players)
         rows, unreadable = await _rows(pool, eng, wanted)
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
@@ -482,7 +475,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool, (teams, sides, neutral), eng = await _pool_post(engines, request, _lobby)
+        pool, (teams, sides, neutral), eng = await _pool_post(engine_of, request, _lobby)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), teams, sides, neutral)
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
@@ -519,7 +512,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         neutral = request.query.get("neutral", "false")
         if neutral not in ("true", "false"):
             raise web.HTTPBadRequest(text="neutral must be true or false")
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), [[a], [b]], None, neutral == "true")
         shift = shifts[0] if shifts else 0.0
         raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
@@ -592,7 +585,7 @@ class CpuShare:
 
 class HttpServer:
     """The API served on a thread and event loop of its own (thread ``mmr-http``), where the read store,
-    the health ping and the pools' engines (``StoredEngines``) are used and closed."""
+    the health ping and the pools' engines are used and closed."""
 
     def __init__(self, api: ReadApi, sock: socket.socket) -> None:
         self.api = api
