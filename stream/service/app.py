@@ -70,7 +70,6 @@ class Service:
     durability: Durability[list[Any], Message] = field(init=False)
     _rewinding: asyncio.Task[None] | None = None
     rewinds: int = 0  # Redis restarts met (batches rated again from the last durable point)
-    _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     _delivery: Delivery | None = None  # the last batch's outputs (``stream.service.publish``)
     #: publishes the outputs until the broker holds them; ``topics`` checks that its topics are there
     publisher: Publisher = field(init=False)
@@ -161,20 +160,18 @@ class Service:
         """The pipeline's first stage: rate the batch, its outputs handed on as its steps commit
         (``_publish``). Returns once the batch is committed."""
         started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        prev, handed = self._handed, loop.create_future()
         before, delivery = self._delivery, Delivery()
-        self._handed, self._delivery = handed, delivery
+        self._delivery = delivery
         steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
-        publishing = asyncio.ensure_future(self._publish(steps, prev, handed, delivery, before, produced))
+        publishing = asyncio.ensure_future(self._publish(steps, before, delivery, produced))
 
         try:
             res = await self.processor.start(msgs, safe=True, hand=steps.put_nowait)
         except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
             publishing.cancel()
-            if not handed.done():
-                handed.set_result(None)
+            if not delivery.handed.done():
+                delivery.handed.set_result(None)
             raise
         done_at = time.perf_counter()
         self.metrics.stage.labels("rated").observe(done_at - started)
@@ -187,8 +184,7 @@ class Service:
         return [publishing, asyncio.ensure_future(self.lost_writes.mark(offsets))]
 
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
-                       prev: asyncio.Future[None] | None, handed: asyncio.Future[None], delivery: Delivery,
-                       before: Delivery | None, produced: float | None) -> None:
+                       before: Delivery | None, delivery: Delivery, produced: float | None) -> None:
         """Hand one batch's outputs to the producer after the batch before it handed its own (input order):
         each step's ratings once it is committed (``steps``; last, the batch's result), so that a large take
         is handed while its later steps are rated instead of holding the event loop at its end; the dead
@@ -196,8 +192,8 @@ class Service:
         pub = self.publisher
         try:
             try:
-                if prev is not None:
-                    await prev
+                if before is not None:
+                    await before.handed
                 if self.topics is not None and await self.topics.ensure(time.monotonic() - TOPICS_FRESH_S) is not None:
                     pub.retries.inc()  # a topic was missing: created again before this batch's outputs go out
                 while True:
@@ -211,8 +207,8 @@ class Service:
                 if produced is not None:  # clamped: the producer's clock may run ahead of ours
                     self.metrics.input_age.observe(max(0.0, time.time() - produced))
             finally:
-                if not handed.done():
-                    handed.set_result(None)
+                if not delivery.handed.done():
+                    delivery.handed.set_result(None)
             await pub.settle(delivery, before)
         finally:
             if not delivery.done.done():  # cancelled before it settled: the batch after it must not wait
@@ -272,7 +268,7 @@ class Service:
         pending = await self.pipeline.reset()
         await self.processor.settle()  # no step of a batch taken back outlives it (stream.state.fence)
         self.processor.reset()
-        self._handed = self._delivery = None
+        self._delivery = None
         batches = [(msgs, tokens) for tokens, msgs in held] + pending
         self.rewinds += 1
         log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
@@ -550,9 +546,7 @@ def create_app(s: Settings) -> Service:
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
         delivery.clear()  # records not yet handed to the agent: Faust fetches them again
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
-        svc.processor.rounds.forget()
-        svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
-        svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
+        svc.processor.reset()  # what mirrors Redis: another worker may write these partitions' pools from now on
         # a halted partition's next owner (this worker again, or another) starts at its committed
         # offset, the offending message, and halts there again if it runs the same code
         svc.processor.halts.clear()
