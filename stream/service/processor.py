@@ -96,38 +96,6 @@ class Handed:
             self._parts = []
 
 
-class PoolRegistry:
-    """Which system rates which pool: Redis meta (fixed at first commit) > config > defaults."""
-
-    def __init__(self, settings: Settings, store: RedisStore) -> None:
-        self.settings = settings
-        self.store = store
-        self.engines: dict[str, PoolEngine] = {}
-        self.unsaved: dict[str, dict[str, Any]] = {}  # pools whose meta is not in Redis yet
-
-    def forget(self, pool: str) -> None:
-        self.engines.pop(pool, None)
-        self.unsaved.pop(pool, None)
-
-    async def engine(self, pool: str) -> PoolEngine:
-        eng = self.engines.get(pool)
-        if eng is not None:
-            return eng
-        stored = await self.store.meta(pool)
-        if stored is None:
-            cfg = self.settings.system_for(pool)  # checked when the worker started
-            eng = self.engines[pool] = PoolEngine.of_params(pool, cfg.system, cfg.params)
-            self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
-            return eng
-        system, params = stored["system"], stored["params"]
-        wanted = self.settings.pools.get(pool)
-        if wanted is not None and (wanted.system, wanted.params) != (system, params):
-            log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, system, params,
-                        wanted.system, wanted.params)
-        eng = self.engines[pool] = PoolEngine.from_meta(pool, system, params)
-        return eng
-
-
 class Processor:
     """Stateless apart from the round book (mirrored in Redis) and caches."""
 
@@ -137,7 +105,9 @@ class Processor:
         self.store = store
         self.executor = executor
         self.metrics = metrics or Metrics()
-        self.registry = PoolRegistry(settings, store)
+        #: each pool's engine, of the system that rates it (``engine``); and the meta of pools not in Redis yet
+        self.engines: dict[str, PoolEngine] = {}
+        self.unsaved: dict[str, dict[str, Any]] = {}
         #: beliefs as last read or committed (exact while the pool's gen is unchanged; see stream.state.cache)
         self.cache = BeliefCache(settings.belief_cache_mb << 20)
         self.rounds = RoundBook(settings, store, self.metrics, self._dead)
@@ -337,8 +307,8 @@ class Processor:
         self.rounds.forget()
         self.cache.clear()
         self.store.forget_ids()
-        self.registry.engines.clear()
-        self.registry.unsaved.clear()
+        self.engines.clear()
+        self.unsaved.clear()
 
     async def _store_failed(self) -> None:
         self.metrics.store_retries.inc()
@@ -365,6 +335,25 @@ class Processor:
             sources = [src for src in sorted(self.rounds.sources)
                        if not self.halts.holds(src.rpartition("/")[0], int(src.rpartition("/")[2]), 2**62)]
         return await self.rounds.expire(now_ms, sources, stop, publish)
+
+    async def engine(self, pool: str) -> PoolEngine:
+        """Which system rates ``pool``: Redis meta (fixed at its first commit) > the pools file > the default."""
+        eng = self.engines.get(pool)
+        if eng is not None:
+            return eng
+        stored = await self.store.meta(pool)
+        if stored is None:
+            cfg = self.settings.system_for(pool)  # checked when the worker started
+            eng = self.engines[pool] = PoolEngine.of_params(pool, cfg.system, cfg.params)
+            self.unsaved[pool] = {"system": cfg.system, "params": cfg.params}
+            return eng
+        system, params = stored["system"], stored["params"]
+        wanted = self.settings.pools.get(pool)
+        if wanted is not None and (wanted.system, wanted.params) != (system, params):
+            log.warning("pool %s: Redis holds %s %s; ignoring configured %s %s", pool, system, params,
+                        wanted.system, wanted.params)
+        eng = self.engines[pool] = PoolEngine.from_meta(pool, system, params)
+        return eng
 
     async def apply_pool(self, pool: str, ops: list[Op], out: BatchResult) -> None:
         """A pool's ops as atomic steps in order: one, or several when together they touch more than
@@ -410,7 +399,7 @@ class Processor:
                 commit.published = outputs  # the players' history records (stream.state.history)
                 try:
                     started = time.perf_counter()
-                    new_gen = await self.store.commit(pool, gen, commit, self.registry.unsaved.get(pool),
+                    new_gen = await self.store.commit(pool, gen, commit, self.unsaved.get(pool),
                                                       check_ids=not checked)
                     self.metrics.step_seconds.labels("commit").observe(time.perf_counter() - started)
                 except StoreRestarted:
@@ -429,7 +418,8 @@ class Processor:
                     continue
                 except MetaConflict:  # another worker fixed the pool's system first: rate with that one
                     self.cache.drop(pool)
-                    self.registry.forget(pool)
+                    self.engines.pop(pool, None)
+                    self.unsaved.pop(pool, None)
                     engine = await self._engine_or_refuse(pool, step.ops, out)
                     if engine is None:
                         return
@@ -444,7 +434,7 @@ class Processor:
                 out.gens[pool] = new_gen  # the pool's mark (stream.state.marks)
                 if commit.advantages:
                     self.metrics.set_advantages(pool, commit.advantages)
-                self.registry.unsaved.pop(pool, None)
+                self.unsaved.pop(pool, None)
                 self.metrics.batches.labels(step.kind).inc()
             self.rounds.committed(pool, step.rounds)
             self.metrics.duplicates.inc(stats.repeated)
@@ -459,7 +449,7 @@ class Processor:
         their events were applied before (a re-delivery) and their outputs may never have reached the topic.
         Same versions as before, or newer; consumers keep the highest."""
         try:
-            engine = await self.registry.engine(pool)
+            engine = await self.engine(pool)
         except PoolConfigError:  # its events are dead-lettered by the step
             return
         out.rated(republished(engine, await self.store.beliefs(pool, list(players)), players))
@@ -519,7 +509,7 @@ class Processor:
         """The pool's engine, or None once ``ops`` are dead-lettered because its stored
         system cannot be built by this version (``_refuse``)."""
         try:
-            return await self.registry.engine(pool)
+            return await self.engine(pool)
         except PoolConfigError as exc:
             out.dead.extend(await self._refuse(pool, ops, exc))
             return None

@@ -149,7 +149,7 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
             out.ratings += len(res.outputs)
             if progress is not None:
                 progress(out)
-        pools = sorted(processor.registry.engines)
+        pools = sorted(processor.engines)
         if pools:  # listed again: on a Redis Cluster the set of pools may be on a master that lost it
             async with store._io():
                 await store.r.sadd(store.keys.pools_key(), *pools)
