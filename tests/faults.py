@@ -18,9 +18,9 @@ from typing import Any
 
 def _rating_bug(pool: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(the rating step as it is, the same with a bug for ``pool``)."""
-    from stream.service import step
+    from stream.service import processor
 
-    original = step.rate_ops
+    original = processor.rate_ops
 
     def buggy(engine: Any, *args: Any, **kwargs: Any) -> Any:
         if engine.pool == pool:
@@ -32,22 +32,22 @@ def _rating_bug(pool: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
 
 def install_rating_bug(pool: str) -> None:
     """The rating step of ``pool`` raises from now on (this process)."""
-    from stream.service import step
+    from stream.service import processor
 
-    step.rate_ops = _rating_bug(pool)[1]
+    processor.rate_ops = _rating_bug(pool)[1]
 
 
 @contextmanager
 def rating_bug(pool: str) -> Iterator[None]:
     """The rating step of ``pool`` raises inside the block (a processor built there or before)."""
-    from stream.service import step
+    from stream.service import processor
 
     original, buggy = _rating_bug(pool)
-    step.rate_ops = buggy
+    processor.rate_ops = buggy
     try:
         yield
     finally:
-        step.rate_ops = original
+        processor.rate_ops = original
 
 
 def install_crash_after_batches(n: int) -> None:
@@ -70,9 +70,8 @@ def install_crash_after_batches(n: int) -> None:
         def handing(outputs: Sequence[Any]) -> None:
             die()
 
-        fut = await original(self, msgs, safe, None if hand is None else handing)
-        fut.add_done_callback(die)  # runs before the batch's awaiting task resumes to publish
-        return fut
+        await original(self, msgs, safe, None if hand is None else handing)
+        die()  # the batch is committed, and its awaiting task has not resumed to publish
 
     Processor.start = start  # type: ignore[method-assign]
 

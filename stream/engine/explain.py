@@ -6,7 +6,7 @@ For each player a rated unit changed (a round, or a batch of matches) the explan
 and ``match_ids`` (the last ``MAX_MATCH_IDS``, oldest first); ``performance`` in a round where the
 system's beliefs keep it (``FastPath.latest_performances``).
 
-The worker (``stream.service.step``) and the embedded replay's ``--history`` build it with the same
+The worker (``stream.service.step_rating``) and the embedded replay's ``--history`` build it with the same
 functions from the same beliefs, so both give the same bits, from what the store held before the
 unit and the ratings after it (the kernels are not involved). Each explanation is encoded once, as
 JSON text, by columns (one ``orjson.dumps`` of a unit's numbers, one ``%`` template per player); the

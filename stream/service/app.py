@@ -36,14 +36,13 @@ from stream.service import http, pool_api
 from stream.service.config import Settings
 from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
-from stream.service.faust_app import faust_app
-from stream.service.faust_patches import DeliveryStats, pause_fetching
+from stream.service.faust_app import DeliveryStats, faust_app, pause_fetching
 from stream.service.halts import Halt
+from stream.service.http import ReadApi, RedisPing
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor
 from stream.service.publish import Delivery, Publisher
-from stream.service.read_api import ReadApi, RedisPing
 from stream.service.topics import OutputTopics
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.marks import LostWrites
@@ -71,7 +70,6 @@ class Service:
     durability: Durability[list[Any], Message] = field(init=False)
     _rewinding: asyncio.Task[None] | None = None
     rewinds: int = 0  # Redis restarts met (batches rated again from the last durable point)
-    _handed: asyncio.Future[None] | None = None  # the last batch's outputs are with the producer
     _delivery: Delivery | None = None  # the last batch's outputs (``stream.service.publish``)
     #: publishes the outputs until the broker holds them; ``topics`` checks that its topics are there
     publisher: Publisher = field(init=False)
@@ -80,7 +78,7 @@ class Service:
     http_socket: socket.socket | None = None
     #: the Faust app has started (``/healthz`` answers 503 "starting" before: the warm-up, joining)
     running: bool = False
-    _http_runner: Any = None
+    _http_runner: http.HttpServer | None = None
     #: the HTTP API's own Redis clients (``http_clients``): its reads, and the health probes' ping
     http_store: RedisStore | None = None
     http_health: RedisPing | None = None
@@ -137,7 +135,9 @@ class Service:
     async def serve_http(self) -> None:
         """Serve the HTTP API on the bound socket (once; the worker starts it before its warm-up)."""
         if self._http_runner is None and self.http_socket is not None:
-            self._http_runner = await http.serve(self.read_api(), self.http_socket)
+            server = http.HttpServer(self.read_api(), self.http_socket)
+            await server.start()
+            self._http_runner = server
 
     async def close(self) -> None:
         """Release the HTTP server, the Redis clients and the threads once Faust's services stopped: a worker
@@ -160,20 +160,18 @@ class Service:
         """The pipeline's first stage: rate the batch, its outputs handed on as its steps commit
         (``_publish``). Returns once the batch is committed."""
         started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        prev, handed = self._handed, loop.create_future()
         before, delivery = self._delivery, Delivery()
-        self._handed, self._delivery = handed, delivery
+        self._delivery = delivery
         steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]] = asyncio.Queue()
         produced = min((m.timestamp for m in msgs if m.timestamp), default=None)
-        publishing = asyncio.ensure_future(self._publish(steps, prev, handed, delivery, before, produced))
+        publishing = asyncio.ensure_future(self._publish(steps, before, delivery, produced))
 
         try:
-            res = await (await self.processor.start(msgs, safe=True, hand=steps.put_nowait))
+            res = await self.processor.start(msgs, safe=True, hand=steps.put_nowait)
         except BaseException:  # cancelled (a rewind, a stop) or failed: its ratings not handed yet stay unpublished
             publishing.cancel()
-            if not handed.done():
-                handed.set_result(None)
+            if not delivery.handed.done():
+                delivery.handed.set_result(None)
             raise
         done_at = time.perf_counter()
         self.metrics.stage.labels("rated").observe(done_at - started)
@@ -186,8 +184,7 @@ class Service:
         return [publishing, asyncio.ensure_future(self.lost_writes.mark(offsets))]
 
     async def _publish(self, steps: asyncio.Queue[Sequence[RatingOutput] | tuple[BatchResult, float]],
-                       prev: asyncio.Future[None] | None, handed: asyncio.Future[None], delivery: Delivery,
-                       before: Delivery | None, produced: float | None) -> None:
+                       before: Delivery | None, delivery: Delivery, produced: float | None) -> None:
         """Hand one batch's outputs to the producer after the batch before it handed its own (input order):
         each step's ratings once it is committed (``steps``; last, the batch's result), so that a large take
         is handed while its later steps are rated instead of holding the event loop at its end; the dead
@@ -195,8 +192,8 @@ class Service:
         pub = self.publisher
         try:
             try:
-                if prev is not None:
-                    await prev
+                if before is not None:
+                    await before.handed
                 if self.topics is not None and await self.topics.ensure(time.monotonic() - TOPICS_FRESH_S) is not None:
                     pub.retries.inc()  # a topic was missing: created again before this batch's outputs go out
                 while True:
@@ -210,8 +207,8 @@ class Service:
                 if produced is not None:  # clamped: the producer's clock may run ahead of ours
                     self.metrics.input_age.observe(max(0.0, time.time() - produced))
             finally:
-                if not handed.done():
-                    handed.set_result(None)
+                if not delivery.handed.done():
+                    delivery.handed.set_result(None)
             await pub.settle(delivery, before)
         finally:
             if not delivery.done.done():  # cancelled before it settled: the batch after it must not wait
@@ -271,7 +268,7 @@ class Service:
         pending = await self.pipeline.reset()
         await self.processor.settle()  # no step of a batch taken back outlives it (stream.state.fence)
         self.processor.reset()
-        self._handed = self._delivery = None
+        self._delivery = None
         batches = [(msgs, tokens) for tokens, msgs in held] + pending
         self.rewinds += 1
         log.warning("Redis restarted: rating %d batch(es) (%d messages) again from the last durable point",
@@ -389,7 +386,7 @@ class Service:
 
     async def pause_fetch(self, paused: bool) -> None:
         """Pause (or resume) fetching the assigned input partitions while Redis is unavailable, so that the
-        consumer does not fill memory with messages that cannot be rated (``faust_patches.pause_fetching``:
+        consumer does not fill memory with messages that cannot be rated (``faust_app.pause_fetching``:
         offsets and the group untouched). One call at a time; a call whose ``paused`` is no longer the
         processor's state when its turn comes does nothing (a pause that waited behind a resume must not win)."""
         async with self._pausing:
@@ -549,9 +546,7 @@ def create_app(s: Settings) -> Service:
     async def _revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
         delivery.clear()  # records not yet handed to the agent: Faust fetches them again
         await svc.pipeline.drain()  # finish (commit, publish, ack) what this worker already took
-        svc.processor.rounds.forget()
-        svc.processor.cache.clear()  # not needed for correctness (gen is checked), only for memory
-        svc.store.forget_ids()  # the same (the commit checks the ids log is what the index holds)
+        svc.processor.reset()  # what mirrors Redis: another worker may write these partitions' pools from now on
         # a halted partition's next owner (this worker again, or another) starts at its committed
         # offset, the offending message, and halts there again if it runs the same code
         svc.processor.halts.clear()

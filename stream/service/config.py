@@ -255,14 +255,9 @@ class Settings:
         return re.sub(r"[^!-~]", "_", f"{self.app_id}/{role}")
 
     def redis_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {}
-        if self.redis_username:
-            kw["username"] = self.redis_username
-        if self.redis_password:
-            kw["password"] = self.redis_password.get_secret_value()
-        if self.redis_ca_certs:
-            kw["ssl_ca_certs"] = self.redis_ca_certs
-        return kw
+        kw = {"username": self.redis_username, "password": self.redis_password.get_secret_value(),
+              "ssl_ca_certs": self.redis_ca_certs}
+        return {k: v for k, v in kw.items() if v}
 
 
 def load_pools(path: str | Path) -> dict[str, PoolConfig]:

@@ -27,11 +27,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 import orjson
 from aiohttp import http_exceptions, web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from stream import __version__, redact
 from stream.engine.pool import PoolConfigError, PoolEngine
@@ -54,8 +55,8 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.service.pool_api import learned_advantages, query_int, stored_value_errors
-from stream.service.read_api import ReadApi
+from stream.service.pool_api import EngineOf, learned_advantages, query_int, stored_value_errors
+from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,76 @@ _STORED = text_answer("a stored value of the pool is not a belief, or the pool w
 _POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
 
 
+class RedisPing:
+    """The health probes' PING of Redis on a blocking client and a thread of their own: on the event loop,
+    a busy loop would read a PONG late and call a healthy Redis unhealthy; here the socket's timeouts
+    (``HEALTH_TIMEOUT_S``) bound Redis' answer alone. Probes during a ping share its answer."""
+
+    def __init__(self, connect: Callable[[], AnyBlockingRedis]) -> None:
+        self._connect = connect
+        self._client: AnyBlockingRedis | None = None
+        self._thread = thread_names.named_executor(thread_names.HEALTH)
+        self._inflight: asyncio.Future[None] | None = None
+
+    def _ping(self) -> None:
+        if self._client is None:
+            self._client = self._connect()
+        try:
+            self._client.ping()
+        except Exception:
+            client, self._client = self._client, None  # made again at the next ping: a fresh slot map
+            client.close()
+            raise
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def close(self) -> None:
+        """Close the client on its thread, after a ping under way, and end the thread."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_client)
+        except RuntimeError:  # closed already
+            return
+        self._thread.shutdown(wait=True)  # idle now: returns at once
+
+    async def __call__(self) -> None:
+        """Return once Redis answered a PING; raise what the ping raised (a timeout, a refused connection)."""
+        loop = asyncio.get_running_loop()
+        if self._inflight is None or self._inflight.done() or self._inflight.get_loop() is not loop:
+            self._inflight = loop.run_in_executor(self._thread, self._ping)
+        await asyncio.shield(self._inflight)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadApi:
+    """What the HTTP API reads: Redis (the pools' engines are made from its meta: ``make_web_app``'s ``engine_of``),
+    the metrics, a thread for the kernels."""
+
+    store: RedisStore
+    registry: CollectorRegistry
+    executor: Executor
+    port: int  # the bound port (served by /healthz)
+    running: Callable[[], bool]  # the Faust app has started (it joins its consumer group from there)
+    health: RedisPing | None = None  # the health probes' ping (None: the store's client, on the event loop)
+    concurrency: int = 16  # requests reading Redis at once (at most the read client's connections)
+    #: the input partitions halted by a bug in the rating step (stream.service.halts.Halts.listing)
+    halted: Callable[[], list[dict[str, Any]]] = list
+    #: why the worker rates nothing now (Redis unavailable under a commit, Redis lost acknowledged writes), or None
+    blocked: Callable[[], str | None] = lambda: None
+    #: the bearer token every route but the probes and the console's assets requires ("": none)
+    token: str = ""
+    #: requests handled at once; more answer 429 (the probes are never refused)
+    max_requests: int = 256
+    #: the most of a CPU the HTTP thread takes (stream.service.http.CpuShare); 1: no bound
+    cpu_share: float = 1.0
+    #: the worker's own event loop (``/livez`` asks it to answer; None: this one)
+    worker_loop: asyncio.AbstractEventLoop | None = None
+    #: what the worker knows of itself for the console's health page (``stream.service.pool_api``)
+    status: Callable[[], dict[str, Any]] | None = None
+
+
 class HttpPortTaken(InfrastructureError, RuntimeError):
     """The configured HTTP port is in use (another worker, another program)."""
 
@@ -107,28 +178,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 def bound_port(sock: socket.socket) -> int:
     return int(sock.getsockname()[1])
-
-
-class StoredEngines:
-    """The pools' engines as the HTTP thread makes them, from the meta its own store reads: the worker's
-    registry reads through the rating pipeline's client, which belongs to the worker's event loop. The
-    meta is read on every request, so a pool deleted since its engine was made answers 404."""
-
-    def __init__(self, store: RedisStore) -> None:
-        self.store = store
-        self.engines: dict[str, PoolEngine] = {}
-
-    async def engine(self, pool: str) -> PoolEngine:
-        meta = await self.store.meta(pool)
-        if meta is None:
-            raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
-        eng = self.engines.get(pool)
-        if eng is None:
-            try:
-                eng = self.engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
-            except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
-                raise web.HTTPInternalServerError(text=str(exc)) from exc
-        return eng
 
 
 def _explain(row: dict[str, Any], change: bytes | None) -> None:
@@ -231,7 +280,7 @@ def _teams(body: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-async def _pool_post(engines: StoredEngines, request: web.Request, parse: Callable[[dict[str, Any]], T],
+async def _pool_post(engine_of: EngineOf, request: web.Request, parse: Callable[[dict[str, Any]], T],
                      ) -> tuple[str, T, PoolEngine]:
     """A POST to a pool's route: the pool, its JSON object body as ``parse`` checks it, and the pool's
     engine. In that order: a wrong body answers 400 whether the pool exists or not, then 404."""
@@ -242,12 +291,27 @@ async def _pool_post(engines: StoredEngines, request: web.Request, parse: Callab
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="body: a JSON object is required")
     pool, parsed = request.match_info["pool"], parse(body)
-    return pool, parsed, await engines.engine(pool)
+    return pool, parsed, await engine_of(pool)
 
 
 def make_web_app(api: ReadApi) -> web.Application:
     routes = ApiRoutes()
-    engines = StoredEngines(api.store)
+    engines: dict[str, PoolEngine] = {}
+
+    async def engine_of(pool: str) -> PoolEngine:
+        """The pool's engine as this thread makes it, from the meta its own store reads (the worker's registry
+        reads through the rating pipeline's client, which belongs to the worker's loop). The meta is read on
+        every request, so a pool deleted since its engine was made answers 404."""
+        meta = await api.store.meta(pool)
+        if meta is None:
+            raise web.HTTPNotFound(text=f"unknown pool {pool!r}")
+        eng = engines.get(pool)
+        if eng is None:
+            try:
+                eng = engines[pool] = PoolEngine.from_meta(pool, meta["system"], meta["params"])
+            except PoolConfigError as exc:  # stored by another version; the worker dead-letters its events
+                raise web.HTTPInternalServerError(text=str(exc)) from exc
+        return eng
     reads = asyncio.Semaphore(api.concurrency)  # a request waits here, not on an exhausted connection pool
     one_ping = asyncio.Lock()  # probes arriving together share the store's connection in turn
 
@@ -286,6 +350,9 @@ def make_web_app(api: ReadApi) -> web.Application:
 
     not_ready = json_answer("Health", "starting or unhealthy")
 
+    def health(status: str, code: int = 200, **more: Any) -> web.Response:
+        return web.json_response({"status": status, "http_port": api.port, **more}, status=code)
+
     @routes.get("/readyz", {**operation("Readiness: the app runs and Redis answers a PING within 2 s",
                                         {200: _HEALTH, 503: not_ready}), "operationId": "readyz"})
     @routes.get("/healthz", {**operation("The same as /readyz", {200: _HEALTH, 503: not_ready}),
@@ -294,20 +361,18 @@ def make_web_app(api: ReadApi) -> web.Application:
         try:
             await ping()
         except Exception as exc:  # TimeoutError included: a Redis too slow to answer a probe is not ready
-            body = {"status": "unhealthy", "redis": redact.mask(repr(exc)), "http_port": api.port}
             reason = api.blocked()  # what the worker knows besides (credentials refused: it stops)
-            if reason is not None:
-                body["reason"] = reason
-            return web.json_response(body, status=503)
+            more = {} if reason is None else {"reason": reason}
+            return health("unhealthy", 503, redis=redact.mask(repr(exc)), **more)
         if not api.running():
-            return web.json_response({"status": "starting", "http_port": api.port}, status=503)
+            return health("starting", 503)
         reason = api.blocked()
         if reason is not None:
-            return web.json_response({"status": "unhealthy", "reason": reason, "http_port": api.port}, status=503)
+            return health("unhealthy", 503, reason=reason)
         halted = api.halted()
         if halted:  # still ready: see docs/operator.md, "A bug in the rating step"
-            return web.json_response({"status": "degraded", "http_port": api.port, "halted": halted})
-        return web.json_response({"status": "ok", "http_port": api.port})
+            return health("degraded", halted=halted)
+        return health("ok")
 
     @routes.get("/livez", operation("Liveness: the process and its event loop answer (no Redis, no Kafka)",
                                     {200: _HEALTH, 503: json_answer("Health", "the worker's event loop did not "
@@ -320,15 +385,15 @@ def make_web_app(api: ReadApi) -> web.Application:
             try:
                 await asyncio.wait_for(asyncio.wrap_future(answered), LIVEZ_TIMEOUT_S)
             except TimeoutError:
-                return web.json_response({"status": "stalled", "http_port": api.port}, status=503)
-        return web.json_response({"status": "alive", "http_port": api.port})
+                return health("stalled", 503)
+        return health("alive")
 
     @routes.get("/metrics", operation("Prometheus metrics", {200: text_answer("Prometheus text format")}))
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(api.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    pool_api.add_routes(routes, api, engines.engine)  # before the player's (``.+``)
+    pool_api.add_routes(routes, api, engine_of)  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
                 operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
@@ -336,7 +401,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                                                         500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         raw, change = await api.store.player(pool, name)
         if raw is None:
             raise web.HTTPNotFound(text=f"unknown player {name!r} in pool {pool!r}")
@@ -355,7 +420,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         pool = request.match_info["pool"]
         n = min(max(query_int(request, "n", 20), 1), 1000)
         offset = query_int(request, "offset", 0, 0, MAX_OFFSET)
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         top, total = await api.store.page(pool, offset, n)
         rows, unreadable = await _rows(pool, eng, [p for p, _ in top])
         return web.json_response({"pool": pool, "top": rows, "offset": offset, "total": total, **unreadable})
@@ -383,7 +448,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         [POOL, PLAYER]))
     async def leaderboard_rank(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
-        await engines.engine(pool)
+        await engine_of(pool)
         found = await api.store.rank(pool, name)
         if found is None:
             raise web.HTTPNotFound(text=f"player {name!r} is not on the leaderboard of pool {pool!r}")
@@ -396,7 +461,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Players"), **_POOL_ERRORS},
         [POOL], body="PlayersRequest"))
     async def players(request: web.Request) -> web.Response:
-        pool, wanted, eng = await _pool_post(engines, request, _players)
+        pool, wanted, eng = await _pool_post(engine_of, request, _players)
         rows, unreadable = await _rows(pool, eng, wanted)
         changes = await api.store.changes(pool, [r["player"] for r in rows])
         for row in rows:  # the same answer per player as GET /pools/{pool}/players/{player}
@@ -410,7 +475,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         {200: json_answer("Prediction"), **_POOL_ERRORS},
         [POOL], body="PredictRequest"))
     async def predict(request: web.Request) -> web.Response:
-        pool, (teams, sides, neutral), eng = await _pool_post(engines, request, _lobby)
+        pool, (teams, sides, neutral), eng = await _pool_post(engine_of, request, _lobby)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), teams, sides, neutral)
         raws, flat = await _stored_beliefs(api, pool, eng, [p for team in teams for p in team])
         members = iter(flat)
@@ -447,7 +512,7 @@ def make_web_app(api: ReadApi) -> web.Application:
         neutral = request.query.get("neutral", "false")
         if neutral not in ("true", "false"):
             raise web.HTTPBadRequest(text="neutral must be true or false")
-        eng = await engines.engine(pool)
+        eng = await engine_of(pool)
         shifts = _lobby_shifts(await learned_advantages(api.store, eng), [[a], [b]], None, neutral == "true")
         shift = shifts[0] if shifts else 0.0
         raws, (ba, bb) = await _stored_beliefs(api, pool, eng, [a, b])
@@ -520,7 +585,7 @@ class CpuShare:
 
 class HttpServer:
     """The API served on a thread and event loop of its own (thread ``mmr-http``), where the read store,
-    the health ping and the pools' engines (``StoredEngines``) are used and closed."""
+    the health ping and the pools' engines are used and closed."""
 
     def __init__(self, api: ReadApi, sock: socket.socket) -> None:
         self.api = api
@@ -582,9 +647,3 @@ class HttpServer:
             while thread.is_alive():  # (a join on an executor would leave that executor's thread behind)
                 await asyncio.sleep(0.005)
 
-
-async def serve(api: ReadApi, sock: socket.socket) -> HttpServer:
-    """Serve the API on the socket ``bind`` returned, on a thread of its own (``HttpServer``)."""
-    server = HttpServer(api, sock)
-    await server.start()
-    return server

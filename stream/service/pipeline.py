@@ -51,10 +51,11 @@ class BatchPipeline(Generic[M, T]):
         self.on_error = on_error
         #: called with the seconds the oldest batch of each merged group waited in the queue
         self.on_queued = on_queued
-        self._queue: asyncio.Queue[tuple[list[M], list[T], float]] = asyncio.Queue()
-        self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M]]] = asyncio.Queue()
-        self._inflight = 0  # messages submitted and not done
-        self._inflight_bytes = 0  # their ``size`` (when max_inflight_bytes is set)
+        #: (messages, tokens, when queued, their bytes), and (delivery futures, tokens, messages, bytes)
+        self._queue: asyncio.Queue[tuple[list[M], list[T], float, int]] = asyncio.Queue()
+        self._acks: asyncio.Queue[tuple[Sequence[Awaitable[Any]], list[T], list[M], int]] = asyncio.Queue()
+        self.inflight = 0  # messages submitted and not done
+        self.inflight_bytes = 0  # their ``size`` (0 without ``size``)
         self._batches = 0  # batches submitted and not done (an empty batch counts too)
         self._failed: BaseException | None = None
         self._paused = False  # between ``reset`` and ``resume``: nothing is admitted
@@ -62,17 +63,8 @@ class BatchPipeline(Generic[M, T]):
         self._tasks: list[asyncio.Task[None]] = []
         #: the merged batch the rate stage works on, and the one the ack stage waits for (``reset``)
         self._rating: tuple[list[M], list[T]] | None = None
-        self._acking: tuple[Sequence[Awaitable[Any]], list[T], list[M]] | None = None
+        self._acking: tuple[Sequence[Awaitable[Any]], list[T], list[M], int] | None = None
         self.merged_batches = 0  # batches that were merged into an earlier one (observability)
-
-    @property
-    def inflight(self) -> int:
-        return self._inflight
-
-    @property
-    def inflight_bytes(self) -> int:
-        """The ``size`` of the messages in flight (0 when ``max_inflight_bytes`` is not set)."""
-        return self._inflight_bytes
 
     def start(self) -> None:
         if not self._tasks:
@@ -82,16 +74,19 @@ class BatchPipeline(Generic[M, T]):
     async def submit(self, msgs: list[M], token: T) -> None:
         """Queue one batch (in order); waits while too many messages are in flight."""
         self.start()
+        nbytes = self._nbytes(msgs)
         async with self._changed:
             await self._changed.wait_for(self._admits)
             self._raise_if_failed()
-            self._count_in(msgs, 1)
-        self._queue.put_nowait((msgs, [token], time.perf_counter()))
+            self._count(len(msgs), nbytes, 1)
+        self._queue.put_nowait((msgs, [token], time.perf_counter(), nbytes))
 
-    def _count_in(self, msgs: list[M], batches: int) -> None:
-        self._inflight += len(msgs)
-        if self.max_inflight_bytes and self.size is not None:
-            self._inflight_bytes += sum(map(self.size, msgs))
+    def _nbytes(self, msgs: list[M]) -> int:
+        return sum(map(self.size, msgs)) if self.size is not None else 0
+
+    def _count(self, msgs: int, nbytes: int, batches: int) -> None:
+        self.inflight += msgs
+        self.inflight_bytes += nbytes
         self._batches += batches
 
     def _admits(self) -> bool:
@@ -99,10 +94,10 @@ class BatchPipeline(Generic[M, T]):
             return True
         if self._paused:
             return False
-        if self._inflight == 0:
+        if self.inflight == 0:
             return True
-        return self._inflight < self.max_inflight and (not self.max_inflight_bytes
-                                                       or self._inflight_bytes < self.max_inflight_bytes)
+        return self.inflight < self.max_inflight and (not self.max_inflight_bytes
+                                                      or self.inflight_bytes < self.max_inflight_bytes)
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is done (e.g. before giving up partitions)."""
@@ -131,23 +126,23 @@ class BatchPipeline(Generic[M, T]):
         out: list[tuple[list[M], list[T]]] = []
         futs: list[Awaitable[Any]] = []
         if self._acking is not None:
-            f, tokens, msgs = self._acking
+            f, tokens, msgs, _ = self._acking
             futs += f
             out.append((msgs, tokens))
         while not self._acks.empty():
-            f, tokens, msgs = self._acks.get_nowait()
+            f, tokens, msgs, _ = self._acks.get_nowait()
             futs += f
             out.append((msgs, tokens))
         if self._rating is not None:
             out.append(self._rating)
         while not self._queue.empty():
-            msgs, tokens, _ = self._queue.get_nowait()
+            msgs, tokens, _, _ = self._queue.get_nowait()
             out.append((msgs, tokens))
         self._acking = self._rating = None
         if futs:
             await asyncio.gather(*futs, return_exceptions=True)
         async with self._changed:
-            self._inflight = self._inflight_bytes = self._batches = 0
+            self.inflight = self.inflight_bytes = self._batches = 0
             self._paused = True
             self._changed.notify_all()
         return out
@@ -157,8 +152,9 @@ class BatchPipeline(Generic[M, T]):
         self.start()
         async with self._changed:
             for msgs, tokens in batches:
-                self._count_in(msgs, len(tokens))
-                self._queue.put_nowait((msgs, tokens, time.perf_counter()))
+                nbytes = self._nbytes(msgs)
+                self._count(len(msgs), nbytes, len(tokens))
+                self._queue.put_nowait((msgs, tokens, time.perf_counter(), nbytes))
             self._paused = False
             self._changed.notify_all()
 
@@ -185,41 +181,36 @@ class BatchPipeline(Generic[M, T]):
 
     async def _rate_loop(self) -> None:
         while True:
-            msgs, tokens, queued_at = self._merged(await self._queue.get())
+            msgs, tokens, queued_at, nbytes = self._merged(await self._queue.get())
             if self.on_queued is not None:
                 self.on_queued(time.perf_counter() - queued_at)
             self._rating = (msgs, tokens)
             futs = await self.work(msgs)
-            self._acks.put_nowait((futs, tokens, msgs))
+            self._acks.put_nowait((futs, tokens, msgs, nbytes))
             self._rating = None
 
-    def _merged(self, first: tuple[list[M], list[T], float]) -> tuple[list[M], list[T], float]:
+    def _merged(self, first: tuple[list[M], list[T], float, int]) -> tuple[list[M], list[T], float, int]:
         """``first`` with the batches queued behind it merged in (up to ``max_merge`` and ``max_merge_bytes``)."""
-        msgs, tokens, queued_at = first
+        msgs, tokens, queued_at, nbytes = first
         tokens = list(tokens)
         if not self._queue.empty() and len(msgs) < self.max_merge:
             msgs = list(msgs)
-            size, limit = self.size, self.max_merge_bytes
-            nbytes = sum(map(size, msgs)) if size is not None and limit else 0
+            limit = self.max_merge_bytes
             while not self._queue.empty() and len(msgs) < self.max_merge and (not limit or nbytes < limit):
-                more, toks, _ = self._queue.get_nowait()
+                more, toks, _, more_bytes = self._queue.get_nowait()
                 msgs += more
                 tokens += toks
-                if size is not None and limit:
-                    nbytes += sum(map(size, more))
+                nbytes += more_bytes
                 self.merged_batches += 1
-        return msgs, tokens, queued_at
+        return msgs, tokens, queued_at, nbytes
 
     async def _ack_loop(self) -> None:
         while True:
-            futs, tokens, msgs = self._acking = await self._acks.get()
+            futs, tokens, msgs, nbytes = self._acking = await self._acks.get()
             if futs:  # shielded: stopping this stage must not cancel deliveries under way (``reset`` waits for them)
                 await asyncio.shield(asyncio.gather(*futs))
             self._acking = None
             self.done(tokens, msgs)
-            nbytes = sum(map(self.size, msgs)) if self.max_inflight_bytes and self.size is not None else 0
             async with self._changed:
-                self._inflight -= len(msgs)
-                self._inflight_bytes -= nbytes
-                self._batches -= len(tokens)
+                self._count(-len(msgs), -nbytes, -len(tokens))
                 self._changed.notify_all()

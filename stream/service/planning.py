@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -95,17 +95,6 @@ def topic_rule(matches: str, rounds: str, results: str) -> TopicRule:
     return TopicRule(matches, rounds, results)
 
 
-def event_of(value: Any) -> tuple[str | None, str | None]:
-    """(event id, pool) of a decoded event (``decode_message``'s value), for its dead letter: a match list
-    is named by its first match."""
-    if isinstance(value, Mapping):
-        return value.get("event_id"), value.get("pool")
-    ids = getattr(value, "event_ids", None)
-    if ids is not None:
-        return (ids[0] if len(ids) else None), value.pool
-    return getattr(value, "event_id", None), getattr(value, "pool", None)
-
-
 @dataclass(slots=True)
 class Plan:
     """One take batch decoded and grouped (``plan_batch``)."""
@@ -168,7 +157,8 @@ def plan_batch(msgs: list[Message], settings: Settings, metrics: Metrics | None,
             continue
         misplaced = rules.misplaced(msg.topic, etype)
         if misplaced is not None:
-            out.dead.append(dead(msg, misplaced, *event_of(value)))
+            pool, event_id = peek_event(msg.value)
+            out.dead.append(dead(msg, misplaced, event_id, pool))
             continue
         types[etype] = types.get(etype, 0) + 1
         if etype == "match" or etype in MATCH_LISTS:
@@ -236,16 +226,6 @@ def _halved(ops: list[Op], max_players: int) -> list[list[Op]] | None:
     return [ops[:k], ops[k:]]
 
 
-@dataclass(frozen=True, slots=True)
-class Places:
-    """Where a step's ops name their players: ``order``, each of the step's players → their place
-    (0, 1, ... in the order first named); ``at[k]``, the places of the players of op k (a round's,
-    in its order; None for a match op)."""
-
-    order: dict[str, int]
-    at: list[IntArray | None]
-
-
 class _Numbering(dict[str, int]):
     """Player → place: looking up a player not numbered yet numbers them (the next place)."""
 
@@ -258,21 +238,17 @@ class _Numbering(dict[str, int]):
 
 @dataclass(slots=True)
 class StepInputs:
-    """One step's ops and what its read and commit need of them."""
+    """One step's ops and what its read, rating and commit need of them."""
 
     ops: list[Op]
     kind: str  # "rounds" or "matches": which engine of the pool rates them
     ids: list[str]  # event ids the step records
-    players: dict[str, int]  # every player the step touches, in order (→ their place there)
+    #: every player the step touches → their place (0, 1, ... in the order first named)
+    players: dict[str, int]
     offsets: dict[str, tuple[int | None, int]]  # see Commit.offsets
     rounds: list[str]  # ids of assembled rounds the commit marks done
-    #: each op's players' places in ``players`` (``Places.at``; empty: not known)
-    at: list[IntArray | None] = field(default_factory=list)
-
-    @property
-    def places(self) -> Places | None:
-        """``players`` and ``at``, for the rating to find each round's players by place (None: not known)."""
-        return Places(self.players, self.at) if len(self.at) == len(self.ops) and self.ops else None
+    #: per op, the places of its players in ``players`` (a round's, in its order; None for a match op)
+    at: list[IntArray | None]
 
 
 def step_inputs(ops: list[Op]) -> StepInputs:

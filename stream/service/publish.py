@@ -44,12 +44,14 @@ _PARTITIONER = DefaultPartitioner()
 class Delivery:
     """One batch's outputs, kept until the broker holds them: ``parts`` (each committed step's ratings)
     and ``dead``; ``futures`` of their last hand-over, ``sent`` when that began (``Publisher.clock``),
-    ``done`` once ``settle`` ended (resolved, never failed)."""
+    ``handed`` once all were handed the first time (the worker's next batch hands its own after that),
+    ``done`` once ``settle`` ended (both resolved, never failed)."""
 
     parts: list[Sequence[RatingOutput]] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     futures: list[Awaitable[Any]] = field(default_factory=list)
     sent: int = 0
+    handed: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
     def ratings(self) -> int:

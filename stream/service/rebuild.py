@@ -142,13 +142,13 @@ async def run_rebuild(s: Settings, wipe_first: bool = False, progress: Any = Non
             if not msgs:
                 continue
             # as the worker rates a batch: input errors become dead letters, Redis outages are waited out
-            res = await (await processor.start(msgs, safe=True))
+            res = await processor.start(msgs, safe=True)
             out.messages += len(msgs)
             out.dead_letters += len(res.dead)
             out.ratings += len(res.outputs)
             if progress is not None:
                 progress(out)
-        pools = sorted(processor.registry.engines)
+        pools = sorted(processor.engines)
         if pools:  # listed again: on a Redis Cluster the set of pools may be on a master that lost it
             async with store._io():
                 await store.r.sadd(store.keys.pools_key(), *pools)

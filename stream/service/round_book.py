@@ -157,12 +157,11 @@ class RoundBook:
         self._hinted.clear()  # a restarted Redis may have lost them
         self.metrics.pending_rounds.set(0)
 
-    async def expire(self, now_ms: int | None = None, sources: Sequence[str] | None = None,
-                     stop: Callable[[], bool] | None = None,
+    async def expire(self, now_ms: int | None, sources: Sequence[str], stop: Callable[[], bool] | None = None,
                      publish: Callable[[list[DeadLetter]], Awaitable[None]] | None = None) -> list[DeadLetter]:
-        """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition"; None: every one
-        round results came from here) whose first result was saved longer than the timeout ago, found in
-        Redis, ``EXPIRE_SLICE`` at a time. A round whose commit is under way is left to its commit.
+        """Dead-letter the rounds of the input partitions ``sources`` ("topic/partition") whose first result
+        was saved longer than the timeout ago, found in Redis, ``EXPIRE_SLICE`` at a time. A round whose
+        commit is under way is left to its commit.
 
         A slice is closed in memory before it is marked done in Redis, so a batch running meanwhile finds
         its events late; if that write fails, the next call writes the slice first. Once ``stop()`` is
@@ -171,10 +170,9 @@ class RoundBook:
         exists nowhere else, so a sweep cancelled between the write and the publish would lose them."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         before = now - int(self.settings.round_timeout_s * 1000)
-        todo = sorted(self.sources) if sources is None else list(sources)
         dead: list[DeadLetter] = []
         while stop is None or not stop():
-            if not self._expiring and not await self._next_slice(todo, before):
+            if not self._expiring and not await self._next_slice(list(sources), before):
                 break
             due, srcs = self._expiring, self._expiring_sources
             if publish is not None and not self._published:

@@ -32,7 +32,7 @@ from stream.engine.pool import Applied, PoolEngine
 from stream.events.model import MatchBatch, PlayerIndex, RatingOutput, index_players
 from stream.ratings.base import FloatArray, IntArray, Rating, RatingError, rows_of_columns
 from stream.service.messages import DeadLetter, Message
-from stream.service.planning import DeadFn, MatchOp, Op, Places, RoundOp
+from stream.service.planning import DeadFn, MatchOp, Op, RoundOp, StepInputs
 from stream.state.packed_pool import FlatBeliefs
 from stream.state.redis_store import Commit
 from stream.state.tagged_pool import TaggedPool
@@ -129,25 +129,25 @@ def sided_step(engine: PoolEngine, ops: Sequence[Op]) -> bool:
 
 
 def rate_ops(engine: PoolEngine, ops: list[Op], stored_in: dict[str, bytes | None], seen: set[str],
-             dead_fn: DeadFn, by_columns: bool = True, places: Places | None = None,
-             advantages: Mapping[bytes, bytes] | None = None,
-             ) -> tuple[Commit, Sequence[RatingOutput], list[DeadLetter], Counts]:
+             dead_fn: DeadFn, by_columns: bool = True, places: StepInputs | None = None,
+             advantages: Mapping[bytes, bytes] | None = None) -> Rated:
     """Apply the ops in order to a copy of the snapshot (runs on the numba thread).
 
     Events already applied (``seen``) or repeated inside the batch are skipped, exactly as the
     embedded pipeline skips them. The outputs explain each change (``stream.engine.explain``) and
     the commit stores it (``:chg``). ``by_columns``: a step of rounds only, of a system rating them
     packed, goes through ``rate_rounds`` (False: the general path, for tests comparing them).
-    ``places``: the ops' players among the step's (``StepInputs.places``). ``advantages``: the pool's
-    learned side advantages as the step read them (None: the step holds no sided event, ``sided_step``),
-    rated with rather than what the engine holds (another worker may have rated the pool since).
+    ``places``: the step of ``ops`` (``step_inputs``: each op's players' places among the step's).
+    ``advantages``: the pool's learned side advantages as the step read them (None: the step holds no
+    sided event, ``sided_step``), rated with rather than what the engine holds (another worker may have
+    rated the pool since).
     """
     adv_before: dict[str, bytes] | None = None
     if advantages is not None:
         engine.load_advantages(advantages)
         adv_before = engine.advantages.stored()
     elif by_columns and _rounds_by_columns(engine, ops):
-        return cast(Rated, rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, places))
+        return rate_rounds(engine, cast("list[RoundOp]", ops), stored_in, seen, dead_fn, places)
     stored: dict[str, bytes | None] = dict(stored_in)
     tally = _Tally.of(seen, dead_fn)
     done_ids, counts, commit, dead, republish = tally.done_ids, tally.counts, tally.commit, tally.dead, tally.republish
@@ -261,7 +261,7 @@ class _Block:
 
 
 def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, bytes | None], seen: set[str],
-                dead_fn: DeadFn, places: Places | None = None) -> Rated:
+                dead_fn: DeadFn, places: StepInputs | None = None) -> Rated:
     """``rate_ops`` of a step of rounds only, by columns: the same commit, outputs (in the same
     order) and dead letters, byte for byte (tests/unit/service/test_step_columns.py).
 
@@ -271,7 +271,7 @@ def rate_rounds(engine: PoolEngine, ops: list[RoundOp], stored_in: dict[str, byt
     text (``round_texts``). The beliefs are held in one arena (``PoolEngine.held_rounds``): a player
     in several rounds of the step is read and encoded once, not once a round; with ``places`` each
     round's players are found there by place, not by name."""
-    held = engine.held_rounds(stored_in, None if places is None else places.order)
+    held = engine.held_rounds(stored_in, None if places is None else places.players)
     stored: dict[str, bytes | None] | TaggedPool = dict(stored_in) if held is None else held
     tally = _Tally.of(seen, dead_fn)
     commit, dead, counts = tally.commit, tally.dead, tally.counts

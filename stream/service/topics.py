@@ -27,13 +27,10 @@ CHECK_TIMEOUT_MS = 10_000
 
 def topic_specs(s: Settings) -> dict[str, dict[str, str]]:
     """name -> topic configs."""
-    return {
-        s.topic_matches: {},
-        s.topic_rounds: {},
-        s.topic_results: {},
-        s.topic_ratings: {"cleanup.policy": "compact"},
-        s.topic_dead: {},
-    }
+    specs: dict[str, dict[str, str]] = {name: {} for name in s.input_topics()}
+    specs[s.topic_ratings] = {"cleanup.policy": "compact"}
+    specs[s.topic_dead] = {}
+    return specs
 
 
 async def ensure_topics(s: Settings) -> None:

@@ -35,12 +35,9 @@ def warmup(s: Settings) -> None:
     """``warm_shared``, then ``warm_system`` for each configuration in use (pools often share one)."""
     warm_shared()
     warmed: set[str] = set()
-    configs: set[tuple[str, str]] = set()
-    for name, params in systems_in_use(s):
-        key = (name, repr(sorted(params.items())))
-        if key not in configs:
-            configs.add(key)
-            warm_system(name, params, warmed)
+    distinct = {(name, repr(sorted(params.items()))): (name, params) for name, params in systems_in_use(s)}
+    for name, params in distinct.values():
+        warm_system(name, params, warmed)
 
 
 def warm_shared() -> None:

@@ -85,7 +85,7 @@ def test_a_commit_returns_only_once_the_replica_holds_it(replicated: LocalCluste
                 proc = Processor(ANY_POOL, store, ex)
 
                 async def worker_batch() -> Any:  # as the worker runs it: retried until Redis takes it
-                    return await (await proc.start(_matches(pool, 5, 4), safe=True))
+                    return await proc.start(_matches(pool, 5, 4), safe=True)
 
                 task = asyncio.ensure_future(worker_batch())
                 await asyncio.sleep(1.5)
@@ -150,7 +150,7 @@ def test_a_master_killed_mid_stream_loses_nothing(replicated: LocalCluster, tmp_
                 killing = None
                 if b == 15:  # SIGKILL while this batch is under way
                     killing = asyncio.get_running_loop().run_in_executor(None, _kill_soon, replicated, victim)
-                res = await (await proc.start(msgs, safe=True))
+                res = await proc.start(msgs, safe=True)
                 if killing is not None:
                     await killing
                 dead.extend(res.dead)

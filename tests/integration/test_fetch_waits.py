@@ -1,4 +1,4 @@
-"""The consumer's long-poll against the real broker (``faust_patches.FetchWaits``): it grows while
+"""The consumer's long-poll against the real broker (``faust_app.FetchWaits``): it grows while
 the worker's input topics are quiet, drops back as soon as a fetch brings a message, and no
 message waits for it beyond one fetch."""
 
@@ -13,7 +13,7 @@ from aiokafka.consumer.fetcher import Fetcher
 from service_utils import make_settings
 
 from stream.service.config import Settings
-from stream.service.faust_patches import FetchWaits, patch_fetcher_waits
+from stream.service.faust_app import FetchWaits, patch_fetcher_waits
 from stream.service.topics import ensure_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -110,7 +110,7 @@ def test_predict_teams_players_and_the_pairing(redis_url: str) -> None:
         teams = [["ann", "bob"], ["cat", "newcomer"], ["eve", "fay", "gus"]]
         status, pred = await _post(client, "/pools/duos/predict", {"teams": teams})
         assert status == 200, pred
-        eng = await proc.registry.engine("duos")
+        eng = await proc.engine("duos")
         raws = await proc.store.beliefs("duos", [p for t in teams for p in t])
         known = eng.decode_all(raws, list(raws), remember=False)
         want = lobby.predict(eng.system, [[known.get(p, eng.system.new_belief()) for p in t] for t in teams])
@@ -166,7 +166,7 @@ def test_predictions_take_the_pools_learned_side_advantage(redis_url: str) -> No
         assert set(chess) == {"match"}  # cowan learns the match side too
         afl = (await (await client.get("/pools/afl")).json())["advantages"]
         assert set(afl) == {"home", "away"} and afl["home"]["mean"] > 0 > afl["away"]["mean"]
-        eng = await proc.registry.engine("blitz")
+        eng = await proc.engine("blitz")
         raws = await proc.store.beliefs("blitz", ["ann", "bob"])
         ann, bob = eng.decode_all(raws, ["ann", "bob"], remember=False).values()
         home = await (await client.get("/pools/blitz/win-probability?a=ann&b=bob")).json()
@@ -183,7 +183,7 @@ def test_predictions_take_the_pools_learned_side_advantage(redis_url: str) -> No
         teams = [DUOS[2:4], DUOS[:2]]
         status, pred = await _post(client, "/pools/afl/predict", {"teams": teams, "sides": ["away", "home"]})
         assert status == 200, pred
-        eng = await proc.registry.engine("afl")
+        eng = await proc.engine("afl")
         raws = await proc.store.beliefs("afl", DUOS[:4])
         known = eng.decode_all(raws, DUOS[:4], remember=False)
         shifts = [afl["away"]["mean"], afl["home"]["mean"]]

@@ -86,7 +86,7 @@ async def _run(store: RedisStore, dropper: ReplyDropper | None = None) -> list[B
         first = await proc.process([_msg(i, b) for i, b in enumerate(FIRST)])
         if dropper is not None:
             dropper.armed = b"\r\nEXEC\r\n"  # the end of a commit's transaction
-        second = await (await proc.start([_msg(10 + i, b) for i, b in enumerate(SECOND)], safe=True))
+        second = await proc.start([_msg(10 + i, b) for i, b in enumerate(SECOND)], safe=True)
         return [first, second]
 
 

@@ -19,8 +19,7 @@ import pytest
 from faults import rating_bug
 
 from stream.service.config import Settings
-from stream.service.processor import Message, Processor
-from stream.service.step import MAX_ATTEMPTS
+from stream.service.processor import MAX_ATTEMPTS, Message, Processor
 from stream.state.redis_store import Commit, Conflict, RedisStore
 
 pytestmark = pytest.mark.integration
@@ -56,8 +55,8 @@ def test_a_bug_halts_its_partition_at_its_message_and_the_rest_goes_on(redis_url
             paused: list[tuple[str, int, int]] = []
             proc.halts.on_halt = lambda h: paused.append((h.topic, h.partition, h.offset))
             with rating_bug("bug"):
-                res = await (await proc.start(first))
-                res2 = await (await proc.start(later))
+                res = await proc.start(first)
+                res2 = await proc.start(later)
             out = {"res": res, "res2": res2, "paused": paused, "halts": proc.halts.listing(),
                    "held": [proc.halts.held(m) for m in first + later],
                    "halted": _sample(proc, "mmr_partitions_halted"),
@@ -96,12 +95,12 @@ def test_a_fixed_processor_resumes_at_the_halted_message_and_ends_as_without_the
         with ThreadPoolExecutor(1) as ex:
             buggy = Processor(SETTINGS, halted, ex)
             with rating_bug("bug"):
-                await (await buggy.start(first))
+                await buggy.start(first)
             assert buggy.halts.listing()[0]["offset"] == 1
             fixed = Processor(SETTINGS, halted, ex)
-            res = await (await fixed.start(redelivered))
+            res = await fixed.start(redelivered)
             assert res.dead == []
-            await (await Processor(SETTINGS, clean, ex).start(first))
+            await Processor(SETTINGS, clean, ex).start(first)
         out = (await _rounds(halted, "c"), await _rounds(halted, "bug"), await _rounds(clean, "c"),
                await _rounds(clean, "bug"))
         await halted.close()
@@ -123,14 +122,14 @@ def test_dead_letter_mode_and_a_pool_whose_keys_are_unusable(redis_url: str) -> 
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(SETTINGS.with_(on_rating_bug="dead-letter"), store, ex)
             with rating_bug("bug"):
-                res = await (await proc.start(batch))
+                res = await proc.start(batch)
             dl = (res, proc.halts.listing(), _sample(proc, "mmr_rating_bugs_total",
                                                      {"kind": "bug", "action": "dead_lettered"}),
                   _sample(proc, "mmr_dead_letters_total", {"reason": "internal"}), await _rounds(store, "c"))
             await store.r.set(store.key("broken", "lb"), b"not a sorted set")
             proc2 = Processor(SETTINGS, store, ex)
-            res2 = await (await proc2.start([_match(5, 3, "c", "c1"), _match(6, 3, "broken", "k0"),
-                                             _match(7, 3, "c", "c2", "y", "z")]))
+            res2 = await proc2.start([_match(5, 3, "c", "c1"), _match(6, 3, "broken", "k0"),
+                                      _match(7, 3, "c", "c2", "y", "z")])
             st = (res2, proc2.halts.listing(), _sample(proc2, "mmr_rating_bugs_total",
                                                         {"kind": "state", "action": "halted"}))
         await store.close()
@@ -167,12 +166,12 @@ def test_an_open_round_of_the_halted_partition_does_not_time_out_while_it_waits(
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(settings, store, ex)
             with rating_bug("bug"):
-                await (await proc.start(results))
-                await (await proc.start([bug]))
-                held = await (await proc.start([completed]))
+                await proc.start(results)
+                await proc.start([bug])
+                held = await proc.start([completed])
                 expired = await proc.expire(10**15 // 2)  # far in the future: any open round the worker holds is due
             fixed = Processor(settings, store, ex)
-            res = await (await fixed.start([bug, completed]))
+            res = await fixed.start([bug, completed])
             out = (proc.halts.listing(), held, expired, res, await _rounds(store, "y"), await _rounds(store, "bug"))
         await store.close()
         return out
@@ -205,7 +204,7 @@ def test_a_pool_whose_commit_another_writer_keeps_winning_is_retried_not_halted(
         store.lost = 3 * MAX_ATTEMPTS + 3  # more than the batch, its retry and each message alone would try
         with ThreadPoolExecutor(1) as ex:
             proc = Processor(SETTINGS, store, ex)
-            res = await (await proc.start([_match(0, 0, "c", "c0"), _match(1, 0, "c", "c1", "y", "z")]))
+            res = await proc.start([_match(0, 0, "c", "c0"), _match(1, 0, "c", "c1", "y", "z")])
             out = (res, proc.halts.listing(), store.lost, await _rounds(store, "c"))
         await store.close()
         return out

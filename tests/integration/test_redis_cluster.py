@@ -151,7 +151,7 @@ def test_a_moved_slot_and_a_slot_being_migrated_are_infrastructure_errors(redis_
             proc = Processor(Settings(system="elo"), store, ex)
 
             async def worker_batch() -> Any:  # as the worker runs it: retried until Redis takes it
-                return await (await proc.start(_msgs([pool], 10, 4), safe=True))
+                return await proc.start(_msgs([pool], 10, 4), safe=True)
 
             task = asyncio.ensure_future(worker_batch())
             await asyncio.sleep(1.0)

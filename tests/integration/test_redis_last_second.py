@@ -303,7 +303,7 @@ def _matches(pool: str, start: int, n: int) -> list[Message]:
 
 @pytest.mark.parametrize("settle", [False, True], ids=["fence-alone", "settled-by-the-rewind"])
 def test_a_step_begun_before_a_restart_never_writes_after_it(everysec_redis: EverysecRedis, settle: bool) -> None:
-    """A pool step whose commit met Redis down retries by itself (stream.service.step); Redis comes back
+    """A pool step whose commit met Redis down retries by itself (stream.service.processor); Redis comes back
     restarted, the fence trips and is accepted (what the worker's rewind does once it took the batch
     back). That step must not commit its batch to the restarted server: the rewind rates the batch again
     after the batches before it, and a commit of it now would land ahead of them (out of order). With

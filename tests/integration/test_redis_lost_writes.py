@@ -372,7 +372,7 @@ def test_a_step_retrying_its_commit_reports_the_outage(private_redis: RedisServe
             for b, msgs in enumerate(messages(batches)):
                 if b == 3:
                     store.commit = commit_after_a_kill  # type: ignore[method-assign]
-                assert (await (await proc.start(msgs, safe=True))).dead == []
+                assert (await proc.start(msgs, safe=True)).dead == []
             retries = sample(proc.metrics, "mmr_store_retries_total")
             assert sample(proc.metrics, "mmr_store_unavailable") == 0
         rows = await export_rows(store)

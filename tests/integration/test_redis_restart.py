@@ -54,7 +54,7 @@ def test_redis_killed_and_restarted_mid_stream_loses_nothing(private_redis: Redi
             for b, msgs in enumerate(messages(batches)):
                 if b == 10:  # SIGKILL while this batch is under way; back after DOWN_S
                     down = asyncio.get_running_loop().run_in_executor(None, outage)
-                res = await (await proc.start(msgs, safe=True))
+                res = await proc.start(msgs, safe=True)
                 dead.extend(res.dead)
         assert down is not None
         await down

@@ -74,7 +74,7 @@ async def _run(store: RedisStore) -> tuple[list[BatchResult], dict[str, list[byt
     with ThreadPoolExecutor(1) as ex:
         proc = Processor(Settings(), store, ex)
         first = await proc.process([_msg(i, b) for i, b in enumerate(FIRST)])
-        second = await (await proc.start([_msg(10 + i, b) for i, b in enumerate(SECOND)], safe=True))
+        second = await proc.start([_msg(10 + i, b) for i, b in enumerate(SECOND)], safe=True)
         ids: dict[str, list[bytes]] = {}
         for pool in ("p", "q"):
             log = await store.r.get(store.key(pool, "ids")) or b""

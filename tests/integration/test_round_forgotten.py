@@ -62,7 +62,7 @@ async def _run(server: RedisServer, fault: str) -> tuple[list[tuple[str | None, 
                     break
             assert proc.store_down and not task.done()  # the batch failed and is being retried
             server.start()
-            later = await (await task)
+            later = await task
         else:
             later = await proc.process([_msg(10 + i, b) for i, b in enumerate(LATER)])
         assert not later.dead and len(later.outputs) == 2

@@ -210,7 +210,7 @@ def _out(player: str, version: int) -> RatingOutput:
 
 def test_handed_leaves_out_only_versions_handed_before_a_retry() -> None:
     got: list[list[tuple[str, int]]] = []
-    handed = Handed(lambda outs: got.append([(o.player, o.version) for o in outs]), Metrics())
+    handed = Handed(lambda outs: got.append([(o.player, o.version) for o in outs]))
     handed([_out("a", 1), _out("b", 1)])
     handed([_out("a", 2)])
     assert got == [[("a", 1), ("b", 1)], [("a", 2)]]  # no retry: nothing left out

@@ -103,10 +103,9 @@ def test_a_steps_places_name_each_rounds_players_among_the_steps_players_in_orde
     names = [p for op in ops for p in (op.event.players if isinstance(op, RoundOp) else [*op.batch.a, *op.batch.b])]
     assert list(step.players) == list(dict.fromkeys(names))
     assert list(step.players.values()) == list(range(len(step.players)))
-    places = step.places
-    assert places is not None and len(places.at) == len(ops)
-    order = list(places.order)
-    for op, at in zip(ops, places.at, strict=True):
+    assert len(step.at) == len(ops)
+    order = list(step.players)
+    for op, at in zip(ops, step.at, strict=True):
         if isinstance(op, RoundOp):
             assert at is not None and [order[k] for k in at.tolist()] == op.event.players
         else:

@@ -1,4 +1,4 @@
-"""The worker's patches of Faust (stream.service.faust_patches).
+"""The worker's patches of Faust (stream.service.faust_app).
 
 The patched ``wait_first`` runs on a stand-in with the three events Faust's consumer has; it
 calls mode's real ``Service.wait_first`` for everything it does not handle inline. The last
@@ -17,7 +17,7 @@ import pytest
 from conftest import in_loop
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from stream.service.faust_patches import DeliveryStats, FetchWaits, _Resumed, patch_inline_delivery
+from stream.service.faust_app import DeliveryStats, FetchWaits, _Resumed, patch_inline_delivery
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ def test_faust_still_hard_codes_the_fetch_wait_and_aiokafka_still_reads_the_attr
 async def test_the_patched_consumer_long_polls_as_configured() -> None:
     import faust
 
-    from stream.service.faust_patches import patch_fetch_wait
+    from stream.service.faust_app import patch_fetch_wait
 
     cls: Any = faust_aiokafka.AIOKafkaConsumerThread
     before = cls._create_worker_consumer
@@ -261,7 +261,7 @@ def test_fausts_fetch_loop_still_delivers_through_wait_first() -> None:
 
 @in_loop
 async def test_an_event_wait_is_recognised_by_its_frame() -> None:
-    from stream.service.faust_patches import _waits_on
+    from stream.service.faust_app import _waits_on
 
     event, other = asyncio.Event(), asyncio.Event()
     wait = event.wait()

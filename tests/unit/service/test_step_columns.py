@@ -1,4 +1,4 @@
-"""A worker step of rounds by columns (``step.rate_rounds``) against the general path (``rate_ops``
+"""A worker step of rounds by columns (``step_rating.rate_rounds``) against the general path (``rate_ops``
 with ``by_columns=False``): the same commit, outputs and dead letters, byte for byte."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _step(engine: PoolEngine, ops: list[RoundOp], stored: dict[str, bytes | None
           by_columns: bool, by_place: bool = False) -> tuple[Any, ...]:
     """The step's commit, outputs, dead letters, counts and bulk commands; ``by_place``: its rounds' players
     found by their places, as the worker numbers them (``step_inputs``), else by name."""
-    places = step_inputs(list(ops)).places if by_place else None
+    places = step_inputs(list(ops)) if by_place else None
     commit, outputs, dead, counts = rate_ops(engine, list(ops), dict(stored), seen, _dead, by_columns, places)
     blobs = tuple(bulk_commands(commit, b"p:", b"lb", b"chg", b"h:", 0))  # the bytes the commit sends
     return (commit.beliefs, commit.scores, commit.event_ids, commit.done_rounds, commit.changes,
