@@ -465,6 +465,11 @@ class PoolEngine:
         return Applied(updates=dict(zip(players, encoded, strict=True)), ratings=ratings)
 
     @property
+    def decoded_bytes(self) -> int:
+        """Bytes of decoded beliefs kept (``decode_all``), at most ``decoded_budget``."""
+        return self._decoded_bytes
+
+    @property
     def rounds_packed(self) -> bool:
         """Whether a step's rounds without teams are rated in one arena (``held_rounds``)."""
         return self.packed and isinstance(self.codec, Float64Codec)

@@ -198,6 +198,11 @@ class LostWrites:
         #: the input partitions (topic, partition) whose first records this worker took since it got them
         self._taken_up: set[tuple[str, int]] = set()
 
+    @property
+    def unacknowledged_batches(self) -> int:
+        """Batches committed whose pools' counters wait for their acknowledgement (``committed``, ``acked``)."""
+        return len(self._pending)
+
     def committed(self, msgs: Iterable[_Offsets], gens: Mapping[str, int]) -> dict[str, int]:
         """A batch's commits landed, raising its pools' counters to ``gens``: they count once it is acknowledged.
         Returns the batch's highest offsets (for its ``mark``)."""

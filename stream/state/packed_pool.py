@@ -162,6 +162,16 @@ class PackedPool(Mapping[str, bytes]):
         s = int(self.start[i])
         return self.arena[s: s + int(self.length[i])].astype("<f8", copy=False).tobytes()
 
+    @property
+    def memory_map(self) -> mmap.mmap | None:
+        """The memory map the arena lives in (a large arena, ``_grow``); None while it is a plain array."""
+        return self._map
+
+    @property
+    def free_values(self) -> int:
+        """Values in free slots, kept for later beliefs of their size: with the players' slots, the ``tail``."""
+        return sum(slot_size(c) * k for c, k in self._nfree.items())
+
     # --- dense form -----------------------------------------------------------------
     def indices(self, players: Sequence[str]) -> IntArray:
         """Each player's index, −1 for one not held yet (from ``look_ahead``'s answer when it had this list)."""

@@ -299,6 +299,10 @@ class RedisStore(RoundState, ReplicatedWrites, PoolReads):
         """Memory of the indexes of applied ids (all pools)."""
         return sum(idx.nbytes for idx in list(self._ids.values()))
 
+    def ids_index(self, pool: str) -> PoolIds | None:
+        """This store's index of ``pool``'s applied ids as of its last read (None: not read, or forgotten)."""
+        return self._ids.get(pool)
+
     def forget_ids(self) -> None:
         """Drop every pool's index of applied ids (memory only: the next read of a pool reloads it)."""
         self._ids.clear()

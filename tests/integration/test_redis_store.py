@@ -20,6 +20,7 @@ from stream.service.config import PoolConfig, Settings
 from stream.service.export import export_rows
 from stream.service.processor import Message, Processor
 from stream.state.cache import BeliefCache
+from stream.state.id_index import PoolIds
 from stream.state.redis_store import AlreadyApplied, Commit, Conflict, MetaConflict, RedisStore
 
 pytestmark = pytest.mark.integration
@@ -27,6 +28,12 @@ pytestmark = pytest.mark.integration
 
 def _store(url: str) -> RedisStore:
     return RedisStore.from_url(url, prefix=f"t{uuid.uuid4().hex[:8]}")
+
+
+def _index(store: RedisStore, pool: str) -> PoolIds:
+    idx = store.ids_index(pool)
+    assert idx is not None
+    return idx
 
 
 def test_commit_is_compare_and_set(redis_url: str) -> None:
@@ -160,20 +167,20 @@ def test_two_writers_never_act_on_a_stale_index_of_applied_ids(redis_url: str) -
         b = RedisStore(a.r, a.prefix, seen_max_ids=4)
         gen = str(await a.commit("p", "0", Commit(event_ids=["e1", "e2"]), check_ids=True))
         assert (await b.snapshot("p", [], ["e1", "e3"])).seen == {"e1"}
-        assert b._ids["p"].length == 32
+        assert _index(b, "p").length == 32
         gen = str(await a.commit("p", gen, Commit(event_ids=["e3"]), check_ids=True))
         with pytest.raises(AlreadyApplied):  # b's index lacks e3: what b would conclude is stale
             await b.commit("p", gen, Commit(event_ids=["e4"]), check_ids=True)
         snap = await b.snapshot("p", [], ["e3", "e4"])
-        assert snap.seen == {"e3"} and b._ids["p"].length == 48  # the tail only
+        assert snap.seen == {"e3"} and _index(b, "p").length == 48  # the tail only
         with pytest.raises(AlreadyApplied):  # now answered from b's own index
             await b.commit("p", snap.gen, Commit(event_ids=["e4", "e3"]), check_ids=True)
         gen = str(await b.commit("p", snap.gen, Commit(event_ids=["e4"]), check_ids=True))  # 4 ids: b rotates
-        assert b._ids["p"].epoch == 1 and b._ids["p"].length == 0
+        assert _index(b, "p").epoch == 1 and _index(b, "p").length == 0
         with pytest.raises(AlreadyApplied):  # a's index is of epoch 0
             await a.commit("p", gen, Commit(event_ids=["e5"]), check_ids=True)
         snap = await a.snapshot("p", [], ["e1", "e4", "e5"])
-        assert snap.seen == {"e1", "e4"} and a._ids["p"].epoch == 1
+        assert snap.seen == {"e1", "e4"} and _index(a, "p").epoch == 1
         await a.r.delete(a.key("p", "ids"), a.key("p", "ids:old"), a.key("p", "ids:epoch"))
         assert (await a.snapshot("p", [], ["e1"])).seen == set()  # the log is gone: so is the index
         assert (await a.pool_counts("p"))["event_ids_recorded"] == 0
@@ -660,6 +667,30 @@ def test_a_commit_onto_a_key_of_the_wrong_kind_writes_nothing(redis_url: str, su
         after = {k: await store.r.dump(k) async for k in store.r.scan_iter(match=pool_keys)}
         assert after == before
         await store.close()
+
+    asyncio.run(run())
+
+
+def test_the_applied_ids_gauge_reads_the_stores_indexes(redis_url: str) -> None:
+    """The worker's gauge ``mmr_applied_ids_index_bytes`` is its store's indexes of applied ids: none
+    before a pool is read, their bytes once read, none again after ``forget_ids``."""
+    from stream.service.app import create_app
+    from stream.service.config import from_env
+
+    s = from_env({"MMR_KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}", "MMR_HTTP_PORT": "0"}).with_(redis_url=redis_url)
+    svc = create_app(s)
+
+    def gauge() -> float | None:
+        return svc.metrics.registry.get_sample_value("mmr_applied_ids_index_bytes")
+
+    async def run() -> None:
+        assert gauge() == 0
+        await svc.store.commit("p", "0", Commit(event_ids=["a", "b"]), check_ids=True)
+        assert (await svc.store.snapshot("p", [], ["a"])).seen == {"a"}
+        assert gauge() == _index(svc.store, "p").nbytes > 0
+        svc.store.forget_ids()
+        assert gauge() == 0
+        await svc.store.close()
 
     asyncio.run(run())
 

@@ -1,4 +1,4 @@
-"""PoolEngine's decoded beliefs (``_decoded``): the same bytes with and without them."""
+"""PoolEngine's decoded beliefs (``decode_all``, ``decoded_bytes``): the same bytes with and without them."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_decoded_beliefs_change_no_bit(budget: int | None) -> None:
             _run(other, extra, want_store)
             got_store.clear()
             got_store.update(want_store)
-    assert kept._decoded and kept._decoded_bytes <= kept.decoded_budget
+    assert 0 < kept.decoded_bytes <= kept.decoded_budget
 
 
 def test_only_systems_whose_beliefs_are_codec_fixed_points_keep_them() -> None:
@@ -68,15 +68,15 @@ def test_only_systems_whose_beliefs_are_codec_fixed_points_keep_them() -> None:
 
 def test_reads_for_the_http_api_leave_the_decoded_beliefs_alone() -> None:
     """``rating_of`` and ``decode_all(remember=False)`` run on the event loop thread (HTTP)
-    while batches run on the numba thread: they read ``_decoded`` but never update it, so
-    ``_remember``'s byte count has a single writer."""
+    while batches run on the numba thread: they read the decoded beliefs but never add to them,
+    so the cache has a single writer."""
     eng = PoolEngine("x", make_system("cowan"))
     stored: dict[str, bytes | None] = {}
     _run(eng, _batches(2, 5, 6), stored)
-    before = (dict(eng._decoded), eng._decoded_bytes)
+    before = eng.decoded_bytes
     outsider = eng.codec.encode(eng.system.new_belief())  # bytes the engine has not seen
     assert eng.rating_of("new", outsider).rounds == 0
     assert set(eng.decode_all({"new": outsider, **stored}, ["new", *stored], remember=False)) == {"new", *stored}
-    assert (dict(eng._decoded), eng._decoded_bytes) == before
+    assert eng.decoded_bytes == before > 0
     eng.decode_all({"new": outsider}, ["new"])  # the batches' own path still remembers
-    assert "new" in eng._decoded
+    assert eng.decoded_bytes > before

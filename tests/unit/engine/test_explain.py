@@ -222,39 +222,38 @@ def test_codeforces_prefix_history(tmp_path: Path) -> None:
         assert {k: last[f["player"]][k] for k in f} == f
 
 
-def _history_bytes(paths: list[Path], system: str, monkeypatch: pytest.MonkeyPatch | None = None,
-                   **kw: Any) -> tuple[bytes, int]:
-    """The ``--history`` file's bytes, and how many of its units were explained by columns (a round's
-    ``RoundChange``: their explanations one text column); with
-    ``monkeypatch``, every round explained player by player (the path that explains what the
+def _history_bytes(paths: list[Path], system: str, by_player: bool = False, **kw: Any) -> tuple[bytes, int]:
+    """The ``--history`` file's bytes, and how many of its rounds were explained by columns (from the
+    round's ``RoundChange``: ``explain.round_numbers``, their explanations one text column); with
+    ``by_player``, every round explained player by player (the path that explains what the
     arena cannot give as columns)."""
+    from stream.engine import explain
+
     chunks: list[bytes] = []
+    by_columns = 0
+    numbers = explain.round_numbers
 
     def sink(outputs: Sequence[RatingOutput]) -> None:
         chunks.append(b"".join(rating_value(o) + b"\n" for o in outputs))
 
-    if monkeypatch is not None:
-        monkeypatch.setattr(PoolEngine, "store_round_change", lambda self, event, held: (
-            self.store_round(event, held), None))
-    pipe = _Counting(system, history=sink, **kw)
-    for p in paths:
-        pipe.run(read_records(p))
-    return b"".join(chunks), pipe.by_columns
+    def counted(change: Any) -> Any:
+        nonlocal by_columns
+        by_columns += 1
+        return numbers(change)
 
-
-class _Counting(EmbeddedPipeline):
-    """Counts the rounds explained from their ``RoundChange`` (by columns)."""
-
-    by_columns = 0
-
-    def _history_round_columns(self, *args: Any) -> None:
-        self.by_columns += 1
-        super()._history_round_columns(*args)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(explain, "round_numbers", counted)
+        if by_player:
+            mp.setattr(PoolEngine, "store_round_change", lambda self, event, held: (
+                self.store_round(event, held), None))
+        pipe = EmbeddedPipeline(system, history=sink, **kw)
+        for p in paths:
+            pipe.run(read_records(p))
+    return b"".join(chunks), by_columns
 
 
 @pytest.mark.parametrize("system", ["elo-mmr", "elo-mmx", "trueskill"])
-def test_a_rounds_history_by_columns_is_the_per_player_history_byte_for_byte(
-        tmp_path: Path, system: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rounds_history_by_columns_is_the_per_player_history_byte_for_byte(tmp_path: Path, system: str) -> None:
     """The messages of a round rated in its pool's arena, written by columns from its
     ``RoundChange``, are those of the per-player explanation, byte for byte: newcomers, ties,
     players coming back, round ids that need escaping, a round that changes nothing."""
@@ -268,21 +267,21 @@ def test_a_rounds_history_by_columns_is_the_per_player_history_byte_for_byte(
     events.append(_round("other", "o", 99_000, [("a", 1), ("b", 1), ("c", 2)], pool="second"))
     src = _write(tmp_path / "in.jsonl", events)
     got, by_columns = _history_bytes([src], system)
-    want, none = _history_bytes([src], system, monkeypatch)
+    want, none = _history_bytes([src], system, by_player=True)
     assert none == 0 and got and got == want
     assert (by_columns > 30) == (system in ("elo-mmr", "elo-mmx"))  # (trueskill's rounds: not in an arena)
 
 
 @pytest.mark.data
 @pytest.mark.skipif(not CODEFORCES.exists(), reason=f"shared data absent: {CODEFORCES} (needs ../shared/data)")
-def test_codeforces_prefix_history_by_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_codeforces_prefix_history_by_columns(tmp_path: Path) -> None:
     """The first 40 Codeforces contests' history, by columns and player by player: the same bytes."""
     src = tmp_path / "cf.jsonl.xz"
     with lzma.open(CODEFORCES, "rb") as fh, lzma.open(src, "wb") as dst:
         for _, line in zip(range(40), fh, strict=False):
             dst.write(line)
     got, by_columns = _history_bytes([src], "elo-mmr")
-    want, _ = _history_bytes([src], "elo-mmr", monkeypatch)
+    want, _ = _history_bytes([src], "elo-mmr", by_player=True)
     assert by_columns == 40 and got == want
 
 

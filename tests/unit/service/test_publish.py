@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import ClassVar
 
 import pytest
 from conftest import in_loop
@@ -169,12 +170,41 @@ async def test_a_batch_whose_topic_was_lost_after_its_acknowledgement_is_sent_ag
     assert len(producer.acked) == 2 and topics.checks >= 2
 
 
-def test_a_topic_whose_partition_count_changed_stops_the_worker_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+class _Admin:
+    """aiokafka's admin client with the broker's partition counts decided by the test (``counts``)."""
+
+    counts: ClassVar[dict[str, int]] = {}
+
+    def __init__(self, **_: object) -> None:
+        pass
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def list_topics(self) -> list[str]:
+        return list(self.counts)
+
+    async def describe_topics(self, names: list[str]) -> list[dict[str, object]]:
+        return [{"topic": n, "partitions": [{}] * self.counts[n], "error_code": 0} for n in names if n in self.counts]
+
+
+@in_loop
+async def test_a_topic_whose_partition_count_changed_stops_the_worker_in_one_line(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream.service import topics as topics_module
+
+    monkeypatch.setattr(topics_module, "AIOKafkaAdminClient", _Admin)
+    monkeypatch.setattr(_Admin, "counts", {"r": 2, "d": 2})
     stopped: list[str] = []
     topics = OutputTopics(Settings(topic_ratings="r", topic_dead="d"), on_changed=stopped.append)
-    assert topics._compare([("r", 2), ("d", 2)]) is None
-    assert topics._compare([("r", 2), ("d", 2)]) is None
-    changed = topics._compare([("r", 4), ("d", 2)])
+    assert await topics.check_partitions() is None
+    assert await topics.check_partitions() is None
+    _Admin.counts["r"] = 4
+    changed = await topics.check_partitions()
     assert changed is not None and "r has 4 partitions, the worker started with 2" in changed
     assert stopped == [changed] and [r.getMessage() for r in caplog.records] == [changed]
-    assert topics._compare([("r", 4)]) == changed and len(stopped) == 1  # said once
+    assert await topics.check_partitions() == changed and len(stopped) == 1  # said once
+    await topics.close()

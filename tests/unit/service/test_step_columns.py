@@ -58,13 +58,13 @@ def test_steps_of_rounds_by_columns_equal_the_general_path(system: str, columns_
     rounds the packed path gives no columns for mixed with ones it does."""
     engine = PoolEngine("p", make_system(system))
     if columns_every > 1:
-        real = engine.fast._change  # type: ignore[attr-defined]  # (``change_gathered``'s columns)
+        real = engine.fast.change_gathered  # type: ignore[attr-defined]  # (the columns of a round)
         calls = itertools.count()
 
         def some(*args: Any) -> RoundChange | None:
             return real(*args) if next(calls) % columns_every else None
 
-        monkeypatch.setattr(engine.fast, "_change", some)
+        monkeypatch.setattr(engine.fast, "change_gathered", some)
     rounds = _rounds(36)
     msgs = [Message("rounds", 0, i, b"{}") for i in range(len(rounds))]
     stored: dict[str, bytes | None] = {}
@@ -98,7 +98,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
     """A player whose rounds count stays 0 (stored at the prior by a round that changed nothing
     for them) is on the leaderboard but has no output and no ``:chg`` record, by columns too."""
     engine = PoolEngine("p", make_system("elo-mmr"))
-    real = engine.fast._change  # type: ignore[attr-defined]  # (``change_gathered``'s columns)
+    real = engine.fast.change_gathered  # type: ignore[attr-defined]  # (the columns of a round)
 
     def with_registered(*args: Any) -> RoundChange | None:
         ch = real(*args)
@@ -108,7 +108,7 @@ def test_a_registered_player_is_not_published_nor_explained(monkeypatch: pytest.
         rounds[::5] = 0
         return ch._replace(rounds=rounds)
 
-    monkeypatch.setattr(engine.fast, "_change", with_registered)
+    monkeypatch.setattr(engine.fast, "change_gathered", with_registered)
     ev = _rounds(1)[0]
     op = RoundOp(ev, Message("rounds", 0, 0, b"{}"))
     commit, outputs, _, _ = rate_ops(engine, [op], {}, set(), _dead, True)

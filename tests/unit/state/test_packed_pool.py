@@ -49,13 +49,13 @@ def test_pool_holds_what_a_dict_holds_through_growth_moves_and_reused_slots(monk
         model.update(changed)
         assert list(pool) == list(model)  # first-seen order
         assert all(pool[p] == b for p, b in model.items())
-    assert pool._map is not None  # grew into a memory map
+    assert pool.memory_map is not None  # grew into a memory map
     assert len(pool) > 64  # and past the first player arrays
     n = len(pool)
     slots = np.array([slot_size(c) for c in pool.cls[:n].tolist()])
     assert (slots >= pool.length[:n]).all()
     # every value cut from the arena is a player's slot or a free one: nothing leaks
-    assert int(slots.sum()) + sum(slot_size(c) * k for c, k in pool._nfree.items()) == pool.tail
+    assert int(slots.sum()) + pool.free_values == pool.tail
 
 
 def test_gather_gives_the_flat_layout_with_the_prior_for_newcomers() -> None:
@@ -83,7 +83,7 @@ def test_growth_with_a_view_of_the_arena_held_still_keeps_every_belief(monkeypat
     rng = np.random.default_rng(2)
     pool = PackedPool()
     pool.update({"first": _belief(rng, 9)})
-    assert pool._map is not None
+    assert pool.memory_map is not None
     view = pool.arena
     model = {f"q{i}": _belief(rng, 300) for i in range(400)}
     pool.update(model)
@@ -102,7 +102,7 @@ def test_look_ahead_answers_agree_with_a_fresh_look_up_after_newcomers_arrive() 
     pool.look_ahead(players)
     pool.update({"late": _belief(rng, 6)})  # registered after the look-ahead
     assert pool.indices(players).tolist() == [1, 2, -1, 0]
-    assert pool.indices(players).tolist() == pool._lookup(players).tolist()  # answer used once
+    assert pool.indices(players).tolist() == pool.indices(list(players)).tolist()  # answer used once
     other = list(players)  # an equal list is not the one looked up
     pool.look_ahead(players)
     assert pool.indices(other).tolist() == [1, 2, -1, 0]
@@ -131,7 +131,7 @@ def _grown_to_a_map(n: int = 1 << 17) -> PackedPool:
     players = [f"p{i}" for i in range(n)]
     offsets = np.arange(n + 1, dtype=np.int64) * 9
     pool.update(FlatBeliefs(players, np.full(n, -1, dtype=np.int64), np.arange(9.0 * n), offsets, pool))
-    assert pool._map is not None
+    assert pool.memory_map is not None
     return pool
 
 
@@ -139,21 +139,21 @@ def test_a_released_pool_leaves_its_map_to_the_next_pool_grown_on_the_thread() -
     """``release``: a worker's next step arena takes the map of the one before (its pages already in
     memory); the released pool holds nothing, and the next pool's beliefs are its own."""
     first = _grown_to_a_map()
-    mm = first._map
+    mm = first.memory_map
     first.release()
-    assert len(first) == 0 and first._map is None
+    assert len(first) == 0 and first.memory_map is None
     second = _grown_to_a_map()
-    assert second._map is mm
+    assert second.memory_map is mm
     assert second["p7"] == np.arange(63.0, 72.0).tobytes()
     third = _grown_to_a_map()  # no spare left: a map of its own
-    assert third._map is not mm
+    assert third.memory_map is not mm
 
 
 def test_a_map_still_viewed_elsewhere_is_not_reused() -> None:
     first = _grown_to_a_map()
-    mm = first._map
+    mm = first.memory_map
     view = first.arena[:10]  # another view of the map
     first.release()
     second = _grown_to_a_map()
-    assert second._map is not mm
+    assert second.memory_map is not mm
     assert view[3] == 3.0

@@ -206,7 +206,7 @@ async def test_counters_not_acknowledged_never_count(redis_url: str) -> None:
         guard.forget([("m", 1)])
         guard.committed([Rec("m", 0, 9)], {})  # nothing committed: nothing kept
         guard.acked([Rec("m", 0, 9), Rec("m", 1, 3)])
-        assert guard.gens == {} and guard._pending == []
+        assert guard.gens == {} and guard.unacknowledged_batches == 0
         assert await guard.check() == []
         guard.committed([Rec("m", 0, 10)], {"p": 7})
         guard.acked([Rec("m", 0, 10)])

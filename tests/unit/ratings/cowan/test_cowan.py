@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction as Fr
-from typing import Any
 
 import numpy as np
 import pytest
+from numba_probe import compiled_after_warmup
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.engine.pool import PoolEngine
@@ -630,33 +630,30 @@ def test_pow_exact_is_sqrt_at_a_half_and_decimal_elsewhere() -> None:
 
 def test_warmup_compiles_every_kernel_the_service_calls() -> None:
     """After ``warmup()``, rating a default-grid batch small (serial kernel) and large (the
-    parallel one) adds no numba signature: nothing is compiled inside a worker's first batch."""
-    from stream.ratings.cowan import arena as _cowan_arena
-    from stream.ratings.cowan import kernels as _cowan_kernels
+    parallel one) adds no numba signature: nothing is compiled inside a worker's first batch.
+    Asked of a fresh process (``numba_probe``): in this one, earlier tests compiled them already."""
+    calls = """
+        import numpy as np
+        from stream.ratings import make_system
 
-    cowan.warmup()
-    dispatchers: list[Any] = [_cowan_arena.run_arena_serial, _cowan_arena.run_arena_waves, _cowan_kernels.rate_pair,
-                              _cowan_kernels.expected_score_shifted]
-    before = [len(d.signatures) for d in dispatchers]
-    assert all(before)
-    system = make_system("cowan")
-    assert isinstance(system, Cowan)
-    for n in (3, 2 * system.parallel_min_batch):
-        rng = np.random.default_rng(n)
-        beliefs = [system.new_belief() for _ in range(2 * n)]
-        system.rate_matches(beliefs, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2),
-                            rng.choice([0.0, 0.5, 1.0], n), np.zeros(n, np.int64))
-        arena = system.new_arena()  # the embedded replay's pool arena
-        slots = arena.add(beliefs)
-        system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
-    system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
-    # with a side advantage: the same kernels, and the prediction's own
-    system.rate_matches(beliefs[:4], np.array([0, 2]), np.array([1, 3]), np.array([1.0, 0.5]), np.zeros(2, np.int64),
-                        advantages=np.array([0.3, 0.0]))
-    system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]),
-                        advantages=np.array([0.3]))
-    system.win_probability(beliefs[0], beliefs[1], 0.3)
-    assert [len(d.signatures) for d in dispatchers] == before
+        system = make_system("cowan")
+        for n in (3, 2 * system.parallel_min_batch):
+            rng = np.random.default_rng(n)
+            beliefs = [system.new_belief() for _ in range(2 * n)]
+            system.rate_matches(beliefs, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2),
+                                rng.choice([0.0, 0.5, 1.0], n), np.zeros(n, np.int64))
+            arena = system.new_arena()  # the embedded replay's pool arena
+            slots = arena.add(beliefs)
+            system.rate_arena(arena, slots, np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2), np.ones(n))
+        system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
+        # with a side advantage: the same kernels, and the prediction's own
+        system.rate_matches(beliefs[:4], np.array([0, 2]), np.array([1, 3]), np.array([1.0, 0.5]),
+                            np.zeros(2, np.int64), advantages=np.array([0.3, 0.0]))
+        system.rate_matches(beliefs[:2], np.array([0]), np.array([1]), np.array([1.0]), np.array([0]),
+                            advantages=np.array([0.3]))
+        system.win_probability(beliefs[0], beliefs[1], 0.3)
+    """
+    assert compiled_after_warmup("from stream.ratings import cowan\ncowan.warmup()", calls) == {}
 
 
 def test_kernels_pass_no_literal_constants_to_other_kernels() -> None:

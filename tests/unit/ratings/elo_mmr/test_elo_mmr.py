@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba_probe import compiled_after_warmup
 
 from stream.ratings import make_system
 from stream.ratings.base import RatingError
@@ -225,6 +226,28 @@ def test_two_player_match_default_uses_rounds() -> None:
     ref[1], ref[2] = system.rate_round([ref[1], ref[2]], np.array([1, 1]), DAY)
     ref[2], ref[0] = system.rate_round([ref[2], ref[0]], np.array([2, 1]), 2 * DAY)
     assert all(np.array_equal(x, y) for x, y in zip(got, ref, strict=True))
+
+
+def test_warmup_compiles_every_kernel_the_service_calls() -> None:
+    """After ``warmup()``, both variants with their default parameters rate a round (with ties,
+    split or not), a team round, a diffusion and a prediction without compiling anything. Asked
+    of a fresh process (``numba_probe``): in this one, earlier tests compiled them already."""
+    calls = """
+        import numpy as np
+        from stream.ratings.elo_mmr.system import EloMMR, EloMMX
+
+        for cls in (EloMMR, EloMMX):
+            for split in (False, True):
+                system = cls({"split_ties": split})
+                beliefs = [system.new_belief() for _ in range(300)]
+                for t in range(3):
+                    beliefs = system.rate_round(beliefs, np.arange(300) // 3 + 1, t * 86_400_000)
+                system.rate_team_round(beliefs[:6], np.array([0, 0, 1, 1, 2, 2]), np.array([1, 2, 2]), 0)
+                system.diffuse(beliefs[0], 10.0)
+                system.win_probability(beliefs[0], beliefs[1], 0.5)
+                system.summary(beliefs[0])
+    """
+    assert compiled_after_warmup("from stream.ratings.elo_mmr.system import warmup\nwarmup()", calls) == {}
 
 
 def test_runs_in_an_executor_thread_like_the_service() -> None:
