@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from stream.ratings import registry
 from stream.ratings.base import Belief, FloatArray, RatingError, RatingSystem
-from stream.ratings.lobby import MEAN_MODELS, SUM_MODELS, outcomes, team
+
+# ``stream.ratings.lobby`` (scipy, Elo-MMR's kernels) is imported where a team is predicted: the engine
+# imports this module for every replay and worker, and most never rate a team round.
 
 
 class TeamPredictor(Protocol):
@@ -33,10 +36,14 @@ class SystemTeams:
     system: RatingSystem
 
     def strength(self, beliefs: Sequence[Belief], weights: FloatArray) -> float:
+        from stream.ratings.lobby import team
+
         return team(self.system, beliefs, weights).mean
 
     def win_probability(self, a: Sequence[Belief], wa: FloatArray, b: Sequence[Belief], wb: FloatArray,
                         advantage: float = 0.0) -> float:
+        from stream.ratings.lobby import outcomes, team
+
         win, draw, _ = outcomes(self.system, team(self.system, a, wa), team(self.system, b, wb), advantage)
         return win + 0.5 * draw
 
@@ -44,6 +51,6 @@ class SystemTeams:
 def team_predictor(system: RatingSystem) -> TeamPredictor:
     """The evaluation's team predictions for ``system`` (module docstring)."""
     rates_teams = type(system).rate_team_round is not RatingSystem.rate_team_round
-    if not rates_teams or system.name not in SUM_MODELS | MEAN_MODELS:
+    if not rates_teams or system.name not in registry.names(team_model="sum") | registry.names(team_model="mean"):
         raise RatingError(f"{system.name} does not rate team rounds (a round with teams)")
     return SystemTeams(system)

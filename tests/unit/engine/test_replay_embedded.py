@@ -391,3 +391,11 @@ def test_the_collector_is_held_back_during_an_embedded_replay_and_restored_after
         (young, *_), frozen = during[-1]
         assert young == replay_module.GC_YOUNG and frozen > 0
         assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_engine_leaves_the_team_predictions_unimported_until_a_team_is_predicted() -> None:
+    """Every replay and worker imports the engine; only team rounds need the lobby (scipy, Elo-MMR's kernels)."""
+    code = ("import sys; import stream.engine.embedded; "
+            "print(sorted(m for m in ('stream.ratings.lobby', 'scipy.special') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
