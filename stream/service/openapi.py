@@ -135,6 +135,11 @@ def query_param(name: str, schema: dict[str, Any], description: str, required: b
 
 POOL = path_param("pool", "the pool's name (percent-encoded)", "duos")
 PLAYER = path_param("player", "any player id, percent-encoded ({, }, /, %, spaces...)", "ann")
+#: error answers several routes share
+NO_POOL = text_answer("unknown pool")
+NO_PLAYER = text_answer("unknown pool or player")
+BAD_PARAM = text_answer("a parameter is wrong; the text names it")
+OLD_POOL = text_answer("the pool was stored by another version")
 
 
 def operation(summary: str, answers: Mapping[int, dict[str, Any]], params: list[dict[str, Any]] | None = None,
@@ -195,7 +200,6 @@ class ApiRoutes:
             raise ValueError(f"{method} {path} registered twice")
         entry[method.lower()] = op
         op.setdefault("tags", [tag_of(oapi)])
-        register = self.table.get if method == "GET" else self.table.post
 
         def add(handler: Handler) -> Handler:
             # the handler's name: what a generated client calls the method, unique in the document
@@ -203,7 +207,7 @@ class ApiRoutes:
             if op["operationId"] in self.operation_ids:
                 raise ValueError(f"operationId {op['operationId']!r} of {method} {path} is taken")
             self.operation_ids.add(op["operationId"])
-            return register(path)(handler)
+            return self.table.route(method, path)(handler)
 
         return add
 
