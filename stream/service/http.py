@@ -59,6 +59,7 @@ from stream.service.openapi import (
     text_answer,
 )
 from stream.service.pool_api import EngineOf, learned_advantages, query_int, stored_value_errors
+from stream.state.pool_reads import percentile_rank
 from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
 
@@ -108,8 +109,7 @@ class RedisPing:
         try:
             self._client.ping()
         except Exception:
-            client, self._client = self._client, None  # made again at the next ping: a fresh slot map
-            client.close()
+            self._close_client()  # made again at the next ping: a fresh slot map
             raise
 
     def _close_client(self) -> None:
@@ -407,7 +407,10 @@ def make_web_app(api: ReadApi) -> web.Application:
         with stored_value_errors():
             row = _row(pool, name, eng, raw)
         _explain(row, change)
-        row.update(await pool_api.standing(api.store, pool, name))
+        found = await api.store.standing(pool, name)  # None: not on the leaderboard
+        if found is not None:
+            _, lower, equal, total = found
+            row.update(percentile=percentile_rank(lower, equal, total), players=total)
         return web.json_response(row)
 
     @routes.get("/pools/{pool:[^/]+}/leaderboard", operation(

@@ -8,6 +8,7 @@ are open objects: fields may be added, never removed. Errors answer ``text/plain
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,7 +24,6 @@ _EXPLANATION = ("delta", "event_id", "time", "round_id", "matches", "match_ids",
 
 #: what the docs/interface.md allows as a player id or a pool name
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
-TEXT = {"text/plain": {"schema": {"type": "string"}}}
 #: schema fragments the answers share
 STR: dict[str, Any] = {"type": "string"}
 NUM: dict[str, Any] = {"type": "number"}
@@ -117,7 +117,7 @@ def json_answer(schema: str | dict[str, Any], description: str = "OK") -> dict[s
 
 
 def text_answer(description: str) -> dict[str, Any]:
-    return {"description": description, "content": TEXT}
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
 def path_param(name: str, description: str, example: str) -> dict[str, Any]:
@@ -211,11 +211,8 @@ class ApiRoutes:
 
         return add
 
-    def get(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
-        return self._add("GET", path, op)
-
-    def post(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
-        return self._add("POST", path, op)
+    get = functools.partialmethod(_add, "GET")
+    post = functools.partialmethod(_add, "POST")
 
     def document(self, version: str, servers: list[dict[str, str]] | None = None) -> dict[str, Any]:
         """The OpenAPI document; ``version`` is the package's (``stream.__version__``, also the wheel's

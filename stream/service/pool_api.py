@@ -36,7 +36,6 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.state.pool_reads import percentile_rank
 from stream.state.redis_store import RedisStore
 
 if TYPE_CHECKING:  # (http registers these routes)
@@ -126,16 +125,6 @@ async def learned_advantages(store: RedisStore, eng: PoolEngine) -> Advantages |
         return eng.advantages.load(await store.advantages(eng.pool))
     except RatingError as exc:
         raise web.HTTPInternalServerError(text=f"pool {eng.pool!r}: {exc}") from exc
-
-
-async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
-    """A player's ``percentile`` (``pool_reads.percentile_rank``) and ``players`` on the leaderboard
-    (nothing when the player is not on it)."""
-    found = await store.standing(pool, player)
-    if found is None:
-        return {}
-    _, lower, equal, total = found
-    return {"percentile": percentile_rank(lower, equal, total), "players": total}
 
 
 def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
