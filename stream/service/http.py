@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import errno
 import hmac
@@ -47,6 +48,8 @@ from stream.service.openapi import (
     COUNT,
     INT,
     NAME,
+    NO_PLAYER,
+    NO_POOL,
     PLAYER,
     POOL,
     ApiRoutes,
@@ -56,6 +59,7 @@ from stream.service.openapi import (
     text_answer,
 )
 from stream.service.pool_api import EngineOf, learned_advantages, query_int, stored_value_errors
+from stream.state.pool_reads import percentile_rank
 from stream.state.redis_client import AnyBlockingRedis
 from stream.state.redis_store import RedisStore
 
@@ -82,11 +86,10 @@ OPEN_PREFIXES = ("/console/",)
 MAX_OFFSET = 2**53
 
 _HEALTH = json_answer("Health")
-_NO_POOL = text_answer("unknown pool")
 _BAD = text_answer("a parameter or the body is wrong; the text names the field")
 _STORED = text_answer("a stored value of the pool is not a belief, or the pool was stored by another version")
 #: the answers of a pool's routes that read stored beliefs besides their own 200
-_POOL_ERRORS = {400: _BAD, 404: _NO_POOL, 500: _STORED}
+_POOL_ERRORS = {400: _BAD, 404: NO_POOL, 500: _STORED}
 
 
 class RedisPing:
@@ -106,8 +109,7 @@ class RedisPing:
         try:
             self._client.ping()
         except Exception:
-            client, self._client = self._client, None  # made again at the next ping: a fresh slot map
-            client.close()
+            self._close_client()  # made again at the next ping: a fresh slot map
             raise
 
     def _close_client(self) -> None:
@@ -341,9 +343,7 @@ def make_web_app(api: ReadApi) -> web.Application:
                                            headers={"WWW-Authenticate": 'Bearer realm="mmr-stream"'})
         handling[0] += 1
         try:
-            if not path.startswith("/pools"):
-                return await handler(request)
-            async with reads:
+            async with reads if path.startswith("/pools") else contextlib.nullcontext():
                 return await handler(request)
         finally:
             handling[0] -= 1
@@ -396,9 +396,8 @@ def make_web_app(api: ReadApi) -> web.Application:
     pool_api.add_routes(routes, api, engine_of)  # before the player's (``.+``)
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}",  # any name: the default pattern refuses { and }
-                operation("A player's current rating and percentile", {200: json_answer("PlayerRating"),
-                                                        404: text_answer("unknown pool or player"),
-                                                        500: _STORED}, [POOL, PLAYER]))
+                operation("A player's current rating and percentile",
+                          {200: json_answer("PlayerRating"), 404: NO_PLAYER, 500: _STORED}, [POOL, PLAYER]))
     async def player(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await engine_of(pool)
@@ -408,7 +407,10 @@ def make_web_app(api: ReadApi) -> web.Application:
         with stored_value_errors():
             row = _row(pool, name, eng, raw)
         _explain(row, change)
-        row.update(await pool_api.standing(api.store, pool, name))
+        found = await api.store.standing(pool, name)  # None: not on the leaderboard
+        if found is not None:
+            _, lower, equal, total = found
+            row.update(percentile=percentile_rank(lower, equal, total), players=total)
         return web.json_response(row)
 
     @routes.get("/pools/{pool:[^/]+}/leaderboard", operation(

@@ -8,6 +8,7 @@ are open objects: fields may be added, never removed. Errors answer ``text/plain
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,7 +24,6 @@ _EXPLANATION = ("delta", "event_id", "time", "round_id", "matches", "match_ids",
 
 #: what the docs/interface.md allows as a player id or a pool name
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
-TEXT = {"text/plain": {"schema": {"type": "string"}}}
 #: schema fragments the answers share
 STR: dict[str, Any] = {"type": "string"}
 NUM: dict[str, Any] = {"type": "number"}
@@ -117,7 +117,7 @@ def json_answer(schema: str | dict[str, Any], description: str = "OK") -> dict[s
 
 
 def text_answer(description: str) -> dict[str, Any]:
-    return {"description": description, "content": TEXT}
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
 def path_param(name: str, description: str, example: str) -> dict[str, Any]:
@@ -135,6 +135,11 @@ def query_param(name: str, schema: dict[str, Any], description: str, required: b
 
 POOL = path_param("pool", "the pool's name (percent-encoded)", "duos")
 PLAYER = path_param("player", "any player id, percent-encoded ({, }, /, %, spaces...)", "ann")
+#: error answers several routes share
+NO_POOL = text_answer("unknown pool")
+NO_PLAYER = text_answer("unknown pool or player")
+BAD_PARAM = text_answer("a parameter is wrong; the text names it")
+OLD_POOL = text_answer("the pool was stored by another version")
 
 
 def operation(summary: str, answers: Mapping[int, dict[str, Any]], params: list[dict[str, Any]] | None = None,
@@ -195,7 +200,6 @@ class ApiRoutes:
             raise ValueError(f"{method} {path} registered twice")
         entry[method.lower()] = op
         op.setdefault("tags", [tag_of(oapi)])
-        register = self.table.get if method == "GET" else self.table.post
 
         def add(handler: Handler) -> Handler:
             # the handler's name: what a generated client calls the method, unique in the document
@@ -203,15 +207,12 @@ class ApiRoutes:
             if op["operationId"] in self.operation_ids:
                 raise ValueError(f"operationId {op['operationId']!r} of {method} {path} is taken")
             self.operation_ids.add(op["operationId"])
-            return register(path)(handler)
+            return self.table.route(method, path)(handler)
 
         return add
 
-    def get(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
-        return self._add("GET", path, op)
-
-    def post(self, path: str, op: dict[str, Any]) -> Callable[[Handler], Handler]:
-        return self._add("POST", path, op)
+    get = functools.partialmethod(_add, "GET")
+    post = functools.partialmethod(_add, "POST")
 
     def document(self, version: str, servers: list[dict[str, str]] | None = None) -> dict[str, Any]:
         """The OpenAPI document; ``version`` is the package's (``stream.__version__``, also the wheel's

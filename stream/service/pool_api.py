@@ -17,9 +17,13 @@ from stream.engine.pool import PoolEngine
 from stream.ratings.advantage import Advantages
 from stream.ratings.base import RatingError
 from stream.service.openapi import (
+    BAD_PARAM,
     COUNT,
     INT,
+    NO_PLAYER,
+    NO_POOL,
     NUM,
+    OLD_POOL,
     PLAYER,
     POOL,
     SCHEMAS,
@@ -32,7 +36,6 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
-from stream.state.pool_reads import percentile_rank
 from stream.state.redis_store import RedisStore
 
 if TYPE_CHECKING:  # (http registers these routes)
@@ -45,7 +48,6 @@ MAX_BINS = 200
 #: pools one page of ``GET /pools`` lists at most
 MAX_POOLS = 10_000
 
-_NO_POOL = text_answer("unknown pool")
 _RECORD = obj(["rating", "mu", "sigma", "version", "time", "event_id"], {
     "rating": NUM, "mu": NUM, "sigma": NUM, "version": doc(INT, "the rating message's version"),
     "time": doc(INT, "the cause event's time (ms since the epoch)"),
@@ -125,24 +127,14 @@ async def learned_advantages(store: RedisStore, eng: PoolEngine) -> Advantages |
         raise web.HTTPInternalServerError(text=f"pool {eng.pool!r}: {exc}") from exc
 
 
-async def standing(store: RedisStore, pool: str, player: str) -> dict[str, Any]:
-    """A player's ``percentile`` (``pool_reads.percentile_rank``) and ``players`` on the leaderboard
-    (nothing when the player is not on it)."""
-    found = await store.standing(pool, player)
-    if found is None:
-        return {}
-    _, lower, equal, total = found
-    return {"percentile": percentile_rank(lower, equal, total), "players": total}
-
-
 def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
     """The routes of this module, registered before the player's route (``stream.service.http``), whose
     ``{player:.+}`` would take ``.../history`` too."""
 
     @routes.get("/pools/{pool:[^/]+}/players/{player:.+}/history", operation(
         "A player's recent ratings, oldest first: each its rating, mu, sigma, version, time and cause event",
-        {200: json_answer("History"), 404: text_answer("unknown pool or player"),
-         500: text_answer("the stored value is not a belief")}, [POOL, PLAYER]))
+        {200: json_answer("History"), 404: NO_PLAYER, 500: text_answer("the stored value is not a belief")},
+        [POOL, PLAYER]))
     async def player_history(request: web.Request) -> web.Response:
         pool, name = request.match_info["pool"], request.match_info["player"]
         eng = await engine_of(pool)
@@ -157,8 +149,8 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
 
     @routes.get("/pools", operation(
         "The pools rated into this Redis, by name: each its system and players",
-        {200: json_answer("Pools"), 400: text_answer("a parameter is wrong; the text names it")},
-        [query_param("offset", {"type": "integer", "minimum": 0}, "pools skipped", example=0),
+        {200: json_answer("Pools"), 400: BAD_PARAM},
+        [query_param("offset", COUNT, "pools skipped", example=0),
          query_param("n", {"type": "integer", "minimum": 1, "maximum": MAX_POOLS}, "pools listed at most",
                      example=1000)]))
     async def pools(request: web.Request) -> web.Response:
@@ -170,8 +162,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
 
     @routes.get("/pools/{pool:[^/]+}", operation(
         "A pool: its system, parameters, counts, and learned side advantages",
-        {200: json_answer("Pool"), 404: _NO_POOL, 500: text_answer("the pool was stored by another version")},
-        [POOL]))
+        {200: json_answer("Pool"), 404: NO_POOL, 500: OLD_POOL}, [POOL]))
     async def pool(request: web.Request) -> web.Response:
         name = request.match_info["pool"]
         eng = await engine_of(name)
@@ -187,8 +178,7 @@ def add_routes(routes: ApiRoutes, api: ReadApi, engine_of: EngineOf) -> None:
     @routes.get("/pools/{pool:[^/]+}/distribution", operation(
         "The pool's displayed ratings: a histogram of equal bins and percentiles (read from the leaderboard, "
         "O((bins + percentiles) log players))",
-        {200: json_answer("Distribution"), 400: text_answer("a parameter is wrong; the text names it"),
-         404: _NO_POOL, 500: text_answer("the pool was stored by another version")},
+        {200: json_answer("Distribution"), 400: BAD_PARAM, 404: NO_POOL, 500: OLD_POOL},
         [POOL, query_param("bins", {"type": "integer", "minimum": 1, "maximum": MAX_BINS}, "bins", example=20)]))
     async def distribution(request: web.Request) -> web.Response:
         name = request.match_info["pool"]
