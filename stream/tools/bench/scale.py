@@ -23,15 +23,15 @@ from aiokafka.partitioner import murmur2
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
 from stream.tools.bench.worker import (
-    POLL_S,
     _delete_prefix,
+    _done,
     _free_port,
-    _match,
-    _metric,
+    _measure,
     _pids,
     _produce,
     _Worker,
     compare_with_embedded,
+    message,
     suffixed,
 )
 
@@ -66,14 +66,11 @@ def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int
     the pools taken in turn; written to ``path`` as a JSONL input of ``mmr replay`` and returned as
     (key, value) keyed by pool."""
     rng = random.Random(seed)
-    items: list[tuple[bytes, bytes]] = []
-    with path.open("wb") as f:
-        for k in range(messages):
-            pool = pools[k % len(pools)]
-            ms = [_match(k * matches + i, pool, players, rng) for i in range(matches)]
-            value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
-            f.write(value + b"\n")
-            items.append((pool.encode(), value))
+    items = []
+    for k in range(messages):
+        pool = pools[k % len(pools)]
+        items.append((pool.encode(), message("match_batch", pool, k, matches, players, rng)))
+    path.write_bytes(b"".join(value + b"\n" for _, value in items))
     return items
 
 
@@ -122,35 +119,21 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
         warm_pools = one_pool_per_partition(s.partitions)
         deadline = time.monotonic() + 300
+        ports = [w.port for w in workers]
         for k in itertools.count():
-            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
-                    for p in warm_pools]
+            warm = [(p.encode(), message("match", p, k, 1, 100, random.Random(k))) for p in warm_pools]
             asyncio.run(_produce(s, s.topic_matches, warm))
             time.sleep(2.0)
-            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+            done = [_done([port]) for port in ports]
             if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
                 break
             if time.monotonic() > deadline:
                 raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
-        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
-        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
-                          **_pids(s, None, tansu)})
+        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)}, **_pids(s, None, tansu)})
         meter.start()
-        import threading
-
-        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
-        t0 = time.perf_counter()
-        th.start()
-        target = sum(before) + len(items)
-        deadline = time.monotonic() + 1800
-        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
-            if time.monotonic() > deadline:
-                raise click.ClickException(f"{n} workers: not every message was handled")
-            time.sleep(POLL_S)
-        seconds = time.perf_counter() - t0
+        seconds = _measure(ports, s, s.topic_matches, items, 1800)
         cpu = meter.stop()
-        th.join()
-        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
+        handled = [int(_done([port]) - was) for port, was in zip(ports, done, strict=True)]
         by_partition = pools_by_partition(pools, s.partitions)
         split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
                                                  for q in range(s.partitions)], handled)
