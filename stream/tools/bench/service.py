@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
@@ -378,10 +378,8 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
             warm = [(b"cw", message("match", "cw", 0, 1, 100, rng))]
-            warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
-                      "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
             worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
-            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [(b"rw", orjson.dumps(warm_r))]})
+            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [_round("rw", 0, range(3000))]})
 
             for phase, key, what, pool, kind, timeout in THROUGHPUT:
                 if phase in phases:
@@ -395,13 +393,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
-                items = []
-                for k in range(rounds):
-                    players = rng.sample(range(10000), 3000)
-                    items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er",
-                                                       "round_id": f"{k}", "time": 1_700_000_000_000 + k * 3_600_000,
-                                                       "standings": [{"player": f"p{p}", "rank": i + 1}
-                                                                     for i, p in enumerate(players)]})))
+                items = [_round("er", k, rng.sample(range(10000), 3000)) for k in range(rounds)]
                 res["rounds_per_s"] = len(items) / _measure([port], s, s.topic_rounds, items, 900)
                 res["round_results_per_s"] = 3000 * res["rounds_per_s"]
 
@@ -451,6 +443,13 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
         n_deleted = asyncio.run(_delete_prefix(s))
         click.echo(f"deleted the run's {n_deleted:,} Redis keys ({s.key_prefix}:*)", err=True)
     _report(res)
+
+
+def _round(pool: str, k: int, players: Iterable[int]) -> tuple[bytes, bytes]:
+    """Round ``k`` of ``pool`` (an hour after round ``k - 1``), ``players`` ranked in order, keyed by the pool."""
+    standings = [{"player": f"p{p}", "rank": i + 1} for i, p in enumerate(players)]
+    return pool.encode(), orjson.dumps({"type": "round", "event_id": f"{pool}{k}", "pool": pool, "round_id": f"{k}",
+                                        "time": 1_700_000_000_000 + k * 3_600_000, "standings": standings})
 
 
 POOL = "hist"
