@@ -7,6 +7,7 @@ whose CPU a run reports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import random
@@ -19,9 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import click
 import orjson
+import redis
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -213,15 +216,12 @@ def load(kind: str, pool: str, n: int, players: int, rng: random.Random,
 def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The bench's worker's environment: this process's, the bench's topics, keys and port, then ``extra``
     (``mmr bench service --worker-env``: a setting for the worker alone, the replays beside it without it)."""
-    env = dict(os.environ)
-    env["MMR_POOLS_FILE"] = str(pools)
-    env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
-                "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
-                "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
-                "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
-                "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
-    env.update(extra or {})
-    return env
+    return {**os.environ, "MMR_POOLS_FILE": str(pools), "KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap,
+            "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id, "MMR_TOPIC_MATCHES": s.topic_matches,
+            "MMR_TOPIC_ROUNDS": s.topic_rounds, "MMR_TOPIC_ROUND_RESULTS": s.topic_results,
+            "MMR_TOPIC_RATINGS": s.topic_ratings, "MMR_TOPIC_DEAD_LETTERS": s.topic_dead,
+            "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions),
+            "MMR_LOG_LEVEL": "warning", **(extra or {})}
 
 
 class _Worker:
@@ -250,16 +250,9 @@ def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | 
         pids["worker"] = worker.proc.pid
     if tansu is not None:
         pids["broker"] = tansu.pid
-    from urllib.parse import urlparse
-
     if urlparse(s.redis_url).hostname in ("127.0.0.1", "localhost", "::1"):
-        import redis
-
-        try:
-            with redis.Redis.from_url(s.redis_url, **s.redis_kwargs()) as client:
-                pids["redis"] = int(client.info("server")["process_id"])
-        except Exception:  # only a figure of the report
-            pass
+        with contextlib.suppress(Exception), redis.Redis.from_url(s.redis_url, **s.redis_kwargs()) as client:
+            pids["redis"] = int(client.info("server")["process_id"])  # only a figure of the report: may fail
     return pids
 
 
