@@ -12,12 +12,12 @@ import os
 import random
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
@@ -42,12 +42,10 @@ def partition_of(pool: str, partitions: int) -> int:
     return (murmur2(pool.encode()) & 0x7FFFFFFF) % partitions
 
 
-def pools_by_partition(pools: Iterable[str], partitions: int) -> dict[int, list[str]]:
-    """Every partition (also the empty ones) and the pools keyed onto it."""
-    out: dict[int, list[str]] = {p: [] for p in range(partitions)}
-    for pool in pools:
-        out[partition_of(pool, partitions)].append(pool)
-    return out
+def per_partition(pools: Iterable[str], partitions: int) -> list[int]:
+    """How many of ``pools`` (names, repeats counted) are keyed onto each partition."""
+    counts = Counter(partition_of(pool, partitions) for pool in pools)
+    return [counts[p] for p in range(partitions)]
 
 
 def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
@@ -103,7 +101,7 @@ def split_by_partitions(per_partition: Sequence[int], handled: Sequence[int]) ->
 
 
 def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
-               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
+               items: list[tuple[bytes, bytes]], published: list[int], workload: Path, system: str,
                pools: list[str], worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
     from stream.service.topics import ensure_topics
@@ -134,12 +132,9 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         seconds = _measure(ports, s, s.topic_matches, items, 1800)
         cpu = meter.stop()
         handled = [int(_done([port]) - was) for port, was in zip(ports, done, strict=True)]
-        by_partition = pools_by_partition(pools, s.partitions)
-        split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
-                                                 for q in range(s.partitions)], handled)
+        split = split_by_partitions(published, handled)
         players, differing = compare_with_embedded(workload, s, system, pools, None)
-        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
-        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
+        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(1000 * len(items) / seconds),
                 "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 # one split of whole partitions explaining each worker's count (partitions carrying equal
@@ -160,12 +155,11 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
     names = [f"s{i:02d}" for i in range(pools)]
     workload = tmp / "scale.jsonl"
     items = write_workload(workload, names, messages, 1000, players)
-    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
-    spread = pools_by_partition(names, partitions)
+    published = per_partition((key.decode() for key, _ in items), partitions)  # messages to each partition
     pools_file = tmp / "scale-pools.json"
     pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
     out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
-                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
+                           "results": 1000 * messages, "pools_per_partition": per_partition(names, partitions),
                            "runs": []}
     for r in range(repeats):
         for n in workers:
@@ -174,7 +168,7 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                              partitions=partitions)
             click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
                        err=True)
-            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, published, workload, system, names, worker_env)
             click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
                        f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
             out["runs"].append(run)
