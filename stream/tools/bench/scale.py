@@ -12,26 +12,26 @@ import os
 import random
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 from aiokafka.partitioner import murmur2
 
 from stream.service.config import Settings
 from stream.tools.bench.cpu_meter import CpuMeter
 from stream.tools.bench.worker import (
-    POLL_S,
     _delete_prefix,
+    _done,
     _free_port,
-    _match,
-    _metric,
+    _measure,
     _pids,
     _produce,
     _Worker,
     compare_with_embedded,
+    message,
     suffixed,
 )
 
@@ -42,12 +42,10 @@ def partition_of(pool: str, partitions: int) -> int:
     return (murmur2(pool.encode()) & 0x7FFFFFFF) % partitions
 
 
-def pools_by_partition(pools: Iterable[str], partitions: int) -> dict[int, list[str]]:
-    """Every partition (also the empty ones) and the pools keyed onto it."""
-    out: dict[int, list[str]] = {p: [] for p in range(partitions)}
-    for pool in pools:
-        out[partition_of(pool, partitions)].append(pool)
-    return out
+def per_partition(pools: Iterable[str], partitions: int) -> list[int]:
+    """How many of ``pools`` (names, repeats counted) are keyed onto each partition."""
+    counts = Counter(partition_of(pool, partitions) for pool in pools)
+    return [counts[p] for p in range(partitions)]
 
 
 def one_pool_per_partition(partitions: int, prefix: str = "warm") -> list[str]:
@@ -66,14 +64,11 @@ def write_workload(path: Path, pools: Sequence[str], messages: int, matches: int
     the pools taken in turn; written to ``path`` as a JSONL input of ``mmr replay`` and returned as
     (key, value) keyed by pool."""
     rng = random.Random(seed)
-    items: list[tuple[bytes, bytes]] = []
-    with path.open("wb") as f:
-        for k in range(messages):
-            pool = pools[k % len(pools)]
-            ms = [_match(k * matches + i, pool, players, rng) for i in range(matches)]
-            value = orjson.dumps({"type": "match_batch", "pool": pool, "matches": ms})
-            f.write(value + b"\n")
-            items.append((pool.encode(), value))
+    items = []
+    for k in range(messages):
+        pool = pools[k % len(pools)]
+        items.append((pool.encode(), message("match_batch", pool, k, matches, players, rng)))
+    path.write_bytes(b"".join(value + b"\n" for _, value in items))
     return items
 
 
@@ -106,7 +101,7 @@ def split_by_partitions(per_partition: Sequence[int], handled: Sequence[int]) ->
 
 
 def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n: int, pools_file: Path,
-               items: list[tuple[bytes, bytes]], per_pool: dict[str, int], workload: Path, system: str,
+               items: list[tuple[bytes, bytes]], published: list[int], workload: Path, system: str,
                pools: list[str], worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One run of the scale phase: ``n`` workers in one group on ``s``'s (fresh) topics."""
     from stream.service.topics import ensure_topics
@@ -122,41 +117,24 @@ def _scale_run(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, n:
         # got partitions (each of n <= partitions workers gets at least one), first-use costs paid
         warm_pools = one_pool_per_partition(s.partitions)
         deadline = time.monotonic() + 300
+        ports = [w.port for w in workers]
         for k in itertools.count():
-            warm = [(p.encode(), orjson.dumps({"type": "match", "pool": p, **_match(k, p, 100, random.Random(k))}))
-                    for p in warm_pools]
+            warm = [(p.encode(), message("match", p, k, 1, 100, random.Random(k))) for p in warm_pools]
             asyncio.run(_produce(s, s.topic_matches, warm))
             time.sleep(2.0)
-            done = [_metric(w.port, "mmr_messages_done_total") for w in workers]
+            done = [_done([port]) for port in ports]
             if sum(done) >= (k + 1) * len(warm) and min(done) > 0:
                 break
             if time.monotonic() > deadline:
                 raise click.ClickException(f"the group of {n} did not settle: messages done per worker {done}")
-        before = [_metric(w.port, "mmr_messages_done_total") for w in workers]
-        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)},
-                          **_pids(s, None, tansu)})
+        meter = CpuMeter({**{f"worker{i}": w.proc.pid for i, w in enumerate(workers)}, **_pids(s, None, tansu)})
         meter.start()
-        import threading
-
-        th = threading.Thread(target=lambda: asyncio.run(_produce(s, s.topic_matches, items)), daemon=True)
-        t0 = time.perf_counter()
-        th.start()
-        target = sum(before) + len(items)
-        deadline = time.monotonic() + 1800
-        while sum(_metric(w.port, "mmr_messages_done_total") for w in workers) < target:
-            if time.monotonic() > deadline:
-                raise click.ClickException(f"{n} workers: not every message was handled")
-            time.sleep(POLL_S)
-        seconds = time.perf_counter() - t0
+        seconds = _measure(ports, s, s.topic_matches, items, 1800)
         cpu = meter.stop()
-        th.join()
-        handled = [int(_metric(w.port, "mmr_messages_done_total") - b) for w, b in zip(workers, before, strict=True)]
-        by_partition = pools_by_partition(pools, s.partitions)
-        split = split_by_partitions([sum(per_pool[p] for p in by_partition[q])
-                                                 for q in range(s.partitions)], handled)
+        handled = [int(_done([port]) - was) for port, was in zip(ports, done, strict=True)]
+        split = split_by_partitions(published, handled)
         players, differing = compare_with_embedded(workload, s, system, pools, None)
-        results = sum(len(orjson.loads(v)["matches"]) for _, v in items)
-        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(results / seconds),
+        return {"workers": n, "seconds": round(seconds, 2), "results_per_s": round(1000 * len(items) / seconds),
                 "messages_per_worker": handled, "cpu_cores": {k: round(v, 2) for k, v in cpu.items()},
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 # one split of whole partitions explaining each worker's count (partitions carrying equal
@@ -177,12 +155,11 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
     names = [f"s{i:02d}" for i in range(pools)]
     workload = tmp / "scale.jsonl"
     items = write_workload(workload, names, messages, 1000, players)
-    per_pool = {p: sum(1 for k, _ in items if k == p.encode()) for p in names}
-    spread = pools_by_partition(names, partitions)
+    published = per_partition((key.decode() for key, _ in items), partitions)  # messages to each partition
     pools_file = tmp / "scale-pools.json"
     pools_file.write_text(json.dumps({"pools": {p: {"system": system} for p in names}}))
     out: dict[str, Any] = {"pools": pools, "partitions": partitions, "system": system, "messages": messages,
-                           "results": 1000 * messages, "pools_per_partition": [len(v) for v in spread.values()],
+                           "results": 1000 * messages, "pools_per_partition": per_partition(names, partitions),
                            "runs": []}
     for r in range(repeats):
         for n in workers:
@@ -191,7 +168,7 @@ def scale_phase(s: Settings, tmp: Path, tansu: subprocess.Popen[bytes] | None, *
                              partitions=partitions)
             click.echo(f"scale: {n} worker(s), {partitions} partitions, {pools} pools (repetition {r + 1}) ...",
                        err=True)
-            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, per_pool, workload, system, names, worker_env)
+            run = _scale_run(run_s, tmp, tansu, n, pools_file, items, published, workload, system, names, worker_env)
             click.echo(f"  {run['results_per_s']:,} results/s in {run['seconds']} s, per worker "
                        f"{run['messages_per_worker']}, load {run['load_average']}", err=True)
             out["runs"].append(run)

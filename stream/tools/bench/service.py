@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
@@ -60,6 +60,7 @@ from stream.tools.bench import scale as bench_scale
 from stream.tools.bench import timed
 from stream.tools.bench.cpu_meter import CpuMeter, ThreadTimes, peak_rss_mib
 from stream.tools.bench.worker import (
+    DONE,
     _delete_prefix,
     _free_port,
     _match,
@@ -72,27 +73,28 @@ from stream.tools.bench.worker import (
     _wait_done,
     _wait_port,
     _Worker,
-    batches,
     compare_with_embedded,
     differing_rows,
-    singles,
+    load,
+    message,
     suffixed,
 )
 from stream.tools.publish import messages
 
 PHASES = ("bare", "singles", "batched", "columns", "sided", "rounds", "latency")
-#: the worker's throughput phases on the matches topic: (phase, result key, what is measured, results a
-#: message, timeout s)
+#: the worker's throughput phases on the matches topic, in the order their messages are drawn: (phase,
+#: result key, what is measured, pool, kind of message (``load``), timeout s). Only ``sided`` is not neutral.
 THROUGHPUT = (
-    ("singles", "single_match_msgs_per_s", "single `match` messages (cowan)", 1, 600),
-    ("singles", "single_match_elo_msgs_per_s", "single `match` (elo: the service's own per-message cost)", 1, 600),
-    ("batched", "batched_match_results_per_s", "`match_batch` of 1,000 (cowan)", 1000, 900),
-    ("batched", "batched_match_elo_results_per_s", "`match_batch` of 1,000 (elo: the pipeline's own ceiling)", 1000,
-     900),
+    ("singles", "single_match_msgs_per_s", "single `match` messages (cowan)", "cs", "match", 600),
+    ("singles", "single_match_elo_msgs_per_s", "single `match` (elo: the service's own per-message cost)", "es",
+     "match", 600),
+    ("batched", "batched_match_results_per_s", "`match_batch` of 1,000 (cowan)", "cb", "match_batch", 900),
+    ("batched", "batched_match_elo_results_per_s", "`match_batch` of 1,000 (elo: the pipeline's own ceiling)", "eb",
+     "match_batch", 900),
     ("columns", "batched_columns_elo_results_per_s", "`match_columns` of 1,000 (elo: the compact form `replay "
-     "--broker` publishes)", 1000, 900),
+     "--broker` publishes)", "ec", "match_columns", 900),
     ("sided", "batched_columns_sided_elo_results_per_s", "`match_columns` of 1,000 (elo), **not neutral**: the home "
-     "advantage learned, one match at a time", 1000, 1800),
+     "advantage learned, one match at a time", "ea", "match_columns", 1800),
 )
 
 
@@ -258,7 +260,7 @@ def _warm(worker: _Worker, s: Settings, messages: dict[str, list[tuple[bytes, by
     worker.ready()
     for topic, items in messages.items():
         asyncio.run(_produce(s, topic, items))
-    _wait_done(worker.port, sum(map(len, messages.values())), 120)
+    _wait_done([worker.port], sum(map(len, messages.values())), 120)
 
 
 def parse_worker_env(items: tuple[str, ...]) -> dict[str, str]:
@@ -343,10 +345,8 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
         broker = f"127.0.0.1:{bport}"
     tag = uuid.uuid4().hex[:6]
     base = from_env(redis_url=BENCH_REDIS_URL)
-    s = base.with_(kafka_bootstrap=broker, redis_url=redis_url or base.redis_url,
-                   app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", topic_matches=f"b{tag}-matches",
-                   topic_rounds=f"b{tag}-rounds", topic_results=f"b{tag}-results", topic_ratings=f"b{tag}-ratings",
-                   topic_dead=f"b{tag}-dead", partitions=1)
+    s = suffixed(base, f"b{tag}", kafka_bootstrap=broker, redis_url=redis_url or base.redis_url,
+                 app_id=f"bench-{tag}", key_prefix=f"bench-{tag}", partitions=1)
     port = _free_port()
     res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                                       f"Python {platform.python_version()}", "broker": "tansu" if tansu else broker,
@@ -358,7 +358,7 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
 
         asyncio.run(ensure_topics(s))
         rng = random.Random(1)
-        singles_cs = singles("cs", n_singles, 2000, rng)
+        singles_cs = load("match", "cs", n_singles, 2000, rng)
         if "bare" in phases:
             click.echo("bare Faust take loop ...", err=True)
             res["bare_faust_msgs_per_s"] = bench_bare_faust(s, [(b"bare", v) for _, v in singles_cs])
@@ -377,44 +377,33 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
                 **{f"{POOL}-{k}": {"system": history_system} for k in range(history_repeats)}}}))
             click.echo("starting the worker (its first start compiles and caches the numba kernels: minutes) ...",
                        err=True)
-            warm = [(b"cw", orjson.dumps({"type": "match", "pool": "cw", **_match(0, "w", 100, rng)}))]
-            warm_r = {"type": "round", "event_id": "rw", "pool": "rw", "round_id": "rw", "time": 1,
-                      "standings": [{"player": f"p{i}", "rank": i + 1} for i in range(3000)]}
+            warm = [(b"cw", message("match", "cw", 0, 1, 100, rng))]
             worker = _Worker(s, port, tmp / "worker.log", pools, extra_env)
-            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [(b"rw", orjson.dumps(warm_r))]})
+            _warm(worker, s, {s.topic_matches: warm, s.topic_rounds: [_round("rw", 0, range(3000))]})
 
-            makers = {  # the messages of each throughput phase, made in ``THROUGHPUT``'s order (``rng``'s draws)
-                "single_match_msgs_per_s": lambda: singles_cs,
-                "single_match_elo_msgs_per_s": lambda: singles("es", n_singles, 2000, rng),
-                "batched_match_results_per_s": lambda: batches("cb", batched, pool_players, rng),
-                "batched_match_elo_results_per_s": lambda: batches("eb", batched, pool_players, rng),
-                "batched_columns_elo_results_per_s": lambda: _columns(batched, "ec", pool_players, rng, True),
-                "batched_columns_sided_elo_results_per_s": lambda: _columns(batched, "ea", pool_players, rng, False),
-            }
-            for phase, key, what, per, timeout in THROUGHPUT:
+            for phase, key, what, pool, kind, timeout in THROUGHPUT:
                 if phase in phases:
                     click.echo(f"{what} ...", err=True)
-                    res[key] = per * _measure(port, s, s.topic_matches, makers[key](), timeout)
+                    single = kind == "match"
+                    items = singles_cs if pool == "cs" else load(kind, pool, n_singles if single else batched,
+                                                                 2000 if single else pool_players, rng,
+                                                                 neutral=phase != "sided")
+                    seconds = _measure([port], s, s.topic_matches, items, timeout)
+                    res[key] = (1 if single else 1000) * len(items) / seconds
 
             if "rounds" in phases:
                 click.echo("rounds of 3,000 (elo-mmr) ...", err=True)
-                items = []
-                for k in range(rounds):
-                    players = rng.sample(range(10000), 3000)
-                    items.append((b"er", orjson.dumps({"type": "round", "event_id": f"er{k}", "pool": "er",
-                                                       "round_id": f"{k}", "time": 1_700_000_000_000 + k * 3_600_000,
-                                                       "standings": [{"player": f"p{p}", "rank": i + 1}
-                                                                     for i, p in enumerate(players)]})))
-                res["rounds_per_s"] = _measure(port, s, s.topic_rounds, items, 900)
+                items = [_round("er", k, rng.sample(range(10000), 3000)) for k in range(rounds)]
+                res["rounds_per_s"] = len(items) / _measure([port], s, s.topic_rounds, items, 900)
                 res["round_results_per_s"] = 3000 * res["rounds_per_s"]
 
             if "history" in phases and history:
                 click.echo(f"the history {history} through the worker (pool {POOL!r}, {history_system}) ...", err=True)
                 topic, items, results = history_messages(history, s)
                 since = time.time()
-                per_s = _measure(port, s, topic, items, 3600)
+                seconds = _measure([port], s, topic, items, 3600)
                 res["history"] = {"path": history, "system": history_system, "messages": len(items), "results": results,
-                                  "seconds": len(items) / per_s, "results_per_s": results * per_s / len(items),
+                                  "seconds": seconds, "results_per_s": results / seconds,
                                   "redis_slowest_command_ms": slowest_command_ms(s, since)}
                 click.echo("... and the same file through the embedded replay, to compare ...", err=True)
                 res["history"]["players"], res["history"]["players_differing"] = compare_with_embedded(
@@ -456,16 +445,11 @@ def bench_service(broker: str | None, redis_url: str | None, n_singles: int, bat
     _report(res)
 
 
-def _columns(n: int, pool: str, players: int, rng: random.Random, neutral: bool) -> list[tuple[bytes, bytes]]:
-    """``n`` ``match_columns`` messages of 1,000 matches of ``pool``, with ``neutral`` (all true) or without
-    it (none is neutral)."""
-    items = []
-    names = ("event_id", "time", "a", "b", "score", *(("neutral",) if neutral else ()))
-    for k in range(n):
-        ms = [_match(k * 1000 + i, pool, players, rng, neutral) for i in range(1000)]
-        items.append((pool.encode(), orjson.dumps({"type": "match_columns", "pool": pool,
-                                                   **{c: [m[c] for m in ms] for c in names}})))
-    return items
+def _round(pool: str, k: int, players: Iterable[int]) -> tuple[bytes, bytes]:
+    """Round ``k`` of ``pool`` (an hour after round ``k - 1``), ``players`` ranked in order, keyed by the pool."""
+    standings = [{"player": f"p{p}", "rank": i + 1} for i, p in enumerate(players)]
+    return pool.encode(), orjson.dumps({"type": "round", "event_id": f"{pool}{k}", "pool": pool, "round_id": f"{k}",
+                                        "time": 1_700_000_000_000 + k * 3_600_000, "standings": standings})
 
 
 POOL = "hist"
@@ -496,11 +480,8 @@ def history_messages(path: str, s: Settings) -> tuple[str, list[tuple[bytes, byt
 
 def slowest_command_ms(s: Settings, since: float) -> float | None:
     """The longest command in Redis's slow log since ``since`` (epoch s) naming this run's keys."""
-    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
-    try:
+    with redis.Redis.from_url(s.redis_url, **s.redis_kwargs()) as r:
         entries: list[dict[str, Any]] = r.slowlog_get(1024)  # type: ignore[assignment]
-    finally:
-        r.close()
     mine = s.key_prefix.encode()
     durations = [int(e["duration"]) for e in entries
                  if int(e["start_time"]) >= int(since) and mine in _as_bytes(e.get("command", b""))]
@@ -521,14 +502,12 @@ def _children_cpu() -> float:
 
 def _redis_cpu(s: Settings) -> float | None:
     """Redis's own CPU seconds so far (``INFO cpu``), None when it does not say."""
-    r = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
     try:
-        info: dict[str, Any] = r.info("cpu")  # type: ignore[assignment]
+        with redis.Redis.from_url(s.redis_url, **s.redis_kwargs()) as r:
+            info: dict[str, Any] = r.info("cpu")  # type: ignore[assignment]
         return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
     except Exception:  # only a figure of the report
         return None
-    finally:
-        r.close()
 
 
 def threads_text(threads: dict[str, dict[str, float]]) -> str:
@@ -601,7 +580,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
                 run.update(embedded_s=emb.wall, embedded_cpu_s=emb.cpu, embedded_peak_rss_mib=emb.max_rss_mib)
                 continue
             c0 = _children_cpu()
-            target = _metric(port, "mmr_messages_done_total") + messages_per_run
+            target = _metric(port, DONE) + messages_per_run
             stages = _stage_totals(port)
             steps0 = _metric(port, "mmr_batches_total")
             phases0 = {ph: _metric(port, "mmr_step_seconds_sum", phase=ph) for ph in ("rate", "commit")}
@@ -613,7 +592,7 @@ def replay_vs_embedded(s: Settings, port: int, worker_pid: int, path: str, syste
             t0 = time.perf_counter()
             pub = subprocess.Popen([mmr, "replay", path, "--broker", s.kafka_bootstrap, "--pool", pool,
                                     "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            t_end = _wait_done(port, target, 3600)
+            t_end = _wait_done([port], target, 3600)
             run["worker_s"] = t_end - t0
             run["worker_threads"] = threads.stop()
             cpu, r1 = meter.stop(seconds=True), _redis_cpu(s)
@@ -654,8 +633,8 @@ def _report(res: dict[str, Any]) -> None:
                     + ", ".join(f"`{k}={v}`" for k, v in res["worker_env"].items()) + " |")
     if bare is not None:
         rows.append(f"| bare Faust take loop (same single-match msgs) | {bare:,.0f} msgs/s |")
-    rows += [f"| worker: {what} | {res[key]:,.0f} " + (f"msgs/s{pct(res[key])} |" if per == 1 else "results/s |")
-             for _, key, what, per, _ in THROUGHPUT if key in res]
+    rows += [f"| worker: {what} | {res[key]:,.0f} " + (f"msgs/s{pct(res[key])} |" if kind == "match" else "results/s |")
+             for _, key, what, _, kind, _ in THROUGHPUT if key in res]
     if "rounds_per_s" in res:
         rows.append(f"| worker: rounds of 3,000 (elo-mmr) | {res['round_results_per_s']:,.0f} results/s "
                     f"({res['rounds_per_s']:.2f} rounds/s) |")

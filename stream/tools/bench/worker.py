@@ -7,6 +7,7 @@ whose CPU a run reports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import random
@@ -19,9 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import click
 import orjson
+import redis
 
 from stream.engine.embedded import EmbeddedPipeline
 from stream.events.inputs import read_records
@@ -101,44 +104,47 @@ def _stage_summary(before: dict[str, dict[str, float]], after: dict[str, dict[st
 
 #: seconds between two reads of the worker's /metrics while waiting (each read costs the worker's
 #: event loop time the bench would count as the worker's)
-POLL_S = 0.1
 DONE_POLL_S = 0.5
+DONE = "mmr_messages_done_total"
 
 
-def _wait_done(port: int, target: float, timeout: float) -> float:
-    """When the worker's ``mmr_messages_done_total`` reached ``target``, on this process's ``perf_counter``
-    clock, by the worker's own stamp (``mmr_messages_done_timestamp_seconds``). Why: a scrape costs the
-    worker's event loop time the bench would count as the worker's, so it polls only every ``DONE_POLL_S``,
-    and the stamp is exact, not up to a poll late."""
+def _done(ports: Sequence[int]) -> float:
+    """Messages the workers on ``ports`` committed to Redis *and* published, in all."""
+    return sum(_metric(port, DONE) for port in ports)
+
+
+def _wait_done(ports: Sequence[int], target: float, timeout: float) -> float:
+    """When the workers' ``mmr_messages_done_total`` reached ``target`` in all, on this process's
+    ``perf_counter`` clock, by the last worker's own stamp (``mmr_messages_done_timestamp_seconds``).
+    Why: a scrape costs the worker's event loop time the bench would count as the worker's, so it
+    polls only every ``DONE_POLL_S``, and the stamp is exact, not up to a poll late."""
     deadline = time.monotonic() + timeout
-    name = "mmr_messages_done_total"
     while time.monotonic() < deadline:
-        if _metric(port, name) >= target:
-            stamp = _metric(port, "mmr_messages_done_timestamp_seconds")
+        if _done(ports) >= target:
+            stamp = max(_metric(port, "mmr_messages_done_timestamp_seconds") for port in ports)
             return time.perf_counter() - max(0.0, time.time() - stamp)
         time.sleep(DONE_POLL_S)
-    raise click.ClickException(f"{name} stuck at {_metric(port, name)} < {target}")
+    raise click.ClickException(f"{DONE} stuck at {_done(ports)} < {target}")
 
 
-def _measure(port: int, s: Settings, topic: str, items: list[tuple[bytes, bytes]], timeout: float) -> float:
-    """Produce ``items`` (in a thread) while polling ``mmr_messages_done``: messages/s handled,
-    from the start of producing to the last message committed and published (end to end)."""
+def _measure(ports: Sequence[int], s: Settings, topic: str, items: list[tuple[bytes, bytes]],
+             timeout: float) -> float:
+    """Produce ``items`` (in a thread) while polling ``mmr_messages_done``: the seconds from the start
+    of producing to the last message committed and published (end to end) by the workers on ``ports``."""
     import threading
 
-    name = "mmr_messages_done_total"
-    target = _metric(port, name) + len(items)
-    b0, m0 = _metric(port, "mmr_batch_messages_count"), _metric(port, "mmr_batch_messages_sum")
+    target = _done(ports) + len(items)
+    b0, m0 = (sum(_metric(p, f"mmr_batch_messages_{x}") for p in ports) for x in ("count", "sum"))
     produced: list[float] = []
     th = threading.Thread(target=lambda: produced.append(asyncio.run(_produce(s, topic, items))), daemon=True)
     t0 = time.perf_counter()
     th.start()
-    t_end = _wait_done(port, target, timeout)
+    seconds = _wait_done(ports, target, timeout) - t0
     th.join()
-    batches = _metric(port, "mmr_batch_messages_count") - b0
-    per = (_metric(port, "mmr_batch_messages_sum") - m0) / max(batches, 1)
-    click.echo(f"  produced in {produced[0]:.2f} s, handled in {t_end - t0:.2f} s, {batches:.0f} batches of "
-               f"{per:,.0f} messages on average", err=True)
-    return len(items) / (t_end - t0)
+    batches, msgs = (sum(_metric(p, f"mmr_batch_messages_{x}") for p in ports) for x in ("count", "sum"))
+    click.echo(f"  produced in {produced[0]:.2f} s, handled in {seconds:.2f} s, {batches - b0:.0f} batches of "
+               f"{(msgs - m0) / max(batches - b0, 1):,.0f} messages on average", err=True)
+    return seconds
 
 
 async def _produce(s: Settings, topic: str, items: list[tuple[bytes, bytes]]) -> float:
@@ -161,14 +167,9 @@ async def _delete_prefix(s: Settings) -> int:
     store = RedisStore.from_url(s.redis_url, prefix=s.key_prefix)
     n = 0
     try:
-        batch: list[bytes] = []
-        async for k in store.r.scan_iter(match=f"{s.key_prefix}:*", count=10_000):
-            batch.append(k)
-            if len(batch) >= 5_000:
-                n += await store.r.unlink(*batch)
-                batch = []
-        if batch:
-            n += await store.r.unlink(*batch)
+        keys = [k async for k in store.r.scan_iter(match=f"{s.key_prefix}:*", count=10_000)]
+        for i in range(0, len(keys), 5_000):
+            n += await store.r.unlink(*keys[i:i + 5_000])
     finally:
         await store.close()
     return n
@@ -193,30 +194,34 @@ def suffixed(s: Settings, tag: str, **changes: Any) -> Settings:
                    topic_dead=f"{s.topic_dead}-{tag}", **changes)
 
 
-def singles(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
-    """``n`` single ``match`` messages of ``pool`` among ``players``, keyed by the pool."""
-    return [(pool.encode(), orjson.dumps({"type": "match", "pool": pool, **_match(i, pool, players, rng)}))
-            for i in range(n)]
+def message(kind: str, pool: str, k: int, size: int, players: int, rng: random.Random,
+            neutral: bool = True) -> bytes:
+    """Message ``k`` of ``pool``: a ``match``, or a ``match_batch``/``match_columns`` of ``size`` matches
+    among ``players`` (neutral unless told)."""
+    ms = [_match(k * size + i, pool, players, rng, neutral) for i in range(size)]
+    if kind == "match":
+        return orjson.dumps({"type": kind, "pool": pool, **ms[0]})
+    if kind == "match_batch":
+        return orjson.dumps({"type": kind, "pool": pool, "matches": ms})
+    return orjson.dumps({"type": kind, "pool": pool, **{c: [m[c] for m in ms] for c in ms[0]}})
 
 
-def batches(pool: str, n: int, players: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
-    """``n`` ``match_batch`` messages of 1,000 matches of ``pool`` among ``players``, keyed by the pool."""
-    return [(pool.encode(), orjson.dumps({"type": "match_batch", "pool": pool, "matches": [
-        _match(k * 1000 + i, pool, players, rng) for i in range(1000)]})) for k in range(n)]
+def load(kind: str, pool: str, n: int, players: int, rng: random.Random,
+         neutral: bool = True) -> list[tuple[bytes, bytes]]:
+    """``n`` messages of ``kind`` of ``pool`` (``message``; batches of 1,000), keyed by the pool."""
+    size = 1 if kind == "match" else 1000
+    return [(pool.encode(), message(kind, pool, k, size, players, rng, neutral)) for k in range(n)]
 
 
 def worker_environment(s: Settings, port: int, pools: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The bench's worker's environment: this process's, the bench's topics, keys and port, then ``extra``
     (``mmr bench service --worker-env``: a setting for the worker alone, the replays beside it without it)."""
-    env = dict(os.environ)
-    env["MMR_POOLS_FILE"] = str(pools)
-    env.update({"KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap, "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id,
-                "MMR_TOPIC_MATCHES": s.topic_matches, "MMR_TOPIC_ROUNDS": s.topic_rounds,
-                "MMR_TOPIC_ROUND_RESULTS": s.topic_results, "MMR_TOPIC_RATINGS": s.topic_ratings,
-                "MMR_TOPIC_DEAD_LETTERS": s.topic_dead, "MMR_KEY_PREFIX": s.key_prefix,
-                "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions), "MMR_LOG_LEVEL": "warning"})
-    env.update(extra or {})
-    return env
+    return {**os.environ, "MMR_POOLS_FILE": str(pools), "KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap,
+            "REDIS_URL": s.redis_url, "MMR_APP_ID": s.app_id, "MMR_TOPIC_MATCHES": s.topic_matches,
+            "MMR_TOPIC_ROUNDS": s.topic_rounds, "MMR_TOPIC_ROUND_RESULTS": s.topic_results,
+            "MMR_TOPIC_RATINGS": s.topic_ratings, "MMR_TOPIC_DEAD_LETTERS": s.topic_dead,
+            "MMR_KEY_PREFIX": s.key_prefix, "MMR_HTTP_PORT": str(port), "MMR_PARTITIONS": str(s.partitions),
+            "MMR_LOG_LEVEL": "warning", **(extra or {})}
 
 
 class _Worker:
@@ -245,17 +250,9 @@ def _pids(s: Settings, worker: _Worker | None, tansu: subprocess.Popen[bytes] | 
         pids["worker"] = worker.proc.pid
     if tansu is not None:
         pids["broker"] = tansu.pid
-    from urllib.parse import urlparse
-
     if urlparse(s.redis_url).hostname in ("127.0.0.1", "localhost", "::1"):
-        import redis
-
-        try:
-            client = redis.Redis.from_url(s.redis_url, **s.redis_kwargs())
-            pids["redis"] = int(client.info("server")["process_id"])
-            client.close()
-        except Exception:  # only a figure of the report
-            pass
+        with contextlib.suppress(Exception), redis.Redis.from_url(s.redis_url, **s.redis_kwargs()) as client:
+            pids["redis"] = int(client.info("server")["process_id"])  # only a figure of the report: may fail
     return pids
 
 
