@@ -38,11 +38,11 @@ from stream.service.delivery import BatchDelivery
 from stream.service.durability import Durability
 from stream.service.faust_app import DeliveryStats, faust_app, pause_fetching
 from stream.service.halts import Halt
-from stream.service.http import ReadApi, RedisPing
 from stream.service.metrics import Metrics
 from stream.service.pipeline import BatchPipeline
 from stream.service.processor import BatchResult, DeadLetter, Message, Processor
 from stream.service.publish import Delivery, Publisher
+from stream.service.read_api import ReadApi, RedisPing
 from stream.service.topics import OutputTopics
 from stream.state.fence import ServerFence, StoreRestarted
 from stream.state.marks import LostWrites

@@ -9,7 +9,7 @@ import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -36,10 +36,8 @@ from stream.service.openapi import (
     query_param,
     text_answer,
 )
+from stream.service.read_api import ReadApi
 from stream.state.redis_store import RedisStore
-
-if TYPE_CHECKING:  # (http registers these routes)
-    from stream.service.http import ReadApi
 
 EngineOf = Callable[[str], Awaitable[PoolEngine]]
 

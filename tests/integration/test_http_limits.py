@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from stream.service.app import http_clients
 from stream.service.config import Settings
-from stream.service.http import ReadApi, make_web_app
+from stream.service.http import make_web_app
 from stream.service.processor import Processor
+from stream.service.read_api import ReadApi
 
 LIMIT = 3
 

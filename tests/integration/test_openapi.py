@@ -23,9 +23,10 @@ from prometheus_client import CollectorRegistry
 from stream.events.validate import schema
 from stream.service.app import http_clients
 from stream.service.config import PoolConfig, Settings
-from stream.service.http import ReadApi, make_web_app
+from stream.service.http import make_web_app
 from stream.service.openapi import SCHEMAS, openapi_path
 from stream.service.processor import Message, Processor
+from stream.service.read_api import ReadApi
 from stream.state.redis_store import RedisStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -102,7 +102,8 @@ def test_healthz_says_starting_until_the_app_runs(redis_url: str) -> None:
     from aiohttp.test_utils import TestClient, TestServer
     from prometheus_client import CollectorRegistry
 
-    from stream.service.http import ReadApi, make_web_app
+    from stream.service.http import make_web_app
+    from stream.service.read_api import ReadApi
     from stream.state.redis_store import RedisStore
 
     async def check() -> None:
