@@ -1,6 +1,6 @@
 """Which numba kernels a piece of code compiles after a warm-up, asked of a fresh process.
 
-In the test process, earlier tests have compiled most kernels already, so a warm-up that misses
+In the test process, other tests may have compiled most kernels already, so a warm-up that misses
 one would go unseen there. The child starts as a worker does (``runtime.configure``, the cache
 this session uses), runs ``warm``, counts the signatures of every numba dispatcher of ``stream``,
 runs ``calls`` and reports the dispatchers that gained one: compiled, or loaded from the cache,

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stream.service.config import Settings
-from stream.tools.bench.service import POOL, history_messages
+from stream.tools.bench.history import POOL, history_messages
 
 
 def _jsonl(path: Path, events: list[dict[str, object]]) -> str:
@@ -101,7 +101,7 @@ def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_
     core, against the embedded wall; unknown (None, no text) when one of them was not measured."""
     import os
 
-    from stream.tools.bench.service import floor_text, ratio_floor
+    from stream.tools.bench.history import floor_text, ratio_floor
 
     cores = len(os.sched_getaffinity(0))
     run: dict[str, object] = {"embedded_s": 10.0, "embedded_cpu_s": 12.0, "redis_cpu_s": 5.0, "broker_cpu_s": 2.0,
@@ -115,7 +115,7 @@ def test_ratio_floor_is_the_other_processes_cpu_over_the_cores_and_the_embedded_
 
 def test_the_replay_runs_are_summed_up_by_their_median_and_range() -> None:
     """Several runs: the median and range of the ratios and of both walls; one run: nothing to add."""
-    from stream.tools.bench.service import replay_summary
+    from stream.tools.bench.history import replay_summary
 
     runs = [{"ratio": r, "worker_s": w, "embedded_s": e}
             for r, w, e in ((1.5, 30.0, 20.0), (1.3, 26.0, 20.0), (1.9, 28.5, 15.0))]
@@ -143,7 +143,7 @@ def test_worker_env_options_are_laid_over_the_bench_workers_environment(tmp_path
 
 
 def test_the_worker_threads_are_listed_busiest_first_and_idle_ones_left_out() -> None:
-    from stream.tools.bench.service import threads_text
+    from stream.tools.bench.history import threads_text
 
     threads = {"main": {"on_core_s": 4.04, "waiting_for_core_s": 1.3, "asleep_s": 8.4},
                "mmr-numba": {"on_core_s": 8.0, "waiting_for_core_s": 1.25, "asleep_s": 4.5},
