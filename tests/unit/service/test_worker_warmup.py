@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from numba_probe import compiled_after_warmup
+
 # In a fresh process: in this one, other tests have run the decoders already.
 _PROBE = """
 import numba
@@ -60,3 +62,53 @@ def test_warm_system_takes_a_pools_side_advantage_parameters() -> None:
     for bad in bads:
         with pytest.raises(RatingError):
             warm_system("elo", bad, set())
+
+
+_EVERY_PATH = """
+import numpy as np
+from stream.engine.embedded import EmbeddedPipeline
+from stream.engine.pool import PoolEngine
+from stream.events.model import MatchBatch, MatchEvent, RoundEvent
+from stream.ratings.registry import SPECS
+from stream.ratings.sided import make_pool_system
+
+def round_of(pool, k, n):
+    return RoundEvent(event_id=f"r{k}", pool=pool, round_id=f"r{k}", time=1000 + k,
+                      players=[f"a{i}" for i in range(n)], ranks=np.arange(1, n + 1, dtype=np.int64))
+
+for name, spec in SPECS.items():
+    sizes = (5, 45, 300) if spec.multiplayer_rounds else (2,)
+    pipe = EmbeddedPipeline(name, batch_size=64)  # the replay: matches, draws, rounds of each size
+    for i in range(300):
+        pipe.add("match", MatchEvent(event_id=f"m{i}", pool="p", time=i, a=f"a{i % 17}", b=f"b{i % 13}",
+                                     score=(i % 3) / 2))
+    for k, n in enumerate(sizes):
+        pipe.add("round", round_of("p", k, n))
+    list(pipe.final_ratings())
+    system, _ = make_pool_system(name, {})
+    stored = {}
+    for k in range(2):  # the worker: what Redis holds, decoded by an engine that did not write it
+        eng = PoolEngine("q", system)
+        batch = MatchBatch("q")
+        for i in range(200):
+            batch.add(MatchEvent(event_id=f"m{k}-{i}", pool="q", time=k, a=f"a{i % 17}", b=f"b{i % 13}",
+                                 score=(i % 3) / 2))
+        stored.update(eng.apply_matches(batch, stored).updates)
+        stored.update(eng.apply_round(round_of("q", k, sizes[-1]), stored).updates)
+    PoolEngine("q", system).decode_all(stored, ["a0", "a1"])
+"""
+
+
+def test_warm_up_leaves_every_system_nothing_to_compile() -> None:
+    """After ``mmr warm``'s warm-up (``warm_shared`` and each system's ``warm_system``), replaying
+    matches with draws and rounds of several sizes, and the worker's apply on stored bytes, load no
+    kernel of any system or of the shared stores (id index, packed and tagged pools) in a fresh process."""
+    warm = """
+    from stream.ratings.registry import SPECS
+    from stream.service.worker import warm_shared, warm_system
+    warm_shared()
+    warmed = set()
+    for name in SPECS:
+        warm_system(name, {}, warmed)
+    """
+    assert compiled_after_warmup(warm, _EVERY_PATH) == {}
