@@ -71,7 +71,7 @@ def test_two_workers_with_defaults_both_serve_on_loopback(kafka_bootstrap: str, 
         if not outside.startswith("127."):
             with pytest.raises(OSError), socket.create_connection((outside, ports[0]), timeout=2):
                 pass
-        time.sleep(12)  # a taken port used to crash the worker ~10 s after start
+        time.sleep(12)  # both still up well after start: a port taken twice would stop one
         assert all(w.alive() for w in workers), [w.log_tail() for w in workers]
     finally:
         for w in workers:

@@ -202,7 +202,7 @@ def test_trueskill_long_chain_is_symmetric(draw_probability: float) -> None:
     """3,000 new players ranked 1..N: the exact posterior means are antisymmetric about μ0.
 
     Guards the tail numerics of the truncation corrections: with Φ underflowing, EP on a
-    long chain used to converge to an asymmetric, non-monotone answer.
+    long chain would converge to an asymmetric, non-monotone answer.
     """
     s = TrueSkill({"draw_probability": str(draw_probability)})
     n = 3000
