@@ -25,6 +25,7 @@ import numba as nb
 import numpy as np
 
 from stream.ratings.base import IntArray
+from stream.runtime.copies import prefetch
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -69,10 +70,29 @@ def _find(table, names, starts, data, a: int, b: int, h: np.uint64) -> np.int64:
 
 @nb.njit(cache=True)
 def _lookup(table, names, starts, data, offsets, out) -> None:
-    """``out[k]``: the index of name k of ``data`` (``offsets``), −1 when it is not held."""
-    for k in range(offsets.shape[0] - 1):
-        a, b = offsets[k], offsets[k + 1]
-        s = _find(table, names, starts, data, a, b, _hash(data, a, b))
+    """``out[k]``: the index of name k of ``data`` (``offsets``), −1 when it is not held.
+
+    In passes over the whole round, each asking ahead (``prefetch``) for what the next one reads: the
+    names' slots, then where their candidates' bytes start, then those bytes. One name's look-up is a
+    chain of cache misses; the passes let those of a round's names overlap instead."""
+    n = offsets.shape[0] - 1
+    mask = (table.shape[0] >> 1) - 1
+    hashes = np.empty(n, dtype=np.uint64)
+    for k in range(n):
+        h = _hash(data, offsets[k], offsets[k + 1])
+        hashes[k] = h
+        prefetch(table, 2 * np.int64(h & np.uint64(mask)))
+    for k in range(n):  # the first slot's name, when its hash matches (out: −1, a placeholder)
+        s = np.int64(hashes[k] & np.uint64(mask))
+        got = table[2 * s + 1]
+        out[k] = np.int64(got) - 1 if got != _EMPTY and table[2 * s] == hashes[k] else -1
+        if out[k] >= 0:
+            prefetch(starts, out[k])
+    for k in range(n):
+        if out[k] >= 0:
+            prefetch(names, starts[out[k]])
+    for k in range(n):
+        s = _find(table, names, starts, data, offsets[k], offsets[k + 1], hashes[k])
         out[k] = np.int64(table[2 * s + 1]) - 1 if s >= 0 else -1
 
 

@@ -29,7 +29,7 @@ import numba as nb
 import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray
-from stream.runtime.copies import copy_into
+from stream.runtime.copies import copy_into, prefetch
 from stream.state import name_index
 from stream.state.name_index import NameIndex
 
@@ -37,6 +37,9 @@ _MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
 _MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)
 _MIN_PLAYERS = 1 << 6
 _AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
+#: ``_gather`` / ``_scatter`` ask for the slot this many beliefs ahead (``prefetch``): the slots lie all
+#: over the arena, so each copy would otherwise start with a cache miss of its own
+_AHEAD = 16
 #: per thread, the memory map a released pool left (``PackedPool.release``) for the next one it grows
 _SPARE = threading.local()
 
@@ -58,6 +61,8 @@ def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[n
     """The beliefs of players ``idx`` (−1: ``prior``) into ``flat`` at ``offsets``."""
     n = idx.shape[0]
     for k in range(n):
+        if k + _AHEAD < n and idx[k + _AHEAD] >= 0:
+            _prefetch_slot(values, start[idx[k + _AHEAD]])
         i = idx[k]
         if i >= 0:
             copy_into(flat, offsets[k], values, start[i], length[i])
@@ -68,8 +73,18 @@ def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[n
 @nb.njit(cache=True, nogil=True)
 def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
     """Belief k of ``flat`` (``offsets``) into player ``idx[k]``'s slot."""
-    for k in range(idx.shape[0]):
+    n = idx.shape[0]
+    for k in range(n):
+        if k + _AHEAD < n:
+            _prefetch_slot(values, start[idx[k + _AHEAD]])
         copy_into(values, start[idx[k]], flat, offsets[k], offsets[k + 1] - offsets[k])
+
+
+@nb.njit(cache=True, nogil=True)
+def _prefetch_slot(values, s: int) -> None:  # type: ignore[no-untyped-def]
+    """The first two cache lines of the slot at ``s`` (the processor's own prefetcher follows on)."""
+    prefetch(values, s)
+    prefetch(values, s + 8)
 
 
 def slot_class(lengths: IntArray) -> IntArray:
