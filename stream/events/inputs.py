@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -236,27 +237,34 @@ def _check_id(value: Any, what: str, where: str) -> str:
 
 def _standings_columns(standings: list[Any]) -> tuple[list[str], IntArray] | None:
     """Columns of well-formed standings (rows exactly ``[str, int, int]``, ``0 <= lo <= hi < n``), checked by
-    C-level passes over each column; None when anything is off (``_standings_checked`` then names the row)."""
+    C-level passes over each column; None when anything is off (``_standings_checked`` then names the row).
+
+    Rows of 3 values in all, none shorter than 3 (``itemgetter(2)`` reaches each), are each exactly 3 long.
+    The columns are cut by ``itemgetter`` rather than ``zip(*standings)``, which makes an iterator per row."""
     n = len(standings)
     if n == 0 or set(map(type, standings)) != {list} or sum(map(len, standings)) != 3 * n:
         return None
-    cols = list(zip(*standings, strict=False))
-    if len(cols) != 3:
+    try:
+        names = list(map(_FIRST, standings))
+        los = list(map(_SECOND, standings))
+        his = list(map(_THIRD, standings))
+    except IndexError:
         return None
-    names, los, his = cols
     if set(map(type, names)) != {str} or set(map(type, los)) != {int} or set(map(type, his)) != {int}:
         return None
-    lengths = list(map(len, names))
-    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+    if min(map(len, names)) < 1 or max(map(len, names)) > MAX_ID_LENGTH:
         return None
-    # every bound before the int64 arrays: a JSON integer may be up to 2^64 - 1 (or below -2^63)
-    if min(los) < 0 or max(los) >= n or min(his) < 0 or max(his) >= n:
+    try:  # a JSON integer may be up to 2^64 - 1 (or below -2^63)
+        lo = np.array(los, dtype=np.int64)
+        hi = np.array(his, dtype=np.int64)
+    except OverflowError:
         return None
-    lo = np.array(los, dtype=np.int64)
-    hi = np.array(his, dtype=np.int64)
-    if bool((lo > hi).any()):
+    if int(lo.min()) < 0 or int(hi.min()) < 0 or int(hi.max()) >= n or bool((lo > hi).any()):
         return None
-    return list(names), lo + 1
+    return names, lo + 1
+
+
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def _standings_checked(standings: list[Any], where: str) -> tuple[list[str], IntArray]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import stream.runtime.configured  # noqa: F401  (numba configured before it loads: stream.runtime)
 
 # isort: split
-import itertools
 import mmap
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,12 +29,17 @@ import numba as nb
 import numpy as np
 
 from stream.ratings.base import FloatArray, IntArray
-from stream.runtime.copies import copy_into
+from stream.runtime.copies import copy_into, prefetch
+from stream.state import name_index
+from stream.state.name_index import NameIndex
 
 _MIN_VALUES = 1 << 10  # arena values allocated at first (8 KiB)
 _MAP_MIN_VALUES = 1 << 20  # an arena this large (8 MiB) or larger is a memory map (``_grow``)
 _MIN_PLAYERS = 1 << 6
 _AHEAD_MAX = 4096  # look-ahead answers kept (a reader runs at most a queue's depth ahead)
+#: ``_gather`` / ``_scatter`` ask for the slot this many beliefs ahead (``prefetch``): the slots lie all
+#: over the arena, so each copy would otherwise start with a cache miss of its own
+_AHEAD = 16
 #: per thread, the memory map a released pool left (``PackedPool.release``) for the next one it grows
 _SPARE = threading.local()
 
@@ -57,6 +61,8 @@ def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[n
     """The beliefs of players ``idx`` (−1: ``prior``) into ``flat`` at ``offsets``."""
     n = idx.shape[0]
     for k in range(n):
+        if k + _AHEAD < n and idx[k + _AHEAD] >= 0:
+            _prefetch_slot(values, start[idx[k + _AHEAD]])
         i = idx[k]
         if i >= 0:
             copy_into(flat, offsets[k], values, start[i], length[i])
@@ -67,8 +73,18 @@ def _gather(values, start, length, idx, prior, offsets, flat):  # type: ignore[n
 @nb.njit(cache=True, nogil=True)
 def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
     """Belief k of ``flat`` (``offsets``) into player ``idx[k]``'s slot."""
-    for k in range(idx.shape[0]):
+    n = idx.shape[0]
+    for k in range(n):
+        if k + _AHEAD < n:
+            _prefetch_slot(values, start[idx[k + _AHEAD]])
         copy_into(values, start[idx[k]], flat, offsets[k], offsets[k + 1] - offsets[k])
+
+
+@nb.njit(cache=True, nogil=True)
+def _prefetch_slot(values, s: int) -> None:  # type: ignore[no-untyped-def]
+    """The first two cache lines of the slot at ``s`` (the processor's own prefetcher follows on)."""
+    prefetch(values, s)
+    prefetch(values, s + 8)
 
 
 def slot_class(lengths: IntArray) -> IntArray:
@@ -132,7 +148,7 @@ class PackedPool(Mapping[str, bytes]):
     def _empty(self) -> None:
         """Hold nothing: no player, a small arena of its own (no memory map), no free slot."""
         self.names: list[str] = []
-        self.index: dict[str, int] = {}
+        self.index = NameIndex()
         self._map: mmap.mmap | None = None
         self.arena = np.empty(0, dtype=np.float64)
         self.tail = 0  # end of the last slot ever cut from ``arena``
@@ -194,8 +210,7 @@ class PackedPool(Mapping[str, bytes]):
         self._ahead[id(players)] = (players, self._lookup(players))  # holds the list: its id stays its own
 
     def _lookup(self, players: Sequence[str]) -> IntArray:
-        return np.fromiter(map(self.index.get, players, itertools.repeat(-1)), dtype=np.int64,
-                           count=len(players))
+        return self.index.lookup(players)
 
     def gather(self, idx: IntArray, prior: FloatArray) -> tuple[FloatArray, IntArray]:
         """The beliefs of ``idx`` (−1: ``prior``) one after another and their offsets: the kernels' flat
@@ -253,7 +268,7 @@ class PackedPool(Mapping[str, bytes]):
         base = len(self.names)
         count = len(players)
         self.names.extend(players)
-        self.index.update(zip(players, range(base, base + count), strict=True))
+        self.index.add(players)
         if base + count > self.start.shape[0]:
             cap = max(2 * (base + count), _MIN_PLAYERS)
             for name, fill in (("start", 0), ("length", 0), ("cls", -1)):
@@ -380,7 +395,9 @@ def _spare_map(nbytes: int) -> mmap.mmap | None:
 
 
 def warmup() -> None:
-    """Compile (or load from numba's cache) the gather and scatter kernels on a tiny round."""
+    """Compile (or load from numba's cache) the gather and scatter kernels on a tiny round, and the
+    kernels of the players' index."""
+    name_index.warmup()
     pool = PackedPool()
     prior = np.zeros(6)
     pool.update({"a": prior.tobytes()})

@@ -77,8 +77,8 @@ class TaggedPool(Mapping[str, bytes]):
         return sum(1 for _ in self)
 
     def __iter__(self) -> Iterator[str]:
-        index = self.pool.index
-        yield from (p for p, raw in self.stored.items() if raw is not None and p not in index)
+        held = [p for p, raw in self.stored.items() if raw is not None]
+        yield from compress(held, (self.pool.index.lookup(held) < 0).tolist())
         yield from self.pool.names
 
     def __contains__(self, player: object) -> bool:
@@ -132,7 +132,9 @@ class TaggedPool(Mapping[str, bytes]):
                 self._by_place = np.full(len(order), -1, dtype=np.int64)
                 self._by_place[np.flatnonzero(np.fromiter(held, dtype=np.bool_, count=len(held)))] = idx
             return
-        names = [p for p, raw in stored.items() if raw is not None and (not index or p not in index)]
+        names = [p for p, raw in stored.items() if raw is not None]
+        if index:
+            names = list(compress(names, (index.lookup(names) < 0).tolist()))
         self._read(names, cast("list[bytes]", list(map(stored.__getitem__, names))) if index else
                    cast("list[bytes]", [raw for raw in stored.values() if raw is not None]))
 

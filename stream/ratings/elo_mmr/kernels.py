@@ -37,7 +37,9 @@ whatever the spread of ratings (accuracy against the naive oracle: ``system``'s 
 Root solvers are Newton steps guarded by a bracket and by rtsafe's rule (bisect unless the step
 at least halves every other iteration): plain bracketed Newton cycles on tanh-shaped functions.
 The parallel kernels must be called from one thread at a time (numba's workqueue layer is not
-thread-safe).
+thread-safe). Their loops hand out chunks of work to the threads as they get free
+(``stream.runtime.balanced``): a round's players differ in their terms, and the replay's reader
+shares the cores.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import math
 import numba as nb
 import numpy as np
 
+from stream.runtime.balanced import WORKERS, claim
 from stream.runtime.copies import U64
 
 TANH_MULTIPLIER = math.pi / math.sqrt(3.0)
@@ -60,6 +63,10 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: Chebyshev degree per panel and panel half-width as a fraction of the singularity distance
 PANEL_DEGREE = 42
 PANEL_FRACTION = 1.3
+#: items a chunk of the balanced loops (``stream.runtime.balanced``): enough work per chunk that
+#: claiming it costs little beside it, small enough that the threads finish close together
+GROUP_CHUNK = 16
+PLAYER_CHUNK = 64
 #: more panels than this (performances spread over ~10⁷ rating points: only from a corrupt stored
 #: value such as μ = 10¹⁶) and every group's root is bisected instead: the panels' cost and memory
 #: grow with the spread, bisection's only with the round
@@ -143,22 +150,27 @@ def _panel_table_gauss(xs, smu, ss, gstart, split: bool):
     nk = xs.shape[0]
     ngroups = gstart.shape[0] - 1
     tab = np.empty((nk, ngroups))
-    for k in nb.prange(nk):
-        x = xs[k]
-        total = 0.0
-        prefix = 0.0
-        for g in range(ngroups):
-            own = 0.0
-            dsum = 0.0
-            for j in range(gstart[g], gstart[g + 1]):
-                gv, dv, ev = _gauss_term(x, smu[j], ss[j], split)
-                total += gv
-                own += ev
-                dsum += dv
-            tab[k, g] = prefix + own
-            prefix += dsum
-        for g in range(ngroups):
-            tab[k, g] += total
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            k = claim(counter)  # a node a chunk: each is a pass over the whole round
+            if k >= nk:
+                break
+            x = xs[k]
+            total = 0.0
+            prefix = 0.0
+            for g in range(ngroups):
+                own = 0.0
+                dsum = 0.0
+                for j in range(gstart[g], gstart[g + 1]):
+                    gv, dv, ev = _gauss_term(x, smu[j], ss[j], split)
+                    total += gv
+                    own += ev
+                    dsum += dv
+                tab[k, g] = prefix + own
+                prefix += dsum
+            for g in range(ngroups):
+                tab[k, g] += total
     return tab
 
 
@@ -209,11 +221,19 @@ def _illinois_panel(a: float, b: float, fa: float, fb: float, xs, bw, tab, g: in
 @nb.njit(parallel=True, cache=True, nogil=True)
 def _solve_panel(a: float, b: float, xs, bw, tab, perf_g) -> None:
     n = xs.shape[0] - 1
-    for g in nb.prange(tab.shape[1]):
-        fb = tab[0, g]
-        fa = tab[n, g]
-        if fa >= 0.0 and fb < 0.0:
-            perf_g[g] = _illinois_panel(a, b, fa, fb, xs, bw, tab, g)
+    ngroups = tab.shape[1]
+    chunks = (ngroups + GROUP_CHUNK - 1) // GROUP_CHUNK
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            c = claim(counter)
+            if c >= chunks:
+                break
+            for g in range(c * GROUP_CHUNK, min(ngroups, (c + 1) * GROUP_CHUNK)):
+                fb = tab[0, g]
+                fa = tab[n, g]
+                if fa >= 0.0 and fb < 0.0:
+                    perf_g[g] = _illinois_panel(a, b, fa, fb, xs, bw, tab, g)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -221,12 +241,17 @@ def _shared_t_values(xs, smu, sarg, sw):
     """T(x_k) = −Σ_j w_j·tanh((x_k − μ_j)·w_j/2) at every node (the shared logistic sum)."""
     nk = xs.shape[0]
     vals = np.empty(nk)
-    for k in nb.prange(nk):
-        x = xs[k]
-        total = 0.0
-        for j in range(smu.shape[0]):
-            total -= sw[j] * _tanh((x - smu[j]) * sarg[j])
-        vals[k] = total
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            k = claim(counter)  # a node a chunk: each is a pass over the whole round
+            if k >= nk:
+                break
+            x = xs[k]
+            total = 0.0
+            for j in range(smu.shape[0]):
+                total -= sw[j] * _tanh((x - smu[j]) * sarg[j])
+            vals[k] = total
     return vals
 
 
@@ -272,77 +297,90 @@ def _own_sum(x: float, smu, sarg, sw, start: int, stop: int) -> tuple[float, flo
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def _solve_logistic_groups(bounds, bvals, coefs, smu, sarg, sw, gstart, const, split: bool, perf_g):
-    """Each group's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants.
+    """Each group's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants
+    (``_solve_group``), ``GROUP_CHUNK`` groups a chunk."""
+    ngroups = gstart.shape[0] - 1
+    chunks = (ngroups + GROUP_CHUNK - 1) // GROUP_CHUNK
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            c = claim(counter)
+            if c >= chunks:
+                break
+            for g in range(c * GROUP_CHUNK, min(ngroups, (c + 1) * GROUP_CHUNK)):
+                perf_g[g] = _solve_group(g, bounds, bvals, coefs, smu, sarg, sw, gstart, const, split)
+
+
+@nb.njit(cache=True, nogil=True)
+def _solve_group(g: int, bounds, bvals, coefs, smu, sarg, sw, gstart, const, split: bool) -> float:
+    """Group g's root of T(x) + const_g (+ own tie-group sum) = 0 on the panel interpolants.
 
     ``bounds``/``bvals``: panel boundaries and exact T there (boundaries are nodes), so the
     panel holding a root is found by binary search on exact values; Newton then runs on
     the panel's Chebyshev series, safeguarded by bisection inside the bracket.
     """
     npanels = bounds.shape[0] - 1
-    ngroups = gstart.shape[0] - 1
-    for g in nb.prange(ngroups):
-        s0 = gstart[g]
-        s1 = gstart[g + 1]
-        c = const[g]
-        # f decreasing: f(bounds[0]) >= 0 > f(bounds[npanels]); find p with f(b_p) >= 0 > f(b_{p+1})
-        lo_i = 0
-        hi_i = npanels
-        while hi_i - lo_i > 1:
-            mid = (lo_i + hi_i) // 2
-            fm = bvals[mid] + c
-            if not split:
-                fm += _own_sum(bounds[mid], smu, sarg, sw, s0, s1)[0]
-            if fm >= 0.0:
-                lo_i = mid
-            else:
-                hi_i = mid
-        p = lo_i
-        a = bounds[p]
-        b = bounds[p + 1]
-        fa = bvals[p] + c
-        fb = bvals[p + 1] + c
+    s0 = gstart[g]
+    s1 = gstart[g + 1]
+    c = const[g]
+    # f decreasing: f(bounds[0]) >= 0 > f(bounds[npanels]); find p with f(b_p) >= 0 > f(b_{p+1})
+    lo_i = 0
+    hi_i = npanels
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        fm = bvals[mid] + c
         if not split:
-            fa += _own_sum(a, smu, sarg, sw, s0, s1)[0]
-            fb += _own_sum(b, smu, sarg, sw, s0, s1)[0]
-        if fa == 0.0:
-            perf_g[g] = a
-            continue
-        mid_p = 0.5 * (a + b)
-        half = 0.5 * (b - a)
-        x = a + (b - a) * fa / (fa - fb)
-        tol = 1e-12 * max(1.0, abs(x))
-        prev_step = b - a
-        for _ in range(200):
-            t = (x - mid_p) / half
-            f, fp = _clenshaw2(coefs[p], t)
-            f += c
-            fp /= half
-            if not split:
-                ov, od = _own_sum(x, smu, sarg, sw, s0, s1)
-                f += ov
-                fp += od
-            if f > 0.0:
-                a = x
-            elif f < 0.0:
-                b = x
-            else:
-                break
-            step = f / fp if fp < 0.0 else 0.0
-            nx = x - step
-            if step != 0.0 and abs(step) <= 1e-9:  # converged (the step may be below one ulp)
-                x = min(max(nx, a), b)
-                break
-            # bisect when Newton leaves the bracket or stops halving its steps (cycling)
-            if step == 0.0 or not (a < nx < b) or abs(2.0 * step) > abs(prev_step):
-                prev_step = 0.5 * (b - a)
-                nx = 0.5 * (a + b)
-            else:
-                prev_step = step
-            if b - a <= tol:
-                x = 0.5 * (a + b)
-                break
-            x = nx
-        perf_g[g] = x
+            fm += _own_sum(bounds[mid], smu, sarg, sw, s0, s1)[0]
+        if fm >= 0.0:
+            lo_i = mid
+        else:
+            hi_i = mid
+    p = lo_i
+    a = bounds[p]
+    b = bounds[p + 1]
+    fa = bvals[p] + c
+    fb = bvals[p + 1] + c
+    if not split:
+        fa += _own_sum(a, smu, sarg, sw, s0, s1)[0]
+        fb += _own_sum(b, smu, sarg, sw, s0, s1)[0]
+    if fa == 0.0:
+        return a
+    mid_p = 0.5 * (a + b)
+    half = 0.5 * (b - a)
+    x = a + (b - a) * fa / (fa - fb)
+    tol = 1e-12 * max(1.0, abs(x))
+    prev_step = b - a
+    for _ in range(200):
+        t = (x - mid_p) / half
+        f, fp = _clenshaw2(coefs[p], t)
+        f += c
+        fp /= half
+        if not split:
+            ov, od = _own_sum(x, smu, sarg, sw, s0, s1)
+            f += ov
+            fp += od
+        if f > 0.0:
+            a = x
+        elif f < 0.0:
+            b = x
+        else:
+            break
+        step = f / fp if fp < 0.0 else 0.0
+        nx = x - step
+        if step != 0.0 and abs(step) <= 1e-9:  # converged (the step may be below one ulp)
+            x = min(max(nx, a), b)
+            break
+        # bisect when Newton leaves the bracket or stops halving its steps (cycling)
+        if step == 0.0 or not (a < nx < b) or abs(2.0 * step) > abs(prev_step):
+            prev_step = 0.5 * (b - a)
+            nx = 0.5 * (a + b)
+        else:
+            prev_step = step
+        if b - a <= tol:
+            x = 0.5 * (a + b)
+            break
+        x = nx
+    return x
 
 
 @nb.njit(cache=True, nogil=True)
@@ -555,9 +593,17 @@ def prepare_weighted(flat, offsets, time_ms: float, weight: float, player_weight
     n = offsets.shape[0] - 1
     pre = np.empty((n, 7))  # new_sig, gauss_mu, gauss_w, sig_perf, term_mu, term_s, w_out factor
     lim2 = sig_limit * sig_limit
-    for i in nb.prange(n):
-        _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms,
-                        weight_limit * (weight * player_weights[i]), noob_delay, lim2, drift_per_day, rho, collapse)
+    chunks = (n + PLAYER_CHUNK - 1) // PLAYER_CHUNK
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            c = claim(counter)
+            if c >= chunks:
+                break
+            for i in range(c * PLAYER_CHUNK, min(n, (c + 1) * PLAYER_CHUNK)):
+                _prepare_player(pre, i, flat, offsets[i], offsets[i + 1], time_ms,
+                                weight_limit * (weight * player_weights[i]), noob_delay, lim2, drift_per_day, rho,
+                                collapse)
     return pre
 
 
@@ -630,52 +676,68 @@ def _out_offsets(offsets, collapse: bool, gaussian: bool, history_limit: int):
 @nb.njit(parallel=True, cache=True, nogil=True)
 def _finish(flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussian: bool,
             collapse: bool, history_limit: int) -> None:
-    """Add the performance to each belief (Alg. 3: robust average) and write it out."""
+    """Add the performance to each belief (Alg. 3: robust average) and write it out
+    (``_finish_player``), ``PLAYER_CHUNK`` players a chunk."""
     n = offsets.shape[0] - 1
+    chunks = (n + PLAYER_CHUNK - 1) // PLAYER_CHUNK
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in nb.prange(WORKERS):
+        while True:
+            c = claim(counter)
+            if c >= chunks:
+                break
+            for i in range(c * PLAYER_CHUNK, min(n, (c + 1) * PLAYER_CHUNK)):
+                _finish_player(i, flat, offsets, pre, perfs, out, out_offsets, time_ms, gaussian, collapse,
+                               history_limit)
+
+
+@nb.njit(cache=True, nogil=True)
+def _finish_player(i: int, flat, offsets, pre, perfs, out, out_offsets, time_ms: float, gaussian: bool,
+                   collapse: bool, history_limit: int) -> None:
+    """Player i's new belief: its performance added (robust average) and written at ``out_offsets[i]``."""
     k2 = 2.0 / (TANH_MULTIPLIER * TANH_MULTIPLIER)
-    for i in nb.prange(n):
-        o = offsets[i]
-        d = out_offsets[i]
-        new_sig, nmu, nw, sig_perf = pre[i, 0], pre[i, 1], pre[i, 2], pre[i, 3]
-        factor = pre[i, 6]
-        p = perfs[i]
-        wp = 1.0 / (sig_perf * sig_perf)
-        sig = 1.0 / math.sqrt(1.0 / (new_sig * new_sig) + wp)
-        if gaussian:
-            nmu = (nw * nmu + wp * p) / (nw + wp)
-            nw = nw + wp
-            mu = nmu
-        else:
-            m_old = 0 if collapse else (offsets[i + 1] - o - HEADER) // 3
-            drop = 0
-            if history_limit > 0 and m_old + 1 > history_limit:
-                drop = m_old + 1 - history_limit
-            q = _U(d + HEADER)
-            src = _U(o + HEADER)
-            for t in range(m_old):
-                c, wa, wo = flat[src], flat[src + _U(1)], flat[src + _U(2)] * factor
-                src += _U(3)
-                if t < drop:  # fold the oldest terms into the Gaussian, preserving weight
-                    wl = wa * wo * k2
-                    nmu = (nw * nmu + wl * c) / (nw + wl)
-                    nw = nw + wl
-                else:
-                    out[q] = c
-                    out[q + _U(1)] = wa
-                    out[q + _U(2)] = wo
-                    q += _U(3)
-            wt = TANH_MULTIPLIER / sig_perf
-            out[q] = p
-            out[q + _U(1)] = 0.5 * wt
-            out[q + _U(2)] = wt
-            mu = _robust_average(-nmu * nw, nw, out, d + HEADER, nb.int64(q) + 3, flat[o])
-        out[d] = mu
-        out[d + 1] = sig
-        out[d + 2] = nmu
-        out[d + 3] = nw
-        out[d + 4] = flat[o + 4] + 1.0
-        # the latest round seen: an out-of-order round must not make later drift count twice
-        out[d + 5] = max(time_ms, flat[o + 5]) if flat[o + 4] > 0.0 else time_ms
+    o = offsets[i]
+    d = out_offsets[i]
+    new_sig, nmu, nw, sig_perf = pre[i, 0], pre[i, 1], pre[i, 2], pre[i, 3]
+    factor = pre[i, 6]
+    p = perfs[i]
+    wp = 1.0 / (sig_perf * sig_perf)
+    sig = 1.0 / math.sqrt(1.0 / (new_sig * new_sig) + wp)
+    if gaussian:
+        nmu = (nw * nmu + wp * p) / (nw + wp)
+        nw = nw + wp
+        mu = nmu
+    else:
+        m_old = 0 if collapse else (offsets[i + 1] - o - HEADER) // 3
+        drop = 0
+        if history_limit > 0 and m_old + 1 > history_limit:
+            drop = m_old + 1 - history_limit
+        q = _U(d + HEADER)
+        src = _U(o + HEADER)
+        for t in range(m_old):
+            c, wa, wo = flat[src], flat[src + _U(1)], flat[src + _U(2)] * factor
+            src += _U(3)
+            if t < drop:  # fold the oldest terms into the Gaussian, preserving weight
+                wl = wa * wo * k2
+                nmu = (nw * nmu + wl * c) / (nw + wl)
+                nw = nw + wl
+            else:
+                out[q] = c
+                out[q + _U(1)] = wa
+                out[q + _U(2)] = wo
+                q += _U(3)
+        wt = TANH_MULTIPLIER / sig_perf
+        out[q] = p
+        out[q + _U(1)] = 0.5 * wt
+        out[q + _U(2)] = wt
+        mu = _robust_average(-nmu * nw, nw, out, d + HEADER, nb.int64(q) + 3, flat[o])
+    out[d] = mu
+    out[d + 1] = sig
+    out[d + 2] = nmu
+    out[d + 3] = nw
+    out[d + 4] = flat[o + 4] + 1.0
+    # the latest round seen: an out-of-order round must not make later drift count twice
+    out[d + 5] = max(time_ms, flat[o + 5]) if flat[o + 4] > 0.0 else time_ms
 
 
 @nb.njit(cache=True, nogil=True)
