@@ -5,6 +5,9 @@ traceback only with ``mmr --debug`` or ``MMR_LOG_LEVEL=debug``."""
 
 from __future__ import annotations
 
+import atexit
+import functools
+import gc
 import importlib
 import sys
 from typing import Any
@@ -36,6 +39,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 #: subcommand -> what it cannot run without: checked before its module is imported (the worker's imports
 #: take seconds), so that a wrong password or an unreachable broker ends it at once, in one line
 NEEDS: dict[str, tuple[str, ...]] = {"worker": ("redis", "kafka"), "export": ("redis",), "rebuild": ("redis", "kafka")}
+
+
+@functools.cache
+def no_collection_at_exit() -> None:
+    """Every object alive at exit frozen (``gc.freeze``, an ``atexit`` handler), once per process.
+
+    Why: as the interpreter exits it collects cycles once more over every object still alive
+    (numba's and numpy's registries, a replay's results, ...), a noticeable part of a command's
+    wall time, to free memory the end of the process frees anyway. Frozen objects are left out of
+    that collection; they are still released as the modules are cleared."""
+    atexit.register(gc.freeze)
 
 
 class ConfigurationError(errors.ConfigurationError, click.ClickException):
@@ -79,6 +93,7 @@ class LazyGroup(click.Group):
         from stream import redact
         from stream.service.config import warn_unknown
 
+        no_collection_at_exit()
         warn_unknown()
         s = _settings()
         debug = bool(ctx.params.get("debug")) or (s is not None and s.log_level == "debug")

@@ -17,7 +17,6 @@ from queue import Empty, Full, Queue
 from typing import Any, TypeVar
 
 import orjson
-from tqdm import tqdm
 
 from stream.events.inputs import MATCH_RUN, CsvMapping, OnInvalid, read_records
 
@@ -30,6 +29,8 @@ def iter_records(paths: tuple[str, ...], pool: str | None, mapping: CsvMapping, 
     the inputs' bytes (so it has a total and an ETA) and shows the events read. ``chunks``: runs of
     plain matches come as ``MATCH_RUN`` records, except with ``skip``, which counts events one by one."""
     chunked = chunks and not skip
+    if progress:
+        from tqdm import tqdm  # (imported only for a bar: a noticeable part of a short replay's start-up)
     bar = tqdm(total=_total_bytes(paths), unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
                mininterval=0.5, dynamic_ncols=True) if progress else None
     events = 0

@@ -13,13 +13,12 @@ import json
 import logging
 import os
 import re
-import ssl
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stream.config import (
     EngineSettings,
@@ -33,6 +32,9 @@ from stream.config import (
 )
 from stream.params import ParamError, parse_param_list
 from stream.redact import mask_url, url_secrets
+
+if TYPE_CHECKING:
+    import ssl
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +215,8 @@ class Settings:
     def ssl_context(self) -> ssl.SSLContext | None:
         if "SSL" not in self.security_protocol:
             return None
+        import ssl  # (only for a broker over TLS: ``mmr replay --embedded`` reads this module too)
+
         ctx = ssl.create_default_context(cafile=self.ssl_cafile or None)
         if self.ssl_certfile:
             ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile or None)

@@ -59,6 +59,22 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
+@contextlib.contextmanager
+def long_lived() -> Iterator[None]:
+    """The collector off while the objects that live to the end are made (the replay's imports:
+    numba's registries, the engine's and the kernels' modules), then those frozen out of its
+    passes (``gc.freeze``; ``fewer_collections`` unfreezes them after). Why: they are hundreds of
+    thousands, and collections during the imports would walk them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
+
+
 #: ``--broker`` given without a value: publish to KAFKA_BOOTSTRAP_SERVERS
 BROKER_FROM_ENV = "\0from-env"
 EMBEDDED_ONLY = ("system", "params", "pools_file", "out", "advantages", "top", "history")
@@ -144,12 +160,13 @@ def replay(ctx: click.Context, inputs: tuple[str, ...], system: str, params: tup
                             on_invalid=skipped)
             report_skipped(skipped)
             return
-        from stream.engine.embedded import EmbeddedPipeline
-        from stream.events.model import rating_value
-        from stream.runtime.compile_notice import compile_notice
-
         with contextlib.ExitStack() as stack:
             stack.enter_context(fewer_collections())
+            with long_lived():
+                from stream.engine.embedded import EmbeddedPipeline
+                from stream.events.model import rating_value
+                from stream.runtime.compile_notice import compile_notice
+
             sink = stack.enter_context(JsonlWriter(history)) if history else None
 
             def write_history(outputs: Sequence[RatingOutput]) -> None:

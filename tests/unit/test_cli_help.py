@@ -32,3 +32,13 @@ def test_h_is_help_at_every_level(args: list[str]) -> None:
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("Usage: ") and "Options:" in res.stdout
+
+
+def test_a_command_leaves_objects_alive_at_exit_out_of_the_last_collection() -> None:
+    """A subcommand's process freezes what is alive at exit (``no_collection_at_exit``): the
+    interpreter's last collection is skipped, and the command's output and exit status are as before."""
+    code = ("import atexit, gc, sys; from stream.cli import main; "
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0)); main(['synth', '--help'])")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("Usage: ") and res.stdout.rstrip().endswith("frozen True")

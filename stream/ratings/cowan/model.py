@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -188,13 +189,19 @@ class Model:
     a0: float
     beta: float
     soe: np.ndarray  # pack_soe of φ (the residual's exponential sum)
-    gtab: np.ndarray  # g(d), d = −n..n
     form: int
     taps: np.ndarray  # drift taps (DRIFT_TAPS) or [w0] (DRIFT_EXP)
     full_taps: np.ndarray  # the drift kernel on d = −n..n (naive path) or the short taps
     drift_mode: int
     drift_rate: float
     soe_error: float  # max |fit − φ| over the grid distances (0 when exact)
+    luck_table: Callable[[], np.ndarray]  # makes ``gtab``
+
+    @cached_property
+    def gtab(self) -> np.ndarray:
+        """g(d), d = −n..n, made at first use: only a draw of the paper's form reads it, and its
+        correctly rounded ``exp`` of every grid distance is a noticeable part of a start-up."""
+        return self.luck_table()
 
 
 def exp_exact(x: Any) -> np.ndarray:

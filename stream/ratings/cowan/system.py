@@ -190,13 +190,17 @@ class Cowan(RatingSystem):
             return a0 + p.beta * np.where(d >= 0, 1.0 - 0.5 * e, 0.5 * e)
         return a0 + p.beta / (1.0 + exp_exact(-d))
 
+    def _gtab(self) -> np.ndarray:
+        """``Model.gtab``: Λ(d·h, 0) on every grid distance d = −n..n."""
+        p = self.p
+        d = np.arange(-p.n, p.n + 1, dtype=float) * (2.0 * p.M / p.n)
+        return np.ascontiguousarray(self._luck_table(d), dtype=np.float64)
+
     @cached_property
     def model(self) -> Model:
         p = self.p
         h = 2.0 * p.M / p.n
         grid = -p.M + h * np.arange(p.n + 1, dtype=float)
-        d = np.arange(-p.n, p.n + 1, dtype=float) * h
-        gtab = np.ascontiguousarray(self._luck_table(d), dtype=np.float64)
         if self.laplace:
             s = self.laplace_scale
             soe = pack_soe(np.array([math.exp(-h / s)]), np.array([0.5]))
@@ -218,7 +222,7 @@ class Cowan(RatingSystem):
             a0=(1.0 - p.beta) / 2.0,
             beta=p.beta,
             soe=np.ascontiguousarray(soe, dtype=np.float64),
-            gtab=gtab,
+            luck_table=self._gtab,
             form=K.FORM_PAPER if p.draw_form == "paper" else K.FORM_BLATMMR,
             taps=np.ascontiguousarray(taps, dtype=np.float64),
             full_taps=np.ascontiguousarray(full_taps, dtype=np.float64),
@@ -497,8 +501,8 @@ class Cowan(RatingSystem):
         m = self.model
         if m.form == K.FORM_PAPER and 0.0 < score < 1.0:
             dtab, dsoe = self._dtab(score), self._dsoe(score)
-        else:
-            dtab, dsoe = m.gtab, _NO_DSOES[0]
+        else:  # read only for a draw of the paper's form
+            dtab, dsoe = _NO_DTABS[0], _NO_DSOES[0]
         fpar, raw, quant = self._pair_consts
         new_a, new_b, status = K.rate_pair(
             self._belief_array(beliefs[ia]), self._belief_array(beliefs[ib]), score, dtab, dsoe,
