@@ -34,11 +34,14 @@ def copy_into(dst, d: int, src, s: int, n: int) -> None:  # type: ignore[no-unty
 
 
 @intrinsic
-def _prefetch(typingctx: Any, arr: Any, index: Any) -> Any:
-    """LLVM's ``prefetch`` of ``arr[index]`` for a read (no check of ``index``: a hint never faults)."""
-    if not (isinstance(arr, types.Array) and isinstance(index, types.Integer)):
+def _prefetch(typingctx: Any, arr: Any, index: Any, write: Any) -> Any:
+    """LLVM's ``prefetch`` of ``arr[index]`` (``write``: a literal bool, for a write). No check of
+    ``index``: a hint changes no value and never faults."""
+    if not (isinstance(arr, types.Array) and isinstance(index, types.Integer)
+            and isinstance(write, types.BooleanLiteral)):
         return None
-    sig = types.void(arr, index)
+    sig = types.void(arr, index, write)
+    rw = int(write.literal_value)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         ary = context.make_array(signature.args[0])(context, builder, args[0])
@@ -47,13 +50,13 @@ def _prefetch(typingctx: Any, arr: Any, index: Any) -> Any:
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32]),
                                             "llvm.prefetch.p0")
-        # (read, keep in every cache level, data)
-        builder.call(fn, [i8p, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        # (read or write, keep in every cache level, data)
+        builder.call(fn, [i8p, ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen
 
 
-#: ``prefetch(arr, i)``: start loading the cache line of ``arr[i]`` (a loop over values scattered in a
-#: large array asks for the ones a few iterations ahead, so their cache misses overlap)
-prefetch = cast("Callable[[Any, Any], None]", _prefetch)
+#: ``prefetch(arr, i, write)``: start loading the cache line of ``arr[i]`` (a loop over values scattered
+#: in a large array asks for the ones a few iterations ahead, so their cache misses overlap)
+prefetch = cast("Callable[[Any, Any, bool], None]", _prefetch)

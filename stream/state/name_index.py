@@ -81,16 +81,16 @@ def _lookup(table, names, starts, data, offsets, out) -> None:
     for k in range(n):
         h = _hash(data, offsets[k], offsets[k + 1])
         hashes[k] = h
-        prefetch(table, 2 * np.int64(h & np.uint64(mask)))
+        prefetch(table, 2 * np.int64(h & np.uint64(mask)), False)
     for k in range(n):  # the first slot's name, when its hash matches (out: −1, a placeholder)
         s = np.int64(hashes[k] & np.uint64(mask))
         got = table[2 * s + 1]
         out[k] = np.int64(got) - 1 if got != _EMPTY and table[2 * s] == hashes[k] else -1
         if out[k] >= 0:
-            prefetch(starts, out[k])
+            prefetch(starts, out[k], False)
     for k in range(n):
         if out[k] >= 0:
-            prefetch(names, starts[out[k]])
+            prefetch(names, starts[out[k]], False)
     for k in range(n):
         s = _find(table, names, starts, data, offsets[k], offsets[k + 1], hashes[k])
         out[k] = np.int64(table[2 * s + 1]) - 1 if s >= 0 else -1

@@ -83,8 +83,8 @@ def _scatter(values, start, idx, flat, offsets):  # type: ignore[no-untyped-def]
 @nb.njit(cache=True, nogil=True)
 def _prefetch_slot(values, s: int) -> None:  # type: ignore[no-untyped-def]
     """The first two cache lines of the slot at ``s`` (the processor's own prefetcher follows on)."""
-    prefetch(values, s)
-    prefetch(values, s + 8)
+    prefetch(values, s, False)
+    prefetch(values, s + 8, False)
 
 
 def slot_class(lengths: IntArray) -> IntArray:

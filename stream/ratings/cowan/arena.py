@@ -16,66 +16,18 @@ import stream.runtime.configured  # noqa: F401  (numba configured before it load
 
 # isort: split
 import mmap
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from stream.ratings.base import Belief, FloatArray, IntArray, split
 from stream.ratings.cowan.kernels import update_pair_in, work_cells
 from stream.ratings.cowan.quant import _ONE, _ZERO
 from stream.ratings.cowan.windows import HEADER, moments, window_at
 from stream.ratings.fastpath import Arena
-
-
-@intrinsic
-def _prefetch_intrinsic(typingctx: Any, arr: Any, idx: Any, write: Any) -> Any:
-    """A hint to load the cache line of ``arr[idx]`` (LLVM's ``prefetch``; ``write`` a literal
-    bool). It changes no value and cannot fault, whatever ``idx``."""
-    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
-        return None
-    if not isinstance(write, types.BooleanLiteral):
-        return None
-    rw = int(write.literal_value)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        arrty, idxty, _ = signature.args
-        ary = context.make_array(arrty)(context, builder, args[0])
-        ptr = builder.gep(ary.data, [context.cast(builder, args[1], idxty, types.intp)])
-        byte_ptr = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(rw), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return types.none(arr, idx, write), codegen
-
-
-# what the jitted code calls (numba's typing sees the intrinsic itself)
-_prefetch = cast(Callable[[np.ndarray, int, bool], None], _prefetch_intrinsic)
-
-
-@intrinsic
-def _claim_intrinsic(typingctx: Any, counter: Any) -> Any:
-    """``counter[0] += 1`` as one atomic ``atomicrmw add``, returning the value before: each
-    caller on any thread gets its own number. Monotonic order is enough: what the claimed
-    matches write is ordered by the end of the parallel region."""
-    if not isinstance(counter, types.Array) or counter.dtype != types.int64:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        return builder.atomic_rmw("add", ary.data, ir.Constant(ir.IntType(64), 1), "monotonic")
-
-    return types.int64(counter), codegen
-
-
-_claim = cast(Callable[[np.ndarray], int], _claim_intrinsic)
+from stream.runtime.balanced import claim
+from stream.runtime.copies import prefetch
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -84,7 +36,7 @@ def _prefetch_window(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: i
     caches, and the window arrives from memory while the current match computes."""
     s = start[p]
     for t in range(s, s + lohi[p, 1] - lohi[p, 0] + 1, 8):  # 8 float64 = one 64-byte line
-        _prefetch(vals, t, False)
+        prefetch(vals, t, False)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -92,7 +44,7 @@ def _prefetch_dest(vals: np.ndarray, start: np.ndarray, lohi: np.ndarray, p: int
     """Prefetch for writing the fresh cells slot ``p``'s new window moves to, if it moves."""
     if dest != start[p]:
         for t in range(dest, dest + lohi[p, 1] - lohi[p, 0] + 1 + 2 * grow, 8):
-            _prefetch(vals, t, True)
+            prefetch(vals, t, True)
 
 
 @njit(cache=True, nogil=True)
@@ -207,10 +159,10 @@ def run_arena_waves(vals: np.ndarray, start: np.ndarray, cap: np.ndarray, lohi: 
             lh = np.empty((2, 2), dtype=np.int64)
             st = np.zeros(2, dtype=np.uint8)
             work = np.empty(work_cells(n1, taps))
-            q = _claim(counter)
+            q = claim(counter)
             while q < cnt:
                 m = order[s0 + q]
-                nq = _claim(counter)
+                nq = claim(counter)
                 if nq < cnt:  # this thread's next match: other players, not written before it
                     nxt = order[s0 + nq]
                     _prefetch_window(vals, start, lohi, slot[a[nxt]])

@@ -473,38 +473,6 @@ def test_arena_prefetch_is_a_hint_in_the_machine_code_that_changes_nothing() -> 
         assert re.search(r"\bprefetcht0\b", asm)  # the write hint: prefetchw where the CPU has it
 
 
-def test_arena_waves_hand_out_each_match_once_from_an_atomic_counter() -> None:
-    """``run_arena_waves``' threads take a wave's matches from a shared counter (``_claim``):
-    on all numba threads at once, every number below the end is claimed exactly once (a
-    plain ``+=`` would lose some to the race), and the instruction is an atomic add."""
-    import re
-
-    import numba
-    from numba import njit, prange
-
-    from stream.ratings.cowan import arena as _cowan_arena
-
-    def claim_all(counter: np.ndarray, owner: np.ndarray, hits: np.ndarray, nt: int) -> None:
-        for t in prange(nt):
-            q = _cowan_arena._claim(counter)
-            while q < owner.shape[0]:
-                owner[q] = t
-                hits[t] += 1
-                q = _cowan_arena._claim(counter)
-
-    n = 200_000
-    nt = numba.get_num_threads()
-    fn = njit(nogil=True, parallel=True)(claim_all)  # not from numba's cache, which keeps no IR
-    counter = np.zeros(1, dtype=np.int64)
-    owner = np.full(n, -1, dtype=np.int64)
-    hits = np.zeros(nt, dtype=np.int64)
-    fn(counter, owner, hits, nt)
-    assert (owner >= 0).all() and int(hits.sum()) == n
-    assert int(counter[0]) == n + nt  # each thread's last claim is past the end
-    ir_text = "\n".join(fn.inspect_llvm().values())
-    assert re.search(r"atomicrmw add ptr|atomicrmw add i64\*", ir_text)
-
-
 def test_model_tables_are_built_from_correctly_rounded_exp(sys_: Cowan) -> None:
     """The luck table, drift taps and prior come from ``exp_exact`` and ``math.fsum`` (the
     same bits on every CPU; numpy's exp depends on the CPU's SIMD loops): checked against
