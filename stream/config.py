@@ -171,8 +171,11 @@ class EngineSettings:
     #: (``stream.runtime.numba_cache``); off: numba's own choice, beside each module
     numba_cache: bool = setting(True, "MMR_NUMBA_CACHE")
     #: Elo-MMR rounds with fewer players run their kernels on one thread, and so do the logistic sums of
-    #: Elo and Codeforces rounds (``PARALLEL_MIN_PLAYERS`` of ``elo_mmr.system`` and ``baselines.kernels``)
-    elo_parallel_min: int = setting(20_000, "MMR_ELO_PARALLEL_MIN")
+    #: Elo and Codeforces rounds (``PARALLEL_MIN_PLAYERS`` of ``elo_mmr.system`` and ``baselines.kernels``).
+    #: Below a few thousand players a round's parallel phases are too short to pay for waking the
+    #: threads when the other core is busy; above, the balanced loops (``stream.runtime.balanced``)
+    #: lose nothing then and gain when it is free (BENCHMARKS.md, "Elo-MMR")
+    elo_parallel_min: int = setting(3_000, "MMR_ELO_PARALLEL_MIN")
     #: folder of the public data sets (contest histories) that evaluations and benchmarks read
     data_dir: str = setting("", "MMR_DATA_DIR")
 

@@ -210,7 +210,7 @@ def test_elo_mmr_reads_its_parallel_threshold_through_the_settings_when_it_rates
     out = subprocess.run([sys.executable, "-c", code], env={"MMR_ELO_PARALLEL_MIN": "1234", "PATH": ""},
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["None", "True", "1234"]  # not read at import: at the first round
-    assert EngineSettings().elo_parallel_min == 20_000
+    assert EngineSettings().elo_parallel_min == 3_000
 
 
 def test_the_cli_reports_a_bad_setting_without_a_traceback(tmp_path: Path) -> None:
