@@ -2,7 +2,7 @@
 
 In the test process, other tests may have compiled most kernels already, so a warm-up that misses
 one would go unseen there. The child starts as a worker does (``runtime.configure``, the cache
-this session uses), runs ``warm``, counts the signatures of every numba dispatcher of ``stream``,
+the tests use), runs ``warm``, counts the signatures of every numba dispatcher of ``stream``,
 runs ``calls`` and reports the dispatchers that gained one: compiled, or loaded from the cache,
 inside what should have found it ready.
 """
@@ -34,10 +34,10 @@ def signatures():
     return out
 
 WARM
-before = signatures()
+warmed = signatures()
 CALLS
 after = signatures()
-print(json.dumps({k: [before.get(k, 0), v] for k, v in after.items() if v != before.get(k, 0)}))
+print(json.dumps({k: [warmed.get(k, 0), v] for k, v in after.items() if v != warmed.get(k, 0)}))
 """
 
 
